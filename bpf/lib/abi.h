@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * abi.h - every type shared between the BPF programs and the Go control
+ * plane. This is the single definition: Go gets these types from bpf2go
+ * (-type ...), never from a hand-written mirror.
+ */
+#ifndef XLANE_ABI_H
+#define XLANE_ABI_H
+
+#include <linux/types.h>
+
+/*
+ * Why a packet left a program. Every packet is counted under exactly one
+ * reason in xlane_metrics. The Go side reads the names from BTF, so adding a
+ * reason here is all it takes to make it visible in `xlane status`.
+ */
+enum xl_reason {
+	XL_FWD_PEER = 0,	/* to a local endpoint via bpf_redirect_peer */
+	XL_FWD_FIB,		/* off the endpoint via FIB + bpf_redirect */
+	XL_FWD_NEIGH,		/* off the endpoint via FIB + bpf_redirect_neigh */
+	XL_PASS_NON_IP,		/* ARP, VLAN, unknown ethertype: Linux handles it */
+	XL_PASS_LOCAL,		/* destination is the node itself */
+	XL_PASS_LINK_LOCAL,	/* link-local, multicast, broadcast: Linux */
+	XL_PASS_TTL,		/* TTL/hop limit would expire: Linux sends ICMP */
+	XL_PASS_NO_ROUTE,	/* FIB miss, blackhole, MTU: Linux sends ICMP */
+	XL_DELIVER,		/* delivered to the endpoint by the Linux stack */
+	XL_DROP_MALFORMED,	/* truncated or invalid L2/L3 header */
+	XL_DROP_SPOOFED,	/* source address not owned by the sender */
+	XL_DROP_REDIRECT,	/* a redirect helper refused the packet */
+	XL_REASON_MAX,
+};
+
+/* Direction, seen from the endpoint (the container). */
+enum xl_dir {
+	XL_DIR_EGRESS = 0,	/* sent by the endpoint */
+	XL_DIR_INGRESS = 1,	/* delivered to the endpoint */
+};
+
+/*
+ * xlane_endpoints: key = endpoint address (IPv4 as ::ffff:a.b.c.d),
+ * value = where it lives. Written by the daemon, read by the datapath.
+ */
+struct endpoint_key {
+	__u8 addr[16];
+};
+
+struct endpoint_val {
+	__u32 ifindex;		/* host-side veth */
+	__u32 network_id;	/* owning network */
+	__u8 mac[6];		/* container-side MAC */
+	__u8 host_mac[6];	/* host-side veth MAC (the gateway MAC) */
+};
+
+/*
+ * xlane_metrics: key = (endpoint host ifindex, reason, direction),
+ * value = packets and bytes, per CPU. Written by the datapath, read and
+ * pruned by the daemon.
+ */
+struct metrics_key {
+	__u32 ifindex;
+	__u8 reason;		/* enum xl_reason */
+	__u8 dir;		/* enum xl_dir */
+	__u16 pad;
+};
+
+struct metrics_val {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Keep enums that no program variable names in BTF, so bpf2go can emit
+ * them for Go (enums only appear in BTF when something references them). */
+#define XL_ABI_BTF_ANCHORS \
+	const enum xl_reason *xl_btf_reason __attribute__((unused)); \
+	const enum xl_dir *xl_btf_dir __attribute__((unused))
+
+#endif /* XLANE_ABI_H */

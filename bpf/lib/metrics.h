@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* metrics.h - the one place a verdict is counted. */
+#ifndef XLANE_METRICS_H
+#define XLANE_METRICS_H
+
+#include "maps.h"
+
+static __always_inline void metrics_count(__u32 ifindex, enum xl_reason reason,
+					  enum xl_dir dir, __u32 bytes)
+{
+	struct metrics_key key = {
+		.ifindex = ifindex,
+		.reason = reason,
+		.dir = dir,
+	};
+	struct metrics_val *val, init = { .packets = 1, .bytes = bytes };
+
+	val = bpf_map_lookup_elem(&xlane_metrics, &key);
+	if (val) {
+		/* Per-CPU value: no atomics needed. */
+		val->packets++;
+		val->bytes += bytes;
+		return;
+	}
+	/* First packet for this key on any CPU. A full map loses the count,
+	 * never the packet. */
+	bpf_map_update_elem(&xlane_metrics, &key, &init, BPF_NOEXIST);
+}
+
+#endif /* XLANE_METRICS_H */

@@ -1,0 +1,85 @@
+// Command xlaned is the xlane daemon: it owns the state store, the BPF
+// objects and the netlink work of one node, and serves the API.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/daemon"
+	"github.com/xlane-dev/xlane/internal/server"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "xlaned:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("xlaned", flag.ContinueOnError)
+	state := fs.String("state", "/var/lib/xlane/state.db", "state file (bbolt); one daemon per file")
+	socket := fs.String("socket", api.DefaultSocket, "API unix socket (root only)")
+	pinDir := fs.String("pin-dir", "/sys/fs/bpf/xlane", "bpffs directory for this instance's maps and links")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
+
+xlaned runs xlane on this node: it keeps networks and endpoints in its state
+file, programs the kernel to match, and serves the API the xlane CLI uses.
+Programs stay attached when xlaned stops (even with kill -9); a restarted
+xlaned adopts them. Several daemons can run side by side, each in its own
+network namespace with its own --state, --socket and --pin-dir.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("--log-level %q: %w", *level, err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	l, err := server.Listen(*socket)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: server.Handler(d, log), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	log.Info("xlaned ready", "version", daemon.Version, "socket", *socket, "state", *state, "pin_dir", *pinDir)
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	os.Remove(*socket)
+	log.Info("xlaned stopped; the datapath keeps running")
+	return nil
+}

@@ -1,0 +1,21 @@
+module github.com/xlane-dev/xlane
+
+go 1.26.8
+
+require (
+	github.com/cilium/ebpf v0.22.0
+	github.com/spf13/cobra v1.10.2
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/sys v0.48.0
+)
+
+require (
+	github.com/google/gopacket v1.1.19 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
+	golang.org/x/net v0.59.0 // indirect
+)
+
+tool github.com/cilium/ebpf/cmd/bpf2go

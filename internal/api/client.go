@@ -1,0 +1,158 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// Client talks to xlaned over its unix socket.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a client for the daemon listening on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
+}
+
+// RemoteError is an error the daemon returned. It unwraps to the model
+// sentinel matching its code, and to a *model.FieldError when it names one.
+type RemoteError struct {
+	Status int
+	Error_ Error
+}
+
+func (e *RemoteError) Error() string { return e.Error_.Message }
+
+func (e *RemoteError) Unwrap() []error {
+	var errs []error
+	switch e.Error_.Code {
+	case CodeNotFound:
+		errs = append(errs, model.ErrNotFound)
+	case CodeConflict:
+		errs = append(errs, model.ErrConflict)
+	case CodeUnavailable:
+		errs = append(errs, model.ErrUnavailable)
+	}
+	if e.Error_.Field != "" {
+		errs = append(errs, &model.FieldError{Field: e.Error_.Field, Reason: e.Error_.Message})
+	}
+	return errs
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://xlane"+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || eb.Error.Message == "" {
+			return &RemoteError{Status: resp.StatusCode, Error_: Error{Code: CodeInternal, Message: resp.Status}}
+		}
+		return &RemoteError{Status: resp.StatusCode, Error_: eb.Error}
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// CreateNetwork creates a network.
+func (c *Client) CreateNetwork(ctx context.Context, req NetworkCreate) (*NetworkInfo, error) {
+	var out NetworkInfo
+	return &out, c.do(ctx, http.MethodPost, PathNetworks, req, &out)
+}
+
+// Networks lists networks.
+func (c *Client) Networks(ctx context.Context) ([]NetworkInfo, error) {
+	var out []NetworkInfo
+	return out, c.do(ctx, http.MethodGet, PathNetworks, nil, &out)
+}
+
+// Network returns one network.
+func (c *Client) Network(ctx context.Context, name string) (*NetworkInfo, error) {
+	var out NetworkInfo
+	return &out, c.do(ctx, http.MethodGet, PathNetworks+"/"+url.PathEscape(name), nil, &out)
+}
+
+// DeleteNetwork deletes a network; deleting a missing one succeeds. With
+// force, its endpoints are removed first.
+func (c *Client) DeleteNetwork(ctx context.Context, name string, force bool) error {
+	p := PathNetworks + "/" + url.PathEscape(name)
+	if force {
+		p += "?force=true"
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil)
+}
+
+// AddEndpoint creates an endpoint.
+func (c *Client) AddEndpoint(ctx context.Context, req EndpointAdd) (*EndpointInfo, error) {
+	var out EndpointInfo
+	return &out, c.do(ctx, http.MethodPost, PathEndpoints, req, &out)
+}
+
+// Endpoints lists endpoints, of one network when network is not "".
+func (c *Client) Endpoints(ctx context.Context, network string) ([]EndpointInfo, error) {
+	var out []EndpointInfo
+	p := PathEndpoints
+	if network != "" {
+		p += "?network=" + url.QueryEscape(network)
+	}
+	return out, c.do(ctx, http.MethodGet, p, nil, &out)
+}
+
+// Endpoint returns one endpoint with its counters.
+func (c *Client) Endpoint(ctx context.Context, id string) (*EndpointInfo, error) {
+	var out EndpointInfo
+	return &out, c.do(ctx, http.MethodGet, PathEndpoints+"/"+url.PathEscape(id), nil, &out)
+}
+
+// DeleteEndpoint removes an endpoint; removing a missing one succeeds.
+func (c *Client) DeleteEndpoint(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, PathEndpoints+"/"+url.PathEscape(id), nil, nil)
+}
+
+// Status returns the daemon's status.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var out Status
+	return &out, c.do(ctx, http.MethodGet, PathStatus, nil, &out)
+}

@@ -1,0 +1,110 @@
+package api
+
+import (
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// DefaultSocket is where xlaned listens unless told otherwise.
+const DefaultSocket = "/run/xlane/xlane.sock"
+
+// Paths of API version 1.
+const (
+	PathNetworks  = "/v1/networks"
+	PathEndpoints = "/v1/endpoints"
+	PathStatus    = "/v1/status"
+)
+
+// NetworkCreate is the body of POST /v1/networks. Addresses are strings so
+// the daemon can say which one is wrong.
+type NetworkCreate struct {
+	Name     string   `json:"name"`
+	Subnets  []string `json:"subnets"`
+	Gateways []string `json:"gateways,omitempty"`
+	Mode     string   `json:"mode,omitempty"`
+	MTU      int      `json:"mtu,omitempty"`
+}
+
+// EndpointAdd is the body of POST /v1/endpoints.
+type EndpointAdd struct {
+	ID      string `json:"id,omitempty"` // chosen by the caller (runtime) or generated
+	Network string `json:"network"`
+	// Netns is a namespace name (as in `ip netns`) or path. Leave it empty
+	// with VethOnly for runtimes that move the interface themselves.
+	Netns    string   `json:"netns,omitempty"`
+	VethOnly bool     `json:"veth_only,omitempty"`
+	IfName   string   `json:"ifname,omitempty"`
+	IPs      []string `json:"ips,omitempty"`
+}
+
+// Counter is a packet and byte count.
+type Counter struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// ReasonCounter is one datapath counter: why packets left a program.
+type ReasonCounter struct {
+	Reason    string `json:"reason"`    // as in bpf/lib/abi.h: fwd_peer, drop_spoofed, ...
+	Direction string `json:"direction"` // from_endpoint or to_endpoint
+	Drop      bool   `json:"drop"`
+	Counter
+}
+
+// EndpointInfo is an endpoint as the API shows it.
+type EndpointInfo struct {
+	model.Endpoint
+	Mode model.Mode `json:"mode"`
+	// State is "ready", or what is wrong ("host veth missing", ...).
+	State string `json:"state"`
+	// Link counters of the host veth: what the endpoint sent (rx on the
+	// host side) and what it was given (tx on the host side). Packets the
+	// tc datapath redirects straight into the container are in Reasons.
+	Sent     Counter         `json:"sent"`
+	Received Counter         `json:"received"`
+	Reasons  []ReasonCounter `json:"reasons,omitempty"`
+}
+
+// NetworkInfo is a network as the API shows it.
+type NetworkInfo struct {
+	model.Network
+	Endpoints int `json:"endpoints"`
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Version   string          `json:"version"`
+	StatePath string          `json:"state_path"`
+	PinDir    string          `json:"pin_dir"`
+	Modes     []ModeStatus    `json:"modes"`
+	Networks  int             `json:"networks"`
+	Endpoints int             `json:"endpoints"`
+	Counters  []ReasonCounter `json:"counters,omitempty"`
+}
+
+// ModeStatus says whether a datapath mode works on this node.
+type ModeStatus struct {
+	Mode      model.Mode `json:"mode"`
+	Available bool       `json:"available"`
+	Reason    string     `json:"reason,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeInvalid     = "invalid_argument"
+	CodeNotFound    = "not_found"
+	CodeConflict    = "conflict"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
+)
+
+// Error is the body of every failed request.
+type Error struct {
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// ErrorBody wraps Error on the wire.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}

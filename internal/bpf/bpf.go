@@ -1,0 +1,151 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+)
+
+// Shared types, generated from bpf/lib/abi.h.
+type (
+	EndpointKey = tcEndpointKey
+	EndpointVal = tcEndpointVal
+	MetricsKey  = tcMetricsKey
+	MetricsVal  = tcMetricsVal
+	Reason      = tcXlReason
+	Dir         = tcXlDir
+)
+
+const (
+	DirEgress  = tcXlDirXL_DIR_EGRESS
+	DirIngress = tcXlDirXL_DIR_INGRESS
+	ReasonMax  = tcXlReasonXL_REASON_MAX
+)
+
+// Objects are the loaded `tc` datapath programs and the shared maps.
+type Objects struct {
+	tcObjects
+}
+
+// ErrPinDir is returned when the pin directory is not on a bpffs.
+var ErrPinDir = errors.New("pin directory is not on a BPF filesystem")
+
+// Spec returns the embedded collection spec of the tc programs.
+func Spec() (*ebpf.CollectionSpec, error) { return loadTc() }
+
+// Load loads the tc programs. Maps are pinned in pinDir (created if needed),
+// reusing maps already pinned there. An empty pinDir loads unpinned maps,
+// for tests.
+func Load(pinDir string) (*Objects, error) {
+	spec, err := loadTc()
+	if err != nil {
+		return nil, err
+	}
+	opts := &ebpf.CollectionOptions{}
+	if pinDir != "" {
+		if err := os.MkdirAll(pinDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create pin dir: %w", err)
+		}
+		opts.Maps.PinPath = pinDir
+	} else {
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinNone
+		}
+	}
+	var objs Objects
+	if err := spec.LoadAndAssign(&objs.tcObjects, opts); err != nil {
+		return nil, fmt.Errorf("load tc programs: %w", err)
+	}
+	return &objs, nil
+}
+
+// FromEndpoint is the tcx ingress program of a host-side veth.
+func (o *Objects) FromEndpoint() *ebpf.Program { return o.XlaneFromEndpoint }
+
+// ToEndpoint is the tcx egress program of a host-side veth.
+func (o *Objects) ToEndpoint() *ebpf.Program { return o.XlaneToEndpoint }
+
+// Endpoints is the xlane_endpoints map.
+func (o *Objects) Endpoints() *ebpf.Map { return o.XlaneEndpoints }
+
+// Metrics is the xlane_metrics map.
+func (o *Objects) Metrics() *ebpf.Map { return o.XlaneMetrics }
+
+// MapPinPath is where a map of this package is pinned under pinDir.
+func MapPinPath(pinDir, name string) string { return filepath.Join(pinDir, name) }
+
+// KeyFromAddr builds an xlane_endpoints key: IPv6 as is, IPv4 v4-mapped.
+func KeyFromAddr(a netip.Addr) EndpointKey {
+	return EndpointKey{Addr: a.As16()}
+}
+
+// AddrFromKey is the inverse of KeyFromAddr.
+func AddrFromKey(k EndpointKey) netip.Addr {
+	return netip.AddrFrom16(k.Addr).Unmap()
+}
+
+// NewEndpointVal builds an xlane_endpoints value.
+func NewEndpointVal(ifindex int, networkID uint32, mac, hostMAC net.HardwareAddr) EndpointVal {
+	v := EndpointVal{Ifindex: uint32(ifindex), NetworkId: networkID}
+	copy(v.Mac[:], mac)
+	copy(v.HostMac[:], hostMAC)
+	return v
+}
+
+var reasonNames = func() map[Reason]string {
+	names := map[Reason]string{}
+	spec, err := loadTc()
+	if err != nil {
+		return names
+	}
+	var e *btf.Enum
+	if err := spec.Types.TypeByName("xl_reason", &e); err != nil {
+		return names
+	}
+	for _, v := range e.Values {
+		names[Reason(v.Value)] = ReasonLabel(v.Name)
+	}
+	return names
+}()
+
+// ReasonLabel turns "XL_DROP_SPOOFED" into "drop_spoofed".
+func ReasonLabel(cname string) string {
+	b := []byte(cname)
+	if len(b) > 3 && string(b[:3]) == "XL_" {
+		b = b[3:]
+	}
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// String names a reason as bpf/lib/abi.h does, lower case, without XL_.
+func (r Reason) String() string {
+	if n, ok := reasonNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("reason_%d", uint32(r))
+}
+
+// IsDrop reports whether packets counted under r were dropped.
+func (r Reason) IsDrop() bool {
+	n := r.String()
+	return len(n) > 5 && n[:5] == "drop_"
+}
+
+// String names a direction from the endpoint's point of view.
+func (d Dir) String() string {
+	if d == DirIngress {
+		return "to_endpoint"
+	}
+	return "from_endpoint"
+}

@@ -1,0 +1,136 @@
+// Package cli is the xlane command line: cobra commands that call the
+// daemon's API and print human tables, or JSON with -o json.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+type env struct {
+	socket string
+	output string
+	out    io.Writer
+}
+
+func (e *env) client() *api.Client { return api.NewClient(e.socket) }
+
+// print writes v as JSON with -o json, else calls table.
+func (e *env) print(v any, table func(w *tabwriter.Writer)) error {
+	switch e.output {
+	case "json":
+		enc := json.NewEncoder(e.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "table", "":
+		w := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+		table(w)
+		return w.Flush()
+	default:
+		return fmt.Errorf("--output %q: want table or json", e.output)
+	}
+}
+
+// Main runs the CLI and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	e := &env{out: stdout}
+	root := &cobra.Command{
+		Use:   "xlane",
+		Short: "Manage xlane networks and endpoints",
+		Long: `xlane talks to the xlane daemon (xlaned) of this node.
+
+A network is a set of endpoints that share subnets and a gateway; its mode
+picks the datapath: "tc" (tcx BPF programs, bpf_redirect_peer between local
+containers) or "kernel" (plain Linux routing, no BPF). An endpoint is one
+interface of a container: a veth pair whose container side xlane moves into
+the container's network namespace and configures.
+
+Quick start:
+  xlane network create blue --subnet 10.10.0.0/24 --subnet fd00:10::/64
+  ip netns add c1
+  xlane endpoint add blue --netns c1
+  xlane endpoint ls`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	def := os.Getenv("XLANE_SOCKET")
+	if def == "" {
+		def = api.DefaultSocket
+	}
+	root.PersistentFlags().StringVar(&e.socket, "socket", def, "daemon API socket (env XLANE_SOCKET)")
+	root.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "output format: table or json")
+	root.AddCommand(networkCmd(e), endpointCmd(e), statusCmd(e))
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(stderr, "Error:", describe(err))
+		return 1
+	}
+	return 0
+}
+
+// describe phrases an API error for people: the message already names the
+// field and the reason.
+func describe(err error) string {
+	var re *api.RemoteError
+	if errors.As(err, &re) {
+		return re.Error_.Message
+	}
+	return err.Error()
+}
+
+func statusCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show what the daemon can do and the datapath's counters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := e.client().Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return e.print(st, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "version:\t%s\nstate:\t%s\npin dir:\t%s\nnetworks:\t%d\nendpoints:\t%d\n",
+					st.Version, st.StatePath, st.PinDir, st.Networks, st.Endpoints)
+				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")
+				for _, m := range st.Modes {
+					fmt.Fprintf(w, "%s\t%v\t%s\n", m.Mode, m.Available, m.Reason)
+				}
+				printReasons(w, st.Counters)
+			})
+		},
+	}
+}
+
+func printReasons(w io.Writer, rs []api.ReasonCounter) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nDIRECTION\tREASON\tPACKETS\tBYTES")
+	for _, r := range rs {
+		reason := r.Reason
+		if r.Drop {
+			reason += " (drop)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", r.Direction, reason, r.Packets, r.Bytes)
+	}
+}
+
+func joinAny[T fmt.Stringer](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+func endpointCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "endpoint",
+		Aliases: []string{"ep"},
+		Short:   "Add, list, inspect and remove endpoints",
+	}
+	var req api.EndpointAdd
+	add := &cobra.Command{
+		Use:   "add NETWORK --netns NAME|PATH [flags]",
+		Short: "Attach a network namespace to a network",
+		Long: `Create a veth pair, move one end into the namespace as --ifname, give it
+an address from each subnet of NETWORK (or the --ip given), and program the
+datapath. With --veth-only the container side stays in the node's namespace
+under the printed peer name, for runtimes that move it themselves.
+
+On any failure nothing is left behind: no veth, no address lease.`,
+		Example: `  xlane endpoint add blue --netns c1
+  xlane endpoint add blue --netns /proc/1234/ns/net --ifname eth1 --ip 10.10.0.50
+  xlane endpoint add blue --veth-only --id my-container`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Network = args[0]
+			ep, err := e.client().AddEndpoint(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
+		},
+	}
+	add.Flags().StringVar(&req.Netns, "netns", "", "network namespace: a name under /var/run/netns or a path")
+	add.Flags().StringVar(&req.IfName, "ifname", "", "interface name in the namespace (default eth0)")
+	add.Flags().StringSliceVar(&req.IPs, "ip", nil, "address to use instead of the next free one (repeatable)")
+	add.Flags().StringVar(&req.ID, "id", "", "endpoint ID (default: generated)")
+	add.Flags().BoolVar(&req.VethOnly, "veth-only", false, "create the veth pair only; the runtime moves the peer")
+
+	var network string
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List endpoints with their counters",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			eps, err := e.client().Endpoints(cmd.Context(), network)
+			if err != nil {
+				return err
+			}
+			return e.print(eps, func(w *tabwriter.Writer) { endpointTable(w, eps) })
+		},
+	}
+	ls.Flags().StringVar(&network, "network", "", "only endpoints of this network")
+	inspect := &cobra.Command{
+		Use:   "inspect ID",
+		Short: "Show an endpoint with per-reason datapath counters",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ep, err := e.client().Endpoint(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return e.print(ep, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "id:\t%s\nnetwork:\t%s (mode %s)\nstate:\t%s\nnetns:\t%s\nifname:\t%s (mac %s)\nhost ifname:\t%s (mac %s)\npeer ifname:\t%s\nips:\t%s\nsent:\t%d packets, %d bytes\nreceived:\t%d packets, %d bytes\n",
+					ep.ID, ep.Network, ep.Mode, ep.State, ep.Netns, ep.IfName, ep.MAC, ep.HostIf, ep.HostMAC, ep.PeerIf,
+					joinAny(ep.IPs), ep.Sent.Packets, ep.Sent.Bytes, ep.Received.Packets, ep.Received.Bytes)
+				printReasons(w, ep.Reasons)
+			})
+		},
+	}
+	rm := &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"remove", "delete"},
+		Short:   "Remove endpoints (removing a missing one succeeds)",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := e.client().DeleteEndpoint(cmd.Context(), id); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(add, ls, inspect, rm)
+	return cmd
+}
+
+func endpointTable(w *tabwriter.Writer, eps []api.EndpointInfo) {
+	fmt.Fprintln(w, "ID\tNETWORK\tMODE\tIPS\tHOST IF\tSTATE\tSENT PKTS\tSENT BYTES\tRECV PKTS\tRECV BYTES\tDROPS")
+	for _, ep := range eps {
+		var drops uint64
+		for _, r := range ep.Reasons {
+			if r.Drop {
+				drops += r.Packets
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", ep.ID, ep.Network, ep.Mode, joinAny(ep.IPs),
+			ep.HostIf, ep.State, ep.Sent.Packets, ep.Sent.Bytes, ep.Received.Packets, ep.Received.Bytes, drops)
+	}
+}

@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+func networkCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "network",
+		Aliases: []string{"net"},
+		Short:   "Create, list, inspect and remove networks",
+	}
+	var req api.NetworkCreate
+	create := &cobra.Command{
+		Use:   "create NAME --subnet CIDR [--subnet CIDR6] [flags]",
+		Short: "Create a network",
+		Long: `Create a network with one IPv4 and/or one IPv6 subnet.
+
+The gateway (default: the first address of each subnet) lives on the node,
+on a device named xlnet<ID>; endpoints route everything through it.`,
+		Example: `  xlane network create blue --subnet 10.10.0.0/24
+  xlane network create red --subnet 10.20.0.0/24 --subnet fd00:20::/64 --mode kernel --mtu 9000`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			n, err := e.client().CreateNetwork(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return e.print(n, func(w *tabwriter.Writer) { networkTable(w, []api.NetworkInfo{*n}) })
+		},
+	}
+	create.Flags().StringSliceVar(&req.Subnets, "subnet", nil, "subnet in CIDR form (repeat for IPv4 and IPv6)")
+	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
+	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: tc (default) or kernel")
+	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
+
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List networks",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nets, err := e.client().Networks(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return e.print(nets, func(w *tabwriter.Writer) { networkTable(w, nets) })
+		},
+	}
+	inspect := &cobra.Command{
+		Use:   "inspect NAME",
+		Short: "Show a network",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := e.client().Network(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return e.print(n, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "name:\t%s\nid:\t%d\nmode:\t%s\nsubnets:\t%s\ngateways:\t%s\nmtu:\t%d\ndevice:\t%s\nendpoints:\t%d\ncreated:\t%s\n",
+					n.Name, n.ID, n.Mode, joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device, n.Endpoints, n.Created)
+			})
+		},
+	}
+	var force bool
+	rm := &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"remove", "delete"},
+		Short:   "Remove networks (removing a missing one succeeds)",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range args {
+				if err := e.client().DeleteNetwork(cmd.Context(), name, force); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	rm.Flags().BoolVar(&force, "force", false, "remove the network's endpoints too")
+	cmd.AddCommand(create, ls, inspect, rm)
+	return cmd
+}
+
+func networkTable(w *tabwriter.Writer, nets []api.NetworkInfo) {
+	fmt.Fprintln(w, "NAME\tMODE\tSUBNETS\tGATEWAYS\tMTU\tENDPOINTS")
+	for _, n := range nets {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", n.Name, n.Mode, joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Endpoints)
+	}
+}

@@ -1,0 +1,656 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/ipam"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/netconf"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// Version is set at build time.
+var Version = "dev"
+
+// Config is how xlaned was started.
+type Config struct {
+	StatePath string
+	PinDir    string
+	Log       *slog.Logger
+}
+
+// Daemon is one xlane instance: a store, a datapath, a node namespace.
+type Daemon struct {
+	mu    sync.Mutex // serialises every change
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	dp    *datapath.BPF // nil when the BPF datapath cannot load here
+	dpErr error
+
+	// fault, when set by tests, is called between apply steps; an error
+	// from it fails the operation there.
+	fault func(step string) error
+}
+
+// New opens the store, loads the datapath and reconciles the kernel to the
+// store.
+func New(cfg Config) (*Daemon, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	st, err := store.Open(cfg.StatePath)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Log, store: st}
+	d.dp, d.dpErr = datapath.Open(cfg.PinDir)
+	if d.dpErr != nil {
+		d.log.Warn("BPF datapath unavailable; only kernel mode works", "err", d.dpErr)
+	}
+	if err := d.Reconcile(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return d, nil
+}
+
+// Close releases the daemon's handles. Pinned programs keep running.
+func (d *Daemon) Close() error {
+	if d.dp != nil {
+		d.dp.Close()
+	}
+	return d.store.Close()
+}
+
+func (d *Daemon) step(name string) error {
+	if d.fault != nil {
+		return d.fault(name)
+	}
+	return nil
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	idRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+	ifnameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+)
+
+// ---- networks ----
+
+func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Network, error) {
+	if !nameRE.MatchString(req.Name) {
+		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
+	}
+	mode, err := model.ParseMode(req.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if mode == model.ModeTC && d.dp == nil {
+		return nil, fmt.Errorf("mode tc: %v: %w", d.dpErr, model.ErrUnavailable)
+	}
+	n := &model.Network{Name: req.Name, Mode: mode, MTU: req.MTU, Created: time.Now().UTC()}
+	if len(req.Subnets) == 0 {
+		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
+	}
+	var have4, have6 bool
+	for _, s := range req.Subnets {
+		p, err := parseSubnet(s)
+		if err != nil {
+			return nil, err
+		}
+		if p.Addr().Is4() && have4 || p.Addr().Is6() && have6 {
+			return nil, model.Fieldf("subnet", "%q: a network takes at most one IPv4 and one IPv6 subnet", s)
+		}
+		have4 = have4 || p.Addr().Is4()
+		have6 = have6 || p.Addr().Is6()
+		n.Subnets = append(n.Subnets, p)
+	}
+	if len(req.Gateways) > len(n.Subnets) {
+		return nil, model.Fieldf("gateway", "%v: more gateways than subnets", req.Gateways)
+	}
+	n.Gateways = make([]netip.Addr, len(n.Subnets))
+	for _, g := range req.Gateways {
+		a, err := netip.ParseAddr(g)
+		if err != nil {
+			return nil, model.Fieldf("gateway", "%q: not an IP address", g)
+		}
+		placed := false
+		for i, p := range n.Subnets {
+			if p.Contains(a) && !n.Gateways[i].IsValid() {
+				if ipam.Reserved(p, netip.Addr{}, a) {
+					return nil, model.Fieldf("gateway", "%q: is the subnet or broadcast address of %s", g, p)
+				}
+				n.Gateways[i], placed = a, true
+			}
+		}
+		if !placed {
+			return nil, model.Fieldf("gateway", "%q: not in any subnet %v (or a second gateway for one)", g, n.Subnets)
+		}
+	}
+	for i, p := range n.Subnets {
+		if !n.Gateways[i].IsValid() {
+			n.Gateways[i] = p.Masked().Addr().Next()
+		}
+	}
+	minMTU := 576
+	if have6 {
+		minMTU = 1280
+	}
+	if n.MTU == 0 {
+		n.MTU = 1500
+	}
+	if n.MTU < minMTU || n.MTU > 65535 {
+		return nil, model.Fieldf("mtu", "%d: must be between %d and 65535", req.MTU, minMTU)
+	}
+	if _, err := tx.Network(n.Name); err == nil {
+		return nil, model.Conflictf("network %q already exists", n.Name)
+	}
+	others, err := tx.Networks()
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range others {
+		for _, op := range o.Subnets {
+			for _, p := range n.Subnets {
+				if op.Overlaps(p) {
+					return nil, model.Conflictf("subnet %s overlaps %s of network %q", p, op, o.Name)
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+func parseSubnet(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		msg := "not a CIDR prefix like 10.1.0.0/24 or fd00:1::/64"
+		if _, _, ok := strings.Cut(s, "/"); ok {
+			if _, aerr := netip.ParseAddr(strings.Split(s, "/")[0]); aerr == nil {
+				msg = "invalid prefix length"
+			}
+		}
+		return p, model.Fieldf("subnet", "%q: %s", s, msg)
+	}
+	if p != p.Masked() {
+		return p, model.Fieldf("subnet", "%q: host bits set (did you mean %s?)", s, p.Masked())
+	}
+	if p.Addr().Is4() && p.Bits() > 30 || p.Addr().Is6() && p.Bits() > 126 {
+		return p, model.Fieldf("subnet", "%q: too small for a gateway and an endpoint", s)
+	}
+	if p.Addr().Is4In6() || p.Addr().IsLoopback() || p.Addr().IsMulticast() || p.Addr().IsLinkLocalUnicast() {
+		return p, model.Fieldf("subnet", "%q: not a unicast range endpoints can use", s)
+	}
+	return p, nil
+}
+
+// CreateNetwork validates req, creates the network's kernel objects and
+// records it; on any failure nothing stays behind.
+func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var n *model.Network
+	applied := false
+	err := d.store.Update(func(tx *store.Tx) error {
+		var err error
+		if n, err = d.validateNetwork(tx, req); err != nil {
+			return err
+		}
+		if n.ID, err = tx.NextNetworkID(); err != nil {
+			return err
+		}
+		n.Device = fmt.Sprintf("xlnet%d", n.ID)
+		applied = true
+		if err := netconf.EnsureNetwork(n); err != nil {
+			return err
+		}
+		if err := d.step("network-applied"); err != nil {
+			return err
+		}
+		return tx.PutNetwork(n)
+	})
+	if err != nil {
+		if applied {
+			if uerr := netconf.DeleteNetwork(n); uerr != nil {
+				d.log.Error("roll back network", "network", n.Name, "err", uerr)
+			}
+		}
+		return nil, err
+	}
+	d.log.Info("network created", "network", n.Name, "mode", n.Mode, "subnets", n.Subnets)
+	return n, nil
+}
+
+// DeleteNetwork removes a network. A missing network is not an error. With
+// endpoints it fails unless force, which removes them first.
+func (d *Daemon) DeleteNetwork(name string, force bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var n *model.Network
+	var eps []model.Endpoint
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		if n, err = tx.Network(name); err != nil {
+			return err
+		}
+		all, err := tx.Endpoints()
+		for _, e := range all {
+			if e.Network == name {
+				eps = append(eps, e)
+			}
+		}
+		return err
+	})
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(eps) > 0 && !force {
+		return model.Conflictf("network %q has %d endpoints (remove them, or delete with --force)", name, len(eps))
+	}
+	for i := range eps {
+		if err := d.removeEndpoint(&eps[i], n); err != nil {
+			return err
+		}
+	}
+	if err := netconf.DeleteNetwork(n); err != nil {
+		return err
+	}
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNetwork(name) }); err != nil {
+		return err
+	}
+	d.log.Info("network deleted", "network", name)
+	return nil
+}
+
+// Networks lists the networks with their endpoint counts.
+func (d *Daemon) Networks() ([]api.NetworkInfo, error) {
+	var out []api.NetworkInfo
+	err := d.store.View(func(tx *store.Tx) error {
+		nets, err := tx.Networks()
+		if err != nil {
+			return err
+		}
+		eps, err := tx.Endpoints()
+		if err != nil {
+			return err
+		}
+		for _, n := range nets {
+			info := api.NetworkInfo{Network: n}
+			for _, e := range eps {
+				if e.Network == n.Name {
+					info.Endpoints++
+				}
+			}
+			out = append(out, info)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Network returns one network.
+func (d *Daemon) Network(name string) (*api.NetworkInfo, error) {
+	nets, err := d.Networks()
+	if err != nil {
+		return nil, err
+	}
+	for i := range nets {
+		if nets[i].Name == name {
+			return &nets[i], nil
+		}
+	}
+	return nil, model.NotFoundf("network %q", name)
+}
+
+// ---- endpoints ----
+
+// hostIfNames derives the veth names from the endpoint ID: stable, so a
+// restarted daemon finds the same devices, and short enough for IFNAMSIZ.
+func hostIfNames(id string) (host, peer string) {
+	sum := sha256.Sum256([]byte(id))
+	h := hex.EncodeToString(sum[:])[:10]
+	return "xlh" + h, "xlc" + h
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.Endpoint, *model.Network, error) {
+	n, err := tx.Network(req.Network)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil, nil, model.Fieldf("network", "%q: no such network", req.Network)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &model.Endpoint{ID: req.ID, Network: n.Name, IfName: req.IfName, Created: time.Now().UTC()}
+	if e.ID == "" {
+		e.ID = randomID()
+	}
+	if !idRE.MatchString(e.ID) {
+		return nil, nil, model.Fieldf("id", "%q: must be 1-128 letters, digits, '_', '.', ':' or '-'", e.ID)
+	}
+	if _, err := tx.Endpoint(e.ID); err == nil {
+		return nil, nil, model.Conflictf("endpoint %q already exists", e.ID)
+	}
+	if e.IfName == "" {
+		e.IfName = "eth0"
+	}
+	if !ifnameRE.MatchString(e.IfName) || e.IfName == "." || e.IfName == ".." {
+		return nil, nil, model.Fieldf("ifname", "%q: must be 1-15 letters, digits, '_', '.' or '-'", e.IfName)
+	}
+	switch {
+	case req.VethOnly && req.Netns != "":
+		return nil, nil, model.Fieldf("netns", "%q: a veth-only endpoint takes no netns (the runtime moves the interface)", req.Netns)
+	case !req.VethOnly && req.Netns == "":
+		return nil, nil, model.Fieldf("netns", "missing: give a namespace name or path, or ask for a veth-only endpoint")
+	case !req.VethOnly:
+		if e.Netns, err = netconf.ResolveNetns(req.Netns); err != nil {
+			return nil, nil, err
+		}
+		if err := netconf.CheckIfNameFree(e.Netns, e.IfName); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, s := range req.IPs {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, nil, model.Fieldf("ip", "%q: not an IP address", s)
+		}
+		e.IPs = append(e.IPs, a.Unmap())
+	}
+	e.HostIf, e.PeerIf = hostIfNames(e.ID)
+	return e, n, nil
+}
+
+// AddEndpoint creates an endpoint: leases its addresses, builds the veth
+// pair, configures both sides and programs the datapath. Any failure undoes
+// all of it, leases included.
+func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var e *model.Endpoint
+	var n *model.Network
+	applied := false
+	err := d.store.Update(func(tx *store.Tx) error {
+		var err error
+		if e, n, err = d.validateEndpoint(tx, req); err != nil {
+			return err
+		}
+		if e.IPs, err = ipam.Allocate(tx, n, e.ID, e.IPs); err != nil {
+			return err
+		}
+		applied = true
+		if err := d.applyEndpoint(e, n); err != nil {
+			return err
+		}
+		return tx.PutEndpoint(e)
+	})
+	if err != nil {
+		if applied {
+			if uerr := d.unapplyEndpoint(e, n); uerr != nil {
+				d.log.Error("roll back endpoint", "endpoint", e.ID, "err", uerr)
+			}
+		}
+		return nil, err
+	}
+	d.log.Info("endpoint added", "endpoint", e.ID, "network", n.Name, "ips", e.IPs, "host_ifname", e.HostIf)
+	return e, nil
+}
+
+// applyEndpoint makes the kernel match e. Idempotent.
+func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
+	host, err := netconf.EnsureVeth(e, n.MTU)
+	if err != nil {
+		return err
+	}
+	if err := d.step("veth-created"); err != nil {
+		return err
+	}
+	if !e.VethOnly() {
+		if err := netconf.ConfigureContainer(e, n); err != nil {
+			return err
+		}
+	}
+	if err := d.step("container-configured"); err != nil {
+		return err
+	}
+	if err := netconf.ConfigureHost(e, host); err != nil {
+		return err
+	}
+	if n.Mode != model.ModeTC {
+		return nil
+	}
+	if d.dp == nil {
+		return fmt.Errorf("network %q is in tc mode: %v: %w", n.Name, d.dpErr, model.ErrUnavailable)
+	}
+	mac, err := net.ParseMAC(e.MAC)
+	if err != nil {
+		return fmt.Errorf("endpoint %s mac %q: %w", e.ID, e.MAC, err)
+	}
+	val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr)
+	for _, a := range e.IPs {
+		if err := d.dp.PutEndpoint(a, val); err != nil {
+			return err
+		}
+	}
+	if err := d.step("datapath-programmed"); err != nil {
+		return err
+	}
+	return d.dp.Attach(e.HostIf, host.Attrs().Index)
+}
+
+// unapplyEndpoint removes every kernel object of e. Missing ones are fine.
+func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
+	var errs []error
+	if d.dp != nil {
+		errs = append(errs, d.dp.Detach(e.HostIf))
+		for _, a := range e.IPs {
+			errs = append(errs, d.dp.DeleteEndpoint(a))
+		}
+	}
+	errs = append(errs, netconf.DeleteVeth(e))
+	return errors.Join(errs...)
+}
+
+// RemoveEndpoint removes an endpoint; a missing one is not an error.
+func (d *Daemon) RemoveEndpoint(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var e *model.Endpoint
+	var n *model.Network
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		if e, err = tx.Endpoint(id); err != nil {
+			return err
+		}
+		n, err = tx.Network(e.Network)
+		return err
+	})
+	if errors.Is(err, model.ErrNotFound) && e == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return d.removeEndpoint(e, n)
+}
+
+func (d *Daemon) removeEndpoint(e *model.Endpoint, n *model.Network) error {
+	if err := d.unapplyEndpoint(e, n); err != nil {
+		return fmt.Errorf("remove endpoint %s: %w", e.ID, err)
+	}
+	if err := d.pruneCounters(); err != nil {
+		d.log.Warn("prune counters", "err", err)
+	}
+	err := d.store.Update(func(tx *store.Tx) error {
+		if err := ipam.Release(tx, e.Network, e.IPs); err != nil {
+			return err
+		}
+		return tx.DeleteEndpoint(e.ID)
+	})
+	if err == nil {
+		d.log.Info("endpoint removed", "endpoint", e.ID, "network", e.Network)
+	}
+	return err
+}
+
+// Endpoints lists endpoints (of one network when network != "") with their
+// state and counters.
+func (d *Daemon) Endpoints(network string) ([]api.EndpointInfo, error) {
+	var out []api.EndpointInfo
+	err := d.store.View(func(tx *store.Tx) error {
+		eps, err := tx.Endpoints()
+		if err != nil {
+			return err
+		}
+		if network != "" {
+			if _, err := tx.Network(network); err != nil {
+				return err
+			}
+		}
+		for _, e := range eps {
+			if network != "" && e.Network != network {
+				continue
+			}
+			n, err := tx.Network(e.Network)
+			if err != nil {
+				return err
+			}
+			out = append(out, d.endpointInfo(e, n))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Endpoint returns one endpoint with its state and counters.
+func (d *Daemon) Endpoint(id string) (*api.EndpointInfo, error) {
+	var out api.EndpointInfo
+	err := d.store.View(func(tx *store.Tx) error {
+		e, err := tx.Endpoint(id)
+		if err != nil {
+			return err
+		}
+		n, err := tx.Network(e.Network)
+		if err != nil {
+			return err
+		}
+		out = d.endpointInfo(*e, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointInfo {
+	info := api.EndpointInfo{Endpoint: e, Mode: n.Mode, State: "ready"}
+	host, err := netconf.HostLink(&e)
+	if err != nil {
+		info.State = "host veth missing"
+		return info
+	}
+	if s := host.Attrs().Statistics; s != nil {
+		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
+		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
+	}
+	if host.Attrs().OperState != netlink.OperUp && host.Attrs().OperState != netlink.OperUnknown {
+		info.State = "link " + host.Attrs().OperState.String()
+	}
+	if n.Mode == model.ModeTC && d.dp != nil {
+		info.Reasons = d.reasonCounters(host.Attrs().Index)
+		// Packets redirected into the container skip the host veth's
+		// transmit path; count them as received too.
+		for _, r := range info.Reasons {
+			if r.Reason == "fwd_peer" && r.Direction == bpf.DirIngress.String() {
+				info.Received.Packets += r.Packets
+				info.Received.Bytes += r.Bytes
+			}
+		}
+	}
+	return info
+}
+
+func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
+	cs, err := d.dp.Counters(ifindex)
+	if err != nil {
+		d.log.Warn("read counters", "err", err)
+		return nil
+	}
+	var out []api.ReasonCounter
+	for r := bpf.Reason(0); r < bpf.ReasonMax; r++ {
+		for _, dir := range []bpf.Dir{bpf.DirEgress, bpf.DirIngress} {
+			if c, ok := cs[datapath.CounterKey{Reason: r, Dir: dir}]; ok {
+				out = append(out, api.ReasonCounter{
+					Reason: r.String(), Direction: dir.String(), Drop: r.IsDrop(),
+					Counter: api.Counter{Packets: c.Packets, Bytes: c.Bytes},
+				})
+			}
+		}
+	}
+	return out
+}
+
+// pruneCounters drops the counters of devices that no longer exist.
+func (d *Daemon) pruneCounters() error {
+	if d.dp == nil {
+		return nil
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return err
+	}
+	keep := map[int]bool{}
+	for _, l := range links {
+		keep[l.Attrs().Index] = true
+	}
+	return d.dp.PruneCounters(keep)
+}
+
+// Status reports what this node can do and what it is doing.
+func (d *Daemon) Status() (*api.Status, error) {
+	st := &api.Status{Version: Version, StatePath: d.cfg.StatePath, PinDir: d.cfg.PinDir}
+	tc := api.ModeStatus{Mode: model.ModeTC, Available: d.dp != nil}
+	if d.dpErr != nil {
+		tc.Reason = d.dpErr.Error()
+	}
+	st.Modes = []api.ModeStatus{tc, {Mode: model.ModeKernel, Available: true}}
+	err := d.store.View(func(tx *store.Tx) error {
+		nets, err := tx.Networks()
+		if err != nil {
+			return err
+		}
+		eps, err := tx.Endpoints()
+		st.Networks, st.Endpoints = len(nets), len(eps)
+		return err
+	})
+	if d.dp != nil {
+		st.Counters = d.reasonCounters(0)
+	}
+	return st, err
+}

@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/netconf"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// Reconcile makes the kernel match the store: networks and endpoints are
+// (re)built where parts are missing, pinned links are re-attached or their
+// programs swapped for this binary's, and xlane objects the store does not
+// know (links, pins, map entries, devices) are removed.
+//
+// An endpoint whose container namespace is gone keeps its record (the
+// runtime will remove it) and is reported; it is not an error.
+func (d *Daemon) Reconcile() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var (
+		nets []model.Network
+		eps  []model.Endpoint
+	)
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		if nets, err = tx.Networks(); err != nil {
+			return err
+		}
+		eps, err = tx.Endpoints()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+
+	var errs []error
+	byName := map[string]*model.Network{}
+	keepDev := map[string]bool{}
+	for i := range nets {
+		n := &nets[i]
+		byName[n.Name] = n
+		keepDev[n.Device] = true
+		if err := netconf.EnsureNetwork(n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	tcDevs := map[string]bool{}
+	tcAddrs := map[netip.Addr]bool{}
+	for i := range eps {
+		e := &eps[i]
+		n := byName[e.Network]
+		if n == nil {
+			errs = append(errs, model.NotFoundf("network %q of endpoint %s", e.Network, e.ID))
+			continue
+		}
+		keepDev[e.HostIf], keepDev[e.PeerIf] = true, true
+		if n.Mode == model.ModeTC {
+			tcDevs[e.HostIf] = true
+			for _, a := range e.IPs {
+				tcAddrs[a] = true
+			}
+		}
+		if !e.VethOnly() {
+			if _, err := netconf.ResolveNetns(e.Netns); err != nil {
+				d.log.Warn("endpoint's netns is gone; keeping the record until it is removed", "endpoint", e.ID, "netns", e.Netns)
+				continue
+			}
+		} else if _, err := netconf.HostLink(e); err != nil {
+			d.log.Warn("veth-only endpoint's host veth is gone", "endpoint", e.ID, "host_ifname", e.HostIf)
+			continue
+		}
+		if err := d.applyEndpoint(e, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, d.removeStale(keepDev, tcDevs, tcAddrs))
+	d.log.Info("reconciled", "networks", len(nets), "endpoints", len(eps))
+	return errors.Join(errs...)
+}
+
+// removeStale deletes xlane devices, links, map entries and counters that
+// no record accounts for (left by a crash between kernel and store work).
+func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.Addr]bool) error {
+	var errs []error
+	links, err := netlink.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		name := l.Attrs().Name
+		stale := !keepDev[name] &&
+			(strings.HasPrefix(name, "xlh") && l.Type() == "veth" ||
+				strings.HasPrefix(name, "xlc") && l.Type() == "veth")
+		if stale {
+			d.log.Info("removing stale device", "device", name)
+			errs = append(errs, netlink.LinkDel(l))
+		}
+	}
+	if d.dp == nil {
+		return errors.Join(errs...)
+	}
+	devs, err := d.dp.AttachedDevices()
+	errs = append(errs, err)
+	for _, dev := range devs {
+		if !tcDevs[dev] {
+			d.log.Info("removing stale tcx links", "device", dev)
+			errs = append(errs, d.dp.Detach(dev))
+		}
+	}
+	addrs, err := d.dp.EndpointAddrs()
+	errs = append(errs, err)
+	for _, a := range addrs {
+		if !tcAddrs[a] {
+			errs = append(errs, d.dp.DeleteEndpoint(a))
+		}
+	}
+	errs = append(errs, d.pruneCounters())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,167 @@
+// Package server serves the API of package api on a root-only unix socket,
+// on top of a *daemon.Daemon. Each route is one line: decode the request,
+// call the daemon, encode the answer or the error, with an early return on
+// every failure.
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/daemon"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// maxBody bounds request bodies.
+const maxBody = 1 << 20
+
+// Handler returns the API routes for d.
+func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern string, status int, fn func(*http.Request) (any, error)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			out, err := fn(r)
+			if err != nil {
+				writeError(w, log, r, err)
+				return
+			}
+			if out == nil {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			writeJSON(w, status, out)
+		})
+	}
+	route("POST "+api.PathNetworks, http.StatusCreated, func(r *http.Request) (any, error) {
+		var req api.NetworkCreate
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		n, err := d.CreateNetwork(req)
+		if err != nil {
+			return nil, err
+		}
+		return d.Network(n.Name)
+	})
+	route("GET "+api.PathNetworks, http.StatusOK, func(r *http.Request) (any, error) {
+		nets, err := d.Networks()
+		return orEmpty(nets), err
+	})
+	route("GET "+api.PathNetworks+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
+		return d.Network(r.PathValue("name"))
+	})
+	route("DELETE "+api.PathNetworks+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
+		return nil, d.DeleteNetwork(r.PathValue("name"), r.URL.Query().Get("force") == "true")
+	})
+	route("POST "+api.PathEndpoints, http.StatusCreated, func(r *http.Request) (any, error) {
+		var req api.EndpointAdd
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		e, err := d.AddEndpoint(req)
+		if err != nil {
+			return nil, err
+		}
+		return d.Endpoint(e.ID)
+	})
+	route("GET "+api.PathEndpoints, http.StatusOK, func(r *http.Request) (any, error) {
+		eps, err := d.Endpoints(r.URL.Query().Get("network"))
+		return orEmpty(eps), err
+	})
+	route("GET "+api.PathEndpoints+"/{id}", http.StatusOK, func(r *http.Request) (any, error) {
+		return d.Endpoint(r.PathValue("id"))
+	})
+	route("DELETE "+api.PathEndpoints+"/{id}", http.StatusNoContent, func(r *http.Request) (any, error) {
+		return nil, d.RemoveEndpoint(r.PathValue("id"))
+	})
+	route("GET "+api.PathStatus, http.StatusOK, func(r *http.Request) (any, error) {
+		return d.Status()
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return model.Fieldf(te.Field, "has the wrong type: want %s", te.Type)
+		}
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return model.Fieldf(f, "unknown field")
+		}
+		return model.Fieldf("body", "not valid JSON: %v", err)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
+	e := api.Error{Code: api.CodeInternal, Message: err.Error()}
+	status := http.StatusInternalServerError
+	var fe *model.FieldError
+	switch {
+	case errors.As(err, &fe):
+		e.Code, e.Field, status = api.CodeInvalid, fe.Field, http.StatusBadRequest
+	case errors.Is(err, model.ErrNotFound):
+		e.Code, status = api.CodeNotFound, http.StatusNotFound
+	case errors.Is(err, model.ErrConflict):
+		e.Code, status = api.CodeConflict, http.StatusConflict
+	case errors.Is(err, model.ErrUnavailable):
+		e.Code, status = api.CodeUnavailable, http.StatusServiceUnavailable
+	}
+	if status == http.StatusInternalServerError {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, api.ErrorBody{Error: e})
+}
+
+// Listen opens a root-only unix socket at path, replacing a stale one.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("socket %s: another xlaned is listening", path)
+	}
+	os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return l, nil
+}
