@@ -1,0 +1,44 @@
+# xlane — see README.md. Every target that needs packages installs them.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+BIN := bin
+
+.PHONY: all deps generate check-generate build test test-unit test-e2e demo bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+generate: deps
+	$(GO) generate ./internal/bpf/...
+
+check-generate: deps
+	@scripts/check-generate.sh
+
+build: deps
+	$(GO) build -o $(BIN)/xlaned ./cmd/xlaned
+	$(GO) build -o $(BIN)/xlane ./cmd/xlane
+
+# Everything, as root: BPF unit tests (prog.Run), package tests, end-to-end
+# tests in network namespaces. -p 1: the e2e suites move real traffic and
+# two cores are easily disturbed.
+test: check-generate build
+	$(GO) vet ./...
+	$(GO) test -p 1 -count=1 -timeout 18m ./...
+
+test-unit: deps
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+test-e2e: build
+	$(GO) test -p 1 -count=1 -timeout 15m -v ./test/e2e/...
+
+demo: build
+	@scripts/demo.sh
+
+bench: build
+	$(GO) run ./bench -out bench/results
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building, testing, the demo and the benchmarks need on a
+# fresh Debian 12 machine. Idempotent: installs only what is missing.
+set -euo pipefail
+
+pkgs=(clang-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute2 iputils-ping
+      iperf3 sockperf ethtool iptables nftables tcpdump util-linux ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+	[ -x /usr/local/go/bin/go ] && export PATH=$PATH:/usr/local/go/bin
+fi
+if ! command -v go >/dev/null; then
+	echo "deps: Go 1.26 or later is required (Debian 12's golang package is too old); install it to /usr/local/go" >&2
+	exit 1
+fi
+go mod download
