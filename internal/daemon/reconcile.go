@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -98,7 +100,10 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 				strings.HasPrefix(name, "xlc") && l.Type() == "veth")
 		if stale {
 			d.log.Info("removing stale device", "device", name)
-			errs = append(errs, netlink.LinkDel(l))
+			// Deleting one end of a pair deletes the other too.
+			if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+				errs = append(errs, fmt.Errorf("delete stale %s: %w", name, err))
+			}
 		}
 	}
 	if d.dp == nil {

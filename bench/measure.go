@@ -1,0 +1,219 @@
+package main
+
+// Parsers for the tools' outputs and the statistics over repetitions. Pure
+// functions: measure_test.go runs them on captured outputs, without root.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// IperfResult is what one iperf3 TCP client run (-J) measured.
+type IperfResult struct {
+	ReceivedBps float64 // end.sum_received.bits_per_second: goodput at the receiver
+	SentBps     float64 // end.sum_sent.bits_per_second
+	Retransmits int64   // end.sum_sent.retransmits
+	Seconds     float64 // end.sum_received.seconds
+	Streams     int     // start.test_start.num_streams
+}
+
+// ParseIperf3 parses the JSON report of `iperf3 -c ... -J`. iperf3 exits 0
+// on some failures (e.g. "unable to connect to server"), so its "error"
+// field is checked here.
+func ParseIperf3(out []byte) (IperfResult, error) {
+	var doc struct {
+		Error string `json:"error"`
+		Start struct {
+			TestStart struct {
+				NumStreams int `json:"num_streams"`
+			} `json:"test_start"`
+		} `json:"start"`
+		End struct {
+			SumSent struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+				Retransmits   int64   `json:"retransmits"`
+			} `json:"sum_sent"`
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+				Seconds       float64 `json:"seconds"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return IperfResult{}, fmt.Errorf("iperf3 JSON: %w", err)
+	}
+	if doc.Error != "" {
+		return IperfResult{}, fmt.Errorf("iperf3: %s", doc.Error)
+	}
+	r := IperfResult{
+		ReceivedBps: doc.End.SumReceived.BitsPerSecond,
+		SentBps:     doc.End.SumSent.BitsPerSecond,
+		Retransmits: doc.End.SumSent.Retransmits,
+		Seconds:     doc.End.SumReceived.Seconds,
+		Streams:     doc.Start.TestStart.NumStreams,
+	}
+	if r.ReceivedBps <= 0 || r.Seconds <= 0 {
+		return r, errors.New("iperf3: report has no received throughput (end.sum_received)")
+	}
+	return r, nil
+}
+
+// Latency is what one `sockperf ping-pong` run measured, in microseconds.
+type Latency struct {
+	AvgUs, P50Us, P99Us float64
+	Observations        int64
+}
+
+var (
+	ansiRE    = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+	avgRE     = regexp.MustCompile(`avg-latency=\s*([0-9.]+)`)
+	pctRE     = regexp.MustCompile(`percentile\s+([0-9.]+)\s*=\s*([0-9.]+)`)
+	obsRE     = regexp.MustCompile(`Total\s+([0-9]+)\s+observations`)
+	sockErrRE = regexp.MustCompile(`(?m)^sockperf: ERROR: (.*)$`)
+)
+
+// ParseSockperf parses the report of `sockperf pp` (or ul). sockperf exits
+// 0 even when it cannot connect, so a missing summary is an error.
+func ParseSockperf(out string) (Latency, error) {
+	out = ansiRE.ReplaceAllString(out, "")
+	if m := sockErrRE.FindStringSubmatch(out); m != nil {
+		return Latency{}, fmt.Errorf("sockperf: %s", strings.TrimSpace(m[1]))
+	}
+	var l Latency
+	m := avgRE.FindStringSubmatch(out)
+	if m == nil {
+		return l, errors.New("sockperf: no avg-latency in the output")
+	}
+	l.AvgUs, _ = strconv.ParseFloat(m[1], 64)
+	have50, have99 := false, false
+	for _, m := range pctRE.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		switch m[1] {
+		case "50.000":
+			l.P50Us, have50 = v, true
+		case "99.000":
+			l.P99Us, have99 = v, true
+		}
+	}
+	if !have50 || !have99 {
+		return l, errors.New("sockperf: percentiles 50 and 99 missing from the output")
+	}
+	if m := obsRE.FindStringSubmatch(out); m != nil {
+		l.Observations, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if l.Observations == 0 {
+		return l, errors.New("sockperf: no observations")
+	}
+	return l, nil
+}
+
+// CPUTimes is the aggregate "cpu" line of /proc/stat, in USER_HZ ticks.
+type CPUTimes struct {
+	Busy, Total uint64
+}
+
+// ParseProcStat reads the aggregate cpu line of /proc/stat. Busy is
+// everything but idle and iowait (guest time is already in user).
+func ParseProcStat(s string) (CPUTimes, error) {
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[0] != "cpu" {
+			continue
+		}
+		var t CPUTimes
+		// user nice system idle iowait irq softirq steal guest guest_nice
+		for i, v := range f[1:] {
+			if i >= 8 { // guest and guest_nice are counted in user and nice
+				break
+			}
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return CPUTimes{}, fmt.Errorf("/proc/stat: %q: %w", sc.Text(), err)
+			}
+			t.Total += n
+			if i != 3 && i != 4 {
+				t.Busy += n
+			}
+		}
+		return t, nil
+	}
+	return CPUTimes{}, errors.New("/proc/stat: no aggregate cpu line")
+}
+
+// BusyFraction is the share of all CPUs' time that was busy between a and
+// b (0..1; 1 means every core busy).
+func BusyFraction(a, b CPUTimes) float64 {
+	if b.Total <= a.Total {
+		return 0
+	}
+	return float64(b.Busy-a.Busy) / float64(b.Total-a.Total)
+}
+
+// RuleCounter is one rule of `iptables-save -c` with its counters.
+type RuleCounter struct {
+	Table, Chain, Rule string
+	Packets, Bytes     uint64
+}
+
+// ParseIptablesSave reads the appended rules (-A) of `iptables-save -c`.
+func ParseIptablesSave(s string) ([]RuleCounter, error) {
+	var out []RuleCounter
+	table := ""
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, "["):
+			end := strings.Index(line, "]")
+			if end < 0 {
+				return nil, fmt.Errorf("iptables-save: %q: unterminated counters", line)
+			}
+			pk, by, ok := strings.Cut(line[1:end], ":")
+			rest := strings.Fields(line[end+1:])
+			if !ok || len(rest) < 2 || rest[0] != "-A" {
+				return nil, fmt.Errorf("iptables-save: %q: want [packets:bytes] -A CHAIN ...", line)
+			}
+			r := RuleCounter{Table: table, Chain: rest[1], Rule: strings.Join(rest, " ")}
+			var err1, err2 error
+			r.Packets, err1 = strconv.ParseUint(pk, 10, 64)
+			r.Bytes, err2 = strconv.ParseUint(by, 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, fmt.Errorf("iptables-save: %q: %w", line, err)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, sc.Err()
+}
+
+// Median of xs (NaN when empty); xs is not modified.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Ratio is a/b, NaN when either is not a positive finite number.
+func Ratio(a, b float64) float64 {
+	if !(a > 0) || !(b > 0) || math.IsInf(a, 0) || math.IsInf(b, 0) {
+		return math.NaN()
+	}
+	return a / b
+}

@@ -1,0 +1,183 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// inNode runs fn inside a fresh network namespace (the "node") with a
+// daemon whose state and pins are private to the test.
+func inNode(t *testing.T, fn func(d *Daemon)) {
+	t.Helper()
+	node, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
+	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pinDir) })
+	err = node.Do(func(ns.NetNS) error {
+		d, err := New(Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		fn(d)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func container(t *testing.T) string {
+	t.Helper()
+	c, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { c.Close(); testutils.UnmountNS(c) })
+	return c.Path()
+}
+
+func xlaneLinks(t *testing.T) []string {
+	t.Helper()
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, "xl") {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out
+}
+
+var errInjected = errors.New("injected failure")
+
+// A failure at any step of endpoint add leaves no veth, no lease, no map
+// entry and no pinned link behind.
+func TestAddEndpointRollsBack(t *testing.T) {
+	for _, step := range []string{"veth-created", "container-configured", "datapath-programmed"} {
+		t.Run(step, func(t *testing.T) {
+			inNode(t, func(d *Daemon) {
+				if _, err := d.CreateNetwork(api.NetworkCreate{Name: "n", Subnets: []string{"10.50.0.0/24", "fd00:50::/64"}}); err != nil {
+					t.Fatal(err)
+				}
+				c := container(t)
+				d.fault = func(s string) error {
+					if s == step {
+						return errInjected
+					}
+					return nil
+				}
+				_, err := d.AddEndpoint(api.EndpointAdd{Network: "n", Netns: c, ID: "doomed"})
+				if !errors.Is(err, errInjected) {
+					t.Fatalf("AddEndpoint = %v, want the injected failure", err)
+				}
+				d.fault = nil
+				if l := xlaneLinks(t); len(l) != 0 {
+					t.Errorf("links left after failed add: %v", l)
+				}
+				if addrs, _ := d.dp.EndpointAddrs(); len(addrs) != 0 {
+					t.Errorf("endpoint map entries left: %v", addrs)
+				}
+				if devs, _ := d.dp.AttachedDevices(); len(devs) != 0 {
+					t.Errorf("pinned links left: %v", devs)
+				}
+				if _, err := d.Endpoint("doomed"); !errors.Is(err, model.ErrNotFound) {
+					t.Errorf("endpoint record after failed add: %v, want not found", err)
+				}
+				// The leases went back: the next endpoint gets the first
+				// addresses, and the namespace's eth0 is free again.
+				e, err := d.AddEndpoint(api.EndpointAdd{Network: "n", Netns: c})
+				if err != nil {
+					t.Fatalf("add after rollback: %v", err)
+				}
+				want := []netip.Addr{netip.MustParseAddr("10.50.0.2"), netip.MustParseAddr("fd00:50::2")}
+				if !slices.Equal(e.IPs, want) {
+					t.Errorf("add after rollback got %v, want %v", e.IPs, want)
+				}
+			})
+		})
+	}
+}
+
+func TestCreateNetworkRollsBack(t *testing.T) {
+	inNode(t, func(d *Daemon) {
+		d.fault = func(s string) error { return errInjected }
+		_, err := d.CreateNetwork(api.NetworkCreate{Name: "n", Subnets: []string{"10.51.0.0/24", "fd00:51::/64"}})
+		if !errors.Is(err, errInjected) {
+			t.Fatalf("CreateNetwork = %v, want the injected failure", err)
+		}
+		lo, _ := netlink.LinkByName("lo")
+		addrs, _ := netlink.AddrList(lo, netlink.FAMILY_ALL)
+		for _, a := range addrs {
+			if strings.HasPrefix(a.IP.String(), "10.51.") || strings.HasPrefix(a.IP.String(), "fd00:51") {
+				t.Errorf("gateway %s left on lo", a.IP)
+			}
+		}
+		routes, _ := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, 0)
+		for _, r := range routes {
+			if r.Dst != nil && (strings.HasPrefix(r.Dst.String(), "10.51.") || strings.HasPrefix(r.Dst.String(), "fd00:51")) {
+				t.Errorf("route %s left", r.Dst)
+			}
+		}
+		if nets, _ := d.Networks(); len(nets) != 0 {
+			t.Errorf("networks after failed create: %v", nets)
+		}
+	})
+}
+
+// Reconcile removes what no record accounts for and rebuilds what is
+// missing.
+func TestReconcile(t *testing.T) {
+	inNode(t, func(d *Daemon) {
+		if _, err := d.CreateNetwork(api.NetworkCreate{Name: "n", Subnets: []string{"10.52.0.0/24"}}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := d.AddEndpoint(api.EndpointAdd{Network: "n", Netns: container(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A stale veth and pinned link, as a crash between kernel and
+		// store work would leave them.
+		stale := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xlhdeadbeef00"}, PeerName: "xlcdeadbeef00"}
+		if err := netlink.LinkAdd(stale); err != nil {
+			t.Fatal(err)
+		}
+		sl, _ := netlink.LinkByName("xlhdeadbeef00")
+		if err := d.dp.Attach("xlhdeadbeef00", sl.Attrs().Index); err != nil {
+			t.Fatal(err)
+		}
+		// The endpoint's own tc links vanish (someone detached them).
+		if err := d.dp.Detach(e.HostIf); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Reconcile(); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if got := xlaneLinks(t); !slices.Equal(got, []string{e.HostIf}) {
+			t.Errorf("links after reconcile: %v, want only %s", got, e.HostIf)
+		}
+		if devs, _ := d.dp.AttachedDevices(); !slices.Equal(devs, []string{e.HostIf}) {
+			t.Errorf("attached after reconcile: %v, want only %s", devs, e.HostIf)
+		}
+	})
+}
