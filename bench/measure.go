@@ -196,6 +196,28 @@ func ParseIptablesSave(s string) ([]RuleCounter, error) {
 	return out, sc.Err()
 }
 
+// ForwardCounters is what the filter FORWARD chain saw.
+type ForwardCounters struct {
+	Packets, Bytes uint64 // into the chain: the busiest rule (Docker's first, -j DOCKER-USER, matches all)
+	Established    uint64 // accepted by the conntrack RELATED,ESTABLISHED rules
+}
+
+func forwardCounters(rules []RuleCounter) ForwardCounters {
+	var f ForwardCounters
+	for _, r := range rules {
+		if r.Table != "filter" || r.Chain != "FORWARD" {
+			continue
+		}
+		if r.Packets > f.Packets {
+			f.Packets, f.Bytes = r.Packets, r.Bytes
+		}
+		if strings.Contains(r.Rule, "--ctstate RELATED,ESTABLISHED") {
+			f.Established += r.Packets
+		}
+	}
+	return f
+}
+
 // Median of xs (NaN when empty); xs is not modified.
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {

@@ -94,7 +94,7 @@ static __always_inline int to_fib(struct __sk_buff *skb, struct pkt *p,
 		*reason = XL_FWD_NEIGH;
 		return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
-		*reason = XL_PASS_LOCAL;
+		*reason = XL_PASS_NOT_FWDED;
 		return XL_TC_PASS;
 	default:
 		/* Blackhole, unreachable, prohibit, MTU, forwarding disabled:
@@ -122,10 +122,11 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, enum xl_reason *
 		return TC_ACT_SHOT;
 	}
 
-	/* Anti-spoofing: a routable source must belong to this endpoint. */
+	/* Anti-spoofing: a source must belong to this endpoint, except the
+	 * unspecified and link-local ones (DHCP, DAD, ND). */
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
 	if (!src || src->ifindex != skb->ifindex) {
-		if (addr_is_link_scope(&p.src)) {
+		if (addr_is_src_exempt(&p.src)) {
 			*reason = XL_PASS_LINK_LOCAL;
 			return XL_TC_PASS;
 		}

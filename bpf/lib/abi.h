@@ -19,10 +19,13 @@ enum xl_reason {
 	XL_FWD_FIB,		/* off the endpoint via FIB + bpf_redirect */
 	XL_FWD_NEIGH,		/* off the endpoint via FIB + bpf_redirect_neigh */
 	XL_PASS_NON_IP,		/* ARP, VLAN, unknown ethertype: Linux handles it */
-	XL_PASS_LOCAL,		/* destination is the node itself */
+	XL_PASS_NOT_FWDED,	/* FIB: not forwarded (the node's own address,
+				 * a non-unicast route, or no route at all:
+				 * the kernel does not tell these apart) */
 	XL_PASS_LINK_LOCAL,	/* link-local, multicast, broadcast: Linux */
 	XL_PASS_TTL,		/* TTL/hop limit would expire: Linux sends ICMP */
-	XL_PASS_NO_ROUTE,	/* FIB miss, blackhole, MTU: Linux sends ICMP */
+	XL_PASS_NO_ROUTE,	/* blackhole, unreachable, prohibit, MTU,
+				 * forwarding off: Linux sends the ICMP error */
 	XL_DELIVER,		/* delivered to the endpoint by the Linux stack */
 	XL_DROP_MALFORMED,	/* truncated or invalid L2/L3 header */
 	XL_DROP_SPOOFED,	/* source address not owned by the sender */

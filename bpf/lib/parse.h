@@ -87,8 +87,9 @@ parse_l3(void *data, void *data_end, __u32 pkt_len, struct pkt *p)
 		if (ip6->version != 6)
 			return PARSE_MALFORMED;
 		plen = bpf_ntohs(ip6->payload_len);
-		/* payload_len 0: BIG TCP (IPv6 jumbo without HBH) or a jumbogram. */
-		if (plen + sizeof(*ip6) > l3_len && plen != 0)
+		/* payload_len 0 is legal only above 64 KiB: BIG TCP (IPv6 jumbo
+		 * without the HBH option) or an RFC 2675 jumbogram. */
+		if (plen == 0 ? l3_len <= 0xFFFF + sizeof(*ip6) : plen + sizeof(*ip6) > l3_len)
 			return PARSE_MALFORMED;
 		p->ip6 = ip6;
 		p->ttl = ip6->hop_limit;
@@ -116,6 +117,23 @@ static __always_inline int addr_is_link_scope(const struct endpoint_key *k)
 	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)	/* fe80::/10 */
 		return 1;
 	return hi == 0 && lo == 0;			/* :: */
+}
+
+/* True for sources that need no owner: 0.0.0.0 and :: (DHCP, DAD) and
+ * IPv6 link-local (ND, router discovery). Multicast, broadcast or reserved
+ * sources are never legitimate and fall to the anti-spoofing drop. */
+static __always_inline int addr_is_src_exempt(const struct endpoint_key *k)
+{
+	const __u8 *a = k->addr;
+	__u64 hi, lo;
+
+	__builtin_memcpy(&hi, a, 8);
+	__builtin_memcpy(&lo, a + 8, 8);
+	if (hi == 0 && a[8] == 0 && a[9] == 0 && a[10] == 0xff && a[11] == 0xff)
+		return a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] == 0;
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+		return 1;
+	return hi == 0 && lo == 0;
 }
 
 static __always_inline int pkt_is_ipv4(const struct pkt *p)

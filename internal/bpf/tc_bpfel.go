@@ -54,7 +54,7 @@ const (
 	tcXlReasonXL_FWD_FIB         tcXlReason = 1
 	tcXlReasonXL_FWD_NEIGH       tcXlReason = 2
 	tcXlReasonXL_PASS_NON_IP     tcXlReason = 3
-	tcXlReasonXL_PASS_LOCAL      tcXlReason = 4
+	tcXlReasonXL_PASS_NOT_FWDED  tcXlReason = 4
 	tcXlReasonXL_PASS_LINK_LOCAL tcXlReason = 5
 	tcXlReasonXL_PASS_TTL        tcXlReason = 6
 	tcXlReasonXL_PASS_NO_ROUTE   tcXlReason = 7

@@ -71,11 +71,11 @@ type Endpoint struct {
 	// Netns is the container's network namespace path; empty for a
 	// veth-only endpoint whose runtime moves the interface itself.
 	Netns   string       `json:"netns,omitempty"`
-	IfName  string       `json:"ifname"`        // name inside the container
-	HostIf  string       `json:"host_ifname"`   // host-side veth
-	PeerIf  string       `json:"peer_ifname"`   // container side before it is moved
-	MAC     string       `json:"mac"`           // container-side MAC
-	HostMAC string       `json:"host_mac"`      // host-side MAC (the gateway MAC)
+	IfName  string       `json:"ifname"`      // name inside the container
+	HostIf  string       `json:"host_ifname"` // host-side veth
+	PeerIf  string       `json:"peer_ifname"` // container side before it is moved
+	MAC     string       `json:"mac"`         // container-side MAC
+	HostMAC string       `json:"host_mac"`    // host-side MAC (the gateway MAC)
 	IPs     []netip.Addr `json:"ips"`
 	Created time.Time    `json:"created"`
 }

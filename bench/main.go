@@ -1,0 +1,342 @@
+// Command bench is the foundation benchmark (`make bench`): container to
+// container on one node, comparing a Docker-style bridge baseline with
+// xlane's kernel and tc modes in one interleaved run.
+//
+//	go run ./bench -out bench/results          # default: 3 reps, 5 s runs, ~6 min
+//	go run ./bench -quick                      # 1 rep, 2 s runs, for development
+//
+// It needs root, iproute2, nsenter, iptables(-nft), iperf3, sockperf, ss,
+// ping and a bpffs at /sys/fs/bpf. It builds xlaned and xlane itself, makes
+// every namespace it uses (named xlb-<random>-...), and removes them, its
+// processes and its bpffs pin dirs on exit, ^C included. It exits non-zero
+// only when the harness fails (setup, a missing tool, no connection), never
+// because of the numbers.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var verbose bool
+
+type options struct {
+	out      string
+	duration time.Duration
+	reps     int
+	quick    bool
+	modes    []string
+	mtus     []int
+	keepTmp  bool
+	only     string
+}
+
+func parseFlags() (options, error) {
+	var o options
+	var modes, mtus string
+	flag.StringVar(&o.out, "out", "bench/results", "directory for foundation-<date>.json and foundation-latest.md")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each iperf3 and sockperf run (whole seconds)")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per mode, modes interleaved")
+	flag.BoolVar(&o.quick, "quick", false, "development run: 1 repetition of 2 s (unless -reps/-duration are given)")
+	flag.StringVar(&modes, "modes", "docker,kernel,tc", "modes to compare, in run order")
+	flag.StringVar(&mtus, "mtus", "1500,9000", "MTUs; one network per MTU in every mode")
+	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, daemon and server logs)")
+	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000)")
+	flag.BoolVar(&verbose, "v", false, "log every command")
+	flag.Parse()
+	if o.quick { // 1 rep of 2 s, unless -reps or -duration say otherwise
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["reps"] {
+			o.reps = 1
+		}
+		if !set["duration"] {
+			o.duration = 2 * time.Second
+		}
+	}
+	if o.reps < 1 || o.duration < time.Second {
+		return o, errors.New("-reps must be >= 1 and -duration >= 1s")
+	}
+	for _, m := range strings.Split(modes, ",") {
+		if m = strings.TrimSpace(m); m != "docker" && m != "kernel" && m != "tc" || slices.Contains(o.modes, m) {
+			return o, fmt.Errorf("-modes: %q: want each of docker, kernel, tc at most once", m)
+		}
+		o.modes = append(o.modes, m)
+	}
+	for _, s := range strings.Split(mtus, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1280 || n > 65000 {
+			return o, fmt.Errorf("-mtus: %q: want numbers between 1280 and 65000", s)
+		}
+		o.mtus = append(o.mtus, n)
+	}
+	return o, nil
+}
+
+func main() {
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("bench: ")
+	os.Exit(realMain())
+}
+
+func realMain() (code int) {
+	o, err := parseFlags()
+	if err != nil {
+		log.Print(err)
+		return 2
+	}
+	if err := preflight(); err != nil {
+		log.Print(err)
+		return 1
+	}
+
+	// The first SIGINT/SIGTERM cancels the run; teardown still runs, and
+	// later signals are swallowed so it can finish.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			log.Printf("%v: stopping, cleaning up (please wait)", s)
+			cancel()
+		}
+	}()
+
+	var cleanup undoStack
+	defer func() {
+		if err := cleanup.run(); err != nil {
+			log.Printf("cleanup: %v", err)
+			code = 1
+		}
+	}()
+
+	tmp, err := os.MkdirTemp("", "xlane-bench-")
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	cleanup.push("remove "+tmp, func(context.Context) error {
+		if o.keepTmp {
+			log.Printf("kept %s", tmp)
+			return nil
+		}
+		return os.RemoveAll(tmp)
+	})
+
+	rep, err := benchmark(ctx, o, tmp, &cleanup)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Printf("interrupted: %v", err)
+		} else {
+			log.Printf("FAILED: %v (rerun with -keep-tmp -v for daemon and server logs)", err)
+		}
+		return 1
+	}
+	printTable(os.Stdout, rep)
+	paths, err := writeReports(o.out, rep)
+	if err != nil {
+		log.Printf("write results: %v", err)
+		return 1
+	}
+	fmt.Printf("\nresults: %s\n", strings.Join(paths, ", "))
+	return 0
+}
+
+func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (*Report, error) {
+	rep := &Report{Started: time.Now(), Machine: machine(ctx)}
+	rep.Config = RunConfig{
+		Repetitions: o.reps, Duration: o.duration.String(), Modes: o.modes, MTUs: o.mtus,
+		Order: "per repetition, per test: " + strings.Join(o.modes, ", ") + " (interleaved)",
+		Pinning: "iperf3 not pinned (pinning made throughput no steadier in trials); sockperf client pinned to CPU " + latencyClientCPU +
+			", server pinned to the same CPU or to CPU 1 (two tests): unpinned ping-pong latency is bimodal on this VM " +
+			"(~7 us on one core, ~35 us across cores, the cross-core wakeup dominating)",
+		CPUMethod: "/proc/stat busy (all but idle+iowait) over all cores during each iperf3 client run; machine-wide, so other load counts",
+	}
+	log.Printf("machine: kernel %s, nproc %d, %s", rep.Machine.Kernel, rep.Machine.NProc, rep.Machine.CPUModel)
+
+	bins := filepath.Join(tmp, "bin")
+	if err := buildBinaries(ctx, bins); err != nil {
+		return nil, err
+	}
+	runID := "xlb-" + randomHex(3)
+	log.Printf("run %s: namespaces %s-*, pin dirs /sys/fs/bpf/%s-*", runID, runID, runID)
+
+	var topos []Topology
+	for i, mode := range o.modes {
+		var t Topology
+		if mode == "docker" {
+			t = newDocker(runID, 200+i, o.mtus)
+		} else {
+			t = newXlane(mode, runID, 200+i, o.mtus, bins, tmp)
+		}
+		cleanup.push("tear down "+mode, func(context.Context) error { return t.Teardown() })
+		log.Printf("setup %s", mode)
+		if err := t.Setup(ctx); err != nil {
+			return nil, fmt.Errorf("setup %s: %w", mode, err)
+		}
+		for _, mtu := range o.mtus {
+			p := t.Pair(mtu)
+			if err := checkPath(ctx, p); err != nil {
+				return nil, fmt.Errorf("%s: %w", mode, err)
+			}
+			if err := startServers(ctx, t, p, tmp); err != nil {
+				return nil, fmt.Errorf("%s: %w", mode, err)
+			}
+		}
+		topos = append(topos, t)
+		rep.Topologies = append(rep.Topologies, TopoInfo{Mode: mode, Describe: t.Describe()})
+	}
+
+	var ts []Test
+	for _, t := range tests(o.mtus) {
+		if strings.Contains(t.ID, o.only) {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("-only %q matches no test", o.only)
+	}
+	res := results{}
+	total, n := o.reps*len(ts)*len(topos), 0
+	for r := 1; r <= o.reps; r++ {
+		for _, test := range ts {
+			for _, t := range topos {
+				n++
+				s, err := test.Run(ctx, t.Pair(test.MTU), o.duration)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s (rep %d): %w", test.ID, t.Name(), r, err)
+				}
+				res.add(test.ID, t.Name(), s)
+				log.Printf("[%d/%d] rep %d %-19s %-6s %s", n, total, r, test.ID, t.Name(), brief(test, s))
+			}
+		}
+	}
+	rep.Tests = summarize(ts, o.modes, res)
+	for _, t := range topos {
+		rep.Notes = append(rep.Notes, t.Notes(ctx)...)
+	}
+	rep.Machine.LoadEnd = loadavg()
+	if load1, _, _ := strings.Cut(rep.Machine.LoadStart, " "); parseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("machine: loadavg was %s at the start and %s at the end (%d CPUs): other load ran alongside; expect noise",
+			rep.Machine.LoadStart, rep.Machine.LoadEnd, runtime.NumCPU()))
+	}
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+// brief is a progress line's numbers.
+func brief(t Test, s Sample) string {
+	if t.Kind == "tcp" {
+		return fmt.Sprintf("%6.2f Gbit/s  cpu %5.1f%%  %.3f CPU-s/Gbit  retr %.0f", s["gbps"], s["cpu_busy_pct"], s["cpu_s_per_gbit"], s["retransmits"])
+	}
+	return fmt.Sprintf("avg %.2f µs  p50 %.2f µs  p99 %.2f µs", s["avg_us"], s["p50_us"], s["p99_us"])
+}
+
+// preflight checks what the harness needs before touching anything.
+func preflight() error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (network namespaces, BPF)")
+	}
+	var missing []string
+	for _, tool := range []string{"go", "ip", "nsenter", "iptables-restore", "iptables-save", "iperf3", "sockperf", "ss", "ping"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing tools: %s", strings.Join(missing, ", "))
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != 0xcafe4a11 {
+		return errors.New("/sys/fs/bpf is not a mounted bpffs")
+	}
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return err
+	}
+	return nil
+}
+
+// buildBinaries builds xlaned and xlane from the module this harness is
+// in, so the run is self-contained.
+func buildBinaries(ctx context.Context, dir string) error {
+	gomod, err := run(ctx, "go", "env", "GOMOD")
+	gomod = strings.TrimSpace(gomod)
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return fmt.Errorf("run from inside the xlane module (go env GOMOD: %q, %v)", gomod, err)
+	}
+	root := filepath.Dir(gomod)
+	for _, name := range []string{"xlaned", "xlane"} {
+		log.Printf("go build %s", name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
+		}
+	}
+	return nil
+}
+
+// machine describes the host; failures leave fields empty.
+func machine(ctx context.Context) Machine {
+	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	first := func(argv ...string) string {
+		out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+		if err != nil {
+			return "unknown"
+		}
+		l, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return strings.TrimSpace(l)
+	}
+	m.GitCommit = first("git", "rev-parse", "--short", "HEAD")
+	m.Iperf3 = first("iperf3", "--version")
+	m.Sockperf = "sockperf " + strings.TrimPrefix(first("sockperf", "--version"), "sockperf, ")
+	return m
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func parseFloat(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,277 @@
+package main
+
+// The report: medians per test, metric and mode, ratios between modes of
+// the same run, printed as a table and written as JSON and markdown.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+)
+
+// Report is the whole result of one run (the JSON file).
+type Report struct {
+	Started    time.Time    `json:"started"`
+	Finished   time.Time    `json:"finished"`
+	Machine    Machine      `json:"machine"`
+	Config     RunConfig    `json:"config"`
+	Topologies []TopoInfo   `json:"topologies"`
+	Notes      []string     `json:"notes"`
+	Tests      []TestResult `json:"tests"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Kernel    string `json:"kernel"`
+	NProc     int    `json:"nproc"`
+	CPUModel  string `json:"cpu_model"`
+	LoadStart string `json:"loadavg_start"`
+	LoadEnd   string `json:"loadavg_end"`
+	GitCommit string `json:"git_commit"`
+	GoVersion string `json:"go_version"`
+	Iperf3    string `json:"iperf3"`
+	Sockperf  string `json:"sockperf"`
+}
+
+// RunConfig is what the run was asked to do.
+type RunConfig struct {
+	Repetitions int      `json:"repetitions"`
+	Duration    string   `json:"duration"`
+	Modes       []string `json:"modes"`
+	MTUs        []int    `json:"mtus"`
+	Order       string   `json:"order"`
+	Pinning     string   `json:"pinning"`
+	CPUMethod   string   `json:"cpu_method"`
+}
+
+// TopoInfo names a mode and how it connects the containers.
+type TopoInfo struct {
+	Mode     string `json:"mode"`
+	Describe string `json:"describe"`
+}
+
+// TestResult is one test with every metric across modes.
+type TestResult struct {
+	Test
+	Metrics []MetricResult `json:"metrics"`
+}
+
+// MetricResult is one metric of one test: per-mode statistics and the
+// ratios between the modes' medians.
+type MetricResult struct {
+	Metric
+	Modes  map[string]ModeStat `json:"modes"`
+	Ratios map[string]float64  `json:"ratios"` // "tc/kernel": median(tc)/median(kernel); only finite ones
+}
+
+// ModeStat is a metric's samples of one mode, in repetition order.
+type ModeStat struct {
+	Median  float64   `json:"median"`
+	Min     float64   `json:"min"`
+	Max     float64   `json:"max"`
+	Samples []float64 `json:"samples"`
+}
+
+// ratioPairs are the comparisons reported: numerator/denominator.
+var ratioPairs = [][2]string{{"tc", "kernel"}, {"tc", "docker"}, {"kernel", "docker"}}
+
+// results collects samples: test ID -> mode -> samples in order.
+type results map[string]map[string][]Sample
+
+func (r results) add(test, mode string, s Sample) {
+	if r[test] == nil {
+		r[test] = map[string][]Sample{}
+	}
+	r[test][mode] = append(r[test][mode], s)
+}
+
+// summarize turns the samples into TestResults.
+func summarize(ts []Test, modes []string, r results) []TestResult {
+	var out []TestResult
+	for _, t := range ts {
+		tr := TestResult{Test: t}
+		for _, m := range t.Metrics() {
+			mr := MetricResult{Metric: m, Modes: map[string]ModeStat{}, Ratios: map[string]float64{}}
+			for _, mode := range modes {
+				var xs []float64
+				for _, s := range r[t.ID][mode] {
+					xs = append(xs, s[m.Key])
+				}
+				if len(xs) == 0 {
+					continue
+				}
+				st := ModeStat{Median: Median(xs), Min: math.Inf(1), Max: math.Inf(-1), Samples: xs}
+				for _, x := range xs {
+					st.Min, st.Max = math.Min(st.Min, x), math.Max(st.Max, x)
+				}
+				mr.Modes[mode] = st
+			}
+			for _, p := range ratioPairs {
+				a, aok := mr.Modes[p[0]]
+				b, bok := mr.Modes[p[1]]
+				if v := Ratio(a.Median, b.Median); aok && bok && !math.IsNaN(v) {
+					mr.Ratios[p[0]+"/"+p[1]] = v
+				}
+			}
+			tr.Metrics = append(tr.Metrics, mr)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// activeRatios are the ratio columns whose modes both ran.
+func activeRatios(modes []string) []string {
+	has := map[string]bool{}
+	for _, m := range modes {
+		has[m] = true
+	}
+	var out []string
+	for _, p := range ratioPairs {
+		if has[p[0]] && has[p[1]] {
+			out = append(out, p[0]+"/"+p[1])
+		}
+	}
+	return out
+}
+
+func arrow(m Metric) string {
+	if m.HigherBetter {
+		return "↑"
+	}
+	return "↓"
+}
+
+// tableRows lays the results out as rows of cells: a header, then one row
+// per test and metric.
+func tableRows(rep *Report) [][]string {
+	modes := rep.Config.Modes
+	ratios := activeRatios(modes)
+	header := append([]string{"test", "metric"}, modes...)
+	for _, r := range ratios {
+		header = append(header, strings.Replace(r, "/", " vs ", 1))
+	}
+	rows := [][]string{header}
+	for _, t := range rep.Tests {
+		for i, m := range t.Metrics {
+			title := ""
+			if i == 0 {
+				title = t.Title
+			}
+			row := []string{title, m.Label + " " + arrow(m.Metric)}
+			for _, mode := range modes {
+				if st, ok := m.Modes[mode]; ok {
+					row = append(row, fmt.Sprintf("%.*f", m.Digits, st.Median))
+				} else {
+					row = append(row, "-")
+				}
+			}
+			for _, r := range ratios {
+				if v, ok := m.Ratios[r]; ok {
+					row = append(row, fmt.Sprintf("%.2fx", v))
+				} else {
+					row = append(row, "-")
+				}
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+const legend = "Medians over the repetitions; ↑ higher is better, ↓ lower is better; " +
+	"\"a vs b\" = median(a) / median(b) from the same run."
+
+func header(w io.Writer, rep *Report, md bool) {
+	li := "  "
+	if md {
+		li = "- "
+	}
+	m := rep.Machine
+	fmt.Fprintf(w, "%smachine: kernel %s, nproc %d, CPU %s, loadavg at start %s\n", li, m.Kernel, m.NProc, m.CPUModel, m.LoadStart)
+	fmt.Fprintf(w, "%sxlane built from the working tree (HEAD %s) with %s; %s; %s\n", li, m.GitCommit, m.GoVersion, m.Iperf3, m.Sockperf)
+	c := rep.Config
+	fmt.Fprintf(w, "%srun: %d repetition(s), %s per measurement, order %s\n", li, c.Repetitions, c.Duration, c.Order)
+	fmt.Fprintf(w, "%sCPU: %s\n", li, c.CPUMethod)
+	fmt.Fprintf(w, "%spinning: %s\n", li, c.Pinning)
+	for _, t := range rep.Topologies {
+		fmt.Fprintf(w, "%s%s: %s\n", li, t.Mode, t.Describe)
+	}
+}
+
+// printTable writes the text report.
+func printTable(w io.Writer, rep *Report) {
+	fmt.Fprintf(w, "\nxlane foundation benchmark, %s\n", rep.Started.UTC().Format(time.RFC3339))
+	header(w, rep, false)
+	fmt.Fprintln(w)
+	rows := tableRows(rep)
+	// Numbers align right; pad the two label columns to align them left.
+	w0, w1 := 0, 0
+	for _, row := range rows {
+		w0, w1 = max(w0, utf8.RuneCountInString(row[0])), max(w1, utf8.RuneCountInString(row[1]))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%-*s\t%-*s\t%s\t\n", w0, row[0], w1, row[1], strings.Join(row[2:], "\t"))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\n"+legend)
+	if len(rep.Notes) > 0 {
+		fmt.Fprintln(w, "\nNotes:")
+		for _, n := range rep.Notes {
+			fmt.Fprintln(w, "  - "+n)
+		}
+	}
+}
+
+// writeMarkdown writes the markdown report.
+func writeMarkdown(path string, rep *Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# xlane foundation benchmark\n\n%s, container to container on one node. Generated by `go run ./bench`.\n\n",
+		rep.Started.UTC().Format(time.RFC3339))
+	header(&b, rep, true)
+	b.WriteString("\n")
+	rows := tableRows(rep)
+	for i, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		if i == 0 {
+			b.WriteString("|---|---|" + strings.Repeat("---:|", len(row)-2) + "\n")
+		}
+	}
+	b.WriteString("\n" + legend + "\n")
+	if len(rep.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range rep.Notes {
+			b.WriteString("- " + n + "\n")
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// writeReports writes foundation-<date>.json and foundation-latest.md to
+// dir and returns their paths.
+func writeReports(dir string, rep *Report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	jp := filepath.Join(dir, "foundation-"+rep.Started.UTC().Format("2006-01-02T150405Z")+".json")
+	if err := os.WriteFile(jp, append(js, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	mp := filepath.Join(dir, "foundation-latest.md")
+	if err := writeMarkdown(mp, rep); err != nil {
+		return nil, err
+	}
+	return []string{jp, mp}, nil
+}

@@ -1,0 +1,575 @@
+package main
+
+// Network-namespace plumbing and the three topologies under test. Every
+// topology builds its own "node" namespace and two "container" namespaces
+// and records an undo step for everything it creates, so Teardown removes
+// exactly what a (possibly partial) Setup made.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// netnsDir is where `ip netns add` puts its names.
+const netnsDir = "/var/run/netns"
+
+// cleanupTimeout bounds every teardown command; teardown does not use the
+// run's context, which is cancelled on SIGINT/SIGTERM.
+const cleanupTimeout = 30 * time.Second
+
+// nsExec returns argv run inside the named network namespace. nsenter
+// enters only the network namespace (ip netns exec would also remount
+// /sys, hiding bpffs) and execs argv, so its pid is argv's pid.
+func nsExec(ns string, argv ...string) []string {
+	return append([]string{"nsenter", "--net=" + filepath.Join(netnsDir, ns)}, argv...)
+}
+
+// run runs argv and returns its stdout; the error carries stderr.
+func run(ctx context.Context, argv ...string) (string, error) {
+	return runInput(ctx, "", argv...)
+}
+
+// runInput is run with stdin.
+func runInput(ctx context.Context, stdin string, argv ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // no terminal SIGINT: we stop it
+	cmd.WaitDelay = 5 * time.Second
+	if verbose {
+		log.Printf("+ %s", strings.Join(argv, " "))
+	}
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		return stdout.String(), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, msg)
+	}
+	return stdout.String(), nil
+}
+
+// runAll runs each argv in order and stops at the first failure.
+func runAll(ctx context.Context, cmds ...[]string) error {
+	for _, argv := range cmds {
+		if _, err := run(ctx, argv...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// undoStack holds teardown steps; run executes them last-in first-out,
+// keeps going past failures and reports them all.
+type undoStack struct {
+	mu    sync.Mutex
+	steps []undoStep
+}
+
+type undoStep struct {
+	what string
+	fn   func(ctx context.Context) error
+}
+
+func (u *undoStack) push(what string, fn func(ctx context.Context) error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.steps = append(u.steps, undoStep{what, fn})
+}
+
+func (u *undoStack) run() error {
+	u.mu.Lock()
+	steps := u.steps
+	u.steps = nil
+	u.mu.Unlock()
+	var errs []error
+	for i := len(steps) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		if verbose {
+			log.Printf("teardown: %s", steps[i].what)
+		}
+		if err := steps[i].fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", steps[i].what, err))
+		}
+		cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// proc is a long-running child (daemon, server) stopped by its pid.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	log  string // file with its stdout and stderr
+}
+
+// startProc starts argv with output to logPath, in its own process group
+// so a terminal ^C reaches only the harness, which then stops it in order.
+func startProc(name, logPath string, argv ...string) (*proc, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if verbose {
+		log.Printf("+ %s &", strings.Join(argv, " "))
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// tail returns the end of the process's log, for error messages.
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// stop sends SIGTERM to the pid, then SIGKILL after a grace period.
+func (p *proc) stop(ctx context.Context) error {
+	if p.exited() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	return fmt.Errorf("%s (pid %d) ignored SIGTERM; killed", p.name, p.cmd.Process.Pid)
+}
+
+// waitFor polls cond every 100ms until it is true, p (if set) exits, or
+// the timeout passes.
+func waitFor(ctx context.Context, what string, timeout time.Duration, p *proc, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return nil
+		}
+		if p != nil && p.exited() {
+			return fmt.Errorf("%s: %s exited (%v): %s", what, p.name, p.err, p.tail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not ready after %s", what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Pair is the two containers of one network of a topology.
+type Pair struct {
+	Client, Server     string // netns names
+	ClientIP, ServerIP netip.Addr
+	MTU                int
+}
+
+// Topology is one way of connecting two containers on a node.
+type Topology interface {
+	Name() string
+	// Describe says in one line how the containers are connected.
+	Describe() string
+	// Setup builds the node, the containers and one network per MTU.
+	Setup(ctx context.Context) error
+	// Teardown removes whatever Setup created, even after a failed Setup.
+	Teardown() error
+	// Pair returns the containers on the network with this MTU.
+	Pair(mtu int) Pair
+	// Notes reports facts about the topology worth printing next to the
+	// numbers (e.g. whether bridged traffic went through iptables).
+	Notes(ctx context.Context) []string
+	// Defer adds a teardown step that runs before the topology's own.
+	Defer(what string, fn func(ctx context.Context) error)
+}
+
+// base is what every topology has: a node namespace, two container
+// namespaces, one network per MTU, and the undo steps.
+type base struct {
+	name   string
+	prefix string // unique netns prefix, e.g. xlb-1a2b3c-tc
+	net    int    // second octet of this topology's subnets: 10.<net>.<i>.0/24
+	mtus   []int
+	node   string
+	ctrs   [2]string // client, server
+	pairs  map[int]Pair
+	undo   undoStack
+}
+
+func newBase(name, runID string, net int, mtus []int) base {
+	p := runID + "-" + name
+	return base{
+		name: name, prefix: p, net: net, mtus: mtus,
+		node: p + "-node", ctrs: [2]string{p + "-c1", p + "-c2"},
+		pairs: map[int]Pair{},
+	}
+}
+
+func (b *base) Name() string { return b.name }
+
+func (b *base) Pair(mtu int) Pair { return b.pairs[mtu] }
+
+func (b *base) Teardown() error { return b.undo.run() }
+
+func (b *base) Defer(what string, fn func(ctx context.Context) error) { b.undo.push(what, fn) }
+
+// subnet of the i-th network (one per MTU).
+func (b *base) subnet(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(b.net), byte(i), 0}), 24)
+}
+
+// addNamespaces creates the node and container namespaces with lo up.
+func (b *base) addNamespaces(ctx context.Context) error {
+	for _, ns := range append([]string{b.node}, b.ctrs[:]...) {
+		if _, err := run(ctx, "ip", "netns", "add", ns); err != nil {
+			return err
+		}
+		b.undo.push("delete netns "+ns, func(ctx context.Context) error {
+			_, err := run(ctx, "ip", "netns", "del", ns)
+			return err
+		})
+		if _, err := run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *base) setPair(mtu int, ips [2]netip.Addr) {
+	b.pairs[mtu] = Pair{Client: b.ctrs[0], Server: b.ctrs[1], ClientIP: ips[0], ServerIP: ips[1], MTU: mtu}
+}
+
+// ---- docker ----
+
+// dockerTopo is what dockerd builds for user-defined bridge networks: per
+// network a Linux bridge holding the gateway address, a veth per container
+// enslaved to it, container addresses on-link in the /24 with the default
+// route via the bridge, and Docker's iptables rules (so conntrack runs).
+type dockerTopo struct {
+	base
+	brNF string // bridge-nf-call-iptables in the node netns: "1", "0" or "absent"
+}
+
+func newDocker(runID string, net int, mtus []int) *dockerTopo {
+	return &dockerTopo{base: newBase("docker", runID, net, mtus)}
+}
+
+func (d *dockerTopo) Describe() string {
+	return "Linux bridge + veth, Docker's iptables filter/nat rules (conntrack), bridge-nf-call-iptables=" + d.brNF
+}
+
+func (d *dockerTopo) bridge(mtu int) string { return fmt.Sprintf("br-xlb%d", mtu) }
+
+func (d *dockerTopo) Setup(ctx context.Context) error {
+	if err := d.addNamespaces(ctx); err != nil {
+		return err
+	}
+	n := func(argv ...string) []string { return append([]string{"ip", "-n", d.node}, argv...) }
+	// dockerd enables forwarding; br_netfilter (loaded by dockerd) makes
+	// bridged IPv4 frames traverse iptables. The sysctl is per netns.
+	if err := sysctlIn(ctx, d.node, "net/ipv4/ip_forward", "1"); err != nil {
+		return err
+	}
+	d.brNF = "absent"
+	if _, err := run(ctx, nsExec(d.node, "test", "-e", "/proc/sys/net/bridge/bridge-nf-call-iptables")...); err == nil {
+		if err := sysctlIn(ctx, d.node, "net/bridge/bridge-nf-call-iptables", "1"); err != nil {
+			return err
+		}
+		v, err := run(ctx, nsExec(d.node, "cat", "/proc/sys/net/bridge/bridge-nf-call-iptables")...)
+		if err != nil {
+			return err
+		}
+		d.brNF = strings.TrimSpace(v)
+	}
+	for i, mtu := range d.mtus {
+		br, pfx := d.bridge(mtu), d.subnet(i)
+		gw := pfx.Addr().Next()
+		m := fmt.Sprint(mtu)
+		if err := runAll(ctx,
+			n("link", "add", br, "mtu", m, "type", "bridge"),
+			n("addr", "add", netip.PrefixFrom(gw, 24).String(), "dev", br),
+			n("link", "set", br, "up"),
+		); err != nil {
+			return err
+		}
+		var ips [2]netip.Addr
+		ifname := fmt.Sprintf("eth%d", i)
+		for j, ctr := range d.ctrs {
+			ips[j] = addrAdd(gw, 1+j) // .2, .3 like Docker's IPAM
+			host := fmt.Sprintf("veth%d-%d", j+1, mtu)
+			c := func(argv ...string) []string { return append([]string{"ip", "-n", ctr}, argv...) }
+			cmds := [][]string{
+				n("link", "add", host, "mtu", m, "type", "veth", "peer", "name", ifname, "mtu", m, "netns", ctr),
+				n("link", "set", host, "master", br),
+				n("link", "set", host, "up"),
+				c("addr", "add", netip.PrefixFrom(ips[j], 24).String(), "dev", ifname),
+				c("link", "set", ifname, "up"),
+			}
+			if i == 0 { // the first network owns the default route, as in Docker
+				cmds = append(cmds, c("route", "add", "default", "via", gw.String()))
+			}
+			if err := runAll(ctx, cmds...); err != nil {
+				return err
+			}
+		}
+		// The bridge takes the smallest MTU of its ports; set it again.
+		if _, err := run(ctx, n("link", "set", br, "mtu", m)...); err != nil {
+			return err
+		}
+		d.setPair(mtu, ips)
+	}
+	if _, err := runInput(ctx, d.iptablesRules(), nsExec(d.node, "iptables-restore")...); err != nil {
+		return fmt.Errorf("install Docker's iptables rules: %w", err)
+	}
+	return nil
+}
+
+// iptablesRules is the ruleset dockerd (v24-v27, iptables backend) installs
+// for user-defined bridge networks, in iptables-restore form.
+func (d *dockerTopo) iptablesRules() string {
+	var filter, nat []string
+	filter = append(filter,
+		"-A FORWARD -j DOCKER-USER",
+		"-A FORWARD -j DOCKER-ISOLATION-STAGE-1")
+	nat = append(nat,
+		"-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
+		"-A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER")
+	var iso1, iso2 []string
+	for i, mtu := range d.mtus {
+		br, pfx := d.bridge(mtu), d.subnet(i).String()
+		filter = append(filter,
+			"-A FORWARD -o "+br+" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+			"-A FORWARD -o "+br+" -j DOCKER",
+			"-A FORWARD -i "+br+" ! -o "+br+" -j ACCEPT",
+			"-A FORWARD -i "+br+" -o "+br+" -j ACCEPT")
+		iso1 = append(iso1, "-A DOCKER-ISOLATION-STAGE-1 -i "+br+" ! -o "+br+" -j DOCKER-ISOLATION-STAGE-2")
+		iso2 = append(iso2, "-A DOCKER-ISOLATION-STAGE-2 -o "+br+" -j DROP")
+		nat = append(nat,
+			"-A POSTROUTING -s "+pfx+" ! -o "+br+" -j MASQUERADE",
+			"-A DOCKER -i "+br+" -j RETURN")
+	}
+	filter = append(filter, iso1...)
+	filter = append(filter, "-A DOCKER-ISOLATION-STAGE-1 -j RETURN")
+	filter = append(filter, iso2...)
+	filter = append(filter, "-A DOCKER-ISOLATION-STAGE-2 -j RETURN", "-A DOCKER-USER -j RETURN")
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	b.WriteString(":DOCKER - [0:0]\n:DOCKER-ISOLATION-STAGE-1 - [0:0]\n:DOCKER-ISOLATION-STAGE-2 - [0:0]\n:DOCKER-USER - [0:0]\n")
+	b.WriteString(strings.Join(filter, "\n") + "\nCOMMIT\n")
+	b.WriteString("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:DOCKER - [0:0]\n")
+	b.WriteString(strings.Join(nat, "\n") + "\nCOMMIT\n")
+	return b.String()
+}
+
+// Notes reports whether the bridged traffic went through iptables: the
+// packets the FORWARD rules for the bridges matched, and conntrack's
+// table size.
+func (d *dockerTopo) Notes(ctx context.Context) []string {
+	var notes []string
+	switch d.brNF {
+	case "absent":
+		notes = append(notes, "docker: /proc/sys/net/bridge/bridge-nf-call-iptables is ABSENT on this kernel (no br_netfilter): "+
+			"container-to-container traffic on the bridge skips iptables and conntrack, unlike real Docker; the baseline is optimistic")
+	case "1":
+		notes = append(notes, "docker: br_netfilter present, bridge-nf-call-iptables=1 in the node netns (as with dockerd): bridged IPv4 traverses iptables FORWARD")
+	default:
+		notes = append(notes, "docker: bridge-nf-call-iptables="+d.brNF+" in the node netns: bridged traffic skips iptables")
+	}
+	out, err := run(ctx, nsExec(d.node, "iptables-save", "-c", "-t", "filter")...)
+	if err == nil {
+		if rules, err := ParseIptablesSave(out); err == nil {
+			f := forwardCounters(rules)
+			notes = append(notes, fmt.Sprintf("docker: iptables FORWARD saw %d packets (%s) during the run, %d of them accepted by the conntrack RELATED,ESTABLISHED rules",
+				f.Packets, humanBytes(f.Bytes), f.Established))
+		}
+	}
+	if v, err := run(ctx, nsExec(d.node, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")...); err == nil {
+		notes = append(notes, "docker: conntrack entries in the node netns at the end: "+strings.TrimSpace(v))
+	}
+	return notes
+}
+
+func sysctlIn(ctx context.Context, ns, key, val string) error {
+	_, err := run(ctx, nsExec(ns, "sh", "-c", `echo "$2" > "/proc/sys/$1"`, "sh", key, val)...)
+	return err
+}
+
+// ---- xlane ----
+
+// xlaneTopo is an xlane daemon in its own node namespace with one network
+// per MTU in the given mode; the containers join each network with
+// `xlane endpoint add` (eth0 on the first network, eth1 on the second).
+type xlaneTopo struct {
+	base
+	mode   string
+	bins   string // directory with xlaned and xlane
+	dir    string // state file, socket and logs
+	pinDir string
+	daemon *proc
+}
+
+func newXlane(mode, runID string, net int, mtus []int, bins, tmp string) *xlaneTopo {
+	t := &xlaneTopo{base: newBase(mode, runID, net, mtus), mode: mode, bins: bins}
+	t.dir = filepath.Join(tmp, mode)
+	t.pinDir = filepath.Join("/sys/fs/bpf", t.prefix)
+	return t
+}
+
+func (x *xlaneTopo) Describe() string {
+	return fmt.Sprintf("xlane network --mode %s (daemon in its own node netns)", x.mode)
+}
+
+func (x *xlaneTopo) cli(ctx context.Context, args ...string) (string, error) {
+	argv := append([]string{filepath.Join(x.bins, "xlane"), "--socket", filepath.Join(x.dir, "xlane.sock")}, args...)
+	return run(ctx, argv...)
+}
+
+func (x *xlaneTopo) netName(mtu int) string { return fmt.Sprintf("xlb%d", mtu) }
+
+func (x *xlaneTopo) Setup(ctx context.Context) error {
+	if err := os.MkdirAll(x.dir, 0o700); err != nil {
+		return err
+	}
+	if err := x.addNamespaces(ctx); err != nil {
+		return err
+	}
+	if _, err := os.Stat(x.pinDir); err == nil {
+		return fmt.Errorf("pin dir %s exists already", x.pinDir)
+	}
+	x.undo.push("remove pin dir "+x.pinDir, func(context.Context) error { return os.RemoveAll(x.pinDir) })
+	var err error
+	x.daemon, err = startProc("xlaned "+x.mode, filepath.Join(x.dir, "xlaned.log"), nsExec(x.node,
+		filepath.Join(x.bins, "xlaned"),
+		"--state", filepath.Join(x.dir, "state.db"),
+		"--socket", filepath.Join(x.dir, "xlane.sock"),
+		"--pin-dir", x.pinDir)...)
+	if err != nil {
+		return err
+	}
+	x.undo.push("stop "+x.daemon.name, x.daemon.stop)
+	err = waitFor(ctx, "xlaned "+x.mode, 15*time.Second, x.daemon, func() bool {
+		_, err := x.cli(ctx, "status")
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, mtu := range x.mtus {
+		name := x.netName(mtu)
+		if _, err := x.cli(ctx, "network", "create", name, "--subnet", x.subnet(i).String(),
+			"--mode", x.mode, "--mtu", fmt.Sprint(mtu)); err != nil {
+			return err
+		}
+		x.undo.push("xlane network rm "+name, func(ctx context.Context) error {
+			_, err := x.cli(ctx, "network", "rm", name, "--force")
+			return err
+		})
+		var ips [2]netip.Addr
+		for j, ctr := range x.ctrs {
+			out, err := x.cli(ctx, "-o", "json", "endpoint", "add", name, "--netns", ctr,
+				"--id", fmt.Sprintf("c%d-%d", j+1, mtu), "--ifname", fmt.Sprintf("eth%d", i))
+			if err != nil {
+				return err
+			}
+			if ips[j], err = endpointIPv4(out); err != nil {
+				return err
+			}
+		}
+		x.setPair(mtu, ips)
+	}
+	return nil
+}
+
+// endpointIPv4 picks the IPv4 address out of `xlane -o json endpoint add`.
+func endpointIPv4(out string) (netip.Addr, error) {
+	var ep struct {
+		IPs []netip.Addr `json:"ips"`
+	}
+	if err := json.Unmarshal([]byte(out), &ep); err != nil {
+		return netip.Addr{}, fmt.Errorf("endpoint add -o json: %w: %q", err, out)
+	}
+	for _, a := range ep.IPs {
+		if a.Is4() {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("endpoint add -o json: no IPv4 address in %q", out)
+}
+
+func (x *xlaneTopo) Notes(ctx context.Context) []string {
+	var notes []string
+	if x.mode == "tc" {
+		if out, err := x.cli(ctx, "status"); err == nil {
+			var cs []string
+			for _, l := range strings.Split(out, "\n") {
+				if f := strings.Fields(l); len(f) >= 3 && (f[0] == "from_endpoint" || f[0] == "to_endpoint") {
+					cs = append(cs, f[0]+"/"+f[1]+"="+f[2])
+				}
+			}
+			notes = append(notes, "tc: datapath counters (packets): "+strings.Join(cs, ", "))
+		}
+	}
+	if v, err := run(ctx, nsExec(x.node, "sh", "-c", "cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null || echo n/a")...); err == nil {
+		notes = append(notes, fmt.Sprintf("%s: conntrack entries in the node netns at the end: %s", x.mode, strings.TrimSpace(v)))
+	}
+	return notes
+}
+
+func humanBytes(b uint64) string {
+	switch {
+	case b >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(b)/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(b)/1e6)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// addrAdd returns a advanced by n addresses.
+func addrAdd(a netip.Addr, n int) netip.Addr {
+	for range n {
+		a = a.Next()
+	}
+	return a
+}
