@@ -26,18 +26,11 @@
 #include "lib/parse.h"
 #include "lib/csum.h"
 #include "lib/fib.h"
+#include "lib/endpoint.h"
 
 /* tcx and legacy cls_bpf both read -1 as "not mine, carry on": with tcx the
  * next program in the chain runs, and Linux gets the packet after the last. */
 #define XL_TC_PASS TC_ACT_UNSPEC
-
-static __always_inline void pkt_dec_ttl(struct pkt *p)
-{
-	if (p->ip4)
-		ipv4_dec_ttl(p->ip4);
-	else if (p->ip6)
-		ipv6_dec_hoplimit(p->ip6);
-}
 
 /* Make sure the headers the parser reads are in the linear area. */
 static __always_inline void tc_pull_headers(struct __sk_buff *skb)
@@ -59,7 +52,7 @@ static __always_inline int to_local_endpoint(struct __sk_buff *skb, struct pkt *
 {
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
-	pkt_dec_ttl(p);
+	ep_forward_l3(p);
 	metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, skb->len);
 	*reason = XL_FWD_PEER;
 	return bpf_redirect_peer(dst->ifindex, 0);
@@ -77,7 +70,7 @@ static __always_inline int to_fib(struct __sk_buff *skb, struct pkt *p,
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_SUCCESS:
 		/* Route and neighbour known: write L2 ourselves. */
-		pkt_dec_ttl(p);
+		ep_forward_l3(p);
 		__builtin_memcpy(p->eth->h_dest, fib.dmac, ETH_ALEN);
 		__builtin_memcpy(p->eth->h_source, fib.smac, ETH_ALEN);
 		*reason = XL_FWD_FIB;
@@ -85,7 +78,7 @@ static __always_inline int to_fib(struct __sk_buff *skb, struct pkt *p,
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
 		/* Route known, neighbour not (yet): let the kernel's neighbour
 		 * subsystem resolve and fill L2 for us. */
-		pkt_dec_ttl(p);
+		ep_forward_l3(p);
 		nh.nh_family = fib.family;
 		if (fib.family == AF_INET)
 			nh.ipv4_nh = fib.ipv4_dst;
@@ -104,45 +97,27 @@ static __always_inline int to_fib(struct __sk_buff *skb, struct pkt *p,
 	}
 }
 
+/* Stage verdicts in tc return codes. */
+static __always_inline int tc_step(enum ep_step step)
+{
+	return step == EP_DROP ? TC_ACT_SHOT : XL_TC_PASS;
+}
+
 static __always_inline int from_endpoint(struct __sk_buff *skb, enum xl_reason *reason)
 {
-	struct endpoint_val *src, *dst;
+	struct endpoint_val *dst;
+	enum ep_step step;
 	struct pkt p = {};
 
 	tc_pull_headers(skb);
-	switch (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end,
-			 skb->len, &p)) {
-	case PARSE_OK:
-		break;
-	case PARSE_NON_IP:
-		*reason = XL_PASS_NON_IP;
-		return XL_TC_PASS;
-	default:
-		*reason = XL_DROP_MALFORMED;
-		return TC_ACT_SHOT;
-	}
-
-	/* Anti-spoofing: a source must belong to this endpoint, except the
-	 * unspecified and link-local ones (DHCP, DAD, ND). */
-	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
-	if (!src || src->ifindex != skb->ifindex) {
-		if (addr_is_src_exempt(&p.src)) {
-			*reason = XL_PASS_LINK_LOCAL;
-			return XL_TC_PASS;
-		}
-		*reason = XL_DROP_SPOOFED;
-		return TC_ACT_SHOT;
-	}
-	if (addr_is_link_scope(&p.dst)) {
-		*reason = XL_PASS_LINK_LOCAL;
-		return XL_TC_PASS;
-	}
-	if (p.ttl <= 1) {
-		*reason = XL_PASS_TTL;
-		return XL_TC_PASS;
-	}
-
-	dst = bpf_map_lookup_elem(&xlane_endpoints, &p.dst);
+	step = ep_parsed(parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end,
+				  skb->len, &p), reason);
+	if (step != EP_CONTINUE)
+		return tc_step(step);
+	step = ep_admit(&p, skb->ifindex, reason);
+	if (step != EP_CONTINUE)
+		return tc_step(step);
+	dst = ep_local(&p);
 	if (dst)
 		return to_local_endpoint(skb, &p, dst, reason);
 	return to_fib(skb, &p, reason);

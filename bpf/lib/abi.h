@@ -26,6 +26,12 @@ enum xl_reason {
 	XL_PASS_TTL,		/* TTL/hop limit would expire: Linux sends ICMP */
 	XL_PASS_NO_ROUTE,	/* blackhole, unreachable, prohibit, MTU,
 				 * forwarding off: Linux sends the ICMP error */
+	XL_PASS_NO_NEIGH,	/* XDP: next hop not in xlane_neigh yet: Linux
+				 * resolves it, netlink fills the map */
+	XL_PASS_NO_TARGET,	/* XDP: egress device not in xlane_devmap, or a
+				 * checksum layout XDP does not complete */
+	XL_PASS_TOO_BIG,	/* XDP: larger than the egress MTU (a GSO
+				 * packet under generic XDP): Linux segments it */
 	XL_DELIVER,		/* delivered to the endpoint by the Linux stack */
 	XL_DROP_MALFORMED,	/* truncated or invalid L2/L3 header */
 	XL_DROP_SPOOFED,	/* source address not owned by the sender */
@@ -52,6 +58,24 @@ struct endpoint_val {
 	__u32 network_id;	/* owning network */
 	__u8 mac[6];		/* container-side MAC */
 	__u8 host_mac[6];	/* host-side veth MAC (the gateway MAC) */
+	__u16 mtu;		/* the endpoint's MTU (L3) */
+	__u16 pad;
+};
+
+/*
+ * xlane_neigh: key = (next-hop address, egress ifindex), value = its MAC.
+ * Mirrors the kernel's neighbour table (ARP and ND) for the XDP datapath,
+ * which cannot use bpf_redirect_neigh. Written by the daemon from netlink
+ * neighbour events; read by XDP programs.
+ */
+struct neigh_key {
+	__u8 addr[16];		/* IPv4 as ::ffff:a.b.c.d */
+	__u32 ifindex;
+};
+
+struct neigh_val {
+	__u8 mac[6];
+	__u16 pad;
 };
 
 /*

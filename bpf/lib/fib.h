@@ -16,16 +16,17 @@
 #endif
 
 /*
- * fib_params_init prepares a lookup for p arriving on ifindex. tot_len is
- * left 0: for skbs the kernel skips the MTU check on GSO packets anyway, and
- * an oversized non-GSO packet fails in the redirect path, which Linux would
- * also refuse; FRAG_NEEDED handling stays with Linux via PASS_NO_ROUTE.
+ * fib_params_init prepares a lookup for p arriving on ifindex. The tc
+ * programs leave tot_len 0: skbs keep their GSO state across
+ * bpf_redirect, and an oversized non-GSO packet is refused on the redirect
+ * path just as Linux would refuse it.
  */
 static __always_inline void fib_params_init(struct bpf_fib_lookup *fib,
 					    const struct pkt *p, __u32 ifindex)
 {
 	__builtin_memset(fib, 0, sizeof(*fib));
 	fib->ifindex = ifindex;
+	/* tot_len 0 skips the FIB's MTU check. XDP sets it (fib_check_mtu). */
 	if (p->ip4) {
 		struct iphdr *ip = p->ip4;
 
@@ -43,6 +44,13 @@ static __always_inline void fib_params_init(struct bpf_fib_lookup *fib,
 		__builtin_memcpy(fib->ipv6_src, &ip6->saddr, 16);
 		__builtin_memcpy(fib->ipv6_dst, &ip6->daddr, 16);
 	}
+}
+
+/* fib_check_mtu makes bpf_fib_lookup answer FRAG_NEEDED for a packet of
+ * l3len bytes that does not fit the egress MTU. */
+static __always_inline void fib_check_mtu(struct bpf_fib_lookup *fib, __u32 l3len)
+{
+	fib->tot_len = l3len > 0xffff ? 0xffff : l3len;
 }
 
 #endif /* XLANE_FIB_H */

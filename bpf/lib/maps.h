@@ -35,4 +35,26 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_metrics SEC(".maps");
 
+/* key: ifindex; value: ifindex. The devices XDP programs may redirect to:
+ * every host veth of an XDP-mode endpoint and the uplink. Written by the
+ * daemon; read by bpf_redirect_map. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XL_MAX_ENDPOINTS);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_devmap SEC(".maps");
+
+/* key: (next hop, ifindex); value: MAC. Written by the daemon from netlink
+ * neighbour events; read by XDP programs after bpf_fib_lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct neigh_key);
+	__type(value, struct neigh_val);
+	__uint(max_entries, XL_MAX_ENDPOINTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_neigh SEC(".maps");
+
 #endif /* XLANE_MAPS_H */

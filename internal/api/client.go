@@ -102,6 +102,12 @@ func (c *Client) CreateNetwork(ctx context.Context, req NetworkCreate) (*Network
 	return &out, c.do(ctx, http.MethodPost, PathNetworks, req, &out)
 }
 
+// UpdateNetwork changes a network (its mode) in place.
+func (c *Client) UpdateNetwork(ctx context.Context, name string, req NetworkUpdate) (*NetworkInfo, error) {
+	var out NetworkInfo
+	return &out, c.do(ctx, http.MethodPatch, PathNetworks+"/"+url.PathEscape(name), req, &out)
+}
+
 // Networks lists networks.
 func (c *Client) Networks(ctx context.Context) ([]NetworkInfo, error) {
 	var out []NetworkInfo

@@ -24,6 +24,12 @@ type NetworkCreate struct {
 	MTU      int      `json:"mtu,omitempty"`
 }
 
+// NetworkUpdate is the body of PATCH /v1/networks/{name}. Empty fields are
+// left as they are.
+type NetworkUpdate struct {
+	Mode string `json:"mode,omitempty"`
+}
+
 // EndpointAdd is the body of POST /v1/endpoints.
 type EndpointAdd struct {
 	ID      string `json:"id,omitempty"` // chosen by the caller (runtime) or generated
@@ -59,6 +65,12 @@ type EndpointInfo struct {
 	// Link counters of the host veth: what the endpoint sent (rx on the
 	// host side) and what it was given (tx on the host side). Packets the
 	// tc datapath redirects straight into the container are in Reasons.
+	// Datapath lists the programs attached to the host veth (kind/hook).
+	Datapath []string `json:"datapath,omitempty"`
+	// Offloads of the container-side veth (GRO gives it the NAPI that
+	// native XDP_REDIRECT needs; checksum and TSO offloads decide what the
+	// XDP datapath must fix or cannot get).
+	Offloads map[string]bool `json:"offloads,omitempty"`
 	Sent     Counter         `json:"sent"`
 	Received Counter         `json:"received"`
 	Reasons  []ReasonCounter `json:"reasons,omitempty"`

@@ -28,9 +28,31 @@ const (
 	ReasonMax  = tcXlReasonXL_REASON_MAX
 )
 
-// Objects are the loaded `tc` datapath programs and the shared maps.
+// Shared XDP types, generated from bpf/lib/abi.h.
+type (
+	NeighKey = xdpNeighKey
+	NeighVal = xdpNeighVal
+)
+
+// Objects are the loaded datapath programs and the maps they share.
 type Objects struct {
 	tcObjects
+	xdp xdpExtra
+}
+
+// xdpExtra is what the xdp collection adds to the tc one.
+type xdpExtra struct {
+	FromEndpoint        *ebpf.Program `ebpf:"xlane_xdp_from_endpoint"`
+	GenericFromEndpoint *ebpf.Program `ebpf:"xlane_xdp_generic_from_endpoint"`
+	Scratch             *ebpf.Map     `ebpf:"xlane_l4csum_scratch"`
+}
+
+// Close releases the objects (pins stay).
+func (o *Objects) Close() error {
+	o.xdp.FromEndpoint.Close()
+	o.xdp.GenericFromEndpoint.Close()
+	o.xdp.Scratch.Close()
+	return o.tcObjects.Close()
 }
 
 // ErrPinDir is returned when the pin directory is not on a bpffs.
@@ -62,8 +84,36 @@ func Load(pinDir string) (*Objects, error) {
 	if err := spec.LoadAndAssign(&objs.tcObjects, opts); err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
+	xspec, err := loadXdp()
+	if err != nil {
+		objs.tcObjects.Close()
+		return nil, err
+	}
+	// The xdp collection shares every map of the tc one.
+	xopts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"xlane_endpoints": objs.XlaneEndpoints,
+		"xlane_metrics":   objs.XlaneMetrics,
+		"xlane_devmap":    objs.XlaneDevmap,
+		"xlane_neigh":     objs.XlaneNeigh,
+	}}
+	if err := xspec.LoadAndAssign(&objs.xdp, xopts); err != nil {
+		objs.tcObjects.Close()
+		return nil, fmt.Errorf("load xdp programs: %w", err)
+	}
 	return &objs, nil
 }
+
+// XDPFromEndpoint is the native XDP program of a host-side veth.
+func (o *Objects) XDPFromEndpoint() *ebpf.Program { return o.xdp.FromEndpoint }
+
+// XDPGenericFromEndpoint is the generic XDP program of a host-side veth.
+func (o *Objects) XDPGenericFromEndpoint() *ebpf.Program { return o.xdp.GenericFromEndpoint }
+
+// Devmap is the xlane_devmap map.
+func (o *Objects) Devmap() *ebpf.Map { return o.XlaneDevmap }
+
+// Neigh is the xlane_neigh map.
+func (o *Objects) Neigh() *ebpf.Map { return o.XlaneNeigh }
 
 // FromEndpoint is the tcx ingress program of a host-side veth.
 func (o *Objects) FromEndpoint() *ebpf.Program { return o.XlaneFromEndpoint }
@@ -91,8 +141,8 @@ func AddrFromKey(k EndpointKey) netip.Addr {
 }
 
 // NewEndpointVal builds an xlane_endpoints value.
-func NewEndpointVal(ifindex int, networkID uint32, mac, hostMAC net.HardwareAddr) EndpointVal {
-	v := EndpointVal{Ifindex: uint32(ifindex), NetworkId: networkID}
+func NewEndpointVal(ifindex int, networkID uint32, mac, hostMAC net.HardwareAddr, mtu int) EndpointVal {
+	v := EndpointVal{Ifindex: uint32(ifindex), NetworkId: networkID, Mtu: uint16(mtu)}
 	copy(v.Mac[:], mac)
 	copy(v.HostMac[:], hostMAC)
 	return v

@@ -24,6 +24,8 @@ type tcEndpointVal struct {
 	NetworkId uint32
 	Mac       [6]uint8
 	HostMac   [6]uint8
+	Mtu       uint16
+	Pad       uint16
 }
 
 type tcMetricsKey struct {
@@ -38,6 +40,18 @@ type tcMetricsVal struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+}
+
+type tcNeighKey struct {
+	_       structs.HostLayout
+	Addr    [16]uint8
+	Ifindex uint32
+}
+
+type tcNeighVal struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Pad uint16
 }
 
 type tcXlDir uint32
@@ -58,19 +72,24 @@ const (
 	tcXlReasonXL_PASS_LINK_LOCAL tcXlReason = 5
 	tcXlReasonXL_PASS_TTL        tcXlReason = 6
 	tcXlReasonXL_PASS_NO_ROUTE   tcXlReason = 7
-	tcXlReasonXL_DELIVER         tcXlReason = 8
-	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 9
-	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 10
-	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 11
-	tcXlReasonXL_REASON_MAX      tcXlReason = 12
+	tcXlReasonXL_PASS_NO_NEIGH   tcXlReason = 8
+	tcXlReasonXL_PASS_NO_TARGET  tcXlReason = 9
+	tcXlReasonXL_PASS_TOO_BIG    tcXlReason = 10
+	tcXlReasonXL_DELIVER         tcXlReason = 11
+	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 12
+	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 13
+	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 14
+	tcXlReasonXL_REASON_MAX      tcXlReason = 15
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	tcMapXlaneDevmap        = "xlane_devmap"
 	tcMapXlaneEndpoints     = "xlane_endpoints"
 	tcMapXlaneMetrics       = "xlane_metrics"
+	tcMapXlaneNeigh         = "xlane_neigh"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfDir           = "xl_btf_dir"
@@ -127,8 +146,10 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
+	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -159,14 +180,18 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
+	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
 }
 
 func (m *tcMaps) Close() error {
 	return _TcClose(
+		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneMetrics,
+		m.XlaneNeigh,
 	)
 }
 

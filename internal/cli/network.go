@@ -37,7 +37,7 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	}
 	create.Flags().StringSliceVar(&req.Subnets, "subnet", nil, "subnet in CIDR form (repeat for IPv4 and IPv6)")
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
-	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: tc (default) or kernel")
+	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: tc (default), kernel, xdp or xdp-generic")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
 
 	ls := &cobra.Command{
@@ -68,6 +68,25 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 			})
 		},
 	}
+	var upd api.NetworkUpdate
+	update := &cobra.Command{
+		Use:   "update NAME --mode MODE",
+		Short: "Change a network's datapath mode in place",
+		Long: `Switch every endpoint of a network to another datapath mode without
+recreating them. The new mode's programs are attached before the old ones are
+removed, so established connections carry on.`,
+		Example: `  xlane network update blue --mode xdp
+  xlane network update blue --mode kernel`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := e.client().UpdateNetwork(cmd.Context(), args[0], upd)
+			if err != nil {
+				return err
+			}
+			return e.print(n, func(w *tabwriter.Writer) { networkTable(w, []api.NetworkInfo{*n}) })
+		},
+	}
+	update.Flags().StringVar(&upd.Mode, "mode", "", "new datapath mode: tc, kernel, xdp or xdp-generic")
 	var force bool
 	rm := &cobra.Command{
 		Use:     "rm NAME...",
@@ -84,7 +103,7 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 		},
 	}
 	rm.Flags().BoolVar(&force, "force", false, "remove the network's endpoints too")
-	cmd.AddCommand(create, ls, inspect, rm)
+	cmd.AddCommand(create, ls, inspect, update, rm)
 	return cmd
 }
 

@@ -44,6 +44,8 @@ type Daemon struct {
 	dp    *datapath.BPF // nil when the BPF datapath cannot load here
 	dpErr error
 
+	done chan struct{} // closed by Close: stops background work
+
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
 	fault func(step string) error
@@ -59,7 +61,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, store: st}
+	d := &Daemon{cfg: cfg, log: cfg.Log, store: st, done: make(chan struct{})}
 	d.dp, d.dpErr = datapath.Open(cfg.PinDir)
 	if d.dpErr != nil {
 		d.log.Warn("BPF datapath unavailable; only kernel mode works", "err", d.dpErr)
@@ -68,11 +70,18 @@ func New(cfg Config) (*Daemon, error) {
 		d.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	if d.dp != nil {
+		if err := d.syncNeighbours(d.done); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("mirror neighbours: %w", err)
+		}
+	}
 	return d, nil
 }
 
 // Close releases the daemon's handles. Pinned programs keep running.
 func (d *Daemon) Close() error {
+	close(d.done)
 	if d.dp != nil {
 		d.dp.Close()
 	}
@@ -102,8 +111,8 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err != nil {
 		return nil, err
 	}
-	if mode == model.ModeTC && d.dp == nil {
-		return nil, fmt.Errorf("mode tc: %v: %w", d.dpErr, model.ErrUnavailable)
+	if mode.BPF() && d.dp == nil {
+		return nil, fmt.Errorf("mode %s: %v: %w", mode, d.dpErr, model.ErrUnavailable)
 	}
 	n := &model.Network{Name: req.Name, Mode: mode, MTU: req.MTU, Created: time.Now().UTC()}
 	if len(req.Subnets) == 0 {
@@ -322,6 +331,70 @@ func (d *Daemon) Network(name string) (*api.NetworkInfo, error) {
 	return nil, model.NotFoundf("network %q", name)
 }
 
+// UpdateNetwork changes a network's mode on the fly: every endpoint gets the
+// new mode's programs before the old ones go (see datapath.Attach), so
+// established connections carry on. If an endpoint fails, the ones already
+// switched are switched back and the network keeps its mode.
+func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Network, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var n *model.Network
+	var eps []model.Endpoint
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		if n, err = tx.Network(name); err != nil {
+			return err
+		}
+		all, err := tx.Endpoints()
+		for _, e := range all {
+			if e.Network == name {
+				eps = append(eps, e)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if req.Mode == "" {
+		return n, nil
+	}
+	mode, err := model.ParseMode(req.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if mode.BPF() && d.dp == nil {
+		return nil, fmt.Errorf("mode %s: %v: %w", mode, d.dpErr, model.ErrUnavailable)
+	}
+	old := *n
+	n.Mode = mode
+	for i := range eps {
+		err := d.reprogram(&eps[i], n)
+		if err == nil {
+			continue
+		}
+		for j := 0; j <= i; j++ {
+			if rerr := d.reprogram(&eps[j], &old); rerr != nil {
+				d.log.Error("switch endpoint back", "endpoint", eps[j].ID, "mode", old.Mode, "err", rerr)
+			}
+		}
+		return nil, fmt.Errorf("switch endpoint %s to %s: %w", eps[i].ID, mode, err)
+	}
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutNetwork(n) }); err != nil {
+		return nil, err
+	}
+	d.log.Info("network mode changed", "network", name, "from", old.Mode, "to", mode)
+	return n, nil
+}
+
+func (d *Daemon) reprogram(e *model.Endpoint, n *model.Network) error {
+	host, err := netconf.HostLink(e)
+	if err != nil {
+		return err
+	}
+	return d.programEndpoint(e, n, host)
+}
+
 // ---- endpoints ----
 
 // hostIfNames derives the veth names from the endpoint ID: stable, so a
@@ -441,17 +514,37 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := netconf.ConfigureHost(e, host); err != nil {
 		return err
 	}
-	if n.Mode != model.ModeTC {
-		return nil
+	return d.programEndpoint(e, n, host)
+}
+
+// programEndpoint gives an endpoint the datapath of its network's mode and
+// takes away any other mode's programs.
+func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netlink.Link) error {
+	if !n.Mode.BPF() {
+		if d.dp == nil {
+			return nil
+		}
+		for _, a := range e.IPs {
+			if err := d.dp.DeleteEndpoint(a); err != nil {
+				return err
+			}
+		}
+		return d.dp.Detach(e.HostIf, host.Attrs().Index)
 	}
 	if d.dp == nil {
-		return fmt.Errorf("network %q is in tc mode: %v: %w", n.Name, d.dpErr, model.ErrUnavailable)
+		return fmt.Errorf("network %q is in %s mode: %v: %w", n.Name, n.Mode, d.dpErr, model.ErrUnavailable)
+	}
+	if n.Mode == model.ModeXDP {
+		// Native XDP_REDIRECT into the host veth needs NAPI on its peer.
+		if err := netconf.SetContainerGRO(e, true); err != nil && !errors.Is(err, netconf.ErrPeerUnreachable) {
+			return err
+		}
 	}
 	mac, err := net.ParseMAC(e.MAC)
 	if err != nil {
 		return fmt.Errorf("endpoint %s mac %q: %w", e.ID, e.MAC, err)
 	}
-	val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr)
+	val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr, n.MTU)
 	for _, a := range e.IPs {
 		if err := d.dp.PutEndpoint(a, val); err != nil {
 			return err
@@ -460,14 +553,18 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := d.step("datapath-programmed"); err != nil {
 		return err
 	}
-	return d.dp.Attach(e.HostIf, host.Attrs().Index)
+	return d.dp.Attach(e.HostIf, host.Attrs().Index, n.Mode)
 }
 
 // unapplyEndpoint removes every kernel object of e. Missing ones are fine.
 func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	var errs []error
 	if d.dp != nil {
-		errs = append(errs, d.dp.Detach(e.HostIf))
+		ifindex := 0
+		if host, err := netconf.HostLink(e); err == nil {
+			ifindex = host.Attrs().Index
+		}
+		errs = append(errs, d.dp.Detach(e.HostIf, ifindex))
 		for _, a := range e.IPs {
 			errs = append(errs, d.dp.DeleteEndpoint(a))
 		}
@@ -579,10 +676,14 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
 		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
 	}
+	if off, err := netconf.ContainerOffloads(&e); err == nil {
+		info.Offloads = off
+	}
 	if host.Attrs().OperState != netlink.OperUp && host.Attrs().OperState != netlink.OperUnknown {
 		info.State = "link " + host.Attrs().OperState.String()
 	}
-	if n.Mode == model.ModeTC && d.dp != nil {
+	if n.Mode.BPF() && d.dp != nil {
+		info.Datapath = d.dp.Hooks(e.HostIf)
 		info.Reasons = d.reasonCounters(host.Attrs().Index)
 		// Packets redirected into the container skip the host veth's
 		// transmit path; count them as received too.

@@ -163,11 +163,11 @@ func TestReconcile(t *testing.T) {
 			t.Fatal(err)
 		}
 		sl, _ := netlink.LinkByName("xlhdeadbeef00")
-		if err := d.dp.Attach("xlhdeadbeef00", sl.Attrs().Index); err != nil {
+		if err := d.dp.Attach("xlhdeadbeef00", sl.Attrs().Index, model.ModeTC); err != nil {
 			t.Fatal(err)
 		}
 		// The endpoint's own tc links vanish (someone detached them).
-		if err := d.dp.Detach(e.HostIf); err != nil {
+		if err := d.dp.Detach(e.HostIf, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Reconcile(); err != nil {

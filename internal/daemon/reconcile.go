@@ -61,7 +61,7 @@ func (d *Daemon) Reconcile() error {
 			continue
 		}
 		keepDev[e.HostIf], keepDev[e.PeerIf] = true, true
-		if n.Mode == model.ModeTC {
+		if n.Mode.BPF() {
 			tcDevs[e.HostIf] = true
 			for _, a := range e.IPs {
 				tcAddrs[a] = true
@@ -114,7 +114,7 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 	for _, dev := range devs {
 		if !tcDevs[dev] {
 			d.log.Info("removing stale tcx links", "device", dev)
-			errs = append(errs, d.dp.Detach(dev))
+			errs = append(errs, d.dp.Detach(dev, 0))
 		}
 	}
 	addrs, err := d.dp.EndpointAddrs()

@@ -3,7 +3,9 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // ErrNoTCX is returned where the kernel lacks tcx (Linux < 6.6).
@@ -80,15 +83,40 @@ func ensureBPFFS(pinDir string) error {
 // Close releases this process' references; pinned objects stay.
 func (d *BPF) Close() error { return d.objs.Close() }
 
+// hook is one program attachment on a host veth. Its pin name says what it
+// is, so a restarted daemon knows what it adopts.
 type hook struct {
 	suffix string
+	kind   string // "tcx" or "xdp"
 	attach ebpf.AttachType
+	flags  link.XDPAttachFlags
 	prog   func(*bpf.Objects) *ebpf.Program
 }
 
-var hooks = []hook{
-	{"ingress", ebpf.AttachTCXIngress, (*bpf.Objects).FromEndpoint},
-	{"egress", ebpf.AttachTCXEgress, (*bpf.Objects).ToEndpoint},
+var (
+	hookTCIngress  = hook{"ingress", "tcx", ebpf.AttachTCXIngress, 0, (*bpf.Objects).FromEndpoint}
+	hookTCEgress   = hook{"egress", "tcx", ebpf.AttachTCXEgress, 0, (*bpf.Objects).ToEndpoint}
+	hookXDP        = hook{"xdp", "xdp", 0, link.XDPDriverMode, (*bpf.Objects).XDPFromEndpoint}
+	hookXDPGeneric = hook{"xdpgeneric", "xdp", 0, link.XDPGenericMode, (*bpf.Objects).XDPGenericFromEndpoint}
+	allHooks       = []hook{hookXDP, hookXDPGeneric, hookTCIngress, hookTCEgress}
+)
+
+// hooksFor lists what a mode attaches. The tcx egress hook counts what
+// Linux delivers to the endpoint in every BPF mode.
+func hooksFor(mode model.Mode) []hook {
+	switch mode {
+	case model.ModeTC:
+		return []hook{hookTCIngress, hookTCEgress}
+	case model.ModeXDP:
+		return []hook{hookXDP, hookTCEgress}
+	case model.ModeXDPGeneric:
+		return []hook{hookXDPGeneric, hookTCEgress}
+	}
+	return nil
+}
+
+func hasHook(hs []hook, h hook) bool {
+	return slices.ContainsFunc(hs, func(x hook) bool { return x.suffix == h.suffix })
 }
 
 func (d *BPF) linkPin(ifname, suffix string) string {
@@ -96,64 +124,165 @@ func (d *BPF) linkPin(ifname, suffix string) string {
 	return filepath.Join(d.pinDir, "links", ifname+"_"+suffix)
 }
 
-// Attach attaches the tc programs to a host veth. An existing pinned link
-// on the same device gets the current program swapped in atomically; a pin
-// left from an earlier device of that name is replaced.
-func (d *BPF) Attach(ifname string, ifindex int) error {
-	for _, h := range hooks {
-		pin := d.linkPin(ifname, h.suffix)
-		prog := h.prog(d.objs)
-		if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-			info, ierr := l.Info()
-			if ierr == nil && info.TCX() != nil && int(info.TCX().Ifindex) == ifindex {
-				err := l.Update(prog)
-				l.Close()
-				if err != nil {
-					return fmt.Errorf("update %s program on %s: %w", h.suffix, ifname, err)
-				}
-				continue
+// Attach gives a host veth the programs of mode. New hooks are attached
+// before the old mode's are removed, so a mode switch never leaves the
+// device without a program. An existing pinned link on the same device gets
+// the current program swapped in atomically; a pin left from an earlier
+// device of that name is replaced.
+func (d *BPF) Attach(ifname string, ifindex int, mode model.Mode) error {
+	want := hooksFor(mode)
+	// Native and generic XDP cannot be on one device at once: drop the
+	// other XDP flavour first (packets meanwhile take the tc or kernel path).
+	for _, h := range allHooks {
+		if h.kind == "xdp" && !hasHook(want, h) {
+			if err := d.detachHook(ifname, h); err != nil {
+				return err
 			}
-			l.Unpin()
-			l.Close()
 		}
-		l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: h.attach})
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return ErrNoTCX
+	}
+	for _, h := range want {
+		if err := d.attachHook(ifname, ifindex, h); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("attach tcx %s to %s: %w", h.suffix, ifname, err)
+	}
+	for _, h := range allHooks {
+		if !hasHook(want, h) {
+			if err := d.detachHook(ifname, h); err != nil {
+				return err
+			}
 		}
-		err = l.Pin(pin)
-		l.Close()
-		if err != nil {
-			return fmt.Errorf("pin tcx %s link of %s: %w", h.suffix, ifname, err)
+	}
+	if mode.XDP() {
+		idx := uint32(ifindex)
+		if err := d.objs.Devmap().Put(&idx, &idx); err != nil {
+			return fmt.Errorf("add %s to devmap: %w", ifname, err)
 		}
 	}
 	return nil
 }
 
-// Detach removes the programs from a host veth. Missing links are fine.
-func (d *BPF) Detach(ifname string) error {
-	for _, h := range hooks {
-		pin := d.linkPin(ifname, h.suffix)
-		l, err := link.LoadPinnedLink(pin, nil)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			// Not loadable as a link: still never leave the pin behind.
-			if rerr := os.Remove(pin); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				return fmt.Errorf("remove pin %s: %w", pin, rerr)
+func (d *BPF) attachHook(ifname string, ifindex int, h hook) error {
+	pin := d.linkPin(ifname, h.suffix)
+	prog := h.prog(d.objs)
+	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+		if linkIfindex(l) == ifindex {
+			err := l.Update(prog)
+			l.Close()
+			if err != nil {
+				return fmt.Errorf("update %s program on %s: %w", h.suffix, ifname, err)
 			}
-			continue
+			return nil
 		}
-		uerr := l.Unpin()
+		l.Unpin()
 		l.Close()
-		if uerr != nil {
-			return fmt.Errorf("unpin %s: %w", pin, uerr)
+	}
+	var (
+		l   link.Link
+		err error
+	)
+	if h.kind == "xdp" {
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: h.flags})
+	} else {
+		l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: h.attach})
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return ErrNoTCX
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("attach %s %s to %s: %w", h.kind, h.suffix, ifname, err)
+	}
+	err = l.Pin(pin)
+	l.Close()
+	if err != nil {
+		return fmt.Errorf("pin %s %s link of %s: %w", h.kind, h.suffix, ifname, err)
+	}
+	return nil
+}
+
+func linkIfindex(l link.Link) int {
+	info, err := l.Info()
+	if err != nil {
+		return -1
+	}
+	if t := info.TCX(); t != nil {
+		return int(t.Ifindex)
+	}
+	if x := info.XDP(); x != nil {
+		return int(x.Ifindex)
+	}
+	return -1
+}
+
+func (d *BPF) detachHook(ifname string, h hook) error {
+	pin := d.linkPin(ifname, h.suffix)
+	l, err := link.LoadPinnedLink(pin, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		// Not loadable as a link: still never leave the pin behind.
+		if rerr := os.Remove(pin); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return fmt.Errorf("remove pin %s: %w", pin, rerr)
+		}
+		return nil
+	}
+	uerr := l.Unpin()
+	l.Close()
+	if uerr != nil {
+		return fmt.Errorf("unpin %s: %w", pin, uerr)
+	}
+	return nil
+}
+
+// Detach removes every program from a host veth and the device from the
+// devmap. Missing links are fine.
+func (d *BPF) Detach(ifname string, ifindex int) error {
+	for _, h := range allHooks {
+		if err := d.detachHook(ifname, h); err != nil {
+			return err
+		}
+	}
+	if ifindex > 0 {
+		idx := uint32(ifindex)
+		if err := d.objs.Devmap().Delete(&idx); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("remove %s from devmap: %w", ifname, err)
 		}
 	}
 	return nil
+}
+
+// Hooks lists the hooks pinned for a host veth, by pin suffix.
+func (d *BPF) Hooks(ifname string) []string {
+	var out []string
+	for _, h := range allHooks {
+		if _, err := os.Stat(d.linkPin(ifname, h.suffix)); err == nil {
+			out = append(out, h.kind+"/"+h.suffix)
+		}
+	}
+	return out
+}
+
+// PutNeigh records the MAC of a next hop on ifindex for the XDP datapath.
+func (d *BPF) PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error {
+	k := bpf.NeighKey{Addr: addr.As16(), Ifindex: uint32(ifindex)}
+	var v bpf.NeighVal
+	copy(v.Mac[:], mac)
+	return d.objs.Neigh().Put(&k, &v)
+}
+
+// DeleteNeigh forgets a next hop. Missing is fine.
+func (d *BPF) DeleteNeigh(addr netip.Addr, ifindex int) error {
+	k := bpf.NeighKey{Addr: addr.As16(), Ifindex: uint32(ifindex)}
+	if err := d.objs.Neigh().Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// PutDevice lets XDP programs redirect to ifindex (the uplink).
+func (d *BPF) PutDevice(ifindex int) error {
+	idx := uint32(ifindex)
+	return d.objs.Devmap().Put(&idx, &idx)
 }
 
 // AttachedDevices lists the host veths that have pinned links.
@@ -274,6 +403,28 @@ func (d *BPF) PruneCounters(keep map[int]bool) error {
 func RemovePins(pinDir string) error {
 	if err := os.RemoveAll(pinDir); err != nil {
 		return fmt.Errorf("remove pins %s: %w", pinDir, err)
+	}
+	return nil
+}
+
+// FlushNeigh empties xlane_neigh (before a fresh dump refills it).
+func (d *BPF) FlushNeigh() error {
+	var (
+		k    bpf.NeighKey
+		v    bpf.NeighVal
+		keys []bpf.NeighKey
+	)
+	it := d.objs.Neigh().Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for i := range keys {
+		if err := d.objs.Neigh().Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
 	}
 	return nil
 }

@@ -16,10 +16,21 @@ const (
 	// ModeTC is tcx programs on host-side veths: bpf_redirect_peer between
 	// local endpoints, FIB + bpf_redirect(_neigh) for the rest.
 	ModeTC Mode = "tc"
+	// ModeXDP is native XDP on host-side veths: XDP_REDIRECT through a
+	// devmap to the destination veth or the uplink.
+	ModeXDP Mode = "xdp"
+	// ModeXDPGeneric is the same program attached as generic (skb) XDP.
+	ModeXDPGeneric Mode = "xdp-generic"
 )
 
 // Modes lists the modes this build supports, default first.
-var Modes = []Mode{ModeTC, ModeKernel}
+var Modes = []Mode{ModeTC, ModeKernel, ModeXDP, ModeXDPGeneric}
+
+// BPF reports whether the mode runs BPF programs.
+func (m Mode) BPF() bool { return m != ModeKernel }
+
+// XDP reports whether the mode attaches XDP programs.
+func (m Mode) XDP() bool { return m == ModeXDP || m == ModeXDPGeneric }
 
 // DefaultMode is the mode of a network created without --mode.
 const DefaultMode = ModeTC

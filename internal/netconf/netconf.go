@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -379,4 +381,61 @@ func HostLink(e *model.Endpoint) (netlink.Link, error) {
 		return nil, model.NotFoundf("veth %s", e.HostIf)
 	}
 	return l, err
+}
+
+// inContainerSide runs fn with the name of the endpoint's container-side
+// veth, in the namespace where it is: the node's while the peer has not been
+// moved, else the endpoint's netns. A veth-only endpoint whose runtime has
+// moved the peer is out of reach: ErrPeerUnreachable.
+func inContainerSide(e *model.Endpoint, fn func(ifname string) error) error {
+	if _, err := netlink.LinkByName(e.PeerIf); err == nil {
+		return fn(e.PeerIf)
+	}
+	if e.VethOnly() {
+		return ErrPeerUnreachable
+	}
+	return ns.WithNetNSPath(e.Netns, func(ns.NetNS) error { return fn(e.IfName) })
+}
+
+// ErrPeerUnreachable: the runtime moved a veth-only endpoint's peer into a
+// namespace xlane does not know.
+var ErrPeerUnreachable = errors.New("container side moved by the runtime into an unknown namespace")
+
+// SetContainerGRO switches GRO on the container-side veth. GRO gives that
+// veth NAPI, which XDP_REDIRECT into its host side needs: without it the
+// redirected frames are dropped (only xdp:xdp_redirect_err shows it).
+func SetContainerGRO(e *model.Endpoint, on bool) error {
+	return inContainerSide(e, func(ifname string) error {
+		et, err := ethtool.NewEthtool()
+		if err != nil {
+			return fmt.Errorf("ethtool: %w", err)
+		}
+		defer et.Close()
+		if err := et.Change(ifname, map[string]bool{"rx-gro": on}); err != nil {
+			return fmt.Errorf("set rx-gro=%v on %s: %w", on, ifname, err)
+		}
+		return nil
+	})
+}
+
+// ContainerOffloads reports the offload features of the container-side veth
+// that matter to the datapath.
+func ContainerOffloads(e *model.Endpoint) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := inContainerSide(e, func(ifname string) error {
+		et, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer et.Close()
+		f, err := et.Features(ifname)
+		if err != nil {
+			return err
+		}
+		for _, k := range []string{"rx-gro", "tx-checksum-ip-generic", "tx-tcp-segmentation", "tx-tcp6-segmentation"} {
+			out[k] = f[k]
+		}
+		return nil
+	})
+	return out, err
 }

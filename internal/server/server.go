@@ -60,6 +60,17 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("GET "+api.PathNetworks+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Network(r.PathValue("name"))
 	})
+	route("PATCH "+api.PathNetworks+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.NetworkUpdate
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		n, err := d.UpdateNetwork(r.PathValue("name"), req)
+		if err != nil {
+			return nil, err
+		}
+		return d.Network(n.Name)
+	})
 	route("DELETE "+api.PathNetworks+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
 		return nil, d.DeleteNetwork(r.PathValue("name"), r.URL.Query().Get("force") == "true")
 	})

@@ -26,7 +26,7 @@ const bulk = 100 << 20 // bytes per checked TCP transfer
 // container both families, container to the node), the same after kill -9
 // of the daemon and after its restart, then removal leaving nothing behind.
 func TestDatapathModes(t *testing.T) {
-	for _, mode := range []string{"kernel", "tc"} {
+	for _, mode := range []string{"kernel", "tc", "xdp", "xdp-generic"} {
 		t.Run(mode, func(t *testing.T) { testMode(t, mode) })
 	}
 }
@@ -71,7 +71,7 @@ func testMode(t *testing.T, mode string) {
 		transfer(t, cs[2], n.netns, gw4, bulk)
 		transfer(t, cs[0], n.netns, gw6, bulk/4)
 	})
-	if mode == "tc" {
+	if mode != "kernel" {
 		t.Run("fast path used", func(t *testing.T) {
 			var ep api.EndpointInfo
 			n.mustXlane(&ep, "endpoint", "inspect", eps[0].ID)

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * endpoint.h - the stages every "from endpoint" program runs, whatever its
+ * hook (tcx or XDP): turn the parse result into a verdict, check the source
+ * belongs to the sending endpoint, hand link-scope and expiring packets to
+ * Linux, and find a local destination endpoint.
+ */
+#ifndef XLANE_ENDPOINT_H
+#define XLANE_ENDPOINT_H
+
+#include "abi.h"
+#include "maps.h"
+#include "parse.h"
+#include "csum.h"
+
+/* What the caller does after a stage. */
+enum ep_step {
+	EP_CONTINUE = 0,	/* go on to the next stage */
+	EP_PASS,		/* hand the packet to Linux unchanged */
+	EP_DROP,		/* drop it; *reason says why */
+};
+
+static __always_inline enum ep_step ep_parsed(enum parse_result r, enum xl_reason *reason)
+{
+	switch (r) {
+	case PARSE_OK:
+		return EP_CONTINUE;
+	case PARSE_NON_IP:
+		*reason = XL_PASS_NON_IP;
+		return EP_PASS;
+	default:
+		*reason = XL_DROP_MALFORMED;
+		return EP_DROP;
+	}
+}
+
+/*
+ * ep_admit checks a parsed packet sent by the endpoint behind ifindex.
+ * Anti-spoofing: the source must be one of the endpoint's addresses; only
+ * the unspecified and link-local sources (DHCP, DAD, ND) are exempt and go
+ * to Linux. Link-scope destinations and packets whose TTL would expire go to
+ * Linux too (it answers ND/ARP and sends ICMP time exceeded).
+ */
+static __always_inline enum ep_step ep_admit(const struct pkt *p, __u32 ifindex,
+					     enum xl_reason *reason)
+{
+	struct endpoint_val *src;
+
+	src = bpf_map_lookup_elem(&xlane_endpoints, &p->src);
+	if (!src || src->ifindex != ifindex) {
+		if (addr_is_src_exempt(&p->src)) {
+			*reason = XL_PASS_LINK_LOCAL;
+			return EP_PASS;
+		}
+		*reason = XL_DROP_SPOOFED;
+		return EP_DROP;
+	}
+	if (addr_is_link_scope(&p->dst)) {
+		*reason = XL_PASS_LINK_LOCAL;
+		return EP_PASS;
+	}
+	if (p->ttl <= 1) {
+		*reason = XL_PASS_TTL;
+		return EP_PASS;
+	}
+	return EP_CONTINUE;
+}
+
+/* ep_local returns the endpoint that owns the destination, if local. */
+static __always_inline struct endpoint_val *ep_local(const struct pkt *p)
+{
+	return bpf_map_lookup_elem(&xlane_endpoints, &p->dst);
+}
+
+/* ep_forward_l3 does what a router does to a packet it forwards: TTL or hop
+ * limit down by one (with the IPv4 header checksum patched). */
+static __always_inline void ep_forward_l3(struct pkt *p)
+{
+	if (p->ip4)
+		ipv4_dec_ttl(p->ip4);
+	else if (p->ip6)
+		ipv6_dec_hoplimit(p->ip6);
+}
+
+#endif /* XLANE_ENDPOINT_H */

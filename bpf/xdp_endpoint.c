@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * xdp_endpoint.c - the `xdp` and `xdp-generic` datapaths: XDP on the host
+ * side of every endpoint's veth pair (the technique of seed 000).
+ *
+ *   container netns              node netns
+ *   +------------+             +----------------------------------------+
+ *   | eth0 ------+--- veth ----+- xlhA  [XDP: xlane_xdp_from_endpoint]  |
+ *   +------------+             |   | XDP_REDIRECT via xlane_devmap      |
+ *   +------------+             |   v                                    |
+ *   | eth0 <-----+--- veth ----+- xlhB  (peer needs NAPI: GRO on eth0)  |
+ *   +------------+             |   or the uplink, via FIB + xlane_neigh |
+ *                              +----------------------------------------+
+ *
+ * The container's egress is the host veth's ingress, so XDP sees it. A
+ * packet for another local endpoint is redirected to that endpoint's host
+ * veth, which transmits it into the container; anything routable leaves
+ * through bpf_fib_lookup and the neighbour MAC from xlane_neigh; the rest
+ * goes to Linux unchanged (XDP_PASS keeps the original skb and its state).
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <stdbool.h>
+
+#include "lib/abi.h"
+#include "lib/maps.h"
+#include "lib/metrics.h"
+#include "lib/parse.h"
+#include "lib/csum.h"
+#include "lib/fib.h"
+#include "lib/endpoint.h"
+#include "lib/l4csum.h"
+
+static __always_inline int xdp_step(enum ep_step step)
+{
+	return step == EP_DROP ? XDP_DROP : XDP_PASS;
+}
+
+/*
+ * The same pipeline runs as two programs. Native XDP turns the packet into
+ * an xdp_frame on redirect and loses CHECKSUM_PARTIAL, so it completes
+ * TCP/UDP checksums first (lib/l4csum.h). Generic XDP redirects the skb
+ * itself, checksum state included, so it must not touch the checksum (a NIC
+ * would later finish a "partial" checksum over a complete one); it must
+ * instead leave GSO super-packets, bigger than any MTU, to Linux.
+ */
+struct xdp_cfg {
+	bool native;
+};
+
+/* Redirect to ifindex through the devmap; a device missing from the map
+ * falls back to Linux instead of being dropped. */
+static __always_inline int xdp_redirect_dev(struct xdp_md *ctx, const struct pkt *p,
+					    const struct xdp_cfg *cfg, __u32 ifindex,
+					    enum xl_reason fwd, enum xl_reason *reason)
+{
+	int ret;
+
+	if (cfg->native && l4csum_complete(ctx, p)) {
+		*reason = XL_PASS_NO_TARGET;
+		return XDP_PASS;
+	}
+	ret = bpf_redirect_map(&xlane_devmap, ifindex, XDP_PASS);
+	*reason = ret == XDP_REDIRECT ? fwd : XL_PASS_NO_TARGET;
+	return ret;
+}
+
+static __always_inline int to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
+					     const struct xdp_cfg *cfg,
+					     const struct endpoint_val *dst,
+					     __u32 len, enum xl_reason *reason)
+{
+	int ret;
+
+	if (len > dst->mtu + sizeof(struct ethhdr)) {
+		*reason = XL_PASS_TOO_BIG;
+		return XDP_PASS;
+	}
+	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
+	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
+	ep_forward_l3(p);
+	ret = xdp_redirect_dev(ctx, p, cfg, dst->ifindex, XL_FWD_PEER, reason);
+	if (ret == XDP_REDIRECT)
+		metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
+	return ret;
+}
+
+static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
+				  const struct xdp_cfg *cfg, __u32 ifindex, __u32 len,
+				  enum xl_reason *reason)
+{
+	struct bpf_fib_lookup fib;
+	struct neigh_key nk = {};
+	struct neigh_val *nv;
+	long rc;
+
+	fib_params_init(&fib, p, ifindex);
+	fib_check_mtu(&fib, len - sizeof(struct ethhdr));
+	/* XDP cannot hand a packet to the neighbour subsystem the way
+	 * bpf_redirect_neigh does, so xlane keeps its own copy of the
+	 * neighbour table and asks the FIB for the next hop only. */
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_SUCCESS:
+		break;
+	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		*reason = XL_PASS_NOT_FWDED;
+		return XDP_PASS;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		*reason = XL_PASS_TOO_BIG;
+		return XDP_PASS;
+	default:
+		*reason = XL_PASS_NO_ROUTE;
+		return XDP_PASS;
+	}
+	if (fib.family == AF_INET)
+		key_from_ipv4((struct endpoint_key *)nk.addr, fib.ipv4_dst);
+	else
+		__builtin_memcpy(nk.addr, fib.ipv6_dst, 16);
+	nk.ifindex = fib.ifindex;
+	nv = bpf_map_lookup_elem(&xlane_neigh, &nk);
+	if (!nv) {
+		*reason = XL_PASS_NO_NEIGH;
+		return XDP_PASS;
+	}
+	__builtin_memcpy(p->eth->h_dest, nv->mac, ETH_ALEN);
+	__builtin_memcpy(p->eth->h_source, fib.smac, ETH_ALEN);
+	ep_forward_l3(p);
+	return xdp_redirect_dev(ctx, p, cfg, fib.ifindex, XL_FWD_FIB, reason);
+}
+
+static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
+					 __u32 len, enum xl_reason *reason)
+{
+	struct endpoint_val *dst;
+	enum ep_step step;
+	struct pkt p = {};
+
+	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end,
+				  len, &p), reason);
+	if (step != EP_CONTINUE)
+		return xdp_step(step);
+	step = ep_admit(&p, ctx->ingress_ifindex, reason);
+	if (step != EP_CONTINUE)
+		return xdp_step(step);
+	dst = ep_local(&p);
+	if (dst)
+		return to_local_endpoint(ctx, &p, cfg, dst, len, reason);
+	return to_fib(ctx, &p, cfg, ctx->ingress_ifindex, len, reason);
+}
+
+static __always_inline int xdp_from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg)
+{
+	enum xl_reason reason = XL_PASS_NON_IP;
+	__u32 len = bpf_xdp_get_buff_len(ctx);
+	int ret;
+
+	ret = from_endpoint(ctx, cfg, len, &reason);
+	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, len);
+	return ret;
+}
+
+SEC("xdp.frags")
+int xlane_xdp_from_endpoint(struct xdp_md *ctx)
+{
+	const struct xdp_cfg cfg = { .native = true };
+
+	return xdp_from_endpoint(ctx, &cfg);
+}
+
+SEC("xdp.frags")
+int xlane_xdp_generic_from_endpoint(struct xdp_md *ctx)
+{
+	const struct xdp_cfg cfg = { .native = false };
+
+	return xdp_from_endpoint(ctx, &cfg);
+}
+
+XL_ABI_BTF_ANCHORS;
+
+char __license[] SEC("license") = "Dual BSD/GPL";
