@@ -48,8 +48,9 @@ struct xdp_cfg {
 	bool native;
 };
 
-/* Redirect to ifindex through the devmap; a device missing from the map
- * falls back to Linux instead of being dropped. */
+/* Redirect to ifindex through the devmap, after the caller checked the
+ * target (devmap_has / XL_EP_XDP_TARGET) and rewrote the frame. Should the
+ * entry vanish in between, the fallback is Linux, not a drop. */
 static __always_inline int xdp_redirect_dev(struct xdp_md *ctx, const struct pkt *p,
 					    const struct xdp_cfg *cfg, __u32 ifindex,
 					    enum xl_reason fwd, enum xl_reason *reason)
@@ -74,6 +75,12 @@ static __always_inline int to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
 
 	if (len > dst->mtu + sizeof(struct ethhdr)) {
 		*reason = XL_PASS_TOO_BIG;
+		return XDP_PASS;
+	}
+	/* Native redirects need the target's peer NAPI; generic ones go
+	 * through the target's xmit path and need only the devmap entry. */
+	if (cfg->native ? !(dst->flags & XL_EP_XDP_TARGET) : !devmap_has(dst->ifindex)) {
+		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
@@ -121,6 +128,10 @@ static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
 	nv = bpf_map_lookup_elem(&xlane_neigh, &nk);
 	if (!nv) {
 		*reason = XL_PASS_NO_NEIGH;
+		return XDP_PASS;
+	}
+	if (!devmap_has(fib.ifindex)) {
+		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
 	__builtin_memcpy(p->eth->h_dest, nv->mac, ETH_ALEN);

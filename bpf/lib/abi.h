@@ -59,7 +59,14 @@ struct endpoint_val {
 	__u8 mac[6];		/* container-side MAC */
 	__u8 host_mac[6];	/* host-side veth MAC (the gateway MAC) */
 	__u16 mtu;		/* the endpoint's MTU (L3) */
-	__u16 pad;
+	__u16 flags;		/* enum xl_ep_flags */
+};
+
+enum xl_ep_flags {
+	/* Native XDP may redirect into this endpoint: its host veth is in
+	 * xlane_devmap and its peer has NAPI (GRO on), without which
+	 * redirected frames are dropped. Set for `xdp`-mode endpoints. */
+	XL_EP_XDP_TARGET = 1,
 };
 
 /*
@@ -99,6 +106,7 @@ struct metrics_val {
  * them for Go (enums only appear in BTF when something references them). */
 #define XL_ABI_BTF_ANCHORS \
 	const enum xl_reason *xl_btf_reason __attribute__((unused)); \
-	const enum xl_dir *xl_btf_dir __attribute__((unused))
+	const enum xl_dir *xl_btf_dir __attribute__((unused)); \
+	const enum xl_ep_flags *xl_btf_ep_flags __attribute__((unused))
 
 #endif /* XLANE_ABI_H */

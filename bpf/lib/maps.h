@@ -57,4 +57,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_neigh SEC(".maps");
 
+/* devmap_has reports whether XDP may redirect to ifindex. Checked before a
+ * packet is rewritten: a frame passed to Linux after its MACs, TTL or
+ * checksum were rewritten for another device would be lost or corrupted. */
+static __always_inline int devmap_has(__u32 ifindex)
+{
+	return bpf_map_lookup_elem(&xlane_devmap, &ifindex) != 0;
+}
+
 #endif /* XLANE_MAPS_H */

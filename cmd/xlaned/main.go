@@ -32,6 +32,8 @@ func run() error {
 	socket := fs.String("socket", api.DefaultSocket, "API unix socket (root only)")
 	pinDir := fs.String("pin-dir", "/sys/fs/bpf/xlane", "bpffs directory for this instance's maps and links")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	uplink := fs.String("uplink", "", "the node's uplink device; XDP-mode networks get an XDP fast path on it (\"\" leaves it alone)")
+	takeover := fs.Bool("uplink-takeover", false, "replace an XDP program on the uplink that xlane did not attach")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
 
@@ -57,7 +59,7 @@ Flags:
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
-	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log})
+	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover})
 	if err != nil {
 		return err
 	}

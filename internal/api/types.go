@@ -87,6 +87,7 @@ type Status struct {
 	Version   string          `json:"version"`
 	StatePath string          `json:"state_path"`
 	PinDir    string          `json:"pin_dir"`
+	Uplink    string          `json:"uplink,omitempty"`
 	Modes     []ModeStatus    `json:"modes"`
 	Networks  int             `json:"networks"`
 	Endpoints int             `json:"endpoints"`

@@ -37,7 +37,8 @@ type (
 // Objects are the loaded datapath programs and the maps they share.
 type Objects struct {
 	tcObjects
-	xdp xdpExtra
+	xdp        xdpExtra
+	fromUplink *ebpf.Program // the uplink collection's only program
 }
 
 // xdpExtra is what the xdp collection adds to the tc one.
@@ -51,6 +52,7 @@ type xdpExtra struct {
 func (o *Objects) Close() error {
 	o.xdp.FromEndpoint.Close()
 	o.xdp.GenericFromEndpoint.Close()
+	o.fromUplink.Close()
 	o.xdp.Scratch.Close()
 	return o.tcObjects.Close()
 }
@@ -100,6 +102,19 @@ func Load(pinDir string) (*Objects, error) {
 		objs.tcObjects.Close()
 		return nil, fmt.Errorf("load xdp programs: %w", err)
 	}
+	uspec, err := loadUplink()
+	if err == nil {
+		var up struct {
+			Prog *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
+		}
+		xopts.MapReplacements["xlane_l4csum_scratch"] = objs.xdp.Scratch
+		err = uspec.LoadAndAssign(&up, xopts)
+		objs.fromUplink = up.Prog
+	}
+	if err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("load uplink program: %w", err)
+	}
 	return &objs, nil
 }
 
@@ -108,6 +123,9 @@ func (o *Objects) XDPFromEndpoint() *ebpf.Program { return o.xdp.FromEndpoint }
 
 // XDPGenericFromEndpoint is the generic XDP program of a host-side veth.
 func (o *Objects) XDPGenericFromEndpoint() *ebpf.Program { return o.xdp.GenericFromEndpoint }
+
+// XDPFromUplink is the XDP program of the node's uplink.
+func (o *Objects) XDPFromUplink() *ebpf.Program { return o.fromUplink }
 
 // Devmap is the xlane_devmap map.
 func (o *Objects) Devmap() *ebpf.Map { return o.XlaneDevmap }
@@ -141,8 +159,11 @@ func AddrFromKey(k EndpointKey) netip.Addr {
 }
 
 // NewEndpointVal builds an xlane_endpoints value.
-func NewEndpointVal(ifindex int, networkID uint32, mac, hostMAC net.HardwareAddr, mtu int) EndpointVal {
+func NewEndpointVal(ifindex int, networkID uint32, mac, hostMAC net.HardwareAddr, mtu int, xdpTarget bool) EndpointVal {
 	v := EndpointVal{Ifindex: uint32(ifindex), NetworkId: networkID, Mtu: uint16(mtu)}
+	if xdpTarget {
+		v.Flags |= uint16(tcXlEpFlagsXL_EP_XDP_TARGET)
+	}
 	copy(v.Mac[:], mac)
 	copy(v.HostMac[:], hostMAC)
 	return v

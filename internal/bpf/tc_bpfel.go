@@ -25,7 +25,7 @@ type tcEndpointVal struct {
 	Mac       [6]uint8
 	HostMac   [6]uint8
 	Mtu       uint16
-	Pad       uint16
+	Flags     uint16
 }
 
 type tcMetricsKey struct {
@@ -61,6 +61,12 @@ const (
 	tcXlDirXL_DIR_INGRESS tcXlDir = 1
 )
 
+type tcXlEpFlags uint32
+
+const (
+	tcXlEpFlagsXL_EP_XDP_TARGET tcXlEpFlags = 1
+)
+
 type tcXlReason uint32
 
 const (
@@ -93,6 +99,7 @@ const (
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfDir           = "xl_btf_dir"
+	tcVarXlBtfEpFlags       = "xl_btf_ep_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
 )
 
@@ -156,8 +163,9 @@ type tcMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcVariableSpecs struct {
-	XlBtfDir    *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
-	XlBtfReason *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 }
 
 // tcObjects contains all objects after they have been loaded into the kernel.
@@ -199,8 +207,9 @@ func (m *tcMaps) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcVariables struct {
-	XlBtfDir    *ebpf.Variable `ebpf:"xl_btf_dir"`
-	XlBtfReason *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`
 }
 
 // tcPrograms contains all programs after they have been loaded into the kernel.

@@ -152,7 +152,7 @@ func newHarness(tb testing.TB) *harness {
 	h.newNetNS(tb)
 	h.setupNetwork(tb)
 	for _, ep := range endpoints {
-		val := NewEndpointVal(h.ifindexOf(ep), 1, ep.mac, ep.hostMAC, 1500)
+		val := NewEndpointVal(h.ifindexOf(ep), 1, ep.mac, ep.hostMAC, 1500, false)
 		for _, a := range []netip.Addr{ep.v4, ep.v6} {
 			if err := objs.Endpoints().Put(KeyFromAddr(a), val); err != nil {
 				tb.Fatalf("seed endpoint %s: %v", a, err)

@@ -25,7 +25,7 @@ type xdpEndpointVal struct {
 	Mac       [6]uint8
 	HostMac   [6]uint8
 	Mtu       uint16
-	Pad       uint16
+	Flags     uint16
 }
 
 type xdpL4csumScratch struct {
@@ -71,6 +71,7 @@ const (
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
 	xdpVarXlBtfDir                     = "xl_btf_dir"
+	xdpVarXlBtfEpFlags                 = "xl_btf_ep_flags"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 )
 
@@ -135,8 +136,9 @@ type xdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
-	XlBtfDir    *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
-	XlBtfReason *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -180,8 +182,9 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
-	XlBtfDir    *ebpf.Variable `ebpf:"xl_btf_dir"`
-	XlBtfReason *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.

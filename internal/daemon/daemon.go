@@ -33,6 +33,12 @@ type Config struct {
 	StatePath string
 	PinDir    string
 	Log       *slog.Logger
+	// Uplink is the node's device towards other nodes and the world. The
+	// XDP modes attach a program to it so traffic for local endpoints skips
+	// the stack; "" leaves the uplink alone.
+	Uplink string
+	// UplinkTakeover lets xlane replace an XDP program it did not attach.
+	UplinkTakeover bool
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -70,6 +76,12 @@ func New(cfg Config) (*Daemon, error) {
 		d.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	if d.dp != nil && cfg.Uplink != "" {
+		if err := d.attachUplink(); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
 	if d.dp != nil {
 		if err := d.syncNeighbours(d.done); err != nil {
 			d.Close()
@@ -77,6 +89,22 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	return d, nil
+}
+
+func (d *Daemon) attachUplink() error {
+	l, err := netlink.LinkByName(d.cfg.Uplink)
+	if err != nil {
+		return fmt.Errorf("uplink %q: %w", d.cfg.Uplink, err)
+	}
+	var foreign uint32
+	if x := l.Attrs().Xdp; x != nil && x.Attached && !d.dp.OwnsXDP(d.cfg.Uplink) {
+		foreign = x.ProgId
+	}
+	if err := d.dp.AttachUplink(d.cfg.Uplink, l.Attrs().Index, foreign, d.cfg.UplinkTakeover); err != nil {
+		return err
+	}
+	d.log.Info("uplink fast path attached", "uplink", d.cfg.Uplink)
+	return nil
 }
 
 // Close releases the daemon's handles. Pinned programs keep running.
@@ -544,16 +572,31 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	if err != nil {
 		return fmt.Errorf("endpoint %s mac %q: %w", e.ID, e.MAC, err)
 	}
-	val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr, n.MTU)
-	for _, a := range e.IPs {
-		if err := d.dp.PutEndpoint(a, val); err != nil {
-			return err
+	// The endpoint is published first without XL_EP_XDP_TARGET, so no
+	// program redirects into its veth before the devmap entry and the
+	// peer's NAPI are in place; the flag comes last.
+	put := func(target bool) error {
+		val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr, n.MTU, target)
+		for _, a := range e.IPs {
+			if err := d.dp.PutEndpoint(a, val); err != nil {
+				return err
+			}
 		}
+		return nil
+	}
+	if err := put(false); err != nil {
+		return err
 	}
 	if err := d.step("datapath-programmed"); err != nil {
 		return err
 	}
-	return d.dp.Attach(e.HostIf, host.Attrs().Index, n.Mode)
+	if err := d.dp.Attach(e.HostIf, host.Attrs().Index, n.Mode); err != nil {
+		return err
+	}
+	if n.Mode == model.ModeXDP {
+		return put(true)
+	}
+	return nil
 }
 
 // unapplyEndpoint removes every kernel object of e. Missing ones are fine.
@@ -735,7 +778,7 @@ func (d *Daemon) pruneCounters() error {
 
 // Status reports what this node can do and what it is doing.
 func (d *Daemon) Status() (*api.Status, error) {
-	st := &api.Status{Version: Version, StatePath: d.cfg.StatePath, PinDir: d.cfg.PinDir}
+	st := &api.Status{Version: Version, StatePath: d.cfg.StatePath, PinDir: d.cfg.PinDir, Uplink: d.cfg.Uplink}
 	tc := api.ModeStatus{Mode: model.ModeTC, Available: d.dp != nil}
 	if d.dpErr != nil {
 		tc.Reason = d.dpErr.Error()

@@ -152,11 +152,13 @@ func (d *BPF) Attach(ifname string, ifindex int, mode model.Mode) error {
 			}
 		}
 	}
+	idx := uint32(ifindex)
 	if mode.XDP() {
-		idx := uint32(ifindex)
 		if err := d.objs.Devmap().Put(&idx, &idx); err != nil {
 			return fmt.Errorf("add %s to devmap: %w", ifname, err)
 		}
+	} else if err := d.objs.Devmap().Delete(&idx); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("remove %s from devmap: %w", ifname, err)
 	}
 	return nil
 }
@@ -427,4 +429,70 @@ func (d *BPF) FlushNeigh() error {
 		}
 	}
 	return nil
+}
+
+// ErrForeignXDP: the uplink already runs an XDP program xlane did not attach.
+var ErrForeignXDP = errors.New("uplink already has an XDP program that xlane did not attach")
+
+const uplinkSuffix = "uplink"
+
+// AttachUplink puts the uplink program on the node's uplink and lets the
+// endpoint programs redirect to it. It adopts its own pinned link; a
+// program someone else attached is refused unless takeover, in which case a
+// netlink-attached one is removed first (a bpf_link owned by another
+// process cannot be, and is reported).
+func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, takeover bool) error {
+	pin := d.linkPin(ifname, uplinkSuffix)
+	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+		if linkIfindex(l) == ifindex {
+			err := l.Update(d.objs.XDPFromUplink())
+			l.Close()
+			if err != nil {
+				return fmt.Errorf("update uplink program on %s: %w", ifname, err)
+			}
+			return d.PutDevice(ifindex)
+		}
+		l.Unpin()
+		l.Close()
+	}
+	if foreignProgID != 0 {
+		if !takeover {
+			return fmt.Errorf("%s (program id %d): %w; refusing to replace it (start xlaned with --uplink-takeover to take it over)", ifname, foreignProgID, ErrForeignXDP)
+		}
+		if err := netlinkDetachXDP(ifindex); err != nil {
+			return fmt.Errorf("take over XDP on %s (program id %d): %w", ifname, foreignProgID, err)
+		}
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XDPFromUplink(), Interface: ifindex, Flags: link.XDPDriverMode})
+	if err != nil {
+		return fmt.Errorf("attach XDP to uplink %s: %w", ifname, err)
+	}
+	err = l.Pin(pin)
+	l.Close()
+	if err != nil {
+		return fmt.Errorf("pin uplink link of %s: %w", ifname, err)
+	}
+	return d.PutDevice(ifindex)
+}
+
+// DetachUplink removes the uplink program (missing is fine).
+func (d *BPF) DetachUplink(ifname string, ifindex int) error {
+	if err := d.detachHook(ifname, hook{suffix: uplinkSuffix}); err != nil {
+		return err
+	}
+	idx := uint32(ifindex)
+	if err := d.objs.Devmap().Delete(&idx); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// OwnsXDP reports whether the XDP program on ifname is xlane's (pinned).
+func (d *BPF) OwnsXDP(ifname string) bool {
+	for _, s := range []string{uplinkSuffix, hookXDP.suffix, hookXDPGeneric.suffix} {
+		if _, err := os.Stat(d.linkPin(ifname, s)); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -102,11 +102,19 @@ type node struct {
 	pinDir string
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
+	flags  []string
 }
 
-func newNode(t *testing.T) *node {
+// nodeOpt prepares a node's namespace before its daemon starts, and may
+// add daemon flags.
+type nodeOpt func(n *node)
+
+func newNode(t *testing.T, opts ...nodeOpt) *node {
 	t.Helper()
 	n := &node{t: t, netns: newNetns(t, "node"), dir: t.TempDir()}
+	for _, o := range opts {
+		o(n)
+	}
 	n.socket = filepath.Join(n.dir, "xlane.sock")
 	n.pinDir = "/sys/fs/bpf/xle-" + suffix()
 	t.Cleanup(func() {
@@ -125,8 +133,9 @@ func (n *node) start() {
 	if n.log == nil {
 		n.log = &bytes.Buffer{}
 	}
-	n.cmd = inNS(n.netns, filepath.Join(binDir, "xlaned"),
-		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir)
+	args := append([]string{filepath.Join(binDir, "xlaned"),
+		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}, n.flags...)
+	n.cmd = inNS(n.netns, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatalf("start xlaned: %v", err)

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * xdp_uplink.c - XDP on the node's uplink: traffic from off the node for a
+ * local endpoint in an XDP-mode network goes straight to that endpoint's
+ * host veth; everything else passes to Linux untouched.
+ *
+ *   outside ---- uplink [XDP: xlane_xdp_from_uplink] --redirect--> xlhB --> eth0 (container)
+ *                  |
+ *                  +-- XDP_PASS --> Linux (node traffic, tc/kernel-mode endpoints, ARP/ND, ...)
+ *
+ * Malformed frames are passed too: on the uplink xlane is a guest, and the
+ * DDoS stage (firewall issue) is where early drops belong.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "lib/abi.h"
+#include "lib/maps.h"
+#include "lib/metrics.h"
+#include "lib/parse.h"
+#include "lib/csum.h"
+#include "lib/endpoint.h"
+#include "lib/l4csum.h"
+
+static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
+				       enum xl_reason *reason, __u32 *dst_ifindex)
+{
+	struct endpoint_val *dst;
+	struct pkt p = {};
+	int ret;
+
+	if (ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end,
+			       len, &p), reason) != EP_CONTINUE) {
+		if (*reason == XL_DROP_MALFORMED)
+			*reason = XL_PASS_NON_IP;
+		return XDP_PASS;
+	}
+	dst = ep_local(&p);
+	if (!dst) {
+		*reason = XL_PASS_NOT_FWDED;
+		return XDP_PASS;
+	}
+	if (p.ttl <= 1) {
+		*reason = XL_PASS_TTL;
+		return XDP_PASS;
+	}
+	if (len > dst->mtu + sizeof(struct ethhdr)) {
+		*reason = XL_PASS_TOO_BIG;
+		return XDP_PASS;
+	}
+	/* Only `xdp`-mode endpoints take native redirects (their peer has
+	 * NAPI); the others are reached through Linux as before. */
+	if (!(dst->flags & XL_EP_XDP_TARGET)) {
+		*reason = XL_PASS_NO_TARGET;
+		return XDP_PASS;
+	}
+	__builtin_memcpy(p.eth->h_dest, dst->mac, ETH_ALEN);
+	__builtin_memcpy(p.eth->h_source, dst->host_mac, ETH_ALEN);
+	ep_forward_l3(&p);
+	/* Frames from a veth-backed uplink (or a NIC without RX checksum)
+	 * may carry partial checksums: finish them (lib/l4csum.h). */
+	if (l4csum_complete(ctx, &p)) {
+		*reason = XL_PASS_NO_TARGET;
+		return XDP_PASS;
+	}
+	ret = bpf_redirect_map(&xlane_devmap, dst->ifindex, XDP_PASS);
+	*reason = ret == XDP_REDIRECT ? XL_FWD_PEER : XL_PASS_NO_TARGET;
+	*dst_ifindex = dst->ifindex;
+	return ret;
+}
+
+SEC("xdp.frags")
+int xlane_xdp_from_uplink(struct xdp_md *ctx)
+{
+	enum xl_reason reason = XL_PASS_NON_IP;
+	__u32 len = bpf_xdp_get_buff_len(ctx);
+	__u32 dst_ifindex = 0;
+	int ret;
+
+	ret = from_uplink(ctx, len, &reason, &dst_ifindex);
+	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
+	if (ret == XDP_REDIRECT)
+		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
+	return ret;
+}
+
+XL_ABI_BTF_ANCHORS;
+
+char __license[] SEC("license") = "Dual BSD/GPL";
