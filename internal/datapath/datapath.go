@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 

@@ -11,8 +11,8 @@ import (
 // withOutside gives the node an uplink veth "up0" to an "outside" namespace
 // that is both the node's router and a remote host:
 //
-//	 container --- node [xlaned --uplink up0] up0 ======= out0 [outside]
-//	 10.83.0.x                       192.0.2.2     192.0.2.1, 2001:db8:83::1
+//	container --- node [xlaned --uplink up0] up0 ======= out0 [outside]
+//	10.83.0.x                       192.0.2.2     192.0.2.1, 2001:db8:83::1
 //
 // The outside routes the container subnets to the node. GRO on out0 gives
 // it the NAPI that XDP_REDIRECT into up0 needs (a NIC does not).
