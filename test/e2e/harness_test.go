@@ -198,6 +198,14 @@ func ping(t *testing.T, netns string, dst netip.Addr) {
 // what arrived against what was sent.
 func transfer(t *testing.T, from, to string, dst netip.Addr, size int64) {
 	t.Helper()
+	startTransfer(t, from, to, dst, size, 0)()
+}
+
+// startTransfer begins a checked transfer (see transfer) paced at rate
+// bytes per second (0: as fast as it goes) and returns a function that
+// waits for it and fails the test on any error or mismatch.
+func startTransfer(t *testing.T, from, to string, dst netip.Addr, size, rate int64) (wait func()) {
+	t.Helper()
 	var ln net.Listener
 	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
 		var err error
@@ -207,7 +215,6 @@ func transfer(t *testing.T, from, to string, dst netip.Addr, size int64) {
 	if err != nil {
 		t.Fatalf("listen on %s in %s: %v", dst, to, err)
 	}
-	defer ln.Close()
 	type result struct {
 		sum [32]byte
 		n   int64
@@ -236,21 +243,44 @@ func transfer(t *testing.T, from, to string, dst netip.Addr, size int64) {
 		return err
 	})
 	if err != nil {
+		ln.Close()
 		t.Fatalf("connect %s from %s: %v", ln.Addr(), from, err)
 	}
-	conn.SetDeadline(time.Now().Add(90 * time.Second))
+	sent := make(chan error, 1)
 	h := sha256.New()
-	src := mrand.NewChaCha8([32]byte{byte(size), 0x5a})
-	if _, err := io.CopyN(io.MultiWriter(conn, h), src, size); err != nil {
-		t.Fatalf("send to %s: %v", ln.Addr(), err)
-	}
-	conn.(*net.TCPConn).CloseWrite()
-	r := <-got
-	conn.Close()
-	if r.err != nil {
-		t.Fatalf("receive on %s: %v", ln.Addr(), r.err)
-	}
-	if r.n != size || !bytes.Equal(r.sum[:], h.Sum(nil)) {
-		t.Fatalf("transfer %s -> %s: received %d bytes sha256 %x, sent %d bytes sha256 %x", from, dst, r.n, r.sum, size, h.Sum(nil))
+	go func() {
+		conn.SetDeadline(time.Now().Add(90 * time.Second))
+		src := io.Reader(mrand.NewChaCha8([32]byte{byte(size), 0x5a}))
+		w := io.MultiWriter(conn, h)
+		var err error
+		if rate == 0 {
+			_, err = io.CopyN(w, src, size)
+		} else {
+			const chunk = 64 << 10
+			begin := time.Now()
+			for done := int64(0); done < size && err == nil; done += chunk {
+				if ahead := time.Duration(done*int64(time.Second)/rate) - time.Since(begin); ahead > 0 {
+					time.Sleep(ahead)
+				}
+				_, err = io.CopyN(w, src, min(chunk, size-done))
+			}
+		}
+		conn.(*net.TCPConn).CloseWrite()
+		sent <- err
+	}()
+	return func() {
+		t.Helper()
+		defer ln.Close()
+		defer conn.Close()
+		if err := <-sent; err != nil {
+			t.Fatalf("send to %s: %v", ln.Addr(), err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatalf("receive on %s: %v", ln.Addr(), r.err)
+		}
+		if r.n != size || !bytes.Equal(r.sum[:], h.Sum(nil)) {
+			t.Fatalf("transfer %s -> %s: received %d bytes sha256 %x, sent %d bytes sha256 %x", from, dst, r.n, r.sum, size, h.Sum(nil))
+		}
 	}
 }

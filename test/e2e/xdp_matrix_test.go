@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+// The XDP modes under real container conditions: TX checksum offload and
+// TSO/GSO on (everyone's default) or off inside the containers, MTU 1500
+// and 9000, IPv4 and IPv6, bulk TCP checked at the receiver.
+func TestXDPOffloadsAndMTU(t *testing.T) {
+	for _, mode := range []string{"xdp", "xdp-generic"} {
+		for _, mtu := range []int{1500, 9000} {
+			for _, offloads := range []string{"on", "off"} {
+				t.Run(fmt.Sprintf("%s/mtu%d/offloads-%s", mode, mtu, offloads), func(t *testing.T) {
+					n := newNode(t)
+					n.mustXlane(nil, "network", "create", "m", "--subnet", "10.85.0.0/24", "--subnet", "fd00:85::/64",
+						"--mode", mode, "--mtu", fmt.Sprint(mtu))
+					var eps []api.EndpointInfo
+					var cs []string
+					for i := 0; i < 2; i++ {
+						c := newNetns(t, "c")
+						var ep api.EndpointInfo
+						n.mustXlane(&ep, "endpoint", "add", "m", "--netns", c)
+						runIn(t, c, "ethtool", "-K", "eth0", "tx", offloads, "tso", offloads, "gso", offloads)
+						cs, eps = append(cs, c), append(eps, ep)
+					}
+					transfer(t, cs[0], cs[1], eps[1].IPs[0], bulk)
+					transfer(t, cs[1], cs[0], eps[0].IPs[1], bulk/2)
+					var ep api.EndpointInfo
+					n.mustXlane(&ep, "endpoint", "inspect", eps[0].ID)
+					if c := reason(ep, "fwd_peer", "from_endpoint"); c.Packets < 1000 {
+						t.Errorf("fwd_peer = %d packets, want the transfer on the fast path; %+v", c.Packets, ep.Reasons)
+					}
+					for _, r := range ep.Reasons {
+						if r.Drop && r.Packets > 0 {
+							t.Errorf("drop %s = %d", r.Reason, r.Packets)
+						}
+					}
+				})
+			}
+		}
+	}
+}
