@@ -71,6 +71,9 @@ type EndpointInfo struct {
 	// native XDP_REDIRECT needs; checksum and TSO offloads decide what the
 	// XDP datapath must fix or cannot get).
 	Offloads map[string]bool `json:"offloads,omitempty"`
+	// Notes explain what the datapath does for this endpoint and why
+	// (fallbacks, offload interactions).
+	Notes    []string        `json:"notes,omitempty"`
 	Sent     Counter         `json:"sent"`
 	Received Counter         `json:"received"`
 	Reasons  []ReasonCounter `json:"reasons,omitempty"`

@@ -393,6 +393,7 @@ type pktSpec struct {
 	ipOpt    bool              // IPv4 router-alert option (ihl 6)
 	vlan     uint16            // non-zero: 802.1Q tag
 	pad      int               // Ethernet trailer bytes after the IP packet
+	payload  []byte            // L4 payload; nil means the default payload
 }
 
 var payload = gopacket.Payload("xlane payload: must arrive byte for byte")
@@ -466,7 +467,11 @@ func (s pktSpec) frame(tb testing.TB) []byte {
 	default:
 		tb.Fatalf("unsupported protocol %v", proto)
 	}
-	ls = append(ls, payload)
+	if s.payload != nil {
+		ls = append(ls, gopacket.Payload(s.payload))
+	} else {
+		ls = append(ls, payload)
+	}
 	return append(serialize(tb, ls...), make([]byte, s.pad)...)
 }
 
@@ -549,11 +554,19 @@ func (h *harness) check(t *testing.T, ifindex int, frame []byte, w want) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
+	h.verify(t, ifindex, frame, frame, ret, out, w)
+}
+
+// verify checks one run of frame on ifindex: verdict, output frame and
+// metrics. A forwarded output must match ref (usually frame itself) apart
+// from what forwarding changes; any other output must equal frame.
+func (h *harness) verify(t *testing.T, ifindex int, frame, ref []byte, ret int32, out []byte, w want) {
+	t.Helper()
 	if ret != w.ret {
 		t.Errorf("return value %d, want %d (metrics: %s)", ret, w.ret, formatMetrics(h.metrics(t)))
 	}
 	if w.fwd != nil {
-		checkForwarded(t, frame, out, w.fwd.dst, w.fwd.src)
+		checkForwarded(t, ref, out, w.fwd.dst, w.fwd.src)
 	} else if !bytes.Equal(out, frame) {
 		t.Errorf("frame changed:\n got % x\nwant % x", out, frame)
 	}

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -72,6 +75,20 @@ On any failure nothing is left behind: no veth, no address lease.`,
 				fmt.Fprintf(w, "id:\t%s\nnetwork:\t%s (mode %s)\nstate:\t%s\nnetns:\t%s\nifname:\t%s (mac %s)\nhost ifname:\t%s (mac %s)\npeer ifname:\t%s\nips:\t%s\nsent:\t%d packets, %d bytes\nreceived:\t%d packets, %d bytes\n",
 					ep.ID, ep.Network, ep.Mode, ep.State, ep.Netns, ep.IfName, ep.MAC, ep.HostIf, ep.HostMAC, ep.PeerIf,
 					joinAny(ep.IPs), ep.Sent.Packets, ep.Sent.Bytes, ep.Received.Packets, ep.Received.Bytes)
+				if len(ep.Datapath) > 0 {
+					fmt.Fprintf(w, "datapath:\t%s\n", strings.Join(ep.Datapath, ", "))
+				}
+				if len(ep.Offloads) > 0 {
+					keys := slices.Sorted(maps.Keys(ep.Offloads))
+					var parts []string
+					for _, k := range keys {
+						parts = append(parts, fmt.Sprintf("%s=%v", k, ep.Offloads[k]))
+					}
+					fmt.Fprintf(w, "container offloads:\t%s\n", strings.Join(parts, " "))
+				}
+				for _, note := range ep.Notes {
+					fmt.Fprintf(w, "note:\t%s\n", note)
+				}
 				printReasons(w, ep.Reasons)
 			})
 		},

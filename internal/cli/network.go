@@ -37,7 +37,7 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	}
 	create.Flags().StringSliceVar(&req.Subnets, "subnet", nil, "subnet in CIDR form (repeat for IPv4 and IPv6)")
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
-	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: tc (default), kernel, xdp or xdp-generic")
+	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest here, now tc), tc, kernel, xdp or xdp-generic")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
 
 	ls := &cobra.Command{
@@ -63,6 +63,9 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 				return err
 			}
 			return e.print(n, func(w *tabwriter.Writer) {
+				if n.ModeReason != "" {
+					fmt.Fprintf(w, "mode chosen:\t%s (asked for %s)\n", n.ModeReason, n.ModeRequested)
+				}
 				fmt.Fprintf(w, "name:\t%s\nid:\t%d\nmode:\t%s\nsubnets:\t%s\ngateways:\t%s\nmtu:\t%d\ndevice:\t%s\nendpoints:\t%d\ncreated:\t%s\n",
 					n.Name, n.ID, n.Mode, joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device, n.Endpoints, n.Created)
 			})
@@ -86,7 +89,7 @@ removed, so established connections carry on.`,
 			return e.print(n, func(w *tabwriter.Writer) { networkTable(w, []api.NetworkInfo{*n}) })
 		},
 	}
-	update.Flags().StringVar(&upd.Mode, "mode", "", "new datapath mode: tc, kernel, xdp or xdp-generic")
+	update.Flags().StringVar(&upd.Mode, "mode", "", "new datapath mode: auto, tc, kernel, xdp or xdp-generic")
 	var force bool
 	rm := &cobra.Command{
 		Use:     "rm NAME...",

@@ -135,14 +135,15 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if !nameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
-	mode, err := model.ParseMode(req.Mode)
+	requested, err := model.ParseMode(req.Mode)
 	if err != nil {
 		return nil, err
 	}
-	if mode.BPF() && d.dp == nil {
-		return nil, fmt.Errorf("mode %s: %v: %w", mode, d.dpErr, model.ErrUnavailable)
+	mode, why, err := d.resolveMode(requested)
+	if err != nil {
+		return nil, err
 	}
-	n := &model.Network{Name: req.Name, Mode: mode, MTU: req.MTU, Created: time.Now().UTC()}
+	n := &model.Network{Name: req.Name, Mode: mode, ModeRequested: requested, ModeReason: why, MTU: req.MTU, Created: time.Now().UTC()}
 	if len(req.Subnets) == 0 {
 		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
 	}
@@ -359,6 +360,29 @@ func (d *Daemon) Network(name string) (*api.NetworkInfo, error) {
 	return nil, model.NotFoundf("network %q", name)
 }
 
+// AutoMode is the mode `auto` resolves to where the BPF datapath works, and
+// why: the figures behind it are in docs/benchmarks.md.
+const (
+	AutoMode   = model.ModeTC
+	autoReason = "tc: fastest and correct for container traffic on this kernel in the same-run benchmark " +
+		"(TCP 1.09-1.26x kernel routing, lowest latency; native XDP loses TCP: TSO off on the peer and a checksum pass; docs/benchmarks.md)"
+)
+
+// resolveMode turns a requested mode into the one to run: auto picks
+// AutoMode, or kernel where BPF cannot load; an explicit BPF mode on a node
+// without the BPF datapath is refused.
+func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
+	switch {
+	case m == model.ModeAuto && d.dp == nil:
+		return model.ModeKernel, "kernel: the BPF datapath does not load here (" + d.dpErr.Error() + ")", nil
+	case m == model.ModeAuto:
+		return AutoMode, autoReason, nil
+	case m.BPF() && d.dp == nil:
+		return "", "", fmt.Errorf("mode %s: %v: %w", m, d.dpErr, model.ErrUnavailable)
+	}
+	return m, "", nil
+}
+
 // UpdateNetwork changes a network's mode on the fly: every endpoint gets the
 // new mode's programs before the old ones go (see datapath.Attach), so
 // established connections carry on. If an endpoint fails, the ones already
@@ -387,15 +411,16 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	if req.Mode == "" {
 		return n, nil
 	}
-	mode, err := model.ParseMode(req.Mode)
+	requested, err := model.ParseMode(req.Mode)
 	if err != nil {
 		return nil, err
 	}
-	if mode.BPF() && d.dp == nil {
-		return nil, fmt.Errorf("mode %s: %v: %w", mode, d.dpErr, model.ErrUnavailable)
+	mode, why, err := d.resolveMode(requested)
+	if err != nil {
+		return nil, err
 	}
 	old := *n
-	n.Mode = mode
+	n.Mode, n.ModeRequested, n.ModeReason = mode, requested, why
 	for i := range eps {
 		err := d.reprogram(&eps[i], n)
 		if err == nil {
@@ -562,9 +587,16 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	if d.dp == nil {
 		return fmt.Errorf("network %q is in %s mode: %v: %w", n.Name, n.Mode, d.dpErr, model.ErrUnavailable)
 	}
-	if n.Mode == model.ModeXDP {
-		// Native XDP_REDIRECT into the host veth needs NAPI on its peer.
-		if err := netconf.SetContainerGRO(e, true); err != nil && !errors.Is(err, netconf.ErrPeerUnreachable) {
+	// Native XDP_REDIRECT into the host veth needs NAPI on its peer. When
+	// the peer is out of reach (a runtime moved it), the endpoint is not a
+	// redirect target: traffic into it falls back to Linux, and inspect
+	// says so.
+	target := n.Mode == model.ModeXDP
+	if target {
+		if err := netconf.SetContainerGRO(e, true); errors.Is(err, netconf.ErrPeerUnreachable) {
+			target = false
+			d.log.Warn("xdp: peer of endpoint out of reach; redirects into it fall back to Linux", "endpoint", e.ID)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -593,7 +625,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	if err := d.dp.Attach(e.HostIf, host.Attrs().Index, n.Mode); err != nil {
 		return err
 	}
-	if n.Mode == model.ModeXDP {
+	if target {
 		return put(true)
 	}
 	return nil
@@ -719,8 +751,23 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
 		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
 	}
-	if off, err := netconf.ContainerOffloads(&e); err == nil {
-		info.Offloads = off
+	off, offErr := netconf.ContainerOffloads(&e)
+	info.Offloads = off
+	if n.Mode == model.ModeXDP {
+		switch {
+		case offErr != nil:
+			info.Notes = append(info.Notes, "xdp: container side out of reach ("+offErr.Error()+"): redirects into this endpoint fall back to Linux")
+		case !off["rx-gro"]:
+			info.Notes = append(info.Notes, "xdp: GRO is off on the container side (no NAPI): redirects into this endpoint fall back to Linux")
+		default:
+			info.Notes = append(info.Notes, "xdp: GRO on the container side gives it NAPI for XDP_REDIRECT")
+		}
+		if !off["tx-tcp-segmentation"] {
+			info.Notes = append(info.Notes, "xdp: the kernel turned TSO off on the container side when XDP was attached: TCP leaves the container in MTU-sized segments")
+		}
+	}
+	if n.Mode == model.ModeXDPGeneric {
+		info.Notes = append(info.Notes, "xdp-generic: GSO packets larger than the MTU go through Linux (counted as pass_too_big)")
 	}
 	if host.Attrs().OperState != netlink.OperUp && host.Attrs().OperState != netlink.OperUnknown {
 		info.State = "link " + host.Attrs().OperState.String()

@@ -21,10 +21,14 @@ const (
 	ModeXDP Mode = "xdp"
 	// ModeXDPGeneric is the same program attached as generic (skb) XDP.
 	ModeXDPGeneric Mode = "xdp-generic"
+	// ModeAuto asks the daemon for the mode that measured fastest and
+	// correct on this kernel (see daemon.AutoMode); it is resolved when the
+	// network is created or updated.
+	ModeAuto Mode = "auto"
 )
 
-// Modes lists the modes this build supports, default first.
-var Modes = []Mode{ModeTC, ModeKernel, ModeXDP, ModeXDPGeneric}
+// Modes lists the modes a network can ask for, default first.
+var Modes = []Mode{ModeAuto, ModeTC, ModeKernel, ModeXDP, ModeXDPGeneric}
 
 // BPF reports whether the mode runs BPF programs.
 func (m Mode) BPF() bool { return m != ModeKernel }
@@ -33,7 +37,7 @@ func (m Mode) BPF() bool { return m != ModeKernel }
 func (m Mode) XDP() bool { return m == ModeXDP || m == ModeXDPGeneric }
 
 // DefaultMode is the mode of a network created without --mode.
-const DefaultMode = ModeTC
+const DefaultMode = ModeAuto
 
 // ParseMode validates a mode name; "" is the default.
 func ParseMode(s string) (Mode, error) {
@@ -54,10 +58,14 @@ type Network struct {
 	ID       uint32         `json:"id"`
 	Subnets  []netip.Prefix `json:"subnets"`
 	Gateways []netip.Addr   `json:"gateways"` // one per subnet, same order
-	Mode     Mode           `json:"mode"`
-	MTU      int            `json:"mtu"`
-	Device   string         `json:"device"` // holds the gateway addresses
-	Created  time.Time      `json:"created"`
+	Mode     Mode           `json:"mode"`     // the mode in force, never auto
+	// ModeRequested is what the network asked for (auto or a mode), and
+	// ModeReason why Mode was chosen when it was auto.
+	ModeRequested Mode      `json:"mode_requested,omitempty"`
+	ModeReason    string    `json:"mode_reason,omitempty"`
+	MTU           int       `json:"mtu"`
+	Device        string    `json:"device"` // holds the gateway addresses
+	Created       time.Time `json:"created"`
 }
 
 // Subnet4 returns the network's IPv4 subnet and gateway, if any.

@@ -162,3 +162,24 @@ func TestAPIErrors(t *testing.T) {
 		}
 	}
 }
+
+// Without --mode a network asks for auto, which resolves to the mode that
+// measured best here and says why.
+func TestAutoMode(t *testing.T) {
+	n := newNode(t)
+	var net api.NetworkInfo
+	n.mustXlane(&net, "network", "create", "a", "--subnet", "10.86.0.0/24")
+	if net.Mode != "tc" || net.ModeRequested != "auto" || !strings.Contains(net.ModeReason, "benchmarks.md") {
+		t.Fatalf("default network: mode %q requested %q reason %q; want tc chosen by auto with its reason", net.Mode, net.ModeRequested, net.ModeReason)
+	}
+	var upd api.NetworkInfo
+	n.mustXlane(&upd, "network", "update", "a", "--mode", "xdp")
+	if upd.Mode != "xdp" || upd.ModeReason != "" {
+		t.Fatalf("after update to xdp: mode %q reason %q", upd.Mode, upd.ModeReason)
+	}
+	var back api.NetworkInfo
+	n.mustXlane(&back, "network", "update", "a", "--mode", "auto")
+	if back.Mode != "tc" || back.ModeRequested != "auto" {
+		t.Fatalf("after update to auto: mode %q requested %q, want tc/auto", back.Mode, back.ModeRequested)
+	}
+}
