@@ -27,24 +27,11 @@
 #include "lib/csum.h"
 #include "lib/fib.h"
 #include "lib/endpoint.h"
+#include "lib/natstage.h"
 
 /* tcx and legacy cls_bpf both read -1 as "not mine, carry on": with tcx the
  * next program in the chain runs, and Linux gets the packet after the last. */
 #define XL_TC_PASS TC_ACT_UNSPEC
-
-/* Make sure the headers the parser reads are in the linear area. */
-static __always_inline void tc_pull_headers(struct __sk_buff *skb)
-{
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	__u32 need = XL_PARSE_LEN;
-
-	if (data + need <= data_end)
-		return;
-	if (skb->len < need)
-		need = skb->len;
-	bpf_skb_pull_data(skb, need);
-}
 
 static __always_inline int to_local_endpoint(struct __sk_buff *skb, struct pkt *p,
 					     const struct endpoint_val *dst,
@@ -58,8 +45,8 @@ static __always_inline int to_local_endpoint(struct __sk_buff *skb, struct pkt *
 	return bpf_redirect_peer(dst->ifindex, 0);
 }
 
-static __always_inline int to_fib(struct __sk_buff *skb, struct pkt *p,
-				  enum xl_reason *reason)
+static __noinline int to_fib(struct __sk_buff *skb, struct pkt *p,
+			    enum xl_reason *reason)
 {
 	struct bpf_fib_lookup fib;
 	struct bpf_redir_neigh nh = {};
@@ -97,6 +84,94 @@ static __always_inline int to_fib(struct __sk_buff *skb, struct pkt *p,
 	}
 }
 
+enum uplink_route {
+	ROUTE_ELSEWHERE = 0,	/* not out of the uplink */
+	ROUTE_UPLINK,		/* out of the uplink: masquerade applies */
+	ROUTE_TOO_BIG,		/* does not fit the path MTU: Linux must send
+				 * the ICMP error to the untranslated source */
+};
+
+/* uplink_route asks the FIB where p goes; with tot_len 0 the kernel checks
+ * the skb (GSO-aware) against the egress MTU. */
+static __noinline int uplink_route(struct __sk_buff *skb, const struct pkt *p,
+				   const struct xl_config *cfg)
+{
+	struct bpf_fib_lookup fib;
+	long rc;
+
+	fib_params_init(&fib, p, skb->ifindex);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return ROUTE_TOO_BIG;
+	return (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) &&
+	       cfg->uplink_ifindex && fib.ifindex == cfg->uplink_ifindex;
+}
+
+/*
+ * ct_from_endpoint is the stage for packets an endpoint sends: existing
+ * flows are translated as their entry says; a new flow to a published port
+ * is DNATed, one leaving by the uplink from a masquerading endpoint is
+ * SNATed, any other is tracked as is. What needs NAT but cannot be tracked
+ * goes to Linux rather than out untranslated. Returns an enum ep_step.
+ * A BPF-to-BPF call: its stack frame is not the caller's.
+ */
+static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u16 src_flags,
+				       enum xl_reason *reason)
+{
+	struct xl_config *cfg = xl_config();
+	struct ct_scratch *sc;
+	struct ct_key k = {};
+	struct ct_val *v;
+	struct l4 l4 = {};
+	int masq, rc;
+
+	if (!cfg)
+		return EP_CONTINUE;
+	masq = (src_flags & XL_EP_MASQUERADE) && !ep_local(p);
+	switch (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, p, &l4)) {
+	case L4_OK:
+		break;
+	case L4_MALFORMED:
+		*reason = XL_DROP_MALFORMED;
+		return EP_DROP;
+	default:
+		if (masq && uplink_route(skb, p, cfg) != ROUTE_ELSEWHERE) {
+			*reason = XL_PASS_UNTRACKED;
+			return EP_PASS;
+		}
+		return EP_CONTINUE;
+	}
+	ct_key_init(&k, p, &l4);
+	v = bpf_map_lookup_elem(&xlane_ct, &k);
+	if (v) {
+		/* An SNAT flow's packet that does not fit the path goes to
+		 * Linux untranslated, so its ICMP error reaches the sender. */
+		if (v->nat == CT_NAT_SRC && uplink_route(skb, p, cfg) == ROUTE_TOO_BIG) {
+			*reason = XL_PASS_NO_ROUTE;
+			return EP_PASS;
+		}
+		ct_hit(&k, v, &l4, skb->len);
+		return ct_translate(skb, p, &l4, v, reason);
+	}
+	rc = ct_publish(skb, p, &l4, &k, cfg, reason);
+	if (rc)
+		return rc > 0 ? EP_CONTINUE : (*reason == XL_DROP_MALFORMED ? EP_DROP : EP_PASS);
+	if (masq) {
+		switch (uplink_route(skb, p, cfg)) {
+		case ROUTE_UPLINK:
+			return ct_masquerade(skb, p, &l4, &k, cfg, reason);
+		case ROUTE_TOO_BIG:
+			*reason = XL_PASS_NO_ROUTE;
+			return EP_PASS;
+		}
+	}
+	sc = ct_scratch_get();
+	if (!sc || ct_create(&k, sc, &l4))
+		/* Table full: forward untracked (no NAT needed), and say so. */
+		metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, skb->len);
+	return EP_CONTINUE;
+}
+
 /* Stage verdicts in tc return codes. */
 static __always_inline int tc_step(enum ep_step step)
 {
@@ -105,16 +180,22 @@ static __always_inline int tc_step(enum ep_step step)
 
 static __always_inline int from_endpoint(struct __sk_buff *skb, enum xl_reason *reason)
 {
-	struct endpoint_val *dst;
+	struct endpoint_val *src, *dst;
 	enum ep_step step;
 	struct pkt p = {};
 
-	tc_pull_headers(skb);
+	tc_pull_l4(skb);
 	step = ep_parsed(parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end,
 				  skb->len, &p), reason);
 	if (step != EP_CONTINUE)
 		return tc_step(step);
 	step = ep_admit(&p, skb->ifindex, reason);
+	if (step != EP_CONTINUE)
+		return tc_step(step);
+	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
+	if (!src)
+		return XL_TC_PASS;	/* link-scope source admitted above */
+	step = ct_from_endpoint(skb, &p, src->flags, reason);
 	if (step != EP_CONTINUE)
 		return tc_step(step);
 	dst = ep_local(&p);

@@ -30,6 +30,8 @@
 #include "lib/fib.h"
 #include "lib/endpoint.h"
 #include "lib/l4csum.h"
+#include "lib/l4.h"
+#include "lib/ct.h"
 
 static __always_inline int xdp_step(enum ep_step step)
 {
@@ -51,19 +53,25 @@ struct xdp_cfg {
 /* Redirect to ifindex through the devmap, after the caller checked the
  * target (devmap_has / XL_EP_XDP_TARGET) and rewrote the frame. Should the
  * entry vanish in between, the fallback is Linux, not a drop. */
-static __always_inline int xdp_redirect_dev(struct xdp_md *ctx, const struct pkt *p,
-					    const struct xdp_cfg *cfg, __u32 ifindex,
-					    enum xl_reason fwd, enum xl_reason *reason)
+static __always_inline int xdp_redirect_dev(__u32 ifindex, enum xl_reason fwd,
+					    enum xl_reason *reason)
 {
-	int ret;
+	int ret = bpf_redirect_map(&xlane_devmap, ifindex, XDP_PASS);
 
-	if (cfg->native && l4csum_complete(ctx, p)) {
-		*reason = XL_PASS_NO_TARGET;
-		return XDP_PASS;
-	}
-	ret = bpf_redirect_map(&xlane_devmap, ifindex, XDP_PASS);
 	*reason = ret == XDP_REDIRECT ? fwd : XL_PASS_NO_TARGET;
 	return ret;
+}
+
+/* xdp_prepare finishes the L4 checksum (native only) before anything else
+ * is rewritten: if it declines, the frame goes to Linux untouched. */
+static __always_inline int xdp_prepare(struct xdp_md *ctx, const struct pkt *p,
+				       const struct xdp_cfg *cfg, enum xl_reason *reason)
+{
+	if (cfg->native && l4csum_complete(ctx, p)) {
+		*reason = XL_PASS_NO_TARGET;
+		return -1;
+	}
+	return 0;
 }
 
 static __always_inline int to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
@@ -83,10 +91,12 @@ static __always_inline int to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
 		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
+	if (xdp_prepare(ctx, p, cfg, reason))
+		return XDP_PASS;
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
 	ep_forward_l3(p);
-	ret = xdp_redirect_dev(ctx, p, cfg, dst->ifindex, XL_FWD_PEER, reason);
+	ret = xdp_redirect_dev(dst->ifindex, XL_FWD_PEER, reason);
 	if (ret == XDP_REDIRECT)
 		metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
 	return ret;
@@ -134,10 +144,34 @@ static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
 		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
+	if (xdp_prepare(ctx, p, cfg, reason))
+		return XDP_PASS;
 	__builtin_memcpy(p->eth->h_dest, nv->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, fib.smac, ETH_ALEN);
 	ep_forward_l3(p);
-	return xdp_redirect_dev(ctx, p, cfg, fib.ifindex, XL_FWD_FIB, reason);
+	return xdp_redirect_dev(fib.ifindex, XL_FWD_FIB, reason);
+}
+
+/*
+ * xdp_needs_nat: NAT is the tc program's job (it runs on the same host veth
+ * after XDP_PASS, with the kernel's checksum helpers). XDP forwards a flow
+ * itself only when its conntrack entry says "no translation", or when it is
+ * untracked and no masquerade applies.
+ */
+static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p)
+{
+	struct endpoint_val *src = bpf_map_lookup_elem(&xlane_endpoints, &p->src);
+	struct ct_key k = {};
+	struct ct_val *v;
+	struct l4 l4 = {};
+
+	if (parse_l4((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &l4) == L4_OK) {
+		ct_key_init(&k, p, &l4);
+		v = bpf_map_lookup_elem(&xlane_ct, &k);
+		if (v)
+			return v->nat != CT_NAT_NONE;
+	}
+	return src && (src->flags & XL_EP_MASQUERADE) && !ep_local(p);
 }
 
 static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
@@ -154,6 +188,10 @@ static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cf
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);
 	if (step != EP_CONTINUE)
 		return xdp_step(step);
+	if (xdp_needs_nat(ctx, &p)) {
+		*reason = XL_PASS_TO_TC;
+		return XDP_PASS;
+	}
 	dst = ep_local(&p);
 	if (dst)
 		return to_local_endpoint(ctx, &p, cfg, dst, len, reason);

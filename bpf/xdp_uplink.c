@@ -54,15 +54,16 @@ static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
 		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
-	__builtin_memcpy(p.eth->h_dest, dst->mac, ETH_ALEN);
-	__builtin_memcpy(p.eth->h_source, dst->host_mac, ETH_ALEN);
-	ep_forward_l3(&p);
 	/* Frames from a veth-backed uplink (or a NIC without RX checksum)
-	 * may carry partial checksums: finish them (lib/l4csum.h). */
+	 * may carry partial checksums: finish them (lib/l4csum.h), before
+	 * anything else is rewritten, so a refusal leaves the frame intact. */
 	if (l4csum_complete(ctx, &p)) {
 		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
+	__builtin_memcpy(p.eth->h_dest, dst->mac, ETH_ALEN);
+	__builtin_memcpy(p.eth->h_source, dst->host_mac, ETH_ALEN);
+	ep_forward_l3(&p);
 	ret = bpf_redirect_map(&xlane_devmap, dst->ifindex, XDP_PASS);
 	*reason = ret == XDP_REDIRECT ? XL_FWD_PEER : XL_PASS_NO_TARGET;
 	*dst_ifindex = dst->ifindex;

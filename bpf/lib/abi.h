@@ -32,6 +32,14 @@ enum xl_reason {
 				 * checksum layout XDP does not complete */
 	XL_PASS_TOO_BIG,	/* XDP: larger than the egress MTU (a GSO
 				 * packet under generic XDP): Linux segments it */
+	XL_PASS_TO_TC,		/* XDP: the flow needs NAT, which the tc
+				 * program on the same device does */
+	XL_PASS_UNTRACKED,	/* needs NAT but cannot be tracked (IPv6
+				 * extension headers, fragments): Linux */
+	XL_PASS_CT_FULL,	/* conntrack table full: forwarded by Linux,
+				 * untranslated and untracked */
+	XL_PASS_NAT_PORTS,	/* no free masquerade port for this
+				 * destination: Linux */
 	XL_DELIVER,		/* delivered to the endpoint by the Linux stack */
 	XL_DROP_MALFORMED,	/* truncated or invalid L2/L3 header */
 	XL_DROP_SPOOFED,	/* source address not owned by the sender */
@@ -63,6 +71,9 @@ struct endpoint_val {
 };
 
 enum xl_ep_flags {
+	/* Masquerade this endpoint's traffic that leaves through the uplink
+	 * (the network's --masquerade, on by default). */
+	XL_EP_MASQUERADE = 2,
 	/* Native XDP may redirect into this endpoint: its host veth is in
 	 * xlane_devmap and its peer has NAPI (GRO on), without which
 	 * redirected frames are dropped. Set for `xdp`-mode endpoints. */
@@ -82,6 +93,82 @@ struct neigh_key {
 
 struct neigh_val {
 	__u8 mac[6];
+	__u16 pad;
+};
+
+/*
+ * xlane_ct: connection tracking and NAT, one entry per direction like
+ * Linux's two tuples. key = the flow as that direction's packets carry it;
+ * value = state and what to rewrite in packets that match the key.
+ * Written by the datapath (new flows, state, expiry); read by the datapath,
+ * and by the daemon for `xlane ct` and garbage collection.
+ */
+struct ct_key {
+	__u8 saddr[16];		/* IPv4 as ::ffff:a.b.c.d */
+	__u8 daddr[16];
+	__u16 sport;		/* network order; ICMP echo: the identifier */
+	__u16 dport;		/* network order; ICMP echo: 0 */
+	__u8 proto;
+	__u8 pad[3];
+};
+
+enum ct_dir {
+	CT_DIR_ORIG = 0,	/* the direction that opened the flow */
+	CT_DIR_REPLY = 1,
+};
+
+enum ct_state {
+	CT_NEW = 0,		/* one direction seen (TCP: SYN sent) */
+	CT_ESTABLISHED,		/* both directions seen */
+	CT_CLOSING,		/* TCP FIN seen */
+	CT_CLOSED,		/* TCP RST, or FIN both ways */
+};
+
+enum ct_nat {
+	CT_NAT_NONE = 0,
+	CT_NAT_SRC,		/* rewrite source to nat_addr:nat_port */
+	CT_NAT_DST,		/* rewrite destination to nat_addr:nat_port */
+};
+
+struct ct_val {
+	__u64 expires;		/* bpf_ktime_get_ns() deadline; GC deletes after */
+	__u64 packets;		/* packets matching this key */
+	__u64 bytes;
+	__u8 nat_addr[16];	/* the address that replaces saddr/daddr */
+	__u16 nat_port;		/* network order */
+	__u8 dir;		/* enum ct_dir */
+	__u8 state;		/* enum ct_state (authoritative in the ORIG entry) */
+	__u8 nat;		/* enum ct_nat */
+	__u8 pad[3];
+};
+
+/*
+ * xlane_config: one entry, written by the daemon: the node's uplink and
+ * its masquerade addresses and port range.
+ */
+struct xl_config {
+	__u32 uplink_ifindex;
+	__u16 nat_port_min;	/* host order, inclusive */
+	__u16 nat_port_max;
+	__u8 uplink_v4[16];	/* masquerade address (::ffff:a.b.c.d), or zero */
+	__u8 uplink_v6[16];	/* masquerade address, or zero */
+};
+
+/*
+ * xlane_publish: published ports (DNAT). key = (protocol, node port,
+ * family); value = the endpoint address and port behind it. Written by the
+ * daemon (`xlane endpoint publish`); read by the datapath on new flows to a
+ * node address.
+ */
+struct publish_key {
+	__u16 port;		/* network order */
+	__u8 proto;
+	__u8 family;		/* 4 or 6 */
+};
+
+struct publish_val {
+	__u8 addr[16];
+	__u16 port;		/* network order */
 	__u16 pad;
 };
 
@@ -107,6 +194,9 @@ struct metrics_val {
 #define XL_ABI_BTF_ANCHORS \
 	const enum xl_reason *xl_btf_reason __attribute__((unused)); \
 	const enum xl_dir *xl_btf_dir __attribute__((unused)); \
-	const enum xl_ep_flags *xl_btf_ep_flags __attribute__((unused))
+	const enum xl_ep_flags *xl_btf_ep_flags __attribute__((unused)); \
+	const enum ct_dir *xl_btf_ct_dir __attribute__((unused)); \
+	const enum ct_state *xl_btf_ct_state __attribute__((unused)); \
+	const enum ct_nat *xl_btf_ct_nat __attribute__((unused))
 
 #endif /* XLANE_ABI_H */

@@ -57,6 +57,50 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_neigh SEC(".maps");
 
+#define XL_CT_DEFAULT_SIZE 1048576
+
+/* key: a flow in one direction; value: state, counters, NAT rewrite.
+ * Written by the datapath; read by the datapath and the daemon (ls, GC).
+ * A plain hash, not LRU: an LRU would evict live idle flows when full;
+ * here a full table is a counted pass to Linux and GC frees expired
+ * entries. max_entries is set by the daemon at load time (--ct-size). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct ct_key);
+	__type(value, struct ct_val);
+	__uint(max_entries, XL_CT_DEFAULT_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_ct SEC(".maps");
+
+/* key: 0; value: the node's uplink and masquerade settings.
+ * Written by the daemon; read by the datapath. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xl_config);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_config SEC(".maps");
+
+/* key: (proto, node port, family); value: endpoint address and port.
+ * Written by the daemon; read by the datapath on new flows. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct publish_key);
+	__type(value, struct publish_val);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_publish SEC(".maps");
+
+static __always_inline struct xl_config *xl_config(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&xlane_config, &zero);
+}
+
 /* devmap_has reports whether XDP may redirect to ifindex. Checked before a
  * packet is rewritten: a frame passed to Linux after its MACs, TTL or
  * checksum were rewritten for another device would be lost or corrupted. */

@@ -16,6 +16,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/daemon"
+	"github.com/xlane-dev/xlane/internal/docker"
 	"github.com/xlane-dev/xlane/internal/server"
 )
 
@@ -34,6 +35,10 @@ func run() error {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	uplink := fs.String("uplink", "", "the node's uplink device; XDP-mode networks get an XDP fast path on it (\"\" leaves it alone)")
 	takeover := fs.Bool("uplink-takeover", false, "replace an XDP program on the uplink that xlane did not attach")
+	ctSize := fs.Uint("ct-size", 1<<20, "conntrack table size (entries; two per flow); changing it needs the pinned table removed")
+	natPorts := fs.String("nat-ports", daemon.DefaultNATPorts, "masquerade source-port range MIN-MAX; must not overlap net.ipv4.ip_local_port_range")
+	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
+	dockerSocket := fs.String("docker-plugin-socket", docker.DefaultSocket, "serve the Docker network driver here (Docker names it after the file; \"\" serves none)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
 
@@ -59,7 +64,8 @@ Flags:
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
-	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover})
+	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover,
+		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery})
 	if err != nil {
 		return err
 	}
@@ -69,6 +75,11 @@ Flags:
 		return err
 	}
 	srv := &http.Server{Handler: server.Handler(d, log), ReadHeaderTimeout: 10 * time.Second}
+	stopDocker, err := docker.Serve(*dockerSocket, docker.New(d, log), log)
+	if err != nil {
+		return err
+	}
+	defer stopDocker()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {

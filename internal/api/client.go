@@ -157,6 +157,35 @@ func (c *Client) DeleteEndpoint(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, PathEndpoints+"/"+url.PathEscape(id), nil, nil)
 }
 
+// PublishPorts publishes (or withdraws) an endpoint's ports.
+func (c *Client) PublishPorts(ctx context.Context, id string, ports []string, withdraw bool) (*EndpointInfo, error) {
+	var out EndpointInfo
+	method := http.MethodPost
+	if withdraw {
+		method = http.MethodDelete
+	}
+	return &out, c.do(ctx, method, PathEndpoints+"/"+url.PathEscape(id)+"/ports", PortsUpdate{Ports: ports}, &out)
+}
+
+// Flows lists conntrack entries (limit 0: all).
+func (c *Client) Flows(ctx context.Context, limit int) ([]Flow, error) {
+	var out []Flow
+	return out, c.do(ctx, http.MethodGet, fmt.Sprintf("%s?limit=%d", PathConntrack, limit), nil, &out)
+}
+
+// FlushFlows deletes every conntrack entry and says how many went.
+func (c *Client) FlushFlows(ctx context.Context) (int, error) {
+	var out map[string]int
+	err := c.do(ctx, http.MethodDelete, PathConntrack, nil, &out)
+	return out["deleted"], err
+}
+
+// CTStats summarises the conntrack table.
+func (c *Client) CTStats(ctx context.Context) (*CTStats, error) {
+	var out CTStats
+	return &out, c.do(ctx, http.MethodGet, PathConntrack+"/stats", nil, &out)
+}
+
 // Status returns the daemon's status.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var out Status

@@ -12,6 +12,7 @@ const (
 	PathNetworks  = "/v1/networks"
 	PathEndpoints = "/v1/endpoints"
 	PathStatus    = "/v1/status"
+	PathConntrack = "/v1/conntrack"
 )
 
 // NetworkCreate is the body of POST /v1/networks. Addresses are strings so
@@ -22,12 +23,49 @@ type NetworkCreate struct {
 	Gateways []string `json:"gateways,omitempty"`
 	Mode     string   `json:"mode,omitempty"`
 	MTU      int      `json:"mtu,omitempty"`
+	// Masquerade defaults to true (nil).
+	Masquerade *bool `json:"masquerade,omitempty"`
+	// Internal networks reach nothing beyond their subnets and the node.
+	Internal bool `json:"internal,omitempty"`
 }
 
 // NetworkUpdate is the body of PATCH /v1/networks/{name}. Empty fields are
 // left as they are.
 type NetworkUpdate struct {
 	Mode string `json:"mode,omitempty"`
+}
+
+// PortsUpdate is the body of POST and DELETE /v1/endpoints/{id}/ports:
+// NODEPORT:PORT[/tcp|udp] mappings to publish or withdraw.
+type PortsUpdate struct {
+	Ports []string `json:"ports"`
+}
+
+// Flow is one conntrack entry as GET /v1/conntrack shows it.
+type Flow struct {
+	Proto     string `json:"proto"`
+	Src       string `json:"src"`
+	Dst       string `json:"dst"`
+	Direction string `json:"direction"` // original or reply
+	State     string `json:"state"`
+	NAT       string `json:"nat,omitempty"`
+	NATTo     string `json:"nat_to,omitempty"`
+	Packets   uint64 `json:"packets"`
+	Bytes     uint64 `json:"bytes"`
+	ExpiresIn int64  `json:"expires_in_seconds"`
+}
+
+// CTStats is the body of GET /v1/conntrack/stats.
+type CTStats struct {
+	Entries       int    `json:"entries"`
+	MaxEntries    uint32 `json:"max_entries"`
+	Expired       int    `json:"expired"`
+	BytesPerEntry int    `json:"bytes_per_entry"`
+	// TableFull counts packets of flows forwarded untracked because the
+	// table was full.
+	TableFull uint64 `json:"table_full_packets"`
+	GCRuns    uint64 `json:"gc_runs"`
+	GCDeleted uint64 `json:"gc_deleted"`
 }
 
 // EndpointAdd is the body of POST /v1/endpoints.
@@ -40,6 +78,8 @@ type EndpointAdd struct {
 	VethOnly bool     `json:"veth_only,omitempty"`
 	IfName   string   `json:"ifname,omitempty"`
 	IPs      []string `json:"ips,omitempty"`
+	// MAC is the container side's MAC address; empty: the kernel's random one.
+	MAC string `json:"mac,omitempty"`
 }
 
 // Counter is a packet and byte count.

@@ -28,17 +28,38 @@ const (
 	ReasonMax  = tcXlReasonXL_REASON_MAX
 )
 
-// Shared XDP types, generated from bpf/lib/abi.h.
+// Shared XDP and conntrack types, generated from bpf/lib/abi.h.
 type (
-	NeighKey = xdpNeighKey
-	NeighVal = xdpNeighVal
+	NeighKey   = xdpNeighKey
+	NeighVal   = xdpNeighVal
+	CTKey      = tcCtKey
+	CTVal      = tcCtVal
+	Config     = tcXlConfig
+	PublishKey = tcPublishKey
+	PublishVal = tcPublishVal
+	CTState    = tcCtState
+	CTNat      = tcCtNat
 )
+
+// Conntrack constants from abi.h.
+const (
+	CTDirReply       = tcCtDirCT_DIR_REPLY
+	CTNatNone        = tcCtNatCT_NAT_NONE
+	CTNatSrc         = tcCtNatCT_NAT_SRC
+	CTNatDst         = tcCtNatCT_NAT_DST
+	CTEstablished    = tcCtStateCT_ESTABLISHED
+	EPFlagMasquerade = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
+)
+
+// DefaultCTSize is xlane_ct's size unless the daemon is told otherwise.
+const DefaultCTSize = 1 << 20
 
 // Objects are the loaded datapath programs and the maps they share.
 type Objects struct {
 	tcObjects
-	xdp        xdpExtra
-	fromUplink *ebpf.Program // the uplink collection's only program
+	xdp          xdpExtra
+	fromUplink   *ebpf.Program // XDP on the uplink (uplink collection)
+	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
 }
 
 // xdpExtra is what the xdp collection adds to the tc one.
@@ -53,6 +74,7 @@ func (o *Objects) Close() error {
 	o.xdp.FromEndpoint.Close()
 	o.xdp.GenericFromEndpoint.Close()
 	o.fromUplink.Close()
+	o.tcFromUplink.Close()
 	o.xdp.Scratch.Close()
 	return o.tcObjects.Close()
 }
@@ -63,13 +85,23 @@ var ErrPinDir = errors.New("pin directory is not on a BPF filesystem")
 // Spec returns the embedded collection spec of the tc programs.
 func Spec() (*ebpf.CollectionSpec, error) { return loadTc() }
 
-// Load loads the tc programs. Maps are pinned in pinDir (created if needed),
+// Options tune what Load creates.
+type Options struct {
+	// CTSize is xlane_ct's max_entries (0: DefaultCTSize). A pinned table
+	// of another size is refused: resizing drops every tracked flow.
+	CTSize uint32
+}
+
+// Load loads the programs. Maps are pinned in pinDir (created if needed),
 // reusing maps already pinned there. An empty pinDir loads unpinned maps,
 // for tests.
-func Load(pinDir string) (*Objects, error) {
+func Load(pinDir string, o ...Options) (*Objects, error) {
 	spec, err := loadTc()
 	if err != nil {
 		return nil, err
+	}
+	if len(o) > 0 && o[0].CTSize != 0 {
+		spec.Maps["xlane_ct"].MaxEntries = o[0].CTSize
 	}
 	opts := &ebpf.CollectionOptions{}
 	if pinDir != "" {
@@ -91,13 +123,8 @@ func Load(pinDir string) (*Objects, error) {
 		objs.tcObjects.Close()
 		return nil, err
 	}
-	// The xdp collection shares every map of the tc one.
-	xopts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		"xlane_endpoints": objs.XlaneEndpoints,
-		"xlane_metrics":   objs.XlaneMetrics,
-		"xlane_devmap":    objs.XlaneDevmap,
-		"xlane_neigh":     objs.XlaneNeigh,
-	}}
+	// The other collections share every map of the tc one.
+	xopts := objs.shareWith(xspec)
 	if err := xspec.LoadAndAssign(&objs.xdp, xopts); err != nil {
 		objs.tcObjects.Close()
 		return nil, fmt.Errorf("load xdp programs: %w", err)
@@ -107,15 +134,49 @@ func Load(pinDir string) (*Objects, error) {
 		var up struct {
 			Prog *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
 		}
-		xopts.MapReplacements["xlane_l4csum_scratch"] = objs.xdp.Scratch
-		err = uspec.LoadAndAssign(&up, xopts)
+		uopts := objs.shareWith(uspec)
+		uopts.MapReplacements["xlane_l4csum_scratch"] = objs.xdp.Scratch
+		err = uspec.LoadAndAssign(&up, uopts)
 		objs.fromUplink = up.Prog
 	}
 	if err != nil {
 		objs.Close()
 		return nil, fmt.Errorf("load uplink program: %w", err)
 	}
+	tuspec, err := loadTcuplink()
+	if err == nil {
+		var tu struct {
+			Prog *ebpf.Program `ebpf:"xlane_from_uplink"`
+		}
+		err = tuspec.LoadAndAssign(&tu, objs.shareWith(tuspec))
+		objs.tcFromUplink = tu.Prog
+	}
+	if err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("load uplink tc program: %w", err)
+	}
 	return &objs, nil
+}
+
+// shareWith makes spec use the tc collection's maps wherever their names
+// match: one xlane_ct, one xlane_endpoints, ... for every program.
+func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
+	shared := map[string]*ebpf.Map{
+		"xlane_endpoints": o.XlaneEndpoints,
+		"xlane_metrics":   o.XlaneMetrics,
+		"xlane_devmap":    o.XlaneDevmap,
+		"xlane_neigh":     o.XlaneNeigh,
+		"xlane_ct":        o.XlaneCt,
+		"xlane_config":    o.XlaneConfig,
+		"xlane_publish":   o.XlanePublish,
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	for name, m := range shared {
+		if _, ok := spec.Maps[name]; ok {
+			opts.MapReplacements[name] = m
+		}
+	}
+	return opts
 }
 
 // XDPFromEndpoint is the native XDP program of a host-side veth.
@@ -126,6 +187,18 @@ func (o *Objects) XDPGenericFromEndpoint() *ebpf.Program { return o.xdp.GenericF
 
 // XDPFromUplink is the XDP program of the node's uplink.
 func (o *Objects) XDPFromUplink() *ebpf.Program { return o.fromUplink }
+
+// TCFromUplink is the tcx ingress program of the node's uplink.
+func (o *Objects) TCFromUplink() *ebpf.Program { return o.tcFromUplink }
+
+// CT is the xlane_ct map.
+func (o *Objects) CT() *ebpf.Map { return o.XlaneCt }
+
+// Config is the xlane_config map.
+func (o *Objects) Config() *ebpf.Map { return o.XlaneConfig }
+
+// Publish is the xlane_publish map.
+func (o *Objects) Publish() *ebpf.Map { return o.XlanePublish }
 
 // Devmap is the xlane_devmap map.
 func (o *Objects) Devmap() *ebpf.Map { return o.XlaneDevmap }

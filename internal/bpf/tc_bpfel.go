@@ -13,6 +13,60 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcCtDir uint32
+
+const (
+	tcCtDirCT_DIR_ORIG  tcCtDir = 0
+	tcCtDirCT_DIR_REPLY tcCtDir = 1
+)
+
+type tcCtKey struct {
+	_     structs.HostLayout
+	Saddr [16]uint8
+	Daddr [16]uint8
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type tcCtNat uint32
+
+const (
+	tcCtNatCT_NAT_NONE tcCtNat = 0
+	tcCtNatCT_NAT_SRC  tcCtNat = 1
+	tcCtNatCT_NAT_DST  tcCtNat = 2
+)
+
+type tcCtScratch struct {
+	_     structs.HostLayout
+	Orig  tcCtVal
+	Reply tcCtVal
+	Rk    tcCtKey
+}
+
+type tcCtState uint32
+
+const (
+	tcCtStateCT_NEW         tcCtState = 0
+	tcCtStateCT_ESTABLISHED tcCtState = 1
+	tcCtStateCT_CLOSING     tcCtState = 2
+	tcCtStateCT_CLOSED      tcCtState = 3
+)
+
+type tcCtVal struct {
+	_       structs.HostLayout
+	Expires uint64
+	Packets uint64
+	Bytes   uint64
+	NatAddr [16]uint8
+	NatPort uint16
+	Dir     uint8
+	State   uint8
+	Nat     uint8
+	Pad     [3]uint8
+}
+
 type tcEndpointKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -54,6 +108,29 @@ type tcNeighVal struct {
 	Pad uint16
 }
 
+type tcPublishKey struct {
+	_      structs.HostLayout
+	Port   uint16
+	Proto  uint8
+	Family uint8
+}
+
+type tcPublishVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
+type tcXlConfig struct {
+	_             structs.HostLayout
+	UplinkIfindex uint32
+	NatPortMin    uint16
+	NatPortMax    uint16
+	UplinkV4      [16]uint8
+	UplinkV6      [16]uint8
+}
+
 type tcXlDir uint32
 
 const (
@@ -64,6 +141,7 @@ const (
 type tcXlEpFlags uint32
 
 const (
+	tcXlEpFlagsXL_EP_MASQUERADE tcXlEpFlags = 2
 	tcXlEpFlagsXL_EP_XDP_TARGET tcXlEpFlags = 1
 )
 
@@ -81,23 +159,34 @@ const (
 	tcXlReasonXL_PASS_NO_NEIGH   tcXlReason = 8
 	tcXlReasonXL_PASS_NO_TARGET  tcXlReason = 9
 	tcXlReasonXL_PASS_TOO_BIG    tcXlReason = 10
-	tcXlReasonXL_DELIVER         tcXlReason = 11
-	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 12
-	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 13
-	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 14
-	tcXlReasonXL_REASON_MAX      tcXlReason = 15
+	tcXlReasonXL_PASS_TO_TC      tcXlReason = 11
+	tcXlReasonXL_PASS_UNTRACKED  tcXlReason = 12
+	tcXlReasonXL_PASS_CT_FULL    tcXlReason = 13
+	tcXlReasonXL_PASS_NAT_PORTS  tcXlReason = 14
+	tcXlReasonXL_DELIVER         tcXlReason = 15
+	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 16
+	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 17
+	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 18
+	tcXlReasonXL_REASON_MAX      tcXlReason = 19
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	tcMapXlaneConfig        = "xlane_config"
+	tcMapXlaneCt            = "xlane_ct"
+	tcMapXlaneCtScratch     = "xlane_ct_scratch"
 	tcMapXlaneDevmap        = "xlane_devmap"
 	tcMapXlaneEndpoints     = "xlane_endpoints"
 	tcMapXlaneMetrics       = "xlane_metrics"
 	tcMapXlaneNeigh         = "xlane_neigh"
+	tcMapXlanePublish       = "xlane_publish"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
+	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
+	tcVarXlBtfCtNat         = "xl_btf_ct_nat"
+	tcVarXlBtfCtState       = "xl_btf_ct_state"
 	tcVarXlBtfDir           = "xl_btf_dir"
 	tcVarXlBtfEpFlags       = "xl_btf_ep_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
@@ -153,16 +242,23 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
+	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcVariableSpecs struct {
+	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
 	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
@@ -188,18 +284,26 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
+	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
 }
 
 func (m *tcMaps) Close() error {
 	return _TcClose(
+		m.XlaneConfig,
+		m.XlaneCt,
+		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlanePublish,
 	)
 }
 
@@ -207,6 +311,9 @@ func (m *tcMaps) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcVariables struct {
+	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
 	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`

@@ -236,6 +236,18 @@ func (h *harness) setupNetwork(tb testing.TB) {
 	for _, p := range []string{"198.51.100.1/24", "2001:db8:100::1/64"} {
 		must("addr "+p, nl.AddrAdd(up, &netlink.Addr{IPNet: prefix(p), Flags: unix.IFA_F_NODAD}))
 	}
+	// Even with NODAD the kernel installs an IPv6 address's local route
+	// from a workqueue: wait for it, or FIB answers depend on timing.
+	for deadline := time.Now().Add(3 * time.Second); ; {
+		rs, err := nl.RouteGet(net.ParseIP("2001:db8:100::1"))
+		if err == nil && len(rs) > 0 && rs[0].Type == unix.RTN_LOCAL {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("local route of 2001:db8:100::1 did not appear: %v %v", rs, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for _, gw := range []string{"198.51.100.2", "2001:db8:100::2"} {
 		must("neigh "+gw, nl.NeighAdd(&netlink.Neigh{
 			LinkIndex: up.Attrs().Index, State: netlink.NUD_PERMANENT,
@@ -501,6 +513,22 @@ func checksum(b []byte) uint16 {
 	return ^uint16(sum)
 }
 
+// frameDiff shows got against want, whole if short, else around the first
+// difference.
+func frameDiff(got, want []byte) string {
+	if len(got) <= 128 && len(want) <= 128 {
+		return fmt.Sprintf("\n got % x\nwant % x", got, want)
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	from := max(i-16, 0)
+	window := func(b []byte) []byte { return b[min(from, len(b)):min(from+64, len(b))] }
+	return fmt.Sprintf("%d bytes, want %d; first difference at byte %d; from byte %d:\n got % x\nwant % x",
+		len(got), len(want), i, from, window(got), window(want))
+}
+
 // ipv4HeaderChecksum is what the checksum field of hdr should hold.
 func ipv4HeaderChecksum(hdr []byte) uint16 {
 	return checksum(edit(hdr, func(h []byte) { h[10], h[11] = 0, 0 }))
@@ -568,7 +596,7 @@ func (h *harness) verify(t *testing.T, ifindex int, frame, ref []byte, ret int32
 	if w.fwd != nil {
 		checkForwarded(t, ref, out, w.fwd.dst, w.fwd.src)
 	} else if !bytes.Equal(out, frame) {
-		t.Errorf("frame changed:\n got % x\nwant % x", out, frame)
+		t.Errorf("frame changed: %s", frameDiff(out, frame))
 	}
 
 	n := uint64(len(frame))

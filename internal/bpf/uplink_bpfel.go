@@ -13,6 +13,29 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type uplinkCtKey struct {
+	_     structs.HostLayout
+	Saddr [16]uint8
+	Daddr [16]uint8
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type uplinkCtVal struct {
+	_       structs.HostLayout
+	Expires uint64
+	Packets uint64
+	Bytes   uint64
+	NatAddr [16]uint8
+	NatPort uint16
+	Dir     uint8
+	State   uint8
+	Nat     uint8
+	Pad     [3]uint8
+}
+
 type uplinkEndpointKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -59,16 +82,45 @@ type uplinkNeighVal struct {
 	Pad uint16
 }
 
+type uplinkPublishKey struct {
+	_      structs.HostLayout
+	Port   uint16
+	Proto  uint8
+	Family uint8
+}
+
+type uplinkPublishVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
+type uplinkXlConfig struct {
+	_             structs.HostLayout
+	UplinkIfindex uint32
+	NatPortMin    uint16
+	NatPortMax    uint16
+	UplinkV4      [16]uint8
+	UplinkV6      [16]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	uplinkMapXlaneConfig         = "xlane_config"
+	uplinkMapXlaneCt             = "xlane_ct"
 	uplinkMapXlaneDevmap         = "xlane_devmap"
 	uplinkMapXlaneEndpoints      = "xlane_endpoints"
 	uplinkMapXlaneL4csumScratch  = "xlane_l4csum_scratch"
 	uplinkMapXlaneMetrics        = "xlane_metrics"
 	uplinkMapXlaneNeigh          = "xlane_neigh"
+	uplinkMapXlanePublish        = "xlane_publish"
 	uplinkProgXlaneXdpFromUplink = "xlane_xdp_from_uplink"
+	uplinkVarXlBtfCtDir          = "xl_btf_ct_dir"
+	uplinkVarXlBtfCtNat          = "xl_btf_ct_nat"
+	uplinkVarXlBtfCtState        = "xl_btf_ct_state"
 	uplinkVarXlBtfDir            = "xl_btf_dir"
 	uplinkVarXlBtfEpFlags        = "xl_btf_ep_flags"
 	uplinkVarXlBtfReason         = "xl_btf_reason"
@@ -123,17 +175,23 @@ type uplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkMapSpecs struct {
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
 }
 
 // uplinkVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkVariableSpecs struct {
+	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
 	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
@@ -159,20 +217,26 @@ func (o *uplinkObjects) Close() error {
 //
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkMaps struct {
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
 }
 
 func (m *uplinkMaps) Close() error {
 	return _UplinkClose(
+		m.XlaneConfig,
+		m.XlaneCt,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneL4csumScratch,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlanePublish,
 	)
 }
 
@@ -180,6 +244,9 @@ func (m *uplinkMaps) Close() error {
 //
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkVariables struct {
+	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
 	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`

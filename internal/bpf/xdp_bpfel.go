@@ -13,6 +13,36 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpCtKey struct {
+	_     structs.HostLayout
+	Saddr [16]uint8
+	Daddr [16]uint8
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type xdpCtScratch struct {
+	_     structs.HostLayout
+	Orig  xdpCtVal
+	Reply xdpCtVal
+	Rk    xdpCtKey
+}
+
+type xdpCtVal struct {
+	_       structs.HostLayout
+	Expires uint64
+	Packets uint64
+	Bytes   uint64
+	NatAddr [16]uint8
+	NatPort uint16
+	Dir     uint8
+	State   uint8
+	Nat     uint8
+	Pad     [3]uint8
+}
+
 type xdpEndpointKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -59,17 +89,47 @@ type xdpNeighVal struct {
 	Pad uint16
 }
 
+type xdpPublishKey struct {
+	_      structs.HostLayout
+	Port   uint16
+	Proto  uint8
+	Family uint8
+}
+
+type xdpPublishVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
+type xdpXlConfig struct {
+	_             structs.HostLayout
+	UplinkIfindex uint32
+	NatPortMin    uint16
+	NatPortMax    uint16
+	UplinkV4      [16]uint8
+	UplinkV6      [16]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpMapXlaneConfig                  = "xlane_config"
+	xdpMapXlaneCt                      = "xlane_ct"
+	xdpMapXlaneCtScratch               = "xlane_ct_scratch"
 	xdpMapXlaneDevmap                  = "xlane_devmap"
 	xdpMapXlaneEndpoints               = "xlane_endpoints"
 	xdpMapXlaneL4csumScratch           = "xlane_l4csum_scratch"
 	xdpMapXlaneMetrics                 = "xlane_metrics"
 	xdpMapXlaneNeigh                   = "xlane_neigh"
+	xdpMapXlanePublish                 = "xlane_publish"
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
+	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
+	xdpVarXlBtfCtNat                   = "xl_btf_ct_nat"
+	xdpVarXlBtfCtState                 = "xl_btf_ct_state"
 	xdpVarXlBtfDir                     = "xl_btf_dir"
 	xdpVarXlBtfEpFlags                 = "xl_btf_ep_flags"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
@@ -125,17 +185,24 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
 }
 
 // xdpVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
+	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
 	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
@@ -161,20 +228,28 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
 }
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
+		m.XlaneConfig,
+		m.XlaneCt,
+		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneL4csumScratch,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlanePublish,
 	)
 }
 
@@ -182,6 +257,9 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
+	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
 	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`

@@ -72,6 +72,9 @@ On any failure nothing is left behind: no veth, no address lease.`,
 				return err
 			}
 			return e.print(ep, func(w *tabwriter.Writer) {
+				if len(ep.Ports) > 0 {
+					fmt.Fprintf(w, "published:\t%s\n", joinAny(ep.Ports))
+				}
 				fmt.Fprintf(w, "id:\t%s\nnetwork:\t%s (mode %s)\nstate:\t%s\nnetns:\t%s\nifname:\t%s (mac %s)\nhost ifname:\t%s (mac %s)\npeer ifname:\t%s\nips:\t%s\nsent:\t%d packets, %d bytes\nreceived:\t%d packets, %d bytes\n",
 					ep.ID, ep.Network, ep.Mode, ep.State, ep.Netns, ep.IfName, ep.MAC, ep.HostIf, ep.HostMAC, ep.PeerIf,
 					joinAny(ep.IPs), ep.Sent.Packets, ep.Sent.Bytes, ep.Received.Packets, ep.Received.Bytes)
@@ -107,7 +110,38 @@ On any failure nothing is left behind: no veth, no address lease.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(add, ls, inspect, rm)
+	var ports []string
+	publish := &cobra.Command{
+		Use:   "publish ID --port NODEPORT:PORT[/tcp|udp]...",
+		Short: "Publish endpoint ports on the node's address (DNAT)",
+		Long: `Make PORT of the endpoint reachable as NODEPORT on the node's uplink
+address, from outside and from other containers, like docker run -p. Needs a
+BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
+		Example: `  xlane endpoint publish web --port 8080:80/tcp --port 5353:53/udp`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ep, err := e.client().PublishPorts(cmd.Context(), args[0], ports, false)
+			if err != nil {
+				return err
+			}
+			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
+		},
+	}
+	publish.Flags().StringSliceVar(&ports, "port", nil, "NODEPORT:PORT[/tcp|udp] (repeatable)")
+	unpublish := &cobra.Command{
+		Use:   "unpublish ID --port NODEPORT[:PORT][/tcp|udp]...",
+		Short: "Withdraw published ports (withdrawing a missing one succeeds)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ep, err := e.client().PublishPorts(cmd.Context(), args[0], ports, true)
+			if err != nil {
+				return err
+			}
+			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
+		},
+	}
+	unpublish.Flags().StringSliceVar(&ports, "port", nil, "NODEPORT[:PORT][/tcp|udp] (repeatable)")
+	cmd.AddCommand(add, ls, inspect, publish, unpublish, rm)
 	return cmd
 }
 

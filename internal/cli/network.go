@@ -39,6 +39,13 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
 	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest here, now tc), tc, kernel, xdp or xdp-generic")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
+	masq := true
+	create.Flags().BoolVar(&masq, "masquerade", true, "SNAT traffic leaving through the uplink to the node's address (--masquerade=false: route container addresses as they are)")
+	create.PreRun = func(cmd *cobra.Command, _ []string) {
+		if cmd.Flags().Changed("masquerade") {
+			req.Masquerade = &masq
+		}
+	}
 
 	ls := &cobra.Command{
 		Use:     "ls",

@@ -39,6 +39,12 @@ type Config struct {
 	Uplink string
 	// UplinkTakeover lets xlane replace an XDP program it did not attach.
 	UplinkTakeover bool
+	// CTSize is the conntrack table's size (0: bpf.DefaultCTSize).
+	CTSize uint32
+	// NATPorts is masquerade's source-port range, "MIN-MAX" ("" default).
+	NATPorts string
+	// GCInterval is how often expired conntrack entries are collected.
+	GCInterval time.Duration
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -51,6 +57,8 @@ type Daemon struct {
 	dpErr error
 
 	done chan struct{} // closed by Close: stops background work
+	node datapath.NodeConfig
+	ct   ctCounters
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -68,7 +76,14 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, store: st, done: make(chan struct{})}
-	d.dp, d.dpErr = datapath.Open(cfg.PinDir)
+	if cfg.NATPorts == "" {
+		cfg.NATPorts = DefaultNATPorts
+	}
+	if cfg.GCInterval == 0 {
+		cfg.GCInterval = 10 * time.Second
+	}
+	d.cfg = cfg
+	d.dp, d.dpErr = datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize})
 	if d.dpErr != nil {
 		d.log.Warn("BPF datapath unavailable; only kernel mode works", "err", d.dpErr)
 	}
@@ -83,10 +98,15 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	if d.dp != nil {
+		if err := d.setupNode(); err != nil {
+			d.Close()
+			return nil, err
+		}
 		if err := d.syncNeighbours(d.done); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("mirror neighbours: %w", err)
 		}
+		go d.gcLoop(cfg.GCInterval, d.done)
 	}
 	return d, nil
 }
@@ -143,7 +163,15 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err != nil {
 		return nil, err
 	}
-	n := &model.Network{Name: req.Name, Mode: mode, ModeRequested: requested, ModeReason: why, MTU: req.MTU, Created: time.Now().UTC()}
+	n := &model.Network{Name: req.Name, Mode: mode, ModeRequested: requested, ModeReason: why, MTU: req.MTU,
+		Masquerade: natSupported(mode, true) == nil, Created: time.Now().UTC()}
+	if req.Masquerade != nil {
+		n.Masquerade = *req.Masquerade
+	}
+	if err := natSupported(n.Mode, n.Masquerade); err != nil {
+		return nil, err
+	}
+	n.Internal = req.Internal
 	if len(req.Subnets) == 0 {
 		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
 	}
@@ -259,6 +287,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := netconf.EnsureNetwork(n); err != nil {
 			return err
 		}
+		if err := netconf.EnsureInternal(n); err != nil {
+			return err
+		}
 		if err := d.step("network-applied"); err != nil {
 			return err
 		}
@@ -266,7 +297,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := netconf.DeleteNetwork(n); uerr != nil {
+			if uerr := errors.Join(netconf.DeleteInternal(n), netconf.DeleteNetwork(n)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -309,6 +340,9 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		if err := d.removeEndpoint(&eps[i], n); err != nil {
 			return err
 		}
+	}
+	if err := netconf.DeleteInternal(n); err != nil {
+		return err
 	}
 	if err := netconf.DeleteNetwork(n); err != nil {
 		return err
@@ -419,6 +453,16 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	if err != nil {
 		return nil, err
 	}
+	if err := natSupported(mode, n.Masquerade); err != nil {
+		return nil, err
+	}
+	for _, e := range eps {
+		if len(e.Ports) > 0 {
+			if err := natSupported(mode, true); err != nil {
+				return nil, fmt.Errorf("endpoint %s publishes ports: %w", e.ID, err)
+			}
+		}
+	}
 	old := *n
 	n.Mode, n.ModeRequested, n.ModeReason = mode, requested, why
 	for i := range eps {
@@ -508,6 +552,14 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		}
 		e.IPs = append(e.IPs, a.Unmap())
 	}
+	if req.MAC != "" {
+		// Kept in e.MAC until applyEndpoint gives it to the veth peer.
+		mac, err := net.ParseMAC(req.MAC)
+		if err != nil || len(mac) != 6 || mac[0]&1 != 0 || [6]byte(mac) == [6]byte{} {
+			return nil, nil, model.Fieldf("mac", "%q: not a unicast Ethernet address", req.MAC)
+		}
+		e.MAC = mac.String()
+	}
 	e.HostIf, e.PeerIf = hostIfNames(e.ID)
 	return e, n, nil
 }
@@ -549,9 +601,15 @@ func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
 
 // applyEndpoint makes the kernel match e. Idempotent.
 func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
+	wantMAC := e.MAC // asked for by the runtime, or recorded
 	host, err := netconf.EnsureVeth(e, n.MTU)
 	if err != nil {
 		return err
+	}
+	if wantMAC != "" && wantMAC != e.MAC {
+		if err := netconf.SetPeerMAC(e, wantMAC); err != nil {
+			return err
+		}
 	}
 	if err := d.step("veth-created"); err != nil {
 		return err
@@ -567,6 +625,11 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := netconf.ConfigureHost(e, host); err != nil {
 		return err
 	}
+	if e.VethOnly() {
+		if err := netconf.ConfigureOnLink(e, n, host); err != nil {
+			return err
+		}
+	}
 	return d.programEndpoint(e, n, host)
 }
 
@@ -581,6 +644,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 			if err := d.dp.DeleteEndpoint(a); err != nil {
 				return err
 			}
+		}
+		if err := d.syncPorts(portEntries(e), nil); err != nil {
+			return err
 		}
 		return d.dp.Detach(e.HostIf, host.Attrs().Index)
 	}
@@ -609,6 +675,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	// peer's NAPI are in place; the flag comes last.
 	put := func(target bool) error {
 		val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr, n.MTU, target)
+		if n.Masquerade {
+			val.Flags |= bpf.EPFlagMasquerade
+		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -623,6 +692,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		return err
 	}
 	if err := d.dp.Attach(e.HostIf, host.Attrs().Index, n.Mode); err != nil {
+		return err
+	}
+	if err := d.syncPorts(nil, portEntries(e)); err != nil {
 		return err
 	}
 	if target {
@@ -640,6 +712,7 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 			ifindex = host.Attrs().Index
 		}
 		errs = append(errs, d.dp.Detach(e.HostIf, ifindex))
+		errs = append(errs, d.syncPorts(portEntries(e), nil))
 		for _, a := range e.IPs {
 			errs = append(errs, d.dp.DeleteEndpoint(a))
 		}

@@ -3,12 +3,14 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"net/netip"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -50,7 +52,12 @@ func (d *Daemon) Reconcile() error {
 		if err := netconf.EnsureNetwork(n); err != nil {
 			errs = append(errs, err)
 		}
+		if err := netconf.EnsureInternal(n); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	errs = append(errs, netconf.PruneInternal(nets))
+	var wantPorts []datapath.Port
 	tcDevs := map[string]bool{}
 	tcAddrs := map[netip.Addr]bool{}
 	for i := range eps {
@@ -62,6 +69,7 @@ func (d *Daemon) Reconcile() error {
 		}
 		keepDev[e.HostIf], keepDev[e.PeerIf] = true, true
 		if n.Mode.BPF() {
+			wantPorts = append(wantPorts, portEntries(e)...)
 			tcDevs[e.HostIf] = true
 			for _, a := range e.IPs {
 				tcAddrs[a] = true
@@ -81,6 +89,15 @@ func (d *Daemon) Reconcile() error {
 		}
 	}
 	errs = append(errs, d.removeStale(keepDev, tcDevs, tcAddrs))
+	if d.dp != nil {
+		have, err := d.dp.PublishedPorts()
+		errs = append(errs, err)
+		for _, p := range have {
+			if !slices.Contains(wantPorts, p) {
+				errs = append(errs, d.dp.DeletePort(p))
+			}
+		}
+	}
 	d.log.Info("reconciled", "networks", len(nets), "endpoints", len(eps))
 	return errors.Join(errs...)
 }

@@ -30,11 +30,11 @@ type BPF struct {
 
 // Open loads the programs and adopts (or creates) the maps pinned under
 // pinDir/maps.
-func Open(pinDir string) (*BPF, error) {
+func Open(pinDir string, o bpf.Options) (*BPF, error) {
 	if err := ensureBPFFS(pinDir); err != nil {
 		return nil, err
 	}
-	objs, err := bpf.Load(filepath.Join(pinDir, "maps"))
+	objs, err := bpf.Load(filepath.Join(pinDir, "maps"), o)
 	if err != nil {
 		return nil, err
 	}
@@ -102,15 +102,17 @@ var (
 )
 
 // hooksFor lists what a mode attaches. The tcx egress hook counts what
-// Linux delivers to the endpoint in every BPF mode.
+// Linux delivers to the endpoint in every BPF mode; in the XDP modes the
+// tcx ingress program handles what XDP passes on (NAT flows, and the
+// rest as in tc mode).
 func hooksFor(mode model.Mode) []hook {
 	switch mode {
 	case model.ModeTC:
 		return []hook{hookTCIngress, hookTCEgress}
 	case model.ModeXDP:
-		return []hook{hookXDP, hookTCEgress}
+		return []hook{hookXDP, hookTCIngress, hookTCEgress}
 	case model.ModeXDPGeneric:
-		return []hook{hookXDPGeneric, hookTCEgress}
+		return []hook{hookXDPGeneric, hookTCIngress, hookTCEgress}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -61,11 +63,21 @@ type Network struct {
 	Mode     Mode           `json:"mode"`     // the mode in force, never auto
 	// ModeRequested is what the network asked for (auto or a mode), and
 	// ModeReason why Mode was chosen when it was auto.
-	ModeRequested Mode      `json:"mode_requested,omitempty"`
-	ModeReason    string    `json:"mode_reason,omitempty"`
-	MTU           int       `json:"mtu"`
-	Device        string    `json:"device"` // holds the gateway addresses
-	Created       time.Time `json:"created"`
+	ModeRequested Mode   `json:"mode_requested,omitempty"`
+	ModeReason    string `json:"mode_reason,omitempty"`
+	MTU           int    `json:"mtu"`
+	// Masquerade: traffic leaving through the uplink gets the node's
+	// address (SNAT), as Docker's bridge does. On unless turned off.
+	Masquerade bool   `json:"masquerade"`
+	Device     string `json:"device"` // holds the gateway addresses
+	// DeviceType is the endpoints' device pair (veth, netkit, netkit-l2),
+	// never auto; empty in records older than device types: veth.
+	DeviceType DeviceType `json:"device_type,omitempty"`
+	// Internal: the node routes nothing between the network's subnets and
+	// anywhere else (policy rules); its endpoints reach each other and the
+	// node only. Docker's --internal.
+	Internal bool      `json:"internal,omitempty"`
+	Created  time.Time `json:"created"`
 }
 
 // Subnet4 returns the network's IPv4 subnet and gateway, if any.
@@ -89,14 +101,47 @@ type Endpoint struct {
 	Network string `json:"network"`
 	// Netns is the container's network namespace path; empty for a
 	// veth-only endpoint whose runtime moves the interface itself.
-	Netns   string       `json:"netns,omitempty"`
-	IfName  string       `json:"ifname"`      // name inside the container
-	HostIf  string       `json:"host_ifname"` // host-side veth
-	PeerIf  string       `json:"peer_ifname"` // container side before it is moved
-	MAC     string       `json:"mac"`         // container-side MAC
-	HostMAC string       `json:"host_mac"`    // host-side MAC (the gateway MAC)
-	IPs     []netip.Addr `json:"ips"`
-	Created time.Time    `json:"created"`
+	Netns   string        `json:"netns,omitempty"`
+	IfName  string        `json:"ifname"`      // name inside the container
+	HostIf  string        `json:"host_ifname"` // host-side veth
+	PeerIf  string        `json:"peer_ifname"` // container side before it is moved
+	MAC     string        `json:"mac"`         // container-side MAC
+	HostMAC string        `json:"host_mac"`    // host-side MAC (the gateway MAC)
+	IPs     []netip.Addr  `json:"ips"`
+	Ports   []PortMapping `json:"ports,omitempty"` // published ports
+	Created time.Time     `json:"created"`
+}
+
+// PortMapping publishes an endpoint's port on the node's address.
+type PortMapping struct {
+	Proto    string `json:"proto"` // tcp or udp
+	NodePort uint16 `json:"node_port"`
+	Port     uint16 `json:"port"`
+}
+
+func (p PortMapping) String() string { return fmt.Sprintf("%d:%d/%s", p.NodePort, p.Port, p.Proto) }
+
+// ParsePortMapping reads NODEPORT:PORT[/tcp|udp] (or PORT, same on both).
+func ParsePortMapping(s string) (PortMapping, error) {
+	pm := PortMapping{Proto: "tcp"}
+	spec, proto, ok := strings.Cut(s, "/")
+	if ok {
+		if proto != "tcp" && proto != "udp" {
+			return pm, Fieldf("port", "%q: protocol %q is not tcp or udp", s, proto)
+		}
+		pm.Proto = proto
+	}
+	node, cport, ok := strings.Cut(spec, ":")
+	if !ok {
+		cport = node
+	}
+	np, err1 := strconv.ParseUint(node, 10, 16)
+	cp, err2 := strconv.ParseUint(cport, 10, 16)
+	if err1 != nil || err2 != nil || np == 0 || cp == 0 {
+		return pm, Fieldf("port", "%q: want NODEPORT:PORT[/tcp|udp] with ports 1-65535", s)
+	}
+	pm.NodePort, pm.Port = uint16(np), uint16(cp)
+	return pm, nil
 }
 
 // VethOnly reports whether the runtime, not xlane, moves and configures the

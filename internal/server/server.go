@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,6 +95,31 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	})
 	route("DELETE "+api.PathEndpoints+"/{id}", http.StatusNoContent, func(r *http.Request) (any, error) {
 		return nil, d.RemoveEndpoint(r.PathValue("id"))
+	})
+	ports := func(withdraw bool) func(r *http.Request) (any, error) {
+		return func(r *http.Request) (any, error) {
+			var req api.PortsUpdate
+			if err := decode(r, &req); err != nil {
+				return nil, err
+			}
+			if _, err := d.PublishPorts(r.PathValue("id"), req, withdraw); err != nil {
+				return nil, err
+			}
+			return d.Endpoint(r.PathValue("id"))
+		}
+	}
+	route("POST "+api.PathEndpoints+"/{id}/ports", http.StatusOK, ports(false))
+	route("DELETE "+api.PathEndpoints+"/{id}/ports", http.StatusOK, ports(true))
+	route("GET "+api.PathConntrack, http.StatusOK, func(r *http.Request) (any, error) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		return d.Flows(limit)
+	})
+	route("DELETE "+api.PathConntrack, http.StatusOK, func(r *http.Request) (any, error) {
+		n, err := d.FlushFlows()
+		return map[string]int{"deleted": n}, err
+	})
+	route("GET "+api.PathConntrack+"/stats", http.StatusOK, func(r *http.Request) (any, error) {
+		return d.CTStats()
 	})
 	route("GET "+api.PathStatus, http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Status()

@@ -118,10 +118,15 @@ func newNode(t *testing.T, opts ...nodeOpt) *node {
 	n.socket = filepath.Join(n.dir, "xlane.sock")
 	n.pinDir = "/sys/fs/bpf/xle-" + suffix()
 	t.Cleanup(func() {
-		n.stop(syscall.SIGKILL)
-		os.RemoveAll(n.pinDir)
+		defer os.RemoveAll(n.pinDir)
+		defer n.stop(syscall.SIGKILL)
 		if t.Failed() {
 			t.Logf("xlaned log:\n%s", n.log)
+			if n.cmd != nil {
+				st, _, _ := n.xlane("status")
+				eps, _, _ := n.xlane("endpoint", "ls", "-o", "json")
+				t.Logf("xlane status:\n%s\nendpoints:\n%s", st, eps)
+			}
 		}
 	})
 	n.start()
@@ -133,14 +138,17 @@ func (n *node) start() {
 	if n.log == nil {
 		n.log = &bytes.Buffer{}
 	}
+	// No Docker driver unless a test asks for one (a later flag wins): the
+	// default socket is the machine's /run/docker/plugins.
 	args := append([]string{filepath.Join(binDir, "xlaned"),
-		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}, n.flags...)
+		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir,
+		"--docker-plugin-socket="}, n.flags...)
 	n.cmd = inNS(n.netns, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatalf("start xlaned: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := n.client().Status(context.Background()); err == nil {
 			return
@@ -206,14 +214,26 @@ func transfer(t *testing.T, from, to string, dst netip.Addr, size int64) {
 // waits for it and fails the test on any error or mismatch.
 func startTransfer(t *testing.T, from, to string, dst netip.Addr, size, rate int64) (wait func()) {
 	t.Helper()
+	return startTransferVia(t, from, to, netip.AddrPortFrom(dst, 0), netip.AddrPort{}, size, rate)
+}
+
+// transferVia is transfer with the listener on listen (in to) and the
+// client dialing dial (in from), e.g. a published port that DNATs to it.
+func transferVia(t *testing.T, from, to string, listen, dial netip.AddrPort, size int64) {
+	t.Helper()
+	startTransferVia(t, from, to, listen, dial, size, 0)()
+}
+
+func startTransferVia(t *testing.T, from, to string, listen, dial netip.AddrPort, size, rate int64) (wait func()) {
+	t.Helper()
 	var ln net.Listener
 	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
 		var err error
-		ln, err = net.Listen("tcp", netip.AddrPortFrom(dst, 0).String())
+		ln, err = net.Listen("tcp", listen.String())
 		return err
 	})
 	if err != nil {
-		t.Fatalf("listen on %s in %s: %v", dst, to, err)
+		t.Fatalf("listen on %s in %s: %v", listen, to, err)
 	}
 	type result struct {
 		sum [32]byte
@@ -239,7 +259,11 @@ func startTransfer(t *testing.T, from, to string, dst netip.Addr, size, rate int
 	var conn net.Conn
 	err = ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
 		var err error
-		conn, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		target := ln.Addr().String()
+		if dial.IsValid() {
+			target = dial.String()
+		}
+		conn, err = net.DialTimeout("tcp", target, 5*time.Second)
 		return err
 	})
 	if err != nil {
@@ -280,7 +304,7 @@ func startTransfer(t *testing.T, from, to string, dst netip.Addr, size, rate int
 			t.Fatalf("receive on %s: %v", ln.Addr(), r.err)
 		}
 		if r.n != size || !bytes.Equal(r.sum[:], h.Sum(nil)) {
-			t.Fatalf("transfer %s -> %s: received %d bytes sha256 %x, sent %d bytes sha256 %x", from, dst, r.n, r.sum, size, h.Sum(nil))
+			t.Fatalf("transfer %s -> %s: received %d bytes sha256 %x, sent %d bytes sha256 %x", from, ln.Addr(), r.n, r.sum, size, h.Sum(nil))
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 // arrives whole (SHA-256), and each mode's programs really were in place.
 func TestModeSwitchUnderLoad(t *testing.T) {
 	n := newNode(t)
-	n.mustXlane(nil, "network", "create", "sw", "--subnet", "10.84.0.0/24", "--subnet", "fd00:84::/64", "--mode", "tc")
+	n.mustXlane(nil, "network", "create", "sw", "--subnet", "10.84.0.0/24", "--subnet", "fd00:84::/64", "--mode", "tc", "--masquerade=false")
 	a, b := newNetns(t, "c"), newNetns(t, "c")
 	var ea, eb api.EndpointInfo
 	n.mustXlane(&ea, "endpoint", "add", "sw", "--netns", a)

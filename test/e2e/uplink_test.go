@@ -17,6 +17,12 @@ import (
 // The outside routes the container subnets to the node. GRO on out0 gives
 // it the NAPI that XDP_REDIRECT into up0 needs (a NIC does not).
 func withOutside(out *string, mtu string) nodeOpt {
+	return withOutsideRoutes(out, mtu, true)
+}
+
+// withOutsideRoutes is withOutside; without routes the outside cannot
+// reach container addresses, only the node's (masquerade).
+func withOutsideRoutes(out *string, mtu string, routes bool) nodeOpt {
 	return func(n *node) {
 		t := n.t
 		*out = newNetns(t, "out")
@@ -36,11 +42,13 @@ func withOutside(out *string, mtu string) nodeOpt {
 			{"ip", "addr", "add", "2001:db8:83::1/64", "dev", "out0", "nodad"},
 			{"ip", "link", "set", "out0", "up"},
 			{"ip", "link", "set", "lo", "up"},
-			{"ip", "route", "add", "10.83.0.0/24", "via", "192.0.2.2"},
-			{"ip", "-6", "route", "add", "fd00:83::/64", "via", "2001:db8:83::2"},
 			{"ethtool", "-K", "out0", "gro", "on"},
 		} {
 			runIn(t, *out, c...)
+		}
+		if routes {
+			runIn(t, *out, "ip", "route", "add", "10.83.0.0/24", "via", "192.0.2.2")
+			runIn(t, *out, "ip", "-6", "route", "add", "fd00:83::/64", "via", "2001:db8:83::2")
 		}
 		n.flags = append(n.flags, "--uplink", "up0")
 	}
@@ -51,7 +59,8 @@ func TestUplink(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			var out string
 			n := newNode(t, withOutside(&out, "1500"))
-			n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", mode)
+			// The outside routes the container subnets back: no NAT.
+			n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", mode, "--masquerade=false")
 			c := newNetns(t, "c")
 			var ep api.EndpointInfo
 			n.mustXlane(&ep, "endpoint", "add", "up", "--netns", c)

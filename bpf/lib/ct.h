@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * ct.h - connection tracking. A flow is two entries in xlane_ct, one per
+ * direction, each keyed by the tuple its packets carry (after the other
+ * direction's NAT), like Linux's original and reply tuples. Each entry
+ * knows its partner's key (ct_partner), so either direction finds both.
+ *
+ * Every hit moves the deadline (per-hit last-seen); the daemon's GC deletes
+ * entries past their deadline plus a grace period, so a flow that is still
+ * sending is never collected.
+ */
+#ifndef XLANE_CT_H
+#define XLANE_CT_H
+
+#include <bpf/bpf_helpers.h>
+#include "abi.h"
+#include "maps.h"
+#include "l4.h"
+
+#define NSEC 1000000000ULL
+#define CT_TIMEOUT_TCP_SYN	(60 * NSEC)
+#define CT_TIMEOUT_TCP_EST	(6 * 3600 * NSEC)
+#define CT_TIMEOUT_TCP_CLOSE	(10 * NSEC)
+#define CT_TIMEOUT_UDP		(30 * NSEC)
+#define CT_TIMEOUT_UDP_EST	(180 * NSEC)
+#define CT_TIMEOUT_ICMP		(30 * NSEC)
+
+static __always_inline void ct_key_init(struct ct_key *k, const struct pkt *p,
+					const struct l4 *l4)
+{
+	__builtin_memcpy(k->saddr, p->src.addr, 16);
+	__builtin_memcpy(k->daddr, p->dst.addr, 16);
+	k->sport = l4->sport;
+	k->dport = l4->dport;
+	k->proto = l4->proto;
+}
+
+/* ct_partner computes the key of the other direction's entry. */
+static __always_inline void ct_partner(const struct ct_key *k, const struct ct_val *v,
+				       struct ct_key *out)
+{
+	out->proto = k->proto;
+	switch (v->nat) {
+	case CT_NAT_SRC:	/* we leave as nat: the partner is sent to nat */
+		__builtin_memcpy(out->saddr, k->daddr, 16);
+		__builtin_memcpy(out->daddr, v->nat_addr, 16);
+		out->sport = k->dport;
+		out->dport = v->nat_port;
+		break;
+	case CT_NAT_DST:	/* we go on to nat: the partner comes from nat */
+		__builtin_memcpy(out->saddr, v->nat_addr, 16);
+		__builtin_memcpy(out->daddr, k->saddr, 16);
+		out->sport = v->nat_port;
+		out->dport = k->sport;
+		break;
+	default:
+		__builtin_memcpy(out->saddr, k->daddr, 16);
+		__builtin_memcpy(out->daddr, k->saddr, 16);
+		out->sport = k->dport;
+		out->dport = k->sport;
+	}
+	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6) {
+		/* Echo keys carry the identifier in sport both ways. */
+		if (!out->sport)
+			out->sport = out->dport;
+		out->dport = 0;
+	}
+}
+
+static __always_inline __u64 ct_timeout(__u8 proto, __u8 state)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		if (state == CT_ESTABLISHED)
+			return CT_TIMEOUT_TCP_EST;
+		return state == CT_NEW ? CT_TIMEOUT_TCP_SYN : CT_TIMEOUT_TCP_CLOSE;
+	case IPPROTO_UDP:
+		return state == CT_ESTABLISHED ? CT_TIMEOUT_UDP_EST : CT_TIMEOUT_UDP;
+	}
+	return CT_TIMEOUT_ICMP;
+}
+
+/* ct_next_state is the TCP state machine, simplified the way conntrack
+ * helpers for a forwarding plane usually are: what matters is when a flow
+ * may be forgotten. */
+static __always_inline __u8 ct_next_state(__u8 state, __u8 dir, const struct l4 *l4)
+{
+	if (l4->proto != IPPROTO_TCP)
+		return dir == CT_DIR_REPLY ? CT_ESTABLISHED : state;
+	if (l4->tcp_flags & TCP_FLAG_RST)
+		return CT_CLOSED;
+	if (l4->tcp_flags & TCP_FLAG_FIN)
+		return state == CT_CLOSING ? CT_CLOSED : CT_CLOSING;
+	if (state == CT_NEW && dir == CT_DIR_REPLY && (l4->tcp_flags & TCP_FLAG_ACK))
+		return CT_ESTABLISHED;
+	return state;
+}
+
+/* ct_hit accounts a packet of len bytes to entry v (found under key k) and
+ * moves the flow's state and deadline, in both entries. */
+static __always_inline void ct_hit(const struct ct_key *k, struct ct_val *v,
+				   const struct l4 *l4, __u32 len)
+{
+	struct ct_key pk = {};
+	struct ct_val *pv;
+	__u64 now = bpf_ktime_get_ns();
+	__u8 state;
+
+	__sync_fetch_and_add(&v->packets, 1);
+	__sync_fetch_and_add(&v->bytes, len);
+	ct_partner(k, v, &pk);
+	pv = bpf_map_lookup_elem(&xlane_ct, &pk);
+	state = ct_next_state(v->state, v->dir, l4);
+	v->state = state;
+	v->expires = now + ct_timeout(l4->proto, state);
+	if (pv) {
+		pv->state = state;
+		pv->expires = v->expires;
+	}
+}
+
+/* The two values and the partner key of a flow being created: 184 bytes
+ * that would not fit the 512-byte BPF stack beside the rest. */
+struct ct_scratch {
+	struct ct_val orig;
+	struct ct_val reply;
+	struct ct_key rk;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct ct_scratch);
+	__uint(max_entries, 1);
+} xlane_ct_scratch SEC(".maps");
+
+/* ct_scratch_get returns this CPU's zeroed scratch. */
+static __always_inline struct ct_scratch *ct_scratch_get(void)
+{
+	__u32 zero = 0;
+	struct ct_scratch *sc = bpf_map_lookup_elem(&xlane_ct_scratch, &zero);
+
+	if (sc)
+		__builtin_memset(sc, 0, sizeof(*sc));
+	return sc;
+}
+
+/*
+ * ct_create inserts both entries of a new flow seen in direction ORIG with
+ * key k: sc->orig is what to do to ORIG packets, sc->reply its partner's
+ * value (nat fields filled in by the caller). Returns 0, -EEXIST when the
+ * reply key is taken (the caller tries another NAT port), or another
+ * negative error (-E2BIG: the table is full).
+ */
+static __always_inline long ct_create(const struct ct_key *k, struct ct_scratch *sc,
+				      const struct l4 *l4)
+{
+	__u64 now = bpf_ktime_get_ns();
+	long err;
+
+	sc->orig.dir = CT_DIR_ORIG;
+	sc->reply.dir = CT_DIR_REPLY;
+	sc->orig.state = sc->reply.state = CT_NEW;
+	sc->orig.expires = sc->reply.expires = now + ct_timeout(l4->proto, CT_NEW);
+	ct_partner(k, &sc->orig, &sc->rk);
+	err = bpf_map_update_elem(&xlane_ct, &sc->rk, &sc->reply, BPF_NOEXIST);
+	if (err)
+		return err;
+	err = bpf_map_update_elem(&xlane_ct, k, &sc->orig, BPF_NOEXIST);
+	if (err)
+		bpf_map_delete_elem(&xlane_ct, &sc->rk);
+	return err;
+}
+
+#endif /* XLANE_CT_H */

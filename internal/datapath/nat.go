@@ -1,0 +1,237 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
+)
+
+// NodeConfig is what the datapath needs to know about the node.
+type NodeConfig struct {
+	UplinkIfindex int
+	// Masquerade addresses (usually the uplink's first global addresses);
+	// an invalid one disables masquerade for that family.
+	MasqV4, MasqV6 netip.Addr
+	// NATPorts is the inclusive source-port range masquerade allocates
+	// from; it must not overlap the node's ip_local_port_range.
+	NATPortMin, NATPortMax uint16
+}
+
+// SetConfig writes xlane_config.
+func (d *BPF) SetConfig(c NodeConfig) error {
+	v := bpf.Config{UplinkIfindex: uint32(c.UplinkIfindex), NatPortMin: c.NATPortMin, NatPortMax: c.NATPortMax}
+	if c.MasqV4.IsValid() {
+		v.UplinkV4 = c.MasqV4.As16()
+	}
+	if c.MasqV6.IsValid() {
+		v.UplinkV6 = c.MasqV6.As16()
+	}
+	zero := uint32(0)
+	if err := d.objs.Config().Put(&zero, &v); err != nil {
+		return fmt.Errorf("write datapath config: %w", err)
+	}
+	return nil
+}
+
+const uplinkTCSuffix = "uplinktc"
+
+// AttachUplinkTC attaches the uplink's tcx ingress program (reverse NAT,
+// published ports), adopting a pinned link of its own.
+func (d *BPF) AttachUplinkTC(ifname string, ifindex int) error {
+	return d.attachHook(ifname, ifindex, hook{uplinkTCSuffix, "tcx", ebpf.AttachTCXIngress, 0, (*bpf.Objects).TCFromUplink})
+}
+
+// DetachUplinkTC removes it (missing is fine).
+func (d *BPF) DetachUplinkTC(ifname string) error {
+	return d.detachHook(ifname, hook{suffix: uplinkTCSuffix})
+}
+
+// Port is a published port: node port -> endpoint address and port.
+type Port struct {
+	Proto    uint8 // unix.IPPROTO_TCP or IPPROTO_UDP
+	NodePort uint16
+	Addr     netip.Addr
+	Port     uint16
+}
+
+func publishKey(p Port) bpf.PublishKey {
+	fam := uint8(6)
+	if p.Addr.Is4() {
+		fam = 4
+	}
+	return bpf.PublishKey{Port: htons(p.NodePort), Proto: p.Proto, Family: fam}
+}
+
+// PutPort publishes p.
+func (d *BPF) PutPort(p Port) error {
+	k := publishKey(p)
+	v := bpf.PublishVal{Addr: p.Addr.As16(), Port: htons(p.Port)}
+	return d.objs.Publish().Put(&k, &v)
+}
+
+// DeletePort withdraws p. Missing is fine.
+func (d *BPF) DeletePort(p Port) error {
+	k := publishKey(p)
+	if err := d.objs.Publish().Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// PublishedPorts lists what xlane_publish holds.
+func (d *BPF) PublishedPorts() ([]Port, error) {
+	var (
+		k   bpf.PublishKey
+		v   bpf.PublishVal
+		out []Port
+	)
+	it := d.objs.Publish().Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, Port{Proto: k.Proto, NodePort: ntohs(k.Port), Addr: netip.AddrFrom16(v.Addr).Unmap(), Port: ntohs(v.Port)})
+	}
+	return out, it.Err()
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+func ntohs(v uint16) uint16 { return htons(v) }
+
+// Flow is one conntrack entry (one direction of a flow).
+type Flow struct {
+	Proto            uint8
+	Src, Dst         netip.AddrPort
+	Reply            bool   // the entry of the reply direction
+	State            string // new, established, closing, closed
+	NAT              string // "", "snat" or "dnat"
+	NATTo            netip.AddrPort
+	Packets, Bytes   uint64
+	ExpiresInSeconds int64
+}
+
+var stateNames = map[bpf.CTState]string{0: "new", 1: "established", 2: "closing", 3: "closed"}
+
+// monotonicNow is bpf_ktime_get_ns()'s clock.
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// Flows lists up to limit conntrack entries (0: all).
+func (d *BPF) Flows(limit int) ([]Flow, error) {
+	var (
+		k   bpf.CTKey
+		v   bpf.CTVal
+		out []Flow
+	)
+	now := monotonicNow()
+	it := d.objs.CT().Iterate()
+	for it.Next(&k, &v) {
+		f := Flow{
+			Proto:   k.Proto,
+			Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
+			Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
+			Reply:   v.Dir == uint8(bpf.CTDirReply),
+			State:   stateNames[bpf.CTState(v.State)],
+			Packets: v.Packets, Bytes: v.Bytes,
+			ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
+		}
+		switch bpf.CTNat(v.Nat) {
+		case bpf.CTNatSrc:
+			f.NAT = "snat"
+		case bpf.CTNatDst:
+			f.NAT = "dnat"
+		}
+		if f.NAT != "" {
+			f.NATTo = netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort))
+		}
+		out = append(out, f)
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out, it.Err()
+}
+
+// CTStats summarises the table.
+type CTStats struct {
+	Entries    int    `json:"entries"`
+	MaxEntries uint32 `json:"max_entries"`
+	Expired    int    `json:"expired"`
+	// BytesPerEntry is key + value + the kernel's per-element overhead
+	// of a hash map (struct htab_elem, rounded), what one entry costs.
+	BytesPerEntry int `json:"bytes_per_entry"`
+}
+
+// CTStats counts entries and expired ones.
+func (d *BPF) CTStats() (CTStats, error) {
+	st := CTStats{MaxEntries: d.objs.CT().MaxEntries()}
+	var (
+		k bpf.CTKey
+		v bpf.CTVal
+	)
+	st.BytesPerEntry = ctEntryBytes(d.objs.CT())
+	now := monotonicNow()
+	it := d.objs.CT().Iterate()
+	for it.Next(&k, &v) {
+		st.Entries++
+		if v.Expires < now {
+			st.Expired++
+		}
+	}
+	return st, it.Err()
+}
+
+// ctEntryBytes estimates a hash map element's size: htab_elem header
+// (hash node, hash, padding: 48 bytes on 64-bit) + key and value each
+// rounded up to 8 bytes, as kernel/bpf/hashtab.c lays them out.
+func ctEntryBytes(m *ebpf.Map) int {
+	round := func(n uint32) int { return int((n + 7) &^ 7) }
+	return 48 + round(m.KeySize()) + round(m.ValueSize())
+}
+
+// FlushCT deletes every conntrack entry.
+func (d *BPF) FlushCT() (int, error) {
+	return d.deleteCT(func(bpf.CTVal) bool { return true })
+}
+
+// GCCT deletes entries whose deadline passed more than grace ago: a flow
+// that is still sending moves its deadline on every packet and is never
+// collected; one idle past its timeout is gone within grace + the GC
+// interval.
+func (d *BPF) GCCT(graceNanos uint64) (int, error) {
+	now := monotonicNow()
+	return d.deleteCT(func(v bpf.CTVal) bool { return v.Expires+graceNanos < now })
+}
+
+func (d *BPF) deleteCT(match func(bpf.CTVal) bool) (int, error) {
+	var (
+		k    bpf.CTKey
+		v    bpf.CTVal
+		keys []bpf.CTKey
+	)
+	it := d.objs.CT().Iterate()
+	for it.Next(&k, &v) {
+		if match(v) {
+			keys = append(keys, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("iterate conntrack: %w", err)
+	}
+	n := 0
+	for i := range keys {
+		err := d.objs.CT().Delete(&keys[i])
+		if err == nil {
+			n++
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("delete conntrack entry: %w", err)
+		}
+	}
+	return n, nil
+}
+
