@@ -302,4 +302,3 @@ func (d *Daemon) CTStats() (*api.CTStats, error) {
 	}
 	return out, nil
 }
-

@@ -3,8 +3,8 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"

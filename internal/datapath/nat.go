@@ -234,4 +234,3 @@ func (d *BPF) deleteCT(match func(bpf.CTVal) bool) (int, error) {
 	}
 	return n, nil
 }
-

@@ -12,7 +12,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
-//	 c1, c2 --- node [xlaned --uplink up0] up0 192.0.2.2 ==== 192.0.2.1 outside
+//	c1, c2 --- node [xlaned --uplink up0] up0 192.0.2.2 ==== 192.0.2.1 outside
 //
 // The outside has no route to the container subnets: only masquerade lets
 // containers reach it, and only published ports let it reach containers.
