@@ -155,7 +155,8 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 	}
 	rc = ct_publish(skb, p, &l4, &k, cfg, reason);
 	if (rc)
-		return rc > 0 ? EP_CONTINUE : (*reason == XL_DROP_MALFORMED ? EP_DROP : EP_PASS);
+		return rc > 0 ? EP_CONTINUE :
+		       (*reason == XL_DROP_MALFORMED || *reason == XL_DROP_NO_BACKEND) ? EP_DROP : EP_PASS;
 	if (masq) {
 		switch (uplink_route(skb, p, cfg)) {
 		case ROUTE_UPLINK:

@@ -79,7 +79,7 @@ static __always_inline int from_uplink(struct __sk_buff *skb, enum xl_reason *re
 	if (rc > 0)
 		return deliver(skb, &p, reason, dst_ifindex);
 	if (rc < 0)
-		return *reason == XL_DROP_MALFORMED ? TC_ACT_SHOT : XL_TC_PASS;
+		return (*reason == XL_DROP_MALFORMED || *reason == XL_DROP_NO_BACKEND) ? TC_ACT_SHOT : XL_TC_PASS;
 	*reason = XL_PASS_NOT_FWDED;
 	return XL_TC_PASS;
 }

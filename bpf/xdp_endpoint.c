@@ -166,10 +166,15 @@ static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p
 	struct l4 l4 = {};
 
 	if (parse_l4((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &l4) == L4_OK) {
+		struct service_key sk = { .port = l4.dport, .proto = l4.proto };
+
 		ct_key_init(&k, p, &l4);
 		v = bpf_map_lookup_elem(&xlane_ct, &k);
 		if (v)
 			return v->nat != CT_NAT_NONE;
+		__builtin_memcpy(sk.addr, k.daddr, 16);
+		if (bpf_map_lookup_elem(&xlane_services, &sk))
+			return 1;	/* a new flow to a VIP: the tc program balances */
 	}
 	return src && (src->flags & XL_EP_MASQUERADE) && !ep_local(p);
 }

@@ -32,6 +32,7 @@ enum xl_reason {
 				 * checksum layout XDP does not complete */
 	XL_PASS_TOO_BIG,	/* XDP: larger than the egress MTU (a GSO
 				 * packet under generic XDP): Linux segments it */
+	XL_DROP_NO_BACKEND,	/* a service VIP with no active backend */
 	XL_PASS_TO_TC,		/* XDP: the flow needs NAT, which the tc
 				 * program on the same device does */
 	XL_PASS_UNTRACKED,	/* needs NAT but cannot be tracked (IPv6
@@ -173,6 +174,43 @@ struct publish_val {
 };
 
 /*
+ * Services (L4 load balancer). xlane_services: key = VIP, port, protocol;
+ * value = the service. xlane_maglev: service id -> an array of
+ * maglev_size slots, each a backend index. xlane_backends: (service id,
+ * index) -> backend. Written by the daemon; read by the datapath on the
+ * first packet of a flow to a VIP, after which conntrack pins the flow to
+ * its backend (removing a backend from the table never moves an
+ * established flow).
+ */
+struct service_key {
+	__u8 addr[16];		/* VIP, IPv4 as ::ffff:a.b.c.d */
+	__u16 port;		/* network order */
+	__u8 proto;
+	__u8 pad;
+};
+
+enum service_flags {
+	SVC_AFFINITY = 1,	/* hash the client address only (ClientIP) */
+};
+
+struct service_val {
+	__u32 id;
+	__u32 maglev_size;	/* slots in its xlane_maglev array */
+	__u32 flags;		/* enum service_flags */
+};
+
+struct backend_key {
+	__u32 service;
+	__u32 index;
+};
+
+struct backend_val {
+	__u8 addr[16];
+	__u16 port;		/* network order */
+	__u16 pad;
+};
+
+/*
  * xlane_metrics: key = (endpoint host ifindex, reason, direction),
  * value = packets and bytes, per CPU. Written by the datapath, read and
  * pruned by the daemon.
@@ -197,6 +235,7 @@ struct metrics_val {
 	const enum xl_ep_flags *xl_btf_ep_flags __attribute__((unused)); \
 	const enum ct_dir *xl_btf_ct_dir __attribute__((unused)); \
 	const enum ct_state *xl_btf_ct_state __attribute__((unused)); \
-	const enum ct_nat *xl_btf_ct_nat __attribute__((unused))
+	const enum ct_nat *xl_btf_ct_nat __attribute__((unused)); \
+	const enum service_flags *xl_btf_service_flags __attribute__((unused))
 
 #endif /* XLANE_ABI_H */

@@ -94,6 +94,48 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_publish SEC(".maps");
 
+#define XL_MAX_SERVICES 65536
+#define XL_MAGLEV_MAX	65521	/* largest table size the daemon uses */
+
+/* key: VIP, port, proto; value: service id, table size, flags.
+ * Written by the daemon; read by the datapath on new flows. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct service_key);
+	__type(value, struct service_val);
+	__uint(max_entries, XL_MAX_SERVICES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_services SEC(".maps");
+
+/* key: service id; value: an array of slots (backend indices), built by
+ * the daemon with Maglev (internal/maglev) and swapped whole on change. */
+struct maglev_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XL_MAGLEV_MAX);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, XL_MAX_SERVICES);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct maglev_inner);
+} xlane_maglev SEC(".maps");
+
+/* key: (service id, backend index); value: backend address and port.
+ * Written by the daemon; read by the datapath on new flows. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct backend_key);
+	__type(value, struct backend_val);
+	__uint(max_entries, XL_MAX_SERVICES * 4);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_backends SEC(".maps");
+
 static __always_inline struct xl_config *xl_config(void)
 {
 	__u32 zero = 0;

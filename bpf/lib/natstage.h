@@ -19,6 +19,7 @@
 #include "nat.h"
 #include "fib.h"
 #include "endpoint.h"
+#include "lb.h"
 
 #define NAT_PORT_TRIES 16
 
@@ -95,31 +96,60 @@ static __always_inline enum ep_step ct_translate(struct __sk_buff *skb, struct p
 	return EP_CONTINUE;
 }
 
-/* ct_publish creates a DNAT flow to a published port if p is addressed to
- * one. Returns 1 if it did (p translated), 0 if p is not for a published
- * port, -1 on failure (*reason set). */
+/* ct_dnat_target finds where a new flow's destination translates to: a
+ * published port on the node's address, or a service VIP's backend.
+ * Returns 1 with *to filled, 0 if neither, -1 for a VIP without backends. */
+static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *l4,
+					  const struct ct_key *k, const struct xl_config *cfg,
+					  struct backend_val *to)
+{
+	const __u8 *na = node_addr(cfg, p);
+
+	if (na && addr_eq(k->daddr, na) && !l4->icmp_echo) {
+		struct publish_key pk = { .port = l4->dport, .proto = l4->proto, .family = p->ip4 ? 4 : 6 };
+		const struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
+
+		if (!pv)
+			return 0;
+		__builtin_memcpy(to->addr, pv->addr, 16);
+		to->port = pv->port;
+		return 1;
+	}
+	switch (lb_select(k, l4, to)) {
+	case LB_BACKEND:
+		return 1;
+	case LB_NO_BACKEND:
+		return -1;
+	default:
+		return 0;
+	}
+}
+
+/* ct_publish creates a DNAT flow if p is addressed to a published port or
+ * a service VIP. Returns 1 if it did (p translated), 0 if p is for
+ * neither, -1 on failure or a VIP without backends (*reason set). */
 static __always_inline int ct_publish(struct __sk_buff *skb, struct pkt *p, struct l4 *l4,
 				      const struct ct_key *k, const struct xl_config *cfg,
 				      enum xl_reason *reason)
 {
-	struct publish_key pk = { .port = l4->dport, .proto = l4->proto, .family = p->ip4 ? 4 : 6 };
-	const struct publish_val *pv;
-	const __u8 *na = node_addr(cfg, p);
+	struct backend_val to = {};
 	struct ct_scratch *sc;
+	int rc;
 
-	if (!na || !addr_eq(k->daddr, na) || l4->icmp_echo)
-		return 0;
-	pv = bpf_map_lookup_elem(&xlane_publish, &pk);
-	if (!pv)
-		return 0;
+	rc = ct_dnat_target(p, l4, k, cfg, &to);
+	if (rc <= 0) {
+		if (rc < 0)
+			*reason = XL_DROP_NO_BACKEND;
+		return rc;
+	}
 	sc = ct_scratch_get();
 	if (!sc) {
 		*reason = XL_PASS_CT_FULL;
 		return -1;
 	}
 	sc->orig.nat = CT_NAT_DST;
-	__builtin_memcpy(sc->orig.nat_addr, pv->addr, 16);
-	sc->orig.nat_port = pv->port;
+	__builtin_memcpy(sc->orig.nat_addr, to.addr, 16);
+	sc->orig.nat_port = to.port;
 	sc->reply.nat = CT_NAT_SRC;
 	__builtin_memcpy(sc->reply.nat_addr, k->daddr, 16);
 	sc->reply.nat_port = k->dport;

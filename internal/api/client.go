@@ -186,6 +186,35 @@ func (c *Client) CTStats(ctx context.Context) (*CTStats, error) {
 	return &out, c.do(ctx, http.MethodGet, PathConntrack+"/stats", nil, &out)
 }
 
+// CreateService creates a load-balanced VIP.
+func (c *Client) CreateService(ctx context.Context, req ServiceCreate) (*model.Service, error) {
+	var out model.Service
+	return &out, c.do(ctx, http.MethodPost, PathServices, req, &out)
+}
+
+// UpdateService replaces a service's backends.
+func (c *Client) UpdateService(ctx context.Context, name string, req ServiceUpdate) (*model.Service, error) {
+	var out model.Service
+	return &out, c.do(ctx, http.MethodPatch, PathServices+"/"+url.PathEscape(name), req, &out)
+}
+
+// Services lists services.
+func (c *Client) Services(ctx context.Context) ([]model.Service, error) {
+	var out []model.Service
+	return out, c.do(ctx, http.MethodGet, PathServices, nil, &out)
+}
+
+// Service returns one service.
+func (c *Client) Service(ctx context.Context, name string) (*model.Service, error) {
+	var out model.Service
+	return &out, c.do(ctx, http.MethodGet, PathServices+"/"+url.PathEscape(name), nil, &out)
+}
+
+// DeleteService removes a service; removing a missing one succeeds.
+func (c *Client) DeleteService(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, PathServices+"/"+url.PathEscape(name), nil, nil)
+}
+
 // Status returns the daemon's status.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var out Status

@@ -13,6 +13,7 @@ const (
 	PathEndpoints = "/v1/endpoints"
 	PathStatus    = "/v1/status"
 	PathConntrack = "/v1/conntrack"
+	PathServices  = "/v1/services"
 )
 
 // NetworkCreate is the body of POST /v1/networks. Addresses are strings so
@@ -27,12 +28,30 @@ type NetworkCreate struct {
 	Masquerade *bool `json:"masquerade,omitempty"`
 	// Internal networks reach nothing beyond their subnets and the node.
 	Internal bool `json:"internal,omitempty"`
+	// Device is the endpoints' device pair: auto (default), veth, netkit
+	// or netkit-l2.
+	Device string `json:"device,omitempty"`
 }
 
 // NetworkUpdate is the body of PATCH /v1/networks/{name}. Empty fields are
 // left as they are.
 type NetworkUpdate struct {
 	Mode string `json:"mode,omitempty"`
+}
+
+// ServiceCreate is the body of POST /v1/services.
+type ServiceCreate struct {
+	Name     string   `json:"name"`
+	VIP      string   `json:"vip"`      // IP:PORT[/tcp|udp]
+	Backends []string `json:"backends"` // IP:PORT[@WEIGHT], weight 0 drains
+	Affinity bool     `json:"affinity,omitempty"`
+}
+
+// ServiceUpdate is the body of PATCH /v1/services/{name}: the new backend
+// set (backends left out are removed, weight 0 drains).
+type ServiceUpdate struct {
+	Backends []string `json:"backends"`
+	Affinity *bool    `json:"affinity,omitempty"`
 }
 
 // PortsUpdate is the body of POST and DELETE /v1/endpoints/{id}/ports:
@@ -132,6 +151,8 @@ type Status struct {
 	PinDir    string          `json:"pin_dir"`
 	Uplink    string          `json:"uplink,omitempty"`
 	Modes     []ModeStatus    `json:"modes"`
+	Kernel    string          `json:"kernel,omitempty"`
+	Features  []Feature       `json:"features,omitempty"` // probed at start (api/kernel.go)
 	Networks  int             `json:"networks"`
 	Endpoints int             `json:"endpoints"`
 	Counters  []ReasonCounter `json:"counters,omitempty"`

@@ -38,6 +38,10 @@ type (
 	PublishKey = tcPublishKey
 	PublishVal = tcPublishVal
 	CTState    = tcCtState
+	ServiceKey = tcServiceKey
+	ServiceVal = tcServiceVal
+	BackendKey = tcBackendKey
+	BackendVal = tcBackendVal
 	CTNat      = tcCtNat
 )
 
@@ -49,6 +53,7 @@ const (
 	CTNatDst         = tcCtNatCT_NAT_DST
 	CTEstablished    = tcCtStateCT_ESTABLISHED
 	EPFlagMasquerade = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
+	SvcAffinity      = uint32(tcServiceFlagsSVC_AFFINITY)
 )
 
 // DefaultCTSize is xlane_ct's size unless the daemon is told otherwise.
@@ -60,6 +65,7 @@ type Objects struct {
 	xdp          xdpExtra
 	fromUplink   *ebpf.Program // XDP on the uplink (uplink collection)
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
+	xdpErr       error         // why the XDP programs did not load (compat.go)
 }
 
 // xdpExtra is what the xdp collection adds to the tc one.
@@ -90,7 +96,14 @@ type Options struct {
 	// CTSize is xlane_ct's max_entries (0: DefaultCTSize). A pinned table
 	// of another size is refused: resizing drops every tracked flow.
 	CTSize uint32
+	// MaglevSize is the slots of every service's Maglev table, a prime
+	// (0: DefaultMaglevSize).
+	MaglevSize uint32
 }
+
+// DefaultMaglevSize keeps 10,000 services at ~40 MB of tables while
+// spreading within 1 % over up to ~100 backends (internal/maglev tests).
+const DefaultMaglevSize = 1021
 
 // Load loads the programs. Maps are pinned in pinDir (created if needed),
 // reusing maps already pinned there. An empty pinDir loads unpinned maps,
@@ -103,6 +116,11 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	if len(o) > 0 && o[0].CTSize != 0 {
 		spec.Maps["xlane_ct"].MaxEntries = o[0].CTSize
 	}
+	msize := uint32(DefaultMaglevSize)
+	if len(o) > 0 && o[0].MaglevSize != 0 {
+		msize = o[0].MaglevSize
+	}
+	spec.Maps["xlane_maglev"].InnerMap.MaxEntries = msize
 	opts := &ebpf.CollectionOptions{}
 	if pinDir != "" {
 		if err := os.MkdirAll(pinDir, 0o700); err != nil {
@@ -126,11 +144,12 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	// The other collections share every map of the tc one.
 	xopts := objs.shareWith(xspec)
 	if err := xspec.LoadAndAssign(&objs.xdp, xopts); err != nil {
-		objs.tcObjects.Close()
-		return nil, fmt.Errorf("load xdp programs: %w", err)
+		// Older verifiers refuse the XDP programs (Debian's 6.1 does): the
+		// XDP modes are unavailable there (XDPErr), the rest works.
+		objs.xdpErr = fmt.Errorf("load xdp programs: %w", err)
 	}
 	uspec, err := loadUplink()
-	if err == nil {
+	if err == nil && objs.xdpErr == nil {
 		var up struct {
 			Prog *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
 		}
@@ -169,6 +188,9 @@ func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
 		"xlane_ct":        o.XlaneCt,
 		"xlane_config":    o.XlaneConfig,
 		"xlane_publish":   o.XlanePublish,
+		"xlane_services":  o.XlaneServices,
+		"xlane_maglev":    o.XlaneMaglev,
+		"xlane_backends":  o.XlaneBackends,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	for name, m := range shared {
@@ -199,6 +221,20 @@ func (o *Objects) Config() *ebpf.Map { return o.XlaneConfig }
 
 // Publish is the xlane_publish map.
 func (o *Objects) Publish() *ebpf.Map { return o.XlanePublish }
+
+// Services is the xlane_services map.
+func (o *Objects) Services() *ebpf.Map { return o.XlaneServices }
+
+// Maglev is the xlane_maglev hash of maps.
+func (o *Objects) Maglev() *ebpf.Map { return o.XlaneMaglev }
+
+// Backends is the xlane_backends map.
+func (o *Objects) Backends() *ebpf.Map { return o.XlaneBackends }
+
+// MaglevInnerSpec is the spec of one service's slot array.
+func MaglevInnerSpec(size uint32) *ebpf.MapSpec {
+	return &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: size}
+}
 
 // Devmap is the xlane_devmap map.
 func (o *Objects) Devmap() *ebpf.Map { return o.XlaneDevmap }

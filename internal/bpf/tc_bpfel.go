@@ -13,6 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcBackendKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Index   uint32
+}
+
+type tcBackendVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type tcCtDir uint32
 
 const (
@@ -122,6 +135,27 @@ type tcPublishVal struct {
 	Pad  uint16
 }
 
+type tcServiceFlags uint32
+
+const (
+	tcServiceFlagsSVC_AFFINITY tcServiceFlags = 1
+)
+
+type tcServiceKey struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
+type tcServiceVal struct {
+	_          structs.HostLayout
+	Id         uint32
+	MaglevSize uint32
+	Flags      uint32
+}
+
 type tcXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -159,29 +193,33 @@ const (
 	tcXlReasonXL_PASS_NO_NEIGH   tcXlReason = 8
 	tcXlReasonXL_PASS_NO_TARGET  tcXlReason = 9
 	tcXlReasonXL_PASS_TOO_BIG    tcXlReason = 10
-	tcXlReasonXL_PASS_TO_TC      tcXlReason = 11
-	tcXlReasonXL_PASS_UNTRACKED  tcXlReason = 12
-	tcXlReasonXL_PASS_CT_FULL    tcXlReason = 13
-	tcXlReasonXL_PASS_NAT_PORTS  tcXlReason = 14
-	tcXlReasonXL_DELIVER         tcXlReason = 15
-	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 16
-	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 17
-	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 18
-	tcXlReasonXL_REASON_MAX      tcXlReason = 19
+	tcXlReasonXL_DROP_NO_BACKEND tcXlReason = 11
+	tcXlReasonXL_PASS_TO_TC      tcXlReason = 12
+	tcXlReasonXL_PASS_UNTRACKED  tcXlReason = 13
+	tcXlReasonXL_PASS_CT_FULL    tcXlReason = 14
+	tcXlReasonXL_PASS_NAT_PORTS  tcXlReason = 15
+	tcXlReasonXL_DELIVER         tcXlReason = 16
+	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 17
+	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 18
+	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 19
+	tcXlReasonXL_REASON_MAX      tcXlReason = 20
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	tcMapXlaneBackends      = "xlane_backends"
 	tcMapXlaneConfig        = "xlane_config"
 	tcMapXlaneCt            = "xlane_ct"
 	tcMapXlaneCtScratch     = "xlane_ct_scratch"
 	tcMapXlaneDevmap        = "xlane_devmap"
 	tcMapXlaneEndpoints     = "xlane_endpoints"
+	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
 	tcMapXlaneNeigh         = "xlane_neigh"
 	tcMapXlanePublish       = "xlane_publish"
+	tcMapXlaneServices      = "xlane_services"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
@@ -190,6 +228,7 @@ const (
 	tcVarXlBtfDir           = "xl_btf_dir"
 	tcVarXlBtfEpFlags       = "xl_btf_ep_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
+	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 )
 
 // loadTc returns the embedded CollectionSpec for tc.
@@ -242,26 +281,30 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
+	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcVariableSpecs struct {
-	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
 
 // tcObjects contains all objects after they have been loaded into the kernel.
@@ -284,26 +327,32 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
+	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *tcMaps) Close() error {
 	return _TcClose(
+		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
 		m.XlanePublish,
+		m.XlaneServices,
 	)
 }
 
@@ -311,12 +360,13 @@ func (m *tcMaps) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcVariables struct {
-	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }
 
 // tcPrograms contains all programs after they have been loaded into the kernel.

@@ -13,6 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcuplinkBackendKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Index   uint32
+}
+
+type tcuplinkBackendVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type tcuplinkCtKey struct {
 	_     structs.HostLayout
 	Saddr [16]uint8
@@ -98,6 +111,21 @@ type tcuplinkPublishVal struct {
 	Pad  uint16
 }
 
+type tcuplinkServiceKey struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
+type tcuplinkServiceVal struct {
+	_          structs.HostLayout
+	Id         uint32
+	MaglevSize uint32
+	Flags      uint32
+}
+
 type tcuplinkXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -111,21 +139,25 @@ type tcuplinkXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	tcuplinkMapXlaneConfig      = "xlane_config"
-	tcuplinkMapXlaneCt          = "xlane_ct"
-	tcuplinkMapXlaneCtScratch   = "xlane_ct_scratch"
-	tcuplinkMapXlaneDevmap      = "xlane_devmap"
-	tcuplinkMapXlaneEndpoints   = "xlane_endpoints"
-	tcuplinkMapXlaneMetrics     = "xlane_metrics"
-	tcuplinkMapXlaneNeigh       = "xlane_neigh"
-	tcuplinkMapXlanePublish     = "xlane_publish"
-	tcuplinkProgXlaneFromUplink = "xlane_from_uplink"
-	tcuplinkVarXlBtfCtDir       = "xl_btf_ct_dir"
-	tcuplinkVarXlBtfCtNat       = "xl_btf_ct_nat"
-	tcuplinkVarXlBtfCtState     = "xl_btf_ct_state"
-	tcuplinkVarXlBtfDir         = "xl_btf_dir"
-	tcuplinkVarXlBtfEpFlags     = "xl_btf_ep_flags"
-	tcuplinkVarXlBtfReason      = "xl_btf_reason"
+	tcuplinkMapXlaneBackends     = "xlane_backends"
+	tcuplinkMapXlaneConfig       = "xlane_config"
+	tcuplinkMapXlaneCt           = "xlane_ct"
+	tcuplinkMapXlaneCtScratch    = "xlane_ct_scratch"
+	tcuplinkMapXlaneDevmap       = "xlane_devmap"
+	tcuplinkMapXlaneEndpoints    = "xlane_endpoints"
+	tcuplinkMapXlaneMaglev       = "xlane_maglev"
+	tcuplinkMapXlaneMetrics      = "xlane_metrics"
+	tcuplinkMapXlaneNeigh        = "xlane_neigh"
+	tcuplinkMapXlanePublish      = "xlane_publish"
+	tcuplinkMapXlaneServices     = "xlane_services"
+	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
+	tcuplinkVarXlBtfCtDir        = "xl_btf_ct_dir"
+	tcuplinkVarXlBtfCtNat        = "xl_btf_ct_nat"
+	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
+	tcuplinkVarXlBtfDir          = "xl_btf_dir"
+	tcuplinkVarXlBtfEpFlags      = "xl_btf_ep_flags"
+	tcuplinkVarXlBtfReason       = "xl_btf_reason"
+	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
 )
 
 // loadTcuplink returns the embedded CollectionSpec for tcuplink.
@@ -177,26 +209,30 @@ type tcuplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkMapSpecs struct {
+	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkVariableSpecs struct {
-	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
 
 // tcuplinkObjects contains all objects after they have been loaded into the kernel.
@@ -219,26 +255,32 @@ func (o *tcuplinkObjects) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkMaps struct {
+	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *tcuplinkMaps) Close() error {
 	return _TcuplinkClose(
+		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
 		m.XlanePublish,
+		m.XlaneServices,
 	)
 }
 
@@ -246,12 +288,13 @@ func (m *tcuplinkMaps) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkVariables struct {
-	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }
 
 // tcuplinkPrograms contains all programs after they have been loaded into the kernel.

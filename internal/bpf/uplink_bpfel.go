@@ -13,6 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type uplinkBackendKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Index   uint32
+}
+
+type uplinkBackendVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type uplinkCtKey struct {
 	_     structs.HostLayout
 	Saddr [16]uint8
@@ -96,6 +109,21 @@ type uplinkPublishVal struct {
 	Pad  uint16
 }
 
+type uplinkServiceKey struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
+type uplinkServiceVal struct {
+	_          structs.HostLayout
+	Id         uint32
+	MaglevSize uint32
+	Flags      uint32
+}
+
 type uplinkXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -109,14 +137,17 @@ type uplinkXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	uplinkMapXlaneBackends       = "xlane_backends"
 	uplinkMapXlaneConfig         = "xlane_config"
 	uplinkMapXlaneCt             = "xlane_ct"
 	uplinkMapXlaneDevmap         = "xlane_devmap"
 	uplinkMapXlaneEndpoints      = "xlane_endpoints"
 	uplinkMapXlaneL4csumScratch  = "xlane_l4csum_scratch"
+	uplinkMapXlaneMaglev         = "xlane_maglev"
 	uplinkMapXlaneMetrics        = "xlane_metrics"
 	uplinkMapXlaneNeigh          = "xlane_neigh"
 	uplinkMapXlanePublish        = "xlane_publish"
+	uplinkMapXlaneServices       = "xlane_services"
 	uplinkProgXlaneXdpFromUplink = "xlane_xdp_from_uplink"
 	uplinkVarXlBtfCtDir          = "xl_btf_ct_dir"
 	uplinkVarXlBtfCtNat          = "xl_btf_ct_nat"
@@ -124,6 +155,7 @@ const (
 	uplinkVarXlBtfDir            = "xl_btf_dir"
 	uplinkVarXlBtfEpFlags        = "xl_btf_ep_flags"
 	uplinkVarXlBtfReason         = "xl_btf_reason"
+	uplinkVarXlBtfServiceFlags   = "xl_btf_service_flags"
 )
 
 // loadUplink returns the embedded CollectionSpec for uplink.
@@ -175,26 +207,30 @@ type uplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkMapSpecs struct {
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // uplinkVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkVariableSpecs struct {
-	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
 
 // uplinkObjects contains all objects after they have been loaded into the kernel.
@@ -217,26 +253,32 @@ func (o *uplinkObjects) Close() error {
 //
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkMaps struct {
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *uplinkMaps) Close() error {
 	return _UplinkClose(
+		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneL4csumScratch,
+		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
 		m.XlanePublish,
+		m.XlaneServices,
 	)
 }
 
@@ -244,12 +286,13 @@ func (m *uplinkMaps) Close() error {
 //
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkVariables struct {
-	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }
 
 // uplinkPrograms contains all programs after they have been loaded into the kernel.

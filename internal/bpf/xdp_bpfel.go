@@ -13,6 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpBackendKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Index   uint32
+}
+
+type xdpBackendVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type xdpCtKey struct {
 	_     structs.HostLayout
 	Saddr [16]uint8
@@ -103,6 +116,21 @@ type xdpPublishVal struct {
 	Pad  uint16
 }
 
+type xdpServiceKey struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
+type xdpServiceVal struct {
+	_          structs.HostLayout
+	Id         uint32
+	MaglevSize uint32
+	Flags      uint32
+}
+
 type xdpXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -116,15 +144,18 @@ type xdpXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpMapXlaneBackends                = "xlane_backends"
 	xdpMapXlaneConfig                  = "xlane_config"
 	xdpMapXlaneCt                      = "xlane_ct"
 	xdpMapXlaneCtScratch               = "xlane_ct_scratch"
 	xdpMapXlaneDevmap                  = "xlane_devmap"
 	xdpMapXlaneEndpoints               = "xlane_endpoints"
 	xdpMapXlaneL4csumScratch           = "xlane_l4csum_scratch"
+	xdpMapXlaneMaglev                  = "xlane_maglev"
 	xdpMapXlaneMetrics                 = "xlane_metrics"
 	xdpMapXlaneNeigh                   = "xlane_neigh"
 	xdpMapXlanePublish                 = "xlane_publish"
+	xdpMapXlaneServices                = "xlane_services"
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
 	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
@@ -133,6 +164,7 @@ const (
 	xdpVarXlBtfDir                     = "xl_btf_dir"
 	xdpVarXlBtfEpFlags                 = "xl_btf_ep_flags"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
+	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -185,27 +217,31 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // xdpVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
-	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -228,28 +264,34 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
+		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneL4csumScratch,
+		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
 		m.XlanePublish,
+		m.XlaneServices,
 	)
 }
 
@@ -257,12 +299,13 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
-	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.

@@ -24,7 +24,8 @@ func networkCmd(e *env) *cobra.Command {
 The gateway (default: the first address of each subnet) lives on the node,
 on a device named xlnet<ID>; endpoints route everything through it.`,
 		Example: `  xlane network create blue --subnet 10.10.0.0/24
-  xlane network create red --subnet 10.20.0.0/24 --subnet fd00:20::/64 --mode kernel --mtu 9000`,
+  xlane network create red --subnet 10.20.0.0/24 --subnet fd00:20::/64 --mode kernel --mtu 9000
+  xlane network create green --subnet 10.30.0.0/24 --device netkit   # Linux 6.7+: programs in the device`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
@@ -39,6 +40,7 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
 	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest here, now tc), tc, kernel, xdp or xdp-generic")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
+	create.Flags().StringVar(&req.Device, "device", "", "endpoint device pair: veth (default), netkit (L3, no ARP; Linux 6.7+), netkit-l2, or auto (netkit where the kernel has it and the mode can use it, else veth)")
 	masq := true
 	create.Flags().BoolVar(&masq, "masquerade", true, "SNAT traffic leaving through the uplink to the node's address (--masquerade=false: route container addresses as they are)")
 	create.PreRun = func(cmd *cobra.Command, _ []string) {
@@ -73,8 +75,8 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 				if n.ModeReason != "" {
 					fmt.Fprintf(w, "mode chosen:\t%s (asked for %s)\n", n.ModeReason, n.ModeRequested)
 				}
-				fmt.Fprintf(w, "name:\t%s\nid:\t%d\nmode:\t%s\nsubnets:\t%s\ngateways:\t%s\nmtu:\t%d\ndevice:\t%s\nendpoints:\t%d\ncreated:\t%s\n",
-					n.Name, n.ID, n.Mode, joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device, n.Endpoints, n.Created)
+				fmt.Fprintf(w, "name:\t%s\nid:\t%d\nmode:\t%s\nendpoint device:\t%s\nsubnets:\t%s\ngateways:\t%s\nmtu:\t%d\ndevice:\t%s\nendpoints:\t%d\ncreated:\t%s\n",
+					n.Name, n.ID, n.Mode, n.Devices(), joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device, n.Endpoints, n.Created)
 			})
 		},
 	}
@@ -118,8 +120,8 @@ removed, so established connections carry on.`,
 }
 
 func networkTable(w *tabwriter.Writer, nets []api.NetworkInfo) {
-	fmt.Fprintln(w, "NAME\tMODE\tSUBNETS\tGATEWAYS\tMTU\tENDPOINTS")
+	fmt.Fprintln(w, "NAME\tMODE\tDEVICE\tSUBNETS\tGATEWAYS\tMTU\tENDPOINTS")
 	for _, n := range nets {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", n.Name, n.Mode, joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Endpoints)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.Name, n.Mode, n.Devices(), joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Endpoints)
 	}
 }

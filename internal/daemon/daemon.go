@@ -19,6 +19,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/ipam"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -41,6 +42,8 @@ type Config struct {
 	UplinkTakeover bool
 	// CTSize is the conntrack table's size (0: bpf.DefaultCTSize).
 	CTSize uint32
+	// MaglevSize is every service's Maglev table size (0: default).
+	MaglevSize uint32
 	// NATPorts is masquerade's source-port range, "MIN-MAX" ("" default).
 	NATPorts string
 	// GCInterval is how often expired conntrack entries are collected.
@@ -55,6 +58,7 @@ type Daemon struct {
 	store *store.Store
 	dp    *datapath.BPF // nil when the BPF datapath cannot load here
 	dpErr error
+	feat  *features.Set // probed at start (kernel.go)
 
 	done chan struct{} // closed by Close: stops background work
 	node datapath.NodeConfig
@@ -83,10 +87,11 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.GCInterval = 10 * time.Second
 	}
 	d.cfg = cfg
-	d.dp, d.dpErr = datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize})
+	d.dp, d.dpErr = datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize})
 	if d.dpErr != nil {
 		d.log.Warn("BPF datapath unavailable; only kernel mode works", "err", d.dpErr)
 	}
+	d.probeKernel()
 	if err := d.Reconcile(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -101,6 +106,9 @@ func New(cfg Config) (*Daemon, error) {
 		if err := d.setupNode(); err != nil {
 			d.Close()
 			return nil, err
+		}
+		if err := d.reconcileServices(); err != nil {
+			d.log.Error("reconcile services", "err", err)
 		}
 		if err := d.syncNeighbours(d.done); err != nil {
 			d.Close()
@@ -172,6 +180,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	n.Internal = req.Internal
+	if err := d.resolveDevice(n, req.Device); err != nil {
+		return nil, err
+	}
 	if len(req.Subnets) == 0 {
 		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
 	}
@@ -409,10 +420,14 @@ func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
 	switch {
 	case m == model.ModeAuto && d.dp == nil:
 		return model.ModeKernel, "kernel: the BPF datapath does not load here (" + d.dpErr.Error() + ")", nil
+	case m == model.ModeAuto && d.modeMissing(AutoMode) != nil:
+		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
 		return AutoMode, autoReason, nil
 	case m.BPF() && d.dp == nil:
 		return "", "", fmt.Errorf("mode %s: %v: %w", m, d.dpErr, model.ErrUnavailable)
+	case m.BPF() && d.modeMissing(m) != nil:
+		return "", "", fmt.Errorf("mode %s: %v: %w", m, d.modeMissing(m), model.ErrUnavailable)
 	}
 	return m, "", nil
 }
@@ -451,6 +466,9 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	}
 	mode, why, err := d.resolveMode(requested)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.deviceAllowsMode(n, mode); err != nil {
 		return nil, err
 	}
 	if err := natSupported(mode, n.Masquerade); err != nil {
@@ -602,7 +620,7 @@ func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
 // applyEndpoint makes the kernel match e. Idempotent.
 func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 	wantMAC := e.MAC // asked for by the runtime, or recorded
-	host, err := netconf.EnsureVeth(e, n.MTU)
+	host, err := d.ensureDevice(e, n)
 	if err != nil {
 		return err
 	}
@@ -691,7 +709,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	if err := d.step("datapath-programmed"); err != nil {
 		return err
 	}
-	if err := d.dp.Attach(e.HostIf, host.Attrs().Index, n.Mode); err != nil {
+	if err := d.attachPrograms(e, n, host); err != nil {
 		return err
 	}
 	if err := d.syncPorts(nil, portEntries(e)); err != nil {
@@ -899,11 +917,8 @@ func (d *Daemon) pruneCounters() error {
 // Status reports what this node can do and what it is doing.
 func (d *Daemon) Status() (*api.Status, error) {
 	st := &api.Status{Version: Version, StatePath: d.cfg.StatePath, PinDir: d.cfg.PinDir, Uplink: d.cfg.Uplink}
-	tc := api.ModeStatus{Mode: model.ModeTC, Available: d.dp != nil}
-	if d.dpErr != nil {
-		tc.Reason = d.dpErr.Error()
-	}
-	st.Modes = []api.ModeStatus{tc, {Mode: model.ModeKernel, Available: true}}
+	st.Modes = d.modeStatuses()
+	d.kernelStatus(st)
 	err := d.store.View(func(tx *store.Tx) error {
 		nets, err := tx.Networks()
 		if err != nil {

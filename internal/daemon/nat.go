@@ -31,6 +31,15 @@ type ctCounters struct {
 	gcRuns, gcDeleted atomic.Uint64
 }
 
+// parseAddrPort reads IP:PORT ([v6]:PORT), unmapping IPv4.
+func parseAddrPort(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || ap.Port() == 0 {
+		return netip.AddrPort{}, fmt.Errorf("bad address and port %q", s)
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}
+
 // parsePortRange reads "MIN-MAX" and checks it against the node's
 // ephemeral range.
 func parsePortRange(s string) (uint16, uint16, error) {

@@ -24,8 +24,13 @@ var ErrNoTCX = errors.New("tc mode needs tcx links (Linux 6.6 or later)")
 
 // BPF is the tc datapath of one daemon instance.
 type BPF struct {
-	pinDir string
-	objs   *bpf.Objects
+	pinDir     string
+	objs       *bpf.Objects
+	maglevSize uint32
+	// legacyTC: tc mode attaches cls_bpf filters (no tcx); legacytc.go.
+	legacyTC bool
+	// nk: the netkit programs, loaded on first use; netkit.go.
+	nk *bpf.NetkitObjects
 }
 
 // Open loads the programs and adopts (or creates) the maps pinned under
@@ -42,7 +47,11 @@ func Open(pinDir string, o bpf.Options) (*BPF, error) {
 		objs.Close()
 		return nil, fmt.Errorf("create link pin dir: %w", err)
 	}
-	return &BPF{pinDir: pinDir, objs: objs}, nil
+	ms := o.MaglevSize
+	if ms == 0 {
+		ms = bpf.DefaultMaglevSize
+	}
+	return &BPF{pinDir: pinDir, objs: objs, maglevSize: ms}, nil
 }
 
 // bpffsRoot is where Linux conventionally mounts the BPF filesystem.
@@ -81,7 +90,12 @@ func ensureBPFFS(pinDir string) error {
 }
 
 // Close releases this process' references; pinned objects stay.
-func (d *BPF) Close() error { return d.objs.Close() }
+func (d *BPF) Close() error {
+	if d.nk != nil {
+		d.nk.Close()
+	}
+	return d.objs.Close()
+}
 
 // hook is one program attachment on a host veth. Its pin name says what it
 // is, so a restarted daemon knows what it adopts.
@@ -98,7 +112,7 @@ var (
 	hookTCEgress   = hook{"egress", "tcx", ebpf.AttachTCXEgress, 0, (*bpf.Objects).ToEndpoint}
 	hookXDP        = hook{"xdp", "xdp", 0, link.XDPDriverMode, (*bpf.Objects).XDPFromEndpoint}
 	hookXDPGeneric = hook{"xdpgeneric", "xdp", 0, link.XDPGenericMode, (*bpf.Objects).XDPGenericFromEndpoint}
-	allHooks       = []hook{hookXDP, hookXDPGeneric, hookTCIngress, hookTCEgress}
+	allHooks       = []hook{hookXDP, hookXDPGeneric, hookTCIngress, hookTCEgress, hookNetkitPeer, hookNetkitPrimary}
 )
 
 // hooksFor lists what a mode attaches. The tcx egress hook counts what
@@ -168,6 +182,9 @@ func (d *BPF) Attach(ifname string, ifindex int, mode model.Mode) error {
 func (d *BPF) attachHook(ifname string, ifindex int, h hook) error {
 	pin := d.linkPin(ifname, h.suffix)
 	prog := h.prog(d.objs)
+	if h.kind == "tcx" && d.legacyTC {
+		return d.attachClsact(ifname, ifindex, h, prog, pin)
+	}
 	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
 		if linkIfindex(l) == ifindex {
 			err := l.Update(prog)
@@ -219,6 +236,9 @@ func linkIfindex(l link.Link) int {
 
 func (d *BPF) detachHook(ifname string, h hook) error {
 	pin := d.linkPin(ifname, h.suffix)
+	if h.kind == "tcx" && d.legacyTC {
+		return d.detachClsact(ifname, h, pin)
+	}
 	l, err := link.LoadPinnedLink(pin, nil)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -260,7 +280,11 @@ func (d *BPF) Hooks(ifname string) []string {
 	var out []string
 	for _, h := range allHooks {
 		if _, err := os.Stat(d.linkPin(ifname, h.suffix)); err == nil {
-			out = append(out, h.kind+"/"+h.suffix)
+			kind := h.kind
+			if kind == "tcx" && d.legacyTC {
+				kind = "tc" // cls_bpf on clsact
+			}
+			out = append(out, kind+"/"+h.suffix)
 		}
 	}
 	return out

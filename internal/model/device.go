@@ -20,10 +20,12 @@ const (
 )
 
 // DeviceTypes lists the device types a network can ask for, default first.
-var DeviceTypes = []DeviceType{DeviceAuto, DeviceVeth, DeviceNetkit, DeviceNetkitL2}
+var DeviceTypes = []DeviceType{DeviceVeth, DeviceAuto, DeviceNetkit, DeviceNetkitL2}
 
-// DefaultDevice is the device type of a network created without --device.
-const DefaultDevice = DeviceAuto
+// DefaultDevice is the device type of a network created without --device:
+// veth, which every mode and kernel supports and a network can switch modes
+// on; netkit is asked for (or auto) explicitly.
+const DefaultDevice = DeviceVeth
 
 // ParseDeviceType validates a device type; "" is the default.
 func ParseDeviceType(s string) (DeviceType, error) {

@@ -180,3 +180,40 @@ func NotFoundf(format string, args ...any) error {
 func Conflictf(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrConflict)
 }
+
+// Service is an L4 load-balanced VIP.
+type Service struct {
+	Name     string         `json:"name"`
+	ID       uint32         `json:"id"`
+	VIP      netip.AddrPort `json:"vip"`
+	Proto    string         `json:"proto"` // tcp or udp
+	Affinity bool           `json:"affinity,omitempty"`
+	Backends []Backend      `json:"backends"`
+	Created  time.Time      `json:"created"`
+}
+
+// Backend is one service backend. Weight 0 drains it: no new flows, its
+// established ones run on until they close.
+type Backend struct {
+	Addr   netip.AddrPort `json:"addr"`
+	Weight uint32         `json:"weight"`
+}
+
+// ParseBackend reads IP:PORT[@WEIGHT] ([v6]:PORT for IPv6); weight 1.
+func ParseBackend(s string) (Backend, error) {
+	spec, w, hasW := strings.Cut(s, "@")
+	b := Backend{Weight: 1}
+	ap, err := netip.ParseAddrPort(spec)
+	if err != nil || ap.Port() == 0 {
+		return b, Fieldf("backend", "%q: want IP:PORT[@WEIGHT] (IPv6: [ADDR]:PORT)", s)
+	}
+	b.Addr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if hasW {
+		v, err := strconv.ParseUint(w, 10, 32)
+		if err != nil || v > 1000000 {
+			return b, Fieldf("backend", "%q: weight %q is not a number from 0 (drain) to 1000000", s, w)
+		}
+		b.Weight = uint32(v)
+	}
+	return b, nil
+}

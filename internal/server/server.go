@@ -121,6 +121,30 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("GET "+api.PathConntrack+"/stats", http.StatusOK, func(r *http.Request) (any, error) {
 		return d.CTStats()
 	})
+	route("POST "+api.PathServices, http.StatusCreated, func(r *http.Request) (any, error) {
+		var req api.ServiceCreate
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return d.CreateService(req)
+	})
+	route("GET "+api.PathServices, http.StatusOK, func(r *http.Request) (any, error) {
+		svcs, err := d.Services()
+		return orEmpty(svcs), err
+	})
+	route("GET "+api.PathServices+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
+		return d.Service(r.PathValue("name"))
+	})
+	route("PATCH "+api.PathServices+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.ServiceUpdate
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return d.UpdateService(r.PathValue("name"), req)
+	})
+	route("DELETE "+api.PathServices+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
+		return nil, d.DeleteService(r.PathValue("name"))
+	})
 	route("GET "+api.PathStatus, http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Status()
 	})

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+func serviceCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "service",
+		Aliases: []string{"svc"},
+		Short:   "Load-balance a VIP over backends (Maglev, in the datapath)",
+		Long: `A service is a VIP:PORT whose new flows the datapath spreads over backends
+with Maglev consistent hashing; conntrack keeps each flow on its backend, so
+changing the backends never moves an established connection. A backend with
+weight 0 is draining: no new flows, its established ones run on.`,
+	}
+	var req api.ServiceCreate
+	create := &cobra.Command{
+		Use:   "create NAME --vip IP:PORT[/tcp|udp] --backend IP:PORT[@WEIGHT]...",
+		Short: "Create a service",
+		Example: `  xlane service create web --vip 10.96.0.10:80/tcp --backend 10.10.0.2:8080 --backend 10.10.0.3:8080@2
+  xlane service create dns6 --vip [fd00:96::53]:53/udp --backend [fd00:10::5]:53 --affinity`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			s, err := e.client().CreateService(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return e.print(s, func(w *tabwriter.Writer) { serviceTable(w, []model.Service{*s}) })
+		},
+	}
+	create.Flags().StringVar(&req.VIP, "vip", "", "IP:PORT[/tcp|udp] (IPv6: [ADDR]:PORT)")
+	create.Flags().StringSliceVar(&req.Backends, "backend", nil, "IP:PORT[@WEIGHT] (repeatable; weight 0 drains)")
+	create.Flags().BoolVar(&req.Affinity, "affinity", false, "send a client's flows to one backend (hash the client address only)")
+
+	var upd api.ServiceUpdate
+	update := &cobra.Command{
+		Use:   "update NAME --backend IP:PORT[@WEIGHT]...",
+		Short: "Replace a service's backends (left out: removed; @0: draining)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := e.client().UpdateService(cmd.Context(), args[0], upd)
+			if err != nil {
+				return err
+			}
+			return e.print(s, func(w *tabwriter.Writer) { serviceTable(w, []model.Service{*s}) })
+		},
+	}
+	update.Flags().StringSliceVar(&upd.Backends, "backend", nil, "IP:PORT[@WEIGHT] (repeatable)")
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List services",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			svcs, err := e.client().Services(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return e.print(svcs, func(w *tabwriter.Writer) { serviceTable(w, svcs) })
+		},
+	}
+	inspect := &cobra.Command{
+		Use:   "inspect NAME",
+		Short: "Show a service",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := e.client().Service(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return e.print(s, func(w *tabwriter.Writer) { serviceTable(w, []model.Service{*s}) })
+		},
+	}
+	rm := &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"remove", "delete"},
+		Short:   "Remove services (removing a missing one succeeds)",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, n := range args {
+				if err := e.client().DeleteService(cmd.Context(), n); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(create, ls, inspect, update, rm)
+	return cmd
+}
+
+func serviceTable(w *tabwriter.Writer, svcs []model.Service) {
+	fmt.Fprintln(w, "NAME\tVIP\tAFFINITY\tBACKENDS")
+	for _, s := range svcs {
+		var bs []string
+		for _, b := range s.Backends {
+			bs = append(bs, fmt.Sprintf("%s@%d", b.Addr, b.Weight))
+		}
+		fmt.Fprintf(w, "%s\t%s/%s\t%v\t%s\n", s.Name, s.VIP, s.Proto, s.Affinity, strings.Join(bs, ","))
+	}
+}

@@ -1,0 +1,203 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+func dpService(s *model.Service) datapath.Service {
+	out := datapath.Service{ID: s.ID, VIP: s.VIP, Proto: protoNumber(s.Proto), Affinity: s.Affinity}
+	for _, b := range s.Backends {
+		out.Backends = append(out.Backends, datapath.Backend{Addr: b.Addr, Weight: b.Weight})
+	}
+	return out
+}
+
+func parseBackends(specs []string, vip model.Service) ([]model.Backend, error) {
+	var out []model.Backend
+	seen := map[string]bool{}
+	for _, s := range specs {
+		b, err := model.ParseBackend(s)
+		if err != nil {
+			return nil, err
+		}
+		if b.Addr.Addr().Is4() != vip.VIP.Addr().Is4() {
+			return nil, model.Fieldf("backend", "%q: address family differs from the VIP %s", s, vip.VIP)
+		}
+		if seen[b.Addr.String()] {
+			return nil, model.Fieldf("backend", "%q: listed twice", s)
+		}
+		seen[b.Addr.String()] = true
+		out = append(out, b)
+	}
+	if len(out) > int(1<<20) {
+		return nil, model.Fieldf("backend", "too many backends (%d)", len(out))
+	}
+	return out, nil
+}
+
+// CreateService validates and programs a service VIP.
+func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dp == nil {
+		return nil, fmt.Errorf("services need the BPF datapath: %v: %w", d.dpErr, model.ErrUnavailable)
+	}
+	if !nameRE.MatchString(req.Name) {
+		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
+	}
+	s := &model.Service{Name: req.Name, Affinity: req.Affinity, Created: time.Now().UTC(), Proto: "tcp"}
+	vip, proto, hasProto := strings.Cut(req.VIP, "/")
+	if hasProto {
+		if proto != "tcp" && proto != "udp" {
+			return nil, model.Fieldf("vip", "%q: protocol %q is not tcp or udp", req.VIP, proto)
+		}
+		s.Proto = proto
+	}
+	ap, err := parseAddrPort(vip)
+	if err != nil {
+		return nil, model.Fieldf("vip", "%q: want IP:PORT[/tcp|udp] (IPv6: [ADDR]:PORT)", req.VIP)
+	}
+	s.VIP = ap
+	if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
+		return nil, err
+	}
+	applied := false
+	err = d.store.Update(func(tx *store.Tx) error {
+		if _, err := tx.Service(s.Name); err == nil {
+			return model.Conflictf("service %q already exists", s.Name)
+		}
+		all, err := tx.Services()
+		if err != nil {
+			return err
+		}
+		for _, o := range all {
+			if o.VIP == s.VIP && o.Proto == s.Proto {
+				return model.Conflictf("vip %s/%s is service %q's", s.VIP, s.Proto, o.Name)
+			}
+		}
+		if s.ID, err = tx.NextServiceID(); err != nil {
+			return err
+		}
+		applied = true
+		if err := d.dp.PutService(dpService(s)); err != nil {
+			return err
+		}
+		return tx.PutService(s)
+	})
+	if err != nil {
+		if applied {
+			d.dp.DeleteService(dpService(s))
+		}
+		return nil, err
+	}
+	d.log.Info("service created", "service", s.Name, "vip", s.VIP, "backends", len(s.Backends))
+	return s, nil
+}
+
+// UpdateService replaces a service's backend set (weight 0 drains one;
+// a backend left out is removed). Established flows keep their backend.
+func (d *Daemon) UpdateService(name string, req api.ServiceUpdate) (*model.Service, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dp == nil {
+		return nil, fmt.Errorf("services: %v: %w", d.dpErr, model.ErrUnavailable)
+	}
+	var s *model.Service
+	err := d.store.Update(func(tx *store.Tx) error {
+		var err error
+		if s, err = tx.Service(name); err != nil {
+			return err
+		}
+		old := *s
+		if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
+			return err
+		}
+		if req.Affinity != nil {
+			s.Affinity = *req.Affinity
+		}
+		if err := d.dp.PutService(dpService(s)); err != nil {
+			d.dp.PutService(dpService(&old))
+			return err
+		}
+		return tx.PutService(s)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("service updated", "service", name, "backends", len(s.Backends))
+	return s, nil
+}
+
+// DeleteService removes a service; a missing one is not an error.
+func (d *Daemon) DeleteService(name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.store.Update(func(tx *store.Tx) error {
+		s, err := tx.Service(name)
+		if errors.Is(err, model.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if d.dp != nil {
+			if err := d.dp.DeleteService(dpService(s)); err != nil {
+				return err
+			}
+		}
+		return tx.DeleteService(name)
+	})
+}
+
+// Services lists services.
+func (d *Daemon) Services() ([]model.Service, error) {
+	var out []model.Service
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = tx.Services()
+		return err
+	})
+	return out, err
+}
+
+// Service returns one service.
+func (d *Daemon) Service(name string) (*model.Service, error) {
+	var out *model.Service
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = tx.Service(name)
+		return err
+	})
+	return out, err
+}
+
+// reconcileServices programs every stored service and removes the
+// datapath's services the store does not know.
+func (d *Daemon) reconcileServices() error {
+	svcs, err := d.Services()
+	if err != nil {
+		return err
+	}
+	want := map[uint32]bool{}
+	var errs []error
+	for i := range svcs {
+		want[svcs[i].ID] = true
+		errs = append(errs, d.dp.PutService(dpService(&svcs[i])))
+	}
+	have, err := d.dp.ServiceIDs()
+	errs = append(errs, err)
+	for id, s := range have {
+		if !want[id] {
+			errs = append(errs, d.dp.DeleteService(s))
+		}
+	}
+	return errors.Join(errs...)
+}
