@@ -1,12 +1,16 @@
-// Command bench is the foundation benchmark (`make bench`): container to
-// container on one node, comparing a Docker-style bridge baseline with
-// xlane's kernel and tc modes in one interleaved run.
+// Command bench is the datapath modes benchmark (`make bench`): container
+// to container on one node, comparing a Docker-style bridge baseline with
+// xlane's kernel, tc, xdp-generic and xdp modes in one interleaved run:
+// TCP throughput and CPU cost (iperf3), ping-pong latency (sockperf) and
+// the 64-byte UDP forwarding rate (a BPF_PROG_RUN live-frames generator,
+// see bench/gen and rate.go).
 //
-//	go run ./bench -out bench/results          # default: 3 reps, 5 s runs, ~6 min
+//	go run ./bench -out bench/results          # default: 3 reps, 5 s runs, ~10 min
 //	go run ./bench -quick                      # 1 rep, 2 s runs, for development
+//	go run ./bench -quick -only rate -modes kernel,xdp
 //
-// It needs root, iproute2, nsenter, iptables(-nft), iperf3, sockperf, ss,
-// ping and a bpffs at /sys/fs/bpf. It builds xlaned and xlane itself, makes
+// It needs root, iproute2, nsenter, ethtool, iptables(-nft), iperf3,
+// sockperf, ss, ping and a bpffs at /sys/fs/bpf. It builds xlaned and xlane itself, makes
 // every namespace it uses (named xlb-<random>-...), and removes them, its
 // processes and its bpffs pin dirs on exit, ^C included. It exits non-zero
 // only when the harness fails (setup, a missing tool, no connection), never
@@ -35,6 +39,10 @@ import (
 
 var verbose bool
 
+// allModes are the paths compared: the Docker-style bridge and xlane's
+// datapath modes.
+var allModes = []string{"docker", "kernel", "tc", "xdp-generic", "xdp"}
+
 type options struct {
 	out      string
 	duration time.Duration
@@ -49,14 +57,14 @@ type options struct {
 func parseFlags() (options, error) {
 	var o options
 	var modes, mtus string
-	flag.StringVar(&o.out, "out", "bench/results", "directory for foundation-<date>.json and foundation-latest.md")
+	flag.StringVar(&o.out, "out", "bench/results", "directory for modes-<date>.json, modes-latest.md and modes-latest.svg")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each iperf3 and sockperf run (whole seconds)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per mode, modes interleaved")
 	flag.BoolVar(&o.quick, "quick", false, "development run: 1 repetition of 2 s (unless -reps/-duration are given)")
-	flag.StringVar(&modes, "modes", "docker,kernel,tc", "modes to compare, in run order")
+	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to compare, in run order")
 	flag.StringVar(&mtus, "mtus", "1500,9000", "MTUs; one network per MTU in every mode")
 	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, daemon and server logs)")
-	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000)")
+	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
 	flag.BoolVar(&verbose, "v", false, "log every command")
 	flag.Parse()
 	if o.quick { // 1 rep of 2 s, unless -reps or -duration say otherwise
@@ -73,8 +81,8 @@ func parseFlags() (options, error) {
 		return o, errors.New("-reps must be >= 1 and -duration >= 1s")
 	}
 	for _, m := range strings.Split(modes, ",") {
-		if m = strings.TrimSpace(m); m != "docker" && m != "kernel" && m != "tc" || slices.Contains(o.modes, m) {
-			return o, fmt.Errorf("-modes: %q: want each of docker, kernel, tc at most once", m)
+		if m = strings.TrimSpace(m); !slices.Contains(allModes, m) || slices.Contains(o.modes, m) {
+			return o, fmt.Errorf("-modes: %q: want each of %s at most once", m, strings.Join(allModes, ", "))
 		}
 		o.modes = append(o.modes, m)
 	}
@@ -166,8 +174,12 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 		Order: "per repetition, per test: " + strings.Join(o.modes, ", ") + " (interleaved)",
 		Pinning: "iperf3 not pinned (pinning made throughput no steadier in trials); sockperf client pinned to CPU " + latencyClientCPU +
 			", server pinned to the same CPU or to CPU 1 (two tests): unpinned ping-pong latency is bimodal on this VM " +
-			"(~7 us on one core, ~35 us across cores, the cross-core wakeup dominating)",
-		CPUMethod: "/proc/stat busy (all but idle+iowait) over all cores during each iperf3 client run; machine-wide, so other load counts",
+			"(~7 us on one core, ~35 us across cores, the cross-core wakeup dominating); " +
+			fmt.Sprintf("rate test: generator thread pinned to CPU %d (SCHED_FIFO %d), the client host veth's NAPI threaded, pinned to CPU %d "+
+				"and SCHED_FIFO %d (ahead of other processes, as softirq processing would be; RT throttling leaves others 5%%)",
+				rateGenCPU, rateGenPriority, rateNAPICPU, rateNAPIPriority),
+		RateMethod: rateMethod,
+		CPUMethod:  "/proc/stat busy (all but idle+iowait) over all cores during each iperf3 client run; machine-wide, so other load counts",
 	}
 	log.Printf("machine: kernel %s, nproc %d, %s", rep.Machine.Kernel, rep.Machine.NProc, rep.Machine.CPUModel)
 
@@ -219,7 +231,15 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 		for _, test := range ts {
 			for _, t := range topos {
 				n++
-				s, err := test.Run(ctx, t.Pair(test.MTU), o.duration)
+				var s Sample
+				var err error
+				if test.Kind == "rate" {
+					var det RateDetail
+					s, det, err = runRate(ctx, t, t.Pair(test.MTU), o.duration, r)
+					rep.Rate = append(rep.Rate, det)
+				} else {
+					s, err = test.Run(ctx, t.Pair(test.MTU), o.duration)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("%s %s (rep %d): %w", test.ID, t.Name(), r, err)
 				}
@@ -231,7 +251,11 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 	rep.Tests = summarize(ts, o.modes, res)
 	for _, t := range topos {
 		rep.Notes = append(rep.Notes, t.Notes(ctx)...)
+		p := t.Pair(o.mtus[0])
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: offloads of the client's %s (container side, ethtool -k): %s; of its host veth %s: %s",
+			t.Name(), p.ClientIf, offloadSummary(ctx, p.Client, p.ClientIf), p.ClientHostIf, offloadSummary(ctx, p.Node, p.ClientHostIf)))
 	}
+	rep.Notes = append(rep.Notes, rateNotes(rep.Rate, o.modes)...)
 	rep.Machine.LoadEnd = loadavg()
 	if load1, _, _ := strings.Cut(rep.Machine.LoadStart, " "); parseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("machine: loadavg was %s at the start and %s at the end (%d CPUs): other load ran alongside; expect noise",
@@ -243,8 +267,11 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 
 // brief is a progress line's numbers.
 func brief(t Test, s Sample) string {
-	if t.Kind == "tcp" {
+	switch t.Kind {
+	case "tcp":
 		return fmt.Sprintf("%6.2f Gbit/s  cpu %5.1f%%  %.3f CPU-s/Gbit  retr %.0f", s["gbps"], s["cpu_busy_pct"], s["cpu_s_per_gbit"], s["retransmits"])
+	case "rate":
+		return fmt.Sprintf("forwarded %.3f Mpps of %.3f offered (%.1f%%)", s["forwarded_mpps"], s["offered_mpps"], s["delivered_pct"])
 	}
 	return fmt.Sprintf("avg %.2f µs  p50 %.2f µs  p99 %.2f µs", s["avg_us"], s["p50_us"], s["p99_us"])
 }
@@ -255,7 +282,7 @@ func preflight() error {
 		return errors.New("needs root (network namespaces, BPF)")
 	}
 	var missing []string
-	for _, tool := range []string{"go", "ip", "nsenter", "iptables-restore", "iptables-save", "iperf3", "sockperf", "ss", "ping"} {
+	for _, tool := range []string{"go", "ip", "nsenter", "ethtool", "iptables-restore", "iptables-save", "iperf3", "sockperf", "ss", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool)
 		}

@@ -239,3 +239,100 @@ func Ratio(a, b float64) float64 {
 	}
 	return a / b
 }
+
+// ParseEthtoolStats parses `ethtool -S dev`: "     name: value" lines.
+func ParseEthtoolStats(s string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, l := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue // "NIC statistics:" header
+		}
+		out["ethtool "+strings.TrimSpace(k)] = n
+	}
+	return out
+}
+
+// ParseEthtoolFeatures parses `ethtool -k dev`: feature -> "on", "off",
+// "off [fixed]", ...
+func ParseEthtoolFeatures(s string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), ": ")
+		if !ok || strings.HasPrefix(l, "Features for") {
+			continue
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out
+}
+
+// ParseIPLinkStats reads the rx/tx error and drop counters of the one
+// device in `ip -s -j link show dev X`.
+func ParseIPLinkStats(s string) (map[string]uint64, error) {
+	var links []struct {
+		Stats64 struct {
+			RX map[string]uint64 `json:"rx"`
+			TX map[string]uint64 `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal([]byte(s), &links); err != nil || len(links) != 1 {
+		return nil, fmt.Errorf("ip -s -j link: want one device: %q: %v", s, err)
+	}
+	out := map[string]uint64{}
+	for dir, m := range map[string]map[string]uint64{"rx": links[0].Stats64.RX, "tx": links[0].Stats64.TX} {
+		for k, v := range m {
+			out["link "+dir+"_"+k] = v
+		}
+	}
+	return out, nil
+}
+
+// ParseSoftnetStat sums /proc/net/softnet_stat over the CPUs: backlog
+// drops (column 2) and time squeezes (column 3), hexadecimal.
+func ParseSoftnetStat(s string) map[string]uint64 {
+	out := map[string]uint64{"backlog dropped": 0, "time_squeeze": 0}
+	for _, l := range strings.Split(s, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		d, err1 := strconv.ParseUint(f[1], 16, 64)
+		q, err2 := strconv.ParseUint(f[2], 16, 64)
+		if err1 == nil && err2 == nil {
+			out["backlog dropped"] += d
+			out["time_squeeze"] += q
+		}
+	}
+	return out
+}
+
+// ParseReasons reads the per-reason datapath counters of
+// `xlane -o json endpoint inspect ID`: "direction/reason" -> packets;
+// drop reasons get a "drop " prefix so they are told from the rest.
+func ParseReasons(s string) (map[string]uint64, error) {
+	var ep struct {
+		Reasons []struct {
+			Reason    string `json:"reason"`
+			Direction string `json:"direction"`
+			Drop      bool   `json:"drop"`
+			Packets   uint64 `json:"packets"`
+		} `json:"reasons"`
+	}
+	if err := json.Unmarshal([]byte(s), &ep); err != nil {
+		return nil, fmt.Errorf("endpoint inspect -o json: %w", err)
+	}
+	out := map[string]uint64{}
+	for _, r := range ep.Reasons {
+		k := r.Direction + "/" + r.Reason
+		if r.Drop {
+			k = "drop " + k
+		}
+		out[k] += r.Packets
+	}
+	return out, nil
+}

@@ -388,15 +388,18 @@ func TestParseIptablesSave(t *testing.T) {
 	}
 }
 
-func TestEndpointIPv4(t *testing.T) {
-	a, err := endpointIPv4(endpointAddJSON)
+func TestParseEndpoint(t *testing.T) {
+	ep, err := parseEndpoint(endpointAddJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != netip.MustParseAddr("10.99.0.2") {
-		t.Errorf("got %v", a)
+	if ep.ipv4 != netip.MustParseAddr("10.99.0.2") {
+		t.Errorf("got %v", ep.ipv4)
 	}
-	if _, err := endpointIPv4(`{"ips":["fd99::2"]}`); err == nil {
+	if ep.ID == "" || ep.IfName != "eth0" || ep.HostIf == "" || ep.MAC == "" || ep.HostMAC == "" {
+		t.Errorf("fields missing: %+v", ep)
+	}
+	if _, err := parseEndpoint(`{"ips":["fd99::2"]}`); err == nil {
 		t.Error("IPv6 only: no error")
 	}
 }

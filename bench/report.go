@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,6 +26,9 @@ type Report struct {
 	Topologies []TopoInfo   `json:"topologies"`
 	Notes      []string     `json:"notes"`
 	Tests      []TestResult `json:"tests"`
+	// Rate is every small-packet rate run: raw counts and where frames
+	// were lost.
+	Rate []RateDetail `json:"rate_runs,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -49,6 +53,7 @@ type RunConfig struct {
 	Order       string   `json:"order"`
 	Pinning     string   `json:"pinning"`
 	CPUMethod   string   `json:"cpu_method"`
+	RateMethod  string   `json:"rate_method"`
 }
 
 // TopoInfo names a mode and how it connects the containers.
@@ -79,8 +84,36 @@ type ModeStat struct {
 	Samples []float64 `json:"samples"`
 }
 
-// ratioPairs are the comparisons reported: numerator/denominator.
-var ratioPairs = [][2]string{{"tc", "kernel"}, {"tc", "docker"}, {"kernel", "docker"}}
+// ratioPairs are the comparisons reported for the modes that ran,
+// numerator/denominator: every other mode against kernel, then every
+// other mode against docker (docker/kernel is kernel/docker inverted).
+func ratioPairs(modes []string) [][2]string {
+	var out [][2]string
+	for _, base := range []string{"kernel", "docker"} {
+		if !slices.Contains(modes, base) {
+			continue
+		}
+		for _, m := range modes {
+			if m != base && !(base == "kernel" && m == "docker") {
+				out = append(out, [2]string{m, base})
+			}
+		}
+	}
+	return out
+}
+
+// shortMode abbreviates a mode for ratio column headers.
+func shortMode(m string) string {
+	switch m {
+	case "docker":
+		return "dock"
+	case "kernel":
+		return "kern"
+	case "xdp-generic":
+		return "xdpg"
+	}
+	return m
+}
 
 // results collects samples: test ID -> mode -> samples in order.
 type results map[string]map[string][]Sample
@@ -113,7 +146,7 @@ func summarize(ts []Test, modes []string, r results) []TestResult {
 				}
 				mr.Modes[mode] = st
 			}
-			for _, p := range ratioPairs {
+			for _, p := range ratioPairs(modes) {
 				a, aok := mr.Modes[p[0]]
 				b, bok := mr.Modes[p[1]]
 				if v := Ratio(a.Median, b.Median); aok && bok && !math.IsNaN(v) {
@@ -129,15 +162,9 @@ func summarize(ts []Test, modes []string, r results) []TestResult {
 
 // activeRatios are the ratio columns whose modes both ran.
 func activeRatios(modes []string) []string {
-	has := map[string]bool{}
-	for _, m := range modes {
-		has[m] = true
-	}
 	var out []string
-	for _, p := range ratioPairs {
-		if has[p[0]] && has[p[1]] {
-			out = append(out, p[0]+"/"+p[1])
-		}
+	for _, p := range ratioPairs(modes) {
+		out = append(out, p[0]+"/"+p[1])
 	}
 	return out
 }
@@ -156,7 +183,8 @@ func tableRows(rep *Report) [][]string {
 	ratios := activeRatios(modes)
 	header := append([]string{"test", "metric"}, modes...)
 	for _, r := range ratios {
-		header = append(header, strings.Replace(r, "/", " vs ", 1))
+		a, b, _ := strings.Cut(r, "/")
+		header = append(header, shortMode(a)+"/"+shortMode(b))
 	}
 	rows := [][]string{header}
 	for _, t := range rep.Tests {
@@ -187,7 +215,7 @@ func tableRows(rep *Report) [][]string {
 }
 
 const legend = "Medians over the repetitions; ↑ higher is better, ↓ lower is better; " +
-	"\"a vs b\" = median(a) / median(b) from the same run."
+	"\"a/b\" = median(a) / median(b) from the same run (kern = kernel, dock = docker, xdpg = xdp-generic)."
 
 func header(w io.Writer, rep *Report, md bool) {
 	li := "  "
@@ -195,12 +223,15 @@ func header(w io.Writer, rep *Report, md bool) {
 		li = "- "
 	}
 	m := rep.Machine
-	fmt.Fprintf(w, "%smachine: kernel %s, nproc %d, CPU %s, loadavg at start %s\n", li, m.Kernel, m.NProc, m.CPUModel, m.LoadStart)
+	fmt.Fprintf(w, "%smachine: kernel %s, nproc %d, CPU %s, loadavg at start %s, at end %s\n", li, m.Kernel, m.NProc, m.CPUModel, m.LoadStart, m.LoadEnd)
 	fmt.Fprintf(w, "%sxlane built from the working tree (HEAD %s) with %s; %s; %s\n", li, m.GitCommit, m.GoVersion, m.Iperf3, m.Sockperf)
 	c := rep.Config
 	fmt.Fprintf(w, "%srun: %d repetition(s), %s per measurement, order %s\n", li, c.Repetitions, c.Duration, c.Order)
 	fmt.Fprintf(w, "%sCPU: %s\n", li, c.CPUMethod)
 	fmt.Fprintf(w, "%spinning: %s\n", li, c.Pinning)
+	if c.RateMethod != "" {
+		fmt.Fprintf(w, "%srate: %s\n", li, c.RateMethod)
+	}
 	for _, t := range rep.Topologies {
 		fmt.Fprintf(w, "%s%s: %s\n", li, t.Mode, t.Describe)
 	}
@@ -208,7 +239,7 @@ func header(w io.Writer, rep *Report, md bool) {
 
 // printTable writes the text report.
 func printTable(w io.Writer, rep *Report) {
-	fmt.Fprintf(w, "\nxlane foundation benchmark, %s\n", rep.Started.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "\nxlane datapath modes benchmark, %s\n", rep.Started.UTC().Format(time.RFC3339))
 	header(w, rep, false)
 	fmt.Fprintln(w)
 	rows := tableRows(rep)
@@ -234,8 +265,9 @@ func printTable(w io.Writer, rep *Report) {
 // writeMarkdown writes the markdown report.
 func writeMarkdown(path string, rep *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# xlane foundation benchmark\n\n%s, container to container on one node. Generated by `go run ./bench`.\n\n",
+	fmt.Fprintf(&b, "# xlane datapath modes benchmark\n\n%s, container to container on one node. Generated by `go run ./bench`.\n\n",
 		rep.Started.UTC().Format(time.RFC3339))
+	b.WriteString("![chart](modes-latest.svg)\n\n")
 	header(&b, rep, true)
 	b.WriteString("\n")
 	rows := tableRows(rep)
@@ -255,8 +287,8 @@ func writeMarkdown(path string, rep *Report) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// writeReports writes foundation-<date>.json and foundation-latest.md to
-// dir and returns their paths.
+// writeReports writes modes-<date>.json, modes-latest.md and
+// modes-latest.svg to dir and returns their paths.
 func writeReports(dir string, rep *Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -265,13 +297,17 @@ func writeReports(dir string, rep *Report) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	jp := filepath.Join(dir, "foundation-"+rep.Started.UTC().Format("2006-01-02T150405Z")+".json")
+	jp := filepath.Join(dir, "modes-"+rep.Started.UTC().Format("2006-01-02T150405Z")+".json")
 	if err := os.WriteFile(jp, append(js, '\n'), 0o644); err != nil {
 		return nil, err
 	}
-	mp := filepath.Join(dir, "foundation-latest.md")
+	mp := filepath.Join(dir, "modes-latest.md")
 	if err := writeMarkdown(mp, rep); err != nil {
 		return nil, err
 	}
-	return []string{jp, mp}, nil
+	sp := filepath.Join(dir, "modes-latest.svg")
+	if err := os.WriteFile(sp, []byte(chartSVG(rep)), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{jp, mp, sp}, nil
 }

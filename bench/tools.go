@@ -87,7 +87,7 @@ type Sample map[string]float64
 type Test struct {
 	ID      string `json:"id"`
 	Title   string `json:"title"`
-	Kind    string `json:"kind"` // "tcp" or "latency"
+	Kind    string `json:"kind"` // "tcp", "latency" or "rate"
 	MTU     int    `json:"mtu"`
 	Streams int    `json:"streams,omitempty"`
 	Server  server `json:"-"`
@@ -97,15 +97,19 @@ type Test struct {
 }
 
 func (t Test) Metrics() []Metric {
-	if t.Kind == "tcp" {
+	switch t.Kind {
+	case "tcp":
 		return tcpMetrics
+	case "rate":
+		return rateMetrics
 	}
 	return latencyMetrics
 }
 
-// tests lists TCP throughput with 1 and 4 streams per MTU, and latency at
+// tests lists TCP throughput with 1 and 4 streams per MTU, latency at
 // the first MTU (sockperf's 14-byte messages do not depend on the MTU)
-// with client and server on the same CPU and, given two, on different ones.
+// with client and server on the same CPU and, given two, on different
+// ones, and the 64-byte UDP forwarding rate at the first MTU.
 func tests(mtus []int) []Test {
 	var ts []Test
 	for _, mtu := range mtus {
@@ -127,6 +131,10 @@ func tests(mtus []int) []Test {
 			Title: fmt.Sprintf("TCP ping-pong, %s CPU, MTU %d", where, mtus[0]),
 		})
 	}
+	ts = append(ts, Test{
+		ID: fmt.Sprintf("udp64-rate-mtu%d", mtus[0]), Kind: "rate", MTU: mtus[0],
+		Title: "UDP 64-byte frames, rate",
+	})
 	return ts
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -204,6 +205,17 @@ type Pair struct {
 	Client, Server     string // netns names
 	ClientIP, ServerIP netip.Addr
 	MTU                int
+
+	// What the small-packet rate test needs to write frames and watch
+	// the path: the node netns, the interface names on both sides of
+	// each veth pair, and the MACs of the client's frames (to the
+	// gateway, the host veth, for xlane; to the server itself on a bridge).
+	Node                       string
+	ClientIf, ServerIf         string // in the containers
+	ClientHostIf, ServerHostIf string // in the node netns
+	ClientMAC, NextHopMAC      net.HardwareAddr
+	// ClientEP, ServerEP are xlane endpoint IDs ("" for docker).
+	ClientEP, ServerEP string
 }
 
 // Topology is one way of connecting two containers on a node.
@@ -358,6 +370,18 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 			return err
 		}
 		d.setPair(mtu, ips)
+		p := d.pairs[mtu]
+		p.Node, p.ClientIf, p.ServerIf = d.node, ifname, ifname
+		p.ClientHostIf, p.ServerHostIf = fmt.Sprintf("veth1-%d", mtu), fmt.Sprintf("veth2-%d", mtu)
+		var err error
+		if p.ClientMAC, err = linkMAC(ctx, p.Client, ifname); err != nil {
+			return err
+		}
+		// Bridged: the client reaches the server's MAC directly (L2).
+		if p.NextHopMAC, err = linkMAC(ctx, p.Server, ifname); err != nil {
+			return err
+		}
+		d.pairs[mtu] = p
 	}
 	if _, err := runInput(ctx, d.iptablesRules(), nsExec(d.node, "iptables-restore")...); err != nil {
 		return fmt.Errorf("install Docker's iptables rules: %w", err)
@@ -506,35 +530,77 @@ func (x *xlaneTopo) Setup(ctx context.Context) error {
 			return err
 		})
 		var ips [2]netip.Addr
+		var eps [2]endpointJSON
 		for j, ctr := range x.ctrs {
 			out, err := x.cli(ctx, "-o", "json", "endpoint", "add", name, "--netns", ctr,
 				"--id", fmt.Sprintf("c%d-%d", j+1, mtu), "--ifname", fmt.Sprintf("eth%d", i))
 			if err != nil {
 				return err
 			}
-			if ips[j], err = endpointIPv4(out); err != nil {
+			if eps[j], err = parseEndpoint(out); err != nil {
 				return err
 			}
+			ips[j] = eps[j].ipv4
 		}
 		x.setPair(mtu, ips)
+		p := x.pairs[mtu]
+		p.Node = x.node
+		p.ClientIf, p.ServerIf = eps[0].IfName, eps[1].IfName
+		p.ClientHostIf, p.ServerHostIf = eps[0].HostIf, eps[1].HostIf
+		p.ClientEP, p.ServerEP = eps[0].ID, eps[1].ID
+		var err error
+		if p.ClientMAC, err = net.ParseMAC(eps[0].MAC); err != nil {
+			return fmt.Errorf("endpoint %s: mac: %w", eps[0].ID, err)
+		}
+		// Routed: every frame goes to the gateway, the host veth's MAC.
+		if p.NextHopMAC, err = net.ParseMAC(eps[0].HostMAC); err != nil {
+			return fmt.Errorf("endpoint %s: host_mac: %w", eps[0].ID, err)
+		}
+		x.pairs[mtu] = p
 	}
 	return nil
 }
 
-// endpointIPv4 picks the IPv4 address out of `xlane -o json endpoint add`.
-func endpointIPv4(out string) (netip.Addr, error) {
-	var ep struct {
-		IPs []netip.Addr `json:"ips"`
-	}
+// endpointJSON is what the bench reads of `xlane -o json endpoint add`.
+type endpointJSON struct {
+	ID      string       `json:"id"`
+	IfName  string       `json:"ifname"`
+	HostIf  string       `json:"host_ifname"`
+	MAC     string       `json:"mac"`
+	HostMAC string       `json:"host_mac"`
+	IPs     []netip.Addr `json:"ips"`
+	ipv4    netip.Addr
+}
+
+// parseEndpoint reads `xlane -o json endpoint add`; the endpoint must
+// have an IPv4 address.
+func parseEndpoint(out string) (endpointJSON, error) {
+	var ep endpointJSON
 	if err := json.Unmarshal([]byte(out), &ep); err != nil {
-		return netip.Addr{}, fmt.Errorf("endpoint add -o json: %w: %q", err, out)
+		return ep, fmt.Errorf("endpoint add -o json: %w: %q", err, out)
 	}
 	for _, a := range ep.IPs {
 		if a.Is4() {
-			return a, nil
+			ep.ipv4 = a
+			return ep, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("endpoint add -o json: no IPv4 address in %q", out)
+	return ep, fmt.Errorf("endpoint add -o json: no IPv4 address in %q", out)
+}
+
+// linkMAC is the MAC address of ifname in netns ns.
+func linkMAC(ctx context.Context, ns, ifname string) (net.HardwareAddr, error) {
+	out, err := run(ctx, "ip", "-n", ns, "-j", "link", "show", "dev", ifname)
+	if err != nil {
+		return nil, err
+	}
+	var links []struct {
+		Address string `json:"address"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		return nil, fmt.Errorf("ip -j link show %s in %s: %q: %v", ifname, ns, out, err)
+	}
+	return net.ParseMAC(links[0].Address)
 }
 
 func (x *xlaneTopo) Notes(ctx context.Context) []string {

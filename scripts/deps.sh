@@ -4,7 +4,8 @@
 set -euo pipefail
 
 pkgs=(clang-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute2 iputils-ping
-      iperf3 sockperf ethtool iptables nftables tcpdump util-linux ca-certificates)
+      iperf3 sockperf ethtool iptables nftables tcpdump util-linux ca-certificates
+      docker.io busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -12,6 +13,13 @@ done
 if ((${#missing[@]})); then
 	echo "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
+	# docker.io would start a dockerd in this namespace (bridge, iptables
+	# rules); the tests start their own in namespaces of their own.
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+		chmod +x /usr/sbin/policy-rc.d
+		trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -113,8 +113,8 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 	for _, l := range links {
 		name := l.Attrs().Name
 		stale := !keepDev[name] &&
-			(strings.HasPrefix(name, "xlh") && l.Type() == "veth" ||
-				strings.HasPrefix(name, "xlc") && l.Type() == "veth")
+			(strings.HasPrefix(name, "xlh") || strings.HasPrefix(name, "xlc")) &&
+			(l.Type() == "veth" || l.Type() == "netkit")
 		if stale {
 			d.log.Info("removing stale device", "device", name)
 			// Deleting one end of a pair deletes the other too.

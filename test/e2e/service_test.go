@@ -109,9 +109,10 @@ func (c *client) alive() bool {
 	return err == nil && l == "ping\n"
 }
 
-//	 client c ─┐                       ┌─ b1 :8080
-//	 outside ──┼─ VIP 10.96.0.10:80 ───┼─ b2 :8080   (Maglev in the tc program)
-//	           │                       └─ b3 :8080
+// client c ─┐                       ┌─ b1 :8080
+// outside ──┼─ VIP 10.96.0.10:80 ───┼─ b2 :8080   (Maglev in the tc program)
+//
+//	│                       └─ b3 :8080
 func TestServiceLoadBalancer(t *testing.T) {
 	var out string
 	n := newNode(t, withOutside(&out, "1500"))

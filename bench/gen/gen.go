@@ -1,0 +1,261 @@
+package gen
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// FrameLen is the length of the generated frames: a 64-byte Ethernet frame
+// (the usual "64-byte packet") without its 4-byte FCS, which software never
+// sees: 14 Ethernet + 20 IPv4 + 8 UDP + 18 payload.
+const FrameLen = 60
+
+// Flow is the UDP flow the generator sends and the counter matches.
+type Flow struct {
+	DstMAC, SrcMAC   net.HardwareAddr
+	Src, Dst         netip.Addr // IPv4
+	SrcPort, DstPort uint16
+	TTL              uint8
+}
+
+// Frame builds the FrameLen-byte frame of f. The IPv4 header checksum is
+// complete; the UDP checksum field holds only the pseudo-header sum, as a
+// container socket with TX checksum offload leaves it (CHECKSUM_PARTIAL),
+// so a datapath that must complete checksums pays for it here too.
+func (f Flow) Frame() ([]byte, error) {
+	if len(f.DstMAC) != 6 || len(f.SrcMAC) != 6 || !f.Src.Is4() || !f.Dst.Is4() {
+		return nil, errors.New("flow: want 6-byte MACs and IPv4 addresses")
+	}
+	b := make([]byte, FrameLen)
+	copy(b[0:6], f.DstMAC)
+	copy(b[6:12], f.SrcMAC)
+	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IP)
+	ip := b[14:34]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], FrameLen-14) // total length 46
+	binary.BigEndian.PutUint16(ip[4:], 0x4242)      // id
+	binary.BigEndian.PutUint16(ip[6:], 0x4000)      // DF
+	ip[8] = f.TTL
+	ip[9] = unix.IPPROTO_UDP
+	src, dst := f.Src.As4(), f.Dst.As4()
+	copy(ip[12:16], src[:])
+	copy(ip[16:20], dst[:])
+	binary.BigEndian.PutUint16(ip[10:], ^fold(sum16(ip)))
+	udp := b[34:]
+	binary.BigEndian.PutUint16(udp[0:], f.SrcPort)
+	binary.BigEndian.PutUint16(udp[2:], f.DstPort)
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	copy(udp[8:], "xlane-bench-64B!!!")
+	// Pseudo-header sum, not complemented: what the kernel puts in the
+	// field for CHECKSUM_PARTIAL (udp4_hwcsum's ~csum_tcpudp_magic).
+	ps := sum16(src[:]) + sum16(dst[:]) + unix.IPPROTO_UDP + uint32(len(udp))
+	binary.BigEndian.PutUint16(udp[6:], fold(ps))
+	return b, nil
+}
+
+// sum16 adds b as big-endian 16-bit words (one's complement, unfolded).
+func sum16(b []byte) uint32 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	return s
+}
+
+func fold(s uint32) uint16 {
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}
+
+// Objects are the loaded programs and maps for one flow.
+type Objects struct {
+	objs xdpgenObjects
+}
+
+// Load loads the programs with the frame of f as the generator's template
+// and f as what the counter matches.
+func Load(f Flow) (*Objects, error) {
+	frame, err := f.Frame()
+	if err != nil {
+		return nil, err
+	}
+	spec, err := loadXdpgen()
+	if err != nil {
+		return nil, err
+	}
+	var words [8]uint64
+	for i := range words {
+		var w [8]byte
+		copy(w[:], frame[min(i*8, len(frame)):min(i*8+8, len(frame))])
+		words[i] = binary.NativeEndian.Uint64(w[:]) // memory order, as the program copies it
+	}
+	be16 := func(v uint16) uint16 { // network order as the program compares it
+		var b [2]byte
+		binary.BigEndian.PutUint16(b[:], v)
+		return binary.NativeEndian.Uint16(b[:])
+	}
+	be32 := func(a netip.Addr) uint32 {
+		b := a.As4()
+		return binary.NativeEndian.Uint32(b[:])
+	}
+	for name, v := range map[string]any{
+		"gen_frame":      words,
+		"match_saddr":    be32(f.Src),
+		"match_daddr":    be32(f.Dst),
+		"match_dport":    be16(f.DstPort),
+		"match_sent_ttl": f.TTL,
+	} {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("load generator: variable %s missing", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return nil, fmt.Errorf("load generator: set %s: %w", name, err)
+		}
+	}
+	o := &Objects{}
+	if err := spec.LoadAndAssign(&o.objs, nil); err != nil {
+		return nil, fmt.Errorf("load generator: %w", err)
+	}
+	return o, nil
+}
+
+func (o *Objects) Close() error { return o.objs.Close() }
+
+// xdpMd is struct xdp_md as BPF_PROG_RUN takes it: data_end must be the
+// frame length; ingress_ifindex names the device the frames come in on
+// (and, for XDP_TX, leave by).
+type xdpMd struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+// Generate runs the generator repeat times on live frames: every frame is
+// transmitted out of ifindex (in the calling thread's network namespace).
+// cilium/ebpf restarts a run interrupted by a signal, so the number of
+// frames sent is Counters().Offered, not repeat.
+func (o *Objects) Generate(ifindex int, repeat uint32) error {
+	frame := make([]byte, FrameLen) // contents irrelevant: the program writes the frame
+	_, err := o.objs.XlbGen.Run(&ebpf.RunOptions{
+		Data:    frame,
+		Repeat:  repeat,
+		Flags:   unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+		Context: xdpMd{DataEnd: FrameLen, IngressIfindex: uint32(ifindex)},
+	})
+	return err
+}
+
+// AttachCounter attaches the counter to tcx ingress of ifindex (in the
+// calling thread's network namespace). Closing the link detaches it.
+func (o *Objects) AttachCounter(ifindex int) (link.Link, error) {
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: o.objs.XlbCount, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return nil, fmt.Errorf("attach counter: %w", err)
+	}
+	return l, nil
+}
+
+// AttachTracepoints attaches the XDP drop meters (machine-wide).
+func (o *Objects) AttachTracepoints() ([]link.Link, error) {
+	var ls []link.Link
+	for name, p := range map[string]*ebpf.Program{
+		"xdp_devmap_xmit":  o.objs.XlbDevmapXmit,
+		"xdp_redirect_err": o.objs.XlbRedirectErr,
+	} {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: name, Program: p})
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, fmt.Errorf("attach raw tracepoint %s: %w", name, err)
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+// Counters are the generator's and the counter's totals.
+type Counters struct {
+	Offered  uint64 // frames the generator sent (XDP_TX)
+	Received uint64 // generator frames counted on the receiver's eth0
+	Routed   uint64 // ... with the TTL decremented
+	BadIPSum uint64 // ... with a wrong IPv4 header checksum
+}
+
+// Counters sums the per-CPU counters.
+func (o *Objects) Counters() (Counters, error) {
+	get := func(k xdpgenXlbCounter) (uint64, error) {
+		var per []uint64
+		if err := o.objs.XlbCounters.Lookup(uint32(k), &per); err != nil {
+			return 0, fmt.Errorf("read counter %d: %w", k, err)
+		}
+		var s uint64
+		for _, v := range per {
+			s += v
+		}
+		return s, nil
+	}
+	var c Counters
+	var errs [4]error
+	c.Offered, errs[0] = get(xdpgenXlbCounterXLB_OFFERED)
+	c.Received, errs[1] = get(xdpgenXlbCounterXLB_RECEIVED)
+	c.Routed, errs[2] = get(xdpgenXlbCounterXLB_ROUTED)
+	c.BadIPSum, errs[3] = get(xdpgenXlbCounterXLB_BAD_IPCSUM)
+	return c, errors.Join(errs[:]...)
+}
+
+// XDPError is a count of XDP frames lost at one device for one reason.
+type XDPError struct {
+	Event  string `json:"event"`  // "devmap_xmit_drop" or "redirect_err"
+	Device string `json:"device"` // devmap: the target; redirect_err: the ingress device
+	Errno  int    `json:"errno"`
+	Frames uint64 `json:"frames"`
+}
+
+// Where names the event, the device and the error, without the count.
+func (e XDPError) Where() string {
+	s := e.Event + " " + e.Device
+	if e.Errno != 0 {
+		s += fmt.Sprintf(" (%s)", unix.ErrnoName(unix.Errno(-e.Errno)))
+	}
+	return s
+}
+
+func (e XDPError) String() string { return fmt.Sprintf("%s: %d", e.Where(), e.Frames) }
+
+// XDPErrors reads what the tracepoint programs counted, largest first.
+func (o *Objects) XDPErrors() ([]XDPError, error) {
+	var out []XDPError
+	var k xdpgenXdpErrKey
+	var v uint64
+	it := o.objs.XlbXdpErrs.Iterate()
+	for it.Next(&k, &v) {
+		var name strings.Builder
+		for _, c := range k.Dev {
+			if c == 0 {
+				break
+			}
+			name.WriteByte(byte(c))
+		}
+		ev := "devmap_xmit_drop"
+		if xdpgenXlbEvent(k.Event) == xdpgenXlbEventXLB_EV_REDIRECT_ERR {
+			ev = "redirect_err"
+		}
+		out = append(out, XDPError{Event: ev, Device: name.String(), Errno: int(k.Err), Frames: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Frames > out[j].Frames })
+	return out, it.Err()
+}

@@ -1,0 +1,565 @@
+package main
+
+// The small-packet rate test: 64-byte UDP frames from a BPF_PROG_RUN
+// live-frames generator in the client container, counted (and dropped) by
+// a tcx program on the server container's eth0. See bench/gen.
+//
+//	client netns         node netns                              server netns
+//	gen --XDP_TX--> eth0 ==veth== host veth A --datapath--> host veth B ==veth== eth0 --> count, drop
+//	(pinned to CPU 1)              NAPI thread pinned to CPU 0
+//
+// The frames enter the node through the host veth's NAPI ring (the
+// generator's XDP_TX is ndo_xdp_xmit on the client's eth0), so that veth
+// needs NAPI: native XDP has it; elsewhere GRO is switched on for the run.
+// The host veth's NAPI runs threaded and pinned to one CPU, the generator
+// on the other, so the generator can outrun the datapath: the datapath's
+// rate is one core's worth, and what does not fit is dropped at the ring.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/bench/gen"
+)
+
+// CPUs of the rate test on a machine with two or more: the generator on
+// one, the datapath (the client host veth's NAPI thread) on another.
+const (
+	rateGenCPU  = 1
+	rateNAPICPU = 0
+)
+
+// rateNAPIPriority is the SCHED_FIFO priority of the datapath's NAPI
+// thread during the rate test.
+const rateNAPIPriority = 50
+
+// rateGenPriority is the generator thread's SCHED_FIFO priority.
+const rateGenPriority = 40
+
+// rateDstPort is the UDP port of the generated frames (discard).
+const rateDstPort = 9
+
+var rateMetrics = []Metric{
+	{Key: "forwarded_mpps", Label: "forwarded Mpps", HigherBetter: true, Digits: 3},
+	{Key: "offered_mpps", Label: "offered Mpps", HigherBetter: true, Digits: 3},
+	{Key: "delivered_pct", Label: "delivered %", HigherBetter: true, Digits: 1},
+}
+
+// RateDetail is what one rate run saw besides its rates: the raw counts
+// and where the frames that did not arrive were lost.
+type RateDetail struct {
+	Mode      string  `json:"mode"`
+	Rep       int     `json:"rep"`
+	Seconds   float64 `json:"seconds"`
+	Offered   uint64  `json:"offered"`
+	Received  uint64  `json:"received"`
+	Routed    uint64  `json:"routed"`    // received with the TTL decremented
+	BadIPSum  uint64  `json:"bad_ipsum"` // received with a wrong IPv4 header checksum
+	Threaded  bool    `json:"napi_threaded"`
+	GROForRun bool    `json:"gro_switched_on"` // GRO switched on on the client host veth for the run
+	// XDPErrors: frames dropped at devmap flushes (device = the target:
+	// "eth0" is the generator's own XDP_TX into the client's veth, i.e. the
+	// host veth's ring was full) and failed redirects, machine-wide.
+	XDPErrors []gen.XDPError `json:"xdp_errors,omitempty"`
+	// Drops: non-zero increases of drop and error counters of the four
+	// veth ends (ethtool -S, ip -s link), /proc/net/softnet_stat and
+	// xlane's per-reason counters.
+	Drops []CounterDelta `json:"drops,omitempty"`
+	// Reasons: xlane's per-reason datapath counters of the two endpoints.
+	Reasons []CounterDelta `json:"reasons,omitempty"`
+}
+
+// CounterDelta is how much one counter grew during a run.
+type CounterDelta struct {
+	Where string `json:"where"`
+	Name  string `json:"name"`
+	Delta uint64 `json:"delta"`
+}
+
+func (c CounterDelta) String() string { return fmt.Sprintf("%s %s +%d", c.Where, c.Name, c.Delta) }
+
+// runRate measures the small-packet forwarding rate between the
+// containers of p for d.
+func runRate(ctx context.Context, topo Topology, p Pair, d time.Duration, rep int) (Sample, RateDetail, error) {
+	det := RateDetail{Mode: topo.Name(), Rep: rep}
+	if p.ClientMAC == nil || p.NextHopMAC == nil || p.ClientHostIf == "" {
+		return nil, det, errors.New("rate: the topology did not record interface names and MACs")
+	}
+	// Refresh the bridge's FDB and the neighbour entries on the way.
+	if _, err := run(ctx, nsExec(p.Client, "ping", "-c", "1", "-W", "2", p.ServerIP.String())...); err != nil {
+		return nil, det, fmt.Errorf("rate: no connectivity before the run: %w", err)
+	}
+
+	var undo undoStack
+	defer func() {
+		if err := undo.run(); err != nil {
+			log.Printf("rate %s: restore: %v", topo.Name(), err)
+		}
+	}()
+	var err error
+	if det.GROForRun, det.Threaded, err = prepareHostVeth(ctx, p, &undo); err != nil {
+		return nil, det, err
+	}
+
+	objs, err := gen.Load(gen.Flow{
+		DstMAC: p.NextHopMAC, SrcMAC: p.ClientMAC,
+		Src: p.ClientIP, Dst: p.ServerIP,
+		SrcPort: 40000, DstPort: rateDstPort, TTL: 64,
+	})
+	if err != nil {
+		return nil, det, err
+	}
+	undo.push("close generator objects", func(context.Context) error { return objs.Close() })
+
+	err = ns.WithNetNSPath(filepath.Join(netnsDir, p.Server), func(ns.NetNS) error {
+		ifi, err := net.InterfaceByName(p.ServerIf)
+		if err != nil {
+			return err
+		}
+		l, err := objs.AttachCounter(ifi.Index)
+		if err != nil {
+			return err
+		}
+		undo.push("detach counter", func(context.Context) error { return l.Close() })
+		return nil
+	})
+	if err != nil {
+		return nil, det, fmt.Errorf("rate: counter on %s/%s: %w", p.Server, p.ServerIf, err)
+	}
+
+	before, err := snapshotCounters(ctx, topo, p)
+	if err != nil {
+		return nil, det, err
+	}
+	tps, err := objs.AttachTracepoints()
+	if err != nil {
+		return nil, det, err
+	}
+	closeTPs := func() {
+		for _, l := range tps {
+			l.Close()
+		}
+		tps = nil
+	}
+	defer closeTPs()
+
+	elapsed, err := generate(ctx, objs, p, d)
+	if err != nil {
+		return nil, det, err
+	}
+	time.Sleep(100 * time.Millisecond) // frames still in rings
+	closeTPs()
+	after, err := snapshotCounters(ctx, topo, p)
+	if err != nil {
+		return nil, det, err
+	}
+	c, err := objs.Counters()
+	if err != nil {
+		return nil, det, err
+	}
+	if det.XDPErrors, err = objs.XDPErrors(); err != nil {
+		return nil, det, err
+	}
+	det.Seconds = elapsed.Seconds()
+	det.Offered, det.Received, det.Routed, det.BadIPSum = c.Offered, c.Received, c.Routed, c.BadIPSum
+	for _, cd := range diffCounters(before, after) {
+		if strings.HasPrefix(cd.Where, "xlane ") && !isDropName(cd.Name) {
+			det.Reasons = append(det.Reasons, cd)
+		} else if isDropName(cd.Name) {
+			det.Drops = append(det.Drops, cd)
+		}
+	}
+	if c.Offered == 0 {
+		return nil, det, errors.New("rate: the generator sent nothing")
+	}
+	if c.Received == 0 {
+		return nil, det, fmt.Errorf("rate: none of %d generated frames reached %s/%s (drops: %v %v)",
+			c.Offered, p.Server, p.ServerIf, det.XDPErrors, det.Drops)
+	}
+	s := Sample{
+		"offered_mpps":   float64(c.Offered) / det.Seconds / 1e6,
+		"forwarded_mpps": float64(c.Received) / det.Seconds / 1e6,
+		"delivered_pct":  100 * float64(c.Received) / float64(c.Offered),
+	}
+	return s, det, nil
+}
+
+// prepareHostVeth gives the client's host veth the NAPI the generator's
+// frames need (GRO on, unless native XDP already gives it NAPI) and makes
+// that NAPI threaded, pinned to rateNAPICPU. undo gets the restore steps.
+func prepareHostVeth(ctx context.Context, p Pair, undo *undoStack) (groOn, threaded bool, err error) {
+	dev := p.ClientHostIf
+	native, err := nativeXDP(ctx, p.Node, dev)
+	if err != nil {
+		return false, false, err
+	}
+	if !native {
+		feats, err := ethtoolFeatures(ctx, p.Node, dev)
+		if err != nil {
+			return false, false, err
+		}
+		if feats["generic-receive-offload"] != "on" {
+			if _, err := run(ctx, nsExec(p.Node, "ethtool", "-K", dev, "gro", "on")...); err != nil {
+				return false, false, fmt.Errorf("rate: GRO on %s: %w", dev, err)
+			}
+			groOn = true
+			undo.push("GRO off on "+dev, func(ctx context.Context) error {
+				_, err := run(ctx, nsExec(p.Node, "ethtool", "-K", dev, "gro", "off")...)
+				return err
+			})
+		}
+	}
+	if runtime.NumCPU() < 2 {
+		return groOn, false, nil
+	}
+	old := napiThreads(dev)
+	// /sys/class/net shows the netns that mounted /sys: ip netns exec
+	// remounts it for the node netns (bpffs is not needed here).
+	setThreaded := func(ctx context.Context, v string) error {
+		_, err := run(ctx, "ip", "netns", "exec", p.Node, "sh", "-c", `echo "$1" > "/sys/class/net/$2/threaded"`, "sh", v, dev)
+		return err
+	}
+	if err := setThreaded(ctx, "1"); err != nil {
+		return groOn, false, fmt.Errorf("rate: threaded NAPI on %s: %w", dev, err)
+	}
+	undo.push("threaded NAPI off on "+dev, func(ctx context.Context) error { return setThreaded(ctx, "0") })
+	var pid int
+	err = waitFor(ctx, "NAPI thread of "+dev, 5*time.Second, nil, func() bool {
+		for _, t := range napiThreads(dev) {
+			if !slices.Contains(old, t) {
+				pid = t
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return groOn, false, err
+	}
+	var set unix.CPUSet
+	set.Set(rateNAPICPU)
+	if err := unix.SchedSetaffinity(pid, &set); err != nil {
+		return groOn, true, fmt.Errorf("rate: pin NAPI thread %d of %s: %w", pid, dev, err)
+	}
+	// SCHED_FIFO, as softirq processing would be: ahead of ordinary
+	// processes (other load on the machine), within the kernel's RT
+	// throttling (95% of each second by default).
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: rateNAPIPriority}
+	if err := unix.SchedSetAttr(pid, &attr, 0); err != nil {
+		return groOn, true, fmt.Errorf("rate: SCHED_FIFO for NAPI thread %d of %s: %w", pid, dev, err)
+	}
+	return groOn, true, nil
+}
+
+// napiThreads lists the pids of kernel threads named napi/<dev>-<id>.
+func napiThreads(dev string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil {
+			continue
+		}
+		rest, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "napi/"+dev+"-")
+		if _, err := strconv.Atoi(rest); ok && err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// nativeXDP reports whether dev in netns node runs a native (driver) XDP
+// program, which gives a veth NAPI.
+func nativeXDP(ctx context.Context, node, dev string) (bool, error) {
+	out, err := run(ctx, "ip", "-n", node, "-d", "-j", "link", "show", "dev", dev)
+	if err != nil {
+		return false, err
+	}
+	var links []struct {
+		XDP *struct {
+			Mode int `json:"mode"`
+		} `json:"xdp"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		return false, fmt.Errorf("ip -d -j link show %s: %q: %v", dev, out, err)
+	}
+	const xdpAttachedDrv = 1
+	return links[0].XDP != nil && links[0].XDP.Mode == xdpAttachedDrv, nil
+}
+
+// generate runs the generator from the client container, pinned to
+// rateGenCPU, for d; it returns the time it ran.
+func generate(ctx context.Context, objs *gen.Objects, p Pair, d time.Duration) (time.Duration, error) {
+	var elapsed time.Duration
+	err := ns.WithNetNSPath(filepath.Join(netnsDir, p.Client), func(ns.NetNS) error {
+		ifi, err := net.InterfaceByName(p.ClientIf)
+		if err != nil {
+			return err
+		}
+		// The thread is locked to this goroutine until the callback
+		// returns; its CPU and policy are restored before that.
+		if runtime.NumCPU() >= 2 {
+			var set, all unix.CPUSet
+			set.Set(rateGenCPU)
+			for i := range runtime.NumCPU() {
+				all.Set(i)
+			}
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				return fmt.Errorf("pin generator: %w", err)
+			}
+			defer unix.SchedSetaffinity(0, &all)
+		}
+		// SCHED_FIFO too, so that other load on the machine does not
+		// keep the generator from outrunning the datapath.
+		rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: rateGenPriority}
+		if err := unix.SchedSetAttr(0, &rt, 0); err != nil {
+			return fmt.Errorf("generator SCHED_FIFO: %w", err)
+		}
+		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+		// Long calls (each waits for an RCU grace period at its end),
+		// sized to ~200 ms from the rate so far, the last one cut to
+		// what is left.
+		const slice = 200 * time.Millisecond
+		repeat := uint32(1 << 17)
+		start := time.Now()
+		for {
+			t0 := time.Now()
+			if err := objs.Generate(ifi.Index, repeat); err != nil {
+				return fmt.Errorf("generate: %w", err)
+			}
+			if verbose {
+				log.Printf("generate: %d frames in %v", repeat, time.Since(t0))
+			}
+			elapsed = time.Since(start)
+			left := d - elapsed
+			if left <= 0 || ctx.Err() != nil {
+				return ctx.Err()
+			}
+			rate := float64(repeat) / time.Since(t0).Seconds()
+			repeat = uint32(max(1024, min(rate*min(slice, left).Seconds(), 1<<30)))
+		}
+	})
+	return elapsed, err
+}
+
+// counterSnapshot is every counter the rate test watches, by where/name.
+type counterSnapshot map[[2]string]uint64
+
+// snapshotCounters reads the counters of the four veth ends, softnet_stat
+// and, for xlane, the endpoints' per-reason counters.
+func snapshotCounters(ctx context.Context, topo Topology, p Pair) (counterSnapshot, error) {
+	s := counterSnapshot{}
+	for _, d := range []struct{ ns, dev, where string }{
+		{p.Client, p.ClientIf, "client " + p.ClientIf},
+		{p.Node, p.ClientHostIf, "host veth A " + p.ClientHostIf},
+		{p.Node, p.ServerHostIf, "host veth B " + p.ServerHostIf},
+		{p.Server, p.ServerIf, "server " + p.ServerIf},
+	} {
+		out, err := run(ctx, nsExec(d.ns, "ethtool", "-S", d.dev)...)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range ParseEthtoolStats(out) {
+			s[[2]string{d.where, k}] = v
+		}
+		out, err = run(ctx, "ip", "-n", d.ns, "-s", "-j", "link", "show", "dev", d.dev)
+		if err != nil {
+			return nil, err
+		}
+		st, err := ParseIPLinkStats(out)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range st {
+			s[[2]string{d.where, k}] = v
+		}
+	}
+	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
+		for k, v := range ParseSoftnetStat(string(b)) {
+			s[[2]string{"softnet_stat (all CPUs, machine-wide)", k}] = v
+		}
+	}
+	if x, ok := topo.(*xlaneTopo); ok {
+		for _, ep := range []string{p.ClientEP, p.ServerEP} {
+			out, err := x.cli(ctx, "-o", "json", "endpoint", "inspect", ep)
+			if err != nil {
+				return nil, err
+			}
+			rs, err := ParseReasons(out)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range rs {
+				s[[2]string{"xlane " + ep, k}] = v
+			}
+		}
+	}
+	return s, nil
+}
+
+// diffCounters lists the counters that grew, in a stable order.
+func diffCounters(a, b counterSnapshot) []CounterDelta {
+	var out []CounterDelta
+	for k, v := range b {
+		if v > a[k] {
+			out = append(out, CounterDelta{Where: k[0], Name: k[1], Delta: v - a[k]})
+		}
+	}
+	slices.SortFunc(out, func(x, y CounterDelta) int {
+		if c := strings.Compare(x.Where, y.Where); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return out
+}
+
+// isDropName tells drop and error counters from the rest.
+func isDropName(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "drop") || strings.Contains(n, "err") || strings.Contains(n, "squeeze")
+}
+
+// ethtoolFeatures parses `ethtool -k dev` in netns ns: feature -> "on"/"off"
+// (with " [fixed]" where the driver does not let it change).
+func ethtoolFeatures(ctx context.Context, ns, dev string) (map[string]string, error) {
+	out, err := run(ctx, nsExec(ns, "ethtool", "-k", dev)...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEthtoolFeatures(out), nil
+}
+
+// offloadKeys are the features the notes show: the offloads that decide
+// what the XDP modes cost.
+var offloadKeys = []string{
+	"tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload",
+	"tx-checksumming", "scatter-gather", "rx-gro-list", "rx-udp-gro-forwarding",
+}
+
+// offloadSummary is a one-line summary of ethtool -k of dev in ns.
+func offloadSummary(ctx context.Context, ns, dev string) string {
+	f, err := ethtoolFeatures(ctx, ns, dev)
+	if err != nil {
+		return "ethtool -k failed: " + err.Error()
+	}
+	var parts []string
+	for _, k := range offloadKeys {
+		if v, ok := f[k]; ok {
+			parts = append(parts, k+" "+v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+const rateMethod = "64-byte frames (60 B + FCS: UDP with 18 B of payload, its checksum field holding the pseudo-header sum " +
+	"as a socket with TX checksum offload leaves it) written in full by an XDP program run with BPF_PROG_RUN and " +
+	"BPF_F_TEST_XDP_LIVE_FRAMES in the client netns, XDP_TX out of its eth0 into the host veth's NAPI ring (GRO switched on " +
+	"for the run where no native XDP program gives that veth NAPI); counted and dropped by a tcx ingress program on the " +
+	"server's eth0 (the receiver builds its skb, no socket). offered = frames generated per second, forwarded = frames " +
+	"counted at the server per second; losses located with ethtool -S and ip -s link of the four veth ends, " +
+	"/proc/net/softnet_stat, xlane's per-reason counters and raw tracepoint programs on xdp:xdp_devmap_xmit and " +
+	"xdp:xdp_redirect_err"
+
+// rateNotes sums each mode's rate runs into one line: how much arrived,
+// whether it was routed with a valid header, and where the rest was lost.
+func rateNotes(runs []RateDetail, modes []string) []string {
+	var notes []string
+	for _, mode := range modes {
+		var n int
+		var offered, received, routed, bad uint64
+		drops := map[string]uint64{}
+		reasons := map[string]uint64{}
+		for _, r := range runs {
+			if r.Mode != mode {
+				continue
+			}
+			n++
+			offered, received, routed, bad = offered+r.Offered, received+r.Received, routed+r.Routed, bad+r.BadIPSum
+			for _, e := range r.XDPErrors {
+				drops[e.Where()] += e.Frames
+			}
+			for _, d := range r.Drops {
+				drops[d.Where+" "+d.Name] += d.Delta
+			}
+			for _, d := range r.Reasons {
+				reasons[d.Where+" "+d.Name] += d.Delta
+			}
+		}
+		if n == 0 || offered == 0 {
+			continue
+		}
+		line := fmt.Sprintf("rate %s (%d run(s)): %s of %s frames arrived (%.1f%%); routed (TTL decremented) %.1f%% of them, bad IPv4 header checksums %d",
+			mode, n, humanCount(received), humanCount(offered), 100*float64(received)/float64(offered),
+			100*float64(routed)/float64(max(received, 1)), bad)
+		if offered > received {
+			line += fmt.Sprintf("; lost %s, counters: %s", humanCount(offered-received), topCounts(drops, 8))
+		}
+		if len(reasons) > 0 {
+			line += "; xlane reasons: " + topCounts(reasons, 6)
+		}
+		notes = append(notes, line)
+	}
+	return notes
+}
+
+// topCounts lists the largest n entries of m as "name +count".
+func topCounts(m map[string]uint64, n int) string {
+	type kv struct {
+		k string
+		v uint64
+	}
+	var all []kv
+	for k, v := range m {
+		all = append(all, kv{k, v})
+	}
+	slices.SortFunc(all, func(a, b kv) int {
+		if a.v != b.v {
+			if a.v > b.v {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.k, b.k)
+	})
+	if len(all) == 0 {
+		return "none"
+	}
+	var parts []string
+	for i, e := range all {
+		if i == n {
+			parts = append(parts, fmt.Sprintf("(%d more)", len(all)-n))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s +%s", e.k, humanCount(e.v)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func humanCount(v uint64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(v)/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", float64(v)/1e3)
+	}
+	return strconv.FormatUint(v, 10)
+}
