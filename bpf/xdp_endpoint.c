@@ -87,7 +87,7 @@ static __always_inline int to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
 	}
 	/* Native redirects need the target's peer NAPI; generic ones go
 	 * through the target's xmit path and need only the devmap entry. */
-	if (cfg->native ? !(dst->flags & XL_EP_XDP_TARGET) : !devmap_has(dst->ifindex)) {
+	if ((cfg->native && !(dst->flags & XL_EP_XDP_TARGET)) || !devmap_has(dst->ifindex)) {
 		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
@@ -115,11 +115,17 @@ static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
 	fib_check_mtu(&fib, len - sizeof(struct ethhdr));
 	/* XDP cannot hand a packet to the neighbour subsystem the way
 	 * bpf_redirect_neigh does, so xlane keeps its own copy of the
-	 * neighbour table and asks the FIB for the next hop only. */
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	 * neighbour table (xlane_neigh) for the next hop's MAC. The lookup
+	 * does not skip the kernel's neighbours: with SKIP_NEIGH the kernel
+	 * fills no MAC at all, and the egress device's own MAC (smac) is
+	 * needed; NO_NEIGH means Linux must resolve first anyway. */
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_SUCCESS:
 		break;
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		*reason = XL_PASS_NO_NEIGH;
+		return XDP_PASS;
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
 		*reason = XL_PASS_NOT_FWDED;
 		return XDP_PASS;

@@ -153,6 +153,7 @@ struct xl_config {
 	__u16 nat_port_max;
 	__u8 uplink_v4[16];	/* masquerade address (::ffff:a.b.c.d), or zero */
 	__u8 uplink_v6[16];	/* masquerade address, or zero */
+	__u64 netns_cookie;	/* the node's netns: socket hooks act only here */
 };
 
 /*

@@ -78,7 +78,10 @@ static __always_inline int xdp_sum(struct xdp_md *ctx, __u32 off, __u32 len, __u
 			n &= L4CSUM_CHUNK - 1;
 			if (n == 0 || bpf_xdp_load_bytes(ctx, off + done, sc->buf, n))
 				return -1;
-			padded &= L4CSUM_CHUNK - 1;
+			/* Clamp, not mask: a 253-255 byte tail pads to a
+			 * whole chunk. */
+			if (padded > L4CSUM_CHUNK)
+				padded = L4CSUM_CHUNK;
 			s = bpf_csum_diff(0, 0, (void *)sc->buf, padded, s);
 		}
 		if (s < 0)

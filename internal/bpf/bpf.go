@@ -66,6 +66,7 @@ type Objects struct {
 	fromUplink   *ebpf.Program // XDP on the uplink (uplink collection)
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
 	xdpErr       error         // why the XDP programs did not load (compat.go)
+	sock         socklbPrograms
 }
 
 // xdpExtra is what the xdp collection adds to the tc one.
@@ -81,6 +82,7 @@ func (o *Objects) Close() error {
 	o.xdp.GenericFromEndpoint.Close()
 	o.fromUplink.Close()
 	o.tcFromUplink.Close()
+	o.sock.Close()
 	o.xdp.Scratch.Close()
 	return o.tcObjects.Close()
 }
@@ -174,6 +176,14 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		objs.Close()
 		return nil, fmt.Errorf("load uplink tc program: %w", err)
 	}
+	sspec, err := loadSocklb()
+	if err == nil {
+		err = sspec.LoadAndAssign(&objs.sock, objs.shareWith(sspec))
+	}
+	if err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("load socket load-balancing programs: %w", err)
+	}
 	return &objs, nil
 }
 
@@ -209,6 +219,10 @@ func (o *Objects) XDPGenericFromEndpoint() *ebpf.Program { return o.xdp.GenericF
 
 // XDPFromUplink is the XDP program of the node's uplink.
 func (o *Objects) XDPFromUplink() *ebpf.Program { return o.fromUplink }
+
+// Connect4 and Connect6 are the cgroup connect hooks (sock_lb.c).
+func (o *Objects) Connect4() *ebpf.Program { return o.sock.XlaneConnect4 }
+func (o *Objects) Connect6() *ebpf.Program { return o.sock.XlaneConnect6 }
 
 // TCFromUplink is the tcx ingress program of the node's uplink.
 func (o *Objects) TCFromUplink() *ebpf.Program { return o.tcFromUplink }

@@ -13,6 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type netkitBackendKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Index   uint32
+}
+
+type netkitBackendVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type netkitCtKey struct {
 	_     structs.HostLayout
 	Saddr [16]uint8
@@ -91,6 +104,21 @@ type netkitPublishVal struct {
 	Pad  uint16
 }
 
+type netkitServiceKey struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
+type netkitServiceVal struct {
+	_          structs.HostLayout
+	Id         uint32
+	MaglevSize uint32
+	Flags      uint32
+}
+
 type netkitXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -98,19 +126,23 @@ type netkitXlConfig struct {
 	NatPortMax    uint16
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
+	NetnsCookie   uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	netkitMapXlaneBackends        = "xlane_backends"
 	netkitMapXlaneConfig          = "xlane_config"
 	netkitMapXlaneCt              = "xlane_ct"
 	netkitMapXlaneDevmap          = "xlane_devmap"
 	netkitMapXlaneEndpoints       = "xlane_endpoints"
+	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
 	netkitMapXlaneNeigh           = "xlane_neigh"
 	netkitMapXlanePublish         = "xlane_publish"
+	netkitMapXlaneServices        = "xlane_services"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
@@ -119,6 +151,7 @@ const (
 	netkitVarXlBtfDir             = "xl_btf_dir"
 	netkitVarXlBtfEpFlags         = "xl_btf_ep_flags"
 	netkitVarXlBtfReason          = "xl_btf_reason"
+	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 )
 
 // loadNetkit returns the embedded CollectionSpec for netkit.
@@ -171,25 +204,29 @@ type netkitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitMapSpecs struct {
+	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // netkitVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitVariableSpecs struct {
-	XlBtfCtDir   *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
 
 // netkitObjects contains all objects after they have been loaded into the kernel.
@@ -212,24 +249,30 @@ func (o *netkitObjects) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitMaps struct {
+	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *netkitMaps) Close() error {
 	return _NetkitClose(
+		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
 		m.XlanePublish,
+		m.XlaneServices,
 	)
 }
 
@@ -237,12 +280,13 @@ func (m *netkitMaps) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitVariables struct {
-	XlBtfCtDir   *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
-	XlBtfCtNat   *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
-	XlBtfCtState *ebpf.Variable `ebpf:"xl_btf_ct_state"`
-	XlBtfDir     *ebpf.Variable `ebpf:"xl_btf_dir"`
-	XlBtfEpFlags *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
-	XlBtfReason  *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
+	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
+	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
+	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
+	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
+	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }
 
 // netkitPrograms contains all programs after they have been loaded into the kernel.

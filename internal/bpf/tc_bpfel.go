@@ -163,6 +163,7 @@ type tcXlConfig struct {
 	NatPortMax    uint16
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
+	NetnsCookie   uint64
 }
 
 type tcXlDir uint32

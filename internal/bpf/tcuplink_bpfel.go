@@ -133,6 +133,7 @@ type tcuplinkXlConfig struct {
 	NatPortMax    uint16
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
+	NetnsCookie   uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -131,6 +131,7 @@ type uplinkXlConfig struct {
 	NatPortMax    uint16
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
+	NetnsCookie   uint64
 }
 
 // Names of all BPF objects in the ELF.

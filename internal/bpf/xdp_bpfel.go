@@ -138,6 +138,7 @@ type xdpXlConfig struct {
 	NatPortMax    uint16
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
+	NetnsCookie   uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -99,8 +100,52 @@ func (d *Daemon) setupNode() error {
 			return err
 		}
 	}
+	if nc.NetnsCookie, err = netnsCookie(); err != nil {
+		d.log.Warn("no netns cookie: the node's own processes will not reach services or published ports", "err", err)
+	}
 	d.node = nc
-	return d.dp.SetConfig(nc)
+	if err := d.dp.SetConfig(nc); err != nil {
+		return err
+	}
+	if nc.NetnsCookie != 0 {
+		root, err := cgroup2Root()
+		if err == nil {
+			err = d.dp.AttachSockLB(root)
+		}
+		if err != nil {
+			d.log.Warn("socket load balancing off: the node's own processes will not reach services or published ports", "err", err)
+		}
+	}
+	return nil
+}
+
+// netnsCookie is the cookie of the daemon's network namespace
+// (SO_NETNS_COOKIE, Linux 5.14+).
+func netnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+}
+
+// cgroup2Root finds where the cgroup2 hierarchy is mounted.
+func cgroup2Root() (string, error) {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		if f := strings.Fields(pre); len(f) >= 5 && f[3] == "/" {
+			return f[4], nil
+		}
+	}
+	return "", errors.New("no cgroup2 mount")
 }
 
 // uplinkAddrs picks the uplink's first global IPv4 and IPv6 addresses.

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
@@ -20,11 +22,14 @@ type NodeConfig struct {
 	// NATPorts is the inclusive source-port range masquerade allocates
 	// from; it must not overlap the node's ip_local_port_range.
 	NATPortMin, NATPortMax uint16
+	// NetnsCookie is the node netns' cookie: socket hooks act only there.
+	NetnsCookie uint64
 }
 
 // SetConfig writes xlane_config.
 func (d *BPF) SetConfig(c NodeConfig) error {
-	v := bpf.Config{UplinkIfindex: uint32(c.UplinkIfindex), NatPortMin: c.NATPortMin, NatPortMax: c.NATPortMax}
+	v := bpf.Config{UplinkIfindex: uint32(c.UplinkIfindex), NatPortMin: c.NATPortMin, NatPortMax: c.NATPortMax,
+		NetnsCookie: c.NetnsCookie}
 	if c.MasqV4.IsValid() {
 		v.UplinkV4 = c.MasqV4.As16()
 	}
@@ -233,4 +238,38 @@ func (d *BPF) deleteCT(match func(bpf.CTVal) bool) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// AttachSockLB attaches the connect hooks to the cgroup at path (the
+// cgroup2 root: every process of the node; the programs themselves act
+// only in the node's netns).
+func (d *BPF) AttachSockLB(cgroupPath string) error {
+	for _, h := range []struct {
+		suffix string
+		attach ebpf.AttachType
+		prog   *ebpf.Program
+	}{
+		{"connect4", ebpf.AttachCGroupInet4Connect, d.objs.Connect4()},
+		{"connect6", ebpf.AttachCGroupInet6Connect, d.objs.Connect6()},
+	} {
+		pin := d.linkPin("cgroup", h.suffix)
+		if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+			err := l.Update(h.prog)
+			l.Close()
+			if err == nil {
+				continue
+			}
+			os.Remove(pin)
+		}
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: h.attach, Program: h.prog})
+		if err != nil {
+			return fmt.Errorf("attach %s to cgroup %s: %w", h.suffix, cgroupPath, err)
+		}
+		err = l.Pin(pin)
+		l.Close()
+		if err != nil {
+			return fmt.Errorf("pin %s link: %w", h.suffix, err)
+		}
+	}
+	return nil
 }

@@ -62,8 +62,10 @@ func TestMasqueradeAndPublish(t *testing.T) {
 				// From outside, IPv4 and IPv6, to the node's address.
 				transferVia(t, out, c1, netip.AddrPortFrom(e1.IPs[0], 80), netip.AddrPortFrom(node4, 8080), bulk)
 				transferVia(t, out, c1, netip.AddrPortFrom(e1.IPs[1], 80), netip.AddrPortFrom(node6, 8080), bulk/2)
-				// From another container on the node.
+				// From another container on the node, and from the node.
 				transferVia(t, c2, c1, netip.AddrPortFrom(e1.IPs[0], 80), netip.AddrPortFrom(node4, 8080), bulk/2)
+				transferVia(t, n.netns, c1, netip.AddrPortFrom(e1.IPs[0], 80), netip.AddrPortFrom(node4, 8080), bulk/4)
+				transferVia(t, n.netns, c1, netip.AddrPortFrom(e1.IPs[1], 80), netip.AddrPortFrom(node6, 8080), bulk/4)
 				// Another endpoint cannot take the same node port.
 				if _, stderr, err := n.xlane("endpoint", "publish", e2.ID, "--port", "8080:81/tcp"); err == nil || !strings.Contains(stderr, "is published by endpoint") {
 					t.Errorf("second publish of 8080/tcp: err %v stderr %q, want a conflict", err, stderr)

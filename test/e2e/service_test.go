@@ -158,7 +158,7 @@ func TestServiceLoadBalancer(t *testing.T) {
 	for _, tc := range []struct {
 		from string
 		vip  netip.AddrPort
-	}{{c, vip}, {c, vip6}, {out, vip}, {out, vip6}} {
+	}{{c, vip}, {c, vip6}, {out, vip}, {out, vip6}, {n.netns, vip}, {n.netns, vip6}} {
 		got := spread(tc.from, tc.vip, 60)
 		if len(got) != 3 {
 			t.Errorf("60 connections from %s to %s reached %v, want all three backends", tc.from, tc.vip, got)
