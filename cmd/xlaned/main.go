@@ -38,6 +38,7 @@ func run() error {
 	ctSize := fs.Uint("ct-size", 1<<20, "conntrack table size (entries; two per flow); changing it needs the pinned table removed")
 	natPorts := fs.String("nat-ports", daemon.DefaultNATPorts, "masquerade source-port range MIN-MAX; must not overlap net.ipv4.ip_local_port_range")
 	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
+	uninstall := fs.Bool("uninstall", false, "remove everything this instance made (networks, endpoints, services, programs, pins, the state file) and exit; stop the running xlaned first")
 	dockerSocket := fs.String("docker-plugin-socket", docker.DefaultSocket, "serve the Docker network driver here (Docker names it after the file; \"\" serves none)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
@@ -47,6 +48,8 @@ file, programs the kernel to match, and serves the API the xlane CLI uses.
 Programs stay attached when xlaned stops (even with kill -9); a restarted
 xlaned adopts them. Several daemons can run side by side, each in its own
 network namespace with its own --state, --socket and --pin-dir.
+xlaned is also Docker's network driver "xlane" (see --docker-plugin-socket
+and docs/docker.md).
 
 Flags:
 `)
@@ -68,6 +71,9 @@ Flags:
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery})
 	if err != nil {
 		return err
+	}
+	if *uninstall {
+		return d.Uninstall()
 	}
 	defer d.Close()
 	l, err := server.Listen(*socket)

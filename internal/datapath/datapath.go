@@ -43,6 +43,10 @@ func Open(pinDir string, o bpf.Options) (*BPF, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(filepath.Join(pinDir, "node"), 0o700); err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("create node pin dir: %w", err)
+	}
 	if err := os.MkdirAll(filepath.Join(pinDir, "links"), 0o700); err != nil {
 		objs.Close()
 		return nil, fmt.Errorf("create link pin dir: %w", err)
@@ -135,9 +139,17 @@ func hasHook(hs []hook, h hook) bool {
 	return slices.ContainsFunc(hs, func(x hook) bool { return x.suffix == h.suffix })
 }
 
+// nodeHooks are attachments of the node, not of an endpoint: pinned under
+// node/, apart from the per-device links/ that reconcile prunes.
+var nodeHooks = map[string]bool{"uplink": true, "uplinktc": true, "connect4": true, "connect6": true}
+
 func (d *BPF) linkPin(ifname, suffix string) string {
+	dir := "links"
+	if nodeHooks[suffix] {
+		dir = "node"
+	}
 	// bpffs refuses names with a dot.
-	return filepath.Join(d.pinDir, "links", ifname+"_"+suffix)
+	return filepath.Join(d.pinDir, dir, ifname+"_"+suffix)
 }
 
 // Attach gives a host veth the programs of mode. New hooks are attached

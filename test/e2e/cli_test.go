@@ -6,7 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -181,5 +184,33 @@ func TestAutoMode(t *testing.T) {
 	n.mustXlane(&back, "network", "update", "a", "--mode", "auto")
 	if back.Mode != "tc" || back.ModeRequested != "auto" {
 		t.Fatalf("after update to auto: mode %q requested %q, want tc/auto", back.Mode, back.ModeRequested)
+	}
+}
+
+// xlaned --uninstall leaves nothing: no veth, route, address, pin or state.
+func TestUninstall(t *testing.T) {
+	var out string
+	n := newNode(t, withOutside(&out, "1500"))
+	n.mustXlane(nil, "network", "create", "u", "--subnet", "10.89.0.0/24", "--subnet", "fd00:89::/64")
+	c := newNetns(t, "c")
+	var ep api.EndpointInfo
+	n.mustXlane(&ep, "endpoint", "add", "u", "--netns", c)
+	n.mustXlane(nil, "endpoint", "publish", ep.ID, "--port", "8081:80")
+	n.mustXlane(nil, "service", "create", "s", "--vip", "10.97.0.1:80", "--backend", ep.IPs[0].String()+":80")
+	n.stop(syscall.SIGTERM)
+	args := append([]string{filepath.Join(binDir, "xlaned"), "--uninstall",
+		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}, n.flags...)
+	if o, err := inNS(n.netns, args...).CombinedOutput(); err != nil {
+		t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
+	}
+	assertCleanNamed(t, n, "10.89.", "fd00:89")
+	if _, err := os.Stat(n.pinDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pin dir %s still there: %v", n.pinDir, err)
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "state.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file still there: %v", err)
+	}
+	if x := runIn(t, n.netns, "ip", "link", "show", "up0"); strings.Contains(x, "xdp") {
+		t.Errorf("uplink still carries XDP:\n%s", x)
 	}
 }

@@ -31,7 +31,13 @@ func TestXDPOffloadsAndMTU(t *testing.T) {
 					transfer(t, cs[1], cs[0], eps[0].IPs[1], bulk/2)
 					var ep api.EndpointInfo
 					n.mustXlane(&ep, "endpoint", "inspect", eps[0].ID)
-					if c := reason(ep, "fwd_peer", "from_endpoint"); c.Packets < 1000 {
+					if mode == "xdp-generic" && offloads == "on" {
+						// Generic XDP leaves GSO super-packets to Linux:
+						// the bulk is pass_too_big, the rest fast path.
+						if reason(ep, "pass_too_big", "from_endpoint").Packets == 0 || reason(ep, "fwd_peer", "from_endpoint").Packets == 0 {
+							t.Errorf("want GSO packets passed as too big and the others on the fast path; %+v", ep.Reasons)
+						}
+					} else if c := reason(ep, "fwd_peer", "from_endpoint"); c.Packets < 1000 {
 						t.Errorf("fwd_peer = %d packets, want the transfer on the fast path; %+v", c.Packets, ep.Reasons)
 					}
 					for _, r := range ep.Reasons {

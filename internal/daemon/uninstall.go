@@ -1,0 +1,39 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/xlane-dev/xlane/internal/datapath"
+)
+
+// Uninstall removes everything this instance put on the node: endpoints and
+// networks (veths, routes, gateway addresses), services, published ports,
+// the uplink and socket programs, every pin, and the state file. The
+// daemon is closed afterwards.
+func (d *Daemon) Uninstall() error {
+	var errs []error
+	nets, err := d.Networks()
+	errs = append(errs, err)
+	for _, n := range nets {
+		errs = append(errs, d.DeleteNetwork(n.Name, true))
+	}
+	svcs, err := d.Services()
+	errs = append(errs, err)
+	for _, s := range svcs {
+		errs = append(errs, d.DeleteService(s.Name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	d.Close()
+	if err := datapath.RemovePins(d.cfg.PinDir); err != nil {
+		return err
+	}
+	if err := os.Remove(d.cfg.StatePath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove state %s: %w", d.cfg.StatePath, err)
+	}
+	d.log.Info("uninstalled", "state", d.cfg.StatePath, "pin_dir", d.cfg.PinDir)
+	return nil
+}
