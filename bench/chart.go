@@ -45,8 +45,10 @@ func chartPanels(rep *Report) []chartPanel {
 	}
 	tput := chartPanel{title: "TCP throughput", unit: "Gbit/s, higher is better"}
 	cost := chartPanel{title: "TCP CPU cost", unit: "CPU-seconds per Gbit, lower is better"}
-	lat := chartPanel{title: "TCP ping-pong latency", unit: "µs, lower is better"}
-	rate := chartPanel{title: "64-byte UDP frames", unit: "million packets per second, higher is better"}
+	latSame := chartPanel{title: "TCP ping-pong latency, client and server on one CPU", unit: "µs, lower is better"}
+	latCross := chartPanel{title: "TCP ping-pong latency, across CPUs", unit: "µs, lower is better (this VM's cross-CPU wakeup dominates)"}
+	rate := chartPanel{title: "64-byte UDP forwarding rate, one datapath core", unit: "million packets per second reaching the server, higher is better"}
+	offered := chartPanel{title: "64-byte UDP, offered by the generator (other core)", unit: "million packets per second; what did not fit was dropped"}
 	for _, t := range rep.Tests {
 		switch t.Kind {
 		case "tcp":
@@ -58,28 +60,27 @@ func chartPanels(rep *Report) []chartPanel {
 				cost.groups = append(cost.groups, chartGroup{label, m})
 			}
 		case "latency":
-			where := "same CPU"
+			lat := &latSame
 			if t.ServerCPUs != t.ClientCPUs {
-				where = "cross CPU"
+				lat = &latCross
 			}
-			for _, k := range []string{"p50_us", "p99_us"} {
+			for _, k := range []string{"avg_us", "p50_us", "p99_us"} {
 				if m, ok := find(t, k); ok {
-					lat.groups = append(lat.groups, chartGroup{[]string{where, strings.TrimSuffix(k, "_us")}, m})
+					lat.groups = append(lat.groups, chartGroup{[]string{strings.TrimSuffix(k, "_us")}, m})
 				}
 			}
 		case "rate":
-			for _, k := range []struct{ key, label string }{{"forwarded_mpps", "forwarded"}, {"offered_mpps", "offered"}} {
-				if m, ok := find(t, k.key); ok {
-					rate.groups = append(rate.groups, chartGroup{[]string{k.label, "(reached B)"}, m})
-					if k.key == "offered_mpps" {
-						rate.groups[len(rate.groups)-1].label[1] = "(generator)"
-					}
-				}
+			// Two panels: the offered rate would dwarf the forwarded one.
+			if m, ok := find(t, "forwarded_mpps"); ok {
+				rate.groups = append(rate.groups, chartGroup{[]string{t.Source.String() + " source"}, m})
+			}
+			if m, ok := find(t, "offered_mpps"); ok {
+				offered.groups = append(offered.groups, chartGroup{[]string{t.Source.String() + " source"}, m})
 			}
 		}
 	}
 	var out []chartPanel
-	for _, p := range []chartPanel{tput, lat, cost, rate} {
+	for _, p := range []chartPanel{tput, cost, latSame, latCross, rate, offered} {
 		if len(p.groups) > 0 {
 			out = append(out, p)
 		}
@@ -146,7 +147,7 @@ func chartSVG(rep *Report) string {
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="20" y="32" font-size="20" font-weight="bold" fill="#222">xlane datapath modes, container to container on one node</text>`+"\n")
 	m := rep.Machine
-	fmt.Fprintf(&b, `<text x="20" y="54" font-size="12" fill="#555">%s · Linux %s · %d CPUs · loadavg %s → %s · %d repetition(s) × %s, modes interleaved</text>`+"\n",
+	fmt.Fprintf(&b, `<text x="20" y="54" font-size="12" fill="#555">%s · Linux %s · %d CPUs · loadavg %s → %s · %d repetition(s) (%s), modes interleaved</text>`+"\n",
 		rep.Started.UTC().Format("2006-01-02 15:04 MST"), xmlEsc.Replace(m.Kernel), m.NProc, xmlEsc.Replace(m.LoadStart), xmlEsc.Replace(m.LoadEnd),
 		rep.Config.Repetitions, xmlEsc.Replace(rep.Config.Duration))
 	// Legend.

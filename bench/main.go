@@ -5,9 +5,10 @@
 // the 64-byte UDP forwarding rate (a BPF_PROG_RUN live-frames generator,
 // see bench/gen and rate.go).
 //
-//	go run ./bench -out bench/results          # default: 3 reps, 5 s runs, ~10 min
+//	go run ./bench -out bench/results          # default: 3 reps of 4/3/2 s runs, ~9 min
 //	go run ./bench -quick                      # 1 rep, 2 s runs, for development
 //	go run ./bench -quick -only rate -modes kernel,xdp
+//	go run ./bench nat                         # conntrack/NAT/services (nat.go)
 //
 // It needs root, iproute2, nsenter, ethtool, iptables(-nft), iperf3,
 // sockperf, ss, ping and a bpffs at /sys/fs/bpf. It builds xlaned and xlane itself, makes
@@ -45,7 +46,9 @@ var allModes = []string{"docker", "kernel", "tc", "xdp-generic", "xdp"}
 
 type options struct {
 	out      string
-	duration time.Duration
+	duration time.Duration // iperf3
+	latDur   time.Duration // sockperf
+	rateDur  time.Duration // rate generator
 	reps     int
 	quick    bool
 	modes    []string
@@ -58,9 +61,11 @@ func parseFlags() (options, error) {
 	var o options
 	var modes, mtus string
 	flag.StringVar(&o.out, "out", "bench/results", "directory for modes-<date>.json, modes-latest.md and modes-latest.svg")
-	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each iperf3 and sockperf run (whole seconds)")
+	flag.DurationVar(&o.duration, "duration", 4*time.Second, "length of each iperf3 run (whole seconds)")
+	flag.DurationVar(&o.latDur, "latency-duration", 3*time.Second, "length of each sockperf run (whole seconds)")
+	flag.DurationVar(&o.rateDur, "rate-duration", 2*time.Second, "length of each rate run (generator time)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per mode, modes interleaved")
-	flag.BoolVar(&o.quick, "quick", false, "development run: 1 repetition of 2 s (unless -reps/-duration are given)")
+	flag.BoolVar(&o.quick, "quick", false, "development run: 1 repetition, 2 s runs (unless -reps or a duration is given)")
 	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to compare, in run order")
 	flag.StringVar(&mtus, "mtus", "1500,9000", "MTUs; one network per MTU in every mode")
 	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, daemon and server logs)")
@@ -73,12 +78,14 @@ func parseFlags() (options, error) {
 		if !set["reps"] {
 			o.reps = 1
 		}
-		if !set["duration"] {
-			o.duration = 2 * time.Second
+		for name, d := range map[string]*time.Duration{"duration": &o.duration, "latency-duration": &o.latDur, "rate-duration": &o.rateDur} {
+			if !set[name] {
+				*d = 2 * time.Second
+			}
 		}
 	}
-	if o.reps < 1 || o.duration < time.Second {
-		return o, errors.New("-reps must be >= 1 and -duration >= 1s")
+	if o.reps < 1 || o.duration < time.Second || o.latDur < time.Second || o.rateDur < 500*time.Millisecond {
+		return o, errors.New("-reps must be >= 1, -duration and -latency-duration >= 1s, -rate-duration >= 500ms")
 	}
 	for _, m := range strings.Split(modes, ",") {
 		if m = strings.TrimSpace(m); !slices.Contains(allModes, m) || slices.Contains(o.modes, m) {
@@ -99,6 +106,9 @@ func parseFlags() (options, error) {
 func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("bench: ")
+	if code, ok := natDispatch(os.Args[1:]); ok { // `bench nat`: nat.go
+		os.Exit(code)
+	}
 	os.Exit(realMain())
 }
 
@@ -170,14 +180,16 @@ func realMain() (code int) {
 func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (*Report, error) {
 	rep := &Report{Started: time.Now(), Machine: machine(ctx)}
 	rep.Config = RunConfig{
-		Repetitions: o.reps, Duration: o.duration.String(), Modes: o.modes, MTUs: o.mtus,
-		Order: "per repetition, per test: " + strings.Join(o.modes, ", ") + " (interleaved)",
+		Repetitions: o.reps, Modes: o.modes, MTUs: o.mtus,
+		Duration: fmt.Sprintf("iperf3 %s, sockperf %s, rate %s", o.duration, o.latDur, o.rateDur),
+		Order:    "per repetition, per test: " + strings.Join(o.modes, ", ") + " (interleaved)",
 		Pinning: "iperf3 not pinned (pinning made throughput no steadier in trials); sockperf client pinned to CPU " + latencyClientCPU +
 			", server pinned to the same CPU or to CPU 1 (two tests): unpinned ping-pong latency is bimodal on this VM " +
 			"(~7 us on one core, ~35 us across cores, the cross-core wakeup dominating); " +
-			fmt.Sprintf("rate test: generator thread pinned to CPU %d (SCHED_FIFO %d), the client host veth's NAPI threaded, pinned to CPU %d "+
-				"and SCHED_FIFO %d (ahead of other processes, as softirq processing would be; RT throttling leaves others 5%%)",
-				rateGenCPU, rateGenPriority, rateNAPICPU, rateNAPIPriority),
+			fmt.Sprintf("rate tests: generator thread pinned to CPU %d (SCHED_FIFO %d); the datapath on CPU %d at SCHED_FIFO %d "+
+				"(the client host veth's NAPI threaded and pinned there, or its backlog steered there by RPS with ksoftirqd/%d raised): "+
+				"ahead of other processes, as softirq processing would be; RT throttling leaves others 5%%",
+				rateGenCPU, rateGenPriority, rateNAPICPU, rateNAPIPriority, rateNAPICPU),
 		RateMethod: rateMethod,
 		CPUMethod:  "/proc/stat busy (all but idle+iowait) over all cores during each iperf3 client run; machine-wide, so other load counts",
 	}
@@ -235,10 +247,14 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 				var err error
 				if test.Kind == "rate" {
 					var det RateDetail
-					s, det, err = runRate(ctx, t, t.Pair(test.MTU), o.duration, r)
+					s, det, err = runRate(ctx, t, t.Pair(test.MTU), test.Source, o.rateDur, r)
 					rep.Rate = append(rep.Rate, det)
 				} else {
-					s, err = test.Run(ctx, t.Pair(test.MTU), o.duration)
+					d := o.duration
+					if test.Kind == "latency" {
+						d = o.latDur
+					}
+					s, err = test.Run(ctx, t.Pair(test.MTU), d)
 				}
 				if err != nil {
 					return nil, fmt.Errorf("%s %s (rep %d): %w", test.ID, t.Name(), r, err)
@@ -254,6 +270,7 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 		p := t.Pair(o.mtus[0])
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: offloads of the client's %s (container side, ethtool -k): %s; of its host veth %s: %s",
 			t.Name(), p.ClientIf, offloadSummary(ctx, p.Client, p.ClientIf), p.ClientHostIf, offloadSummary(ctx, p.Node, p.ClientHostIf)))
+		rep.Notes = append(rep.Notes, checksumNote(ctx, t.Name(), p))
 	}
 	rep.Notes = append(rep.Notes, rateNotes(rep.Rate, o.modes)...)
 	rep.Machine.LoadEnd = loadavg()
@@ -343,6 +360,11 @@ func machine(ctx context.Context) Machine {
 		return strings.TrimSpace(l)
 	}
 	m.GitCommit = first("git", "rev-parse", "--short", "HEAD")
+	if out, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+		if t := strings.TrimSpace(string(out)); t != "" {
+			m.GitDirty = strings.Count(t, "\n") + 1
+		}
+	}
 	m.Iperf3 = first("iperf3", "--version")
 	m.Sockperf = "sockperf " + strings.TrimPrefix(first("sockperf", "--version"), "sockperf, ")
 	return m
@@ -366,4 +388,21 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// checksumNote reports the receive checksum errors the containers' stacks
+// counted over the whole run (both networks): a datapath that loses
+// CHECKSUM_PARTIAL state shows up here (see DESIGN.md).
+func checksumNote(ctx context.Context, mode string, p Pair) string {
+	var parts []string
+	for _, c := range []struct{ name, ns string }{{"server", p.Server}, {"client", p.Client}} {
+		out, err := run(ctx, nsExec(c.ns, "cat", "/proc/net/snmp")...)
+		if err != nil {
+			return fmt.Sprintf("%s: /proc/net/snmp: %v", mode, err)
+		}
+		s := ParseSNMP(out)
+		parts = append(parts, fmt.Sprintf("%s Tcp InCsumErrors %d, Udp InCsumErrors %d, Tcp RetransSegs %d, Tcp InSegs %d",
+			c.name, s["Tcp:InCsumErrors"], s["Udp:InCsumErrors"], s["Tcp:RetransSegs"], s["Tcp:InSegs"]))
+	}
+	return fmt.Sprintf("%s: receive checksum errors over the run (container netns): %s", mode, strings.Join(parts, "; "))
 }

@@ -336,3 +336,23 @@ func ParseReasons(s string) (map[string]uint64, error) {
 	}
 	return out, nil
 }
+
+// ParseSNMP reads /proc/net/snmp (header line, value line per protocol)
+// into "Proto:Field" -> value.
+func ParseSNMP(s string) map[string]uint64 {
+	out := map[string]uint64{}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		h, v := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(h) != len(v) || len(h) == 0 || h[0] != v[0] {
+			continue
+		}
+		proto := strings.TrimSuffix(h[0], ":")
+		for j := 1; j < len(h); j++ {
+			if n, err := strconv.ParseUint(v[j], 10, 64); err == nil {
+				out[proto+":"+h[j]] = n
+			}
+		}
+	}
+	return out
+}

@@ -1,19 +1,32 @@
 package main
 
-// The small-packet rate test: 64-byte UDP frames from a BPF_PROG_RUN
+// The small-packet rate tests: 64-byte UDP packets from a BPF_PROG_RUN
 // live-frames generator in the client container, counted (and dropped) by
 // a tcx program on the server container's eth0. See bench/gen.
 //
-//	client netns         node netns                              server netns
-//	gen --XDP_TX--> eth0 ==veth== host veth A --datapath--> host veth B ==veth== eth0 --> count, drop
-//	(pinned to CPU 1)              NAPI thread pinned to CPU 0
+//	client netns           node netns                              server netns
+//	gen --> eth0 ==veth== host veth A --datapath--> host veth B ==veth== eth0 --> count, drop
+//	CPU 1                 CPU 0 (SCHED_FIFO)
 //
-// The frames enter the node through the host veth's NAPI ring (the
-// generator's XDP_TX is ndo_xdp_xmit on the client's eth0), so that veth
-// needs NAPI: native XDP has it; elsewhere GRO is switched on for the run.
-// The host veth's NAPI runs threaded and pinned to one CPU, the generator
-// on the other, so the generator can outrun the datapath: the datapath's
-// rate is one core's worth, and what does not fit is dropped at the ring.
+// Two sources:
+//   - xdp-frame: the generator's XDP_TX is ndo_xdp_xmit on the client's
+//     eth0: xdp_frames go into the host veth's NAPI ring. That veth needs
+//     NAPI: native XDP has it; elsewhere GRO is switched on for the run
+//     (so those modes build the skb and pay a GRO pass on the host veth).
+//     Native XDP sees frames without ever converting an skb: the best
+//     case for it, not what a container sends.
+//   - skb: the generator's XDP_PASS makes skbs received on the client's
+//     eth0, and a tcx program there sends them out of eth0, so the host
+//     veth gets skbs as from a socket (native XDP converts, and copies,
+//     them into xdp_buffs as it would for real traffic).
+//
+// The datapath gets CPU 0 and the generator CPU 1, so the generator can
+// outrun the datapath: the forwarded rate is one core's worth, and what
+// does not fit is dropped at the entry queue. Where the host veth has NAPI
+// (native XDP, or GRO for the frame source), that NAPI runs threaded,
+// pinned to CPU 0, SCHED_FIFO; otherwise (skb source) RPS steers the host
+// veth's backlog to CPU 0 and ksoftirqd/0 runs SCHED_FIFO for the run,
+// so that other load on the machine does not take the datapath's CPU.
 
 import (
 	"context"
@@ -62,15 +75,18 @@ var rateMetrics = []Metric{
 // RateDetail is what one rate run saw besides its rates: the raw counts
 // and where the frames that did not arrive were lost.
 type RateDetail struct {
-	Mode      string  `json:"mode"`
-	Rep       int     `json:"rep"`
-	Seconds   float64 `json:"seconds"`
-	Offered   uint64  `json:"offered"`
-	Received  uint64  `json:"received"`
-	Routed    uint64  `json:"routed"`    // received with the TTL decremented
-	BadIPSum  uint64  `json:"bad_ipsum"` // received with a wrong IPv4 header checksum
-	Threaded  bool    `json:"napi_threaded"`
-	GROForRun bool    `json:"gro_switched_on"` // GRO switched on on the client host veth for the run
+	Mode     string     `json:"mode"`
+	Rep      int        `json:"rep"`
+	Seconds  float64    `json:"seconds"`
+	Offered  uint64     `json:"offered"`
+	Received uint64     `json:"received"`
+	Routed   uint64     `json:"routed"`    // received with the TTL decremented
+	BadIPSum uint64     `json:"bad_ipsum"` // received with a wrong IPv4 header checksum
+	Source   gen.Source `json:"source"`
+	// Entry says how the host veth A took packets in and where that ran
+	// ("NAPI thread ..." or "backlog via RPS ...").
+	Entry     string `json:"entry"`
+	GROForRun bool   `json:"gro_switched_on"` // GRO switched on on the client host veth for the run
 	// XDPErrors: frames dropped at devmap flushes (device = the target:
 	// "eth0" is the generator's own XDP_TX into the client's veth, i.e. the
 	// host veth's ring was full) and failed redirects, machine-wide.
@@ -94,8 +110,8 @@ func (c CounterDelta) String() string { return fmt.Sprintf("%s %s +%d", c.Where,
 
 // runRate measures the small-packet forwarding rate between the
 // containers of p for d.
-func runRate(ctx context.Context, topo Topology, p Pair, d time.Duration, rep int) (Sample, RateDetail, error) {
-	det := RateDetail{Mode: topo.Name(), Rep: rep}
+func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.Duration, rep int) (Sample, RateDetail, error) {
+	det := RateDetail{Mode: topo.Name(), Rep: rep, Source: src}
 	if p.ClientMAC == nil || p.NextHopMAC == nil || p.ClientHostIf == "" {
 		return nil, det, errors.New("rate: the topology did not record interface names and MACs")
 	}
@@ -111,7 +127,7 @@ func runRate(ctx context.Context, topo Topology, p Pair, d time.Duration, rep in
 		}
 	}()
 	var err error
-	if det.GROForRun, det.Threaded, err = prepareHostVeth(ctx, p, &undo); err != nil {
+	if det.Entry, det.GROForRun, err = prepareEntry(ctx, p, src, &undo); err != nil {
 		return nil, det, err
 	}
 
@@ -119,11 +135,29 @@ func runRate(ctx context.Context, topo Topology, p Pair, d time.Duration, rep in
 		DstMAC: p.NextHopMAC, SrcMAC: p.ClientMAC,
 		Src: p.ClientIP, Dst: p.ServerIP,
 		SrcPort: 40000, DstPort: rateDstPort, TTL: 64,
-	})
+	}, src)
 	if err != nil {
 		return nil, det, err
 	}
 	undo.push("close generator objects", func(context.Context) error { return objs.Close() })
+
+	if src == gen.SKBs {
+		err = ns.WithNetNSPath(filepath.Join(netnsDir, p.Client), func(ns.NetNS) error {
+			ifi, err := net.InterfaceByName(p.ClientIf)
+			if err != nil {
+				return err
+			}
+			l, err := objs.AttachBounce(ifi.Index)
+			if err != nil {
+				return err
+			}
+			undo.push("detach bounce", func(context.Context) error { return l.Close() })
+			return nil
+		})
+		if err != nil {
+			return nil, det, fmt.Errorf("rate: bounce on %s/%s: %w", p.Client, p.ClientIf, err)
+		}
+	}
 
 	err = ns.WithNetNSPath(filepath.Join(netnsDir, p.Server), func(ns.NetNS) error {
 		ifi, err := net.InterfaceByName(p.ServerIf)
@@ -198,23 +232,24 @@ func runRate(ctx context.Context, topo Topology, p Pair, d time.Duration, rep in
 	return s, det, nil
 }
 
-// prepareHostVeth gives the client's host veth the NAPI the generator's
-// frames need (GRO on, unless native XDP already gives it NAPI) and makes
-// that NAPI threaded, pinned to rateNAPICPU. undo gets the restore steps.
-func prepareHostVeth(ctx context.Context, p Pair, undo *undoStack) (groOn, threaded bool, err error) {
+// prepareEntry sets up how host veth A takes the generator's packets in
+// and gives that processing CPU rateNAPICPU at SCHED_FIFO (see the top of
+// this file). undo gets the restore steps.
+func prepareEntry(ctx context.Context, p Pair, src gen.Source, undo *undoStack) (entry string, groOn bool, err error) {
 	dev := p.ClientHostIf
 	native, err := nativeXDP(ctx, p.Node, dev)
 	if err != nil {
-		return false, false, err
+		return "", false, err
 	}
-	if !native {
+	if !native && src == gen.Frames {
+		// ndo_xdp_xmit into a veth needs NAPI on its peer.
 		feats, err := ethtoolFeatures(ctx, p.Node, dev)
 		if err != nil {
-			return false, false, err
+			return "", false, err
 		}
 		if feats["generic-receive-offload"] != "on" {
 			if _, err := run(ctx, nsExec(p.Node, "ethtool", "-K", dev, "gro", "on")...); err != nil {
-				return false, false, fmt.Errorf("rate: GRO on %s: %w", dev, err)
+				return "", false, fmt.Errorf("rate: GRO on %s: %w", dev, err)
 			}
 			groOn = true
 			undo.push("GRO off on "+dev, func(ctx context.Context) error {
@@ -224,45 +259,100 @@ func prepareHostVeth(ctx context.Context, p Pair, undo *undoStack) (groOn, threa
 		}
 	}
 	if runtime.NumCPU() < 2 {
-		return groOn, false, nil
+		return "one CPU: generator and datapath share it", groOn, nil
 	}
-	old := napiThreads(dev)
 	// /sys/class/net shows the netns that mounted /sys: ip netns exec
 	// remounts it for the node netns (bpffs is not needed here).
-	setThreaded := func(ctx context.Context, v string) error {
-		_, err := run(ctx, "ip", "netns", "exec", p.Node, "sh", "-c", `echo "$1" > "/sys/class/net/$2/threaded"`, "sh", v, dev)
+	sysfs := func(ctx context.Context, file, v string) error {
+		_, err := run(ctx, "ip", "netns", "exec", p.Node, "sh", "-c", `echo "$1" > "/sys/class/net/$2/$3"`, "sh", v, dev, file)
 		return err
 	}
-	if err := setThreaded(ctx, "1"); err != nil {
-		return groOn, false, fmt.Errorf("rate: threaded NAPI on %s: %w", dev, err)
-	}
-	undo.push("threaded NAPI off on "+dev, func(ctx context.Context) error { return setThreaded(ctx, "0") })
-	var pid int
-	err = waitFor(ctx, "NAPI thread of "+dev, 5*time.Second, nil, func() bool {
-		for _, t := range napiThreads(dev) {
-			if !slices.Contains(old, t) {
-				pid = t
-				return true
-			}
+	if native || src == gen.Frames {
+		old := napiThreads(dev)
+		if err := sysfs(ctx, "threaded", "1"); err != nil {
+			return "", groOn, fmt.Errorf("rate: threaded NAPI on %s: %w", dev, err)
 		}
-		return false
-	})
+		undo.push("threaded NAPI off on "+dev, func(ctx context.Context) error { return sysfs(ctx, "threaded", "0") })
+		var pid int
+		err = waitFor(ctx, "NAPI thread of "+dev, 5*time.Second, nil, func() bool {
+			for _, t := range napiThreads(dev) {
+				if !slices.Contains(old, t) {
+					pid = t
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return "", groOn, err
+		}
+		// The thread goes away with threaded NAPI: nothing to restore.
+		if err := pinFIFO(pid, rateNAPICPU, rateNAPIPriority); err != nil {
+			return "", groOn, fmt.Errorf("rate: NAPI thread %d of %s: %w", pid, dev, err)
+		}
+		return fmt.Sprintf("host veth NAPI (%s), threaded on CPU %d", map[bool]string{true: "native XDP", false: "GRO"}[native], rateNAPICPU), groOn, nil
+	}
+	// No NAPI: veth_xmit queues the skb on the backlog of the sending
+	// CPU; RPS sends it to rateNAPICPU's instead.
+	out, err := run(ctx, "ip", "netns", "exec", p.Node, "cat", "/sys/class/net/"+dev+"/queues/rx-0/rps_cpus")
 	if err != nil {
-		return groOn, false, err
+		return "", groOn, err
 	}
-	var set unix.CPUSet
-	set.Set(rateNAPICPU)
-	if err := unix.SchedSetaffinity(pid, &set); err != nil {
-		return groOn, true, fmt.Errorf("rate: pin NAPI thread %d of %s: %w", pid, dev, err)
+	oldRPS := strings.TrimSpace(out)
+	if err := sysfs(ctx, "queues/rx-0/rps_cpus", fmt.Sprintf("%x", 1<<rateNAPICPU)); err != nil {
+		return "", groOn, fmt.Errorf("rate: RPS on %s: %w", dev, err)
 	}
-	// SCHED_FIFO, as softirq processing would be: ahead of ordinary
-	// processes (other load on the machine), within the kernel's RT
-	// throttling (95% of each second by default).
+	undo.push("RPS off on "+dev, func(ctx context.Context) error { return sysfs(ctx, "queues/rx-0/rps_cpus", oldRPS) })
+	// Softirq work beyond its budget moves to ksoftirqd, an ordinary
+	// thread: make it as urgent as the NAPI thread for the run.
+	ksoftirqd, err := kthreadPID(fmt.Sprintf("ksoftirqd/%d", rateNAPICPU))
+	if err != nil {
+		return "", groOn, err
+	}
+	var old unix.SchedAttr
+	if a, err := unix.SchedGetAttr(ksoftirqd, 0); err == nil {
+		old = *a
+	} else {
+		return "", groOn, fmt.Errorf("rate: ksoftirqd/%d: %w", rateNAPICPU, err)
+	}
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: rateNAPIPriority}
-	if err := unix.SchedSetAttr(pid, &attr, 0); err != nil {
-		return groOn, true, fmt.Errorf("rate: SCHED_FIFO for NAPI thread %d of %s: %w", pid, dev, err)
+	if err := unix.SchedSetAttr(ksoftirqd, &attr, 0); err != nil {
+		return "", groOn, fmt.Errorf("rate: SCHED_FIFO for ksoftirqd/%d: %w", rateNAPICPU, err)
 	}
-	return groOn, true, nil
+	undo.push(fmt.Sprintf("restore ksoftirqd/%d", rateNAPICPU), func(context.Context) error {
+		old.Size = unix.SizeofSchedAttr
+		return unix.SchedSetAttr(ksoftirqd, &old, 0)
+	})
+	return fmt.Sprintf("backlog steered to CPU %d by RPS (softirq, ksoftirqd/%d SCHED_FIFO)", rateNAPICPU, rateNAPICPU), groOn, nil
+}
+
+// pinFIFO pins pid to cpu and makes it SCHED_FIFO prio.
+func pinFIFO(pid, cpu, prio int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(pid, &set); err != nil {
+		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
+	}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+	if err := unix.SchedSetAttr(pid, &attr, 0); err != nil {
+		return fmt.Errorf("SCHED_FIFO: %w", err)
+	}
+	return nil
+}
+
+// kthreadPID finds the kernel thread named name.
+func kthreadPID(name string) (int, error) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err == nil && strings.TrimSpace(string(b)) == name {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no kernel thread %s", name)
 }
 
 // napiThreads lists the pids of kernel threads named napi/<dev>-<id>.
@@ -470,29 +560,44 @@ func offloadSummary(ctx context.Context, ns, dev string) string {
 	return strings.Join(parts, ", ")
 }
 
-const rateMethod = "64-byte frames (60 B + FCS: UDP with 18 B of payload, its checksum field holding the pseudo-header sum " +
-	"as a socket with TX checksum offload leaves it) written in full by an XDP program run with BPF_PROG_RUN and " +
-	"BPF_F_TEST_XDP_LIVE_FRAMES in the client netns, XDP_TX out of its eth0 into the host veth's NAPI ring (GRO switched on " +
-	"for the run where no native XDP program gives that veth NAPI); counted and dropped by a tcx ingress program on the " +
-	"server's eth0 (the receiver builds its skb, no socket). offered = frames generated per second, forwarded = frames " +
-	"counted at the server per second; losses located with ethtool -S and ip -s link of the four veth ends, " +
-	"/proc/net/softnet_stat, xlane's per-reason counters and raw tracepoint programs on xdp:xdp_devmap_xmit and " +
-	"xdp:xdp_redirect_err"
+const rateMethod = "64-byte packets (60 B + FCS: UDP with 18 B of payload, its checksum field holding the pseudo-header sum " +
+	"as a socket with TX checksum offload leaves it), written in full by an XDP program run with BPF_PROG_RUN and " +
+	"BPF_F_TEST_XDP_LIVE_FRAMES in the client netns. skb source: XDP_PASS turns each frame into an skb received on the " +
+	"client's eth0 and a tcx program sends it out of eth0, so the host veth gets skbs as from a socket; xdp-frame source: " +
+	"XDP_TX sends xdp_frames out of eth0 into the host veth's NAPI ring (GRO switched on for the run where no native XDP " +
+	"program gives that veth NAPI). Counted and dropped by a tcx ingress program on the server's eth0 (the receiver " +
+	"builds its skb, no socket). offered = packets generated per second, forwarded = packets counted at the server per " +
+	"second; losses located with ethtool -S and ip -s link of the four veth ends, /proc/net/softnet_stat, xlane's " +
+	"per-reason counters and raw tracepoint programs on xdp:xdp_devmap_xmit and xdp:xdp_redirect_err"
 
 // rateNotes sums each mode's rate runs into one line: how much arrived,
 // whether it was routed with a valid header, and where the rest was lost.
 func rateNotes(runs []RateDetail, modes []string) []string {
 	var notes []string
-	for _, mode := range modes {
+	for _, src := range []gen.Source{gen.SKBs, gen.Frames} {
+		for _, mode := range modes {
+			if note := rateNote(runs, mode, src); note != "" {
+				notes = append(notes, note)
+			}
+		}
+	}
+	return notes
+}
+
+// rateNote sums the runs of one mode and source.
+func rateNote(runs []RateDetail, mode string, src gen.Source) string {
+	{
 		var n int
+		var entry string
 		var offered, received, routed, bad uint64
 		drops := map[string]uint64{}
 		reasons := map[string]uint64{}
 		for _, r := range runs {
-			if r.Mode != mode {
+			if r.Mode != mode || r.Source != src {
 				continue
 			}
 			n++
+			entry = r.Entry
 			offered, received, routed, bad = offered+r.Offered, received+r.Received, routed+r.Routed, bad+r.BadIPSum
 			for _, e := range r.XDPErrors {
 				drops[e.Where()] += e.Frames
@@ -505,20 +610,23 @@ func rateNotes(runs []RateDetail, modes []string) []string {
 			}
 		}
 		if n == 0 || offered == 0 {
-			continue
+			return ""
 		}
-		line := fmt.Sprintf("rate %s (%d run(s)): %s of %s frames arrived (%.1f%%); routed (TTL decremented) %.1f%% of them, bad IPv4 header checksums %d",
-			mode, n, humanCount(received), humanCount(offered), 100*float64(received)/float64(offered),
+		line := fmt.Sprintf("rate %s, %s source (%d run(s); entry: %s): %s of %s packets arrived (%.1f%%); routed (TTL decremented) %.1f%% of them, bad IPv4 header checksums %d",
+			mode, src, n, entry, humanCount(received), humanCount(offered), 100*float64(received)/float64(offered),
 			100*float64(routed)/float64(max(received, 1)), bad)
 		if offered > received {
 			line += fmt.Sprintf("; lost %s, counters: %s", humanCount(offered-received), topCounts(drops, 8))
 		}
+		if float64(received) > 0.85*float64(offered) {
+			line += "; NOTE: more than 85% arrived, so the generator, not the datapath, may have set the pace: " +
+				"read this forwarded rate as a lower bound"
+		}
 		if len(reasons) > 0 {
 			line += "; xlane reasons: " + topCounts(reasons, 6)
 		}
-		notes = append(notes, line)
+		return line
 	}
-	return notes
 }
 
 // topCounts lists the largest n entries of m as "name +count".

@@ -110,3 +110,11 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSNMP(t *testing.T) {
+	in := "Ip: Forwarding DefaultTTL\nIp: 2 64\nTcp: RtoAlgorithm InSegs RetransSegs InCsumErrors\nTcp: 1 10687 3 4\nUdp: InDatagrams InCsumErrors\nUdp: 83 1\n"
+	s := ParseSNMP(in)
+	if s["Tcp:InCsumErrors"] != 4 || s["Tcp:RetransSegs"] != 3 || s["Udp:InCsumErrors"] != 1 || s["Ip:DefaultTTL"] != 64 {
+		t.Errorf("ParseSNMP = %v", s)
+	}
+}

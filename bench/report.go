@@ -39,6 +39,7 @@ type Machine struct {
 	LoadStart string `json:"loadavg_start"`
 	LoadEnd   string `json:"loadavg_end"`
 	GitCommit string `json:"git_commit"`
+	GitDirty  int    `json:"git_modified_files"` // tracked files differing from HEAD
 	GoVersion string `json:"go_version"`
 	Iperf3    string `json:"iperf3"`
 	Sockperf  string `json:"sockperf"`
@@ -224,7 +225,11 @@ func header(w io.Writer, rep *Report, md bool) {
 	}
 	m := rep.Machine
 	fmt.Fprintf(w, "%smachine: kernel %s, nproc %d, CPU %s, loadavg at start %s, at end %s\n", li, m.Kernel, m.NProc, m.CPUModel, m.LoadStart, m.LoadEnd)
-	fmt.Fprintf(w, "%sxlane built from the working tree (HEAD %s) with %s; %s; %s\n", li, m.GitCommit, m.GoVersion, m.Iperf3, m.Sockperf)
+	dirty := ""
+	if m.GitDirty > 0 {
+		dirty = fmt.Sprintf(" + %d modified files", m.GitDirty)
+	}
+	fmt.Fprintf(w, "%sxlane built from the working tree (HEAD %s%s) with %s; %s; %s\n", li, m.GitCommit, dirty, m.GoVersion, m.Iperf3, m.Sockperf)
 	c := rep.Config
 	fmt.Fprintf(w, "%srun: %d repetition(s), %s per measurement, order %s\n", li, c.Repetitions, c.Duration, c.Order)
 	fmt.Fprintf(w, "%sCPU: %s\n", li, c.CPUMethod)

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xlane-dev/xlane/bench/gen"
 )
 
 // server is a server process each topology runs in its server container,
@@ -94,6 +96,8 @@ type Test struct {
 	// ClientCPUs pins the client (taskset list); "" = not pinned.
 	ClientCPUs string `json:"client_cpus,omitempty"`
 	ServerCPUs string `json:"server_cpus,omitempty"`
+	// Source is how a rate test's packets leave the client (rate.go).
+	Source gen.Source `json:"source,omitempty"`
 }
 
 func (t Test) Metrics() []Metric {
@@ -131,10 +135,12 @@ func tests(mtus []int) []Test {
 			Title: fmt.Sprintf("TCP ping-pong, %s CPU, MTU %d", where, mtus[0]),
 		})
 	}
-	ts = append(ts, Test{
-		ID: fmt.Sprintf("udp64-rate-mtu%d", mtus[0]), Kind: "rate", MTU: mtus[0],
-		Title: "UDP 64-byte frames, rate",
-	})
+	for _, src := range []gen.Source{gen.SKBs, gen.Frames} {
+		ts = append(ts, Test{
+			ID: fmt.Sprintf("rate-udp64-%s-mtu%d", src, mtus[0]), Kind: "rate", MTU: mtus[0], Source: src,
+			Title: fmt.Sprintf("UDP 64 B rate, %s source", src),
+		})
+	}
 	return ts
 }
 

@@ -28,6 +28,7 @@
 #include "lib/fib.h"
 #include "lib/endpoint.h"
 #include "lib/natstage.h"
+#include "lib/fw.h"
 
 /* tcx and legacy cls_bpf both read -1 as "not mine, carry on": with tcx the
  * next program in the chain runs, and Linux gets the packet after the last. */
@@ -196,12 +197,20 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, enum xl_reason *
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
 	if (!src)
 		return XL_TC_PASS;	/* link-scope source admitted above */
+	/* Firewall before conntrack: a refused flow gets no entries. */
+	if (fw_skb_ep(skb, &p, FW_KIND_FROM_EP, 0, reason) != FW_V_ALLOW)
+		return TC_ACT_SHOT;
 	step = ct_from_endpoint(skb, &p, src->flags, reason);
 	if (step != EP_CONTINUE)
 		return tc_step(step);
 	dst = ep_local(&p);
-	if (dst)
+	if (dst) {
+		/* A peer redirect skips the destination's tcx egress: its
+		 * firewall runs here. */
+		if (fw_skb_ep(skb, &p, FW_KIND_TO_EP, 0, reason) != FW_V_ALLOW)
+			return TC_ACT_SHOT;
 		return to_local_endpoint(skb, &p, dst, reason);
+	}
 	return to_fib(skb, &p, reason);
 }
 
@@ -223,7 +232,14 @@ int xlane_from_endpoint(struct __sk_buff *skb)
 SEC("tcx/egress")
 int xlane_to_endpoint(struct __sk_buff *skb)
 {
-	metrics_count(skb->ifindex, XL_DELIVER, XL_DIR_INGRESS, skb->len);
+	enum xl_reason reason = XL_DELIVER;
+	__u32 len = skb->len;
+
+	if (fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
+		metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
+		return TC_ACT_SHOT;
+	}
+	metrics_count(skb->ifindex, XL_DELIVER, XL_DIR_INGRESS, len);
 	return XL_TC_PASS;
 }
 

@@ -27,11 +27,12 @@
 #include "lib/nat.h"
 #include "lib/endpoint.h"
 #include "lib/natstage.h"
+#include "lib/fw.h"
 
 #define XL_TC_PASS TC_ACT_UNSPEC
 
 static __always_inline int deliver(struct __sk_buff *skb, struct pkt *p,
-				   enum xl_reason *reason, __u32 *dst_ifindex)
+				   enum xl_reason *reason, __u32 *dst_ifindex, int established)
 {
 	struct endpoint_val *dst = ep_local(p);
 
@@ -41,6 +42,14 @@ static __always_inline int deliver(struct __sk_buff *skb, struct pkt *p,
 	}
 	if (p->ttl <= 1) {
 		*reason = XL_PASS_TTL;
+		return XL_TC_PASS;
+	}
+	/* The peer redirect would skip the endpoint's tcx egress, where its
+	 * firewall runs (this program's frame leaves no stack for the stage,
+	 * lib/fw.h): with a rule set installed, packets of flows not yet
+	 * established take the Linux path there. */
+	if (!established && fw_on()) {
+		*reason = XL_PASS_FW;
 		return XL_TC_PASS;
 	}
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
@@ -73,11 +82,12 @@ static __always_inline int from_uplink(struct __sk_buff *skb, enum xl_reason *re
 		ct_hit(&k, v, &l4, skb->len);
 		if (ct_translate(skb, &p, &l4, v, reason) != EP_CONTINUE)
 			return TC_ACT_SHOT;
-		return deliver(skb, &p, reason, dst_ifindex);
+		return deliver(skb, &p, reason, dst_ifindex,
+			       v->dir == CT_DIR_REPLY || v->state != CT_NEW);
 	}
 	rc = ct_publish(skb, &p, &l4, &k, cfg, reason);
 	if (rc > 0)
-		return deliver(skb, &p, reason, dst_ifindex);
+		return deliver(skb, &p, reason, dst_ifindex, 0);
 	if (rc < 0)
 		return (*reason == XL_DROP_MALFORMED || *reason == XL_DROP_NO_BACKEND) ? TC_ACT_SHOT : XL_TC_PASS;
 	*reason = XL_PASS_NOT_FWDED;

@@ -32,6 +32,7 @@
 #include "lib/l4csum.h"
 #include "lib/l4.h"
 #include "lib/ct.h"
+#include "lib/fw.h"
 
 static __always_inline int xdp_step(enum ep_step step)
 {
@@ -203,9 +204,16 @@ static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cf
 		*reason = XL_PASS_TO_TC;
 		return XDP_PASS;
 	}
+	/* Firewall (the tc program does it for what goes to it above). No
+	 * ct stage runs behind XDP: this hook keeps the flow's entries. */
+	if (fw_xdp_ep(ctx, &p, FW_KIND_FROM_EP, len, 1, reason) != FW_V_ALLOW)
+		return XDP_DROP;
 	dst = ep_local(&p);
-	if (dst)
+	if (dst) {
+		if (fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason) != FW_V_ALLOW)
+			return XDP_DROP;
 		return to_local_endpoint(ctx, &p, cfg, dst, len, reason);
+	}
 	return to_fib(ctx, &p, cfg, ctx->ingress_ifindex, len, reason);
 }
 

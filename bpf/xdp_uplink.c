@@ -8,8 +8,10 @@
  *                  |
  *                  +-- XDP_PASS --> Linux (node traffic, tc/kernel-mode endpoints, ARP/ND, ...)
  *
- * Malformed frames are passed too: on the uplink xlane is a guest, and the
- * DDoS stage (firewall issue) is where early drops belong.
+ * Before anything else, the firewall's DDoS stage (lib/fw.h) drops
+ * blocklisted sources, sources over their rate and, when asked, malformed
+ * headers; then the uplink scope's rules run. Without those settings
+ * malformed frames are passed: on the uplink xlane is a guest.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -21,16 +23,20 @@
 #include "lib/csum.h"
 #include "lib/endpoint.h"
 #include "lib/l4csum.h"
+#include "lib/fw.h"
 
 static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
 				       enum xl_reason *reason, __u32 *dst_ifindex)
 {
 	struct endpoint_val *dst;
 	struct pkt p = {};
-	int ret;
+	int ret, parsed;
 
-	if (ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end,
-			       len, &p), reason) != EP_CONTINUE) {
+	parsed = parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p);
+	/* DDoS defence and the uplink scope's rules come first (lib/fw.h). */
+	if (fw_xdp_uplink(ctx, &p, parsed, len, reason) != FW_V_ALLOW)
+		return XDP_DROP;
+	if (ep_parsed(parsed, reason) != EP_CONTINUE) {
 		if (*reason == XL_DROP_MALFORMED)
 			*reason = XL_PASS_NON_IP;
 		return XDP_PASS;
@@ -54,6 +60,10 @@ static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
 		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
+	/* The redirect skips the endpoint's tcx egress: its firewall runs
+	 * here, and keeps the flow's conntrack entries. */
+	if (fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason) != FW_V_ALLOW)
+		return XDP_DROP;
 	/* Frames from a veth-backed uplink (or a NIC without RX checksum)
 	 * may carry partial checksums: finish them (lib/l4csum.h), before
 	 * anything else is rewritten, so a refusal leaves the frame intact. */

@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(clang-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute2 iputils-ping
       iperf3 sockperf ethtool iptables nftables tcpdump util-linux ca-certificates
-      docker.io busybox-static)
+      docker.io busybox-static
+      qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -57,7 +58,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.out, "out", "bench/results", "directory for docker-<date>.json and docker-latest.md")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per network, interleaved")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each iperf3 and sockperf run (whole seconds)")
-	flag.StringVar(&modes, "modes", "kernel,tc,xdp", "xlane modes to compare with Docker's bridge, one network each")
+	flag.StringVar(&modes, "modes", "kernel,tc", "xlane modes to compare with Docker's bridge, one network each (xdp: see docs/docker.md)")
 	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (logs)")
 	flag.BoolVar(&o.verbose, "v", false, "log every command")
 	flag.Parse()
@@ -409,6 +410,9 @@ func (h *host) network(ctx context.Context, i int, mode string) (*network, error
 		args = append(args, "-d", "bridge")
 	} else {
 		args = append(args, "-d", h.driver, "-o", "xlane.mode="+mode)
+		if mode == "kernel" || mode == "xdp-generic" { // no NAT in these modes
+			args = append(args, "-o", "com.docker.network.bridge.enable_ip_masquerade=false")
+		}
 	}
 	name := h.id + "-" + mode
 	if _, err := h.docker(ctx, append(args, name)...); err != nil {
@@ -596,6 +600,11 @@ func brief(s map[string]float64) string {
 	return b.String()
 }
 
+func parseFloat(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -623,8 +632,13 @@ func (r *Report) markdown() string {
 		r.Started.UTC().Format(time.RFC3339))
 	fmt.Fprintf(&b, "- kernel %s, Docker %s, loadavg %s at the start and %s at the end\n", r.Kernel, r.Docker, r.LoadAvg[0], r.LoadAvg[1])
 	fmt.Fprintf(&b, "- %d repetition(s) of %s per measurement; per repetition and test the networks run in turn (interleaved)\n", r.Reps, r.Duration)
-	fmt.Fprintf(&b, "- bridge: `docker network create -d bridge` (Linux bridge, veth, Docker's iptables rules); the others: `docker network create -d xlane -o xlane.mode=MODE`\n")
-	fmt.Fprintf(&b, "- the tools run from the host in the containers' network namespaces; sockperf client and server pinned to CPU 0\n\n")
+	fmt.Fprintf(&b, "- bridge: `docker network create -d bridge` (Linux bridge, veth, Docker's iptables rules); the others: `docker network create -d xlane -o xlane.mode=MODE` "+
+		"(masquerade on as by default, except kernel, which has no NAT; xlaned without --uplink, so nothing is masqueraded between containers anyway)\n")
+	fmt.Fprintf(&b, "- the tools run from the host in the containers' network namespaces; sockperf client and server pinned to CPU 0\n")
+	if load1, _, _ := strings.Cut(r.LoadAvg[0], " "); parseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
+		fmt.Fprintf(&b, "- **other load ran alongside** (loadavg %s on %d CPUs at the start): expect noise; rerun on an idle machine\n", r.LoadAvg[0], runtime.NumCPU())
+	}
+	b.WriteString("\n")
 	var names []string
 	for _, n := range r.Networks {
 		names = append(names, n.Name)
@@ -643,7 +657,11 @@ func (r *Report) markdown() string {
 			fmt.Fprintf(&b, "| %s | %s |", title, m.Label)
 			base := r.median(t.ID, "bridge", m.Key)
 			for _, n := range names {
-				fmt.Fprintf(&b, " %.2f |", r.median(t.ID, n, m.Key))
+				if m.Key == "retransmits" {
+					fmt.Fprintf(&b, " %.0f |", r.median(t.ID, n, m.Key))
+				} else {
+					fmt.Fprintf(&b, " %.2f |", r.median(t.ID, n, m.Key))
+				}
 			}
 			for _, n := range names[1:] {
 				if base == 0 {

@@ -7,7 +7,9 @@
 //     BPF_F_TEST_XDP_LIVE_FRAMES in the sending container; it writes a
 //     whole 64-byte UDP frame from the gen_frame template and returns
 //     XDP_TX, which the kernel turns into a transmission out of the
-//     container's eth0.
+//     container's eth0 (or XDP_PASS: the frame becomes an skb received
+//     on eth0, and xlb_bounce, on eth0's tcx ingress, sends it out of
+//     eth0 as an skb).
 //   - xlb_count: tcx ingress on the receiving container's eth0; counts the
 //     generator's frames (routed ones and bad IPv4 checksums too) and
 //     drops them.

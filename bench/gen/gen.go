@@ -86,9 +86,43 @@ type Objects struct {
 	objs xdpgenObjects
 }
 
+// Source is how the generated packets leave the sending container.
+type Source int
+
+const (
+	// Frames: XDP_TX; xdp_frames go out of eth0 (ndo_xdp_xmit) into the
+	// host veth's NAPI ring, with no skb on the sending side.
+	Frames Source = iota
+	// SKBs: XDP_PASS; BPF_PROG_RUN builds an skb received on eth0, which
+	// the bounce program (AttachBounce) sends out of eth0: the host veth
+	// gets skbs, as from a container's socket.
+	SKBs
+)
+
+func (s Source) String() string {
+	if s == SKBs {
+		return "skb"
+	}
+	return "xdp-frame"
+}
+
+func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s *Source) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "skb":
+		*s = SKBs
+	case "xdp-frame", "":
+		*s = Frames
+	default:
+		return fmt.Errorf("source %q: want skb or xdp-frame", b)
+	}
+	return nil
+}
+
 // Load loads the programs with the frame of f as the generator's template
-// and f as what the counter matches.
-func Load(f Flow) (*Objects, error) {
+// and f as what the counter (and the bounce program) match.
+func Load(f Flow, src Source) (*Objects, error) {
 	frame, err := f.Frame()
 	if err != nil {
 		return nil, err
@@ -118,6 +152,7 @@ func Load(f Flow) (*Objects, error) {
 		"match_daddr":    be32(f.Dst),
 		"match_dport":    be16(f.DstPort),
 		"match_sent_ttl": f.TTL,
+		"gen_verdict":    map[Source]uint32{Frames: 3, SKBs: 2}[src], // XDP_TX, XDP_PASS
 	} {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -144,7 +179,8 @@ type xdpMd struct {
 }
 
 // Generate runs the generator repeat times on live frames: every frame is
-// transmitted out of ifindex (in the calling thread's network namespace).
+// transmitted out of ifindex (in the calling thread's network namespace),
+// as a frame or, via an skb and the bounce program, as an skb.
 // cilium/ebpf restarts a run interrupted by a signal, so the number of
 // frames sent is Counters().Offered, not repeat.
 func (o *Objects) Generate(ifindex int, repeat uint32) error {
@@ -164,6 +200,16 @@ func (o *Objects) AttachCounter(ifindex int) (link.Link, error) {
 	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: o.objs.XlbCount, Attach: ebpf.AttachTCXIngress})
 	if err != nil {
 		return nil, fmt.Errorf("attach counter: %w", err)
+	}
+	return l, nil
+}
+
+// AttachBounce attaches the bounce program to tcx ingress of ifindex, the
+// generator's device, for the SKBs source.
+func (o *Objects) AttachBounce(ifindex int) (link.Link, error) {
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: o.objs.XlbBounce, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return nil, fmt.Errorf("attach bounce: %w", err)
 	}
 	return l, nil
 }

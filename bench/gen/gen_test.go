@@ -49,7 +49,7 @@ func TestPrograms(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to load BPF programs")
 	}
-	o, err := Load(testFlow)
+	o, err := Load(testFlow, Frames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +90,44 @@ func TestPrograms(t *testing.T) {
 			t.Errorf("%s: counter returned %d, want %d", c.name, int32(ret), int32(c.want))
 		}
 	}
+	// The bounce program redirects our frames (TC_ACT_REDIRECT) and
+	// leaves the rest.
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  uint32
+	}{{"ours", want, 7}, {"other port", other, 0xffffffff}} {
+		ret, _, err := o.objs.XlbBounce.Test(c.frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ret != c.want {
+			t.Errorf("bounce %s: returned %d, want %d", c.name, int32(ret), int32(c.want))
+		}
+	}
 	got, err := o.Counters()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got != (Counters{Offered: 1, Received: 2, Routed: 1}) {
 		t.Errorf("counters %+v, want offered 1, received 2, routed 1, bad checksums 0", got)
+	}
+}
+
+func TestSKBSourcePasses(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load BPF programs")
+	}
+	o, err := Load(testFlow, SKBs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	ret, _, err := o.objs.XlbGen.Test(make([]byte, FrameLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ret != 2 { // XDP_PASS
+		t.Errorf("generator returned %d, want XDP_PASS (2)", ret)
 	}
 }

@@ -43,11 +43,13 @@ const (
 const (
 	xdpgenMapXlbCounters     = "xlb_counters"
 	xdpgenMapXlbXdpErrs      = "xlb_xdp_errs"
+	xdpgenProgXlbBounce      = "xlb_bounce"
 	xdpgenProgXlbCount       = "xlb_count"
 	xdpgenProgXlbDevmapXmit  = "xlb_devmap_xmit"
 	xdpgenProgXlbGen         = "xlb_gen"
 	xdpgenProgXlbRedirectErr = "xlb_redirect_err"
 	xdpgenVarGenFrame        = "gen_frame"
+	xdpgenVarGenVerdict      = "gen_verdict"
 	xdpgenVarMatchDaddr      = "match_daddr"
 	xdpgenVarMatchDport      = "match_dport"
 	xdpgenVarMatchSaddr      = "match_saddr"
@@ -98,6 +100,7 @@ type xdpgenSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpgenProgramSpecs struct {
+	XlbBounce      *ebpf.ProgramSpec `ebpf:"xlb_bounce"`
 	XlbCount       *ebpf.ProgramSpec `ebpf:"xlb_count"`
 	XlbDevmapXmit  *ebpf.ProgramSpec `ebpf:"xlb_devmap_xmit"`
 	XlbGen         *ebpf.ProgramSpec `ebpf:"xlb_gen"`
@@ -117,6 +120,7 @@ type xdpgenMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpgenVariableSpecs struct {
 	GenFrame      *ebpf.VariableSpec `ebpf:"gen_frame"`
+	GenVerdict    *ebpf.VariableSpec `ebpf:"gen_verdict"`
 	MatchDaddr    *ebpf.VariableSpec `ebpf:"match_daddr"`
 	MatchDport    *ebpf.VariableSpec `ebpf:"match_dport"`
 	MatchSaddr    *ebpf.VariableSpec `ebpf:"match_saddr"`
@@ -161,6 +165,7 @@ func (m *xdpgenMaps) Close() error {
 // It can be passed to loadXdpgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpgenVariables struct {
 	GenFrame      *ebpf.Variable `ebpf:"gen_frame"`
+	GenVerdict    *ebpf.Variable `ebpf:"gen_verdict"`
 	MatchDaddr    *ebpf.Variable `ebpf:"match_daddr"`
 	MatchDport    *ebpf.Variable `ebpf:"match_dport"`
 	MatchSaddr    *ebpf.Variable `ebpf:"match_saddr"`
@@ -173,6 +178,7 @@ type xdpgenVariables struct {
 //
 // It can be passed to loadXdpgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpgenPrograms struct {
+	XlbBounce      *ebpf.Program `ebpf:"xlb_bounce"`
 	XlbCount       *ebpf.Program `ebpf:"xlb_count"`
 	XlbDevmapXmit  *ebpf.Program `ebpf:"xlb_devmap_xmit"`
 	XlbGen         *ebpf.Program `ebpf:"xlb_gen"`
@@ -181,6 +187,7 @@ type xdpgenPrograms struct {
 
 func (p *xdpgenPrograms) Close() error {
 	return _XdpgenClose(
+		p.XlbBounce,
 		p.XlbCount,
 		p.XlbDevmapXmit,
 		p.XlbGen,

@@ -45,6 +45,17 @@ enum xl_reason {
 	XL_DROP_MALFORMED,	/* truncated or invalid L2/L3 header */
 	XL_DROP_SPOOFED,	/* source address not owned by the sender */
 	XL_DROP_REDIRECT,	/* a redirect helper refused the packet */
+	XL_DROP_FW,		/* firewall: a rule's drop (lib/fw.h) */
+	XL_DROP_FW_DEFAULT,	/* firewall: the scope's default policy */
+	XL_DROP_FW_REJECT,	/* firewall: a rule's reject (answered with a
+				 * TCP RST or ICMP unreachable where the hook
+				 * can; dropped otherwise) */
+	XL_DROP_BLOCKLIST,	/* uplink: source in the prefix blocklist */
+	XL_DROP_RATE_LIMIT,	/* uplink: source over its packet rate */
+	XL_DROP_SYN_LIMIT,	/* uplink: source over its TCP SYN rate */
+	XL_PASS_FW,		/* a new flow's packet for an endpoint goes
+				 * through Linux to the endpoint's firewall
+				 * (tcx egress) */
 	XL_REASON_MAX,
 };
 
@@ -237,6 +248,188 @@ struct metrics_val {
 	const enum ct_dir *xl_btf_ct_dir __attribute__((unused)); \
 	const enum ct_state *xl_btf_ct_state __attribute__((unused)); \
 	const enum ct_nat *xl_btf_ct_nat __attribute__((unused)); \
-	const enum service_flags *xl_btf_service_flags __attribute__((unused))
+	const enum service_flags *xl_btf_service_flags __attribute__((unused)); \
+	const enum fw_field *xl_btf_fw_field __attribute__((unused)); \
+	const enum fw_kind *xl_btf_fw_kind __attribute__((unused)); \
+	const enum fw_action *xl_btf_fw_action __attribute__((unused)); \
+	const enum fw_limits *xl_btf_fw_limits __attribute__((unused)); \
+	const enum fw_ddos_flags *xl_btf_fw_ddos_flags __attribute__((unused)); \
+	const struct fw_event *xl_btf_fw_event __attribute__((unused))
+
+/*
+ * Firewall (bpf/lib/fw.h, docs/firewall.md). A rule set is compiled by the
+ * daemon (internal/firewall) into one "generation" of five inner maps,
+ * installed into slot 0 or 1 of the outer maps xlane_fw_{exact,addr,
+ * scalar,pool,rules}; xlane_fw_state says which slot is live, so a packet
+ * sees one whole rule set, old or new, never a mix.
+ *
+ * Classification: every field lookup yields a class, and every class a
+ * bitmap of the rules (one bit per rule, in priority order) whose value
+ * set for that field contains the packet's value. The AND of the bitmaps
+ * of all fields is the set of matching rules; its lowest bit wins.
+ */
+enum fw_field {
+	FW_F_CTX = 0,		/* hook kind and network (fw_exact_key) */
+	FW_F_SMAC,		/* source MAC (fw_exact_key) */
+	FW_F_DMAC,		/* destination MAC (fw_exact_key) */
+	FW_F_SRC,		/* source address (fw_addr_key LPM) */
+	FW_F_DST,		/* destination address (fw_addr_key LPM) */
+	FW_F_PROTO,		/* IP protocol (scalar array) */
+	FW_F_SPORT,		/* TCP/UDP source port; ICMP: code */
+	FW_F_DPORT,		/* TCP/UDP destination port; ICMP: type */
+	FW_F_FLAGS,		/* TCP flags byte */
+	FW_F_MAX,
+};
+
+/* Where a packet is classified. */
+enum fw_kind {
+	FW_KIND_FROM_EP = 0,	/* sent by an endpoint */
+	FW_KIND_TO_EP,		/* delivered to an endpoint */
+	FW_KIND_UPLINK,		/* arriving on the node's uplink */
+	FW_KIND_MAX,
+};
+
+enum fw_action {
+	FW_ALLOW = 0,
+	FW_DROP,
+	FW_REJECT,
+	FW_LOG,			/* sampled event, then the next matching rule */
+};
+
+enum fw_limits {
+	FW_MAX_RULES = 16384,	/* bits in a bitmap: rules + default policies */
+	FW_WORDS = 256,		/* u64 words of a bitmap */
+	FW_SUM_WORDS = 4,	/* u64 words of its summary (bit i: w[i] != 0) */
+	FW_MAX_LOG_RULES = 32,	/* log rules per set: bounds the search loop */
+	/* Layout of the scalar inner array (u32 class per value). */
+	FW_SC_SPORT = 0,	/* 65536 ports, then FW_NO_L4 */
+	FW_SC_DPORT = 65537,
+	FW_SC_PROTO = 131074,	/* 256 protocols */
+	FW_SC_FLAGS = 131330,	/* 256 TCP flag bytes */
+	FW_SC_SIZE = 131586,
+	FW_NO_L4 = 65536,	/* port "value" of a packet without L4 ports
+				 * (non-first fragment, other protocols) */
+	FW_CLASS_ALL = 0,	/* pool entry 0: every bit set */
+	FW_ADDR_V6 = 0x80,	/* fw_addr_key.field bit of IPv6 prefixes */
+};
+
+/* xlane_fw_exact inner HASH: MACs and hook contexts. */
+struct fw_exact_key {
+	__u8 field;		/* enum fw_field: FW_F_CTX, FW_F_SMAC, FW_F_DMAC */
+	__u8 kind;		/* FW_F_CTX: enum fw_kind; else 0 */
+	__u8 data[6];		/* a MAC; FW_F_CTX: network id (u32, host
+				 * order) in data[0..3], 0 = every network */
+};
+
+/* xlane_fw_addr inner LPM trie: source and destination prefixes of both
+ * families, apart: field is FW_F_SRC or FW_F_DST, with FW_ADDR_V6 for
+ * IPv6 (an IPv6 packet never matches an IPv4 prefix through a v4-mapped
+ * address). IPv4 addresses fill addr[0..3]. prefixlen counts the field
+ * byte: 8 + the address prefix length. */
+struct fw_addr_key {
+	__u32 prefixlen;
+	__u8 field;		/* FW_F_SRC or FW_F_DST, | FW_ADDR_V6 */
+	__u8 addr[16];
+	__u8 pad[3];
+};
+
+/* xlane_fw_pool inner ARRAY: class -> bitmap. */
+struct fw_bits {
+	__u64 sum[FW_SUM_WORDS];
+	__u64 w[FW_WORDS];
+};
+
+/* xlane_fw_rules inner ARRAY: bit -> what the rule does. */
+struct fw_rule {
+	__u32 slot;		/* xlane_fw_counters index (stable per rule) */
+	__u8 action;		/* enum fw_action */
+	__u8 is_default;	/* a scope's default policy */
+	__u16 sample;		/* log 1 in sample hits (0: never) */
+};
+
+/* xlane_fw_gens: key = slot (0, 1): what a generation's maps hold. */
+struct fw_gen {
+	__u32 fields;		/* bit (1 << enum fw_field): some rule
+				 * restricts the field; others are skipped */
+	__u32 established;	/* 1: packets of established flows (and
+				 * ICMP errors related to a tracked flow)
+				 * are allowed before any rule */
+	__u32 any_class[FW_F_MAX];	/* class of a value no rule names
+					 * (exact fields) */
+};
+
+/* xlane_fw_state: key 0. */
+struct fw_state {
+	__u32 active;		/* live slot */
+	__u32 on;		/* 0: no rule set installed, the stage is inert */
+	__u64 generation;	/* increases with every apply (for the daemon) */
+};
+
+/* xlane_fw_counters: per-CPU, key = fw_rule.slot. */
+struct fw_counter {
+	__u64 packets;
+	__u64 bytes;
+	__u64 last_hit;		/* bpf_ktime_get_coarse_ns() */
+};
+
+/* xlane_fw_events ring buffer: a sampled log of rule hits. */
+struct fw_event {
+	__u64 ts;		/* bpf_ktime_get_ns() */
+	__u32 slot;		/* the rule's counter slot */
+	__u32 ifindex;
+	__u32 len;
+	__u8 kind;		/* enum fw_kind */
+	__u8 action;		/* enum fw_action of the rule */
+	__u8 proto;
+	__u8 pad;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport;		/* host order; ICMP: code */
+	__u16 dport;		/* host order; ICMP: type */
+	__u32 pad2;
+};
+
+/*
+ * DDoS defence on the uplink (XDP). xlane_fw_block4/6: LPM blocklists,
+ * written by the daemon (`xlane fw block`). xlane_fw_rate: per-source
+ * token buckets (LRU). xlane_fw_ddos: key 0, the limits.
+ */
+enum fw_ddos_flags {
+	FW_DDOS_BLOCKLIST = 1,	/* consult the blocklists */
+	FW_DDOS_RATE = 2,	/* per-source packet rate limit */
+	FW_DDOS_SYN = 4,	/* per-source SYN rate limit */
+	FW_DDOS_MALFORMED = 8,	/* drop malformed IP/L4 headers early */
+};
+
+struct fw_ddos {
+	__u32 flags;		/* enum fw_ddos_flags */
+	__u32 pps;		/* packets per second per source */
+	__u32 burst;		/* bucket depth, packets */
+	__u32 syn_pps;		/* SYNs per second per source */
+	__u32 syn_burst;
+	__u8 v4_prefix;		/* source granularity: /32 ... */
+	__u8 v6_prefix;		/* ... /64 */
+	__u16 pad;
+};
+
+struct fw_block4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct fw_block6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+struct fw_rate_key {
+	__u8 addr[16];		/* source, masked to v4_prefix/v6_prefix */
+};
+
+struct fw_rate_val {
+	__u64 last;		/* bpf_ktime_get_ns() of the last refill */
+	__u64 tokens;		/* packets x 1e9 */
+	__u64 syn_tokens;	/* SYNs x 1e9 */
+};
 
 #endif /* XLANE_ABI_H */

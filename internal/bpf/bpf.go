@@ -129,6 +129,9 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 			return nil, fmt.Errorf("create pin dir: %w", err)
 		}
 		opts.Maps.PinPath = pinDir
+		if err := replaceIncompatiblePins(spec, pinDir); err != nil {
+			return nil, err
+		}
 	} else {
 		for _, m := range spec.Maps {
 			m.Pinning = ebpf.PinNone
@@ -202,6 +205,9 @@ func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
 		"xlane_maglev":    o.XlaneMaglev,
 		"xlane_backends":  o.XlaneBackends,
 	}
+	for name, m := range o.firewallMaps() {
+		shared[name] = m
+	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	for name, m := range shared {
 		if _, ok := spec.Maps[name]; ok {
@@ -209,6 +215,40 @@ func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
 		}
 	}
 	return opts
+}
+
+// ReplacedPins lists the pins Load replaced because an older xlaned left
+// them with another layout (set by Load, read by the daemon for its log).
+var ReplacedPins []string
+
+// replaceIncompatiblePins removes pinned maps whose type, key, value or
+// size differ from this build's (an upgrade that changed abi.h): the
+// daemon rebuilds their content from its store on reconcile. Conntrack
+// and counters start afresh; established NAT flows through a replaced
+// xlane_ct break, which is why a layout change is a release note.
+func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) error {
+	ReplacedPins = nil
+	for name, ms := range spec.Maps {
+		if ms.Pinning != ebpf.PinByName {
+			continue
+		}
+		path := filepath.Join(pinDir, name)
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if err != nil {
+			continue // not pinned yet (or unreadable: the load will say)
+		}
+		same := m.Type() == ms.Type && m.KeySize() == ms.KeySize && m.ValueSize() == ms.ValueSize &&
+			m.MaxEntries() == ms.MaxEntries
+		m.Close()
+		if same {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("replace incompatible pinned map %s: %w", path, err)
+		}
+		ReplacedPins = append(ReplacedPins, name)
+	}
+	return nil
 }
 
 // XDPFromEndpoint is the native XDP program of a host-side veth.

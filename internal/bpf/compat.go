@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/cilium/ebpf"
 )
@@ -10,19 +11,19 @@ import (
 // this kernel, or nil. The tc and netkit programs do not depend on them.
 func (o *Objects) XDPErr() error { return o.xdpErr }
 
-// VerifierSummary shortens a verifier error to its message and the last
-// lines of the log, for `xlane status`.
+// VerifierSummary shortens a verifier error to its cause and the log line
+// that says what the verifier refused, for `xlane status`.
 func VerifierSummary(err error) string {
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {
 		return err.Error()
 	}
-	msg := ve.Cause.Error()
-	if n := len(ve.Log); n > 0 {
-		msg += ": " + ve.Log[n-1]
-		if n > 1 {
-			msg = ve.Cause.Error() + ": " + ve.Log[n-2] + " / " + ve.Log[n-1]
+	for i := len(ve.Log) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(ve.Log[i])
+		if l == "" || strings.HasPrefix(l, "processed ") || strings.HasPrefix(l, "verification time") {
+			continue
 		}
+		return ve.Cause.Error() + ": " + l
 	}
-	return msg
+	return ve.Cause.Error()
 }

@@ -150,6 +150,12 @@ const (
 	netkitVarXlBtfCtState         = "xl_btf_ct_state"
 	netkitVarXlBtfDir             = "xl_btf_dir"
 	netkitVarXlBtfEpFlags         = "xl_btf_ep_flags"
+	netkitVarXlBtfFwAction        = "xl_btf_fw_action"
+	netkitVarXlBtfFwDdosFlags     = "xl_btf_fw_ddos_flags"
+	netkitVarXlBtfFwEvent         = "xl_btf_fw_event"
+	netkitVarXlBtfFwField         = "xl_btf_fw_field"
+	netkitVarXlBtfFwKind          = "xl_btf_fw_kind"
+	netkitVarXlBtfFwLimits        = "xl_btf_fw_limits"
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 )
@@ -225,6 +231,12 @@ type netkitVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
+	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.VariableSpec `ebpf:"xl_btf_fw_event"`
+	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
@@ -285,6 +297,12 @@ type netkitVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
+	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.Variable `ebpf:"xl_btf_fw_event"`
+	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }

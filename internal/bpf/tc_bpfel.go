@@ -95,6 +95,229 @@ type tcEndpointVal struct {
 	Flags     uint16
 }
 
+type tcFwAction uint32
+
+const (
+	tcFwActionFW_ALLOW  tcFwAction = 0
+	tcFwActionFW_DROP   tcFwAction = 1
+	tcFwActionFW_REJECT tcFwAction = 2
+	tcFwActionFW_LOG    tcFwAction = 3
+)
+
+type tcFwAddrKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Field     uint8
+	Addr      [16]uint8
+	Pad       [3]uint8
+}
+
+type tcFwBits struct {
+	_   structs.HostLayout
+	Sum [4]uint64
+	W   [256]uint64
+}
+
+type tcFwBlock4Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type tcFwBlock6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type tcFwCounter struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	LastHit uint64
+}
+
+type tcFwDdos struct {
+	_        structs.HostLayout
+	Flags    uint32
+	Pps      uint32
+	Burst    uint32
+	SynPps   uint32
+	SynBurst uint32
+	V4Prefix uint8
+	V6Prefix uint8
+	Pad      uint16
+}
+
+type tcFwDdosFlags uint32
+
+const (
+	tcFwDdosFlagsFW_DDOS_BLOCKLIST tcFwDdosFlags = 1
+	tcFwDdosFlagsFW_DDOS_RATE      tcFwDdosFlags = 2
+	tcFwDdosFlagsFW_DDOS_SYN       tcFwDdosFlags = 4
+	tcFwDdosFlagsFW_DDOS_MALFORMED tcFwDdosFlags = 8
+)
+
+type tcFwEvent struct {
+	_       structs.HostLayout
+	Ts      uint64
+	Slot    uint32
+	Ifindex uint32
+	Len     uint32
+	Kind    uint8
+	Action  uint8
+	Proto   uint8
+	Pad     uint8
+	Saddr   [16]uint8
+	Daddr   [16]uint8
+	Sport   uint16
+	Dport   uint16
+	Pad2    uint32
+}
+
+type tcFwExactKey struct {
+	_     structs.HostLayout
+	Field uint8
+	Kind  uint8
+	Data  [6]uint8
+}
+
+type tcFwField uint32
+
+const (
+	tcFwFieldFW_F_CTX   tcFwField = 0
+	tcFwFieldFW_F_SMAC  tcFwField = 1
+	tcFwFieldFW_F_DMAC  tcFwField = 2
+	tcFwFieldFW_F_SRC   tcFwField = 3
+	tcFwFieldFW_F_DST   tcFwField = 4
+	tcFwFieldFW_F_PROTO tcFwField = 5
+	tcFwFieldFW_F_SPORT tcFwField = 6
+	tcFwFieldFW_F_DPORT tcFwField = 7
+	tcFwFieldFW_F_FLAGS tcFwField = 8
+	tcFwFieldFW_F_MAX   tcFwField = 9
+)
+
+type tcFwGen struct {
+	_           structs.HostLayout
+	Fields      uint32
+	Established uint32
+	AnyClass    [9]uint32
+}
+
+type tcFwKind uint32
+
+const (
+	tcFwKindFW_KIND_FROM_EP tcFwKind = 0
+	tcFwKindFW_KIND_TO_EP   tcFwKind = 1
+	tcFwKindFW_KIND_UPLINK  tcFwKind = 2
+	tcFwKindFW_KIND_MAX     tcFwKind = 3
+)
+
+type tcFwLimits uint32
+
+const (
+	tcFwLimitsFW_MAX_RULES     tcFwLimits = 16384
+	tcFwLimitsFW_WORDS         tcFwLimits = 256
+	tcFwLimitsFW_SUM_WORDS     tcFwLimits = 4
+	tcFwLimitsFW_MAX_LOG_RULES tcFwLimits = 32
+	tcFwLimitsFW_SC_SPORT      tcFwLimits = 0
+	tcFwLimitsFW_SC_DPORT      tcFwLimits = 65537
+	tcFwLimitsFW_SC_PROTO      tcFwLimits = 131074
+	tcFwLimitsFW_SC_FLAGS      tcFwLimits = 131330
+	tcFwLimitsFW_SC_SIZE       tcFwLimits = 131586
+	tcFwLimitsFW_NO_L4         tcFwLimits = 65536
+	tcFwLimitsFW_CLASS_ALL     tcFwLimits = 0
+	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
+)
+
+type tcFwRateKey struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+}
+
+type tcFwRateVal struct {
+	_         structs.HostLayout
+	Last      uint64
+	Tokens    uint64
+	SynTokens uint64
+}
+
+type tcFwRule struct {
+	_         structs.HostLayout
+	Slot      uint32
+	Action    uint8
+	IsDefault uint8
+	Sample    uint16
+}
+
+type tcFwScratch struct {
+	_  structs.HostLayout
+	K  tcCtKey
+	Rk tcCtKey
+	Cl struct {
+		_        structs.HostLayout
+		Off      uint32
+		CsumOff  uint32
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		TcpFlags uint8
+		IcmpEcho uint8
+		_        [1]byte
+	}
+	L4 struct {
+		_         structs.HostLayout
+		Sport     uint32
+		Dport     uint32
+		CtSport   uint16
+		CtDport   uint16
+		Proto     uint8
+		Flags     uint8
+		Trackable uint8
+		Related   uint8
+		L4Off     uint32
+	}
+	Hk struct {
+		_       structs.HostLayout
+		Ifindex uint32
+		Netid   uint32
+		Len     uint32
+		Kind    uint8
+		Track   uint8
+		Pad     uint16
+	}
+	Ek struct {
+		_     structs.HostLayout
+		Field uint8
+		Kind  uint8
+		Data  [6]uint8
+	}
+	Ak struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Field     uint8
+		Addr      [16]uint8
+		Pad       [3]uint8
+	}
+	Cls   [9]uint32
+	Key   uint32
+	_     [4]byte
+	C0    uint64
+	C1    uint64
+	C2    uint64
+	C3    uint64
+	Acc   uint64
+	Base  uint32
+	Found uint32
+}
+
+type tcFwState struct {
+	_          structs.HostLayout
+	Active     uint32
+	On         uint32
+	Generation uint64
+}
+
 type tcMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -203,7 +426,14 @@ const (
 	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 17
 	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 18
 	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 19
-	tcXlReasonXL_REASON_MAX      tcXlReason = 20
+	tcXlReasonXL_DROP_FW         tcXlReason = 20
+	tcXlReasonXL_DROP_FW_DEFAULT tcXlReason = 21
+	tcXlReasonXL_DROP_FW_REJECT  tcXlReason = 22
+	tcXlReasonXL_DROP_BLOCKLIST  tcXlReason = 23
+	tcXlReasonXL_DROP_RATE_LIMIT tcXlReason = 24
+	tcXlReasonXL_DROP_SYN_LIMIT  tcXlReason = 25
+	tcXlReasonXL_PASS_FW         tcXlReason = 26
+	tcXlReasonXL_REASON_MAX      tcXlReason = 27
 )
 
 // Names of all BPF objects in the ELF.
@@ -216,6 +446,20 @@ const (
 	tcMapXlaneCtScratch     = "xlane_ct_scratch"
 	tcMapXlaneDevmap        = "xlane_devmap"
 	tcMapXlaneEndpoints     = "xlane_endpoints"
+	tcMapXlaneFwAddr        = "xlane_fw_addr"
+	tcMapXlaneFwBlock4      = "xlane_fw_block4"
+	tcMapXlaneFwBlock6      = "xlane_fw_block6"
+	tcMapXlaneFwCounters    = "xlane_fw_counters"
+	tcMapXlaneFwDdos        = "xlane_fw_ddos"
+	tcMapXlaneFwEvents      = "xlane_fw_events"
+	tcMapXlaneFwExact       = "xlane_fw_exact"
+	tcMapXlaneFwGens        = "xlane_fw_gens"
+	tcMapXlaneFwPool        = "xlane_fw_pool"
+	tcMapXlaneFwRate        = "xlane_fw_rate"
+	tcMapXlaneFwRules       = "xlane_fw_rules"
+	tcMapXlaneFwScalar      = "xlane_fw_scalar"
+	tcMapXlaneFwScratch     = "xlane_fw_scratch"
+	tcMapXlaneFwState       = "xlane_fw_state"
 	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
 	tcMapXlaneNeigh         = "xlane_neigh"
@@ -228,6 +472,16 @@ const (
 	tcVarXlBtfCtState       = "xl_btf_ct_state"
 	tcVarXlBtfDir           = "xl_btf_dir"
 	tcVarXlBtfEpFlags       = "xl_btf_ep_flags"
+	tcVarXlBtfFwAction      = "xl_btf_fw_action"
+	tcVarXlBtfFwAddrKey     = "xl_btf_fw_addr_key"
+	tcVarXlBtfFwBits        = "xl_btf_fw_bits"
+	tcVarXlBtfFwDdosFlags   = "xl_btf_fw_ddos_flags"
+	tcVarXlBtfFwEvent       = "xl_btf_fw_event"
+	tcVarXlBtfFwExactKey    = "xl_btf_fw_exact_key"
+	tcVarXlBtfFwField       = "xl_btf_fw_field"
+	tcVarXlBtfFwKind        = "xl_btf_fw_kind"
+	tcVarXlBtfFwLimits      = "xl_btf_fw_limits"
+	tcVarXlBtfFwRule        = "xl_btf_fw_rule"
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 )
@@ -282,17 +536,31 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
-	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneBackends   *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig     *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt         *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch  *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap     *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints  *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr     *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4   *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6   *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos     *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents   *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact    *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens     *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool     *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwRate     *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules    *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar   *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch  *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState    *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneMaglev     *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics    *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneNeigh      *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish    *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices   *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -304,6 +572,16 @@ type tcVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.VariableSpec `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.VariableSpec `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
@@ -328,17 +606,31 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
-	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
+	XlaneBackends   *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig     *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt         *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch  *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap     *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints  *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr     *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4   *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6   *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos     *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents   *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact    *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens     *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool     *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwRate     *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules    *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar   *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch  *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState    *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneMaglev     *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics    *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneNeigh      *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish    *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices   *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *tcMaps) Close() error {
@@ -349,6 +641,20 @@ func (m *tcMaps) Close() error {
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneFwAddr,
+		m.XlaneFwBlock4,
+		m.XlaneFwBlock6,
+		m.XlaneFwCounters,
+		m.XlaneFwDdos,
+		m.XlaneFwEvents,
+		m.XlaneFwExact,
+		m.XlaneFwGens,
+		m.XlaneFwPool,
+		m.XlaneFwRate,
+		m.XlaneFwRules,
+		m.XlaneFwScalar,
+		m.XlaneFwScratch,
+		m.XlaneFwState,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
@@ -366,6 +672,16 @@ type tcVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.Variable `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.Variable `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }

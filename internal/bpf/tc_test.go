@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/vishvananda/netlink"
@@ -137,12 +136,12 @@ type skbContext struct {
 	IngressIfindex, Ifindex                    uint32
 }
 
-func newHarness(tb testing.TB) *harness {
+func newHarness(tb testing.TB, o ...Options) *harness {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
 	}
-	objs, err := Load("")
+	objs, err := Load("", o...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -304,19 +303,7 @@ func (h *harness) run(frame []byte, ifindex int) (ret int32, out []byte, err err
 // attach attaches xlane_from_endpoint to dev's tcx ingress until the test ends.
 func (h *harness) attach(tb testing.TB, dev string) {
 	tb.Helper()
-	var l link.Link
-	err := h.do(func() (err error) {
-		l, err = link.AttachTCX(link.TCXOptions{
-			Interface: h.links[dev],
-			Program:   h.objs.FromEndpoint(),
-			Attach:    ebpf.AttachTCXIngress,
-		})
-		return err
-	})
-	if err != nil {
-		tb.Fatalf("attach to %s: %v", dev, err)
-	}
-	tb.Cleanup(func() { l.Close() })
+	h.attachTC(tb, dev, h.objs.FromEndpoint()) // tcx, or legacy tc: compat_test.go
 }
 
 // send transmits frame as is on dev through an AF_PACKET socket.

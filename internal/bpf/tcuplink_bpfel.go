@@ -71,6 +71,153 @@ type tcuplinkEndpointVal struct {
 	Flags     uint16
 }
 
+type tcuplinkFwAddrKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Field     uint8
+	Addr      [16]uint8
+	Pad       [3]uint8
+}
+
+type tcuplinkFwBits struct {
+	_   structs.HostLayout
+	Sum [4]uint64
+	W   [256]uint64
+}
+
+type tcuplinkFwBlock4Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type tcuplinkFwBlock6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type tcuplinkFwCounter struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	LastHit uint64
+}
+
+type tcuplinkFwDdos struct {
+	_        structs.HostLayout
+	Flags    uint32
+	Pps      uint32
+	Burst    uint32
+	SynPps   uint32
+	SynBurst uint32
+	V4Prefix uint8
+	V6Prefix uint8
+	Pad      uint16
+}
+
+type tcuplinkFwExactKey struct {
+	_     structs.HostLayout
+	Field uint8
+	Kind  uint8
+	Data  [6]uint8
+}
+
+type tcuplinkFwGen struct {
+	_           structs.HostLayout
+	Fields      uint32
+	Established uint32
+	AnyClass    [9]uint32
+}
+
+type tcuplinkFwRateKey struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+}
+
+type tcuplinkFwRateVal struct {
+	_         structs.HostLayout
+	Last      uint64
+	Tokens    uint64
+	SynTokens uint64
+}
+
+type tcuplinkFwRule struct {
+	_         structs.HostLayout
+	Slot      uint32
+	Action    uint8
+	IsDefault uint8
+	Sample    uint16
+}
+
+type tcuplinkFwScratch struct {
+	_  structs.HostLayout
+	K  tcuplinkCtKey
+	Rk tcuplinkCtKey
+	Cl struct {
+		_        structs.HostLayout
+		Off      uint32
+		CsumOff  uint32
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		TcpFlags uint8
+		IcmpEcho uint8
+		_        [1]byte
+	}
+	L4 struct {
+		_         structs.HostLayout
+		Sport     uint32
+		Dport     uint32
+		CtSport   uint16
+		CtDport   uint16
+		Proto     uint8
+		Flags     uint8
+		Trackable uint8
+		Related   uint8
+		L4Off     uint32
+	}
+	Hk struct {
+		_       structs.HostLayout
+		Ifindex uint32
+		Netid   uint32
+		Len     uint32
+		Kind    uint8
+		Track   uint8
+		Pad     uint16
+	}
+	Ek struct {
+		_     structs.HostLayout
+		Field uint8
+		Kind  uint8
+		Data  [6]uint8
+	}
+	Ak struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Field     uint8
+		Addr      [16]uint8
+		Pad       [3]uint8
+	}
+	Cls   [9]uint32
+	Key   uint32
+	_     [4]byte
+	C0    uint64
+	C1    uint64
+	C2    uint64
+	C3    uint64
+	Acc   uint64
+	Base  uint32
+	Found uint32
+}
+
+type tcuplinkFwState struct {
+	_          structs.HostLayout
+	Active     uint32
+	On         uint32
+	Generation uint64
+}
+
 type tcuplinkMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -146,6 +293,20 @@ const (
 	tcuplinkMapXlaneCtScratch    = "xlane_ct_scratch"
 	tcuplinkMapXlaneDevmap       = "xlane_devmap"
 	tcuplinkMapXlaneEndpoints    = "xlane_endpoints"
+	tcuplinkMapXlaneFwAddr       = "xlane_fw_addr"
+	tcuplinkMapXlaneFwBlock4     = "xlane_fw_block4"
+	tcuplinkMapXlaneFwBlock6     = "xlane_fw_block6"
+	tcuplinkMapXlaneFwCounters   = "xlane_fw_counters"
+	tcuplinkMapXlaneFwDdos       = "xlane_fw_ddos"
+	tcuplinkMapXlaneFwEvents     = "xlane_fw_events"
+	tcuplinkMapXlaneFwExact      = "xlane_fw_exact"
+	tcuplinkMapXlaneFwGens       = "xlane_fw_gens"
+	tcuplinkMapXlaneFwPool       = "xlane_fw_pool"
+	tcuplinkMapXlaneFwRate       = "xlane_fw_rate"
+	tcuplinkMapXlaneFwRules      = "xlane_fw_rules"
+	tcuplinkMapXlaneFwScalar     = "xlane_fw_scalar"
+	tcuplinkMapXlaneFwScratch    = "xlane_fw_scratch"
+	tcuplinkMapXlaneFwState      = "xlane_fw_state"
 	tcuplinkMapXlaneMaglev       = "xlane_maglev"
 	tcuplinkMapXlaneMetrics      = "xlane_metrics"
 	tcuplinkMapXlaneNeigh        = "xlane_neigh"
@@ -157,6 +318,16 @@ const (
 	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
 	tcuplinkVarXlBtfDir          = "xl_btf_dir"
 	tcuplinkVarXlBtfEpFlags      = "xl_btf_ep_flags"
+	tcuplinkVarXlBtfFwAction     = "xl_btf_fw_action"
+	tcuplinkVarXlBtfFwAddrKey    = "xl_btf_fw_addr_key"
+	tcuplinkVarXlBtfFwBits       = "xl_btf_fw_bits"
+	tcuplinkVarXlBtfFwDdosFlags  = "xl_btf_fw_ddos_flags"
+	tcuplinkVarXlBtfFwEvent      = "xl_btf_fw_event"
+	tcuplinkVarXlBtfFwExactKey   = "xl_btf_fw_exact_key"
+	tcuplinkVarXlBtfFwField      = "xl_btf_fw_field"
+	tcuplinkVarXlBtfFwKind       = "xl_btf_fw_kind"
+	tcuplinkVarXlBtfFwLimits     = "xl_btf_fw_limits"
+	tcuplinkVarXlBtfFwRule       = "xl_btf_fw_rule"
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
 )
@@ -210,17 +381,31 @@ type tcuplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkMapSpecs struct {
-	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneBackends   *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig     *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt         *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch  *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap     *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints  *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr     *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4   *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6   *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos     *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents   *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact    *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens     *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool     *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwRate     *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules    *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar   *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch  *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState    *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneMaglev     *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics    *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneNeigh      *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish    *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices   *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -232,6 +417,16 @@ type tcuplinkVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.VariableSpec `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.VariableSpec `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
@@ -256,17 +451,31 @@ func (o *tcuplinkObjects) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkMaps struct {
-	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
+	XlaneBackends   *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig     *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt         *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch  *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap     *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints  *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr     *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4   *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6   *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos     *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents   *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact    *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens     *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool     *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwRate     *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules    *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar   *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch  *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState    *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneMaglev     *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics    *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneNeigh      *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish    *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices   *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *tcuplinkMaps) Close() error {
@@ -277,6 +486,20 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneFwAddr,
+		m.XlaneFwBlock4,
+		m.XlaneFwBlock6,
+		m.XlaneFwCounters,
+		m.XlaneFwDdos,
+		m.XlaneFwEvents,
+		m.XlaneFwExact,
+		m.XlaneFwGens,
+		m.XlaneFwPool,
+		m.XlaneFwRate,
+		m.XlaneFwRules,
+		m.XlaneFwScalar,
+		m.XlaneFwScratch,
+		m.XlaneFwState,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
@@ -294,6 +517,16 @@ type tcuplinkVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.Variable `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.Variable `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }

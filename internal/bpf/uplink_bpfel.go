@@ -36,6 +36,13 @@ type uplinkCtKey struct {
 	Pad   [3]uint8
 }
 
+type uplinkCtScratch struct {
+	_     structs.HostLayout
+	Orig  uplinkCtVal
+	Reply uplinkCtVal
+	Rk    uplinkCtKey
+}
+
 type uplinkCtVal struct {
 	_       structs.HostLayout
 	Expires uint64
@@ -62,6 +69,153 @@ type uplinkEndpointVal struct {
 	HostMac   [6]uint8
 	Mtu       uint16
 	Flags     uint16
+}
+
+type uplinkFwAddrKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Field     uint8
+	Addr      [16]uint8
+	Pad       [3]uint8
+}
+
+type uplinkFwBits struct {
+	_   structs.HostLayout
+	Sum [4]uint64
+	W   [256]uint64
+}
+
+type uplinkFwBlock4Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type uplinkFwBlock6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type uplinkFwCounter struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	LastHit uint64
+}
+
+type uplinkFwDdos struct {
+	_        structs.HostLayout
+	Flags    uint32
+	Pps      uint32
+	Burst    uint32
+	SynPps   uint32
+	SynBurst uint32
+	V4Prefix uint8
+	V6Prefix uint8
+	Pad      uint16
+}
+
+type uplinkFwExactKey struct {
+	_     structs.HostLayout
+	Field uint8
+	Kind  uint8
+	Data  [6]uint8
+}
+
+type uplinkFwGen struct {
+	_           structs.HostLayout
+	Fields      uint32
+	Established uint32
+	AnyClass    [9]uint32
+}
+
+type uplinkFwRateKey struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+}
+
+type uplinkFwRateVal struct {
+	_         structs.HostLayout
+	Last      uint64
+	Tokens    uint64
+	SynTokens uint64
+}
+
+type uplinkFwRule struct {
+	_         structs.HostLayout
+	Slot      uint32
+	Action    uint8
+	IsDefault uint8
+	Sample    uint16
+}
+
+type uplinkFwScratch struct {
+	_  structs.HostLayout
+	K  uplinkCtKey
+	Rk uplinkCtKey
+	Cl struct {
+		_        structs.HostLayout
+		Off      uint32
+		CsumOff  uint32
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		TcpFlags uint8
+		IcmpEcho uint8
+		_        [1]byte
+	}
+	L4 struct {
+		_         structs.HostLayout
+		Sport     uint32
+		Dport     uint32
+		CtSport   uint16
+		CtDport   uint16
+		Proto     uint8
+		Flags     uint8
+		Trackable uint8
+		Related   uint8
+		L4Off     uint32
+	}
+	Hk struct {
+		_       structs.HostLayout
+		Ifindex uint32
+		Netid   uint32
+		Len     uint32
+		Kind    uint8
+		Track   uint8
+		Pad     uint16
+	}
+	Ek struct {
+		_     structs.HostLayout
+		Field uint8
+		Kind  uint8
+		Data  [6]uint8
+	}
+	Ak struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Field     uint8
+		Addr      [16]uint8
+		Pad       [3]uint8
+	}
+	Cls   [9]uint32
+	Key   uint32
+	_     [4]byte
+	C0    uint64
+	C1    uint64
+	C2    uint64
+	C3    uint64
+	Acc   uint64
+	Base  uint32
+	Found uint32
+}
+
+type uplinkFwState struct {
+	_          structs.HostLayout
+	Active     uint32
+	On         uint32
+	Generation uint64
 }
 
 type uplinkL4csumScratch struct {
@@ -141,8 +295,23 @@ const (
 	uplinkMapXlaneBackends       = "xlane_backends"
 	uplinkMapXlaneConfig         = "xlane_config"
 	uplinkMapXlaneCt             = "xlane_ct"
+	uplinkMapXlaneCtScratch      = "xlane_ct_scratch"
 	uplinkMapXlaneDevmap         = "xlane_devmap"
 	uplinkMapXlaneEndpoints      = "xlane_endpoints"
+	uplinkMapXlaneFwAddr         = "xlane_fw_addr"
+	uplinkMapXlaneFwBlock4       = "xlane_fw_block4"
+	uplinkMapXlaneFwBlock6       = "xlane_fw_block6"
+	uplinkMapXlaneFwCounters     = "xlane_fw_counters"
+	uplinkMapXlaneFwDdos         = "xlane_fw_ddos"
+	uplinkMapXlaneFwEvents       = "xlane_fw_events"
+	uplinkMapXlaneFwExact        = "xlane_fw_exact"
+	uplinkMapXlaneFwGens         = "xlane_fw_gens"
+	uplinkMapXlaneFwPool         = "xlane_fw_pool"
+	uplinkMapXlaneFwRate         = "xlane_fw_rate"
+	uplinkMapXlaneFwRules        = "xlane_fw_rules"
+	uplinkMapXlaneFwScalar       = "xlane_fw_scalar"
+	uplinkMapXlaneFwScratch      = "xlane_fw_scratch"
+	uplinkMapXlaneFwState        = "xlane_fw_state"
 	uplinkMapXlaneL4csumScratch  = "xlane_l4csum_scratch"
 	uplinkMapXlaneMaglev         = "xlane_maglev"
 	uplinkMapXlaneMetrics        = "xlane_metrics"
@@ -155,6 +324,16 @@ const (
 	uplinkVarXlBtfCtState        = "xl_btf_ct_state"
 	uplinkVarXlBtfDir            = "xl_btf_dir"
 	uplinkVarXlBtfEpFlags        = "xl_btf_ep_flags"
+	uplinkVarXlBtfFwAction       = "xl_btf_fw_action"
+	uplinkVarXlBtfFwAddrKey      = "xl_btf_fw_addr_key"
+	uplinkVarXlBtfFwBits         = "xl_btf_fw_bits"
+	uplinkVarXlBtfFwDdosFlags    = "xl_btf_fw_ddos_flags"
+	uplinkVarXlBtfFwEvent        = "xl_btf_fw_event"
+	uplinkVarXlBtfFwExactKey     = "xl_btf_fw_exact_key"
+	uplinkVarXlBtfFwField        = "xl_btf_fw_field"
+	uplinkVarXlBtfFwKind         = "xl_btf_fw_kind"
+	uplinkVarXlBtfFwLimits       = "xl_btf_fw_limits"
+	uplinkVarXlBtfFwRule         = "xl_btf_fw_rule"
 	uplinkVarXlBtfReason         = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags   = "xl_btf_service_flags"
 )
@@ -211,8 +390,23 @@ type uplinkMapSpecs struct {
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
@@ -230,6 +424,16 @@ type uplinkVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.VariableSpec `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.VariableSpec `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
@@ -257,8 +461,23 @@ type uplinkMaps struct {
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
@@ -272,8 +491,23 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
+		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneFwAddr,
+		m.XlaneFwBlock4,
+		m.XlaneFwBlock6,
+		m.XlaneFwCounters,
+		m.XlaneFwDdos,
+		m.XlaneFwEvents,
+		m.XlaneFwExact,
+		m.XlaneFwGens,
+		m.XlaneFwPool,
+		m.XlaneFwRate,
+		m.XlaneFwRules,
+		m.XlaneFwScalar,
+		m.XlaneFwScratch,
+		m.XlaneFwState,
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
@@ -292,6 +526,16 @@ type uplinkVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.Variable `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.Variable `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }

@@ -71,6 +71,153 @@ type xdpEndpointVal struct {
 	Flags     uint16
 }
 
+type xdpFwAddrKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Field     uint8
+	Addr      [16]uint8
+	Pad       [3]uint8
+}
+
+type xdpFwBits struct {
+	_   structs.HostLayout
+	Sum [4]uint64
+	W   [256]uint64
+}
+
+type xdpFwBlock4Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type xdpFwBlock6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type xdpFwCounter struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	LastHit uint64
+}
+
+type xdpFwDdos struct {
+	_        structs.HostLayout
+	Flags    uint32
+	Pps      uint32
+	Burst    uint32
+	SynPps   uint32
+	SynBurst uint32
+	V4Prefix uint8
+	V6Prefix uint8
+	Pad      uint16
+}
+
+type xdpFwExactKey struct {
+	_     structs.HostLayout
+	Field uint8
+	Kind  uint8
+	Data  [6]uint8
+}
+
+type xdpFwGen struct {
+	_           structs.HostLayout
+	Fields      uint32
+	Established uint32
+	AnyClass    [9]uint32
+}
+
+type xdpFwRateKey struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+}
+
+type xdpFwRateVal struct {
+	_         structs.HostLayout
+	Last      uint64
+	Tokens    uint64
+	SynTokens uint64
+}
+
+type xdpFwRule struct {
+	_         structs.HostLayout
+	Slot      uint32
+	Action    uint8
+	IsDefault uint8
+	Sample    uint16
+}
+
+type xdpFwScratch struct {
+	_  structs.HostLayout
+	K  xdpCtKey
+	Rk xdpCtKey
+	Cl struct {
+		_        structs.HostLayout
+		Off      uint32
+		CsumOff  uint32
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		TcpFlags uint8
+		IcmpEcho uint8
+		_        [1]byte
+	}
+	L4 struct {
+		_         structs.HostLayout
+		Sport     uint32
+		Dport     uint32
+		CtSport   uint16
+		CtDport   uint16
+		Proto     uint8
+		Flags     uint8
+		Trackable uint8
+		Related   uint8
+		L4Off     uint32
+	}
+	Hk struct {
+		_       structs.HostLayout
+		Ifindex uint32
+		Netid   uint32
+		Len     uint32
+		Kind    uint8
+		Track   uint8
+		Pad     uint16
+	}
+	Ek struct {
+		_     structs.HostLayout
+		Field uint8
+		Kind  uint8
+		Data  [6]uint8
+	}
+	Ak struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Field     uint8
+		Addr      [16]uint8
+		Pad       [3]uint8
+	}
+	Cls   [9]uint32
+	Key   uint32
+	_     [4]byte
+	C0    uint64
+	C1    uint64
+	C2    uint64
+	C3    uint64
+	Acc   uint64
+	Base  uint32
+	Found uint32
+}
+
+type xdpFwState struct {
+	_          structs.HostLayout
+	Active     uint32
+	On         uint32
+	Generation uint64
+}
+
 type xdpL4csumScratch struct {
 	_   structs.HostLayout
 	Buf [256]uint8
@@ -151,6 +298,20 @@ const (
 	xdpMapXlaneCtScratch               = "xlane_ct_scratch"
 	xdpMapXlaneDevmap                  = "xlane_devmap"
 	xdpMapXlaneEndpoints               = "xlane_endpoints"
+	xdpMapXlaneFwAddr                  = "xlane_fw_addr"
+	xdpMapXlaneFwBlock4                = "xlane_fw_block4"
+	xdpMapXlaneFwBlock6                = "xlane_fw_block6"
+	xdpMapXlaneFwCounters              = "xlane_fw_counters"
+	xdpMapXlaneFwDdos                  = "xlane_fw_ddos"
+	xdpMapXlaneFwEvents                = "xlane_fw_events"
+	xdpMapXlaneFwExact                 = "xlane_fw_exact"
+	xdpMapXlaneFwGens                  = "xlane_fw_gens"
+	xdpMapXlaneFwPool                  = "xlane_fw_pool"
+	xdpMapXlaneFwRate                  = "xlane_fw_rate"
+	xdpMapXlaneFwRules                 = "xlane_fw_rules"
+	xdpMapXlaneFwScalar                = "xlane_fw_scalar"
+	xdpMapXlaneFwScratch               = "xlane_fw_scratch"
+	xdpMapXlaneFwState                 = "xlane_fw_state"
 	xdpMapXlaneL4csumScratch           = "xlane_l4csum_scratch"
 	xdpMapXlaneMaglev                  = "xlane_maglev"
 	xdpMapXlaneMetrics                 = "xlane_metrics"
@@ -164,6 +325,16 @@ const (
 	xdpVarXlBtfCtState                 = "xl_btf_ct_state"
 	xdpVarXlBtfDir                     = "xl_btf_dir"
 	xdpVarXlBtfEpFlags                 = "xl_btf_ep_flags"
+	xdpVarXlBtfFwAction                = "xl_btf_fw_action"
+	xdpVarXlBtfFwAddrKey               = "xl_btf_fw_addr_key"
+	xdpVarXlBtfFwBits                  = "xl_btf_fw_bits"
+	xdpVarXlBtfFwDdosFlags             = "xl_btf_fw_ddos_flags"
+	xdpVarXlBtfFwEvent                 = "xl_btf_fw_event"
+	xdpVarXlBtfFwExactKey              = "xl_btf_fw_exact_key"
+	xdpVarXlBtfFwField                 = "xl_btf_fw_field"
+	xdpVarXlBtfFwKind                  = "xl_btf_fw_kind"
+	xdpVarXlBtfFwLimits                = "xl_btf_fw_limits"
+	xdpVarXlBtfFwRule                  = "xl_btf_fw_rule"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
 )
@@ -224,6 +395,20 @@ type xdpMapSpecs struct {
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
@@ -241,6 +426,16 @@ type xdpVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.VariableSpec `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.VariableSpec `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
@@ -271,6 +466,20 @@ type xdpMaps struct {
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
@@ -287,6 +496,20 @@ func (m *xdpMaps) Close() error {
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneFwAddr,
+		m.XlaneFwBlock4,
+		m.XlaneFwBlock6,
+		m.XlaneFwCounters,
+		m.XlaneFwDdos,
+		m.XlaneFwEvents,
+		m.XlaneFwExact,
+		m.XlaneFwGens,
+		m.XlaneFwPool,
+		m.XlaneFwRate,
+		m.XlaneFwRules,
+		m.XlaneFwScalar,
+		m.XlaneFwScratch,
+		m.XlaneFwState,
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
@@ -305,6 +528,16 @@ type xdpVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
+	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
+	XlBtfFwEvent      *ebpf.Variable `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.Variable `ebpf:"xl_btf_fw_exact_key"`
+	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
+	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
+	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }

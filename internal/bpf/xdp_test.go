@@ -128,6 +128,7 @@ func (p xdpProg) of(o *Objects) *ebpf.Program {
 func newXDPHarness(tb testing.TB) *harness {
 	tb.Helper()
 	h := newHarness(tb)
+	requireXDPPrograms(tb, h.objs) // compat_test.go
 	nl, err := netlink.NewHandleAt(h.ns)
 	if err != nil {
 		tb.Fatalf("netlink handle: %v", err)

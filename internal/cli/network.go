@@ -40,7 +40,7 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
 	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest here, now tc), tc, kernel, xdp or xdp-generic")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
-	create.Flags().StringVar(&req.Device, "device", "", "endpoint device pair: veth (default), netkit (L3, no ARP; Linux 6.7+), netkit-l2, or auto (netkit where the kernel has it and the mode can use it, else veth)")
+	create.Flags().StringVar(&req.Device, "device", "", "endpoint device pair: veth (default), netkit (L3, no ARP; Linux 6.7+), netkit-l2, or auto (netkit where the kernel has it and the network needs neither XDP nor NAT, else veth)")
 	masq := true
 	create.Flags().BoolVar(&masq, "masquerade", true, "SNAT traffic leaving through the uplink to the node's address (--masquerade=false: route container addresses as they are)")
 	create.PreRun = func(cmd *cobra.Command, _ []string) {

@@ -60,9 +60,10 @@ type Daemon struct {
 	dpErr error
 	feat  *features.Set // probed at start (kernel.go)
 
-	done chan struct{} // closed by Close: stops background work
-	node datapath.NodeConfig
-	ct   ctCounters
+	done      chan struct{} // closed by Close: stops background work
+	closeOnce sync.Once
+	node      datapath.NodeConfig
+	ct        ctCounters
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -90,6 +91,9 @@ func New(cfg Config) (*Daemon, error) {
 	d.dp, d.dpErr = datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize})
 	if d.dpErr != nil {
 		d.log.Warn("BPF datapath unavailable; only kernel mode works", "err", d.dpErr)
+	}
+	if len(bpf.ReplacedPins) > 0 {
+		d.log.Warn("replaced pinned maps left with an older layout; their content is rebuilt from the store (conntrack and counters start afresh)", "maps", bpf.ReplacedPins)
 	}
 	d.probeKernel()
 	if err := d.Reconcile(); err != nil {
@@ -137,6 +141,12 @@ func (d *Daemon) attachUplink() error {
 
 // Close releases the daemon's handles. Pinned programs keep running.
 func (d *Daemon) Close() error {
+	var err error
+	d.closeOnce.Do(func() { err = d.close() })
+	return err
+}
+
+func (d *Daemon) close() error {
 	close(d.done)
 	if d.dp != nil {
 		d.dp.Close()
@@ -180,7 +190,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	n.Internal = req.Internal
-	if err := d.resolveDevice(n, req.Device); err != nil {
+	if err := d.resolveDevice(n, req); err != nil {
 		return nil, err
 	}
 	if len(req.Subnets) == 0 {
@@ -675,7 +685,11 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	// the peer is out of reach (a runtime moved it), the endpoint is not a
 	// redirect target: traffic into it falls back to Linux, and inspect
 	// says so.
-	target := n.Mode == model.ModeXDP
+	// A veth-only peer gets GRO while it is still down in the node's
+	// namespace; measured on 6.18, that does not give it NAPI once the
+	// runtime has moved it and brought it up, and xlane cannot reach it
+	// there to toggle GRO again. Such endpoints are not redirect targets.
+	target := n.Mode == model.ModeXDP && !e.VethOnly()
 	if target {
 		if err := netconf.SetContainerGRO(e, true); errors.Is(err, netconf.ErrPeerUnreachable) {
 			target = false
@@ -846,6 +860,8 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 	info.Offloads = off
 	if n.Mode == model.ModeXDP {
 		switch {
+		case e.VethOnly():
+			info.Notes = append(info.Notes, "xdp: the runtime moved the container side where xlane cannot give it NAPI: redirects into this endpoint fall back to Linux (its own traffic still takes XDP)")
 		case offErr != nil:
 			info.Notes = append(info.Notes, "xdp: container side out of reach ("+offErr.Error()+"): redirects into this endpoint fall back to Linux")
 		case !off["rx-gro"]:

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
@@ -178,6 +179,45 @@ func TestReconcile(t *testing.T) {
 		}
 		if devs, _ := d.dp.AttachedDevices(); !slices.Equal(devs, []string{e.HostIf}) {
 			t.Errorf("attached after reconcile: %v, want only %s", devs, e.HostIf)
+		}
+	})
+}
+
+// A pin left by an older xlaned with another map layout is replaced, not
+// fatal: the new daemon rebuilds its content from the store.
+func TestIncompatiblePinReplaced(t *testing.T) {
+	inNode(t, func(d *Daemon) {
+		if _, err := d.CreateNetwork(api.NetworkCreate{Name: "n", Subnets: []string{"10.53.0.0/24"}}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := d.AddEndpoint(api.EndpointAdd{Network: "n", Netns: container(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := d.cfg
+		d.Close()
+		for _, name := range []string{"xlane_config", "xlane_endpoints"} {
+			path := filepath.Join(cfg.PinDir, "maps", name)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 40, MaxEntries: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Pin(path); err != nil {
+				t.Fatal(err)
+			}
+			old.Close()
+		}
+		d2, err := New(cfg)
+		if err != nil {
+			t.Fatalf("restart over incompatible pins: %v", err)
+		}
+		defer d2.Close()
+		addrs, err := d2.dp.EndpointAddrs()
+		if err != nil || len(addrs) != 1 || addrs[0] != e.IPs[0] {
+			t.Fatalf("endpoint map after restart: %v %v, want the endpoint's %v rebuilt", addrs, err, e.IPs)
 		}
 	})
 }

@@ -61,21 +61,24 @@ func (d *Daemon) modeMissing(m model.Mode) error {
 }
 
 // resolveDevice fills in n.DeviceType from the requested one: auto takes
-// netkit (L3) where the kernel has it and the mode can use it, else veth;
+// netkit (L3) where the kernel has it and the network needs neither XDP nor
+// NAT, else veth;
 // netkit asked for explicitly on a kernel without it, or with an XDP mode
 // (netkit has no XDP hook: its programs are the datapath), is refused.
-func (d *Daemon) resolveDevice(n *model.Network, req string) error {
-	dev, err := model.ParseDeviceType(req)
+//
+// Netkit endpoints run the tc pipeline without its conntrack/NAT stage
+// (bpf/lib/skb_endpoint.h): a netkit network does not masquerade unless
+// asked, and refuses when asked, rather than sending untranslated traffic.
+func (d *Daemon) resolveDevice(n *model.Network, req api.NetworkCreate) error {
+	dev, err := model.ParseDeviceType(req.Device)
 	if err != nil {
 		return err
 	}
 	if dev == model.DeviceAuto {
 		dev = model.DeviceVeth
-		if d.feat.Has(features.Netkit) && !n.Mode.XDP() {
+		if d.feat.Has(features.Netkit) && !n.Mode.XDP() && !n.Masquerade {
 			dev = model.DeviceNetkit
 		}
-		n.DeviceType = dev
-		return nil
 	}
 	if dev.Netkit() {
 		if err := d.feat.Missing(features.Netkit); err != nil {
@@ -84,8 +87,25 @@ func (d *Daemon) resolveDevice(n *model.Network, req string) error {
 		if n.Mode.XDP() {
 			return model.Fieldf("device", "%s: mode %s needs veth endpoints (netkit devices have no XDP hook; their netkit programs are the fast path: use mode tc)", dev, n.Mode)
 		}
+		if req.Masquerade != nil && *req.Masquerade {
+			return errNetkitNAT("masquerade")
+		}
+		n.Masquerade = false
 	}
 	n.DeviceType = dev
+	return nil
+}
+
+func errNetkitNAT(field string) error {
+	return model.Fieldf(field, "netkit endpoints have no conntrack/NAT stage yet: use --device veth for masquerade and published ports")
+}
+
+// deviceNAT refuses published ports on a network whose devices cannot
+// translate them.
+func deviceNAT(n *model.Network) error {
+	if n.Devices().Netkit() {
+		return errNetkitNAT("port")
+	}
 	return nil
 }
 
@@ -119,6 +139,9 @@ const zeroMAC = "00:00:00:00:00:00"
 // programs on a netkit primary.
 func (d *Daemon) attachPrograms(e *model.Endpoint, n *model.Network, host netlink.Link) error {
 	if n.Devices().Netkit() {
+		if len(e.Ports) > 0 {
+			return deviceNAT(n)
+		}
 		if n.Mode != model.ModeTC {
 			return fmt.Errorf("endpoint %s: mode %s on %s: %w", e.ID, n.Mode, n.Devices(), model.ErrUnavailable)
 		}

@@ -240,6 +240,9 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 			if err := natSupported(n.Mode, true); err != nil {
 				return fmt.Errorf("network %q: published ports: %w", n.Name, err)
 			}
+			if err := deviceNAT(n); err != nil { // kernel.go
+				return fmt.Errorf("network %q: published ports: %w", n.Name, err)
+			}
 		}
 		all, err := tx.Endpoints()
 		if err != nil {

@@ -128,38 +128,37 @@ func monotonicNow() uint64 {
 
 // Flows lists up to limit conntrack entries (0: all).
 func (d *BPF) Flows(limit int) ([]Flow, error) {
-	var (
-		k   bpf.CTKey
-		v   bpf.CTVal
-		out []Flow
-	)
+	var out []Flow
 	now := monotonicNow()
-	it := d.objs.CT().Iterate()
-	for it.Next(&k, &v) {
-		f := Flow{
-			Proto:   k.Proto,
-			Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
-			Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
-			Reply:   v.Dir == uint8(bpf.CTDirReply),
-			State:   stateNames[bpf.CTState(v.State)],
-			Packets: v.Packets, Bytes: v.Bytes,
-			ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
+	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
+		for i := range keys {
+			k, v := &keys[i], &vals[i]
+			f := Flow{
+				Proto:   k.Proto,
+				Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
+				Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
+				Reply:   v.Dir == uint8(bpf.CTDirReply),
+				State:   stateNames[bpf.CTState(v.State)],
+				Packets: v.Packets, Bytes: v.Bytes,
+				ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
+			}
+			switch bpf.CTNat(v.Nat) {
+			case bpf.CTNatSrc:
+				f.NAT = "snat"
+			case bpf.CTNatDst:
+				f.NAT = "dnat"
+			}
+			if f.NAT != "" {
+				f.NATTo = netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort))
+			}
+			out = append(out, f)
+			if limit > 0 && len(out) >= limit {
+				return false
+			}
 		}
-		switch bpf.CTNat(v.Nat) {
-		case bpf.CTNatSrc:
-			f.NAT = "snat"
-		case bpf.CTNatDst:
-			f.NAT = "dnat"
-		}
-		if f.NAT != "" {
-			f.NATTo = netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort))
-		}
-		out = append(out, f)
-		if limit > 0 && len(out) >= limit {
-			break
-		}
-	}
-	return out, it.Err()
+		return true
+	})
+	return out, err
 }
 
 // CTStats summarises the table.
@@ -174,21 +173,18 @@ type CTStats struct {
 
 // CTStats counts entries and expired ones.
 func (d *BPF) CTStats() (CTStats, error) {
-	st := CTStats{MaxEntries: d.objs.CT().MaxEntries()}
-	var (
-		k bpf.CTKey
-		v bpf.CTVal
-	)
-	st.BytesPerEntry = ctEntryBytes(d.objs.CT())
+	st := CTStats{MaxEntries: d.objs.CT().MaxEntries(), BytesPerEntry: ctEntryBytes(d.objs.CT())}
 	now := monotonicNow()
-	it := d.objs.CT().Iterate()
-	for it.Next(&k, &v) {
-		st.Entries++
-		if v.Expires < now {
-			st.Expired++
+	err := d.scanCT(func(_ []bpf.CTKey, vals []bpf.CTVal) bool {
+		st.Entries += len(vals)
+		for i := range vals {
+			if vals[i].Expires < now {
+				st.Expired++
+			}
 		}
-	}
-	return st, it.Err()
+		return true
+	})
+	return st, err
 }
 
 // ctEntryBytes estimates a hash map element's size: htab_elem header
@@ -199,45 +195,113 @@ func ctEntryBytes(m *ebpf.Map) int {
 	return 48 + round(m.KeySize()) + round(m.ValueSize())
 }
 
-// FlushCT deletes every conntrack entry.
+// ctChunk is how many entries one batch system call reads or deletes. A
+// pass over a full table of a million entries is ~250 lookups of 4096
+// entries (~360 KB of buffers) rather than two system calls per entry.
+const ctChunk = 4096
+
+// scanCT reads xlane_ct a chunk at a time with BPF_MAP_LOOKUP_BATCH and
+// calls fn with each chunk until the table ends or fn returns false. The
+// kernel walks the table a bucket at a time and the cursor is a bucket
+// index, so fn may delete entries it has been given; entries added or
+// deleted meanwhile by the datapath may or may not be seen, as with any
+// walk of a live hash map.
+func (d *BPF) scanCT(fn func(keys []bpf.CTKey, vals []bpf.CTVal) bool) error {
+	m := d.objs.CT()
+	size := ctChunk
+	keys, vals := make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		if errors.Is(err, unix.ENOSPC) && size < 1<<20 {
+			// One bucket holds more entries than the buffers: the
+			// cursor did not move; retry with larger ones.
+			size *= 2
+			keys, vals = make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+			continue
+		}
+		end := errors.Is(err, ebpf.ErrKeyNotExist)
+		if err != nil && !end {
+			return fmt.Errorf("read conntrack: %w", err)
+		}
+		if n > 0 && !fn(keys[:n], vals[:n]) {
+			return nil
+		}
+		if end {
+			return nil
+		}
+	}
+}
+
+// FlushCT deletes every conntrack entry, a chunk at a time with
+// BPF_MAP_LOOKUP_AND_DELETE_BATCH.
 func (d *BPF) FlushCT() (int, error) {
-	return d.deleteCT(func(bpf.CTVal) bool { return true })
+	m := d.objs.CT()
+	size := ctChunk
+	keys, vals := make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+	var cursor ebpf.MapBatchCursor
+	total := 0
+	for {
+		n, err := m.BatchLookupAndDelete(&cursor, keys, vals, nil)
+		if errors.Is(err, unix.ENOSPC) && size < 1<<20 {
+			size *= 2
+			keys, vals = make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+			continue
+		}
+		total += n
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("flush conntrack: %w", err)
+		}
+	}
 }
 
 // GCCT deletes entries whose deadline passed more than grace ago: a flow
 // that is still sending moves its deadline on every packet and is never
 // collected; one idle past its timeout is gone within grace + the GC
-// interval.
+// interval. A pass costs one batch lookup per ctChunk entries and one
+// batch delete per chunk that has expired entries.
 func (d *BPF) GCCT(graceNanos uint64) (int, error) {
 	now := monotonicNow()
 	return d.deleteCT(func(v bpf.CTVal) bool { return v.Expires+graceNanos < now })
 }
 
+// deleteCT deletes the entries match selects, chunk by chunk as scanCT
+// reads them. An entry someone else deleted meanwhile is skipped.
 func (d *BPF) deleteCT(match func(bpf.CTVal) bool) (int, error) {
-	var (
-		k    bpf.CTKey
-		v    bpf.CTVal
-		keys []bpf.CTKey
-	)
-	it := d.objs.CT().Iterate()
-	for it.Next(&k, &v) {
-		if match(v) {
-			keys = append(keys, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("iterate conntrack: %w", err)
-	}
+	m := d.objs.CT()
 	n := 0
-	for i := range keys {
-		err := d.objs.CT().Delete(&keys[i])
-		if err == nil {
-			n++
-		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return n, fmt.Errorf("delete conntrack entry: %w", err)
+	var derr error
+	del := make([]bpf.CTKey, 0, ctChunk)
+	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
+		del = del[:0]
+		for i := range keys {
+			if match(vals[i]) {
+				del = append(del, keys[i])
+			}
 		}
+		for len(del) > 0 {
+			done, err := m.BatchDelete(del, nil)
+			n += done
+			switch {
+			case err == nil:
+				del = del[:0]
+			case errors.Is(err, ebpf.ErrKeyNotExist) && done < len(del):
+				// del[done] went meanwhile: go on after it.
+				del = del[done+1:]
+			default:
+				derr = fmt.Errorf("delete conntrack entries: %w", err)
+				return false
+			}
+		}
+		return true
+	})
+	if derr != nil {
+		return n, derr
 	}
-	return n, nil
+	return n, err
 }
 
 // AttachSockLB attaches the connect hooks to the cgroup at path (the

@@ -10,10 +10,16 @@
 //     the veth-only xlane endpoint with the same ID, holding the addresses
 //     Docker's IPAM chose; Docker moves its container side into the sandbox
 //     and configures it (on-link subnet, default route via the gateway).
+//   - Published ports (-p) are the endpoint's xlane published ports; a TCP
+//     relay in xlaned covers the node's own connections to other addresses
+//     than the uplink's (proxy.go). While any Docker network exists, two
+//     iptables rules let Docker's FORWARD policy pass xlane's traffic
+//     (firewall.go).
 //   - What only Docker needs (options, internal, interface prefix, the
-//     sandbox an endpoint joined) lives in the daemon's state file (store
-//     buckets docker_networks and docker_endpoints), so a restarted xlaned
-//     answers Docker the same way about networks and endpoints created before.
+//     sandbox an endpoint joined, published ports) lives in the daemon's
+//     state file (store buckets docker_networks and docker_endpoints), so a
+//     restarted xlaned answers Docker the same way about networks and
+//     endpoints created before.
 //   - Every method is idempotent: Docker retries, and replays deletes after
 //     crashes. Deleting what does not exist succeeds.
 //   - Failures are sentences starting with "xlane: " that Docker shows in the

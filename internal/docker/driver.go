@@ -70,7 +70,10 @@ func New(d Daemon, log *slog.Logger) *Driver {
 	return dr
 }
 
-var dockerIDRE = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
+var (
+	dockerIDRE = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
+	ifPrefixRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,9}$`) // leaves room for the index within IFNAMSIZ
+)
 
 // NetworkName is the xlane network that backs the Docker network id.
 func NetworkName(id string) string {
@@ -96,7 +99,8 @@ func checkID(what, id string) error {
 
 // Resume runs when xlaned starts serving Docker: it checks the records of
 // Docker networks against the xlane networks behind them, and puts back
-// what the node needs for them (the forwarding rules).
+// what lives only in this process or may have been flushed: the forwarding
+// rules and the node-local relays of published ports.
 func (dr *Driver) Resume() error {
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
@@ -120,7 +124,12 @@ func (dr *Driver) Resume() error {
 		}
 	}
 	var eps []store.DockerEndpoint
-	if err := dr.d.Store().View(func(tx *store.Tx) error { eps, err = tx.DockerEndpoints(); return err }); err != nil {
+	err = dr.d.Store().View(func(tx *store.Tx) error {
+		var err error
+		eps, err = tx.DockerEndpoints()
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	for _, de := range eps {
@@ -148,7 +157,9 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 	}
 	masq := true // as on Docker's bridge, unless the option says otherwise
 	c := &networkConfig{
-		create: api.NetworkCreate{Name: NetworkName(req.NetworkID), Masquerade: &masq},
+		// veth: Docker configures the container side as on a bridge (on-link
+		// subnet, ARP), which netkit's L3 devices would not answer.
+		create: api.NetworkCreate{Name: NetworkName(req.NetworkID), Masquerade: &masq, Device: "veth"},
 		rec: store.DockerNetwork{
 			ID: req.NetworkID, Network: NetworkName(req.NetworkID), ICC: true, IfPrefix: "eth",
 			Options: map[string]string{}, Created: time.Now().UTC(),
@@ -210,7 +221,7 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			}
 			c.rec.ICC = icc
 		case k == optIfPrefix:
-			if !regexp.MustCompile(`^[a-z][a-z0-9]{0,9}$`).MatchString(v) {
+			if !ifPrefixRE.MatchString(v) {
 				return nil, fmt.Errorf("option %s=%q: want 1-10 lowercase letters and digits, starting with a letter", k, v)
 			}
 			c.rec.IfPrefix = v

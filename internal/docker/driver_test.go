@@ -257,7 +257,7 @@ func TestCreateNetworkOptions(t *testing.T) {
 	}))
 	want := api.NetworkCreate{
 		Name: "docker-" + netID[:12], Subnets: []string{"172.30.0.0/16", "fd00:30::/64"},
-		Gateways: []string{"172.30.0.1", "fd00:30::1"}, Mode: "kernel", MTU: 9000, Masquerade: new(bool),
+		Gateways: []string{"172.30.0.1", "fd00:30::1"}, Mode: "kernel", MTU: 9000, Masquerade: new(bool), Device: "veth",
 	}
 	if !reflect.DeepEqual(f.creates[0], want) {
 		t.Errorf("network create\n got %+v\nwant %+v", f.creates[0], want)

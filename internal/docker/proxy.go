@@ -12,11 +12,13 @@ import (
 )
 
 // The datapath publishes a port where packets arrive: on the uplink (from
-// off the node) and on the endpoints' veths (from containers). A connection
-// the node itself opens to one of its own addresses (curl localhost:8080)
-// never passes either, so, as Docker's docker-proxy does for a bridge, a
-// TCP proxy in xlaned listens on the host port and relays to the container.
-// UDP from the node itself is not relayed.
+// off the node), on the endpoints' veths (from containers), and, for the
+// node's own processes, at connect() to the uplink's address (cgroup hooks,
+// bpf/sock_lb.c). A connection the node opens to another of its addresses
+// (curl localhost:8080) passes none of these, so, as Docker's docker-proxy
+// does for a bridge, a TCP relay in xlaned listens on the host port and
+// forwards to the container. Holding the port also keeps a node service from
+// taking it unnoticed. UDP is not relayed.
 
 // portProxy relays connections to one host port to target.
 type portProxy struct {

@@ -70,7 +70,7 @@ func (s *Set) Missing(name string) error {
 	}
 	msg := fmt.Sprintf("kernel %s lacks %s", s.kernel(), name)
 	if f.Since != "" {
-		msg += " (Linux " + f.Since + " or later)"
+		msg += " (the kernel matrix has it from " + f.Since + " on)"
 	}
 	if f.Detail != "" {
 		msg += ": " + f.Detail

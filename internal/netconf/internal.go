@@ -101,6 +101,9 @@ func PruneInternal(nets []model.Network) error {
 	var errs []error
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		rules, err := retryDump(func() ([]netlink.Rule, error) { return netlink.RuleList(family) })
+		if errors.Is(err, unix.EAFNOSUPPORT) {
+			continue // no IPv6 here: no rules of that family either
+		}
 		if err != nil {
 			return fmt.Errorf("list policy rules: %w", err)
 		}

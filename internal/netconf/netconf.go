@@ -257,7 +257,7 @@ func ConfigureContainer(e *model.Endpoint, n *model.Network) error {
 	if err != nil {
 		return fmt.Errorf("find %s in netns %s: %w", e.IfName, e.Netns, err)
 	}
-	e.MAC = link.Attrs().HardwareAddr.String()
+	e.MAC = macString(link) // netkit L3 devices have none: zeros
 	if err := h.LinkSetMTU(link, n.MTU); err != nil {
 		return fmt.Errorf("set mtu %d on %s: %w", n.MTU, e.IfName, err)
 	}

@@ -150,8 +150,10 @@ func (h *dockerHost) cleanup() {
 	}
 	time.Sleep(100 * time.Millisecond)
 	h.unmountAll()
-	for _, ctrl := range []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", ""} {
-		base := filepath.Join("/sys/fs/cgroup", ctrl, h.cgroup)
+	// The cgroups runc made under our parent, in every hierarchy (empty
+	// now: rmdir removes nothing else).
+	bases, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", h.cgroup))
+	for _, base := range bases {
 		subs, _ := filepath.Glob(filepath.Join(base, "*"))
 		for _, s := range subs {
 			if fi, err := os.Stat(s); err == nil && fi.IsDir() {
@@ -421,9 +423,9 @@ func peerSeen(t *testing.T, from, to string, dst netip.AddrPort) netip.Addr {
 }
 
 //	network  subnets                      docker options
-//	dual     10.98.0.0/24, fd00:98::/64    --ipv6 (tc mode, the default)
+//	dual     10.98.0.0/24, fd00:98::/64    --ipv6, -o xlane.mode=tc
 //	kern     10.98.1.0/24                  -o xlane.mode=kernel, mtu 1400
-//	intern   10.98.2.0/24                  --internal
+//	intern   10.98.2.0/24                  --internal (xlane's default mode)
 //
 // Containers c1, c2 on dual; c3 on kern, later c1 too (docker network
 // connect); i1, i2 on intern; web on dual with -p 8080:80. Checked:
@@ -445,7 +447,8 @@ func TestDockerDriver(t *testing.T) {
 
 	nets := map[string]string{} // docker network name -> ID
 	t.Run("create networks", func(t *testing.T) {
-		nets["dual"] = h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.98.0.0/24", "--ipv6", "--subnet", "fd00:98::/64", "dual")
+		nets["dual"] = h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.98.0.0/24", "--ipv6", "--subnet", "fd00:98::/64",
+			"-o", "xlane.mode=tc", "dual")
 		nets["kern"] = h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.98.1.0/24",
 			"-o", "xlane.mode=kernel", "-o", "com.docker.network.driver.mtu=1400",
 			"-o", "com.docker.network.bridge.enable_ip_masquerade=false", "kern")
@@ -455,10 +458,14 @@ func TestDockerDriver(t *testing.T) {
 		want := map[string]string{
 			"docker-" + nets["dual"][:12]:   "tc [10.98.0.0/24 fd00:98::/64] 1500 false",
 			"docker-" + nets["kern"][:12]:   "kernel [10.98.1.0/24] 1400 false",
-			"docker-" + nets["intern"][:12]: "tc [10.98.2.0/24] 1500 true",
+			"docker-" + nets["intern"][:12]: "default [10.98.2.0/24] 1500 true", // xlane's default mode
 		}
 		for _, x := range xnets {
-			got := fmt.Sprintf("%s %v %d %v", x.Mode, x.Subnets, x.MTU, x.Internal)
+			mode := string(x.Mode)
+			if x.Name == "docker-"+nets["intern"][:12] {
+				mode = "default"
+			}
+			got := fmt.Sprintf("%s %v %d %v", mode, x.Subnets, x.MTU, x.Internal)
 			if want[x.Name] != got {
 				t.Errorf("xlane network %s: %s, want %q", x.Name, got, want[x.Name])
 			}
@@ -494,6 +501,22 @@ func TestDockerDriver(t *testing.T) {
 		if c := reason(ep, "fwd_peer", "from_endpoint"); c.Bytes < size {
 			t.Errorf("c1 fwd_peer = %d bytes, want the transfer on the fast path; %+v", c.Bytes, ep.Reasons)
 		}
+		// Join gave Docker a gateway: no docker_gwbridge for outbound.
+		if links := runIn(t, n.netns, "ip", "-o", "link"); strings.Contains(links, "docker_gwbridge") {
+			t.Errorf("Docker attached a gateway bridge:\n%s", links)
+		}
+		// --mac-address: the veth carries it, so the node's neighbour entry
+		// and the datapath agree with the container.
+		const mac = "02:42:0a:62:00:63"
+		cm := h.run("cm", "--network", "dual", "--mac-address", mac)
+		am := h.attachment(cm, "dual")
+		n.mustXlane(&ep, "endpoint", "inspect", am.EndpointID)
+		if link := runIn(t, h.ns(cm), "ip", "-o", "link", "show", "eth0"); ep.MAC != mac || !strings.Contains(link, mac) {
+			t.Errorf("--mac-address %s: xlane has %s, the container:\n%s", mac, ep.MAC, link)
+		}
+		ping(t, h.ns(cm), a1.v4())
+		ping(t, n.netns, am.v4())
+		h.mustDocker("rm", "-f", cm)
 	})
 
 	t.Run("node and outside", func(t *testing.T) {
@@ -513,22 +536,20 @@ func TestDockerDriver(t *testing.T) {
 		}
 	})
 
+	web := h.run("web", "--network", "dual", "-p", "8080:80")
+	aw := h.attachment(web, "dual")
 	t.Run("published ports", func(t *testing.T) {
-		web := h.run("web", "--network", "dual", "-p", "8080:80")
-		aw := h.attachment(web, "dual")
 		nsw := h.ns(web)
 		transferVia(t, out, nsw, netip.AddrPortFrom(aw.v4(), 80), netip.AddrPortFrom(node4, 8080), size)
 		transferVia(t, out, nsw, netip.AddrPortFrom(aw.v6(), 80), netip.AddrPortFrom(node6, 8080), size/2)
 		transferVia(t, h.ns(c2), nsw, netip.AddrPortFrom(aw.v4(), 80), netip.AddrPortFrom(node4, 8080), size/2)
 		transferVia(t, n.netns, nsw, netip.AddrPortFrom(aw.v4(), 80), netip.AddrPortFrom(node4, 8080), size/2)
+		transferVia(t, n.netns, nsw, netip.AddrPortFrom(aw.v4(), 80), netip.MustParseAddrPort("127.0.0.1:8080"), size/2)
+		transferVia(t, n.netns, nsw, netip.AddrPortFrom(aw.v4(), 80), netip.MustParseAddrPort("[::1]:8080"), size/4)
 		if msg, err := h.docker("run", "-d", "--name", "web2", "--network", "dual", "-p", "8080:81", h.image, "sleep", "1"); err == nil || !strings.Contains(msg, "8080/tcp is published by endpoint") {
 			t.Errorf("second -p 8080: %v\n%s\nwant Docker to show xlane's conflict", err, msg)
 		}
 		h.docker("rm", "-f", "web2")
-		h.mustDocker("rm", "-f", web)
-		if err := dialOnce(out, netip.AddrPortFrom(node4, 8080)); err == nil {
-			t.Errorf("port 8080 still answers after docker rm")
-		}
 	})
 
 	t.Run("refusals are sentences", func(t *testing.T) {
@@ -555,8 +576,8 @@ func TestDockerDriver(t *testing.T) {
 		h.docker("rm", "-f", "pub")
 		var eps []api.EndpointInfo
 		n.mustXlane(&eps, "endpoint", "ls")
-		if len(eps) != 2 {
-			t.Errorf("%d xlane endpoints after the refused run, want c1's and c2's", len(eps))
+		if len(eps) != 3 {
+			t.Errorf("%d xlane endpoints after the refused run, want c1's, c2's and web's", len(eps))
 		}
 	})
 
@@ -611,7 +632,9 @@ func TestDockerDriver(t *testing.T) {
 		ns1, ns2 := h.ns(c1), h.ns(c2)
 		ping(t, ns1, a2.v6())
 		transfer(t, ns2, ns1, a1.v4(), size)
+		transferVia(t, out, h.ns(web), netip.AddrPortFrom(aw.v4(), 80), netip.AddrPortFrom(node4, 8080), size/4)
 		n.start()
+		transferVia(t, n.netns, h.ns(web), netip.AddrPortFrom(aw.v4(), 80), netip.MustParseAddrPort("127.0.0.1:8080"), size/4)
 		c4 := h.run("c4", "--network", "dual")
 		a4 := h.attachment(c4, "dual")
 		ping(t, h.ns(c4), a1.v4())
@@ -656,6 +679,12 @@ func TestDockerDriver(t *testing.T) {
 		h.mustDocker(append([]string{"rm", "-f"}, ctrs...)...)
 		for _, name := range []string{"dual", "kern", "intern"} {
 			h.mustDocker("network", "rm", name)
+		}
+		if err := dialOnce(out, netip.AddrPortFrom(node4, 8080)); err == nil {
+			t.Errorf("port 8080 still answers after docker rm")
+		}
+		if err := dialOnce(n.netns, netip.MustParseAddrPort("127.0.0.1:8080")); err == nil {
+			t.Errorf("localhost:8080 still answers on the node after docker rm")
 		}
 		var xnets []api.NetworkInfo
 		n.mustXlane(&xnets, "network", "ls")

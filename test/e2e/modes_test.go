@@ -11,7 +11,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
-const bulk = 100 << 20 // bytes per checked TCP transfer
+var bulk = bulkSize(100 << 20) // bytes per checked TCP transfer (kernel_test.go)
 
 //	 node netns (xlaned)                          container netns
 //	+----------------------------------------+
@@ -33,6 +33,7 @@ func TestDatapathModes(t *testing.T) {
 
 func testMode(t *testing.T, mode string) {
 	n := newNode(t)
+	requireMode(t, n, mode) // kernel_test.go
 	var net api.NetworkInfo
 	n.mustXlane(&net, "network", "create", "blue", "--subnet", "10.77.0.0/24", "--subnet", "fd00:77::/64", "--mode", mode)
 	if string(net.Mode) != mode {
@@ -75,7 +76,9 @@ func testMode(t *testing.T, mode string) {
 		t.Run("fast path used", func(t *testing.T) {
 			var ep api.EndpointInfo
 			n.mustXlane(&ep, "endpoint", "inspect", eps[0].ID)
-			if c := reason(ep, "fwd_peer", "from_endpoint"); c.Packets < 1000 {
+			// 1000 of 100 MB's ~1600 GSO packets; the kernel matrix's
+			// guests move less (XLANE_E2E_BULK).
+			if c := reason(ep, "fwd_peer", "from_endpoint"); c.Packets < uint64(min(1000, bulk>>16)) {
 				t.Fatalf("fwd_peer from %s = %d packets, want the bulk transfer on the fast path; counters %+v", eps[0].ID, c.Packets, ep.Reasons)
 			}
 			for _, r := range ep.Reasons {

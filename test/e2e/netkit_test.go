@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,18 +9,6 @@ import (
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/features"
 )
-
-// e2eBulk is the size of a checked TCP transfer: bulk, or XLANE_E2E_BULK
-// bytes (the kernel matrix shrinks it: its guests run in software
-// emulation).
-func e2eBulk() int64 {
-	if s := os.Getenv("XLANE_E2E_BULK"); s != "" {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
-			return n
-		}
-	}
-	return bulk
-}
 
 //	 node netns (xlaned)                             container netns
 //	+-------------------------------------------+
@@ -45,7 +31,7 @@ func TestNetkitEndpoints(t *testing.T) {
 }
 
 func testNetkit(t *testing.T, dev string) {
-	size := e2eBulk()
+	size := bulk
 	n := newNode(t)
 	var net api.NetworkInfo
 	n.mustXlane(&net, "network", "create", "nk", "--subnet", "10.78.0.0/24", "--subnet", "fd00:78::/64", "--mode", "tc", "--device", dev)
@@ -147,6 +133,17 @@ func testNetkit(t *testing.T, dev string) {
 			t.Fatalf("network update to kernel: err %v stderr %q, want a refusal naming netkit", err, stderr)
 		}
 	})
+	t.Run("nat refused", func(t *testing.T) {
+		// No conntrack/NAT stage on netkit yet: refused, never untranslated.
+		_, stderr, err := n.xlane("network", "create", "nkm", "--subnet", "10.88.0.0/24", "--device", dev, "--masquerade")
+		if err == nil || !strings.Contains(stderr, "netkit") {
+			t.Errorf("netkit network with --masquerade: err %v stderr %q, want a refusal naming netkit", err, stderr)
+		}
+		_, stderr, err = n.xlane("endpoint", "publish", eps[0].ID, "--port", "8080:80")
+		if err == nil || !strings.Contains(stderr, "netkit") {
+			t.Errorf("publish on a netkit endpoint: err %v stderr %q, want a refusal naming netkit", err, stderr)
+		}
+	})
 	t.Run("remove leaves nothing", func(t *testing.T) {
 		for _, e := range eps {
 			n.mustXlane(nil, "endpoint", "rm", e.ID)
@@ -155,80 +152,8 @@ func testNetkit(t *testing.T, dev string) {
 		n.mustXlane(nil, "network", "rm", "nk")
 		n.mustXlane(nil, "network", "rm", "v")
 		assertCleanNamed(t, n, "10.78.", "fd00:78", "10.79.")
-		if ents, err := os.ReadDir(n.pinDir + "/links"); err == nil && len(ents) > 0 {
-			t.Errorf("pinned links left: %v", ents)
+		if pins := endpointPins(n); len(pins) > 0 {
+			t.Errorf("endpoint links left pinned: %v", pins)
 		}
 	})
-}
-
-// Where netkit or tcx is missing, what needs them is refused with the
-// reason, or falls back; auto picks what the kernel has. Runs on every leg.
-func TestKernelFeatures(t *testing.T) {
-	n := newNode(t)
-	var st api.Status
-	n.mustXlane(&st, "status")
-	have := map[string]bool{}
-	for _, f := range st.Features {
-		have[f.Name] = f.Available
-	}
-	if len(have) == 0 {
-		t.Fatalf("status shows no kernel features: %+v", st)
-	}
-	for _, f := range features.Required() {
-		if !have[f] {
-			t.Errorf("feature %s missing on a kernel the matrix says has it", f)
-		}
-	}
-	var auto api.NetworkInfo
-	n.mustXlane(&auto, "network", "create", "a", "--subnet", "10.80.0.0/24", "--device", "auto")
-	want := "veth"
-	if have[features.Netkit] {
-		want = "netkit"
-	}
-	if string(auto.DeviceType) != want {
-		t.Errorf("device auto chose %q, want %q (netkit available: %v)", auto.DeviceType, want, have[features.Netkit])
-	}
-	if !have[features.Netkit] {
-		_, stderr, err := n.xlane("network", "create", "k", "--subnet", "10.81.0.0/24", "--device", "netkit")
-		if err == nil || !strings.Contains(stderr, "netkit") {
-			t.Errorf("--device netkit without netkit: err %v stderr %q, want a refusal naming netkit", err, stderr)
-		}
-	}
-	// tc mode works on every kernel of the matrix: tcx links, or cls_bpf
-	// filters where there is no tcx.
-	n.mustXlane(nil, "network", "create", "t", "--subnet", "10.82.0.0/24", "--mode", "tc")
-	c1, c2 := newNetns(t, "c"), newNetns(t, "c")
-	var e1, e2 api.EndpointInfo
-	n.mustXlane(&e1, "endpoint", "add", "t", "--netns", c1)
-	n.mustXlane(&e2, "endpoint", "add", "t", "--netns", c2)
-	hook := "tcx/ingress"
-	if !have[features.TCX] {
-		hook = "tc/ingress"
-	}
-	if !contains(e1.Datapath, hook) {
-		t.Fatalf("tc endpoint programs %v, want %s", e1.Datapath, hook)
-	}
-	ping(t, c1, e2.IPs[0])
-	transfer(t, c1, c2, e2.IPs[0], e2eBulk()/4)
-	var ep api.EndpointInfo
-	n.mustXlane(&ep, "endpoint", "inspect", e1.ID)
-	if c := reason(ep, "fwd_peer", "from_endpoint"); c.Packets < 100 {
-		t.Fatalf("fwd_peer = %d packets: the %s fast path was not used; counters %+v", c.Packets, hook, ep.Reasons)
-	}
-	for _, m := range st.Modes {
-		if !m.Available && m.Reason == "" {
-			t.Errorf("mode %s unavailable without a reason", m.Mode)
-		}
-		if !m.Available && m.Mode != "kernel" {
-			_, stderr, err := n.xlane("network", "create", "x"+string(m.Mode), "--subnet", "10.83.0.0/24", "--mode", string(m.Mode))
-			if err == nil || !strings.Contains(stderr, string(m.Mode)) {
-				t.Errorf("mode %s unavailable, yet create: err %v stderr %q", m.Mode, err, stderr)
-			}
-		}
-	}
-	n.mustXlane(nil, "network", "rm", "t", "--force")
-	n.mustXlane(nil, "network", "rm", "a")
-	if ents, err := os.ReadDir(n.pinDir + "/links"); err == nil && len(ents) > 0 {
-		t.Errorf("pinned links or programs left: %v", ents)
-	}
 }

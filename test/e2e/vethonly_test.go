@@ -13,8 +13,14 @@ import (
 // moves the peer and configures the container side. Traffic then flows on
 // the tc fast path like any endpoint's.
 func TestVethOnlyEndpoint(t *testing.T) {
+	for _, mode := range []string{"tc", "xdp"} {
+		t.Run(mode, func(t *testing.T) { testVethOnly(t, mode) })
+	}
+}
+
+func testVethOnly(t *testing.T, mode string) {
 	n := newNode(t)
-	n.mustXlane(nil, "network", "create", "v", "--subnet", "10.82.0.0/24")
+	n.mustXlane(nil, "network", "create", "v", "--subnet", "10.82.0.0/24", "--mode", mode)
 	c1 := newNetns(t, "c")
 	var normal api.EndpointInfo
 	n.mustXlane(&normal, "endpoint", "add", "v", "--netns", c1)

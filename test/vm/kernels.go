@@ -22,6 +22,12 @@ type Kernel struct {
 	SHA256  string // of the .deb as Debian's archive serves it
 	Release string // uname -r, the directory under /lib/modules
 	Why     string // what this leg covers
+	// Require lists the kernel features (internal/features) and datapath
+	// modes this leg must offer: vmexec exports them to the guest as
+	// XLANE_REQUIRE_FEATURES and XLANE_REQUIRE_MODES, and a test that finds
+	// one missing fails instead of skipping.
+	RequireFeatures []string
+	RequireModes    []string
 }
 
 // Kernels is the matrix. Debian keeps only the newest build of a package in
@@ -36,6 +42,9 @@ var Kernels = []Kernel{
 		SHA256:  "7b5597492a0a65aee61985a492e6bcc3f2cde830072a0e3b3d8c7e1b90279bd3",
 		Release: "6.1.0-50-amd64",
 		Why:     "oldest supported: no tcx, no netkit (legacy tc fallback)",
+		RequireFeatures: []string{"tc-clsact", "xdp-link", "xdp-frags", "fib-skip-neigh",
+			"big-tcp-ipv6", "sockmap"},
+		RequireModes: []string{"tc", "kernel"},
 	},
 	{
 		Name:    "6.12",
@@ -44,6 +53,9 @@ var Kernels = []Kernel{
 		SHA256:  "803d36a7cda13355ae8152122470288b2636f19f1cb58162dd9d8b408af9b1b4",
 		Release: "6.12.117+deb12-amd64",
 		Why:     "tcx and netkit",
+		RequireFeatures: []string{"tcx", "tc-clsact", "netkit", "xdp-link", "xdp-frags",
+			"fib-skip-neigh", "big-tcp-ipv6", "big-tcp-ipv4", "sockmap", "sockmap-link"},
+		RequireModes: []string{"tc", "kernel", "xdp", "xdp-generic"},
 	},
 }
 

@@ -67,8 +67,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	env := guestEnv()
+	if os.Getenv("XLANE_REQUIRE_FEATURES") == "" {
+		env = append(env, "XLANE_REQUIRE_FEATURES="+strings.Join(k.RequireFeatures, ","))
+	}
+	if os.Getenv("XLANE_REQUIRE_MODES") == "" {
+		env = append(env, "XLANE_REQUIRE_MODES="+strings.Join(k.RequireModes, ","))
+	}
+	env = append(env, "XLANE_VM_KERNEL="+k.Name)
 	rc, err := vm.Run(ctx, img, vm.Cmd{
-		Path: fs.Arg(0), Args: fs.Args()[1:], Dir: wd, Env: guestEnv(),
+		Path: fs.Arg(0), Args: fs.Args()[1:], Dir: wd, Env: env,
 		Stdout: os.Stdout, Console: os.Stderr, MemMB: *mem,
 	})
 	if err != nil {
@@ -84,6 +92,7 @@ func guestEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
+		case k == "XLANE_VM_KERNEL":
 		case k == "PATH", k == "TERM", k == "LANG", k == "CI",
 			strings.HasPrefix(k, "GO"), strings.HasPrefix(k, "XLANE_"):
 			env = append(env, kv)

@@ -1,0 +1,490 @@
+package main
+
+// `go run ./bench nat`: the conntrack/NAT/services benchmark (issue #4).
+//
+//	go run ./bench nat                         # 3 reps x 5 s, 1/1,000/10,000 services, ~10 min
+//	go run ./bench nat -quick                  # 1 rep x 2 s, for development
+//	go run ./bench nat -levels 1,1000 -modes xlane,iptables-nft -gc=false
+//
+// Connections per second and connection latency (connect, read one byte,
+// close) from a client container to service VIPs, with 1, 1,000 and 10,000
+// services programmed, through xlane's tc datapath and through the same
+// services as kube-proxy's iptables rules (nft and legacy backends) on a
+// plain routed node; every mode in the same run, interleaved. Then memory
+// per conntrack entry and the GC's CPU at a million entries. See
+// nattopo.go for the topology and natload.go for the load generator.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// natDispatch runs the `nat` subcommands; ok is false for anything else.
+func natDispatch(args []string) (code int, ok bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "nat":
+		return natMain(args[1:]), true
+	case "nat-client":
+		return natClient(args[1:]), true
+	case "nat-server":
+		return natServer(args[1:]), true
+	}
+	return 0, false
+}
+
+type natOptions struct {
+	duration time.Duration
+	reps     int
+	levels   []int
+	conc     int
+	modes    []string
+	shared   int
+	gc       bool
+	out      string
+	keepTmp  bool
+}
+
+func parseNATFlags(args []string) (natOptions, error) {
+	var o natOptions
+	fs := flag.NewFlagSet("nat", flag.ContinueOnError)
+	var levels, modes string
+	quick := fs.Bool("quick", false, "1 repetition of 2 s (unless -reps/-duration are given)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each load run")
+	fs.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per mode, modes interleaved")
+	fs.StringVar(&levels, "levels", "1,1000,10000", "numbers of services programmed, in run order (only ever growing)")
+	fs.IntVar(&o.conc, "conc", 4, "concurrent connections of the rate test")
+	fs.StringVar(&modes, "modes", strings.Join(natModes, ","), "modes to compare")
+	fs.IntVar(&o.shared, "shared", 1000, "then add this many services sharing the same three backends and run the rate test on them (0: skip)")
+	fs.BoolVar(&o.gc, "gc", true, "measure conntrack memory per entry and GC CPU at 1M entries")
+	fs.StringVar(&o.out, "out", "", "directory for nat-<date>.json and nat-latest.md (\"\": print only)")
+	fs.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, logs)")
+	fs.BoolVar(&verbose, "v", false, "log every command")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["reps"] {
+			o.reps = 1
+		}
+		if !set["duration"] {
+			o.duration = 2 * time.Second
+		}
+	}
+	for _, s := range strings.Split(levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 40000 || (len(o.levels) > 0 && n <= o.levels[len(o.levels)-1]) {
+			return o, fmt.Errorf("-levels: %q: want growing numbers from 1 to 40000", s)
+		}
+		o.levels = append(o.levels, n)
+	}
+	for _, m := range strings.Split(modes, ",") {
+		if m = strings.TrimSpace(m); !slices.Contains(natModes, m) || slices.Contains(o.modes, m) {
+			return o, fmt.Errorf("-modes: %q: want each of %s at most once", m, strings.Join(natModes, ", "))
+		}
+		o.modes = append(o.modes, m)
+	}
+	if o.reps < 1 || o.duration < time.Second || o.conc < 1 || o.shared < 0 || o.shared > 40000 {
+		return o, errors.New("-reps >= 1, -duration >= 1s, -conc >= 1, 0 <= -shared <= 40000")
+	}
+	return o, nil
+}
+
+// natSample is one load run of one mode.
+type natSample struct {
+	Level int           `json:"services"`
+	Test  string        `json:"test"`
+	Mode  string        `json:"mode"`
+	Rep   int           `json:"rep"`
+	R     natLoadResult `json:"result"`
+}
+
+// natReport is everything one run found.
+type natReport struct {
+	Started, Finished time.Time
+	Kernel, CPU       string
+	NProc             int
+	LoadStart         string
+	LoadEnd           string
+	GitCommit         string
+	Options           map[string]string
+	Iptables          map[string]string   // mode -> version
+	Program           map[string][]string // mode -> "N services: T"
+	Samples           []natSample
+	Shared            []natSample
+	State             map[string]string // mode -> conntrack state after the runs
+	GC                *natGCResult
+	Notes             []string
+}
+
+func natMain(args []string) (code int) {
+	o, err := parseNATFlags(args)
+	if err != nil {
+		log.Print(err)
+		return 2
+	}
+	if err := natPreflight(o); err != nil {
+		log.Print(err)
+		return 1
+	}
+	self, err := os.Executable()
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			log.Printf("%v: stopping, cleaning up (please wait)", s)
+			cancel()
+		}
+	}()
+	var cleanup undoStack
+	defer func() {
+		if err := cleanup.run(); err != nil {
+			log.Printf("cleanup: %v", err)
+			code = 1
+		}
+	}()
+	tmp, err := os.MkdirTemp("", "xlane-bench-nat-")
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	cleanup.push("remove "+tmp, func(context.Context) error {
+		if o.keepTmp {
+			log.Printf("kept %s", tmp)
+			return nil
+		}
+		return os.RemoveAll(tmp)
+	})
+	rep, err := natBenchmark(ctx, o, self, tmp, &cleanup)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Printf("interrupted: %v", err)
+		} else {
+			log.Printf("FAILED: %v (rerun with -keep-tmp -v for logs)", err)
+		}
+		return 1
+	}
+	md := natMarkdown(rep, o)
+	fmt.Print("\n" + md)
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			log.Print(err)
+			return 1
+		}
+		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
+		j, _ := json.MarshalIndent(rep, "", "  ")
+		for name, b := range map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)} {
+			if err := os.WriteFile(filepath.Join(o.out, name), b, 0o644); err != nil {
+				log.Print(err)
+				return 1
+			}
+		}
+		fmt.Printf("\nresults: %s\n", o.out)
+	}
+	return 0
+}
+
+func natPreflight(o natOptions) error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (network namespaces, BPF, iptables)")
+	}
+	tools := []string{"go", "ip", "nsenter", "bpftool"}
+	for _, m := range o.modes {
+		if m != "xlane" {
+			tools = append(tools, "iptables-"+strings.TrimPrefix(m, "iptables-")+"-restore")
+		}
+	}
+	var missing []string
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing tools: %s", strings.Join(missing, ", "))
+	}
+	return os.MkdirAll(netnsDir, 0o755)
+}
+
+func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *undoStack) (*natReport, error) {
+	rep := &natReport{Started: time.Now(), NProc: runtime.NumCPU(), LoadStart: loadavg(),
+		Iptables: map[string]string{}, Program: map[string][]string{}, State: map[string]string{},
+		Options: map[string]string{
+			"duration": o.duration.String(), "reps": fmt.Sprint(o.reps), "conc": fmt.Sprint(o.conc),
+			"levels": fmt.Sprint(o.levels), "modes": strings.Join(o.modes, ","), "shared": fmt.Sprint(o.shared),
+		}}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		rep.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				rep.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if out, err := run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
+		rep.GitCommit = strings.TrimSpace(out)
+	}
+	for _, m := range o.modes {
+		if m != "xlane" {
+			v, _ := run(ctx, "iptables-"+strings.TrimPrefix(m, "iptables-"), "--version")
+			rep.Iptables[m] = strings.TrimSpace(v)
+		}
+	}
+	log.Printf("machine: kernel %s, %d CPUs, loadavg %s", rep.Kernel, rep.NProc, rep.LoadStart)
+	bins := filepath.Join(tmp, "bin")
+	if err := buildBinaries(ctx, bins); err != nil {
+		return nil, err
+	}
+	runID := "xlb-" + randomHex(3)
+	log.Printf("run %s: namespaces %s-*, pin dirs /sys/fs/bpf/%s-*", runID, runID, runID)
+
+	maxSvcs := o.levels[len(o.levels)-1]
+	var nodes []*natNode
+	for i, m := range o.modes {
+		n := newNATNode(m, runID, 180+i, bins, tmp)
+		cleanup.push("tear down "+m, func(context.Context) error { return n.Teardown() })
+		log.Printf("setup %s (servers on %d ports per backend)", m, maxSvcs+1)
+		if err := n.Setup(ctx, self, maxSvcs); err != nil {
+			return nil, fmt.Errorf("setup %s: %w", m, err)
+		}
+		nodes = append(nodes, n)
+	}
+
+	writeTargets := func(name string, vips func(i int) string, n int) (string, error) {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			b.WriteString(vips(i) + "\n")
+		}
+		p := filepath.Join(tmp, name)
+		return p, os.WriteFile(p, []byte(b.String()), 0o644)
+	}
+	tests := []struct {
+		id   string
+		conc int
+	}{{"rate", o.conc}, {"latency", 1}}
+
+	for _, level := range o.levels {
+		for _, n := range nodes {
+			d, err := n.Program(ctx, level, 0)
+			if err != nil {
+				return nil, err
+			}
+			rep.Program[n.mode] = append(rep.Program[n.mode], fmt.Sprintf("%d services: %.1f s", level, d.Seconds()))
+			log.Printf("%s: %d services programmed in %.1f s", n.mode, level, d.Seconds())
+		}
+		targets, err := writeTargets(fmt.Sprintf("targets-%d", level), func(i int) string {
+			return fmt.Sprintf("%s:%d", natVIP(i), natVIPPort)
+		}, level)
+		if err != nil {
+			return nil, err
+		}
+		// Every path must work before it is measured.
+		for _, n := range nodes {
+			r, err := n.Load(ctx, self, targets, time.Second, 1)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", n.mode, err)
+			}
+			if r.OK == 0 || r.Failed > 0 {
+				return nil, fmt.Errorf("%s with %d services: check run: %d ok, %d failed %v", n.mode, level, r.OK, r.Failed, r.Errors)
+			}
+		}
+		for r := 1; r <= o.reps; r++ {
+			for _, t := range tests {
+				for k := range nodes {
+					n := nodes[(k+r-1)%len(nodes)] // rotate the order per repetition
+					res, err := n.Load(ctx, self, targets, o.duration, t.conc)
+					if err != nil {
+						return nil, fmt.Errorf("%s %d services %s: %w", n.mode, level, t.id, err)
+					}
+					rep.Samples = append(rep.Samples, natSample{Level: level, Test: t.id, Mode: n.mode, Rep: r, R: res})
+					log.Printf("%6d services rep %d %-7s %-15s %8.0f conn/s  p50 %6.1f µs  p99 %7.1f µs  failed %d %v",
+						level, r, t.id, n.mode, res.CPS, res.P50Us, res.P99Us, res.Failed, res.Errors)
+				}
+			}
+		}
+	}
+	if o.shared > 0 {
+		for _, n := range nodes {
+			d, err := n.Program(ctx, n.services, o.shared)
+			if err != nil {
+				return nil, err
+			}
+			rep.Program[n.mode] = append(rep.Program[n.mode], fmt.Sprintf("+%d shared-backend services: %.1f s", o.shared, d.Seconds()))
+		}
+		targets, err := writeTargets("targets-shared", func(i int) string {
+			return fmt.Sprintf("%s:%d", natSharedVIP(i), natVIPPort)
+		}, o.shared)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			res, err := n.Load(ctx, self, targets, o.duration, o.conc)
+			if err != nil {
+				return nil, fmt.Errorf("%s shared: %w", n.mode, err)
+			}
+			rep.Shared = append(rep.Shared, natSample{Level: o.shared, Test: "rate-shared", Mode: n.mode, Rep: 1, R: res})
+			log.Printf("shared backends: %-15s %8.0f conn/s  failed %d %v", n.mode, res.CPS, res.Failed, res.Errors)
+		}
+	}
+	for _, n := range nodes {
+		rep.State[n.mode] = n.State(ctx)
+	}
+	if o.gc {
+		log.Printf("conntrack memory and GC at 1M entries")
+		g, err := measureCTGC(ctx, filepath.Join("/sys/fs/bpf", runID+"-natgc"), 3)
+		if err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
+		rep.GC = &g
+	}
+	rep.LoadEnd = loadavg()
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+// natMedian is the median of metric over the samples of (level, test, mode).
+func natMedian(ss []natSample, level int, test, mode string, metric func(natLoadResult) float64) (float64, int) {
+	var xs []float64
+	for _, s := range ss {
+		if s.Level == level && s.Test == test && s.Mode == mode {
+			xs = append(xs, metric(s.R))
+		}
+	}
+	return median(xs), len(xs)
+}
+
+func natMarkdown(rep *natReport, o natOptions) string {
+	var b strings.Builder
+	w := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
+	w("Run of %s, %s → %s: kernel %s, %d × %s; loadavg %s at the start, %s at the end; %d repetitions × %s per test, modes rotated per repetition; commit %s.\n\n",
+		rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Started.Format("15:04"), rep.Finished.Format("15:04"),
+		rep.Kernel, rep.NProc, rep.CPU, rep.LoadStart, rep.LoadEnd, o.reps, o.duration, rep.GitCommit)
+	head := "| services | test | metric |"
+	sep := "|---:|---|---|"
+	for _, m := range o.modes {
+		head += " " + m + " |"
+		sep += "---:|"
+	}
+	var base []string
+	for _, m := range o.modes {
+		if m != "xlane" && slices.Contains(o.modes, "xlane") {
+			base = append(base, m)
+			head += " xlane vs " + m + " |"
+			sep += "---:|"
+		}
+	}
+	w("%s\n%s\n", head, sep)
+	type metric struct {
+		test, label string
+		higher      bool
+		f           func(natLoadResult) float64
+		digits      int
+	}
+	metrics := []metric{
+		{"rate", fmt.Sprintf("conn/s, %d clients ↑", o.conc), true, func(r natLoadResult) float64 { return r.CPS }, 0},
+		{"rate", "p99 µs (under load) ↓", false, func(r natLoadResult) float64 { return r.P99Us }, 0},
+		{"rate", "failed connections", false, func(r natLoadResult) float64 { return float64(r.Failed) }, 0},
+		{"latency", "p50 µs, 1 client ↓", false, func(r natLoadResult) float64 { return r.P50Us }, 1},
+		{"latency", "p99 µs, 1 client ↓", false, func(r natLoadResult) float64 { return r.P99Us }, 1},
+	}
+	for _, level := range o.levels {
+		for i, mt := range metrics {
+			lv, test := "", ""
+			if i == 0 {
+				lv = fmt.Sprint(level)
+			}
+			if i == 0 || mt.test != metrics[i-1].test {
+				test = map[string]string{"rate": "connect, 1 byte, close", "latency": "same, one at a time"}[mt.test]
+			}
+			row := fmt.Sprintf("| %s | %s | %s |", lv, test, mt.label)
+			vals := map[string]float64{}
+			for _, m := range o.modes {
+				v, n := natMedian(rep.Samples, level, mt.test, m, mt.f)
+				vals[m] = v
+				if n == 0 {
+					row += " – |"
+				} else {
+					row += fmt.Sprintf(" %.*f |", mt.digits, v)
+				}
+			}
+			for _, m := range base {
+				if mt.label == "failed connections" || vals[m] == 0 {
+					row += " |"
+				} else {
+					row += fmt.Sprintf(" %.2fx |", vals["xlane"]/vals[m])
+				}
+			}
+			w("%s\n", row)
+		}
+	}
+	w("\nMedians over the repetitions; ratios are xlane ÷ baseline (conn/s: higher is better for xlane; latency: lower is).\n")
+	if len(rep.Shared) > 0 {
+		w("\nServices sharing backends (%d more services, all to the same three backends on one port; one %s run per mode):\n\n", o.shared, o.duration)
+		for _, s := range rep.Shared {
+			total := s.R.OK + s.R.Failed
+			w("- %s: %.0f conn/s, %d of %d connections failed (%.1f %%) %v\n", s.Mode, s.R.CPS, s.R.Failed, total,
+				100*float64(s.R.Failed)/float64(max(total, 1)), s.R.Errors)
+		}
+	}
+	w("\nProgramming the services (xlane: one API request per service; iptables: kube-proxy-style full restore):\n\n")
+	for _, m := range o.modes {
+		w("- %s: %s\n", m, strings.Join(rep.Program[m], "; "))
+	}
+	w("\nConnection tracking after the runs:\n\n")
+	for _, m := range o.modes {
+		w("- %s: %s\n", m, rep.State[m])
+	}
+	for m, v := range rep.Iptables {
+		w("- %s: %s\n", m, v)
+	}
+	if g := rep.GC; g != nil {
+		w("\nConntrack memory and GC at %d entries (%d expired; a scratch xlane_ct of %d, filled directly; medians of %d passes):\n\n", g.Entries, g.Expired, g.MaxEntries, g.Reps)
+		w("| | per entry | per connection (2 entries) |\n|---|---:|---:|\n")
+		w("| `xlane ct stats` bytes_per_entry (estimate) | %d B | %d B |\n", g.StatsBytesPerEntry, 2*g.StatsBytesPerEntry)
+		w("| bpftool bytes_memlock, empty → full | %.0f B | %.0f B |\n", g.MemlockPerEntry, 2*g.MemlockPerEntry)
+		w("| kernel slab actually allocated (%s) | %.0f B | %.0f B |\n", g.SlabGrew, g.SlabPerEntry, 2*g.SlabPerEntry)
+		w("| hash buckets (preallocated: memlock of the empty table %d B) | %.0f B | %.0f B |\n", g.MemlockEmpty,
+			float64(g.MemlockEmpty)/float64(g.MaxEntries), 2*float64(g.MemlockEmpty)/float64(g.MaxEntries))
+		if g.NfConntrackObjSize > 0 {
+			w("| Linux nf_conntrack (slab object, both directions; plus 8 B per bucket) | | %d B |\n", g.NfConntrackObjSize)
+		}
+		w("\n| GC pass over %d entries | CPU ms | wall ms |\n|---|---:|---:|\n", g.Entries)
+		w("| batched (BPF_MAP_LOOKUP_BATCH + DELETE_BATCH, 4096 per call), deleting %d | %.0f | %.0f |\n", g.Expired, g.BatchCPU, g.BatchWall)
+		w("| previous: Map.Iterate + Delete per entry, deleting %d | %.0f | %.0f |\n", g.Expired, g.LegacyCPU, g.LegacyWall)
+		w("| batched, nothing to delete | %.0f | %.0f |\n", g.BatchNoopCPU, g.BatchNoopWall)
+		w("| previous, nothing to delete | %.0f | %.0f |\n", g.LegacyNoopCPU, g.LegacyNoopWall)
+		w("| `xlane ct stats` (batched count) | %.0f | |\n| `xlane ct flush` (LOOKUP_AND_DELETE_BATCH) | %.0f | |\n", g.StatsCPU, g.FlushCPU)
+	}
+	for _, n := range rep.Notes {
+		w("\n%s\n", n)
+	}
+	return b.String()
+}

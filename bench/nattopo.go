@@ -1,0 +1,346 @@
+package main
+
+// The nodes `bench nat` compares. Each is an xlaned in its own node netns
+// with one routed network (--masquerade=false), a client container and
+// three backend containers:
+//
+//	client --- node --- b1, b2, b3   (every container on its own veth,
+//	                                  /32 routes, the gateway on the node)
+//
+//	xlane            network --mode tc: services are xlane services (BPF
+//	                 conntrack + Maglev in the tc programs)
+//	iptables-nft     network --mode kernel (plain Linux routing) and the
+//	iptables-legacy  services as kube-proxy's iptables mode writes them,
+//	                 loaded with iptables-{nft,legacy}-restore
+//
+// Service i has VIP 10.96.i/250.i%250+1, port 80, and three backends,
+// b1..b3 port 20000+i: distinct backends per service, as distinct pods
+// would be. The "shared" services (10.97.x.y) all use b1..b3:8080.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+const (
+	natBackendPort = 20000 // service i: backends' port natBackendPort+i
+	natSharedPort  = 8080
+	natVIPPort     = 80
+)
+
+var natModes = []string{"xlane", "iptables-nft", "iptables-legacy"}
+
+func natVIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+}
+func natSharedVIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 97, byte(i / 250), byte(i%250 + 1)})
+}
+
+type natNode struct {
+	mode           string
+	prefix         string // netns and pin dir prefix, unique per run
+	net            int    // subnet 10.<net>.0.0/24
+	bins, dir, pin string
+	node, client   string
+	backends       []string
+	clientIP       netip.Addr
+	backendIPs     []netip.Addr
+	daemon         *proc
+	undo           undoStack
+	services       int // programmed services (distinct backends)
+	shared         int // programmed shared-backend services
+}
+
+func newNATNode(mode, runID string, net int, bins, tmp string) *natNode {
+	p := runID + "-" + mode
+	if len(p) > 24 { // netns names are free, but keep veth-ish names short
+		p = runID + "-" + strings.ReplaceAll(mode, "iptables-", "ipt")
+	}
+	n := &natNode{mode: mode, prefix: p, net: net, bins: bins, dir: filepath.Join(tmp, mode),
+		pin: filepath.Join("/sys/fs/bpf", p), node: p + "-node", client: p + "-cl"}
+	for i := 1; i <= 3; i++ {
+		n.backends = append(n.backends, fmt.Sprintf("%s-b%d", p, i))
+	}
+	return n
+}
+
+func (n *natNode) socket() string { return filepath.Join(n.dir, "xlane.sock") }
+
+func (n *natNode) cli(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, append([]string{filepath.Join(n.bins, "xlane"), "--socket", n.socket()}, args...)...)
+}
+
+func (n *natNode) restoreBin() string {
+	return strings.TrimPrefix(n.mode, "iptables-") // nft, legacy
+}
+
+// Setup builds the node; servers listen on ports natBackendPort..+maxSvcs-1
+// and natSharedPort of every backend.
+func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
+	if err := os.MkdirAll(n.dir, 0o700); err != nil {
+		return err
+	}
+	for _, ns := range append([]string{n.node, n.client}, n.backends...) {
+		if _, err := run(ctx, "ip", "netns", "add", ns); err != nil {
+			return err
+		}
+		n.undo.push("delete netns "+ns, func(ctx context.Context) error {
+			_, err := run(ctx, "ip", "netns", "del", ns)
+			return err
+		})
+		if _, err := run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(n.pin); err == nil {
+		return fmt.Errorf("pin dir %s exists already", n.pin)
+	}
+	n.undo.push("remove pin dir "+n.pin, func(context.Context) error { return os.RemoveAll(n.pin) })
+	var err error
+	n.daemon, err = startProc("xlaned "+n.mode, filepath.Join(n.dir, "xlaned.log"), nsExec(n.node,
+		filepath.Join(n.bins, "xlaned"), "--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket(),
+		"--pin-dir", n.pin, "--docker-plugin-socket=")...)
+	if err != nil {
+		return err
+	}
+	n.undo.push("stop "+n.daemon.name, n.daemon.stop)
+	if err := waitFor(ctx, "xlaned "+n.mode, 20*time.Second, n.daemon, func() bool {
+		_, err := n.cli(ctx, "status")
+		return err == nil
+	}); err != nil {
+		return err
+	}
+	mode := "tc"
+	if n.mode != "xlane" {
+		mode = "kernel"
+	}
+	subnet := fmt.Sprintf("10.%d.0.0/24", n.net)
+	if _, err := n.cli(ctx, "network", "create", "svc", "--subnet", subnet, "--mode", mode, "--masquerade=false"); err != nil {
+		return err
+	}
+	n.undo.push("xlane network rm svc", func(ctx context.Context) error {
+		_, err := n.cli(ctx, "network", "rm", "svc", "--force")
+		return err
+	})
+	add := func(ns, id string) (netip.Addr, error) {
+		out, err := n.cli(ctx, "-o", "json", "endpoint", "add", "svc", "--netns", ns, "--id", id)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		ep, err := parseEndpoint(out)
+		return ep.ipv4, err
+	}
+	if n.clientIP, err = add(n.client, "client"); err != nil {
+		return err
+	}
+	for i, b := range n.backends {
+		ip, err := add(b, fmt.Sprintf("b%d", i+1))
+		if err != nil {
+			return err
+		}
+		n.backendIPs = append(n.backendIPs, ip)
+		for _, srv := range []struct{ port, count int }{{natBackendPort, maxSvcs}, {natSharedPort, 1}} {
+			name := fmt.Sprintf("server %s b%d :%d+%d", n.mode, i+1, srv.port, srv.count)
+			logPath := filepath.Join(n.dir, fmt.Sprintf("server-b%d-%d.log", i+1, srv.port))
+			p, err := startProc(name, logPath, nsExec(b, self, "nat-server", "-addr", ip.String(),
+				"-port", fmt.Sprint(srv.port), "-n", fmt.Sprint(srv.count))...)
+			if err != nil {
+				return err
+			}
+			n.undo.push("stop "+name, p.stop)
+			if err := waitFor(ctx, name, 60*time.Second, p, func() bool {
+				b, _ := os.ReadFile(logPath)
+				return strings.Contains(string(b), "ready")
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	if n.mode != "xlane" {
+		if _, err := runInput(ctx, kubeProxyRules(nil, subnet), nsExec(n.node, "iptables-"+n.restoreBin()+"-restore")...); err != nil {
+			return fmt.Errorf("%s: %w", n.mode, err)
+		}
+	}
+	return nil
+}
+
+func (n *natNode) Teardown() error { return n.undo.run() }
+
+// natSvc is one service as both implementations program it.
+type natSvc struct {
+	name     string
+	vip      netip.AddrPort
+	backends []netip.AddrPort
+}
+
+func (n *natNode) svc(i int) natSvc {
+	s := natSvc{name: fmt.Sprintf("s%d", i), vip: netip.AddrPortFrom(natVIP(i), natVIPPort)}
+	for _, b := range n.backendIPs {
+		s.backends = append(s.backends, netip.AddrPortFrom(b, uint16(natBackendPort+i)))
+	}
+	return s
+}
+
+func (n *natNode) sharedSvc(i int) natSvc {
+	s := natSvc{name: fmt.Sprintf("sh%d", i), vip: netip.AddrPortFrom(natSharedVIP(i), natVIPPort)}
+	for _, b := range n.backendIPs {
+		s.backends = append(s.backends, netip.AddrPortFrom(b, natSharedPort))
+	}
+	return s
+}
+
+// Program brings the node to svcs services and shared shared-backend
+// ones (only ever more), and returns how long that took.
+func (n *natNode) Program(ctx context.Context, svcs, shared int) (time.Duration, error) {
+	start := time.Now()
+	if n.mode == "xlane" {
+		c := api.NewClient(n.socket())
+		create := func(s natSvc) error {
+			req := api.ServiceCreate{Name: s.name, VIP: s.vip.String() + "/tcp"}
+			for _, b := range s.backends {
+				req.Backends = append(req.Backends, b.String())
+			}
+			_, err := c.CreateService(ctx, req)
+			return err
+		}
+		for ; n.services < svcs; n.services++ {
+			if err := create(n.svc(n.services)); err != nil {
+				return 0, fmt.Errorf("xlane service %d: %w", n.services, err)
+			}
+		}
+		for ; n.shared < shared; n.shared++ {
+			if err := create(n.sharedSvc(n.shared)); err != nil {
+				return 0, fmt.Errorf("xlane shared service %d: %w", n.shared, err)
+			}
+		}
+		return time.Since(start), nil
+	}
+	// kube-proxy rewrites its tables whole on every sync.
+	var all []natSvc
+	for i := 0; i < svcs; i++ {
+		all = append(all, n.svc(i))
+	}
+	for i := 0; i < shared; i++ {
+		all = append(all, n.sharedSvc(i))
+	}
+	rules := kubeProxyRules(all, fmt.Sprintf("10.%d.0.0/24", n.net))
+	if _, err := runInput(ctx, rules, nsExec(n.node, "iptables-"+n.restoreBin()+"-restore")...); err != nil {
+		return 0, fmt.Errorf("%s restore of %d services: %w", n.mode, len(all), err)
+	}
+	n.services, n.shared = svcs, shared
+	return time.Since(start), nil
+}
+
+// Load runs the client against targets (a file) and returns its result.
+func (n *natNode) Load(ctx context.Context, self, targets string, d time.Duration, conc int) (natLoadResult, error) {
+	var r natLoadResult
+	ctx, cancel := context.WithTimeout(ctx, d+60*time.Second)
+	defer cancel()
+	out, err := run(ctx, nsExec(n.client, self, "nat-client", "-targets", targets,
+		"-duration", d.String(), "-conc", fmt.Sprint(conc))...)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return r, fmt.Errorf("nat-client output %q: %w", out, err)
+	}
+	return r, nil
+}
+
+// State is a one-line summary of the node's connection tracking.
+func (n *natNode) State(ctx context.Context) string {
+	if n.mode == "xlane" {
+		out, err := n.cli(ctx, "-o", "json", "ct", "stats")
+		if err != nil {
+			return "ct stats: " + err.Error()
+		}
+		var st api.CTStats
+		if json.Unmarshal([]byte(out), &st) != nil {
+			return out
+		}
+		return fmt.Sprintf("xlane_ct %d/%d entries, table_full_packets %d, gc runs %d (%d collected)",
+			st.Entries, st.MaxEntries, st.TableFull, st.GCRuns, st.GCDeleted)
+	}
+	v, err := run(ctx, nsExec(n.node, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")...)
+	if err != nil {
+		return "nf_conntrack_count: " + err.Error()
+	}
+	return "nf_conntrack_count " + strings.TrimSpace(v)
+}
+
+// kubeProxyHash is kube-proxy's chain-name hash: base32 of SHA-256, 16
+// characters.
+func kubeProxyHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return base32.StdEncoding.EncodeToString(h[:])[:16]
+}
+
+// kubeProxyRules is the ruleset kube-proxy's iptables mode (v1.28-v1.31)
+// writes for ClusterIP services: KUBE-SERVICES matches each cluster IP and
+// jumps to the service's KUBE-SVC chain, which picks an endpoint's
+// KUBE-SEP chain with -m statistic --mode random, which DNATs; hairpin
+// traffic is marked for masquerade in KUBE-POSTROUTING; KUBE-FORWARD
+// accepts established flows. Rules for NodePorts, load balancers and
+// endpoint-less services are left out (none exist here).
+func kubeProxyRules(svcs []natSvc, podCIDR string) string {
+	var chains, rules []string
+	for _, s := range svcs {
+		spn := "bench/" + s.name + ":http"
+		svcChain := "KUBE-SVC-" + kubeProxyHash(spn+"tcp")
+		chains = append(chains, ":"+svcChain+" - [0:0]")
+		vip := s.vip.Addr().String()
+		rules = append(rules,
+			fmt.Sprintf(`-A KUBE-SERVICES -d %s/32 -p tcp -m comment --comment "%s cluster IP" -m tcp --dport %d -j %s`, vip, spn, s.vip.Port(), svcChain),
+			fmt.Sprintf(`-A %s ! -s %s -d %s/32 -p tcp -m comment --comment "%s cluster IP" -m tcp --dport %d -j KUBE-MARK-MASQ`, svcChain, podCIDR, vip, spn, s.vip.Port()))
+		for j, b := range s.backends {
+			sep := "KUBE-SEP-" + kubeProxyHash(spn+"tcp"+b.String())
+			chains = append(chains, ":"+sep+" - [0:0]")
+			if left := len(s.backends) - j; left > 1 {
+				rules = append(rules, fmt.Sprintf(`-A %s -m comment --comment "%s -> %s" -m statistic --mode random --probability %0.11f -j %s`,
+					svcChain, spn, b, 1.0/float64(left), sep))
+			} else {
+				rules = append(rules, fmt.Sprintf(`-A %s -m comment --comment "%s -> %s" -j %s`, svcChain, spn, b, sep))
+			}
+			rules = append(rules,
+				fmt.Sprintf(`-A %s -s %s/32 -m comment --comment "%s" -j KUBE-MARK-MASQ`, sep, b.Addr(), spn),
+				fmt.Sprintf(`-A %s -p tcp -m comment --comment "%s" -m tcp -j DNAT --to-destination %s`, sep, spn, b))
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:KUBE-FORWARD - [0:0]\n")
+	sb.WriteString(`-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+COMMIT
+`)
+	sb.WriteString("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n")
+	sb.WriteString(":KUBE-SERVICES - [0:0]\n:KUBE-POSTROUTING - [0:0]\n:KUBE-MARK-MASQ - [0:0]\n:KUBE-NODEPORTS - [0:0]\n")
+	for _, c := range chains {
+		sb.WriteString(c + "\n")
+	}
+	sb.WriteString(`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000
+-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+`)
+	for _, r := range rules {
+		sb.WriteString(r + "\n")
+	}
+	sb.WriteString(`-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS` + "\nCOMMIT\n")
+	return sb.String()
+}

@@ -1,0 +1,1070 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * fw.h - the firewall stage: a stateful rule classifier whose per-packet
+ * cost does not depend on the number of rules, and the uplink's DDoS
+ * defence (prefix blocklist, per-source token buckets, early drop of
+ * malformed headers). The algorithm is described in docs/firewall.md.
+ *
+ * Classification (bit-vector with aggregation): the daemon numbers the
+ * rules of a set in priority order, bit 0 first, and compiles every field
+ * into a lookup (exact hash, LPM trie, or an array indexed by value) that
+ * yields a class; a class is a bitmap of FW_MAX_RULES bits, set for the
+ * rules whose value set for that field contains the value, plus a summary
+ * (bit i: word i not zero). The packet's matching rules are the AND of its
+ * classes' bitmaps; the lowest set bit is the winner. The search ANDs the
+ * summaries first and then only the words they leave, so its cost is
+ * bounded by FW_WORDS whatever the number of rules, and is a handful of
+ * words when rules are selective.
+ *
+ * Atomic updates: a rule set lives in five inner maps put into slot 0 or
+ * 1 of the outer arrays; xlane_fw_state.active names the live slot and is
+ * read once per packet, so a packet uses one generation throughout. The
+ * daemon fills the idle slot, flips, and waits an RCU grace period before
+ * it ever touches the old slot again (internal/firewall).
+ */
+#ifndef XLANE_FW_H
+#define XLANE_FW_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "abi.h"
+#include "maps.h"
+#include "parse.h"
+#include "l4.h"
+#include "ct.h"
+
+/* ---------------------------------------------------------------------
+ * Maps. Inner map templates first: the daemon creates one of each per
+ * generation, with its own max_entries (the arrays carry BPF_F_INNER_MAP
+ * so their sizes may differ from the template's).
+ */
+
+struct fw_exact_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct fw_exact_key);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct fw_addr_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct fw_addr_key);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct fw_scalar_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, FW_SC_SIZE);
+	__uint(map_flags, BPF_F_INNER_MAP);
+};
+
+struct fw_pool_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_bits);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_INNER_MAP);
+};
+
+struct fw_rules_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_rule);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_INNER_MAP);
+};
+
+/* clang emits the key and value types of inner map templates as forward
+ * declarations only; these definitions give loaders (and bpf2go) their
+ * sizes. They are never written or read. */
+struct fw_exact_key xl_btf_fw_exact_key __attribute__((unused));
+struct fw_addr_key xl_btf_fw_addr_key __attribute__((unused));
+struct fw_bits xl_btf_fw_bits __attribute__((unused));
+struct fw_rule xl_btf_fw_rule __attribute__((unused));
+
+/* key: slot (0, 1); value: the generation's (hook kind, network) and MAC
+ * classes. Written by the daemon into the idle slot; read per packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 2);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct fw_exact_inner);
+} xlane_fw_exact SEC(".maps");
+
+/* key: slot; value: LPM trie of source and destination prefixes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 2);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct fw_addr_inner);
+} xlane_fw_addr SEC(".maps");
+
+/* key: slot; value: value -> class arrays of ports, protocol, TCP flags
+ * (layout: enum fw_limits FW_SC_*). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 2);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct fw_scalar_inner);
+} xlane_fw_scalar SEC(".maps");
+
+/* key: slot; value: class -> bitmap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 2);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct fw_pool_inner);
+} xlane_fw_pool SEC(".maps");
+
+/* key: slot; value: bit -> rule action and counter slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 2);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct fw_rules_inner);
+} xlane_fw_rules SEC(".maps");
+
+/* key: slot; value: which fields the generation uses, its options.
+ * Written by the daemon before the flip; read per packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_gen);
+	__uint(max_entries, 2);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_gens SEC(".maps");
+
+/* key: 0; value: the live slot, and whether any rule set is installed.
+ * Written by the daemon (the flip); read once per packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_state);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_state SEC(".maps");
+
+/* key: a rule's counter slot; value: packets, bytes, last hit, per CPU.
+ * Written by the datapath; read (summed) and reset by the daemon, which
+ * gives every rule a slot for its lifetime. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_counter);
+	__uint(max_entries, FW_MAX_RULES);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_counters SEC(".maps");
+
+/* Sampled rule hits (struct fw_event). Written by the datapath; read by
+ * the daemon. A full ring loses events, never packets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_events SEC(".maps");
+
+#define FW_BLOCK4_MAX (1 << 22)
+#define FW_BLOCK6_MAX (1 << 20)
+#define FW_RATE_MAX   (1 << 18)
+
+/* key: 0; value: the DDoS limits. Written by the daemon. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_ddos);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_ddos SEC(".maps");
+
+/* key: IPv4 prefix; value: unused (1). Written by the daemon
+ * (`xlane fw block`); read by the uplink program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct fw_block4_key);
+	__type(value, __u32);
+	__uint(max_entries, FW_BLOCK4_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_block4 SEC(".maps");
+
+/* key: IPv6 prefix; value: unused (1). As xlane_fw_block4. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct fw_block6_key);
+	__type(value, __u32);
+	__uint(max_entries, FW_BLOCK6_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_block6 SEC(".maps");
+
+/* key: source (prefix); value: its token buckets. Written and read by the
+ * uplink program; LRU, so a flood of sources evicts the idle ones. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct fw_rate_key);
+	__type(value, struct fw_rate_val);
+	__uint(max_entries, FW_RATE_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_rate SEC(".maps");
+
+/* ---------------------------------------------------------------------
+ * The packet as the firewall sees it.
+ */
+
+/* What the calling hook knows. */
+struct fw_hook {
+	__u32 ifindex;		/* device the hit is reported on */
+	__u32 netid;		/* the endpoint's network; 0 on the uplink */
+	__u32 len;		/* bytes, for counters */
+	__u8 kind;		/* enum fw_kind */
+	__u8 track;		/* this hook owns conntrack for the packet:
+				 * refresh its entry, or create one for an
+				 * allowed new flow (hooks no ct stage runs
+				 * behind: tcx egress, XDP) */
+	__u16 pad;
+};
+
+/* L4 facts, found through IPv6 extension headers. */
+struct fw_l4 {
+	__u32 sport;		/* class index: host-order port, ICMP code,
+				 * or FW_NO_L4 */
+	__u32 dport;		/* ... ICMP type */
+	__u16 ct_sport;		/* network order, as conntrack keys it */
+	__u16 ct_dport;
+	__u8 proto;		/* upper-layer protocol */
+	__u8 flags;		/* TCP flags byte */
+	__u8 trackable;		/* conntrack keys this packet (lib/l4.h) */
+	__u8 related;		/* ICMP error: rk holds the reversed inner flow */
+	__u32 l4_off;		/* offset of the L4 header */
+};
+
+enum fw_verdict {
+	FW_V_ALLOW = 0,
+	FW_V_DROP,
+	FW_V_REJECT,
+};
+
+#define FW_EXT_MAX 4		/* IPv6 extension headers walked */
+#define FW_L4_OFF_MAX 256	/* L4 header beyond this: no L4 facts */
+
+#define IPPROTO_HOPOPTS_ 0
+#define IPPROTO_ROUTING_ 43
+#define IPPROTO_FRAGMENT_ 44
+#define IPPROTO_AH_ 51
+#define IPPROTO_DSTOPTS_ 60
+
+static __always_inline int fw_icmp_is_error(__u8 proto, __u8 type)
+{
+	if (proto == IPPROTO_ICMP)
+		return type == 3 || type == 11 || type == 12;
+	return type >= 1 && type <= 4;
+}
+
+/*
+ * fw_related fills rk with the flow an ICMP error is about, as conntrack
+ * keys the direction the error travels: the reverse of the quoted packet.
+ * Returns 0 when the quote is complete enough to look up.
+ */
+static __always_inline int fw_related(void *data, void *data_end, const struct pkt *p,
+				      __u32 off, struct ct_key *rk)
+{
+	__u8 *in = data + off;
+	__u8 *ports;
+
+	if (p->ip4) {
+		struct iphdr *ip = (void *)in;
+
+		if ((void *)(ip + 1) > data_end || ip->ihl < 5)
+			return -1;
+		if (ip->frag_off & bpf_htons(0x1fff))
+			return -1;
+		key_from_ipv4((struct endpoint_key *)rk->saddr, ip->daddr);
+		key_from_ipv4((struct endpoint_key *)rk->daddr, ip->saddr);
+		rk->proto = ip->protocol;
+		ports = in + (ip->ihl & 0xf) * 4;
+	} else {
+		struct ipv6hdr *ip6 = (void *)in;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return -1;
+		__builtin_memcpy(rk->saddr, &ip6->daddr, 16);
+		__builtin_memcpy(rk->daddr, &ip6->saddr, 16);
+		rk->proto = ip6->nexthdr;
+		ports = in + sizeof(*ip6);
+	}
+	if ((void *)(ports + 8) > data_end)
+		return -1;
+	switch (rk->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		__builtin_memcpy(&rk->sport, ports + 2, 2);
+		__builtin_memcpy(&rk->dport, ports, 2);
+		return 0;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		/* An echo request of ours: its reply entry is keyed by id. */
+		__builtin_memcpy(&rk->sport, ports + 4, 2);
+		rk->dport = 0;
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * fw_parse_l4 finds the upper-layer header of p: through up to FW_EXT_MAX
+ * IPv6 extension headers (so a destination-options header cannot hide a
+ * port from a rule), not in non-first fragments. A header it cannot reach
+ * leaves the ports at FW_NO_L4: only rules without ports match then.
+ */
+static __always_inline void fw_parse_l4(void *data, void *data_end, const struct pkt *p,
+					struct fw_l4 *l4, struct ct_key *rk)
+{
+	__u32 off;
+	__u8 *h;
+	int exts = 0;
+
+	l4->sport = l4->dport = FW_NO_L4;
+	if (p->ip4) {
+		struct iphdr *ip = p->ip4;
+
+		l4->proto = ip->protocol;
+		if (ip->frag_off & bpf_htons(0x1fff))
+			return;		/* non-first fragment: no header */
+		l4->trackable = !(ip->frag_off & bpf_htons(0x2000));
+		off = sizeof(struct ethhdr) + (ip->ihl & 0xf) * 4;
+	} else if (p->ip6) {
+		__u8 nh = p->ip6->nexthdr;
+
+		off = sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
+		l4->trackable = 1;
+#pragma unroll
+		for (int i = 0; i < FW_EXT_MAX; i++) {
+			if (nh != IPPROTO_HOPOPTS_ && nh != IPPROTO_ROUTING_ &&
+			    nh != IPPROTO_FRAGMENT_ && nh != IPPROTO_AH_ && nh != IPPROTO_DSTOPTS_)
+				break;
+			h = data + off;
+			if ((void *)(h + 8) > data_end || off > FW_L4_OFF_MAX) {
+				l4->proto = nh;
+				return;
+			}
+			exts++;
+			if (nh == IPPROTO_FRAGMENT_) {
+				/* offset != 0: no upper-layer header here */
+				if ((h[2] << 8 | h[3]) & 0xfff8) {
+					l4->proto = h[0];
+					return;
+				}
+				off += 8;
+			} else if (nh == IPPROTO_AH_) {
+				off += (h[1] + 2) * 4;
+			} else {
+				off += (h[1] + 1) * 8;
+			}
+			nh = h[0];
+		}
+		l4->proto = nh;
+		/* Conntrack (lib/l4.h) keys the first next header only. */
+		if (exts)
+			l4->trackable = 0;
+	} else {
+		return;
+	}
+	if (off > FW_L4_OFF_MAX)
+		return;
+	l4->l4_off = off;
+	h = data + off;
+	switch (l4->proto) {
+	case IPPROTO_TCP:
+		if ((void *)(h + 20) > data_end)
+			return;
+		__builtin_memcpy(&l4->ct_sport, h, 2);
+		__builtin_memcpy(&l4->ct_dport, h + 2, 2);
+		l4->sport = bpf_ntohs(l4->ct_sport);
+		l4->dport = bpf_ntohs(l4->ct_dport);
+		l4->flags = h[13];
+		return;
+	case IPPROTO_UDP:
+		if ((void *)(h + 8) > data_end)
+			return;
+		__builtin_memcpy(&l4->ct_sport, h, 2);
+		__builtin_memcpy(&l4->ct_dport, h + 2, 2);
+		l4->sport = bpf_ntohs(l4->ct_sport);
+		l4->dport = bpf_ntohs(l4->ct_dport);
+		return;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if ((void *)(h + 8) > data_end)
+			return;
+		l4->dport = h[0];	/* type */
+		l4->sport = h[1];	/* code */
+		if ((l4->proto == IPPROTO_ICMP) != (p->ip4 != 0)) {
+			l4->trackable = 0;
+			return;
+		}
+		if (l4->proto == IPPROTO_ICMP ? (h[0] == ICMP_ECHO || h[0] == ICMP_ECHOREPLY)
+					      : (h[0] == ICMPV6_ECHO_REQ || h[0] == ICMPV6_ECHO_REP)) {
+			__builtin_memcpy(&l4->ct_sport, h + 4, 2);
+			l4->ct_dport = 0;
+			return;
+		}
+		l4->trackable = 0;
+		if (fw_icmp_is_error(l4->proto, h[0]) && !fw_related(data, data_end, p, off + 8, rk))
+			l4->related = 1;
+		return;
+	}
+	l4->trackable = 0;
+}
+
+/*
+ * Per-packet scratch of the stage, kept off the BPF stack: fw_check runs
+ * as a call below the hook's frame, and the two share 512 bytes.
+ */
+struct fw_scratch {
+	struct ct_key k;	/* the packet's flow, as conntrack keys it
+				 * (addresses always set: events use them) */
+	struct ct_key rk;	/* ICMP error: the flow it is about */
+	struct l4 cl;		/* what ct_hit/ct_create need */
+	struct fw_l4 l4;
+	struct fw_hook hk;
+	struct fw_exact_key ek;
+	struct fw_addr_key ak;
+	__u32 cls[FW_F_MAX];
+	__u32 key;
+	/* The search (fw_step): candidate words left, the current word's
+	 * matching rules, the deciding rule's bit + 1 (0: none). */
+	__u64 c0, c1, c2, c3;
+	__u64 acc;
+	__u32 base;
+	__u32 found;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_scratch);
+	__uint(max_entries, 1);
+} xlane_fw_scratch SEC(".maps");
+
+/* ---------------------------------------------------------------------
+ * Classification.
+ */
+
+/* The classes' bitmaps, one pointer per field: the search ANDs them. */
+struct fw_bitmaps {
+	struct fw_bits *b[FW_F_MAX];
+};
+
+static __always_inline int fw_ctz(__u64 x)
+{
+	return __builtin_ctzll(x);	/* de Bruijn multiply in BPF */
+}
+
+static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
+{
+	__u32 slot = r->slot;
+	struct fw_counter *c = bpf_map_lookup_elem(&xlane_fw_counters, &slot);
+
+	if (!c)
+		return;
+	/* Per-CPU value: no atomics needed. */
+	c->packets++;
+	c->bytes += len;
+	c->last_hit = bpf_ktime_get_coarse_ns();
+}
+
+static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scratch *sc)
+{
+	struct fw_event *e;
+
+	if (!r->sample || (r->sample > 1 && bpf_get_prandom_u32() % r->sample))
+		return;
+	e = bpf_ringbuf_reserve(&xlane_fw_events, sizeof(*e), 0);
+	if (!e)
+		return;
+	e->ts = bpf_ktime_get_ns();
+	e->slot = r->slot;
+	e->ifindex = sc->hk.ifindex;
+	e->len = sc->hk.len;
+	e->kind = sc->hk.kind;
+	e->action = r->action;
+	e->proto = sc->l4.proto;
+	e->pad = 0;
+	__builtin_memcpy(e->saddr, sc->k.saddr, 16);
+	__builtin_memcpy(e->daddr, sc->k.daddr, 16);
+	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : sc->l4.sport;
+	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : sc->l4.dport;
+	e->pad2 = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* fw_word is word i of the AND of every field's bitmap. */
+static __always_inline __u64 fw_word(const struct fw_bitmaps *m, __u32 i)
+{
+	i &= FW_WORDS - 1;
+	return m->b[FW_F_CTX]->w[i] & m->b[FW_F_SMAC]->w[i] & m->b[FW_F_DMAC]->w[i] &
+	       m->b[FW_F_SRC]->w[i] & m->b[FW_F_DST]->w[i] & m->b[FW_F_PROTO]->w[i] &
+	       m->b[FW_F_SPORT]->w[i] & m->b[FW_F_DPORT]->w[i] & m->b[FW_F_FLAGS]->w[i];
+}
+
+static __always_inline __u64 fw_sum(const struct fw_bitmaps *m, __u32 i)
+{
+	return m->b[FW_F_CTX]->sum[i] & m->b[FW_F_SMAC]->sum[i] & m->b[FW_F_DMAC]->sum[i] &
+	       m->b[FW_F_SRC]->sum[i] & m->b[FW_F_DST]->sum[i] & m->b[FW_F_PROTO]->sum[i] &
+	       m->b[FW_F_SPORT]->sum[i] & m->b[FW_F_DPORT]->sum[i] & m->b[FW_F_FLAGS]->sum[i];
+}
+
+/* The bpf_loop context: the bitmaps (pointers cannot live in a map
+ * value), the rules map and the scratch that holds the rest. The only
+ * part of the stage on the BPF stack. */
+struct fw_walk {
+	struct fw_bitmaps m;
+	void *rules;
+	struct fw_scratch *sc;
+};
+
+/*
+ * fw_step is a bpf_loop callback, one step of the search: with no
+ * matching rule left in the current word, move to the next candidate word
+ * (stop when none is left); else take the word's first rule: a log rule
+ * emits its event and the walk goes on, any other decides (stop). A
+ * callback rather than a bounded loop: the verifier checks its body once,
+ * where 300 iterations of data-dependent branches exceed its budget; the
+ * kernel inlines the call.
+ */
+static long fw_step(__u64 n, void *ctx)
+{
+	struct fw_walk *w = ctx;
+	struct fw_scratch *sc = w->sc;
+	struct fw_rule *r;
+	__u32 i;
+
+	if (!sc->acc) {
+		if (sc->c0) {
+			i = fw_ctz(sc->c0);
+			sc->c0 &= sc->c0 - 1;
+		} else if (sc->c1) {
+			i = 64 + fw_ctz(sc->c1);
+			sc->c1 &= sc->c1 - 1;
+		} else if (sc->c2) {
+			i = 128 + fw_ctz(sc->c2);
+			sc->c2 &= sc->c2 - 1;
+		} else if (sc->c3) {
+			i = 192 + fw_ctz(sc->c3);
+			sc->c3 &= sc->c3 - 1;
+		} else {
+			return 1;
+		}
+		i &= FW_WORDS - 1;
+		sc->acc = fw_word(&w->m, i);
+		sc->base = i * 64;
+		return 0;
+	}
+	sc->key = sc->base + fw_ctz(sc->acc);
+	sc->acc &= sc->acc - 1;
+	r = bpf_map_lookup_elem(w->rules, &sc->key);
+	if (!r)
+		return 1;
+	if (r->action != FW_LOG) {
+		sc->found = sc->key + 1;
+		return 1;
+	}
+	fw_count(r, sc->hk.len);
+	fw_log(r, sc);
+	return 0;
+}
+
+/*
+ * fw_search walks the matching rules in priority order and returns the
+ * one that decides, or NULL when none matches. At most FW_WORDS words are
+ * ANDed, one step per word and per matching log rule, of which a set has
+ * at most FW_MAX_LOG_RULES.
+ */
+static __always_inline struct fw_rule *fw_search(struct fw_walk *w)
+{
+	struct fw_scratch *sc = w->sc;
+
+	sc->c0 = fw_sum(&w->m, 0);
+	sc->c1 = fw_sum(&w->m, 1);
+	sc->c2 = fw_sum(&w->m, 2);
+	sc->c3 = fw_sum(&w->m, 3);
+	sc->acc = 0;
+	sc->found = 0;
+	bpf_loop(2 * FW_WORDS + FW_MAX_LOG_RULES + 1, fw_step, w, 0);
+	if (!sc->found)
+		return 0;
+	sc->key = sc->found - 1;
+	return bpf_map_lookup_elem(w->rules, &sc->key);
+}
+
+/* fw_addr_key fills the LPM key of address a for field f (struct
+ * fw_addr_key: families apart, IPv4 in the first four bytes). */
+static __always_inline void fw_addr_key(struct fw_addr_key *ak, __u8 f, const struct pkt *p,
+					const struct endpoint_key *a)
+{
+	__builtin_memset(ak, 0, sizeof(*ak));
+	if (p->ip4) {
+		ak->prefixlen = 8 + 32;
+		ak->field = f;
+		__builtin_memcpy(ak->addr, &a->addr[12], 4);
+	} else {
+		ak->prefixlen = 8 + 128;
+		ak->field = f | FW_ADDR_V6;
+		__builtin_memcpy(ak->addr, a->addr, 16);
+	}
+}
+
+/* fw_lookup_u32 returns the u32 value at key of map, or -1 if none. */
+static __always_inline __s64 fw_lookup_u32(void *map, const void *key)
+{
+	__u32 *v = bpf_map_lookup_elem(map, key);
+
+	return v ? *v : -1;
+}
+
+/*
+ * fw_classify finds the rule that decides p in slot's generation, or NULL
+ * when none matches (no rule of the set can match: allowed).
+ */
+static __always_inline struct fw_rule *fw_classify(__u32 slot, const struct fw_gen *gen,
+						   const struct pkt *p, struct fw_scratch *sc)
+{
+	const struct fw_hook *hk = &sc->hk;
+	const struct fw_l4 *l4 = &sc->l4;
+	struct fw_exact_key *ek = &sc->ek;
+	struct fw_addr_key *ak = &sc->ak;
+	void *exact, *addr, *scalar, *pool, *rules;
+	__u32 fields = gen->fields;
+	struct fw_walk w;
+	__s64 c;
+
+	exact = bpf_map_lookup_elem(&xlane_fw_exact, &slot);
+	addr = bpf_map_lookup_elem(&xlane_fw_addr, &slot);
+	scalar = bpf_map_lookup_elem(&xlane_fw_scalar, &slot);
+	pool = bpf_map_lookup_elem(&xlane_fw_pool, &slot);
+	rules = bpf_map_lookup_elem(&xlane_fw_rules, &slot);
+	if (!exact || !addr || !scalar || !pool || !rules)
+		return 0;
+
+	/* The hook: (kind, network), else (kind, every network); a kind no
+	 * rule names has no entry, and nothing to match. */
+	ek->field = FW_F_CTX;
+	ek->kind = hk->kind;
+	__builtin_memset(ek->data, 0, sizeof(ek->data));
+	__builtin_memcpy(ek->data, &hk->netid, 4);
+	c = fw_lookup_u32(exact, ek);
+	if (c < 0) {
+		__builtin_memset(ek->data, 0, sizeof(ek->data));
+		c = fw_lookup_u32(exact, ek);
+		if (c < 0)
+			return 0;
+	}
+	sc->cls[FW_F_CTX] = c;
+
+	sc->cls[FW_F_SMAC] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_SMAC)) {
+		ek->field = FW_F_SMAC;
+		ek->kind = 0;
+		__builtin_memcpy(ek->data, p->eth->h_source, 6);
+		c = fw_lookup_u32(exact, ek);
+		sc->cls[FW_F_SMAC] = c < 0 ? gen->any_class[FW_F_SMAC] : c;
+	}
+	sc->cls[FW_F_DMAC] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_DMAC)) {
+		ek->field = FW_F_DMAC;
+		ek->kind = 0;
+		__builtin_memcpy(ek->data, p->eth->h_dest, 6);
+		c = fw_lookup_u32(exact, ek);
+		sc->cls[FW_F_DMAC] = c < 0 ? gen->any_class[FW_F_DMAC] : c;
+	}
+	sc->cls[FW_F_SRC] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_SRC)) {
+		fw_addr_key(ak, FW_F_SRC, p, &p->src);
+		c = fw_lookup_u32(addr, ak);
+		if (c < 0)
+			return 0;	/* no rule covers this source */
+		sc->cls[FW_F_SRC] = c;
+	}
+	sc->cls[FW_F_DST] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_DST)) {
+		fw_addr_key(ak, FW_F_DST, p, &p->dst);
+		c = fw_lookup_u32(addr, ak);
+		if (c < 0)
+			return 0;
+		sc->cls[FW_F_DST] = c;
+	}
+	sc->cls[FW_F_PROTO] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_PROTO)) {
+		sc->key = FW_SC_PROTO + l4->proto;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_PROTO] = c < 0 ? FW_CLASS_ALL : c;
+	}
+	sc->cls[FW_F_SPORT] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_SPORT)) {
+		sc->key = FW_SC_SPORT + l4->sport;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_SPORT] = c < 0 ? FW_CLASS_ALL : c;
+	}
+	sc->cls[FW_F_DPORT] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_DPORT)) {
+		sc->key = FW_SC_DPORT + l4->dport;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_DPORT] = c < 0 ? FW_CLASS_ALL : c;
+	}
+	sc->cls[FW_F_FLAGS] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_FLAGS)) {
+		sc->key = FW_SC_FLAGS + l4->flags;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_FLAGS] = c < 0 ? FW_CLASS_ALL : c;
+	}
+
+#pragma unroll
+	for (int f = 0; f < FW_F_MAX; f++) {
+		w.m.b[f] = bpf_map_lookup_elem(pool, &sc->cls[f]);
+		if (!w.m.b[f])
+			return 0;
+	}
+	w.rules = rules;
+	w.sc = sc;
+	return fw_search(&w);
+}
+
+/*
+ * fw_check is the firewall stage of every hook: FW_V_ALLOW, or a drop or
+ * reject with *reason set. Established flows (and ICMP errors about a
+ * tracked flow) pass before any rule when the set says so. Inert (allow)
+ * until a rule set is installed. A BPF-to-BPF call: its frame is its own.
+ */
+static __noinline __attribute__((unused)) int fw_check(void *data, void *data_end, const struct pkt *p,
+						   const struct fw_hook *hk, enum xl_reason *reason)
+{
+	__u32 zero = 0, slot;
+	struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
+	struct fw_scratch *sc;
+	struct fw_gen *gen;
+	struct fw_rule *r;
+	struct ct_val *v = 0;
+
+	if (!st || !st->on)
+		return FW_V_ALLOW;
+	slot = st->active & 1;
+	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
+	sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
+	if (!gen || !sc)
+		return FW_V_ALLOW;
+	if (!p->ip4 && !p->ip6)
+		return FW_V_ALLOW;
+	__builtin_memset(sc, 0, sizeof(*sc));
+	sc->hk = *hk;
+	fw_parse_l4(data, data_end, p, &sc->l4, &sc->rk);
+	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
+	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
+	if (sc->l4.trackable) {
+		sc->k.sport = sc->l4.ct_sport;
+		sc->k.dport = sc->l4.ct_dport;
+		sc->k.proto = sc->l4.proto;
+		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+	}
+	if (gen->established) {
+		/* ESTABLISHED as Linux means it: a reply, or a flow that has
+		 * seen both directions. The flow's first direction is
+		 * classified again until the other side answers. */
+		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW))
+			goto allowed;
+		if (sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk))
+			return FW_V_ALLOW;
+	}
+	r = fw_classify(slot, gen, p, sc);
+	if (r) {
+		fw_count(r, sc->hk.len);
+		fw_log(r, sc);
+		if (r->action == FW_REJECT) {
+			*reason = XL_DROP_FW_REJECT;
+			return FW_V_REJECT;
+		}
+		if (r->action != FW_ALLOW) {
+			*reason = r->is_default ? XL_DROP_FW_DEFAULT : XL_DROP_FW;
+			return FW_V_DROP;
+		}
+	}
+allowed:
+	if (sc->hk.track && sc->l4.trackable) {
+		sc->cl.proto = sc->l4.proto;
+		sc->cl.tcp_flags = sc->l4.flags;
+		sc->cl.sport = sc->l4.ct_sport;
+		sc->cl.dport = sc->l4.ct_dport;
+		if (v) {
+			ct_hit(&sc->k, v, &sc->cl, sc->hk.len);
+		} else {
+			struct ct_scratch *cs = ct_scratch_get();
+
+			/* A full table leaves the flow untracked: its replies
+			 * are classified like new flows. */
+			if (cs)
+				ct_create(&sc->k, cs, &sc->cl);
+		}
+	}
+	return FW_V_ALLOW;
+}
+
+/* ---------------------------------------------------------------------
+ * Hook helpers: what the entry files call.
+ */
+
+/* fw_on is the cheap test hooks make before any firewall work. */
+static __always_inline int fw_on(void)
+{
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
+
+	return st && st->on;
+}
+
+/* fw_ep_hook fills hk for the endpoint a packet leaves (FW_KIND_FROM_EP:
+ * its source) or reaches (FW_KIND_TO_EP: its destination). Returns -1
+ * when that address is no endpoint (nothing to classify). */
+static __always_inline int fw_ep_hook(const struct pkt *p, __u8 kind, __u32 len, __u8 track,
+				      struct fw_hook *hk)
+{
+	const struct endpoint_val *ep = bpf_map_lookup_elem(&xlane_endpoints,
+							    kind == FW_KIND_FROM_EP ? &p->src : &p->dst);
+
+	if (!ep)
+		return -1;
+	hk->ifindex = ep->ifindex;
+	hk->netid = ep->network_id;
+	hk->len = len;
+	hk->kind = kind;
+	hk->track = track;
+	return 0;
+}
+
+/* fw_skb_ep classifies a packet of a tc program leaving or reaching an
+ * endpoint. track: this hook owns the packet's conntrack (struct fw_hook). */
+static __always_inline int fw_skb_ep(struct __sk_buff *skb, const struct pkt *p, __u8 kind,
+				     __u8 track, enum xl_reason *reason)
+{
+	struct fw_hook hk = {};
+
+	if (!fw_on() || fw_ep_hook(p, kind, skb->len, track, &hk))
+		return FW_V_ALLOW;
+	return fw_check((void *)(long)skb->data, (void *)(long)skb->data_end, p, &hk, reason);
+}
+
+/* fw_xdp_ep is fw_skb_ep for XDP programs. */
+static __always_inline int fw_xdp_ep(struct xdp_md *ctx, const struct pkt *p, __u8 kind,
+				     __u32 len, __u8 track, enum xl_reason *reason)
+{
+	struct fw_hook hk = {};
+
+	if (!fw_on() || fw_ep_hook(p, kind, len, track, &hk))
+		return FW_V_ALLOW;
+	return fw_check((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &hk, reason);
+}
+
+/*
+ * fw_skb_to_endpoint is the whole stage of tcx egress on a host veth: what
+ * Linux delivers to the endpoint. It parses on its own (that program has
+ * no other stage) and owns conntrack for the packet: an allowed new flow
+ * gets its entries here, so the endpoint's replies are established.
+ */
+static __always_inline int fw_skb_to_endpoint(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	struct pkt p = {};
+	__u32 need = XL_PARSE_L4_LEN;
+
+	if (!fw_on())
+		return FW_V_ALLOW;
+	if ((void *)(long)skb->data + need > (void *)(long)skb->data_end)
+		bpf_skb_pull_data(skb, skb->len < need ? skb->len : need);
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
+		return FW_V_ALLOW;	/* non-IP; malformed is Linux's to judge here */
+	if (addr_is_link_scope(&p.dst))
+		return FW_V_ALLOW;	/* ND, multicast: never filtered */
+	return fw_skb_ep(skb, &p, FW_KIND_TO_EP, 1, reason);
+}
+
+/* ---------------------------------------------------------------------
+ * DDoS defence (uplink XDP).
+ */
+
+#define FW_NSEC 1000000000ULL
+
+/* fw_refill adds elapsed ns worth of rate/s tokens (x 1e9), up to burst. */
+static __always_inline void fw_refill(__u64 *tokens, __u64 elapsed, __u32 rate, __u32 burst)
+{
+	__u64 cap = (__u64)burst * FW_NSEC;
+	__u64 t = *tokens + elapsed * rate;
+
+	*tokens = t > cap ? cap : t;
+}
+
+/* fw_take takes one token: 0, or -1 when the bucket is empty. */
+static __always_inline int fw_take(__u64 *tokens)
+{
+	if (*tokens < FW_NSEC)
+		return -1;
+	*tokens -= FW_NSEC;
+	return 0;
+}
+
+static __always_inline void fw_mask_addr(__u8 *a, __u32 bits)
+{
+	/* bits counts from the start of the 16 bytes */
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		__u32 lo = i * 8;
+
+		if (bits <= lo)
+			a[i] = 0;
+		else if (bits < lo + 8)
+			a[i] &= (__u8)(0xff << (lo + 8 - bits));
+	}
+}
+
+/*
+ * fw_ddos_check runs first on the uplink: malformed headers (when asked),
+ * blocklisted sources, sources over their rate. FW_V_ALLOW or FW_V_DROP
+ * with *reason set. malformed: the parser's verdict on the frame.
+ */
+static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *data_end, const struct pkt *p,
+				    int malformed, enum xl_reason *reason)
+{
+	__u32 zero = 0;
+	struct fw_ddos *cfg = bpf_map_lookup_elem(&xlane_fw_ddos, &zero);
+	struct fw_rate_key rk = {};
+	struct fw_rate_val *rv;
+	__u64 now, elapsed;
+	int syn = 0;
+
+	if (!cfg || !cfg->flags)
+		return FW_V_ALLOW;
+	if (malformed) {
+		if (cfg->flags & FW_DDOS_MALFORMED) {
+			*reason = XL_DROP_MALFORMED;
+			return FW_V_DROP;
+		}
+		return FW_V_ALLOW;
+	}
+	if (!p->ip4 && !p->ip6)
+		return FW_V_ALLOW;
+	if (cfg->flags & FW_DDOS_MALFORMED) {
+		struct fw_l4 l4 = {};
+		struct ct_key ik = {};
+
+		fw_parse_l4(data, data_end, p, &l4, &ik);
+		if (l4.l4_off && l4.sport == FW_NO_L4 &&
+		    (l4.proto == IPPROTO_TCP || l4.proto == IPPROTO_UDP)) {
+			/* A first fragment or unfragmented packet whose
+			 * transport header is cut short. */
+			*reason = XL_DROP_MALFORMED;
+			return FW_V_DROP;
+		}
+		if (l4.proto == IPPROTO_TCP && l4.sport != FW_NO_L4) {
+			__u8 f = l4.flags;
+
+			/* SYN+FIN, SYN+RST, no flags at all (null scan),
+			 * FIN+PSH+URG without ACK (xmas): never legitimate. */
+			if (((f & TCP_FLAG_SYN) && (f & (TCP_FLAG_FIN | TCP_FLAG_RST))) ||
+			    f == 0 || (f & 0x29) == 0x29) {
+				*reason = XL_DROP_MALFORMED;
+				return FW_V_DROP;
+			}
+		}
+		syn = l4.proto == IPPROTO_TCP && (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+	} else if (cfg->flags & FW_DDOS_SYN) {
+		struct fw_l4 l4 = {};
+		struct ct_key ik = {};
+
+		fw_parse_l4(data, data_end, p, &l4, &ik);
+		syn = l4.proto == IPPROTO_TCP && (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+	}
+	if (cfg->flags & FW_DDOS_BLOCKLIST) {
+		if (p->ip4) {
+			struct fw_block4_key bk = { .prefixlen = 32 };
+
+			__builtin_memcpy(bk.addr, &p->ip4->saddr, 4);
+			if (bpf_map_lookup_elem(&xlane_fw_block4, &bk)) {
+				*reason = XL_DROP_BLOCKLIST;
+				return FW_V_DROP;
+			}
+		} else {
+			struct fw_block6_key bk = { .prefixlen = 128 };
+
+			__builtin_memcpy(bk.addr, p->src.addr, 16);
+			if (bpf_map_lookup_elem(&xlane_fw_block6, &bk)) {
+				*reason = XL_DROP_BLOCKLIST;
+				return FW_V_DROP;
+			}
+		}
+	}
+	if (!(cfg->flags & (FW_DDOS_RATE | FW_DDOS_SYN)))
+		return FW_V_ALLOW;
+	if (!(cfg->flags & FW_DDOS_RATE) && !syn)
+		return FW_V_ALLOW;
+	__builtin_memcpy(rk.addr, p->src.addr, 16);
+	fw_mask_addr(rk.addr, p->ip4 ? 96 + (cfg->v4_prefix & 0x3f) : (cfg->v6_prefix & 0xff));
+	now = bpf_ktime_get_ns();
+	rv = bpf_map_lookup_elem(&xlane_fw_rate, &rk);
+	if (!rv) {
+		struct fw_rate_val nv = {
+			.last = now,
+			.tokens = (__u64)cfg->burst * FW_NSEC,
+			.syn_tokens = (__u64)cfg->syn_burst * FW_NSEC,
+		};
+
+		bpf_map_update_elem(&xlane_fw_rate, &rk, &nv, BPF_NOEXIST);
+		rv = bpf_map_lookup_elem(&xlane_fw_rate, &rk);
+		if (!rv)
+			return FW_V_ALLOW;
+	}
+	/* Races between CPUs on one source lose a refill or a token, never
+	 * more: the limit is approximate by design, as in every lock-free
+	 * shared token bucket. Both buckets refill on every packet: they
+	 * share the timestamp. */
+	elapsed = now > rv->last ? now - rv->last : 0;
+	if (elapsed > FW_NSEC * 3600)
+		elapsed = FW_NSEC * 3600;	/* keeps elapsed * rate in 64 bits */
+	rv->last = now;
+	fw_refill(&rv->tokens, elapsed, cfg->pps, cfg->burst);
+	fw_refill(&rv->syn_tokens, elapsed, cfg->syn_pps, cfg->syn_burst);
+	if ((cfg->flags & FW_DDOS_RATE) && fw_take(&rv->tokens)) {
+		*reason = XL_DROP_RATE_LIMIT;
+		return FW_V_DROP;
+	}
+	if (syn && (cfg->flags & FW_DDOS_SYN) && fw_take(&rv->syn_tokens)) {
+		*reason = XL_DROP_SYN_LIMIT;
+		return FW_V_DROP;
+	}
+	return FW_V_ALLOW;
+}
+
+/*
+ * fw_xdp_uplink is the uplink's first stage: DDoS defence, then the rules
+ * of the uplink scope. parsed: parse_l3's result for the frame.
+ */
+static __always_inline int fw_xdp_uplink(struct xdp_md *ctx, const struct pkt *p, int parsed,
+					 __u32 len, enum xl_reason *reason)
+{
+	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
+	struct fw_hook hk = { .ifindex = ctx->ingress_ifindex, .len = len, .kind = FW_KIND_UPLINK };
+
+	if (fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != FW_V_ALLOW)
+		return FW_V_DROP;
+	if (parsed != PARSE_OK || !fw_on())
+		return FW_V_ALLOW;
+	return fw_check(data, data_end, p, &hk, reason);
+}
+
+#endif /* XLANE_FW_H */

@@ -1,0 +1,142 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+)
+
+// Firewall types, generated from bpf/lib/abi.h (see bpf/lib/fw.h).
+type (
+	FwExactKey  = tcFwExactKey
+	FwAddrKey   = tcFwAddrKey
+	FwBits      = tcFwBits
+	FwRule      = tcFwRule
+	FwGen       = tcFwGen
+	FwState     = tcFwState
+	FwCounter   = tcFwCounter
+	FwEvent     = tcFwEvent
+	FwDdos      = tcFwDdos
+	FwBlock4Key = tcFwBlock4Key
+	FwBlock6Key = tcFwBlock6Key
+	FwRateKey   = tcFwRateKey
+	FwRateVal   = tcFwRateVal
+)
+
+// Firewall constants from abi.h.
+const (
+	FwFieldCtx   = uint8(tcFwFieldFW_F_CTX)
+	FwFieldSMAC  = uint8(tcFwFieldFW_F_SMAC)
+	FwFieldDMAC  = uint8(tcFwFieldFW_F_DMAC)
+	FwFieldSrc   = uint8(tcFwFieldFW_F_SRC)
+	FwFieldDst   = uint8(tcFwFieldFW_F_DST)
+	FwFieldProto = uint8(tcFwFieldFW_F_PROTO)
+	FwFieldSport = uint8(tcFwFieldFW_F_SPORT)
+	FwFieldDport = uint8(tcFwFieldFW_F_DPORT)
+	FwFieldFlags = uint8(tcFwFieldFW_F_FLAGS)
+	FwFieldMax   = int(tcFwFieldFW_F_MAX)
+
+	FwKindFromEP = uint8(tcFwKindFW_KIND_FROM_EP)
+	FwKindToEP   = uint8(tcFwKindFW_KIND_TO_EP)
+	FwKindUplink = uint8(tcFwKindFW_KIND_UPLINK)
+
+	FwAllow  = uint8(tcFwActionFW_ALLOW)
+	FwDrop   = uint8(tcFwActionFW_DROP)
+	FwReject = uint8(tcFwActionFW_REJECT)
+	FwLog    = uint8(tcFwActionFW_LOG)
+
+	FwMaxRules    = int(tcFwLimitsFW_MAX_RULES)
+	FwWords       = int(tcFwLimitsFW_WORDS)
+	FwSumWords    = int(tcFwLimitsFW_SUM_WORDS)
+	FwMaxLogRules = int(tcFwLimitsFW_MAX_LOG_RULES)
+	FwScSport     = uint32(tcFwLimitsFW_SC_SPORT)
+	FwScDport     = uint32(tcFwLimitsFW_SC_DPORT)
+	FwScProto     = uint32(tcFwLimitsFW_SC_PROTO)
+	FwScFlags     = uint32(tcFwLimitsFW_SC_FLAGS)
+	FwScSize      = uint32(tcFwLimitsFW_SC_SIZE)
+	FwNoL4        = uint32(tcFwLimitsFW_NO_L4)
+	FwClassAll    = uint32(tcFwLimitsFW_CLASS_ALL)
+	FwAddrV6      = uint8(tcFwLimitsFW_ADDR_V6)
+
+	FwDdosBlocklist = uint32(tcFwDdosFlagsFW_DDOS_BLOCKLIST)
+	FwDdosRate      = uint32(tcFwDdosFlagsFW_DDOS_RATE)
+	FwDdosSYN       = uint32(tcFwDdosFlagsFW_DDOS_SYN)
+	FwDdosMalformed = uint32(tcFwDdosFlagsFW_DDOS_MALFORMED)
+)
+
+// FwMaps are the firewall's maps (bpf/lib/fw.h), shared by every program.
+type FwMaps struct {
+	// Outer arrays of maps, one slot per generation (0, 1).
+	Exact, Addr, Scalar, Pool, Rules *ebpf.Map
+	Gens, State, Counters, Events    *ebpf.Map
+	DDoS, Block4, Block6, Rate       *ebpf.Map
+}
+
+// Firewall returns the firewall's maps.
+func (o *Objects) Firewall() FwMaps {
+	return FwMaps{
+		Exact: o.XlaneFwExact, Addr: o.XlaneFwAddr, Scalar: o.XlaneFwScalar,
+		Pool: o.XlaneFwPool, Rules: o.XlaneFwRules, Gens: o.XlaneFwGens,
+		State: o.XlaneFwState, Counters: o.XlaneFwCounters, Events: o.XlaneFwEvents,
+		DDoS: o.XlaneFwDdos, Block4: o.XlaneFwBlock4, Block6: o.XlaneFwBlock6, Rate: o.XlaneFwRate,
+	}
+}
+
+// firewallMaps names the firewall maps for sharing between collections.
+func (o *Objects) firewallMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		"xlane_fw_exact": o.XlaneFwExact, "xlane_fw_addr": o.XlaneFwAddr,
+		"xlane_fw_scalar": o.XlaneFwScalar, "xlane_fw_pool": o.XlaneFwPool,
+		"xlane_fw_rules": o.XlaneFwRules, "xlane_fw_gens": o.XlaneFwGens,
+		"xlane_fw_state": o.XlaneFwState, "xlane_fw_counters": o.XlaneFwCounters,
+		"xlane_fw_events": o.XlaneFwEvents, "xlane_fw_ddos": o.XlaneFwDdos,
+		"xlane_fw_block4": o.XlaneFwBlock4, "xlane_fw_block6": o.XlaneFwBlock6,
+		"xlane_fw_rate": o.XlaneFwRate,
+	}
+}
+
+// FwInnerSpecs are the specs of one generation's inner maps, sized for
+// its content (the templates in fw.h say 1 entry).
+func FwInnerSpecs() (exact, addr, scalar, pool, rules *ebpf.MapSpec, err error) {
+	spec, err := loadTc()
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	get := func(name string) *ebpf.MapSpec { return spec.Maps[name].InnerMap.Copy() }
+	return get("xlane_fw_exact"), get("xlane_fw_addr"), get("xlane_fw_scalar"), get("xlane_fw_pool"), get("xlane_fw_rules"), nil
+}
+
+// OpenFirewallMaps opens the firewall's maps pinned under mapDir (a
+// daemon's <pin-dir>/maps), for the control plane. Close them with Close.
+func OpenFirewallMaps(mapDir string) (FwMaps, error) {
+	var m FwMaps
+	var errs []error
+	open := func(name string) *ebpf.Map {
+		mp, err := ebpf.LoadPinnedMap(filepath.Join(mapDir, name), nil)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("open pinned map %s: %w", name, err))
+		}
+		return mp
+	}
+	m.Exact, m.Addr, m.Scalar = open("xlane_fw_exact"), open("xlane_fw_addr"), open("xlane_fw_scalar")
+	m.Pool, m.Rules, m.Gens = open("xlane_fw_pool"), open("xlane_fw_rules"), open("xlane_fw_gens")
+	m.State, m.Counters, m.Events = open("xlane_fw_state"), open("xlane_fw_counters"), open("xlane_fw_events")
+	m.DDoS, m.Block4, m.Block6, m.Rate = open("xlane_fw_ddos"), open("xlane_fw_block4"), open("xlane_fw_block6"), open("xlane_fw_rate")
+	if err := errors.Join(errs...); err != nil {
+		m.Close()
+		return FwMaps{}, err
+	}
+	return m, nil
+}
+
+// Close releases the handles (pins stay).
+func (m FwMaps) Close() {
+	for _, mp := range []*ebpf.Map{m.Exact, m.Addr, m.Scalar, m.Pool, m.Rules, m.Gens, m.State,
+		m.Counters, m.Events, m.DDoS, m.Block4, m.Block6, m.Rate} {
+		if mp != nil {
+			mp.Close()
+		}
+	}
+}

@@ -1,0 +1,5 @@
+package fwtest
+
+import "net"
+
+func parseMAC(s string) (net.HardwareAddr, error) { return net.ParseMAC(s) }
