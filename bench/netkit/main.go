@@ -165,6 +165,12 @@ func run() error {
 		}
 	}
 
+	// Warm up each path once (neighbour entries, conntrack, caches).
+	for _, k := range kinds {
+		if _, err := iperfFor(k, 1); err != nil {
+			return fmt.Errorf("%s warm-up: %w", k.name, err)
+		}
+	}
 	var samples []sample
 	for rep := 1; rep <= *reps; rep++ {
 		order := kinds
@@ -198,7 +204,9 @@ func run() error {
 	return nil
 }
 
-func iperf(k *kind) (float64, error) {
+func iperf(k *kind) (float64, error) { return iperfFor(k, int(duration.Seconds())) }
+
+func iperfFor(k *kind, seconds int) (float64, error) {
 	args := in(k.dst, "iperf3", "-s", "-1", "-B", k.dstIP, "-p", "5299")
 	srv := exec.Command(args[0], args[1:]...)
 	if err := srv.Start(); err != nil {
@@ -206,7 +214,7 @@ func iperf(k *kind) (float64, error) {
 	}
 	defer func() { srv.Process.Kill(); srv.Wait() }()
 	time.Sleep(500 * time.Millisecond)
-	secs := strconv.Itoa(int(duration.Seconds()))
+	secs := strconv.Itoa(seconds)
 	o, err := sh(in(k.src, "iperf3", "-c", k.dstIP, "-p", "5299", "-t", secs, "-J")...)
 	if err != nil {
 		return 0, err
@@ -220,6 +228,9 @@ func iperf(k *kind) (float64, error) {
 	}
 	if err := json.Unmarshal([]byte(o), &r); err != nil {
 		return 0, err
+	}
+	if r.End.SumReceived.BitsPerSecond == 0 {
+		return 0, fmt.Errorf("iperf3 received nothing:\n%s", o)
 	}
 	return r.End.SumReceived.BitsPerSecond / 1e9, nil
 }
