@@ -359,7 +359,7 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 	}
 	if o.gc {
 		log.Printf("conntrack memory and GC at 1M entries")
-		g, err := measureCTGC(ctx, filepath.Join("/sys/fs/bpf", runID+"-natgc"), 3)
+		g, err := natMeasureCTGC(ctx, filepath.Join("/sys/fs/bpf", runID+"-natgc"), 3)
 		if err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
@@ -378,7 +378,7 @@ func natMedian(ss []natSample, level int, test, mode string, metric func(natLoad
 			xs = append(xs, metric(s.R))
 		}
 	}
-	return median(xs), len(xs)
+	return natMedianOf(xs), len(xs)
 }
 
 func natMarkdown(rep *natReport, o natOptions) string {

@@ -25,7 +25,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/datapath"
 )
 
-// natGCResult is what measureCTGC found.
+// natGCResult is what natMeasureCTGC found.
 type natGCResult struct {
 	Entries, Expired int
 	// CPU (user+sys of this process) and wall time of one GC pass, ms,
@@ -47,44 +47,44 @@ type natGCResult struct {
 	Reps                            int
 }
 
-func monoNanos() uint64 {
+func natMonoNanos() uint64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
 
-func cpuNow() time.Duration {
+func natCPUNow() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// timed returns fn's process CPU and wall time in milliseconds.
-func timed(fn func() error) (cpu, wall float64, err error) {
+// natTimed returns fn's process CPU and wall time in milliseconds.
+func natTimed(fn func() error) (cpu, wall float64, err error) {
 	runtime.GC()
-	c0, w0 := cpuNow(), time.Now()
+	c0, w0 := natCPUNow(), time.Now()
 	err = fn()
-	return float64(cpuNow()-c0) / 1e6, float64(time.Since(w0)) / 1e6, err
+	return float64(natCPUNow()-c0) / 1e6, float64(time.Since(w0)) / 1e6, err
 }
 
-// synthCT is the i-th synthetic flow (TCP from 100.64.0.0/10, which no
+// natSynthCT is the i-th synthetic flow (TCP from 100.64.0.0/10, which no
 // benchmark traffic uses).
-func synthCT(i int) bpf.CTKey {
+func natSynthCT(i int) bpf.CTKey {
 	src := netip.AddrFrom4([4]byte{100, 64 + byte(i>>24&0x3f), byte(i >> 16), byte(i >> 8)})
 	k := bpf.CTKey{Saddr: src.As16(), Daddr: netip.MustParseAddr("100.127.0.1").As16(), Proto: unix.IPPROTO_TCP}
-	k.Sport = nbo16(uint16(1024 + i&0xff))
-	k.Dport = nbo16(1)
+	k.Sport = natNBO16(uint16(1024 + i&0xff))
+	k.Dport = natNBO16(1)
 	return k
 }
 
-// nbo16 is the network-order value a u16 field of a BPF struct holds.
-func nbo16(v uint16) uint16 { return v<<8 | v>>8 }
+// natNbo16 is the network-order value a u16 field of a BPF struct holds.
+func natNBO16(v uint16) uint16 { return v<<8 | v>>8 }
 
-// fillSynthCT puts entries idx (i for which pick(i)) into m; expired
+// natFillCT puts the entries i for which pick(i) (nil: all) into m; expired
 // entries' deadlines passed an hour ago, the others' are a day away.
-func fillSynthCT(m *ebpf.Map, n int, pick func(i int) bool, expired func(i int) bool) error {
+func natFillCT(m *ebpf.Map, n int, pick func(i int) bool, expired func(i int) bool) error {
 	const chunk = 1 << 16
-	now := monoNanos()
+	now := natMonoNanos()
 	keys := make([]bpf.CTKey, 0, chunk)
 	vals := make([]bpf.CTVal, 0, chunk)
 	flush := func() error {
@@ -103,7 +103,7 @@ func fillSynthCT(m *ebpf.Map, n int, pick func(i int) bool, expired func(i int) 
 		if expired(i) {
 			v.Expires = now - uint64(time.Hour)
 		}
-		keys, vals = append(keys, synthCT(i)), append(vals, v)
+		keys, vals = append(keys, natSynthCT(i)), append(vals, v)
 		if len(keys) == chunk {
 			if err := flush(); err != nil {
 				return err
@@ -113,11 +113,11 @@ func fillSynthCT(m *ebpf.Map, n int, pick func(i int) bool, expired func(i int) 
 	return flush()
 }
 
-// legacyGC is datapath.GCCT as it was before batching: Map.Iterate (a
+// natLegacyGC is datapath.GCCT as it was before batching: Map.Iterate (a
 // get-next-key and a lookup system call per entry) collecting the expired
 // keys, then one delete system call per key.
-func legacyGC(m *ebpf.Map, grace uint64) (int, error) {
-	now := monoNanos()
+func natLegacyGC(m *ebpf.Map, grace uint64) (int, error) {
+	now := natMonoNanos()
 	var (
 		k    bpf.CTKey
 		v    bpf.CTVal
@@ -143,8 +143,8 @@ func legacyGC(m *ebpf.Map, grace uint64) (int, error) {
 	return n, nil
 }
 
-// slabBytes is the memory of every slab cache (num_objs x objsize).
-func slabBytes() (map[string]int64, error) {
+// natSlabBytes is the memory of every slab cache (num_objs x objsize).
+func natSlabBytes() (map[string]int64, error) {
 	b, err := os.ReadFile("/proc/slabinfo")
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func slabBytes() (map[string]int64, error) {
 	return out, nil
 }
 
-func slabObjSize(cache string) int {
+func natSlabObjSize(cache string) int {
 	b, _ := os.ReadFile("/proc/slabinfo")
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) > 3 && f[0] == cache {
@@ -175,8 +175,8 @@ func slabObjSize(cache string) int {
 	return 0
 }
 
-// bpftoolMemlock is bpftool's bytes_memlock of the map pinned at path.
-func bpftoolMemlock(ctx context.Context, path string) (uint64, error) {
+// natMemlock is bpftool's bytes_memlock of the map pinned at path.
+func natMemlock(ctx context.Context, path string) (uint64, error) {
 	out, err := run(ctx, "bpftool", "-j", "map", "show", "pinned", path)
 	if err != nil {
 		return 0, err
@@ -191,7 +191,7 @@ func bpftoolMemlock(ctx context.Context, path string) (uint64, error) {
 	return v, err
 }
 
-func median(xs []float64) float64 {
+func natMedianOf(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
@@ -203,9 +203,9 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// measureCTGC fills a scratch xlane_ct with a million entries (a tenth of
+// natMeasureCTGC fills a scratch xlane_ct with a million entries (a tenth of
 // them expired) and measures memory per entry and the GC passes.
-func measureCTGC(ctx context.Context, pinDir string, reps int) (res natGCResult, err error) {
+func natMeasureCTGC(ctx context.Context, pinDir string, reps int) (res natGCResult, err error) {
 	const entries, grace = 1_000_000, uint64(10 * time.Second)
 	expired := func(i int) bool { return i%10 == 0 }
 	res.Entries, res.Expired, res.Reps = entries, entries/10, reps
@@ -227,19 +227,19 @@ func measureCTGC(ctx context.Context, pinDir string, reps int) (res natGCResult,
 		return res, err
 	}
 	res.StatsBytesPerEntry = st.BytesPerEntry
-	if res.MemlockEmpty, err = bpftoolMemlock(ctx, pin); err != nil {
+	if res.MemlockEmpty, err = natMemlock(ctx, pin); err != nil {
 		return res, err
 	}
-	slab0, err := slabBytes()
+	slab0, err := natSlabBytes()
 	if err != nil {
 		return res, err
 	}
-	if err := fillSynthCT(m, entries, nil, expired); err != nil {
+	if err := natFillCT(m, entries, nil, expired); err != nil {
 		return res, fmt.Errorf("fill: %w", err)
 	}
 	time.Sleep(500 * time.Millisecond) // let per-CPU allocator refills settle
-	slab1, _ := slabBytes()
-	if res.MemlockFull, err = bpftoolMemlock(ctx, pin); err != nil {
+	slab1, _ := natSlabBytes()
+	if res.MemlockFull, err = natMemlock(ctx, pin); err != nil {
 		return res, err
 	}
 	res.MemlockPerEntry = float64(res.MemlockFull-res.MemlockEmpty) / entries
@@ -254,19 +254,19 @@ func measureCTGC(ctx context.Context, pinDir string, reps int) (res natGCResult,
 	}
 	res.SlabGrew = fmt.Sprintf("%s +%.0f MB", top, float64(delta)/1e6)
 	res.SlabPerEntry = float64(delta) / entries
-	res.NfConntrackObjSize = slabObjSize("nf_conntrack")
+	res.NfConntrackObjSize = natSlabObjSize("nf_conntrack")
 	if b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_buckets"); err == nil {
 		res.NfCtBuckets, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 
-	readd := func() error { return fillSynthCT(m, entries, expired, expired) }
+	readd := func() error { return natFillCT(m, entries, expired, expired) }
 	var bc, bw, lc, lw, bnc, bnw, lnc, lnw, sc []float64
 	for r := 0; r < reps; r++ {
 		for _, legacyFirst := range []bool{r%2 == 1, r%2 == 0} {
 			var n int
-			c, w, err := timed(func() (err error) {
+			c, w, err := natTimed(func() (err error) {
 				if legacyFirst {
-					n, err = legacyGC(m, grace)
+					n, err = natLegacyGC(m, grace)
 				} else {
 					n, err = dp.GCCT(grace)
 				}
@@ -286,26 +286,26 @@ func measureCTGC(ctx context.Context, pinDir string, reps int) (res natGCResult,
 		}
 		// Nothing older than two days: a full walk that deletes nothing.
 		noop := uint64(48 * time.Hour)
-		c, w, err := timed(func() error { _, err := legacyGC(m, noop); return err })
+		c, w, err := natTimed(func() error { _, err := natLegacyGC(m, noop); return err })
 		if err != nil {
 			return res, err
 		}
 		lnc, lnw = append(lnc, c), append(lnw, w)
-		c, w, err = timed(func() error { _, err := dp.GCCT(noop); return err })
+		c, w, err = natTimed(func() error { _, err := dp.GCCT(noop); return err })
 		if err != nil {
 			return res, err
 		}
 		bnc, bnw = append(bnc, c), append(bnw, w)
-		c, _, err = timed(func() error { _, err := dp.CTStats(); return err })
+		c, _, err = natTimed(func() error { _, err := dp.CTStats(); return err })
 		if err != nil {
 			return res, err
 		}
 		sc = append(sc, c)
 	}
-	res.BatchCPU, res.BatchWall, res.LegacyCPU, res.LegacyWall = median(bc), median(bw), median(lc), median(lw)
-	res.BatchNoopCPU, res.BatchNoopWall, res.LegacyNoopCPU, res.LegacyNoopWall = median(bnc), median(bnw), median(lnc), median(lnw)
-	res.StatsCPU = median(sc)
-	c, _, err := timed(func() error { _, err := dp.FlushCT(); return err })
+	res.BatchCPU, res.BatchWall, res.LegacyCPU, res.LegacyWall = natMedianOf(bc), natMedianOf(bw), natMedianOf(lc), natMedianOf(lw)
+	res.BatchNoopCPU, res.BatchNoopWall, res.LegacyNoopCPU, res.LegacyNoopWall = natMedianOf(bnc), natMedianOf(bnw), natMedianOf(lnc), natMedianOf(lnw)
+	res.StatsCPU = natMedianOf(sc)
+	c, _, err := natTimed(func() error { _, err := dp.FlushCT(); return err })
 	res.FlushCPU = c
 	return res, err
 }

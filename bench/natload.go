@@ -100,7 +100,7 @@ func natClient(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	targets, err := readTargets(*targetsFile)
+	targets, err := natReadTargets(*targetsFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nat-client:", err)
 		return 1
@@ -112,7 +112,7 @@ func natClient(args []string) int {
 	return 0
 }
 
-func readTargets(path string) ([]string, error) {
+func natReadTargets(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func runNATLoad(targets []string, duration time.Duration, conc int, timeout time
 					if errors.As(err, &ne) && ne.Timeout() {
 						w.timeouts++
 					}
-					w.errs[errKind(err)]++
+					w.errs[natErrKind(err)]++
 					continue
 				}
 				w.ok++
@@ -196,8 +196,8 @@ func runNATLoad(targets []string, duration time.Duration, conc int, timeout time
 	return res
 }
 
-// errKind names a failure without addresses, for counting.
-func errKind(err error) string {
+// natErrKind names a failure without addresses, for counting.
+func natErrKind(err error) string {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():

@@ -185,6 +185,7 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, enum xl_reason *
 	struct endpoint_val *src, *dst;
 	enum ep_step step;
 	struct pkt p = {};
+	int fw;
 
 	tc_pull_l4(skb);
 	step = ep_parsed(parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end,
@@ -198,8 +199,9 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, enum xl_reason *
 	if (!src)
 		return XL_TC_PASS;	/* link-scope source admitted above */
 	/* Firewall before conntrack: a refused flow gets no entries. */
-	if (fw_skb_ep(skb, &p, FW_KIND_FROM_EP, 0, reason) != FW_V_ALLOW)
-		return TC_ACT_SHOT;
+	fw = fw_skb_ep(skb, &p, FW_KIND_FROM_EP, 0, 0, reason);
+	if (fw != FW_V_ALLOW)
+		return fw_tc_ret(fw);	/* a reject's RST goes back out */
 	step = ct_from_endpoint(skb, &p, src->flags, reason);
 	if (step != EP_CONTINUE)
 		return tc_step(step);
@@ -207,8 +209,9 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, enum xl_reason *
 	if (dst) {
 		/* A peer redirect skips the destination's tcx egress: its
 		 * firewall runs here. */
-		if (fw_skb_ep(skb, &p, FW_KIND_TO_EP, 0, reason) != FW_V_ALLOW)
-			return TC_ACT_SHOT;
+		fw = fw_skb_ep(skb, &p, FW_KIND_TO_EP, 0, 0, reason);
+		if (fw != FW_V_ALLOW)
+			return fw_tc_ret(fw);
 		return to_local_endpoint(skb, &p, dst, reason);
 	}
 	return to_fib(skb, &p, reason);
@@ -234,10 +237,12 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 {
 	enum xl_reason reason = XL_DELIVER;
 	__u32 len = skb->len;
+	int ret;
 
-	if (fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
+	ret = fw_skb_to_endpoint(skb, &reason);
+	if (ret != FW_V_ALLOW) {
 		metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
-		return TC_ACT_SHOT;
+		return fw_tc_ret(ret);	/* a reject's RST goes back in */
 	}
 	metrics_count(skb->ifindex, XL_DELIVER, XL_DIR_INGRESS, len);
 	return XL_TC_PASS;

@@ -192,6 +192,7 @@ static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cf
 	struct endpoint_val *dst;
 	enum ep_step step;
 	struct pkt p = {};
+	int fw;
 
 	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end,
 				  len, &p), reason);
@@ -206,12 +207,14 @@ static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cf
 	}
 	/* Firewall (the tc program does it for what goes to it above). No
 	 * ct stage runs behind XDP: this hook keeps the flow's entries. */
-	if (fw_xdp_ep(ctx, &p, FW_KIND_FROM_EP, len, 1, reason) != FW_V_ALLOW)
-		return XDP_DROP;
+	fw = fw_xdp_ep(ctx, &p, FW_KIND_FROM_EP, len, 1, reason);
+	if (fw != FW_V_ALLOW)
+		return fw_xdp_ret(fw);	/* a reject's RST goes back out */
 	dst = ep_local(&p);
 	if (dst) {
-		if (fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason) != FW_V_ALLOW)
-			return XDP_DROP;
+		fw = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason);
+		if (fw != FW_V_ALLOW)
+			return fw_xdp_ret(fw);
 		return to_local_endpoint(ctx, &p, cfg, dst, len, reason);
 	}
 	return to_fib(ctx, &p, cfg, ctx->ingress_ifindex, len, reason);

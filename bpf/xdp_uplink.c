@@ -34,8 +34,9 @@ static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
 
 	parsed = parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p);
 	/* DDoS defence and the uplink scope's rules come first (lib/fw.h). */
-	if (fw_xdp_uplink(ctx, &p, parsed, len, reason) != FW_V_ALLOW)
-		return XDP_DROP;
+	ret = fw_xdp_uplink(ctx, &p, parsed, len, reason);
+	if (ret != FW_V_ALLOW)
+		return fw_xdp_ret(ret);	/* a reject's RST goes back out */
 	if (ep_parsed(parsed, reason) != EP_CONTINUE) {
 		if (*reason == XL_DROP_MALFORMED)
 			*reason = XL_PASS_NON_IP;
@@ -62,8 +63,9 @@ static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
 	}
 	/* The redirect skips the endpoint's tcx egress: its firewall runs
 	 * here, and keeps the flow's conntrack entries. */
-	if (fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason) != FW_V_ALLOW)
-		return XDP_DROP;
+	ret = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason);
+	if (ret != FW_V_ALLOW)
+		return fw_xdp_ret(ret);
 	/* Frames from a veth-backed uplink (or a NIC without RX checksum)
 	 * may carry partial checksums: finish them (lib/l4csum.h), before
 	 * anything else is rewritten, so a refusal leaves the frame intact. */
@@ -90,7 +92,7 @@ int xlane_xdp_from_uplink(struct xdp_md *ctx)
 
 	ret = from_uplink(ctx, len, &reason, &dst_ifindex);
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
-	if (ret == XDP_REDIRECT)
+	if (ret == XDP_REDIRECT && dst_ifindex)	/* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
 	return ret;
 }

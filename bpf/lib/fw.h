@@ -27,6 +27,7 @@
 
 #include <linux/bpf.h>
 #include <linux/in.h>
+#include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "abi.h"
@@ -57,12 +58,14 @@ struct fw_addr_inner {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 };
 
+/* The scalar and rules arrays have fixed sizes: without BPF_F_INNER_MAP
+ * the verifier inlines their lookups (a few instructions instead of a
+ * helper call). The pool's size follows the rule set. */
 struct fw_scalar_inner {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u32);
 	__uint(max_entries, FW_SC_SIZE);
-	__uint(map_flags, BPF_F_INNER_MAP);
 };
 
 struct fw_pool_inner {
@@ -77,8 +80,7 @@ struct fw_rules_inner {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, struct fw_rule);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(max_entries, FW_MAX_RULES);
 };
 
 /* clang emits the key and value types of inner map templates as forward
@@ -253,7 +255,13 @@ struct fw_l4 {
 enum fw_verdict {
 	FW_V_ALLOW = 0,
 	FW_V_DROP,
-	FW_V_REJECT,
+	FW_V_REJECT,		/* refused, no answer possible: drop it */
+	FW_V_REPLIED,		/* refused and turned into the TCP RST that
+				 * answers it, redirected back: return
+				 * TC_ACT_REDIRECT / XDP_REDIRECT */
+	FW_V_REPLIED_TX,	/* the same, XDP: return XDP_TX */
+	FW_V_SEARCH,		/* fw_prepare: the classes are in the
+				 * scratch, fw_decide searches them */
 };
 
 #define FW_EXT_MAX 4		/* IPv6 extension headers walked */
@@ -283,6 +291,7 @@ static __always_inline int fw_related(void *data, void *data_end, const struct p
 	__u8 *in = data + off;
 	__u8 *ports;
 
+	__builtin_memset(rk, 0, sizeof(*rk));
 	if (p->ip4) {
 		struct iphdr *ip = (void *)in;
 
@@ -428,7 +437,7 @@ static __always_inline void fw_parse_l4(void *data, void *data_end, const struct
 }
 
 /*
- * Per-packet scratch of the stage, kept off the BPF stack: fw_check runs
+ * Per-packet scratch of the stage, kept off the BPF stack: the stage runs
  * as a call below the hook's frame, and the two share 512 bytes.
  */
 struct fw_scratch {
@@ -442,6 +451,9 @@ struct fw_scratch {
 	struct fw_addr_key ak;
 	__u32 cls[FW_F_MAX];
 	__u32 key;
+	__u32 slot;		/* the generation's slot */
+	__u32 fields;		/* its fw_gen.fields */
+	enum xl_reason reason;	/* of a refusal */
 	/* The search (fw_step): candidate words left, the current word's
 	 * matching rules, the deciding rule's bit + 1 (0: none). */
 	__u64 c0, c1, c2, c3;
@@ -630,32 +642,32 @@ static __always_inline __s64 fw_lookup_u32(void *map, const void *key)
 {
 	__u32 *v = bpf_map_lookup_elem(map, key);
 
-	return v ? *v : -1;
+	return v ? (__s64)*v : -1;	/* not u32: -1 must stay negative */
 }
 
 /*
- * fw_classify finds the rule that decides p in slot's generation, or NULL
- * when none matches (no rule of the set can match: allowed).
+ * fw_classes looks p's fields up in slot's generation and leaves their
+ * classes in sc->cls: 0 when the search must run, -1 when no rule of
+ * the set can match p (allowed).
  */
-static __always_inline struct fw_rule *fw_classify(__u32 slot, const struct fw_gen *gen,
-						   const struct pkt *p, struct fw_scratch *sc)
+static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen,
+				      const struct pkt *p, struct fw_scratch *sc)
 {
 	const struct fw_hook *hk = &sc->hk;
 	const struct fw_l4 *l4 = &sc->l4;
 	struct fw_exact_key *ek = &sc->ek;
 	struct fw_addr_key *ak = &sc->ak;
-	void *exact, *addr, *scalar, *pool, *rules;
+	void *exact, *addr, *scalar;
 	__u32 fields = gen->fields;
-	struct fw_walk w;
 	__s64 c;
 
 	exact = bpf_map_lookup_elem(&xlane_fw_exact, &slot);
 	addr = bpf_map_lookup_elem(&xlane_fw_addr, &slot);
 	scalar = bpf_map_lookup_elem(&xlane_fw_scalar, &slot);
-	pool = bpf_map_lookup_elem(&xlane_fw_pool, &slot);
-	rules = bpf_map_lookup_elem(&xlane_fw_rules, &slot);
-	if (!exact || !addr || !scalar || !pool || !rules)
-		return 0;
+	if (!exact || !addr || !scalar)
+		return -1;
+	sc->slot = slot;
+	sc->fields = fields;
 
 	/* The hook: (kind, network), else (kind, every network); a kind no
 	 * rule names has no entry, and nothing to match. */
@@ -668,7 +680,7 @@ static __always_inline struct fw_rule *fw_classify(__u32 slot, const struct fw_g
 		__builtin_memset(ek->data, 0, sizeof(ek->data));
 		c = fw_lookup_u32(exact, ek);
 		if (c < 0)
-			return 0;
+			return -1;
 	}
 	sc->cls[FW_F_CTX] = c;
 
@@ -693,7 +705,7 @@ static __always_inline struct fw_rule *fw_classify(__u32 slot, const struct fw_g
 		fw_addr_key(ak, FW_F_SRC, p, &p->src);
 		c = fw_lookup_u32(addr, ak);
 		if (c < 0)
-			return 0;	/* no rule covers this source */
+			return -1;	/* no rule covers this source */
 		sc->cls[FW_F_SRC] = c;
 	}
 	sc->cls[FW_F_DST] = FW_CLASS_ALL;
@@ -701,7 +713,7 @@ static __always_inline struct fw_rule *fw_classify(__u32 slot, const struct fw_g
 		fw_addr_key(ak, FW_F_DST, p, &p->dst);
 		c = fw_lookup_u32(addr, ak);
 		if (c < 0)
-			return 0;
+			return -1;
 		sc->cls[FW_F_DST] = c;
 	}
 	sc->cls[FW_F_PROTO] = FW_CLASS_ALL;
@@ -729,8 +741,33 @@ static __always_inline struct fw_rule *fw_classify(__u32 slot, const struct fw_g
 		sc->cls[FW_F_FLAGS] = c < 0 ? FW_CLASS_ALL : c;
 	}
 
+	return 0;
+}
+
+/* fw_search_classes runs the search over sc's classes: the deciding rule,
+ * or NULL. */
+static __always_inline struct fw_rule *fw_search_classes(struct fw_scratch *sc)
+{
+	__u32 slot = sc->slot & 1, fields = sc->fields;
+	struct fw_bits *all;
+	struct fw_walk w;
+	void *pool, *rules;
+
+	pool = bpf_map_lookup_elem(&xlane_fw_pool, &slot);
+	rules = bpf_map_lookup_elem(&xlane_fw_rules, &slot);
+	if (!pool || !rules)
+		return 0;
+	/* A field no rule restricts is every bit: one lookup serves them. */
+	sc->key = FW_CLASS_ALL;
+	all = bpf_map_lookup_elem(pool, &sc->key);
+	if (!all)
+		return 0;
 #pragma unroll
 	for (int f = 0; f < FW_F_MAX; f++) {
+		if (!(fields & (1 << f))) {
+			w.m.b[f] = all;
+			continue;
+		}
 		w.m.b[f] = bpf_map_lookup_elem(pool, &sc->cls[f]);
 		if (!w.m.b[f])
 			return 0;
@@ -740,34 +777,60 @@ static __always_inline struct fw_rule *fw_classify(__u32 slot, const struct fw_g
 	return fw_search(&w);
 }
 
+/* fw_track keeps the flow's conntrack entries when the hook owns them:
+ * refresh the entry v (NULL: look it up), or create the flow. */
+static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
+{
+	if (!sc->hk.track || !sc->l4.trackable)
+		return;
+	sc->cl.proto = sc->l4.proto;
+	sc->cl.tcp_flags = sc->l4.flags;
+	sc->cl.sport = sc->l4.ct_sport;
+	sc->cl.dport = sc->l4.ct_dport;
+	if (!v)
+		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+	if (v) {
+		ct_hit(&sc->k, v, &sc->cl, sc->hk.len);
+	} else {
+		struct ct_scratch *cs = ct_scratch_get();
+
+		/* A full table leaves the flow untracked: its replies are
+		 * classified like new flows. */
+		if (cs)
+			ct_create(&sc->k, cs, &sc->cl);
+	}
+}
+
 /*
- * fw_check is the firewall stage of every hook: FW_V_ALLOW, or a drop or
- * reject with *reason set. Established flows (and ICMP errors about a
- * tracked flow) pass before any rule when the set says so. Inert (allow)
- * until a rule set is installed. A BPF-to-BPF call: its frame is its own.
+ * fw_prepare is the first half of the stage: FW_V_ALLOW when the packet
+ * passes before any rule (no rule set, neighbour discovery, established
+ * or related, or no rule of the set can match it), else FW_V_SEARCH with
+ * the classes of its fields in sc. p was parsed (PARSE_OK) from data;
+ * sc->hk is set.
  */
-static __noinline __attribute__((unused)) int fw_check(void *data, void *data_end, const struct pkt *p,
-						   const struct fw_hook *hk, enum xl_reason *reason)
+static __always_inline int fw_prepare(void *data, void *data_end, const struct pkt *p,
+				      struct fw_scratch *sc)
 {
 	__u32 zero = 0, slot;
 	struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
-	struct fw_scratch *sc;
 	struct fw_gen *gen;
-	struct fw_rule *r;
 	struct ct_val *v = 0;
 
 	if (!st || !st->on)
 		return FW_V_ALLOW;
 	slot = st->active & 1;
 	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
-	sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
-	if (!gen || !sc)
+	if (!gen)
 		return FW_V_ALLOW;
-	if (!p->ip4 && !p->ip6)
-		return FW_V_ALLOW;
-	__builtin_memset(sc, 0, sizeof(*sc));
-	sc->hk = *hk;
+	/* Only what is read before it is written needs zeroing (sc->hk is
+	 * the caller's). */
+	__builtin_memset(&sc->k, 0, sizeof(sc->k));
+	__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
 	fw_parse_l4(data, data_end, p, &sc->l4, &sc->rk);
+	/* Neighbour discovery (router/neighbour solicitation and
+	 * advertisement, redirect) is never filtered: without it IPv6 dies. */
+	if (sc->l4.proto == IPPROTO_ICMPV6 && sc->l4.dport >= 133 && sc->l4.dport <= 137)
+		return FW_V_ALLOW;
 	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
 	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
 	if (sc->l4.trackable) {
@@ -780,56 +843,250 @@ static __noinline __attribute__((unused)) int fw_check(void *data, void *data_en
 		/* ESTABLISHED as Linux means it: a reply, or a flow that has
 		 * seen both directions. The flow's first direction is
 		 * classified again until the other side answers. */
-		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW))
-			goto allowed;
+		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW)) {
+			fw_track(sc, v);
+			return FW_V_ALLOW;
+		}
 		if (sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk))
 			return FW_V_ALLOW;
 	}
-	r = fw_classify(slot, gen, p, sc);
+	if (fw_classes(slot, gen, p, sc)) {
+		fw_track(sc, v);
+		return FW_V_ALLOW;
+	}
+	return FW_V_SEARCH;
+}
+
+/*
+ * fw_verdict is the second half: search the classes fw_prepare left in
+ * sc, count and log the deciding rule, and return the verdict (with
+ * sc->reason of a refusal); an allowed flow is tracked.
+ */
+static __always_inline int fw_verdict(struct fw_scratch *sc)
+{
+	struct fw_rule *r = fw_search_classes(sc);
+
 	if (r) {
 		fw_count(r, sc->hk.len);
 		fw_log(r, sc);
 		if (r->action == FW_REJECT) {
-			*reason = XL_DROP_FW_REJECT;
+			sc->reason = XL_DROP_FW_REJECT;
 			return FW_V_REJECT;
 		}
 		if (r->action != FW_ALLOW) {
-			*reason = r->is_default ? XL_DROP_FW_DEFAULT : XL_DROP_FW;
+			sc->reason = r->is_default ? XL_DROP_FW_DEFAULT : XL_DROP_FW;
 			return FW_V_DROP;
 		}
 	}
-allowed:
-	if (sc->hk.track && sc->l4.trackable) {
-		sc->cl.proto = sc->l4.proto;
-		sc->cl.tcp_flags = sc->l4.flags;
-		sc->cl.sport = sc->l4.ct_sport;
-		sc->cl.dport = sc->l4.ct_dport;
-		if (v) {
-			ct_hit(&sc->k, v, &sc->cl, sc->hk.len);
-		} else {
-			struct ct_scratch *cs = ct_scratch_get();
-
-			/* A full table leaves the flow untracked: its replies
-			 * are classified like new flows. */
-			if (cs)
-				ct_create(&sc->k, cs, &sc->cl);
-		}
-	}
+	fw_track(sc, 0);
 	return FW_V_ALLOW;
 }
 
 /* ---------------------------------------------------------------------
- * Hook helpers: what the entry files call.
+ * Reject: the refused TCP segment becomes the RST that answers it (RFC
+ * 9293 3.10.7.1), in place, and goes back the way it came. Other
+ * protocols are dropped (an ICMP unreachable needs the packet to grow
+ * around a quote of itself: not done yet).
  */
 
-/* fw_on is the cheap test hooks make before any firewall work. */
-static __always_inline int fw_on(void)
-{
-	__u32 zero = 0;
-	struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
+/* What the RST needs from the segment it answers, read before the frame
+ * is cut down to the headers. */
+struct fw_rst {
+	__u32 l4_off;
+	__u32 seq, ack;		/* host order */
+	__u32 seg_len;		/* payload + SYN + FIN */
+	__u8 flags;
+};
 
-	return st && st->on;
+static __always_inline __u32 fw_csum_add(__u32 sum, const void *p, int len)
+{
+	const __u16 *w = p;
+
+#pragma unroll
+	for (int i = 0; i < len / 2; i++)
+		sum += w[i];
+	return sum;
 }
+
+static __always_inline __u16 fw_csum_fold(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+/* fw_rst_read fills r from the segment; -1 when there is nothing to
+ * answer (not TCP, an RST, options or extension headers in the way). */
+static __always_inline int fw_rst_read(void *data, void *data_end, struct fw_rst *r)
+{
+	struct ethhdr *eth = data;
+	__u32 tot, hl;
+	__u8 *th;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > data_end || ip->ihl != 5 || ip->protocol != IPPROTO_TCP ||
+		    (ip->frag_off & bpf_htons(0x3fff)))
+			return -1;
+		tot = bpf_ntohs(ip->tot_len);
+		hl = sizeof(*ip);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_TCP)
+			return -1;
+		tot = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+		hl = sizeof(*ip6);
+	} else {
+		return -1;
+	}
+	r->l4_off = sizeof(*eth) + hl;
+	th = data + r->l4_off;
+	if ((void *)(th + 20) > data_end)
+		return -1;
+	r->flags = th[13];
+	if (r->flags & TCP_FLAG_RST)
+		return -1;	/* never answer an RST */
+	__builtin_memcpy(&r->seq, th + 4, 4);
+	__builtin_memcpy(&r->ack, th + 8, 4);
+	r->seq = bpf_ntohl(r->seq);
+	r->ack = bpf_ntohl(r->ack);
+	hl += (th[12] >> 4) * 4;
+	r->seg_len = (tot > hl ? tot - hl : 0) + !!(r->flags & TCP_FLAG_SYN) + !!(r->flags & TCP_FLAG_FIN);
+	return 0;
+}
+
+/* fw_rst_write turns the frame, cut to r->l4_off + 20 bytes, into the
+ * RST: addresses and ports swapped, sequence numbers as RFC 9293 says,
+ * checksums computed whole (the frame has no offload state left that
+ * could complete them). */
+static __always_inline int fw_rst_write(void *data, void *data_end, const struct fw_rst *r)
+{
+	struct ethhdr *eth = data;
+	__u8 mac[ETH_ALEN];
+	__u32 sum = 0, seq, ack;
+	__u16 port;
+	__u8 *th;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+	th = data + r->l4_off;
+	if ((void *)(th + 20) > data_end)
+		return -1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		__be32 a;
+
+		if ((void *)(ip + 1) > data_end || (void *)ip + 20 != (void *)th)
+			return -1;
+		a = ip->saddr;
+		ip->saddr = ip->daddr;
+		ip->daddr = a;
+		ip->tos = 0;
+		ip->tot_len = bpf_htons(40);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(0x4000);	/* DF */
+		ip->ttl = 64;
+		ip->check = 0;
+		ip->check = fw_csum_fold(fw_csum_add(0, ip, 20));
+		sum = fw_csum_add(sum, &ip->saddr, 8);
+	} else {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		struct in6_addr a;
+
+		if ((void *)(ip6 + 1) > data_end || (void *)(ip6 + 1) != (void *)th)
+			return -1;
+		a = ip6->saddr;
+		ip6->saddr = ip6->daddr;
+		ip6->daddr = a;
+		ip6->priority = 0;
+		__builtin_memset(ip6->flow_lbl, 0, sizeof(ip6->flow_lbl));
+		ip6->payload_len = bpf_htons(20);
+		ip6->hop_limit = 64;
+		sum = fw_csum_add(sum, &ip6->saddr, 32);
+	}
+	__builtin_memcpy(&port, th, 2);
+	__builtin_memcpy(th, th + 2, 2);
+	__builtin_memcpy(th + 2, &port, 2);
+	if (r->flags & TCP_FLAG_ACK) {
+		seq = bpf_htonl(r->ack);
+		ack = 0;
+		th[13] = TCP_FLAG_RST;
+	} else {
+		seq = 0;
+		ack = bpf_htonl(r->seq + r->seg_len);
+		th[13] = TCP_FLAG_RST | TCP_FLAG_ACK;
+	}
+	__builtin_memcpy(th + 4, &seq, 4);
+	__builtin_memcpy(th + 8, &ack, 4);
+	th[12] = 5 << 4;			/* no options */
+	__builtin_memset(th + 14, 0, 6);	/* window, checksum, urgent */
+	sum += bpf_htons(IPPROTO_TCP) + bpf_htons(20);
+	sum = fw_csum_add(sum, th, 20);
+	port = fw_csum_fold(sum);
+	__builtin_memcpy(th + 16, &port, 2);
+	return 0;
+}
+
+/* fw_skb_reject answers the refused segment in skb with an RST sent out
+ * of the device it came in by (flags 0: tcx ingress, back to the
+ * container) or into it (BPF_F_INGRESS: tcx egress, back to whoever sent
+ * it through Linux). 0: redirected, return TC_ACT_REDIRECT. */
+static __noinline int fw_skb_reject(struct __sk_buff *skb, __u64 flags)
+{
+	struct fw_rst r = {};
+
+	if (fw_rst_read((void *)(long)skb->data, (void *)(long)skb->data_end, &r))
+		return -1;
+	if (r.l4_off > 128 || bpf_skb_change_tail(skb, r.l4_off + 20, 0))
+		return -1;
+	if (fw_rst_write((void *)(long)skb->data, (void *)(long)skb->data_end, &r))
+		return -1;
+	return bpf_redirect(skb->ifindex, flags) == TC_ACT_REDIRECT ? 0 : -1;
+}
+
+/* fw_xdp_reject is fw_skb_reject for XDP: 0 means return XDP_TX. */
+static __noinline int fw_xdp_reject(struct xdp_md *ctx)
+{
+	struct fw_rst r = {};
+	__u32 len = bpf_xdp_get_buff_len(ctx);
+
+	if (fw_rst_read((void *)(long)ctx->data, (void *)(long)ctx->data_end, &r))
+		return -1;
+	if (r.l4_off > 128 || len < r.l4_off + 20 ||
+	    bpf_xdp_adjust_tail(ctx, -(int)(len - (r.l4_off + 20))))
+		return -1;
+	return fw_rst_write((void *)(long)ctx->data, (void *)(long)ctx->data_end, &r);
+}
+
+/* ---------------------------------------------------------------------
+ * The stage as the hooks call it: global functions.
+ *
+ * A global (non-static) BPF function is verified once, on its own, with
+ * only the types of its arguments known; a static one is verified again
+ * for every state its callers reach it in. The stage is a few thousand
+ * instructions with a loop callback: as a static function it multiplied
+ * the verification of the endpoint program tenfold (760k instructions,
+ * close to the verifier's limit). The price of a global function: it
+ * takes the context, not the caller's parsed packet (packet pointers
+ * cannot cross into it), so it parses the headers again, and it must not
+ * change the packet (the reject rewrite is the caller's).
+ */
+
+/* In and out of the stage. */
+struct fw_call {
+	__u32 len;		/* in: bytes, for counters */
+	__u8 kind;		/* in: enum fw_kind */
+	__u8 track;		/* in: struct fw_hook.track */
+	__u8 reason;		/* out: enum xl_reason of a refusal */
+	__u8 pad;
+};
 
 /* fw_ep_hook fills hk for the endpoint a packet leaves (FW_KIND_FROM_EP:
  * its source) or reaches (FW_KIND_TO_EP: its destination). Returns -1
@@ -850,34 +1107,148 @@ static __always_inline int fw_ep_hook(const struct pkt *p, __u8 kind, __u32 len,
 	return 0;
 }
 
-/* fw_skb_ep classifies a packet of a tc program leaving or reaching an
- * endpoint. track: this hook owns the packet's conntrack (struct fw_hook). */
-static __always_inline int fw_skb_ep(struct __sk_buff *skb, const struct pkt *p, __u8 kind,
-				     __u8 track, enum xl_reason *reason)
+static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u32 ifindex,
+				  struct fw_call *c)
 {
-	struct fw_hook hk = {};
+	__u32 zero = 0;
+	struct fw_scratch *sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
+	struct pkt p = {};
 
-	if (!fw_on() || fw_ep_hook(p, kind, skb->len, track, &hk))
+	if (!sc || parse_l3(data, data_end, pkt_len, &p) != PARSE_OK)
 		return FW_V_ALLOW;
-	return fw_check((void *)(long)skb->data, (void *)(long)skb->data_end, p, &hk, reason);
+	if (c->kind == FW_KIND_UPLINK) {
+		__builtin_memset(&sc->hk, 0, sizeof(sc->hk));
+		sc->hk.ifindex = ifindex;
+		sc->hk.len = c->len;
+		sc->hk.kind = FW_KIND_UPLINK;
+	} else if (fw_ep_hook(&p, c->kind, c->len, c->track, &sc->hk)) {
+		return FW_V_ALLOW;
+	}
+	return fw_prepare(data, data_end, &p, sc);
+}
+
+/* fw_prepare_skb and fw_prepare_xdp are fw_prepare for each context:
+ * FW_V_ALLOW, or FW_V_SEARCH for fw_decide. */
+__noinline int fw_prepare_skb(struct __sk_buff *skb, struct fw_call *c)
+{
+	if (!c)
+		return FW_V_ALLOW;
+	return fw_run((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, skb->ifindex, c);
+}
+
+__noinline int fw_prepare_xdp(struct xdp_md *ctx, struct fw_call *c)
+{
+	if (!c)
+		return FW_V_ALLOW;
+	return fw_run((void *)(long)ctx->data, (void *)(long)ctx->data_end, bpf_xdp_get_buff_len(ctx),
+		      ctx->ingress_ifindex, c);
+}
+
+/* fw_decide is fw_verdict, called after fw_prepare returned FW_V_SEARCH
+ * (the two halves' frames are never on the stack together). */
+__noinline int fw_decide(struct fw_call *c)
+{
+	__u32 zero = 0;
+	struct fw_scratch *sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
+	int v;
+
+	if (!c || !sc)
+		return FW_V_ALLOW;
+	v = fw_verdict(sc);
+	c->reason = sc->reason;
+	return v;
+}
+
+/* ---------------------------------------------------------------------
+ * Hook helpers: what the entry files call.
+ */
+
+/* fw_on is the cheap test hooks make before any firewall work. */
+static __always_inline int fw_on(void)
+{
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
+
+	return st && st->on;
+}
+
+/* fw_skb_ep classifies a packet of a tc program leaving or reaching an
+ * endpoint (p: as the caller parsed it; the stage parses again). track:
+ * this hook owns the packet's conntrack (struct fw_hook). bounce: how a
+ * reject's RST leaves (fw_skb_reject). */
+static __always_inline int fw_skb_ep(struct __sk_buff *skb, const struct pkt *p, __u8 kind,
+				     __u8 track, __u64 bounce, enum xl_reason *reason)
+{
+	struct fw_call c = { .len = skb->len, .kind = kind, .track = track };
+	int v;
+
+	if (!fw_on())
+		return FW_V_ALLOW;
+	v = fw_prepare_skb(skb, &c);
+	if (v == FW_V_SEARCH)
+		v = fw_decide(&c);
+	if (v == FW_V_ALLOW)
+		return v;
+	*reason = c.reason;
+	if (v == FW_V_REJECT && !fw_skb_reject(skb, bounce))
+		return FW_V_REPLIED;
+	return v;
+}
+
+/* fw_tc_ret is the tc verdict of a refusal. */
+static __always_inline int fw_tc_ret(int v)
+{
+	return v == FW_V_REPLIED ? TC_ACT_REDIRECT : TC_ACT_SHOT;
+}
+
+/* fw_xdp_ret is the XDP verdict of a refusal. */
+static __always_inline int fw_xdp_ret(int v)
+{
+	if (v == FW_V_REPLIED)
+		return XDP_REDIRECT;
+	return v == FW_V_REPLIED_TX ? XDP_TX : XDP_DROP;
+}
+
+/*
+ * fw_xdp_bounce sends a reject's RST back out of the device it came in by.
+ * Through the devmap when the device is there (a redirect): on a veth,
+ * XDP_TX wakes the peer only if the peer runs an XDP program itself
+ * (veth_xdp_flush), and the RST would wait in its ring for the next
+ * packet; XDP_TX otherwise (a NIC sends at once).
+ */
+static __always_inline int fw_xdp_bounce(struct xdp_md *ctx)
+{
+	if (devmap_has(ctx->ingress_ifindex) &&
+	    bpf_redirect_map(&xlane_devmap, ctx->ingress_ifindex, 0) == XDP_REDIRECT)
+		return FW_V_REPLIED;
+	return FW_V_REPLIED_TX;
 }
 
 /* fw_xdp_ep is fw_skb_ep for XDP programs. */
 static __always_inline int fw_xdp_ep(struct xdp_md *ctx, const struct pkt *p, __u8 kind,
 				     __u32 len, __u8 track, enum xl_reason *reason)
 {
-	struct fw_hook hk = {};
+	struct fw_call c = { .len = len, .kind = kind, .track = track };
+	int v;
 
-	if (!fw_on() || fw_ep_hook(p, kind, len, track, &hk))
+	if (!fw_on())
 		return FW_V_ALLOW;
-	return fw_check((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &hk, reason);
+	v = fw_prepare_xdp(ctx, &c);
+	if (v == FW_V_SEARCH)
+		v = fw_decide(&c);
+	if (v == FW_V_ALLOW)
+		return v;
+	*reason = c.reason;
+	if (v == FW_V_REJECT && !fw_xdp_reject(ctx))
+		return fw_xdp_bounce(ctx);
+	return v;
 }
 
 /*
  * fw_skb_to_endpoint is the whole stage of tcx egress on a host veth: what
- * Linux delivers to the endpoint. It parses on its own (that program has
- * no other stage) and owns conntrack for the packet: an allowed new flow
- * gets its entries here, so the endpoint's replies are established.
+ * Linux delivers to the endpoint. It owns conntrack for the packet: an
+ * allowed new flow gets its entries here, so the endpoint's replies are
+ * established.
  */
 static __always_inline int fw_skb_to_endpoint(struct __sk_buff *skb, enum xl_reason *reason)
 {
@@ -892,7 +1263,7 @@ static __always_inline int fw_skb_to_endpoint(struct __sk_buff *skb, enum xl_rea
 		return FW_V_ALLOW;	/* non-IP; malformed is Linux's to judge here */
 	if (addr_is_link_scope(&p.dst))
 		return FW_V_ALLOW;	/* ND, multicast: never filtered */
-	return fw_skb_ep(skb, &p, FW_KIND_TO_EP, 1, reason);
+	return fw_skb_ep(skb, &p, FW_KIND_TO_EP, 1, BPF_F_INGRESS, reason);
 }
 
 /* ---------------------------------------------------------------------
@@ -957,7 +1328,9 @@ static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *da
 		}
 		return FW_V_ALLOW;
 	}
-	if (!p->ip4 && !p->ip6)
+	/* Not "!p->ip4 && !p->ip6": clang fuses that into an OR of two
+	 * pointers, which the verifier refuses. */
+	if (p->proto != ETH_P_IP && p->proto != ETH_P_IPV6)
 		return FW_V_ALLOW;
 	if (cfg->flags & FW_DDOS_MALFORMED) {
 		struct fw_l4 l4 = {};
@@ -1058,13 +1431,22 @@ static __always_inline int fw_xdp_uplink(struct xdp_md *ctx, const struct pkt *p
 					 __u32 len, enum xl_reason *reason)
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
-	struct fw_hook hk = { .ifindex = ctx->ingress_ifindex, .len = len, .kind = FW_KIND_UPLINK };
+	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };
+	int v;
 
 	if (fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != FW_V_ALLOW)
 		return FW_V_DROP;
 	if (parsed != PARSE_OK || !fw_on())
 		return FW_V_ALLOW;
-	return fw_check(data, data_end, p, &hk, reason);
+	v = fw_prepare_xdp(ctx, &c);
+	if (v == FW_V_SEARCH)
+		v = fw_decide(&c);
+	if (v == FW_V_ALLOW)
+		return v;
+	*reason = c.reason;
+	if (v == FW_V_REJECT && !fw_xdp_reject(ctx))
+		return fw_xdp_bounce(ctx);
+	return v;
 }
 
 #endif /* XLANE_FW_H */

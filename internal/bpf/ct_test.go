@@ -45,10 +45,10 @@ const (
 
 	natPortMin, natPortMax = 61000, 65535
 
-	tcp  = layers.IPProtocolTCP
-	udp  = layers.IPProtocolUDP
-	icmp = layers.IPProtocolICMPv4
-	icv6 = layers.IPProtocolICMPv6
+	ctTCP   = layers.IPProtocolTCP
+	ctUDP   = layers.IPProtocolUDP
+	ctICMP  = layers.IPProtocolICMPv4
+	ctICMP6 = layers.IPProtocolICMPv6
 )
 
 // The timeouts of bpf/lib/ct.h.
@@ -91,12 +91,12 @@ type ctPkt struct {
 
 func (p ctPkt) l4() layers.IPProtocol {
 	if p.proto == 0 {
-		return tcp
+		return ctTCP
 	}
 	return p.proto
 }
 
-func (p ctPkt) isICMP() bool { return p.l4() == icmp || p.l4() == icv6 }
+func (p ctPkt) isICMP() bool { return p.l4() == ctICMP || p.l4() == ctICMP6 }
 
 // sentBy gives p the MACs of a frame ep's container sends to its gateway.
 func (p ctPkt) sentBy(ep endpoint) ctPkt {
@@ -167,7 +167,7 @@ func (p ctPkt) frame(tb testing.TB) []byte {
 	}
 	ls := []gopacket.SerializableLayer{&layers.Ethernet{SrcMAC: p.srcMAC, DstMAC: p.dstMAC, EthernetType: ethType}, ip}
 	switch proto {
-	case tcp:
+	case ctTCP:
 		t := &layers.TCP{SrcPort: layers.TCPPort(p.src.Port()), DstPort: layers.TCPPort(p.dst.Port()),
 			Seq: 0x1000, Ack: 0x2000, Window: 64240,
 			SYN: strings.Contains(p.flags, "S"), ACK: strings.Contains(p.flags, "A"),
@@ -175,17 +175,17 @@ func (p ctPkt) frame(tb testing.TB) []byte {
 			PSH: strings.Contains(p.flags, "P")}
 		t.SetNetworkLayerForChecksum(ip)
 		ls = append(ls, t)
-	case udp:
+	case ctUDP:
 		u := &layers.UDP{SrcPort: layers.UDPPort(p.src.Port()), DstPort: layers.UDPPort(p.dst.Port())}
 		u.SetNetworkLayerForChecksum(ip)
 		ls = append(ls, u)
-	case icmp:
+	case ctICMP:
 		typ := uint8(layers.ICMPv4TypeEchoRequest)
 		if p.echoReply {
 			typ = layers.ICMPv4TypeEchoReply
 		}
 		ls = append(ls, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(typ, 0), Id: p.src.Port(), Seq: 3})
-	case icv6:
+	case ctICMP6:
 		typ := uint8(layers.ICMPv6TypeEchoRequest)
 		if p.echoReply {
 			typ = layers.ICMPv6TypeEchoReply
@@ -235,10 +235,10 @@ func ctChecksums(frame []byte) error {
 	}
 	var sum uint16
 	switch layers.IPProtocol(proto) {
-	case icmp: // no pseudo header
+	case ctICMP:
 		sum = checksum(seg)
-	case tcp, udp, icv6:
-		if isIPv4 && layers.IPProtocol(proto) == udp && binary.BigEndian.Uint16(seg[6:8]) == 0 {
+	case ctTCP, ctUDP, ctICMP6:
+		if isIPv4 && layers.IPProtocol(proto) == ctUDP && binary.BigEndian.Uint16(seg[6:8]) == 0 {
 			return errors.New("UDP checksum 0 (none)")
 		}
 		sum = checksum(append(pseudo, seg...))
@@ -436,8 +436,8 @@ func (h *harness) setMasquerade(tb testing.TB, ep endpoint, on bool) {
 type ctProg int
 
 const (
-	fromEndpoint ctProg = iota // xlane_from_endpoint
-	fromUplink                 // xlane_from_uplink (tcx)
+	progFromEP     ctProg = iota // xlane_from_endpoint
+	progFromUplink               // xlane_from_uplink (tcx)
 )
 
 // ctRun runs p, arriving on dev, through prog with fresh metrics.
@@ -446,7 +446,7 @@ func (h *harness) ctRun(t *testing.T, prog ctProg, dev string, p ctPkt) (ret int
 	in = p.frame(t)
 	h.resetMetrics(t)
 	pr := h.objs.FromEndpoint()
-	if prog == fromUplink {
+	if prog == progFromUplink {
 		pr = h.objs.TCFromUplink()
 	}
 	ret, out, err := h.runProg(pr, in, h.links[dev])
@@ -456,8 +456,8 @@ func (h *harness) ctRun(t *testing.T, prog ctProg, dev string, p ctPkt) (ret int
 	return ret, in, out
 }
 
-// counted is one expected xlane_metrics entry.
-type counted struct {
+// ctMetric is one expected xlane_metrics entry.
+type ctMetric struct {
 	ifindex int
 	reason  Reason
 	dir     Dir
@@ -465,7 +465,7 @@ type counted struct {
 
 // wantMetrics checks xlane_metrics holds exactly one packet of n bytes
 // under each of want.
-func (h *harness) wantMetrics(t *testing.T, n int, want ...counted) {
+func (h *harness) wantMetrics(t *testing.T, n int, want ...ctMetric) {
 	t.Helper()
 	w := map[MetricsKey]MetricsVal{}
 	for _, c := range want {
@@ -574,10 +574,10 @@ func TestCTTCPStates(t *testing.T) {
 					if s.reply {
 						p, dev, to = f.reply(s.flags).sentBy(epNoFwd), devEP1, epSrc
 					}
-					ret, in, out := h.ctRun(t, fromEndpoint, dev, p)
+					ret, in, out := h.ctRun(t, progFromEP, dev, p)
 					wantVerdict(t, ret, actRedirect, in, out)
 					wantFrame(t, out, p.routedTo(to.mac, to.hostMAC))
-					h.wantMetrics(t, len(in), counted{h.links[dev], fwdPeer, DirEgress}, counted{h.links[to.dev], fwdPeer, DirIngress})
+					h.wantMetrics(t, len(in), ctMetric{h.links[dev], fwdPeer, DirEgress}, ctMetric{h.links[to.dev], fwdPeer, DirIngress})
 					h.checkFlow(t, f, s.state, s.timeout)
 				})
 			}
@@ -598,17 +598,17 @@ func TestCTCounters(t *testing.T) {
 		out  bool // masqueraded through the uplink; reply via xlane_from_uplink
 	}{
 		{"tcp container to container", ctFlow{src: ap(epSrc.v4, 45000), dst: ap(epNoFwd.v4, 80)}, false},
-		{"udp masqueraded", ctFlow{proto: udp, src: ap(epSrc.v4, 45001), dst: ap(remoteV4, 53)}, true},
+		{"udp masqueraded", ctFlow{proto: ctUDP, src: ap(epSrc.v4, 45001), dst: ap(remoteV4, 53)}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := c.f
 			var want [2]MetricsVal // original, reply
 			send := func(reply bool, flags string) {
 				t.Helper()
-				p, prog, dev := f.orig(flags).sentBy(epSrc), fromEndpoint, devEP0
+				p, prog, dev := f.orig(flags).sentBy(epSrc), progFromEP, devEP0
 				switch {
 				case reply && c.out:
-					p, prog, dev = f.reply(flags).fromOutside(), fromUplink, devUp
+					p, prog, dev = f.reply(flags).fromOutside(), progFromUplink, devUp
 				case reply:
 					p, dev = f.reply(flags).sentBy(epNoFwd), devEP1
 				}
@@ -644,15 +644,15 @@ func TestCTUDPAndEcho(t *testing.T) {
 	for _, fam := range []struct {
 		name     string
 		src, dst netip.Addr
-		icmp     layers.IPProtocol
-	}{{"ipv4", epSrc.v4, epNoFwd.v4, icmp}, {"ipv6", epSrc.v6, epNoFwd.v6, icv6}} {
+		ctICMP   layers.IPProtocol
+	}{{"ipv4", epSrc.v4, epNoFwd.v4, ctICMP}, {"ipv6", epSrc.v6, epNoFwd.v6, ctICMP6}} {
 		flows := []struct {
 			name       string
 			f          ctFlow
 			first, est time.Duration
 		}{
-			{"udp", ctFlow{proto: udp, src: ap(fam.src, 40053), dst: ap(fam.dst, 53)}, toUDP, toUDPEst},
-			{"icmp echo", ctFlow{proto: fam.icmp, src: ap(fam.src, 0x77), dst: ap(fam.dst, 0)}, toICMP, toICMP},
+			{"udp", ctFlow{proto: ctUDP, src: ap(fam.src, 40053), dst: ap(fam.dst, 53)}, toUDP, toUDPEst},
+			{"icmp echo", ctFlow{proto: fam.ctICMP, src: ap(fam.src, 0x77), dst: ap(fam.dst, 0)}, toICMP, toICMP},
 		}
 		for _, fl := range flows {
 			f := fl.f
@@ -673,7 +673,7 @@ func TestCTUDPAndEcho(t *testing.T) {
 					if s.reply {
 						p, dev, to = f.reply("").sentBy(epNoFwd), devEP1, epSrc
 					}
-					ret, in, out := h.ctRun(t, fromEndpoint, dev, p)
+					ret, in, out := h.ctRun(t, progFromEP, dev, p)
 					wantVerdict(t, ret, actRedirect, in, out)
 					wantFrame(t, out, p.routedTo(to.mac, to.hostMAC))
 					h.checkFlow(t, f, s.state, s.timeout)
@@ -684,7 +684,7 @@ func TestCTUDPAndEcho(t *testing.T) {
 	t.Run("echo keys carry the identifier both ways", func(t *testing.T) {
 		// The reply entry of an echo flow is (peer, sender, id, 0): what
 		// an echo reply's key is, not the swapped (.., 0, id).
-		f := ctFlow{proto: icmp, src: ap(epSrc.v4, 0x77), dst: ap(epNoFwd.v4, 0)}
+		f := ctFlow{proto: ctICMP, src: ap(epSrc.v4, 0x77), dst: ap(epNoFwd.v4, 0)}
 		k := f.replyKey()
 		if nbo(k.Sport) != 0x77 || k.Dport != 0 {
 			t.Fatalf("test's reply key %v", k)
@@ -697,7 +697,7 @@ func TestCTUDPAndEcho(t *testing.T) {
 		before := len(h.ctEntries(t))
 		frame := serialize(t,
 			&layers.Ethernet{SrcMAC: epSrc.mac, DstMAC: epSrc.hostMAC, EthernetType: layers.EthernetTypeIPv4},
-			&layers.IPv4{Version: 4, TTL: 64, Protocol: icmp, SrcIP: epSrc.v4.AsSlice(), DstIP: epNoFwd.v4.AsSlice()},
+			&layers.IPv4{Version: 4, TTL: 64, Protocol: ctICMP, SrcIP: epSrc.v4.AsSlice(), DstIP: epNoFwd.v4.AsSlice()},
 			&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeDestinationUnreachable, 3)},
 			gopacket.Payload(make([]byte, 28)))
 		h.resetMetrics(t)
@@ -727,20 +727,20 @@ func TestCTMasquerade(t *testing.T) {
 		node      netip.Addr
 		unchanged bool // no gateway MAC: bpf_redirect_neigh fills L2
 	}{
-		{"ipv4/tcp", ctFlow{proto: tcp, src: ap(epSrc.v4, 40000), dst: ap(remoteV4, 80)}, toTCPSyn, toTCPEst, nodeV4, false},
-		{"ipv4/udp", ctFlow{proto: udp, src: ap(epSrc.v4, 40000), dst: ap(remoteV4, 53)}, toUDP, toUDPEst, nodeV4, false},
-		{"ipv4/icmp echo", ctFlow{proto: icmp, src: ap(epSrc.v4, 0x1234), dst: ap(remoteV4, 0)}, toICMP, toICMP, nodeV4, false},
-		{"ipv6/tcp", ctFlow{proto: tcp, src: ap(epSrc.v6, 40000), dst: ap(remoteV6, 80)}, toTCPSyn, toTCPEst, nodeV6, false},
-		{"ipv6/udp", ctFlow{proto: udp, src: ap(epSrc.v6, 40000), dst: ap(remoteV6, 53)}, toUDP, toUDPEst, nodeV6, false},
-		{"ipv6/icmp echo", ctFlow{proto: icv6, src: ap(epSrc.v6, 0x1234), dst: ap(remoteV6, 0)}, toICMP, toICMP, nodeV6, false},
-		{"ipv4/tcp on-link, neighbour unresolved", ctFlow{proto: tcp, src: ap(epSrc.v4, 40001), dst: ap(addr("198.51.100.77"), 80)}, toTCPSyn, toTCPEst, nodeV4, true},
-		{"ipv6/tcp on-link, neighbour unresolved", ctFlow{proto: tcp, src: ap(epSrc.v6, 40001), dst: ap(addr("2001:db8:100::77"), 80)}, toTCPSyn, toTCPEst, nodeV6, true},
+		{"ipv4/tcp", ctFlow{proto: ctTCP, src: ap(epSrc.v4, 40000), dst: ap(remoteV4, 80)}, toTCPSyn, toTCPEst, nodeV4, false},
+		{"ipv4/udp", ctFlow{proto: ctUDP, src: ap(epSrc.v4, 40000), dst: ap(remoteV4, 53)}, toUDP, toUDPEst, nodeV4, false},
+		{"ipv4/icmp echo", ctFlow{proto: ctICMP, src: ap(epSrc.v4, 0x1234), dst: ap(remoteV4, 0)}, toICMP, toICMP, nodeV4, false},
+		{"ipv6/tcp", ctFlow{proto: ctTCP, src: ap(epSrc.v6, 40000), dst: ap(remoteV6, 80)}, toTCPSyn, toTCPEst, nodeV6, false},
+		{"ipv6/udp", ctFlow{proto: ctUDP, src: ap(epSrc.v6, 40000), dst: ap(remoteV6, 53)}, toUDP, toUDPEst, nodeV6, false},
+		{"ipv6/icmp echo", ctFlow{proto: ctICMP6, src: ap(epSrc.v6, 0x1234), dst: ap(remoteV6, 0)}, toICMP, toICMP, nodeV6, false},
+		{"ipv4/tcp on-link, neighbour unresolved", ctFlow{proto: ctTCP, src: ap(epSrc.v4, 40001), dst: ap(addr("198.51.100.77"), 80)}, toTCPSyn, toTCPEst, nodeV4, true},
+		{"ipv6/tcp on-link, neighbour unresolved", ctFlow{proto: ctTCP, src: ap(epSrc.v6, 40001), dst: ap(addr("2001:db8:100::77"), 80)}, toTCPSyn, toTCPEst, nodeV6, true},
 	}
 	for _, c := range cases {
 		f := c.f
 		t.Run(c.name+"/out", func(t *testing.T) {
 			p := f.orig("S").sentBy(epSrc)
-			ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+			ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 			wantVerdict(t, ret, actRedirect, in, out)
 			v, ok := h.ctLookup(f.origKey())
 			if !ok {
@@ -753,25 +753,25 @@ func TestCTMasquerade(t *testing.T) {
 			want := p.translated(CTNatSrc, f.to)
 			if c.unchanged {
 				want = want.routedTo(p.dstMAC, p.srcMAC)
-				h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdNeigh, DirEgress})
+				h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdNeigh, DirEgress})
 			} else {
 				want = want.routedTo(gwMAC, upMAC)
-				h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdFIB, DirEgress})
+				h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdFIB, DirEgress})
 			}
 			wantFrame(t, out, want)
 			h.checkFlow(t, f, ctStNew, c.first)
 
 			t.Run("reply through the uplink", func(t *testing.T) {
 				rp := f.reply("SA").fromOutside()
-				ret, in, out := h.ctRun(t, fromUplink, devUp, rp)
+				ret, in, out := h.ctRun(t, progFromUplink, devUp, rp)
 				wantVerdict(t, ret, actRedirect, in, out)
 				wantFrame(t, out, rp.translated(CTNatDst, f.src).routedTo(epSrc.mac, epSrc.hostMAC))
-				h.wantMetrics(t, len(in), counted{h.links[devUp], fwdPeer, DirIngress}, counted{h.links[devEP0], fwdPeer, DirIngress})
+				h.wantMetrics(t, len(in), ctMetric{h.links[devUp], fwdPeer, DirIngress}, ctMetric{h.links[devEP0], fwdPeer, DirIngress})
 				h.checkFlow(t, f, ctStEst, c.est)
 			})
 			t.Run("next packet keeps the port", func(t *testing.T) {
 				p := f.orig("A").sentBy(epSrc)
-				ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+				ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 				wantVerdict(t, ret, actRedirect, in, out)
 				want := p.translated(CTNatSrc, f.to)
 				if c.unchanged {
@@ -790,7 +790,7 @@ func TestCTMasquerade(t *testing.T) {
 		defer h.setMasquerade(t, epSrc, true)
 		f := ctFlow{src: ap(epSrc.v4, 40100), dst: ap(remoteV4, 80)}
 		p := f.orig("S").sentBy(epSrc)
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 		wantVerdict(t, ret, actRedirect, in, out)
 		wantFrame(t, out, p.routedTo(gwMAC, upMAC))
 		h.checkFlow(t, f, ctStNew, toTCPSyn)
@@ -798,7 +798,7 @@ func TestCTMasquerade(t *testing.T) {
 	t.Run("to a local endpoint", func(t *testing.T) {
 		f := ctFlow{src: ap(epSrc.v4, 40101), dst: ap(epPeer.v4, 80)}
 		p := f.orig("S").sentBy(epSrc)
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 		wantVerdict(t, ret, actRedirect, in, out)
 		wantFrame(t, out, p.routedTo(epPeer.mac, epPeer.hostMAC))
 		h.checkFlow(t, f, ctStNew, toTCPSyn)
@@ -812,7 +812,7 @@ func TestCTMasquerade(t *testing.T) {
 		used := map[uint16]bool{}
 		for i := range 2 {
 			f := ctFlow{src: ap(epSrc.v4, uint16(40200+i)), dst: ap(remoteV4, 443)}
-			ret, in, out := h.ctRun(t, fromEndpoint, devEP0, f.orig("S").sentBy(epSrc))
+			ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
 			wantVerdict(t, ret, actRedirect, in, out)
 			v, ok := h.ctLookup(f.origKey())
 			if !ok {
@@ -824,22 +824,22 @@ func TestCTMasquerade(t *testing.T) {
 			t.Errorf("two flows got ports %v, want 62000 and 62001", used)
 		}
 		f := ctFlow{src: ap(epSrc.v4, 40202), dst: ap(remoteV4, 443)}
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, f.orig("S").sentBy(epSrc))
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
 		wantVerdict(t, ret, actPass, in, out)
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], passNATPorts, DirEgress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], passNATPorts, DirEgress})
 		if _, ok := h.ctLookup(f.origKey()); ok {
 			t.Errorf("flow without a port was tracked")
 		}
 		f = ctFlow{src: ap(epSrc.v4, 40202), dst: ap(remoteV4, 8443)}
-		ret, in, out = h.ctRun(t, fromEndpoint, devEP0, f.orig("S").sentBy(epSrc))
+		ret, in, out = h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
 		wantVerdict(t, ret, actRedirect, in, out)
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdFIB, DirEgress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdFIB, DirEgress})
 	})
 	t.Run("uplink packet of no flow", func(t *testing.T) {
 		p := ctPkt{src: ap(remoteV4, 80), dst: ap(nodeV4, 61234), flags: "SA"}.fromOutside()
-		ret, in, out := h.ctRun(t, fromUplink, devUp, p)
+		ret, in, out := h.ctRun(t, progFromUplink, devUp, p)
 		wantVerdict(t, ret, actPass, in, out)
-		h.wantMetrics(t, len(in), counted{h.links[devUp], passNotFwded, DirIngress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devUp], passNotFwded, DirIngress})
 	})
 }
 
@@ -862,9 +862,9 @@ func (h *harness) publish(tb testing.TB, proto layers.IPProtocol, nodePort uint1
 func TestCTPublish(t *testing.T) {
 	h := newHarness(t)
 	h.setNode(t, natPortMin, natPortMax)
-	h.publish(t, tcp, 8080, ap(epNoFwd.v4, 80))
-	h.publish(t, tcp, 8080, ap(epNoFwd.v6, 80))
-	h.publish(t, udp, 5353, ap(epNoFwd.v4, 53))
+	h.publish(t, ctTCP, 8080, ap(epNoFwd.v4, 80))
+	h.publish(t, ctTCP, 8080, ap(epNoFwd.v6, 80))
+	h.publish(t, ctUDP, 5353, ap(epNoFwd.v4, 53))
 	for _, c := range []struct {
 		name    string
 		f       ctFlow
@@ -872,41 +872,41 @@ func TestCTPublish(t *testing.T) {
 		first   time.Duration
 		outside bool
 	}{
-		{"ipv4/tcp from a container", ctFlow{proto: tcp, src: ap(epSrc.v4, 40000), dst: ap(nodeV4, 8080), nat: CTNatDst, to: ap(epNoFwd.v4, 80)}, toTCPEst, toTCPSyn, false},
-		{"ipv6/tcp from a container", ctFlow{proto: tcp, src: ap(epSrc.v6, 40000), dst: ap(nodeV6, 8080), nat: CTNatDst, to: ap(epNoFwd.v6, 80)}, toTCPEst, toTCPSyn, false},
-		{"ipv4/udp from a container", ctFlow{proto: udp, src: ap(epSrc.v4, 40000), dst: ap(nodeV4, 5353), nat: CTNatDst, to: ap(epNoFwd.v4, 53)}, toUDPEst, toUDP, false},
-		{"ipv4/tcp from outside", ctFlow{proto: tcp, src: ap(remoteV4, 33000), dst: ap(nodeV4, 8080), nat: CTNatDst, to: ap(epNoFwd.v4, 80)}, toTCPEst, toTCPSyn, true},
-		{"ipv6/tcp from outside", ctFlow{proto: tcp, src: ap(remoteV6, 33000), dst: ap(nodeV6, 8080), nat: CTNatDst, to: ap(epNoFwd.v6, 80)}, toTCPEst, toTCPSyn, true},
+		{"ipv4/tcp from a container", ctFlow{proto: ctTCP, src: ap(epSrc.v4, 40000), dst: ap(nodeV4, 8080), nat: CTNatDst, to: ap(epNoFwd.v4, 80)}, toTCPEst, toTCPSyn, false},
+		{"ipv6/tcp from a container", ctFlow{proto: ctTCP, src: ap(epSrc.v6, 40000), dst: ap(nodeV6, 8080), nat: CTNatDst, to: ap(epNoFwd.v6, 80)}, toTCPEst, toTCPSyn, false},
+		{"ipv4/udp from a container", ctFlow{proto: ctUDP, src: ap(epSrc.v4, 40000), dst: ap(nodeV4, 5353), nat: CTNatDst, to: ap(epNoFwd.v4, 53)}, toUDPEst, toUDP, false},
+		{"ipv4/tcp from outside", ctFlow{proto: ctTCP, src: ap(remoteV4, 33000), dst: ap(nodeV4, 8080), nat: CTNatDst, to: ap(epNoFwd.v4, 80)}, toTCPEst, toTCPSyn, true},
+		{"ipv6/tcp from outside", ctFlow{proto: ctTCP, src: ap(remoteV6, 33000), dst: ap(nodeV6, 8080), nat: CTNatDst, to: ap(epNoFwd.v6, 80)}, toTCPEst, toTCPSyn, true},
 	} {
 		f := c.f
 		t.Run(c.name, func(t *testing.T) {
-			p, prog, dev, dir := f.orig("S").sentBy(epSrc), fromEndpoint, devEP0, DirEgress
+			p, prog, dev, dir := f.orig("S").sentBy(epSrc), progFromEP, devEP0, DirEgress
 			if c.outside {
-				p, prog, dev, dir = f.orig("S").fromOutside(), fromUplink, devUp, DirIngress
+				p, prog, dev, dir = f.orig("S").fromOutside(), progFromUplink, devUp, DirIngress
 			}
 			ret, in, out := h.ctRun(t, prog, dev, p)
 			wantVerdict(t, ret, actRedirect, in, out)
 			wantFrame(t, out, p.translated(CTNatDst, f.to).routedTo(epNoFwd.mac, epNoFwd.hostMAC))
-			h.wantMetrics(t, len(in), counted{h.links[dev], fwdPeer, dir}, counted{h.links[devEP1], fwdPeer, DirIngress})
+			h.wantMetrics(t, len(in), ctMetric{h.links[dev], fwdPeer, dir}, ctMetric{h.links[devEP1], fwdPeer, DirIngress})
 			h.checkFlow(t, f, ctStNew, c.first)
 			if c.outside {
 				return // the reply leaves through Linux (no FIB path in this netns from xl-ep1)
 			}
 			t.Run("reply", func(t *testing.T) {
 				rp := f.reply("SA").sentBy(epNoFwd)
-				ret, in, out := h.ctRun(t, fromEndpoint, devEP1, rp)
+				ret, in, out := h.ctRun(t, progFromEP, devEP1, rp)
 				wantVerdict(t, ret, actRedirect, in, out)
 				wantFrame(t, out, rp.translated(CTNatSrc, f.dst).routedTo(epSrc.mac, epSrc.hostMAC))
-				h.wantMetrics(t, len(in), counted{h.links[devEP1], fwdPeer, DirEgress}, counted{h.links[devEP0], fwdPeer, DirIngress})
+				h.wantMetrics(t, len(in), ctMetric{h.links[devEP1], fwdPeer, DirEgress}, ctMetric{h.links[devEP0], fwdPeer, DirIngress})
 				h.checkFlow(t, f, ctStEst, c.est)
 			})
 		})
 	}
 	t.Run("unpublished port", func(t *testing.T) {
 		f := ctFlow{src: ap(epSrc.v4, 40001), dst: ap(nodeV4, 8081)}
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, f.orig("S").sentBy(epSrc))
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
 		wantVerdict(t, ret, actPass, in, out)
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], passNotFwded, DirEgress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], passNotFwded, DirEgress})
 		h.checkFlow(t, f, ctStNew, toTCPSyn)
 	})
 }
@@ -1024,10 +1024,10 @@ func TestCTService(t *testing.T) {
 	h.setNode(t, natPortMin, natPortMax)
 	backends := []endpointPort{{epNoFwd, 8080}, {epLo, 8081}, {epPeer, 8082}}
 	svcs := []testService{
-		{id: 11, vip: ap(addr("10.96.0.10"), 80), proto: tcp, backends: backends},
-		{id: 12, vip: ap(addr("10.96.0.10"), 53), proto: udp, backends: backends},
-		{id: 13, vip: ap(addr("fd00:96::10"), 80), proto: tcp, backends: backends},
-		{id: 14, vip: ap(addr("10.96.0.11"), 80), proto: tcp, backends: backends, flags: SvcAffinity},
+		{id: 11, vip: ap(addr("10.96.0.10"), 80), proto: ctTCP, backends: backends},
+		{id: 12, vip: ap(addr("10.96.0.10"), 53), proto: ctUDP, backends: backends},
+		{id: 13, vip: ap(addr("fd00:96::10"), 80), proto: ctTCP, backends: backends},
+		{id: 14, vip: ap(addr("10.96.0.11"), 80), proto: ctTCP, backends: backends, flags: SvcAffinity},
 	}
 	for _, s := range svcs {
 		slots := h.putService(t, s)
@@ -1053,23 +1053,23 @@ func TestCTService(t *testing.T) {
 				f.to = b.addr(v4)
 				hits[idx]++
 				p := f.orig("S").sentBy(epSrc)
-				ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+				ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 				wantVerdict(t, ret, actRedirect, in, out)
 				wantFrame(t, out, p.translated(CTNatDst, f.to).routedTo(b.ep.mac, b.ep.hostMAC))
-				h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdPeer, DirEgress}, counted{h.ifindexOf(b.ep), fwdPeer, DirIngress})
+				h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdPeer, DirEgress}, ctMetric{h.ifindexOf(b.ep), fwdPeer, DirIngress})
 				first := toTCPSyn
-				if s.proto == udp {
+				if s.proto == ctUDP {
 					first = toUDP
 				}
 				h.checkFlow(t, f, ctStNew, first)
 				if t.Failed() {
 					t.Fatalf("flow %v -> %v: slot %d, backend %d (%v)", f.src, f.dst, lbHash(f.origKey(), s.flags)%DefaultMaglevSize, idx, f.to)
 				}
-				if idx == 0 && !replied && s.proto == tcp {
+				if idx == 0 && !replied && s.proto == ctTCP {
 					// The backend's answer leaves as the VIP's.
 					replied = true
 					rp := f.reply("SA").sentBy(epNoFwd)
-					ret, in, out := h.ctRun(t, fromEndpoint, devEP1, rp)
+					ret, in, out := h.ctRun(t, progFromEP, devEP1, rp)
 					wantVerdict(t, ret, actRedirect, in, out)
 					wantFrame(t, out, rp.translated(CTNatSrc, s.vip).routedTo(epSrc.mac, epSrc.hostMAC))
 					h.checkFlow(t, f, ctStEst, toTCPEst)
@@ -1087,20 +1087,28 @@ func TestCTService(t *testing.T) {
 
 	t.Run("flows keep their backend when the table changes", func(t *testing.T) {
 		s := svcs[0]
-		var flows []ctFlow
+		type held struct {
+			f  ctFlow
+			be endpointPort
+		}
+		var flows []held
+		moved := 0
+		slots := slotsOf(t, h, s.id)
 		for i := range 12 {
 			f := ctFlow{src: ap(epSrc.v4, uint16(43000+i)), dst: s.vip, nat: CTNatDst}
-			f.to = backends[i%3].addr(true) // whatever the table said: read it below
-			ret, _, _ := h.ctRun(t, fromEndpoint, devEP0, f.orig("S").sentBy(epSrc))
-			if ret != actRedirect {
-				t.Fatalf("flow %d: ret %d", i, ret)
+			be := backends[slots[lbHash(f.origKey(), 0)%DefaultMaglevSize]]
+			f.to = be.addr(true)
+			p := f.orig("S").sentBy(epSrc)
+			ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
+			wantVerdict(t, ret, actRedirect, in, out)
+			wantFrame(t, out, p.translated(CTNatDst, f.to).routedTo(be.ep.mac, be.ep.hostMAC))
+			flows = append(flows, held{f, be})
+			if be.port != 8082 {
+				moved++
 			}
-			v, ok := h.ctLookup(f.origKey())
-			if !ok {
-				t.Fatalf("flow %d not tracked", i)
-			}
-			f.to = ap(netip.AddrFrom16(v.NatAddr).Unmap(), nbo(v.NatPort))
-			flows = append(flows, f)
+		}
+		if moved == 0 {
+			t.Fatalf("every flow is on backend 2 already: the test shows nothing")
 		}
 		// Every slot to backend 2 now (the daemon swaps tables whole).
 		all2 := make([]uint32, DefaultMaglevSize)
@@ -1108,26 +1116,39 @@ func TestCTService(t *testing.T) {
 			all2[i] = 2
 		}
 		h.putMaglev(t, s.id, all2)
-		for _, f := range flows {
-			p := f.orig("A").sentBy(epSrc)
-			ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+		for _, fl := range flows {
+			p := fl.f.orig("A").sentBy(epSrc)
+			ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 			wantVerdict(t, ret, actRedirect, in, out)
-			if f.to.Port() != 8082 {
-				var b endpoint
-				for _, be := range backends {
-					if be.addr(true) == f.to {
-						b = be.ep
-					}
-				}
-				wantFrame(t, out, p.translated(CTNatDst, f.to).routedTo(b.mac, b.hostMAC))
-			}
+			wantFrame(t, out, p.translated(CTNatDst, fl.f.to).routedTo(fl.be.ep.mac, fl.be.ep.hostMAC))
 		}
 		f := ctFlow{src: ap(epSrc.v4, 43999), dst: s.vip, nat: CTNatDst, to: backends[2].addr(true)}
 		p := f.orig("S").sentBy(epSrc)
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 		wantVerdict(t, ret, actRedirect, in, out)
 		wantFrame(t, out, p.translated(CTNatDst, f.to).routedTo(epPeer.mac, epPeer.hostMAC))
 	})
+}
+
+// slotsOf reads service id's slot array back from xlane_maglev.
+func slotsOf(tb testing.TB, h *harness, id uint32) []uint32 {
+	tb.Helper()
+	var innerID ebpf.MapID
+	if err := h.objs.Maglev().Lookup(id, &innerID); err != nil {
+		tb.Fatalf("xlane_maglev[%d]: %v", id, err)
+	}
+	inner, err := ebpf.NewMapFromID(innerID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer inner.Close()
+	out := make([]uint32, DefaultMaglevSize)
+	for i := range out {
+		if err := inner.Lookup(uint32(i), &out[i]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return out
 }
 
 // TestCTServiceReplyClash: two flows from the same client address and port
@@ -1143,8 +1164,8 @@ func TestCTServiceReplyClash(t *testing.T) {
 	h := newHarness(t)
 	h.setNode(t, natPortMin, natPortMax)
 	be := []endpointPort{{epNoFwd, 8080}}
-	h.putService(t, testService{id: 41, vip: ap(addr("10.96.2.1"), 80), proto: tcp, backends: be})
-	h.putService(t, testService{id: 42, vip: ap(addr("10.96.2.2"), 80), proto: tcp, backends: be})
+	h.putService(t, testService{id: 41, vip: ap(addr("10.96.2.1"), 80), proto: ctTCP, backends: be})
+	h.putService(t, testService{id: 42, vip: ap(addr("10.96.2.2"), 80), proto: ctTCP, backends: be})
 	for _, c := range []struct {
 		name  string
 		first ctFlow
@@ -1154,11 +1175,11 @@ func TestCTServiceReplyClash(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := c.first.orig("S").sentBy(epSrc)
-			ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+			ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 			wantVerdict(t, ret, actRedirect, in, out)
 			wantFrame(t, out, p.translated(CTNatDst, ap(epNoFwd.v4, 8080)).routedTo(epNoFwd.mac, epNoFwd.hostMAC))
 			second := ctFlow{src: c.first.src, dst: ap(addr("10.96.2.2"), 80), nat: CTNatDst, to: ap(epNoFwd.v4, 8080)}
-			ret, in, out = h.ctRun(t, fromEndpoint, devEP0, second.orig("S").sentBy(epSrc))
+			ret, in, out = h.ctRun(t, progFromEP, devEP0, second.orig("S").sentBy(epSrc))
 			m := h.metrics(t)
 			if m[metricsKey(h.links[devEP0], passCTFull, DirEgress)].Packets > 0 {
 				t.Errorf("second flow %v -> %v counted pass_ct_full with %d entries in a table of %d",
@@ -1176,12 +1197,12 @@ func TestCTServiceReplyClash(t *testing.T) {
 func TestCTServiceNoBackend(t *testing.T) {
 	h := newHarness(t)
 	h.setNode(t, natPortMin, natPortMax)
-	h.putService(t, testService{id: 21, vip: ap(addr("10.96.1.1"), 80), proto: tcp})
-	h.putService(t, testService{id: 22, vip: ap(addr("fd00:96::1:1"), 80), proto: tcp})
+	h.putService(t, testService{id: 21, vip: ap(addr("10.96.1.1"), 80), proto: ctTCP})
+	h.putService(t, testService{id: 22, vip: ap(addr("fd00:96::1:1"), 80), proto: ctTCP})
 	// A backend index with no backend entry behind it.
-	h.putService(t, testService{id: 23, vip: ap(addr("10.96.1.3"), 80), proto: tcp, slots: make([]uint32, DefaultMaglevSize)})
+	h.putService(t, testService{id: 23, vip: ap(addr("10.96.1.3"), 80), proto: ctTCP, slots: make([]uint32, DefaultMaglevSize)})
 	// A service whose table is missing altogether.
-	k := ServiceKey{Addr: addr("10.96.1.4").As16(), Port: nbo(80), Proto: uint8(tcp)}
+	k := ServiceKey{Addr: addr("10.96.1.4").As16(), Port: nbo(80), Proto: uint8(ctTCP)}
 	if err := h.objs.Services().Put(&k, &ServiceVal{Id: 24, MaglevSize: DefaultMaglevSize}); err != nil {
 		t.Fatal(err)
 	}
@@ -1195,18 +1216,18 @@ func TestCTServiceNoBackend(t *testing.T) {
 			}
 			for _, from := range []string{"container", "outside"} {
 				f := ctFlow{src: ap(src, 40000), dst: vip}
-				p, prog, dev, dir := f.orig("S").sentBy(epSrc), fromEndpoint, devEP0, DirEgress
+				p, prog, dev, dir := f.orig("S").sentBy(epSrc), progFromEP, devEP0, DirEgress
 				if from == "outside" {
 					f.src = ap(remoteV4, 40000)
 					if vip.Addr().Is6() {
 						f.src = ap(remoteV6, 40000)
 					}
-					p, prog, dev, dir = f.orig("S").fromOutside(), fromUplink, devUp, DirIngress
+					p, prog, dev, dir = f.orig("S").fromOutside(), progFromUplink, devUp, DirIngress
 				}
 				before := len(h.ctEntries(t))
 				ret, in, out := h.ctRun(t, prog, dev, p)
 				wantVerdict(t, ret, actShot, in, out)
-				h.wantMetrics(t, len(in), counted{h.links[dev], dropNoBackend, dir})
+				h.wantMetrics(t, len(in), ctMetric{h.links[dev], dropNoBackend, dir})
 				if n := len(h.ctEntries(t)); n != before {
 					t.Errorf("%s: %d conntrack entries, was %d", from, n, before)
 				}
@@ -1215,9 +1236,9 @@ func TestCTServiceNoBackend(t *testing.T) {
 	}
 	t.Run("another port of the VIP is no service", func(t *testing.T) {
 		f := ctFlow{src: ap(epSrc.v4, 40000), dst: ap(addr("10.96.1.1"), 81)}
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, f.orig("S").sentBy(epSrc))
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
 		wantVerdict(t, ret, actPass, in, out) // no route to 10.96/16 here
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], passNotFwded, DirEgress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], passNotFwded, DirEgress})
 	})
 }
 
@@ -1228,7 +1249,7 @@ func TestCTServiceNoBackend(t *testing.T) {
 // sources, which no test sends from), for filling the table.
 func synthCTKey(i int) CTKey {
 	src := netip.AddrFrom4([4]byte{100, 64 + byte(i>>24&0x3f), byte(i >> 16), byte(i >> 8)})
-	return ctKeyOf(tcp, ap(src, uint16(1024+i&0xff)), ap(addr("100.127.0.1"), 1))
+	return ctKeyOf(ctTCP, ap(src, uint16(1024+i&0xff)), ap(addr("100.127.0.1"), 1))
 }
 
 // fillCT adds n synthetic entries that do not expire for a day.
@@ -1249,8 +1270,8 @@ func (h *harness) fillCT(tb testing.TB, n int) {
 	}
 }
 
-// ctCount counts xlane_ct's entries with batch lookups.
-func (h *harness) ctCount(tb testing.TB) int {
+// ctEntryCount counts xlane_ct's entries with batch lookups.
+func (h *harness) ctEntryCount(tb testing.TB) int {
 	tb.Helper()
 	keys, vals := make([]CTKey, 4096), make([]CTVal, 4096)
 	var cursor ebpf.MapBatchCursor
@@ -1293,13 +1314,13 @@ func TestCTTableFull(t *testing.T) {
 	}
 	max := int(h.objs.CT().MaxEntries())
 	h.setNode(t, natPortMin, natPortMax)
-	h.publish(t, tcp, 8080, ap(epNoFwd.v4, 80))
-	h.putService(t, testService{id: 31, vip: ap(addr("10.96.0.10"), 80), proto: tcp, backends: []endpointPort{{epNoFwd, 8080}}})
+	h.publish(t, ctTCP, 8080, ap(epNoFwd.v4, 80))
+	h.putService(t, testService{id: 31, vip: ap(addr("10.96.0.10"), 80), proto: ctTCP, backends: []endpointPort{{epNoFwd, 8080}}})
 
 	// Fill it: one masqueraded flow, one plain one.
 	h.setMasquerade(t, epSrc, true)
 	masq := ctFlow{src: ap(epSrc.v4, 40000), dst: ap(remoteV4, 80)}
-	if ret, _, _ := h.ctRun(t, fromEndpoint, devEP0, masq.orig("S").sentBy(epSrc)); ret != actRedirect {
+	if ret, _, _ := h.ctRun(t, progFromEP, devEP0, masq.orig("S").sentBy(epSrc)); ret != actRedirect {
 		t.Fatalf("masquerade flow: ret %d", ret)
 	}
 	v, ok := h.ctLookup(masq.origKey())
@@ -1308,31 +1329,31 @@ func TestCTTableFull(t *testing.T) {
 	}
 	masq.nat, masq.to = CTNatSrc, ap(nodeV4, nbo(v.NatPort))
 	plain := ctFlow{src: ap(epSrc.v4, 40001), dst: ap(epPeer.v4, 80)}
-	if ret, _, _ := h.ctRun(t, fromEndpoint, devEP0, plain.orig("S").sentBy(epSrc)); ret != actRedirect {
+	if ret, _, _ := h.ctRun(t, progFromEP, devEP0, plain.orig("S").sentBy(epSrc)); ret != actRedirect {
 		t.Fatalf("plain flow: ret %d", ret)
 	}
-	if n := h.ctCount(t); n != max {
+	if n := h.ctEntryCount(t); n != max {
 		t.Fatalf("%d entries, want %d (full)", n, max)
 	}
 
 	t.Run("untranslated local flow is forwarded, counted under ifindex 0", func(t *testing.T) {
 		f := ctFlow{src: ap(epSrc.v4, 40002), dst: ap(epPeer.v4, 80)}
 		p := f.orig("S").sentBy(epSrc)
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 		wantVerdict(t, ret, actRedirect, in, out)
 		wantFrame(t, out, p.routedTo(epPeer.mac, epPeer.hostMAC))
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdPeer, DirEgress}, counted{epPeer.ifindex, fwdPeer, DirIngress},
-			counted{0, passCTFull, DirEgress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdPeer, DirEgress}, ctMetric{epPeer.ifindex, fwdPeer, DirIngress},
+			ctMetric{0, passCTFull, DirEgress})
 	})
 	t.Run("untranslated routed flow is forwarded, counted under ifindex 0", func(t *testing.T) {
 		h.setMasquerade(t, epSrc, false)
 		defer h.setMasquerade(t, epSrc, true)
 		f := ctFlow{src: ap(epSrc.v6, 40003), dst: ap(remoteV6, 80)}
 		p := f.orig("S").sentBy(epSrc)
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 		wantVerdict(t, ret, actRedirect, in, out)
 		wantFrame(t, out, p.routedTo(gwMAC, upMAC))
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdFIB, DirEgress}, counted{0, passCTFull, DirEgress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdFIB, DirEgress}, ctMetric{0, passCTFull, DirEgress})
 	})
 	for _, c := range []struct {
 		name string
@@ -1343,25 +1364,25 @@ func TestCTTableFull(t *testing.T) {
 		{"new service flow goes to Linux", ctFlow{src: ap(epSrc.v4, 40006), dst: ap(addr("10.96.0.10"), 80)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ret, in, out := h.ctRun(t, fromEndpoint, devEP0, c.f.orig("S").sentBy(epSrc))
+			ret, in, out := h.ctRun(t, progFromEP, devEP0, c.f.orig("S").sentBy(epSrc))
 			wantVerdict(t, ret, actPass, in, out)
-			h.wantMetrics(t, len(in), counted{h.links[devEP0], passCTFull, DirEgress})
+			h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], passCTFull, DirEgress})
 		})
 	}
 	t.Run("new published-port flow from outside goes to Linux", func(t *testing.T) {
 		f := ctFlow{src: ap(remoteV4, 40007), dst: ap(nodeV4, 8080)}
-		ret, in, out := h.ctRun(t, fromUplink, devUp, f.orig("S").fromOutside())
+		ret, in, out := h.ctRun(t, progFromUplink, devUp, f.orig("S").fromOutside())
 		wantVerdict(t, ret, actPass, in, out)
-		h.wantMetrics(t, len(in), counted{h.links[devUp], passCTFull, DirIngress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devUp], passCTFull, DirIngress})
 	})
 	t.Run("tracked flows still translate", func(t *testing.T) {
 		p := masq.orig("A").sentBy(epSrc)
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, p)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 		wantVerdict(t, ret, actRedirect, in, out)
 		wantFrame(t, out, p.translated(CTNatSrc, masq.to).routedTo(gwMAC, upMAC))
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdFIB, DirEgress})
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdFIB, DirEgress})
 		rp := masq.reply("A").fromOutside()
-		ret, in, out = h.ctRun(t, fromUplink, devUp, rp)
+		ret, in, out = h.ctRun(t, progFromUplink, devUp, rp)
 		wantVerdict(t, ret, actRedirect, in, out)
 		wantFrame(t, out, rp.translated(CTNatDst, masq.src).routedTo(epSrc.mac, epSrc.hostMAC))
 		h.checkFlow(t, masq, ctStEst, toTCPEst)
@@ -1373,10 +1394,10 @@ func TestCTTableFull(t *testing.T) {
 			}
 		}
 		f := ctFlow{src: ap(epSrc.v4, 40004), dst: ap(remoteV4, 80)}
-		ret, in, out := h.ctRun(t, fromEndpoint, devEP0, f.orig("S").sentBy(epSrc))
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
 		wantVerdict(t, ret, actRedirect, in, out)
-		h.wantMetrics(t, len(in), counted{h.links[devEP0], fwdFIB, DirEgress})
-		if n := h.ctCount(t); n != max {
+		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdFIB, DirEgress})
+		if n := h.ctEntryCount(t); n != max {
 			t.Errorf("%d entries, want %d", n, max)
 		}
 		if _, ok := h.ctLookup(f.origKey()); !ok {

@@ -1,6 +1,7 @@
 package bpf_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,11 +9,14 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 	"github.com/vishvananda/netns"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
@@ -33,8 +37,11 @@ import (
 // runs; no route leaves it, so allowed packets end as a pass to Linux.
 
 const (
-	tcShot  = 2 // TC_ACT_SHOT
-	xdpDrop = 1 // XDP_DROP
+	tcShot     = 2 // TC_ACT_SHOT
+	tcRedirect = 7 // TC_ACT_REDIRECT
+	xdpDrop    = 1 // XDP_DROP
+	xdpPass    = 2 // XDP_PASS
+	xdpTX      = 3 // XDP_TX
 )
 
 type fwHarness struct {
@@ -130,25 +137,27 @@ func (h *fwHarness) install(tb testing.TB, rs *firewall.RuleSet, logAll bool) *f
 	return pol
 }
 
-// run feeds frame to the program of kind k and returns its verdict: true
-// when the program dropped it.
-func (h *fwHarness) run(k firewall.Kind, frame []byte) (dropped bool, err error) {
+// run feeds frame to the program of kind k and reports whether the
+// program refused it (dropped it, or sent back a reject's RST), with the
+// frame it left.
+func (h *fwHarness) run(k firewall.Kind, frame []byte) (refused bool, out []byte, err error) {
 	var prog *ebpf.Program
-	shot := uint32(tcShot)
+	pass := uint32(0xffffffff) // TC_ACT_UNSPEC: the stages let it go on
 	switch k {
 	case firewall.KindFromEP:
 		prog = h.objs.FromEndpoint()
 	case firewall.KindToEP:
 		prog = h.objs.ToEndpoint()
 	default:
-		prog, shot = h.objs.XDPFromUplink(), xdpDrop
+		prog, pass = h.objs.XDPFromUplink(), xdpPass
 	}
 	var ret uint32
+	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
 	err = h.do(func() (err error) {
-		ret, err = prog.Run(&ebpf.RunOptions{Data: frame})
+		ret, err = prog.Run(opts)
 		return err
 	})
-	return ret == shot, err
+	return ret != pass, opts.DataOut, err
 }
 
 // drain returns the slots of the events since the last call.
@@ -197,7 +206,7 @@ func isEndpoint(a netip.Addr) bool {
 // the reference model's.
 func TestFirewallDifferential(t *testing.T) {
 	h := newFwHarness(t)
-	sizes := []int{1, 3, 10, 50, 200, 1000, 2000}
+	sizes := []int{1, 1, 2, 2, 3, 5, 5, 10, 10, 20, 50, 200, 1000, 2000}
 	packets := 400
 	if testing.Short() {
 		sizes, packets = []int{1, 10, 200}, 100
@@ -207,7 +216,7 @@ func TestFirewallDifferential(t *testing.T) {
 		rs := fwtest.RandomRuleSet(rng, n)
 		pol := h.install(t, rs, true)
 		h.drain(t)
-		checked := 0
+		checked, decided, drops, logs := 0, 0, 0, 0
 		for checked < packets {
 			k := []firewall.Kind{firewall.KindFromEP, firewall.KindToEP, firewall.KindUplink}[rng.IntN(3)]
 			pk := fwtest.RandomPacket(rng, k)
@@ -218,7 +227,7 @@ func TestFirewallDifferential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dropped, err := h.run(k, frame)
+			dropped, _, err := h.run(k, frame)
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -239,7 +248,338 @@ func TestFirewallDifferential(t *testing.T) {
 					n, k, pk, got, dropped, wantSlots, wantDrop, desc)
 			}
 			checked++
+			if want >= 0 {
+				decided++
+			}
+			if wantDrop {
+				drops++
+			}
+			logs += len(wantLog)
 		}
-		t.Logf("%d rules (%d in the policy): %d packets agree", n, len(pol.Rules), checked)
+		t.Logf("%d rules (%d in the policy): %d packets agree (%d decided by a rule, %d dropped, %d log hits)",
+			n, len(pol.Rules), checked, decided, drops, logs)
 	}
+}
+
+// runUplink runs the uplink's XDP program on frame and returns its verdict
+// and the reason it counted (read from xlane_metrics, reset first).
+func (h *fwHarness) runUplink(tb testing.TB, frame []byte) (uint32, string) {
+	tb.Helper()
+	var k bpf.MetricsKey
+	var v []bpf.MetricsVal
+	var keys []bpf.MetricsKey
+	it := h.objs.Metrics().Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		h.objs.Metrics().Delete(k)
+	}
+	var ret uint32
+	err := h.do(func() (err error) {
+		ret, err = h.objs.XDPFromUplink().Run(&ebpf.RunOptions{Data: frame})
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("run uplink program: %v", err)
+	}
+	reason := ""
+	it = h.objs.Metrics().Iterate()
+	for it.Next(&k, &v) {
+		reason = bpf.Reason(k.Reason).String()
+	}
+	return ret, reason
+}
+
+func tcpFrame(tb testing.TB, src, dst string, flags uint8) []byte {
+	tb.Helper()
+	f, err := fwtest.Frame(firewall.Packet{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst),
+		Proto: 6, SPort: 40000, DPort: 80, Flags: flags})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// TestFirewallBlocklist: a million IPv4 prefixes and some IPv6 ones in
+// the uplink's LPM blocklists; blocked sources are dropped first thing,
+// the others pass.
+func TestFirewallBlocklist(t *testing.T) {
+	h := newFwHarness(t)
+	n := 1_000_000
+	if testing.Short() {
+		n = 50_000
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	ps := make([]netip.Prefix, 0, n+2)
+	for len(ps) < n {
+		a := [4]byte{byte(rng.IntN(223) + 1), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))}
+		if a[0] == 10 {
+			continue // keep 10/8 for the sources that pass
+		}
+		bits := 24 + rng.IntN(9)
+		ps = append(ps, netip.PrefixFrom(netip.AddrFrom4(a), bits).Masked())
+	}
+	ps = append(ps, netip.MustParsePrefix("10.66.0.0/16"), netip.MustParsePrefix("2001:db8:bad::/48"))
+	begin := time.Now()
+	if err := h.in.Block(ps); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d prefixes loaded in %v", len(ps), time.Since(begin).Round(time.Millisecond))
+	if err := h.in.SetDDoS(bpf.FwDdos{Flags: bpf.FwDdosBlocklist}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src     string
+		dropped bool
+	}{
+		{"10.66.3.4", true}, {"10.67.3.4", false}, {ps[0].Addr().String(), true}, {ps[n/2].Addr().String(), true},
+		{"2001:db8:bad::1", true}, {"2001:db8:bae::1", false},
+	} {
+		dst := "192.0.2.1"
+		if strings.Contains(c.src, ":") {
+			dst = "2001:db8::1"
+		}
+		ret, reason := h.runUplink(t, tcpFrame(t, c.src, dst, 0x02))
+		if (ret == xdpDrop) != c.dropped || (c.dropped && reason != "drop_blocklist") {
+			t.Errorf("source %s: verdict %d reason %s, want dropped=%v (drop_blocklist)", c.src, ret, reason, c.dropped)
+		}
+	}
+	if err := h.in.Unblock(ps[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := h.runUplink(t, tcpFrame(t, ps[0].Addr().String(), "192.0.2.1", 0x02)); ret == xdpDrop && ps[0].Bits() == 32 {
+		t.Errorf("%s dropped after unblock", ps[0])
+	}
+}
+
+// TestFirewallRateLimit: per-source token buckets (packets, SYNs) and
+// the malformed-header drop on the uplink.
+func TestFirewallRateLimit(t *testing.T) {
+	h := newFwHarness(t)
+	if err := h.in.SetDDoS(bpf.FwDdos{Flags: bpf.FwDdosRate | bpf.FwDdosSYN | bpf.FwDdosMalformed,
+		Pps: 1, Burst: 5, SynPps: 1, SynBurst: 2, V4Prefix: 24, V6Prefix: 64}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(src string, flags uint8, n int) (passed int, reasons map[string]int) {
+		reasons = map[string]int{}
+		for i := 0; i < n; i++ {
+			ret, reason := h.runUplink(t, tcpFrame(t, src, "192.0.2.1", flags))
+			if ret != xdpDrop {
+				passed++
+			}
+			reasons[reason]++
+		}
+		return
+	}
+	// A 1/s bucket of 5: five of ten ACKs pass within the test's instant.
+	if p, rs := count("198.51.100.7", 0x10, 10); p != 5 || rs["drop_rate_limit"] != 5 {
+		t.Errorf("ACKs from one source: %d of 10 passed (%v), want 5 and 5 drop_rate_limit", p, rs)
+	}
+	// The same /24 shares the bucket; another /24 has its own.
+	if p, _ := count("198.51.100.8", 0x10, 1); p != 0 {
+		t.Errorf("a source of the same /24 passed: the bucket is per /24")
+	}
+	// SYN bucket of 2 (with packets left in the packet bucket).
+	if p, rs := count("203.0.113.9", 0x02, 4); p != 2 || rs["drop_syn_limit"] != 2 {
+		t.Errorf("SYNs: %d of 4 passed (%v), want 2 and 2 drop_syn_limit", p, rs)
+	}
+	// Malformed: SYN+FIN, no flags, a TCP header cut short.
+	for _, c := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"SYN+FIN", tcpFrame(t, "192.0.2.50", "192.0.2.1", 0x03)},
+		{"null scan", tcpFrame(t, "192.0.2.51", "192.0.2.1", 0x00)},
+		{"TCP header cut", func() []byte {
+			f := tcpFrame(t, "192.0.2.52", "192.0.2.1", 0x10)
+			f = f[:14+20+10]
+			f[16], f[17] = 0, 30 // IPv4 total length: 30 bytes
+			return f
+		}()},
+	} {
+		if ret, reason := h.runUplink(t, c.frame); ret != xdpDrop || reason != "drop_malformed" {
+			t.Errorf("%s: verdict %d reason %s, want drop_malformed", c.name, ret, reason)
+		}
+	}
+}
+
+// firewallRules makes n uplink rules "drop tcp from a /32 to port p" that
+// a benchmark packet does not match, and optionally a last rule it does.
+func firewallRules(n int, lastMatches bool) *firewall.RuleSet {
+	rs := &firewall.RuleSet{}
+	for i := 0; i < n; i++ {
+		rs.Rules = append(rs.Rules, firewall.Rule{
+			Name: fmt.Sprintf("r%d", i), Scope: "uplink", Action: "drop", Proto: firewall.List{"tcp"},
+			Src:     firewall.List{fmt.Sprintf("198.18.%d.%d", i/250%250, i%250+1)},
+			DstPort: firewall.List{fmt.Sprint(1000 + i%5000)},
+		})
+	}
+	if lastMatches && n > 0 {
+		rs.Rules[n-1].Src = firewall.List{"203.0.113.0/24"}
+		rs.Rules[n-1].DstPort = firewall.List{"80"}
+	}
+	return rs
+}
+
+// BenchmarkFirewall measures the uplink program per packet with 1, 1,000
+// and 10,000 rules: a packet no rule matches (classified, passed) and one
+// the last rule drops, against the firewall off. docs/firewall.md has the
+// numbers.
+func BenchmarkFirewall(b *testing.B) {
+	h := newFwHarness(b)
+	frame := tcpFrame(b, "203.0.113.5", "192.0.2.1", 0x10)
+	run := func(b *testing.B) {
+		var d time.Duration
+		err := h.do(func() (err error) {
+			_, d, err = h.objs.XDPFromUplink().Benchmark(frame, b.N, b.ResetTimer)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(d.Nanoseconds()), "ns/pkt")
+	}
+	b.Run("off", func(b *testing.B) {
+		if err := h.in.Disable(); err != nil {
+			b.Fatal(err)
+		}
+		run(b)
+	})
+	for _, n := range []int{1, 1000, 10000} {
+		for _, last := range []bool{false, true} {
+			name := fmt.Sprintf("rules=%d/pass", n)
+			if last {
+				name = fmt.Sprintf("rules=%d/drop-by-last", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				h.install(b, firewallRules(n, last), false)
+				run(b)
+			})
+		}
+	}
+}
+
+// TestFirewallReject: a rejected TCP segment comes back as the RST that
+// answers it (RFC 9293), with valid checksums, out of every hook; a
+// rejected UDP datagram is dropped.
+func TestFirewallReject(t *testing.T) {
+	h := newFwHarness(t)
+	h.install(t, &firewall.RuleSet{Rules: []firewall.Rule{
+		{Name: "no-8080", Action: "reject", Proto: firewall.List{"tcp", "udp"}, DstPort: firewall.List{"8080"}},
+		{Name: "up-8080", Action: "reject", Scope: "uplink", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"8080"}},
+	}}, false)
+	for _, c := range []struct {
+		kind     firewall.Kind
+		src, dst string
+		ret      uint32
+	}{
+		{firewall.KindFromEP, "10.1.0.2", "192.0.2.9", tcRedirect},
+		{firewall.KindFromEP, "fd00:1::2", "2001:db8::9", tcRedirect},
+		{firewall.KindToEP, "192.0.2.9", "10.1.0.2", tcRedirect},
+		{firewall.KindUplink, "192.0.2.9", "198.51.100.1", xdpTX},
+		{firewall.KindUplink, "2001:db8::9", "2001:db8::1", xdpTX},
+	} {
+		for _, flags := range []uint8{0x02, 0x18} { // SYN; PSH+ACK with data
+			pk := firewall.Packet{Kind: c.kind, Src: netip.MustParseAddr(c.src), Dst: netip.MustParseAddr(c.dst),
+				Proto: 6, SPort: 40000, DPort: 8080, Flags: flags,
+				SMAC: [6]byte{2, 0, 0, 0, 0, 1}, DMAC: [6]byte{2, 0, 0, 0, 0, 2}}
+			frame, err := fwtest.Frame(pk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var prog *ebpf.Program
+			switch c.kind {
+			case firewall.KindFromEP:
+				prog = h.objs.FromEndpoint()
+			case firewall.KindToEP:
+				prog = h.objs.ToEndpoint()
+			default:
+				prog = h.objs.XDPFromUplink()
+			}
+			opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
+			var ret uint32
+			if err := h.do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%s %s->%s flags %#x", c.kind, c.src, c.dst, flags)
+			if ret != c.ret {
+				t.Errorf("%s: return %d, want %d", name, ret, c.ret)
+				continue
+			}
+			checkRST(t, name, frame, opts.DataOut)
+		}
+	}
+	// UDP: no answer yet, a counted drop.
+	frame, _ := fwtest.Frame(firewall.Packet{Kind: firewall.KindFromEP, Src: netip.MustParseAddr("10.1.0.2"),
+		Dst: netip.MustParseAddr("192.0.2.9"), Proto: 17, SPort: 5000, DPort: 8080})
+	if _, out, _ := h.run(firewall.KindFromEP, frame); len(out) == 0 {
+		t.Errorf("no output")
+	}
+}
+
+// checkRST decodes out and checks it answers in.
+func checkRST(t *testing.T, name string, in, out []byte) {
+	t.Helper()
+	pin := gopacket.NewPacket(in, layers.LayerTypeEthernet, gopacket.Default)
+	pout := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
+	ein, eout := pin.Layer(layers.LayerTypeEthernet).(*layers.Ethernet), pout.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+	tin, _ := pin.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	tout, _ := pout.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	if tout == nil || eout == nil {
+		t.Errorf("%s: output is not TCP: %v", name, pout)
+		return
+	}
+	if !bytes.Equal(eout.SrcMAC, ein.DstMAC) || !bytes.Equal(eout.DstMAC, ein.SrcMAC) {
+		t.Errorf("%s: MACs not swapped", name)
+	}
+	if !tout.RST || tout.SrcPort != tin.DstPort || tout.DstPort != tin.SrcPort || len(tout.Payload) != 0 {
+		t.Errorf("%s: got %+v, want an RST from port %d to %d without payload", name, tout.TransportFlow(), tin.DstPort, tin.SrcPort)
+	}
+	if tin.ACK {
+		if tout.Seq != tin.Ack || tout.ACK {
+			t.Errorf("%s: RST seq %d ack %v, want seq = the segment's ack %d, no ACK", name, tout.Seq, tout.ACK, tin.Ack)
+		}
+	} else if want := tin.Seq + uint32(len(tin.Payload)) + 1; !tout.ACK || tout.Ack != want {
+		t.Errorf("%s: RST ack %d (ACK %v), want %d", name, tout.Ack, tout.ACK, want)
+	}
+	var pseudo []byte
+	if ip, ok := pout.Layer(layers.LayerTypeIPv4).(*layers.IPv4); ok {
+		ipin := pin.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		if !ip.SrcIP.Equal(ipin.DstIP) || !ip.DstIP.Equal(ipin.SrcIP) || ip.Length != 40 {
+			t.Errorf("%s: IPv4 header %+v", name, ip)
+		}
+		if checksum(out[14:34]) != 0 {
+			t.Errorf("%s: bad IPv4 header checksum", name)
+		}
+		pseudo = append(append(append([]byte{}, ip.SrcIP.To4()...), ip.DstIP.To4()...), 0, 6, 0, 20)
+		if checksum(append(pseudo, out[34:54]...)) != 0 {
+			t.Errorf("%s: bad TCP checksum", name)
+		}
+	} else {
+		ip := pout.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+		ipin := pin.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+		if !ip.SrcIP.Equal(ipin.DstIP) || !ip.DstIP.Equal(ipin.SrcIP) || ip.Length != 20 {
+			t.Errorf("%s: IPv6 header %+v", name, ip)
+		}
+		pseudo = append(append(append([]byte{}, ip.SrcIP...), ip.DstIP...), 0, 0, 0, 20, 0, 0, 0, 6)
+		if checksum(append(pseudo, out[54:74]...)) != 0 {
+			t.Errorf("%s: bad TCP checksum", name)
+		}
+	}
+}
+
+// checksum is the Internet checksum of b (0 when b holds a valid one).
+func checksum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
 }

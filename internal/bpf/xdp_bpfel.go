@@ -199,16 +199,18 @@ type xdpFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls   [9]uint32
-	Key   uint32
-	_     [4]byte
-	C0    uint64
-	C1    uint64
-	C2    uint64
-	C3    uint64
-	Acc   uint64
-	Base  uint32
-	Found uint32
+	Cls    [9]uint32
+	Key    uint32
+	Slot   uint32
+	Fields uint32
+	Reason uint32
+	C0     uint64
+	C1     uint64
+	C2     uint64
+	C3     uint64
+	Acc    uint64
+	Base   uint32
+	Found  uint32
 }
 
 type xdpFwState struct {

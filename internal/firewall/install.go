@@ -112,7 +112,7 @@ func (in *Installer) Install(t *Tables) (uint64, error) {
 	if err := batchFill(pool, bitmaps); err != nil {
 		return 0, fmt.Errorf("fill bitmap pool: %w", err)
 	}
-	rules, err := mk(in.rules, "xlane_fw_rules", len(t.Rules))
+	rules, err := mk(in.rules, "xlane_fw_rules", bpf.FwMaxRules) // fixed size: inlined lookups
 	if err != nil {
 		return 0, err
 	}

@@ -105,6 +105,28 @@ func (m MapResolver) Endpoint(id string) (uint32, []netip.Addr, bool) {
 
 var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 
+// liveResolver resolves missing scopes to a network and endpoint id that
+// nothing has (their rules match nothing).
+type liveResolver struct{ Resolver }
+
+// inactiveNet is a network id no network has: the sequence starts at 1
+// and a node never gets near 2^32.
+const inactiveNet = ^uint32(0)
+
+func (l liveResolver) NetworkID(name string) (uint32, bool) {
+	if id, ok := l.Resolver.NetworkID(name); ok {
+		return id, true
+	}
+	return inactiveNet, true
+}
+
+func (l liveResolver) Endpoint(id string) (uint32, []netip.Addr, bool) {
+	if n, a, ok := l.Resolver.Endpoint(id); ok {
+		return n, a, true
+	}
+	return inactiveNet, []netip.Addr{netip.IPv6Unspecified()}, true
+}
+
 // ferr names the rule and the field: rules[web].dport "70-60": ...
 func ferr(rule, field, format string, args ...any) error {
 	return model.Fieldf(fmt.Sprintf("rules[%s].%s", rule, field), format, args...)
@@ -116,7 +138,18 @@ func derr(i int, field, format string, args ...any) error {
 
 // Validate checks every rule and default of rs against the node (res) and
 // returns the policy, or the first error, naming the rule and the field.
-func Validate(rs *RuleSet, res Resolver) (*Policy, error) {
+func Validate(rs *RuleSet, res Resolver) (*Policy, error) { return validate(rs, res, false) }
+
+// ValidateLive is Validate for a rule set already accepted, recompiled
+// after the node changed: a rule or default whose endpoint or network is
+// gone stays in the set but matches nothing (Inactive), until the scope
+// exists again.
+func ValidateLive(rs *RuleSet, res Resolver) (*Policy, error) { return validate(rs, res, true) }
+
+func validate(rs *RuleSet, res Resolver, live bool) (*Policy, error) {
+	if live {
+		res = liveResolver{res}
+	}
 	p := &Policy{Established: rs.EstablishedOn()}
 	seen := map[string]bool{}
 	type ordered struct {
@@ -279,6 +312,9 @@ func validateDefaults(ds []Default, res Resolver) ([]PRule, error) {
 		}
 		r := PRule{Name: "default:" + scopeName + ":" + dirName, Action: act, Default: true}
 		for _, k := range sc.kinds {
+			if sc.net == inactiveNet {
+				break // its endpoint or network is gone: matches nothing
+			}
 			m := Match{Ctx: []Ctx{{k, sc.net}}, V4: true, V6: true}
 			m.Src4, m.Src6 = splitFamilies(nil, true, true)
 			m.Dst4, m.Dst6 = splitFamilies(nil, true, true)
@@ -432,6 +468,9 @@ func validateRule(r Rule, res Resolver) (PRule, error) {
 	m.Src4, m.Src6 = splitFamilies(src, m.V4, m.V6)
 	m.Dst4, m.Dst6 = splitFamilies(dst, m.V4, m.V6)
 
+	if sc.net == inactiveNet {
+		return pr, nil // its endpoint or network is gone: matches nothing
+	}
 	for _, k := range sc.kinds {
 		mk := m
 		mk.Ctx = []Ctx{{k, sc.net}}

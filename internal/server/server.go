@@ -148,6 +148,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("GET "+api.PathStatus, http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Status()
 	})
+	firewallRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))
 	})

@@ -37,27 +37,29 @@ func synthCTKey(i int) bpf.CTKey {
 	src := netip.AddrFrom4([4]byte{100, 64 + byte(i>>24&0x3f), byte(i >> 16), byte(i >> 8)})
 	k.Saddr = src.As16()
 	k.Daddr = netip.MustParseAddr("100.127.0.1").As16()
-	k.Sport = htons(uint16(1024 + i&0xff))
-	k.Dport = htons(1)
+	k.Sport = ctHtons(uint16(1024 + i&0xff))
+	k.Dport = ctHtons(1)
 	return k
 }
 
-// htons turns a port into the network-order value a ct_key field holds.
-func htons(p uint16) uint16 { return binary.BigEndian.Uint16(binary.NativeEndian.AppendUint16(nil, p)) }
+// ctHtons turns a port into the network-order value a ct_key field holds.
+func ctHtons(p uint16) uint16 {
+	return binary.BigEndian.Uint16(binary.NativeEndian.AppendUint16(nil, p))
+}
 
-// monoNow is bpf_ktime_get_ns()'s clock.
-func monoNow() uint64 {
+// ctMonoNow is bpf_ktime_get_ns()'s clock.
+func ctMonoNow() uint64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
 
-// fillCT inserts synthetic entries [from, to) into m; expired(i) picks the
+// ctFill inserts synthetic entries [from, to) into m; expired(i) picks the
 // ones whose deadline passed an hour ago, the others expire in a day.
 // Returns the first error (E2BIG once the table is full).
-func fillCT(m *ebpf.Map, from, to int, expired func(i int) bool) (int, error) {
+func ctFill(m *ebpf.Map, from, to int, expired func(i int) bool) (int, error) {
 	const chunk = 1 << 16
-	now := monoNow()
+	now := ctMonoNow()
 	keys := make([]bpf.CTKey, 0, chunk)
 	vals := make([]bpf.CTVal, 0, chunk)
 	done := 0
@@ -80,19 +82,19 @@ func fillCT(m *ebpf.Map, from, to int, expired func(i int) bool) (int, error) {
 	return done, nil
 }
 
-// cpuTime is this process' user + system CPU time.
-func cpuTime() time.Duration {
+// ctCPUTime is this process' user + system CPU time.
+func ctCPUTime() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// measure runs fn and returns its CPU and wall time.
-func measure(fn func()) (cpu, wall time.Duration) {
+// ctMeasure runs fn and returns its CPU and wall time.
+func ctMeasure(fn func()) (cpu, wall time.Duration) {
 	runtime.GC()
-	c0, w0 := cpuTime(), time.Now()
+	c0, w0 := ctCPUTime(), time.Now()
 	fn()
-	return cpuTime() - c0, time.Since(w0)
+	return ctCPUTime() - c0, time.Since(w0)
 }
 
 // TestCTGCAtScale runs the daemon's conntrack GC, stats and flush on a
@@ -112,22 +114,22 @@ func TestCTGCAtScale(t *testing.T) {
 	}
 	defer m.Close()
 	expired := func(i int) bool { return i%10 == 0 }
-	cpu, wall := measure(func() {
-		if n, err := fillCT(m, 0, ctMillion, expired); err != nil || n != ctMillion {
+	cpu, wall := ctMeasure(func() {
+		if n, err := ctFill(m, 0, ctMillion, expired); err != nil || n != ctMillion {
 			t.Fatalf("fill: %d entries, %v", n, err)
 		}
 	})
 	t.Logf("fill of 1M entries: cpu %v wall %v", cpu, wall)
 
 	var st datapath.CTStats
-	cpu, wall = measure(func() { st, err = dp.CTStats() })
+	cpu, wall = ctMeasure(func() { st, err = dp.CTStats() })
 	if err != nil || st.Entries != ctMillion || st.Expired != ctMillion/10 {
 		t.Fatalf("stats %+v, %v: want %d entries, %d expired", st, err, ctMillion, ctMillion/10)
 	}
 	t.Logf("stats at 1M entries: cpu %v wall %v", cpu, wall)
 
 	var n int
-	cpu, wall = measure(func() { n, err = dp.GCCT(uint64(10 * time.Second)) })
+	cpu, wall = ctMeasure(func() { n, err = dp.GCCT(uint64(10 * time.Second)) })
 	if err != nil || n != ctMillion/10 {
 		t.Fatalf("gc: deleted %d, %v; want %d", n, err, ctMillion/10)
 	}
@@ -144,13 +146,13 @@ func TestCTGCAtScale(t *testing.T) {
 		}
 	}
 
-	cpu, wall = measure(func() { n, err = dp.GCCT(uint64(10 * time.Second)) })
+	cpu, wall = ctMeasure(func() { n, err = dp.GCCT(uint64(10 * time.Second)) })
 	if err != nil || n != 0 {
 		t.Fatalf("second gc: deleted %d, %v; want 0", n, err)
 	}
 	t.Logf("gc pass at 900k live entries, nothing to delete: cpu %v wall %v", cpu, wall)
 
-	cpu, wall = measure(func() { n, err = dp.FlushCT() })
+	cpu, wall = ctMeasure(func() { n, err = dp.FlushCT() })
 	if err != nil || n != ctMillion-ctMillion/10 {
 		t.Fatalf("flush: %d, %v", n, err)
 	}
@@ -161,10 +163,10 @@ func TestCTGCAtScale(t *testing.T) {
 	}
 }
 
-// tcpPair connects a client in netns from to a listener on dst (port
+// ctTCPPair connects a client in netns from to a listener on dst (port
 // chosen by the kernel) in netns to, and checks 64 KiB go each way.
 // Returns the client's and the server's addresses of the connection.
-func tcpPair(t *testing.T, from, to string, dst netip.Addr) (client, server netip.AddrPort) {
+func ctTCPPair(t *testing.T, from, to string, dst netip.Addr) (client, server netip.AddrPort) {
 	t.Helper()
 	var ln net.Listener
 	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
@@ -223,7 +225,7 @@ func tcpPair(t *testing.T, from, to string, dst netip.Addr) (client, server neti
 
 func ctKeyFor(client, server netip.AddrPort) bpf.CTKey {
 	return bpf.CTKey{Saddr: client.Addr().Unmap().As16(), Daddr: server.Addr().Unmap().As16(),
-		Sport: htons(client.Port()), Dport: htons(server.Port()), Proto: unix.IPPROTO_TCP}
+		Sport: ctHtons(client.Port()), Dport: ctHtons(server.Port()), Proto: unix.IPPROTO_TCP}
 }
 
 // TestCTScale: a node whose conntrack table holds a million flows. Stats
@@ -248,7 +250,7 @@ func TestCTScale(t *testing.T) {
 		t.Fatalf("xlane_ct has %d entries, want --ct-size %d", m.MaxEntries(), size)
 	}
 	begin := time.Now()
-	if got, err := fillCT(m, 0, ctMillion, nil); err != nil || got != ctMillion {
+	if got, err := ctFill(m, 0, ctMillion, nil); err != nil || got != ctMillion {
 		t.Fatalf("fill: %d, %v", got, err)
 	}
 	t.Logf("filled 1M entries in %v", time.Since(begin))
@@ -263,7 +265,7 @@ func TestCTScale(t *testing.T) {
 
 	t.Run("below the limit new connections are tracked", func(t *testing.T) {
 		for _, i := range []int{0, 1} { // IPv4, IPv6
-			client, server := tcpPair(t, c1, c2, e2.IPs[i])
+			client, server := ctTCPPair(t, c1, c2, e2.IPs[i])
 			for _, k := range []bpf.CTKey{ctKeyFor(client, server), ctKeyFor(server, client)} {
 				var v bpf.CTVal
 				if err := m.Lookup(&k, &v); err != nil {
@@ -280,7 +282,7 @@ func TestCTScale(t *testing.T) {
 	})
 
 	t.Run("at the limit new connections still work", func(t *testing.T) {
-		got, err := fillCT(m, ctMillion, ctMillion+size, nil)
+		got, err := ctFill(m, ctMillion, ctMillion+size, nil)
 		if !errors.Is(err, unix.E2BIG) {
 			t.Fatalf("filling up: %d more entries, then %v; want E2BIG", got, err)
 		}
@@ -289,7 +291,7 @@ func TestCTScale(t *testing.T) {
 		if k = synthCTKey(ctMillion + size - 1); m.Update(&k, &v, ebpf.UpdateNoExist) == nil {
 			t.Fatalf("table not full after adding %d entries", got)
 		}
-		client, server := tcpPair(t, c1, c2, e2.IPs[0])
+		client, server := ctTCPPair(t, c1, c2, e2.IPs[0])
 		k = ctKeyFor(client, server)
 		if err := m.Lookup(&k, &v); err == nil {
 			t.Errorf("connection %v -> %v tracked in a full table", client, server)

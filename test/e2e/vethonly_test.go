@@ -20,6 +20,7 @@ func TestVethOnlyEndpoint(t *testing.T) {
 
 func testVethOnly(t *testing.T, mode string) {
 	n := newNode(t)
+	requireMode(t, n, mode) // kernel_test.go
 	n.mustXlane(nil, "network", "create", "v", "--subnet", "10.82.0.0/24", "--mode", mode)
 	c1 := newNetns(t, "c")
 	var normal api.EndpointInfo

@@ -1,4 +1,8 @@
-package firewall
+// Package spec is the firewall's rule model as users write it (YAML, or
+// JSON through the API), with parsing, diffs and the iptables-save import.
+// It has no kernel dependencies: the CLI uses it; internal/firewall
+// validates and compiles it.
+package spec
 
 import (
 	"bytes"
@@ -119,9 +123,9 @@ func yamlMessage(err error) string {
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
 	msg = strings.ReplaceAll(msg, "\n  ", "; ")
-	msg = strings.ReplaceAll(msg, "in type firewall.Rule", "in a rule")
-	msg = strings.ReplaceAll(msg, "in type firewall.RuleSet", "at the top level")
-	msg = strings.ReplaceAll(msg, "in type firewall.Default", "in a default")
+	msg = strings.ReplaceAll(msg, "in type spec.Rule", "in a rule")
+	msg = strings.ReplaceAll(msg, "in type spec.RuleSet", "at the top level")
+	msg = strings.ReplaceAll(msg, "in type spec.Default", "in a default")
 	return msg
 }
 

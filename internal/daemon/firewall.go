@@ -1,0 +1,779 @@
+package daemon
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/firewall"
+	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// Firewall is the daemon's firewall: the rule set in the store, compiled
+// into the datapath's classifier (internal/firewall, bpf/lib/fw.h). Every
+// change is validated in full, compiled and installed atomically (packets
+// see the old set or the new one), then recorded; a failure changes
+// nothing. Changes are serialised with the daemon's other changes.
+type Firewall struct {
+	d    *Daemon
+	maps bpf.FwMaps
+	in   *firewall.Installer
+	err  error // why the firewall is unavailable
+
+	// Under d.mu: what the live generation was compiled from.
+	fingerprint string
+	classes     int
+	bits        map[string]int // rule name -> classifier bits
+	slots       map[string]uint32
+	names       sync.Map // slot (uint32) -> rule name, for the event log
+}
+
+var firewalls sync.Map // *Daemon -> *Firewall
+
+// fwWatchInterval: how often the firewall checks whether the networks and
+// endpoints its scopes name have changed.
+const fwWatchInterval = 2 * time.Second
+
+// Firewall returns the daemon's firewall, starting it on first use: it
+// reinstalls the stored rule set, DDoS settings and blocklist (the pinned
+// maps usually hold them already; reinstalling makes them this binary's
+// layout), follows endpoint and network changes, and logs sampled rule
+// hits.
+func (d *Daemon) Firewall() *Firewall {
+	if f, ok := firewalls.Load(d); ok {
+		return f.(*Firewall)
+	}
+	f := &Firewall{d: d, bits: map[string]int{}, slots: map[string]uint32{}}
+	if actual, loaded := firewalls.LoadOrStore(d, f); loaded {
+		return actual.(*Firewall)
+	}
+	if d.dp == nil {
+		f.err = fmt.Errorf("the firewall needs the BPF datapath: %v: %w", d.dpErr, model.ErrUnavailable)
+		return f
+	}
+	f.maps, f.err = bpf.OpenFirewallMaps(filepath.Join(d.cfg.PinDir, "maps"))
+	if f.err == nil {
+		f.in, f.err = firewall.NewInstaller(f.maps)
+	}
+	if f.err != nil {
+		f.err = fmt.Errorf("firewall: %w: %w", f.err, model.ErrUnavailable)
+		return f
+	}
+	d.mu.Lock()
+	err := f.reconcile()
+	d.mu.Unlock()
+	if err != nil {
+		d.log.Error("firewall: reconcile", "err", err)
+	}
+	go f.watch()
+	go f.events()
+	return f
+}
+
+// reconcile reinstalls what the store says. Called with d.mu held.
+func (f *Firewall) reconcile() error {
+	var (
+		rs    *spec.RuleSet
+		ddos  spec.DDoS
+		count int
+	)
+	err := f.d.store.View(func(tx *store.Tx) error {
+		var err error
+		if rs, err = tx.FirewallRules(); err != nil {
+			return err
+		}
+		if ddos, err = tx.FirewallDDoS(); err != nil {
+			return err
+		}
+		count = tx.BlockedCount()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if len(rs.Rules) > 0 || len(rs.Defaults) > 0 {
+		errs = append(errs, f.store(rs, true, false))
+	} else if st, err := f.in.State(); err == nil && st.On != 0 {
+		errs = append(errs, f.in.Disable())
+	}
+	if count != f.blocklistSize() {
+		errs = append(errs, f.reloadBlocklist())
+	}
+	errs = append(errs, f.in.SetDDoS(f.ddosVal(ddos, count)))
+	return errors.Join(errs...)
+}
+
+// blocklistSize counts the prefixes in the datapath's blocklists.
+func (f *Firewall) blocklistSize() int {
+	n := 0
+	for _, m := range []*ebpf.Map{f.maps.Block4, f.maps.Block6} {
+		k := make([]byte, m.KeySize())
+		var v uint32
+		it := m.Iterate()
+		for it.Next(&k, &v) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *Firewall) reloadBlocklist() error {
+	if err := f.in.FlushBlocklist(); err != nil {
+		return err
+	}
+	var batch []netip.Prefix
+	var errs []error
+	err := f.d.store.View(func(tx *store.Tx) error {
+		return tx.Blocked(func(p netip.Prefix) bool {
+			batch = append(batch, p)
+			if len(batch) == 65536 {
+				errs = append(errs, f.in.Block(batch))
+				batch = batch[:0]
+			}
+			return true
+		})
+	})
+	errs = append(errs, err, f.in.Block(batch))
+	return errors.Join(errs...)
+}
+
+// resolver is the node as the store has it, and its fingerprint.
+func (f *Firewall) resolver() (firewall.MapResolver, string, error) {
+	res := firewall.MapResolver{Networks: map[string]uint32{}, Endpoints: map[string]firewall.EndpointInfo{}}
+	err := f.d.store.View(func(tx *store.Tx) error {
+		nets, err := tx.Networks()
+		if err != nil {
+			return err
+		}
+		for _, n := range nets {
+			res.Networks[n.Name] = n.ID
+		}
+		eps, err := tx.Endpoints()
+		if err != nil {
+			return err
+		}
+		for _, e := range eps {
+			res.Endpoints[e.ID] = firewall.EndpointInfo{Network: res.Networks[e.Network], Addrs: e.IPs}
+		}
+		return nil
+	})
+	raw, _ := json.Marshal(res)
+	sum := sha256.Sum256(raw)
+	return res, fmt.Sprintf("%x", sum[:8]), err
+}
+
+func (f *Firewall) ready() error {
+	if f.err != nil {
+		return f.err
+	}
+	return nil
+}
+
+// store validates rs, compiles and installs it, and records it with its
+// counter slots, in one store transaction: an error leaves the live set
+// and the store as they were. live: rs was accepted before (scopes that
+// vanished since make rules inactive instead of failing).
+func (f *Firewall) store(rs *spec.RuleSet, live, dryRun bool) error {
+	res, fp, err := f.resolver()
+	if err != nil {
+		return err
+	}
+	validate := firewall.Validate
+	if live {
+		validate = firewall.ValidateLive
+	}
+	pol, err := validate(rs, res)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		return nil
+	}
+	return f.d.store.Update(func(tx *store.Tx) error {
+		slots, err := tx.FirewallSlots()
+		if err != nil {
+			return err
+		}
+		slots, fresh, err := allocSlots(slots, pol)
+		if err != nil {
+			return err
+		}
+		for _, s := range fresh {
+			if err := f.in.ResetCounter(s); err != nil {
+				return fmt.Errorf("reset counters of slot %d: %w", s, err)
+			}
+		}
+		tab, err := firewall.Compile(pol, slots)
+		if err != nil {
+			return err
+		}
+		if err := f.d.step("firewall-install"); err != nil {
+			return err
+		}
+		if _, err := f.in.Install(tab); err != nil {
+			return err
+		}
+		if err := tx.PutFirewallRules(rs); err != nil {
+			return err
+		}
+		if err := tx.PutFirewallSlots(slots); err != nil {
+			return err
+		}
+		f.fingerprint, f.classes, f.slots = fp, len(tab.Pool), slots
+		f.bits = map[string]int{}
+		for _, r := range tab.Bit {
+			f.bits[pol.Rules[r].Name]++
+		}
+		for name, s := range slots {
+			f.names.Store(s, name)
+		}
+		return nil
+	})
+}
+
+// allocSlots keeps the slots of rules that stay, frees those of rules
+// that go, and gives new rules free slots (returned in fresh: their
+// counters must be zeroed). A freed slot is reused only by a later
+// apply, after the generation that counted into it is gone.
+func allocSlots(old map[string]uint32, pol *firewall.Policy) (map[string]uint32, []uint32, error) {
+	out := map[string]uint32{}
+	used := map[uint32]bool{}
+	for _, r := range pol.Rules {
+		if s, ok := old[r.Name]; ok {
+			out[r.Name] = s
+			used[s] = true
+		}
+	}
+	var fresh []uint32
+	next := uint32(0)
+	for _, r := range pol.Rules {
+		if _, ok := out[r.Name]; ok {
+			continue
+		}
+		for next < uint32(bpf.FwMaxRules) && used[next] {
+			next++
+		}
+		if next >= uint32(bpf.FwMaxRules) {
+			return nil, nil, model.Fieldf("rules", "more than %d rules and defaults", bpf.FwMaxRules)
+		}
+		out[r.Name] = next
+		used[next] = true
+		fresh = append(fresh, next)
+	}
+	return out, fresh, nil
+}
+
+// Apply replaces the rule set; with dryRun it only validates and says
+// what would change.
+func (f *Firewall) Apply(rs spec.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	return f.apply(&rs, dryRun)
+}
+
+// apply, with d.mu held.
+func (f *Firewall) apply(rs *spec.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
+	var old *spec.RuleSet
+	err := f.d.store.View(func(tx *store.Tx) error {
+		var err error
+		old, err = tx.FirewallRules()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &api.FirewallApplied{Diff: spec.Compare(old, rs)}
+	if err := f.store(rs, false, dryRun); err != nil {
+		return nil, err
+	}
+	if !dryRun {
+		out.Applied = true
+		st, err := f.in.State()
+		if err == nil {
+			out.Generation = st.Generation
+		}
+		f.d.log.Info("firewall rule set applied", "rules", len(rs.Rules), "defaults", len(rs.Defaults),
+			"changes", len(out.Diff.Changes), "generation", out.Generation)
+	}
+	return out, nil
+}
+
+// current returns the stored rule set (d.mu held or not: a read).
+func (f *Firewall) current() (*spec.RuleSet, error) {
+	var rs *spec.RuleSet
+	err := f.d.store.View(func(tx *store.Tx) error {
+		var err error
+		rs, err = tx.FirewallRules()
+		return err
+	})
+	return rs, err
+}
+
+// Add adds one rule to the set in force.
+func (f *Firewall) Add(r spec.Rule) (*api.FirewallRule, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	rs, err := f.current()
+	if err != nil {
+		return nil, err
+	}
+	if rs.Index(r.Name) >= 0 {
+		return nil, model.Conflictf("rule %q already exists (update it, or remove it first)", r.Name)
+	}
+	rs.Rules = append(rs.Rules, r)
+	if _, err := f.apply(rs, false); err != nil {
+		return nil, err
+	}
+	return f.rule(r.Name)
+}
+
+// Update replaces the rule called name with r (which may rename it).
+func (f *Firewall) Update(name string, r spec.Rule) (*api.FirewallRule, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	rs, err := f.current()
+	if err != nil {
+		return nil, err
+	}
+	i := rs.Index(name)
+	if i < 0 {
+		return nil, model.NotFoundf("rule %q", name)
+	}
+	if r.Name == "" {
+		r.Name = name
+	}
+	if j := rs.Index(r.Name); j >= 0 && j != i {
+		return nil, model.Conflictf("rule %q already exists", r.Name)
+	}
+	rs.Rules[i] = r
+	if _, err := f.apply(rs, false); err != nil {
+		return nil, err
+	}
+	return f.rule(r.Name)
+}
+
+// Remove removes a rule; a missing one is not an error.
+func (f *Firewall) Remove(name string) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	rs, err := f.current()
+	if err != nil {
+		return err
+	}
+	i := rs.Index(name)
+	if i < 0 {
+		return nil
+	}
+	rs.Rules = slices.Delete(rs.Rules, i, i+1)
+	_, err = f.apply(rs, false)
+	return err
+}
+
+// Rule returns one rule with its counters.
+func (f *Firewall) Rule(name string) (*api.FirewallRule, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	return f.rule(name)
+}
+
+func (f *Firewall) rule(name string) (*api.FirewallRule, error) {
+	fw, err := f.list()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range append(fw.Rules, fw.Defaults...) {
+		if r.Name == name {
+			return &r, nil
+		}
+	}
+	return nil, model.NotFoundf("rule %q", name)
+}
+
+// List returns the rule set in force with counters, in evaluation order.
+func (f *Firewall) List() (*api.Firewall, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	return f.list()
+}
+
+func (f *Firewall) list() (*api.Firewall, error) {
+	var (
+		rs    *spec.RuleSet
+		ddos  spec.DDoS
+		count int
+	)
+	err := f.d.store.View(func(tx *store.Tx) error {
+		var err error
+		if rs, err = tx.FirewallRules(); err != nil {
+			return err
+		}
+		ddos, err = tx.FirewallDDoS()
+		count = tx.BlockedCount()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.in.State()
+	if err != nil {
+		return nil, fmt.Errorf("read firewall state: %w", err)
+	}
+	out := &api.Firewall{Generation: st.Generation, Enabled: st.On != 0, Established: rs.EstablishedOn(),
+		Rules: []api.FirewallRule{}, Classes: f.classes, DDoS: ddos, Blocklist: count}
+	// Evaluation order: the validated policy's.
+	res, _, err := f.resolver()
+	if err != nil {
+		return nil, err
+	}
+	pol, err := firewall.ValidateLive(rs, res)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]spec.Rule{}
+	for _, r := range rs.Rules {
+		byName[r.Name] = r
+	}
+	now := monotonicNow()
+	for i, pr := range pol.Rules {
+		fr := api.FirewallRule{Position: i + 1, Bits: len(pr.Matches), Default: pr.Default}
+		if pr.Default {
+			scope, dir := defaultScope(pr.Name)
+			fr.Rule = spec.Rule{Name: pr.Name, Scope: scope, Direction: dir, Action: actionName(pr.Action)}
+		} else {
+			fr.Rule = byName[pr.Name]
+		}
+		if s, ok := f.slots[pr.Name]; ok {
+			if c, err := f.in.Counter(s); err == nil {
+				fr.Packets, fr.Bytes = c.Packets, c.Bytes
+				if c.LastHit != 0 && c.LastHit <= now {
+					t := time.Now().Add(-time.Duration(now - c.LastHit)).UTC().Truncate(time.Millisecond)
+					fr.LastHit = &t
+				}
+			}
+		}
+		if pr.Default {
+			out.Defaults = append(out.Defaults, fr)
+		} else {
+			out.Rules = append(out.Rules, fr)
+		}
+	}
+	for _, rc := range f.d.reasonCounters(0) {
+		if isFirewallReason(rc.Reason) {
+			out.Drops = append(out.Drops, rc)
+		}
+	}
+	return out, nil
+}
+
+func isFirewallReason(r string) bool {
+	return strings.HasPrefix(r, "drop_fw") || r == "drop_blocklist" || r == "drop_rate_limit" ||
+		r == "drop_syn_limit" || r == "pass_fw"
+}
+
+func defaultScope(name string) (scope, dir string) {
+	parts := strings.Split(strings.TrimPrefix(name, "default:"), ":")
+	dir = parts[len(parts)-1]
+	scope = strings.Join(parts[:len(parts)-1], ":")
+	if dir == "any" {
+		dir = ""
+	}
+	if scope == "uplink" {
+		dir = ""
+	}
+	return scope, dir
+}
+
+func actionName(a uint8) string {
+	switch a {
+	case bpf.FwDrop:
+		return "drop"
+	case bpf.FwReject:
+		return "reject"
+	case bpf.FwLog:
+		return "log"
+	}
+	return "allow"
+}
+
+// monotonicNow is bpf_ktime_get_coarse_ns()'s clock.
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// Diff says what applying rs would change (after validating it).
+func (f *Firewall) Diff(rs spec.RuleSet) (*api.FirewallApplied, error) {
+	return f.Apply(rs, true)
+}
+
+// DDoS returns the uplink's DDoS settings.
+func (f *Firewall) DDoS() (*spec.DDoS, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	var d spec.DDoS
+	err := f.d.store.View(func(tx *store.Tx) error {
+		var err error
+		d, err = tx.FirewallDDoS()
+		return err
+	})
+	return &d, err
+}
+
+// SetDDoS replaces the uplink's DDoS settings.
+func (f *Firewall) SetDDoS(d spec.DDoS) (*spec.DDoS, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	if err := d.Normalize(); err != nil {
+		return nil, err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	err := f.d.store.Update(func(tx *store.Tx) error {
+		if err := f.in.SetDDoS(f.ddosVal(d, tx.BlockedCount())); err != nil {
+			return err
+		}
+		return tx.PutFirewallDDoS(d)
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.d.log.Info("firewall DDoS settings", "pps", d.PPS, "syn_pps", d.SYNPPS, "malformed", d.Malformed)
+	return &d, nil
+}
+
+// ddosVal is the datapath's view of the settings; the blocklist is
+// consulted only when it holds something (a lookup per packet).
+func (f *Firewall) ddosVal(d spec.DDoS, blocked int) bpf.FwDdos {
+	d.Normalize()
+	v := bpf.FwDdos{Pps: d.PPS, Burst: d.Burst, SynPps: d.SYNPPS, SynBurst: d.SYNBurst,
+		V4Prefix: d.V4Prefix, V6Prefix: d.V6Prefix}
+	if blocked > 0 {
+		v.Flags |= bpf.FwDdosBlocklist
+	}
+	if d.PPS > 0 {
+		v.Flags |= bpf.FwDdosRate
+	}
+	if d.SYNPPS > 0 {
+		v.Flags |= bpf.FwDdosSYN
+	}
+	if d.Malformed {
+		v.Flags |= bpf.FwDdosMalformed
+	}
+	return v
+}
+
+// Block adds and removes blocklist prefixes.
+func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	parse := func(field string, ss []string) ([]netip.Prefix, error) {
+		out := make([]netip.Prefix, 0, len(ss))
+		for _, s := range ss {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				a, aerr := netip.ParseAddr(s)
+				if aerr != nil {
+					return nil, model.Fieldf(field, "%q: not an address or CIDR prefix", s)
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			if p.Addr().Is4In6() {
+				p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+			}
+			out = append(out, p.Masked())
+		}
+		return out, nil
+	}
+	add, err := parse("add", req.Add)
+	if err != nil {
+		return nil, err
+	}
+	rm, err := parse("remove", req.Remove)
+	if err != nil {
+		return nil, err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	out := &api.FirewallBlocklist{}
+	err = f.d.store.Update(func(tx *store.Tx) error {
+		if err := tx.PutBlocked(add); err != nil {
+			return err
+		}
+		if err := tx.DeleteBlocked(rm); err != nil {
+			return err
+		}
+		if err := f.in.Block(add); err != nil {
+			f.in.Unblock(add)
+			return err
+		}
+		if err := f.in.Unblock(rm); err != nil {
+			return err
+		}
+		out.Count = tx.BlockedCount()
+		d, err := tx.FirewallDDoS()
+		if err != nil {
+			return err
+		}
+		return f.in.SetDDoS(f.ddosVal(d, out.Count))
+	})
+	return out, err
+}
+
+// Blocklist returns the blocklist's size and up to limit entries.
+func (f *Firewall) Blocklist(limit int) (*api.FirewallBlocklist, error) {
+	if err := f.ready(); err != nil {
+		return nil, err
+	}
+	out := &api.FirewallBlocklist{}
+	err := f.d.store.View(func(tx *store.Tx) error {
+		out.Count = tx.BlockedCount()
+		if limit <= 0 {
+			return nil
+		}
+		return tx.Blocked(func(p netip.Prefix) bool {
+			out.Entries = append(out.Entries, p.String())
+			return len(out.Entries) < limit
+		})
+	})
+	return out, err
+}
+
+// FlushBlocklist empties the blocklist.
+func (f *Firewall) FlushBlocklist() error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	return f.d.store.Update(func(tx *store.Tx) error {
+		if err := tx.FlushBlocked(); err != nil {
+			return err
+		}
+		if err := f.in.FlushBlocklist(); err != nil {
+			return err
+		}
+		d, err := tx.FirewallDDoS()
+		if err != nil {
+			return err
+		}
+		return f.in.SetDDoS(f.ddosVal(d, 0))
+	})
+}
+
+// watch recompiles the rule set when the networks or endpoints its scopes
+// resolve to change (an endpoint-scoped rule compiles to the endpoint's
+// addresses and network).
+func (f *Firewall) watch() {
+	t := time.NewTicker(fwWatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.d.done:
+			return
+		case <-t.C:
+		}
+		f.d.mu.Lock()
+		rs, err := f.current()
+		if err == nil && (len(rs.Rules) > 0 || len(rs.Defaults) > 0) && f.namesScopes(rs) {
+			var fp string
+			if _, fp, err = f.resolver(); err == nil && fp != f.fingerprint {
+				err = f.store(rs, true, false)
+				if err == nil {
+					f.d.log.Info("firewall recompiled: networks or endpoints changed")
+				}
+			}
+		}
+		f.d.mu.Unlock()
+		if err != nil {
+			f.d.log.Error("firewall: follow endpoint changes", "err", err)
+		}
+	}
+}
+
+// namesScopes reports whether rs has network or endpoint scopes.
+func (f *Firewall) namesScopes(rs *spec.RuleSet) bool {
+	for _, r := range rs.Rules {
+		if strings.HasPrefix(r.Scope, "network:") || strings.HasPrefix(r.Scope, "endpoint:") {
+			return true
+		}
+	}
+	for _, d := range rs.Defaults {
+		if strings.HasPrefix(d.Scope, "network:") || strings.HasPrefix(d.Scope, "endpoint:") {
+			return true
+		}
+	}
+	return false
+}
+
+// events logs the sampled rule hits of the datapath (rules with log: N,
+// and log rules).
+func (f *Firewall) events() {
+	rd, err := ringbuf.NewReader(f.maps.Events)
+	if err != nil {
+		f.d.log.Error("firewall: event reader", "err", err)
+		return
+	}
+	go func() {
+		<-f.d.done
+		rd.Close()
+	}()
+	for {
+		rec, err := rd.Read()
+		if err != nil {
+			if !errors.Is(err, ringbuf.ErrClosed) {
+				f.d.log.Error("firewall: read events", "err", err)
+			}
+			return
+		}
+		var e bpf.FwEvent
+		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &e); err != nil {
+			continue
+		}
+		name, _ := f.names.Load(e.Slot)
+		f.d.log.Info("firewall", "rule", name, "action", actionName(e.Action), "hook", firewall.Kind(e.Kind).String(),
+			"proto", e.Proto, "src", addrOf(e.Saddr), "sport", e.Sport, "dst", addrOf(e.Daddr), "dport", e.Dport,
+			"len", e.Len, "ifindex", e.Ifindex)
+	}
+}
+
+func addrOf(b [16]uint8) netip.Addr { return netip.AddrFrom16(b).Unmap() }
