@@ -5,13 +5,13 @@
  * packet meets xlane before it ever queues for the node.
  *
  *   container netns               node netns
- *   +-------------+             +-------------------------------------------+
- *   | eth0 (peer) +-- netkit ---+ xlhXXXX (primary)                         |
- *   |  xmit ------+-> [peer program: xlane_nk_from_endpoint]                |
- *   |             |             |    local endpoint: bpf_redirect to its    |
- *   |             |             |    primary; else FIB + bpf_redirect(_neigh)|
- *   |  rx <-------+-- [primary program: xlane_nk_to_endpoint] <- xmit       |
- *   +-------------+             +-------------------------------------------+
+ *   +-------------+             +--------------------------------------------+
+ *   | eth0 (peer) +-- netkit ---+ xlhXXXX (primary)                          |
+ *   |  xmit ------+-> [peer program: xlane_nk_from_endpoint]                 |
+ *   |             |             |    the tc pipeline; a local endpoint is    |
+ *   |             |             |    reached by bpf_redirect to its device   |
+ *   |  rx <-------+-- [primary program: xlane_nk_to_endpoint] <- xmit        |
+ *   +-------------+             +--------------------------------------------+
  *
  * Both programs are attached through the primary device (netkit links,
  * pinned like tcx links). The pair is created with the "blackhole" default
@@ -30,28 +30,42 @@ int xlane_nk_from_endpoint(struct __sk_buff *skb)
 	return skb_from_endpoint(skb, &cfg);
 }
 
+/* nk_endpoint finds the endpoint a packet entering a container belongs to.
+ * In the primary program skb->dev is already the container-side device (its
+ * ifindex means nothing in the node's namespace), so the endpoint is found
+ * by destination address; 0 (the node) for none (ARP in L2 mode,
+ * multicast). */
+static __always_inline __u32 nk_endpoint(struct __sk_buff *skb)
+{
+	struct endpoint_val *dst;
+	struct pkt p = {};
+
+	tc_pull_l4(skb);
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
+		return 0;
+	dst = ep_local(&p);
+	return dst ? dst->ifindex : 0;
+}
+
 /*
- * The primary program sees what is about to enter the container. skb->dev
- * is the container-side device by then (its ifindex means nothing in the
- * node's namespace), so the endpoint is found by destination address; a
- * packet for no known endpoint address (ARP in L2 mode, multicast) is
- * counted on the node (ifindex 0).
+ * The primary program is what tcx egress is on a host veth: the firewall's
+ * stage for what enters the endpoint, and the count. A reject cannot send
+ * its RST back from here (skb->dev is in the container's namespace, the
+ * sender is not): it drops instead.
  */
 SEC("netkit/primary")
 int xlane_nk_to_endpoint(struct __sk_buff *skb)
 {
-	struct endpoint_val *dst;
-	__u32 ifindex = 0;
-	struct pkt p = {};
+	enum xl_reason reason = XL_DELIVER;
+	__u32 ifindex = nk_endpoint(skb);
+	__u32 len = skb->len;
 
-	skb_pull_headers(skb);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) == PARSE_OK) {
-		dst = ep_local(&p);
-		if (dst)
-			ifindex = dst->ifindex;
+	if (fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
+		metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
+		return TC_ACT_SHOT;
 	}
-	metrics_count(ifindex, XL_DELIVER, XL_DIR_INGRESS, skb->len);
-	return XL_SKB_PASS;
+	metrics_count(ifindex, XL_DELIVER, XL_DIR_INGRESS, len);
+	return XL_TC_PASS;
 }
 
 XL_ABI_BTF_ANCHORS;

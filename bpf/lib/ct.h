@@ -153,11 +153,14 @@ static __always_inline struct ct_scratch *ct_scratch_get(void)
  * negative error (-E2BIG: the table is full).
  */
 static __always_inline long ct_create(const struct ct_key *k, struct ct_scratch *sc,
-				      const struct l4 *l4)
+				      const struct l4 *l4, __u32 len)
 {
 	__u64 now = bpf_ktime_get_ns();
 	long err;
 
+	/* The packet that opens the flow is the entry's first. */
+	sc->orig.packets = 1;
+	sc->orig.bytes = len;
 	sc->orig.dir = CT_DIR_ORIG;
 	sc->reply.dir = CT_DIR_REPLY;
 	sc->orig.state = sc->reply.state = CT_NEW;

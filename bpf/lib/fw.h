@@ -797,7 +797,7 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
 		/* A full table leaves the flow untracked: its replies are
 		 * classified like new flows. */
 		if (cs)
-			ct_create(&sc->k, cs, &sc->cl);
+			ct_create(&sc->k, cs, &sc->cl, sc->hk.len);
 	}
 }
 

@@ -153,8 +153,13 @@ static __always_inline int ct_publish(struct __sk_buff *skb, struct pkt *p, stru
 	sc->reply.nat = CT_NAT_SRC;
 	__builtin_memcpy(sc->reply.nat_addr, k->daddr, 16);
 	sc->reply.nat_port = k->dport;
-	if (ct_create(k, sc, l4)) {
-		*reason = XL_PASS_CT_FULL;
+	rc = ct_create(k, sc, l4, skb->len);
+	if (rc) {
+		/* -EEXIST: the reply tuple is taken (the same client port to
+		 * another VIP or directly to the same backend). Linux would
+		 * remap the source port; xlane cannot yet (one NAT per entry):
+		 * a named pass, not a silent loss. */
+		*reason = rc == -EEXIST ? XL_PASS_NAT_PORTS : XL_PASS_CT_FULL;
 		return -1;
 	}
 	if (nat_rewrite(skb, p, l4, CT_NAT_DST, sc->orig.nat_addr, sc->orig.nat_port) ||
@@ -192,7 +197,7 @@ static __always_inline enum ep_step ct_masquerade(struct __sk_buff *skb, struct 
 	start = bpf_get_prandom_u32();
 	for (i = 0; i < NAT_PORT_TRIES; i++) {
 		sc->orig.nat_port = bpf_htons(cfg->nat_port_min + (start + i) % range);
-		err = ct_create(k, sc, l4);
+		err = ct_create(k, sc, l4, skb->len);
 		if (err != -EEXIST)
 			break;
 	}

@@ -210,7 +210,10 @@ func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	for name, m := range shared {
-		if _, ok := spec.Maps[name]; ok {
+		if ms, ok := spec.Maps[name]; ok {
+			// The size was chosen at load (--ct-size, --maglev-size):
+			// every collection must expect the map as created.
+			ms.MaxEntries = m.MaxEntries()
 			opts.MapReplacements[name] = m
 		}
 	}

@@ -36,6 +36,13 @@ type netkitCtKey struct {
 	Pad   [3]uint8
 }
 
+type netkitCtScratch struct {
+	_     structs.HostLayout
+	Orig  netkitCtVal
+	Reply netkitCtVal
+	Rk    netkitCtKey
+}
+
 type netkitCtVal struct {
 	_       structs.HostLayout
 	Expires uint64
@@ -62,6 +69,155 @@ type netkitEndpointVal struct {
 	HostMac   [6]uint8
 	Mtu       uint16
 	Flags     uint16
+}
+
+type netkitFwAddrKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Field     uint8
+	Addr      [16]uint8
+	Pad       [3]uint8
+}
+
+type netkitFwBits struct {
+	_   structs.HostLayout
+	Sum [4]uint64
+	W   [256]uint64
+}
+
+type netkitFwBlock4Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type netkitFwBlock6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type netkitFwCounter struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	LastHit uint64
+}
+
+type netkitFwDdos struct {
+	_        structs.HostLayout
+	Flags    uint32
+	Pps      uint32
+	Burst    uint32
+	SynPps   uint32
+	SynBurst uint32
+	V4Prefix uint8
+	V6Prefix uint8
+	Pad      uint16
+}
+
+type netkitFwExactKey struct {
+	_     structs.HostLayout
+	Field uint8
+	Kind  uint8
+	Data  [6]uint8
+}
+
+type netkitFwGen struct {
+	_           structs.HostLayout
+	Fields      uint32
+	Established uint32
+	AnyClass    [9]uint32
+}
+
+type netkitFwRateKey struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+}
+
+type netkitFwRateVal struct {
+	_         structs.HostLayout
+	Last      uint64
+	Tokens    uint64
+	SynTokens uint64
+}
+
+type netkitFwRule struct {
+	_         structs.HostLayout
+	Slot      uint32
+	Action    uint8
+	IsDefault uint8
+	Sample    uint16
+}
+
+type netkitFwScratch struct {
+	_  structs.HostLayout
+	K  netkitCtKey
+	Rk netkitCtKey
+	Cl struct {
+		_        structs.HostLayout
+		Off      uint32
+		CsumOff  uint32
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		TcpFlags uint8
+		IcmpEcho uint8
+		_        [1]byte
+	}
+	L4 struct {
+		_         structs.HostLayout
+		Sport     uint32
+		Dport     uint32
+		CtSport   uint16
+		CtDport   uint16
+		Proto     uint8
+		Flags     uint8
+		Trackable uint8
+		Related   uint8
+		L4Off     uint32
+	}
+	Hk struct {
+		_       structs.HostLayout
+		Ifindex uint32
+		Netid   uint32
+		Len     uint32
+		Kind    uint8
+		Track   uint8
+		Pad     uint16
+	}
+	Ek struct {
+		_     structs.HostLayout
+		Field uint8
+		Kind  uint8
+		Data  [6]uint8
+	}
+	Ak struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Field     uint8
+		Addr      [16]uint8
+		Pad       [3]uint8
+	}
+	Cls    [9]uint32
+	Key    uint32
+	Slot   uint32
+	Fields uint32
+	Reason uint32
+	C0     uint64
+	C1     uint64
+	C2     uint64
+	C3     uint64
+	Acc    uint64
+	Base   uint32
+	Found  uint32
+}
+
+type netkitFwState struct {
+	_          structs.HostLayout
+	Active     uint32
+	On         uint32
+	Generation uint64
 }
 
 type netkitMetricsKey struct {
@@ -136,8 +292,23 @@ const (
 	netkitMapXlaneBackends        = "xlane_backends"
 	netkitMapXlaneConfig          = "xlane_config"
 	netkitMapXlaneCt              = "xlane_ct"
+	netkitMapXlaneCtScratch       = "xlane_ct_scratch"
 	netkitMapXlaneDevmap          = "xlane_devmap"
 	netkitMapXlaneEndpoints       = "xlane_endpoints"
+	netkitMapXlaneFwAddr          = "xlane_fw_addr"
+	netkitMapXlaneFwBlock4        = "xlane_fw_block4"
+	netkitMapXlaneFwBlock6        = "xlane_fw_block6"
+	netkitMapXlaneFwCounters      = "xlane_fw_counters"
+	netkitMapXlaneFwDdos          = "xlane_fw_ddos"
+	netkitMapXlaneFwEvents        = "xlane_fw_events"
+	netkitMapXlaneFwExact         = "xlane_fw_exact"
+	netkitMapXlaneFwGens          = "xlane_fw_gens"
+	netkitMapXlaneFwPool          = "xlane_fw_pool"
+	netkitMapXlaneFwRate          = "xlane_fw_rate"
+	netkitMapXlaneFwRules         = "xlane_fw_rules"
+	netkitMapXlaneFwScalar        = "xlane_fw_scalar"
+	netkitMapXlaneFwScratch       = "xlane_fw_scratch"
+	netkitMapXlaneFwState         = "xlane_fw_state"
 	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
 	netkitMapXlaneNeigh           = "xlane_neigh"
@@ -151,11 +322,15 @@ const (
 	netkitVarXlBtfDir             = "xl_btf_dir"
 	netkitVarXlBtfEpFlags         = "xl_btf_ep_flags"
 	netkitVarXlBtfFwAction        = "xl_btf_fw_action"
+	netkitVarXlBtfFwAddrKey       = "xl_btf_fw_addr_key"
+	netkitVarXlBtfFwBits          = "xl_btf_fw_bits"
 	netkitVarXlBtfFwDdosFlags     = "xl_btf_fw_ddos_flags"
 	netkitVarXlBtfFwEvent         = "xl_btf_fw_event"
+	netkitVarXlBtfFwExactKey      = "xl_btf_fw_exact_key"
 	netkitVarXlBtfFwField         = "xl_btf_fw_field"
 	netkitVarXlBtfFwKind          = "xl_btf_fw_kind"
 	netkitVarXlBtfFwLimits        = "xl_btf_fw_limits"
+	netkitVarXlBtfFwRule          = "xl_btf_fw_rule"
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 )
@@ -210,16 +385,31 @@ type netkitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitMapSpecs struct {
-	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneBackends   *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig     *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt         *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch  *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap     *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints  *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr     *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4   *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6   *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos     *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents   *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact    *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens     *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool     *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwRate     *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules    *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar   *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch  *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState    *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneMaglev     *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics    *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneNeigh      *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish    *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices   *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // netkitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -232,11 +422,15 @@ type netkitVariableSpecs struct {
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
 	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
 	XlBtfFwEvent      *ebpf.VariableSpec `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.VariableSpec `ebpf:"xl_btf_fw_exact_key"`
 	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 }
@@ -261,16 +455,31 @@ func (o *netkitObjects) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitMaps struct {
-	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
+	XlaneBackends   *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig     *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt         *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch  *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap     *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints  *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr     *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4   *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6   *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos     *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents   *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact    *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens     *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool     *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwRate     *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules    *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar   *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch  *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState    *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneMaglev     *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics    *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneNeigh      *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish    *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices   *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *netkitMaps) Close() error {
@@ -278,8 +487,23 @@ func (m *netkitMaps) Close() error {
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
+		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneFwAddr,
+		m.XlaneFwBlock4,
+		m.XlaneFwBlock6,
+		m.XlaneFwCounters,
+		m.XlaneFwDdos,
+		m.XlaneFwEvents,
+		m.XlaneFwExact,
+		m.XlaneFwGens,
+		m.XlaneFwPool,
+		m.XlaneFwRate,
+		m.XlaneFwRules,
+		m.XlaneFwScalar,
+		m.XlaneFwScratch,
+		m.XlaneFwState,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
@@ -298,11 +522,15 @@ type netkitVariables struct {
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
+	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
+	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
 	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
 	XlBtfFwEvent      *ebpf.Variable `ebpf:"xl_btf_fw_event"`
+	XlBtfFwExactKey   *ebpf.Variable `ebpf:"xl_btf_fw_exact_key"`
 	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 }

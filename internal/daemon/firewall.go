@@ -568,10 +568,10 @@ func (f *Firewall) SetDDoS(d spec.DDoS) (*spec.DDoS, error) {
 	f.d.mu.Lock()
 	defer f.d.mu.Unlock()
 	err := f.d.store.Update(func(tx *store.Tx) error {
-		if err := f.in.SetDDoS(f.ddosVal(d, tx.BlockedCount())); err != nil {
+		if err := tx.PutFirewallDDoS(d); err != nil {
 			return err
 		}
-		return tx.PutFirewallDDoS(d)
+		return f.in.SetDDoS(f.ddosVal(d, tx.BlockedCount()))
 	})
 	if err != nil {
 		return nil, err
@@ -646,17 +646,23 @@ func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) 
 			f.in.Unblock(add)
 			return err
 		}
-		if err := f.in.Unblock(rm); err != nil {
-			return err
-		}
-		out.Count = tx.BlockedCount()
-		d, err := tx.FirewallDDoS()
-		if err != nil {
-			return err
-		}
-		return f.in.SetDDoS(f.ddosVal(d, out.Count))
+		return f.in.Unblock(rm)
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	// Counted after the commit: a bucket's statistics in a write
+	// transaction miss what it added.
+	var d spec.DDoS
+	err = f.d.store.View(func(tx *store.Tx) error {
+		out.Count = tx.BlockedCount()
+		d, err = tx.FirewallDDoS()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, f.in.SetDDoS(f.ddosVal(d, out.Count))
 }
 
 // Blocklist returns the blocklist's size and up to limit entries.

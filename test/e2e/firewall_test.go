@@ -333,4 +333,127 @@ rules:
 			t.Fatalf("fw ls: %v\n%s", err, out)
 		}
 	})
+
+	t.Run("kill -9 and restart", func(t *testing.T) {
+		before := e.firewall(t)
+		e.n.stop(syscall.SIGKILL)
+		// The pinned maps keep enforcing the rule set without a daemon.
+		if err := dial(c2, e.v4(0), 8083, time.Second); err == nil {
+			t.Fatalf("c2 -> 8083 connected while the daemon was down")
+		}
+		e.n.start()
+		after := e.firewall(t)
+		if len(after.Rules) != len(before.Rules) || !after.Enabled {
+			t.Fatalf("after restart: %d rules (enabled %v), before %d", len(after.Rules), after.Enabled, len(before.Rules))
+		}
+		for i, r := range after.Rules {
+			if r.Name != before.Rules[i].Name || r.Packets < before.Rules[i].Packets {
+				t.Fatalf("rule %s after restart: %d packets, before %d", r.Name, r.Packets, before.Rules[i].Packets)
+			}
+		}
+		if err := dial(c2, e.v4(0), 8083, time.Second); err == nil {
+			t.Fatalf("c2 -> 8083 connected after the restart")
+		}
+	})
+}
+
+//	container c ---- node [xlaned --uplink up0, XDP] up0 ====== out0 [outside]
+//	10.84.0.x                               192.0.2.2    192.0.2.1
+//
+// The uplink's DDoS defence and uplink-scope rules, with traffic from the
+// outside to a container (routed, no NAT): a million-prefix blocklist
+// loaded through the CLI, a per-source packet rate, and a rule that
+// rejects a port (the outside sees its connection refused).
+func TestFirewallUplink(t *testing.T) {
+	var out string
+	n := newNode(t, withOutside(&out, "1500"))
+	n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--mode", "tc", "--masquerade=false")
+	c := newNetns(t, "c")
+	var ep api.EndpointInfo
+	n.mustXlane(&ep, "endpoint", "add", "up", "--netns", c)
+	dst := ep.IPs[0]
+	ping(t, out, dst)
+	listen(t, c, dst, 8080)
+	listen(t, c, dst, 8081)
+	if err := dial(out, dst, 8080, 2*time.Second); err != nil {
+		t.Fatalf("outside -> container:8080 before any rule: %v", err)
+	}
+	drops := func() map[string]uint64 {
+		var fw api.Firewall
+		n.mustXlane(&fw, "fw", "ls")
+		m := map[string]uint64{}
+		for _, d := range fw.Drops {
+			m[d.Reason] += d.Packets
+		}
+		return m
+	}
+
+	t.Run("blocklist of a million prefixes", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "block.txt")
+		var b strings.Builder
+		for i := 0; i < 1_000_000; i++ {
+			fmt.Fprintf(&b, "11.%d.%d.%d/32\n", i>>16&255, i>>8&255, i&255)
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		var bl api.FirewallBlocklist
+		n.mustXlane(&bl, "fw", "block", "load", path)
+		if bl.Count != 1_000_000 {
+			t.Fatalf("blocklist holds %d prefixes, want 1000000", bl.Count)
+		}
+		t.Logf("1,000,000 prefixes loaded through the CLI in %v", time.Since(begin).Round(time.Millisecond))
+		ping(t, out, dst) // the outside is not blocked
+		n.mustXlane(nil, "fw", "block", "add", "192.0.2.0/24")
+		if o, err := inNS(out, "ping", "-c", "2", "-i", "0.2", "-W", "1", dst.String()).CombinedOutput(); err == nil {
+			t.Fatalf("ping from a blocked source got through:\n%s", o)
+		}
+		if d := drops()["drop_blocklist"]; d == 0 {
+			t.Fatalf("no drop_blocklist counted")
+		}
+		n.mustXlane(nil, "fw", "block", "rm", "192.0.2.0/24")
+		ping(t, out, dst)
+		n.mustXlane(nil, "fw", "block", "flush")
+		n.mustXlane(&bl, "fw", "block", "ls")
+		if bl.Count != 0 {
+			t.Fatalf("blocklist holds %d prefixes after flush", bl.Count)
+		}
+	})
+
+	t.Run("rate limit", func(t *testing.T) {
+		n.mustXlane(nil, "fw", "ddos", "--pps", "10", "--burst", "10")
+		o, _ := inNS(out, "ping", "-c", "100", "-i", "0.005", "-W", "1", dst.String()).CombinedOutput()
+		got := 0
+		for _, l := range strings.Split(string(o), "\n") {
+			if strings.Contains(l, "bytes from") {
+				got++
+			}
+		}
+		// A bucket of 10 refilled at 10/s over ~0.5 s of pings.
+		if got < 8 || got > 25 {
+			t.Fatalf("%d of 100 pings answered under a 10/s limit (burst 10), want about 15:\n%s", got, o)
+		}
+		if d := drops()["drop_rate_limit"]; d == 0 {
+			t.Fatalf("no drop_rate_limit counted")
+		}
+		n.mustXlane(nil, "fw", "ddos", "--off")
+		ping(t, out, dst)
+		t.Logf("%d of 100 pings at 200/s answered under a 10/s limit", got)
+	})
+
+	t.Run("uplink-scope reject", func(t *testing.T) {
+		n.mustXlane(nil, "fw", "add", "no-8080", "--scope", "uplink", "--proto", "tcp", "--dport", "8080", "--action", "reject")
+		begin := time.Now()
+		err := dial(out, dst, 8080, 3*time.Second)
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(begin) > time.Second {
+			t.Fatalf("outside -> container:8080 (rejected on the uplink): %v after %v, want refused at once", err, time.Since(begin))
+		}
+		if err := dial(out, dst, 8081, 2*time.Second); err != nil {
+			t.Fatalf("outside -> container:8081 (no rule): %v", err)
+		}
+		if d := drops()["drop_fw_reject"]; d == 0 {
+			t.Fatalf("no drop_fw_reject counted")
+		}
+	})
 }
