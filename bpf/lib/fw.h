@@ -837,7 +837,9 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 		sc->k.sport = sc->l4.ct_sport;
 		sc->k.dport = sc->l4.ct_dport;
 		sc->k.proto = sc->l4.proto;
-		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+		/* A hash of a 40-byte key: only when it is needed. */
+		if (gen->established || sc->hk.track)
+			v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
 	}
 	if (gen->established) {
 		/* ESTABLISHED as Linux means it: a reply, or a flow that has

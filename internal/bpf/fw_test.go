@@ -448,14 +448,21 @@ func BenchmarkFirewall(b *testing.B) {
 	})
 	for _, n := range []int{1, 1000, 10000} {
 		for _, last := range []bool{false, true} {
-			name := fmt.Sprintf("rules=%d/pass", n)
-			if last {
-				name = fmt.Sprintf("rules=%d/drop-by-last", n)
+			for _, est := range []bool{true, false} {
+				name := fmt.Sprintf("rules=%d/pass", n)
+				if last {
+					name = fmt.Sprintf("rules=%d/drop-by-last", n)
+				}
+				if !est {
+					name += "/stateless"
+				}
+				b.Run(name, func(b *testing.B) {
+					rs := firewallRules(n, last)
+					rs.Established = &est
+					h.install(b, rs, false)
+					run(b)
+				})
 			}
-			b.Run(name, func(b *testing.B) {
-				h.install(b, firewallRules(n, last), false)
-				run(b)
-			})
 		}
 	}
 }
@@ -600,10 +607,13 @@ func packetOf(frame []byte, k firewall.Kind) (firewall.Packet, bool) {
 	var l4 []byte
 	switch ip := p.NetworkLayer().(type) {
 	case *layers.IPv4:
+		// The raw length: gopacket makes up one for a 0 (TSO).
+		length := int(frame[16])<<8 | int(frame[17])
 		if ip.Version != 4 || ip.IHL != 5 || ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0 ||
-			int(ip.Length) > len(frame)-14 || ip.Length < 20 {
+			length > len(frame)-14 || length < 20 {
 			return pk, false
 		}
+		ip.Length = uint16(length)
 		pk.Src, pk.Dst, pk.Proto = netip.AddrFrom4([4]byte(ip.SrcIP.To4())), netip.AddrFrom4([4]byte(ip.DstIP.To4())), uint8(ip.Protocol)
 		l4 = frame[34 : 14+int(ip.Length)]
 	case *layers.IPv6:
@@ -614,6 +624,7 @@ func packetOf(frame []byte, k firewall.Kind) (firewall.Packet, bool) {
 		case 0, 43, 44, 51, 60:
 			return pk, false
 		}
+		ip.Length = uint16(frame[18])<<8 | uint16(frame[19])
 		if int(ip.Length)+40 > len(frame)-14 || ip.Length == 0 {
 			return pk, false
 		}

@@ -334,6 +334,34 @@ rules:
 		}
 	})
 
+	t.Run("export, diff, import", func(t *testing.T) {
+		y, stderr, err := e.n.xlane("fw", "export")
+		if err != nil {
+			t.Fatalf("fw export: %v\n%s", err, stderr)
+		}
+		path := filepath.Join(e.dir, "exported.yaml")
+		os.WriteFile(path, []byte(y), 0o600)
+		out, stderr, err := e.n.xlane("fw", "diff", path)
+		if err != nil || !strings.Contains(out, "no changes") {
+			t.Fatalf("fw diff of the export: %v\n%s%s", err, out, stderr)
+		}
+		os.WriteFile(path, []byte(y+"  - {name: extra, proto: udp, dport: 9, action: drop}\n"), 0o600)
+		gen := e.firewall(t).Generation
+		out, _, err = e.n.xlane("fw", "diff", path)
+		if err != nil || !strings.Contains(out, "+ extra") {
+			t.Fatalf("fw diff with a new rule: %v\n%s", err, out)
+		}
+		if e.firewall(t).Generation != gen {
+			t.Fatalf("fw diff changed the firewall")
+		}
+		saved := filepath.Join(e.dir, "iptables.rules")
+		os.WriteFile(saved, []byte("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 23 -j DROP\n-A INPUT -m recent --rcheck -j DROP\nCOMMIT\n"), 0o600)
+		out, stderr, err = e.n.xlane("fw", "import", saved)
+		if err != nil || !strings.Contains(stderr, "line 4: not translated: module recent") || !strings.Contains(out, "name: input-1") {
+			t.Fatalf("fw import: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+		}
+	})
+
 	t.Run("kill -9 and restart", func(t *testing.T) {
 		before := e.firewall(t)
 		e.n.stop(syscall.SIGKILL)
