@@ -701,3 +701,44 @@ func FuzzFirewallPacket(f *testing.F) {
 		}
 	})
 }
+
+// TestFirewallInstallTime reports how long validating, compiling and
+// installing big rule sets takes, and their size (docs/firewall.md).
+func TestFirewallInstallTime(t *testing.T) {
+	h := newFwHarness(t)
+	sizes := []int{1000, 10000, 16000}
+	if testing.Short() {
+		sizes = []int{1000}
+	}
+	for _, n := range sizes {
+		rs := firewallRules(n, true)
+		for i := range rs.Rules {
+			if i%3 == 1 { // more fields and classes: ports, families
+				rs.Rules[i].Src = nil
+				rs.Rules[i].Dst = firewall.List{fmt.Sprintf("2001:db8:%x::/48", i)}
+			}
+		}
+		begin := time.Now()
+		pol, err := firewall.Validate(rs, fwtest.Resolver())
+		if err != nil {
+			t.Fatal(err)
+		}
+		validated := time.Since(begin)
+		slots := map[string]uint32{}
+		for i := range pol.Rules {
+			slots[pol.Rules[i].Name] = uint32(i)
+		}
+		tab, err := firewall.Compile(pol, slots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compiled := time.Since(begin)
+		if _, err := h.in.Install(tab); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%5d rules: validate %v, compile %v, install %v (total %v); %d classes = %.1f MB of bitmaps, %d prefixes",
+			n, validated.Round(time.Millisecond), (compiled - validated).Round(time.Millisecond),
+			(time.Since(begin) - compiled).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond),
+			len(tab.Pool), float64(len(tab.Pool)*2080)/1e6, len(tab.Addr))
+	}
+}
