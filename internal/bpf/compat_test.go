@@ -2,15 +2,14 @@ package bpf
 
 import (
 	"errors"
-	"os"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/internal/features"
 )
 
 // requireXDPPrograms skips an XDP test on a kernel whose verifier refuses
@@ -18,14 +17,11 @@ import (
 // kernel runs the XDP modes (XLANE_REQUIRE_MODES): then it fails.
 func requireXDPPrograms(tb testing.TB, objs *Objects) {
 	tb.Helper()
-	err := objs.XDPErr()
-	if err == nil {
-		return
+	var err error
+	if objs.XDPErr() != nil {
+		err = errors.New(VerifierSummary(objs.XDPErr()))
 	}
-	if slices.Contains(strings.Split(os.Getenv("XLANE_REQUIRE_MODES"), ","), "xdp") {
-		tb.Fatalf("the XDP programs must load on this kernel: %s", VerifierSummary(err))
-	}
-	tb.Skipf("the XDP programs do not load on this kernel: %s", VerifierSummary(err))
+	features.RequireMode(tb, "xdp", err)
 }
 
 // attachTC attaches prog to dev's ingress as the tc datapath does on this

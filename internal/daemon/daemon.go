@@ -128,6 +128,12 @@ func (d *Daemon) attachUplink() error {
 	if err != nil {
 		return fmt.Errorf("uplink %q: %w", d.cfg.Uplink, err)
 	}
+	if err := d.dp.XDPErr(); err != nil {
+		// No XDP programs on this kernel (kernel.go): the uplink keeps no
+		// XDP fast path; its tc program (NAT) is attached on its own.
+		d.log.Warn("uplink XDP fast path unavailable on this kernel", "uplink", d.cfg.Uplink, "err", bpf.VerifierSummary(err))
+		return nil
+	}
 	var foreign uint32
 	if x := l.Attrs().Xdp; x != nil && x.Attached && !d.dp.OwnsXDP(d.cfg.Uplink) {
 		foreign = x.ProgId

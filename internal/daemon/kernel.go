@@ -66,9 +66,10 @@ func (d *Daemon) modeMissing(m model.Mode) error {
 // netkit asked for explicitly on a kernel without it, or with an XDP mode
 // (netkit has no XDP hook: its programs are the datapath), is refused.
 //
-// Netkit endpoints run the tc pipeline without its conntrack/NAT stage
-// (bpf/lib/skb_endpoint.h): a netkit network does not masquerade unless
-// asked, and refuses when asked, rather than sending untranslated traffic.
+// Netkit endpoints run the tc pipeline (bpf/lib/skb_endpoint.h), its
+// conntrack/NAT stage included, but NAT through netkit has no end-to-end
+// test yet: a netkit network does not masquerade unless asked, and refuses
+// when asked, rather than promise what is unchecked.
 func (d *Daemon) resolveDevice(n *model.Network, req api.NetworkCreate) error {
 	dev, err := model.ParseDeviceType(req.Device)
 	if err != nil {
@@ -97,7 +98,7 @@ func (d *Daemon) resolveDevice(n *model.Network, req api.NetworkCreate) error {
 }
 
 func errNetkitNAT(field string) error {
-	return model.Fieldf(field, "netkit endpoints have no conntrack/NAT stage yet: use --device veth for masquerade and published ports")
+	return model.Fieldf(field, "NAT on netkit endpoints is not tested yet (docs/kernels.md): use --device veth for masquerade and published ports")
 }
 
 // deviceNAT refuses published ports on a network whose devices cannot

@@ -1,7 +1,9 @@
 package features
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -30,5 +32,19 @@ func Require(tb TB, name string) {
 		tb.Fatalf("required on this leg of the kernel matrix: %v", err)
 	default:
 		tb.Skipf("%v", err)
+	}
+}
+
+// RequireMode skips a test of a datapath mode this kernel cannot run (err
+// says why; nil: it can), unless the kernel matrix says this kernel runs
+// it (XLANE_REQUIRE_MODES): then it fails.
+func RequireMode(tb TB, mode string, err error) {
+	tb.Helper()
+	switch {
+	case err == nil:
+	case slices.Contains(strings.Split(os.Getenv("XLANE_REQUIRE_MODES"), ","), mode):
+		tb.Fatalf("mode %s is required on this leg of the kernel matrix: %v", mode, err)
+	default:
+		tb.Skipf("mode %s cannot run on this kernel: %v", mode, err)
 	}
 }
