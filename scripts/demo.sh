@@ -48,7 +48,12 @@ for ns in "$node" "${cs[@]}"; do run ip netns add "$ns"; done
 say "xlaned on its defaults (state $state, socket /run/xlane/xlane.sock, pins $pins)"
 inns "$node" "$BIN/xlaned" 2> >(sed 's/^/  [xlaned] /' >&2) &
 daemon_pid=$!
-for _ in $(seq 50); do xlane status >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 100); do xlane status >/dev/null 2>&1 && break; sleep 0.1; done
+if ! kill -0 "$daemon_pid" 2>/dev/null; then
+	daemon_pid=
+	echo "demo: xlaned did not start (another xlaned on /run/xlane/xlane.sock? stop it first)" >&2
+	exit 1
+fi
 run xlane status
 
 say "a dual-stack network (mode auto: the fastest measured here, tc) and three endpoints"
