@@ -46,7 +46,8 @@ say "a node namespace and three container namespaces"
 for ns in "$node" "${cs[@]}"; do run ip netns add "$ns"; done
 
 say "xlaned on its defaults (state $state, socket /run/xlane/xlane.sock, pins $pins)"
-inns "$node" "$BIN/xlaned" 2> >(sed 's/^/  [xlaned] /' >&2) &
+# nsenter execs xlaned, so $! is the daemon itself (a function would fork).
+nsenter --net=/var/run/netns/"$node" -- "$BIN/xlaned" 2> >(sed 's/^/  [xlaned] /' >&2) &
 daemon_pid=$!
 for _ in $(seq 100); do xlane status >/dev/null 2>&1 && break; sleep 0.1; done
 if ! kill -0 "$daemon_pid" 2>/dev/null; then
