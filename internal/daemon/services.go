@@ -74,14 +74,10 @@ func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 		if _, err := tx.Service(s.Name); err == nil {
 			return model.Conflictf("service %q already exists", s.Name)
 		}
-		all, err := tx.Services()
-		if err != nil {
+		if other, err := tx.ServiceByVIP(s.VIP, s.Proto); err != nil {
 			return err
-		}
-		for _, o := range all {
-			if o.VIP == s.VIP && o.Proto == s.Proto {
-				return model.Conflictf("vip %s/%s is service %q's", s.VIP, s.Proto, o.Name)
-			}
+		} else if other != "" {
+			return model.Conflictf("vip %s/%s is service %q's", s.VIP, s.Proto, other)
 		}
 		if s.ID, err = tx.NextServiceID(); err != nil {
 			return err

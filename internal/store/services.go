@@ -1,14 +1,60 @@
 package store
 
 import (
+	"net/netip"
+
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-var bucketServices = []byte("services") // name -> model.Service (JSON)
+var (
+	bucketServices   = []byte("services")     // name -> model.Service (JSON)
+	bucketServiceVIP = []byte("service-vips") // "VIP/proto" -> name: the index that keeps creation O(log n)
+)
 
+func vipKey(s *model.Service) []byte { return []byte(s.VIP.String() + "/" + s.Proto) }
+
+// services creates the service buckets; a store written before the VIP
+// index existed gets it built here, once.
 func (t *Tx) services() error {
-	_, err := t.tx.CreateBucketIfNotExists(bucketServices)
-	return err
+	b, err := t.tx.CreateBucketIfNotExists(bucketServices)
+	if err != nil {
+		return err
+	}
+	if t.tx.Bucket(bucketServiceVIP) != nil {
+		return nil
+	}
+	idx, err := t.tx.CreateBucket(bucketServiceVIP)
+	if err != nil {
+		return err
+	}
+	all, err := list[model.Service](b, "service")
+	if err != nil {
+		return err
+	}
+	for i := range all {
+		if err := idx.Put(vipKey(&all[i]), []byte(all[i].Name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServiceByVIP returns the name of the service on vip/proto, "" if none.
+func (t *Tx) ServiceByVIP(vip netip.AddrPort, proto string) (string, error) {
+	key := vipKey(&model.Service{VIP: vip, Proto: proto})
+	if idx := t.tx.Bucket(bucketServiceVIP); idx != nil {
+		return string(idx.Get(key)), nil
+	}
+	all, err := t.Services() // read-only view of a store without the index
+	if err != nil {
+		return "", err
+	}
+	for i := range all {
+		if string(vipKey(&all[i])) == string(key) {
+			return all[i].Name, nil
+		}
+	}
+	return "", nil
 }
 
 // Service returns the service called name, or model.ErrNotFound.
@@ -32,15 +78,31 @@ func (t *Tx) PutService(s *model.Service) error {
 	if err := t.services(); err != nil {
 		return err
 	}
+	idx := t.tx.Bucket(bucketServiceVIP)
+	if old, err := t.Service(s.Name); err == nil && string(vipKey(old)) != string(vipKey(s)) {
+		if err := idx.Delete(vipKey(old)); err != nil {
+			return err
+		}
+	}
+	if err := idx.Put(vipKey(s), []byte(s.Name)); err != nil {
+		return err
+	}
 	return put(t.tx.Bucket(bucketServices), s.Name, s)
 }
 
 // DeleteService removes a service. Missing is not an error.
 func (t *Tx) DeleteService(name string) error {
-	if b := t.tx.Bucket(bucketServices); b != nil {
-		return b.Delete([]byte(name))
+	if err := t.services(); err != nil {
+		return err
 	}
-	return nil
+	s, err := t.Service(name)
+	if err != nil {
+		return nil // missing
+	}
+	if err := t.tx.Bucket(bucketServiceVIP).Delete(vipKey(s)); err != nil {
+		return err
+	}
+	return t.tx.Bucket(bucketServices).Delete([]byte(name))
 }
 
 // NextServiceID returns a fresh, never reused service ID (> 0).

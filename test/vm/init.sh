@@ -26,6 +26,12 @@ done < /modules
 opts=trans=virtio,version=9p2000.L,msize=524288
 mount -t 9p -o "$opts,ro,cache=loose" hostroot /host || die "mount host root"
 mount -t 9p -o "$opts" out /out || die "mount result share"
+# A second view of the host root: the tmpfs mounts below hide /tmp, /run,
+# /var/tmp and /root, where a checkout (CI's, a worktree) may live; the
+# paths the command needs (/out/keep: its directory, absolute paths in its
+# environment) are bound back from here.
+mkdir -p /lower
+mount -o bind /host /lower || die "bind host root (second view)"
 
 H=/host
 mount -t proc proc $H/proc || die "mount proc"
@@ -43,6 +49,17 @@ for d in tmp run var/tmp root; do
 done
 mkdir -p $H/run/xlvm $H/run/netns
 mount -o bind /out $H/run/xlvm || die "bind result share"
+if [ -f /out/keep ]; then
+	while read -r p; do
+		case "$p" in
+		/run/xlvm | /run/xlvm/*) ;;
+		/tmp/* | /run/* | /var/tmp/* | /root/*)
+			[ -e "/lower$p" ] || continue
+			mkdir -p "$H$p" && mount -o bind "/lower$p" "$H$p" || die "bind $p"
+			;;
+		esac
+	done < /out/keep
+fi
 ip link set lo up
 
 echo "xlvm: $(uname -r) up, running the command"

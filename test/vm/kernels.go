@@ -131,7 +131,7 @@ func Fetch(k Kernel, cacheDir string) (*Image, error) {
 
 // imageVersion changes when the way images are built changes, so cached
 // images from an older harness are rebuilt.
-const imageVersion = "xlane-vm-image 2\n"
+const imageVersion = "xlane-vm-image 4\n"
 
 func fetchDeb(k Kernel, debDir string) (string, error) {
 	arch := "amd64"

@@ -53,6 +53,9 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 	if err := os.WriteFile(filepath.Join(out, "run.sh"), []byte(runScript(c)), 0o755); err != nil {
 		return -1, err
 	}
+	if err := os.WriteFile(filepath.Join(out, "keep"), []byte(keepPaths(c)), 0o644); err != nil {
+		return -1, err
+	}
 	outputPath := filepath.Join(out, "output")
 	if err := os.WriteFile(outputPath, nil, 0o666); err != nil {
 		return -1, err
@@ -137,6 +140,27 @@ func runScript(c Cmd) string {
 		b.WriteString(" " + shq(a))
 	}
 	b.WriteString("\n")
+	return b.String()
+}
+
+// keepPaths lists, a line each, the host paths the guest must see although
+// its init mounts tmpfs over their parent (/tmp, /run, /var/tmp, /root):
+// the command's directory and absolute paths in its environment.
+func keepPaths(c Cmd) string {
+	var b strings.Builder
+	add := func(p string) {
+		if filepath.IsAbs(p) && !strings.ContainsAny(p, "\n") {
+			b.WriteString(filepath.Clean(p) + "\n")
+		}
+	}
+	add(c.Dir)
+	for _, kv := range c.Env {
+		if _, v, ok := strings.Cut(kv, "="); ok {
+			for _, p := range filepath.SplitList(v) {
+				add(p)
+			}
+		}
+	}
 	return b.String()
 }
 

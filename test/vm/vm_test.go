@@ -69,3 +69,11 @@ func TestCpio(t *testing.T) {
 		t.Fatalf("extracted %q", got)
 	}
 }
+
+func TestKeepPaths(t *testing.T) {
+	got := keepPaths(Cmd{Dir: "/tmp/ci/internal/bpf", Env: []string{"XLANE_E2E_BIN=/tmp/ci/bin/static", "PATH=/usr/bin:/root/go/bin", "X=relative", "EMPTY="}})
+	want := "/tmp/ci/internal/bpf\n/tmp/ci/bin/static\n/usr/bin\n/root/go/bin\n"
+	if got != want {
+		t.Fatalf("keepPaths = %q, want %q", got, want)
+	}
+}
