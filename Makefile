@@ -47,6 +47,7 @@ demo: build
 
 bench: build
 	$(GO) run ./bench -out bench/results
+	$(GO) run ./bench fw -out bench/results
 	$(GO) run ./bench/docker -out bench/results
 
 clean:

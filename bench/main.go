@@ -9,6 +9,7 @@
 //	go run ./bench -quick                      # 1 rep, 2 s runs, for development
 //	go run ./bench -quick -only rate -modes kernel,xdp
 //	go run ./bench nat                         # conntrack/NAT/services (nat.go)
+//	go run ./bench fw                          # firewall drop rate vs iptables/nftables (fw.go)
 //
 // It needs root, iproute2, nsenter, ethtool, iptables(-nft), iperf3,
 // sockperf, ss, ping and a bpffs at /sys/fs/bpf. It builds xlaned and xlane itself, makes
@@ -108,6 +109,9 @@ func main() {
 	log.SetPrefix("bench: ")
 	if code, ok := natDispatch(os.Args[1:]); ok { // `bench nat`: nat.go
 		os.Exit(code)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "fw" { // `bench fw`: fw.go
+		os.Exit(fwMain(os.Args[2:]))
 	}
 	os.Exit(realMain())
 }

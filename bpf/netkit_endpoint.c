@@ -60,7 +60,8 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 	__u32 ifindex = nk_endpoint(skb);
 	__u32 len = skb->len;
 
-	if (fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
+	if (skb_to_endpoint_apart(skb, &reason) ||
+	    fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
 		metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 		return TC_ACT_SHOT;
 	}

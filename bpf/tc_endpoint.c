@@ -36,6 +36,10 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 	__u32 len = skb->len;
 	int ret;
 
+	if (skb_to_endpoint_apart(skb, &reason)) {
+		metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
+		return TC_ACT_SHOT;
+	}
 	ret = fw_skb_to_endpoint(skb, &reason);
 	if (ret != FW_V_ALLOW) {
 		metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);

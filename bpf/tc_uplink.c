@@ -73,9 +73,25 @@ static __always_inline int from_uplink(struct __sk_buff *skb, enum xl_reason *re
 	if (!cfg)
 		return XL_TC_PASS;
 	tc_pull_l4(skb);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK ||
-	    parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4) != L4_OK)
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
 		return XL_TC_PASS;	/* Linux judges what xlane does not track */
+	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4) != L4_OK) {
+		/* An ICMP error about a translated flow (a masqueraded one's
+		 * frag-needed, a published port's unreachable, ...): to the
+		 * endpoint, translated. */
+		if (l4.proto != IPPROTO_ICMP && l4.proto != IPPROTO_ICMPV6)
+			return XL_TC_PASS;
+		rc = ct_icmp_error(skb, &p, &l4);
+		if (rc < 0) {
+			*reason = XL_DROP_MALFORMED;
+			return TC_ACT_SHOT;
+		}
+		if (rc == 0) {
+			*reason = XL_PASS_NOT_FWDED;
+			return XL_TC_PASS;
+		}
+		return deliver(skb, &p, reason, dst_ifindex, 1);
+	}
 	ct_key_init(&k, &p, &l4);
 	v = bpf_map_lookup_elem(&xlane_ct, &k);
 	if (v) {

@@ -189,7 +189,7 @@ static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p
 static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
 					 __u32 len, enum xl_reason *reason)
 {
-	struct endpoint_val *dst;
+	struct endpoint_val *src, *dst;
 	enum ep_step step;
 	struct pkt p = {};
 	int fw;
@@ -212,6 +212,9 @@ static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cf
 		return fw_xdp_ret(fw);	/* a reject's RST goes back out */
 	dst = ep_local(&p);
 	if (dst) {
+		src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
+		if (src && ep_apart(src, dst, reason))
+			return XDP_DROP;
 		fw = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason);
 		if (fw != FW_V_ALLOW)
 			return fw_xdp_ret(fw);

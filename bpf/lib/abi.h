@@ -56,6 +56,10 @@ enum xl_reason {
 	XL_PASS_FW,		/* a new flow's packet for an endpoint goes
 				 * through Linux to the endpoint's firewall
 				 * (tcx egress) */
+	XL_DROP_ICC,		/* between endpoints of a network with ICC off
+				 * (XL_EP_NO_ICC) */
+	XL_DROP_ISOLATED,	/* between endpoints of different networks, one
+				 * of them isolated (XL_EP_ISOLATED) */
 	XL_REASON_MAX,
 };
 
@@ -90,6 +94,14 @@ enum xl_ep_flags {
 	 * xlane_devmap and its peer has NAPI (GRO on), without which
 	 * redirected frames are dropped. Set for `xdp`-mode endpoints. */
 	XL_EP_XDP_TARGET = 1,
+	/* The network's endpoints do not reach each other (Docker's
+	 * enable_icc=false): set on every endpoint of the network. */
+	XL_EP_NO_ICC = 4,
+	/* The network's endpoints and those of other networks of the node do
+	 * not reach each other (Docker's networks, as DOCKER-ISOLATION does
+	 * between bridges). The node, the outside and published ports
+	 * still work. */
+	XL_EP_ISOLATED = 8,
 };
 
 /*
@@ -140,6 +152,10 @@ enum ct_nat {
 	CT_NAT_NONE = 0,
 	CT_NAT_SRC,		/* rewrite source to nat_addr:nat_port */
 	CT_NAT_DST,		/* rewrite destination to nat_addr:nat_port */
+	CT_NAT_BOTH,		/* = SRC | DST: destination to nat_addr:nat_port
+				 * and source to nat_saddr:nat_sport (hairpin,
+				 * and a DNAT flow whose reply tuple clashed,
+				 * with its source port remapped) */
 };
 
 struct ct_val {
@@ -151,7 +167,9 @@ struct ct_val {
 	__u8 dir;		/* enum ct_dir */
 	__u8 state;		/* enum ct_state (authoritative in the ORIG entry) */
 	__u8 nat;		/* enum ct_nat */
-	__u8 pad[3];
+	__u8 pad;
+	__u16 nat_sport;	/* CT_NAT_BOTH: the source's new port */
+	__u8 nat_saddr[16];	/* CT_NAT_BOTH: the source's new address */
 };
 
 /*

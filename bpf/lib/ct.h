@@ -53,6 +53,12 @@ static __always_inline void ct_partner(const struct ct_key *k, const struct ct_v
 		out->sport = v->nat_port;
 		out->dport = k->sport;
 		break;
+	case CT_NAT_BOTH:	/* the partner comes from nat and goes to nat_s */
+		__builtin_memcpy(out->saddr, v->nat_addr, 16);
+		__builtin_memcpy(out->daddr, v->nat_saddr, 16);
+		out->sport = v->nat_port;
+		out->dport = v->nat_sport;
+		break;
 	default:
 		__builtin_memcpy(out->saddr, k->daddr, 16);
 		__builtin_memcpy(out->daddr, k->saddr, 16);
@@ -152,11 +158,14 @@ static __always_inline struct ct_scratch *ct_scratch_get(void)
  * reply key is taken (the caller tries another NAT port), or another
  * negative error (-E2BIG: the table is full).
  */
-static __always_inline long ct_create(const struct ct_key *k, struct ct_scratch *sc,
+static __always_inline int ct_create(const struct ct_key *k, struct ct_scratch *sc,
 				      const struct l4 *l4, __u32 len)
 {
 	__u64 now = bpf_ktime_get_ns();
-	long err;
+	/* int, not long: before 6.4 the map update helpers return an int
+	 * that reaches the program zero-extended (-EEXIST read as a long
+	 * is 4294967279 on 6.1; found by the 6.1 leg of the matrix). */
+	int err;
 
 	/* The packet that opens the flow is the entry's first. */
 	sc->orig.packets = 1;

@@ -72,6 +72,35 @@ static __always_inline struct endpoint_val *ep_local(const struct pkt *p)
 	return bpf_map_lookup_elem(&xlane_endpoints, &p->dst);
 }
 
+/*
+ * ep_apart says whether network policy keeps src from reaching dst, two
+ * local endpoints: a network with ICC off (XL_EP_NO_ICC, on every endpoint
+ * of the network) keeps its endpoints apart; an isolated network
+ * (XL_EP_ISOLATED) keeps its endpoints and those of every other network
+ * apart. Stateless and symmetric, so replies are judged as requests are.
+ * Every hook that hands a packet from one endpoint to another calls it: the
+ * from-endpoint programs before a local delivery, the to-endpoint programs
+ * for what Linux delivers.
+ */
+static __always_inline int ep_apart(const struct endpoint_val *src,
+				    const struct endpoint_val *dst, enum xl_reason *reason)
+{
+	__u16 f = src->flags | dst->flags;
+
+	if (!(f & (XL_EP_NO_ICC | XL_EP_ISOLATED)))
+		return 0;
+	if (src->network_id != dst->network_id) {
+		if (!(f & XL_EP_ISOLATED))
+			return 0;
+		*reason = XL_DROP_ISOLATED;
+		return 1;
+	}
+	if (!(f & XL_EP_NO_ICC) || src->ifindex == dst->ifindex)
+		return 0;
+	*reason = XL_DROP_ICC;
+	return 1;
+}
+
 /* ep_forward_l3 does what a router does to a packet it forwards: TTL or hop
  * limit down by one (with the IPv4 header checksum patched). */
 static __always_inline void ep_forward_l3(struct pkt *p)

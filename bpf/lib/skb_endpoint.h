@@ -155,6 +155,17 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 		*reason = XL_DROP_MALFORMED;
 		return EP_DROP;
 	default:
+		/* An ICMP error about a translated flow: translated as its
+		 * flow, then routed like any packet. */
+		if (l4.proto == IPPROTO_ICMP || l4.proto == IPPROTO_ICMPV6) {
+			rc = ct_icmp_error(skb, p, &l4);
+			if (rc < 0) {
+				*reason = XL_DROP_MALFORMED;
+				return EP_DROP;
+			}
+			if (rc > 0)
+				return EP_CONTINUE;
+		}
 		if (masq && uplink_route(skb, p, cfg) != ROUTE_ELSEWHERE) {
 			*reason = XL_PASS_UNTRACKED;
 			return EP_PASS;
@@ -180,14 +191,21 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 	if (masq) {
 		switch (uplink_route(skb, p, cfg)) {
 		case ROUTE_UPLINK:
-			return ct_masquerade(skb, p, &l4, &k, cfg, reason);
+			return ct_masquerade(skb, p, &l4, &k, cfg, node_addr(cfg, p), reason);
 		case ROUTE_TOO_BIG:
 			*reason = XL_PASS_NO_ROUTE;
 			return EP_PASS;
 		}
 	}
 	sc = ct_scratch_get();
-	if (!sc || ct_create(&k, sc, &l4, skb->len))
+	rc = sc ? ct_create(&k, sc, &l4, skb->len) : -1;
+	if (rc == -EEXIST)
+		/* The reply tuple is another flow's (a DNAT flow from the
+		 * same port to this destination): remap the source port, as
+		 * Linux's NAT does, or its replies would be translated as
+		 * that flow's. */
+		return ct_masquerade(skb, p, &l4, &k, cfg, k.saddr, reason);
+	if (rc)
 		/* Table full: forward untracked (no NAT needed), and say so. */
 		metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, skb->len);
 	return EP_CONTINUE;
@@ -227,6 +245,10 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 		return tc_step(step);
 	dst = ep_local(&p);
 	if (dst) {
+		/* After NAT: a published port of another network (or of the
+		 * same one, ICC off) is refused as on Docker's bridge. */
+		if (ep_apart(src, dst, reason))
+			return TC_ACT_SHOT;
 		/* A peer redirect skips the destination's tcx egress: its
 		 * firewall runs here. Without a peer redirect (netkit) the
 		 * packet goes through that hook, which runs it. */
@@ -236,6 +258,33 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 		return to_local_endpoint(skb, &p, cfg, dst, reason);
 	}
 	return to_fib(skb, &p, reason);
+}
+
+/*
+ * skb_to_endpoint_apart is ep_apart for what Linux delivers to an endpoint
+ * (tcx egress of a host veth, netkit's primary program): a packet another
+ * endpoint sent that Linux forwards (an XDP fallback, what any program
+ * passed to Linux, netkit's redirect to a host device) is judged here, so
+ * no path bypasses the check. (Kernel-mode endpoints are not in the map:
+ * their packets look like the outside's.) Returns 1 (and the reason) to
+ * drop.
+ */
+static __always_inline int skb_to_endpoint_apart(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	const struct endpoint_val *src, *dst;
+	struct pkt p = {};
+
+	/* L3 only: a pull beyond what the node's own TCP puts in the head
+	 * would copy every segment it sends to the endpoint. */
+	if ((void *)(long)skb->data + XL_PARSE_LEN > (void *)(long)skb->data_end)
+		bpf_skb_pull_data(skb, skb->len < XL_PARSE_LEN ? skb->len : XL_PARSE_LEN);
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
+		return 0;
+	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
+	if (!src)
+		return 0;
+	dst = ep_local(&p);
+	return dst && ep_apart(src, dst, reason);
 }
 
 /* skb_from_endpoint runs the pipeline and counts the verdict once, on the

@@ -28,6 +28,13 @@ type NetworkCreate struct {
 	Masquerade *bool `json:"masquerade,omitempty"`
 	// Internal networks reach nothing beyond their subnets and the node.
 	Internal bool `json:"internal,omitempty"`
+	// ICC: the network's endpoints reach each other; defaults to true
+	// (nil). False needs a BPF mode.
+	ICC *bool `json:"icc,omitempty"`
+	// Isolated networks exchange nothing with endpoints of other
+	// networks of the node (the node, the outside and published ports
+	// still work). Needs a BPF mode.
+	Isolated bool `json:"isolated,omitempty"`
 	// Device is the endpoints' device pair: auto (default), veth, netkit
 	// or netkit-l2.
 	Device string `json:"device,omitempty"`
@@ -146,16 +153,19 @@ type NetworkInfo struct {
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	Version   string          `json:"version"`
-	StatePath string          `json:"state_path"`
-	PinDir    string          `json:"pin_dir"`
-	Uplink    string          `json:"uplink,omitempty"`
-	Modes     []ModeStatus    `json:"modes"`
-	Kernel    string          `json:"kernel,omitempty"`
-	Features  []Feature       `json:"features,omitempty"` // probed at start (api/kernel.go)
-	Networks  int             `json:"networks"`
-	Endpoints int             `json:"endpoints"`
-	Counters  []ReasonCounter `json:"counters,omitempty"`
+	Version   string `json:"version"`
+	StatePath string `json:"state_path"`
+	PinDir    string `json:"pin_dir"`
+	Uplink    string `json:"uplink,omitempty"`
+	// UplinkXDPMode is the attach mode of xlane's XDP program on the
+	// uplink: native, generic, offload; "" when none is attached.
+	UplinkXDPMode string          `json:"uplink_xdp_mode,omitempty"`
+	Modes         []ModeStatus    `json:"modes"`
+	Kernel        string          `json:"kernel,omitempty"`
+	Features      []Feature       `json:"features,omitempty"` // probed at start (api/kernel.go)
+	Networks      int             `json:"networks"`
+	Endpoints     int             `json:"endpoints"`
+	Counters      []ReasonCounter `json:"counters,omitempty"`
 }
 
 // ModeStatus says whether a datapath mode works on this node.

@@ -51,8 +51,11 @@ const (
 	CTNatNone        = tcCtNatCT_NAT_NONE
 	CTNatSrc         = tcCtNatCT_NAT_SRC
 	CTNatDst         = tcCtNatCT_NAT_DST
+	CTNatBoth        = tcCtNatCT_NAT_BOTH
 	CTEstablished    = tcCtStateCT_ESTABLISHED
 	EPFlagMasquerade = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
+	EPFlagNoICC      = uint16(tcXlEpFlagsXL_EP_NO_ICC)
+	EPFlagIsolated   = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	SvcAffinity      = uint32(tcServiceFlagsSVC_AFFINITY)
 )
 

@@ -1151,58 +1151,7 @@ func slotsOf(tb testing.TB, h *harness, id uint32) []uint32 {
 	return out
 }
 
-// TestCTServiceReplyClash: two flows from the same client address and port
-// to two VIPs (or to a VIP and, directly, its backend) that land on the
-// same backend have the same reply tuple. Linux's NAT resolves such a clash
-// by picking another source port; here ct_create's -EEXIST for the reply
-// key ends in ct_publish as XL_PASS_CT_FULL (bpf/lib/natstage.h), so the
-// second connection is counted as "table full" with a nearly empty table
-// and handed to Linux untranslated, where it fails. Linux's connect()
-// reuses an ephemeral port for different destinations, so this happens to
-// ordinary clients.
-
-func TestCTServiceReplyClash(t *testing.T) {
-	h := newHarness(t)
-	h.setNode(t, natPortMin, natPortMax)
-	be := []endpointPort{{epNoFwd, 8080}}
-	h.putService(t, testService{id: 41, vip: ap(addr("10.96.2.1"), 80), proto: ctTCP, backends: be})
-	h.putService(t, testService{id: 42, vip: ap(addr("10.96.2.2"), 80), proto: ctTCP, backends: be})
-	for _, c := range []struct {
-		name  string
-		first ctFlow
-	}{
-		{"same port to two VIPs with a common backend", ctFlow{src: ap(epSrc.v4, 44000), dst: ap(addr("10.96.2.1"), 80), nat: CTNatDst, to: ap(epNoFwd.v4, 8080)}},
-		{"same port to a backend directly and through a VIP", ctFlow{src: ap(epSrc.v4, 44001), dst: ap(epNoFwd.v4, 8080)}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p := c.first.orig("S").sentBy(epSrc)
-			ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
-			wantVerdict(t, ret, actRedirect, in, out)
-			wantFrame(t, out, p.translated(CTNatDst, ap(epNoFwd.v4, 8080)).routedTo(epNoFwd.mac, epNoFwd.hostMAC))
-			second := ctFlow{src: c.first.src, dst: ap(addr("10.96.2.2"), 80), nat: CTNatDst, to: ap(epNoFwd.v4, 8080)}
-			// The second flow's reply tuple (backend -> client port) is
-			// the first's. Linux would remap the client port; xlane has
-			// one NAT per entry and cannot yet (docs/architecture.md,
-			// known limits). What it must do meanwhile: not call it a
-			// full table, not send the packet out mistranslated, and
-			// count it under its own reason.
-			p2 := second.orig("S").sentBy(epSrc)
-			ret, in, out = h.ctRun(t, progFromEP, devEP0, p2)
-			m := h.metrics(t)
-			if m[metricsKey(h.links[devEP0], passCTFull, DirEgress)].Packets > 0 {
-				t.Errorf("second flow %v -> %v counted pass_ct_full with %d entries in a table of %d",
-					second.src, second.dst, len(h.ctEntries(t)), h.objs.CT().MaxEntries())
-			}
-			if got := m[metricsKey(h.links[devEP0], passNATPorts, DirEgress)].Packets; got != 1 {
-				t.Errorf("second flow: pass_nat_ports = %d, want 1; metrics %s", got, formatMetrics(m))
-			}
-			if ret == actRedirect {
-				t.Errorf("second flow redirected although its reply tuple is taken; metrics %s", formatMetrics(m))
-			}
-			_, _ = in, out
-		})
-	}
-}
+// TestCTServiceReplyClash is in ct_both_test.go (source-port remap).
 
 func TestCTServiceNoBackend(t *testing.T) {
 	h := newHarness(t)

@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -468,8 +469,7 @@ func BenchmarkFirewall(b *testing.B) {
 }
 
 // TestFirewallReject: a rejected TCP segment comes back as the RST that
-// answers it (RFC 9293), with valid checksums, out of every hook; a
-// rejected UDP datagram is dropped.
+// answers it (RFC 9293), with valid checksums, out of every hook.
 func TestFirewallReject(t *testing.T) {
 	h := newFwHarness(t)
 	h.install(t, &firewall.RuleSet{Rules: []firewall.Rule{
@@ -517,11 +517,176 @@ func TestFirewallReject(t *testing.T) {
 			checkRST(t, name, frame, opts.DataOut)
 		}
 	}
-	// UDP: no answer yet, a counted drop.
-	frame, _ := fwtest.Frame(firewall.Packet{Kind: firewall.KindFromEP, Src: netip.MustParseAddr("10.1.0.2"),
-		Dst: netip.MustParseAddr("192.0.2.9"), Proto: 17, SPort: 5000, DPort: 8080})
-	if _, out, _ := h.run(firewall.KindFromEP, frame); len(out) == 0 {
-		t.Errorf("no output")
+}
+
+// TestFirewallRejectICMP: a rejected UDP datagram (or ICMP query) comes
+// back as an ICMP port unreachable quoting it, out of every hook; ICMP
+// errors, multicast and broadcast are dropped without an answer.
+func TestFirewallRejectICMP(t *testing.T) {
+	h := newFwHarness(t)
+	h.install(t, &firewall.RuleSet{Rules: []firewall.Rule{
+		{Name: "no-8080", Action: "reject", Proto: firewall.List{"udp"}, DstPort: firewall.List{"8080"}},
+		{Name: "no-icmp", Action: "reject", Proto: firewall.List{"icmp"}},
+		{Name: "no-icmpv6", Action: "reject", Proto: firewall.List{"icmpv6"}},
+		{Name: "up-8080", Action: "reject", Scope: "uplink", Proto: firewall.List{"udp"}, DstPort: firewall.List{"8080"}},
+		{Name: "up-icmp", Action: "reject", Scope: "uplink", Proto: firewall.List{"icmp"}},
+		{Name: "up-icmpv6", Action: "reject", Scope: "uplink", Proto: firewall.List{"icmpv6"}},
+	}}, false)
+	progs := map[firewall.Kind]*ebpf.Program{
+		firewall.KindFromEP: h.objs.FromEndpoint(), firewall.KindToEP: h.objs.ToEndpoint(),
+		firewall.KindUplink: h.objs.XDPFromUplink(),
+	}
+	run := func(k firewall.Kind, frame []byte) (uint32, []byte) {
+		t.Helper()
+		opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
+		var ret uint32
+		if err := h.do(func() (err error) { ret, err = progs[k].Run(opts); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return ret, opts.DataOut
+	}
+	smac, dmac := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
+	for _, c := range []struct {
+		kind     firewall.Kind
+		src, dst string
+		ret      uint32
+	}{
+		{firewall.KindFromEP, "10.1.0.2", "192.0.2.9", tcRedirect},
+		{firewall.KindFromEP, "fd00:1::2", "2001:db8::9", tcRedirect},
+		{firewall.KindToEP, "192.0.2.9", "10.1.0.2", tcRedirect},
+		{firewall.KindToEP, "2001:db8::9", "fd00:1::2", tcRedirect},
+		{firewall.KindUplink, "192.0.2.9", "198.51.100.1", xdpTX},
+		{firewall.KindUplink, "2001:db8::9", "2001:db8::1", xdpTX},
+	} {
+		src, dst := netip.MustParseAddr(c.src), netip.MustParseAddr(c.dst)
+		for _, size := range []int{0, 31, 1400} { // payload bytes (31: an odd quote)
+			frame := udpFrame(t, smac, dmac, src, dst, 8080, size)
+			name := fmt.Sprintf("%s %s->%s udp %d bytes", c.kind, c.src, c.dst, size)
+			ret, out := run(c.kind, frame)
+			if ret != c.ret {
+				t.Errorf("%s: return %d, want %d", name, ret, c.ret)
+				continue
+			}
+			checkICMPUnreach(t, name, frame, out)
+		}
+		// An ICMP query is answered too; an ICMP error never.
+		query, errType := uint32(8), uint32(3)
+		proto := uint8(1)
+		if src.Is6() {
+			query, errType, proto = 128, 1, 58
+		}
+		frame, _ := fwtest.Frame(firewall.Packet{Kind: c.kind, Src: src, Dst: dst, Proto: proto, DPort: query, SMAC: smac, DMAC: dmac})
+		if ret, out := run(c.kind, frame); ret != c.ret {
+			t.Errorf("%s %s->%s echo request: return %d, want %d", c.kind, c.src, c.dst, ret, c.ret)
+		} else {
+			checkICMPUnreach(t, fmt.Sprintf("%s %s->%s echo request", c.kind, c.src, c.dst), frame, out)
+		}
+		frame, _ = fwtest.Frame(firewall.Packet{Kind: c.kind, Src: src, Dst: dst, Proto: proto, DPort: errType, SPort: 3, SMAC: smac, DMAC: dmac})
+		drop := uint32(tcShot)
+		if c.kind == firewall.KindUplink {
+			drop = xdpDrop
+		}
+		if ret, _ := run(c.kind, frame); ret != drop {
+			t.Errorf("%s %s->%s ICMP error: return %d, want a drop (%d)", c.kind, c.src, c.dst, ret, drop)
+		}
+	}
+	// Broadcast and multicast destinations are not answered.
+	for _, dst := range []string{"255.255.255.255", "239.1.2.3"} {
+		frame := udpFrame(t, smac, dmac, netip.MustParseAddr("192.0.2.9"), netip.MustParseAddr(dst), 8080, 10)
+		if ret, _ := run(firewall.KindUplink, frame); ret != xdpDrop {
+			t.Errorf("uplink udp to %s: return %d, want a drop", dst, ret)
+		}
+	}
+}
+
+// udpFrame is a UDP datagram to dport with n payload bytes.
+func udpFrame(t *testing.T, smac, dmac [6]byte, src, dst netip.Addr, dport uint16, n int) []byte {
+	t.Helper()
+	eth := &layers.Ethernet{SrcMAC: smac[:], DstMAC: dmac[:], EthernetType: layers.EthernetTypeIPv4}
+	var ip gopacket.SerializableLayer
+	udp := &layers.UDP{SrcPort: 40000, DstPort: layers.UDPPort(dport)}
+	if src.Is4() {
+		ip4 := &layers.IPv4{Version: 4, TTL: 64, SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), Protocol: layers.IPProtocolUDP}
+		udp.SetNetworkLayerForChecksum(ip4)
+		ip = ip4
+	} else {
+		eth.EthernetType = layers.EthernetTypeIPv6
+		ip6 := &layers.IPv6{Version: 6, HopLimit: 64, SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), NextHeader: layers.IPProtocolUDP}
+		udp.SetNetworkLayerForChecksum(ip6)
+		ip = ip6
+	}
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(i*7 + 1)
+	}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true},
+		eth, ip, udp, gopacket.Payload(payload)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// checkICMPUnreach checks, byte by byte, that out is the ICMP port
+// unreachable answering in: the checksums are computed here from scratch.
+func checkICMPUnreach(t *testing.T, name string, in, out []byte) {
+	t.Helper()
+	if len(out) < 14+48 {
+		t.Errorf("%s: answer of %d bytes", name, len(out))
+		return
+	}
+	if !bytes.Equal(out[0:6], in[6:12]) || !bytes.Equal(out[6:12], in[0:6]) || !bytes.Equal(out[12:14], in[12:14]) {
+		t.Errorf("%s: Ethernet header % x, want the MACs of % x swapped", name, out[:14], in[:14])
+	}
+	be := binary.BigEndian
+	sum := func(b ...[]byte) uint16 {
+		var all []byte
+		for _, x := range b {
+			all = append(all, x...)
+		}
+		return checksum(all)
+	}
+	if in[12] == 0x08 { // IPv4
+		q := min(int(binary.BigEndian.Uint16(in[16:])), 548) // the IP packet, not Ethernet's padding
+		ip, ic := out[14:34], out[34:42]
+		if len(out) != 14+28+q {
+			t.Errorf("%s: %d bytes, want %d (quote %d)", name, len(out), 14+28+q, q)
+			return
+		}
+		hdr := append([]byte{}, ip...)
+		hdr[10], hdr[11] = 0, 0
+		if ip[0] != 0x45 || be.Uint16(ip[2:]) != uint16(28+q) || be.Uint16(ip[6:])&0x1fff != 0 || ip[8] != 64 || ip[9] != 1 ||
+			!bytes.Equal(ip[12:16], in[30:34]) || !bytes.Equal(ip[16:20], in[26:30]) || be.Uint16(ip[10:]) != sum(hdr) {
+			t.Errorf("%s: IPv4 header % x", name, ip)
+		}
+		icz := append([]byte{}, ic...)
+		icz[2], icz[3] = 0, 0
+		if ic[0] != 3 || ic[1] != 3 || be.Uint32(ic[4:]) != 0 || be.Uint16(ic[2:]) != sum(icz, out[42:]) {
+			t.Errorf("%s: ICMP header % x (checksum want %#04x)", name, ic, sum(icz, out[42:]))
+		}
+		if !bytes.Equal(out[42:], in[14:14+q]) {
+			t.Errorf("%s: quote is not the first %d bytes of the packet", name, q)
+		}
+		return
+	}
+	q := min(40+int(be.Uint16(in[18:])), 1232)
+	ip, ic := out[14:54], out[54:62]
+	if len(out) != 14+48+q {
+		t.Errorf("%s: %d bytes, want %d (quote %d)", name, len(out), 14+48+q, q)
+		return
+	}
+	if be.Uint32(ip[0:]) != 0x60000000 || be.Uint16(ip[4:]) != uint16(8+q) || ip[6] != 58 || ip[7] != 64 ||
+		!bytes.Equal(ip[8:24], in[38:54]) || !bytes.Equal(ip[24:40], in[22:38]) {
+		t.Errorf("%s: IPv6 header % x", name, ip)
+	}
+	icz := append([]byte{}, ic...)
+	icz[2], icz[3] = 0, 0
+	pseudo := append(append([]byte{}, ip[8:40]...), 0, 0, byte((8+q)>>8), byte(8+q), 0, 0, 0, 58)
+	if want := sum(pseudo, icz, out[62:]); ic[0] != 1 || ic[1] != 4 || be.Uint32(ic[4:]) != 0 || be.Uint16(ic[2:]) != want {
+		t.Errorf("%s: ICMPv6 header % x (checksum want %#04x)", name, ic, want)
+	}
+	if !bytes.Equal(out[62:], in[14:14+q]) {
+		t.Errorf("%s: quote is not the first %d bytes of the packet", name, q)
 	}
 }
 
@@ -740,5 +905,69 @@ func TestFirewallInstallTime(t *testing.T) {
 			n, validated.Round(time.Millisecond), (compiled - validated).Round(time.Millisecond),
 			(time.Since(begin) - compiled).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond),
 			len(tab.Pool), float64(len(tab.Pool)*2080)/1e6, len(tab.Addr))
+	}
+}
+
+// TestFirewallNetkit: netkit endpoints run the same stage. The peer
+// program (the container's transmit: the tc pipeline) classifies
+// from-endpoint, drops and answers rejects (RST, ICMP) back into the
+// container; the primary program (what enters the container) classifies
+// to-endpoint and drops refusals (its answers could not reach the sender).
+func TestFirewallNetkit(t *testing.T) {
+	h := newFwHarness(t)
+	nk, err := h.objs.LoadNetkit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nk.Close() })
+	h.install(t, &firewall.RuleSet{Rules: []firewall.Rule{
+		{Name: "out-drop", Action: "drop", Direction: "from-endpoint", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"8081"}},
+		{Name: "out-reject", Action: "reject", Direction: "from-endpoint", Proto: firewall.List{"tcp", "udp"}, DstPort: firewall.List{"8082"}},
+		{Name: "in-drop", Action: "drop", Direction: "to-endpoint", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"8081"}},
+		{Name: "in-reject", Action: "reject", Direction: "to-endpoint", Proto: firewall.List{"udp"}, DstPort: firewall.List{"8082"}},
+	}}, false)
+	run := func(prog *ebpf.Program, frame []byte) (uint32, []byte) {
+		t.Helper()
+		opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
+		var ret uint32
+		if err := h.do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return ret, opts.DataOut
+	}
+	smac, dmac := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
+	ep, remote := netip.MustParseAddr("10.1.0.2"), netip.MustParseAddr("192.0.2.9")
+	tcp := func(src, dst netip.Addr, dport uint16) []byte {
+		f, err := fwtest.Frame(firewall.Packet{Src: src, Dst: dst, Proto: 6, SPort: 40000, DPort: uint32(dport), Flags: 0x02, SMAC: smac, DMAC: dmac})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	if ret, _ := run(nk.FromEndpoint, tcp(ep, remote, 8081)); ret != tcShot {
+		t.Errorf("peer program, dropped port: return %d, want %d", ret, tcShot)
+	}
+	if ret, out := run(nk.FromEndpoint, tcp(ep, remote, 8082)); ret != tcRedirect {
+		t.Errorf("peer program, rejected TCP: return %d, want %d", ret, tcRedirect)
+	} else {
+		checkRST(t, "netkit peer", tcp(ep, remote, 8082), out)
+	}
+	f := udpFrame(t, smac, dmac, ep, remote, 8082, 10)
+	if ret, out := run(nk.FromEndpoint, f); ret != tcRedirect {
+		t.Errorf("peer program, rejected UDP: return %d, want %d", ret, tcRedirect)
+	} else {
+		checkICMPUnreach(t, "netkit peer udp", f, out)
+	}
+	if ret, _ := run(nk.FromEndpoint, tcp(ep, remote, 8083)); ret == tcShot {
+		t.Errorf("peer program, allowed port: dropped")
+	}
+	if ret, _ := run(nk.ToEndpoint, tcp(remote, ep, 8081)); ret != tcShot {
+		t.Errorf("primary program, dropped port: return %d, want %d", ret, tcShot)
+	}
+	if ret, _ := run(nk.ToEndpoint, udpFrame(t, smac, dmac, remote, ep, 8082, 10)); ret != tcShot {
+		t.Errorf("primary program, rejected UDP: return %d, want a drop (%d)", ret, tcShot)
+	}
+	if ret, _ := run(nk.ToEndpoint, tcp(remote, ep, 8083)); ret == tcShot {
+		t.Errorf("primary program, allowed port: dropped")
 	}
 }

@@ -44,16 +44,18 @@ type netkitCtScratch struct {
 }
 
 type netkitCtVal struct {
-	_       structs.HostLayout
-	Expires uint64
-	Packets uint64
-	Bytes   uint64
-	NatAddr [16]uint8
-	NatPort uint16
-	Dir     uint8
-	State   uint8
-	Nat     uint8
-	Pad     [3]uint8
+	_        structs.HostLayout
+	Expires  uint64
+	Packets  uint64
+	Bytes    uint64
+	NatAddr  [16]uint8
+	NatPort  uint16
+	Dir      uint8
+	State    uint8
+	Nat      uint8
+	Pad      uint8
+	NatSport uint16
+	NatSaddr [16]uint8
 }
 
 type netkitEndpointKey struct {
@@ -128,6 +130,21 @@ type netkitFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+}
+
+type netkitFwQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
 }
 
 type netkitFwRateKey struct {
@@ -220,6 +237,14 @@ type netkitFwState struct {
 	Generation uint64
 }
 
+type netkitIcmpScratch struct {
+	_   structs.HostLayout
+	Q   [48]uint8
+	Nq  [48]uint8
+	Old [40]uint8
+	Rk  netkitCtKey
+}
+
 type netkitMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -304,11 +329,13 @@ const (
 	netkitMapXlaneFwExact         = "xlane_fw_exact"
 	netkitMapXlaneFwGens          = "xlane_fw_gens"
 	netkitMapXlaneFwPool          = "xlane_fw_pool"
+	netkitMapXlaneFwQuote         = "xlane_fw_quote"
 	netkitMapXlaneFwRate          = "xlane_fw_rate"
 	netkitMapXlaneFwRules         = "xlane_fw_rules"
 	netkitMapXlaneFwScalar        = "xlane_fw_scalar"
 	netkitMapXlaneFwScratch       = "xlane_fw_scratch"
 	netkitMapXlaneFwState         = "xlane_fw_state"
+	netkitMapXlaneIcmpScratch     = "xlane_icmp_scratch"
 	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
 	netkitMapXlaneNeigh           = "xlane_neigh"
@@ -385,31 +412,33 @@ type netkitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitMapSpecs struct {
-	XlaneBackends   *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig     *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt         *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch  *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap     *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints  *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneFwAddr     *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4   *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6   *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos     *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents   *ebpf.MapSpec `ebpf:"xlane_fw_events"`
-	XlaneFwExact    *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
-	XlaneFwGens     *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
-	XlaneFwPool     *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
-	XlaneFwRate     *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
-	XlaneFwRules    *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar   *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch  *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
-	XlaneFwState    *ebpf.MapSpec `ebpf:"xlane_fw_state"`
-	XlaneMaglev     *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics    *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneNeigh      *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish    *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices   *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch   *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap      *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints   *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr      *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4    *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6    *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters  *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos      *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents    *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact     *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens      *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool      *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote     *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
+	XlaneFwRate      *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules     *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar    *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // netkitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -455,31 +484,33 @@ func (o *netkitObjects) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitMaps struct {
-	XlaneBackends   *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig     *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt         *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch  *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap     *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints  *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneFwAddr     *ebpf.Map `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4   *ebpf.Map `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6   *ebpf.Map `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters *ebpf.Map `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos     *ebpf.Map `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents   *ebpf.Map `ebpf:"xlane_fw_events"`
-	XlaneFwExact    *ebpf.Map `ebpf:"xlane_fw_exact"`
-	XlaneFwGens     *ebpf.Map `ebpf:"xlane_fw_gens"`
-	XlaneFwPool     *ebpf.Map `ebpf:"xlane_fw_pool"`
-	XlaneFwRate     *ebpf.Map `ebpf:"xlane_fw_rate"`
-	XlaneFwRules    *ebpf.Map `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar   *ebpf.Map `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch  *ebpf.Map `ebpf:"xlane_fw_scratch"`
-	XlaneFwState    *ebpf.Map `ebpf:"xlane_fw_state"`
-	XlaneMaglev     *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics    *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneNeigh      *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish    *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices   *ebpf.Map `ebpf:"xlane_services"`
+	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch   *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap      *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints   *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr      *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4    *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6    *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters  *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos      *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents    *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact     *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens      *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool      *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote     *ebpf.Map `ebpf:"xlane_fw_quote"`
+	XlaneFwRate      *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules     *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar    *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *netkitMaps) Close() error {
@@ -499,11 +530,13 @@ func (m *netkitMaps) Close() error {
 		m.XlaneFwExact,
 		m.XlaneFwGens,
 		m.XlaneFwPool,
+		m.XlaneFwQuote,
 		m.XlaneFwRate,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,
 		m.XlaneFwState,
+		m.XlaneIcmpScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,

@@ -44,16 +44,18 @@ type socklbCtScratch struct {
 }
 
 type socklbCtVal struct {
-	_       structs.HostLayout
-	Expires uint64
-	Packets uint64
-	Bytes   uint64
-	NatAddr [16]uint8
-	NatPort uint16
-	Dir     uint8
-	State   uint8
-	Nat     uint8
-	Pad     [3]uint8
+	_        structs.HostLayout
+	Expires  uint64
+	Packets  uint64
+	Bytes    uint64
+	NatAddr  [16]uint8
+	NatPort  uint16
+	Dir      uint8
+	State    uint8
+	Nat      uint8
+	Pad      uint8
+	NatSport uint16
+	NatSaddr [16]uint8
 }
 
 type socklbEndpointKey struct {

@@ -49,6 +49,7 @@ const (
 	tcCtNatCT_NAT_NONE tcCtNat = 0
 	tcCtNatCT_NAT_SRC  tcCtNat = 1
 	tcCtNatCT_NAT_DST  tcCtNat = 2
+	tcCtNatCT_NAT_BOTH tcCtNat = 3
 )
 
 type tcCtScratch struct {
@@ -68,16 +69,18 @@ const (
 )
 
 type tcCtVal struct {
-	_       structs.HostLayout
-	Expires uint64
-	Packets uint64
-	Bytes   uint64
-	NatAddr [16]uint8
-	NatPort uint16
-	Dir     uint8
-	State   uint8
-	Nat     uint8
-	Pad     [3]uint8
+	_        structs.HostLayout
+	Expires  uint64
+	Packets  uint64
+	Bytes    uint64
+	NatAddr  [16]uint8
+	NatPort  uint16
+	Dir      uint8
+	State    uint8
+	Nat      uint8
+	Pad      uint8
+	NatSport uint16
+	NatSaddr [16]uint8
 }
 
 type tcEndpointKey struct {
@@ -230,6 +233,21 @@ const (
 	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
 )
 
+type tcFwQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
+}
+
 type tcFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -320,6 +338,14 @@ type tcFwState struct {
 	Generation uint64
 }
 
+type tcIcmpScratch struct {
+	_   structs.HostLayout
+	Q   [48]uint8
+	Nq  [48]uint8
+	Old [40]uint8
+	Rk  tcCtKey
+}
+
 type tcMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -403,6 +429,8 @@ type tcXlEpFlags uint32
 const (
 	tcXlEpFlagsXL_EP_MASQUERADE tcXlEpFlags = 2
 	tcXlEpFlagsXL_EP_XDP_TARGET tcXlEpFlags = 1
+	tcXlEpFlagsXL_EP_NO_ICC     tcXlEpFlags = 4
+	tcXlEpFlagsXL_EP_ISOLATED   tcXlEpFlags = 8
 )
 
 type tcXlReason uint32
@@ -435,7 +463,9 @@ const (
 	tcXlReasonXL_DROP_RATE_LIMIT tcXlReason = 24
 	tcXlReasonXL_DROP_SYN_LIMIT  tcXlReason = 25
 	tcXlReasonXL_PASS_FW         tcXlReason = 26
-	tcXlReasonXL_REASON_MAX      tcXlReason = 27
+	tcXlReasonXL_DROP_ICC        tcXlReason = 27
+	tcXlReasonXL_DROP_ISOLATED   tcXlReason = 28
+	tcXlReasonXL_REASON_MAX      tcXlReason = 29
 )
 
 // Names of all BPF objects in the ELF.
@@ -457,11 +487,13 @@ const (
 	tcMapXlaneFwExact       = "xlane_fw_exact"
 	tcMapXlaneFwGens        = "xlane_fw_gens"
 	tcMapXlaneFwPool        = "xlane_fw_pool"
+	tcMapXlaneFwQuote       = "xlane_fw_quote"
 	tcMapXlaneFwRate        = "xlane_fw_rate"
 	tcMapXlaneFwRules       = "xlane_fw_rules"
 	tcMapXlaneFwScalar      = "xlane_fw_scalar"
 	tcMapXlaneFwScratch     = "xlane_fw_scratch"
 	tcMapXlaneFwState       = "xlane_fw_state"
+	tcMapXlaneIcmpScratch   = "xlane_icmp_scratch"
 	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
 	tcMapXlaneNeigh         = "xlane_neigh"
@@ -538,31 +570,33 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
-	XlaneBackends   *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig     *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt         *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch  *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap     *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints  *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneFwAddr     *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4   *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6   *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos     *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents   *ebpf.MapSpec `ebpf:"xlane_fw_events"`
-	XlaneFwExact    *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
-	XlaneFwGens     *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
-	XlaneFwPool     *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
-	XlaneFwRate     *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
-	XlaneFwRules    *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar   *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch  *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
-	XlaneFwState    *ebpf.MapSpec `ebpf:"xlane_fw_state"`
-	XlaneMaglev     *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics    *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneNeigh      *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish    *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices   *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch   *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap      *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints   *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr      *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4    *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6    *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters  *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos      *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents    *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact     *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens      *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool      *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote     *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
+	XlaneFwRate      *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules     *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar    *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -608,31 +642,33 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
-	XlaneBackends   *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig     *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt         *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch  *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap     *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints  *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneFwAddr     *ebpf.Map `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4   *ebpf.Map `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6   *ebpf.Map `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters *ebpf.Map `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos     *ebpf.Map `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents   *ebpf.Map `ebpf:"xlane_fw_events"`
-	XlaneFwExact    *ebpf.Map `ebpf:"xlane_fw_exact"`
-	XlaneFwGens     *ebpf.Map `ebpf:"xlane_fw_gens"`
-	XlaneFwPool     *ebpf.Map `ebpf:"xlane_fw_pool"`
-	XlaneFwRate     *ebpf.Map `ebpf:"xlane_fw_rate"`
-	XlaneFwRules    *ebpf.Map `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar   *ebpf.Map `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch  *ebpf.Map `ebpf:"xlane_fw_scratch"`
-	XlaneFwState    *ebpf.Map `ebpf:"xlane_fw_state"`
-	XlaneMaglev     *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics    *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneNeigh      *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish    *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices   *ebpf.Map `ebpf:"xlane_services"`
+	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch   *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap      *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints   *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr      *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4    *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6    *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters  *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos      *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents    *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact     *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens      *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool      *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote     *ebpf.Map `ebpf:"xlane_fw_quote"`
+	XlaneFwRate      *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules     *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar    *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *tcMaps) Close() error {
@@ -652,11 +688,13 @@ func (m *tcMaps) Close() error {
 		m.XlaneFwExact,
 		m.XlaneFwGens,
 		m.XlaneFwPool,
+		m.XlaneFwQuote,
 		m.XlaneFwRate,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,
 		m.XlaneFwState,
+		m.XlaneIcmpScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,

@@ -44,16 +44,18 @@ type tcuplinkCtScratch struct {
 }
 
 type tcuplinkCtVal struct {
-	_       structs.HostLayout
-	Expires uint64
-	Packets uint64
-	Bytes   uint64
-	NatAddr [16]uint8
-	NatPort uint16
-	Dir     uint8
-	State   uint8
-	Nat     uint8
-	Pad     [3]uint8
+	_        structs.HostLayout
+	Expires  uint64
+	Packets  uint64
+	Bytes    uint64
+	NatAddr  [16]uint8
+	NatPort  uint16
+	Dir      uint8
+	State    uint8
+	Nat      uint8
+	Pad      uint8
+	NatSport uint16
+	NatSaddr [16]uint8
 }
 
 type tcuplinkEndpointKey struct {
@@ -128,6 +130,21 @@ type tcuplinkFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+}
+
+type tcuplinkFwQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
 }
 
 type tcuplinkFwRateKey struct {
@@ -220,6 +237,14 @@ type tcuplinkFwState struct {
 	Generation uint64
 }
 
+type tcuplinkIcmpScratch struct {
+	_   structs.HostLayout
+	Q   [48]uint8
+	Nq  [48]uint8
+	Old [40]uint8
+	Rk  tcuplinkCtKey
+}
+
 type tcuplinkMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -304,11 +329,13 @@ const (
 	tcuplinkMapXlaneFwExact      = "xlane_fw_exact"
 	tcuplinkMapXlaneFwGens       = "xlane_fw_gens"
 	tcuplinkMapXlaneFwPool       = "xlane_fw_pool"
+	tcuplinkMapXlaneFwQuote      = "xlane_fw_quote"
 	tcuplinkMapXlaneFwRate       = "xlane_fw_rate"
 	tcuplinkMapXlaneFwRules      = "xlane_fw_rules"
 	tcuplinkMapXlaneFwScalar     = "xlane_fw_scalar"
 	tcuplinkMapXlaneFwScratch    = "xlane_fw_scratch"
 	tcuplinkMapXlaneFwState      = "xlane_fw_state"
+	tcuplinkMapXlaneIcmpScratch  = "xlane_icmp_scratch"
 	tcuplinkMapXlaneMaglev       = "xlane_maglev"
 	tcuplinkMapXlaneMetrics      = "xlane_metrics"
 	tcuplinkMapXlaneNeigh        = "xlane_neigh"
@@ -383,31 +410,33 @@ type tcuplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkMapSpecs struct {
-	XlaneBackends   *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig     *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt         *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch  *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap     *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints  *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneFwAddr     *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4   *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6   *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos     *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents   *ebpf.MapSpec `ebpf:"xlane_fw_events"`
-	XlaneFwExact    *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
-	XlaneFwGens     *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
-	XlaneFwPool     *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
-	XlaneFwRate     *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
-	XlaneFwRules    *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar   *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch  *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
-	XlaneFwState    *ebpf.MapSpec `ebpf:"xlane_fw_state"`
-	XlaneMaglev     *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics    *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneNeigh      *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish    *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices   *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch   *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap      *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints   *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr      *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4    *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6    *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters  *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos      *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents    *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact     *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens      *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool      *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote     *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
+	XlaneFwRate      *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules     *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar    *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -453,31 +482,33 @@ func (o *tcuplinkObjects) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkMaps struct {
-	XlaneBackends   *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig     *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt         *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch  *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap     *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints  *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneFwAddr     *ebpf.Map `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4   *ebpf.Map `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6   *ebpf.Map `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters *ebpf.Map `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos     *ebpf.Map `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents   *ebpf.Map `ebpf:"xlane_fw_events"`
-	XlaneFwExact    *ebpf.Map `ebpf:"xlane_fw_exact"`
-	XlaneFwGens     *ebpf.Map `ebpf:"xlane_fw_gens"`
-	XlaneFwPool     *ebpf.Map `ebpf:"xlane_fw_pool"`
-	XlaneFwRate     *ebpf.Map `ebpf:"xlane_fw_rate"`
-	XlaneFwRules    *ebpf.Map `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar   *ebpf.Map `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch  *ebpf.Map `ebpf:"xlane_fw_scratch"`
-	XlaneFwState    *ebpf.Map `ebpf:"xlane_fw_state"`
-	XlaneMaglev     *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics    *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneNeigh      *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish    *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices   *ebpf.Map `ebpf:"xlane_services"`
+	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch   *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap      *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints   *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr      *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4    *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6    *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters  *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos      *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents    *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact     *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens      *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool      *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote     *ebpf.Map `ebpf:"xlane_fw_quote"`
+	XlaneFwRate      *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules     *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar    *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 }
 
 func (m *tcuplinkMaps) Close() error {
@@ -497,11 +528,13 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneFwExact,
 		m.XlaneFwGens,
 		m.XlaneFwPool,
+		m.XlaneFwQuote,
 		m.XlaneFwRate,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,
 		m.XlaneFwState,
+		m.XlaneIcmpScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,

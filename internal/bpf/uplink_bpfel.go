@@ -44,16 +44,18 @@ type uplinkCtScratch struct {
 }
 
 type uplinkCtVal struct {
-	_       structs.HostLayout
-	Expires uint64
-	Packets uint64
-	Bytes   uint64
-	NatAddr [16]uint8
-	NatPort uint16
-	Dir     uint8
-	State   uint8
-	Nat     uint8
-	Pad     [3]uint8
+	_        structs.HostLayout
+	Expires  uint64
+	Packets  uint64
+	Bytes    uint64
+	NatAddr  [16]uint8
+	NatPort  uint16
+	Dir      uint8
+	State    uint8
+	Nat      uint8
+	Pad      uint8
+	NatSport uint16
+	NatSaddr [16]uint8
 }
 
 type uplinkEndpointKey struct {
@@ -128,6 +130,21 @@ type uplinkFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+}
+
+type uplinkFwQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
 }
 
 type uplinkFwRateKey struct {
@@ -309,6 +326,7 @@ const (
 	uplinkMapXlaneFwExact        = "xlane_fw_exact"
 	uplinkMapXlaneFwGens         = "xlane_fw_gens"
 	uplinkMapXlaneFwPool         = "xlane_fw_pool"
+	uplinkMapXlaneFwQuote        = "xlane_fw_quote"
 	uplinkMapXlaneFwRate         = "xlane_fw_rate"
 	uplinkMapXlaneFwRules        = "xlane_fw_rules"
 	uplinkMapXlaneFwScalar       = "xlane_fw_scalar"
@@ -404,6 +422,7 @@ type uplinkMapSpecs struct {
 	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
 	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
@@ -475,6 +494,7 @@ type uplinkMaps struct {
 	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
 	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
@@ -505,6 +525,7 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneFwExact,
 		m.XlaneFwGens,
 		m.XlaneFwPool,
+		m.XlaneFwQuote,
 		m.XlaneFwRate,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,

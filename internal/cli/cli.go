@@ -101,8 +101,15 @@ func statusCmd(e *env) *cobra.Command {
 				return err
 			}
 			return e.print(st, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "version:\t%s\nstate:\t%s\npin dir:\t%s\nnetworks:\t%d\nendpoints:\t%d\n",
-					st.Version, st.StatePath, st.PinDir, st.Networks, st.Endpoints)
+				fmt.Fprintf(w, "version:\t%s\nstate:\t%s\npin dir:\t%s\n", st.Version, st.StatePath, st.PinDir)
+				if st.Uplink != "" {
+					xdp := st.UplinkXDPMode
+					if xdp == "" {
+						xdp = "none"
+					}
+					fmt.Fprintf(w, "uplink:\t%s (XDP: %s)\n", st.Uplink, xdp)
+				}
+				fmt.Fprintf(w, "networks:\t%d\nendpoints:\t%d\n", st.Networks, st.Endpoints)
 				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")
 				for _, m := range st.Modes {
 					fmt.Fprintf(w, "%s\t%v\t%s\n", m.Mode, m.Available, m.Reason)

@@ -25,7 +25,8 @@ The gateway (default: the first address of each subnet) lives on the node,
 on a device named xlnet<ID>; endpoints route everything through it.`,
 		Example: `  xlane network create blue --subnet 10.10.0.0/24
   xlane network create red --subnet 10.20.0.0/24 --subnet fd00:20::/64 --mode kernel --mtu 9000
-  xlane network create green --subnet 10.30.0.0/24 --device netkit   # Linux 6.7+: programs in the device`,
+  xlane network create green --subnet 10.30.0.0/24 --device netkit   # Linux 6.7+: programs in the device
+  xlane network create quiet --subnet 10.40.0.0/24 --icc=false --isolated   # like a Docker network with enable_icc=false`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
@@ -43,9 +44,15 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	create.Flags().StringVar(&req.Device, "device", "", "endpoint device pair: veth (default), netkit (L3, no ARP; Linux 6.7+), netkit-l2, or auto (netkit where the kernel has it and the network needs neither XDP nor NAT, else veth)")
 	masq := true
 	create.Flags().BoolVar(&masq, "masquerade", true, "SNAT traffic leaving through the uplink to the node's address (--masquerade=false: route container addresses as they are)")
+	icc := true
+	create.Flags().BoolVar(&icc, "icc", true, "endpoints of the network reach each other (--icc=false: they do not, in any protocol, as Docker's enable_icc=false; the node, the outside and published ports still work; BPF modes only)")
+	create.Flags().BoolVar(&req.Isolated, "isolated", false, "keep the network apart from the node's other networks: no traffic between its endpoints and theirs, as between Docker networks (the node, the outside and published ports still work; BPF modes only)")
 	create.PreRun = func(cmd *cobra.Command, _ []string) {
 		if cmd.Flags().Changed("masquerade") {
 			req.Masquerade = &masq
+		}
+		if cmd.Flags().Changed("icc") {
+			req.ICC = &icc
 		}
 	}
 
@@ -75,8 +82,10 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 				if n.ModeReason != "" {
 					fmt.Fprintf(w, "mode chosen:\t%s (asked for %s)\n", n.ModeReason, n.ModeRequested)
 				}
-				fmt.Fprintf(w, "name:\t%s\nid:\t%d\nmode:\t%s\nendpoint device:\t%s\nsubnets:\t%s\ngateways:\t%s\nmtu:\t%d\ndevice:\t%s\nendpoints:\t%d\ncreated:\t%s\n",
-					n.Name, n.ID, n.Mode, n.Devices(), joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device, n.Endpoints, n.Created)
+				fmt.Fprintf(w, "name:\t%s\nid:\t%d\nmode:\t%s\nendpoint device:\t%s\nsubnets:\t%s\ngateways:\t%s\nmtu:\t%d\ndevice:\t%s\n",
+					n.Name, n.ID, n.Mode, n.Devices(), joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device)
+				fmt.Fprintf(w, "masquerade:\t%v\ninternal:\t%v\nicc:\t%v\nisolated:\t%v\nendpoints:\t%d\ncreated:\t%s\n",
+					n.Masquerade, n.Internal, !n.ICCOff, n.Isolated, n.Endpoints, n.Created)
 			})
 		},
 	}

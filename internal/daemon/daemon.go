@@ -40,6 +40,9 @@ type Config struct {
 	Uplink string
 	// UplinkTakeover lets xlane replace an XDP program it did not attach.
 	UplinkTakeover bool
+	// UplinkXDPMode is the uplink program's XDP attach mode: auto (""),
+	// native, generic or offload (datapath.XDPMode*).
+	UplinkXDPMode string
 	// CTSize is the conntrack table's size (0: bpf.DefaultCTSize).
 	CTSize uint32
 	// MaglevSize is every service's Maglev table size (0: default).
@@ -59,6 +62,7 @@ type Daemon struct {
 	dp    *datapath.BPF // nil when the BPF datapath cannot load here
 	dpErr error
 	feat  *features.Set // probed at start (kernel.go)
+	fw    *Firewall     // started by New, before the API serves (firewall.go)
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
@@ -75,6 +79,12 @@ type Daemon struct {
 func New(cfg Config) (*Daemon, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Uplink != "" {
+		// A mode the uplink cannot run fails here, before anything changes.
+		if err := datapath.CheckUplinkXDPMode(cfg.Uplink, cfg.UplinkXDPMode); err != nil {
+			return nil, err
+		}
 	}
 	st, err := store.Open(cfg.StatePath)
 	if err != nil {
@@ -100,6 +110,9 @@ func New(cfg Config) (*Daemon, error) {
 		d.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	// The firewall is up (the stored rule set installed, endpoint changes
+	// followed) before the uplink is attached and before the API serves.
+	d.fw = d.startFirewall()
 	if d.dp != nil && cfg.Uplink != "" {
 		if err := d.attachUplink(); err != nil {
 			d.Close()
@@ -138,10 +151,11 @@ func (d *Daemon) attachUplink() error {
 	if x := l.Attrs().Xdp; x != nil && x.Attached && !d.dp.OwnsXDP(d.cfg.Uplink) {
 		foreign = x.ProgId
 	}
-	if err := d.dp.AttachUplink(d.cfg.Uplink, l.Attrs().Index, foreign, d.cfg.UplinkTakeover); err != nil {
+	mode, err := d.dp.AttachUplink(d.cfg.Uplink, l.Attrs().Index, foreign, d.cfg.UplinkTakeover, d.cfg.UplinkXDPMode)
+	if err != nil {
 		return err
 	}
-	d.log.Info("uplink fast path attached", "uplink", d.cfg.Uplink)
+	d.log.Info("uplink fast path attached", "uplink", d.cfg.Uplink, "xdp_mode", mode)
 	return nil
 }
 
@@ -196,6 +210,11 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	n.Internal = req.Internal
+	n.ICCOff = req.ICC != nil && !*req.ICC
+	n.Isolated = req.Isolated
+	if err := policySupported(n.Mode, n); err != nil {
+		return nil, err
+	}
 	if err := d.resolveDevice(n, req); err != nil {
 		return nil, err
 	}
@@ -490,6 +509,9 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	if err := natSupported(mode, n.Masquerade); err != nil {
 		return nil, err
 	}
+	if err := policySupported(mode, n); err != nil {
+		return nil, err
+	}
 	for _, e := range eps {
 		if len(e.Ports) > 0 {
 			if err := natSupported(mode, true); err != nil {
@@ -716,6 +738,12 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if n.Masquerade {
 			val.Flags |= bpf.EPFlagMasquerade
 		}
+		if n.ICCOff {
+			val.Flags |= bpf.EPFlagNoICC
+		}
+		if n.Isolated {
+			val.Flags |= bpf.EPFlagIsolated
+		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -939,6 +967,11 @@ func (d *Daemon) pruneCounters() error {
 // Status reports what this node can do and what it is doing.
 func (d *Daemon) Status() (*api.Status, error) {
 	st := &api.Status{Version: Version, StatePath: d.cfg.StatePath, PinDir: d.cfg.PinDir, Uplink: d.cfg.Uplink}
+	if d.cfg.Uplink != "" {
+		if l, err := netlink.LinkByName(d.cfg.Uplink); err == nil && d.dp != nil && d.dp.OwnsXDP(d.cfg.Uplink) {
+			st.UplinkXDPMode = datapath.XDPAttachMode(l.Attrs().Index)
+		}
+	}
 	st.Modes = d.modeStatuses()
 	d.kernelStatus(st)
 	err := d.store.View(func(tx *store.Tx) error {

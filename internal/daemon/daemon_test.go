@@ -17,6 +17,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/firewall"
+	"github.com/xlane-dev/xlane/internal/firewall/spec"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -220,4 +223,115 @@ func TestIncompatiblePinReplaced(t *testing.T) {
 			t.Fatalf("endpoint map after restart: %v %v, want the endpoint's %v rebuilt", addrs, err, e.IPs)
 		}
 	})
+}
+
+// ICC off and isolation reach the datapath as endpoint flags; kernel mode,
+// which has no datapath for them, refuses both, at create and on a switch.
+func TestNetworkPolicy(t *testing.T) {
+	inNode(t, func(d *Daemon) {
+		if d.dp == nil {
+			t.Skipf("no BPF datapath here: %v", d.dpErr)
+		}
+		off := false
+		for _, c := range []struct {
+			req   api.NetworkCreate
+			flags uint16
+		}{
+			{api.NetworkCreate{Name: "plain", Subnets: []string{"10.52.0.0/24"}, Mode: "tc"}, 0},
+			{api.NetworkCreate{Name: "quiet", Subnets: []string{"10.53.0.0/24"}, Mode: "tc", Masquerade: &off, ICC: &off}, bpf.EPFlagNoICC},
+			{api.NetworkCreate{Name: "apart", Subnets: []string{"10.54.0.0/24"}, Mode: "tc", ICC: &off, Isolated: true}, bpf.EPFlagNoICC | bpf.EPFlagIsolated},
+		} {
+			n, err := d.CreateNetwork(c.req)
+			if err != nil {
+				t.Fatalf("create %s: %v", c.req.Name, err)
+			}
+			if n.ICCOff != (c.flags&bpf.EPFlagNoICC != 0) || n.Isolated != (c.flags&bpf.EPFlagIsolated != 0) {
+				t.Errorf("network %s: icc off %v isolated %v", n.Name, n.ICCOff, n.Isolated)
+			}
+			e, err := d.AddEndpoint(api.EndpointAdd{Network: c.req.Name, Netns: container(t)})
+			if err != nil {
+				t.Fatalf("add endpoint to %s: %v", c.req.Name, err)
+			}
+			v, err := d.dp.Endpoint(e.IPs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v.Flags & (bpf.EPFlagNoICC | bpf.EPFlagIsolated); got != c.flags || v.NetworkId != n.ID {
+				t.Errorf("network %s: endpoint flags %#x network %d, want %#x %d", n.Name, got, v.NetworkId, c.flags, n.ID)
+			}
+		}
+		for _, c := range []struct {
+			req   api.NetworkCreate
+			field string
+		}{
+			{api.NetworkCreate{Name: "k1", Subnets: []string{"10.55.0.0/24"}, Mode: "kernel", Masquerade: &off, ICC: &off}, "icc"},
+			{api.NetworkCreate{Name: "k2", Subnets: []string{"10.56.0.0/24"}, Mode: "kernel", Masquerade: &off, Isolated: true}, "isolated"},
+		} {
+			var fe *model.FieldError
+			if _, err := d.CreateNetwork(c.req); !errors.As(err, &fe) || fe.Field != c.field {
+				t.Errorf("create %s in kernel mode: %v, want a refusal on %s", c.req.Name, err, c.field)
+			}
+		}
+		var fe *model.FieldError
+		if _, err := d.UpdateNetwork("quiet", api.NetworkUpdate{Mode: "kernel"}); !errors.As(err, &fe) || fe.Field != "icc" {
+			t.Errorf("switch an ICC-off network to kernel: %v, want a refusal on icc", err)
+		}
+	})
+}
+
+// New starts the firewall: the stored rule set is installed again before
+// New returns, without any API request (the server only registers routes).
+func TestFirewallStartedByNew(t *testing.T) {
+	node, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
+	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-fw-%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pinDir) })
+	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
+	err = node.Do(func(ns.NetNS) error {
+		d, err := New(cfg)
+		if err != nil {
+			return err
+		}
+		if d.Firewall() == nil || d.Firewall().err != nil {
+			d.Close()
+			return fmt.Errorf("firewall after New: %v", d.Firewall())
+		}
+		_, err = d.Firewall().Apply(spec.RuleSet{Rules: []spec.Rule{{Name: "no-ssh", Action: "drop", Proto: spec.List{"tcp"}, DstPort: spec.List{"22"}}}}, false)
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		// Switch the datapath's firewall off behind the daemon's back.
+		maps, err := bpf.OpenFirewallMaps(filepath.Join(pinDir, "maps"))
+		if err != nil {
+			return err
+		}
+		defer maps.Close()
+		in, err := firewall.NewInstaller(maps)
+		if err != nil {
+			return err
+		}
+		if err := in.Disable(); err != nil {
+			return err
+		}
+		d, err = New(cfg)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		st, err := in.State()
+		if err != nil {
+			return err
+		}
+		if st.On == 0 {
+			return errors.New("the stored rule set is not installed when New returns")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

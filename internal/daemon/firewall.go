@@ -45,25 +45,21 @@ type Firewall struct {
 	names       sync.Map // slot (uint32) -> rule name, for the event log
 }
 
-var firewalls sync.Map // *Daemon -> *Firewall
-
 // fwWatchInterval: how often the firewall checks whether the networks and
 // endpoints its scopes name have changed.
 const fwWatchInterval = 2 * time.Second
 
-// Firewall returns the daemon's firewall, starting it on first use: it
-// reinstalls the stored rule set, DDoS settings and blocklist (the pinned
-// maps usually hold them already; reinstalling makes them this binary's
-// layout), follows endpoint and network changes, and logs sampled rule
-// hits.
-func (d *Daemon) Firewall() *Firewall {
-	if f, ok := firewalls.Load(d); ok {
-		return f.(*Firewall)
-	}
+// Firewall returns the daemon's firewall, which New started.
+func (d *Daemon) Firewall() *Firewall { return d.fw }
+
+// startFirewall starts the daemon's firewall (New calls it once, before
+// the API serves): it reinstalls the stored rule set, DDoS settings and
+// blocklist (the pinned maps usually hold them already; reinstalling makes
+// them this binary's layout), follows endpoint and network changes, and
+// logs sampled rule hits until Close. Without the BPF datapath the
+// firewall answers every request with why it is unavailable.
+func (d *Daemon) startFirewall() *Firewall {
 	f := &Firewall{d: d, bits: map[string]int{}, slots: map[string]uint32{}}
-	if actual, loaded := firewalls.LoadOrStore(d, f); loaded {
-		return actual.(*Firewall)
-	}
 	if d.dp == nil {
 		f.err = fmt.Errorf("the firewall needs the BPF datapath: %v: %w", d.dpErr, model.ErrUnavailable)
 		return f

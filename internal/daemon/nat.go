@@ -326,6 +326,9 @@ func (d *Daemon) Flows(limit int) ([]api.Flow, error) {
 		if f.NAT != "" {
 			af.NATTo = f.NATTo.String()
 		}
+		if f.NATSrc.IsValid() {
+			af.NATTo += " from " + f.NATSrc.String()
+		}
 		out = append(out, af)
 	}
 	return out, err

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
@@ -353,6 +355,16 @@ func (d *BPF) PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error {
 	return nil
 }
 
+// Endpoint returns what the endpoint map holds for addr.
+func (d *BPF) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
+	k := bpf.KeyFromAddr(addr)
+	var v bpf.EndpointVal
+	if err := d.objs.Endpoints().Lookup(&k, &v); err != nil {
+		return v, fmt.Errorf("endpoint %s: %w", addr, err)
+	}
+	return v, nil
+}
+
 // DeleteEndpoint removes addr. Missing is fine.
 func (d *BPF) DeleteEndpoint(addr netip.Addr) error {
 	k := bpf.KeyFromAddr(addr)
@@ -474,43 +486,153 @@ var ErrForeignXDP = errors.New("uplink already has an XDP program that xlane did
 
 const uplinkSuffix = "uplink"
 
-// AttachUplink puts the uplink program on the node's uplink and lets the
-// endpoint programs redirect to it. It adopts its own pinned link; a
+// XDP attach modes of the uplink program (xlaned --uplink-xdp-mode).
+const (
+	XDPModeAuto    = "auto"    // native, generic where the driver has no native XDP
+	XDPModeNative  = "native"  // in the driver (XDP_FLAGS_DRV_MODE)
+	XDPModeGeneric = "generic" // in the stack, any device (XDP_FLAGS_SKB_MODE)
+	XDPModeOffload = "offload" // on the NIC (XDP_FLAGS_HW_MODE)
+)
+
+// XDPModes lists the valid --uplink-xdp-mode values.
+var XDPModes = []string{XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeOffload}
+
+// ErrXDPModeUnsupported: the uplink's driver cannot run xlane's program in
+// the attach mode asked for.
+var ErrXDPModeUnsupported = errors.New("XDP attach mode not supported")
+
+// CheckUplinkXDPMode validates mode for the device ifname before anything
+// is attached. Offload is refused here: xlane's uplink program uses
+// map-in-map, bpf_loop and helpers that no NIC offload (nfp, netdevsim)
+// implements, and the program would have to be loaded for the device.
+func CheckUplinkXDPMode(ifname, mode string) error {
+	switch mode {
+	case "", XDPModeAuto, XDPModeNative, XDPModeGeneric:
+		return nil
+	case XDPModeOffload:
+		return fmt.Errorf("uplink %s: XDP mode %s: %w by driver %s (xlane's uplink program uses map-in-map, bpf_loop and helpers that NIC offload does not support; use --uplink-xdp-mode native or generic)",
+			ifname, mode, ErrXDPModeUnsupported, DriverName(ifname))
+	}
+	return fmt.Errorf("--uplink-xdp-mode %q: want one of %s", mode, strings.Join(XDPModes, ", "))
+}
+
+// DriverName is the kernel driver of ifname ("unknown" if it cannot be
+// read), as ethtool -i names it.
+func DriverName(ifname string) string {
+	if p, err := os.Readlink(filepath.Join("/sys/class/net", ifname, "device", "driver")); err == nil {
+		return filepath.Base(p)
+	}
+	if l, err := netlink.LinkByName(ifname); err == nil {
+		return l.Type() // virtual devices have no device/driver link: veth, dummy, ...
+	}
+	return "unknown"
+}
+
+// XDPAttachMode names the attach mode of the XDP program on ifindex:
+// native, generic, offload, or "" when none is attached.
+func XDPAttachMode(ifindex int) string {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil || l.Attrs().Xdp == nil || !l.Attrs().Xdp.Attached {
+		return ""
+	}
+	switch l.Attrs().Xdp.AttachMode {
+	case nl.XDP_ATTACHED_DRV:
+		return XDPModeNative
+	case nl.XDP_ATTACHED_SKB:
+		return XDPModeGeneric
+	case nl.XDP_ATTACHED_HW:
+		return XDPModeOffload
+	}
+	return "multiple"
+}
+
+// AttachUplink puts the uplink program on the node's uplink in XDP attach
+// mode (XDPMode*: auto is native, else generic) and lets the endpoint
+// programs redirect to it; it returns the mode attached. It adopts its own
+// pinned link when that runs in the mode asked for (auto: either); a
 // program someone else attached is refused unless takeover, in which case a
 // netlink-attached one is removed first (a bpf_link owned by another
 // process cannot be, and is reported).
-func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, takeover bool) error {
+func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, takeover bool, mode string) (string, error) {
+	if err := CheckUplinkXDPMode(ifname, mode); err != nil {
+		return "", err
+	}
+	if mode == "" {
+		mode = XDPModeAuto
+	}
 	pin := d.linkPin(ifname, uplinkSuffix)
+	var replaced string // the mode of our own link replaced here, restored on failure
 	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-		if linkIfindex(l) == ifindex {
+		cur := XDPAttachMode(ifindex)
+		if linkIfindex(l) == ifindex && (cur == mode || mode == XDPModeAuto) {
 			err := l.Update(d.objs.XDPFromUplink())
 			l.Close()
 			if err != nil {
-				return fmt.Errorf("update uplink program on %s: %w", ifname, err)
+				return "", fmt.Errorf("update uplink program on %s: %w", ifname, err)
 			}
-			return d.PutDevice(ifindex)
+			return cur, d.PutDevice(ifindex)
+		}
+		// Another device, or another mode: the mode of a link cannot
+		// change, the old link goes first (two modes cannot coexist).
+		if linkIfindex(l) == ifindex {
+			replaced = cur
 		}
 		l.Unpin()
 		l.Close()
 	}
 	if foreignProgID != 0 {
 		if !takeover {
-			return fmt.Errorf("%s (program id %d): %w; refusing to replace it (start xlaned with --uplink-takeover to take it over)", ifname, foreignProgID, ErrForeignXDP)
+			return "", fmt.Errorf("%s (program id %d): %w; refusing to replace it (start xlaned with --uplink-takeover to take it over)", ifname, foreignProgID, ErrForeignXDP)
 		}
 		if err := netlinkDetachXDP(ifindex); err != nil {
-			return fmt.Errorf("take over XDP on %s (program id %d): %w", ifname, foreignProgID, err)
+			return "", fmt.Errorf("take over XDP on %s (program id %d): %w", ifname, foreignProgID, err)
 		}
 	}
-	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XDPFromUplink(), Interface: ifindex, Flags: link.XDPDriverMode})
+	attach := func(flags link.XDPAttachFlags) (link.Link, error) {
+		return link.AttachXDP(link.XDPOptions{Program: d.objs.XDPFromUplink(), Interface: ifindex, Flags: flags})
+	}
+	var (
+		l   link.Link
+		err error
+	)
+	switch mode {
+	case XDPModeGeneric:
+		l, err = attach(link.XDPGenericMode)
+	case XDPModeNative:
+		l, err = attach(link.XDPDriverMode)
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			err = fmt.Errorf("%w by driver %s: %w", ErrXDPModeUnsupported, DriverName(ifname), err)
+		}
+	default: // auto
+		mode = XDPModeNative
+		if l, err = attach(link.XDPDriverMode); err != nil {
+			mode = XDPModeGeneric
+			l, err = attach(link.XDPGenericMode)
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("attach XDP to uplink %s: %w", ifname, err)
+		err = fmt.Errorf("attach XDP (%s mode) to uplink %s: %w", mode, ifname, err)
+		if replaced == XDPModeNative || replaced == XDPModeGeneric {
+			// Put the previous mode back rather than leave the uplink bare.
+			flags := map[string]link.XDPAttachFlags{XDPModeNative: link.XDPDriverMode, XDPModeGeneric: link.XDPGenericMode}[replaced]
+			if old, aerr := attach(flags); aerr == nil {
+				if perr := old.Pin(pin); perr != nil {
+					old.Close()
+				} else {
+					old.Close()
+					err = fmt.Errorf("%w (the %s attachment is kept)", err, replaced)
+				}
+			}
+		}
+		return "", err
 	}
 	err = l.Pin(pin)
-	l.Close()
 	if err != nil {
-		return fmt.Errorf("pin uplink link of %s: %w", ifname, err)
+		l.Close() // not pinned: closing detaches it, nothing stays behind
+		return "", fmt.Errorf("pin uplink link of %s: %w", ifname, err)
 	}
-	return d.PutDevice(ifindex)
+	l.Close()
+	return mode, d.PutDevice(ifindex)
 }
 
 // DetachUplink removes the uplink program (missing is fine).

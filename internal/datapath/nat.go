@@ -111,8 +111,9 @@ type Flow struct {
 	Src, Dst         netip.AddrPort
 	Reply            bool   // the entry of the reply direction
 	State            string // new, established, closing, closed
-	NAT              string // "", "snat" or "dnat"
+	NAT              string // "", "snat", "dnat" or "dnat+snat"
 	NATTo            netip.AddrPort
+	NATSrc           netip.AddrPort // dnat+snat: the new source (hairpin, remapped port)
 	Packets, Bytes   uint64
 	ExpiresInSeconds int64
 }
@@ -147,6 +148,9 @@ func (d *BPF) Flows(limit int) ([]Flow, error) {
 				f.NAT = "snat"
 			case bpf.CTNatDst:
 				f.NAT = "dnat"
+			case bpf.CTNatBoth:
+				f.NAT = "dnat+snat"
+				f.NATSrc = netip.AddrPortFrom(netip.AddrFrom16(v.NatSaddr).Unmap(), ntohs(v.NatSport))
 			}
 			if f.NAT != "" {
 				f.NATTo = netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort))

@@ -165,7 +165,10 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			Options: map[string]string{}, Created: time.Now().UTC(),
 		},
 	}
-	var err error
+	var (
+		err      error
+		isolated *bool // -o xlane.isolated
+	)
 	if c.rec.EnableIPv6, err = boolOption(req.Options, optEnableIPv6); err != nil {
 		return nil, err
 	}
@@ -220,6 +223,13 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 				return nil, fmt.Errorf("option %s=%q: want true or false", k, v)
 			}
 			c.rec.ICC = icc
+			c.create.ICC = &icc
+		case k == optIsolated:
+			iso, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("option %s=%q: want true or false", k, v)
+			}
+			isolated = &iso
 		case k == optIfPrefix:
 			if !ifPrefixRE.MatchString(v) {
 				return nil, fmt.Errorf("option %s=%q: want 1-10 lowercase letters and digits, starting with a letter", k, v)
@@ -232,15 +242,20 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			}
 			c.create.Mode = string(m)
 		case strings.HasPrefix(k, xlaneOptPrefix):
-			return nil, fmt.Errorf("option %s: unknown xlane option (xlane knows %s)", k, optMode)
+			return nil, fmt.Errorf("option %s: unknown xlane option (xlane knows %s and %s)", k, optMode, optIsolated)
 		case bridgeOptions[k] != "":
 			log.Info("docker: bridge option ignored", "network", short(req.NetworkID), "option", k, "value", v, "why", bridgeOptions[k])
 		default:
 			log.Warn("docker: unknown option ignored", "network", short(req.NetworkID), "option", k, "value", v)
 		}
 	}
-	if !c.rec.ICC {
-		return nil, fmt.Errorf("option %s=false: xlane cannot keep containers of one network apart yet (that needs its firewall); leave inter-container communication on, or use the bridge driver for this network", optICC)
+	// Kept apart from other networks, as Docker keeps bridge networks
+	// (DOCKER-ISOLATION), unless -o xlane.isolated=false; kernel mode has
+	// no datapath for it, so a network asked for in kernel mode is not
+	// isolated unless the option says so (and is then refused).
+	c.create.Isolated = c.create.Mode != string(model.ModeKernel)
+	if isolated != nil {
+		c.create.Isolated = *isolated
 	}
 	return c, nil
 }
@@ -336,10 +351,18 @@ func (dr *Driver) createNetwork(req *createNetworkRequest) (*empty, error) {
 	created := true
 	if _, err := dr.d.CreateNetwork(c.create); err != nil {
 		have, herr := dr.d.Network(c.create.Name)
-		if herr != nil || !sameSubnets(have.Subnets, c.create.Subnets) || have.Internal != c.create.Internal {
+		if herr != nil || !sameSubnets(have.Subnets, c.create.Subnets) || have.Internal != c.create.Internal ||
+			have.ICCOff != !c.rec.ICC || have.Isolated != c.create.Isolated {
 			var fe *model.FieldError
-			if errors.As(err, &fe) && fe.Field == "masquerade" {
-				err = fmt.Errorf("outbound masquerade (on by default, as on Docker's bridge; off with -o %s=false): %s", optMasquerade, fe.Reason)
+			if errors.As(err, &fe) {
+				switch fe.Field {
+				case "masquerade":
+					err = fmt.Errorf("outbound masquerade (on by default, as on Docker's bridge; off with -o %s=false): %s", optMasquerade, fe.Reason)
+				case "icc":
+					err = fmt.Errorf("option %s=false: %s", optICC, fe.Reason)
+				case "isolated":
+					err = fmt.Errorf("isolation from other networks (on by default, as between Docker's bridge networks; off with -o %s=false): %s", optIsolated, fe.Reason)
+				}
 			}
 			return nil, fmt.Errorf("cannot create network %s: %w", short(req.NetworkID), err)
 		}
@@ -358,7 +381,7 @@ func (dr *Driver) createNetwork(req *createNetworkRequest) (*empty, error) {
 		dr.log.Warn("docker: "+err.Error()+"; traffic Linux forwards for this network may be dropped by Docker's firewall", "docker_network", short(req.NetworkID))
 	}
 	dr.log.Info("docker: network created", "docker_network", short(req.NetworkID), "network", c.create.Name,
-		"subnets", c.create.Subnets, "internal", c.rec.Internal)
+		"subnets", c.create.Subnets, "internal", c.rec.Internal, "icc", c.rec.ICC, "isolated", c.create.Isolated)
 	return &empty{}, nil
 }
 

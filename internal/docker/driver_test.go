@@ -51,7 +51,8 @@ func (f *fakeDaemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error
 	if _, ok := f.nets[req.Name]; ok {
 		return nil, model.Conflictf("network %q already exists", req.Name)
 	}
-	n := &model.Network{Name: req.Name, Mode: model.Mode(req.Mode), MTU: req.MTU, Internal: req.Internal}
+	n := &model.Network{Name: req.Name, Mode: model.Mode(req.Mode), MTU: req.MTU, Internal: req.Internal,
+		ICCOff: req.ICC != nil && !*req.ICC, Isolated: req.Isolated}
 	if n.Mode == "" {
 		n.Mode = model.ModeTC
 	}
@@ -274,11 +275,13 @@ func TestCreateNetworkOptions(t *testing.T) {
 		want string
 	}{
 		{"bad masquerade", dualStack(strings.Repeat("0c", 32), map[string]any{optMasquerade: "sometimes"}), `enable_ip_masquerade="sometimes": want true or false`},
-		{"icc off", dualStack(strings.Repeat("01", 32), map[string]any{optICC: "false"}), "xlane cannot keep containers of one network apart yet"},
 		{"bad icc", dualStack(strings.Repeat("02", 32), map[string]any{optICC: "maybe"}), `enable_icc="maybe": want true or false`},
 		{"bad mtu", dualStack(strings.Repeat("03", 32), map[string]any{optMTU: "big"}), `mtu="big": want a positive number`},
 		{"bad mode", dualStack(strings.Repeat("04", 32), map[string]any{optMode: "warp"}), `xlane.mode="warp": unknown mode`},
-		{"unknown xlane option", dualStack(strings.Repeat("05", 32), map[string]any{"xlane.turbo": "1"}), "xlane.turbo: unknown xlane option"},
+		{"unknown xlane option", dualStack(strings.Repeat("05", 32), map[string]any{"xlane.turbo": "1"}), "xlane.turbo: unknown xlane option (xlane knows xlane.mode and xlane.isolated)"},
+		{"bad isolated", dualStack(strings.Repeat("01", 32), map[string]any{optIsolated: "mostly"}), `xlane.isolated="mostly": want true or false`},
+		// A retry must be the same network: not one with ICC off now.
+		{"same id, icc off", dualStack(netID, map[string]any{optMTU: "9000", optMode: "kernel", optIfPrefix: "net", optICC: "false"}), "already exists"},
 		{"bad prefix", dualStack(strings.Repeat("06", 32), map[string]any{optIfPrefix: "Eth-"}), "container_iface_prefix"},
 		{"two pools", createNetworkRequest{NetworkID: strings.Repeat("07", 32), IPv4Data: []ipamData{{Pool: "10.1.0.0/24"}, {Pool: "10.2.0.0/24"}}},
 			"takes one IPv4 subnet; Docker sent 2 (10.1.0.0/24, 10.2.0.0/24)"},
@@ -458,4 +461,65 @@ func TestNetworkName(t *testing.T) {
 	if got := fmt.Sprint(len(NetworkName(netID))); got != "19" {
 		t.Errorf("length %s", got)
 	}
+}
+
+// TestCreateNetworkPolicy: ICC off and isolation from other networks map
+// onto the xlane network's icc and isolated properties; Docker networks
+// are isolated by default (as bridge networks are), except in kernel mode,
+// which has no datapath for it.
+func TestCreateNetworkPolicy(t *testing.T) {
+	f := newFake(t)
+	td := newTestDriver(t, f)
+	last := func() api.NetworkCreate { return f.creates[len(f.creates)-1] }
+	id := func(b string) string { return strings.Repeat(b, 32) }
+
+	td.ok("NetworkDriver.CreateNetwork", dualStack(id("a1"), nil))
+	if c := last(); c.ICC != nil || !c.Isolated {
+		t.Errorf("default network: icc %v isolated %v, want icc unset (on) and isolated", c.ICC, c.Isolated)
+	}
+	td.ok("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("a2"), IPv4Data: []ipamData{{Pool: "10.62.0.0/24", Gateway: "10.62.0.1/24"}},
+		Options: map[string]any{optGeneric: map[string]any{optICC: "false"}}})
+	if c := last(); c.ICC == nil || *c.ICC || !c.Isolated {
+		t.Errorf("enable_icc=false: icc %v isolated %v, want icc false and isolated", c.ICC, c.Isolated)
+	}
+	if n := f.nets["docker-"+id("a2")[:12]]; n == nil || !n.ICCOff || !n.Isolated {
+		t.Errorf("xlane network of the ICC-off Docker network: %+v", n)
+	}
+	var rec store.DockerNetwork
+	f.st.View(func(tx *store.Tx) error {
+		recs, _ := tx.DockerNetworks()
+		for _, r := range recs {
+			if r.ID == id("a2") {
+				rec = r
+			}
+		}
+		return nil
+	})
+	if rec.ID == "" || rec.ICC {
+		t.Errorf("record of the ICC-off network: %+v, want ICC false", rec)
+	}
+	// Docker retries: the same ICC-off network again is fine.
+	td.ok("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("a2"), IPv4Data: []ipamData{{Pool: "10.62.0.0/24", Gateway: "10.62.0.1/24"}},
+		Options: map[string]any{optGeneric: map[string]any{optICC: "false"}}})
+
+	td.ok("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("a3"), IPv4Data: []ipamData{{Pool: "10.63.0.0/24"}},
+		Options: map[string]any{optGeneric: map[string]any{optIsolated: "false"}}})
+	if c := last(); c.Isolated {
+		t.Errorf("xlane.isolated=false: isolated")
+	}
+	td.ok("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("a4"), IPv4Data: []ipamData{{Pool: "10.64.0.0/24"}},
+		Options: map[string]any{optGeneric: map[string]any{optMode: "kernel", optMasquerade: "false"}}})
+	if c := last(); c.Isolated {
+		t.Errorf("kernel mode: isolated asked for, want not (kernel mode cannot)")
+	}
+
+	// The daemon's refusals, in Docker's terms.
+	f.failNext = model.Fieldf("icc", "mode kernel has no datapath to keep the network's endpoints apart (ICC off): use a BPF mode (tc, xdp, xdp-generic)")
+	td.fails("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("a5"), IPv4Data: []ipamData{{Pool: "10.65.0.0/24"}},
+		Options: map[string]any{optGeneric: map[string]any{optMode: "kernel", optMasquerade: "false", optICC: "false"}}},
+		"option com.docker.network.bridge.enable_icc=false: mode kernel has no datapath to keep the network's endpoints apart (ICC off)")
+	f.failNext = model.Fieldf("isolated", "mode kernel has no datapath to keep the network apart from others")
+	td.fails("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("a6"), IPv4Data: []ipamData{{Pool: "10.66.0.0/24"}},
+		Options: map[string]any{optGeneric: map[string]any{optMasquerade: "false"}}},
+		"isolation from other networks (on by default, as between Docker's bridge networks; off with -o xlane.isolated=false): mode kernel has no datapath")
 }

@@ -19,6 +19,7 @@ const (
 	optIfPrefix    = "com.docker.network.container_iface_prefix"
 	optMasquerade  = "com.docker.network.bridge.enable_ip_masquerade"
 	optMode        = "xlane.mode"
+	optIsolated    = "xlane.isolated"
 	xlaneOptPrefix = "xlane."
 )
 

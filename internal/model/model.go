@@ -76,7 +76,19 @@ type Network struct {
 	// Internal: the node routes nothing between the network's subnets and
 	// anywhere else (policy rules); its endpoints reach each other and the
 	// node only. Docker's --internal.
-	Internal bool      `json:"internal,omitempty"`
+	Internal bool `json:"internal,omitempty"`
+	// ICCOff: the network's endpoints do not reach each other, in any
+	// protocol (Docker's enable_icc=false); they still reach the node,
+	// the outside and published ports. Enforced by the BPF datapath
+	// (XL_EP_NO_ICC): not in kernel mode.
+	ICCOff bool `json:"icc_off,omitempty"`
+	// Isolated: the network's endpoints and the endpoints of every other
+	// network of the node do not reach each other (Docker keeps bridge
+	// networks apart so); the node, the outside and published ports
+	// still work. Docker networks are isolated, xlane's own networks
+	// only when asked. Enforced by the BPF datapath (XL_EP_ISOLATED):
+	// not in kernel mode.
+	Isolated bool      `json:"isolated,omitempty"`
 	Created  time.Time `json:"created"`
 }
 

@@ -39,8 +39,8 @@ func decodeLarge(r *http.Request, v any) error {
 	return nil
 }
 
-// firewallRoutes registers /v1/firewall/... (docs/firewall.md). Starting
-// the daemon's firewall here also reconciles it with the store.
+// firewallRoutes registers /v1/firewall/... (docs/firewall.md) on the
+// firewall daemon.New started.
 func firewallRoutes(route func(pattern string, status int, fn func(*http.Request) (any, error)), d *daemon.Daemon) {
 	fw := d.Firewall()
 	route("GET "+api.PathFirewall, http.StatusOK, func(r *http.Request) (any, error) {

@@ -561,8 +561,9 @@ func TestDockerDriver(t *testing.T) {
 				"xlane does not choose host ports (-P, -p 80)"},
 			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.7.0/24", "-o", "xlane.mode=kernel", "kmasq"},
 				"off with -o com.docker.network.bridge.enable_ip_masquerade=false"},
-			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.3.0/24", "-o", "com.docker.network.bridge.enable_icc=false", "noicc"},
-				"xlane cannot keep containers of one network apart yet"},
+			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.3.0/24", "-o", "xlane.mode=kernel",
+				"-o", "com.docker.network.bridge.enable_ip_masquerade=false", "-o", "com.docker.network.bridge.enable_icc=false", "noicc"},
+				"com.docker.network.bridge.enable_icc=false: mode kernel has no datapath to keep the network's endpoints apart (ICC off)"},
 			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.4.0/24", "--subnet", "10.98.5.0/24", "two"},
 				"an xlane network takes one IPv4 subnet; Docker sent 2"},
 			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.6.0/24", "-o", "xlane.mode=warp", "warp"},
@@ -620,11 +621,11 @@ func TestDockerDriver(t *testing.T) {
 		ping(t, n.netns, ai1.v4())
 		noPing(t, nsi1, o4)
 		noPing(t, out, ai1.v4()) // the outside has a route: the node refuses
-		// Even with a default route, the node routes nothing off the node.
-		// (Other networks of the node are not kept apart in the BPF modes
-		// yet: that is the firewall's job, see docs/docker.md.)
+		// Even with a default route, the node routes nothing off the node,
+		// and the datapath keeps the network apart from the others.
 		runIn(t, nsi1, "ip", "route", "add", "default", "via", "10.98.2.1")
 		noPing(t, nsi1, o4)
+		noPing(t, nsi1, a1.v4())
 	})
 
 	t.Run("xlaned kill -9 and restart", func(t *testing.T) {

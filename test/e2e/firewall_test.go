@@ -121,6 +121,24 @@ func dial(netns string, addr netip.Addr, port int, timeout time.Duration) error 
 	})
 }
 
+// udpRefused sends a datagram from netns to addr:port on a connected UDP
+// socket and returns the error of the read that follows (nil: an answer).
+func udpRefused(netns string, addr netip.Addr, port int, timeout time.Duration) error {
+	return ns.WithNetNSPath(nsPath(netns), func(ns.NetNS) error {
+		c, err := net.Dial("udp", netip.AddrPortFrom(addr, uint16(port)).String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("xlane reject test")); err != nil {
+			return err
+		}
+		c.SetReadDeadline(time.Now().Add(timeout))
+		_, err = c.Read(make([]byte, 64))
+		return err
+	})
+}
+
 // tcpRetrans reads the TCP retransmitted-segment counter of netns.
 func tcpRetrans(t *testing.T, netns string) int {
 	t.Helper()
@@ -242,6 +260,7 @@ rules:
   - {name: closed, scope: network:blue, direction: to-endpoint, proto: tcp, dport: 8081, action: drop}
   - {name: refused, scope: network:blue, direction: to-endpoint, proto: tcp, dport: 8082, action: reject}
   - {name: c2-out, scope: endpoint:%s, direction: from-endpoint, proto: tcp, dport: 8083, action: drop}
+  - {name: udp-refused, scope: network:blue, direction: to-endpoint, proto: udp, dport: 8084, action: reject}
 `, e.eps[2].ID))
 		if err := dial(c1, e.v4(0), 8083, 2*time.Second); err != nil {
 			t.Fatalf("port 8083 from c1 (allowed): %v", err)
@@ -260,12 +279,20 @@ rules:
 		if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(begin) > time.Second {
 			t.Fatalf("port 8082 (rejected): dial = %v after %v, want connection refused at once", err, time.Since(begin))
 		}
+		// A rejected UDP datagram is answered with an ICMP port
+		// unreachable: the sender's connected socket sees ECONNREFUSED.
+		for _, a := range e.eps[0].IPs {
+			begin = time.Now()
+			if err := udpRefused(c1, a, 8084, 3*time.Second); !errors.Is(err, syscall.ECONNREFUSED) || time.Since(begin) > time.Second {
+				t.Fatalf("udp %s:8084 (rejected): read = %v after %v, want connection refused at once", a, err, time.Since(begin))
+			}
+		}
 		fw := e.firewall(t)
 		counts := map[string]uint64{}
 		for _, r := range fw.Rules {
 			counts[r.Name] = r.Packets
 		}
-		for _, name := range []string{"closed", "refused", "c2-out"} {
+		for _, name := range []string{"closed", "refused", "c2-out", "udp-refused"} {
 			if counts[name] == 0 {
 				t.Fatalf("rule %s counted no packet: %v", name, counts)
 			}

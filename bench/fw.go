@@ -1,0 +1,806 @@
+package main
+
+// `go run ./bench fw`: the firewall drop-rate benchmark (issue #5).
+//
+//	go run ./bench fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, iperf3; ~6 min
+//	go run ./bench fw -quick                   # 1 rep x 1 s, for development
+//	go run ./bench fw -levels 1,1000 -variants xlane-native,iptables -iperf=false
+//
+// Dropped packets per second at 64 bytes: the bench/gen live-frames
+// generator (BPF_PROG_RUN, XDP_TX) in a "gen" namespace writes frames into
+// a veth whose far side, in a "dut" namespace, carries the filter:
+//
+//	gen netns                   dut netns
+//	generator --> g0 ==veth== d0 [filter: drop] --> (nothing)
+//	CPU 1 (SCHED_FIFO)          d0's NAPI: threaded, CPU 0, SCHED_FIFO
+//
+// Variants, each in its own pair of namespaces, compared in one run with
+// their repetitions interleaved:
+//   - xlane-native:  xlaned --uplink d0 --uplink-xdp-mode native; the rules
+//     are an uplink-scope rule set (xlane fw apply)
+//   - xlane-generic: the same with --uplink-xdp-mode generic
+//   - iptables:      iptables-restore into raw PREROUTING (whichever backend
+//     iptables is here; the report names it)
+//   - nftables:      an nft netdev ingress chain on d0
+//
+// With N rules, every variant has the same rule set shape: N-1 rules
+// "drop udp from 10.a.b.c/32 to port 9" that do not match, then the one
+// that does (the generator's source); the filter's own counter of that
+// rule is the dropped count. The generator outruns one core, so what the
+// filter drops per second is the filter's capacity; frames that do not
+// fit d0's ring are lost before it (reported as offered vs dropped).
+// CPU: /proc/stat of CPU 0 (where d0's NAPI thread runs) during the run,
+// as busy % and CPU nanoseconds per dropped packet. Then iperf3 TCP
+// throughput from gen to dut (allowed traffic) with the largest rule set
+// loaded and with no rules.
+//
+// Everything happens in namespaces named xlb-<random>-fw*, removed on exit,
+// ^C included; the bench exits non-zero only when the harness fails, never
+// because of the numbers.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xlane-dev/xlane/bench/gen"
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+// fwVariants are the filters compared, in run order.
+var fwVariants = []string{"xlane-native", "xlane-generic", "iptables", "nftables"}
+
+var (
+	fwGenAddr = netip.MustParseAddr("198.18.0.2") // g0: the generator's source
+	fwDUTAddr = netip.MustParseAddr("198.18.0.1") // d0
+)
+
+const fwDropPort = 9
+
+type fwOptions struct {
+	duration time.Duration // each drop run (generator time)
+	tcpDur   time.Duration // each iperf3 run
+	reps     int
+	levels   []int
+	variants []string
+	iperf    bool
+	out      string
+	keepTmp  bool
+}
+
+func parseFWFlags(args []string) (fwOptions, error) {
+	var o fwOptions
+	fs := flag.NewFlagSet("fw", flag.ContinueOnError)
+	var levels, variants string
+	quick := fs.Bool("quick", false, "1 repetition, 1 s drop runs and 2 s iperf3 runs (unless given)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each drop-rate run (generator time)")
+	fs.DurationVar(&o.tcpDur, "tcp-duration", 5*time.Second, "length of each iperf3 run (whole seconds)")
+	fs.IntVar(&o.reps, "reps", 3, "repetitions; each runs every variant once, interleaved")
+	fs.StringVar(&levels, "levels", "1,1000,10000", "rule counts, in run order")
+	fs.StringVar(&variants, "variants", strings.Join(fwVariants, ","), "filters to compare")
+	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
+	fs.StringVar(&o.out, "out", "", "directory for fw-<date>.json and fw-latest.md (\"\": print only)")
+	fs.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, logs, rule files)")
+	fs.BoolVar(&verbose, "v", false, "log every command")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["reps"] {
+			o.reps = 1
+		}
+		if !set["duration"] {
+			o.duration = time.Second
+		}
+		if !set["tcp-duration"] {
+			o.tcpDur = 2 * time.Second
+		}
+	}
+	for _, s := range strings.Split(levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 16000 {
+			return o, fmt.Errorf("-levels: %q: want rule counts from 1 to 16000", s)
+		}
+		o.levels = append(o.levels, n)
+	}
+	for _, v := range strings.Split(variants, ",") {
+		if v = strings.TrimSpace(v); !slices.Contains(fwVariants, v) || slices.Contains(o.variants, v) {
+			return o, fmt.Errorf("-variants: %q: want each of %s at most once", v, strings.Join(fwVariants, ", "))
+		}
+		o.variants = append(o.variants, v)
+	}
+	if o.reps < 1 || o.duration < 500*time.Millisecond || o.tcpDur < time.Second {
+		return o, errors.New("-reps >= 1, -duration >= 500ms, -tcp-duration >= 1s")
+	}
+	return o, nil
+}
+
+// fwSample is one drop-rate run of one variant.
+type fwSample struct {
+	Variant     string  `json:"variant"`
+	Rules       int     `json:"rules"`
+	Rep         int     `json:"rep"`
+	Seconds     float64 `json:"seconds"`
+	Offered     uint64  `json:"offered"`      // frames the generator sent
+	RingFull    uint64  `json:"ring_full"`    // lost before the filter (d0's ring full)
+	Dropped     uint64  `json:"dropped"`      // the dropping rule's counter
+	DroppedMpps float64 `json:"dropped_mpps"` // Dropped / Seconds
+	OfferedMpps float64 `json:"offered_mpps"`
+	CPU0BusyPct float64 `json:"cpu0_busy_pct"` // CPU 0 (d0's NAPI) busy
+	CPU0SoftPct float64 `json:"cpu0_softirq_pct"`
+	NsPerDrop   float64 `json:"cpu_ns_per_drop"` // CPU 0 busy time / Dropped
+	Entry       string  `json:"entry"`
+}
+
+// fwTCP is one iperf3 run.
+type fwTCP struct {
+	Variant     string  `json:"variant"`
+	Rules       int     `json:"rules"`
+	Rep         int     `json:"rep"`
+	Gbps        float64 `json:"gbps"`
+	Retransmits int64   `json:"retransmits"`
+	CPUBusyPct  float64 `json:"cpu_busy_pct"` // all CPUs
+}
+
+type fwReport struct {
+	Started, Finished time.Time
+	Kernel, CPU       string
+	NProc             int
+	LoadStart         string
+	LoadEnd           string
+	GitCommit         string
+	Options           map[string]string
+	Versions          map[string]string // iptables, nft, iperf3
+	LoadTimes         map[string]string // "variant N rules" -> time to install
+	Samples           []fwSample
+	TCP               []fwTCP
+	Notes             []string
+}
+
+func fwMain(args []string) (code int) {
+	o, err := parseFWFlags(args)
+	if err != nil {
+		log.Print(err)
+		return 2
+	}
+	if err := fwPreflight(o); err != nil {
+		log.Print(err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			log.Printf("%v: stopping, cleaning up (please wait)", s)
+			cancel()
+		}
+	}()
+	var cleanup undoStack
+	defer func() {
+		if err := cleanup.run(); err != nil {
+			log.Printf("cleanup: %v", err)
+			code = 1
+		}
+	}()
+	tmp, err := os.MkdirTemp("", "xlane-bench-fw-")
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	cleanup.push("remove "+tmp, func(context.Context) error {
+		if o.keepTmp {
+			log.Printf("kept %s", tmp)
+			return nil
+		}
+		return os.RemoveAll(tmp)
+	})
+	rep, err := fwBenchmark(ctx, o, tmp, &cleanup)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Printf("interrupted: %v", err)
+		} else {
+			log.Printf("FAILED: %v (rerun with -keep-tmp -v for logs)", err)
+		}
+		return 1
+	}
+	md := fwMarkdown(rep, o)
+	fmt.Print("\n" + md)
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			log.Print(err)
+			return 1
+		}
+		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
+		j, _ := json.MarshalIndent(rep, "", "  ")
+		jp, mp := filepath.Join(o.out, "fw-"+stamp+".json"), filepath.Join(o.out, "fw-latest.md")
+		if err := errors.Join(os.WriteFile(jp, append(j, '\n'), 0o644), os.WriteFile(mp, []byte(md), 0o644)); err != nil {
+			log.Print(err)
+			return 1
+		}
+		fmt.Printf("\nresults: %s, %s\n", jp, mp)
+	}
+	return 0
+}
+
+func fwPreflight(o fwOptions) error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (network namespaces, BPF)")
+	}
+	tools := []string{"go", "ip", "nsenter", "ethtool"}
+	for _, v := range o.variants {
+		switch v {
+		case "iptables":
+			tools = append(tools, "iptables-restore", "iptables-save")
+		case "nftables":
+			tools = append(tools, "nft")
+		}
+	}
+	if o.iperf {
+		tools = append(tools, "iperf3")
+	}
+	var missing []string
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing tools: %s", strings.Join(missing, ", "))
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != 0xcafe4a11 {
+		return errors.New("/sys/fs/bpf is not a mounted bpffs")
+	}
+	return os.MkdirAll(netnsDir, 0o755)
+}
+
+// fwTopo is one variant: a generator namespace and a DUT namespace joined
+// by a veth, and the variant's filter on d0.
+type fwTopo struct {
+	variant  string
+	gns, dns string
+	gmac     net.HardwareAddr
+	dmac     net.HardwareAddr
+	dir      string // logs, rule files, xlaned's state
+	bins     string
+	pinDir   string
+	daemon   *proc
+	undo     undoStack
+	entry    string
+}
+
+func (t *fwTopo) xlane() bool { return strings.HasPrefix(t.variant, "xlane-") }
+
+func (t *fwTopo) cli(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, append([]string{filepath.Join(t.bins, "xlane"), "--socket", filepath.Join(t.dir, "xlane.sock")}, args...)...)
+}
+
+func (t *fwTopo) Setup(ctx context.Context) error {
+	if err := os.MkdirAll(t.dir, 0o700); err != nil {
+		return err
+	}
+	for _, n := range []string{t.gns, t.dns} {
+		if _, err := run(ctx, "ip", "netns", "add", n); err != nil {
+			return err
+		}
+		t.undo.push("ip netns del "+n, func(ctx context.Context) error {
+			_, err := run(ctx, "ip", "netns", "del", n)
+			return err
+		})
+	}
+	err := runAll(ctx,
+		[]string{"ip", "-n", t.gns, "link", "add", "g0", "type", "veth", "peer", "name", "d0", "netns", t.dns},
+		[]string{"ip", "-n", t.gns, "addr", "add", fwGenAddr.String() + "/24", "dev", "g0"},
+		[]string{"ip", "-n", t.dns, "addr", "add", fwDUTAddr.String() + "/24", "dev", "d0"},
+		[]string{"ip", "-n", t.gns, "link", "set", "g0", "up"},
+		[]string{"ip", "-n", t.dns, "link", "set", "d0", "up"},
+		[]string{"ip", "-n", t.gns, "link", "set", "lo", "up"},
+		[]string{"ip", "-n", t.dns, "link", "set", "lo", "up"},
+	)
+	if err != nil {
+		return err
+	}
+	if t.gmac, err = linkMAC(ctx, t.gns, "g0"); err != nil {
+		return err
+	}
+	if t.dmac, err = linkMAC(ctx, t.dns, "d0"); err != nil {
+		return err
+	}
+	if !t.xlane() {
+		return nil
+	}
+	mode := strings.TrimPrefix(t.variant, "xlane-")
+	if _, err := os.Stat(t.pinDir); err == nil {
+		return fmt.Errorf("pin dir %s exists already", t.pinDir)
+	}
+	t.undo.push("remove pin dir "+t.pinDir, func(context.Context) error { return os.RemoveAll(t.pinDir) })
+	t.daemon, err = startProc("xlaned "+t.variant, filepath.Join(t.dir, "xlaned.log"), nsExec(t.dns,
+		filepath.Join(t.bins, "xlaned"),
+		"--state", filepath.Join(t.dir, "state.db"),
+		"--socket", filepath.Join(t.dir, "xlane.sock"),
+		"--pin-dir", t.pinDir,
+		"--docker-plugin-socket=",
+		"--uplink", "d0", "--uplink-xdp-mode", mode)...)
+	if err != nil {
+		return err
+	}
+	t.undo.push("stop "+t.daemon.name, t.daemon.stop)
+	err = waitFor(ctx, "xlaned "+t.variant, 15*time.Second, t.daemon, func() bool {
+		_, err := t.cli(ctx, "status")
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	out, err := t.cli(ctx, "-o", "json", "status")
+	if err != nil {
+		return err
+	}
+	var st api.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return fmt.Errorf("xlane status: %w", err)
+	}
+	if st.UplinkXDPMode != mode {
+		return fmt.Errorf("xlaned %s: uplink XDP mode %q, want %q", t.variant, st.UplinkXDPMode, mode)
+	}
+	return nil
+}
+
+func (t *fwTopo) Teardown() error { return t.undo.run() }
+
+// fwRuleSrc is the source address of non-matching rule i (1-based).
+func fwRuleSrc(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+}
+
+// Load replaces the variant's rules with n (0: none).
+func (t *fwTopo) Load(ctx context.Context, n int) error {
+	var b strings.Builder
+	switch {
+	case t.xlane():
+		b.WriteString("rules:")
+		if n == 0 {
+			b.WriteString(" []\n")
+		} else {
+			b.WriteString("\n")
+		}
+		for i := 1; i < n; i++ {
+			fmt.Fprintf(&b, "  - {name: r%d, scope: uplink, proto: udp, src: %s/32, dport: %d, action: drop}\n", i, fwRuleSrc(i), fwDropPort)
+		}
+		if n > 0 {
+			fmt.Fprintf(&b, "  - {name: drop-gen, scope: uplink, proto: udp, src: %s/32, dport: %d, action: drop}\n", fwGenAddr, fwDropPort)
+		}
+		path := filepath.Join(t.dir, fmt.Sprintf("rules-%d.yaml", n))
+		if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+			return err
+		}
+		_, err := t.cli(ctx, "fw", "apply", path)
+		return err
+	case t.variant == "iptables":
+		b.WriteString("*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+		for i := 1; i < n; i++ {
+			fmt.Fprintf(&b, "-A PREROUTING -s %s/32 -p udp -m udp --dport %d -j DROP\n", fwRuleSrc(i), fwDropPort)
+		}
+		if n > 0 {
+			fmt.Fprintf(&b, "-A PREROUTING -s %s/32 -p udp -m udp --dport %d -j DROP\n", fwGenAddr, fwDropPort)
+		}
+		b.WriteString("COMMIT\n")
+		_, err := runInput(ctx, b.String(), nsExec(t.dns, "iptables-restore")...)
+		return err
+	default: // nftables
+		b.WriteString("table netdev xlbfw\ndelete table netdev xlbfw\n")
+		if n > 0 {
+			b.WriteString("table netdev xlbfw {\n  chain in {\n    type filter hook ingress device \"d0\" priority -500; policy accept;\n")
+			for i := 1; i < n; i++ {
+				fmt.Fprintf(&b, "    ip saddr %s udp dport %d drop\n", fwRuleSrc(i), fwDropPort)
+			}
+			fmt.Fprintf(&b, "    ip saddr %s udp dport %d counter drop\n  }\n}\n", fwGenAddr, fwDropPort)
+		}
+		_, err := runInput(ctx, b.String(), nsExec(t.dns, "nft", "-f", "-")...)
+		return err
+	}
+}
+
+var nftCounterRE = regexp.MustCompile(`counter packets (\d+) bytes`)
+
+// Dropped reads the dropping rule's packet counter.
+func (t *fwTopo) Dropped(ctx context.Context) (uint64, error) {
+	switch {
+	case t.xlane():
+		out, err := t.cli(ctx, "-o", "json", "fw", "ls")
+		if err != nil {
+			return 0, err
+		}
+		var fw api.Firewall
+		if err := json.Unmarshal([]byte(out), &fw); err != nil {
+			return 0, fmt.Errorf("xlane fw ls: %w", err)
+		}
+		for _, r := range fw.Rules {
+			if r.Name == "drop-gen" {
+				return r.Packets, nil
+			}
+		}
+		return 0, errors.New("xlane fw ls: no rule drop-gen")
+	case t.variant == "iptables":
+		out, err := run(ctx, nsExec(t.dns, "iptables-save", "-c", "-t", "raw")...)
+		if err != nil {
+			return 0, err
+		}
+		rules, err := ParseIptablesSave(out)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range rules {
+			if strings.Contains(r.Rule, fwGenAddr.String()+"/32") {
+				return r.Packets, nil
+			}
+		}
+		return 0, errors.New("iptables-save: no rule for the generator's source")
+	default:
+		out, err := run(ctx, nsExec(t.dns, "nft", "list", "chain", "netdev", "xlbfw", "in")...)
+		if err != nil {
+			return 0, err
+		}
+		m := nftCounterRE.FindStringSubmatch(out)
+		if m == nil {
+			return 0, errors.New("nft: no counter in chain netdev xlbfw in")
+		}
+		return strconv.ParseUint(m[1], 10, 64)
+	}
+}
+
+// cpuTimes is one CPU's line of /proc/stat.
+type cpuTimes struct{ busy, softirq, total uint64 }
+
+func readCPUN(cpu int) (cpuTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	name := fmt.Sprintf("cpu%d", cpu)
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 9 || f[0] != name {
+			continue
+		}
+		var t cpuTimes
+		for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+			n, _ := strconv.ParseUint(v, 10, 64)
+			t.total += n
+			if i != 3 && i != 4 {
+				t.busy += n
+			}
+			if i == 6 {
+				t.softirq = n
+			}
+		}
+		return t, nil
+	}
+	return cpuTimes{}, fmt.Errorf("/proc/stat: no %s line", name)
+}
+
+// dropRun measures the drop rate of t's filter for d.
+func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSample, error) {
+	s := fwSample{Variant: t.variant, Rules: n, Rep: rep}
+	var undo undoStack
+	defer func() {
+		if err := undo.run(); err != nil {
+			log.Printf("fw %s: restore: %v", t.variant, err)
+		}
+	}()
+	var err error
+	if s.Entry, _, err = prepareEntry(ctx, Pair{Node: t.dns, ClientHostIf: "d0"}, gen.Frames, &undo); err != nil {
+		return s, err
+	}
+	objs, err := gen.Load(gen.Flow{DstMAC: t.dmac, SrcMAC: t.gmac, Src: fwGenAddr, Dst: fwDUTAddr,
+		SrcPort: 40000, DstPort: fwDropPort, TTL: 64}, gen.Frames)
+	if err != nil {
+		return s, err
+	}
+	undo.push("close generator objects", func(context.Context) error { return objs.Close() })
+	tps, err := objs.AttachTracepoints()
+	if err != nil {
+		return s, err
+	}
+	defer func() {
+		for _, l := range tps {
+			l.Close()
+		}
+	}()
+	d0, err := t.Dropped(ctx)
+	if err != nil {
+		return s, err
+	}
+	c0, err := readCPUN(rateNAPICPU)
+	if err != nil {
+		return s, err
+	}
+	elapsed, err := generate(ctx, objs, Pair{Client: t.gns, ClientIf: "g0"}, d)
+	if err != nil {
+		return s, err
+	}
+	c1, err := readCPUN(rateNAPICPU)
+	if err != nil {
+		return s, err
+	}
+	time.Sleep(100 * time.Millisecond) // frames still in the ring
+	d1, err := t.Dropped(ctx)
+	if err != nil {
+		return s, err
+	}
+	c, err := objs.Counters()
+	if err != nil {
+		return s, err
+	}
+	errs, err := objs.XDPErrors()
+	if err != nil {
+		return s, err
+	}
+	for _, e := range errs {
+		if e.Event == "devmap_xmit_drop" {
+			s.RingFull += e.Frames
+		}
+	}
+	s.Seconds = elapsed.Seconds()
+	s.Offered, s.Dropped = c.Offered, d1-d0
+	if s.Offered == 0 {
+		return s, errors.New("the generator sent nothing")
+	}
+	if s.Dropped == 0 {
+		return s, fmt.Errorf("the filter dropped none of %d frames (ring full: %d)", s.Offered, s.RingFull)
+	}
+	s.DroppedMpps = float64(s.Dropped) / s.Seconds / 1e6
+	s.OfferedMpps = float64(s.Offered) / s.Seconds / 1e6
+	if tot := c1.total - c0.total; tot > 0 {
+		s.CPU0BusyPct = 100 * float64(c1.busy-c0.busy) / float64(tot)
+		s.CPU0SoftPct = 100 * float64(c1.softirq-c0.softirq) / float64(tot)
+		s.NsPerDrop = float64(c1.busy-c0.busy) * 1e9 / 100 / float64(s.Dropped) // USER_HZ 100
+	}
+	return s, nil
+}
+
+// tcpRun is iperf3 from gen to dut for d.
+func (t *fwTopo) tcpRun(ctx context.Context, n, rep int, d time.Duration) (fwTCP, error) {
+	r := fwTCP{Variant: t.variant, Rules: n, Rep: rep}
+	a, err := readCPU()
+	if err != nil {
+		return r, err
+	}
+	out, err := run(ctx, nsExec(t.gns, "iperf3", "-c", fwDUTAddr.String(), "-t", strconv.Itoa(int(d.Seconds())), "-J")...)
+	if err != nil {
+		return r, err
+	}
+	b, err := readCPU()
+	if err != nil {
+		return r, err
+	}
+	res, err := ParseIperf3([]byte(out))
+	if err != nil {
+		return r, err
+	}
+	r.Gbps, r.Retransmits, r.CPUBusyPct = res.ReceivedBps/1e9, res.Retransmits, 100*BusyFraction(a, b)
+	return r, nil
+}
+
+func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *undoStack) (*fwReport, error) {
+	m := machine(ctx)
+	rep := &fwReport{Started: time.Now(), Kernel: m.Kernel, CPU: m.CPUModel, NProc: m.NProc, LoadStart: m.LoadStart,
+		GitCommit: m.GitCommit, Versions: map[string]string{}, LoadTimes: map[string]string{},
+		Options: map[string]string{
+			"duration": o.duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.reps),
+			"levels": fmt.Sprint(o.levels), "variants": strings.Join(o.variants, ","), "iperf": strconv.FormatBool(o.iperf),
+			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)",
+		}}
+	for name, argv := range map[string][]string{"iptables": {"iptables", "-V"}, "nft": {"nft", "-v"}, "iperf3": {"iperf3", "--version"}} {
+		if out, err := run(ctx, argv...); err == nil {
+			l, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+			rep.Versions[name] = l
+		}
+	}
+	bins := filepath.Join(tmp, "bin")
+	if err := buildBinaries(ctx, bins); err != nil {
+		return nil, err
+	}
+	runID := "xlb-" + randomHex(3)
+	log.Printf("run %s: namespaces %s-fw*, pin dirs /sys/fs/bpf/%s-fw*", runID, runID, runID)
+	var topos []*fwTopo
+	for i, v := range o.variants {
+		t := &fwTopo{variant: v, gns: fmt.Sprintf("%s-fw%d-gen", runID, i), dns: fmt.Sprintf("%s-fw%d-dut", runID, i),
+			dir: filepath.Join(tmp, v), bins: bins, pinDir: fmt.Sprintf("/sys/fs/bpf/%s-fw%d", runID, i)}
+		cleanup.push("tear down "+v, func(context.Context) error { return t.Teardown() })
+		log.Printf("setup %s", v)
+		if err := t.Setup(ctx); err != nil {
+			return nil, fmt.Errorf("setup %s: %w", v, err)
+		}
+		topos = append(topos, t)
+	}
+	load := func(n int) error {
+		for _, t := range topos {
+			start := time.Now()
+			if err := t.Load(ctx, n); err != nil {
+				return fmt.Errorf("%s: load %d rules: %w", t.variant, n, err)
+			}
+			took := time.Since(start).Round(time.Millisecond)
+			rep.LoadTimes[fmt.Sprintf("%s %d rules", t.variant, n)] = took.String()
+			log.Printf("%-13s %5d rules loaded in %v", t.variant, n, took)
+		}
+		return nil
+	}
+	total, k := len(o.levels)*o.reps*len(topos), 0
+	for _, n := range o.levels {
+		if err := load(n); err != nil {
+			return nil, err
+		}
+		for r := 1; r <= o.reps; r++ {
+			for _, t := range topos {
+				k++
+				s, err := t.dropRun(ctx, n, r, o.duration)
+				if err != nil {
+					return nil, fmt.Errorf("%s %d rules (rep %d): %w", t.variant, n, r, err)
+				}
+				rep.Samples = append(rep.Samples, s)
+				log.Printf("[%d/%d] %5d rules rep %d %-13s dropped %.3f Mpps of %.3f offered; cpu0 %.0f%% busy, %.0f ns/drop",
+					k, total, n, r, t.variant, s.DroppedMpps, s.OfferedMpps, s.CPU0BusyPct, s.NsPerDrop)
+			}
+		}
+	}
+	if o.iperf {
+		big := slices.Max(o.levels)
+		for _, t := range topos {
+			p, err := startProc("iperf3 server "+t.variant, filepath.Join(t.dir, "iperf3.log"),
+				nsExec(t.dns, "iperf3", "-s", "-B", fwDUTAddr.String())...)
+			if err != nil {
+				return nil, err
+			}
+			t.undo.push("stop "+p.name, p.stop)
+			err = waitFor(ctx, p.name, 5*time.Second, p, func() bool {
+				return listening(ctx, t.dns, netip.AddrPortFrom(fwDUTAddr, 5201))
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		for _, n := range []int{big, 0} {
+			if n != o.levels[len(o.levels)-1] { // else loaded already
+				if err := load(n); err != nil {
+					return nil, err
+				}
+			}
+			for r := 1; r <= o.reps; r++ {
+				for _, t := range topos {
+					res, err := t.tcpRun(ctx, n, r, o.tcpDur)
+					if err != nil {
+						return nil, fmt.Errorf("iperf3 %s %d rules (rep %d): %w", t.variant, n, r, err)
+					}
+					rep.TCP = append(rep.TCP, res)
+					log.Printf("iperf3 %5d rules rep %d %-13s %.2f Gbit/s, cpu %.0f%%, retr %d", n, r, t.variant, res.Gbps, res.CPUBusyPct, res.Retransmits)
+				}
+			}
+		}
+	}
+	rep.Notes = append(rep.Notes,
+		"xlane-native's TCP throughput is that of a veth with a native XDP program, with or without rules: "+
+			"attaching it turns TSO off on the peer g0 (even for xdp.frags programs, see ../shared/DESIGN.md) and d0 takes every skb as an xdp_buff; "+
+			"a NIC does not have this cost. Compare each variant's rules/no-rules ratio.",
+		"The same rule set shape for all: N-1 rules 'udp from 10.a.b.c/32 to port 9: drop' that do not match, then the generator's source; "+
+			"xlane's rules are uplink-scope (established: true, its default), iptables' in raw PREROUTING, nftables' in a netdev ingress chain on d0 "+
+			"(only the last rule has a counter there; iptables and xlane count every rule).")
+	rep.LoadEnd = loadavg()
+	if load1, _, _ := strings.Cut(rep.LoadStart, " "); parseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("machine: loadavg was %s at the start and %s at the end (%d CPUs): other load ran alongside; expect noise",
+			rep.LoadStart, rep.LoadEnd, runtime.NumCPU()))
+	}
+	for _, t := range topos {
+		if t.xlane() && t.daemon != nil {
+			if out, err := t.cli(ctx, "fw", "ls"); err == nil && verbose {
+				log.Printf("%s fw ls:\n%s", t.variant, out)
+			}
+		}
+	}
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+// fwMedian is the median of metric over the samples of variant at n rules.
+func fwMedian(ss []fwSample, variant string, n int, metric func(fwSample) float64) float64 {
+	var xs []float64
+	for _, s := range ss {
+		if s.Variant == variant && s.Rules == n {
+			xs = append(xs, metric(s))
+		}
+	}
+	return Median(xs)
+}
+
+func fwMarkdown(rep *fwReport, o fwOptions) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Firewall drop rate (`go run ./bench fw`)\n\n")
+	fmt.Fprintf(&b, "%s; kernel %s, %d CPUs (%s); commit %s; loadavg %s at start, %s at end.\n",
+		rep.Started.UTC().Format(time.RFC3339), rep.Kernel, rep.NProc, rep.CPU, rep.GitCommit, rep.LoadStart, rep.LoadEnd)
+	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
+		o.reps, o.duration, rep.Versions["iptables"], rep.Versions["nft"])
+	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1) into a veth whose far side (d0's NAPI thread, CPU 0) carries the filter: N-1 non-matching rules, then the dropping one. Dropped = that rule's counter; ratios are medians of the same run. CPU: CPU 0 from /proc/stat.\n\n")
+	fmt.Fprintf(&b, "| rules | variant | dropped Mpps | offered Mpps | CPU 0 busy | CPU ns / drop | vs iptables | vs nftables |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	drop := func(s fwSample) float64 { return s.DroppedMpps }
+	for _, n := range o.levels {
+		ipt := fwMedian(rep.Samples, "iptables", n, drop)
+		nft := fwMedian(rep.Samples, "nftables", n, drop)
+		for _, v := range o.variants {
+			dm := fwMedian(rep.Samples, v, n, drop)
+			ratio := func(base float64) string {
+				if v == "iptables" && base == ipt || v == "nftables" && base == nft {
+					return "1"
+				}
+				if r := Ratio(dm, base); r == r {
+					return fmt.Sprintf("%.2f×", r)
+				}
+				return "–"
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.3f | %.3f | %.0f %% | %.0f | %s | %s |\n", n, v, dm,
+				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.OfferedMpps }),
+				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.CPU0BusyPct }),
+				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.NsPerDrop }),
+				ratio(ipt), ratio(nft))
+		}
+	}
+	if len(o.levels) > 1 {
+		lo, hi := o.levels[0], slices.Max(o.levels)
+		fmt.Fprintf(&b, "\n%d rules vs %d: ", hi, lo)
+		var parts []string
+		for _, v := range o.variants {
+			parts = append(parts, fmt.Sprintf("%s %.2f", v, Ratio(fwMedian(rep.Samples, v, hi, drop), fwMedian(rep.Samples, v, lo, drop))))
+		}
+		b.WriteString(strings.Join(parts, ", ") + " (drop rate ratio; 1 = no slowdown).\n")
+	}
+	if len(rep.TCP) > 0 {
+		fmt.Fprintf(&b, "\niperf3 TCP, gen -> dut (allowed: no rule matches), %s per run, medians:\n\n| variant | no rules Gbit/s | %d rules Gbit/s | ratio |\n|---|---:|---:|---:|\n", o.tcpDur, slices.Max(o.levels))
+		med := func(v string, n int) float64 {
+			var xs []float64
+			for _, r := range rep.TCP {
+				if r.Variant == v && r.Rules == n {
+					xs = append(xs, r.Gbps)
+				}
+			}
+			return Median(xs)
+		}
+		for _, v := range o.variants {
+			a, c := med(v, 0), med(v, slices.Max(o.levels))
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, a, c, Ratio(c, a))
+		}
+	}
+	b.WriteString("\nHow d0 took the frames in:\n")
+	for _, v := range o.variants {
+		for _, s := range rep.Samples {
+			if s.Variant == v {
+				fmt.Fprintf(&b, "- %s: %s\n", v, s.Entry)
+				break
+			}
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "\n- %s", n)
+	}
+	b.WriteString("\n")
+	return b.String()
+}

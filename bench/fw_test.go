@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseFWFlags(t *testing.T) {
+	o, err := parseFWFlags([]string{"-quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.reps != 1 || o.duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != 4 || !o.iperf {
+		t.Fatalf("-quick: %+v", o)
+	}
+	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"}} {
+		if _, err := parseFWFlags(bad); err == nil {
+			t.Errorf("%v: accepted", bad)
+		}
+	}
+}
+
+// The same rule numbering everywhere: rule i's source never is the
+// generator's, and sources are distinct.
+func TestFWRuleSrc(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 1; i < 16000; i++ {
+		a := fwRuleSrc(i)
+		if a == fwGenAddr || seen[a.String()] {
+			t.Fatalf("rule %d: source %s repeats or is the generator's", i, a)
+		}
+		seen[a.String()] = true
+	}
+}
+
+func TestFWMarkdownRatios(t *testing.T) {
+	o := fwOptions{reps: 1, levels: []int{1, 10000}, variants: fwVariants}
+	rep := &fwReport{Versions: map[string]string{}}
+	for _, s := range []fwSample{
+		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4}, {Variant: "xlane-native", Rules: 10000, DroppedMpps: 4},
+		{Variant: "xlane-generic", Rules: 1, DroppedMpps: 2}, {Variant: "xlane-generic", Rules: 10000, DroppedMpps: 2},
+		{Variant: "iptables", Rules: 1, DroppedMpps: 1}, {Variant: "iptables", Rules: 10000, DroppedMpps: 0.01},
+		{Variant: "nftables", Rules: 1, DroppedMpps: 2}, {Variant: "nftables", Rules: 10000, DroppedMpps: 0.02},
+	} {
+		rep.Samples = append(rep.Samples, s)
+	}
+	md := fwMarkdown(rep, o)
+	for _, want := range []string{
+		"| 1 | xlane-native | 4.000 |", "| 4.00× | 2.00× |", // vs iptables, vs nftables at 1 rule
+		"| 10000 | xlane-native | 4.000 |", "| 400.00× | 200.00× |",
+		"xlane-native 1.00", "iptables 0.01",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+// TestUplinkXDPMode: --uplink-xdp-mode native and generic attach the uplink
+// program in that mode (xlane status says which, ip link agrees), a restart
+// in the other mode moves it, and the outside reaches an xdp-mode endpoint
+// through it; offload is refused at start, naming the device, the mode and
+// the driver, with nothing attached or written.
+func TestUplinkXDPMode(t *testing.T) {
+	var out string
+	n := newNode(t, withOutside(&out, "1500"), func(n *node) { n.flags = append(n.flags, "--uplink-xdp-mode", "native") })
+	n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", "xdp", "--masquerade=false")
+	c := newNetns(t, "c")
+	var ep api.EndpointInfo
+	n.mustXlane(&ep, "endpoint", "add", "up", "--netns", c)
+	check := func(want, ipWord string) {
+		t.Helper()
+		var st api.Status
+		n.mustXlane(&st, "status")
+		if st.UplinkXDPMode != want {
+			t.Errorf("status uplink_xdp_mode = %q, want %q", st.UplinkXDPMode, want)
+		}
+		if o := runIn(t, n.netns, "ip", "-d", "link", "show", "up0"); !strings.Contains(o, ipWord) {
+			t.Errorf("ip link show up0: want %q:\n%s", ipWord, o)
+		}
+		if o, _, _ := n.xlane("status"); !strings.Contains(o, "XDP: "+want) {
+			t.Errorf("xlane status: want \"XDP: %s\":\n%s", want, o)
+		}
+		ping(t, out, ep.IPs[0])
+		ping(t, out, ep.IPs[1])
+	}
+	check("native", "xdp ")
+	n.stop(syscall.SIGTERM)
+	n.flags[len(n.flags)-1] = "generic"
+	n.start()
+	check("generic", "xdpgeneric")
+	n.stop(syscall.SIGTERM)
+
+	// Offload: refused before anything changes.
+	var out2 string
+	n2 := &node{t: t, netns: newNetns(t, "node"), dir: t.TempDir()}
+	withOutside(&out2, "1500")(n2)
+	state := filepath.Join(n2.dir, "state.db")
+	pin := "/sys/fs/bpf/xle-" + suffix()
+	defer os.RemoveAll(pin)
+	cmd := inNS(n2.netns, filepath.Join(binDir, "xlaned"), "--state", state, "--socket", filepath.Join(n2.dir, "s.sock"),
+		"--pin-dir", pin, "--docker-plugin-socket=", "--uplink", "up0", "--uplink-xdp-mode", "offload")
+	o, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("xlaned --uplink-xdp-mode offload on a veth started:\n%s", o)
+	}
+	for _, w := range []string{"up0", "offload", "not supported by driver veth"} {
+		if !strings.Contains(string(o), w) {
+			t.Errorf("xlaned --uplink-xdp-mode offload: error does not say %q:\n%s", w, o)
+		}
+	}
+	if l := runIn(t, n2.netns, "ip", "link", "show", "up0"); strings.Contains(l, "xdp") {
+		t.Errorf("up0 has an XDP program after the refused start:\n%s", l)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Errorf("the refused start created its state file")
+	}
+	if _, err := os.Stat(pin); err == nil {
+		t.Errorf("the refused start created its pin directory")
+	}
+}
