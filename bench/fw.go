@@ -22,6 +22,9 @@ package main
 //   - iptables:      iptables-restore into raw PREROUTING (whichever backend
 //     iptables is here; the report names it)
 //   - nftables:      an nft netdev ingress chain on d0
+//   - xdp-drop:      not a firewall but the ceiling: a native XDP program
+//     that counts and drops every frame unparsed (no rules); what it drops
+//     is the most any XDP filter can drop on this veth
 //
 // With N rules, every variant has the same rule set shape: N-1 rules
 // "drop udp from 10.a.b.c/32 to port 9" that do not match, then the one
@@ -64,7 +67,11 @@ import (
 )
 
 // fwVariants are the filters compared, in run order.
-var fwVariants = []string{"xlane-native", "xlane-generic", "iptables", "nftables"}
+var fwVariants = []string{"xlane-native", "xlane-generic", "iptables", "nftables", "xdp-drop"}
+
+// fwCeiling is the variant that is not a firewall: a bare XDP_DROP program,
+// the most any XDP filter can drop on this veth (fw_ceiling.go).
+const fwCeiling = "xdp-drop"
 
 var (
 	fwGenAddr = netip.MustParseAddr("198.18.0.2") // g0: the generator's source
@@ -279,6 +286,7 @@ func fwPreflight(o fwOptions) error {
 // by a veth, and the variant's filter on d0.
 type fwTopo struct {
 	variant  string
+	ceiling  *xdpDropAll // the xdp-drop variant's program
 	gns, dns string
 	gmac     net.HardwareAddr
 	dmac     net.HardwareAddr
@@ -326,6 +334,15 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	}
 	if t.dmac, err = linkMAC(ctx, t.dns, "d0"); err != nil {
 		return err
+	}
+	if t.variant == fwCeiling {
+		x, err := attachXDPDropAll(t.dns, "d0")
+		if err != nil {
+			return err
+		}
+		t.ceiling = x
+		t.undo.push("detach xdp-drop", func(context.Context) error { return x.Close() })
+		return nil
 	}
 	if !t.xlane() {
 		return nil
@@ -378,6 +395,8 @@ func fwRuleSrc(i int) netip.Addr {
 func (t *fwTopo) Load(ctx context.Context, n int) error {
 	var b strings.Builder
 	switch {
+	case t.variant == fwCeiling:
+		return nil // no rules: it drops everything
 	case t.xlane():
 		b.WriteString("rules:")
 		if n == 0 {
@@ -427,6 +446,8 @@ var nftCounterRE = regexp.MustCompile(`counter packets (\d+) bytes`)
 // Dropped reads the dropping rule's packet counter.
 func (t *fwTopo) Dropped(ctx context.Context) (uint64, error) {
 	switch {
+	case t.variant == fwCeiling:
+		return t.ceiling.Dropped()
 	case t.xlane():
 		out, err := t.cli(ctx, "-o", "json", "fw", "ls")
 		if err != nil {
@@ -667,7 +688,13 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *undoStac
 	}
 	if o.iperf {
 		big := slices.Max(o.levels)
+		var tcpTopos []*fwTopo // the ceiling drops everything: no TCP through it
 		for _, t := range topos {
+			if t.variant != fwCeiling {
+				tcpTopos = append(tcpTopos, t)
+			}
+		}
+		for _, t := range tcpTopos {
 			p, err := startProc("iperf3 server "+t.variant, filepath.Join(t.dir, "iperf3.log"),
 				nsExec(t.dns, "iperf3", "-s", "-B", fwDUTAddr.String())...)
 			if err != nil {
@@ -688,7 +715,7 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *undoStac
 				}
 			}
 			for r := 1; r <= o.reps; r++ {
-				for _, t := range topos {
+				for _, t := range tcpTopos {
 					res, err := t.tcpRun(ctx, n, r, o.tcpDur)
 					if err != nil {
 						return nil, fmt.Errorf("iperf3 %s %d rules (rep %d): %w", t.variant, n, r, err)
@@ -785,6 +812,9 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 			return Median(xs)
 		}
 		for _, v := range o.variants {
+			if v == fwCeiling {
+				continue
+			}
 			a, c := med(v, 0), med(v, slices.Max(o.levels))
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, a, c, Ratio(c, a))
 		}
