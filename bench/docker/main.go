@@ -58,7 +58,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.out, "out", "bench/results", "directory for docker-<date>.json and docker-latest.md")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per network, interleaved")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each iperf3 and sockperf run (whole seconds)")
-	flag.StringVar(&modes, "modes", "kernel,tc", "xlane modes to compare with Docker's bridge, one network each (xdp: see docs/docker.md)")
+	flag.StringVar(&modes, "modes", "kernel,tc,xdp-generic,xdp", "xlane modes to compare with Docker's bridge, one network each")
 	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (logs)")
 	flag.BoolVar(&o.verbose, "v", false, "log every command")
 	flag.Parse()
