@@ -17,7 +17,13 @@ func TestChartSVG(t *testing.T) {
 	if d := os.Getenv("XLB_CHART_IN"); d != "" {
 		dir = d
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	// The modes benchmark's reports (main.go): foundation-* and modes-*;
+	// the other benchmarks (fw, nat, docker) write reports of their own.
+	var files []string
+	for _, pat := range []string{"foundation-*.json", "modes-*.json"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		files = append(files, m...)
+	}
 	if len(files) == 0 {
 		t.Skip("no results to render")
 	}

@@ -52,7 +52,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -192,62 +191,20 @@ func fwMain(args []string) (code int) {
 		log.Print(err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			log.Printf("%v: stopping, cleaning up (please wait)", s)
-			cancel()
+	return runHarness("fw-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *undoStack) error {
+		rep, err := fwBenchmark(ctx, o, tmp, cleanup)
+		if err != nil {
+			return err
 		}
-	}()
-	var cleanup undoStack
-	defer func() {
-		if err := cleanup.run(); err != nil {
-			log.Printf("cleanup: %v", err)
-			code = 1
-		}
-	}()
-	tmp, err := os.MkdirTemp("", "xlane-bench-fw-")
-	if err != nil {
-		log.Print(err)
-		return 1
-	}
-	cleanup.push("remove "+tmp, func(context.Context) error {
-		if o.keepTmp {
-			log.Printf("kept %s", tmp)
+		md := fwMarkdown(rep, o)
+		fmt.Print("\n" + md)
+		if o.out == "" {
 			return nil
 		}
-		return os.RemoveAll(tmp)
-	})
-	rep, err := fwBenchmark(ctx, o, tmp, &cleanup)
-	if err != nil {
-		if ctx.Err() != nil {
-			log.Printf("interrupted: %v", err)
-		} else {
-			log.Printf("FAILED: %v (rerun with -keep-tmp -v for logs)", err)
-		}
-		return 1
-	}
-	md := fwMarkdown(rep, o)
-	fmt.Print("\n" + md)
-	if o.out != "" {
-		if err := os.MkdirAll(o.out, 0o755); err != nil {
-			log.Print(err)
-			return 1
-		}
-		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
 		j, _ := json.MarshalIndent(rep, "", "  ")
-		jp, mp := filepath.Join(o.out, "fw-"+stamp+".json"), filepath.Join(o.out, "fw-latest.md")
-		if err := errors.Join(os.WriteFile(jp, append(j, '\n'), 0o644), os.WriteFile(mp, []byte(md), 0o644)); err != nil {
-			log.Print(err)
-			return 1
-		}
-		fmt.Printf("\nresults: %s, %s\n", jp, mp)
-	}
-	return 0
+		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
+		return writeResults(o.out, map[string][]byte{"fw-" + stamp + ".json": append(j, '\n'), "fw-latest.md": []byte(md)})
+	})
 }
 
 func fwPreflight(o fwOptions) error {

@@ -10,7 +10,7 @@ func TestParseFWFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.reps != 1 || o.duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != 4 || !o.iperf {
+	if o.reps != 1 || o.duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf {
 		t.Fatalf("-quick: %+v", o)
 	}
 	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"}} {

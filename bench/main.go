@@ -29,7 +29,6 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -127,58 +126,19 @@ func realMain() (code int) {
 		return 1
 	}
 
-	// The first SIGINT/SIGTERM cancels the run; teardown still runs, and
-	// later signals are swallowed so it can finish.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			log.Printf("%v: stopping, cleaning up (please wait)", s)
-			cancel()
+	return runHarness("", o.keepTmp, func(ctx context.Context, tmp string, cleanup *undoStack) error {
+		rep, err := benchmark(ctx, o, tmp, cleanup)
+		if err != nil {
+			return err
 		}
-	}()
-
-	var cleanup undoStack
-	defer func() {
-		if err := cleanup.run(); err != nil {
-			log.Printf("cleanup: %v", err)
-			code = 1
+		printTable(os.Stdout, rep)
+		paths, err := writeReports(o.out, rep)
+		if err != nil {
+			return fmt.Errorf("write results: %w", err)
 		}
-	}()
-
-	tmp, err := os.MkdirTemp("", "xlane-bench-")
-	if err != nil {
-		log.Print(err)
-		return 1
-	}
-	cleanup.push("remove "+tmp, func(context.Context) error {
-		if o.keepTmp {
-			log.Printf("kept %s", tmp)
-			return nil
-		}
-		return os.RemoveAll(tmp)
+		fmt.Printf("\nresults: %s\n", strings.Join(paths, ", "))
+		return nil
 	})
-
-	rep, err := benchmark(ctx, o, tmp, &cleanup)
-	if err != nil {
-		if ctx.Err() != nil {
-			log.Printf("interrupted: %v", err)
-		} else {
-			log.Printf("FAILED: %v (rerun with -keep-tmp -v for daemon and server logs)", err)
-		}
-		return 1
-	}
-	printTable(os.Stdout, rep)
-	paths, err := writeReports(o.out, rep)
-	if err != nil {
-		log.Printf("write results: %v", err)
-		return 1
-	}
-	fmt.Printf("\nresults: %s\n", strings.Join(paths, ", "))
-	return 0
 }
 
 func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (*Report, error) {

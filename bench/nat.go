@@ -23,13 +23,11 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -150,63 +148,20 @@ func natMain(args []string) (code int) {
 		log.Print(err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			log.Printf("%v: stopping, cleaning up (please wait)", s)
-			cancel()
+	return runHarness("nat-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *undoStack) error {
+		rep, err := natBenchmark(ctx, o, self, tmp, cleanup)
+		if err != nil {
+			return err
 		}
-	}()
-	var cleanup undoStack
-	defer func() {
-		if err := cleanup.run(); err != nil {
-			log.Printf("cleanup: %v", err)
-			code = 1
-		}
-	}()
-	tmp, err := os.MkdirTemp("", "xlane-bench-nat-")
-	if err != nil {
-		log.Print(err)
-		return 1
-	}
-	cleanup.push("remove "+tmp, func(context.Context) error {
-		if o.keepTmp {
-			log.Printf("kept %s", tmp)
+		md := natMarkdown(rep, o)
+		fmt.Print("\n" + md)
+		if o.out == "" {
 			return nil
 		}
-		return os.RemoveAll(tmp)
-	})
-	rep, err := natBenchmark(ctx, o, self, tmp, &cleanup)
-	if err != nil {
-		if ctx.Err() != nil {
-			log.Printf("interrupted: %v", err)
-		} else {
-			log.Printf("FAILED: %v (rerun with -keep-tmp -v for logs)", err)
-		}
-		return 1
-	}
-	md := natMarkdown(rep, o)
-	fmt.Print("\n" + md)
-	if o.out != "" {
-		if err := os.MkdirAll(o.out, 0o755); err != nil {
-			log.Print(err)
-			return 1
-		}
-		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
 		j, _ := json.MarshalIndent(rep, "", "  ")
-		for name, b := range map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)} {
-			if err := os.WriteFile(filepath.Join(o.out, name), b, 0o644); err != nil {
-				log.Print(err)
-				return 1
-			}
-		}
-		fmt.Printf("\nresults: %s\n", o.out)
-	}
-	return 0
+		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
+		return writeResults(o.out, map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)})
+	})
 }
 
 func natPreflight(o natOptions) error {
