@@ -1193,6 +1193,13 @@ static __always_inline __u32 fw_quote_sum(struct fw_quote *qb)
 		if (n <= i * 512)
 			break;
 		len = n - i * 512;
+		/* Bounds the verifier of every kernel can follow: before 6.2
+		 * it does not tie len to the check of n above (n is reloaded
+		 * from the stack), so the clamp must stay in the code (the
+		 * empty asm keeps clang from proving it redundant) and start
+		 * from a non-negative range (the mask). */
+		asm volatile("" : "+r"(len));
+		len &= 0x7ff;
 		if (len > 512)
 			len = 512;
 		sum += (__u32)bpf_csum_diff(NULL, 0, (void *)(qb->b + i * 512), len, 0);
