@@ -91,12 +91,13 @@ type Image struct {
 // modules the guest loads (with their dependencies), in this order: the
 // 9p transport and filesystem for the host tree, and what the tests need
 // that Debian builds as modules (netlink families vishvananda/netlink opens
-// for every handle, pktgen for the netkit benchmark). Missing ones are
-// skipped (built in).
+// for every handle, nf_tables for the firewall's differential test against
+// nftables, pktgen for the netkit benchmark). Missing ones are skipped
+// (built in).
 var guestModules = []string{
 	"virtio_pci", "9pnet_virtio", "9p",
 	"veth", "sch_ingress", "cls_bpf", "act_bpf",
-	"xfrm_user", "nfnetlink", "pktgen",
+	"xfrm_user", "nfnetlink", "nf_tables", "pktgen",
 }
 
 // Fetch returns the bootable image of k, downloading and building what the
@@ -114,7 +115,9 @@ func Fetch(k Kernel, cacheDir string) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(cacheDir, "img", k.SHA256[:16])
+	// One directory per image version: runs of two harness versions (two
+	// checkouts) sharing the cache do not rebuild each other's images.
+	dir := filepath.Join(cacheDir, "img", k.SHA256[:16]+"-v"+strings.Fields(imageVersion)[1])
 	img := &Image{Kernel: k, Vmlinux: filepath.Join(dir, "vmlinux"), Initrd: filepath.Join(dir, "initrd.cpio")}
 	stamp := filepath.Join(dir, "ready")
 	if b, err := os.ReadFile(stamp); err == nil && string(b) == imageVersion {
@@ -131,7 +134,7 @@ func Fetch(k Kernel, cacheDir string) (*Image, error) {
 
 // imageVersion changes when the way images are built changes, so cached
 // images from an older harness are rebuilt.
-const imageVersion = "xlane-vm-image 4\n"
+const imageVersion = "xlane-vm-image 5\n"
 
 func fetchDeb(k Kernel, debDir string) (string, error) {
 	arch := "amd64"
