@@ -127,11 +127,9 @@ func parseFWFlags(args []string) (fwOptions, error) {
 		}
 		o.levels = append(o.levels, n)
 	}
-	for _, v := range strings.Split(variants, ",") {
-		if v = strings.TrimSpace(v); !slices.Contains(fwVariants, v) || slices.Contains(o.variants, v) {
-			return o, fmt.Errorf("-variants: %q: want each of %s at most once", v, strings.Join(fwVariants, ", "))
-		}
-		o.variants = append(o.variants, v)
+	var err error
+	if o.variants, err = parseChoices("variants", variants, fwVariants); err != nil {
+		return o, err
 	}
 	if o.reps < 1 || o.duration < 500*time.Millisecond || o.tcpDur < time.Second {
 		return o, errors.New("-reps >= 1, -duration >= 500ms, -tcp-duration >= 1s")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -78,4 +79,17 @@ func writeResults(dir string, files map[string][]byte) error {
 	sort.Strings(names)
 	fmt.Printf("\nresults: %s\n", strings.Join(names, ", "))
 	return nil
+}
+
+// parseChoices parses a comma-separated -flag value: each item one of
+// allowed, at most once, in the order given.
+func parseChoices(flagName, value string, allowed []string) ([]string, error) {
+	var out []string
+	for _, v := range strings.Split(value, ",") {
+		if v = strings.TrimSpace(v); !slices.Contains(allowed, v) || slices.Contains(out, v) {
+			return nil, fmt.Errorf("-%s: %q: want each of %s at most once", flagName, v, strings.Join(allowed, ", "))
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

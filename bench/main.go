@@ -31,7 +31,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,11 +86,9 @@ func parseFlags() (options, error) {
 	if o.reps < 1 || o.duration < time.Second || o.latDur < time.Second || o.rateDur < 500*time.Millisecond {
 		return o, errors.New("-reps must be >= 1, -duration and -latency-duration >= 1s, -rate-duration >= 500ms")
 	}
-	for _, m := range strings.Split(modes, ",") {
-		if m = strings.TrimSpace(m); !slices.Contains(allModes, m) || slices.Contains(o.modes, m) {
-			return o, fmt.Errorf("-modes: %q: want each of %s at most once", m, strings.Join(allModes, ", "))
-		}
-		o.modes = append(o.modes, m)
+	var err error
+	if o.modes, err = parseChoices("modes", modes, allModes); err != nil {
+		return o, err
 	}
 	for _, s := range strings.Split(mtus, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

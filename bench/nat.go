@@ -94,11 +94,9 @@ func parseNATFlags(args []string) (natOptions, error) {
 		}
 		o.levels = append(o.levels, n)
 	}
-	for _, m := range strings.Split(modes, ",") {
-		if m = strings.TrimSpace(m); !slices.Contains(natModes, m) || slices.Contains(o.modes, m) {
-			return o, fmt.Errorf("-modes: %q: want each of %s at most once", m, strings.Join(natModes, ", "))
-		}
-		o.modes = append(o.modes, m)
+	var err error
+	if o.modes, err = parseChoices("modes", modes, natModes); err != nil {
+		return o, err
 	}
 	if o.reps < 1 || o.duration < time.Second || o.conc < 1 || o.shared < 0 || o.shared > 40000 {
 		return o, errors.New("-reps >= 1, -duration >= 1s, -conc >= 1, 0 <= -shared <= 40000")

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
-
-	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/xlane-dev/xlane/internal/api"
 )
@@ -15,25 +12,9 @@ import (
 // listens, does not get through.
 func noTCP(t *testing.T, from, to string, dst netip.AddrPort) {
 	t.Helper()
-	var ln net.Listener
-	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
-		var err error
-		ln, err = net.Listen("tcp", dst.String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen on %s in %s: %v", dst, to, err)
-	}
+	ln := listenIn(t, to, dst)
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(ln)
 	if err := dialOnce(from, dst); err == nil {
 		t.Errorf("TCP to %s from %s got through, want it refused", dst, from)
 	}

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/plugins/pkg/ns"
-
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
@@ -396,15 +394,7 @@ func withDockerOutside(out *string) nodeOpt {
 // returns the source address the listener saw.
 func peerSeen(t *testing.T, from, to string, dst netip.AddrPort) netip.Addr {
 	t.Helper()
-	var ln net.Listener
-	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
-		var err error
-		ln, err = net.Listen("tcp", dst.String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen on %s in %s: %v", dst, to, err)
-	}
+	ln := listenIn(t, to, dst)
 	defer ln.Close()
 	seen := make(chan netip.Addr, 1)
 	go func() {

@@ -89,25 +89,7 @@ func (e *fwEnv) firewall(t *testing.T) api.Firewall {
 // closes connections.
 func listen(t *testing.T, netns string, addr netip.Addr, port int) {
 	t.Helper()
-	var ln net.Listener
-	err := ns.WithNetNSPath(nsPath(netns), func(ns.NetNS) error {
-		var err error
-		ln, err = net.Listen("tcp", netip.AddrPortFrom(addr, uint16(port)).String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen on %s:%d in %s: %v", addr, port, netns, err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(listenIn(t, netns, netip.AddrPortFrom(addr, uint16(port))))
 }
 
 // dial connects from netns to addr:port within timeout.

@@ -230,17 +230,40 @@ func transferVia(t *testing.T, from, to string, listen, dial netip.AddrPort, siz
 	startTransferVia(t, from, to, listen, dial, size, 0)()
 }
 
-func startTransferVia(t *testing.T, from, to string, listen, dial netip.AddrPort, size, rate int64) (wait func()) {
+// listenIn opens a TCP listener on addr in netns; it is closed when the
+// test ends at the latest (closing it earlier is fine).
+func listenIn(t *testing.T, netns string, addr netip.AddrPort) net.Listener {
 	t.Helper()
 	var ln net.Listener
-	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
+	err := ns.WithNetNSPath(nsPath(netns), func(ns.NetNS) error {
 		var err error
-		ln, err = net.Listen("tcp", listen.String())
+		ln, err = net.Listen("tcp", addr.String())
 		return err
 	})
 	if err != nil {
-		t.Fatalf("listen on %s in %s: %v", listen, to, err)
+		t.Fatalf("listen on %s in %s: %v", addr, netns, err)
 	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// acceptAndClose accepts connections on ln and closes them, until ln is
+// closed.
+func acceptAndClose(ln net.Listener) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
+func startTransferVia(t *testing.T, from, to string, listen, dial netip.AddrPort, size, rate int64) (wait func()) {
+	t.Helper()
+	ln := listenIn(t, to, listen)
 	type result struct {
 		sum [32]byte
 		n   int64
@@ -263,7 +286,7 @@ func startTransferVia(t *testing.T, from, to string, listen, dial netip.AddrPort
 		got <- r
 	}()
 	var conn net.Conn
-	err = ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
+	err := ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
 		var err error
 		target := ln.Addr().String()
 		if dial.IsValid() {
