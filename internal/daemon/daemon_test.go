@@ -230,7 +230,7 @@ func TestIncompatiblePinReplaced(t *testing.T) {
 func TestNetworkPolicy(t *testing.T) {
 	inNode(t, func(d *Daemon) {
 		if d.dp == nil {
-			t.Skipf("no BPF datapath here: %v", d.dpErr)
+			t.Fatalf("no BPF datapath (root on a kernel with BPF is required): %v", d.dpErr)
 		}
 		off := false
 		for _, c := range []struct {

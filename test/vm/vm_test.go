@@ -50,7 +50,7 @@ func TestRunScriptQuoting(t *testing.T) {
 func TestCpio(t *testing.T) {
 	bb, err := exec.LookPath("busybox")
 	if err != nil {
-		t.Skip("no busybox to read the archive back (scripts/deps.sh installs busybox-static)")
+		t.Fatal("no busybox to read the archive back: scripts/deps.sh (make test) installs busybox-static")
 	}
 	var b bytes.Buffer
 	w := newCpio(&b)
