@@ -75,8 +75,12 @@ static __always_inline int xdp_sum(struct xdp_md *ctx, __u32 off, __u32 len, __u
 			__u32 padded = (n + 3) & ~3u;
 
 			__builtin_memset(sc->buf, 0, L4CSUM_CHUNK);
-			n &= L4CSUM_CHUNK - 1;
-			if (n == 0 || bpf_xdp_load_bytes(ctx, off + done, sc->buf, n))
+			/* 1..255 by construction (n is in 1..255 here): older
+			 * verifiers (6.1) lose an "n != 0" test once n is
+			 * spilled to the stack, and refuse a length that
+			 * may be 0. */
+			n = ((n - 1) & (L4CSUM_CHUNK - 1)) + 1;
+			if (bpf_xdp_load_bytes(ctx, off + done, sc->buf, n))
 				return -1;
 			/* Clamp, not mask: a 253-255 byte tail pads to a
 			 * whole chunk. */

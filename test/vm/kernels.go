@@ -44,7 +44,7 @@ var Kernels = []Kernel{
 		Why:     "oldest supported: no tcx, no netkit (legacy tc fallback)",
 		RequireFeatures: []string{"tc-clsact", "xdp-link", "xdp-frags", "fib-skip-neigh",
 			"big-tcp-ipv6", "sockmap"},
-		RequireModes: []string{"tc", "kernel"},
+		RequireModes: []string{"tc", "kernel", "xdp", "xdp-generic"},
 	},
 	{
 		Name:    "6.12",

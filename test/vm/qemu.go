@@ -61,8 +61,18 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 		return -1, err
 	}
 	console := filepath.Join(out, "console.log")
+	// One host thread runs every vCPU (thread=single), not one thread
+	// each (MTTCG). Under MTTCG a 6.12 guest panicked in CI (2026-11-22):
+	// "Fatal exception in interrupt" with RIP one byte into the 5-byte NOP
+	// of a static branch at the top of __netif_receive_skb_core, i.e. a
+	// CPU ran a jump label half-patched while another CPU was toggling it
+	// (ping's SO_TIMESTAMP flips netstamp_needed_key; XDP, tcx and
+	// cgroup attachments flip others). Real CPUs serialise that
+	// cross-modification (text_poke_bp); QEMU 7.2's MTTCG did not here.
+	// Round-robin vCPUs cannot interleave inside an instruction. Cost:
+	// the e2e selection on 6.12 took 309 s instead of 243 s.
 	args := []string{
-		"-machine", "q35,accel=tcg", "-cpu", "max",
+		"-machine", "q35", "-accel", "tcg,thread=single", "-cpu", "max",
 		"-smp", strconv.Itoa(c.CPUs), "-m", strconv.Itoa(c.MemMB),
 		"-nodefaults", "-display", "none", "-no-reboot", "-nic", "none",
 		"-serial", "file:" + console,
