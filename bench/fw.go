@@ -108,26 +108,14 @@ func parseFWFlags(args []string) (fwOptions, error) {
 		return o, err
 	}
 	if *quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["reps"] {
-			o.reps = 1
+		if err := quickDefaults(fs, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
+			return o, err
 		}
-		if !set["duration"] {
-			o.duration = time.Second
-		}
-		if !set["tcp-duration"] {
-			o.tcpDur = 2 * time.Second
-		}
-	}
-	for _, s := range strings.Split(levels, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 16000 {
-			return o, fmt.Errorf("-levels: %q: want rule counts from 1 to 16000", s)
-		}
-		o.levels = append(o.levels, n)
 	}
 	var err error
+	if o.levels, err = parseLevels(levels, 16000, false); err != nil {
+		return o, err
+	}
 	if o.variants, err = parseChoices("variants", variants, fwVariants); err != nil {
 		return o, err
 	}

@@ -26,7 +26,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -78,23 +77,14 @@ func parseNATFlags(args []string) (natOptions, error) {
 		return o, err
 	}
 	if *quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["reps"] {
-			o.reps = 1
+		if err := quickDefaults(fs, map[string]string{"reps": "1", "duration": "2s"}); err != nil {
+			return o, err
 		}
-		if !set["duration"] {
-			o.duration = 2 * time.Second
-		}
-	}
-	for _, s := range strings.Split(levels, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 40000 || (len(o.levels) > 0 && n <= o.levels[len(o.levels)-1]) {
-			return o, fmt.Errorf("-levels: %q: want growing numbers from 1 to 40000", s)
-		}
-		o.levels = append(o.levels, n)
 	}
 	var err error
+	if o.levels, err = parseLevels(levels, 40000, true); err != nil {
+		return o, err
+	}
 	if o.modes, err = parseChoices("modes", modes, natModes); err != nil {
 		return o, err
 	}

@@ -152,8 +152,9 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	// The other collections share every map of the tc one.
 	xopts := objs.shareWith(xspec)
 	if err := xspec.LoadAndAssign(&objs.xdp, xopts); err != nil {
-		// Older verifiers refuse the XDP programs (Debian's 6.1 does): the
-		// XDP modes are unavailable there (XDPErr), the rest works.
+		// A verifier that refuses the XDP programs (6.1's did, until the
+		// checksum pass's tail length was bounded for it) leaves the XDP
+		// modes unavailable (XDPErr); the rest works.
 		objs.xdpErr = fmt.Errorf("load xdp programs: %w", err)
 	}
 	uspec, err := loadUplink()

@@ -13,7 +13,7 @@ import (
 )
 
 // requireXDPPrograms skips an XDP test on a kernel whose verifier refuses
-// the XDP programs (Debian's 6.1), unless the kernel matrix says this
+// the XDP programs, unless the kernel matrix says this
 // kernel runs the XDP modes (XLANE_REQUIRE_MODES): then it fails.
 func requireXDPPrograms(tb testing.TB, objs *Objects) {
 	tb.Helper()
