@@ -21,6 +21,14 @@
 #define CT_TIMEOUT_TCP_SYN	(60 * NSEC)
 #define CT_TIMEOUT_TCP_EST	(6 * 3600 * NSEC)
 #define CT_TIMEOUT_TCP_CLOSE	(10 * NSEC)
+/* A closing flow whose source port xlane chose (masquerade, a remapped
+ * clash, hairpin) keeps that port as long as the far end may hold the
+ * connection in TIME_WAIT (Linux's TCP_TIMEWAIT_LEN): a new flow given the
+ * same port sooner would meet the old one's TIME_WAIT there, and its SYN,
+ * whose timestamps and sequence numbers belong to another connection, may
+ * be answered with a stray ACK instead of a SYN-ACK. Linux's NAT keeps
+ * such tuples for its conntrack TIME_WAIT timeout (120 s). */
+#define CT_TIMEOUT_TCP_TIME_WAIT (60 * NSEC)
 #define CT_TIMEOUT_UDP		(30 * NSEC)
 #define CT_TIMEOUT_UDP_EST	(180 * NSEC)
 #define CT_TIMEOUT_ICMP		(30 * NSEC)
@@ -86,6 +94,14 @@ static __always_inline __u64 ct_timeout(__u8 proto, __u8 state)
 	return CT_TIMEOUT_ICMP;
 }
 
+/* ct_src_chosen: the flow's source port is one xlane gave it (SNAT in the
+ * original direction; the reply entry of such a flow rewrites its
+ * destination back). */
+static __always_inline int ct_src_chosen(const struct ct_val *v)
+{
+	return v->nat & (v->dir == CT_DIR_ORIG ? CT_NAT_SRC : CT_NAT_DST);
+}
+
 /* ct_next_state is the TCP state machine, simplified the way conntrack
  * helpers for a forwarding plane usually are: what matters is when a flow
  * may be forgotten. */
@@ -95,6 +111,13 @@ static __always_inline __u8 ct_next_state(__u8 state, __u8 dir, const struct l4 
 		return dir == CT_DIR_REPLY ? CT_ESTABLISHED : state;
 	if (l4->tcp_flags & TCP_FLAG_RST)
 		return CT_CLOSED;
+	/* A bare SYN from the originator of a closing or closed flow opens a
+	 * new connection on the same tuple (the client reused its port):
+	 * without this the new connection would live on the closing
+	 * timeout and lose its translation after seconds of quiet. */
+	if (dir == CT_DIR_ORIG && state >= CT_CLOSING &&
+	    (l4->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_FIN)) == TCP_FLAG_SYN)
+		return CT_NEW;
 	if (l4->tcp_flags & TCP_FLAG_FIN)
 		return state == CT_CLOSING ? CT_CLOSED : CT_CLOSING;
 	if (state == CT_NEW && dir == CT_DIR_REPLY && (l4->tcp_flags & TCP_FLAG_ACK))
@@ -119,6 +142,9 @@ static __always_inline void ct_hit(const struct ct_key *k, struct ct_val *v,
 	state = ct_next_state(v->state, v->dir, l4);
 	v->state = state;
 	v->expires = now + ct_timeout(l4->proto, state);
+	if (state >= CT_CLOSING && l4->proto == IPPROTO_TCP && !(l4->tcp_flags & TCP_FLAG_RST) &&
+	    ct_src_chosen(v))
+		v->expires = now + CT_TIMEOUT_TCP_TIME_WAIT;
 	if (pv) {
 		pv->state = state;
 		pv->expires = v->expires;
