@@ -94,8 +94,12 @@ static __always_inline int from_uplink(struct __sk_buff *skb, enum xl_reason *re
 	}
 	ct_key_init(&k, &p, &l4);
 	v = bpf_map_lookup_elem(&xlane_ct, &k);
+	if (v && ct_hit(&k, v, &l4, skb->len)) {
+		/* Half a flow (ct_hit): forget it; the packet is new. */
+		bpf_map_delete_elem(&xlane_ct, &k);
+		v = 0;
+	}
 	if (v) {
-		ct_hit(&k, v, &l4, skb->len);
 		if (ct_translate(skb, &p, &l4, v, reason) != EP_CONTINUE)
 			return TC_ACT_SHOT;
 		return deliver(skb, &p, reason, dst_ifindex,

@@ -21,14 +21,6 @@
 #define CT_TIMEOUT_TCP_SYN	(60 * NSEC)
 #define CT_TIMEOUT_TCP_EST	(6 * 3600 * NSEC)
 #define CT_TIMEOUT_TCP_CLOSE	(10 * NSEC)
-/* A closing flow whose source port xlane chose (masquerade, a remapped
- * clash, hairpin) keeps that port as long as the far end may hold the
- * connection in TIME_WAIT (Linux's TCP_TIMEWAIT_LEN): a new flow given the
- * same port sooner would meet the old one's TIME_WAIT there, and its SYN,
- * whose timestamps and sequence numbers belong to another connection, may
- * be answered with a stray ACK instead of a SYN-ACK. Linux's NAT keeps
- * such tuples for its conntrack TIME_WAIT timeout (120 s). */
-#define CT_TIMEOUT_TCP_TIME_WAIT (60 * NSEC)
 #define CT_TIMEOUT_UDP		(30 * NSEC)
 #define CT_TIMEOUT_UDP_EST	(180 * NSEC)
 #define CT_TIMEOUT_ICMP		(30 * NSEC)
@@ -94,14 +86,6 @@ static __always_inline __u64 ct_timeout(__u8 proto, __u8 state)
 	return CT_TIMEOUT_ICMP;
 }
 
-/* ct_src_chosen: the flow's source port is one xlane gave it (SNAT in the
- * original direction; the reply entry of such a flow rewrites its
- * destination back). */
-static __always_inline int ct_src_chosen(const struct ct_val *v)
-{
-	return v->nat & (v->dir == CT_DIR_ORIG ? CT_NAT_SRC : CT_NAT_DST);
-}
-
 /* ct_next_state is the TCP state machine, simplified the way conntrack
  * helpers for a forwarding plane usually are: what matters is when a flow
  * may be forgotten. */
@@ -125,30 +109,42 @@ static __always_inline __u8 ct_next_state(__u8 state, __u8 dir, const struct l4 
 	return state;
 }
 
-/* ct_hit accounts a packet of len bytes to entry v (found under key k) and
- * moves the flow's state and deadline, in both entries. */
-static __always_inline void ct_hit(const struct ct_key *k, struct ct_val *v,
-				   const struct l4 *l4, __u32 len)
+/* ct_nat_mirror is the partner entry's translation of a flow whose entry
+ * translates nat (SNAT one way is DNAT back; both and none are their own). */
+static __always_inline __u8 ct_nat_mirror(__u8 nat)
+{
+	return ((nat & CT_NAT_SRC) << 1) | ((nat & CT_NAT_DST) >> 1);
+}
+
+/*
+ * ct_hit accounts a packet of len bytes to entry v (found under key k) and
+ * moves the flow's state and deadline, in both entries. Returns -1, having
+ * changed nothing, when v's partner is gone or is not v's partner: the GC
+ * deleted it between reading it expired and a packet reviving the flow
+ * (a client reusing its port), and another flow may have taken its key
+ * since. The caller deletes k and handles the packet as a new flow;
+ * otherwise the flow would stay half-translated until it expired.
+ */
+static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v,
+				  const struct l4 *l4, __u32 len)
 {
 	struct ct_key pk = {};
 	struct ct_val *pv;
 	__u64 now = bpf_ktime_get_ns();
 	__u8 state;
 
-	__sync_fetch_and_add(&v->packets, 1);
-	__sync_fetch_and_add(&v->bytes, len);
 	ct_partner(k, v, &pk);
 	pv = bpf_map_lookup_elem(&xlane_ct, &pk);
+	if (!pv || pv->dir == v->dir || pv->nat != ct_nat_mirror(v->nat))
+		return -1;
+	__sync_fetch_and_add(&v->packets, 1);
+	__sync_fetch_and_add(&v->bytes, len);
 	state = ct_next_state(v->state, v->dir, l4);
 	v->state = state;
 	v->expires = now + ct_timeout(l4->proto, state);
-	if (state >= CT_CLOSING && l4->proto == IPPROTO_TCP && !(l4->tcp_flags & TCP_FLAG_RST) &&
-	    ct_src_chosen(v))
-		v->expires = now + CT_TIMEOUT_TCP_TIME_WAIT;
-	if (pv) {
-		pv->state = state;
-		pv->expires = v->expires;
-	}
+	pv->state = state;
+	pv->expires = v->expires;
+	return 0;
 }
 
 /* The two values and the partner key of a flow being created: 184 bytes

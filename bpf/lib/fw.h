@@ -790,9 +790,11 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
 	sc->cl.dport = sc->l4.ct_dport;
 	if (!v)
 		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
-	if (v) {
-		ct_hit(&sc->k, v, &sc->cl, sc->hk.len);
-	} else {
+	if (v && !ct_hit(&sc->k, v, &sc->cl, sc->hk.len))
+		return;
+	if (v)	/* half a flow (ct_hit): start over */
+		bpf_map_delete_elem(&xlane_ct, &sc->k);
+	{
 		struct ct_scratch *cs = ct_scratch_get();
 
 		/* A full table leaves the flow untracked: its replies are

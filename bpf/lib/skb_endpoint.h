@@ -181,8 +181,10 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 			*reason = XL_PASS_NO_ROUTE;
 			return EP_PASS;
 		}
-		ct_hit(&k, v, &l4, skb->len);
-		return ct_translate(skb, p, &l4, v, reason);
+		if (!ct_hit(&k, v, &l4, skb->len))
+			return ct_translate(skb, p, &l4, v, reason);
+		/* Half a flow (ct_hit): forget it and start over. */
+		bpf_map_delete_elem(&xlane_ct, &k);
 	}
 	rc = ct_publish(skb, p, &l4, &k, cfg, reason);
 	if (rc)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -390,5 +391,78 @@ func TestCTICMPErrors(t *testing.T) {
 		}
 		wantVerdict(t, ret, actPass, in, out)
 		h.wantMetrics(t, len(in), ctMetric{up, passNotFwded, DirIngress})
+	})
+}
+
+// TestCTHalfFlow: a flow one of whose entries is gone (the GC read it
+// expired just before a packet revived the flow: a client reusing its
+// port) or belongs to another flow since is forgotten and started over,
+// not left half-translated.
+func TestCTHalfFlow(t *testing.T) {
+	h := newHarness(t)
+	h.setNode(t, natPortMin, natPortMax)
+	be := []endpointPort{{epNoFwd, 8080}}
+	vip := ap(addr("10.96.3.1"), 80)
+	h.putService(t, testService{id: 51, vip: vip, proto: ctTCP, backends: be})
+	backend := ap(epNoFwd.v4, 8080)
+	f := ctFlow{src: ap(epSrc.v4, 45000), dst: vip, nat: CTNatDst, to: backend}
+	syn := func(t *testing.T) {
+		t.Helper()
+		p := f.orig("S").sentBy(epSrc)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
+		wantVerdict(t, ret, actRedirect, in, out)
+		wantFrame(t, out, p.translated(CTNatDst, backend).routedTo(epNoFwd.mac, epNoFwd.hostMAC))
+	}
+	syn(t)
+	h.checkFlow(t, f, ctStNew, toTCPSyn)
+
+	t.Run("reply entry deleted", func(t *testing.T) {
+		if err := h.objs.CT().Delete(f.replyKey()); err != nil {
+			t.Fatal(err)
+		}
+		syn(t)
+		h.checkFlow(t, f, ctStNew, toTCPSyn) // both entries again
+		// and the backend's answer is translated back
+		rp := f.reply("SA").sentBy(epNoFwd)
+		ret, in, out := h.ctRun(t, progFromEP, devEP1, rp)
+		wantVerdict(t, ret, actRedirect, in, out)
+		wantFrame(t, out, rp.translated(CTNatSrc, vip).routedTo(epSrc.mac, epSrc.hostMAC))
+		h.checkFlow(t, f, ctStEst, toTCPEst)
+	})
+	t.Run("reply key taken by another flow", func(t *testing.T) {
+		// An untranslated flow backend -> client now owns the key the
+		// reply entry had: the client's next SYN starts over and, the
+		// reply tuple being taken, gets its source port remapped.
+		other := CTVal{Dir: uint8(tcCtDirCT_DIR_ORIG), Nat: uint8(CTNatNone), Expires: uint64(ctNow()) + uint64(time.Minute)}
+		if err := h.objs.CT().Put(f.replyKey(), &other); err != nil {
+			t.Fatal(err)
+		}
+		p := f.orig("S").sentBy(epSrc)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
+		wantVerdict(t, ret, actRedirect, in, out)
+		from := h.wantBoth(t, ctTCP, f.src, vip, backend, f.src.Addr(), natPortMin, natPortMax)
+		wantFrame(t, out, ctPkt{src: from, dst: backend, flags: "S"}.sentBy(epSrc).routedTo(epNoFwd.mac, epNoFwd.hostMAC))
+		if v, ok := h.ctLookup(f.replyKey()); !ok || v.Dir != other.Dir || CTNat(v.Nat) != CTNatNone {
+			t.Errorf("the other flow's entry was changed: %+v (found %v)", v, ok)
+		}
+	})
+	t.Run("original entry deleted, reply from the backend", func(t *testing.T) {
+		g := ctFlow{src: ap(epSrc.v4, 45001), dst: vip, nat: CTNatDst, to: backend}
+		p := g.orig("S").sentBy(epSrc)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
+		wantVerdict(t, ret, actRedirect, in, out)
+		if err := h.objs.CT().Delete(g.origKey()); err != nil {
+			t.Fatal(err)
+		}
+		// The orphaned reply entry is dropped, not used: the answer
+		// goes untranslated (the client's kernel resets it and its
+		// SYN, sent again, starts a whole flow).
+		rp := g.reply("SA").sentBy(epNoFwd)
+		ret, in, out = h.ctRun(t, progFromEP, devEP1, rp)
+		wantVerdict(t, ret, actRedirect, in, out)
+		wantFrame(t, out, rp.routedTo(epSrc.mac, epSrc.hostMAC))
+		if v, ok := h.ctLookup(g.replyKey()); ok && CTNat(v.Nat) != CTNatNone {
+			t.Errorf("orphaned reply entry still translates: %+v", v)
+		}
 	})
 }

@@ -56,7 +56,6 @@ const (
 	toTCPSyn   = 60 * time.Second
 	toTCPEst   = 6 * time.Hour
 	toTCPClose = 10 * time.Second
-	toTCPTW    = 60 * time.Second // closing flows with a source port xlane chose
 	toUDP      = 30 * time.Second
 	toUDPEst   = 180 * time.Second
 	toICMP     = 30 * time.Second
@@ -798,45 +797,6 @@ func TestCTMasquerade(t *testing.T) {
 				wantFrame(t, out, want)
 				h.checkFlow(t, f, ctStEst, c.est)
 			})
-		})
-	}
-
-	// The port xlane chose outlives the close by the far end's TIME_WAIT
-	// (ct.h), unless the flow ended with a reset.
-	type step struct {
-		reply bool
-		flags string
-		state CTState
-		to    time.Duration
-	}
-	for _, c := range []struct {
-		name  string
-		sport uint16
-		steps []step
-	}{
-		{"close keeps the port for TIME_WAIT", 40300, []step{{false, "S", ctStNew, toTCPSyn}, {true, "SA", ctStEst, toTCPEst}, {true, "FA", ctStClosing, toTCPTW},
-			{false, "FA", ctStClosed, toTCPTW}, {true, "A", ctStClosed, toTCPTW}}},
-		{"reset frees it sooner", 40301, []step{{false, "S", ctStNew, toTCPSyn}, {true, "SA", ctStEst, toTCPEst}, {true, "R", ctStClosed, toTCPClose}}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			f := ctFlow{proto: ctTCP, src: ap(epSrc.v4, c.sport), dst: ap(remoteV4, 80)}
-			for i, s := range c.steps {
-				if s.reply {
-					ret, in, out := h.ctRun(t, progFromUplink, devUp, f.reply(s.flags).fromOutside())
-					wantVerdict(t, ret, actRedirect, in, out)
-				} else {
-					ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig(s.flags).sentBy(epSrc))
-					wantVerdict(t, ret, actRedirect, in, out)
-				}
-				if i == 0 {
-					v, ok := h.ctLookup(f.origKey())
-					if !ok {
-						t.Fatalf("no entry for %v", f.origKey())
-					}
-					f.nat, f.to = CTNatSrc, ap(netip.AddrFrom16(v.NatAddr).Unmap(), nbo(v.NatPort))
-				}
-				h.checkFlow(t, f, s.state, s.to)
-			}
 		})
 	}
 
