@@ -37,7 +37,7 @@ test-e2e: build
 # The kernel matrix (test/vm, docs/kernels.md): BPF unit tests, feature
 # probes, daemon and endpoint/datapath end-to-end tests on Debian's 6.1 and
 # 6.12 kernels under QEMU and on the host kernel; XLANE_KERNELS picks legs.
-# About 20 minutes here (software emulation), which would push `make test`
+# About 40 minutes here (software emulation), which would push `make test`
 # past 20: CI runs it as its own step.
 test-kernels: check-generate
 	@scripts/test-kernels.sh
