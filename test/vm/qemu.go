@@ -64,11 +64,12 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 	// One host thread runs every vCPU (thread=single), not one thread
 	// each (MTTCG). Under MTTCG a 6.12 guest panicked in CI (2026-11-22):
 	// "Fatal exception in interrupt" with RIP one byte into the 5-byte NOP
-	// of a static branch at the top of __netif_receive_skb_core, i.e. a
-	// CPU ran a jump label half-patched while another CPU was toggling it
-	// (ping's SO_TIMESTAMP flips netstamp_needed_key; XDP, tcx and
-	// cgroup attachments flip others). Real CPUs serialise that
-	// cross-modification (text_poke_bp); QEMU 7.2's MTTCG did not here.
+	// of a static branch at the top of __netif_receive_skb_core: by that
+	// evidence (not proven further) a CPU ran a jump label while another
+	// CPU was patching it (ping's SO_TIMESTAMP flips netstamp_needed_key;
+	// XDP, tcx and cgroup attachments flip others). Real CPUs serialise
+	// that cross-modification (text_poke_bp); QEMU 7.2's MTTCG seemingly
+	// did not here.
 	// Round-robin vCPUs cannot interleave inside an instruction. Cost:
 	// the e2e selection on 6.12 took 309 s instead of 243 s.
 	args := []string{
