@@ -21,6 +21,7 @@
  * device, as at tcx ingress of a veth.
  */
 #include "lib/skb_endpoint.h"
+#include "lib/unsolicited.h"
 
 SEC("netkit/peer")
 int xlane_nk_from_endpoint(struct __sk_buff *skb)
@@ -60,7 +61,7 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 	__u32 ifindex = nk_endpoint(skb);
 	__u32 len = skb->len;
 
-	if (skb_to_endpoint_apart(skb, &reason) ||
+	if (skb_to_endpoint_apart(skb, &reason) || skb_to_endpoint_unsolicited(skb, &reason) ||
 	    fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
 		metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 		return TC_ACT_SHOT;

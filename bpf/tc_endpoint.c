@@ -20,6 +20,7 @@
  * (netkit_endpoint.c): edit the stages there.
  */
 #include "lib/skb_endpoint.h"
+#include "lib/unsolicited.h"
 
 SEC("tcx/ingress")
 int xlane_from_endpoint(struct __sk_buff *skb)
@@ -36,7 +37,7 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 	__u32 len = skb->len;
 	int ret;
 
-	if (skb_to_endpoint_apart(skb, &reason)) {
+	if (skb_to_endpoint_apart(skb, &reason) || skb_to_endpoint_unsolicited(skb, &reason)) {
 		metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
 		return TC_ACT_SHOT;
 	}

@@ -163,11 +163,15 @@ static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
  * xdp_needs_nat: NAT is the tc program's job (it runs on the same host veth
  * after XDP_PASS, with the kernel's checksum helpers). XDP forwards a flow
  * itself only when its conntrack entry says "no translation", or when it is
- * untracked and no masquerade applies.
+ * untracked and no masquerade applies. An untranslated flow leaving the
+ * node is tracked here (by the firewall stage when a rule set is on): its
+ * replies get in only through its entries (lib/unsolicited.h).
  */
-static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p)
+static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u32 len)
 {
 	struct endpoint_val *src = bpf_map_lookup_elem(&xlane_endpoints, &p->src);
+	int off_node = !ep_local(p);
+	struct ct_scratch *sc;
 	struct ct_key k = {};
 	struct ct_val *v;
 	struct l4 l4 = {};
@@ -177,13 +181,25 @@ static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p
 
 		ct_key_init(&k, p, &l4);
 		v = bpf_map_lookup_elem(&xlane_ct, &k);
-		if (v)
-			return v->nat != CT_NAT_NONE;
+		if (v && v->nat != CT_NAT_NONE)
+			return 1;
+		if (v && (fw_on() || !ct_hit(&k, v, &l4, len)))
+			return 0;
+		if (v)	/* half a flow (ct_hit): start over */
+			bpf_map_delete_elem(&xlane_ct, &k);
 		__builtin_memcpy(sk.addr, k.daddr, 16);
 		if (bpf_map_lookup_elem(&xlane_services, &sk))
 			return 1;	/* a new flow to a VIP: the tc program balances */
+		if (src && (src->flags & XL_EP_MASQUERADE) && off_node)
+			return 1;
+		if (off_node && !fw_on()) {
+			sc = ct_scratch_get();
+			if (sc && ct_create(&k, sc, &l4, len))
+				metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, len);
+		}
+		return 0;
 	}
-	return src && (src->flags & XL_EP_MASQUERADE) && !ep_local(p);
+	return src && (src->flags & XL_EP_MASQUERADE) && off_node;
 }
 
 static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
@@ -201,7 +217,7 @@ static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cf
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);
 	if (step != EP_CONTINUE)
 		return xdp_step(step);
-	if (xdp_needs_nat(ctx, &p)) {
+	if (xdp_needs_nat(ctx, &p, len)) {
 		*reason = XL_PASS_TO_TC;
 		return XDP_PASS;
 	}

@@ -24,6 +24,7 @@
 #include "lib/endpoint.h"
 #include "lib/l4csum.h"
 #include "lib/fw.h"
+#include "lib/unsolicited.h"
 
 static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
 				       enum xl_reason *reason, __u32 *dst_ifindex)
@@ -61,8 +62,14 @@ static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
 		*reason = XL_PASS_NO_TARGET;
 		return XDP_PASS;
 	}
-	/* The redirect skips the endpoint's tcx egress: its firewall runs
-	 * here, and keeps the flow's conntrack entries. */
+	/* The redirect skips the endpoint's tcx egress: what it refuses
+	 * from off the node is refused here (lib/unsolicited.h), and the
+	 * firewall runs here, and keeps the flow's conntrack entries. */
+	if (ep_unsolicited((void *)(long)ctx->data, (void *)(long)ctx->data_end, &p, dst, len)) {
+		*reason = XL_DROP_UNSOLICITED;
+		*dst_ifindex = dst->ifindex;
+		return XDP_DROP;
+	}
 	ret = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason);
 	if (ret != FW_V_ALLOW)
 		return fw_xdp_ret(ret);
@@ -91,6 +98,12 @@ int xlane_xdp_from_uplink(struct xdp_md *ctx)
 	int ret;
 
 	ret = from_uplink(ctx, len, &reason, &dst_ifindex);
+	/* An unsolicited packet is counted on the endpoint it was for, as the
+	 * endpoint's own hook counts it when Linux forwards it. */
+	if (reason == XL_DROP_UNSOLICITED) {
+		metrics_count(dst_ifindex, reason, XL_DIR_INGRESS, len);
+		return ret;
+	}
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
 	if (ret == XDP_REDIRECT && dst_ifindex)	/* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
