@@ -287,6 +287,13 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 			}
 		}
 	}
+	// After the check against other networks, whose routes and gateways
+	// are the node's too: that one names the network.
+	for _, p := range n.Subnets {
+		if err := netconf.CheckSubnetFree(p); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
