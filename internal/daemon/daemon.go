@@ -68,6 +68,7 @@ type Daemon struct {
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
+	neigh     neighMirror // neigh.go
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -992,6 +993,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 	})
 	if d.dp != nil {
 		st.Counters = d.reasonCounters(0)
+		st.NeighMirror = d.neigh.status()
 	}
 	return st, err
 }
