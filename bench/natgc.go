@@ -101,7 +101,7 @@ func natFillCT(m *ebpf.Map, n int, pick func(i int) bool, expired func(i int) bo
 		}
 		v := bpf.CTVal{Expires: now + uint64(24*time.Hour), State: 1, Packets: 5, Bytes: 400}
 		if expired(i) {
-			v.Expires = now - uint64(time.Hour)
+			v.Expires = 1 // boot: "now - an hour" wraps on a machine up for less than an hour
 		}
 		keys, vals = append(keys, natSynthCT(i)), append(vals, v)
 		if len(keys) == chunk {
