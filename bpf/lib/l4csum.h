@@ -72,7 +72,7 @@ static __always_inline int xdp_sum(struct xdp_md *ctx, __u32 off, __u32 len, __u
 		} else {
 			/* Tail: zero-pad to a multiple of 4 (zeros add nothing,
 			 * and an odd last byte is the high byte of its word). */
-			__u32 padded = (n + 3) & ~3u;
+			__u32 padded;
 
 			__builtin_memset(sc->buf, 0, L4CSUM_CHUNK);
 			/* 1..255 by construction (n is in 1..255 here): older
@@ -82,10 +82,12 @@ static __always_inline int xdp_sum(struct xdp_md *ctx, __u32 off, __u32 len, __u
 			n = ((n - 1) & (L4CSUM_CHUNK - 1)) + 1;
 			if (bpf_xdp_load_bytes(ctx, off + done, sc->buf, n))
 				return -1;
-			/* Clamp, not mask: a 253-255 byte tail pads to a
-			 * whole chunk. */
-			if (padded > L4CSUM_CHUNK)
-				padded = L4CSUM_CHUNK;
+			/* n rounded up to 4: 4..256 (a 253-255 byte tail pads
+			 * to a whole chunk). Bounded by arithmetic, not by a
+			 * clamp: clang may spill the value before the clamp's
+			 * branch and reload it after, and 6.1's verifier does
+			 * not carry the branch's bound to the spilled copy. */
+			padded = ((((n + 3) & ~3u) - 4) & (L4CSUM_CHUNK - 4)) + 4;
 			s = bpf_csum_diff(0, 0, (void *)sc->buf, padded, s);
 		}
 		if (s < 0)
