@@ -70,7 +70,12 @@ type Objects struct {
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
+	replaced     []string // pins Load replaced (replaceIncompatiblePins)
 }
+
+// ReplacedPins lists the pinned maps Load replaced because an older
+// xlaned left them with another layout; the daemon logs them.
+func (o *Objects) ReplacedPins() []string { return o.replaced }
 
 // xdpExtra is what the xdp collection adds to the tc one.
 type xdpExtra struct {
@@ -127,12 +132,13 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	}
 	spec.Maps["xlane_maglev"].InnerMap.MaxEntries = msize
 	opts := &ebpf.CollectionOptions{}
+	var replaced []string
 	if pinDir != "" {
 		if err := os.MkdirAll(pinDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin dir: %w", err)
 		}
 		opts.Maps.PinPath = pinDir
-		if err := replaceIncompatiblePins(spec, pinDir); err != nil {
+		if replaced, err = replaceIncompatiblePins(spec, pinDir); err != nil {
 			return nil, err
 		}
 	} else {
@@ -140,7 +146,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 			m.Pinning = ebpf.PinNone
 		}
 	}
-	var objs Objects
+	objs := Objects{replaced: replaced}
 	if err := spec.LoadAndAssign(&objs.tcObjects, opts); err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
@@ -224,17 +230,14 @@ func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
 	return opts
 }
 
-// ReplacedPins lists the pins Load replaced because an older xlaned left
-// them with another layout (set by Load, read by the daemon for its log).
-var ReplacedPins []string
-
 // replaceIncompatiblePins removes pinned maps whose type, key, value or
-// size differ from this build's (an upgrade that changed abi.h): the
+// size differ from this build's (an upgrade that changed abi.h) and
+// returns their names: the
 // daemon rebuilds their content from its store on reconcile. Conntrack
 // and counters start afresh; established NAT flows through a replaced
 // xlane_ct break, which is why a layout change is a release note.
-func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) error {
-	ReplacedPins = nil
+func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) ([]string, error) {
+	var replaced []string
 	for name, ms := range spec.Maps {
 		if ms.Pinning != ebpf.PinByName {
 			continue
@@ -251,11 +254,11 @@ func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) error {
 			continue
 		}
 		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("replace incompatible pinned map %s: %w", path, err)
+			return nil, fmt.Errorf("replace incompatible pinned map %s: %w", path, err)
 		}
-		ReplacedPins = append(ReplacedPins, name)
+		replaced = append(replaced, name)
 	}
-	return nil
+	return replaced, nil
 }
 
 // XDPFromEndpoint is the native XDP program of a host-side veth.
@@ -314,9 +317,6 @@ func (o *Objects) Endpoints() *ebpf.Map { return o.XlaneEndpoints }
 
 // Metrics is the xlane_metrics map.
 func (o *Objects) Metrics() *ebpf.Map { return o.XlaneMetrics }
-
-// MapPinPath is where a map of this package is pinned under pinDir.
-func MapPinPath(pinDir, name string) string { return filepath.Join(pinDir, name) }
 
 // KeyFromAddr builds an xlane_endpoints key: IPv6 as is, IPv4 v4-mapped.
 func KeyFromAddr(a netip.Addr) EndpointKey {

@@ -223,8 +223,8 @@ func portEntries(e *model.Endpoint) []datapath.Port {
 func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*model.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.dp == nil {
-		return nil, fmt.Errorf("published ports need the BPF datapath: %v: %w", d.dpErr, model.ErrUnavailable)
+	if err := d.dp.Available(); err != nil {
+		return nil, fmt.Errorf("publish ports: %w", err)
 	}
 	var e *model.Endpoint
 	err := d.store.Update(func(tx *store.Tx) error {
@@ -312,9 +312,6 @@ func (d *Daemon) syncPorts(old, new []datapath.Port) error {
 
 // Flows lists conntrack entries.
 func (d *Daemon) Flows(limit int) ([]api.Flow, error) {
-	if d.dp == nil {
-		return nil, fmt.Errorf("conntrack: %v: %w", d.dpErr, model.ErrUnavailable)
-	}
 	fs, err := d.dp.Flows(limit)
 	out := make([]api.Flow, 0, len(fs))
 	for _, f := range fs {
@@ -336,17 +333,11 @@ func (d *Daemon) Flows(limit int) ([]api.Flow, error) {
 
 // FlushFlows deletes every conntrack entry.
 func (d *Daemon) FlushFlows() (int, error) {
-	if d.dp == nil {
-		return 0, fmt.Errorf("conntrack: %v: %w", d.dpErr, model.ErrUnavailable)
-	}
 	return d.dp.FlushCT()
 }
 
 // CTStats summarises the conntrack table.
 func (d *Daemon) CTStats() (*api.CTStats, error) {
-	if d.dp == nil {
-		return nil, fmt.Errorf("conntrack: %v: %w", d.dpErr, model.ErrUnavailable)
-	}
 	s, err := d.dp.CTStats()
 	if err != nil {
 		return nil, err
