@@ -67,6 +67,7 @@ type Daemon struct {
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
+	neigh     neighMirror // neigh.go
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -299,6 +300,13 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 					return nil, model.Conflictf("subnet %s overlaps %s of network %q", p, op, o.Name)
 				}
 			}
+		}
+	}
+	// After the check against other networks, whose routes and gateways
+	// are the node's too: that one names the network.
+	for _, p := range n.Subnets {
+		if err := netconf.CheckSubnetFree(p); err != nil {
+			return nil, err
 		}
 	}
 	return n, nil
@@ -992,5 +1000,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 		return err
 	})
 	st.Counters = d.reasonCounters(0)
+	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
+		st.NeighMirror = d.neigh.status()
+	}
 	return st, err
 }

@@ -46,6 +46,7 @@ type Datapath interface {
 	// The neighbour mirror of the XDP datapath.
 	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
 	DeleteNeigh(addr netip.Addr, ifindex int) error
+	Neigh(addr netip.Addr, ifindex int) (mac net.HardwareAddr, ok bool, err error)
 	FlushNeigh() error
 
 	// The node: uplink programs, node configuration, socket hooks

@@ -39,19 +39,20 @@ func (u *Unavailable) err(what string) error {
 // Available says why the datapath is not available.
 func (u *Unavailable) Available() error { return fmt.Errorf("%w (%w)", ErrUnavailable, u.why) }
 
-func (u *Unavailable) XDPErr() error                     { return u.err("xdp programs") }
-func (u *Unavailable) UseLegacyTC(bool) error            { return u.err("legacy tc") }
-func (u *Unavailable) LegacyTC() bool                    { return false }
-func (u *Unavailable) Close() error                      { return nil }
-func (u *Unavailable) Hooks(string) []string             { return nil }
-func (u *Unavailable) OwnsXDP(string) bool               { return false }
-func (u *Unavailable) Detach(string, int) error          { return nil }
-func (u *Unavailable) DeleteEndpoint(netip.Addr) error   { return nil }
-func (u *Unavailable) DeleteNeigh(netip.Addr, int) error { return nil }
-func (u *Unavailable) FlushNeigh() error                 { return nil }
-func (u *Unavailable) DeletePort(Port) error             { return nil }
-func (u *Unavailable) DeleteService(Service) error       { return nil }
-func (u *Unavailable) PruneCounters(map[int]bool) error  { return nil }
+func (u *Unavailable) XDPErr() error                                         { return u.err("xdp programs") }
+func (u *Unavailable) UseLegacyTC(bool) error                                { return u.err("legacy tc") }
+func (u *Unavailable) LegacyTC() bool                                        { return false }
+func (u *Unavailable) Close() error                                          { return nil }
+func (u *Unavailable) Hooks(string) []string                                 { return nil }
+func (u *Unavailable) OwnsXDP(string) bool                                   { return false }
+func (u *Unavailable) Detach(string, int) error                              { return nil }
+func (u *Unavailable) DeleteEndpoint(netip.Addr) error                       { return nil }
+func (u *Unavailable) DeleteNeigh(netip.Addr, int) error                     { return nil }
+func (u *Unavailable) Neigh(netip.Addr, int) (net.HardwareAddr, bool, error) { return nil, false, nil }
+func (u *Unavailable) FlushNeigh() error                                     { return nil }
+func (u *Unavailable) DeletePort(Port) error                                 { return nil }
+func (u *Unavailable) DeleteService(Service) error                           { return nil }
+func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
 func (u *Unavailable) AttachedDevices() ([]string, error)           { return nil, nil }
 func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)         { return nil, nil }

@@ -105,9 +105,8 @@ func EnsureNetwork(n *model.Network) error {
 		if err := netlink.AddrReplace(lo, addr); err != nil {
 			return fmt.Errorf("add gateway %s to lo: %w", gw, err)
 		}
-		r := &netlink.Route{Dst: ipnet(n.Subnets[i]), Type: unix.RTN_UNREACHABLE}
-		if err := netlink.RouteReplace(r); err != nil {
-			return fmt.Errorf("add unreachable route %s: %w", n.Subnets[i], err)
+		if err := addUnreachable(n.Subnets[i]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -123,12 +122,13 @@ func gatewayAddr(n *model.Network, gw netip.Addr) *netlink.Addr {
 	return a
 }
 
-// DeleteNetwork removes what EnsureNetwork created. Missing parts are fine.
+// DeleteNetwork removes what EnsureNetwork created, and nothing else: a
+// route at a subnet that is not xlane's unreachable route stays. Missing
+// parts are fine.
 func DeleteNetwork(n *model.Network) error {
 	for _, p := range n.Subnets {
-		r := &netlink.Route{Dst: ipnet(p), Type: unix.RTN_UNREACHABLE}
-		if err := netlink.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("delete unreachable route %s: %w", p, err)
+		if err := delUnreachable(p); err != nil {
+			return err
 		}
 	}
 	lo, err := netlink.LinkByName("lo")

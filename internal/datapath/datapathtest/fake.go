@@ -155,6 +155,13 @@ func (f *Fake) DeleteNeigh(addr netip.Addr, ifindex int) error {
 	return f.change("delete-neigh", addr, func() { delete(f.neigh, neighKey{addr, ifindex}) })
 }
 
+func (f *Fake) Neigh(addr netip.Addr, ifindex int) (net.HardwareAddr, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mac, ok := f.neigh[neighKey{addr, ifindex}]
+	return mac, ok, nil
+}
+
 func (f *Fake) FlushNeigh() error {
 	return f.change("flush-neigh", nil, func() { clear(f.neigh) })
 }
