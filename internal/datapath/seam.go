@@ -26,7 +26,7 @@ type Datapath interface {
 	LegacyTC() bool
 	Close() error
 
-	// Endpoint devices (datapath.go, netkit.go).
+	// Endpoint devices (datapath.go, legacytc.go, netkit.go).
 	Attach(ifname string, ifindex int, mode model.Mode) error
 	AttachNetkit(ifname string, ifindex int) error
 	Detach(ifname string, ifindex int) error
@@ -39,18 +39,18 @@ type Datapath interface {
 	DeleteEndpoint(addr netip.Addr) error
 	EndpointAddrs() ([]netip.Addr, error)
 
-	// Counters (metrics.go).
+	// Counters (datapath.go).
 	Counters(ifindex int) (map[CounterKey]Counter, error)
 	PruneCounters(keep map[int]bool) error
 
-	// The neighbour mirror of the XDP datapath.
+	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
 	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
 	DeleteNeigh(addr netip.Addr, ifindex int) error
 	Neigh(addr netip.Addr, ifindex int) (mac net.HardwareAddr, ok bool, err error)
 	FlushNeigh() error
 
-	// The node: uplink programs, node configuration, socket hooks
-	// (uplink.go, node.go).
+	// The node: uplink programs (datapath.go), node configuration, the
+	// uplink's tc program and the socket hooks (node.go).
 	OwnsXDP(ifname string) bool
 	AttachUplink(ifname string, ifindex int, foreignProgID uint32, takeover bool, mode string) (string, error)
 	AttachUplinkTC(ifname string, ifindex int) error
@@ -62,7 +62,7 @@ type Datapath interface {
 	DeletePort(p Port) error
 	PublishedPorts() ([]Port, error)
 
-	// Conntrack (flows.go, ctgc.go).
+	// Conntrack: reading and flushing (flows.go), collecting (ctgc.go).
 	Flows(limit int) ([]Flow, error)
 	FlushCT() (int, error)
 	CTStats() (CTStats, error)
