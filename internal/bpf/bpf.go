@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -71,6 +72,11 @@ type Objects struct {
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
 	replaced     []string // pins Load replaced (replaceIncompatiblePins)
+	// maps are every map loaded so far by ELF name, the tc collection's
+	// first: later collections share them (shareWith). own are the ones
+	// not in tcObjects, closed by Close.
+	maps map[string]*ebpf.Map
+	own  []*ebpf.Map
 }
 
 // ReplacedPins lists the pinned maps Load replaced because an older
@@ -92,6 +98,9 @@ func (o *Objects) Close() error {
 	o.tcFromUplink.Close()
 	o.sock.Close()
 	o.xdp.Scratch.Close()
+	for _, m := range o.own {
+		m.Close()
+	}
 	return o.tcObjects.Close()
 }
 
@@ -150,14 +159,15 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	if err := spec.LoadAndAssign(&objs.tcObjects, opts); err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
+	objs.maps = objs.mapsByName()
 	xspec, err := loadXdp()
 	if err != nil {
 		objs.tcObjects.Close()
 		return nil, err
 	}
-	// The other collections share every map of the tc one.
-	xopts := objs.shareWith(xspec)
-	if err := xspec.LoadAndAssign(&objs.xdp, xopts); err != nil {
+	// Every later collection shares every map loaded before it by name
+	// (shareWith): one xlane_ct, one xlane_endpoints, ... for every program.
+	if err := objs.loadShared(xspec, &objs.xdp); err != nil {
 		// A verifier that refuses the XDP programs (6.1's did, until the
 		// checksum pass's tail length was bounded for it) leaves the XDP
 		// modes unavailable (XDPErr); the rest works.
@@ -168,9 +178,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		var up struct {
 			Prog *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
 		}
-		uopts := objs.shareWith(uspec)
-		uopts.MapReplacements["xlane_l4csum_scratch"] = objs.xdp.Scratch
-		err = uspec.LoadAndAssign(&up, uopts)
+		err = objs.loadShared(uspec, &up)
 		objs.fromUplink = up.Prog
 	}
 	if err != nil {
@@ -182,7 +190,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		var tu struct {
 			Prog *ebpf.Program `ebpf:"xlane_from_uplink"`
 		}
-		err = tuspec.LoadAndAssign(&tu, objs.shareWith(tuspec))
+		err = objs.loadShared(tuspec, &tu)
 		objs.tcFromUplink = tu.Prog
 	}
 	if err != nil {
@@ -191,7 +199,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	}
 	sspec, err := loadSocklb()
 	if err == nil {
-		err = sspec.LoadAndAssign(&objs.sock, objs.shareWith(sspec))
+		err = objs.loadShared(sspec, &objs.sock)
 	}
 	if err != nil {
 		objs.Close()
@@ -200,34 +208,50 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	return &objs, nil
 }
 
-// shareWith makes spec use the tc collection's maps wherever their names
-// match: one xlane_ct, one xlane_endpoints, ... for every program.
+// isDataSection: .rodata, .bss, .data hold one collection's own globals
+// and constants; they are never shared.
+func isDataSection(name string) bool { return strings.HasPrefix(name, ".") }
+
+// shareWith makes spec use the maps already loaded wherever it declares a
+// map of the same name. Nothing lists them: a map declared in
+// bpf/lib/maps.h (or any header two programs include) is one map for every
+// collection that uses it, whether pinned (node state) or not (per-CPU
+// scratch).
 func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
-	shared := map[string]*ebpf.Map{
-		"xlane_endpoints": o.XlaneEndpoints,
-		"xlane_metrics":   o.XlaneMetrics,
-		"xlane_devmap":    o.XlaneDevmap,
-		"xlane_neigh":     o.XlaneNeigh,
-		"xlane_ct":        o.XlaneCt,
-		"xlane_config":    o.XlaneConfig,
-		"xlane_publish":   o.XlanePublish,
-		"xlane_services":  o.XlaneServices,
-		"xlane_maglev":    o.XlaneMaglev,
-		"xlane_backends":  o.XlaneBackends,
-	}
-	for name, m := range o.firewallMaps() {
-		shared[name] = m
-	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
-	for name, m := range shared {
-		if ms, ok := spec.Maps[name]; ok {
-			// The size was chosen at load (--ct-size, --maglev-size):
-			// every collection must expect the map as created.
-			ms.MaxEntries = m.MaxEntries()
-			opts.MapReplacements[name] = m
+	for name, ms := range spec.Maps {
+		m, ok := o.maps[name]
+		if !ok || isDataSection(name) {
+			continue
 		}
+		// The size was chosen at load (--ct-size, --maglev-size): every
+		// collection must expect the map as created.
+		ms.MaxEntries = m.MaxEntries()
+		opts.MapReplacements[name] = m
 	}
 	return opts
+}
+
+// loadShared loads spec on the maps already loaded (shareWith), assigns its
+// programs and maps to to (a struct with ebpf tags), and keeps the maps it
+// created for the collections loaded after it.
+func (o *Objects) loadShared(spec *ebpf.CollectionSpec, to any) error {
+	coll, err := ebpf.NewCollectionWithOptions(spec, *o.shareWith(spec))
+	if err != nil {
+		return err
+	}
+	defer coll.Close() // what to does not take: the kernel objects live on in the programs
+	for name, m := range coll.Maps {
+		if _, ok := o.maps[name]; ok || isDataSection(name) {
+			continue
+		}
+		c, err := m.Clone()
+		if err != nil {
+			return fmt.Errorf("keep map %s: %w", name, err)
+		}
+		o.maps[name], o.own = c, append(o.own, c)
+	}
+	return coll.Assign(to)
 }
 
 // replaceIncompatiblePins removes pinned maps whose type, key, value or

@@ -80,19 +80,6 @@ func (o *Objects) Firewall() FwMaps {
 	}
 }
 
-// firewallMaps names the firewall maps for sharing between collections.
-func (o *Objects) firewallMaps() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{
-		"xlane_fw_exact": o.XlaneFwExact, "xlane_fw_addr": o.XlaneFwAddr,
-		"xlane_fw_scalar": o.XlaneFwScalar, "xlane_fw_pool": o.XlaneFwPool,
-		"xlane_fw_rules": o.XlaneFwRules, "xlane_fw_gens": o.XlaneFwGens,
-		"xlane_fw_state": o.XlaneFwState, "xlane_fw_counters": o.XlaneFwCounters,
-		"xlane_fw_events": o.XlaneFwEvents, "xlane_fw_ddos": o.XlaneFwDdos,
-		"xlane_fw_block4": o.XlaneFwBlock4, "xlane_fw_block6": o.XlaneFwBlock6,
-		"xlane_fw_rate": o.XlaneFwRate,
-	}
-}
-
 // FwInnerSpecs are the specs of one generation's inner maps, sized for
 // its content (the templates in fw.h say 1 entry).
 func FwInnerSpecs() (exact, addr, scalar, pool, rules *ebpf.MapSpec, err error) {
