@@ -679,7 +679,7 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 	}
 	rep.Notes = append(rep.Notes,
 		"xlane-native's TCP throughput is that of a veth with a native XDP program, with or without rules: "+
-			"attaching it turns TSO off on the peer g0 (even for xdp.frags programs, see ../shared/DESIGN.md) and d0 takes every skb as an xdp_buff; "+
+			"attaching it turns TSO off on the peer g0 (even for xdp.frags programs) and d0 takes every skb as an xdp_buff; "+
 			"a NIC does not have this cost. Compare each variant's rules/no-rules ratio.",
 		"The same rule set shape for all: N-1 rules 'udp from 10.a.b.c/32 to port 9: drop' that do not match, then the generator's source; "+
 			"xlane's rules are uplink-scope (established: true, its default), iptables' in raw PREROUTING, nftables' in a netdev ingress chain on d0 "+

@@ -272,7 +272,8 @@ func preflight() error {
 
 // checksumNote reports the receive checksum errors the containers' stacks
 // counted over the whole run (both networks): a datapath that loses
-// CHECKSUM_PARTIAL state shows up here (see DESIGN.md).
+// CHECKSUM_PARTIAL state (which a native XDP redirect loses; see
+// bpf/lib/l4csum.h) shows up here.
 func checksumNote(ctx context.Context, mode string, p harness.Pair) string {
 	var parts []string
 	for _, c := range []struct{ name, ns string }{{"server", p.Server}, {"client", p.Client}} {

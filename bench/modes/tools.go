@@ -25,7 +25,7 @@ type server struct {
 	cpus string // taskset CPU list; "" = not pinned
 }
 
-// measure.Latency runs pin the client to CPU 0 and use the sockperf server pinned
+// Latency runs pin the client to CPU 0 and use the sockperf server pinned
 // to the same CPU or to CPU 1. Unpinned, ping-pong latency is bimodal on a
 // small VM: ~7 us when both land on one core, ~35 us when every message
 // wakes the other core (idle exit + IPI), which swamps datapath costs.

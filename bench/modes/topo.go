@@ -28,7 +28,7 @@ type Topology interface {
 	Setup(ctx context.Context) error
 	// Teardown removes whatever Setup created, even after a failed Setup.
 	Teardown() error
-	// harness.Pair returns the containers on the network with this MTU.
+	// Pair returns the containers on the network with this MTU.
 	Pair(mtu int) harness.Pair
 	// Notes reports facts about the topology worth printing next to the
 	// numbers (e.g. whether bridged traffic went through iptables).

@@ -30,7 +30,7 @@ import (
 type natGCResult struct {
 	Entries, Expired int
 	// CPU (user+sys of this process) and wall time of one GC pass, ms,
-	// measure.Median over the repetitions: the daemon's batched GCCT and the
+	// Median over the repetitions: the daemon's batched GCCT and the
 	// per-entry Iterate+Delete walk it replaced, deleting Expired entries
 	// of Entries, and with nothing to delete.
 	BatchCPU, BatchWall, LegacyCPU, LegacyWall                 float64

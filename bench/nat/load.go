@@ -1,7 +1,7 @@
 package main
 
 // The connection-rate load generator and its backends for `bench/nat`,
-// harness.Run by the nat binary itself inside network namespaces:
+// run by the nat binary itself inside network namespaces:
 //
 //	nsenter --net=CLIENT  nat nat-client -targets FILE -duration 5s -conc 4
 //	nsenter --net=BACKEND nat nat-server -addr IP -port 20000 -n 10000

@@ -11,7 +11,7 @@
 // plain routed node; every mode in the same run, interleaved. Then memory
 // per conntrack entry and the GC's CPU at a million entries. See
 // topo.go for the topology, load.go for the load generator (this binary
-// harness.Run as `nat nat-client` and `nat nat-server` inside the namespaces) and
+// run as `nat nat-client` and `nat nat-server` inside the namespaces) and
 // gc.go for the conntrack GC measurement.
 package main
 

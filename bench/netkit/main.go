@@ -1,5 +1,5 @@
 // Command netkit compares xlane's two skb datapaths on one kernel, in one
-// harness.Run: tc mode on veth endpoints (tcx programs on the host veth,
+// run: tc mode on veth endpoints (tcx programs on the host veth,
 // bpf_redirect_peer) against netkit endpoints (the same pipeline as netkit
 // programs in the device's transmit path). It runs where netkit exists: the
 // kernel matrix's 6.12 guest (scripts/bench-netkit.sh).

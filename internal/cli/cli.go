@@ -51,10 +51,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		Long: `xlane talks to the xlane daemon (xlaned) of this node.
 
 A network is a set of endpoints that share subnets and a gateway; its mode
-picks the datapath: "tc" (tcx BPF programs, bpf_redirect_peer between local
-containers) or "kernel" (plain Linux routing, no BPF). An endpoint is one
-interface of a container: a veth pair whose container side xlane moves into
-the container's network namespace and configures.
+picks the datapath:
+  auto         the default: what measured fastest and correct here (now tc)
+  tc           tcx BPF programs on each host device, bpf_redirect_peer
+               between local containers, the FIB for the rest
+  xdp          native XDP on each host veth, XDP_REDIRECT through a devmap
+  xdp-generic  the same program as generic XDP
+  kernel       plain Linux routing, no BPF
+An endpoint is one interface of a container: a veth (or netkit, --device)
+pair whose container side xlane moves into the container's network
+namespace and configures.
 
 Quick start:
   xlane network create blue --subnet 10.10.0.0/24 --subnet fd00:10::/64

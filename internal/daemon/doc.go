@@ -4,11 +4,11 @@
 // was applied and rolls the store transaction back, so nothing is left
 // half-created. Reconcile rebuilds the kernel side from the store at start.
 //
-// The API server, and later the Docker driver and the CNI shim, call into
-// this package; none of them touches netlink or BPF directly. The daemon
-// itself reaches BPF only through datapath.Datapath: the BPF datapath, or
-// datapath.Unavailable where it cannot load (only kernel mode then), or a
-// fake in tests (seam_test.go).
+// The API server (internal/server) and the Docker driver (internal/docker)
+// call into this package; neither touches netlink or BPF directly. The
+// daemon itself reaches BPF only through datapath.Datapath: the BPF
+// datapath, or datapath.Unavailable where it cannot load (only kernel mode
+// then), or a fake in tests (seam_test.go).
 //
 // Files by concern: daemon.go (start, networks, endpoints, status),
 // reconcile.go, kernel.go (what this kernel can run), node.go (node

@@ -1,8 +1,9 @@
-// Package datapath owns the BPF side of one daemon instance: the loaded
-// programs (internal/bpf), every pin under the instance's pin directory
-// (maps/: the maps, the firewall's included; links/: one pinned link per
-// host device and hook; node/: the uplink and socket hooks), and what the
-// control plane may ask of them.
+// Package datapath owns the BPF side of the `tc`, `xdp` and `xdp-generic`
+// modes for one daemon instance: the loaded programs (internal/bpf), every
+// pin under the instance's pin directory (maps/: the maps, the firewall's
+// included; links/: the pinned tcx, XDP and netkit links of each host
+// device, or a cls_bpf filter's program where tcx is missing; node/: the
+// uplink and socket hooks), and what the control plane may ask of them.
 //
 // Pins make the datapath outlive the daemon: after a crash or an upgrade
 // the next daemon loads the same pinned maps, finds the pinned links and

@@ -22,7 +22,8 @@ import (
 var GatewayV6 = netip.MustParseAddr("fe80::1")
 
 // ResolveNetns turns a namespace name (as in `ip netns`) or a path into a
-// path, and checks that it exists.
+// path, and checks that it is a network namespace an endpoint may get
+// (checkEndpointNetns).
 func ResolveNetns(s string) (string, error) {
 	p := s
 	if !strings.Contains(s, "/") {
@@ -34,6 +35,9 @@ func ResolveNetns(s string) (string, error) {
 	}
 	if st.Type != unix.NSFS_MAGIC {
 		return "", model.Fieldf("netns", "%q: not a network namespace (nsfs) file", s)
+	}
+	if err := checkEndpointNetns(p, s); err != nil {
+		return "", err
 	}
 	return p, nil
 }

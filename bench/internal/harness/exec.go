@@ -16,10 +16,6 @@ import (
 // NetnsDir is where `ip netns add` puts its names.
 const NetnsDir = "/var/run/netns"
 
-// cleanupTimeout bounds every teardown command; teardown does not use the
-// Run's context, which is cancelled on SIGINT/SIGTERM.
-const cleanupTimeout = 30 * time.Second
-
 // NSExec returns argv run inside the named network namespace. nsenter
 // enters only the network namespace (ip netns exec would also remount
 // /sys, hiding bpffs) and execs argv, so its pid is argv's pid.
@@ -71,4 +67,5 @@ func Listening(ctx context.Context, ns string, addr netip.AddrPort) bool {
 	return err == nil && strings.TrimSpace(out) != ""
 }
 
+// Verbose logs every command before it runs (the benchmarks' -v).
 var Verbose bool

@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"log"
 	"sync"
+	"time"
 )
 
-// UndoStack holds teardown steps; run executes them last-in first-out,
+// cleanupTimeout bounds every teardown command; teardown does not use the
+// run's context, which is cancelled on SIGINT/SIGTERM.
+const cleanupTimeout = 30 * time.Second
+
+// UndoStack holds teardown steps; Run executes them last-in first-out,
 // keeps going past failures and reports them all.
 type UndoStack struct {
 	mu    sync.Mutex

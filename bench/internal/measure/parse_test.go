@@ -355,7 +355,7 @@ func TestParseIptablesSave(t *testing.T) {
 	}
 	// The counters are read rule by rule while traffic flows: the busiest wins.
 	if fwd := Forward(rules); fwd.Packets != 134697 || fwd.Established != 134683+6 {
-		t.Errorf("forwardCounters = %+v", fwd)
+		t.Errorf("Forward = %+v", fwd)
 	}
 }
 
