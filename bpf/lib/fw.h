@@ -1556,12 +1556,23 @@ static __always_inline int fw_skb_to_endpoint(struct __sk_buff *skb, enum xl_rea
 
 #define FW_NSEC 1000000000ULL
 
-/* fw_refill adds elapsed ns worth of rate/s tokens (x 1e9), up to burst. */
+/*
+ * fw_refill adds elapsed ns worth of rate/s tokens (x 1e9), up to burst.
+ * elapsed * rate wraps 64 bits after 2^64 / rate ns (184 s at the 1e8/s
+ * the spec allows, 4.3 s at the u32 maximum) and would leave a bucket idle
+ * that long anywhere between empty and full: past 2^31 ns (where the
+ * product and the sum still fit for any rate and burst) the refill is
+ * compared with the room left instead, one division on the rare slow path.
+ */
 static __always_inline void fw_refill(__u64 *tokens, __u64 elapsed, __u32 rate, __u32 burst)
 {
 	__u64 cap = (__u64)burst * FW_NSEC;
-	__u64 t = *tokens + elapsed * rate;
+	__u64 t = *tokens;
 
+	if (t >= cap || (elapsed >= (1ULL << 31) && rate && elapsed > (cap - t) / rate))
+		t = cap;
+	else
+		t += elapsed * rate;
 	*tokens = t > cap ? cap : t;
 }
 
@@ -1691,8 +1702,6 @@ static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *da
 	 * shared token bucket. Both buckets refill on every packet: they
 	 * share the timestamp. */
 	elapsed = now > rv->last ? now - rv->last : 0;
-	if (elapsed > FW_NSEC * 3600)
-		elapsed = FW_NSEC * 3600;	/* keeps elapsed * rate in 64 bits */
 	rv->last = now;
 	fw_refill(&rv->tokens, elapsed, cfg->pps, cfg->burst);
 	fw_refill(&rv->syn_tokens, elapsed, cfg->syn_pps, cfg->syn_burst);

@@ -200,6 +200,7 @@ const (
 	CodeConflict    = "conflict"
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
+	CodeTooLarge    = "too_large" // request body over the path's limit (HTTP 413)
 )
 
 // Error is the body of every failed request.

@@ -341,6 +341,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var n *model.Network
+	var sysctls map[string]string // taken by this create (sysctl.go)
 	applied := false
 	err := d.store.Update(func(tx *store.Tx) error {
 		var err error
@@ -348,6 +349,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 			return err
 		}
 		if n.ID, err = tx.NextNetworkID(); err != nil {
+			return err
+		}
+		if sysctls, err = rememberSysctls(tx, n); err != nil {
 			return err
 		}
 		n.Device = fmt.Sprintf("xlnet%d", n.ID)
@@ -365,7 +369,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(netconf.DeleteInternal(n), netconf.DeleteNetwork(n)); uerr != nil {
+			if uerr := errors.Join(netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
