@@ -17,5 +17,5 @@
 // ctgc.go (conntrack garbage collection), proto.go (address and protocol
 // parsing), services.go, neigh.go (the neighbour mirror), firewall.go and
 // lasthit.go (the firewall), policy.go, docker.go (the store for the Docker
-// driver), uninstall.go.
+// driver), sysctl.go and uninstall.go.
 package daemon

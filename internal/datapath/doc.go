@@ -16,7 +16,7 @@
 //
 // One concern per file: datapath.go (endpoint hooks, the endpoint and
 // metrics maps, the uplink's XDP program), legacytc.go (cls_bpf where tcx
-// is missing), netkit.go, neigh.go, node.go (node configuration, the
+// is missing), netlink.go (netlink XDP detach), netkit.go, neigh.go, node.go (node configuration, the
 // uplink's tc program, socket hooks), ports.go (published ports),
 // flows.go (reading and flushing conntrack), ctgc.go (conntrack garbage
 // collection), ctclock.go (the conntrack clock), services.go (service
