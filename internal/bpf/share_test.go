@@ -31,7 +31,7 @@ func TestMapsSharedAcrossCollections(t *testing.T) {
 	progs := map[string][]*ebpf.Program{
 		"tc":       {objs.XlaneFromEndpoint, objs.XlaneToEndpoint},
 		"xdp":      {objs.xdp.FromEndpoint, objs.xdp.GenericFromEndpoint},
-		"uplink":   {objs.fromUplink},
+		"uplink":   {objs.fromUplink, objs.genUplink},
 		"tcuplink": {objs.tcFromUplink},
 		"socklb":   {objs.sock.XlaneConnect4, objs.sock.XlaneConnect6},
 		"netkit":   {nk.FromEndpoint, nk.ToEndpoint},
