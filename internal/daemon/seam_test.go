@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -191,4 +194,37 @@ func TestUnavailableDatapath(t *testing.T) {
 	if err := d.DeleteService("web"); err != nil {
 		t.Errorf("DeleteService of nothing = %v", err)
 	}
+}
+
+// Reconcile removes what the datapath holds and the store does not
+// account for: endpoint entries, attached devices, published ports. It
+// runs in a private namespace (Reconcile also prunes the node's xlane
+// devices and policy rules), on the fake datapath.
+func TestReconcileOnFake(t *testing.T) {
+	node, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
+	d, fake := fakeDaemon(t)
+	stale := netip.MustParseAddr("10.77.0.2")
+	for _, err := range []error{
+		fake.PutEndpoint(stale, bpf.EndpointVal{}),
+		fake.Attach("xlh0123456789", 7, model.ModeTC),
+		fake.PutPort(datapath.Port{Proto: 6, NodePort: 8080, Addr: stale, Port: 80}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := node.Do(func(ns.NetNS) error { return d.Reconcile() }); err != nil {
+		t.Fatal(err)
+	}
+	addrs, _ := fake.EndpointAddrs()
+	devs, _ := fake.AttachedDevices()
+	ports, _ := fake.PublishedPorts()
+	if len(addrs)+len(devs)+len(ports) != 0 {
+		t.Errorf("after reconcile on an empty store: endpoints %v, devices %v, ports %v", addrs, devs, ports)
+	}
+	checkPorts(t, d, fake)
 }
