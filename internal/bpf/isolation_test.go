@@ -34,7 +34,7 @@ func (h *harness) setPolicy(tb testing.TB, ep endpoint, netID uint32, flags uint
 			tb.Fatalf("endpoint %s: %v", a, err)
 		}
 		v.NetworkId = netID
-		v.Flags = v.Flags&^(EPFlagNoICC|EPFlagIsolated) | flags
+		v.Flags = v.Flags&^(EPFlagNoICC|EPFlagIsolated|EPFlagAllowUnsolicited) | flags
 		if err := h.objs.Endpoints().Put(KeyFromAddr(a), v); err != nil {
 			tb.Fatalf("endpoint %s: %v", a, err)
 		}
