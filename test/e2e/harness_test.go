@@ -247,6 +247,30 @@ func listenIn(t *testing.T, netns string, addr netip.AddrPort) net.Listener {
 	return ln
 }
 
+// udpPair listens for UDP on addr in netns to and dials it from netns
+// from; the caller closes both.
+func udpPair(t *testing.T, from, to string, addr netip.AddrPort) (srv, c *net.UDPConn) {
+	t.Helper()
+	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
+		var err error
+		srv, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen udp %s: %v", addr, err)
+	}
+	err = ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
+		var err error
+		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+		return err
+	})
+	if err != nil {
+		srv.Close()
+		t.Fatalf("dial udp %s: %v", addr, err)
+	}
+	return srv, c
+}
+
 // acceptAndClose accepts connections on ln and closes them, until ln is
 // closed.
 func acceptAndClose(ln net.Listener) {

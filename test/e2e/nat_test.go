@@ -95,16 +95,9 @@ func TestMasqueradeAndPublish(t *testing.T) {
 // netns to, and checks the answer comes back.
 func udpEcho(t *testing.T, from, to string, addr netip.AddrPort) {
 	t.Helper()
-	var srv *net.UDPConn
-	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
-		var err error
-		srv, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen udp %s: %v", addr, err)
-	}
+	srv, c := udpPair(t, from, to, addr)
 	defer srv.Close()
+	defer c.Close()
 	go func() {
 		buf := make([]byte, 1500)
 		for {
@@ -115,16 +108,6 @@ func udpEcho(t *testing.T, from, to string, addr netip.AddrPort) {
 			srv.WriteToUDPAddrPort(buf[:n], peer)
 		}
 	}()
-	var c *net.UDPConn
-	err = ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
-		var err error
-		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("dial udp %s: %v", addr, err)
-	}
-	defer c.Close()
 	buf := make([]byte, 64)
 	for try := 0; try < 3; try++ {
 		c.Write([]byte("xlane udp echo"))

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/features"
@@ -179,25 +176,8 @@ func sumMatches(m [][]string) int {
 // listens, and returns how many arrived.
 func udpReaches(t *testing.T, from, to string, addr netip.AddrPort) int {
 	t.Helper()
-	var srv *net.UDPConn
-	err := ns.WithNetNSPath(nsPath(to), func(ns.NetNS) error {
-		var err error
-		srv, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen udp %s: %v", addr, err)
-	}
+	srv, c := udpPair(t, from, to, addr)
 	defer srv.Close()
-	var c *net.UDPConn
-	err = ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
-		var err error
-		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("dial udp %s: %v", addr, err)
-	}
 	defer c.Close()
 	for i := 0; i < 5; i++ {
 		c.Write([]byte("unsolicited"))
