@@ -55,10 +55,16 @@ type fwHarness struct {
 
 func newFwHarness(tb testing.TB) *fwHarness {
 	tb.Helper()
+	return newFwHarnessFrom(tb, "")
+}
+
+// newFwHarnessFrom is newFwHarness with the objects of dir (bpf.LoadFrom).
+func newFwHarnessFrom(tb testing.TB, dir string) *fwHarness {
+	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
 	}
-	objs, err := bpf.Load("")
+	objs, err := bpf.LoadFrom(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -971,4 +977,80 @@ func TestFirewallNetkit(t *testing.T) {
 	if ret, _ := run(nk.ToEndpoint, tcp(remote, ep, 8083)); ret == tcShot {
 		t.Errorf("primary program, allowed port: dropped")
 	}
+}
+
+// BenchmarkCompareFirewall compares the uplink XDP program of the old
+// objects (XLANE_BENCH_OLD, see bench_compare_test.go) with the embedded
+// ones, interleaved: firewall off, 1,000 rules none of which matches, and
+// 1,000 rules the last of which drops the packet.
+func BenchmarkCompareFirewall(b *testing.B) {
+	dir := os.Getenv("XLANE_BENCH_OLD")
+	if dir == "" {
+		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
+	}
+	frame := tcpFrame(b, "203.0.113.5", "192.0.2.1", 0x10)
+	type pair struct {
+		name string
+		want uint32
+		h    [2]*fwHarness
+	}
+	var pairs []*pair
+	for _, c := range []struct {
+		name  string
+		rules int
+		last  bool
+		want  uint32
+	}{{"uplink fw off", 0, false, xdpPass}, {"uplink 1000 rules pass", 1000, false, xdpPass},
+		{"uplink 1000 rules drop-by-last", 1000, true, xdpDrop}} {
+		p := &pair{name: c.name, want: c.want}
+		for i, d := range []string{dir, ""} {
+			p.h[i] = newFwHarnessFrom(b, d)
+			if c.rules > 0 {
+				p.h[i].install(b, firewallRules(c.rules, c.last), false)
+			}
+		}
+		pairs = append(pairs, p)
+	}
+	old, cur := map[string][]float64{}, map[string][]float64{}
+	for r := range 41 {
+		for _, p := range pairs {
+			order := []int{0, 1}
+			if r%2 == 1 {
+				order = []int{1, 0}
+			}
+			for _, i := range order {
+				var d time.Duration
+				var ret uint32
+				err := p.h[i].do(func() (err error) {
+					ret, d, err = p.h[i].objs.XDPFromUplink().Benchmark(frame, 10000, nil)
+					return err
+				})
+				if err != nil || ret != p.want {
+					b.Fatalf("%s: return value %d, %v", p.name, ret, err)
+				}
+				if i == 0 {
+					old[p.name] = append(old[p.name], float64(d.Nanoseconds()))
+				} else {
+					cur[p.name] = append(cur[p.name], float64(d.Nanoseconds()))
+				}
+			}
+		}
+	}
+	b.Logf("%-32s %10s %10s %8s", "path", "old ns", "new ns", "new/old")
+	for _, p := range pairs {
+		o, c := fwMedian(old[p.name]), fwMedian(cur[p.name])
+		b.Logf("%-32s %10.1f %10.1f %8.3f", p.name, o, c, c/o)
+	}
+}
+
+func fwMedian(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
 }

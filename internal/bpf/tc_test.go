@@ -138,10 +138,16 @@ type skbContext struct {
 
 func newHarness(tb testing.TB, o ...Options) *harness {
 	tb.Helper()
+	return newHarnessFrom(tb, "", o...)
+}
+
+// newHarnessFrom is newHarness with the objects of dir (LoadFrom).
+func newHarnessFrom(tb testing.TB, dir string, o ...Options) *harness {
+	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
 	}
-	objs, err := Load("", o...)
+	objs, err := LoadFrom(dir, o...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -127,7 +127,13 @@ func (p xdpProg) of(o *Objects) *ebpf.Program {
 
 func newXDPHarness(tb testing.TB) *harness {
 	tb.Helper()
-	h := newHarness(tb)
+	return newXDPHarnessFrom(tb, "")
+}
+
+// newXDPHarnessFrom is newXDPHarness with the objects of dir (LoadFrom).
+func newXDPHarnessFrom(tb testing.TB, dir string) *harness {
+	tb.Helper()
+	h := newHarnessFrom(tb, dir)
 	requireXDPPrograms(tb, h.objs) // compat_test.go
 	nl, err := netlink.NewHandleAt(h.ns)
 	if err != nil {
