@@ -59,14 +59,14 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 	enum xl_reason reason = XL_DELIVER;
 	__u32 ifindex = nk_endpoint(skb);
 	__u32 len = skb->len;
+	int step;
 
-	if (skb_to_endpoint_apart(skb, &reason) ||
-	    fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
-		metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
-		return TC_ACT_SHOT;
-	}
-	metrics_count(ifindex, XL_DELIVER, XL_DIR_INGRESS, len);
-	return XL_TC_PASS;
+	step = skb_to_endpoint_apart(skb, &reason);
+	if (step == XL_CONTINUE)
+		step = fw_skb_to_endpoint(skb, &reason);
+	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
+	/* No answer from here: a replied reject is a drop. */
+	return step == XL_REPLIED ? TC_ACT_SHOT : tc_ret(step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

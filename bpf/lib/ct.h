@@ -147,6 +147,21 @@ static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v,
 	return 0;
 }
 
+/*
+ * ct_refresh accounts the packet to v, the entry found under k (NULL:
+ * none), and returns it; or, if v is half a flow (ct_hit), deletes it and
+ * returns NULL: the packet starts the flow over. The one place a revived
+ * half flow is forgotten.
+ */
+static __always_inline struct ct_val *ct_refresh(const struct ct_key *k, struct ct_val *v,
+						 const struct l4 *l4, __u32 len)
+{
+	if (!v || !ct_hit(k, v, l4, len))
+		return v;
+	bpf_map_delete_elem(&xlane_ct, k);
+	return 0;
+}
+
 /* The two values and the partner key of a flow being created: 184 bytes
  * that would not fit the 512-byte BPF stack beside the rest. */
 struct ct_scratch {

@@ -6,6 +6,8 @@
 #include <linux/in.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
 #include "parse.h"
 
 /* From linux/icmp.h and linux/icmpv6.h, which pull in libc headers. */
@@ -36,6 +38,31 @@ enum l4_result {
 	L4_UNTRACKABLE,		/* fragment, extension headers, other proto */
 	L4_MALFORMED,
 };
+
+/* icmp_is_error: an ICMP (proto) error message type that quotes a packet. */
+static __always_inline int icmp_is_error(__u8 proto, __u8 type)
+{
+	if (proto == IPPROTO_ICMP)
+		return type == 3 || type == 11 || type == 12;
+	return type >= 1 && type <= 4;
+}
+
+/* skb_pull_headers makes the first need bytes of skb linear (as far as
+ * the packet goes): the one place a tc program pulls headers. */
+static __always_inline void skb_pull_headers(struct __sk_buff *skb, __u32 need)
+{
+	if ((void *)(long)skb->data + need <= (void *)(long)skb->data_end)
+		return;
+	if (skb->len < need)
+		need = skb->len;
+	bpf_skb_pull_data(skb, need);
+}
+
+/* tc_pull_l4 makes the headers up to L4 linear. */
+static __always_inline void tc_pull_l4(struct __sk_buff *skb)
+{
+	skb_pull_headers(skb, XL_PARSE_L4_LEN);
+}
 
 #define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_SYN 0x02

@@ -22,19 +22,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "parse.h"
+#include "csum.h"
 
 #define L4CSUM_CHUNK	 256
 #define L4CSUM_MAX_LEN	 9216	/* largest jumbo frame xlane configures */
 #define L4CSUM_MAX_CHUNK (L4CSUM_MAX_LEN / L4CSUM_CHUNK + 1)
-
-static __always_inline __u16 csum_fold32(__u64 s)
-{
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (__u16)s;
-}
 
 struct l4csum_scratch {
 	__u8 buf[L4CSUM_CHUNK];
@@ -165,10 +157,10 @@ static __always_inline int l4csum_complete(struct xdp_md *ctx, const struct pkt 
 	if (xdp_sum(ctx, l4off, l4len, &sum))
 		return -1;
 	ps = pseudo_sum(p, proto, l4len);
-	if (csum_fold32(sum + ps) == 0xffff)
+	if (csum_fold(sum + ps) == 0xffff)
 		return 0;	/* already complete and valid */
 	/* Remove whatever the field holds, then finish the sum. */
-	fixed = ~csum_fold32(sum + (__u16)~check + ps);
+	fixed = ~csum_fold(sum + (__u16)~check + ps);
 	if (proto == IPPROTO_UDP && fixed == 0)
 		fixed = 0xffff;
 	return bpf_xdp_store_bytes(ctx, l4off + csum_off, &fixed, 2) ? -1 : 0;

@@ -159,12 +159,8 @@ func (h *fwHarness) run(k firewall.Kind, frame []byte) (refused bool, out []byte
 	default:
 		prog, pass = h.objs.XDPFromUplink(), xdpPass
 	}
-	var ret uint32
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-	err = h.do(func() (err error) {
-		ret, err = prog.Run(opts)
-		return err
-	})
+	ret, err := bpf.RunVerdict(h.do, prog, h.objs.Metrics(), opts)
 	return ret != pass, opts.DataOut, err
 }
 
@@ -283,11 +279,7 @@ func (h *fwHarness) runUplink(tb testing.TB, frame []byte) (uint32, string) {
 	for _, k := range keys {
 		h.objs.Metrics().Delete(k)
 	}
-	var ret uint32
-	err := h.do(func() (err error) {
-		ret, err = h.objs.XDPFromUplink().Run(&ebpf.RunOptions{Data: frame})
-		return err
-	})
+	ret, err := bpf.RunVerdict(h.do, h.objs.XDPFromUplink(), h.objs.Metrics(), &ebpf.RunOptions{Data: frame})
 	if err != nil {
 		tb.Fatalf("run uplink program: %v", err)
 	}
@@ -512,8 +504,8 @@ func TestFirewallReject(t *testing.T) {
 				prog = h.objs.XDPFromUplink()
 			}
 			opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-			var ret uint32
-			if err := h.do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
+			ret, err := bpf.RunVerdict(h.do, prog, h.objs.Metrics(), opts)
+			if err != nil {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("%s %s->%s flags %#x", c.kind, c.src, c.dst, flags)
@@ -546,8 +538,8 @@ func TestFirewallRejectICMP(t *testing.T) {
 	run := func(k firewall.Kind, frame []byte) (uint32, []byte) {
 		t.Helper()
 		opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-		var ret uint32
-		if err := h.do(func() (err error) { ret, err = progs[k].Run(opts); return err }); err != nil {
+		ret, err := bpf.RunVerdict(h.do, progs[k], h.objs.Metrics(), opts)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return ret, opts.DataOut
@@ -936,8 +928,8 @@ func TestFirewallNetkit(t *testing.T) {
 	run := func(prog *ebpf.Program, frame []byte) (uint32, []byte) {
 		t.Helper()
 		opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-		var ret uint32
-		if err := h.do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
+		ret, err := bpf.RunVerdict(h.do, prog, h.objs.Metrics(), opts)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return ret, opts.DataOut

@@ -132,21 +132,6 @@ type netkitFwGen struct {
 	AnyClass    [9]uint32
 }
 
-type netkitFwQuote struct {
-	_      structs.HostLayout
-	Mac    [12]uint8
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Q      uint32
-	V6     uint8
-	Tos    uint8
-	Pad    uint16
-	_      [4]byte
-	Tokens uint64
-	Last   uint64
-	B      [1536]uint8
-}
-
 type netkitFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -283,6 +268,21 @@ type netkitPublishVal struct {
 	Addr [16]uint8
 	Port uint16
 	Pad  uint16
+}
+
+type netkitReplyQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
 }
 
 type netkitServiceKey struct {

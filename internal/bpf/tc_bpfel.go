@@ -233,21 +233,6 @@ const (
 	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
 )
 
-type tcFwQuote struct {
-	_      structs.HostLayout
-	Mac    [12]uint8
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Q      uint32
-	V6     uint8
-	Tos    uint8
-	Pad    uint16
-	_      [4]byte
-	Tokens uint64
-	Last   uint64
-	B      [1536]uint8
-}
-
 type tcFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -384,6 +369,21 @@ type tcPublishVal struct {
 	Addr [16]uint8
 	Port uint16
 	Pad  uint16
+}
+
+type tcReplyQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
 }
 
 type tcServiceFlags uint32

@@ -298,11 +298,7 @@ func (h *harness) run(frame []byte, ifindex int) (ret int32, out []byte, err err
 	if ifindex != 0 {
 		opts.Context = skbContext{IngressIfindex: uint32(ifindex), Ifindex: uint32(ifindex)}
 	}
-	var r uint32
-	err = h.do(func() (err error) {
-		r, err = h.objs.FromEndpoint().Run(opts)
-		return err
-	})
+	r, err := RunVerdict(h.do, h.objs.FromEndpoint(), h.objs.Metrics(), opts)
 	return int32(r), opts.DataOut, err
 }
 

@@ -221,11 +221,7 @@ func newXDPHarnessFrom(tb testing.TB, dir string) *harness {
 // runXDPCtx runs prog on frame with ctx as its context (nil: none).
 func (h *harness) runXDPCtx(prog *ebpf.Program, frame []byte, ctx any) (ret int32, out []byte, err error) {
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: ctx}
-	var r uint32
-	err = h.do(func() (err error) {
-		r, err = prog.Run(opts)
-		return err
-	})
+	r, err := RunVerdict(h.do, prog, h.objs.Metrics(), opts)
 	return int32(r), opts.DataOut, err
 }
 
