@@ -11,8 +11,10 @@ all: build
 deps:
 	@scripts/deps.sh
 
+# bpf2go output: the datapath (internal/bpf) and the benchmarks' packet
+# generator (bench/gen), both committed and checked by check-generate.
 generate: deps
-	$(GO) generate ./internal/bpf/...
+	$(GO) generate ./internal/bpf/... ./bench/gen
 
 check-generate: deps
 	@scripts/check-generate.sh
@@ -45,10 +47,19 @@ test-kernels: check-generate
 demo: build
 	@scripts/demo.sh
 
+# The benchmarks (docs/benchmarks.md), one command each under bench/, results
+# in bench/results; BENCH picks some, in order: make bench BENCH="fw nat".
+# netkit runs in the kernel matrix's 6.12 guest (scripts/bench-netkit.sh).
+BENCHES := modes fw nat docker netkit
+BENCH ?= $(BENCHES)
 bench: build
-	$(GO) run ./bench -out bench/results
-	$(GO) run ./bench fw -out bench/results
-	$(GO) run ./bench/docker -out bench/results
+	@for b in $(BENCH); do \
+		case $$b in \
+		netkit) scripts/bench-netkit.sh ;; \
+		modes|fw|nat|docker) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		*) echo "make bench: BENCH=$$b: want some of $(BENCHES)" >&2; exit 2 ;; \
+		esac || exit 1; \
+	done
 
 clean:
 	rm -rf $(BIN)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * netkit_endpoint.c - endpoints on netkit devices (Linux 6.7+, seed 003):
+ * netkit_endpoint.c - endpoints on netkit devices (Linux 6.7+, no backlog):
  * the programs run inside the device pair's transmit path, so a container's
  * packet meets xlane before it ever queues for the node.
  *

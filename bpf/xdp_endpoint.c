@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * xdp_endpoint.c - the `xdp` and `xdp-generic` datapaths: XDP on the host
- * side of every endpoint's veth pair (the technique of seed 000).
+ * side of every endpoint's veth pair, redirecting before any skb exists.
  *
  *   container netns              node netns
  *   +------------+             +----------------------------------------+

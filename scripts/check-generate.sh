@@ -7,9 +7,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$top" && git ls-files -co --exclude-standard | tar -cf - -T -) | tar -xf - -C "$tmp"
-(cd "$tmp" && go generate ./internal/bpf/...)
+(cd "$tmp" && go generate ./internal/bpf/... ./bench/gen)
 status=0
-for f in $(cd "$top" && git ls-files -co --exclude-standard 'internal/bpf/*_bpfel.*'); do
+for f in $(cd "$top" && git ls-files -co --exclude-standard 'internal/bpf/*_bpfel.*' 'bench/gen/*_bpfel.*'); do
 	if ! cmp -s "$top/$f" "$tmp/$f"; then
 		echo "check-generate: $f differs from a fresh 'make generate'; run it and commit" >&2
 		status=1

@@ -19,8 +19,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,6 +36,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
 type options struct {
@@ -113,7 +114,7 @@ func realMain() int {
 			cancel()
 		}
 	}()
-	h := &host{opts: o, id: "xlbd-" + randomHex(3)}
+	h := &host{opts: o, id: "xlbd-" + harness.RandomHex(3)}
 	defer h.teardown()
 	rep, err := h.benchmark(ctx)
 	if err != nil {
@@ -136,12 +137,6 @@ func realMain() int {
 	}
 	fmt.Printf("\nresults: %s\n", filepath.Join(o.out, "docker-latest.md"))
 	return 0
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // host is the node namespace with xlaned and dockerd in it.
@@ -215,21 +210,6 @@ func (h *host) start(name string, argv ...string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func waitFor(ctx context.Context, what string, d time.Duration, ok func() bool) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if ok() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s: not ready after %v", what, d)
-}
-
 func (h *host) setup(ctx context.Context) error {
 	var err error
 	if h.tmp, err = os.MkdirTemp("", h.id+"-"); err != nil {
@@ -254,7 +234,7 @@ func (h *host) setup(ctx context.Context) error {
 		"--pin-dir", h.pinDir, "--docker-plugin-socket", plugin)...); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, "xlaned", 15*time.Second, func() bool { _, err := os.Stat(plugin); return err == nil }); err != nil {
+	if err := harness.WaitFor(ctx, "xlaned", 15*time.Second, nil, func() bool { _, err := os.Stat(plugin); return err == nil }); err != nil {
 		return err
 	}
 	h.driver = strings.ReplaceAll(h.id, "-", "")
@@ -269,7 +249,7 @@ func (h *host) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, "dockerd", 60*time.Second, func() bool { _, err := h.docker(ctx, "version"); return err == nil }); err != nil {
+	if err := harness.WaitFor(ctx, "dockerd", 60*time.Second, nil, func() bool { _, err := h.docker(ctx, "version"); return err == nil }); err != nil {
 		return err
 	}
 	return h.importBusybox(ctx)
@@ -446,7 +426,7 @@ func (h *host) network(ctx context.Context, i int, mode string) (*network, error
 	if _, err := h.start(name+"-sockperf", "nsenter", "--net="+n.server, "--", "taskset", "-c", "0", "sockperf", "sr", "--tcp", "-i", n.serverIP, "-p", "11111"); err != nil {
 		return nil, err
 	}
-	return n, waitFor(ctx, name+" servers", 15*time.Second, func() bool {
+	return n, harness.WaitFor(ctx, name+" servers", 15*time.Second, nil, func() bool {
 		_, err := h.run(ctx, "nsenter", "--net="+n.client, "--", "ping", "-c", "1", "-W", "1", n.serverIP)
 		return err == nil
 	})
@@ -539,18 +519,9 @@ type Report struct {
 	Samples  map[string][]map[string]float64 `json:"samples"` // "test/network" -> one per repetition
 }
 
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func (h *host) benchmark(ctx context.Context) (*Report, error) {
 	rep := &Report{Started: time.Now(), Reps: h.opts.reps, Duration: h.opts.duration.String(), Samples: map[string][]map[string]float64{}}
-	rep.LoadAvg[0] = loadavg()
+	rep.LoadAvg[0] = harness.LoadAvg()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		rep.Kernel = strings.TrimSpace(string(b))
 	}
@@ -582,7 +553,7 @@ func (h *host) benchmark(ctx context.Context) (*Report, error) {
 			}
 		}
 	}
-	rep.LoadAvg[1] = loadavg()
+	rep.LoadAvg[1] = harness.LoadAvg()
 	rep.Finished = time.Now()
 	return rep, nil
 }
@@ -600,29 +571,12 @@ func brief(s map[string]float64) string {
 	return b.String()
 }
 
-func parseFloat(s string) float64 {
-	f, _ := strconv.ParseFloat(s, 64)
-	return f
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func (r *Report) median(test, net, key string) float64 {
 	var xs []float64
 	for _, s := range r.Samples[test+"/"+net] {
 		xs = append(xs, s[key])
 	}
-	return median(xs)
+	return measure.Median(xs)
 }
 
 func (r *Report) markdown() string {
@@ -635,7 +589,7 @@ func (r *Report) markdown() string {
 	fmt.Fprintf(&b, "- bridge: `docker network create -d bridge` (Linux bridge, veth, Docker's iptables rules); the others: `docker network create -d xlane -o xlane.mode=MODE` "+
 		"(masquerade on as by default, except kernel, which has no NAT; xlaned without --uplink, so nothing is masqueraded between containers anyway)\n")
 	fmt.Fprintf(&b, "- the tools run from the host in the containers' network namespaces; sockperf client and server pinned to CPU 0\n")
-	if load1, _, _ := strings.Cut(r.LoadAvg[0], " "); parseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
+	if load1, _, _ := strings.Cut(r.LoadAvg[0], " "); measure.ParseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
 		fmt.Fprintf(&b, "- **other load ran alongside** (loadavg %s on %d CPUs at the start): expect noise; rerun on an idle machine\n", r.LoadAvg[0], runtime.NumCPU())
 	}
 	b.WriteString("\n")

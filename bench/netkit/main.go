@@ -26,11 +26,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
 type kind struct {
@@ -325,18 +326,6 @@ func cpuBusy() float64 {
 	return busy / 100 // USER_HZ
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func report(samples []sample) {
 	med := map[string]map[string]float64{}
 	for _, test := range []string{"tcp", "tcp_cpu", "pps64", "pps64_sent", "pps64_cpu"} {
@@ -348,7 +337,7 @@ func report(samples []sample) {
 					xs = append(xs, s.Value)
 				}
 			}
-			med[test][k] = median(xs)
+			med[test][k] = measure.Median(xs)
 		}
 	}
 	kernel, _ := sh("uname", "-r")
@@ -374,7 +363,7 @@ func report(samples []sample) {
 				rs = append(rs, n/v)
 			}
 		}
-		return median(rs)
+		return measure.Median(rs)
 	}
 	row := func(name, test, unit string) {
 		v, n := med[test]["veth+tc"], med[test]["netkit"]

@@ -1,6 +1,7 @@
 // Package api is xlane's HTTP/JSON API on the daemon's unix socket: the
 // request and response types (version 1, paths under /v1/) and a client.
-// The CLI, the CNI plugin and the Docker driver all speak it.
+// The CLI (internal/cli) speaks it; the Docker driver calls the daemon
+// in-process instead.
 //
 // Errors travel as {"error": {"code", "field", "message"}} with an HTTP
 // status to match; the client turns them back into errors that satisfy

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -166,6 +168,22 @@ type Status struct {
 	Networks      int             `json:"networks"`
 	Endpoints     int             `json:"endpoints"`
 	Counters      []ReasonCounter `json:"counters,omitempty"`
+	// NeighMirror is the state of the node's neighbour table copy the XDP
+	// datapath uses (nil without the BPF datapath).
+	NeighMirror *NeighMirror `json:"neigh_mirror,omitempty"`
+}
+
+// NeighMirror says how closely xlane_neigh follows the kernel's neighbour
+// table.
+type NeighMirror struct {
+	// Events is how many neighbour events were applied.
+	Events uint64 `json:"events"`
+	// Pending is how many received events wait to be applied (the lag).
+	Pending int `json:"pending"`
+	// Resyncs counts full resyncs after a lost event (a socket overflow).
+	Resyncs    uint64     `json:"resyncs"`
+	LastResync *time.Time `json:"last_resync,omitempty"`
+	LastError  string     `json:"last_error,omitempty"`
 }
 
 // ModeStatus says whether a datapath mode works on this node.
@@ -182,6 +200,7 @@ const (
 	CodeConflict    = "conflict"
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
+	CodeTooLarge    = "too_large" // request body over the path's limit (HTTP 413)
 )
 
 // Error is the body of every failed request.

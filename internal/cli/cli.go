@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -50,10 +51,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		Long: `xlane talks to the xlane daemon (xlaned) of this node.
 
 A network is a set of endpoints that share subnets and a gateway; its mode
-picks the datapath: "tc" (tcx BPF programs, bpf_redirect_peer between local
-containers) or "kernel" (plain Linux routing, no BPF). An endpoint is one
-interface of a container: a veth pair whose container side xlane moves into
-the container's network namespace and configures.
+picks the datapath:
+  auto         the default: what measured fastest and correct here (now tc)
+  tc           tcx BPF programs on each host device, bpf_redirect_peer
+               between local containers, the FIB for the rest
+  xdp          native XDP on each host veth, XDP_REDIRECT through a devmap
+  xdp-generic  the same program as generic XDP
+  kernel       plain Linux routing, no BPF
+An endpoint is one interface of a container: a veth (or netkit, --device)
+pair whose container side xlane moves into the container's network
+namespace and configures.
 
 Quick start:
   xlane network create blue --subnet 10.10.0.0/24 --subnet fd00:10::/64
@@ -110,6 +117,13 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "uplink:\t%s (XDP: %s)\n", st.Uplink, xdp)
 				}
 				fmt.Fprintf(w, "networks:\t%d\nendpoints:\t%d\n", st.Networks, st.Endpoints)
+				if m := st.NeighMirror; m != nil {
+					fmt.Fprintf(w, "neighbour mirror:\t%d events, %d pending, %d resyncs", m.Events, m.Pending, m.Resyncs)
+					if m.LastResync != nil {
+						fmt.Fprintf(w, " (last %s: %s)", m.LastResync.Format(time.RFC3339), m.LastError)
+					}
+					fmt.Fprintln(w)
+				}
 				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")
 				for _, m := range st.Modes {
 					fmt.Fprintf(w, "%s\t%v\t%s\n", m.Mode, m.Available, m.Reason)

@@ -68,6 +68,7 @@ type Daemon struct {
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
+	neigh     neighMirror // neigh.go
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -285,6 +286,13 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 					return nil, model.Conflictf("subnet %s overlaps %s of network %q", p, op, o.Name)
 				}
 			}
+		}
+	}
+	// After the check against other networks, whose routes and gateways
+	// are the node's too: that one names the network.
+	for _, p := range n.Subnets {
+		if err := netconf.CheckSubnetFree(p); err != nil {
+			return nil, err
 		}
 	}
 	return n, nil
@@ -985,6 +993,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 	})
 	if d.dp != nil {
 		st.Counters = d.reasonCounters(0)
+		st.NeighMirror = d.neigh.status()
 	}
 	return st, err
 }

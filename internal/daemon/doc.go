@@ -4,6 +4,6 @@
 // was applied and rolls the store transaction back, so nothing is left
 // half-created. Reconcile rebuilds the kernel side from the store at start.
 //
-// The API server, and later the Docker driver and the CNI shim, call into
-// this package; none of them touches netlink or BPF directly.
+// The API server (internal/server) and the Docker driver (internal/docker)
+// call into this package; neither touches netlink or BPF directly.
 package daemon

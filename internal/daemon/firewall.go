@@ -16,7 +16,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/bpf"
@@ -477,10 +476,7 @@ func (f *Firewall) list() (*api.Firewall, error) {
 		if s, ok := f.slots[pr.Name]; ok {
 			if c, err := f.in.Counter(s); err == nil {
 				fr.Packets, fr.Bytes = c.Packets, c.Bytes
-				if c.LastHit != 0 && c.LastHit <= now {
-					t := time.Now().Add(-time.Duration(now - c.LastHit)).UTC().Truncate(time.Millisecond)
-					fr.LastHit = &t
-				}
+				fr.LastHit = lastHitTime(c.LastHit, now, time.Now())
 			}
 		}
 		if pr.Default {
@@ -525,13 +521,6 @@ func actionName(a uint8) string {
 		return "log"
 	}
 	return "allow"
-}
-
-// monotonicNow is bpf_ktime_get_coarse_ns()'s clock.
-func monotonicNow() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }
 
 // Diff says what applying rs would change (after validating it).

@@ -33,6 +33,9 @@ type BPF struct {
 	legacyTC bool
 	// nk: the netkit programs, loaded on first use; netkit.go.
 	nk *bpf.NetkitObjects
+	// clock overrides monotonicNow (tests: a clock a few seconds past
+	// boot); ctclock.go.
+	clock func() uint64
 }
 
 // Open loads the programs and adopts (or creates) the maps pinned under

@@ -120,17 +120,10 @@ type Flow struct {
 
 var stateNames = map[bpf.CTState]string{0: "new", 1: "established", 2: "closing", 3: "closed"}
 
-// monotonicNow is bpf_ktime_get_ns()'s clock.
-func monotonicNow() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
-
 // Flows lists up to limit conntrack entries (0: all).
 func (d *BPF) Flows(limit int) ([]Flow, error) {
 	var out []Flow
-	now := monotonicNow()
+	now := d.now()
 	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
 		for i := range keys {
 			k, v := &keys[i], &vals[i]
@@ -178,7 +171,7 @@ type CTStats struct {
 // CTStats counts entries and expired ones.
 func (d *BPF) CTStats() (CTStats, error) {
 	st := CTStats{MaxEntries: d.objs.CT().MaxEntries(), BytesPerEntry: ctEntryBytes(d.objs.CT())}
-	now := monotonicNow()
+	now := d.now()
 	err := d.scanCT(func(_ []bpf.CTKey, vals []bpf.CTVal) bool {
 		st.Entries += len(vals)
 		for i := range vals {
@@ -268,8 +261,8 @@ func (d *BPF) FlushCT() (int, error) {
 // interval. A pass costs one batch lookup per ctChunk entries and one
 // batch delete per chunk that has expired entries.
 func (d *BPF) GCCT(graceNanos uint64) (int, error) {
-	now := monotonicNow()
-	return d.deleteCT(func(v bpf.CTVal) bool { return v.Expires+graceNanos < now })
+	now := d.now()
+	return d.deleteCT(func(v bpf.CTVal) bool { return ctCollectable(v.Expires, now, graceNanos) })
 }
 
 // deleteCT deletes the entries match selects, chunk by chunk as scanCT

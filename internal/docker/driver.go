@@ -521,8 +521,9 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 		return fail(err)
 	}
 	dr.log.Info("docker: endpoint created", "endpoint", short(e.ID), "network", n.Name, "ips", e.IPs, "host_ifname", e.HostIf)
-	// remote.md: a driver given addresses answers with an empty Interface;
-	// given none (a null IPAM driver), it says what it chose.
+	// libnetwork's remote driver protocol: a driver given addresses answers
+	// with an empty Interface; given none (a null IPAM driver), it says what
+	// it chose.
 	if supplied {
 		return &createEndpointResponse{}, nil
 	}

@@ -51,7 +51,8 @@ func accept[Req any](*Req) (*empty, error) { return &empty{}, nil }
 
 // route registers POST /<method>. A request that does not decode gets 400;
 // a request that decodes but fails gets 200 with {"Err": "..."}, as
-// remote.md asks; Docker shows that sentence to the user.
+// libnetwork's remote driver protocol asks; Docker shows that sentence to
+// the user.
 func route[Req, Resp any](mux *http.ServeMux, log *slog.Logger, method string, fn func(*Req) (*Resp, error)) {
 	mux.HandleFunc("POST /"+method, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

@@ -142,10 +142,20 @@ func release() string {
 // inPrivateNetns runs fn on a thread of its own in a new network
 // namespace. The thread is never unlocked, so Go ends it when fn returns,
 // and the namespace (with every device the probes made) goes with it.
+//
+// Except the process's main thread: Go cannot end it and wedges it instead,
+// in the probe's namespace, where /proc/<pid>/ns/net would then point. A
+// goroutine that lands there holds it (locked) while a nested one, which
+// can therefore run on any thread but the main one, does the work.
 func inPrivateNetns(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			errc <- inPrivateNetns(fn)
+			runtime.UnlockOSThread()
+			return
+		}
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return

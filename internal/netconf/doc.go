@@ -1,5 +1,6 @@
-// Package netconf does xlane's netlink and sysctl work: the per-network
-// gateway device, the veth pair of each endpoint, the container side
+// Package netconf does xlane's netlink and sysctl work: each network's
+// gateway addresses on the node's lo, the veth (or netkit) pair of each
+// endpoint, the container side
 // (addresses, routes, MTU) and the host side (routes, permanent neighbours,
 // forwarding). It is the `kernel` datapath on its own and the slow path of
 // every BPF mode.

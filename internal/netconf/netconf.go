@@ -22,7 +22,8 @@ import (
 var GatewayV6 = netip.MustParseAddr("fe80::1")
 
 // ResolveNetns turns a namespace name (as in `ip netns`) or a path into a
-// path, and checks that it exists.
+// path, and checks that it is a network namespace an endpoint may get
+// (checkEndpointNetns).
 func ResolveNetns(s string) (string, error) {
 	p := s
 	if !strings.Contains(s, "/") {
@@ -34,6 +35,9 @@ func ResolveNetns(s string) (string, error) {
 	}
 	if st.Type != unix.NSFS_MAGIC {
 		return "", model.Fieldf("netns", "%q: not a network namespace (nsfs) file", s)
+	}
+	if err := checkEndpointNetns(p, s); err != nil {
+		return "", err
 	}
 	return p, nil
 }
@@ -105,9 +109,8 @@ func EnsureNetwork(n *model.Network) error {
 		if err := netlink.AddrReplace(lo, addr); err != nil {
 			return fmt.Errorf("add gateway %s to lo: %w", gw, err)
 		}
-		r := &netlink.Route{Dst: ipnet(n.Subnets[i]), Type: unix.RTN_UNREACHABLE}
-		if err := netlink.RouteReplace(r); err != nil {
-			return fmt.Errorf("add unreachable route %s: %w", n.Subnets[i], err)
+		if err := addUnreachable(n.Subnets[i]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -123,12 +126,13 @@ func gatewayAddr(n *model.Network, gw netip.Addr) *netlink.Addr {
 	return a
 }
 
-// DeleteNetwork removes what EnsureNetwork created. Missing parts are fine.
+// DeleteNetwork removes what EnsureNetwork created, and nothing else: a
+// route at a subnet that is not xlane's unreachable route stays. Missing
+// parts are fine.
 func DeleteNetwork(n *model.Network) error {
 	for _, p := range n.Subnets {
-		r := &netlink.Route{Dst: ipnet(p), Type: unix.RTN_UNREACHABLE}
-		if err := netlink.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("delete unreachable route %s: %w", p, err)
+		if err := delUnreachable(p); err != nil {
+			return err
 		}
 	}
 	lo, err := netlink.LinkByName("lo")

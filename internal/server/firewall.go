@@ -1,40 +1,49 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/daemon"
 	"github.com/xlane-dev/xlane/internal/firewall/spec"
-	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// maxFirewallBody bounds firewall request bodies: a rule set of 16,384
-// rules is a few MB of JSON, beyond the API's usual limit.
-const maxFirewallBody = 64 << 20
-
-// decodeLarge is decode with maxFirewallBody.
+// decodeLarge is decode within maxFirewallBody.
 func decodeLarge(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxFirewallBody))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return model.Fieldf(te.Field, "has the wrong type: want %s", te.Type)
+		return decodeErr(err, maxFirewallBody)
+	}
+	return nil
+}
+
+// decodeApply decodes a rule set, refusing one with more rules than the
+// datapath holds before decoding its rules (limit.go).
+func decodeApply(r *http.Request, v *api.FirewallApply) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeErr(err, maxFirewallBody)
+	}
+	var shape struct {
+		RuleSet struct {
+			Rules json.RawMessage `json:"rules"`
+		} `json:"ruleset"`
+	}
+	if json.Unmarshal(body, &shape) == nil {
+		if err := checkRuleCount(shape.RuleSet.Rules); err != nil {
+			return err
 		}
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return model.Fieldf(strings.Trim(f, `"`), "unknown field")
-		}
-		var fe *model.FieldError
-		if errors.As(err, &fe) {
-			return fe
-		}
-		return model.Fieldf("body", "not valid JSON: %v", err)
+	}
+	shape.RuleSet.Rules = nil
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeErr(err, maxFirewallBody)
 	}
 	return nil
 }
@@ -48,14 +57,14 @@ func firewallRoutes(route func(pattern string, status int, fn func(*http.Request
 	})
 	route("PUT "+api.PathFirewall, http.StatusOK, func(r *http.Request) (any, error) {
 		var req api.FirewallApply
-		if err := decodeLarge(r, &req); err != nil {
+		if err := decodeApply(r, &req); err != nil {
 			return nil, err
 		}
 		return fw.Apply(req.RuleSet, req.DryRun)
 	})
 	route("POST "+api.PathFirewallDiff, http.StatusOK, func(r *http.Request) (any, error) {
 		var req api.FirewallApply
-		if err := decodeLarge(r, &req); err != nil {
+		if err := decodeApply(r, &req); err != nil {
 			return nil, err
 		}
 		return fw.Diff(req.RuleSet)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,14 +22,19 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// maxBody bounds request bodies.
-const maxBody = 1 << 20
-
 // Handler returns the API routes for d.
 func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern string, status int, fn func(*http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			limit := int64(maxBody)
+			if strings.HasPrefix(r.URL.Path, api.PathFirewall) {
+				limit = maxFirewallBody
+			}
+			if err := limitBody(w, r, limit); err != nil {
+				writeError(w, log, r, err)
+				return
+			}
 			out, err := fn(r)
 			if err != nil {
 				writeError(w, log, r, err)
@@ -163,18 +167,10 @@ func orEmpty[T any](s []T) []T {
 }
 
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return model.Fieldf(te.Field, "has the wrong type: want %s", te.Type)
-		}
-		if strings.HasPrefix(err.Error(), "json: unknown field ") {
-			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return model.Fieldf(f, "unknown field")
-		}
-		return model.Fieldf("body", "not valid JSON: %v", err)
+		return decodeErr(err, maxBody)
 	}
 	return nil
 }
@@ -192,6 +188,8 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	status := http.StatusInternalServerError
 	var fe *model.FieldError
 	switch {
+	case errors.Is(err, ErrTooLarge):
+		e.Code, e.Field, status = api.CodeTooLarge, "body", http.StatusRequestEntityTooLarge
 	case errors.As(err, &fe):
 		e.Code, e.Field, status = api.CodeInvalid, fe.Field, http.StatusBadRequest
 	case errors.Is(err, model.ErrNotFound):

@@ -54,8 +54,14 @@ func ctMonoNow() uint64 {
 	return uint64(ts.Nano())
 }
 
+// ctExpiredAt is the deadline of a synthetic expired entry: boot, which
+// every clock has passed by more than the GC's grace. Not "now - an hour":
+// the monotonic clock counts from boot, so on a machine up for less than
+// an hour that wraps to a deadline centuries ahead (issue 11).
+const ctExpiredAt = 1
+
 // ctFill inserts synthetic entries [from, to) into m; expired(i) picks the
-// ones whose deadline passed an hour ago, the others expire in a day.
+// ones whose deadline is ctExpiredAt, the others expire in a day.
 // Returns the first error (E2BIG once the table is full).
 func ctFill(m *ebpf.Map, from, to int, expired func(i int) bool) (int, error) {
 	const chunk = 1 << 16
@@ -68,7 +74,7 @@ func ctFill(m *ebpf.Map, from, to int, expired func(i int) bool) (int, error) {
 		for ; i < to && len(keys) < chunk; i++ {
 			v := bpf.CTVal{Expires: now + uint64(24*time.Hour), State: uint8(bpf.CTEstablished), Packets: 1, Bytes: 64}
 			if expired != nil && expired(i) {
-				v.Expires = now - uint64(time.Hour)
+				v.Expires = ctExpiredAt
 			}
 			keys = append(keys, synthCTKey(i))
 			vals = append(vals, v)

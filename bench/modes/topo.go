@@ -6,217 +6,18 @@ package main
 // exactly what a (possibly partial) Setup made.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"log"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
-
-// netnsDir is where `ip netns add` puts its names.
-const netnsDir = "/var/run/netns"
-
-// cleanupTimeout bounds every teardown command; teardown does not use the
-// run's context, which is cancelled on SIGINT/SIGTERM.
-const cleanupTimeout = 30 * time.Second
-
-// nsExec returns argv run inside the named network namespace. nsenter
-// enters only the network namespace (ip netns exec would also remount
-// /sys, hiding bpffs) and execs argv, so its pid is argv's pid.
-func nsExec(ns string, argv ...string) []string {
-	return append([]string{"nsenter", "--net=" + filepath.Join(netnsDir, ns)}, argv...)
-}
-
-// run runs argv and returns its stdout; the error carries stderr.
-func run(ctx context.Context, argv ...string) (string, error) {
-	return runInput(ctx, "", argv...)
-}
-
-// runInput is run with stdin.
-func runInput(ctx context.Context, stdin string, argv ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // no terminal SIGINT: we stop it
-	cmd.WaitDelay = 5 * time.Second
-	if verbose {
-		log.Printf("+ %s", strings.Join(argv, " "))
-	}
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = strings.TrimSpace(stdout.String())
-		}
-		return stdout.String(), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, msg)
-	}
-	return stdout.String(), nil
-}
-
-// runAll runs each argv in order and stops at the first failure.
-func runAll(ctx context.Context, cmds ...[]string) error {
-	for _, argv := range cmds {
-		if _, err := run(ctx, argv...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// undoStack holds teardown steps; run executes them last-in first-out,
-// keeps going past failures and reports them all.
-type undoStack struct {
-	mu    sync.Mutex
-	steps []undoStep
-}
-
-type undoStep struct {
-	what string
-	fn   func(ctx context.Context) error
-}
-
-func (u *undoStack) push(what string, fn func(ctx context.Context) error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.steps = append(u.steps, undoStep{what, fn})
-}
-
-func (u *undoStack) run() error {
-	u.mu.Lock()
-	steps := u.steps
-	u.steps = nil
-	u.mu.Unlock()
-	var errs []error
-	for i := len(steps) - 1; i >= 0; i-- {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		if verbose {
-			log.Printf("teardown: %s", steps[i].what)
-		}
-		if err := steps[i].fn(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", steps[i].what, err))
-		}
-		cancel()
-	}
-	return errors.Join(errs...)
-}
-
-// proc is a long-running child (daemon, server) stopped by its pid.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	log  string // file with its stdout and stderr
-}
-
-// startProc starts argv with output to logPath, in its own process group
-// so a terminal ^C reaches only the harness, which then stops it in order.
-func startProc(name, logPath string, argv ...string) (*proc, error) {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if verbose {
-		log.Printf("+ %s &", strings.Join(argv, " "))
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// tail returns the end of the process's log, for error messages.
-func (p *proc) tail() string {
-	b, _ := os.ReadFile(p.log)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// stop sends SIGTERM to the pid, then SIGKILL after a grace period.
-func (p *proc) stop(ctx context.Context) error {
-	if p.exited() {
-		return nil
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(5 * time.Second):
-	case <-ctx.Done():
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-	return fmt.Errorf("%s (pid %d) ignored SIGTERM; killed", p.name, p.cmd.Process.Pid)
-}
-
-// waitFor polls cond every 100ms until it is true, p (if set) exits, or
-// the timeout passes.
-func waitFor(ctx context.Context, what string, timeout time.Duration, p *proc, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return nil
-		}
-		if p != nil && p.exited() {
-			return fmt.Errorf("%s: %s exited (%v): %s", what, p.name, p.err, p.tail())
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not ready after %s", what, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// Pair is the two containers of one network of a topology.
-type Pair struct {
-	Client, Server     string // netns names
-	ClientIP, ServerIP netip.Addr
-	MTU                int
-
-	// What the small-packet rate test needs to write frames and watch
-	// the path: the node netns, the interface names on both sides of
-	// each veth pair, and the MACs of the client's frames (to the
-	// gateway, the host veth, for xlane; to the server itself on a bridge).
-	Node                       string
-	ClientIf, ServerIf         string // in the containers
-	ClientHostIf, ServerHostIf string // in the node netns
-	ClientMAC, NextHopMAC      net.HardwareAddr
-	// ClientEP, ServerEP are xlane endpoint IDs ("" for docker).
-	ClientEP, ServerEP string
-}
 
 // Topology is one way of connecting two containers on a node.
 type Topology interface {
@@ -228,7 +29,7 @@ type Topology interface {
 	// Teardown removes whatever Setup created, even after a failed Setup.
 	Teardown() error
 	// Pair returns the containers on the network with this MTU.
-	Pair(mtu int) Pair
+	Pair(mtu int) harness.Pair
 	// Notes reports facts about the topology worth printing next to the
 	// numbers (e.g. whether bridged traffic went through iptables).
 	Notes(ctx context.Context) []string
@@ -245,8 +46,8 @@ type base struct {
 	mtus   []int
 	node   string
 	ctrs   [2]string // client, server
-	pairs  map[int]Pair
-	undo   undoStack
+	pairs  map[int]harness.Pair
+	undo   harness.UndoStack
 }
 
 func newBase(name, runID string, net int, mtus []int) base {
@@ -254,17 +55,17 @@ func newBase(name, runID string, net int, mtus []int) base {
 	return base{
 		name: name, prefix: p, net: net, mtus: mtus,
 		node: p + "-node", ctrs: [2]string{p + "-c1", p + "-c2"},
-		pairs: map[int]Pair{},
+		pairs: map[int]harness.Pair{},
 	}
 }
 
 func (b *base) Name() string { return b.name }
 
-func (b *base) Pair(mtu int) Pair { return b.pairs[mtu] }
+func (b *base) Pair(mtu int) harness.Pair { return b.pairs[mtu] }
 
-func (b *base) Teardown() error { return b.undo.run() }
+func (b *base) Teardown() error { return b.undo.Run() }
 
-func (b *base) Defer(what string, fn func(ctx context.Context) error) { b.undo.push(what, fn) }
+func (b *base) Defer(what string, fn func(ctx context.Context) error) { b.undo.Push(what, fn) }
 
 // subnet of the i-th network (one per MTU).
 func (b *base) subnet(i int) netip.Prefix {
@@ -274,14 +75,14 @@ func (b *base) subnet(i int) netip.Prefix {
 // addNamespaces creates the node and container namespaces with lo up.
 func (b *base) addNamespaces(ctx context.Context) error {
 	for _, ns := range append([]string{b.node}, b.ctrs[:]...) {
-		if _, err := run(ctx, "ip", "netns", "add", ns); err != nil {
+		if _, err := harness.Run(ctx, "ip", "netns", "add", ns); err != nil {
 			return err
 		}
-		b.undo.push("delete netns "+ns, func(ctx context.Context) error {
-			_, err := run(ctx, "ip", "netns", "del", ns)
+		b.undo.Push("delete netns "+ns, func(ctx context.Context) error {
+			_, err := harness.Run(ctx, "ip", "netns", "del", ns)
 			return err
 		})
-		if _, err := run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+		if _, err := harness.Run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
 			return err
 		}
 	}
@@ -289,7 +90,7 @@ func (b *base) addNamespaces(ctx context.Context) error {
 }
 
 func (b *base) setPair(mtu int, ips [2]netip.Addr) {
-	b.pairs[mtu] = Pair{Client: b.ctrs[0], Server: b.ctrs[1], ClientIP: ips[0], ServerIP: ips[1], MTU: mtu}
+	b.pairs[mtu] = harness.Pair{Client: b.ctrs[0], Server: b.ctrs[1], ClientIP: ips[0], ServerIP: ips[1], MTU: mtu}
 }
 
 // ---- docker ----
@@ -324,11 +125,11 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 		return err
 	}
 	d.brNF = "absent"
-	if _, err := run(ctx, nsExec(d.node, "test", "-e", "/proc/sys/net/bridge/bridge-nf-call-iptables")...); err == nil {
+	if _, err := harness.Run(ctx, harness.NSExec(d.node, "test", "-e", "/proc/sys/net/bridge/bridge-nf-call-iptables")...); err == nil {
 		if err := sysctlIn(ctx, d.node, "net/bridge/bridge-nf-call-iptables", "1"); err != nil {
 			return err
 		}
-		v, err := run(ctx, nsExec(d.node, "cat", "/proc/sys/net/bridge/bridge-nf-call-iptables")...)
+		v, err := harness.Run(ctx, harness.NSExec(d.node, "cat", "/proc/sys/net/bridge/bridge-nf-call-iptables")...)
 		if err != nil {
 			return err
 		}
@@ -338,7 +139,7 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 		br, pfx := d.bridge(mtu), d.subnet(i)
 		gw := pfx.Addr().Next()
 		m := fmt.Sprint(mtu)
-		if err := runAll(ctx,
+		if err := harness.RunAll(ctx,
 			n("link", "add", br, "mtu", m, "type", "bridge"),
 			n("addr", "add", netip.PrefixFrom(gw, 24).String(), "dev", br),
 			n("link", "set", br, "up"),
@@ -361,12 +162,12 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 			if i == 0 { // the first network owns the default route, as in Docker
 				cmds = append(cmds, c("route", "add", "default", "via", gw.String()))
 			}
-			if err := runAll(ctx, cmds...); err != nil {
+			if err := harness.RunAll(ctx, cmds...); err != nil {
 				return err
 			}
 		}
 		// The bridge takes the smallest MTU of its ports; set it again.
-		if _, err := run(ctx, n("link", "set", br, "mtu", m)...); err != nil {
+		if _, err := harness.Run(ctx, n("link", "set", br, "mtu", m)...); err != nil {
 			return err
 		}
 		d.setPair(mtu, ips)
@@ -374,16 +175,16 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 		p.Node, p.ClientIf, p.ServerIf = d.node, ifname, ifname
 		p.ClientHostIf, p.ServerHostIf = fmt.Sprintf("veth1-%d", mtu), fmt.Sprintf("veth2-%d", mtu)
 		var err error
-		if p.ClientMAC, err = linkMAC(ctx, p.Client, ifname); err != nil {
+		if p.ClientMAC, err = harness.LinkMAC(ctx, p.Client, ifname); err != nil {
 			return err
 		}
 		// Bridged: the client reaches the server's MAC directly (L2).
-		if p.NextHopMAC, err = linkMAC(ctx, p.Server, ifname); err != nil {
+		if p.NextHopMAC, err = harness.LinkMAC(ctx, p.Server, ifname); err != nil {
 			return err
 		}
 		d.pairs[mtu] = p
 	}
-	if _, err := runInput(ctx, d.iptablesRules(), nsExec(d.node, "iptables-restore")...); err != nil {
+	if _, err := harness.RunInput(ctx, d.iptablesRules(), harness.NSExec(d.node, "iptables-restore")...); err != nil {
 		return fmt.Errorf("install Docker's iptables rules: %w", err)
 	}
 	return nil
@@ -440,22 +241,22 @@ func (d *dockerTopo) Notes(ctx context.Context) []string {
 	default:
 		notes = append(notes, "docker: bridge-nf-call-iptables="+d.brNF+" in the node netns: bridged traffic skips iptables")
 	}
-	out, err := run(ctx, nsExec(d.node, "iptables-save", "-c", "-t", "filter")...)
+	out, err := harness.Run(ctx, harness.NSExec(d.node, "iptables-save", "-c", "-t", "filter")...)
 	if err == nil {
-		if rules, err := ParseIptablesSave(out); err == nil {
-			f := forwardCounters(rules)
+		if rules, err := measure.ParseIptablesSave(out); err == nil {
+			f := measure.Forward(rules)
 			notes = append(notes, fmt.Sprintf("docker: iptables FORWARD saw %d packets (%s) during the run, %d of them accepted by the conntrack RELATED,ESTABLISHED rules",
 				f.Packets, humanBytes(f.Bytes), f.Established))
 		}
 	}
-	if v, err := run(ctx, nsExec(d.node, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")...); err == nil {
+	if v, err := harness.Run(ctx, harness.NSExec(d.node, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")...); err == nil {
 		notes = append(notes, "docker: conntrack entries in the node netns at the end: "+strings.TrimSpace(v))
 	}
 	return notes
 }
 
 func sysctlIn(ctx context.Context, ns, key, val string) error {
-	_, err := run(ctx, nsExec(ns, "sh", "-c", `echo "$2" > "/proc/sys/$1"`, "sh", key, val)...)
+	_, err := harness.Run(ctx, harness.NSExec(ns, "sh", "-c", `echo "$2" > "/proc/sys/$1"`, "sh", key, val)...)
 	return err
 }
 
@@ -470,7 +271,7 @@ type xlaneTopo struct {
 	bins   string // directory with xlaned and xlane
 	dir    string // state file, socket and logs
 	pinDir string
-	daemon *proc
+	daemon *harness.Proc
 }
 
 func newXlane(mode, runID string, net int, mtus []int, bins, tmp string) *xlaneTopo {
@@ -486,7 +287,7 @@ func (x *xlaneTopo) Describe() string {
 
 func (x *xlaneTopo) cli(ctx context.Context, args ...string) (string, error) {
 	argv := append([]string{filepath.Join(x.bins, "xlane"), "--socket", filepath.Join(x.dir, "xlane.sock")}, args...)
-	return run(ctx, argv...)
+	return harness.Run(ctx, argv...)
 }
 
 func (x *xlaneTopo) netName(mtu int) string { return fmt.Sprintf("xlb%d", mtu) }
@@ -501,9 +302,9 @@ func (x *xlaneTopo) Setup(ctx context.Context) error {
 	if _, err := os.Stat(x.pinDir); err == nil {
 		return fmt.Errorf("pin dir %s exists already", x.pinDir)
 	}
-	x.undo.push("remove pin dir "+x.pinDir, func(context.Context) error { return os.RemoveAll(x.pinDir) })
+	x.undo.Push("remove pin dir "+x.pinDir, func(context.Context) error { return os.RemoveAll(x.pinDir) })
 	var err error
-	x.daemon, err = startProc("xlaned "+x.mode, filepath.Join(x.dir, "xlaned.log"), nsExec(x.node,
+	x.daemon, err = harness.StartProc("xlaned "+x.mode, filepath.Join(x.dir, "xlaned.log"), harness.NSExec(x.node,
 		filepath.Join(x.bins, "xlaned"),
 		"--state", filepath.Join(x.dir, "state.db"),
 		"--socket", filepath.Join(x.dir, "xlane.sock"),
@@ -511,8 +312,8 @@ func (x *xlaneTopo) Setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	x.undo.push("stop "+x.daemon.name, x.daemon.stop)
-	err = waitFor(ctx, "xlaned "+x.mode, 15*time.Second, x.daemon, func() bool {
+	x.undo.Push("stop "+x.daemon.Name, x.daemon.Stop)
+	err = harness.WaitFor(ctx, "xlaned "+x.mode, 15*time.Second, x.daemon, func() bool {
 		_, err := x.cli(ctx, "status")
 		return err == nil
 	})
@@ -525,22 +326,22 @@ func (x *xlaneTopo) Setup(ctx context.Context) error {
 			"--mode", x.mode, "--mtu", fmt.Sprint(mtu)); err != nil {
 			return err
 		}
-		x.undo.push("xlane network rm "+name, func(ctx context.Context) error {
+		x.undo.Push("xlane network rm "+name, func(ctx context.Context) error {
 			_, err := x.cli(ctx, "network", "rm", name, "--force")
 			return err
 		})
 		var ips [2]netip.Addr
-		var eps [2]endpointJSON
+		var eps [2]harness.Endpoint
 		for j, ctr := range x.ctrs {
 			out, err := x.cli(ctx, "-o", "json", "endpoint", "add", name, "--netns", ctr,
 				"--id", fmt.Sprintf("c%d-%d", j+1, mtu), "--ifname", fmt.Sprintf("eth%d", i))
 			if err != nil {
 				return err
 			}
-			if eps[j], err = parseEndpoint(out); err != nil {
+			if eps[j], err = harness.ParseEndpoint(out); err != nil {
 				return err
 			}
-			ips[j] = eps[j].ipv4
+			ips[j] = eps[j].IPv4
 		}
 		x.setPair(mtu, ips)
 		p := x.pairs[mtu]
@@ -561,48 +362,6 @@ func (x *xlaneTopo) Setup(ctx context.Context) error {
 	return nil
 }
 
-// endpointJSON is what the bench reads of `xlane -o json endpoint add`.
-type endpointJSON struct {
-	ID      string       `json:"id"`
-	IfName  string       `json:"ifname"`
-	HostIf  string       `json:"host_ifname"`
-	MAC     string       `json:"mac"`
-	HostMAC string       `json:"host_mac"`
-	IPs     []netip.Addr `json:"ips"`
-	ipv4    netip.Addr
-}
-
-// parseEndpoint reads `xlane -o json endpoint add`; the endpoint must
-// have an IPv4 address.
-func parseEndpoint(out string) (endpointJSON, error) {
-	var ep endpointJSON
-	if err := json.Unmarshal([]byte(out), &ep); err != nil {
-		return ep, fmt.Errorf("endpoint add -o json: %w: %q", err, out)
-	}
-	for _, a := range ep.IPs {
-		if a.Is4() {
-			ep.ipv4 = a
-			return ep, nil
-		}
-	}
-	return ep, fmt.Errorf("endpoint add -o json: no IPv4 address in %q", out)
-}
-
-// linkMAC is the MAC address of ifname in netns ns.
-func linkMAC(ctx context.Context, ns, ifname string) (net.HardwareAddr, error) {
-	out, err := run(ctx, "ip", "-n", ns, "-j", "link", "show", "dev", ifname)
-	if err != nil {
-		return nil, err
-	}
-	var links []struct {
-		Address string `json:"address"`
-	}
-	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
-		return nil, fmt.Errorf("ip -j link show %s in %s: %q: %v", ifname, ns, out, err)
-	}
-	return net.ParseMAC(links[0].Address)
-}
-
 func (x *xlaneTopo) Notes(ctx context.Context) []string {
 	var notes []string
 	if x.mode == "tc" {
@@ -616,7 +375,7 @@ func (x *xlaneTopo) Notes(ctx context.Context) []string {
 			notes = append(notes, "tc: datapath counters (packets): "+strings.Join(cs, ", "))
 		}
 	}
-	if v, err := run(ctx, nsExec(x.node, "sh", "-c", "cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null || echo n/a")...); err == nil {
+	if v, err := harness.Run(ctx, harness.NSExec(x.node, "sh", "-c", "cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null || echo n/a")...); err == nil {
 		notes = append(notes, fmt.Sprintf("%s: conntrack entries in the node netns at the end: %s", x.mode, strings.TrimSpace(v)))
 	}
 	return notes

@@ -1,10 +1,10 @@
 package main
 
-// The connection-rate load generator and its backends for `bench nat`,
-// run by the bench binary itself inside network namespaces:
+// The connection-rate load generator and its backends for `bench/nat`,
+// run by the nat binary itself inside network namespaces:
 //
-//	nsenter --net=CLIENT  bench nat-client -targets FILE -duration 5s -conc 4
-//	nsenter --net=BACKEND bench nat-server -addr IP -port 20000 -n 10000
+//	nsenter --net=CLIENT  nat nat-client -targets FILE -duration 5s -conc 4
+//	nsenter --net=BACKEND nat nat-server -addr IP -port 20000 -n 10000
 //
 // The server writes one byte to every connection it accepts and closes it;
 // the client opens a connection to a random target, reads the byte, closes,

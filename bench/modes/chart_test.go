@@ -13,11 +13,11 @@ import (
 // TestChartSVG renders every results file in bench/results and checks
 // that the SVG is well-formed and has a bar per mode and metric.
 func TestChartSVG(t *testing.T) {
-	dir := "results" // XLB_CHART_IN, XLB_CHART_OUT: render other results to look at
+	dir := "../results" // XLB_CHART_IN, XLB_CHART_OUT: render other results to look at
 	if d := os.Getenv("XLB_CHART_IN"); d != "" {
 		dir = d
 	}
-	// The modes benchmark's reports (main.go): foundation-* and modes-*;
+	// This benchmark's reports: foundation-* and modes-*;
 	// the other benchmarks (fw, nat, docker) write reports of their own.
 	var files []string
 	for _, pat := range []string{"foundation-*.json", "modes-*.json"} {

@@ -1,6 +1,6 @@
 package main
 
-// The nodes `bench nat` compares. Each is an xlaned in its own node netns
+// The nodes `bench/nat` compares. Each is an xlaned in its own node netns
 // with one routed network (--masquerade=false), a client container and
 // three backend containers:
 //
@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
@@ -56,8 +57,8 @@ type natNode struct {
 	backends       []string
 	clientIP       netip.Addr
 	backendIPs     []netip.Addr
-	daemon         *proc
-	undo           undoStack
+	daemon         *harness.Proc
+	undo           harness.UndoStack
 	services       int // programmed services (distinct backends)
 	shared         int // programmed shared-backend services
 }
@@ -78,7 +79,7 @@ func newNATNode(mode, runID string, net int, bins, tmp string) *natNode {
 func (n *natNode) socket() string { return filepath.Join(n.dir, "xlane.sock") }
 
 func (n *natNode) cli(ctx context.Context, args ...string) (string, error) {
-	return run(ctx, append([]string{filepath.Join(n.bins, "xlane"), "--socket", n.socket()}, args...)...)
+	return harness.Run(ctx, append([]string{filepath.Join(n.bins, "xlane"), "--socket", n.socket()}, args...)...)
 }
 
 func (n *natNode) restoreBin() string {
@@ -92,30 +93,30 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 		return err
 	}
 	for _, ns := range append([]string{n.node, n.client}, n.backends...) {
-		if _, err := run(ctx, "ip", "netns", "add", ns); err != nil {
+		if _, err := harness.Run(ctx, "ip", "netns", "add", ns); err != nil {
 			return err
 		}
-		n.undo.push("delete netns "+ns, func(ctx context.Context) error {
-			_, err := run(ctx, "ip", "netns", "del", ns)
+		n.undo.Push("delete netns "+ns, func(ctx context.Context) error {
+			_, err := harness.Run(ctx, "ip", "netns", "del", ns)
 			return err
 		})
-		if _, err := run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+		if _, err := harness.Run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
 			return err
 		}
 	}
 	if _, err := os.Stat(n.pin); err == nil {
 		return fmt.Errorf("pin dir %s exists already", n.pin)
 	}
-	n.undo.push("remove pin dir "+n.pin, func(context.Context) error { return os.RemoveAll(n.pin) })
+	n.undo.Push("remove pin dir "+n.pin, func(context.Context) error { return os.RemoveAll(n.pin) })
 	var err error
-	n.daemon, err = startProc("xlaned "+n.mode, filepath.Join(n.dir, "xlaned.log"), nsExec(n.node,
+	n.daemon, err = harness.StartProc("xlaned "+n.mode, filepath.Join(n.dir, "xlaned.log"), harness.NSExec(n.node,
 		filepath.Join(n.bins, "xlaned"), "--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket(),
 		"--pin-dir", n.pin, "--docker-plugin-socket=")...)
 	if err != nil {
 		return err
 	}
-	n.undo.push("stop "+n.daemon.name, n.daemon.stop)
-	if err := waitFor(ctx, "xlaned "+n.mode, 20*time.Second, n.daemon, func() bool {
+	n.undo.Push("stop "+n.daemon.Name, n.daemon.Stop)
+	if err := harness.WaitFor(ctx, "xlaned "+n.mode, 20*time.Second, n.daemon, func() bool {
 		_, err := n.cli(ctx, "status")
 		return err == nil
 	}); err != nil {
@@ -129,7 +130,7 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 	if _, err := n.cli(ctx, "network", "create", "svc", "--subnet", subnet, "--mode", mode, "--masquerade=false"); err != nil {
 		return err
 	}
-	n.undo.push("xlane network rm svc", func(ctx context.Context) error {
+	n.undo.Push("xlane network rm svc", func(ctx context.Context) error {
 		_, err := n.cli(ctx, "network", "rm", "svc", "--force")
 		return err
 	})
@@ -138,8 +139,8 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 		if err != nil {
 			return netip.Addr{}, err
 		}
-		ep, err := parseEndpoint(out)
-		return ep.ipv4, err
+		ep, err := harness.ParseEndpoint(out)
+		return ep.IPv4, err
 	}
 	if n.clientIP, err = add(n.client, "client"); err != nil {
 		return err
@@ -153,13 +154,13 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 		for _, srv := range []struct{ port, count int }{{natBackendPort, maxSvcs}, {natSharedPort, 1}} {
 			name := fmt.Sprintf("server %s b%d :%d+%d", n.mode, i+1, srv.port, srv.count)
 			logPath := filepath.Join(n.dir, fmt.Sprintf("server-b%d-%d.log", i+1, srv.port))
-			p, err := startProc(name, logPath, nsExec(b, self, "nat-server", "-addr", ip.String(),
+			p, err := harness.StartProc(name, logPath, harness.NSExec(b, self, "nat-server", "-addr", ip.String(),
 				"-port", fmt.Sprint(srv.port), "-n", fmt.Sprint(srv.count))...)
 			if err != nil {
 				return err
 			}
-			n.undo.push("stop "+name, p.stop)
-			if err := waitFor(ctx, name, 60*time.Second, p, func() bool {
+			n.undo.Push("stop "+name, p.Stop)
+			if err := harness.WaitFor(ctx, name, 60*time.Second, p, func() bool {
 				b, _ := os.ReadFile(logPath)
 				return strings.Contains(string(b), "ready")
 			}); err != nil {
@@ -168,14 +169,14 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 		}
 	}
 	if n.mode != "xlane" {
-		if _, err := runInput(ctx, kubeProxyRules(nil, subnet), nsExec(n.node, "iptables-"+n.restoreBin()+"-restore")...); err != nil {
+		if _, err := harness.RunInput(ctx, kubeProxyRules(nil, subnet), harness.NSExec(n.node, "iptables-"+n.restoreBin()+"-restore")...); err != nil {
 			return fmt.Errorf("%s: %w", n.mode, err)
 		}
 	}
 	return nil
 }
 
-func (n *natNode) Teardown() error { return n.undo.run() }
+func (n *natNode) Teardown() error { return n.undo.Run() }
 
 // natSvc is one service as both implementations program it.
 type natSvc struct {
@@ -235,7 +236,7 @@ func (n *natNode) Program(ctx context.Context, svcs, shared int) (time.Duration,
 		all = append(all, n.sharedSvc(i))
 	}
 	rules := kubeProxyRules(all, fmt.Sprintf("10.%d.0.0/24", n.net))
-	if _, err := runInput(ctx, rules, nsExec(n.node, "iptables-"+n.restoreBin()+"-restore")...); err != nil {
+	if _, err := harness.RunInput(ctx, rules, harness.NSExec(n.node, "iptables-"+n.restoreBin()+"-restore")...); err != nil {
 		return 0, fmt.Errorf("%s restore of %d services: %w", n.mode, len(all), err)
 	}
 	n.services, n.shared = svcs, shared
@@ -247,7 +248,7 @@ func (n *natNode) Load(ctx context.Context, self, targets string, d time.Duratio
 	var r natLoadResult
 	ctx, cancel := context.WithTimeout(ctx, d+60*time.Second)
 	defer cancel()
-	out, err := run(ctx, nsExec(n.client, self, "nat-client", "-targets", targets,
+	out, err := harness.Run(ctx, harness.NSExec(n.client, self, "nat-client", "-targets", targets,
 		"-duration", d.String(), "-conc", fmt.Sprint(conc))...)
 	if err != nil {
 		return r, err
@@ -272,7 +273,7 @@ func (n *natNode) State(ctx context.Context) string {
 		return fmt.Sprintf("xlane_ct %d/%d entries, table_full_packets %d, gc runs %d (%d collected)",
 			st.Entries, st.MaxEntries, st.TableFull, st.GCRuns, st.GCDeleted)
 	}
-	v, err := run(ctx, nsExec(n.node, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")...)
+	v, err := harness.Run(ctx, harness.NSExec(n.node, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")...)
 	if err != nil {
 		return "nf_conntrack_count: " + err.Error()
 	}

@@ -1,10 +1,8 @@
-package main
-
-// `go run ./bench fw`: the firewall drop-rate benchmark (issue #5).
+// Command fw is the firewall drop-rate benchmark (`make bench BENCH=fw`).
 //
-//	go run ./bench fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, iperf3; ~6 min
-//	go run ./bench fw -quick                   # 1 rep x 1 s, for development
-//	go run ./bench fw -levels 1,1000 -variants xlane-native,iptables -iperf=false
+//	go run ./bench/fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, iperf3; ~6 min
+//	go run ./bench/fw -quick                   # 1 rep x 1 s, for development
+//	go run ./bench/fw -levels 1,1000 -variants xlane-native,iptables -iperf=false
 //
 // Dropped packets per second at 64 bytes: the bench/gen live-frames
 // generator (BPF_PROG_RUN, XDP_TX) in a "gen" namespace writes frames into
@@ -40,6 +38,7 @@ package main
 // Everything happens in namespaces named xlb-<random>-fw*, removed on exit,
 // ^C included; the bench exits non-zero only when the harness fails, never
 // because of the numbers.
+package main
 
 import (
 	"context"
@@ -62,6 +61,9 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/bench/gen"
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
+	"github.com/xlane-dev/xlane/bench/internal/rate"
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
@@ -69,7 +71,7 @@ import (
 var fwVariants = []string{"xlane-native", "xlane-generic", "iptables", "nftables", "xdp-drop"}
 
 // fwCeiling is the variant that is not a firewall: a bare XDP_DROP program,
-// the most any XDP filter can drop on this veth (fw_ceiling.go).
+// the most any XDP filter can drop on this veth (ceiling.go).
 const fwCeiling = "xdp-drop"
 
 var (
@@ -103,20 +105,20 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
 	fs.StringVar(&o.out, "out", "", "directory for fw-<date>.json and fw-latest.md (\"\": print only)")
 	fs.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, logs, rule files)")
-	fs.BoolVar(&verbose, "v", false, "log every command")
+	fs.BoolVar(&harness.Verbose, "v", false, "log every command")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if *quick {
-		if err := quickDefaults(fs, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
+		if err := harness.QuickDefaults(fs, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
 			return o, err
 		}
 	}
 	var err error
-	if o.levels, err = parseLevels(levels, 16000, false); err != nil {
+	if o.levels, err = harness.ParseLevels(levels, 16000, false); err != nil {
 		return o, err
 	}
-	if o.variants, err = parseChoices("variants", variants, fwVariants); err != nil {
+	if o.variants, err = harness.ParseChoices("variants", variants, fwVariants); err != nil {
 		return o, err
 	}
 	if o.reps < 1 || o.duration < 500*time.Millisecond || o.tcpDur < time.Second {
@@ -167,6 +169,12 @@ type fwReport struct {
 	Notes             []string
 }
 
+func main() {
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("bench: ")
+	os.Exit(fwMain(os.Args[1:]))
+}
+
 func fwMain(args []string) (code int) {
 	o, err := parseFWFlags(args)
 	if err != nil {
@@ -177,7 +185,7 @@ func fwMain(args []string) (code int) {
 		log.Print(err)
 		return 1
 	}
-	return runHarness("fw-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *undoStack) error {
+	return harness.Main("fw-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
 		rep, err := fwBenchmark(ctx, o, tmp, cleanup)
 		if err != nil {
 			return err
@@ -189,7 +197,7 @@ func fwMain(args []string) (code int) {
 		}
 		j, _ := json.MarshalIndent(rep, "", "  ")
 		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
-		return writeResults(o.out, map[string][]byte{"fw-" + stamp + ".json": append(j, '\n'), "fw-latest.md": []byte(md)})
+		return harness.WriteResults(o.out, map[string][]byte{"fw-" + stamp + ".json": append(j, '\n'), "fw-latest.md": []byte(md)})
 	})
 }
 
@@ -222,7 +230,7 @@ func fwPreflight(o fwOptions) error {
 	if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != 0xcafe4a11 {
 		return errors.New("/sys/fs/bpf is not a mounted bpffs")
 	}
-	return os.MkdirAll(netnsDir, 0o755)
+	return os.MkdirAll(harness.NetnsDir, 0o755)
 }
 
 // fwTopo is one variant: a generator namespace and a DUT namespace joined
@@ -236,15 +244,15 @@ type fwTopo struct {
 	dir      string // logs, rule files, xlaned's state
 	bins     string
 	pinDir   string
-	daemon   *proc
-	undo     undoStack
+	daemon   *harness.Proc
+	undo     harness.UndoStack
 	entry    string
 }
 
 func (t *fwTopo) xlane() bool { return strings.HasPrefix(t.variant, "xlane-") }
 
 func (t *fwTopo) cli(ctx context.Context, args ...string) (string, error) {
-	return run(ctx, append([]string{filepath.Join(t.bins, "xlane"), "--socket", filepath.Join(t.dir, "xlane.sock")}, args...)...)
+	return harness.Run(ctx, append([]string{filepath.Join(t.bins, "xlane"), "--socket", filepath.Join(t.dir, "xlane.sock")}, args...)...)
 }
 
 func (t *fwTopo) Setup(ctx context.Context) error {
@@ -252,15 +260,15 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 		return err
 	}
 	for _, n := range []string{t.gns, t.dns} {
-		if _, err := run(ctx, "ip", "netns", "add", n); err != nil {
+		if _, err := harness.Run(ctx, "ip", "netns", "add", n); err != nil {
 			return err
 		}
-		t.undo.push("ip netns del "+n, func(ctx context.Context) error {
-			_, err := run(ctx, "ip", "netns", "del", n)
+		t.undo.Push("ip netns del "+n, func(ctx context.Context) error {
+			_, err := harness.Run(ctx, "ip", "netns", "del", n)
 			return err
 		})
 	}
-	err := runAll(ctx,
+	err := harness.RunAll(ctx,
 		[]string{"ip", "-n", t.gns, "link", "add", "g0", "type", "veth", "peer", "name", "d0", "netns", t.dns},
 		[]string{"ip", "-n", t.gns, "addr", "add", fwGenAddr.String() + "/24", "dev", "g0"},
 		[]string{"ip", "-n", t.dns, "addr", "add", fwDUTAddr.String() + "/24", "dev", "d0"},
@@ -272,10 +280,10 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if t.gmac, err = linkMAC(ctx, t.gns, "g0"); err != nil {
+	if t.gmac, err = harness.LinkMAC(ctx, t.gns, "g0"); err != nil {
 		return err
 	}
-	if t.dmac, err = linkMAC(ctx, t.dns, "d0"); err != nil {
+	if t.dmac, err = harness.LinkMAC(ctx, t.dns, "d0"); err != nil {
 		return err
 	}
 	if t.variant == fwCeiling {
@@ -284,7 +292,7 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 			return err
 		}
 		t.ceiling = x
-		t.undo.push("detach xdp-drop", func(context.Context) error { return x.Close() })
+		t.undo.Push("detach xdp-drop", func(context.Context) error { return x.Close() })
 		return nil
 	}
 	if !t.xlane() {
@@ -294,8 +302,8 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	if _, err := os.Stat(t.pinDir); err == nil {
 		return fmt.Errorf("pin dir %s exists already", t.pinDir)
 	}
-	t.undo.push("remove pin dir "+t.pinDir, func(context.Context) error { return os.RemoveAll(t.pinDir) })
-	t.daemon, err = startProc("xlaned "+t.variant, filepath.Join(t.dir, "xlaned.log"), nsExec(t.dns,
+	t.undo.Push("remove pin dir "+t.pinDir, func(context.Context) error { return os.RemoveAll(t.pinDir) })
+	t.daemon, err = harness.StartProc("xlaned "+t.variant, filepath.Join(t.dir, "xlaned.log"), harness.NSExec(t.dns,
 		filepath.Join(t.bins, "xlaned"),
 		"--state", filepath.Join(t.dir, "state.db"),
 		"--socket", filepath.Join(t.dir, "xlane.sock"),
@@ -305,8 +313,8 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.undo.push("stop "+t.daemon.name, t.daemon.stop)
-	err = waitFor(ctx, "xlaned "+t.variant, 15*time.Second, t.daemon, func() bool {
+	t.undo.Push("stop "+t.daemon.Name, t.daemon.Stop)
+	err = harness.WaitFor(ctx, "xlaned "+t.variant, 15*time.Second, t.daemon, func() bool {
 		_, err := t.cli(ctx, "status")
 		return err == nil
 	})
@@ -327,7 +335,7 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	return nil
 }
 
-func (t *fwTopo) Teardown() error { return t.undo.run() }
+func (t *fwTopo) Teardown() error { return t.undo.Run() }
 
 // fwRuleSrc is the source address of non-matching rule i (1-based).
 func fwRuleSrc(i int) netip.Addr {
@@ -368,7 +376,7 @@ func (t *fwTopo) Load(ctx context.Context, n int) error {
 			fmt.Fprintf(&b, "-A PREROUTING -s %s/32 -p udp -m udp --dport %d -j DROP\n", fwGenAddr, fwDropPort)
 		}
 		b.WriteString("COMMIT\n")
-		_, err := runInput(ctx, b.String(), nsExec(t.dns, "iptables-restore")...)
+		_, err := harness.RunInput(ctx, b.String(), harness.NSExec(t.dns, "iptables-restore")...)
 		return err
 	default: // nftables
 		b.WriteString("table netdev xlbfw\ndelete table netdev xlbfw\n")
@@ -379,7 +387,7 @@ func (t *fwTopo) Load(ctx context.Context, n int) error {
 			}
 			fmt.Fprintf(&b, "    ip saddr %s udp dport %d counter drop\n  }\n}\n", fwGenAddr, fwDropPort)
 		}
-		_, err := runInput(ctx, b.String(), nsExec(t.dns, "nft", "-f", "-")...)
+		_, err := harness.RunInput(ctx, b.String(), harness.NSExec(t.dns, "nft", "-f", "-")...)
 		return err
 	}
 }
@@ -407,11 +415,11 @@ func (t *fwTopo) Dropped(ctx context.Context) (uint64, error) {
 		}
 		return 0, errors.New("xlane fw ls: no rule drop-gen")
 	case t.variant == "iptables":
-		out, err := run(ctx, nsExec(t.dns, "iptables-save", "-c", "-t", "raw")...)
+		out, err := harness.Run(ctx, harness.NSExec(t.dns, "iptables-save", "-c", "-t", "raw")...)
 		if err != nil {
 			return 0, err
 		}
-		rules, err := ParseIptablesSave(out)
+		rules, err := measure.ParseIptablesSave(out)
 		if err != nil {
 			return 0, err
 		}
@@ -422,7 +430,7 @@ func (t *fwTopo) Dropped(ctx context.Context) (uint64, error) {
 		}
 		return 0, errors.New("iptables-save: no rule for the generator's source")
 	default:
-		out, err := run(ctx, nsExec(t.dns, "nft", "list", "chain", "netdev", "xlbfw", "in")...)
+		out, err := harness.Run(ctx, harness.NSExec(t.dns, "nft", "list", "chain", "netdev", "xlbfw", "in")...)
 		if err != nil {
 			return 0, err
 		}
@@ -467,14 +475,14 @@ func readCPUN(cpu int) (cpuTimes, error) {
 // dropRun measures the drop rate of t's filter for d.
 func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSample, error) {
 	s := fwSample{Variant: t.variant, Rules: n, Rep: rep}
-	var undo undoStack
+	var undo harness.UndoStack
 	defer func() {
-		if err := undo.run(); err != nil {
+		if err := undo.Run(); err != nil {
 			log.Printf("fw %s: restore: %v", t.variant, err)
 		}
 	}()
 	var err error
-	if s.Entry, _, err = prepareEntry(ctx, Pair{Node: t.dns, ClientHostIf: "d0"}, gen.Frames, &undo); err != nil {
+	if s.Entry, _, err = rate.PrepareEntry(ctx, harness.Pair{Node: t.dns, ClientHostIf: "d0"}, gen.Frames, &undo); err != nil {
 		return s, err
 	}
 	objs, err := gen.Load(gen.Flow{DstMAC: t.dmac, SrcMAC: t.gmac, Src: fwGenAddr, Dst: fwDUTAddr,
@@ -482,7 +490,7 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSa
 	if err != nil {
 		return s, err
 	}
-	undo.push("close generator objects", func(context.Context) error { return objs.Close() })
+	undo.Push("close generator objects", func(context.Context) error { return objs.Close() })
 	tps, err := objs.AttachTracepoints()
 	if err != nil {
 		return s, err
@@ -496,15 +504,15 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSa
 	if err != nil {
 		return s, err
 	}
-	c0, err := readCPUN(rateNAPICPU)
+	c0, err := readCPUN(rate.NAPICPU)
 	if err != nil {
 		return s, err
 	}
-	elapsed, err := generate(ctx, objs, Pair{Client: t.gns, ClientIf: "g0"}, d)
+	elapsed, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d)
 	if err != nil {
 		return s, err
 	}
-	c1, err := readCPUN(rateNAPICPU)
+	c1, err := readCPUN(rate.NAPICPU)
 	if err != nil {
 		return s, err
 	}
@@ -547,28 +555,28 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSa
 // tcpRun is iperf3 from gen to dut for d.
 func (t *fwTopo) tcpRun(ctx context.Context, n, rep int, d time.Duration) (fwTCP, error) {
 	r := fwTCP{Variant: t.variant, Rules: n, Rep: rep}
-	a, err := readCPU()
+	a, err := measure.ReadCPU()
 	if err != nil {
 		return r, err
 	}
-	out, err := run(ctx, nsExec(t.gns, "iperf3", "-c", fwDUTAddr.String(), "-t", strconv.Itoa(int(d.Seconds())), "-J")...)
+	out, err := harness.Run(ctx, harness.NSExec(t.gns, "iperf3", "-c", fwDUTAddr.String(), "-t", strconv.Itoa(int(d.Seconds())), "-J")...)
 	if err != nil {
 		return r, err
 	}
-	b, err := readCPU()
+	b, err := measure.ReadCPU()
 	if err != nil {
 		return r, err
 	}
-	res, err := ParseIperf3([]byte(out))
+	res, err := measure.ParseIperf3([]byte(out))
 	if err != nil {
 		return r, err
 	}
-	r.Gbps, r.Retransmits, r.CPUBusyPct = res.ReceivedBps/1e9, res.Retransmits, 100*BusyFraction(a, b)
+	r.Gbps, r.Retransmits, r.CPUBusyPct = res.ReceivedBps/1e9, res.Retransmits, 100*measure.BusyFraction(a, b)
 	return r, nil
 }
 
-func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *undoStack) (*fwReport, error) {
-	m := machine(ctx)
+func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.UndoStack) (*fwReport, error) {
+	m := harness.DescribeMachine(ctx)
 	rep := &fwReport{Started: time.Now(), Kernel: m.Kernel, CPU: m.CPUModel, NProc: m.NProc, LoadStart: m.LoadStart,
 		GitCommit: m.GitCommit, Versions: map[string]string{}, LoadTimes: map[string]string{},
 		Options: map[string]string{
@@ -577,22 +585,22 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *undoStac
 			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)",
 		}}
 	for name, argv := range map[string][]string{"iptables": {"iptables", "-V"}, "nft": {"nft", "-v"}, "iperf3": {"iperf3", "--version"}} {
-		if out, err := run(ctx, argv...); err == nil {
+		if out, err := harness.Run(ctx, argv...); err == nil {
 			l, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 			rep.Versions[name] = l
 		}
 	}
 	bins := filepath.Join(tmp, "bin")
-	if err := buildBinaries(ctx, bins); err != nil {
+	if err := harness.BuildBinaries(ctx, bins); err != nil {
 		return nil, err
 	}
-	runID := "xlb-" + randomHex(3)
+	runID := "xlb-" + harness.RandomHex(3)
 	log.Printf("run %s: namespaces %s-fw*, pin dirs /sys/fs/bpf/%s-fw*", runID, runID, runID)
 	var topos []*fwTopo
 	for i, v := range o.variants {
 		t := &fwTopo{variant: v, gns: fmt.Sprintf("%s-fw%d-gen", runID, i), dns: fmt.Sprintf("%s-fw%d-dut", runID, i),
 			dir: filepath.Join(tmp, v), bins: bins, pinDir: fmt.Sprintf("/sys/fs/bpf/%s-fw%d", runID, i)}
-		cleanup.push("tear down "+v, func(context.Context) error { return t.Teardown() })
+		cleanup.Push("tear down "+v, func(context.Context) error { return t.Teardown() })
 		log.Printf("setup %s", v)
 		if err := t.Setup(ctx); err != nil {
 			return nil, fmt.Errorf("setup %s: %w", v, err)
@@ -638,14 +646,14 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *undoStac
 			}
 		}
 		for _, t := range tcpTopos {
-			p, err := startProc("iperf3 server "+t.variant, filepath.Join(t.dir, "iperf3.log"),
-				nsExec(t.dns, "iperf3", "-s", "-B", fwDUTAddr.String())...)
+			p, err := harness.StartProc("iperf3 server "+t.variant, filepath.Join(t.dir, "iperf3.log"),
+				harness.NSExec(t.dns, "iperf3", "-s", "-B", fwDUTAddr.String())...)
 			if err != nil {
 				return nil, err
 			}
-			t.undo.push("stop "+p.name, p.stop)
-			err = waitFor(ctx, p.name, 5*time.Second, p, func() bool {
-				return listening(ctx, t.dns, netip.AddrPortFrom(fwDUTAddr, 5201))
+			t.undo.Push("stop "+p.Name, p.Stop)
+			err = harness.WaitFor(ctx, p.Name, 5*time.Second, p, func() bool {
+				return harness.Listening(ctx, t.dns, netip.AddrPortFrom(fwDUTAddr, 5201))
 			})
 			if err != nil {
 				return nil, err
@@ -671,19 +679,19 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *undoStac
 	}
 	rep.Notes = append(rep.Notes,
 		"xlane-native's TCP throughput is that of a veth with a native XDP program, with or without rules: "+
-			"attaching it turns TSO off on the peer g0 (even for xdp.frags programs, see ../shared/DESIGN.md) and d0 takes every skb as an xdp_buff; "+
+			"attaching it turns TSO off on the peer g0 (even for xdp.frags programs) and d0 takes every skb as an xdp_buff; "+
 			"a NIC does not have this cost. Compare each variant's rules/no-rules ratio.",
 		"The same rule set shape for all: N-1 rules 'udp from 10.a.b.c/32 to port 9: drop' that do not match, then the generator's source; "+
 			"xlane's rules are uplink-scope (established: true, its default), iptables' in raw PREROUTING, nftables' in a netdev ingress chain on d0 "+
 			"(only the last rule has a counter there; iptables and xlane count every rule).")
-	rep.LoadEnd = loadavg()
-	if load1, _, _ := strings.Cut(rep.LoadStart, " "); parseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
+	rep.LoadEnd = harness.LoadAvg()
+	if load1, _, _ := strings.Cut(rep.LoadStart, " "); measure.ParseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("machine: loadavg was %s at the start and %s at the end (%d CPUs): other load ran alongside; expect noise",
 			rep.LoadStart, rep.LoadEnd, runtime.NumCPU()))
 	}
 	for _, t := range topos {
 		if t.xlane() && t.daemon != nil {
-			if out, err := t.cli(ctx, "fw", "ls"); err == nil && verbose {
+			if out, err := t.cli(ctx, "fw", "ls"); err == nil && harness.Verbose {
 				log.Printf("%s fw ls:\n%s", t.variant, out)
 			}
 		}
@@ -700,12 +708,12 @@ func fwMedian(ss []fwSample, variant string, n int, metric func(fwSample) float6
 			xs = append(xs, metric(s))
 		}
 	}
-	return Median(xs)
+	return measure.Median(xs)
 }
 
 func fwMarkdown(rep *fwReport, o fwOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Firewall drop rate (`go run ./bench fw`)\n\n")
+	fmt.Fprintf(&b, "# Firewall drop rate (`go run ./bench/fw`)\n\n")
 	fmt.Fprintf(&b, "%s; kernel %s, %d CPUs (%s); commit %s; loadavg %s at start, %s at end.\n",
 		rep.Started.UTC().Format(time.RFC3339), rep.Kernel, rep.NProc, rep.CPU, rep.GitCommit, rep.LoadStart, rep.LoadEnd)
 	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
@@ -722,7 +730,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 				if v == "iptables" && base == ipt || v == "nftables" && base == nft {
 					return "1"
 				}
-				if r := Ratio(dm, base); r == r {
+				if r := measure.Ratio(dm, base); r == r {
 					return fmt.Sprintf("%.2f×", r)
 				}
 				return "–"
@@ -739,7 +747,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 		fmt.Fprintf(&b, "\n%d rules vs %d: ", hi, lo)
 		var parts []string
 		for _, v := range o.variants {
-			parts = append(parts, fmt.Sprintf("%s %.2f", v, Ratio(fwMedian(rep.Samples, v, hi, drop), fwMedian(rep.Samples, v, lo, drop))))
+			parts = append(parts, fmt.Sprintf("%s %.2f", v, measure.Ratio(fwMedian(rep.Samples, v, hi, drop), fwMedian(rep.Samples, v, lo, drop))))
 		}
 		b.WriteString(strings.Join(parts, ", ") + " (drop rate ratio; 1 = no slowdown).\n")
 	}
@@ -752,14 +760,14 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 					xs = append(xs, r.Gbps)
 				}
 			}
-			return Median(xs)
+			return measure.Median(xs)
 		}
 		for _, v := range o.variants {
 			if v == fwCeiling {
 				continue
 			}
 			a, c := med(v, 0), med(v, slices.Max(o.levels))
-			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, a, c, Ratio(c, a))
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, a, c, measure.Ratio(c, a))
 		}
 	}
 	b.WriteString("\nHow d0 took the frames in:\n")

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"flag"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseLevels(t *testing.T) {
-	got, err := parseLevels("1, 1000,10000", 40000, true)
+	got, err := ParseLevels("1, 1000,10000", 40000, true)
 	if err != nil || !slices.Equal(got, []int{1, 1000, 10000}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
@@ -16,11 +16,11 @@ func TestParseLevels(t *testing.T) {
 		in      string
 		growing bool
 	}{{"0", false}, {"40001", false}, {"x", false}, {"", false}, {"10,10", true}, {"10,5", true}} {
-		if _, err := parseLevels(c.in, 40000, c.growing); err == nil || !strings.Contains(err.Error(), "-levels") {
+		if _, err := ParseLevels(c.in, 40000, c.growing); err == nil || !strings.Contains(err.Error(), "-levels") {
 			t.Errorf("%q (growing %v): %v, want an error naming -levels", c.in, c.growing, err)
 		}
 	}
-	if _, err := parseLevels("10,5", 40000, false); err != nil {
+	if _, err := ParseLevels("10,5", 40000, false); err != nil {
 		t.Errorf("any order when not growing: %v", err)
 	}
 }
@@ -33,13 +33,13 @@ func TestQuickDefaults(t *testing.T) {
 	if err := fs.Parse([]string{"-reps", "7"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := quickDefaults(fs, map[string]string{"reps": "1", "duration": "1s"}); err != nil {
+	if err := QuickDefaults(fs, map[string]string{"reps": "1", "duration": "1s"}); err != nil {
 		t.Fatal(err)
 	}
 	if *reps != 7 || *dur != "1s" {
 		t.Fatalf("reps %d duration %s, want 7 and 1s", *reps, *dur)
 	}
-	if err := quickDefaults(fs, map[string]string{"nope": "1"}); err == nil {
+	if err := QuickDefaults(fs, map[string]string{"nope": "1"}); err == nil {
 		t.Fatal("an unknown flag was accepted")
 	}
 }

@@ -1,15 +1,13 @@
-// Command bench is the datapath modes benchmark (`make bench`): container
+// Command modes is the datapath modes benchmark (`make bench BENCH=modes`): container
 // to container on one node, comparing a Docker-style bridge baseline with
 // xlane's kernel, tc, xdp-generic and xdp modes in one interleaved run:
 // TCP throughput and CPU cost (iperf3), ping-pong latency (sockperf) and
 // the 64-byte UDP forwarding rate (a BPF_PROG_RUN live-frames generator,
-// see bench/gen and rate.go).
+// see bench/gen, bench/internal/rate and rate.go).
 //
-//	go run ./bench -out bench/results          # default: 3 reps of 4/3/2 s runs, ~9 min
-//	go run ./bench -quick                      # 1 rep, 2 s runs, for development
-//	go run ./bench -quick -only rate -modes kernel,xdp
-//	go run ./bench nat                         # conntrack/NAT/services (nat.go)
-//	go run ./bench fw                          # firewall drop rate vs iptables/nftables (fw.go)
+//	go run ./bench/modes -out bench/results    # default: 3 reps of 4/3/2 s runs, ~9 min
+//	go run ./bench/modes -quick                # 1 rep, 2 s runs, for development
+//	go run ./bench/modes -quick -only rate -modes kernel,xdp
 //
 // It needs root, iproute2, nsenter, ethtool, iptables(-nft), iperf3,
 // sockperf, ss, ping and a bpffs at /sys/fs/bpf. It builds xlaned and xlane itself, makes
@@ -21,8 +19,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,9 +31,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-var verbose bool
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
+	"github.com/xlane-dev/xlane/bench/internal/rate"
+)
 
 // allModes are the paths compared: the Docker-style bridge and xlane's
 // datapath modes.
@@ -69,7 +67,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&mtus, "mtus", "1500,9000", "MTUs; one network per MTU in every mode")
 	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, daemon and server logs)")
 	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
-	flag.BoolVar(&verbose, "v", false, "log every command")
+	flag.BoolVar(&harness.Verbose, "v", false, "log every command")
 	flag.Parse()
 	if o.quick { // 1 rep of 2 s, unless -reps or -duration say otherwise
 		set := map[string]bool{}
@@ -87,7 +85,7 @@ func parseFlags() (options, error) {
 		return o, errors.New("-reps must be >= 1, -duration and -latency-duration >= 1s, -rate-duration >= 500ms")
 	}
 	var err error
-	if o.modes, err = parseChoices("modes", modes, allModes); err != nil {
+	if o.modes, err = harness.ParseChoices("modes", modes, allModes); err != nil {
 		return o, err
 	}
 	for _, s := range strings.Split(mtus, ",") {
@@ -103,12 +101,6 @@ func parseFlags() (options, error) {
 func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("bench: ")
-	if code, ok := natDispatch(os.Args[1:]); ok { // `bench nat`: nat.go
-		os.Exit(code)
-	}
-	if len(os.Args) > 1 && os.Args[1] == "fw" { // `bench fw`: fw.go
-		os.Exit(fwMain(os.Args[2:]))
-	}
 	os.Exit(realMain())
 }
 
@@ -123,7 +115,7 @@ func realMain() (code int) {
 		return 1
 	}
 
-	return runHarness("", o.keepTmp, func(ctx context.Context, tmp string, cleanup *undoStack) error {
+	return harness.Main("", o.keepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
 		rep, err := benchmark(ctx, o, tmp, cleanup)
 		if err != nil {
 			return err
@@ -138,8 +130,8 @@ func realMain() (code int) {
 	})
 }
 
-func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (*Report, error) {
-	rep := &Report{Started: time.Now(), Machine: machine(ctx)}
+func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.UndoStack) (*Report, error) {
+	rep := &Report{Started: time.Now(), Machine: harness.DescribeMachine(ctx)}
 	rep.Config = RunConfig{
 		Repetitions: o.reps, Modes: o.modes, MTUs: o.mtus,
 		Duration: fmt.Sprintf("iperf3 %s, sockperf %s, rate %s", o.duration, o.latDur, o.rateDur),
@@ -150,17 +142,17 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 			fmt.Sprintf("rate tests: generator thread pinned to CPU %d (SCHED_FIFO %d); the datapath on CPU %d at SCHED_FIFO %d "+
 				"(the client host veth's NAPI threaded and pinned there, or its backlog steered there by RPS with ksoftirqd/%d raised): "+
 				"ahead of other processes, as softirq processing would be; RT throttling leaves others 5%%",
-				rateGenCPU, rateGenPriority, rateNAPICPU, rateNAPIPriority, rateNAPICPU),
+				rate.GenCPU, rate.GenPriority, rate.NAPICPU, rate.NAPIPriority, rate.NAPICPU),
 		RateMethod: rateMethod,
 		CPUMethod:  "/proc/stat busy (all but idle+iowait) over all cores during each iperf3 client run; machine-wide, so other load counts",
 	}
 	log.Printf("machine: kernel %s, nproc %d, %s", rep.Machine.Kernel, rep.Machine.NProc, rep.Machine.CPUModel)
 
 	bins := filepath.Join(tmp, "bin")
-	if err := buildBinaries(ctx, bins); err != nil {
+	if err := harness.BuildBinaries(ctx, bins); err != nil {
 		return nil, err
 	}
-	runID := "xlb-" + randomHex(3)
+	runID := "xlb-" + harness.RandomHex(3)
 	log.Printf("run %s: namespaces %s-*, pin dirs /sys/fs/bpf/%s-*", runID, runID, runID)
 
 	var topos []Topology
@@ -171,7 +163,7 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 		} else {
 			t = newXlane(mode, runID, 200+i, o.mtus, bins, tmp)
 		}
-		cleanup.push("tear down "+mode, func(context.Context) error { return t.Teardown() })
+		cleanup.Push("tear down "+mode, func(context.Context) error { return t.Teardown() })
 		log.Printf("setup %s", mode)
 		if err := t.Setup(ctx); err != nil {
 			return nil, fmt.Errorf("setup %s: %w", mode, err)
@@ -234,8 +226,8 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *undoStack) (
 		rep.Notes = append(rep.Notes, checksumNote(ctx, t.Name(), p))
 	}
 	rep.Notes = append(rep.Notes, rateNotes(rep.Rate, o.modes)...)
-	rep.Machine.LoadEnd = loadavg()
-	if load1, _, _ := strings.Cut(rep.Machine.LoadStart, " "); parseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
+	rep.Machine.LoadEnd = harness.LoadAvg()
+	if load1, _, _ := strings.Cut(rep.Machine.LoadStart, " "); measure.ParseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("machine: loadavg was %s at the start and %s at the end (%d CPUs): other load ran alongside; expect noise",
 			rep.Machine.LoadStart, rep.Machine.LoadEnd, runtime.NumCPU()))
 	}
@@ -272,96 +264,24 @@ func preflight() error {
 	if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != 0xcafe4a11 {
 		return errors.New("/sys/fs/bpf is not a mounted bpffs")
 	}
-	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+	if err := os.MkdirAll(harness.NetnsDir, 0o755); err != nil {
 		return err
 	}
 	return nil
 }
 
-// buildBinaries builds xlaned and xlane from the module this harness is
-// in, so the run is self-contained.
-func buildBinaries(ctx context.Context, dir string) error {
-	gomod, err := run(ctx, "go", "env", "GOMOD")
-	gomod = strings.TrimSpace(gomod)
-	if err != nil || gomod == "" || gomod == os.DevNull {
-		return fmt.Errorf("run from inside the xlane module (go env GOMOD: %q, %v)", gomod, err)
-	}
-	root := filepath.Dir(gomod)
-	for _, name := range []string{"xlaned", "xlane"} {
-		log.Printf("go build %s", name)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
-		}
-	}
-	return nil
-}
-
-// machine describes the host; failures leave fields empty.
-func machine(ctx context.Context) Machine {
-	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadavg()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	first := func(argv ...string) string {
-		out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-		if err != nil {
-			return "unknown"
-		}
-		l, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-		return strings.TrimSpace(l)
-	}
-	m.GitCommit = first("git", "rev-parse", "--short", "HEAD")
-	if out, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
-		if t := strings.TrimSpace(string(out)); t != "" {
-			m.GitDirty = strings.Count(t, "\n") + 1
-		}
-	}
-	m.Iperf3 = first("iperf3", "--version")
-	m.Sockperf = "sockperf " + strings.TrimPrefix(first("sockperf", "--version"), "sockperf, ")
-	return m
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
-func parseFloat(s string) float64 {
-	f, _ := strconv.ParseFloat(s, 64)
-	return f
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // checksumNote reports the receive checksum errors the containers' stacks
 // counted over the whole run (both networks): a datapath that loses
-// CHECKSUM_PARTIAL state shows up here (see DESIGN.md).
-func checksumNote(ctx context.Context, mode string, p Pair) string {
+// CHECKSUM_PARTIAL state (which a native XDP redirect loses; see
+// bpf/lib/l4csum.h) shows up here.
+func checksumNote(ctx context.Context, mode string, p harness.Pair) string {
 	var parts []string
 	for _, c := range []struct{ name, ns string }{{"server", p.Server}, {"client", p.Client}} {
-		out, err := run(ctx, nsExec(c.ns, "cat", "/proc/net/snmp")...)
+		out, err := harness.Run(ctx, harness.NSExec(c.ns, "cat", "/proc/net/snmp")...)
 		if err != nil {
 			return fmt.Sprintf("%s: /proc/net/snmp: %v", mode, err)
 		}
-		s := ParseSNMP(out)
+		s := measure.ParseSNMP(out)
 		parts = append(parts, fmt.Sprintf("%s Tcp InCsumErrors %d, Udp InCsumErrors %d, Tcp RetransSegs %d, Tcp InSegs %d",
 			c.name, s["Tcp:InCsumErrors"], s["Udp:InCsumErrors"], s["Tcp:RetransSegs"], s["Tcp:InSegs"]))
 	}

@@ -30,38 +30,24 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/bench/gen"
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
+	"github.com/xlane-dev/xlane/bench/internal/rate"
 )
-
-// CPUs of the rate test on a machine with two or more: the generator on
-// one, the datapath (the client host veth's NAPI thread) on another.
-const (
-	rateGenCPU  = 1
-	rateNAPICPU = 0
-)
-
-// rateNAPIPriority is the SCHED_FIFO priority of the datapath's NAPI
-// thread during the rate test.
-const rateNAPIPriority = 50
-
-// rateGenPriority is the generator thread's SCHED_FIFO priority.
-const rateGenPriority = 40
 
 // rateDstPort is the UDP port of the generated frames (discard).
 const rateDstPort = 9
@@ -110,24 +96,24 @@ func (c CounterDelta) String() string { return fmt.Sprintf("%s %s +%d", c.Where,
 
 // runRate measures the small-packet forwarding rate between the
 // containers of p for d.
-func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.Duration, rep int) (Sample, RateDetail, error) {
+func runRate(ctx context.Context, topo Topology, p harness.Pair, src gen.Source, d time.Duration, rep int) (Sample, RateDetail, error) {
 	det := RateDetail{Mode: topo.Name(), Rep: rep, Source: src}
 	if p.ClientMAC == nil || p.NextHopMAC == nil || p.ClientHostIf == "" {
 		return nil, det, errors.New("rate: the topology did not record interface names and MACs")
 	}
 	// Refresh the bridge's FDB and the neighbour entries on the way.
-	if _, err := run(ctx, nsExec(p.Client, "ping", "-c", "1", "-W", "2", p.ServerIP.String())...); err != nil {
+	if _, err := harness.Run(ctx, harness.NSExec(p.Client, "ping", "-c", "1", "-W", "2", p.ServerIP.String())...); err != nil {
 		return nil, det, fmt.Errorf("rate: no connectivity before the run: %w", err)
 	}
 
-	var undo undoStack
+	var undo harness.UndoStack
 	defer func() {
-		if err := undo.run(); err != nil {
+		if err := undo.Run(); err != nil {
 			log.Printf("rate %s: restore: %v", topo.Name(), err)
 		}
 	}()
 	var err error
-	if det.Entry, det.GROForRun, err = prepareEntry(ctx, p, src, &undo); err != nil {
+	if det.Entry, det.GROForRun, err = rate.PrepareEntry(ctx, p, src, &undo); err != nil {
 		return nil, det, err
 	}
 
@@ -139,10 +125,10 @@ func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.
 	if err != nil {
 		return nil, det, err
 	}
-	undo.push("close generator objects", func(context.Context) error { return objs.Close() })
+	undo.Push("close generator objects", func(context.Context) error { return objs.Close() })
 
 	if src == gen.SKBs {
-		err = ns.WithNetNSPath(filepath.Join(netnsDir, p.Client), func(ns.NetNS) error {
+		err = ns.WithNetNSPath(filepath.Join(harness.NetnsDir, p.Client), func(ns.NetNS) error {
 			ifi, err := net.InterfaceByName(p.ClientIf)
 			if err != nil {
 				return err
@@ -151,7 +137,7 @@ func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.
 			if err != nil {
 				return err
 			}
-			undo.push("detach bounce", func(context.Context) error { return l.Close() })
+			undo.Push("detach bounce", func(context.Context) error { return l.Close() })
 			return nil
 		})
 		if err != nil {
@@ -159,7 +145,7 @@ func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.
 		}
 	}
 
-	err = ns.WithNetNSPath(filepath.Join(netnsDir, p.Server), func(ns.NetNS) error {
+	err = ns.WithNetNSPath(filepath.Join(harness.NetnsDir, p.Server), func(ns.NetNS) error {
 		ifi, err := net.InterfaceByName(p.ServerIf)
 		if err != nil {
 			return err
@@ -168,7 +154,7 @@ func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.
 		if err != nil {
 			return err
 		}
-		undo.push("detach counter", func(context.Context) error { return l.Close() })
+		undo.Push("detach counter", func(context.Context) error { return l.Close() })
 		return nil
 	})
 	if err != nil {
@@ -191,7 +177,7 @@ func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.
 	}
 	defer closeTPs()
 
-	elapsed, err := generate(ctx, objs, p, d)
+	elapsed, err := rate.Generate(ctx, objs, p, d)
 	if err != nil {
 		return nil, det, err
 	}
@@ -232,230 +218,12 @@ func runRate(ctx context.Context, topo Topology, p Pair, src gen.Source, d time.
 	return s, det, nil
 }
 
-// prepareEntry sets up how host veth A takes the generator's packets in
-// and gives that processing CPU rateNAPICPU at SCHED_FIFO (see the top of
-// this file). undo gets the restore steps.
-func prepareEntry(ctx context.Context, p Pair, src gen.Source, undo *undoStack) (entry string, groOn bool, err error) {
-	dev := p.ClientHostIf
-	native, err := nativeXDP(ctx, p.Node, dev)
-	if err != nil {
-		return "", false, err
-	}
-	if !native && src == gen.Frames {
-		// ndo_xdp_xmit into a veth needs NAPI on its peer.
-		feats, err := ethtoolFeatures(ctx, p.Node, dev)
-		if err != nil {
-			return "", false, err
-		}
-		if feats["generic-receive-offload"] != "on" {
-			if _, err := run(ctx, nsExec(p.Node, "ethtool", "-K", dev, "gro", "on")...); err != nil {
-				return "", false, fmt.Errorf("rate: GRO on %s: %w", dev, err)
-			}
-			groOn = true
-			undo.push("GRO off on "+dev, func(ctx context.Context) error {
-				_, err := run(ctx, nsExec(p.Node, "ethtool", "-K", dev, "gro", "off")...)
-				return err
-			})
-		}
-	}
-	if runtime.NumCPU() < 2 {
-		return "one CPU: generator and datapath share it", groOn, nil
-	}
-	// /sys/class/net shows the netns that mounted /sys: ip netns exec
-	// remounts it for the node netns (bpffs is not needed here).
-	sysfs := func(ctx context.Context, file, v string) error {
-		_, err := run(ctx, "ip", "netns", "exec", p.Node, "sh", "-c", `echo "$1" > "/sys/class/net/$2/$3"`, "sh", v, dev, file)
-		return err
-	}
-	if native || src == gen.Frames {
-		old := napiThreads(dev)
-		if err := sysfs(ctx, "threaded", "1"); err != nil {
-			return "", groOn, fmt.Errorf("rate: threaded NAPI on %s: %w", dev, err)
-		}
-		undo.push("threaded NAPI off on "+dev, func(ctx context.Context) error { return sysfs(ctx, "threaded", "0") })
-		var pid int
-		err = waitFor(ctx, "NAPI thread of "+dev, 5*time.Second, nil, func() bool {
-			for _, t := range napiThreads(dev) {
-				if !slices.Contains(old, t) {
-					pid = t
-					return true
-				}
-			}
-			return false
-		})
-		if err != nil {
-			return "", groOn, err
-		}
-		// The thread goes away with threaded NAPI: nothing to restore.
-		if err := pinFIFO(pid, rateNAPICPU, rateNAPIPriority); err != nil {
-			return "", groOn, fmt.Errorf("rate: NAPI thread %d of %s: %w", pid, dev, err)
-		}
-		return fmt.Sprintf("host veth NAPI (%s), threaded on CPU %d", map[bool]string{true: "native XDP", false: "GRO"}[native], rateNAPICPU), groOn, nil
-	}
-	// No NAPI: veth_xmit queues the skb on the backlog of the sending
-	// CPU; RPS sends it to rateNAPICPU's instead.
-	out, err := run(ctx, "ip", "netns", "exec", p.Node, "cat", "/sys/class/net/"+dev+"/queues/rx-0/rps_cpus")
-	if err != nil {
-		return "", groOn, err
-	}
-	oldRPS := strings.TrimSpace(out)
-	if err := sysfs(ctx, "queues/rx-0/rps_cpus", fmt.Sprintf("%x", 1<<rateNAPICPU)); err != nil {
-		return "", groOn, fmt.Errorf("rate: RPS on %s: %w", dev, err)
-	}
-	undo.push("RPS off on "+dev, func(ctx context.Context) error { return sysfs(ctx, "queues/rx-0/rps_cpus", oldRPS) })
-	// Softirq work beyond its budget moves to ksoftirqd, an ordinary
-	// thread: make it as urgent as the NAPI thread for the run.
-	ksoftirqd, err := kthreadPID(fmt.Sprintf("ksoftirqd/%d", rateNAPICPU))
-	if err != nil {
-		return "", groOn, err
-	}
-	var old unix.SchedAttr
-	if a, err := unix.SchedGetAttr(ksoftirqd, 0); err == nil {
-		old = *a
-	} else {
-		return "", groOn, fmt.Errorf("rate: ksoftirqd/%d: %w", rateNAPICPU, err)
-	}
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: rateNAPIPriority}
-	if err := unix.SchedSetAttr(ksoftirqd, &attr, 0); err != nil {
-		return "", groOn, fmt.Errorf("rate: SCHED_FIFO for ksoftirqd/%d: %w", rateNAPICPU, err)
-	}
-	undo.push(fmt.Sprintf("restore ksoftirqd/%d", rateNAPICPU), func(context.Context) error {
-		old.Size = unix.SizeofSchedAttr
-		return unix.SchedSetAttr(ksoftirqd, &old, 0)
-	})
-	return fmt.Sprintf("backlog steered to CPU %d by RPS (softirq, ksoftirqd/%d SCHED_FIFO)", rateNAPICPU, rateNAPICPU), groOn, nil
-}
-
-// pinFIFO pins pid to cpu and makes it SCHED_FIFO prio.
-func pinFIFO(pid, cpu, prio int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(pid, &set); err != nil {
-		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
-	}
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
-	if err := unix.SchedSetAttr(pid, &attr, 0); err != nil {
-		return fmt.Errorf("SCHED_FIFO: %w", err)
-	}
-	return nil
-}
-
-// kthreadPID finds the kernel thread named name.
-func kthreadPID(name string) (int, error) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err == nil && strings.TrimSpace(string(b)) == name {
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("no kernel thread %s", name)
-}
-
-// napiThreads lists the pids of kernel threads named napi/<dev>-<id>.
-func napiThreads(dev string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil {
-			continue
-		}
-		rest, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "napi/"+dev+"-")
-		if _, err := strconv.Atoi(rest); ok && err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// nativeXDP reports whether dev in netns node runs a native (driver) XDP
-// program, which gives a veth NAPI.
-func nativeXDP(ctx context.Context, node, dev string) (bool, error) {
-	out, err := run(ctx, "ip", "-n", node, "-d", "-j", "link", "show", "dev", dev)
-	if err != nil {
-		return false, err
-	}
-	var links []struct {
-		XDP *struct {
-			Mode int `json:"mode"`
-		} `json:"xdp"`
-	}
-	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
-		return false, fmt.Errorf("ip -d -j link show %s: %q: %v", dev, out, err)
-	}
-	const xdpAttachedDrv = 1
-	return links[0].XDP != nil && links[0].XDP.Mode == xdpAttachedDrv, nil
-}
-
-// generate runs the generator from the client container, pinned to
-// rateGenCPU, for d; it returns the time it ran.
-func generate(ctx context.Context, objs *gen.Objects, p Pair, d time.Duration) (time.Duration, error) {
-	var elapsed time.Duration
-	err := ns.WithNetNSPath(filepath.Join(netnsDir, p.Client), func(ns.NetNS) error {
-		ifi, err := net.InterfaceByName(p.ClientIf)
-		if err != nil {
-			return err
-		}
-		// The thread is locked to this goroutine until the callback
-		// returns; its CPU and policy are restored before that.
-		if runtime.NumCPU() >= 2 {
-			var set, all unix.CPUSet
-			set.Set(rateGenCPU)
-			for i := range runtime.NumCPU() {
-				all.Set(i)
-			}
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				return fmt.Errorf("pin generator: %w", err)
-			}
-			defer unix.SchedSetaffinity(0, &all)
-		}
-		// SCHED_FIFO too, so that other load on the machine does not
-		// keep the generator from outrunning the datapath.
-		rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: rateGenPriority}
-		if err := unix.SchedSetAttr(0, &rt, 0); err != nil {
-			return fmt.Errorf("generator SCHED_FIFO: %w", err)
-		}
-		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
-		// Long calls (each waits for an RCU grace period at its end),
-		// sized to ~200 ms from the rate so far, the last one cut to
-		// what is left.
-		const slice = 200 * time.Millisecond
-		repeat := uint32(1 << 17)
-		start := time.Now()
-		for {
-			t0 := time.Now()
-			if err := objs.Generate(ifi.Index, repeat); err != nil {
-				return fmt.Errorf("generate: %w", err)
-			}
-			if verbose {
-				log.Printf("generate: %d frames in %v", repeat, time.Since(t0))
-			}
-			elapsed = time.Since(start)
-			left := d - elapsed
-			if left <= 0 || ctx.Err() != nil {
-				return ctx.Err()
-			}
-			rate := float64(repeat) / time.Since(t0).Seconds()
-			repeat = uint32(max(1024, min(rate*min(slice, left).Seconds(), 1<<30)))
-		}
-	})
-	return elapsed, err
-}
-
 // counterSnapshot is every counter the rate test watches, by where/name.
 type counterSnapshot map[[2]string]uint64
 
 // snapshotCounters reads the counters of the four veth ends, softnet_stat
 // and, for xlane, the endpoints' per-reason counters.
-func snapshotCounters(ctx context.Context, topo Topology, p Pair) (counterSnapshot, error) {
+func snapshotCounters(ctx context.Context, topo Topology, p harness.Pair) (counterSnapshot, error) {
 	s := counterSnapshot{}
 	for _, d := range []struct{ ns, dev, where string }{
 		{p.Client, p.ClientIf, "client " + p.ClientIf},
@@ -463,18 +231,18 @@ func snapshotCounters(ctx context.Context, topo Topology, p Pair) (counterSnapsh
 		{p.Node, p.ServerHostIf, "host veth B " + p.ServerHostIf},
 		{p.Server, p.ServerIf, "server " + p.ServerIf},
 	} {
-		out, err := run(ctx, nsExec(d.ns, "ethtool", "-S", d.dev)...)
+		out, err := harness.Run(ctx, harness.NSExec(d.ns, "ethtool", "-S", d.dev)...)
 		if err != nil {
 			return nil, err
 		}
-		for k, v := range ParseEthtoolStats(out) {
+		for k, v := range measure.ParseEthtoolStats(out) {
 			s[[2]string{d.where, k}] = v
 		}
-		out, err = run(ctx, "ip", "-n", d.ns, "-s", "-j", "link", "show", "dev", d.dev)
+		out, err = harness.Run(ctx, "ip", "-n", d.ns, "-s", "-j", "link", "show", "dev", d.dev)
 		if err != nil {
 			return nil, err
 		}
-		st, err := ParseIPLinkStats(out)
+		st, err := measure.ParseIPLinkStats(out)
 		if err != nil {
 			return nil, err
 		}
@@ -483,7 +251,7 @@ func snapshotCounters(ctx context.Context, topo Topology, p Pair) (counterSnapsh
 		}
 	}
 	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
-		for k, v := range ParseSoftnetStat(string(b)) {
+		for k, v := range measure.ParseSoftnetStat(string(b)) {
 			s[[2]string{"softnet_stat (all CPUs, machine-wide)", k}] = v
 		}
 	}
@@ -493,7 +261,7 @@ func snapshotCounters(ctx context.Context, topo Topology, p Pair) (counterSnapsh
 			if err != nil {
 				return nil, err
 			}
-			rs, err := ParseReasons(out)
+			rs, err := measure.ParseReasons(out)
 			if err != nil {
 				return nil, err
 			}
@@ -528,16 +296,6 @@ func isDropName(name string) bool {
 	return strings.Contains(n, "drop") || strings.Contains(n, "err") || strings.Contains(n, "squeeze")
 }
 
-// ethtoolFeatures parses `ethtool -k dev` in netns ns: feature -> "on"/"off"
-// (with " [fixed]" where the driver does not let it change).
-func ethtoolFeatures(ctx context.Context, ns, dev string) (map[string]string, error) {
-	out, err := run(ctx, nsExec(ns, "ethtool", "-k", dev)...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseEthtoolFeatures(out), nil
-}
-
 // offloadKeys are the features the notes show: the offloads that decide
 // what the XDP modes cost.
 var offloadKeys = []string{
@@ -547,7 +305,7 @@ var offloadKeys = []string{
 
 // offloadSummary is a one-line summary of ethtool -k of dev in ns.
 func offloadSummary(ctx context.Context, ns, dev string) string {
-	f, err := ethtoolFeatures(ctx, ns, dev)
+	f, err := rate.EthtoolFeatures(ctx, ns, dev)
 	if err != nil {
 		return "ethtool -k failed: " + err.Error()
 	}

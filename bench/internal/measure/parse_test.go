@@ -1,8 +1,7 @@
-package main
+package measure
 
 import (
 	"math"
-	"net/netip"
 	"testing"
 )
 
@@ -282,34 +281,6 @@ COMMIT
 # Completed on Sat Nov 21 21:45:17 2026
 `
 
-// xlane -o json endpoint add n1 --netns ... --id c1 (IPv4 + IPv6 network).
-const endpointAddJSON = `{
-  "id": "c1",
-  "network": "n1",
-  "netns": "/var/run/netns/xlb-ep20661-c",
-  "ifname": "eth0",
-  "host_ifname": "xlhd0f631ca1d",
-  "peer_ifname": "xlcd0f631ca1d",
-  "mac": "7a:76:36:52:a9:ba",
-  "host_mac": "4e:59:98:9a:02:2f",
-  "ips": [
-    "10.99.0.2",
-    "fd99::2"
-  ],
-  "created": "2026-11-21T21:45:33.151711131Z",
-  "mode": "kernel",
-  "state": "ready",
-  "sent": {
-    "packets": 0,
-    "bytes": 0
-  },
-  "received": {
-    "packets": 1,
-    "bytes": 150
-  }
-}
-`
-
 func TestParseSockperf(t *testing.T) {
 	l, err := ParseSockperf(sockperfPP)
 	if err != nil {
@@ -383,24 +354,8 @@ func TestParseIptablesSave(t *testing.T) {
 		t.Errorf("last rule %+v", last)
 	}
 	// The counters are read rule by rule while traffic flows: the busiest wins.
-	if fwd := forwardCounters(rules); fwd.Packets != 134697 || fwd.Established != 134683+6 {
-		t.Errorf("forwardCounters = %+v", fwd)
-	}
-}
-
-func TestParseEndpoint(t *testing.T) {
-	ep, err := parseEndpoint(endpointAddJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ep.ipv4 != netip.MustParseAddr("10.99.0.2") {
-		t.Errorf("got %v", ep.ipv4)
-	}
-	if ep.ID == "" || ep.IfName != "eth0" || ep.HostIf == "" || ep.MAC == "" || ep.HostMAC == "" {
-		t.Errorf("fields missing: %+v", ep)
-	}
-	if _, err := parseEndpoint(`{"ips":["fd99::2"]}`); err == nil {
-		t.Error("IPv6 only: no error")
+	if fwd := Forward(rules); fwd.Packets != 134697 || fwd.Established != 134683+6 {
+		t.Errorf("Forward = %+v", fwd)
 	}
 }
 

@@ -1,16 +1,12 @@
-package main
-
-// Parsers for the tools' outputs and the statistics over repetitions. Pure
-// functions: measure_test.go runs them on captured outputs, without root.
+package measure
 
 import (
 	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -202,7 +198,7 @@ type ForwardCounters struct {
 	Established    uint64 // accepted by the conntrack RELATED,ESTABLISHED rules
 }
 
-func forwardCounters(rules []RuleCounter) ForwardCounters {
+func Forward(rules []RuleCounter) ForwardCounters {
 	var f ForwardCounters
 	for _, r := range rules {
 		if r.Table != "filter" || r.Chain != "FORWARD" {
@@ -216,28 +212,6 @@ func forwardCounters(rules []RuleCounter) ForwardCounters {
 		}
 	}
 	return f
-}
-
-// Median of xs (NaN when empty); xs is not modified.
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// Ratio is a/b, NaN when either is not a positive finite number.
-func Ratio(a, b float64) float64 {
-	if !(a > 0) || !(b > 0) || math.IsInf(a, 0) || math.IsInf(b, 0) {
-		return math.NaN()
-	}
-	return a / b
 }
 
 // ParseEthtoolStats parses `ethtool -S dev`: "     name: value" lines.
@@ -355,4 +329,17 @@ func ParseSNMP(s string) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+func ParseFloat(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
+func ReadCPU() (CPUTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return CPUTimes{}, err
+	}
+	return ParseProcStat(string(b))
 }

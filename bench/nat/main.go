@@ -1,10 +1,8 @@
-package main
-
-// `go run ./bench nat`: the conntrack/NAT/services benchmark (issue #4).
+// Command nat is the conntrack/NAT/services benchmark (`make bench BENCH=nat`).
 //
-//	go run ./bench nat                         # 3 reps x 5 s, 1/1,000/10,000 services, ~10 min
-//	go run ./bench nat -quick                  # 1 rep x 2 s, for development
-//	go run ./bench nat -levels 1,1000 -modes xlane,iptables-nft -gc=false
+//	go run ./bench/nat -out bench/results      # 3 reps x 5 s, 1/1,000/10,000 services, ~10 min
+//	go run ./bench/nat -quick                  # 1 rep x 2 s, for development
+//	go run ./bench/nat -levels 1,1000 -modes xlane,iptables-nft -gc=false
 //
 // Connections per second and connection latency (connect, read one byte,
 // close) from a client container to service VIPs, with 1, 1,000 and 10,000
@@ -12,7 +10,10 @@ package main
 // services as kube-proxy's iptables rules (nft and legacy backends) on a
 // plain routed node; every mode in the same run, interleaved. Then memory
 // per conntrack entry and the GC's CPU at a million entries. See
-// nattopo.go for the topology and natload.go for the load generator.
+// topo.go for the topology, load.go for the load generator (this binary
+// run as `nat nat-client` and `nat nat-server` inside the namespaces) and
+// gc.go for the conntrack GC measurement.
+package main
 
 import (
 	"context"
@@ -28,22 +29,24 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/harness"
 )
 
-// natDispatch runs the `nat` subcommands; ok is false for anything else.
-func natDispatch(args []string) (code int, ok bool) {
-	if len(args) == 0 {
-		return 0, false
+func main() {
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("bench: ")
+	// The load generator and its backends are this binary too, run in the
+	// namespaces by natNode (load.go).
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "nat-client":
+			os.Exit(natClient(os.Args[2:]))
+		case "nat-server":
+			os.Exit(natServer(os.Args[2:]))
+		}
 	}
-	switch args[0] {
-	case "nat":
-		return natMain(args[1:]), true
-	case "nat-client":
-		return natClient(args[1:]), true
-	case "nat-server":
-		return natServer(args[1:]), true
-	}
-	return 0, false
+	os.Exit(natMain(os.Args[1:]))
 }
 
 type natOptions struct {
@@ -72,20 +75,20 @@ func parseNATFlags(args []string) (natOptions, error) {
 	fs.BoolVar(&o.gc, "gc", true, "measure conntrack memory per entry and GC CPU at 1M entries")
 	fs.StringVar(&o.out, "out", "", "directory for nat-<date>.json and nat-latest.md (\"\": print only)")
 	fs.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, logs)")
-	fs.BoolVar(&verbose, "v", false, "log every command")
+	fs.BoolVar(&harness.Verbose, "v", false, "log every command")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if *quick {
-		if err := quickDefaults(fs, map[string]string{"reps": "1", "duration": "2s"}); err != nil {
+		if err := harness.QuickDefaults(fs, map[string]string{"reps": "1", "duration": "2s"}); err != nil {
 			return o, err
 		}
 	}
 	var err error
-	if o.levels, err = parseLevels(levels, 40000, true); err != nil {
+	if o.levels, err = harness.ParseLevels(levels, 40000, true); err != nil {
 		return o, err
 	}
-	if o.modes, err = parseChoices("modes", modes, natModes); err != nil {
+	if o.modes, err = harness.ParseChoices("modes", modes, natModes); err != nil {
 		return o, err
 	}
 	if o.reps < 1 || o.duration < time.Second || o.conc < 1 || o.shared < 0 || o.shared > 40000 {
@@ -136,7 +139,7 @@ func natMain(args []string) (code int) {
 		log.Print(err)
 		return 1
 	}
-	return runHarness("nat-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *undoStack) error {
+	return harness.Main("nat-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
 		rep, err := natBenchmark(ctx, o, self, tmp, cleanup)
 		if err != nil {
 			return err
@@ -148,7 +151,7 @@ func natMain(args []string) (code int) {
 		}
 		j, _ := json.MarshalIndent(rep, "", "  ")
 		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
-		return writeResults(o.out, map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)})
+		return harness.WriteResults(o.out, map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)})
 	})
 }
 
@@ -171,11 +174,11 @@ func natPreflight(o natOptions) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("missing tools: %s", strings.Join(missing, ", "))
 	}
-	return os.MkdirAll(netnsDir, 0o755)
+	return os.MkdirAll(harness.NetnsDir, 0o755)
 }
 
-func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *undoStack) (*natReport, error) {
-	rep := &natReport{Started: time.Now(), NProc: runtime.NumCPU(), LoadStart: loadavg(),
+func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *harness.UndoStack) (*natReport, error) {
+	rep := &natReport{Started: time.Now(), NProc: runtime.NumCPU(), LoadStart: harness.LoadAvg(),
 		Iptables: map[string]string{}, Program: map[string][]string{}, State: map[string]string{},
 		Options: map[string]string{
 			"duration": o.duration.String(), "reps": fmt.Sprint(o.reps), "conc": fmt.Sprint(o.conc),
@@ -192,28 +195,28 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 			}
 		}
 	}
-	if out, err := run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
+	if out, err := harness.Run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
 		rep.GitCommit = strings.TrimSpace(out)
 	}
 	for _, m := range o.modes {
 		if m != "xlane" {
-			v, _ := run(ctx, "iptables-"+strings.TrimPrefix(m, "iptables-"), "--version")
+			v, _ := harness.Run(ctx, "iptables-"+strings.TrimPrefix(m, "iptables-"), "--version")
 			rep.Iptables[m] = strings.TrimSpace(v)
 		}
 	}
 	log.Printf("machine: kernel %s, %d CPUs, loadavg %s", rep.Kernel, rep.NProc, rep.LoadStart)
 	bins := filepath.Join(tmp, "bin")
-	if err := buildBinaries(ctx, bins); err != nil {
+	if err := harness.BuildBinaries(ctx, bins); err != nil {
 		return nil, err
 	}
-	runID := "xlb-" + randomHex(3)
+	runID := "xlb-" + harness.RandomHex(3)
 	log.Printf("run %s: namespaces %s-*, pin dirs /sys/fs/bpf/%s-*", runID, runID, runID)
 
 	maxSvcs := o.levels[len(o.levels)-1]
 	var nodes []*natNode
 	for i, m := range o.modes {
 		n := newNATNode(m, runID, 180+i, bins, tmp)
-		cleanup.push("tear down "+m, func(context.Context) error { return n.Teardown() })
+		cleanup.Push("tear down "+m, func(context.Context) error { return n.Teardown() })
 		log.Printf("setup %s (servers on %d ports per backend)", m, maxSvcs+1)
 		if err := n.Setup(ctx, self, maxSvcs); err != nil {
 			return nil, fmt.Errorf("setup %s: %w", m, err)
@@ -308,7 +311,7 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 		}
 		rep.GC = &g
 	}
-	rep.LoadEnd = loadavg()
+	rep.LoadEnd = harness.LoadAvg()
 	rep.Finished = time.Now()
 	return rep, nil
 }

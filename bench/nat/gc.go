@@ -1,6 +1,6 @@
 package main
 
-// Conntrack memory and GC cost at a million entries, for `bench nat`: a
+// Conntrack memory and GC cost at a million entries, for `bench/nat`: a
 // scratch datapath (internal/datapath, the daemon's code) with its own pin
 // directory, xlane_ct filled directly with synthetic flows.
 
@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/datapath"
 )
@@ -29,7 +30,7 @@ import (
 type natGCResult struct {
 	Entries, Expired int
 	// CPU (user+sys of this process) and wall time of one GC pass, ms,
-	// median over the repetitions: the daemon's batched GCCT and the
+	// Median over the repetitions: the daemon's batched GCCT and the
 	// per-entry Iterate+Delete walk it replaced, deleting Expired entries
 	// of Entries, and with nothing to delete.
 	BatchCPU, BatchWall, LegacyCPU, LegacyWall                 float64
@@ -101,7 +102,7 @@ func natFillCT(m *ebpf.Map, n int, pick func(i int) bool, expired func(i int) bo
 		}
 		v := bpf.CTVal{Expires: now + uint64(24*time.Hour), State: 1, Packets: 5, Bytes: 400}
 		if expired(i) {
-			v.Expires = now - uint64(time.Hour)
+			v.Expires = 1 // boot: "now - an hour" wraps on a machine up for less than an hour
 		}
 		keys, vals = append(keys, natSynthCT(i)), append(vals, v)
 		if len(keys) == chunk {
@@ -177,7 +178,7 @@ func natSlabObjSize(cache string) int {
 
 // natMemlock is bpftool's bytes_memlock of the map pinned at path.
 func natMemlock(ctx context.Context, path string) (uint64, error) {
-	out, err := run(ctx, "bpftool", "-j", "map", "show", "pinned", path)
+	out, err := harness.Run(ctx, "bpftool", "-j", "map", "show", "pinned", path)
 	if err != nil {
 		return 0, err
 	}

@@ -7,14 +7,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/xlane-dev/xlane/bench/gen"
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
 // server is a server process each topology runs in its server container,
@@ -145,7 +145,7 @@ func tests(mtus []int) []Test {
 }
 
 // Run measures t between the containers of p.
-func (t Test) Run(ctx context.Context, p Pair, d time.Duration) (Sample, error) {
+func (t Test) Run(ctx context.Context, p harness.Pair, d time.Duration) (Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+60*time.Second)
 	defer cancel()
 	secs := strconv.Itoa(int(d.Round(time.Second) / time.Second))
@@ -154,28 +154,28 @@ func (t Test) Run(ctx context.Context, p Pair, d time.Duration) (Sample, error) 
 		if t.ClientCPUs != "" {
 			argv = append([]string{"taskset", "-c", t.ClientCPUs}, argv...)
 		}
-		return nsExec(p.Client, argv...)
+		return harness.NSExec(p.Client, argv...)
 	}
 	if t.Kind == "latency" {
-		out, err := run(ctx, client("sockperf", "pp", "--tcp", "-i", p.ServerIP.String(), "-p", port, "-t", secs)...)
+		out, err := harness.Run(ctx, client("sockperf", "pp", "--tcp", "-i", p.ServerIP.String(), "-p", port, "-t", secs)...)
 		if err != nil {
 			return nil, err
 		}
-		l, err := ParseSockperf(out)
+		l, err := measure.ParseSockperf(out)
 		if err != nil {
 			return nil, fmt.Errorf("%w\n%s", err, out)
 		}
 		return Sample{"avg_us": l.AvgUs, "p50_us": l.P50Us, "p99_us": l.P99Us}, nil
 	}
-	before, err := readCPU()
+	before, err := measure.ReadCPU()
 	if err != nil {
 		return nil, err
 	}
-	out, err := run(ctx, client("iperf3", "-c", p.ServerIP.String(), "-p", port,
+	out, err := harness.Run(ctx, client("iperf3", "-c", p.ServerIP.String(), "-p", port,
 		"-t", secs, "-P", strconv.Itoa(t.Streams), "-J", "--connect-timeout", "3000")...)
-	after, cerr := readCPU()
+	after, cerr := measure.ReadCPU()
 	// iperf3 -J reports failures in its JSON, sometimes with exit status 0.
-	r, perr := ParseIperf3([]byte(out))
+	r, perr := measure.ParseIperf3([]byte(out))
 	switch {
 	case err != nil && perr != nil:
 		return nil, fmt.Errorf("%w (%v)", err, perr)
@@ -187,7 +187,7 @@ func (t Test) Run(ctx context.Context, p Pair, d time.Duration) (Sample, error) 
 		return nil, cerr
 	}
 	gbps := r.ReceivedBps / 1e9
-	busy := BusyFraction(before, after)
+	busy := measure.BusyFraction(before, after)
 	return Sample{
 		"gbps":         gbps,
 		"cpu_busy_pct": busy * 100,
@@ -197,47 +197,33 @@ func (t Test) Run(ctx context.Context, p Pair, d time.Duration) (Sample, error) 
 	}, nil
 }
 
-func readCPU() (CPUTimes, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return CPUTimes{}, err
-	}
-	return ParseProcStat(string(b))
-}
-
 // startServers starts the servers bound to the server container's address
 // on p; t stops them before it tears down.
-func startServers(ctx context.Context, t Topology, p Pair, logDir string) error {
+func startServers(ctx context.Context, t Topology, p harness.Pair, logDir string) error {
 	for _, s := range servers() {
 		name := fmt.Sprintf("%s server :%d %s mtu %d", s.tool, s.port, t.Name(), p.MTU)
 		logPath := filepath.Join(logDir, fmt.Sprintf("%s-%s-%d-%d.log", t.Name(), s.tool, s.port, p.MTU))
-		pr, err := startProc(name, logPath, nsExec(p.Server, s.argv(p.ServerIP)...)...)
+		pr, err := harness.StartProc(name, logPath, harness.NSExec(p.Server, s.argv(p.ServerIP)...)...)
 		if err != nil {
 			return err
 		}
-		t.Defer("stop "+name, pr.stop)
+		t.Defer("stop "+name, pr.Stop)
 		addr := netip.AddrPortFrom(p.ServerIP, uint16(s.port))
-		if err := waitFor(ctx, name, 10*time.Second, pr, func() bool { return listening(ctx, p.Server, addr) }); err != nil {
+		if err := harness.WaitFor(ctx, name, 10*time.Second, pr, func() bool { return harness.Listening(ctx, p.Server, addr) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// listening reports whether a TCP socket listens on addr in netns ns.
-func listening(ctx context.Context, ns string, addr netip.AddrPort) bool {
-	out, err := run(ctx, nsExec(ns, "ss", "-Hltn", "src", addr.String())...)
-	return err == nil && strings.TrimSpace(out) != ""
-}
-
 // checkPath pings the server from the client, then sends one full-size
 // packet with DF set: the path must carry the configured MTU.
-func checkPath(ctx context.Context, p Pair) error {
+func checkPath(ctx context.Context, p harness.Pair) error {
 	ip := p.ServerIP.String()
-	if _, err := run(ctx, nsExec(p.Client, "ping", "-c", "3", "-i", "0.2", "-W", "2", ip)...); err != nil {
+	if _, err := harness.Run(ctx, harness.NSExec(p.Client, "ping", "-c", "3", "-i", "0.2", "-W", "2", ip)...); err != nil {
 		return fmt.Errorf("no connectivity %s -> %s: %w", p.Client, ip, err)
 	}
-	if _, err := run(ctx, nsExec(p.Client, "ping", "-c", "1", "-W", "2", "-M", "do", "-s", strconv.Itoa(p.MTU-28), ip)...); err != nil {
+	if _, err := harness.Run(ctx, harness.NSExec(p.Client, "ping", "-c", "1", "-W", "2", "-M", "do", "-s", strconv.Itoa(p.MTU-28), ip)...); err != nil {
 		return fmt.Errorf("MTU %d does not fit the path %s -> %s: %w", p.MTU, p.Client, ip, err)
 	}
 	return nil

@@ -1,0 +1,25 @@
+// Package bench holds xlane's benchmarks, one command each, and what they
+// share. `make bench` runs them all; `make bench BENCH="fw nat"` some. See
+// docs/benchmarks.md for what each measures and the latest figures.
+//
+//   - bench/modes: container to container on one node, a Docker-style
+//     bridge against xlane's kernel, tc, xdp-generic and xdp modes (iperf3,
+//     sockperf, 64-byte forwarding rate);
+//   - bench/fw: the firewall's 64-byte drop rate against iptables, nftables
+//     and a bare XDP_DROP ceiling;
+//   - bench/nat: connections per second through services (xlane against
+//     kube-proxy's iptables rules) and conntrack memory and GC cost;
+//   - bench/docker: xlane networks against Docker's bridge under a real
+//     dockerd;
+//   - bench/netkit: tc mode on veth against netkit endpoints, in the kernel
+//     matrix's 6.12 guest (scripts/bench-netkit.sh).
+//
+// Shared code: bench/internal/harness (run lifetime, cleanup, commands in
+// namespaces, flags, results, machine description), bench/internal/measure
+// (tool-output parsers and statistics), bench/internal/rate (driving the
+// generator) and bench/gen (the BPF generator and counters; its bpf2go
+// output is rebuilt by `make generate` and checked by
+// scripts/check-generate.sh).
+//
+// Results go to bench/results.
+package bench

@@ -1,0 +1,22 @@
+// Package harness is what every benchmark under bench/ runs on, so each
+// main only says what it measures:
+//
+//   - Main (harness.go): the run's lifetime: signals cancel the run but not
+//     its teardown, a temp dir, the cleanup stack run on the way out, the
+//     exit code;
+//   - UndoStack (undo.go): teardown steps run last-in first-out, past
+//     failures;
+//   - Run, RunInput, RunAll, NSExec (exec.go): commands, in a network
+//     namespace when asked (nsenter --net, so bpffs stays visible), logged
+//     with -v (Verbose); Proc and WaitFor (proc.go): long-running children
+//     stopped by pid;
+//   - Pair, LinkMAC, Listening (pair.go) and Endpoint (endpoint.go): the two
+//     containers of a test network and what the xlane CLI says of them;
+//   - QuickDefaults, ParseLevels, ParseChoices (flags.go): the flags the
+//     benchmarks share; WriteResults (results.go): the results directory;
+//   - Machine, BuildBinaries, LoadAvg, RandomHex (machine.go): where the run
+//     happened, the binaries under test, unique names.
+//
+// Namespaces are named by the caller (a random prefix from RandomHex), so
+// concurrent runs and leftovers of a killed run do not collide.
+package harness
