@@ -64,7 +64,7 @@ static __always_inline int xdp_sum(struct xdp_md *ctx, __u32 off, __u32 len, __u
 		} else {
 			/* Tail: zero-pad to a multiple of 4 (zeros add nothing,
 			 * and an odd last byte is the high byte of its word). */
-			__u32 padded = (n + 3) & ~3u;
+			__u32 padded;
 
 			__builtin_memset(sc->buf, 0, L4CSUM_CHUNK);
 			/* 1..255 by construction (n is in 1..255 here): older
@@ -74,10 +74,16 @@ static __always_inline int xdp_sum(struct xdp_md *ctx, __u32 off, __u32 len, __u
 			n = ((n - 1) & (L4CSUM_CHUNK - 1)) + 1;
 			if (bpf_xdp_load_bytes(ctx, off + done, sc->buf, n))
 				return -1;
-			/* Clamp, not mask: a 253-255 byte tail pads to a
-			 * whole chunk. */
-			if (padded > L4CSUM_CHUNK)
-				padded = L4CSUM_CHUNK;
+			/* (n + 3) & ~3, at most a whole chunk (a 253-255 byte
+			 * tail pads to one), as shifts the verifier bounds
+			 * exactly (<= 256) where it would bound the mask by
+			 * 259; the barrier keeps clang from folding them into
+			 * that mask. A comparison clamp is not enough: clang
+			 * may spill padded before it and reload the
+			 * unclamped copy, whose bound 6.1 never learns. */
+			padded = (n + 3) >> 2;
+			asm volatile("" : "+r"(padded));
+			padded <<= 2;
 			s = bpf_csum_diff(0, 0, (void *)sc->buf, padded, s);
 		}
 		if (s < 0)

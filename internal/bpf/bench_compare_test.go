@@ -15,15 +15,17 @@ import (
 // directory in XLANE_BENCH_OLD). Both are loaded side by side, each into
 // its own test netns, and every path is measured old, new, new, old, ...
 // in rounds, so load from other processes on the machine hits both alike;
-// the figures are medians of the rounds. Run:
+// the figures are medians of the rounds. A second copy of the old objects
+// runs alongside as a control: its ratio to the first is the noise floor
+// of the run. Run:
 //
 //	XLANE_BENCH_OLD=/path/to/old go test -run '^$' -bench Compare -benchtime 1x ./internal/bpf
 //
 // BenchmarkCompareFirewall (fw_test.go's harness) covers the uplink.
 
 const (
-	compareRounds = 41
-	compareCalls  = 40  // BPF_PROG_TEST_RUN calls per sample
+	compareRounds = 61
+	compareCalls  = 12  // BPF_PROG_TEST_RUN calls per sample
 	compareBatch  = 250 // runs per call: TTL 255 allows 254 forwards
 )
 
@@ -54,12 +56,13 @@ func sampleRuns(do func(func() error) error, prog *ebpf.Program, frame []byte, w
 	return float64(total.Nanoseconds()) / float64(calls*batch), err
 }
 
-// compareReport logs old and new medians and their ratio per path.
-func compareReport(b *testing.B, names []string, old, cur map[string][]float64) {
-	b.Logf("%-32s %10s %10s %8s", "path", "old ns", "new ns", "new/old")
+// compareReport logs the medians of old, new and the control (old again)
+// per path, and the ratios to old.
+func compareReport(b *testing.B, names []string, s [3]map[string][]float64) {
+	b.Logf("%-30s %8s %8s %8s %8s %8s", "path", "old ns", "new ns", "ctl ns", "new/old", "ctl/old")
 	for _, n := range names {
-		o, c := median(old[n]), median(cur[n])
-		b.Logf("%-32s %10.1f %10.1f %8.3f", n, o, c, c/o)
+		o, c, a := median(s[0][n]), median(s[1][n]), median(s[2][n])
+		b.Logf("%-30s %8.1f %8.1f %8.1f %8.3f %8.3f", n, o, c, a, c/o, a/o)
 	}
 }
 
@@ -74,7 +77,7 @@ func BenchmarkCompareDatapath(b *testing.B) {
 	if dir == "" {
 		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
 	}
-	hs := []*harness{newXDPHarnessFrom(b, dir), newXDPHarnessFrom(b, "")}
+	hs := []*harness{newXDPHarnessFrom(b, dir), newXDPHarnessFrom(b, ""), newXDPHarnessFrom(b, dir)}
 	xdpRedirect := int32(4)
 	paths := []comparePath{
 		{"tc endpoint->peer", func(h *harness) *ebpf.Program { return h.objs.FromEndpoint() },
@@ -88,30 +91,23 @@ func BenchmarkCompareDatapath(b *testing.B) {
 		{"xdp generic endpoint->peer", func(h *harness) *ebpf.Program { return h.objs.XDPGenericFromEndpoint() },
 			sized(b, pktSpec{src: epLo.v4, dst: xdpPeer.v4, ttl: 255}, 1514), xdpRedirect},
 	}
-	old, cur := map[string][]float64{}, map[string][]float64{}
+	samples := [3]map[string][]float64{{}, {}, {}}
 	var names []string
 	for _, p := range paths {
 		names = append(names, p.name)
 	}
 	for r := range compareRounds {
 		for _, p := range paths {
-			order := []int{0, 1}
-			if r%2 == 1 {
-				order = []int{1, 0}
-			}
-			for _, i := range order {
+			for j := range 3 {
+				i := (j + r) % 3 // each build leads in turn
 				h := hs[i]
 				ns, err := sampleRuns(h.do, p.prog(h), p.frame, p.want, compareCalls, compareBatch)
 				if err != nil {
-					b.Fatalf("%s (%s): %v", p.name, []string{"old", "new"}[i], err)
+					b.Fatalf("%s (%s): %v", p.name, []string{"old", "new", "control"}[i], err)
 				}
-				if i == 0 {
-					old[p.name] = append(old[p.name], ns)
-				} else {
-					cur[p.name] = append(cur[p.name], ns)
-				}
+				samples[i][p.name] = append(samples[i][p.name], ns)
 			}
 		}
 	}
-	compareReport(b, names, old, cur)
+	compareReport(b, names, samples)
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -973,20 +974,22 @@ func TestFirewallNetkit(t *testing.T) {
 
 // BenchmarkCompareFirewall compares the uplink XDP program of the old
 // objects (XLANE_BENCH_OLD, see bench_compare_test.go) with the embedded
-// ones, interleaved: firewall off, 1,000 rules none of which matches, and
-// 1,000 rules the last of which drops the packet.
+// ones and a second copy of the old (the control), interleaved: firewall
+// off, 1,000 rules none of which matches, and 1,000 rules the last of which
+// drops the packet.
 func BenchmarkCompareFirewall(b *testing.B) {
 	dir := os.Getenv("XLANE_BENCH_OLD")
 	if dir == "" {
 		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
 	}
 	frame := tcpFrame(b, "203.0.113.5", "192.0.2.1", 0x10)
-	type pair struct {
+	type trio struct {
 		name string
 		want uint32
-		h    [2]*fwHarness
+		h    [3]*fwHarness
+		ns   [3][]float64
 	}
-	var pairs []*pair
+	var trios []*trio
 	for _, c := range []struct {
 		name  string
 		rules int
@@ -994,55 +997,41 @@ func BenchmarkCompareFirewall(b *testing.B) {
 		want  uint32
 	}{{"uplink fw off", 0, false, xdpPass}, {"uplink 1000 rules pass", 1000, false, xdpPass},
 		{"uplink 1000 rules drop-by-last", 1000, true, xdpDrop}} {
-		p := &pair{name: c.name, want: c.want}
-		for i, d := range []string{dir, ""} {
+		p := &trio{name: c.name, want: c.want}
+		for i, d := range []string{dir, "", dir} {
 			p.h[i] = newFwHarnessFrom(b, d)
 			if c.rules > 0 {
 				p.h[i].install(b, firewallRules(c.rules, c.last), false)
 			}
 		}
-		pairs = append(pairs, p)
+		trios = append(trios, p)
 	}
-	old, cur := map[string][]float64{}, map[string][]float64{}
-	for r := range 41 {
-		for _, p := range pairs {
-			order := []int{0, 1}
-			if r%2 == 1 {
-				order = []int{1, 0}
-			}
-			for _, i := range order {
+	for r := range 61 {
+		for _, p := range trios {
+			for j := range 3 {
+				i := (j + r) % 3
 				var d time.Duration
 				var ret uint32
 				err := p.h[i].do(func() (err error) {
-					ret, d, err = p.h[i].objs.XDPFromUplink().Benchmark(frame, 10000, nil)
+					ret, d, err = p.h[i].objs.XDPFromUplink().Benchmark(frame, 3000, nil)
 					return err
 				})
 				if err != nil || ret != p.want {
 					b.Fatalf("%s: return value %d, %v", p.name, ret, err)
 				}
-				if i == 0 {
-					old[p.name] = append(old[p.name], float64(d.Nanoseconds()))
-				} else {
-					cur[p.name] = append(cur[p.name], float64(d.Nanoseconds()))
-				}
+				p.ns[i] = append(p.ns[i], float64(d.Nanoseconds()))
 			}
 		}
 	}
-	b.Logf("%-32s %10s %10s %8s", "path", "old ns", "new ns", "new/old")
-	for _, p := range pairs {
-		o, c := fwMedian(old[p.name]), fwMedian(cur[p.name])
-		b.Logf("%-32s %10.1f %10.1f %8.3f", p.name, o, c, c/o)
+	b.Logf("%-30s %8s %8s %8s %8s %8s", "path", "old ns", "new ns", "ctl ns", "new/old", "ctl/old")
+	for _, p := range trios {
+		o, c, a := fwMedian(p.ns[0]), fwMedian(p.ns[1]), fwMedian(p.ns[2])
+		b.Logf("%-30s %8.1f %8.1f %8.1f %8.3f %8.3f", p.name, o, c, a, c/o, a/o)
 	}
 }
 
 func fwMedian(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
+	sort.Float64s(s)
 	return s[len(s)/2]
 }
