@@ -221,7 +221,18 @@ int xlane_xdp_from_endpoint(struct xdp_md *ctx)
 	return xdp_from_endpoint(ctx, &cfg);
 }
 
-SEC("xdp.frags")
+/*
+ * Not xdp.frags: for a frags program, generic XDP (6.8+) replaces an skb it
+ * must copy (cloned, paged as every GSO packet is, or short of headroom:
+ * most of what a veth receives) with skb_pp_cow_data, whose copy has
+ * mac_len 0. The skb was past skb_reset_mac_len already, so the tcx
+ * ingress program behind XDP then sees the frame from its IP header on:
+ * everything XDP passed (GSO packets, flows for NAT, the node's traffic)
+ * was counted as pass_non_ip and left to Linux untranslated (issue 11).
+ * Without frags the kernel linearizes the same skb in place, mac_len kept,
+ * as every kernel before 6.8 did for any program.
+ */
+SEC("xdp")
 int xlane_xdp_generic_from_endpoint(struct xdp_md *ctx)
 {
 	const struct xdp_cfg cfg = { .native = false };

@@ -70,8 +70,7 @@ static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
 	return xl_final(reason, ret == XDP_REDIRECT ? XL_FWD_PEER : XL_PASS_NO_TARGET);
 }
 
-SEC("xdp.frags")
-int xlane_xdp_from_uplink(struct xdp_md *ctx)
+static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
 	__u32 len = bpf_xdp_get_buff_len(ctx);
@@ -83,6 +82,22 @@ int xlane_xdp_from_uplink(struct xdp_md *ctx)
 	if (reason == XL_FWD_PEER)	/* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
 	return xdp_ret(step, reason);
+}
+
+/* Native mode: frags, for NICs with multi-buffer XDP (jumbo frames). */
+SEC("xdp.frags")
+int xlane_xdp_from_uplink(struct xdp_md *ctx)
+{
+	return xdp_from_uplink(ctx);
+}
+
+/* Generic mode: not xdp.frags, or the tcx program behind it (reverse NAT,
+ * tc_uplink.c) sees what XDP passes without its MAC header; see
+ * xlane_xdp_generic_from_endpoint (xdp_endpoint.c). */
+SEC("xdp")
+int xlane_xdp_generic_from_uplink(struct xdp_md *ctx)
+{
+	return xdp_from_uplink(ctx);
 }
 
 XL_ABI_BTF_ANCHORS;

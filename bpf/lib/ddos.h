@@ -126,8 +126,6 @@ static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *da
 	 * shared token bucket. Both buckets refill on every packet: they
 	 * share the timestamp. */
 	elapsed = now > rv->last ? now - rv->last : 0;
-	if (elapsed > BUCKET_TOKEN * 3600)
-		elapsed = BUCKET_TOKEN * 3600;	/* keeps elapsed * rate in 64 bits */
 	rv->last = now;
 	bucket_refill(&rv->tokens, elapsed, cfg->pps, cfg->burst);
 	bucket_refill(&rv->syn_tokens, elapsed, cfg->syn_pps, cfg->syn_burst);

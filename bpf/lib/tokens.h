@@ -13,12 +13,23 @@
  * refill per nanosecond without a division). */
 #define BUCKET_TOKEN 1000000000ULL
 
-/* bucket_refill adds elapsed ns worth of rate/s tokens (x 1e9), up to burst. */
+/*
+ * bucket_refill adds elapsed ns worth of rate/s tokens (x 1e9), up to burst.
+ * elapsed * rate wraps 64 bits after 2^64 / rate ns (184 s at the 1e8/s
+ * the spec allows, 4.3 s at the u32 maximum) and would leave a bucket idle
+ * that long anywhere between empty and full: past 2^31 ns (where the
+ * product and the sum still fit for any rate and burst) the refill is
+ * compared with the room left instead, one division on the rare slow path.
+ */
 static __always_inline void bucket_refill(__u64 *tokens, __u64 elapsed, __u32 rate, __u32 burst)
 {
 	__u64 cap = (__u64)burst * BUCKET_TOKEN;
-	__u64 t = *tokens + elapsed * rate;
+	__u64 t = *tokens;
 
+	if (t >= cap || (elapsed >= (1ULL << 31) && rate && elapsed > (cap - t) / rate))
+		t = cap;
+	else
+		t += elapsed * rate;
 	*tokens = t > cap ? cap : t;
 }
 

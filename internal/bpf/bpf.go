@@ -68,6 +68,7 @@ type Objects struct {
 	tcObjects
 	xdp          xdpExtra
 	fromUplink   *ebpf.Program // XDP on the uplink (uplink collection)
+	genUplink    *ebpf.Program // the same in generic mode (no frags)
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
@@ -85,6 +86,7 @@ func (o *Objects) Close() error {
 	o.xdp.FromEndpoint.Close()
 	o.xdp.GenericFromEndpoint.Close()
 	o.fromUplink.Close()
+	o.genUplink.Close()
 	o.tcFromUplink.Close()
 	o.sock.Close()
 	o.xdp.Scratch.Close()
@@ -161,12 +163,13 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	uspec, err := loadUplink()
 	if err == nil && objs.xdpErr == nil {
 		var up struct {
-			Prog *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
+			Prog    *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
+			Generic *ebpf.Program `ebpf:"xlane_xdp_generic_from_uplink"`
 		}
 		uopts := objs.shareWith(uspec)
 		uopts.MapReplacements["xlane_l4csum_scratch"] = objs.xdp.Scratch
 		err = uspec.LoadAndAssign(&up, uopts)
-		objs.fromUplink = up.Prog
+		objs.fromUplink, objs.genUplink = up.Prog, up.Generic
 	}
 	if err != nil {
 		objs.Close()
@@ -267,6 +270,9 @@ func (o *Objects) XDPGenericFromEndpoint() *ebpf.Program { return o.xdp.GenericF
 
 // XDPFromUplink is the XDP program of the node's uplink.
 func (o *Objects) XDPFromUplink() *ebpf.Program { return o.fromUplink }
+
+// XDPGenericFromUplink is the uplink's program for generic XDP.
+func (o *Objects) XDPGenericFromUplink() *ebpf.Program { return o.genUplink }
 
 // Connect4 and Connect6 are the cgroup connect hooks (sock_lb.c).
 func (o *Objects) Connect4() *ebpf.Program { return o.sock.XlaneConnect4 }

@@ -311,51 +311,52 @@ type uplinkXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	uplinkMapXlaneBackends       = "xlane_backends"
-	uplinkMapXlaneConfig         = "xlane_config"
-	uplinkMapXlaneCt             = "xlane_ct"
-	uplinkMapXlaneCtScratch      = "xlane_ct_scratch"
-	uplinkMapXlaneDevmap         = "xlane_devmap"
-	uplinkMapXlaneEndpoints      = "xlane_endpoints"
-	uplinkMapXlaneFwAddr         = "xlane_fw_addr"
-	uplinkMapXlaneFwBlock4       = "xlane_fw_block4"
-	uplinkMapXlaneFwBlock6       = "xlane_fw_block6"
-	uplinkMapXlaneFwCounters     = "xlane_fw_counters"
-	uplinkMapXlaneFwDdos         = "xlane_fw_ddos"
-	uplinkMapXlaneFwEvents       = "xlane_fw_events"
-	uplinkMapXlaneFwExact        = "xlane_fw_exact"
-	uplinkMapXlaneFwGens         = "xlane_fw_gens"
-	uplinkMapXlaneFwPool         = "xlane_fw_pool"
-	uplinkMapXlaneFwQuote        = "xlane_fw_quote"
-	uplinkMapXlaneFwRate         = "xlane_fw_rate"
-	uplinkMapXlaneFwRules        = "xlane_fw_rules"
-	uplinkMapXlaneFwScalar       = "xlane_fw_scalar"
-	uplinkMapXlaneFwScratch      = "xlane_fw_scratch"
-	uplinkMapXlaneFwState        = "xlane_fw_state"
-	uplinkMapXlaneL4csumScratch  = "xlane_l4csum_scratch"
-	uplinkMapXlaneMaglev         = "xlane_maglev"
-	uplinkMapXlaneMetrics        = "xlane_metrics"
-	uplinkMapXlaneNeigh          = "xlane_neigh"
-	uplinkMapXlanePublish        = "xlane_publish"
-	uplinkMapXlaneServices       = "xlane_services"
-	uplinkProgXlaneXdpFromUplink = "xlane_xdp_from_uplink"
-	uplinkVarXlBtfCtDir          = "xl_btf_ct_dir"
-	uplinkVarXlBtfCtNat          = "xl_btf_ct_nat"
-	uplinkVarXlBtfCtState        = "xl_btf_ct_state"
-	uplinkVarXlBtfDir            = "xl_btf_dir"
-	uplinkVarXlBtfEpFlags        = "xl_btf_ep_flags"
-	uplinkVarXlBtfFwAction       = "xl_btf_fw_action"
-	uplinkVarXlBtfFwAddrKey      = "xl_btf_fw_addr_key"
-	uplinkVarXlBtfFwBits         = "xl_btf_fw_bits"
-	uplinkVarXlBtfFwDdosFlags    = "xl_btf_fw_ddos_flags"
-	uplinkVarXlBtfFwEvent        = "xl_btf_fw_event"
-	uplinkVarXlBtfFwExactKey     = "xl_btf_fw_exact_key"
-	uplinkVarXlBtfFwField        = "xl_btf_fw_field"
-	uplinkVarXlBtfFwKind         = "xl_btf_fw_kind"
-	uplinkVarXlBtfFwLimits       = "xl_btf_fw_limits"
-	uplinkVarXlBtfFwRule         = "xl_btf_fw_rule"
-	uplinkVarXlBtfReason         = "xl_btf_reason"
-	uplinkVarXlBtfServiceFlags   = "xl_btf_service_flags"
+	uplinkMapXlaneBackends              = "xlane_backends"
+	uplinkMapXlaneConfig                = "xlane_config"
+	uplinkMapXlaneCt                    = "xlane_ct"
+	uplinkMapXlaneCtScratch             = "xlane_ct_scratch"
+	uplinkMapXlaneDevmap                = "xlane_devmap"
+	uplinkMapXlaneEndpoints             = "xlane_endpoints"
+	uplinkMapXlaneFwAddr                = "xlane_fw_addr"
+	uplinkMapXlaneFwBlock4              = "xlane_fw_block4"
+	uplinkMapXlaneFwBlock6              = "xlane_fw_block6"
+	uplinkMapXlaneFwCounters            = "xlane_fw_counters"
+	uplinkMapXlaneFwDdos                = "xlane_fw_ddos"
+	uplinkMapXlaneFwEvents              = "xlane_fw_events"
+	uplinkMapXlaneFwExact               = "xlane_fw_exact"
+	uplinkMapXlaneFwGens                = "xlane_fw_gens"
+	uplinkMapXlaneFwPool                = "xlane_fw_pool"
+	uplinkMapXlaneFwQuote               = "xlane_fw_quote"
+	uplinkMapXlaneFwRate                = "xlane_fw_rate"
+	uplinkMapXlaneFwRules               = "xlane_fw_rules"
+	uplinkMapXlaneFwScalar              = "xlane_fw_scalar"
+	uplinkMapXlaneFwScratch             = "xlane_fw_scratch"
+	uplinkMapXlaneFwState               = "xlane_fw_state"
+	uplinkMapXlaneL4csumScratch         = "xlane_l4csum_scratch"
+	uplinkMapXlaneMaglev                = "xlane_maglev"
+	uplinkMapXlaneMetrics               = "xlane_metrics"
+	uplinkMapXlaneNeigh                 = "xlane_neigh"
+	uplinkMapXlanePublish               = "xlane_publish"
+	uplinkMapXlaneServices              = "xlane_services"
+	uplinkProgXlaneXdpFromUplink        = "xlane_xdp_from_uplink"
+	uplinkProgXlaneXdpGenericFromUplink = "xlane_xdp_generic_from_uplink"
+	uplinkVarXlBtfCtDir                 = "xl_btf_ct_dir"
+	uplinkVarXlBtfCtNat                 = "xl_btf_ct_nat"
+	uplinkVarXlBtfCtState               = "xl_btf_ct_state"
+	uplinkVarXlBtfDir                   = "xl_btf_dir"
+	uplinkVarXlBtfEpFlags               = "xl_btf_ep_flags"
+	uplinkVarXlBtfFwAction              = "xl_btf_fw_action"
+	uplinkVarXlBtfFwAddrKey             = "xl_btf_fw_addr_key"
+	uplinkVarXlBtfFwBits                = "xl_btf_fw_bits"
+	uplinkVarXlBtfFwDdosFlags           = "xl_btf_fw_ddos_flags"
+	uplinkVarXlBtfFwEvent               = "xl_btf_fw_event"
+	uplinkVarXlBtfFwExactKey            = "xl_btf_fw_exact_key"
+	uplinkVarXlBtfFwField               = "xl_btf_fw_field"
+	uplinkVarXlBtfFwKind                = "xl_btf_fw_kind"
+	uplinkVarXlBtfFwLimits              = "xl_btf_fw_limits"
+	uplinkVarXlBtfFwRule                = "xl_btf_fw_rule"
+	uplinkVarXlBtfReason                = "xl_btf_reason"
+	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
 )
 
 // loadUplink returns the embedded CollectionSpec for uplink.
@@ -400,7 +401,8 @@ type uplinkSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkProgramSpecs struct {
-	XlaneXdpFromUplink *ebpf.ProgramSpec `ebpf:"xlane_xdp_from_uplink"`
+	XlaneXdpFromUplink        *ebpf.ProgramSpec `ebpf:"xlane_xdp_from_uplink"`
+	XlaneXdpGenericFromUplink *ebpf.ProgramSpec `ebpf:"xlane_xdp_generic_from_uplink"`
 }
 
 // uplinkMapSpecs contains maps before they are loaded into the kernel.
@@ -567,12 +569,14 @@ type uplinkVariables struct {
 //
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkPrograms struct {
-	XlaneXdpFromUplink *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
+	XlaneXdpFromUplink        *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
+	XlaneXdpGenericFromUplink *ebpf.Program `ebpf:"xlane_xdp_generic_from_uplink"`
 }
 
 func (p *uplinkPrograms) Close() error {
 	return _UplinkClose(
 		p.XlaneXdpFromUplink,
+		p.XlaneXdpGenericFromUplink,
 	)
 }
 

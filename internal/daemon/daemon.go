@@ -327,6 +327,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var n *model.Network
+	var sysctls map[string]string // taken by this create (sysctl.go)
 	applied := false
 	err := d.store.Update(func(tx *store.Tx) error {
 		var err error
@@ -334,6 +335,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 			return err
 		}
 		if n.ID, err = tx.NextNetworkID(); err != nil {
+			return err
+		}
+		if sysctls, err = rememberSysctls(tx, n); err != nil {
 			return err
 		}
 		n.Device = fmt.Sprintf("xlnet%d", n.ID)
@@ -351,7 +355,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(netconf.DeleteInternal(n), netconf.DeleteNetwork(n)); uerr != nil {
+			if uerr := errors.Join(netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -916,7 +920,7 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		}
 	}
 	if n.Mode == model.ModeXDPGeneric {
-		info.Notes = append(info.Notes, "xdp-generic: GSO packets larger than the MTU go through Linux (counted as pass_too_big)")
+		info.Notes = append(info.Notes, "xdp-generic: XDP passes GSO packets larger than the MTU (counted as pass_too_big) to the tc program, which redirects them")
 	}
 	if host.Attrs().OperState != netlink.OperUp && host.Attrs().OperState != netlink.OperUnknown {
 		info.State = "link " + host.Attrs().OperState.String()

@@ -111,3 +111,39 @@ func TestNetworkRefusesNodeSubnets(t *testing.T) {
 		}
 	})
 }
+
+// A node route that took a network's subnet after the network was made
+// (an older xlane let it, or the admin added it) is left alone: the
+// restarted daemon still starts, and `network rm` does not delete it.
+func TestRestartLeavesNodeRouteAtSubnet(t *testing.T) {
+	inNode(t, func(d *Daemon) {
+		nodeUplink(t)
+		if _, err := d.CreateNetwork(api.NetworkCreate{Name: "n", Subnets: []string{"10.61.0.0/24"}}); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		_, dst, _ := net.ParseCIDR("10.61.0.0/24")
+		if err := netlink.RouteDel(&netlink.Route{Dst: dst, Type: 7 /* RTN_UNREACHABLE */}); err != nil {
+			t.Fatal(err)
+		}
+		up, _ := netlink.LinkByName("up0")
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: up.Attrs().Index, Dst: dst, Gw: net.ParseIP("198.51.100.254")}); err != nil {
+			t.Fatal(err)
+		}
+		d2, err := New(d.cfg)
+		if err != nil {
+			t.Fatalf("restart with a node route at a network's subnet: %v", err)
+		}
+		defer d2.Close()
+		if err := d2.DeleteNetwork("n", true); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || rs[0].Gw.String() != "198.51.100.254" {
+			t.Errorf("after restart + network rm, routes to 10.61.0.0/24 = %+v, want the node's via 198.51.100.254", rs)
+		}
+	})
+}

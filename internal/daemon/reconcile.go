@@ -49,7 +49,11 @@ func (d *Daemon) Reconcile() error {
 		n := &nets[i]
 		byName[n.Name] = n
 		keepDev[n.Device] = true
-		if err := netconf.EnsureNetwork(n); err != nil {
+		// A route the node got at the subnet since is left alone and the
+		// daemon still starts, so the network can be removed.
+		if err := netconf.EnsureNetwork(n); errors.Is(err, netconf.ErrRouteTaken) {
+			d.log.Error("network's subnet is taken by a node route; remove the network", "network", n.Name, "err", err)
+		} else if err != nil {
 			errs = append(errs, err)
 		}
 		if err := netconf.EnsureInternal(n); err != nil {

@@ -10,8 +10,9 @@ import (
 
 // Uninstall removes everything this instance put on the node: endpoints and
 // networks (veths, routes, gateway addresses), services, published ports,
-// the uplink and socket programs, every pin, and the state file. The
-// daemon is closed afterwards.
+// the uplink and socket programs, every pin, and the state file, and puts
+// back the sysctls xlane changed (sysctl.go). The daemon is closed
+// afterwards.
 func (d *Daemon) Uninstall() error {
 	var errs []error
 	nets, err := d.Networks()
@@ -26,6 +27,10 @@ func (d *Daemon) Uninstall() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("uninstall: %w", err)
+	}
+	// Only now: forwarding stayed on while endpoints were still there.
+	if err := d.restoreSysctls(); err != nil {
+		return fmt.Errorf("uninstall: restore sysctls: %w", err)
 	}
 	d.Close()
 	if err := datapath.RemovePins(d.cfg.PinDir); err != nil {

@@ -549,6 +549,15 @@ func XDPAttachMode(ifindex int) string {
 	return "multiple"
 }
 
+// uplinkProg is the uplink program for an attach mode: generic XDP needs
+// the one without frags (xdp_uplink.c says why).
+func (d *BPF) uplinkProg(mode string) *ebpf.Program {
+	if mode == XDPModeGeneric {
+		return d.objs.XDPGenericFromUplink()
+	}
+	return d.objs.XDPFromUplink()
+}
+
 // AttachUplink puts the uplink program on the node's uplink in XDP attach
 // mode (XDPMode*: auto is native, else generic) and lets the endpoint
 // programs redirect to it; it returns the mode attached. It adopts its own
@@ -568,7 +577,7 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
 		cur := XDPAttachMode(ifindex)
 		if linkIfindex(l) == ifindex && (cur == mode || mode == XDPModeAuto) {
-			err := l.Update(d.objs.XDPFromUplink())
+			err := l.Update(d.uplinkProg(cur))
 			l.Close()
 			if err != nil {
 				return "", fmt.Errorf("update uplink program on %s: %w", ifname, err)
@@ -592,7 +601,11 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 		}
 	}
 	attach := func(flags link.XDPAttachFlags) (link.Link, error) {
-		return link.AttachXDP(link.XDPOptions{Program: d.objs.XDPFromUplink(), Interface: ifindex, Flags: flags})
+		prog := d.objs.XDPFromUplink()
+		if flags == link.XDPGenericMode {
+			prog = d.objs.XDPGenericFromUplink()
+		}
+		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: flags})
 	}
 	var (
 		l   link.Link

@@ -9,6 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrRouteTaken: the node has a route of its own at a network's subnet,
+// which xlane leaves alone (validation refuses such subnets; a route added
+// after the network was made gets here).
+var ErrRouteTaken = errors.New("the node has another route to the subnet (not xlane's; left alone)")
+
 // addUnreachable adds the network's unreachable route for p without
 // touching any other route: the add is exclusive (NLM_F_EXCL, what
 // RouteAdd sends), so a route of the node's at the same prefix makes it fail
@@ -23,7 +28,7 @@ func addUnreachable(p netip.Prefix) error {
 		if _, ok, lerr := findUnreachable(p); lerr == nil && ok {
 			return nil
 		}
-		return fmt.Errorf("add unreachable route %s: the node has another route to %s (not xlane's; left alone): %w", p, p, err)
+		return fmt.Errorf("add unreachable route %s: %w", p, ErrRouteTaken)
 	}
 	return fmt.Errorf("add unreachable route %s: %w", p, err)
 }

@@ -1,6 +1,7 @@
 package netconf
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -39,8 +40,8 @@ func TestUnreachableRouteLeavesNodeRoutes(t *testing.T) {
 		}
 		n := &model.Network{Device: "xlnet1", Subnets: []netip.Prefix{netip.MustParsePrefix("10.70.0.0/24")},
 			Gateways: []netip.Addr{netip.MustParseAddr("10.70.0.1")}}
-		if err := EnsureNetwork(n); err == nil {
-			t.Errorf("EnsureNetwork over the node's route 10.70.0.0/24 succeeded")
+		if err := EnsureNetwork(n); !errors.Is(err, ErrRouteTaken) {
+			t.Errorf("EnsureNetwork over the node's route 10.70.0.0/24 = %v, want ErrRouteTaken", err)
 		}
 		if err := DeleteNetwork(n); err != nil {
 			t.Errorf("DeleteNetwork: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -55,8 +56,8 @@ func decodeErr(err error, limit int64) error {
 	if errors.As(err, &te) {
 		return model.Fieldf(te.Field, "has the wrong type: want %s", te.Type)
 	}
-	if f, ok := bytes.CutPrefix([]byte(err.Error()), []byte("json: unknown field ")); ok {
-		return model.Fieldf(string(bytes.Trim(f, `"`)), "unknown field")
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return model.Fieldf(strings.Trim(f, `"`), "unknown field")
 	}
 	var fe *model.FieldError
 	if errors.As(err, &fe) {

@@ -76,10 +76,21 @@ func testMode(t *testing.T, mode string) {
 		t.Run("fast path used", func(t *testing.T) {
 			var ep api.EndpointInfo
 			n.mustXlane(&ep, "endpoint", "inspect", eps[0].ID)
-			// 1000 of 100 MB's ~1600 GSO packets; the kernel matrix's
-			// guests move less (XLANE_E2E_BULK).
-			if c := reason(ep, "fwd_peer", "from_endpoint"); c.Packets < uint64(min(1000, bulk>>16)) {
-				t.Fatalf("fwd_peer from %s = %d packets, want the bulk transfer on the fast path; counters %+v", eps[0].ID, c.Packets, ep.Reasons)
+			// The bulk transfer to c3 is on the fast path: redirected by
+			// XDP, or (generic XDP: GSO packets bigger than the MTU) by
+			// the tc program behind it. Counting packets is not enough:
+			// the ACKs of the transfer into c1 alone pass for "1000
+			// packets" (issue 11: 872 of them made a flaky failure while
+			// every data byte went through Linux).
+			if c := reason(ep, "fwd_peer", "from_endpoint"); c.Bytes < uint64(bulk) {
+				t.Errorf("fwd_peer from %s = %d packets, %d bytes, want the %d-byte transfer on the fast path; counters %+v", eps[0].ID, c.Packets, c.Bytes, bulk, ep.Reasons)
+			}
+			// Only ARP is not IP. Under generic XDP the tc program once
+			// saw every frame XDP passed from its IP header on (the
+			// kernel's copy of the skb for an xdp.frags program loses
+			// mac_len): data counted as pass_non_ip.
+			if c := reason(ep, "pass_non_ip", "from_endpoint"); c.Bytes > 64<<10 {
+				t.Errorf("pass_non_ip from %s = %d packets, %d bytes, want ARP only; counters %+v", eps[0].ID, c.Packets, c.Bytes, ep.Reasons)
 			}
 			for _, r := range ep.Reasons {
 				if r.Drop && r.Packets > 0 {

@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+func readSysctl(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/" + p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func writeSysctl(t *testing.T, p, v string) {
+	t.Helper()
+	if err := os.WriteFile("/proc/sys/"+p, []byte(v), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// `xlaned --uninstall` puts back the IPv6 forwarding sysctls a network
+// with an IPv6 subnet turned on (all, default and every interface's, which
+// writing "all" changes too); a failed create puts them back at once.
+func TestUninstallRestoresSysctls(t *testing.T) {
+	inNode(t, func(d *Daemon) {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "fw0"}, PeerName: "fw0p"}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"net/ipv6/conf/all/forwarding":     "0",
+			"net/ipv6/conf/default/forwarding": "0",
+			"net/ipv6/conf/fw0/forwarding":     "1", // the admin's, per interface
+			"net/ipv6/conf/fw0p/forwarding":    "0",
+		}
+		writeSysctl(t, "net/ipv6/conf/all/forwarding", "0")
+		writeSysctl(t, "net/ipv6/conf/default/forwarding", "0")
+		writeSysctl(t, "net/ipv6/conf/fw0/forwarding", "1")
+		check := func(when string) {
+			t.Helper()
+			for k, v := range want {
+				if got := readSysctl(t, k); got != v {
+					t.Errorf("%s: %s = %s, want %s", when, k, got, v)
+				}
+			}
+		}
+
+		// A create that fails after turning forwarding on turns it off.
+		d.fault = func(s string) error {
+			if s == "network-applied" {
+				return errInjected
+			}
+			return nil
+		}
+		if _, err := d.CreateNetwork(api.NetworkCreate{Name: "doomed", Subnets: []string{"fd00:58::/64"}}); err == nil {
+			t.Fatal("create with an injected failure succeeded")
+		}
+		d.fault = nil
+		check("after a failed create")
+
+		for _, name := range []string{"v6", "v6b"} {
+			sub := map[string]string{"v6": "fd00:58::/64", "v6b": "fd00:59::/64"}[name]
+			if _, err := d.CreateNetwork(api.NetworkCreate{Name: name, Subnets: []string{sub}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := readSysctl(t, "net/ipv6/conf/all/forwarding"); got != "1" {
+			t.Fatalf("IPv6 network made: all.forwarding = %s, want 1", got)
+		}
+		if _, err := d.AddEndpoint(api.EndpointAdd{Network: "v6", Netns: container(t)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Uninstall(); err != nil {
+			t.Fatal(err)
+		}
+		check("after uninstall")
+	})
+}
