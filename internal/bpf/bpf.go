@@ -72,7 +72,17 @@ type Objects struct {
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
+	replaced     []string // pins Load replaced (replaceIncompatiblePins)
+	// maps are every map loaded so far by ELF name, the tc collection's
+	// first: later collections share them (shareWith). own are the ones
+	// not in tcObjects, closed by Close.
+	maps map[string]*ebpf.Map
+	own  []*ebpf.Map
 }
+
+// ReplacedPins lists the pinned maps Load replaced because an older
+// xlaned left them with another layout; the daemon logs them.
+func (o *Objects) ReplacedPins() []string { return o.replaced }
 
 // xdpExtra is what the xdp collection adds to the tc one.
 type xdpExtra struct {
@@ -90,6 +100,9 @@ func (o *Objects) Close() error {
 	o.tcFromUplink.Close()
 	o.sock.Close()
 	o.xdp.Scratch.Close()
+	for _, m := range o.own {
+		m.Close()
+	}
 	return o.tcObjects.Close()
 }
 
@@ -130,12 +143,13 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	}
 	spec.Maps["xlane_maglev"].InnerMap.MaxEntries = msize
 	opts := &ebpf.CollectionOptions{}
+	var replaced []string
 	if pinDir != "" {
 		if err := os.MkdirAll(pinDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin dir: %w", err)
 		}
 		opts.Maps.PinPath = pinDir
-		if err := replaceIncompatiblePins(spec, pinDir); err != nil {
+		if replaced, err = replaceIncompatiblePins(spec, pinDir); err != nil {
 			return nil, err
 		}
 	} else {
@@ -143,18 +157,19 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 			m.Pinning = ebpf.PinNone
 		}
 	}
-	var objs Objects
+	objs := Objects{replaced: replaced}
 	if err := spec.LoadAndAssign(&objs.tcObjects, opts); err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
+	objs.maps = objs.mapsByName()
 	xspec, err := loadXdp()
 	if err != nil {
 		objs.tcObjects.Close()
 		return nil, err
 	}
-	// The other collections share every map of the tc one.
-	xopts := objs.shareWith(xspec)
-	if err := xspec.LoadAndAssign(&objs.xdp, xopts); err != nil {
+	// Every later collection shares every map loaded before it by name
+	// (shareWith): one xlane_ct, one xlane_endpoints, ... for every program.
+	if err := objs.loadShared(xspec, &objs.xdp); err != nil {
 		// A verifier that refuses the XDP programs (6.1's did, until the
 		// checksum pass's tail length was bounded for it) leaves the XDP
 		// modes unavailable (XDPErr); the rest works.
@@ -166,9 +181,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 			Prog    *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
 			Generic *ebpf.Program `ebpf:"xlane_xdp_generic_from_uplink"`
 		}
-		uopts := objs.shareWith(uspec)
-		uopts.MapReplacements["xlane_l4csum_scratch"] = objs.xdp.Scratch
-		err = uspec.LoadAndAssign(&up, uopts)
+		err = objs.loadShared(uspec, &up)
 		objs.fromUplink, objs.genUplink = up.Prog, up.Generic
 	}
 	if err != nil {
@@ -180,7 +193,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		var tu struct {
 			Prog *ebpf.Program `ebpf:"xlane_from_uplink"`
 		}
-		err = tuspec.LoadAndAssign(&tu, objs.shareWith(tuspec))
+		err = objs.loadShared(tuspec, &tu)
 		objs.tcFromUplink = tu.Prog
 	}
 	if err != nil {
@@ -189,7 +202,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	}
 	sspec, err := loadSocklb()
 	if err == nil {
-		err = sspec.LoadAndAssign(&objs.sock, objs.shareWith(sspec))
+		err = objs.loadShared(sspec, &objs.sock)
 	}
 	if err != nil {
 		objs.Close()
@@ -198,47 +211,60 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	return &objs, nil
 }
 
-// shareWith makes spec use the tc collection's maps wherever their names
-// match: one xlane_ct, one xlane_endpoints, ... for every program.
+// isDataSection: .rodata, .bss, .data hold one collection's own globals
+// and constants; they are never shared.
+func isDataSection(name string) bool { return strings.HasPrefix(name, ".") }
+
+// shareWith makes spec use the maps already loaded wherever it declares a
+// map of the same name. Nothing lists them: a map declared in
+// bpf/lib/maps.h (or any header two programs include) is one map for every
+// collection that uses it, whether pinned (node state) or not (per-CPU
+// scratch).
 func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
-	shared := map[string]*ebpf.Map{
-		"xlane_endpoints": o.XlaneEndpoints,
-		"xlane_metrics":   o.XlaneMetrics,
-		"xlane_devmap":    o.XlaneDevmap,
-		"xlane_neigh":     o.XlaneNeigh,
-		"xlane_ct":        o.XlaneCt,
-		"xlane_config":    o.XlaneConfig,
-		"xlane_publish":   o.XlanePublish,
-		"xlane_services":  o.XlaneServices,
-		"xlane_maglev":    o.XlaneMaglev,
-		"xlane_backends":  o.XlaneBackends,
-	}
-	for name, m := range o.firewallMaps() {
-		shared[name] = m
-	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
-	for name, m := range shared {
-		if ms, ok := spec.Maps[name]; ok {
-			// The size was chosen at load (--ct-size, --maglev-size):
-			// every collection must expect the map as created.
-			ms.MaxEntries = m.MaxEntries()
-			opts.MapReplacements[name] = m
+	for name, ms := range spec.Maps {
+		m, ok := o.maps[name]
+		if !ok || isDataSection(name) {
+			continue
 		}
+		// The size was chosen at load (--ct-size, --maglev-size): every
+		// collection must expect the map as created.
+		ms.MaxEntries = m.MaxEntries()
+		opts.MapReplacements[name] = m
 	}
 	return opts
 }
 
-// ReplacedPins lists the pins Load replaced because an older xlaned left
-// them with another layout (set by Load, read by the daemon for its log).
-var ReplacedPins []string
+// loadShared loads spec on the maps already loaded (shareWith), assigns its
+// programs and maps to to (a struct with ebpf tags), and keeps the maps it
+// created for the collections loaded after it.
+func (o *Objects) loadShared(spec *ebpf.CollectionSpec, to any) error {
+	coll, err := ebpf.NewCollectionWithOptions(spec, *o.shareWith(spec))
+	if err != nil {
+		return err
+	}
+	defer coll.Close() // what to does not take: the kernel objects live on in the programs
+	for name, m := range coll.Maps {
+		if _, ok := o.maps[name]; ok || isDataSection(name) {
+			continue
+		}
+		c, err := m.Clone()
+		if err != nil {
+			return fmt.Errorf("keep map %s: %w", name, err)
+		}
+		o.maps[name], o.own = c, append(o.own, c)
+	}
+	return coll.Assign(to)
+}
 
 // replaceIncompatiblePins removes pinned maps whose type, key, value or
-// size differ from this build's (an upgrade that changed abi.h): the
+// size differ from this build's (an upgrade that changed abi.h) and
+// returns their names: the
 // daemon rebuilds their content from its store on reconcile. Conntrack
 // and counters start afresh; established NAT flows through a replaced
 // xlane_ct break, which is why a layout change is a release note.
-func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) error {
-	ReplacedPins = nil
+func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) ([]string, error) {
+	var replaced []string
 	for name, ms := range spec.Maps {
 		if ms.Pinning != ebpf.PinByName {
 			continue
@@ -255,11 +281,11 @@ func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) error {
 			continue
 		}
 		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("replace incompatible pinned map %s: %w", path, err)
+			return nil, fmt.Errorf("replace incompatible pinned map %s: %w", path, err)
 		}
-		ReplacedPins = append(ReplacedPins, name)
+		replaced = append(replaced, name)
 	}
-	return nil
+	return replaced, nil
 }
 
 // XDPFromEndpoint is the native XDP program of a host-side veth.
@@ -321,9 +347,6 @@ func (o *Objects) Endpoints() *ebpf.Map { return o.XlaneEndpoints }
 
 // Metrics is the xlane_metrics map.
 func (o *Objects) Metrics() *ebpf.Map { return o.XlaneMetrics }
-
-// MapPinPath is where a map of this package is pinned under pinDir.
-func MapPinPath(pinDir, name string) string { return filepath.Join(pinDir, name) }
 
 // KeyFromAddr builds an xlane_endpoints key: IPv6 as is, IPv4 v4-mapped.
 func KeyFromAddr(a netip.Addr) EndpointKey {

@@ -1,10 +1,6 @@
 package bpf
 
 import (
-	"errors"
-	"fmt"
-	"path/filepath"
-
 	"github.com/cilium/ebpf"
 )
 
@@ -84,19 +80,6 @@ func (o *Objects) Firewall() FwMaps {
 	}
 }
 
-// firewallMaps names the firewall maps for sharing between collections.
-func (o *Objects) firewallMaps() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{
-		"xlane_fw_exact": o.XlaneFwExact, "xlane_fw_addr": o.XlaneFwAddr,
-		"xlane_fw_scalar": o.XlaneFwScalar, "xlane_fw_pool": o.XlaneFwPool,
-		"xlane_fw_rules": o.XlaneFwRules, "xlane_fw_gens": o.XlaneFwGens,
-		"xlane_fw_state": o.XlaneFwState, "xlane_fw_counters": o.XlaneFwCounters,
-		"xlane_fw_events": o.XlaneFwEvents, "xlane_fw_ddos": o.XlaneFwDdos,
-		"xlane_fw_block4": o.XlaneFwBlock4, "xlane_fw_block6": o.XlaneFwBlock6,
-		"xlane_fw_rate": o.XlaneFwRate,
-	}
-}
-
 // FwInnerSpecs are the specs of one generation's inner maps, sized for
 // its content (the templates in fw.h say 1 entry).
 func FwInnerSpecs() (exact, addr, scalar, pool, rules *ebpf.MapSpec, err error) {
@@ -106,37 +89,4 @@ func FwInnerSpecs() (exact, addr, scalar, pool, rules *ebpf.MapSpec, err error) 
 	}
 	get := func(name string) *ebpf.MapSpec { return spec.Maps[name].InnerMap.Copy() }
 	return get("xlane_fw_exact"), get("xlane_fw_addr"), get("xlane_fw_scalar"), get("xlane_fw_pool"), get("xlane_fw_rules"), nil
-}
-
-// OpenFirewallMaps opens the firewall's maps pinned under mapDir (a
-// daemon's <pin-dir>/maps), for the control plane. Close them with Close.
-func OpenFirewallMaps(mapDir string) (FwMaps, error) {
-	var m FwMaps
-	var errs []error
-	open := func(name string) *ebpf.Map {
-		mp, err := ebpf.LoadPinnedMap(filepath.Join(mapDir, name), nil)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("open pinned map %s: %w", name, err))
-		}
-		return mp
-	}
-	m.Exact, m.Addr, m.Scalar = open("xlane_fw_exact"), open("xlane_fw_addr"), open("xlane_fw_scalar")
-	m.Pool, m.Rules, m.Gens = open("xlane_fw_pool"), open("xlane_fw_rules"), open("xlane_fw_gens")
-	m.State, m.Counters, m.Events = open("xlane_fw_state"), open("xlane_fw_counters"), open("xlane_fw_events")
-	m.DDoS, m.Block4, m.Block6, m.Rate = open("xlane_fw_ddos"), open("xlane_fw_block4"), open("xlane_fw_block6"), open("xlane_fw_rate")
-	if err := errors.Join(errs...); err != nil {
-		m.Close()
-		return FwMaps{}, err
-	}
-	return m, nil
-}
-
-// Close releases the handles (pins stay).
-func (m FwMaps) Close() {
-	for _, mp := range []*ebpf.Map{m.Exact, m.Addr, m.Scalar, m.Pool, m.Rules, m.Gens, m.State,
-		m.Counters, m.Events, m.DDoS, m.Block4, m.Block6, m.Rate} {
-		if mp != nil {
-			mp.Close()
-		}
-	}
 }

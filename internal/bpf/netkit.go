@@ -29,20 +29,16 @@ func (o *Objects) LoadNetkit() (*NetkitObjects, error) {
 	if err != nil {
 		return nil, err
 	}
-	shared := o.mapsByName()
-	repl := map[string]*ebpf.Map{}
+	// The netkit programs are the tc pipeline on another hook: every map
+	// they declare is one the other collections have.
+	opts := o.shareWith(spec)
 	for name := range spec.Maps {
-		if name[0] == '.' { // .rodata, .bss: the collection's own
-			continue
+		if _, ok := opts.MapReplacements[name]; !ok && !isDataSection(name) {
+			return nil, fmt.Errorf("load netkit programs: map %s is not in the other collections", name)
 		}
-		m, ok := shared[name]
-		if !ok {
-			return nil, fmt.Errorf("load netkit programs: map %s is not in the tc collection", name)
-		}
-		repl[name] = m
 	}
 	var nk NetkitObjects
-	if err := spec.LoadAndAssign(&nk, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := spec.LoadAndAssign(&nk, opts); err != nil {
 		return nil, fmt.Errorf("load netkit programs: %w", err)
 	}
 	return &nk, nil

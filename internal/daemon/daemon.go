@@ -59,10 +59,9 @@ type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
 	store *store.Store
-	dp    *datapath.BPF // nil when the BPF datapath cannot load here
-	dpErr error
-	feat  *features.Set // probed at start (kernel.go)
-	fw    *Firewall     // started by New, before the API serves (firewall.go)
+	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
+	feat  *features.Set     // probed at start (kernel.go)
+	fw    *Firewall         // started by New, before the API serves (firewall.go)
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
@@ -99,13 +98,28 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.GCInterval = 10 * time.Second
 	}
 	d.cfg = cfg
-	d.dp, d.dpErr = datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize})
-	if d.dpErr != nil {
-		d.log.Warn("BPF datapath unavailable; only kernel mode works", "err", d.dpErr)
+	d.dp = openDatapath(cfg, d.log)
+	return d.start()
+}
+
+// openDatapath loads the BPF datapath, or returns the unavailable one (and
+// says why) where it cannot load.
+func openDatapath(cfg Config, log *slog.Logger) datapath.Datapath {
+	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize})
+	if err != nil {
+		log.Warn("BPF datapath unavailable; only kernel mode works", "err", err)
+		return datapath.NewUnavailable(err)
 	}
-	if len(bpf.ReplacedPins) > 0 {
-		d.log.Warn("replaced pinned maps left with an older layout; their content is rebuilt from the store (conntrack and counters start afresh)", "maps", bpf.ReplacedPins)
+	if replaced := dp.ReplacedPins(); len(replaced) > 0 {
+		log.Warn("replaced pinned maps left with an older layout; their content is rebuilt from the store (conntrack and counters start afresh)", "maps", replaced)
 	}
+	return dp
+}
+
+// start brings the node to what the store says and starts the background
+// work; on failure the daemon is closed.
+func (d *Daemon) start() (*Daemon, error) {
+	cfg := d.cfg
 	d.probeKernel()
 	if err := d.Reconcile(); err != nil {
 		d.Close()
@@ -114,13 +128,15 @@ func New(cfg Config) (*Daemon, error) {
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
 	d.fw = d.startFirewall()
-	if d.dp != nil && cfg.Uplink != "" {
+	// Without the BPF datapath there is no node-wide datapath work: no
+	// uplink program, node configuration, services or neighbour mirror.
+	if d.dp.Available() == nil && cfg.Uplink != "" {
 		if err := d.attachUplink(); err != nil {
 			d.Close()
 			return nil, err
 		}
 	}
-	if d.dp != nil {
+	if d.dp.Available() == nil {
 		if err := d.setupNode(); err != nil {
 			d.Close()
 			return nil, err
@@ -169,9 +185,7 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
-	if d.dp != nil {
-		d.dp.Close()
-	}
+	d.dp.Close()
 	return d.store.Close()
 }
 
@@ -464,15 +478,16 @@ const (
 // AutoMode, or kernel where BPF cannot load; an explicit BPF mode on a node
 // without the BPF datapath is refused.
 func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
+	dpErr := d.dp.Available()
 	switch {
-	case m == model.ModeAuto && d.dp == nil:
-		return model.ModeKernel, "kernel: the BPF datapath does not load here (" + d.dpErr.Error() + ")", nil
+	case m == model.ModeAuto && dpErr != nil:
+		return model.ModeKernel, "kernel: " + dpErr.Error(), nil
 	case m == model.ModeAuto && d.modeMissing(AutoMode) != nil:
 		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
 		return AutoMode, autoReason, nil
-	case m.BPF() && d.dp == nil:
-		return "", "", fmt.Errorf("mode %s: %v: %w", m, d.dpErr, model.ErrUnavailable)
+	case m.BPF() && dpErr != nil:
+		return "", "", fmt.Errorf("mode %s: %w", m, dpErr)
 	case m.BPF() && d.modeMissing(m) != nil:
 		return "", "", fmt.Errorf("mode %s: %v: %w", m, d.modeMissing(m), model.ErrUnavailable)
 	}
@@ -705,9 +720,7 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 // takes away any other mode's programs.
 func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netlink.Link) error {
 	if !n.Mode.BPF() {
-		if d.dp == nil {
-			return nil
-		}
+		// Take away what a BPF mode left (nothing where BPF never loaded).
 		for _, a := range e.IPs {
 			if err := d.dp.DeleteEndpoint(a); err != nil {
 				return err
@@ -718,8 +731,8 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		}
 		return d.dp.Detach(e.HostIf, host.Attrs().Index)
 	}
-	if d.dp == nil {
-		return fmt.Errorf("network %q is in %s mode: %v: %w", n.Name, n.Mode, d.dpErr, model.ErrUnavailable)
+	if err := d.dp.Available(); err != nil {
+		return fmt.Errorf("network %q is in %s mode: %w", n.Name, n.Mode, err)
 	}
 	// Native XDP_REDIRECT into the host veth needs NAPI on its peer. When
 	// the peer is out of reach (a runtime moved it), the endpoint is not a
@@ -784,16 +797,14 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 // unapplyEndpoint removes every kernel object of e. Missing ones are fine.
 func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	var errs []error
-	if d.dp != nil {
-		ifindex := 0
-		if host, err := netconf.HostLink(e); err == nil {
-			ifindex = host.Attrs().Index
-		}
-		errs = append(errs, d.dp.Detach(e.HostIf, ifindex))
-		errs = append(errs, d.syncPorts(portEntries(e), nil))
-		for _, a := range e.IPs {
-			errs = append(errs, d.dp.DeleteEndpoint(a))
-		}
+	ifindex := 0
+	if host, err := netconf.HostLink(e); err == nil {
+		ifindex = host.Attrs().Index
+	}
+	errs = append(errs, d.dp.Detach(e.HostIf, ifindex))
+	errs = append(errs, d.syncPorts(portEntries(e), nil))
+	for _, a := range e.IPs {
+		errs = append(errs, d.dp.DeleteEndpoint(a))
 	}
 	errs = append(errs, netconf.DeleteVeth(e))
 	return errors.Join(errs...)
@@ -925,7 +936,7 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 	if host.Attrs().OperState != netlink.OperUp && host.Attrs().OperState != netlink.OperUnknown {
 		info.State = "link " + host.Attrs().OperState.String()
 	}
-	if n.Mode.BPF() && d.dp != nil {
+	if n.Mode.BPF() {
 		info.Datapath = d.dp.Hooks(e.HostIf)
 		info.Reasons = d.reasonCounters(host.Attrs().Index)
 		// Packets redirected into the container skip the host veth's
@@ -962,9 +973,6 @@ func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
 
 // pruneCounters drops the counters of devices that no longer exist.
 func (d *Daemon) pruneCounters() error {
-	if d.dp == nil {
-		return nil
-	}
 	links, err := netlink.LinkList()
 	if err != nil {
 		return err
@@ -980,7 +988,7 @@ func (d *Daemon) pruneCounters() error {
 func (d *Daemon) Status() (*api.Status, error) {
 	st := &api.Status{Version: Version, StatePath: d.cfg.StatePath, PinDir: d.cfg.PinDir, Uplink: d.cfg.Uplink}
 	if d.cfg.Uplink != "" {
-		if l, err := netlink.LinkByName(d.cfg.Uplink); err == nil && d.dp != nil && d.dp.OwnsXDP(d.cfg.Uplink) {
+		if l, err := netlink.LinkByName(d.cfg.Uplink); err == nil && d.dp.OwnsXDP(d.cfg.Uplink) {
 			st.UplinkXDPMode = datapath.XDPAttachMode(l.Attrs().Index)
 		}
 	}
@@ -995,8 +1003,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 		st.Networks, st.Endpoints = len(nets), len(eps)
 		return err
 	})
-	if d.dp != nil {
-		st.Counters = d.reasonCounters(0)
+	st.Counters = d.reasonCounters(0)
+	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
 	}
 	return st, err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/spec"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -229,8 +230,8 @@ func TestIncompatiblePinReplaced(t *testing.T) {
 // which has no datapath for them, refuses both, at create and on a switch.
 func TestNetworkPolicy(t *testing.T) {
 	inNode(t, func(d *Daemon) {
-		if d.dp == nil {
-			t.Fatalf("no BPF datapath (root on a kernel with BPF is required): %v", d.dpErr)
+		if err := d.dp.Available(); err != nil {
+			t.Fatalf("no BPF datapath (root on a kernel with BPF is required): %v", err)
 		}
 		off := false
 		for _, c := range []struct {
@@ -305,11 +306,15 @@ func TestFirewallStartedByNew(t *testing.T) {
 			return fmt.Errorf("apply: %w", err)
 		}
 		// Switch the datapath's firewall off behind the daemon's back.
-		maps, err := bpf.OpenFirewallMaps(filepath.Join(pinDir, "maps"))
+		dp, err := datapath.Open(pinDir, bpf.Options{})
 		if err != nil {
 			return err
 		}
-		defer maps.Close()
+		defer dp.Close()
+		maps, err := dp.FirewallMaps()
+		if err != nil {
+			return err
+		}
 		in, err := firewall.NewInstaller(maps)
 		if err != nil {
 			return err

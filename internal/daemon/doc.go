@@ -5,5 +5,17 @@
 // half-created. Reconcile rebuilds the kernel side from the store at start.
 //
 // The API server (internal/server) and the Docker driver (internal/docker)
-// call into this package; neither touches netlink or BPF directly.
+// call into this package; neither touches netlink or BPF directly. The
+// daemon itself reaches BPF only through datapath.Datapath: the BPF
+// datapath, or datapath.Unavailable where it cannot load (only kernel mode
+// then), or a fake in tests (seam_test.go).
+//
+// Files by concern: daemon.go (start, networks, endpoints, status),
+// reconcile.go, kernel.go (what this kernel can run), node.go (node
+// configuration for NAT and socket hooks), nat.go (which modes can NAT),
+// ports.go (published ports), flows.go (conntrack listing and statistics),
+// ctgc.go (conntrack garbage collection), proto.go (address and protocol
+// parsing), services.go, neigh.go (the neighbour mirror), firewall.go and
+// lasthit.go (the firewall), policy.go, docker.go (the store for the Docker
+// driver), sysctl.go and uninstall.go.
 package daemon

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -59,15 +58,11 @@ func (d *Daemon) Firewall() *Firewall { return d.fw }
 // firewall answers every request with why it is unavailable.
 func (d *Daemon) startFirewall() *Firewall {
 	f := &Firewall{d: d, bits: map[string]int{}, slots: map[string]uint32{}}
-	if d.dp == nil {
-		f.err = fmt.Errorf("the firewall needs the BPF datapath: %v: %w", d.dpErr, model.ErrUnavailable)
+	if f.maps, f.err = d.dp.FirewallMaps(); f.err != nil {
+		f.err = fmt.Errorf("firewall: %w", f.err) // datapath.ErrUnavailable
 		return f
 	}
-	f.maps, f.err = bpf.OpenFirewallMaps(filepath.Join(d.cfg.PinDir, "maps"))
-	if f.err == nil {
-		f.in, f.err = firewall.NewInstaller(f.maps)
-	}
-	if f.err != nil {
+	if f.in, f.err = firewall.NewInstaller(f.maps); f.err != nil {
 		f.err = fmt.Errorf("firewall: %w: %w", f.err, model.ErrUnavailable)
 		return f
 	}

@@ -28,8 +28,7 @@ func (d *Daemon) probeKernel() {
 		}
 	}
 	d.log.Info("kernel features probed", "kernel", d.feat.Kernel, "missing", strings.Join(missing, ","))
-	if d.dp != nil && !d.feat.Has(features.TCX) && d.feat.Has(features.TCClsact) {
-		d.dp.UseLegacyTC(true)
+	if !d.feat.Has(features.TCX) && d.feat.Has(features.TCClsact) && d.dp.UseLegacyTC(true) == nil {
 		d.log.Info("tc mode: no tcx on this kernel; attaching cls_bpf filters on clsact instead")
 	}
 }
@@ -39,8 +38,8 @@ func (d *Daemon) modeMissing(m model.Mode) error {
 	if !m.BPF() || m == model.ModeAuto {
 		return nil
 	}
-	if d.dp == nil {
-		return fmt.Errorf("the BPF datapath does not load here: %w", d.dpErr)
+	if err := d.dp.Available(); err != nil {
+		return err
 	}
 	switch m {
 	case model.ModeTC:

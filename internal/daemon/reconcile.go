@@ -93,13 +93,11 @@ func (d *Daemon) Reconcile() error {
 		}
 	}
 	errs = append(errs, d.removeStale(keepDev, tcDevs, tcAddrs))
-	if d.dp != nil {
-		have, err := d.dp.PublishedPorts()
-		errs = append(errs, err)
-		for _, p := range have {
-			if !slices.Contains(wantPorts, p) {
-				errs = append(errs, d.dp.DeletePort(p))
-			}
+	have, err := d.dp.PublishedPorts()
+	errs = append(errs, err)
+	for _, p := range have {
+		if !slices.Contains(wantPorts, p) {
+			errs = append(errs, d.dp.DeletePort(p))
 		}
 	}
 	d.log.Info("reconciled", "networks", len(nets), "endpoints", len(eps))
@@ -126,9 +124,6 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 				errs = append(errs, fmt.Errorf("delete stale %s: %w", name, err))
 			}
 		}
-	}
-	if d.dp == nil {
-		return errors.Join(errs...)
 	}
 	devs, err := d.dp.AttachedDevices()
 	errs = append(errs, err)

@@ -47,8 +47,8 @@ func parseBackends(specs []string, vip model.Service) ([]model.Backend, error) {
 func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.dp == nil {
-		return nil, fmt.Errorf("services need the BPF datapath: %v: %w", d.dpErr, model.ErrUnavailable)
+	if err := d.dp.Available(); err != nil {
+		return nil, fmt.Errorf("create service: %w", err)
 	}
 	if !nameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
@@ -103,8 +103,8 @@ func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 func (d *Daemon) UpdateService(name string, req api.ServiceUpdate) (*model.Service, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.dp == nil {
-		return nil, fmt.Errorf("services: %v: %w", d.dpErr, model.ErrUnavailable)
+	if err := d.dp.Available(); err != nil {
+		return nil, fmt.Errorf("update service: %w", err)
 	}
 	var s *model.Service
 	err := d.store.Update(func(tx *store.Tx) error {
@@ -144,10 +144,8 @@ func (d *Daemon) DeleteService(name string) error {
 		if err != nil {
 			return err
 		}
-		if d.dp != nil {
-			if err := d.dp.DeleteService(dpService(s)); err != nil {
-				return err
-			}
+		if err := d.dp.DeleteService(dpService(s)); err != nil {
+			return err
 		}
 		return tx.DeleteService(name)
 	})

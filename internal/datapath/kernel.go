@@ -1,5 +1,17 @@
 package datapath
 
+import "github.com/xlane-dev/xlane/internal/bpf"
+
 // XDPErr says why the XDP modes cannot run here (their programs did not
 // load on this kernel), or nil.
 func (d *BPF) XDPErr() error { return d.objs.XDPErr() }
+
+// Available is nil: the programs loaded.
+func (d *BPF) Available() error { return nil }
+
+// FirewallMaps are the firewall's maps, as loaded (and pinned) by Open.
+func (d *BPF) FirewallMaps() (bpf.FwMaps, error) { return d.objs.Firewall(), nil }
+
+// ReplacedPins lists the pinned maps Open replaced because an older xlaned
+// left them with another layout (their content starts afresh).
+func (d *BPF) ReplacedPins() []string { return d.objs.ReplacedPins() }

@@ -27,7 +27,7 @@ const (
 )
 
 // UseLegacyTC makes tc mode attach cls_bpf filters instead of tcx links.
-func (d *BPF) UseLegacyTC(on bool) { d.legacyTC = on }
+func (d *BPF) UseLegacyTC(on bool) error { d.legacyTC = on; return nil }
 
 // LegacyTC reports whether tc mode attaches cls_bpf filters.
 func (d *BPF) LegacyTC() bool { return d.legacyTC }

@@ -1,0 +1,230 @@
+package daemon
+
+import (
+	"errors"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// fakeDaemon is a daemon on a fake datapath and a private store: no root,
+// no BPF, no namespaces. Only what touches the store and the datapath alone
+// (services, published ports) runs on it.
+func fakeDaemon(t *testing.T) (*Daemon, *datapathtest.Fake) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := datapathtest.New()
+	d := &Daemon{cfg: Config{NATPorts: DefaultNATPorts}, log: slog.New(slog.DiscardHandler), store: st, dp: fake, done: make(chan struct{})}
+	t.Cleanup(func() { d.Close() })
+	return d, fake
+}
+
+// checkServices fails unless the fake datapath holds exactly the stored
+// services.
+func checkServices(t *testing.T, d *Daemon, fake *datapathtest.Fake) {
+	t.Helper()
+	svcs, err := d.Services()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint32]datapath.Service{}
+	for i := range svcs {
+		want[svcs[i].ID] = dpService(&svcs[i])
+	}
+	have, _ := fake.ServiceIDs()
+	if !reflect.DeepEqual(have, want) {
+		t.Errorf("datapath services %+v, store says %+v", have, want)
+	}
+}
+
+// checkPorts fails unless the fake datapath publishes exactly the stored
+// endpoints' ports.
+func checkPorts(t *testing.T, d *Daemon, fake *datapathtest.Fake) {
+	t.Helper()
+	var want []datapath.Port
+	err := d.store.View(func(tx *store.Tx) error {
+		eps, err := tx.Endpoints()
+		for i := range eps {
+			want = append(want, portEntries(&eps[i])...)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, _ := fake.PublishedPorts()
+	if want = datapathtest.SortPorts(want); !slices.Equal(have, want) {
+		t.Errorf("datapath ports %v, store says %v", have, want)
+	}
+}
+
+func failOp(op string, when func(arg any) bool) func(string, any) error {
+	return func(o string, arg any) error {
+		if o == op && when(arg) {
+			return datapathtest.ErrFake
+		}
+		return nil
+	}
+}
+
+// A service change the datapath fails half-way (the map written, then an
+// error) is rolled back: the datapath ends as the store says.
+func TestServiceRollbackLeavesDatapathAsStore(t *testing.T) {
+	d, fake := fakeDaemon(t)
+	if _, err := d.CreateService(api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080"}}); err != nil {
+		t.Fatal(err)
+	}
+	checkServices(t, d, fake)
+
+	fake.FailAfterWrite = true
+	fake.Fail = failOp("put-service", func(any) bool { return true })
+	if _, err := d.CreateService(api.ServiceCreate{Name: "db", VIP: "10.96.0.2:5432", Backends: []string{"10.1.0.4:5432"}}); !errors.Is(err, datapathtest.ErrFake) {
+		t.Fatalf("CreateService = %v, want the injected failure", err)
+	}
+	checkServices(t, d, fake)
+
+	// Fail the new backend set only: the rollback's put of the old set
+	// goes through.
+	fake.Fail = failOp("put-service", func(a any) bool { return len(a.(datapath.Service).Backends) == 3 })
+	_, err := d.UpdateService("web", api.ServiceUpdate{Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.5:8080"}})
+	if !errors.Is(err, datapathtest.ErrFake) {
+		t.Fatalf("UpdateService = %v, want the injected failure", err)
+	}
+	checkServices(t, d, fake)
+	if s, _ := d.Service("web"); len(s.Backends) != 2 {
+		t.Errorf("stored backends after a failed update: %v", s.Backends)
+	}
+}
+
+// reconcileServices makes the datapath's services the store's: missing
+// ones are programmed, unknown ones removed.
+func TestReconcileServicesOnFake(t *testing.T) {
+	d, fake := fakeDaemon(t)
+	if _, err := d.CreateService(api.ServiceCreate{Name: "web", VIP: "[fd00:96::1]:443", Backends: []string{"[fd00:1::2]:8443"}}); err != nil {
+		t.Fatal(err)
+	}
+	stale := datapath.Service{ID: 99, VIP: netip.MustParseAddrPort("10.96.9.9:53"), Proto: 17}
+	if err := fake.PutService(stale); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := d.Service("web")
+	if err := fake.DeleteService(dpService(s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.reconcileServices(); err != nil {
+		t.Fatal(err)
+	}
+	checkServices(t, d, fake)
+}
+
+// Publishing ports that fails part-way puts back the ports the endpoint
+// had, entry for entry (a remapped node port included).
+func TestPublishPortsRollbackLeavesDatapathAsStore(t *testing.T) {
+	d, fake := fakeDaemon(t)
+	n := &model.Network{Name: "n", ID: 1, Mode: model.ModeTC, Masquerade: true, MTU: 1500, Device: "xlnet1",
+		Subnets:  []netip.Prefix{netip.MustParsePrefix("10.50.0.0/24"), netip.MustParsePrefix("fd00:50::/64")},
+		Gateways: []netip.Addr{netip.MustParseAddr("10.50.0.1"), netip.MustParseAddr("fd00:50::1")}, Created: time.Now()}
+	e := &model.Endpoint{ID: "e1", Network: "n", IfName: "eth0", IPs: []netip.Addr{netip.MustParseAddr("10.50.0.2"), netip.MustParseAddr("fd00:50::2")}}
+	e.HostIf, e.PeerIf = hostIfNames(e.ID)
+	if err := d.store.Update(func(tx *store.Tx) error {
+		if err := tx.PutNetwork(n); err != nil {
+			return err
+		}
+		return tx.PutEndpoint(e)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.PublishPorts("e1", api.PortsUpdate{Ports: []string{"8080:80"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	checkPorts(t, d, fake)
+
+	// Remap 8080 and add 8081; the datapath fails on 8081's IPv6 entry,
+	// after 8080's new target is in place.
+	fake.Fail = failOp("put-port", func(a any) bool {
+		p := a.(datapath.Port)
+		return p.NodePort == 8081 && p.Addr.Is6()
+	})
+	if _, err := d.PublishPorts("e1", api.PortsUpdate{Ports: []string{"8080:90", "8081:81"}}, false); !errors.Is(err, datapathtest.ErrFake) {
+		t.Fatalf("PublishPorts = %v, want the injected failure", err)
+	}
+	checkPorts(t, d, fake)
+	if ps, _ := fake.PublishedPorts(); len(ps) != 2 || ps[0].Port != 80 {
+		t.Errorf("published after rollback: %v, want 8080 -> :80 for both families", ps)
+	}
+}
+
+// Where BPF does not load, auto resolves to kernel mode and every datapath
+// request fails with datapath.ErrUnavailable (model.ErrUnavailable to the
+// API), saying what was asked.
+func TestUnavailableDatapath(t *testing.T) {
+	d, _ := fakeDaemon(t)
+	d.dp = datapath.NewUnavailable(errors.New("no bpffs"))
+	if m, why, err := d.resolveMode(model.ModeAuto); err != nil || m != model.ModeKernel {
+		t.Errorf("resolveMode(auto) = %s, %q, %v; want kernel", m, why, err)
+	}
+	if _, _, err := d.resolveMode(model.ModeTC); !errors.Is(err, datapath.ErrUnavailable) {
+		t.Errorf("resolveMode(tc) = %v, want ErrUnavailable", err)
+	}
+	_, errSvc := d.CreateService(api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}})
+	_, errFlows := d.Flows(0)
+	_, errStats := d.CTStats()
+	_, errPorts := d.PublishPorts("e1", api.PortsUpdate{Ports: []string{"8080:80"}}, false)
+	for _, err := range []error{errSvc, errFlows, errStats, errPorts} {
+		if !errors.Is(err, datapath.ErrUnavailable) || !errors.Is(err, model.ErrUnavailable) {
+			t.Errorf("got %v, want datapath.ErrUnavailable", err)
+		}
+	}
+	if err := d.DeleteService("web"); err != nil {
+		t.Errorf("DeleteService of nothing = %v", err)
+	}
+}
+
+// Reconcile removes what the datapath holds and the store does not
+// account for: endpoint entries, attached devices, published ports. It
+// runs in a private namespace (Reconcile also prunes the node's xlane
+// devices and policy rules), on the fake datapath.
+func TestReconcileOnFake(t *testing.T) {
+	node, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
+	d, fake := fakeDaemon(t)
+	stale := netip.MustParseAddr("10.77.0.2")
+	for _, err := range []error{
+		fake.PutEndpoint(stale, bpf.EndpointVal{}),
+		fake.Attach("xlh0123456789", 7, model.ModeTC),
+		fake.PutPort(datapath.Port{Proto: 6, NodePort: 8080, Addr: stale, Port: 80}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := node.Do(func(ns.NetNS) error { return d.Reconcile() }); err != nil {
+		t.Fatal(err)
+	}
+	addrs, _ := fake.EndpointAddrs()
+	devs, _ := fake.AttachedDevices()
+	ports, _ := fake.PublishedPorts()
+	if len(addrs)+len(devs)+len(ports) != 0 {
+		t.Errorf("after reconcile on an empty store: endpoints %v, devices %v, ports %v", addrs, devs, ports)
+	}
+	checkPorts(t, d, fake)
+}

@@ -1,0 +1,56 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
+)
+
+// GCCT deletes entries whose deadline passed more than grace ago: a flow
+// that is still sending moves its deadline on every packet and is never
+// collected; one idle past its timeout is gone within grace + the GC
+// interval. A pass costs one batch lookup per ctChunk entries and one
+// batch delete per chunk that has expired entries.
+func (d *BPF) GCCT(graceNanos uint64) (int, error) {
+	now := d.now()
+	return d.deleteCT(func(v bpf.CTVal) bool { return ctCollectable(v.Expires, now, graceNanos) })
+}
+
+// deleteCT deletes the entries match selects, chunk by chunk as scanCT
+// reads them. An entry someone else deleted meanwhile is skipped.
+func (d *BPF) deleteCT(match func(bpf.CTVal) bool) (int, error) {
+	m := d.objs.CT()
+	n := 0
+	var derr error
+	del := make([]bpf.CTKey, 0, ctChunk)
+	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
+		del = del[:0]
+		for i := range keys {
+			if match(vals[i]) {
+				del = append(del, keys[i])
+			}
+		}
+		for len(del) > 0 {
+			done, err := m.BatchDelete(del, nil)
+			n += done
+			switch {
+			case err == nil:
+				del = del[:0]
+			case errors.Is(err, ebpf.ErrKeyNotExist) && done < len(del):
+				// del[done] went meanwhile: go on after it.
+				del = del[done+1:]
+			default:
+				derr = fmt.Errorf("delete conntrack entries: %w", err)
+				return false
+			}
+		}
+		return true
+	})
+	if derr != nil {
+		return n, derr
+	}
+	return n, err
+}

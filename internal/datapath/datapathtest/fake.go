@@ -1,0 +1,246 @@
+// Package datapathtest has a fake datapath.Datapath: plain Go maps in place
+// of the BPF maps and links, so the daemon's apply, rollback and reconcile
+// logic is testable without root, BPF or a kernel. Fail makes any change
+// fail, before or after it is made (a partial write), to drive rollbacks.
+package datapathtest
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// ErrFake is what Fail usually returns in tests.
+var ErrFake = errors.New("fake datapath: injected failure")
+
+// PortKey is what xlane_publish is keyed by: a node port, its protocol and
+// the family of the endpoint address.
+type PortKey struct {
+	Proto    uint8
+	NodePort uint16
+	V4       bool
+}
+
+type neighKey struct {
+	addr    netip.Addr
+	ifindex int
+}
+
+// Fake is an in-memory datapath. The zero value is not usable: use New.
+type Fake struct {
+	mu sync.Mutex
+	// Fail, when set, is asked before every change, with the operation's
+	// name ("put-service", "put-port", ...) and its argument. A non-nil
+	// error fails the operation; with FailAfterWrite the change is made
+	// first (as a real map update can fail half-way).
+	Fail           func(op string, arg any) error
+	FailAfterWrite bool
+
+	endpoints map[netip.Addr]bpf.EndpointVal
+	devices   map[string]model.Mode // attached host devices -> mode ("netkit": netkit)
+	ports     map[PortKey]datapath.Port
+	services  map[uint32]datapath.Service
+	neigh     map[neighKey]net.HardwareAddr
+	config    datapath.NodeConfig
+	legacyTC  bool
+}
+
+// New returns an empty fake datapath.
+func New() *Fake {
+	return &Fake{
+		endpoints: map[netip.Addr]bpf.EndpointVal{},
+		devices:   map[string]model.Mode{},
+		ports:     map[PortKey]datapath.Port{},
+		services:  map[uint32]datapath.Service{},
+		neigh:     map[neighKey]net.HardwareAddr{},
+	}
+}
+
+var _ datapath.Datapath = (*Fake)(nil)
+
+// change runs apply under Fail's rules.
+func (f *Fake) change(op string, arg any, apply func()) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Fail != nil {
+		if err := f.Fail(op, arg); err != nil {
+			if f.FailAfterWrite {
+				apply()
+			}
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	apply()
+	return nil
+}
+
+func (f *Fake) Available() error { return nil }
+func (f *Fake) XDPErr() error    { return nil }
+func (f *Fake) UseLegacyTC(on bool) error {
+	return f.change("use-legacy-tc", on, func() { f.legacyTC = on })
+}
+func (f *Fake) LegacyTC() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.legacyTC }
+func (f *Fake) Close() error   { return nil }
+
+func (f *Fake) Attach(ifname string, _ int, mode model.Mode) error {
+	return f.change("attach", ifname, func() { f.devices[ifname] = mode })
+}
+
+func (f *Fake) AttachNetkit(ifname string, _ int) error {
+	return f.change("attach-netkit", ifname, func() { f.devices[ifname] = "netkit" })
+}
+
+func (f *Fake) Detach(ifname string, _ int) error {
+	return f.change("detach", ifname, func() { delete(f.devices, ifname) })
+}
+
+func (f *Fake) Hooks(ifname string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.devices[ifname]; ok {
+		return []string{string(m)}
+	}
+	return nil
+}
+
+func (f *Fake) AttachedDevices() ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.devices)), nil
+}
+
+func (f *Fake) PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error {
+	return f.change("put-endpoint", addr, func() { f.endpoints[addr] = v })
+}
+
+func (f *Fake) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.endpoints[addr]
+	if !ok {
+		return v, fmt.Errorf("endpoint %s: %w", addr, model.ErrNotFound)
+	}
+	return v, nil
+}
+
+func (f *Fake) DeleteEndpoint(addr netip.Addr) error {
+	return f.change("delete-endpoint", addr, func() { delete(f.endpoints, addr) })
+}
+
+func (f *Fake) EndpointAddrs() ([]netip.Addr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(f.endpoints), netip.Addr.Compare), nil
+}
+
+func (f *Fake) Counters(int) (map[datapath.CounterKey]datapath.Counter, error) {
+	return map[datapath.CounterKey]datapath.Counter{}, nil
+}
+func (f *Fake) PruneCounters(map[int]bool) error { return nil }
+
+func (f *Fake) PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error {
+	return f.change("put-neigh", addr, func() { f.neigh[neighKey{addr, ifindex}] = mac })
+}
+
+func (f *Fake) DeleteNeigh(addr netip.Addr, ifindex int) error {
+	return f.change("delete-neigh", addr, func() { delete(f.neigh, neighKey{addr, ifindex}) })
+}
+
+func (f *Fake) Neigh(addr netip.Addr, ifindex int) (net.HardwareAddr, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mac, ok := f.neigh[neighKey{addr, ifindex}]
+	return mac, ok, nil
+}
+
+func (f *Fake) FlushNeigh() error {
+	return f.change("flush-neigh", nil, func() { clear(f.neigh) })
+}
+
+func (f *Fake) OwnsXDP(string) bool { return false }
+
+func (f *Fake) AttachUplink(ifname string, _ int, _ uint32, _ bool, mode string) (string, error) {
+	if mode == "" || mode == datapath.XDPModeAuto {
+		mode = datapath.XDPModeNative
+	}
+	return mode, f.change("attach-uplink", ifname, func() {})
+}
+
+func (f *Fake) AttachUplinkTC(ifname string, _ int) error {
+	return f.change("attach-uplink-tc", ifname, func() {})
+}
+
+func (f *Fake) SetConfig(c datapath.NodeConfig) error {
+	return f.change("set-config", c, func() { f.config = c })
+}
+
+func (f *Fake) AttachSockLB(path string) error { return f.change("attach-socklb", path, func() {}) }
+
+func portKey(p datapath.Port) PortKey {
+	return PortKey{Proto: p.Proto, NodePort: p.NodePort, V4: p.Addr.Is4()}
+}
+
+func (f *Fake) PutPort(p datapath.Port) error {
+	return f.change("put-port", p, func() { f.ports[portKey(p)] = p })
+}
+
+func (f *Fake) DeletePort(p datapath.Port) error {
+	return f.change("delete-port", p, func() { delete(f.ports, portKey(p)) })
+}
+
+// PublishedPorts lists the published ports, sorted.
+func (f *Fake) PublishedPorts() ([]datapath.Port, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return SortPorts(slices.Collect(maps.Values(f.ports))), nil
+}
+
+// SortPorts sorts ps by node port, protocol and address, for comparisons.
+func SortPorts(ps []datapath.Port) []datapath.Port {
+	sort.Slice(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		if a.NodePort != b.NodePort {
+			return a.NodePort < b.NodePort
+		}
+		if a.Proto != b.Proto {
+			return a.Proto < b.Proto
+		}
+		return a.Addr.Less(b.Addr)
+	})
+	return ps
+}
+
+func (f *Fake) Flows(int) ([]datapath.Flow, error) { return nil, nil }
+func (f *Fake) FlushCT() (int, error)              { return 0, nil }
+func (f *Fake) CTStats() (datapath.CTStats, error) { return datapath.CTStats{}, nil }
+func (f *Fake) GCCT(uint64) (int, error)           { return 0, nil }
+
+func (f *Fake) PutService(s datapath.Service) error {
+	s.Backends = slices.Clone(s.Backends)
+	return f.change("put-service", s, func() { f.services[s.ID] = s })
+}
+
+func (f *Fake) DeleteService(s datapath.Service) error {
+	return f.change("delete-service", s, func() { delete(f.services, s.ID) })
+}
+
+func (f *Fake) ServiceIDs() (map[uint32]datapath.Service, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.services), nil
+}
+
+// FirewallMaps: the fake has no firewall; the daemon's firewall reports
+// itself unavailable.
+func (f *Fake) FirewallMaps() (bpf.FwMaps, error) {
+	return bpf.FwMaps{}, fmt.Errorf("fake datapath has no firewall maps: %w", model.ErrUnavailable)
+}

@@ -1,0 +1,162 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
+)
+
+// Flow is one conntrack entry (one direction of a flow).
+type Flow struct {
+	Proto            uint8
+	Src, Dst         netip.AddrPort
+	Reply            bool   // the entry of the reply direction
+	State            string // new, established, closing, closed
+	NAT              string // "", "snat", "dnat" or "dnat+snat"
+	NATTo            netip.AddrPort
+	NATSrc           netip.AddrPort // dnat+snat: the new source (hairpin, remapped port)
+	Packets, Bytes   uint64
+	ExpiresInSeconds int64
+}
+
+var stateNames = map[bpf.CTState]string{0: "new", 1: "established", 2: "closing", 3: "closed"}
+
+// Flows lists up to limit conntrack entries (0: all).
+func (d *BPF) Flows(limit int) ([]Flow, error) {
+	var out []Flow
+	now := d.now()
+	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
+		for i := range keys {
+			k, v := &keys[i], &vals[i]
+			f := Flow{
+				Proto:   k.Proto,
+				Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
+				Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
+				Reply:   v.Dir == uint8(bpf.CTDirReply),
+				State:   stateNames[bpf.CTState(v.State)],
+				Packets: v.Packets, Bytes: v.Bytes,
+				ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
+			}
+			switch bpf.CTNat(v.Nat) {
+			case bpf.CTNatSrc:
+				f.NAT = "snat"
+			case bpf.CTNatDst:
+				f.NAT = "dnat"
+			case bpf.CTNatBoth:
+				f.NAT = "dnat+snat"
+				f.NATSrc = netip.AddrPortFrom(netip.AddrFrom16(v.NatSaddr).Unmap(), ntohs(v.NatSport))
+			}
+			if f.NAT != "" {
+				f.NATTo = netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort))
+			}
+			out = append(out, f)
+			if limit > 0 && len(out) >= limit {
+				return false
+			}
+		}
+		return true
+	})
+	return out, err
+}
+
+// CTStats summarises the table.
+type CTStats struct {
+	Entries    int    `json:"entries"`
+	MaxEntries uint32 `json:"max_entries"`
+	Expired    int    `json:"expired"`
+	// BytesPerEntry is key + value + the kernel's per-element overhead
+	// of a hash map (struct htab_elem, rounded), what one entry costs.
+	BytesPerEntry int `json:"bytes_per_entry"`
+}
+
+// CTStats counts entries and expired ones.
+func (d *BPF) CTStats() (CTStats, error) {
+	st := CTStats{MaxEntries: d.objs.CT().MaxEntries(), BytesPerEntry: ctEntryBytes(d.objs.CT())}
+	now := d.now()
+	err := d.scanCT(func(_ []bpf.CTKey, vals []bpf.CTVal) bool {
+		st.Entries += len(vals)
+		for i := range vals {
+			if vals[i].Expires < now {
+				st.Expired++
+			}
+		}
+		return true
+	})
+	return st, err
+}
+
+// ctEntryBytes estimates a hash map element's size: htab_elem header
+// (hash node, hash, padding: 48 bytes on 64-bit) + key and value each
+// rounded up to 8 bytes, as kernel/bpf/hashtab.c lays them out.
+func ctEntryBytes(m *ebpf.Map) int {
+	round := func(n uint32) int { return int((n + 7) &^ 7) }
+	return 48 + round(m.KeySize()) + round(m.ValueSize())
+}
+
+// ctChunk is how many entries one batch system call reads or deletes. A
+// pass over a full table of a million entries is ~250 lookups of 4096
+// entries (~360 KB of buffers) rather than two system calls per entry.
+const ctChunk = 4096
+
+// scanCT reads xlane_ct a chunk at a time with BPF_MAP_LOOKUP_BATCH and
+// calls fn with each chunk until the table ends or fn returns false. The
+// kernel walks the table a bucket at a time and the cursor is a bucket
+// index, so fn may delete entries it has been given; entries added or
+// deleted meanwhile by the datapath may or may not be seen, as with any
+// walk of a live hash map.
+func (d *BPF) scanCT(fn func(keys []bpf.CTKey, vals []bpf.CTVal) bool) error {
+	m := d.objs.CT()
+	size := ctChunk
+	keys, vals := make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		if errors.Is(err, unix.ENOSPC) && size < 1<<20 {
+			// One bucket holds more entries than the buffers: the
+			// cursor did not move; retry with larger ones.
+			size *= 2
+			keys, vals = make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+			continue
+		}
+		end := errors.Is(err, ebpf.ErrKeyNotExist)
+		if err != nil && !end {
+			return fmt.Errorf("read conntrack: %w", err)
+		}
+		if n > 0 && !fn(keys[:n], vals[:n]) {
+			return nil
+		}
+		if end {
+			return nil
+		}
+	}
+}
+
+// FlushCT deletes every conntrack entry, a chunk at a time with
+// BPF_MAP_LOOKUP_AND_DELETE_BATCH.
+func (d *BPF) FlushCT() (int, error) {
+	m := d.objs.CT()
+	size := ctChunk
+	keys, vals := make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+	var cursor ebpf.MapBatchCursor
+	total := 0
+	for {
+		n, err := m.BatchLookupAndDelete(&cursor, keys, vals, nil)
+		if errors.Is(err, unix.ENOSPC) && size < 1<<20 {
+			size *= 2
+			keys, vals = make([]bpf.CTKey, size), make([]bpf.CTVal, size)
+			continue
+		}
+		total += n
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("flush conntrack: %w", err)
+		}
+	}
+}

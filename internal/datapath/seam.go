@@ -1,0 +1,85 @@
+package datapath
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// Datapath is what the daemon needs of the datapath: the seam between the
+// control plane (internal/daemon) and the BPF objects. *BPF implements it
+// where the programs load; Unavailable where they do not (every change
+// fails with ErrUnavailable, every removal and listing finds nothing); the
+// daemon's tests use a fake (datapathtest.Fake). Pin layout, map keys and
+// program attachment stay behind it.
+type Datapath interface {
+	// Available is nil, or why the BPF datapath does not run here
+	// (wrapping ErrUnavailable).
+	Available() error
+	// XDPErr says why the XDP modes cannot run here, or nil.
+	XDPErr() error
+	// UseLegacyTC makes tc mode attach cls_bpf filters instead of tcx
+	// links (kernels without tcx).
+	UseLegacyTC(on bool) error
+	LegacyTC() bool
+	Close() error
+
+	// Endpoint devices (datapath.go, legacytc.go, netkit.go).
+	Attach(ifname string, ifindex int, mode model.Mode) error
+	AttachNetkit(ifname string, ifindex int) error
+	Detach(ifname string, ifindex int) error
+	Hooks(ifname string) []string
+	AttachedDevices() ([]string, error)
+
+	// The endpoint map.
+	PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error
+	Endpoint(addr netip.Addr) (bpf.EndpointVal, error)
+	DeleteEndpoint(addr netip.Addr) error
+	EndpointAddrs() ([]netip.Addr, error)
+
+	// Counters (datapath.go).
+	Counters(ifindex int) (map[CounterKey]Counter, error)
+	PruneCounters(keep map[int]bool) error
+
+	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
+	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
+	DeleteNeigh(addr netip.Addr, ifindex int) error
+	Neigh(addr netip.Addr, ifindex int) (mac net.HardwareAddr, ok bool, err error)
+	FlushNeigh() error
+
+	// The node: uplink programs (datapath.go), node configuration, the
+	// uplink's tc program and the socket hooks (node.go).
+	OwnsXDP(ifname string) bool
+	AttachUplink(ifname string, ifindex int, foreignProgID uint32, takeover bool, mode string) (string, error)
+	AttachUplinkTC(ifname string, ifindex int) error
+	SetConfig(c NodeConfig) error
+	AttachSockLB(cgroupPath string) error
+
+	// Published ports (ports.go).
+	PutPort(p Port) error
+	DeletePort(p Port) error
+	PublishedPorts() ([]Port, error)
+
+	// Conntrack: reading and flushing (flows.go), collecting (ctgc.go).
+	Flows(limit int) ([]Flow, error)
+	FlushCT() (int, error)
+	CTStats() (CTStats, error)
+	GCCT(graceNanos uint64) (int, error)
+
+	// Services (services.go).
+	PutService(s Service) error
+	DeleteService(s Service) error
+	ServiceIDs() (map[uint32]Service, error)
+
+	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
+	// internal/firewall's installer. They stay the datapath's: Close
+	// releases them.
+	FirewallMaps() (bpf.FwMaps, error)
+}
+
+var (
+	_ Datapath = (*BPF)(nil)
+	_ Datapath = (*Unavailable)(nil)
+)

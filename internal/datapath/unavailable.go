@@ -1,0 +1,101 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// ErrUnavailable: the BPF datapath does not load on this node (no BPF
+// filesystem, a kernel that refuses the programs, no privileges). It wraps
+// model.ErrUnavailable, so the API answers it as such.
+var ErrUnavailable = fmt.Errorf("the BPF datapath does not load here: %w", model.ErrUnavailable)
+
+// Unavailable is the datapath of a node where BPF cannot load: only
+// kernel mode runs. Whatever would change the datapath fails with
+// ErrUnavailable, wrapped with what was asked and why BPF did not load;
+// removals succeed and listings are empty, since nothing of xlane's can be
+// in a datapath that never loaded.
+type Unavailable struct {
+	why error
+}
+
+// NewUnavailable returns the datapath of a node where Open failed with why.
+func NewUnavailable(why error) *Unavailable {
+	if why == nil {
+		why = errors.New("not loaded")
+	}
+	return &Unavailable{why: why}
+}
+
+func (u *Unavailable) err(what string) error {
+	return fmt.Errorf("%s: %w (%w)", what, ErrUnavailable, u.why)
+}
+
+// Available says why the datapath is not available.
+func (u *Unavailable) Available() error { return fmt.Errorf("%w (%w)", ErrUnavailable, u.why) }
+
+func (u *Unavailable) XDPErr() error                                         { return u.err("xdp programs") }
+func (u *Unavailable) UseLegacyTC(bool) error                                { return u.err("legacy tc") }
+func (u *Unavailable) LegacyTC() bool                                        { return false }
+func (u *Unavailable) Close() error                                          { return nil }
+func (u *Unavailable) Hooks(string) []string                                 { return nil }
+func (u *Unavailable) OwnsXDP(string) bool                                   { return false }
+func (u *Unavailable) Detach(string, int) error                              { return nil }
+func (u *Unavailable) DeleteEndpoint(netip.Addr) error                       { return nil }
+func (u *Unavailable) DeleteNeigh(netip.Addr, int) error                     { return nil }
+func (u *Unavailable) Neigh(netip.Addr, int) (net.HardwareAddr, bool, error) { return nil, false, nil }
+func (u *Unavailable) FlushNeigh() error                                     { return nil }
+func (u *Unavailable) DeletePort(Port) error                                 { return nil }
+func (u *Unavailable) DeleteService(Service) error                           { return nil }
+func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
+
+func (u *Unavailable) AttachedDevices() ([]string, error)           { return nil, nil }
+func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)         { return nil, nil }
+func (u *Unavailable) PublishedPorts() ([]Port, error)              { return nil, nil }
+func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)      { return nil, nil }
+func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error) { return nil, nil }
+
+func (u *Unavailable) Attach(ifname string, _ int, mode model.Mode) error {
+	return u.err(fmt.Sprintf("attach %s programs to %s", mode, ifname))
+}
+
+func (u *Unavailable) AttachNetkit(ifname string, _ int) error {
+	return u.err("attach netkit programs to " + ifname)
+}
+
+func (u *Unavailable) PutEndpoint(addr netip.Addr, _ bpf.EndpointVal) error {
+	return u.err("put endpoint " + addr.String())
+}
+
+func (u *Unavailable) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
+	return bpf.EndpointVal{}, u.err("endpoint " + addr.String())
+}
+
+func (u *Unavailable) PutNeigh(addr netip.Addr, _ int, _ net.HardwareAddr) error {
+	return u.err("put neighbour " + addr.String())
+}
+
+func (u *Unavailable) AttachUplink(ifname string, _ int, _ uint32, _ bool, _ string) (string, error) {
+	return "", u.err("attach uplink program to " + ifname)
+}
+
+func (u *Unavailable) AttachUplinkTC(ifname string, _ int) error {
+	return u.err("attach uplink tc program to " + ifname)
+}
+
+func (u *Unavailable) SetConfig(NodeConfig) error { return u.err("write datapath config") }
+func (u *Unavailable) AttachSockLB(string) error  { return u.err("attach socket load balancing") }
+func (u *Unavailable) PutPort(p Port) error {
+	return u.err(fmt.Sprintf("publish %d/%d", p.NodePort, p.Proto))
+}
+func (u *Unavailable) Flows(int) ([]Flow, error)         { return nil, u.err("conntrack") }
+func (u *Unavailable) FlushCT() (int, error)             { return 0, u.err("conntrack") }
+func (u *Unavailable) CTStats() (CTStats, error)         { return CTStats{}, u.err("conntrack") }
+func (u *Unavailable) GCCT(uint64) (int, error)          { return 0, u.err("conntrack gc") }
+func (u *Unavailable) PutService(s Service) error        { return u.err(fmt.Sprintf("service %d", s.ID)) }
+func (u *Unavailable) FirewallMaps() (bpf.FwMaps, error) { return bpf.FwMaps{}, u.err("firewall maps") }
