@@ -21,6 +21,11 @@ enum parse_result {
 	PARSE_MALFORMED,	/* truncated or invalid: drop and count */
 };
 
+/* Emitted in full in BTF (see XL_ABI_BTF_ANCHORS). */
+struct ethhdr *xl_btf_ethhdr __attribute__((unused));
+struct iphdr *xl_btf_iphdr __attribute__((unused));
+struct ipv6hdr *xl_btf_ipv6hdr __attribute__((unused));
+
 struct pkt {
 	struct ethhdr *eth;
 	/* Exactly one of ip4/ip6 is set for PARSE_OK. Typed pointers, not a
