@@ -41,7 +41,8 @@ static __always_inline __u32 nk_endpoint(struct __sk_buff *skb)
 	struct pkt p = {};
 
 	tc_pull_l4(skb);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+	    PARSE_OK)
 		return 0;
 	dst = ep_local(&p);
 	return dst ? dst->ifindex : 0;

@@ -51,8 +51,9 @@ static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p
 	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
 	ep_forward_l3(p);
 	*dst_ifindex = dst->ifindex;
-	return xl_final(reason, bpf_redirect_peer(dst->ifindex, 0) == TC_ACT_REDIRECT ?
-					XL_FWD_PEER : XL_DROP_REDIRECT);
+	return xl_final(reason, bpf_redirect_peer(dst->ifindex, 0) == TC_ACT_REDIRECT
+					? XL_FWD_PEER
+					: XL_DROP_REDIRECT);
 }
 
 static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_reason *reason,
@@ -68,7 +69,8 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 	if (!cfg)
 		return xl_final(reason, XL_PASS_NON_IP);
 	tc_pull_l4(skb);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+	    PARSE_OK)
 		/* Linux judges what xlane does not track */
 		return xl_final(reason, XL_PASS_NON_IP);
 	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4) != L4_OK) {

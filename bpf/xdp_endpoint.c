@@ -160,7 +160,7 @@ static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p
 			return v->nat != CT_NAT_NONE;
 		__builtin_memcpy(sk.addr, k.daddr, 16);
 		if (bpf_map_lookup_elem(&xlane_services, &sk))
-			return 1;	/* a new flow to a VIP: the tc program balances */
+			return 1; /* a new flow to a VIP: the tc program balances */
 	}
 	return src && (src->flags & XL_EP_MASQUERADE) && !ep_local(p);
 }
@@ -172,8 +172,8 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 	struct pkt p = {};
 	int step;
 
-	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end,
-				  len, &p), reason);
+	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p),
+			 reason);
 	if (step != XL_CONTINUE)
 		return step;
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);
@@ -185,7 +185,7 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 	 * ct stage runs behind XDP: this hook keeps the flow's entries. */
 	step = fw_xdp_ep(ctx, &p, FW_KIND_FROM_EP, len, 1, reason);
 	if (step != XL_CONTINUE)
-		return step;	/* a reject's RST goes back out */
+		return step; /* a reject's RST goes back out */
 	dst = ep_local(&p);
 	if (dst) {
 		src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);

@@ -37,7 +37,7 @@ static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
 	/* DDoS defence and the uplink scope's rules come first (lib/fw.h). */
 	step = fw_xdp_uplink(ctx, &p, parsed, len, reason);
 	if (step != XL_CONTINUE)
-		return step;	/* a reject's RST goes back out */
+		return step; /* a reject's RST goes back out */
 	/* Malformed frames are passed: on the uplink xlane is a guest. */
 	if (parsed != PARSE_OK)
 		return xl_final(reason, XL_PASS_NON_IP);
@@ -79,7 +79,7 @@ static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
 
 	step = from_uplink(ctx, len, &reason, &dst_ifindex);
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
-	if (reason == XL_FWD_PEER)	/* not a reject's RST */
+	if (reason == XL_FWD_PEER) /* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
 	return xdp_ret(step, reason);
 }

@@ -7,6 +7,10 @@
 #ifndef XLANE_ABI_H
 #define XLANE_ABI_H
 
+/* The declarations below keep their comments aligned at tab stops, with
+ * continuation lines under them, which clang-format cannot keep. */
+/* clang-format off */
+
 #include <linux/types.h>
 
 /*
@@ -456,5 +460,7 @@ struct fw_rate_val {
 	__u64 tokens;		/* packets x 1e9 */
 	__u64 syn_tokens;	/* SYNs x 1e9 */
 };
+
+/* clang-format on */
 
 #endif /* XLANE_ABI_H */

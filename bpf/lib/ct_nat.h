@@ -23,7 +23,7 @@
 #define NAT_PORT_TRIES 16
 
 #ifndef EEXIST
-#define EEXIST 17	/* asm-generic/errno-base.h */
+#define EEXIST 17 /* asm-generic/errno-base.h */
 #endif
 
 static __always_inline int key_is_zero(const __u8 *a)
@@ -59,7 +59,8 @@ static __always_inline int tc_reparse(struct __sk_buff *skb, struct pkt *p, stru
 {
 	struct pkt np = {};
 
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &np) != PARSE_OK)
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &np) !=
+	    PARSE_OK)
 		return -1;
 	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &np, l4) != L4_OK)
 		return -1;
@@ -147,7 +148,9 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
 	const __u8 *na = node_addr(cfg, p);
 
 	if (na && addr_eq(k->daddr, na) && !l4->icmp_echo) {
-		struct publish_key pk = { .port = l4->dport, .proto = l4->proto, .family = p->ip4 ? 4 : 6 };
+		struct publish_key pk = { .port = l4->dport,
+					  .proto = l4->proto,
+					  .family = p->ip4 ? 4 : 6 };
 		const struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
 
 		if (!pv)
@@ -184,10 +187,9 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
  *   free one of the masquerade range, the address kept.
  * No free port: pass_nat_ports, the packet goes to Linux untranslated.
  */
-static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt *p,
-						struct l4 *l4, const struct ct_key *k,
-						const struct xl_config *cfg, int *dnat,
-						enum xl_reason *reason)
+static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt *p, struct l4 *l4,
+					       const struct ct_key *k, const struct xl_config *cfg,
+					       int *dnat, enum xl_reason *reason)
 {
 	struct backend_val to = {};
 	struct ct_scratch *sc;
@@ -212,7 +214,7 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 	sc->reply.nat_port = k->dport;
 	src = k->saddr;
 	if (addr_eq(to.addr, k->saddr)) {
-		src = node_addr(cfg, p);	/* hairpin */
+		src = node_addr(cfg, p); /* hairpin */
 		err = -EEXIST;
 	} else {
 		err = ct_create(k, sc, l4, skb->len);

@@ -22,10 +22,10 @@
 #include "nat_icmp.h"
 
 enum uplink_route {
-	ROUTE_ELSEWHERE = 0,	/* not out of the uplink */
-	ROUTE_UPLINK,		/* out of the uplink: masquerade applies */
-	ROUTE_TOO_BIG,		/* does not fit the path MTU: Linux must send
-				 * the ICMP error to the untranslated source */
+	ROUTE_ELSEWHERE = 0, /* not out of the uplink */
+	ROUTE_UPLINK,	     /* out of the uplink: masquerade applies */
+	ROUTE_TOO_BIG,	     /* does not fit the path MTU: Linux must send
+			      * the ICMP error to the untranslated source */
 };
 
 /* uplink_route asks the FIB where p goes; with tot_len 0 the kernel checks

@@ -37,8 +37,9 @@ static __always_inline void fw_mask_addr(__u8 *a, __u32 bits)
  * blocklisted sources, sources over their rate. An enum xl_step.
  * malformed: the parser's verdict on the frame.
  */
-static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *data_end, const struct pkt *p,
-				    int malformed, enum xl_reason *reason)
+static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *data_end,
+							    const struct pkt *p, int malformed,
+							    enum xl_reason *reason)
 {
 	__u32 zero = 0;
 	struct fw_ddos *cfg = bpf_map_lookup_elem(&xlane_fw_ddos, &zero);
@@ -74,17 +75,19 @@ static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *da
 
 			/* SYN+FIN, SYN+RST, no flags at all (null scan),
 			 * FIN+PSH+URG without ACK (xmas): never legitimate. */
-			if (((f & TCP_FLAG_SYN) && (f & (TCP_FLAG_FIN | TCP_FLAG_RST))) ||
-			    f == 0 || (f & 0x29) == 0x29)
+			if (((f & TCP_FLAG_SYN) && (f & (TCP_FLAG_FIN | TCP_FLAG_RST))) || f == 0 ||
+			    (f & 0x29) == 0x29)
 				return xl_final(reason, XL_DROP_MALFORMED);
 		}
-		syn = l4.proto == IPPROTO_TCP && (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+		syn = l4.proto == IPPROTO_TCP &&
+		      (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 	} else if (cfg->flags & FW_DDOS_SYN) {
 		struct fw_l4 l4 = {};
 		struct ct_key ik = {};
 
 		fw_parse_l4(data, data_end, p, &l4, &ik);
-		syn = l4.proto == IPPROTO_TCP && (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+		syn = l4.proto == IPPROTO_TCP &&
+		      (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 	}
 	if (cfg->flags & FW_DDOS_BLOCKLIST) {
 		if (p->ip4) {

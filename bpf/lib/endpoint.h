@@ -69,8 +69,7 @@ static __always_inline struct endpoint_val *ep_local(const struct pkt *p)
  * for what Linux delivers.
  */
 static __always_inline enum xl_step ep_apart(const struct endpoint_val *src,
-					     const struct endpoint_val *dst,
-					     enum xl_reason *reason)
+					     const struct endpoint_val *dst, enum xl_reason *reason)
 {
 	__u16 f = src->flags | dst->flags;
 

@@ -22,14 +22,14 @@
 
 /* What the calling hook knows. */
 struct fw_hook {
-	__u32 ifindex;		/* device the hit is reported on */
-	__u32 netid;		/* the endpoint's network; 0 on the uplink */
-	__u32 len;		/* bytes, for counters */
-	__u8 kind;		/* enum fw_kind */
-	__u8 track;		/* this hook owns conntrack for the packet:
-				 * refresh its entry, or create one for an
-				 * allowed new flow (hooks no ct stage runs
-				 * behind: tcx egress, XDP) */
+	__u32 ifindex; /* device the hit is reported on */
+	__u32 netid;   /* the endpoint's network; 0 on the uplink */
+	__u32 len;     /* bytes, for counters */
+	__u8 kind;     /* enum fw_kind */
+	__u8 track;    /* this hook owns conntrack for the packet:
+			* refresh its entry, or create one for an
+			* allowed new flow (hooks no ct stage runs
+			* behind: tcx egress, XDP) */
 	__u16 pad;
 };
 
@@ -38,9 +38,9 @@ struct fw_hook {
 enum fw_verdict {
 	FW_V_ALLOW = 0,
 	FW_V_DROP,
-	FW_V_REJECT,		/* refused: answer it where the hook can */
-	FW_V_SEARCH,		/* fw_prepare: the classes are in the
-				 * scratch, fw_decide searches them */
+	FW_V_REJECT, /* refused: answer it where the hook can */
+	FW_V_SEARCH, /* fw_prepare: the classes are in the
+		      * scratch, fw_decide searches them */
 };
 
 /*
@@ -48,19 +48,19 @@ enum fw_verdict {
  * as a call below the hook's frame, and the two share 512 bytes.
  */
 struct fw_scratch {
-	struct ct_key k;	/* the packet's flow, as conntrack keys it
-				 * (addresses always set: events use them) */
-	struct ct_key rk;	/* ICMP error: the flow it is about */
-	struct l4 cl;		/* what ct_hit/ct_create need */
+	struct ct_key k;  /* the packet's flow, as conntrack keys it
+			   * (addresses always set: events use them) */
+	struct ct_key rk; /* ICMP error: the flow it is about */
+	struct l4 cl;	  /* what ct_hit/ct_create need */
 	struct fw_l4 l4;
 	struct fw_hook hk;
 	struct fw_exact_key ek;
 	struct fw_addr_key ak;
 	__u32 cls[FW_F_MAX];
 	__u32 key;
-	__u32 slot;		/* the generation's slot */
-	__u32 fields;		/* its fw_gen.fields */
-	enum xl_reason reason;	/* of a refusal */
+	__u32 slot;	       /* the generation's slot */
+	__u32 fields;	       /* its fw_gen.fields */
+	enum xl_reason reason; /* of a refusal */
 	/* The search (fw_step): candidate words left, the current word's
 	 * matching rules, the deciding rule's bit + 1 (0: none). */
 	__u64 c0, c1, c2, c3;
@@ -83,7 +83,7 @@ struct fw_bitmaps {
 
 static __always_inline int fw_ctz(__u64 x)
 {
-	return __builtin_ctzll(x);	/* de Bruijn multiply in BPF */
+	return __builtin_ctzll(x); /* de Bruijn multiply in BPF */
 }
 
 static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
@@ -245,7 +245,7 @@ static __always_inline __s64 fw_lookup_u32(void *map, const void *key)
 {
 	__u32 *v = bpf_map_lookup_elem(map, key);
 
-	return v ? (__s64)*v : -1;	/* not u32: -1 must stay negative */
+	return v ? (__s64)*v : -1; /* not u32: -1 must stay negative */
 }
 
 /*
@@ -253,8 +253,8 @@ static __always_inline __s64 fw_lookup_u32(void *map, const void *key)
  * classes in sc->cls: 0 when the search must run, -1 when no rule of
  * the set can match p (allowed).
  */
-static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen,
-				      const struct pkt *p, struct fw_scratch *sc)
+static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, const struct pkt *p,
+				      struct fw_scratch *sc)
 {
 	const struct fw_hook *hk = &sc->hk;
 	const struct fw_l4 *l4 = &sc->l4;
@@ -308,7 +308,7 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen,
 		fw_addr_key(ak, FW_F_SRC, p, &p->src);
 		c = fw_lookup_u32(addr, ak);
 		if (c < 0)
-			return -1;	/* no rule covers this source */
+			return -1; /* no rule covers this source */
 		sc->cls[FW_F_SRC] = c;
 	}
 	sc->cls[FW_F_DST] = FW_CLASS_ALL;

@@ -16,20 +16,20 @@
 
 /* L4 facts, found through IPv6 extension headers. */
 struct fw_l4 {
-	__u32 sport;		/* class index: host-order port, ICMP code,
-				 * or FW_NO_L4 */
-	__u32 dport;		/* ... ICMP type */
-	__u16 ct_sport;		/* network order, as conntrack keys it */
+	__u32 sport;	/* class index: host-order port, ICMP code,
+			 * or FW_NO_L4 */
+	__u32 dport;	/* ... ICMP type */
+	__u16 ct_sport; /* network order, as conntrack keys it */
 	__u16 ct_dport;
-	__u8 proto;		/* upper-layer protocol */
-	__u8 flags;		/* TCP flags byte */
-	__u8 trackable;		/* conntrack keys this packet (lib/l4.h) */
-	__u8 related;		/* ICMP error: rk holds the reversed inner flow */
-	__u32 l4_off;		/* offset of the L4 header */
+	__u8 proto;	/* upper-layer protocol */
+	__u8 flags;	/* TCP flags byte */
+	__u8 trackable; /* conntrack keys this packet (lib/l4.h) */
+	__u8 related;	/* ICMP error: rk holds the reversed inner flow */
+	__u32 l4_off;	/* offset of the L4 header */
 };
 
-#define FW_EXT_MAX 4		/* IPv6 extension headers walked */
-#define FW_L4_OFF_MAX 256	/* L4 header beyond this: no L4 facts */
+#define FW_EXT_MAX 4	  /* IPv6 extension headers walked */
+#define FW_L4_OFF_MAX 256 /* L4 header beyond this: no L4 facts */
 
 #define IPPROTO_HOPOPTS_ 0
 #define IPPROTO_ROUTING_ 43
@@ -42,8 +42,8 @@ struct fw_l4 {
  * keys the direction the error travels: the reverse of the quoted packet.
  * Returns 0 when the quote is complete enough to look up.
  */
-static __always_inline int fw_related(void *data, void *data_end, const struct pkt *p,
-				      __u32 off, struct ct_key *rk)
+static __always_inline int fw_related(void *data, void *data_end, const struct pkt *p, __u32 off,
+				      struct ct_key *rk)
 {
 	__u8 *in = data + off;
 	__u8 *ports;
@@ -107,7 +107,7 @@ static __always_inline void fw_parse_l4(void *data, void *data_end, const struct
 
 		l4->proto = ip->protocol;
 		if (ip->frag_off & bpf_htons(0x1fff))
-			return;		/* non-first fragment: no header */
+			return; /* non-first fragment: no header */
 		l4->trackable = !(ip->frag_off & bpf_htons(0x2000));
 		off = sizeof(struct ethhdr) + (ip->ihl & 0xf) * 4;
 	} else if (p->ip6) {
@@ -173,14 +173,15 @@ static __always_inline void fw_parse_l4(void *data, void *data_end, const struct
 	case IPPROTO_ICMPV6:
 		if ((void *)(h + 8) > data_end)
 			return;
-		l4->dport = h[0];	/* type */
-		l4->sport = h[1];	/* code */
+		l4->dport = h[0]; /* type */
+		l4->sport = h[1]; /* code */
 		if ((l4->proto == IPPROTO_ICMP) != (p->ip4 != 0)) {
 			l4->trackable = 0;
 			return;
 		}
-		if (l4->proto == IPPROTO_ICMP ? (h[0] == ICMP_ECHO || h[0] == ICMP_ECHOREPLY)
-					      : (h[0] == ICMPV6_ECHO_REQ || h[0] == ICMPV6_ECHO_REP)) {
+		if (l4->proto == IPPROTO_ICMP
+			    ? (h[0] == ICMP_ECHO || h[0] == ICMP_ECHOREPLY)
+			    : (h[0] == ICMPV6_ECHO_REQ || h[0] == ICMPV6_ECHO_REP)) {
 			__builtin_memcpy(&l4->ct_sport, h + 4, 2);
 			l4->ct_dport = 0;
 			return;

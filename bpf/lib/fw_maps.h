@@ -153,7 +153,7 @@ struct {
 
 #define FW_BLOCK4_MAX (1 << 22)
 #define FW_BLOCK6_MAX (1 << 20)
-#define FW_RATE_MAX   (1 << 18)
+#define FW_RATE_MAX (1 << 18)
 
 /* key: 0; value: the DDoS limits. Written by the daemon. */
 struct {

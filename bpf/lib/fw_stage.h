@@ -36,10 +36,10 @@
 
 /* In and out of the stage. */
 struct fw_call {
-	__u32 len;		/* in: bytes, for counters */
-	__u8 kind;		/* in: enum fw_kind */
-	__u8 track;		/* in: struct fw_hook.track */
-	__u8 reason;		/* out: enum xl_reason of a refusal */
+	__u32 len;   /* in: bytes, for counters */
+	__u8 kind;   /* in: enum fw_kind */
+	__u8 track;  /* in: struct fw_hook.track */
+	__u8 reason; /* out: enum xl_reason of a refusal */
 	__u8 pad;
 };
 
@@ -49,8 +49,8 @@ struct fw_call {
 static __always_inline int fw_ep_hook(const struct pkt *p, __u8 kind, __u32 len, __u8 track,
 				      struct fw_hook *hk)
 {
-	const struct endpoint_val *ep = bpf_map_lookup_elem(&xlane_endpoints,
-							    kind == FW_KIND_FROM_EP ? &p->src : &p->dst);
+	const struct endpoint_val *ep = bpf_map_lookup_elem(
+		&xlane_endpoints, kind == FW_KIND_FROM_EP ? &p->src : &p->dst);
 
 	if (!ep)
 		return -1;
@@ -88,15 +88,16 @@ __noinline int fw_prepare_skb(struct __sk_buff *skb, struct fw_call *c)
 {
 	if (!c)
 		return FW_V_ALLOW;
-	return fw_run((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, skb->ifindex, c);
+	return fw_run((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, skb->ifindex,
+		      c);
 }
 
 __noinline int fw_prepare_xdp(struct xdp_md *ctx, struct fw_call *c)
 {
 	if (!c)
 		return FW_V_ALLOW;
-	return fw_run((void *)(long)ctx->data, (void *)(long)ctx->data_end, bpf_xdp_get_buff_len(ctx),
-		      ctx->ingress_ifindex, c);
+	return fw_run((void *)(long)ctx->data, (void *)(long)ctx->data_end,
+		      bpf_xdp_get_buff_len(ctx), ctx->ingress_ifindex, c);
 }
 
 /* fw_decide is fw_verdict, called after fw_prepare returned FW_V_SEARCH
@@ -131,9 +132,8 @@ static __always_inline int fw_on(void)
  * reaching an endpoint (p: as the caller parsed it; the stage parses
  * again). track: this hook owns the packet's conntrack (struct fw_hook).
  * bounce: how a reject's RST leaves (reply_skb). */
-static __always_inline enum xl_step fw_skb_ep(struct __sk_buff *skb, const struct pkt *p,
-					      __u8 kind, __u8 track, __u64 bounce,
-					      enum xl_reason *reason)
+static __always_inline enum xl_step fw_skb_ep(struct __sk_buff *skb, const struct pkt *p, __u8 kind,
+					      __u8 track, __u64 bounce, enum xl_reason *reason)
 {
 	struct fw_call c = { .len = skb->len, .kind = kind, .track = track };
 	int v;
@@ -152,9 +152,8 @@ static __always_inline enum xl_step fw_skb_ep(struct __sk_buff *skb, const struc
 }
 
 /* fw_xdp_ep is fw_skb_ep for XDP programs. */
-static __always_inline enum xl_step fw_xdp_ep(struct xdp_md *ctx, const struct pkt *p,
-					      __u8 kind, __u32 len, __u8 track,
-					      enum xl_reason *reason)
+static __always_inline enum xl_step fw_xdp_ep(struct xdp_md *ctx, const struct pkt *p, __u8 kind,
+					      __u32 len, __u8 track, enum xl_reason *reason)
 {
 	struct fw_call c = { .len = len, .kind = kind, .track = track };
 	int v;
@@ -186,10 +185,11 @@ static __always_inline enum xl_step fw_skb_to_endpoint(struct __sk_buff *skb,
 	if (!fw_on())
 		return XL_CONTINUE;
 	tc_pull_l4(skb);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
-		return XL_CONTINUE;	/* non-IP; malformed is Linux's to judge here */
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+	    PARSE_OK)
+		return XL_CONTINUE; /* non-IP; malformed is Linux's to judge here */
 	if (addr_is_link_scope(&p.dst))
-		return XL_CONTINUE;	/* ND, multicast: never filtered */
+		return XL_CONTINUE; /* ND, multicast: never filtered */
 	return fw_skb_ep(skb, &p, FW_KIND_TO_EP, 1, BPF_F_INGRESS, reason);
 }
 
@@ -198,7 +198,7 @@ static __always_inline enum xl_step fw_skb_to_endpoint(struct __sk_buff *skb,
  * of the uplink scope. parsed: parse_l3's result for the frame.
  */
 static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const struct pkt *p,
-						   int parsed, __u32 len, enum xl_reason *reason)
+						  int parsed, __u32 len, enum xl_reason *reason)
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };

@@ -12,30 +12,30 @@
 
 /* From linux/icmp.h and linux/icmpv6.h, which pull in libc headers. */
 #ifndef IPPROTO_ICMPV6
-#define IPPROTO_ICMPV6	58
+#define IPPROTO_ICMPV6 58
 #endif
-#define ICMP_ECHOREPLY	0
-#define ICMP_ECHO	8
-#define ICMPV6_ECHO_REQ	128
-#define ICMPV6_ECHO_REP	129
+#define ICMP_ECHOREPLY 0
+#define ICMP_ECHO 8
+#define ICMPV6_ECHO_REQ 128
+#define ICMPV6_ECHO_REP 129
 
 /* Bytes the tc programs pull into the linear area before parsing L4:
  * Ethernet + the largest IPv4 header + a TCP header. */
 #define XL_PARSE_L4_LEN (sizeof(struct ethhdr) + 60 + sizeof(struct tcphdr))
 
 struct l4 {
-	__u32 off;		/* L4 header offset from the frame start */
-	__u32 csum_off;		/* checksum field offset, 0: none to fix */
-	__u16 sport;		/* network order; ICMP echo: identifier */
-	__u16 dport;		/* network order; ICMP echo: 0 */
+	__u32 off;	/* L4 header offset from the frame start */
+	__u32 csum_off; /* checksum field offset, 0: none to fix */
+	__u16 sport;	/* network order; ICMP echo: identifier */
+	__u16 dport;	/* network order; ICMP echo: 0 */
 	__u8 proto;
-	__u8 tcp_flags;		/* TCP: the flags byte */
-	__u8 icmp_echo;		/* ICMP/ICMPv6 echo request or reply */
+	__u8 tcp_flags; /* TCP: the flags byte */
+	__u8 icmp_echo; /* ICMP/ICMPv6 echo request or reply */
 };
 
 enum l4_result {
 	L4_OK = 0,
-	L4_UNTRACKABLE,		/* fragment, extension headers, other proto */
+	L4_UNTRACKABLE, /* fragment, extension headers, other proto */
 	L4_MALFORMED,
 };
 
@@ -69,8 +69,8 @@ static __always_inline void tc_pull_l4(struct __sk_buff *skb)
 #define TCP_FLAG_RST 0x04
 #define TCP_FLAG_ACK 0x10
 
-static __always_inline enum l4_result parse_l4(void *data, void *data_end,
-					       const struct pkt *p, struct l4 *l4)
+static __always_inline enum l4_result parse_l4(void *data, void *data_end, const struct pkt *p,
+					       struct l4 *l4)
 {
 	void *h;
 
@@ -122,9 +122,10 @@ static __always_inline enum l4_result parse_l4(void *data, void *data_end,
 		if ((l4->proto == IPPROTO_ICMP) != (p->ip4 != 0))
 			return L4_UNTRACKABLE;
 		type = ic[0];
-		if (l4->proto == IPPROTO_ICMP ? (type != ICMP_ECHO && type != ICMP_ECHOREPLY)
-					      : (type != ICMPV6_ECHO_REQ && type != ICMPV6_ECHO_REP))
-			return L4_UNTRACKABLE;	/* errors: related, Linux for now */
+		if (l4->proto == IPPROTO_ICMP
+			    ? (type != ICMP_ECHO && type != ICMP_ECHOREPLY)
+			    : (type != ICMPV6_ECHO_REQ && type != ICMPV6_ECHO_REP))
+			return L4_UNTRACKABLE; /* errors: related, Linux for now */
 		l4->icmp_echo = 1;
 		__builtin_memcpy(&l4->sport, ic + 4, 2);
 		l4->dport = 0;

@@ -24,8 +24,8 @@
 #include "parse.h"
 #include "csum.h"
 
-#define L4CSUM_CHUNK	 256
-#define L4CSUM_MAX_LEN	 9216	/* largest jumbo frame xlane configures */
+#define L4CSUM_CHUNK 256
+#define L4CSUM_MAX_LEN 9216 /* largest jumbo frame xlane configures */
 #define L4CSUM_MAX_CHUNK (L4CSUM_MAX_LEN / L4CSUM_CHUNK + 1)
 
 struct l4csum_scratch {
@@ -144,7 +144,7 @@ static __always_inline int l4csum_complete(struct xdp_md *ctx, const struct pkt 
 		l4off = l3off + sizeof(struct ipv6hdr);
 		l4len = bpf_ntohs(p->ip6->payload_len);
 		if (proto != IPPROTO_TCP && proto != IPPROTO_UDP && proto != IPPROTO_ICMPV6)
-			return -1;	/* extension headers: let Linux forward it */
+			return -1; /* extension headers: let Linux forward it */
 	} else {
 		return 0;
 	}
@@ -153,18 +153,18 @@ static __always_inline int l4csum_complete(struct xdp_md *ctx, const struct pkt 
 	else if (proto == IPPROTO_UDP)
 		csum_off = 6;
 	else
-		return 0;	/* ICMP checksums are always complete */
+		return 0; /* ICMP checksums are always complete */
 	if (l4len < csum_off + 2 || l4len > L4CSUM_MAX_LEN)
 		return -1;
 	if (bpf_xdp_load_bytes(ctx, l4off + csum_off, &check, 2))
 		return -1;
 	if (proto == IPPROTO_UDP && check == 0 && p->ip4)
-		return 0;	/* UDP over IPv4 without a checksum */
+		return 0; /* UDP over IPv4 without a checksum */
 	if (xdp_sum(ctx, l4off, l4len, &sum))
 		return -1;
 	ps = pseudo_sum(p, proto, l4len);
 	if (csum_fold(sum + ps) == 0xffff)
-		return 0;	/* already complete and valid */
+		return 0; /* already complete and valid */
 	/* Remove whatever the field holds, then finish the sum. */
 	fixed = ~csum_fold(sum + (__u16)~check + ps);
 	if (proto == IPPROTO_UDP && fixed == 0)

@@ -32,15 +32,15 @@
  * the difference of the whole quote; a quoted TCP checksum lies beyond the
  * guaranteed 8 bytes and is left alone, as Linux does for short quotes.
  */
-#define ICMP_QUOTE4 28	/* IPv4 header without options + 8 bytes */
-#define ICMP_QUOTE6 48	/* IPv6 header + 8 bytes */
+#define ICMP_QUOTE4 28 /* IPv4 header without options + 8 bytes */
+#define ICMP_QUOTE6 48 /* IPv6 header + 8 bytes */
 
 /* The quote before and after, and the entry's key: too big for the stack
  * of a third call level. */
 struct icmp_scratch {
 	__u8 q[ICMP_QUOTE6];
 	__u8 nq[ICMP_QUOTE6];
-	__u8 old[40];		/* icmp_quote_nat: addresses, then ports */
+	__u8 old[40]; /* icmp_quote_nat: addresses, then ports */
 	struct ct_key rk;
 };
 
@@ -55,13 +55,13 @@ struct {
  * A quoted echo request (echo) has its identifier where TCP and UDP have
  * the source port, and only a destination translation (masquerade's
  * reply entry) applies to it. */
-static __always_inline void icmp_quote_nat(__u8 *q, __u8 *old, const struct ct_val *v,
-					   const int v6, int echo)
+static __always_inline void icmp_quote_nat(__u8 *q, __u8 *old, const struct ct_val *v, const int v6,
+					   int echo)
 {
-	const int sa = v6 ? 8 : 12;	/* quoted source address */
-	const int al = v6 ? 16 : 4;	/* address length */
-	const int po = v6 ? 40 : 20;	/* quoted L4 header */
-	__u32 pp = echo ? po + 4 : po;	/* ports; echo: identifier, sequence */
+	const int sa = v6 ? 8 : 12;    /* quoted source address */
+	const int al = v6 ? 16 : 4;    /* address length */
+	const int po = v6 ? 40 : 20;   /* quoted L4 header */
+	__u32 pp = echo ? po + 4 : po; /* ports; echo: identifier, sequence */
 	__u32 d;
 	__u16 c;
 
@@ -104,7 +104,7 @@ static __always_inline void icmp_quote_nat(__u8 *q, __u8 *old, const struct ct_v
 		return;
 	__builtin_memcpy(&c, q + po + 6, 2);
 	if (!c && !v6)
-		return;		/* IPv4 UDP without a checksum */
+		return; /* IPv4 UDP without a checksum */
 	d = bpf_csum_diff((__be32 *)(old + 2 * al), 4, (__be32 *)(q + po), 4, d);
 	c = csum_replace(c, d);
 	if (!c)
@@ -113,8 +113,8 @@ static __always_inline void icmp_quote_nat(__u8 *q, __u8 *old, const struct ct_v
 }
 
 /* icmp_outer_addr replaces the outer source (src) or destination address. */
-static __always_inline int icmp_outer_addr(struct __sk_buff *skb, int v4, int src,
-					   const __u8 *addr, __u32 csum_off)
+static __always_inline int icmp_outer_addr(struct __sk_buff *skb, int v4, int src, const __u8 *addr,
+					   __u32 csum_off)
 {
 	__u32 off = sizeof(struct ethhdr) + (v4 ? (src ? 12 : 16) : (src ? 8 : 24));
 	__u8 old[16];
@@ -122,7 +122,8 @@ static __always_inline int icmp_outer_addr(struct __sk_buff *skb, int v4, int sr
 
 	if (v4) {
 		if (bpf_skb_load_bytes(skb, off, old, 4) ||
-		    bpf_l3_csum_replace(skb, IPV4_CSUM_OFF, *(__be32 *)old, *(__be32 *)(addr + 12), 4))
+		    bpf_l3_csum_replace(skb, IPV4_CSUM_OFF, *(__be32 *)old, *(__be32 *)(addr + 12),
+					4))
 			return -1;
 		return bpf_skb_store_bytes(skb, off, addr + 12, 4, 0) ? -1 : 0;
 	}
@@ -151,8 +152,8 @@ static __noinline int ct_icmp_error(struct __sk_buff *skb, struct pkt *p, const 
 	__s64 d;
 	__u8 type;
 
-	if ((l4->proto == IPPROTO_ICMP) != v4 ||
-	    bpf_skb_load_bytes(skb, l4->off, &type, 1) || !icmp_is_error(l4->proto, type))
+	if ((l4->proto == IPPROTO_ICMP) != v4 || bpf_skb_load_bytes(skb, l4->off, &type, 1) ||
+	    !icmp_is_error(l4->proto, type))
 		return 0;
 	sc = bpf_map_lookup_elem(&xlane_icmp_scratch, &zero);
 	if (!sc)
@@ -162,7 +163,7 @@ static __noinline int ct_icmp_error(struct __sk_buff *skb, struct pkt *p, const 
 	if (v4) {
 		if (bpf_skb_load_bytes(skb, qoff, sc->q, ICMP_QUOTE4) || sc->q[0] != 0x45 ||
 		    (sc->q[6] & 0x1f) || sc->q[7])
-			return 0;	/* options, or not the first fragment */
+			return 0; /* options, or not the first fragment */
 		rk->proto = sc->q[9];
 		__builtin_memcpy(&a, sc->q + 16, 4);
 		key_from_ipv4((struct endpoint_key *)rk->saddr, a);
@@ -210,7 +211,8 @@ static __noinline int ct_icmp_error(struct __sk_buff *skb, struct pkt *p, const 
 	    icmp_outer_addr(skb, v4, 0, v->nat_addr, csum_off))
 		return -1;
 	if ((v->nat & CT_NAT_SRC) && addr_eq(p->src.addr, rk->saddr) &&
-	    icmp_outer_addr(skb, v4, 1, v->nat == CT_NAT_BOTH ? v->nat_saddr : v->nat_addr, csum_off))
+	    icmp_outer_addr(skb, v4, 1, v->nat == CT_NAT_BOTH ? v->nat_saddr : v->nat_addr,
+			    csum_off))
 		return -1;
 	__builtin_memset(p, 0, sizeof(*p));
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, p) != PARSE_OK)

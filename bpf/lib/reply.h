@@ -33,8 +33,8 @@
  * is cut down to the headers. */
 struct reply_rst {
 	__u32 l4_off;
-	__u32 seq, ack;		/* host order */
-	__u32 seg_len;		/* payload + SYN + FIN */
+	__u32 seq, ack; /* host order */
+	__u32 seg_len;	/* payload + SYN + FIN */
 	__u8 flags;
 };
 
@@ -72,13 +72,14 @@ static __always_inline int reply_rst_read(void *data, void *data_end, struct rep
 		return -1;
 	r->flags = th[13];
 	if (r->flags & TCP_FLAG_RST)
-		return -1;	/* never answer an RST */
+		return -1; /* never answer an RST */
 	__builtin_memcpy(&r->seq, th + 4, 4);
 	__builtin_memcpy(&r->ack, th + 8, 4);
 	r->seq = bpf_ntohl(r->seq);
 	r->ack = bpf_ntohl(r->ack);
 	hl += (th[12] >> 4) * 4;
-	r->seg_len = (tot > hl ? tot - hl : 0) + !!(r->flags & TCP_FLAG_SYN) + !!(r->flags & TCP_FLAG_FIN);
+	r->seg_len = (tot > hl ? tot - hl : 0) + !!(r->flags & TCP_FLAG_SYN) +
+		     !!(r->flags & TCP_FLAG_FIN);
 	return 0;
 }
 
@@ -114,7 +115,7 @@ static __always_inline int reply_rst_write(void *data, void *data_end, const str
 		ip->tos = 0;
 		ip->tot_len = bpf_htons(40);
 		ip->id = 0;
-		ip->frag_off = bpf_htons(0x4000);	/* DF */
+		ip->frag_off = bpf_htons(0x4000); /* DF */
 		ip->ttl = 64;
 		ip->check = 0;
 		ip->check = csum_finish(csum_add(0, ip, 20));
@@ -148,8 +149,8 @@ static __always_inline int reply_rst_write(void *data, void *data_end, const str
 	}
 	__builtin_memcpy(th + 4, &seq, 4);
 	__builtin_memcpy(th + 8, &ack, 4);
-	th[12] = 5 << 4;			/* no options */
-	__builtin_memset(th + 14, 0, 6);	/* window, checksum, urgent */
+	th[12] = 5 << 4;		 /* no options */
+	__builtin_memset(th + 14, 0, 6); /* window, checksum, urgent */
 	sum += bpf_htons(IPPROTO_TCP) + bpf_htons(20);
 	sum = csum_add(sum, th, 20);
 	port = csum_finish(sum);
@@ -170,23 +171,23 @@ static __always_inline int reply_rst_write(void *data, void *data_end, const str
  * 2.4(e)), or beyond REPLY_ICMP_RATE answers per second per CPU.
  */
 
-#define REPLY_QUOTE4 548		/* 576 - 20 - 8 */
-#define REPLY_QUOTE6 1232		/* 1280 - 40 - 8 */
-#define REPLY_QUOTE_BUF 1536	/* 3 bpf_csum_diff chunks of 512 */
-#define REPLY_ICMP_RATE 1000	/* answers per second per CPU */
+#define REPLY_QUOTE4 548     /* 576 - 20 - 8 */
+#define REPLY_QUOTE6 1232    /* 1280 - 40 - 8 */
+#define REPLY_QUOTE_BUF 1536 /* 3 bpf_csum_diff chunks of 512 */
+#define REPLY_ICMP_RATE 1000 /* answers per second per CPU */
 #define REPLY_ICMP_BURST 100
 
 /* The quote and what the answer needs from the refused packet, per CPU:
  * the stack of the XDP endpoint program has no room for it. */
 struct reply_quote {
-	__u8 mac[12];		/* the refused frame's destination, source */
-	__u8 saddr[16];		/* its addresses (IPv4: the first 4 bytes) */
+	__u8 mac[12];	/* the refused frame's destination, source */
+	__u8 saddr[16]; /* its addresses (IPv4: the first 4 bytes) */
 	__u8 daddr[16];
-	__u32 q;		/* bytes quoted */
+	__u32 q; /* bytes quoted */
 	__u8 v6;
 	__u8 tos;
 	__u16 pad;
-	__u64 tokens;		/* REPLY_ICMP_RATE bucket, tokens x 1e9 */
+	__u64 tokens; /* REPLY_ICMP_RATE bucket, tokens x 1e9 */
 	__u64 last;
 	__u8 b[REPLY_QUOTE_BUF];
 };
@@ -201,7 +202,7 @@ struct {
 /* reply_icmp_read fills qb from the refused packet (frame_len bytes); -1
  * when it must not be answered (see above) or is TCP (reply_rst_read's). */
 static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 frame_len,
-					struct reply_quote *qb)
+					   struct reply_quote *qb)
 {
 	struct ethhdr *eth = data;
 	__u32 q;
@@ -221,13 +222,13 @@ static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 fra
 		s = bpf_ntohl(ip->saddr);
 		d = bpf_ntohl(ip->daddr);
 		if (!s || (s >> 28) >= 14 || (s >> 24) == 127 || (d >> 28) >= 14)
-			return -1;	/* 0, multicast, class E, broadcast, loopback */
+			return -1; /* 0, multicast, class E, broadcast, loopback */
 		if (ip->protocol == IPPROTO_ICMP) {
 			l4 = (void *)ip + (hl & 0x3c);
 			if ((void *)(l4 + 1) > data_end)
 				return -1;
 			if (l4[0] == 3 || l4[0] == 4 || l4[0] == 5 || l4[0] == 11 || l4[0] == 12)
-				return -1;	/* never an error about an error */
+				return -1; /* never an error about an error */
 		}
 		q = bpf_ntohs(ip->tot_len);
 		if (q < hl + 8)
@@ -237,7 +238,7 @@ static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 fra
 		__builtin_memcpy(qb->saddr, &ip->saddr, 4);
 		__builtin_memcpy(qb->daddr, &ip->daddr, 4);
 		qb->v6 = 0;
-		qb->tos = (ip->tos & 0x1e) | 0xc0;	/* internetwork control */
+		qb->tos = (ip->tos & 0x1e) | 0xc0; /* internetwork control */
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		__u8 nh, *l4;
@@ -248,15 +249,15 @@ static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 fra
 		if (nh == IPPROTO_TCP || nh == IPPROTO_HOPOPTS_ || nh == IPPROTO_ROUTING_ ||
 		    nh == IPPROTO_FRAGMENT_ || nh == IPPROTO_AH_ || nh == IPPROTO_DSTOPTS_ ||
 		    nh == 50 || nh == 135 || nh == 139 || nh == 140)
-			return -1;	/* TCP; extension headers in the way */
+			return -1; /* TCP; extension headers in the way */
 		if (ip6->saddr.in6_u.u6_addr8[0] == 0xff || ip6->daddr.in6_u.u6_addr8[0] == 0xff ||
 		    !(ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |
 		      ip6->saddr.in6_u.u6_addr32[2] | ip6->saddr.in6_u.u6_addr32[3]))
-			return -1;	/* multicast, unspecified */
+			return -1; /* multicast, unspecified */
 		if (nh == IPPROTO_ICMPV6) {
 			l4 = (void *)(ip6 + 1);
 			if ((void *)(l4 + 1) > data_end || l4[0] < 128)
-				return -1;	/* never an error about an error */
+				return -1; /* never an error about an error */
 		}
 		q = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
 		if (q < sizeof(*ip6) + 8)
@@ -271,7 +272,7 @@ static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 fra
 		return -1;
 	}
 	if (q > frame_len - sizeof(*eth))
-		return -1;	/* shorter than its IP header says */
+		return -1; /* shorter than its IP header says */
 	qb->q = q;
 	return 0;
 }
@@ -328,7 +329,8 @@ static __always_inline __u32 reply_quote_sum(struct reply_quote *qb)
 
 /* reply_icmp_write writes the headers in front of the quote: the frame is
  * Ethernet + room for the new IP and ICMP headers + the quote. */
-static __always_inline int reply_icmp_write(void *data, void *data_end, struct reply_quote *qb, __u32 qsum)
+static __always_inline int reply_icmp_write(void *data, void *data_end, struct reply_quote *qb,
+					    __u32 qsum)
 {
 	struct ethhdr *eth = data;
 	__u32 sum = qsum, q = qb->q;
@@ -358,8 +360,8 @@ static __always_inline int reply_icmp_write(void *data, void *data_end, struct r
 		ip->check = 0;
 		ip->check = csum_finish(csum_add(0, ip, 20));
 		__builtin_memset(ic, 0, 8);
-		ic[0] = 3;	/* destination unreachable */
-		ic[1] = 3;	/* port unreachable */
+		ic[0] = 3; /* destination unreachable */
+		ic[1] = 3; /* port unreachable */
 		sum = csum_add(sum, ic, 8);
 		c = csum_finish(sum);
 		__builtin_memcpy(ic + 2, &c, 2);
@@ -370,15 +372,15 @@ static __always_inline int reply_icmp_write(void *data, void *data_end, struct r
 		if ((void *)(ic + 8) > data_end)
 			return -1;
 		eth->h_proto = bpf_htons(ETH_P_IPV6);
-		*(__u32 *)ip6 = bpf_htonl(0x60000000);	/* version, no class or label */
+		*(__u32 *)ip6 = bpf_htonl(0x60000000); /* version, no class or label */
 		ip6->payload_len = bpf_htons(8 + q);
 		ip6->nexthdr = IPPROTO_ICMPV6;
 		ip6->hop_limit = 64;
 		__builtin_memcpy(&ip6->saddr, qb->daddr, 16);
 		__builtin_memcpy(&ip6->daddr, qb->saddr, 16);
 		__builtin_memset(ic, 0, 8);
-		ic[0] = 1;	/* destination unreachable */
-		ic[1] = 4;	/* port unreachable */
+		ic[0] = 1; /* destination unreachable */
+		ic[1] = 4; /* port unreachable */
 		sum = csum_add(sum, &ip6->saddr, 32);
 		sum += bpf_htons(8 + q) + bpf_htons(IPPROTO_ICMPV6);
 		sum = csum_add(sum, ic, 8);

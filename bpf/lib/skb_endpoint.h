@@ -42,7 +42,7 @@
  * tcx egress: both count it and run the firewall's to-endpoint stage).
  */
 struct skb_cfg {
-	bool peer;	/* bpf_redirect_peer to local endpoints */
+	bool peer; /* bpf_redirect_peer to local endpoints */
 };
 
 /* tc_forwarded is the step of a forwarding stage: its reason if the
@@ -112,20 +112,21 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 	int step;
 
 	tc_pull_l4(skb);
-	step = ep_parsed(parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end,
-				  skb->len, &p), reason);
+	step = ep_parsed(
+		parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p),
+		reason);
 	if (step != XL_CONTINUE)
 		return step;
 	step = ep_admit(&p, skb->ifindex, reason);
 	if (step != XL_CONTINUE)
 		return step;
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
-	if (!src)	/* link-scope source admitted above */
+	if (!src) /* link-scope source admitted above */
 		return xl_final(reason, XL_PASS_NON_IP);
 	/* Firewall before conntrack: a refused flow gets no entries. */
 	step = fw_skb_ep(skb, &p, FW_KIND_FROM_EP, 0, 0, reason);
 	if (step != XL_CONTINUE)
-		return step;	/* a reject's RST goes back out */
+		return step; /* a reject's RST goes back out */
 	step = ct_from_endpoint(skb, &p, src->flags, reason);
 	if (step != XL_CONTINUE)
 		return step;
@@ -167,7 +168,8 @@ static __always_inline enum xl_step skb_to_endpoint_apart(struct __sk_buff *skb,
 	/* L3 only: a pull beyond what the node's own TCP puts in the head
 	 * would copy every segment it sends to the endpoint. */
 	skb_pull_headers(skb, XL_PARSE_LEN);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+	    PARSE_OK)
 		return XL_CONTINUE;
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
 	if (!src)

@@ -22,18 +22,18 @@
 
 /* What a stage tells its pipeline. */
 enum xl_step {
-	XL_CONTINUE = 0,	/* go on to the next stage */
-	XL_FINAL,		/* stop: xl_reason_verdict(*reason) acts */
-	XL_REPLIED,		/* stop: answered and redirected back
-				 * (TC_ACT_REDIRECT, XDP_REDIRECT) */
-	XL_REPLIED_TX,		/* stop: answered, XDP_TX */
+	XL_CONTINUE = 0, /* go on to the next stage */
+	XL_FINAL,	 /* stop: xl_reason_verdict(*reason) acts */
+	XL_REPLIED,	 /* stop: answered and redirected back
+			  * (TC_ACT_REDIRECT, XDP_REDIRECT) */
+	XL_REPLIED_TX,	 /* stop: answered, XDP_TX */
 };
 
 /* What happens to a packet counted under a reason. */
 enum xl_verdict {
-	XL_V_PASS = 0,		/* to Linux, unchanged */
-	XL_V_DROP,		/* dropped */
-	XL_V_FWD,		/* redirected by the stage that set it */
+	XL_V_PASS = 0, /* to Linux, unchanged */
+	XL_V_DROP,     /* dropped */
+	XL_V_FWD,      /* redirected by the stage that set it */
 };
 
 /*
@@ -44,16 +44,16 @@ enum xl_verdict {
  */
 #define XL_R(r) (1ULL << (r))
 #define XL_REASONS_FWD (XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH))
-#define XL_REASONS_PASS                                                                  \
-	(XL_R(XL_PASS_NON_IP) | XL_R(XL_PASS_NOT_FWDED) | XL_R(XL_PASS_LINK_LOCAL) |       \
-	 XL_R(XL_PASS_TTL) | XL_R(XL_PASS_NO_ROUTE) | XL_R(XL_PASS_NO_NEIGH) |             \
-	 XL_R(XL_PASS_NO_TARGET) | XL_R(XL_PASS_TOO_BIG) | XL_R(XL_PASS_TO_TC) |           \
-	 XL_R(XL_PASS_UNTRACKED) | XL_R(XL_PASS_CT_FULL) | XL_R(XL_PASS_NAT_PORTS) |       \
+#define XL_REASONS_PASS                                                              \
+	(XL_R(XL_PASS_NON_IP) | XL_R(XL_PASS_NOT_FWDED) | XL_R(XL_PASS_LINK_LOCAL) | \
+	 XL_R(XL_PASS_TTL) | XL_R(XL_PASS_NO_ROUTE) | XL_R(XL_PASS_NO_NEIGH) |       \
+	 XL_R(XL_PASS_NO_TARGET) | XL_R(XL_PASS_TOO_BIG) | XL_R(XL_PASS_TO_TC) |     \
+	 XL_R(XL_PASS_UNTRACKED) | XL_R(XL_PASS_CT_FULL) | XL_R(XL_PASS_NAT_PORTS) | \
 	 XL_R(XL_DELIVER) | XL_R(XL_PASS_FW))
-#define XL_REASONS_DROP                                                                  \
-	(XL_R(XL_DROP_NO_BACKEND) | XL_R(XL_DROP_MALFORMED) | XL_R(XL_DROP_SPOOFED) |      \
-	 XL_R(XL_DROP_REDIRECT) | XL_R(XL_DROP_FW) | XL_R(XL_DROP_FW_DEFAULT) |            \
-	 XL_R(XL_DROP_FW_REJECT) | XL_R(XL_DROP_BLOCKLIST) | XL_R(XL_DROP_RATE_LIMIT) |    \
+#define XL_REASONS_DROP                                                                 \
+	(XL_R(XL_DROP_NO_BACKEND) | XL_R(XL_DROP_MALFORMED) | XL_R(XL_DROP_SPOOFED) |   \
+	 XL_R(XL_DROP_REDIRECT) | XL_R(XL_DROP_FW) | XL_R(XL_DROP_FW_DEFAULT) |         \
+	 XL_R(XL_DROP_FW_REJECT) | XL_R(XL_DROP_BLOCKLIST) | XL_R(XL_DROP_RATE_LIMIT) | \
 	 XL_R(XL_DROP_SYN_LIMIT) | XL_R(XL_DROP_ICC) | XL_R(XL_DROP_ISOLATED))
 
 _Static_assert(XL_REASON_MAX <= 64, "enum xl_reason outgrew the classification sets");
