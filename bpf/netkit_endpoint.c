@@ -21,6 +21,7 @@
  * device, as at tcx ingress of a veth.
  */
 #include "lib/skb_endpoint.h"
+#include "lib/unsolicited.h"
 
 SEC("netkit/peer")
 int xlane_nk_from_endpoint(struct __sk_buff *skb)
@@ -63,6 +64,8 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 	int step;
 
 	step = skb_to_endpoint_apart(skb, &reason);
+	if (step == XL_CONTINUE)
+		step = skb_to_endpoint_unsolicited(skb, &reason);
 	if (step == XL_CONTINUE)
 		step = fw_skb_to_endpoint(skb, &reason);
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);

@@ -20,6 +20,7 @@
  * (netkit_endpoint.c): edit the stages there.
  */
 #include "lib/skb_endpoint.h"
+#include "lib/unsolicited.h"
 
 SEC("tcx/ingress")
 int xlane_from_endpoint(struct __sk_buff *skb)
@@ -37,6 +38,8 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 	int step;
 
 	step = skb_to_endpoint_apart(skb, &reason);
+	if (step == XL_CONTINUE)
+		step = skb_to_endpoint_unsolicited(skb, &reason);
 	if (step == XL_CONTINUE)
 		/* a reject's RST goes back in */
 		step = fw_skb_to_endpoint(skb, &reason);

@@ -142,11 +142,17 @@ static __always_inline enum xl_step to_fib(struct xdp_md *ctx, struct pkt *p,
  * xdp_needs_nat: NAT is the tc program's job (it runs on the same host veth
  * after XDP_PASS, with the kernel's checksum helpers). XDP forwards a flow
  * itself only when its conntrack entry says "no translation", or when it is
- * untracked and no masquerade applies.
+ * untracked and no masquerade applies. An untranslated flow leaving the
+ * node is tracked here (by the firewall stage when a rule set is on): its
+ * replies get in only through its entries (lib/unsolicited.h).
+ * A BPF-to-BPF call: its frame (conntrack key and l4) is not on the stack
+ * of the deeper calls after it (6.1 refused the combined 544 bytes).
  */
-static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p)
+static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u32 len)
 {
 	struct endpoint_val *src = bpf_map_lookup_elem(&xlane_endpoints, &p->src);
+	int off_node = !ep_local(p);
+	struct ct_scratch *sc;
 	struct ct_key k = {};
 	struct ct_val *v;
 	struct l4 l4 = {};
@@ -156,13 +162,25 @@ static __always_inline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p
 
 		ct_key_init(&k, p, &l4);
 		v = bpf_map_lookup_elem(&xlane_ct, &k);
-		if (v)
-			return v->nat != CT_NAT_NONE;
+		if (v && v->nat != CT_NAT_NONE)
+			return 1;
+		if (v && fw_on())
+			return 0;
+		if (ct_refresh(&k, v, &l4, len))
+			return 0;
 		__builtin_memcpy(sk.addr, k.daddr, 16);
 		if (bpf_map_lookup_elem(&xlane_services, &sk))
 			return 1; /* a new flow to a VIP: the tc program balances */
+		if (src && (src->flags & XL_EP_MASQUERADE) && off_node)
+			return 1;
+		if (off_node && !fw_on()) {
+			sc = ct_scratch_get();
+			if (sc && ct_create(&k, sc, &l4, len))
+				metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, len);
+		}
+		return 0;
 	}
-	return src && (src->flags & XL_EP_MASQUERADE) && !ep_local(p);
+	return src && (src->flags & XL_EP_MASQUERADE) && off_node;
 }
 
 static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
@@ -179,7 +197,7 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);
 	if (step != XL_CONTINUE)
 		return step;
-	if (xdp_needs_nat(ctx, &p))
+	if (xdp_needs_nat(ctx, &p, len))
 		return xl_final(reason, XL_PASS_TO_TC);
 	/* Firewall (the tc program does it for what goes to it above). No
 	 * ct stage runs behind XDP: this hook keeps the flow's entries. */

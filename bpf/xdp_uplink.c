@@ -24,6 +24,7 @@
 #include "lib/endpoint.h"
 #include "lib/l4csum.h"
 #include "lib/fw.h"
+#include "lib/unsolicited.h"
 #include "lib/stage.h"
 
 static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
@@ -52,8 +53,13 @@ static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
 	 * NAPI); the others are reached through Linux as before. */
 	if (!(dst->flags & XL_EP_XDP_TARGET))
 		return xl_final(reason, XL_PASS_NO_TARGET);
-	/* The redirect skips the endpoint's tcx egress: its firewall runs
-	 * here, and keeps the flow's conntrack entries. */
+	/* The redirect skips the endpoint's tcx egress: what it refuses
+	 * from off the node is refused here (lib/unsolicited.h), and the
+	 * firewall runs here, and keeps the flow's conntrack entries. */
+	if (ep_unsolicited((void *)(long)ctx->data, (void *)(long)ctx->data_end, &p, dst, len)) {
+		*dst_ifindex = dst->ifindex;
+		return xl_final(reason, XL_DROP_UNSOLICITED);
+	}
 	step = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason);
 	if (step != XL_CONTINUE)
 		return step;
@@ -78,6 +84,12 @@ static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
 	int step;
 
 	step = from_uplink(ctx, len, &reason, &dst_ifindex);
+	/* An unsolicited packet is counted on the endpoint it was for, as the
+	 * endpoint's own hook counts it when Linux forwards it. */
+	if (reason == XL_DROP_UNSOLICITED) {
+		metrics_count(dst_ifindex, reason, XL_DIR_INGRESS, len);
+		return xdp_ret(step, reason);
+	}
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER) /* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);

@@ -64,6 +64,10 @@ enum xl_reason {
 				 * (XL_EP_NO_ICC) */
 	XL_DROP_ISOLATED,	/* between endpoints of different networks, one
 				 * of them isolated (XL_EP_ISOLATED) */
+	XL_DROP_UNSOLICITED,	/* from off the node to an endpoint, in no
+				 * tracked flow and to no published port
+				 * (lib/unsolicited.h); XL_EP_ALLOW_UNSOLICITED
+				 * lets such packets in */
 	XL_REASON_MAX,
 };
 
@@ -106,6 +110,11 @@ enum xl_ep_flags {
 	 * between bridges). The node, the outside and published ports
 	 * still work. */
 	XL_EP_ISOLATED = 8,
+	/* Hosts off the node may open flows to the network's endpoints on
+	 * any port (`--allow-unsolicited`; Docker's gateway_mode_ipv4=
+	 * nat-unprotected). Without it only tracked flows and published
+	 * ports get in (lib/unsolicited.h). */
+	XL_EP_ALLOW_UNSOLICITED = 16,
 };
 
 /*

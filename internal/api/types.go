@@ -37,6 +37,10 @@ type NetworkCreate struct {
 	// networks of the node (the node, the outside and published ports
 	// still work). Needs a BPF mode.
 	Isolated bool `json:"isolated,omitempty"`
+	// AllowUnsolicited: flows opened from off the node reach any port of
+	// the endpoints; without it only replies to the endpoints' own flows
+	// and published ports get in.
+	AllowUnsolicited bool `json:"allow_unsolicited,omitempty"`
 	// Device is the endpoints' device pair: auto (default), veth, netkit
 	// or netkit-l2.
 	Device string `json:"device,omitempty"`

@@ -48,16 +48,17 @@ type (
 
 // Conntrack constants from abi.h.
 const (
-	CTDirReply       = tcCtDirCT_DIR_REPLY
-	CTNatNone        = tcCtNatCT_NAT_NONE
-	CTNatSrc         = tcCtNatCT_NAT_SRC
-	CTNatDst         = tcCtNatCT_NAT_DST
-	CTNatBoth        = tcCtNatCT_NAT_BOTH
-	CTEstablished    = tcCtStateCT_ESTABLISHED
-	EPFlagMasquerade = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
-	EPFlagNoICC      = uint16(tcXlEpFlagsXL_EP_NO_ICC)
-	EPFlagIsolated   = uint16(tcXlEpFlagsXL_EP_ISOLATED)
-	SvcAffinity      = uint32(tcServiceFlagsSVC_AFFINITY)
+	CTDirReply             = tcCtDirCT_DIR_REPLY
+	CTNatNone              = tcCtNatCT_NAT_NONE
+	CTNatSrc               = tcCtNatCT_NAT_SRC
+	CTNatDst               = tcCtNatCT_NAT_DST
+	CTNatBoth              = tcCtNatCT_NAT_BOTH
+	CTEstablished          = tcCtStateCT_ESTABLISHED
+	EPFlagMasquerade       = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
+	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
+	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
+	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)
+	SvcAffinity            = uint32(tcServiceFlagsSVC_AFFINITY)
 )
 
 // DefaultCTSize is xlane_ct's size unless the daemon is told otherwise.

@@ -34,7 +34,7 @@ func (h *harness) setPolicy(tb testing.TB, ep endpoint, netID uint32, flags uint
 			tb.Fatalf("endpoint %s: %v", a, err)
 		}
 		v.NetworkId = netID
-		v.Flags = v.Flags&^(EPFlagNoICC|EPFlagIsolated) | flags
+		v.Flags = v.Flags&^(EPFlagNoICC|EPFlagIsolated|EPFlagAllowUnsolicited) | flags
 		if err := h.objs.Endpoints().Put(KeyFromAddr(a), v); err != nil {
 			tb.Fatalf("endpoint %s: %v", a, err)
 		}
@@ -137,10 +137,11 @@ func TestXDPFromEndpointPolicy(t *testing.T) {
 func TestToEndpointPolicy(t *testing.T) {
 	h := newHarness(t)
 	dev := h.links[devEP1]
-	run := func(t *testing.T, frame []byte, wantRet int32, r Reason) {
+	// iif: the device Linux received the packet on (0: the node sent it).
+	run := func(t *testing.T, frame []byte, iif int, wantRet int32, r Reason) {
 		t.Helper()
 		h.resetMetrics(t)
-		opts := skbContext{IngressIfindex: uint32(dev), Ifindex: uint32(dev)}
+		opts := skbContext{IngressIfindex: uint32(iif), Ifindex: uint32(dev)}
 		ret, err := RunVerdict(h.do, h.objs.ToEndpoint(), h.objs.Metrics(),
 			&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: opts})
 		if err != nil {
@@ -161,21 +162,24 @@ func TestToEndpointPolicy(t *testing.T) {
 			frames := policyFrames(t, epPeer.v4, epPeer.v6)
 			for _, name := range sortedKeys(frames) {
 				t.Run(name, func(t *testing.T) {
+					// From the sender's host device: Linux
+					// forwards what a program passed to it.
 					if pol.apart != 0 {
-						run(t, frames[name], actShot, pol.apart)
+						run(t, frames[name], h.ifindexOf(epSrc), actShot, pol.apart)
 					} else {
-						run(t, frames[name], actPass, deliver)
+						run(t, frames[name], h.ifindexOf(epSrc), actPass, deliver)
 					}
 				})
 			}
-			// From the node and from outside: always delivered.
-			for name, src := range map[string]netip.Addr{"ipv4/from the node": addr("198.51.100.1"), "ipv6/from outside": addr("2001:db8:203::9")} {
-				dst := epPeer.v4
-				if src.Is6() {
-					dst = epPeer.v6
-				}
-				t.Run(name, func(t *testing.T) { run(t, pktSpec{src: src, dst: dst}.frame(t), actPass, deliver) })
-			}
+			// From the node: always delivered; from outside, a new
+			// flow is unsolicited whatever the policy
+			// (TestToEndpointUnsolicited).
+			t.Run("ipv4/from the node", func(t *testing.T) {
+				run(t, pktSpec{src: addr("198.51.100.1"), dst: epPeer.v4}.frame(t), 0, actPass, deliver)
+			})
+			t.Run("ipv6/from outside", func(t *testing.T) {
+				run(t, pktSpec{src: addr("2001:db8:203::9"), dst: epPeer.v6}.frame(t), 1, actShot, tcXlReasonXL_DROP_UNSOLICITED)
+			})
 		})
 	}
 }
@@ -211,7 +215,7 @@ func TestNetkitPolicy(t *testing.T) {
 				})
 				t.Run("primary/"+name, func(t *testing.T) {
 					h.resetMetrics(t)
-					ret, _, err := h.runProg(nk.ToEndpoint, frames[name], h.links[devEP0+"p"])
+					ret, _, err := h.runProgFrom(nk.ToEndpoint, frames[name], h.links[devEP0+"p"], 0)
 					if err != nil {
 						t.Fatalf("run: %v", err)
 					}

@@ -67,7 +67,7 @@ func TestNetkitToEndpoint(t *testing.T) {
 			h.resetMetrics(t)
 			// skb->dev is the container side here: an ifindex the node's
 			// namespace does not know.
-			ret, out, err := h.runProg(nk.ToEndpoint, tc.frame, h.links[devEP0+"p"])
+			ret, out, err := h.runProgFrom(nk.ToEndpoint, tc.frame, h.links[devEP0+"p"], 0)
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -95,8 +95,14 @@ func netkitObjs(tb testing.TB, h *harness) *NetkitObjects {
 
 // runProg runs prog on frame as if it arrived on ifindex, in the test netns.
 func (h *harness) runProg(prog *ebpf.Program, frame []byte, ifindex int) (int32, []byte, error) {
+	return h.runProgFrom(prog, frame, ifindex, ifindex)
+}
+
+// runProgFrom runs prog on frame on device ifindex, received by device iif
+// (0: sent by the node, or by an endpoint through netkit's redirect).
+func (h *harness) runProgFrom(prog *ebpf.Program, frame []byte, ifindex, iif int) (int32, []byte, error) {
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256),
-		Context: skbContext{IngressIfindex: uint32(ifindex), Ifindex: uint32(ifindex)}}
+		Context: skbContext{IngressIfindex: uint32(iif), Ifindex: uint32(ifindex)}}
 	r, err := RunVerdict(h.do, prog, h.objs.Metrics(), opts)
 	return int32(r), opts.DataOut, err
 }

@@ -427,45 +427,47 @@ const (
 type tcXlEpFlags uint32
 
 const (
-	tcXlEpFlagsXL_EP_MASQUERADE tcXlEpFlags = 2
-	tcXlEpFlagsXL_EP_XDP_TARGET tcXlEpFlags = 1
-	tcXlEpFlagsXL_EP_NO_ICC     tcXlEpFlags = 4
-	tcXlEpFlagsXL_EP_ISOLATED   tcXlEpFlags = 8
+	tcXlEpFlagsXL_EP_MASQUERADE        tcXlEpFlags = 2
+	tcXlEpFlagsXL_EP_XDP_TARGET        tcXlEpFlags = 1
+	tcXlEpFlagsXL_EP_NO_ICC            tcXlEpFlags = 4
+	tcXlEpFlagsXL_EP_ISOLATED          tcXlEpFlags = 8
+	tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED tcXlEpFlags = 16
 )
 
 type tcXlReason uint32
 
 const (
-	tcXlReasonXL_FWD_PEER        tcXlReason = 0
-	tcXlReasonXL_FWD_FIB         tcXlReason = 1
-	tcXlReasonXL_FWD_NEIGH       tcXlReason = 2
-	tcXlReasonXL_PASS_NON_IP     tcXlReason = 3
-	tcXlReasonXL_PASS_NOT_FWDED  tcXlReason = 4
-	tcXlReasonXL_PASS_LINK_LOCAL tcXlReason = 5
-	tcXlReasonXL_PASS_TTL        tcXlReason = 6
-	tcXlReasonXL_PASS_NO_ROUTE   tcXlReason = 7
-	tcXlReasonXL_PASS_NO_NEIGH   tcXlReason = 8
-	tcXlReasonXL_PASS_NO_TARGET  tcXlReason = 9
-	tcXlReasonXL_PASS_TOO_BIG    tcXlReason = 10
-	tcXlReasonXL_DROP_NO_BACKEND tcXlReason = 11
-	tcXlReasonXL_PASS_TO_TC      tcXlReason = 12
-	tcXlReasonXL_PASS_UNTRACKED  tcXlReason = 13
-	tcXlReasonXL_PASS_CT_FULL    tcXlReason = 14
-	tcXlReasonXL_PASS_NAT_PORTS  tcXlReason = 15
-	tcXlReasonXL_DELIVER         tcXlReason = 16
-	tcXlReasonXL_DROP_MALFORMED  tcXlReason = 17
-	tcXlReasonXL_DROP_SPOOFED    tcXlReason = 18
-	tcXlReasonXL_DROP_REDIRECT   tcXlReason = 19
-	tcXlReasonXL_DROP_FW         tcXlReason = 20
-	tcXlReasonXL_DROP_FW_DEFAULT tcXlReason = 21
-	tcXlReasonXL_DROP_FW_REJECT  tcXlReason = 22
-	tcXlReasonXL_DROP_BLOCKLIST  tcXlReason = 23
-	tcXlReasonXL_DROP_RATE_LIMIT tcXlReason = 24
-	tcXlReasonXL_DROP_SYN_LIMIT  tcXlReason = 25
-	tcXlReasonXL_PASS_FW         tcXlReason = 26
-	tcXlReasonXL_DROP_ICC        tcXlReason = 27
-	tcXlReasonXL_DROP_ISOLATED   tcXlReason = 28
-	tcXlReasonXL_REASON_MAX      tcXlReason = 29
+	tcXlReasonXL_FWD_PEER         tcXlReason = 0
+	tcXlReasonXL_FWD_FIB          tcXlReason = 1
+	tcXlReasonXL_FWD_NEIGH        tcXlReason = 2
+	tcXlReasonXL_PASS_NON_IP      tcXlReason = 3
+	tcXlReasonXL_PASS_NOT_FWDED   tcXlReason = 4
+	tcXlReasonXL_PASS_LINK_LOCAL  tcXlReason = 5
+	tcXlReasonXL_PASS_TTL         tcXlReason = 6
+	tcXlReasonXL_PASS_NO_ROUTE    tcXlReason = 7
+	tcXlReasonXL_PASS_NO_NEIGH    tcXlReason = 8
+	tcXlReasonXL_PASS_NO_TARGET   tcXlReason = 9
+	tcXlReasonXL_PASS_TOO_BIG     tcXlReason = 10
+	tcXlReasonXL_DROP_NO_BACKEND  tcXlReason = 11
+	tcXlReasonXL_PASS_TO_TC       tcXlReason = 12
+	tcXlReasonXL_PASS_UNTRACKED   tcXlReason = 13
+	tcXlReasonXL_PASS_CT_FULL     tcXlReason = 14
+	tcXlReasonXL_PASS_NAT_PORTS   tcXlReason = 15
+	tcXlReasonXL_DELIVER          tcXlReason = 16
+	tcXlReasonXL_DROP_MALFORMED   tcXlReason = 17
+	tcXlReasonXL_DROP_SPOOFED     tcXlReason = 18
+	tcXlReasonXL_DROP_REDIRECT    tcXlReason = 19
+	tcXlReasonXL_DROP_FW          tcXlReason = 20
+	tcXlReasonXL_DROP_FW_DEFAULT  tcXlReason = 21
+	tcXlReasonXL_DROP_FW_REJECT   tcXlReason = 22
+	tcXlReasonXL_DROP_BLOCKLIST   tcXlReason = 23
+	tcXlReasonXL_DROP_RATE_LIMIT  tcXlReason = 24
+	tcXlReasonXL_DROP_SYN_LIMIT   tcXlReason = 25
+	tcXlReasonXL_PASS_FW          tcXlReason = 26
+	tcXlReasonXL_DROP_ICC         tcXlReason = 27
+	tcXlReasonXL_DROP_ISOLATED    tcXlReason = 28
+	tcXlReasonXL_DROP_UNSOLICITED tcXlReason = 29
+	tcXlReasonXL_REASON_MAX       tcXlReason = 30
 )
 
 // Names of all BPF objects in the ELF.

@@ -47,6 +47,7 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	icc := true
 	create.Flags().BoolVar(&icc, "icc", true, "endpoints of the network reach each other (--icc=false: they do not, in any protocol, as Docker's enable_icc=false; the node, the outside and published ports still work; BPF modes only)")
 	create.Flags().BoolVar(&req.Isolated, "isolated", false, "keep the network apart from the node's other networks: no traffic between its endpoints and theirs, as between Docker networks (the node, the outside and published ports still work; BPF modes only)")
+	create.Flags().BoolVar(&req.AllowUnsolicited, "allow-unsolicited", false, "let hosts off the node open flows to any port of the endpoints (Docker's gateway_mode_ipv4=nat-unprotected); without it a packet from off the node gets in only as part of a flow an endpoint started, to a published port, or as an ICMP error about these, as on Docker's bridge, and is otherwise dropped (counted as drop_unsolicited)")
 	create.PreRun = func(cmd *cobra.Command, _ []string) {
 		if cmd.Flags().Changed("masquerade") {
 			req.Masquerade = &masq
@@ -84,8 +85,8 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 				}
 				fmt.Fprintf(w, "name:\t%s\nid:\t%d\nmode:\t%s\nendpoint device:\t%s\nsubnets:\t%s\ngateways:\t%s\nmtu:\t%d\ndevice:\t%s\n",
 					n.Name, n.ID, n.Mode, n.Devices(), joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device)
-				fmt.Fprintf(w, "masquerade:\t%v\ninternal:\t%v\nicc:\t%v\nisolated:\t%v\nendpoints:\t%d\ncreated:\t%s\n",
-					n.Masquerade, n.Internal, !n.ICCOff, n.Isolated, n.Endpoints, n.Created)
+				fmt.Fprintf(w, "masquerade:\t%v\ninternal:\t%v\nicc:\t%v\nisolated:\t%v\nunsolicited:\t%s\nendpoints:\t%d\ncreated:\t%s\n",
+					n.Masquerade, n.Internal, !n.ICCOff, n.Isolated, unsolicitedText(n.AllowUnsolicited), n.Endpoints, n.Created)
 			})
 		},
 	}
@@ -133,4 +134,12 @@ func networkTable(w *tabwriter.Writer, nets []api.NetworkInfo) {
 	for _, n := range nets {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.Name, n.Mode, n.Devices(), joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Endpoints)
 	}
+}
+
+// unsolicitedText says what becomes of flows opened from off the node.
+func unsolicitedText(allow bool) string {
+	if allow {
+		return "allowed (--allow-unsolicited: hosts off the node reach every port)"
+	}
+	return "dropped (from off the node: replies, published ports and related ICMP only)"
 }

@@ -227,6 +227,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	n.Internal = req.Internal
 	n.ICCOff = req.ICC != nil && !*req.ICC
 	n.Isolated = req.Isolated
+	n.AllowUnsolicited = req.AllowUnsolicited
 	if err := policySupported(n.Mode, n); err != nil {
 		return nil, err
 	}
@@ -362,6 +363,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := netconf.EnsureInternal(n); err != nil {
 			return err
 		}
+		if err := netconf.EnsureGuard(n); err != nil {
+			return err
+		}
 		if err := d.step("network-applied"); err != nil {
 			return err
 		}
@@ -369,7 +373,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
+			if uerr := errors.Join(netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -414,6 +418,9 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		}
 	}
 	if err := netconf.DeleteInternal(n); err != nil {
+		return err
+	}
+	if err := netconf.DeleteGuard(n); err != nil {
 		return err
 	}
 	if err := netconf.DeleteNetwork(n); err != nil {
@@ -548,6 +555,13 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	}
 	old := *n
 	n.Mode, n.ModeRequested, n.ModeReason = mode, requested, why
+	// Kernel mode's nftables guard (netconf/guard.go) is in place before
+	// the programs that did its job go, and goes after they are back.
+	if mode == model.ModeKernel {
+		if err := netconf.EnsureGuard(n); err != nil {
+			return nil, err
+		}
+	}
 	for i := range eps {
 		err := d.reprogram(&eps[i], n)
 		if err == nil {
@@ -558,7 +572,13 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 				d.log.Error("switch endpoint back", "endpoint", eps[j].ID, "mode", old.Mode, "err", rerr)
 			}
 		}
+		if gerr := netconf.EnsureGuard(&old); gerr != nil {
+			d.log.Error("restore the unsolicited-traffic guard", "network", name, "err", gerr)
+		}
 		return nil, fmt.Errorf("switch endpoint %s to %s: %w", eps[i].ID, mode, err)
+	}
+	if err := netconf.EnsureGuard(n); err != nil {
+		return nil, err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutNetwork(n) }); err != nil {
 		return nil, err
@@ -768,6 +788,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		}
 		if n.Isolated {
 			val.Flags |= bpf.EPFlagIsolated
+		}
+		if n.AllowUnsolicited {
+			val.Flags |= bpf.EPFlagAllowUnsolicited
 		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {

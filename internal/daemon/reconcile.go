@@ -59,8 +59,11 @@ func (d *Daemon) Reconcile() error {
 		if err := netconf.EnsureInternal(n); err != nil {
 			errs = append(errs, err)
 		}
+		if err := netconf.EnsureGuard(n); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	errs = append(errs, netconf.PruneInternal(nets))
+	errs = append(errs, netconf.PruneInternal(nets), netconf.PruneGuards(nets))
 	var wantPorts []datapath.Port
 	tcDevs := map[string]bool{}
 	tcAddrs := map[netip.Addr]bool{}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/netconf"
 )
 
 // Uninstall removes everything this instance put on the node: endpoints and
@@ -25,6 +26,8 @@ func (d *Daemon) Uninstall() error {
 	for _, s := range svcs {
 		errs = append(errs, d.DeleteService(s.Name))
 	}
+	// Guard tables of networks a crash left without a record.
+	errs = append(errs, netconf.PruneGuards(nil))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}

@@ -224,6 +224,19 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			}
 			c.rec.ICC = icc
 			c.create.ICC = &icc
+		case k == optGatewayMode4 || k == optGatewayMode6:
+			// Docker's bridge filters what comes from off the node in
+			// every mode but nat-unprotected; xlane networks are routed
+			// (masquerade has its own option) and filter the same way
+			// unless told. xlane's setting is per network: either
+			// family's nat-unprotected opens both.
+			switch v {
+			case "nat-unprotected":
+				c.create.AllowUnsolicited = true
+			case "nat", "routed", "isolated":
+			default:
+				return nil, fmt.Errorf("option %s=%q: want nat, nat-unprotected, routed or isolated", k, v)
+			}
 		case k == optIsolated:
 			iso, err := strconv.ParseBool(v)
 			if err != nil {

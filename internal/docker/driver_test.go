@@ -523,3 +523,31 @@ func TestCreateNetworkPolicy(t *testing.T) {
 		Options: map[string]any{optGeneric: map[string]any{optMasquerade: "false"}}},
 		"isolation from other networks (on by default, as between Docker's bridge networks; off with -o xlane.isolated=false): mode kernel has no datapath")
 }
+
+// TestCreateNetworkUnsolicited: Docker's gateway_mode nat-unprotected (no
+// port filtering) opens the xlane network to flows from off the node; the
+// other modes keep Docker's filtering, xlane's default.
+func TestCreateNetworkUnsolicited(t *testing.T) {
+	f := newFake(t)
+	td := newTestDriver(t, f)
+	last := func() api.NetworkCreate { return f.creates[len(f.creates)-1] }
+	id := func(b string) string { return strings.Repeat(b, 32) }
+	for i, tc := range []struct {
+		opts map[string]any
+		want bool
+	}{
+		{nil, false},
+		{map[string]any{optGatewayMode4: "nat"}, false},
+		{map[string]any{optGatewayMode4: "routed"}, false},
+		{map[string]any{optGatewayMode4: "nat-unprotected"}, true},
+		{map[string]any{optGatewayMode6: "nat-unprotected"}, true},
+	} {
+		td.ok("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id(fmt.Sprintf("b%d", i)),
+			IPv4Data: []ipamData{{Pool: fmt.Sprintf("10.7%d.0.0/24", i)}}, Options: map[string]any{optGeneric: tc.opts}})
+		if got := last().AllowUnsolicited; got != tc.want {
+			t.Errorf("options %v: allow unsolicited %v, want %v", tc.opts, got, tc.want)
+		}
+	}
+	td.fails("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("b9"), IPv4Data: []ipamData{{Pool: "10.79.0.0/24"}},
+		Options: map[string]any{optGeneric: map[string]any{optGatewayMode4: "open"}}}, `gateway_mode_ipv4="open": want nat, nat-unprotected, routed or isolated`)
+}

@@ -14,13 +14,15 @@ const (
 
 // Keys inside the generic (-o) options this driver understands.
 const (
-	optMTU         = "com.docker.network.driver.mtu"
-	optICC         = "com.docker.network.bridge.enable_icc"
-	optIfPrefix    = "com.docker.network.container_iface_prefix"
-	optMasquerade  = "com.docker.network.bridge.enable_ip_masquerade"
-	optMode        = "xlane.mode"
-	optIsolated    = "xlane.isolated"
-	xlaneOptPrefix = "xlane."
+	optMTU          = "com.docker.network.driver.mtu"
+	optICC          = "com.docker.network.bridge.enable_icc"
+	optIfPrefix     = "com.docker.network.container_iface_prefix"
+	optMasquerade   = "com.docker.network.bridge.enable_ip_masquerade"
+	optGatewayMode4 = "com.docker.network.bridge.gateway_mode_ipv4"
+	optGatewayMode6 = "com.docker.network.bridge.gateway_mode_ipv6"
+	optMode         = "xlane.mode"
+	optIsolated     = "xlane.isolated"
+	xlaneOptPrefix  = "xlane."
 )
 
 // bridgeOptions are the bridge driver's options that xlane accepts for a
@@ -29,8 +31,6 @@ var bridgeOptions = map[string]string{
 	"com.docker.network.bridge.name":              "xlane creates no bridge",
 	"com.docker.network.bridge.host_binding_ipv4": "xlane publishes ports on the node's uplink address",
 	"com.docker.network.bridge.default_bridge":    "xlane is never the default bridge",
-	"com.docker.network.bridge.gateway_mode_ipv4": "xlane networks are routed",
-	"com.docker.network.bridge.gateway_mode_ipv6": "xlane networks are routed",
 	"com.docker.network.bridge.inhibit_ipv4":      "the gateway address lives on the node's lo",
 }
 

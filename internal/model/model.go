@@ -88,8 +88,16 @@ type Network struct {
 	// still work. Docker networks are isolated, xlane's own networks
 	// only when asked. Enforced by the BPF datapath (XL_EP_ISOLATED):
 	// not in kernel mode.
-	Isolated bool      `json:"isolated,omitempty"`
-	Created  time.Time `json:"created"`
+	Isolated bool `json:"isolated,omitempty"`
+	// AllowUnsolicited: hosts off the node may open flows to the
+	// network's endpoints on any port (Docker's gateway_mode_ipv4=
+	// nat-unprotected). Off by default: packets from off the node get in
+	// only as part of a flow conntrack knows (one an endpoint started, a
+	// published port's) or as an ICMP error about one, as on Docker's
+	// bridge (XL_EP_ALLOW_UNSOLICITED, bpf/lib/unsolicited.h; nftables in
+	// kernel mode).
+	AllowUnsolicited bool      `json:"allow_unsolicited,omitempty"`
+	Created          time.Time `json:"created"`
 }
 
 // Subnet4 returns the network's IPv4 subnet and gateway, if any.

@@ -192,6 +192,12 @@ func TestUninstall(t *testing.T) {
 	var out string
 	n := newNode(t, withOutside(&out, "1500"))
 	n.mustXlane(nil, "network", "create", "u", "--subnet", "10.89.0.0/24", "--subnet", "fd00:89::/64")
+	// A kernel-mode network has an nftables guard against unsolicited
+	// traffic from off the node (netconf/guard.go).
+	n.mustXlane(nil, "network", "create", "k", "--subnet", "10.88.0.0/24", "--mode", "kernel")
+	if x := runIn(t, n.netns, "nft", "list", "tables"); !strings.Contains(x, "xlane_guard") {
+		t.Fatalf("no guard table for the kernel-mode network:\n%s", x)
+	}
 	c := newNetns(t, "c")
 	var ep api.EndpointInfo
 	n.mustXlane(&ep, "endpoint", "add", "u", "--netns", c)
@@ -204,6 +210,10 @@ func TestUninstall(t *testing.T) {
 		t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
 	}
 	assertCleanNamed(t, n, "10.89.", "fd00:89")
+	assertCleanNamed(t, n, "10.88.", "fd00:88")
+	if x := runIn(t, n.netns, "nft", "list", "tables"); strings.Contains(x, "xlane") {
+		t.Errorf("nftables tables left:\n%s", x)
+	}
 	if _, err := os.Stat(n.pinDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pin dir %s still there: %v", n.pinDir, err)
 	}

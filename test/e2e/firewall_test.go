@@ -404,7 +404,7 @@ rules:
 func TestFirewallUplink(t *testing.T) {
 	var out string
 	n := newNode(t, withOutside(&out, "1500"))
-	n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--mode", "tc", "--masquerade=false")
+	n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--mode", "tc", "--masquerade=false", "--allow-unsolicited")
 	c := newNetns(t, "c")
 	var ep api.EndpointInfo
 	n.mustXlane(&ep, "endpoint", "add", "up", "--netns", c)

@@ -18,7 +18,7 @@ import (
 func TestUplinkXDPMode(t *testing.T) {
 	var out string
 	n := newNode(t, withOutside(&out, "1500"), func(n *node) { n.flags = append(n.flags, "--uplink-xdp-mode", "native") })
-	n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", "xdp", "--masquerade=false")
+	n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", "xdp", "--masquerade=false", "--allow-unsolicited")
 	c := newNetns(t, "c")
 	var ep api.EndpointInfo
 	n.mustXlane(&ep, "endpoint", "add", "up", "--netns", c)

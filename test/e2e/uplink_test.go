@@ -59,8 +59,9 @@ func TestUplink(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			var out string
 			n := newNode(t, withOutside(&out, "1500"))
-			// The outside routes the container subnets back: no NAT.
-			n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", mode, "--masquerade=false")
+			// The outside routes the container subnets back: no NAT, and
+			// it opens flows to the container (--allow-unsolicited).
+			n.mustXlane(nil, "network", "create", "up", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", mode, "--masquerade=false", "--allow-unsolicited")
 			c := newNetns(t, "c")
 			var ep api.EndpointInfo
 			n.mustXlane(&ep, "endpoint", "add", "up", "--netns", c)

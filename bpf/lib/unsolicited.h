@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * unsolicited.h - what Docker's DOCKER chain does for a bridge: a packet
+ * from off the node reaches an endpoint only as part of a flow conntrack
+ * knows (one the endpoint started, a published port's) or as an ICMP
+ * error about one. Everything else from off the node is dropped and
+ * counted (XL_DROP_UNSOLICITED), unless the endpoint's network opted in
+ * (XL_EP_ALLOW_UNSOLICITED: `xlane network create --allow-unsolicited`,
+ * Docker's gateway_mode_ipv4=nat-unprotected). The node's own packets and other local
+ * endpoints' are not judged here (ep_apart is their policy).
+ *
+ * Run where packets from off the node reach an endpoint without having
+ * come through the uplink's conntrack stage: what Linux forwards (tcx
+ * egress of a host veth, netkit's primary program) and the uplink's XDP
+ * redirect.
+ */
+#ifndef XLANE_UNSOLICITED_H
+#define XLANE_UNSOLICITED_H
+
+#include "abi.h"
+#include "maps.h"
+#include "parse.h"
+#include "l4.h"
+#include "ct.h"
+#include "endpoint.h"
+#include "fw.h"
+
+/* Linear bytes the check reads: Ethernet, an outer IP header with
+ * options, an ICMP header and the quoted IP header and ports. */
+#define XL_UNSOL_LEN (sizeof(struct ethhdr) + 60 + 8 + 60 + 8)
+
+/* unsol_reverse: the key of the other direction of an untranslated flow
+ * (echo keys carry the identifier in sport both ways). */
+static __always_inline void unsol_reverse(const struct ct_key *k, struct ct_key *out)
+{
+	__builtin_memcpy(out->saddr, k->daddr, 16);
+	__builtin_memcpy(out->daddr, k->saddr, 16);
+	out->proto = k->proto;
+	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6) {
+		out->sport = k->sport;
+		out->dport = 0;
+	} else {
+		out->sport = k->dport;
+		out->dport = k->sport;
+	}
+}
+
+/* unsol_known: k or its reverse is a conntrack entry. */
+static __always_inline int unsol_known(const struct ct_key *k)
+{
+	struct ct_key r = {};
+
+	if (bpf_map_lookup_elem(&xlane_ct, k))
+		return 1;
+	unsol_reverse(k, &r);
+	return bpf_map_lookup_elem(&xlane_ct, &r) != 0;
+}
+
+/* unsol_ports_known: the TCP/UDP flow whose header starts at h (a first
+ * fragment's) is tracked. */
+static __always_inline int unsol_ports_known(void *data_end, const struct pkt *p, __u8 proto,
+					     __u8 *h)
+{
+	struct ct_key k = {};
+
+	if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || (void *)(h + 4) > data_end)
+		return 0;
+	__builtin_memcpy(k.saddr, p->src.addr, 16);
+	__builtin_memcpy(k.daddr, p->dst.addr, 16);
+	__builtin_memcpy(&k.sport, h, 2);
+	__builtin_memcpy(&k.dport, h + 2, 2);
+	k.proto = proto;
+	return unsol_known(&k);
+}
+
+/* unsol_icmp_known: an ICMP(v6) header at h is neighbour discovery, or an
+ * error about a tracked flow. */
+static __always_inline int unsol_icmp_known(void *data, void *data_end, const struct pkt *p,
+					    __u8 proto, __u32 off)
+{
+	__u8 *h = data + off;
+	struct ct_key k;
+
+	if ((void *)(h + 8) > data_end)
+		return 0;
+	if (proto == IPPROTO_ICMPV6 && h[0] >= 133 && h[0] <= 137)
+		return 1; /* neighbour discovery: without it IPv6 dies */
+	return icmp_is_error(proto, h[0]) && !fw_related(data, data_end, p, off + 8, &k) &&
+	       unsol_known(&k);
+}
+
+/*
+ * ep_solicited says whether p (parsed from data, from off the node, for a
+ * local endpoint) may enter: its tuple, as the packet carries it (a reply
+ * the uplink left untranslated) or reversed (a published port's flow
+ * after DNAT, a masqueraded flow after the return translation), is
+ * tracked; or it is an ICMP error about a tracked flow; or neighbour
+ * discovery. Fragments: the first is judged by its ports; the others carry
+ * none, and without their first one they are never reassembled. The entry
+ * of a reply is refreshed here when the firewall, which otherwise keeps
+ * it, is off: an endpoint's flow must not expire while its peer still
+ * sends.
+ */
+static __always_inline int ep_solicited(void *data, void *data_end, const struct pkt *p, __u32 len)
+{
+	struct ct_key k = {};
+	struct l4 l4 = {};
+	struct ct_val *v;
+	__u8 *h;
+
+	switch (parse_l4(data, data_end, p, &l4)) {
+	case L4_OK:
+		ct_key_init(&k, p, &l4);
+		v = bpf_map_lookup_elem(&xlane_ct, &k);
+		if (v) {
+			if (!fw_on())
+				ct_hit(&k, v, &l4, len);
+			return 1;
+		}
+		return unsol_known(&k);
+	case L4_MALFORMED:
+		return 0;
+	default:
+		break;
+	}
+	if (p->ip4) {
+		struct iphdr *ip = p->ip4;
+
+		if (ip->frag_off & bpf_htons(0x1fff))
+			return 1;
+		h = data + sizeof(struct ethhdr) + ip->ihl * 4;
+		if (ip->frag_off & bpf_htons(0x2000))
+			return unsol_ports_known(data_end, p, ip->protocol, h);
+		return ip->protocol == IPPROTO_ICMP &&
+		       unsol_icmp_known(data, data_end, p, IPPROTO_ICMP, l4.off);
+	}
+	if (!p->ip6)
+		return 0;
+	h = data + sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
+	if ((void *)(h + 8) > data_end)
+		return 0;
+	if (p->ip6->nexthdr == 44) { /* a fragment header */
+		if (h[2] | (h[3] & 0xf8))
+			return 1;
+		return unsol_ports_known(data_end, p, h[0], h + 8);
+	}
+	return p->ip6->nexthdr == IPPROTO_ICMPV6 &&
+	       unsol_icmp_known(data, data_end, p, IPPROTO_ICMPV6,
+				sizeof(struct ethhdr) + sizeof(struct ipv6hdr));
+}
+
+/* ep_unsolicited: 1 when p, from off the node for endpoint dst, must be
+ * dropped as XL_DROP_UNSOLICITED (a helper: the stages below turn it into
+ * a step). */
+static __always_inline int ep_unsolicited(void *data, void *data_end, const struct pkt *p,
+					  const struct endpoint_val *dst, __u32 len)
+{
+	if (dst->flags & XL_EP_ALLOW_UNSOLICITED)
+		return 0;
+	if (addr_is_link_scope(&p->dst))
+		return 0;
+	return !ep_solicited(data, data_end, p, len);
+}
+
+/*
+ * skb_to_endpoint_unsolicited is the check for what Linux delivers to an
+ * endpoint (tcx egress, netkit primary). The node's own packets have no
+ * ingress device; another endpoint's come in by its own host device (a
+ * packet a program passed to Linux, an XDP fallback). Anything else was
+ * forwarded from off the node (or from a kernel-mode endpoint, which is
+ * not in the endpoint map and looks like the outside). A stage.
+ */
+static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff *skb,
+								enum xl_reason *reason)
+{
+	const struct endpoint_val *src, *dst;
+	__u32 iif = skb->ingress_ifindex;
+	struct pkt p = {};
+
+	if (!iif)
+		return XL_CONTINUE;
+	skb_pull_headers(skb, XL_UNSOL_LEN);
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+	    PARSE_OK)
+		return XL_CONTINUE; /* ARP; Linux already judged the IP header */
+	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
+	if (src && src->ifindex == iif)
+		return XL_CONTINUE;
+	dst = ep_local(&p);
+	if (!dst || !ep_unsolicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, dst,
+				    skb->len))
+		return XL_CONTINUE;
+	return xl_final(reason, XL_DROP_UNSOLICITED);
+}
+
+#endif /* XLANE_UNSOLICITED_H */

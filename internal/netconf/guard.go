@@ -1,0 +1,135 @@
+package netconf
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// Kernel mode runs no BPF, so what the datapath's unsolicited check does
+// (bpf/lib/unsolicited.h: from off the node, only tracked flows get in)
+// is an nftables table per kernel-mode network, as Docker's DOCKER chain
+// does for a bridge:
+//
+//	table inet xlane_guard<ID>
+//	  chain forward (hook forward, before iptables' filter table)
+//	    iifname "xlh*" accept                 another endpoint of the node
+//	    ip daddr SUBNET ct state established,related accept
+//	    ip daddr SUBNET counter drop          unsolicited, counted
+//
+// The node's own packets are not forwarded and never meet it. A table of
+// its own per network is replaced atomically, deleted whole, and loads
+// conntrack only while a kernel-mode network needs it. A network with
+// AllowUnsolicited, or in a BPF mode, has none.
+
+const guardTablePrefix = "xlane_guard"
+
+func guardTable(id uint32) string { return guardTablePrefix + strconv.FormatUint(uint64(id), 10) }
+
+// guarded says whether n needs the table.
+func guarded(n *model.Network) bool {
+	return n.Mode == model.ModeKernel && !n.AllowUnsolicited
+}
+
+func nft(script string) error {
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// guardScript replaces n's table (the empty "table" line makes the delete
+// valid when there is none yet; one nft run is one transaction).
+func guardScript(n *model.Network) string {
+	t := guardTable(n.ID)
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\ntable inet %s {\n", t, t, t)
+	b.WriteString("  chain forward {\n    type filter hook forward priority filter - 1; policy accept;\n")
+	b.WriteString("    iifname \"xlh*\" accept\n")
+	for _, p := range n.Subnets {
+		fam := "ip"
+		if p.Addr().Is6() {
+			fam = "ip6"
+		}
+		fmt.Fprintf(&b, "    %s daddr %s ct state established,related accept\n", fam, p.Masked())
+		fmt.Fprintf(&b, "    %s daddr %s counter drop comment \"xlane: unsolicited from off the node\"\n", fam, p.Masked())
+	}
+	b.WriteString("  }\n}\n")
+	return b.String()
+}
+
+// EnsureGuard installs (or replaces) n's table when n needs one, and
+// removes it otherwise. Idempotent.
+func EnsureGuard(n *model.Network) error {
+	if !guarded(n) {
+		return DeleteGuard(n)
+	}
+	if err := nft(guardScript(n)); err != nil {
+		return fmt.Errorf("refuse unsolicited traffic to kernel-mode network %s (nftables): %w", n.Name, err)
+	}
+	return nil
+}
+
+// DeleteGuard removes n's table. Missing is fine, and so is a node without
+// nft when there is nothing to remove.
+func DeleteGuard(n *model.Network) error {
+	return deleteGuardTable(guardTable(n.ID))
+}
+
+func deleteGuardTable(t string) error {
+	have, err := guardTables()
+	if err != nil || !have[t] {
+		return nil
+	}
+	if err := nft(fmt.Sprintf("delete table inet %s\n", t)); err != nil {
+		return fmt.Errorf("delete nftables table %s: %w", t, err)
+	}
+	return nil
+}
+
+// guardTables lists xlane's guard tables (none without nft).
+func guardTables() (map[string]bool, error) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		return nil, nil
+	}
+	out, err := exec.Command("nft", "list", "tables", "inet").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("nft list tables: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	have := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "table" && strings.HasPrefix(f[2], guardTablePrefix) {
+			have[f[2]] = true
+		}
+	}
+	return have, nil
+}
+
+// PruneGuards removes the guard tables of networks not in nets (or that no
+// longer need one): left by a crash, or by an older state file.
+func PruneGuards(nets []model.Network) error {
+	have, err := guardTables()
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for i := range nets {
+		if guarded(&nets[i]) {
+			keep[guardTable(nets[i].ID)] = true
+		}
+	}
+	for t := range have {
+		if !keep[t] {
+			if err := deleteGuardTable(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
