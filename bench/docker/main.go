@@ -26,11 +26,9 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,12 +40,8 @@ import (
 )
 
 type options struct {
-	out      string
-	reps     int
-	duration time.Duration
-	modes    []string
-	keepTmp  bool
-	verbose  bool
+	harness.RunFlags
+	modes []string
 }
 
 var xlaneModes = []string{"kernel", "tc", "xdp", "xdp-generic"}
@@ -55,34 +49,26 @@ var xlaneModes = []string{"kernel", "tc", "xdp", "xdp-generic"}
 func parseFlags() (options, error) {
 	var o options
 	var modes string
-	quick := flag.Bool("quick", false, "development run: 1 repetition of 2 s (unless -reps/-duration are given)")
-	flag.StringVar(&o.out, "out", "bench/results", "directory for docker-<date>.json and docker-latest.md")
-	flag.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per network, interleaved")
-	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each iperf3 and sockperf run (whole seconds)")
+	o.Register(flag.CommandLine, harness.RunFlagsUsage{
+		Quick:           "development run: 1 repetition of 2 s (unless -reps/-duration are given)",
+		Reps:            "repetitions; each runs every test once per network, interleaved",
+		Duration:        "length of each iperf3 and sockperf run (whole seconds)",
+		DefaultDuration: 5 * time.Second,
+		Out:             "directory for docker-<date>.json and docker-latest.md",
+		DefaultOut:      "bench/results",
+		KeepTmp:         "keep the temp dir (logs)",
+	})
 	flag.StringVar(&modes, "modes", "kernel,tc,xdp-generic,xdp", "xlane modes to compare with Docker's bridge, one network each")
-	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (logs)")
-	flag.BoolVar(&o.verbose, "v", false, "log every command")
-	flag.Parse()
-	if *quick {
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["reps"] {
-			o.reps = 1
-		}
-		if !set["duration"] {
-			o.duration = 2 * time.Second
-		}
+	// flag.CommandLine exits on a bad flag (status 2) and on -h (status 0).
+	if err := o.Parse(flag.CommandLine, os.Args[1:], map[string]string{"reps": "1", "duration": "2s"}); err != nil {
+		return o, err
 	}
-	if o.reps < 1 || o.duration < time.Second {
+	if o.Reps < 1 || o.Duration < time.Second {
 		return o, errors.New("-reps must be >= 1 and -duration >= 1s")
 	}
-	for _, m := range strings.Split(modes, ",") {
-		if m = strings.TrimSpace(m); !slices.Contains(xlaneModes, m) || slices.Contains(o.modes, m) {
-			return o, fmt.Errorf("-modes: %q: want each of %s at most once", m, strings.Join(xlaneModes, ", "))
-		}
-		o.modes = append(o.modes, m)
-	}
-	return o, nil
+	var err error
+	o.modes, err = harness.ParseChoices("modes", modes, xlaneModes)
+	return o, err
 }
 
 func main() {
@@ -103,17 +89,8 @@ func realMain() int {
 			return 1
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			log.Printf("%v: stopping, cleaning up (please wait)", s)
-			cancel()
-		}
-	}()
+	ctx, stop := harness.CancelOnSignal()
+	defer stop()
 	h := &host{opts: o, id: "xlbd-" + harness.RandomHex(3)}
 	defer h.teardown()
 	rep, err := h.benchmark(ctx)
@@ -123,19 +100,19 @@ func realMain() int {
 	}
 	md := rep.markdown()
 	fmt.Print("\n" + md)
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		log.Print(err)
 		return 1
 	}
 	js, _ := json.MarshalIndent(rep, "", "  ")
 	stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
 	for name, data := range map[string][]byte{"docker-" + stamp + ".json": js, "docker-latest.md": []byte(md)} {
-		if err := os.WriteFile(filepath.Join(o.out, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(o.Out, name), data, 0o644); err != nil {
 			log.Print(err)
 			return 1
 		}
 	}
-	fmt.Printf("\nresults: %s\n", filepath.Join(o.out, "docker-latest.md"))
+	fmt.Printf("\nresults: %s\n", filepath.Join(o.Out, "docker-latest.md"))
 	return 0
 }
 
@@ -156,7 +133,7 @@ type host struct {
 func (h *host) nsPath() string { return "/var/run/netns/" + h.netns }
 
 func (h *host) run(ctx context.Context, argv ...string) (string, error) {
-	if h.opts.verbose {
+	if harness.Verbose {
 		log.Printf("$ %s", strings.Join(argv, " "))
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -364,7 +341,7 @@ func (h *host) teardown() {
 		os.RemoveAll(h.pinDir)
 	}
 	if h.tmp != "" {
-		if h.opts.keepTmp {
+		if h.opts.KeepTmp {
 			log.Printf("kept %s", h.tmp)
 		} else {
 			os.RemoveAll(h.tmp)
@@ -520,11 +497,9 @@ type Report struct {
 }
 
 func (h *host) benchmark(ctx context.Context) (*Report, error) {
-	rep := &Report{Started: time.Now(), Reps: h.opts.reps, Duration: h.opts.duration.String(), Samples: map[string][]map[string]float64{}}
+	rep := &Report{Started: time.Now(), Reps: h.opts.Reps, Duration: h.opts.Duration.String(), Samples: map[string][]map[string]float64{}}
 	rep.LoadAvg[0] = harness.LoadAvg()
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		rep.Kernel = strings.TrimSpace(string(b))
-	}
+	rep.Kernel = harness.KernelRelease()
 	log.Printf("setup: xlaned and dockerd in netns %s", h.id+"-node")
 	if err := h.setup(ctx); err != nil {
 		return nil, err
@@ -537,9 +512,9 @@ func (h *host) benchmark(ctx context.Context) (*Report, error) {
 		}
 		rep.Networks = append(rep.Networks, n)
 	}
-	secs := strconv.Itoa(int(h.opts.duration.Round(time.Second) / time.Second))
-	total, k := h.opts.reps*len(tests)*len(rep.Networks), 0
-	for r := 1; r <= h.opts.reps; r++ {
+	secs := strconv.Itoa(int(h.opts.Duration.Round(time.Second) / time.Second))
+	total, k := h.opts.Reps*len(tests)*len(rep.Networks), 0
+	for r := 1; r <= h.opts.Reps; r++ {
 		for _, t := range tests {
 			for _, n := range rep.Networks {
 				k++

@@ -82,37 +82,31 @@ var (
 const fwDropPort = 9
 
 type fwOptions struct {
-	duration time.Duration // each drop run (generator time)
-	tcpDur   time.Duration // each iperf3 run
-	reps     int
-	levels   []int
-	variants []string
-	iperf    bool
-	out      string
-	keepTmp  bool
+	harness.RunFlags               // Duration: each drop run (generator time)
+	tcpDur           time.Duration // each iperf3 run
+	levels           []int
+	variants         []string
+	iperf            bool
 }
 
 func parseFWFlags(args []string) (fwOptions, error) {
 	var o fwOptions
 	fs := flag.NewFlagSet("fw", flag.ContinueOnError)
 	var levels, variants string
-	quick := fs.Bool("quick", false, "1 repetition, 1 s drop runs and 2 s iperf3 runs (unless given)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each drop-rate run (generator time)")
+	o.Register(fs, harness.RunFlagsUsage{
+		Quick:           "1 repetition, 1 s drop runs and 2 s iperf3 runs (unless given)",
+		Reps:            "repetitions; each runs every variant once, interleaved",
+		Duration:        "length of each drop-rate run (generator time)",
+		DefaultDuration: 5 * time.Second,
+		Out:             "directory for fw-<date>.json and fw-latest.md (\"\": print only)",
+		KeepTmp:         "keep the temp dir (binaries, logs, rule files)",
+	})
 	fs.DurationVar(&o.tcpDur, "tcp-duration", 5*time.Second, "length of each iperf3 run (whole seconds)")
-	fs.IntVar(&o.reps, "reps", 3, "repetitions; each runs every variant once, interleaved")
 	fs.StringVar(&levels, "levels", "1,1000,10000", "rule counts, in run order")
 	fs.StringVar(&variants, "variants", strings.Join(fwVariants, ","), "filters to compare")
 	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
-	fs.StringVar(&o.out, "out", "", "directory for fw-<date>.json and fw-latest.md (\"\": print only)")
-	fs.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, logs, rule files)")
-	fs.BoolVar(&harness.Verbose, "v", false, "log every command")
-	if err := fs.Parse(args); err != nil {
+	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
 		return o, err
-	}
-	if *quick {
-		if err := harness.QuickDefaults(fs, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
-			return o, err
-		}
 	}
 	var err error
 	if o.levels, err = harness.ParseLevels(levels, 16000, false); err != nil {
@@ -121,7 +115,7 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	if o.variants, err = harness.ParseChoices("variants", variants, fwVariants); err != nil {
 		return o, err
 	}
-	if o.reps < 1 || o.duration < 500*time.Millisecond || o.tcpDur < time.Second {
+	if o.Reps < 1 || o.Duration < 500*time.Millisecond || o.tcpDur < time.Second {
 		return o, errors.New("-reps >= 1, -duration >= 500ms, -tcp-duration >= 1s")
 	}
 	return o, nil
@@ -185,19 +179,19 @@ func fwMain(args []string) (code int) {
 		log.Print(err)
 		return 1
 	}
-	return harness.Main("fw-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
+	return harness.Main("fw-", o.KeepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
 		rep, err := fwBenchmark(ctx, o, tmp, cleanup)
 		if err != nil {
 			return err
 		}
 		md := fwMarkdown(rep, o)
 		fmt.Print("\n" + md)
-		if o.out == "" {
+		if o.Out == "" {
 			return nil
 		}
 		j, _ := json.MarshalIndent(rep, "", "  ")
 		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
-		return harness.WriteResults(o.out, map[string][]byte{"fw-" + stamp + ".json": append(j, '\n'), "fw-latest.md": []byte(md)})
+		return harness.WriteResults(o.Out, map[string][]byte{"fw-" + stamp + ".json": append(j, '\n'), "fw-latest.md": []byte(md)})
 	})
 }
 
@@ -259,14 +253,8 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	if err := os.MkdirAll(t.dir, 0o700); err != nil {
 		return err
 	}
-	for _, n := range []string{t.gns, t.dns} {
-		if _, err := harness.Run(ctx, "ip", "netns", "add", n); err != nil {
-			return err
-		}
-		t.undo.Push("ip netns del "+n, func(ctx context.Context) error {
-			_, err := harness.Run(ctx, "ip", "netns", "del", n)
-			return err
-		})
+	if err := harness.AddNamespaces(ctx, &t.undo, t.gns, t.dns); err != nil {
+		return err
 	}
 	err := harness.RunAll(ctx,
 		[]string{"ip", "-n", t.gns, "link", "add", "g0", "type", "veth", "peer", "name", "d0", "netns", t.dns},
@@ -274,8 +262,6 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 		[]string{"ip", "-n", t.dns, "addr", "add", fwDUTAddr.String() + "/24", "dev", "d0"},
 		[]string{"ip", "-n", t.gns, "link", "set", "g0", "up"},
 		[]string{"ip", "-n", t.dns, "link", "set", "d0", "up"},
-		[]string{"ip", "-n", t.gns, "link", "set", "lo", "up"},
-		[]string{"ip", "-n", t.dns, "link", "set", "lo", "up"},
 	)
 	if err != nil {
 		return err
@@ -580,7 +566,7 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 	rep := &fwReport{Started: time.Now(), Kernel: m.Kernel, CPU: m.CPUModel, NProc: m.NProc, LoadStart: m.LoadStart,
 		GitCommit: m.GitCommit, Versions: map[string]string{}, LoadTimes: map[string]string{},
 		Options: map[string]string{
-			"duration": o.duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.reps),
+			"duration": o.Duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.Reps),
 			"levels": fmt.Sprint(o.levels), "variants": strings.Join(o.variants, ","), "iperf": strconv.FormatBool(o.iperf),
 			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)",
 		}}
@@ -619,15 +605,15 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		}
 		return nil
 	}
-	total, k := len(o.levels)*o.reps*len(topos), 0
+	total, k := len(o.levels)*o.Reps*len(topos), 0
 	for _, n := range o.levels {
 		if err := load(n); err != nil {
 			return nil, err
 		}
-		for r := 1; r <= o.reps; r++ {
+		for r := 1; r <= o.Reps; r++ {
 			for _, t := range topos {
 				k++
-				s, err := t.dropRun(ctx, n, r, o.duration)
+				s, err := t.dropRun(ctx, n, r, o.Duration)
 				if err != nil {
 					return nil, fmt.Errorf("%s %d rules (rep %d): %w", t.variant, n, r, err)
 				}
@@ -665,7 +651,7 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 					return nil, err
 				}
 			}
-			for r := 1; r <= o.reps; r++ {
+			for r := 1; r <= o.Reps; r++ {
 				for _, t := range tcpTopos {
 					res, err := t.tcpRun(ctx, n, r, o.tcpDur)
 					if err != nil {
@@ -717,7 +703,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 	fmt.Fprintf(&b, "%s; kernel %s, %d CPUs (%s); commit %s; loadavg %s at start, %s at end.\n",
 		rep.Started.UTC().Format(time.RFC3339), rep.Kernel, rep.NProc, rep.CPU, rep.GitCommit, rep.LoadStart, rep.LoadEnd)
 	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
-		o.reps, o.duration, rep.Versions["iptables"], rep.Versions["nft"])
+		o.Reps, o.Duration, rep.Versions["iptables"], rep.Versions["nft"])
 	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1) into a veth whose far side (d0's NAPI thread, CPU 0) carries the filter: N-1 non-matching rules, then the dropping one. Dropped = that rule's counter; ratios are medians of the same run. CPU: CPU 0 from /proc/stat.\n\n")
 	fmt.Fprintf(&b, "| rules | variant | dropped Mpps | offered Mpps | CPU 0 busy | CPU ns / drop | vs iptables | vs nftables |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	drop := func(s fwSample) float64 { return s.DroppedMpps }

@@ -10,7 +10,7 @@ func TestParseFWFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.reps != 1 || o.duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf {
+	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf {
 		t.Fatalf("-quick: %+v", o)
 	}
 	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"}} {
@@ -34,7 +34,8 @@ func TestFWRuleSrc(t *testing.T) {
 }
 
 func TestFWMarkdownRatios(t *testing.T) {
-	o := fwOptions{reps: 1, levels: []int{1, 10000}, variants: fwVariants}
+	o := fwOptions{levels: []int{1, 10000}, variants: fwVariants}
+	o.Reps = 1
 	rep := &fwReport{Versions: map[string]string{}}
 	for _, s := range []fwSample{
 		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4}, {Variant: "xlane-native", Rules: 10000, DroppedMpps: 4},

@@ -42,46 +42,37 @@ import (
 var allModes = []string{"docker", "kernel", "tc", "xdp-generic", "xdp"}
 
 type options struct {
-	out      string
-	duration time.Duration // iperf3
-	latDur   time.Duration // sockperf
-	rateDur  time.Duration // rate generator
-	reps     int
-	quick    bool
-	modes    []string
-	mtus     []int
-	keepTmp  bool
-	only     string
+	harness.RunFlags               // Duration: iperf3
+	latDur           time.Duration // sockperf
+	rateDur          time.Duration // rate generator
+	modes            []string
+	mtus             []int
+	only             string
 }
 
 func parseFlags() (options, error) {
 	var o options
 	var modes, mtus string
-	flag.StringVar(&o.out, "out", "bench/results", "directory for modes-<date>.json, modes-latest.md and modes-latest.svg")
-	flag.DurationVar(&o.duration, "duration", 4*time.Second, "length of each iperf3 run (whole seconds)")
+	o.Register(flag.CommandLine, harness.RunFlagsUsage{
+		Quick:           "development run: 1 repetition, 2 s runs (unless -reps or a duration is given)",
+		Reps:            "repetitions; each runs every test once per mode, modes interleaved",
+		Duration:        "length of each iperf3 run (whole seconds)",
+		DefaultDuration: 4 * time.Second,
+		Out:             "directory for modes-<date>.json, modes-latest.md and modes-latest.svg",
+		DefaultOut:      "bench/results",
+		KeepTmp:         "keep the temp dir (binaries, daemon and server logs)",
+	})
 	flag.DurationVar(&o.latDur, "latency-duration", 3*time.Second, "length of each sockperf run (whole seconds)")
 	flag.DurationVar(&o.rateDur, "rate-duration", 2*time.Second, "length of each rate run (generator time)")
-	flag.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per mode, modes interleaved")
-	flag.BoolVar(&o.quick, "quick", false, "development run: 1 repetition, 2 s runs (unless -reps or a duration is given)")
 	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to compare, in run order")
 	flag.StringVar(&mtus, "mtus", "1500,9000", "MTUs; one network per MTU in every mode")
-	flag.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, daemon and server logs)")
 	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
-	flag.BoolVar(&harness.Verbose, "v", false, "log every command")
-	flag.Parse()
-	if o.quick { // 1 rep of 2 s, unless -reps or -duration say otherwise
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["reps"] {
-			o.reps = 1
-		}
-		for name, d := range map[string]*time.Duration{"duration": &o.duration, "latency-duration": &o.latDur, "rate-duration": &o.rateDur} {
-			if !set[name] {
-				*d = 2 * time.Second
-			}
-		}
+	// flag.CommandLine exits on a bad flag (status 2) and on -h (status 0).
+	quick := map[string]string{"reps": "1", "duration": "2s", "latency-duration": "2s", "rate-duration": "2s"}
+	if err := o.Parse(flag.CommandLine, os.Args[1:], quick); err != nil {
+		return o, err
 	}
-	if o.reps < 1 || o.duration < time.Second || o.latDur < time.Second || o.rateDur < 500*time.Millisecond {
+	if o.Reps < 1 || o.Duration < time.Second || o.latDur < time.Second || o.rateDur < 500*time.Millisecond {
 		return o, errors.New("-reps must be >= 1, -duration and -latency-duration >= 1s, -rate-duration >= 500ms")
 	}
 	var err error
@@ -115,13 +106,13 @@ func realMain() (code int) {
 		return 1
 	}
 
-	return harness.Main("", o.keepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
+	return harness.Main("", o.KeepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
 		rep, err := benchmark(ctx, o, tmp, cleanup)
 		if err != nil {
 			return err
 		}
 		printTable(os.Stdout, rep)
-		paths, err := writeReports(o.out, rep)
+		paths, err := writeReports(o.Out, rep)
 		if err != nil {
 			return fmt.Errorf("write results: %w", err)
 		}
@@ -133,8 +124,8 @@ func realMain() (code int) {
 func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.UndoStack) (*Report, error) {
 	rep := &Report{Started: time.Now(), Machine: harness.DescribeMachine(ctx)}
 	rep.Config = RunConfig{
-		Repetitions: o.reps, Modes: o.modes, MTUs: o.mtus,
-		Duration: fmt.Sprintf("iperf3 %s, sockperf %s, rate %s", o.duration, o.latDur, o.rateDur),
+		Repetitions: o.Reps, Modes: o.modes, MTUs: o.mtus,
+		Duration: fmt.Sprintf("iperf3 %s, sockperf %s, rate %s", o.Duration, o.latDur, o.rateDur),
 		Order:    "per repetition, per test: " + strings.Join(o.modes, ", ") + " (interleaved)",
 		Pinning: "iperf3 not pinned (pinning made throughput no steadier in trials); sockperf client pinned to CPU " + latencyClientCPU +
 			", server pinned to the same CPU or to CPU 1 (two tests): unpinned ping-pong latency is bimodal on this VM " +
@@ -191,8 +182,8 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 		return nil, fmt.Errorf("-only %q matches no test", o.only)
 	}
 	res := results{}
-	total, n := o.reps*len(ts)*len(topos), 0
-	for r := 1; r <= o.reps; r++ {
+	total, n := o.Reps*len(ts)*len(topos), 0
+	for r := 1; r <= o.Reps; r++ {
 		for _, test := range ts {
 			for _, t := range topos {
 				n++
@@ -203,7 +194,7 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 					s, det, err = runRate(ctx, t, t.Pair(test.MTU), test.Source, o.rateDur, r)
 					rep.Rate = append(rep.Rate, det)
 				} else {
-					d := o.duration
+					d := o.Duration
 					if test.Kind == "latency" {
 						d = o.latDur
 					}

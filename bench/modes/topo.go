@@ -74,19 +74,7 @@ func (b *base) subnet(i int) netip.Prefix {
 
 // addNamespaces creates the node and container namespaces with lo up.
 func (b *base) addNamespaces(ctx context.Context) error {
-	for _, ns := range append([]string{b.node}, b.ctrs[:]...) {
-		if _, err := harness.Run(ctx, "ip", "netns", "add", ns); err != nil {
-			return err
-		}
-		b.undo.Push("delete netns "+ns, func(ctx context.Context) error {
-			_, err := harness.Run(ctx, "ip", "netns", "del", ns)
-			return err
-		})
-		if _, err := harness.Run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return harness.AddNamespaces(ctx, &b.undo, append([]string{b.node}, b.ctrs[:]...)...)
 }
 
 func (b *base) setPair(mtu int, ips [2]netip.Addr) {

@@ -50,39 +50,33 @@ func main() {
 }
 
 type natOptions struct {
-	duration time.Duration
-	reps     int
-	levels   []int
-	conc     int
-	modes    []string
-	shared   int
-	gc       bool
-	out      string
-	keepTmp  bool
+	harness.RunFlags
+	levels []int
+	conc   int
+	modes  []string
+	shared int
+	gc     bool
 }
 
 func parseNATFlags(args []string) (natOptions, error) {
 	var o natOptions
 	fs := flag.NewFlagSet("nat", flag.ContinueOnError)
 	var levels, modes string
-	quick := fs.Bool("quick", false, "1 repetition of 2 s (unless -reps/-duration are given)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each load run")
-	fs.IntVar(&o.reps, "reps", 3, "repetitions; each runs every test once per mode, modes interleaved")
+	o.Register(fs, harness.RunFlagsUsage{
+		Quick:           "1 repetition of 2 s (unless -reps/-duration are given)",
+		Reps:            "repetitions; each runs every test once per mode, modes interleaved",
+		Duration:        "length of each load run",
+		DefaultDuration: 5 * time.Second,
+		Out:             "directory for nat-<date>.json and nat-latest.md (\"\": print only)",
+		KeepTmp:         "keep the temp dir (binaries, logs)",
+	})
 	fs.StringVar(&levels, "levels", "1,1000,10000", "numbers of services programmed, in run order (only ever growing)")
 	fs.IntVar(&o.conc, "conc", 4, "concurrent connections of the rate test")
 	fs.StringVar(&modes, "modes", strings.Join(natModes, ","), "modes to compare")
 	fs.IntVar(&o.shared, "shared", 1000, "then add this many services sharing the same three backends and run the rate test on them (0: skip)")
 	fs.BoolVar(&o.gc, "gc", true, "measure conntrack memory per entry and GC CPU at 1M entries")
-	fs.StringVar(&o.out, "out", "", "directory for nat-<date>.json and nat-latest.md (\"\": print only)")
-	fs.BoolVar(&o.keepTmp, "keep-tmp", false, "keep the temp dir (binaries, logs)")
-	fs.BoolVar(&harness.Verbose, "v", false, "log every command")
-	if err := fs.Parse(args); err != nil {
+	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "2s"}); err != nil {
 		return o, err
-	}
-	if *quick {
-		if err := harness.QuickDefaults(fs, map[string]string{"reps": "1", "duration": "2s"}); err != nil {
-			return o, err
-		}
 	}
 	var err error
 	if o.levels, err = harness.ParseLevels(levels, 40000, true); err != nil {
@@ -91,7 +85,7 @@ func parseNATFlags(args []string) (natOptions, error) {
 	if o.modes, err = harness.ParseChoices("modes", modes, natModes); err != nil {
 		return o, err
 	}
-	if o.reps < 1 || o.duration < time.Second || o.conc < 1 || o.shared < 0 || o.shared > 40000 {
+	if o.Reps < 1 || o.Duration < time.Second || o.conc < 1 || o.shared < 0 || o.shared > 40000 {
 		return o, errors.New("-reps >= 1, -duration >= 1s, -conc >= 1, 0 <= -shared <= 40000")
 	}
 	return o, nil
@@ -139,19 +133,19 @@ func natMain(args []string) (code int) {
 		log.Print(err)
 		return 1
 	}
-	return harness.Main("nat-", o.keepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
+	return harness.Main("nat-", o.KeepTmp, func(ctx context.Context, tmp string, cleanup *harness.UndoStack) error {
 		rep, err := natBenchmark(ctx, o, self, tmp, cleanup)
 		if err != nil {
 			return err
 		}
 		md := natMarkdown(rep, o)
 		fmt.Print("\n" + md)
-		if o.out == "" {
+		if o.Out == "" {
 			return nil
 		}
 		j, _ := json.MarshalIndent(rep, "", "  ")
 		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
-		return harness.WriteResults(o.out, map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)})
+		return harness.WriteResults(o.Out, map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)})
 	})
 }
 
@@ -179,22 +173,12 @@ func natPreflight(o natOptions) error {
 
 func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *harness.UndoStack) (*natReport, error) {
 	rep := &natReport{Started: time.Now(), NProc: runtime.NumCPU(), LoadStart: harness.LoadAvg(),
+		Kernel: harness.KernelRelease(), CPU: harness.CPUModel(),
 		Iptables: map[string]string{}, Program: map[string][]string{}, State: map[string]string{},
 		Options: map[string]string{
-			"duration": o.duration.String(), "reps": fmt.Sprint(o.reps), "conc": fmt.Sprint(o.conc),
+			"duration": o.Duration.String(), "reps": fmt.Sprint(o.Reps), "conc": fmt.Sprint(o.conc),
 			"levels": fmt.Sprint(o.levels), "modes": strings.Join(o.modes, ","), "shared": fmt.Sprint(o.shared),
 		}}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		rep.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				rep.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
 	if out, err := harness.Run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
 		rep.GitCommit = strings.TrimSpace(out)
 	}
@@ -262,11 +246,11 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 				return nil, fmt.Errorf("%s with %d services: check run: %d ok, %d failed %v", n.mode, level, r.OK, r.Failed, r.Errors)
 			}
 		}
-		for r := 1; r <= o.reps; r++ {
+		for r := 1; r <= o.Reps; r++ {
 			for _, t := range tests {
 				for k := range nodes {
 					n := nodes[(k+r-1)%len(nodes)] // rotate the order per repetition
-					res, err := n.Load(ctx, self, targets, o.duration, t.conc)
+					res, err := n.Load(ctx, self, targets, o.Duration, t.conc)
 					if err != nil {
 						return nil, fmt.Errorf("%s %d services %s: %w", n.mode, level, t.id, err)
 					}
@@ -292,7 +276,7 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 			return nil, err
 		}
 		for _, n := range nodes {
-			res, err := n.Load(ctx, self, targets, o.duration, o.conc)
+			res, err := n.Load(ctx, self, targets, o.Duration, o.conc)
 			if err != nil {
 				return nil, fmt.Errorf("%s shared: %w", n.mode, err)
 			}
@@ -332,7 +316,7 @@ func natMarkdown(rep *natReport, o natOptions) string {
 	w := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
 	w("Run of %s, %s → %s: kernel %s, %d × %s; loadavg %s at the start, %s at the end; %d repetitions × %s per test, modes rotated per repetition; commit %s.\n\n",
 		rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Started.Format("15:04"), rep.Finished.Format("15:04"),
-		rep.Kernel, rep.NProc, rep.CPU, rep.LoadStart, rep.LoadEnd, o.reps, o.duration, rep.GitCommit)
+		rep.Kernel, rep.NProc, rep.CPU, rep.LoadStart, rep.LoadEnd, o.Reps, o.Duration, rep.GitCommit)
 	head := "| services | test | metric |"
 	sep := "|---:|---|---|"
 	for _, m := range o.modes {
@@ -393,7 +377,7 @@ func natMarkdown(rep *natReport, o natOptions) string {
 	}
 	w("\nMedians over the repetitions; ratios are xlane ÷ baseline (conn/s: higher is better for xlane; latency: lower is).\n")
 	if len(rep.Shared) > 0 {
-		w("\nServices sharing backends (%d more services, all to the same three backends on one port; one %s run per mode):\n\n", o.shared, o.duration)
+		w("\nServices sharing backends (%d more services, all to the same three backends on one port; one %s run per mode):\n\n", o.shared, o.Duration)
 		for _, s := range rep.Shared {
 			total := s.R.OK + s.R.Failed
 			w("- %s: %.0f conn/s, %d of %d connections failed (%.1f %%) %v\n", s.Mode, s.R.CPS, s.R.Failed, total,

@@ -92,17 +92,8 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 	if err := os.MkdirAll(n.dir, 0o700); err != nil {
 		return err
 	}
-	for _, ns := range append([]string{n.node, n.client}, n.backends...) {
-		if _, err := harness.Run(ctx, "ip", "netns", "add", ns); err != nil {
-			return err
-		}
-		n.undo.Push("delete netns "+ns, func(ctx context.Context) error {
-			_, err := harness.Run(ctx, "ip", "netns", "del", ns)
-			return err
-		})
-		if _, err := harness.Run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
-			return err
-		}
+	if err := harness.AddNamespaces(ctx, &n.undo, append([]string{n.node, n.client}, n.backends...)...); err != nil {
+		return err
 	}
 	if _, err := os.Stat(n.pin); err == nil {
 		return fmt.Errorf("pin dir %s exists already", n.pin)

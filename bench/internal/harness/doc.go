@@ -2,8 +2,8 @@
 // main only says what it measures:
 //
 //   - Main (harness.go): the run's lifetime: signals cancel the run but not
-//     its teardown, a temp dir, the cleanup stack run on the way out, the
-//     exit code;
+//     its teardown (CancelOnSignal), a temp dir, the cleanup stack run on
+//     the way out, the exit code;
 //   - UndoStack (undo.go): teardown steps run last-in first-out, past
 //     failures;
 //   - Run, RunInput, RunAll, NSExec (exec.go): commands, in a network
@@ -12,10 +12,13 @@
 //     stopped by pid;
 //   - Pair, LinkMAC, Listening (pair.go) and Endpoint (endpoint.go): the two
 //     containers of a test network and what the xlane CLI says of them;
-//   - QuickDefaults, ParseLevels, ParseChoices (flags.go): the flags the
-//     benchmarks share; WriteResults (results.go): the results directory;
-//   - Machine, BuildBinaries, LoadAvg, RandomHex (machine.go): where the run
-//     happened, the binaries under test, unique names.
+//   - RunFlags, QuickDefaults, ParseLevels, ParseChoices (flags.go): the
+//     flags the benchmarks share; WriteResults (results.go): the results
+//     directory;
+//   - AddNamespaces (netns.go): namespaces with lo up, deleted on teardown;
+//   - Machine, KernelRelease, CPUModel, BuildBinaries, LoadAvg, RandomHex
+//     (machine.go): where the run happened, the binaries under test, unique
+//     names.
 //
 // Namespaces are named by the caller (a random prefix from RandomHex), so
 // concurrent runs and leftovers of a killed run do not collide.

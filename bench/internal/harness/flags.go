@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // QuickDefaults gives the flags of fs that the command line did not set
@@ -53,4 +54,44 @@ func ParseChoices(flagName, value string, allowed []string) ([]string, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// RunFlags are the flags every benchmark has: -quick, -reps, -duration,
+// -out, -keep-tmp and -v (Verbose).
+type RunFlags struct {
+	Quick    bool
+	Reps     int // default 3
+	Duration time.Duration
+	Out      string
+	KeepTmp  bool
+}
+
+// RunFlagsUsage is what one benchmark says of its RunFlags: the help
+// text of each and the defaults that differ between benchmarks.
+type RunFlagsUsage struct {
+	Quick, Reps, Duration, Out, KeepTmp string
+	DefaultDuration                     time.Duration
+	DefaultOut                          string
+}
+
+// Register defines the flags in fs.
+func (r *RunFlags) Register(fs *flag.FlagSet, u RunFlagsUsage) {
+	fs.BoolVar(&r.Quick, "quick", false, u.Quick)
+	fs.IntVar(&r.Reps, "reps", 3, u.Reps)
+	fs.DurationVar(&r.Duration, "duration", u.DefaultDuration, u.Duration)
+	fs.StringVar(&r.Out, "out", u.DefaultOut, u.Out)
+	fs.BoolVar(&r.KeepTmp, "keep-tmp", false, u.KeepTmp)
+	fs.BoolVar(&Verbose, "v", false, "log every command")
+}
+
+// Parse parses args into fs and, with -quick, gives the flags the command
+// line did not set their quick values (QuickDefaults).
+func (r *RunFlags) Parse(fs *flag.FlagSet, args []string, quick map[string]string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if r.Quick {
+		return QuickDefaults(fs, quick)
+	}
+	return nil
 }

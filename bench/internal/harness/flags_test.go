@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseLevels(t *testing.T) {
@@ -41,5 +42,19 @@ func TestQuickDefaults(t *testing.T) {
 	}
 	if err := QuickDefaults(fs, map[string]string{"nope": "1"}); err == nil {
 		t.Fatal("an unknown flag was accepted")
+	}
+}
+
+// RunFlags: -quick fills what the command line left alone, defaults come
+// from the usage.
+func TestRunFlags(t *testing.T) {
+	var r RunFlags
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	r.Register(fs, RunFlagsUsage{DefaultDuration: 5 * time.Second, DefaultOut: "out"})
+	if err := r.Parse(fs, []string{"-quick", "-reps", "4"}, map[string]string{"reps": "1", "duration": "2s"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Reps != 4 || r.Duration != 2*time.Second || r.Out != "out" || r.KeepTmp {
+		t.Fatalf("got %+v", r)
 	}
 }

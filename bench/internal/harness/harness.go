@@ -14,17 +14,8 @@ import (
 // with keepTmp; the cleanup stack run on the way out, whose failure fails
 // the run; and a line saying how it failed. Exit code: 0, or 1.
 func Main(name string, keepTmp bool, run func(ctx context.Context, tmp string, cleanup *UndoStack) error) (code int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			log.Printf("%v: stopping, cleaning up (please wait)", s)
-			cancel()
-		}
-	}()
+	ctx, stop := CancelOnSignal()
+	defer stop()
 	var cleanup UndoStack
 	defer func() {
 		if err := cleanup.Run(); err != nil {
@@ -53,4 +44,23 @@ func Main(name string, keepTmp bool, run func(ctx context.Context, tmp string, c
 		return 1
 	}
 	return 0
+}
+
+// CancelOnSignal returns a context that SIGINT, SIGTERM and SIGHUP cancel,
+// each logged; the signals stay caught until stop, so a second ^C does not
+// kill the process halfway through its teardown.
+func CancelOnSignal() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		for s := range sigs {
+			log.Printf("%v: stopping, cleaning up (please wait)", s)
+			cancel()
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
 }

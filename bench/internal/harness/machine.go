@@ -35,18 +35,8 @@ func BuildBinaries(ctx context.Context, dir string) error {
 
 // DescribeMachine describes the host; failures leave fields empty.
 func DescribeMachine(ctx context.Context) Machine {
-	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: LoadAvg()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
+	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: LoadAvg(),
+		Kernel: KernelRelease(), CPUModel: CPUModel()}
 	first := func(argv ...string) string {
 		out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 		if err != nil {
@@ -64,6 +54,29 @@ func DescribeMachine(ctx context.Context) Machine {
 	m.Iperf3 = first("iperf3", "--version")
 	m.Sockperf = "sockperf " + strings.TrimPrefix(first("sockperf", "--version"), "sockperf, ")
 	return m
+}
+
+// KernelRelease is the running kernel's release ("" if unreadable).
+func KernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// CPUModel is the first "model name" of /proc/cpuinfo ("" if none).
+func CPUModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func LoadAvg() string {
