@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin
 
-.PHONY: all deps generate check-generate build test test-unit test-e2e test-kernels demo bench clean
+.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels demo bench clean
 
 all: build
 
@@ -18,6 +18,14 @@ generate: deps
 
 check-generate: deps
 	@scripts/check-generate.sh
+
+# The BPF C style (.clang-format); regenerate after formatting (the
+# objects carry line numbers).
+fmt-bpf: deps
+	clang-format-19 -i bpf/*.c bpf/lib/*.h
+
+check-format: deps
+	@scripts/check-format.sh
 
 build: deps
 	$(GO) build -o $(BIN)/xlaned ./cmd/xlaned

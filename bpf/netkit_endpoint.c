@@ -42,7 +42,8 @@ static __always_inline __u32 nk_endpoint(struct __sk_buff *skb)
 	struct pkt p = {};
 
 	tc_pull_l4(skb);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+	    PARSE_OK)
 		return 0;
 	dst = ep_local(&p);
 	return dst ? dst->ifindex : 0;
@@ -60,14 +61,16 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 	enum xl_reason reason = XL_DELIVER;
 	__u32 ifindex = nk_endpoint(skb);
 	__u32 len = skb->len;
+	int step;
 
-	if (skb_to_endpoint_apart(skb, &reason) || skb_to_endpoint_unsolicited(skb, &reason) ||
-	    fw_skb_to_endpoint(skb, &reason) != FW_V_ALLOW) {
-		metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
-		return TC_ACT_SHOT;
-	}
-	metrics_count(ifindex, XL_DELIVER, XL_DIR_INGRESS, len);
-	return XL_TC_PASS;
+	step = skb_to_endpoint_apart(skb, &reason);
+	if (step == XL_CONTINUE)
+		step = skb_to_endpoint_unsolicited(skb, &reason);
+	if (step == XL_CONTINUE)
+		step = fw_skb_to_endpoint(skb, &reason);
+	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
+	/* No answer from here: a replied reject is a drop. */
+	return step == XL_REPLIED ? TC_ACT_SHOT : tc_ret(step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

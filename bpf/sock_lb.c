@@ -34,7 +34,8 @@ static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_k
 	/* Hash entropy for Maglev: the socket, as the 5-tuple is not known. */
 	__builtin_memcpy(k->saddr, &cookie, sizeof(cookie));
 	if (__builtin_memcmp(k->daddr, na, 16) == 0) {
-		struct publish_key pk = { .port = k->dport, .proto = k->proto,
+		struct publish_key pk = { .port = k->dport,
+					  .proto = k->proto,
 					  .family = k->daddr[10] == 0xff ? 4 : 6 };
 		struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
 

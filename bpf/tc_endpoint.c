@@ -35,19 +35,16 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 {
 	enum xl_reason reason = XL_DELIVER;
 	__u32 len = skb->len;
-	int ret;
+	int step;
 
-	if (skb_to_endpoint_apart(skb, &reason) || skb_to_endpoint_unsolicited(skb, &reason)) {
-		metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
-		return TC_ACT_SHOT;
-	}
-	ret = fw_skb_to_endpoint(skb, &reason);
-	if (ret != FW_V_ALLOW) {
-		metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
-		return fw_tc_ret(ret);	/* a reject's RST goes back in */
-	}
-	metrics_count(skb->ifindex, XL_DELIVER, XL_DIR_INGRESS, len);
-	return XL_TC_PASS;
+	step = skb_to_endpoint_apart(skb, &reason);
+	if (step == XL_CONTINUE)
+		step = skb_to_endpoint_unsolicited(skb, &reason);
+	if (step == XL_CONTINUE)
+		/* a reject's RST goes back in */
+		step = fw_skb_to_endpoint(skb, &reason);
+	metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
+	return tc_ret(step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

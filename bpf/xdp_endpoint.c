@@ -33,11 +33,7 @@
 #include "lib/l4.h"
 #include "lib/ct.h"
 #include "lib/fw.h"
-
-static __always_inline int xdp_step(enum ep_step step)
-{
-	return step == EP_DROP ? XDP_DROP : XDP_PASS;
-}
+#include "lib/stage.h"
 
 /*
  * The same pipeline runs as two programs. Native XDP turns the packet into
@@ -54,58 +50,49 @@ struct xdp_cfg {
 /* Redirect to ifindex through the devmap, after the caller checked the
  * target (devmap_has / XL_EP_XDP_TARGET) and rewrote the frame. Should the
  * entry vanish in between, the fallback is Linux, not a drop. */
-static __always_inline int xdp_redirect_dev(__u32 ifindex, enum xl_reason fwd,
-					    enum xl_reason *reason)
+static __always_inline enum xl_step xdp_redirect_dev(__u32 ifindex, enum xl_reason fwd,
+						     enum xl_reason *reason)
 {
 	int ret = bpf_redirect_map(&xlane_devmap, ifindex, XDP_PASS);
 
-	*reason = ret == XDP_REDIRECT ? fwd : XL_PASS_NO_TARGET;
-	return ret;
+	return xl_final(reason, ret == XDP_REDIRECT ? fwd : XL_PASS_NO_TARGET);
 }
 
 /* xdp_prepare finishes the L4 checksum (native only) before anything else
  * is rewritten: if it declines, the frame goes to Linux untouched. */
-static __always_inline int xdp_prepare(struct xdp_md *ctx, const struct pkt *p,
-				       const struct xdp_cfg *cfg, enum xl_reason *reason)
+static __always_inline enum xl_step xdp_prepare(struct xdp_md *ctx, const struct pkt *p,
+						const struct xdp_cfg *cfg, enum xl_reason *reason)
 {
-	if (cfg->native && l4csum_complete(ctx, p)) {
-		*reason = XL_PASS_NO_TARGET;
-		return -1;
-	}
-	return 0;
+	if (cfg->native && l4csum_complete(ctx, p))
+		return xl_final(reason, XL_PASS_NO_TARGET);
+	return XL_CONTINUE;
 }
 
-static __always_inline int to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
-					     const struct xdp_cfg *cfg,
-					     const struct endpoint_val *dst,
-					     __u32 len, enum xl_reason *reason)
+static __always_inline enum xl_step to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
+						      const struct xdp_cfg *cfg,
+						      const struct endpoint_val *dst, __u32 len,
+						      enum xl_reason *reason)
 {
-	int ret;
-
-	if (len > dst->mtu + sizeof(struct ethhdr)) {
-		*reason = XL_PASS_TOO_BIG;
-		return XDP_PASS;
-	}
+	if (len > dst->mtu + sizeof(struct ethhdr))
+		return xl_final(reason, XL_PASS_TOO_BIG);
 	/* Native redirects need the target's peer NAPI; generic ones go
 	 * through the target's xmit path and need only the devmap entry. */
-	if ((cfg->native && !(dst->flags & XL_EP_XDP_TARGET)) || !devmap_has(dst->ifindex)) {
-		*reason = XL_PASS_NO_TARGET;
-		return XDP_PASS;
-	}
-	if (xdp_prepare(ctx, p, cfg, reason))
-		return XDP_PASS;
+	if ((cfg->native && !(dst->flags & XL_EP_XDP_TARGET)) || !devmap_has(dst->ifindex))
+		return xl_final(reason, XL_PASS_NO_TARGET);
+	if (xdp_prepare(ctx, p, cfg, reason) != XL_CONTINUE)
+		return XL_FINAL;
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
 	ep_forward_l3(p);
-	ret = xdp_redirect_dev(dst->ifindex, XL_FWD_PEER, reason);
-	if (ret == XDP_REDIRECT)
+	xdp_redirect_dev(dst->ifindex, XL_FWD_PEER, reason);
+	if (*reason == XL_FWD_PEER)
 		metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return ret;
+	return XL_FINAL;
 }
 
-static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
-				  const struct xdp_cfg *cfg, __u32 ifindex, __u32 len,
-				  enum xl_reason *reason)
+static __always_inline enum xl_step to_fib(struct xdp_md *ctx, struct pkt *p,
+					   const struct xdp_cfg *cfg, __u32 ifindex, __u32 len,
+					   enum xl_reason *reason)
 {
 	struct bpf_fib_lookup fib;
 	struct neigh_key nk = {};
@@ -125,17 +112,13 @@ static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
 	case BPF_FIB_LKUP_RET_SUCCESS:
 		break;
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
-		*reason = XL_PASS_NO_NEIGH;
-		return XDP_PASS;
+		return xl_final(reason, XL_PASS_NO_NEIGH);
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
-		*reason = XL_PASS_NOT_FWDED;
-		return XDP_PASS;
+		return xl_final(reason, XL_PASS_NOT_FWDED);
 	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
-		*reason = XL_PASS_TOO_BIG;
-		return XDP_PASS;
+		return xl_final(reason, XL_PASS_TOO_BIG);
 	default:
-		*reason = XL_PASS_NO_ROUTE;
-		return XDP_PASS;
+		return xl_final(reason, XL_PASS_NO_ROUTE);
 	}
 	if (fib.family == AF_INET)
 		key_from_ipv4((struct endpoint_key *)nk.addr, fib.ipv4_dst);
@@ -143,16 +126,12 @@ static __always_inline int to_fib(struct xdp_md *ctx, struct pkt *p,
 		__builtin_memcpy(nk.addr, fib.ipv6_dst, 16);
 	nk.ifindex = fib.ifindex;
 	nv = bpf_map_lookup_elem(&xlane_neigh, &nk);
-	if (!nv) {
-		*reason = XL_PASS_NO_NEIGH;
-		return XDP_PASS;
-	}
-	if (!devmap_has(fib.ifindex)) {
-		*reason = XL_PASS_NO_TARGET;
-		return XDP_PASS;
-	}
-	if (xdp_prepare(ctx, p, cfg, reason))
-		return XDP_PASS;
+	if (!nv)
+		return xl_final(reason, XL_PASS_NO_NEIGH);
+	if (!devmap_has(fib.ifindex))
+		return xl_final(reason, XL_PASS_NO_TARGET);
+	if (xdp_prepare(ctx, p, cfg, reason) != XL_CONTINUE)
+		return XL_FINAL;
 	__builtin_memcpy(p->eth->h_dest, nv->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, fib.smac, ETH_ALEN);
 	ep_forward_l3(p);
@@ -185,13 +164,13 @@ static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u
 		v = bpf_map_lookup_elem(&xlane_ct, &k);
 		if (v && v->nat != CT_NAT_NONE)
 			return 1;
-		if (v && (fw_on() || !ct_hit(&k, v, &l4, len)))
+		if (v && fw_on())
 			return 0;
-		if (v)	/* half a flow (ct_hit): start over */
-			bpf_map_delete_elem(&xlane_ct, &k);
+		if (ct_refresh(&k, v, &l4, len))
+			return 0;
 		__builtin_memcpy(sk.addr, k.daddr, 16);
 		if (bpf_map_lookup_elem(&xlane_services, &sk))
-			return 1;	/* a new flow to a VIP: the tc program balances */
+			return 1; /* a new flow to a VIP: the tc program balances */
 		if (src && (src->flags & XL_EP_MASQUERADE) && off_node)
 			return 1;
 		if (off_node && !fw_on()) {
@@ -204,38 +183,38 @@ static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u
 	return src && (src->flags & XL_EP_MASQUERADE) && off_node;
 }
 
-static __always_inline int from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
-					 __u32 len, enum xl_reason *reason)
+static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
+						  __u32 len, enum xl_reason *reason)
 {
 	struct endpoint_val *src, *dst;
-	enum ep_step step;
 	struct pkt p = {};
-	int fw;
+	int step;
 
-	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end,
-				  len, &p), reason);
-	if (step != EP_CONTINUE)
-		return xdp_step(step);
+	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p),
+			 reason);
+	if (step != XL_CONTINUE)
+		return step;
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);
-	if (step != EP_CONTINUE)
-		return xdp_step(step);
-	if (xdp_needs_nat(ctx, &p, len)) {
-		*reason = XL_PASS_TO_TC;
-		return XDP_PASS;
-	}
+	if (step != XL_CONTINUE)
+		return step;
+	if (xdp_needs_nat(ctx, &p, len))
+		return xl_final(reason, XL_PASS_TO_TC);
 	/* Firewall (the tc program does it for what goes to it above). No
 	 * ct stage runs behind XDP: this hook keeps the flow's entries. */
-	fw = fw_xdp_ep(ctx, &p, FW_KIND_FROM_EP, len, 1, reason);
-	if (fw != FW_V_ALLOW)
-		return fw_xdp_ret(fw);	/* a reject's RST goes back out */
+	step = fw_xdp_ep(ctx, &p, FW_KIND_FROM_EP, len, 1, reason);
+	if (step != XL_CONTINUE)
+		return step; /* a reject's RST goes back out */
 	dst = ep_local(&p);
 	if (dst) {
 		src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
-		if (src && ep_apart(src, dst, reason))
-			return XDP_DROP;
-		fw = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason);
-		if (fw != FW_V_ALLOW)
-			return fw_xdp_ret(fw);
+		if (src) {
+			step = ep_apart(src, dst, reason);
+			if (step != XL_CONTINUE)
+				return step;
+		}
+		step = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason);
+		if (step != XL_CONTINUE)
+			return step;
 		return to_local_endpoint(ctx, &p, cfg, dst, len, reason);
 	}
 	return to_fib(ctx, &p, cfg, ctx->ingress_ifindex, len, reason);
@@ -245,11 +224,11 @@ static __always_inline int xdp_from_endpoint(struct xdp_md *ctx, const struct xd
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
 	__u32 len = bpf_xdp_get_buff_len(ctx);
-	int ret;
+	int step;
 
-	ret = from_endpoint(ctx, cfg, len, &reason);
+	step = from_endpoint(ctx, cfg, len, &reason);
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, len);
-	return ret;
+	return xdp_ret(step, reason);
 }
 
 SEC("xdp.frags")

@@ -25,68 +25,55 @@
 #include "lib/l4csum.h"
 #include "lib/fw.h"
 #include "lib/unsolicited.h"
+#include "lib/stage.h"
 
-static __always_inline int from_uplink(struct xdp_md *ctx, __u32 len,
-				       enum xl_reason *reason, __u32 *dst_ifindex)
+static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
+						enum xl_reason *reason, __u32 *dst_ifindex)
 {
 	struct endpoint_val *dst;
 	struct pkt p = {};
-	int ret, parsed;
+	int step, parsed, ret;
 
 	parsed = parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p);
 	/* DDoS defence and the uplink scope's rules come first (lib/fw.h). */
-	ret = fw_xdp_uplink(ctx, &p, parsed, len, reason);
-	if (ret != FW_V_ALLOW)
-		return fw_xdp_ret(ret);	/* a reject's RST goes back out */
-	if (ep_parsed(parsed, reason) != EP_CONTINUE) {
-		if (*reason == XL_DROP_MALFORMED)
-			*reason = XL_PASS_NON_IP;
-		return XDP_PASS;
-	}
+	step = fw_xdp_uplink(ctx, &p, parsed, len, reason);
+	if (step != XL_CONTINUE)
+		return step; /* a reject's RST goes back out */
+	/* Malformed frames are passed: on the uplink xlane is a guest. */
+	if (parsed != PARSE_OK)
+		return xl_final(reason, XL_PASS_NON_IP);
 	dst = ep_local(&p);
-	if (!dst) {
-		*reason = XL_PASS_NOT_FWDED;
-		return XDP_PASS;
-	}
-	if (p.ttl <= 1) {
-		*reason = XL_PASS_TTL;
-		return XDP_PASS;
-	}
-	if (len > dst->mtu + sizeof(struct ethhdr)) {
-		*reason = XL_PASS_TOO_BIG;
-		return XDP_PASS;
-	}
+	if (!dst)
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	if (p.ttl <= 1)
+		return xl_final(reason, XL_PASS_TTL);
+	if (len > dst->mtu + sizeof(struct ethhdr))
+		return xl_final(reason, XL_PASS_TOO_BIG);
 	/* Only `xdp`-mode endpoints take native redirects (their peer has
 	 * NAPI); the others are reached through Linux as before. */
-	if (!(dst->flags & XL_EP_XDP_TARGET)) {
-		*reason = XL_PASS_NO_TARGET;
-		return XDP_PASS;
-	}
+	if (!(dst->flags & XL_EP_XDP_TARGET))
+		return xl_final(reason, XL_PASS_NO_TARGET);
 	/* The redirect skips the endpoint's tcx egress: what it refuses
 	 * from off the node is refused here (lib/unsolicited.h), and the
 	 * firewall runs here, and keeps the flow's conntrack entries. */
 	if (ep_unsolicited((void *)(long)ctx->data, (void *)(long)ctx->data_end, &p, dst, len)) {
-		*reason = XL_DROP_UNSOLICITED;
 		*dst_ifindex = dst->ifindex;
-		return XDP_DROP;
+		return xl_final(reason, XL_DROP_UNSOLICITED);
 	}
-	ret = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason);
-	if (ret != FW_V_ALLOW)
-		return fw_xdp_ret(ret);
+	step = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason);
+	if (step != XL_CONTINUE)
+		return step;
 	/* Frames from a veth-backed uplink (or a NIC without RX checksum)
 	 * may carry partial checksums: finish them (lib/l4csum.h), before
 	 * anything else is rewritten, so a refusal leaves the frame intact. */
-	if (l4csum_complete(ctx, &p)) {
-		*reason = XL_PASS_NO_TARGET;
-		return XDP_PASS;
-	}
+	if (l4csum_complete(ctx, &p))
+		return xl_final(reason, XL_PASS_NO_TARGET);
 	__builtin_memcpy(p.eth->h_dest, dst->mac, ETH_ALEN);
 	__builtin_memcpy(p.eth->h_source, dst->host_mac, ETH_ALEN);
 	ep_forward_l3(&p);
 	ret = bpf_redirect_map(&xlane_devmap, dst->ifindex, XDP_PASS);
-	*reason = ret == XDP_REDIRECT ? XL_FWD_PEER : XL_PASS_NO_TARGET;
 	*dst_ifindex = dst->ifindex;
-	return ret;
+	return xl_final(reason, ret == XDP_REDIRECT ? XL_FWD_PEER : XL_PASS_NO_TARGET);
 }
 
 static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
@@ -94,19 +81,19 @@ static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
 	enum xl_reason reason = XL_PASS_NON_IP;
 	__u32 len = bpf_xdp_get_buff_len(ctx);
 	__u32 dst_ifindex = 0;
-	int ret;
+	int step;
 
-	ret = from_uplink(ctx, len, &reason, &dst_ifindex);
+	step = from_uplink(ctx, len, &reason, &dst_ifindex);
 	/* An unsolicited packet is counted on the endpoint it was for, as the
 	 * endpoint's own hook counts it when Linux forwards it. */
 	if (reason == XL_DROP_UNSOLICITED) {
 		metrics_count(dst_ifindex, reason, XL_DIR_INGRESS, len);
-		return ret;
+		return xdp_ret(step, reason);
 	}
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
-	if (ret == XDP_REDIRECT && dst_ifindex)	/* not a reject's RST */
+	if (reason == XL_FWD_PEER) /* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return ret;
+	return xdp_ret(step, reason);
 }
 
 /* Native mode: frags, for NICs with multi-buffer XDP (jumbo frames). */

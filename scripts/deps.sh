@@ -3,7 +3,7 @@
 # fresh Debian 12 machine. Idempotent: installs only what is missing.
 set -euo pipefail
 
-pkgs=(clang-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute2 iputils-ping
+pkgs=(clang-19 clang-format-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute2 iputils-ping
       iperf3 sockperf ethtool iptables nftables tcpdump util-linux ca-certificates
       docker.io busybox-static
       qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)

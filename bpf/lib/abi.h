@@ -7,6 +7,10 @@
 #ifndef XLANE_ABI_H
 #define XLANE_ABI_H
 
+/* The declarations below keep their comments aligned at tab stops, with
+ * continuation lines under them, which clang-format cannot keep. */
+/* clang-format off */
+
 #include <linux/types.h>
 
 /*
@@ -268,7 +272,14 @@ struct metrics_val {
 
 /* Keep enums that no program variable names in BTF, so bpf2go can emit
  * them for Go (enums only appear in BTF when something references them). */
+/* The structs below (and lib/parse.h's headers) are reached only through
+ * pointers inside other structs, which clang leaves as BTF forward
+ * declarations and orders by heap address: the objects then depended on
+ * the directory they were built in (check-generate). A pointer variable
+ * of each emits it in full. */
 #define XL_ABI_BTF_ANCHORS \
+	struct bpf_flow_keys *xl_btf_flow_keys __attribute__((unused)); \
+	struct bpf_sock *xl_btf_sock __attribute__((unused)); \
 	const enum xl_reason *xl_btf_reason __attribute__((unused)); \
 	const enum xl_dir *xl_btf_dir __attribute__((unused)); \
 	const enum xl_ep_flags *xl_btf_ep_flags __attribute__((unused)); \
@@ -458,5 +469,7 @@ struct fw_rate_val {
 	__u64 tokens;		/* packets x 1e9 */
 	__u64 syn_tokens;	/* SYNs x 1e9 */
 };
+
+/* clang-format on */
 
 #endif /* XLANE_ABI_H */

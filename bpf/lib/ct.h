@@ -18,15 +18,14 @@
 #include "l4.h"
 
 #define NSEC 1000000000ULL
-#define CT_TIMEOUT_TCP_SYN	(60 * NSEC)
-#define CT_TIMEOUT_TCP_EST	(6 * 3600 * NSEC)
-#define CT_TIMEOUT_TCP_CLOSE	(10 * NSEC)
-#define CT_TIMEOUT_UDP		(30 * NSEC)
-#define CT_TIMEOUT_UDP_EST	(180 * NSEC)
-#define CT_TIMEOUT_ICMP		(30 * NSEC)
+#define CT_TIMEOUT_TCP_SYN (60 * NSEC)
+#define CT_TIMEOUT_TCP_EST (6 * 3600 * NSEC)
+#define CT_TIMEOUT_TCP_CLOSE (10 * NSEC)
+#define CT_TIMEOUT_UDP (30 * NSEC)
+#define CT_TIMEOUT_UDP_EST (180 * NSEC)
+#define CT_TIMEOUT_ICMP (30 * NSEC)
 
-static __always_inline void ct_key_init(struct ct_key *k, const struct pkt *p,
-					const struct l4 *l4)
+static __always_inline void ct_key_init(struct ct_key *k, const struct pkt *p, const struct l4 *l4)
 {
 	__builtin_memcpy(k->saddr, p->src.addr, 16);
 	__builtin_memcpy(k->daddr, p->dst.addr, 16);
@@ -41,19 +40,19 @@ static __always_inline void ct_partner(const struct ct_key *k, const struct ct_v
 {
 	out->proto = k->proto;
 	switch (v->nat) {
-	case CT_NAT_SRC:	/* we leave as nat: the partner is sent to nat */
+	case CT_NAT_SRC: /* we leave as nat: the partner is sent to nat */
 		__builtin_memcpy(out->saddr, k->daddr, 16);
 		__builtin_memcpy(out->daddr, v->nat_addr, 16);
 		out->sport = k->dport;
 		out->dport = v->nat_port;
 		break;
-	case CT_NAT_DST:	/* we go on to nat: the partner comes from nat */
+	case CT_NAT_DST: /* we go on to nat: the partner comes from nat */
 		__builtin_memcpy(out->saddr, v->nat_addr, 16);
 		__builtin_memcpy(out->daddr, k->saddr, 16);
 		out->sport = v->nat_port;
 		out->dport = k->sport;
 		break;
-	case CT_NAT_BOTH:	/* the partner comes from nat and goes to nat_s */
+	case CT_NAT_BOTH: /* the partner comes from nat and goes to nat_s */
 		__builtin_memcpy(out->saddr, v->nat_addr, 16);
 		__builtin_memcpy(out->daddr, v->nat_saddr, 16);
 		out->sport = v->nat_port;
@@ -125,8 +124,8 @@ static __always_inline __u8 ct_nat_mirror(__u8 nat)
  * since. The caller deletes k and handles the packet as a new flow;
  * otherwise the flow would stay half-translated until it expired.
  */
-static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v,
-				  const struct l4 *l4, __u32 len)
+static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v, const struct l4 *l4,
+				  __u32 len)
 {
 	struct ct_key pk = {};
 	struct ct_val *pv;
@@ -144,6 +143,21 @@ static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v,
 	v->expires = now + ct_timeout(l4->proto, state);
 	pv->state = state;
 	pv->expires = v->expires;
+	return 0;
+}
+
+/*
+ * ct_refresh accounts the packet to v, the entry found under k (NULL:
+ * none), and returns it; or, if v is half a flow (ct_hit), deletes it and
+ * returns NULL: the packet starts the flow over. The one place a revived
+ * half flow is forgotten.
+ */
+static __always_inline struct ct_val *ct_refresh(const struct ct_key *k, struct ct_val *v,
+						 const struct l4 *l4, __u32 len)
+{
+	if (!v || !ct_hit(k, v, l4, len))
+		return v;
+	bpf_map_delete_elem(&xlane_ct, k);
 	return 0;
 }
 
@@ -181,7 +195,7 @@ static __always_inline struct ct_scratch *ct_scratch_get(void)
  * negative error (-E2BIG: the table is full).
  */
 static __always_inline int ct_create(const struct ct_key *k, struct ct_scratch *sc,
-				      const struct l4 *l4, __u32 len)
+				     const struct l4 *l4, __u32 len)
 {
 	__u64 now = bpf_ktime_get_ns();
 	/* int, not long: before 6.4 the map update helpers return an int

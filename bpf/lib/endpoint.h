@@ -12,25 +12,18 @@
 #include "maps.h"
 #include "parse.h"
 #include "csum.h"
+#include "stage.h"
 
-/* What the caller does after a stage. */
-enum ep_step {
-	EP_CONTINUE = 0,	/* go on to the next stage */
-	EP_PASS,		/* hand the packet to Linux unchanged */
-	EP_DROP,		/* drop it; *reason says why */
-};
-
-static __always_inline enum ep_step ep_parsed(enum parse_result r, enum xl_reason *reason)
+/* ep_parsed is the parse stage: parse_l3's result as a step. */
+static __always_inline enum xl_step ep_parsed(enum parse_result r, enum xl_reason *reason)
 {
 	switch (r) {
 	case PARSE_OK:
-		return EP_CONTINUE;
+		return XL_CONTINUE;
 	case PARSE_NON_IP:
-		*reason = XL_PASS_NON_IP;
-		return EP_PASS;
+		return xl_final(reason, XL_PASS_NON_IP);
 	default:
-		*reason = XL_DROP_MALFORMED;
-		return EP_DROP;
+		return xl_final(reason, XL_DROP_MALFORMED);
 	}
 }
 
@@ -41,29 +34,22 @@ static __always_inline enum ep_step ep_parsed(enum parse_result r, enum xl_reaso
  * to Linux. Link-scope destinations and packets whose TTL would expire go to
  * Linux too (it answers ND/ARP and sends ICMP time exceeded).
  */
-static __always_inline enum ep_step ep_admit(const struct pkt *p, __u32 ifindex,
+static __always_inline enum xl_step ep_admit(const struct pkt *p, __u32 ifindex,
 					     enum xl_reason *reason)
 {
 	struct endpoint_val *src;
 
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p->src);
 	if (!src || src->ifindex != ifindex) {
-		if (addr_is_src_exempt(&p->src)) {
-			*reason = XL_PASS_LINK_LOCAL;
-			return EP_PASS;
-		}
-		*reason = XL_DROP_SPOOFED;
-		return EP_DROP;
+		if (addr_is_src_exempt(&p->src))
+			return xl_final(reason, XL_PASS_LINK_LOCAL);
+		return xl_final(reason, XL_DROP_SPOOFED);
 	}
-	if (addr_is_link_scope(&p->dst)) {
-		*reason = XL_PASS_LINK_LOCAL;
-		return EP_PASS;
-	}
-	if (p->ttl <= 1) {
-		*reason = XL_PASS_TTL;
-		return EP_PASS;
-	}
-	return EP_CONTINUE;
+	if (addr_is_link_scope(&p->dst))
+		return xl_final(reason, XL_PASS_LINK_LOCAL);
+	if (p->ttl <= 1)
+		return xl_final(reason, XL_PASS_TTL);
+	return XL_CONTINUE;
 }
 
 /* ep_local returns the endpoint that owns the destination, if local. */
@@ -82,23 +68,21 @@ static __always_inline struct endpoint_val *ep_local(const struct pkt *p)
  * from-endpoint programs before a local delivery, the to-endpoint programs
  * for what Linux delivers.
  */
-static __always_inline int ep_apart(const struct endpoint_val *src,
-				    const struct endpoint_val *dst, enum xl_reason *reason)
+static __always_inline enum xl_step ep_apart(const struct endpoint_val *src,
+					     const struct endpoint_val *dst, enum xl_reason *reason)
 {
 	__u16 f = src->flags | dst->flags;
 
 	if (!(f & (XL_EP_NO_ICC | XL_EP_ISOLATED)))
-		return 0;
+		return XL_CONTINUE;
 	if (src->network_id != dst->network_id) {
 		if (!(f & XL_EP_ISOLATED))
-			return 0;
-		*reason = XL_DROP_ISOLATED;
-		return 1;
+			return XL_CONTINUE;
+		return xl_final(reason, XL_DROP_ISOLATED);
 	}
 	if (!(f & XL_EP_NO_ICC) || src->ifindex == dst->ifindex)
-		return 0;
-	*reason = XL_DROP_ICC;
-	return 1;
+		return XL_CONTINUE;
+	return xl_final(reason, XL_DROP_ICC);
 }
 
 /* ep_forward_l3 does what a router does to a packet it forwards: TTL or hop

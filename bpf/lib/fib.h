@@ -21,8 +21,8 @@
  * bpf_redirect, and an oversized non-GSO packet is refused on the redirect
  * path just as Linux would refuse it.
  */
-static __always_inline void fib_params_init(struct bpf_fib_lookup *fib,
-					    const struct pkt *p, __u32 ifindex)
+static __always_inline void fib_params_init(struct bpf_fib_lookup *fib, const struct pkt *p,
+					    __u32 ifindex)
 {
 	__builtin_memset(fib, 0, sizeof(*fib));
 	fib->ifindex = ifindex;

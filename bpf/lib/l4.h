@@ -6,44 +6,71 @@
 #include <linux/in.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
 #include "parse.h"
 
 /* From linux/icmp.h and linux/icmpv6.h, which pull in libc headers. */
 #ifndef IPPROTO_ICMPV6
-#define IPPROTO_ICMPV6	58
+#define IPPROTO_ICMPV6 58
 #endif
-#define ICMP_ECHOREPLY	0
-#define ICMP_ECHO	8
-#define ICMPV6_ECHO_REQ	128
-#define ICMPV6_ECHO_REP	129
+#define ICMP_ECHOREPLY 0
+#define ICMP_ECHO 8
+#define ICMPV6_ECHO_REQ 128
+#define ICMPV6_ECHO_REP 129
 
 /* Bytes the tc programs pull into the linear area before parsing L4:
  * Ethernet + the largest IPv4 header + a TCP header. */
 #define XL_PARSE_L4_LEN (sizeof(struct ethhdr) + 60 + sizeof(struct tcphdr))
 
 struct l4 {
-	__u32 off;		/* L4 header offset from the frame start */
-	__u32 csum_off;		/* checksum field offset, 0: none to fix */
-	__u16 sport;		/* network order; ICMP echo: identifier */
-	__u16 dport;		/* network order; ICMP echo: 0 */
+	__u32 off;	/* L4 header offset from the frame start */
+	__u32 csum_off; /* checksum field offset, 0: none to fix */
+	__u16 sport;	/* network order; ICMP echo: identifier */
+	__u16 dport;	/* network order; ICMP echo: 0 */
 	__u8 proto;
-	__u8 tcp_flags;		/* TCP: the flags byte */
-	__u8 icmp_echo;		/* ICMP/ICMPv6 echo request or reply */
+	__u8 tcp_flags; /* TCP: the flags byte */
+	__u8 icmp_echo; /* ICMP/ICMPv6 echo request or reply */
 };
 
 enum l4_result {
 	L4_OK = 0,
-	L4_UNTRACKABLE,		/* fragment, extension headers, other proto */
+	L4_UNTRACKABLE, /* fragment, extension headers, other proto */
 	L4_MALFORMED,
 };
+
+/* icmp_is_error: an ICMP (proto) error message type that quotes a packet. */
+static __always_inline int icmp_is_error(__u8 proto, __u8 type)
+{
+	if (proto == IPPROTO_ICMP)
+		return type == 3 || type == 11 || type == 12;
+	return type >= 1 && type <= 4;
+}
+
+/* skb_pull_headers makes the first need bytes of skb linear (as far as
+ * the packet goes): the one place a tc program pulls headers. */
+static __always_inline void skb_pull_headers(struct __sk_buff *skb, __u32 need)
+{
+	if ((void *)(long)skb->data + need <= (void *)(long)skb->data_end)
+		return;
+	if (skb->len < need)
+		need = skb->len;
+	bpf_skb_pull_data(skb, need);
+}
+
+/* tc_pull_l4 makes the headers up to L4 linear. */
+static __always_inline void tc_pull_l4(struct __sk_buff *skb)
+{
+	skb_pull_headers(skb, XL_PARSE_L4_LEN);
+}
 
 #define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_RST 0x04
 #define TCP_FLAG_ACK 0x10
 
-static __always_inline enum l4_result parse_l4(void *data, void *data_end,
-					       const struct pkt *p, struct l4 *l4)
+static __always_inline enum l4_result parse_l4(void *data, void *data_end, const struct pkt *p,
+					       struct l4 *l4)
 {
 	void *h;
 
@@ -95,9 +122,10 @@ static __always_inline enum l4_result parse_l4(void *data, void *data_end,
 		if ((l4->proto == IPPROTO_ICMP) != (p->ip4 != 0))
 			return L4_UNTRACKABLE;
 		type = ic[0];
-		if (l4->proto == IPPROTO_ICMP ? (type != ICMP_ECHO && type != ICMP_ECHOREPLY)
-					      : (type != ICMPV6_ECHO_REQ && type != ICMPV6_ECHO_REP))
-			return L4_UNTRACKABLE;	/* errors: related, Linux for now */
+		if (l4->proto == IPPROTO_ICMP
+			    ? (type != ICMP_ECHO && type != ICMP_ECHOREPLY)
+			    : (type != ICMPV6_ECHO_REQ && type != ICMPV6_ECHO_REP))
+			return L4_UNTRACKABLE; /* errors: related, Linux for now */
 		l4->icmp_echo = 1;
 		__builtin_memcpy(&l4->sport, ic + 4, 2);
 		l4->dport = 0;

@@ -22,19 +22,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "parse.h"
+#include "csum.h"
 
-#define L4CSUM_CHUNK	 256
-#define L4CSUM_MAX_LEN	 9216	/* largest jumbo frame xlane configures */
+#define L4CSUM_CHUNK 256
+#define L4CSUM_MAX_LEN 9216 /* largest jumbo frame xlane configures */
 #define L4CSUM_MAX_CHUNK (L4CSUM_MAX_LEN / L4CSUM_CHUNK + 1)
-
-static __always_inline __u16 csum_fold32(__u64 s)
-{
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (__u16)s;
-}
 
 struct l4csum_scratch {
 	__u8 buf[L4CSUM_CHUNK];
@@ -82,12 +74,16 @@ static __always_inline int xdp_sum(struct xdp_md *ctx, __u32 off, __u32 len, __u
 			n = ((n - 1) & (L4CSUM_CHUNK - 1)) + 1;
 			if (bpf_xdp_load_bytes(ctx, off + done, sc->buf, n))
 				return -1;
-			/* n rounded up to 4: 4..256 (a 253-255 byte tail pads
-			 * to a whole chunk). Bounded by arithmetic, not by a
-			 * clamp: clang may spill the value before the clamp's
-			 * branch and reload it after, and 6.1's verifier does
-			 * not carry the branch's bound to the spilled copy. */
-			padded = ((((n + 3) & ~3u) - 4) & (L4CSUM_CHUNK - 4)) + 4;
+			/* (n + 3) & ~3, at most a whole chunk (a 253-255 byte
+			 * tail pads to one), as shifts the verifier bounds
+			 * exactly (<= 256) where it would bound the mask by
+			 * 259; the barrier keeps clang from folding them into
+			 * that mask. A comparison clamp is not enough: clang
+			 * may spill padded before it and reload the
+			 * unclamped copy, whose bound 6.1 never learns. */
+			padded = (n + 3) >> 2;
+			asm volatile("" : "+r"(padded));
+			padded <<= 2;
 			s = bpf_csum_diff(0, 0, (void *)sc->buf, padded, s);
 		}
 		if (s < 0)
@@ -148,7 +144,7 @@ static __always_inline int l4csum_complete(struct xdp_md *ctx, const struct pkt 
 		l4off = l3off + sizeof(struct ipv6hdr);
 		l4len = bpf_ntohs(p->ip6->payload_len);
 		if (proto != IPPROTO_TCP && proto != IPPROTO_UDP && proto != IPPROTO_ICMPV6)
-			return -1;	/* extension headers: let Linux forward it */
+			return -1; /* extension headers: let Linux forward it */
 	} else {
 		return 0;
 	}
@@ -157,20 +153,20 @@ static __always_inline int l4csum_complete(struct xdp_md *ctx, const struct pkt 
 	else if (proto == IPPROTO_UDP)
 		csum_off = 6;
 	else
-		return 0;	/* ICMP checksums are always complete */
+		return 0; /* ICMP checksums are always complete */
 	if (l4len < csum_off + 2 || l4len > L4CSUM_MAX_LEN)
 		return -1;
 	if (bpf_xdp_load_bytes(ctx, l4off + csum_off, &check, 2))
 		return -1;
 	if (proto == IPPROTO_UDP && check == 0 && p->ip4)
-		return 0;	/* UDP over IPv4 without a checksum */
+		return 0; /* UDP over IPv4 without a checksum */
 	if (xdp_sum(ctx, l4off, l4len, &sum))
 		return -1;
 	ps = pseudo_sum(p, proto, l4len);
-	if (csum_fold32(sum + ps) == 0xffff)
-		return 0;	/* already complete and valid */
+	if (csum_fold(sum + ps) == 0xffff)
+		return 0; /* already complete and valid */
 	/* Remove whatever the field holds, then finish the sum. */
-	fixed = ~csum_fold32(sum + (__u16)~check + ps);
+	fixed = ~csum_fold(sum + (__u16)~check + ps);
 	if (proto == IPPROTO_UDP && fixed == 0)
 		fixed = 0xffff;
 	return bpf_xdp_store_bytes(ctx, l4off + csum_off, &fixed, 2) ? -1 : 0;

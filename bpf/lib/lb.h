@@ -49,8 +49,8 @@ static __always_inline __u32 lb_hash(const struct ct_key *k, __u32 flags)
 
 enum lb_result {
 	LB_NOT_A_SERVICE = 0,
-	LB_BACKEND,		/* *out is the chosen backend */
-	LB_NO_BACKEND,		/* a VIP without an active backend */
+	LB_BACKEND,    /* *out is the chosen backend */
+	LB_NO_BACKEND, /* a VIP without an active backend */
 };
 
 /* lb_select looks the flow's destination up as a VIP and picks a backend. */

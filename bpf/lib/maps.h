@@ -12,7 +12,7 @@
 #include "abi.h"
 
 #define XL_MAX_ENDPOINTS 65536
-#define XL_MAX_METRICS	 (XL_MAX_ENDPOINTS * 4)
+#define XL_MAX_METRICS (XL_MAX_ENDPOINTS * 4)
 
 /* key: endpoint address; value: host ifindex and MACs.
  * Written by the daemon on endpoint add/remove; read by every program. */
@@ -95,7 +95,7 @@ struct {
 } xlane_publish SEC(".maps");
 
 #define XL_MAX_SERVICES 65536
-#define XL_MAGLEV_MAX	65521	/* largest table size the daemon uses */
+#define XL_MAGLEV_MAX 65521 /* largest table size the daemon uses */
 
 /* key: VIP, port, proto; value: service id, table size, flags.
  * Written by the daemon; read by the datapath on new flows. */

@@ -5,8 +5,8 @@
 
 #include "maps.h"
 
-static __always_inline void metrics_count(__u32 ifindex, enum xl_reason reason,
-					  enum xl_dir dir, __u32 bytes)
+static __always_inline void metrics_count(__u32 ifindex, enum xl_reason reason, enum xl_dir dir,
+					  __u32 bytes)
 {
 	struct metrics_key key = {
 		.ifindex = ifindex,

@@ -24,8 +24,8 @@
  * invalid afterwards: parse again.
  */
 static __always_inline int nat_rewrite(struct __sk_buff *skb, const struct pkt *p,
-				       const struct l4 *l4, __u8 which,
-				       const __u8 *addr, __u16 port)
+				       const struct l4 *l4, __u8 which, const __u8 *addr,
+				       __u16 port)
 {
 	__u64 pseudo = l4->proto == IPPROTO_ICMP ? 0 : BPF_F_PSEUDO_HDR;
 	__u64 mangled = l4->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
@@ -40,7 +40,8 @@ static __always_inline int nat_rewrite(struct __sk_buff *skb, const struct pkt *
 		__builtin_memcpy(&new, addr + 12, 4);
 		if (bpf_l3_csum_replace(skb, IPV4_CSUM_OFF, old, new, 4))
 			return -1;
-		if (pseudo && bpf_l4_csum_replace(skb, l4->csum_off, old, new, pseudo | mangled | 4))
+		if (pseudo &&
+		    bpf_l4_csum_replace(skb, l4->csum_off, old, new, pseudo | mangled | 4))
 			return -1;
 		if (bpf_skb_store_bytes(skb, off, &new, 4, 0))
 			return -1;
@@ -52,7 +53,8 @@ static __always_inline int nat_rewrite(struct __sk_buff *skb, const struct pkt *
 		if (bpf_skb_load_bytes(skb, off, old, 16))
 			return -1;
 		diff = bpf_csum_diff((__be32 *)old, 16, (__be32 *)addr, 16, 0);
-		if (diff < 0 || bpf_l4_csum_replace(skb, l4->csum_off, 0, diff, BPF_F_PSEUDO_HDR | mangled))
+		if (diff < 0 ||
+		    bpf_l4_csum_replace(skb, l4->csum_off, 0, diff, BPF_F_PSEUDO_HDR | mangled))
 			return -1;
 		if (bpf_skb_store_bytes(skb, off, addr, 16, 0))
 			return -1;

@@ -17,9 +17,14 @@
 
 enum parse_result {
 	PARSE_OK = 0,
-	PARSE_NON_IP,		/* not IPv4/IPv6: let Linux have it */
-	PARSE_MALFORMED,	/* truncated or invalid: drop and count */
+	PARSE_NON_IP,	 /* not IPv4/IPv6: let Linux have it */
+	PARSE_MALFORMED, /* truncated or invalid: drop and count */
 };
+
+/* Emitted in full in BTF (see XL_ABI_BTF_ANCHORS). */
+struct ethhdr *xl_btf_ethhdr __attribute__((unused));
+struct iphdr *xl_btf_iphdr __attribute__((unused));
+struct ipv6hdr *xl_btf_ipv6hdr __attribute__((unused));
 
 struct pkt {
 	struct ethhdr *eth;
@@ -29,8 +34,8 @@ struct pkt {
 	 * it has checked. */
 	struct iphdr *ip4;
 	struct ipv6hdr *ip6;
-	__u16 proto;		/* ethertype, host order */
-	__u8 ttl;		/* TTL or hop limit before any rewrite */
+	__u16 proto; /* ethertype, host order */
+	__u8 ttl;    /* TTL or hop limit before any rewrite */
 	struct endpoint_key src;
 	struct endpoint_key dst;
 };
@@ -48,8 +53,8 @@ static __always_inline void key_from_ipv4(struct endpoint_key *k, __be32 a)
  * frame's full length (skb->len or the XDP frame length), used to reject IP
  * headers that claim more bytes than the frame carries.
  */
-static __always_inline enum parse_result
-parse_l3(void *data, void *data_end, __u32 pkt_len, struct pkt *p)
+static __always_inline enum parse_result parse_l3(void *data, void *data_end, __u32 pkt_len,
+						  struct pkt *p)
 {
 	struct ethhdr *eth = data;
 	__u32 l3_len;
@@ -112,11 +117,11 @@ static __always_inline int addr_is_link_scope(const struct endpoint_key *k)
 	if (hi == 0 && a[8] == 0 && a[9] == 0 && a[10] == 0xff && a[11] == 0xff)
 		/* IPv4-mapped: 0.0.0.0/8, multicast, reserved, broadcast */
 		return a[12] == 0 || a[12] >= 224;
-	if (a[0] == 0xff)				/* ff00::/8 */
+	if (a[0] == 0xff) /* ff00::/8 */
 		return 1;
-	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)	/* fe80::/10 */
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80) /* fe80::/10 */
 		return 1;
-	return hi == 0 && lo == 0;			/* :: */
+	return hi == 0 && lo == 0; /* :: */
 }
 
 /* True for sources that need no owner: 0.0.0.0 and :: (DHCP, DAD) and

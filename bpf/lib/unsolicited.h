@@ -84,8 +84,8 @@ static __always_inline int unsol_icmp_known(void *data, void *data_end, const st
 	if ((void *)(h + 8) > data_end)
 		return 0;
 	if (proto == IPPROTO_ICMPV6 && h[0] >= 133 && h[0] <= 137)
-		return 1;	/* neighbour discovery: without it IPv6 dies */
-	return fw_icmp_is_error(proto, h[0]) && !fw_related(data, data_end, p, off + 8, &k) &&
+		return 1; /* neighbour discovery: without it IPv6 dies */
+	return icmp_is_error(proto, h[0]) && !fw_related(data, data_end, p, off + 8, &k) &&
 	       unsol_known(&k);
 }
 
@@ -101,8 +101,7 @@ static __always_inline int unsol_icmp_known(void *data, void *data_end, const st
  * it, is off: an endpoint's flow must not expire while its peer still
  * sends.
  */
-static __always_inline int ep_solicited(void *data, void *data_end, const struct pkt *p,
-					__u32 len)
+static __always_inline int ep_solicited(void *data, void *data_end, const struct pkt *p, __u32 len)
 {
 	struct ct_key k = {};
 	struct l4 l4 = {};
@@ -140,7 +139,7 @@ static __always_inline int ep_solicited(void *data, void *data_end, const struct
 	h = data + sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
 	if ((void *)(h + 8) > data_end)
 		return 0;
-	if (p->ip6->nexthdr == 44) {	/* a fragment header */
+	if (p->ip6->nexthdr == 44) { /* a fragment header */
 		if (h[2] | (h[3] & 0xf8))
 			return 1;
 		return unsol_ports_known(data_end, p, h[0], h + 8);
@@ -151,7 +150,8 @@ static __always_inline int ep_solicited(void *data, void *data_end, const struct
 }
 
 /* ep_unsolicited: 1 when p, from off the node for endpoint dst, must be
- * dropped as XL_DROP_UNSOLICITED. */
+ * dropped as XL_DROP_UNSOLICITED (a helper: the stages below turn it into
+ * a step). */
 static __always_inline int ep_unsolicited(void *data, void *data_end, const struct pkt *p,
 					  const struct endpoint_val *dst, __u32 len)
 {
@@ -168,31 +168,29 @@ static __always_inline int ep_unsolicited(void *data, void *data_end, const stru
  * ingress device; another endpoint's come in by its own host device (a
  * packet a program passed to Linux, an XDP fallback). Anything else was
  * forwarded from off the node (or from a kernel-mode endpoint, which is
- * not in the endpoint map and looks like the outside). Returns 1 (and the
- * reason) to drop.
+ * not in the endpoint map and looks like the outside). A stage.
  */
-static __always_inline int skb_to_endpoint_unsolicited(struct __sk_buff *skb,
-						       enum xl_reason *reason)
+static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff *skb,
+								enum xl_reason *reason)
 {
 	const struct endpoint_val *src, *dst;
 	__u32 iif = skb->ingress_ifindex;
 	struct pkt p = {};
 
 	if (!iif)
-		return 0;
-	if ((void *)(long)skb->data + XL_UNSOL_LEN > (void *)(long)skb->data_end)
-		bpf_skb_pull_data(skb, skb->len < XL_UNSOL_LEN ? skb->len : XL_UNSOL_LEN);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) != PARSE_OK)
-		return 0;	/* ARP; Linux already judged the IP header */
+		return XL_CONTINUE;
+	skb_pull_headers(skb, XL_UNSOL_LEN);
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+	    PARSE_OK)
+		return XL_CONTINUE; /* ARP; Linux already judged the IP header */
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
 	if (src && src->ifindex == iif)
-		return 0;
+		return XL_CONTINUE;
 	dst = ep_local(&p);
-	if (!dst || !ep_unsolicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p,
-				    dst, skb->len))
-		return 0;
-	*reason = XL_DROP_UNSOLICITED;
-	return 1;
+	if (!dst || !ep_unsolicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, dst,
+				    skb->len))
+		return XL_CONTINUE;
+	return xl_final(reason, XL_DROP_UNSOLICITED);
 }
 
 #endif /* XLANE_UNSOLICITED_H */

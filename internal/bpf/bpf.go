@@ -408,11 +408,37 @@ func (r Reason) String() string {
 	return fmt.Sprintf("reason_%d", uint32(r))
 }
 
-// IsDrop reports whether packets counted under r were dropped.
-func (r Reason) IsDrop() bool {
+// ReasonClass is what a program does to a packet it counts under a reason.
+// bpf/lib/stage.h decides the action from the reason by the same classes.
+type ReasonClass int
+
+const (
+	ClassUnknown ReasonClass = iota // a name no class covers
+	ClassPass                       // to Linux, unchanged
+	ClassDrop                       // dropped (a reject may be answered)
+	ClassForward                    // redirected by the datapath
+)
+
+// reasonClasses is the one table that classifies reasons: by their name,
+// never by their position in enum xl_reason.
+var reasonClasses = []struct {
+	prefix string
+	class  ReasonClass
+}{{"fwd_", ClassForward}, {"pass_", ClassPass}, {"deliver", ClassPass}, {"drop_", ClassDrop}}
+
+// Class says what happens to packets counted under r.
+func (r Reason) Class() ReasonClass {
 	n := r.String()
-	return len(n) > 5 && n[:5] == "drop_"
+	for _, c := range reasonClasses {
+		if strings.HasPrefix(n, c.prefix) {
+			return c.class
+		}
+	}
+	return ClassUnknown
 }
+
+// IsDrop reports whether packets counted under r were dropped.
+func (r Reason) IsDrop() bool { return r.Class() == ClassDrop }
 
 // String names a direction from the endpoint's point of view.
 func (d Dir) String() string {

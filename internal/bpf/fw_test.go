@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +56,16 @@ type fwHarness struct {
 
 func newFwHarness(tb testing.TB) *fwHarness {
 	tb.Helper()
+	return newFwHarnessFrom(tb, "")
+}
+
+// newFwHarnessFrom is newFwHarness with the objects of dir (bpf.LoadFrom).
+func newFwHarnessFrom(tb testing.TB, dir string) *fwHarness {
+	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
 	}
-	objs, err := bpf.Load("")
+	objs, err := bpf.LoadFrom(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -153,12 +160,8 @@ func (h *fwHarness) run(k firewall.Kind, frame []byte) (refused bool, out []byte
 	default:
 		prog, pass = h.objs.XDPFromUplink(), xdpPass
 	}
-	var ret uint32
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-	err = h.do(func() (err error) {
-		ret, err = prog.Run(opts)
-		return err
-	})
+	ret, err := bpf.RunVerdict(h.do, prog, h.objs.Metrics(), opts)
 	return ret != pass, opts.DataOut, err
 }
 
@@ -277,11 +280,7 @@ func (h *fwHarness) runUplink(tb testing.TB, frame []byte) (uint32, string) {
 	for _, k := range keys {
 		h.objs.Metrics().Delete(k)
 	}
-	var ret uint32
-	err := h.do(func() (err error) {
-		ret, err = h.objs.XDPFromUplink().Run(&ebpf.RunOptions{Data: frame})
-		return err
-	})
+	ret, err := bpf.RunVerdict(h.do, h.objs.XDPFromUplink(), h.objs.Metrics(), &ebpf.RunOptions{Data: frame})
 	if err != nil {
 		tb.Fatalf("run uplink program: %v", err)
 	}
@@ -506,8 +505,8 @@ func TestFirewallReject(t *testing.T) {
 				prog = h.objs.XDPFromUplink()
 			}
 			opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-			var ret uint32
-			if err := h.do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
+			ret, err := bpf.RunVerdict(h.do, prog, h.objs.Metrics(), opts)
+			if err != nil {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("%s %s->%s flags %#x", c.kind, c.src, c.dst, flags)
@@ -540,8 +539,8 @@ func TestFirewallRejectICMP(t *testing.T) {
 	run := func(k firewall.Kind, frame []byte) (uint32, []byte) {
 		t.Helper()
 		opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-		var ret uint32
-		if err := h.do(func() (err error) { ret, err = progs[k].Run(opts); return err }); err != nil {
+		ret, err := bpf.RunVerdict(h.do, progs[k], h.objs.Metrics(), opts)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return ret, opts.DataOut
@@ -930,8 +929,8 @@ func TestFirewallNetkit(t *testing.T) {
 	run := func(prog *ebpf.Program, frame []byte) (uint32, []byte) {
 		t.Helper()
 		opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-		var ret uint32
-		if err := h.do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
+		ret, err := bpf.RunVerdict(h.do, prog, h.objs.Metrics(), opts)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return ret, opts.DataOut
@@ -971,4 +970,68 @@ func TestFirewallNetkit(t *testing.T) {
 	if ret, _ := run(nk.ToEndpoint, tcp(remote, ep, 8083)); ret == tcShot {
 		t.Errorf("primary program, allowed port: dropped")
 	}
+}
+
+// BenchmarkCompareFirewall compares the uplink XDP program of the old
+// objects (XLANE_BENCH_OLD, see bench_compare_test.go) with the embedded
+// ones and a second copy of the old (the control), interleaved: firewall
+// off, 1,000 rules none of which matches, and 1,000 rules the last of which
+// drops the packet.
+func BenchmarkCompareFirewall(b *testing.B) {
+	dir := os.Getenv("XLANE_BENCH_OLD")
+	if dir == "" {
+		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
+	}
+	frame := tcpFrame(b, "203.0.113.5", "192.0.2.1", 0x10)
+	type trio struct {
+		name string
+		want uint32
+		h    [3]*fwHarness
+		ns   [3][]float64
+	}
+	var trios []*trio
+	for _, c := range []struct {
+		name  string
+		rules int
+		last  bool
+		want  uint32
+	}{{"uplink fw off", 0, false, xdpPass}, {"uplink 1000 rules pass", 1000, false, xdpPass},
+		{"uplink 1000 rules drop-by-last", 1000, true, xdpDrop}} {
+		p := &trio{name: c.name, want: c.want}
+		for i, d := range []string{dir, "", dir} {
+			p.h[i] = newFwHarnessFrom(b, d)
+			if c.rules > 0 {
+				p.h[i].install(b, firewallRules(c.rules, c.last), false)
+			}
+		}
+		trios = append(trios, p)
+	}
+	for r := range 61 {
+		for _, p := range trios {
+			for j := range 3 {
+				i := (j + r) % 3
+				var d time.Duration
+				var ret uint32
+				err := p.h[i].do(func() (err error) {
+					ret, d, err = p.h[i].objs.XDPFromUplink().Benchmark(frame, 3000, nil)
+					return err
+				})
+				if err != nil || ret != p.want {
+					b.Fatalf("%s: return value %d, %v", p.name, ret, err)
+				}
+				p.ns[i] = append(p.ns[i], float64(d.Nanoseconds()))
+			}
+		}
+	}
+	b.Logf("%-30s %8s %8s %8s %8s %8s", "path", "old ns", "new ns", "ctl ns", "new/old", "ctl/old")
+	for _, p := range trios {
+		o, c, a := fwMedian(p.ns[0]), fwMedian(p.ns[1]), fwMedian(p.ns[2])
+		b.Logf("%-30s %8.1f %8.1f %8.1f %8.3f %8.3f", p.name, o, c, a, c/o, a/o)
+	}
+}
+
+func fwMedian(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }

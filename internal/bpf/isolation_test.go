@@ -142,11 +142,8 @@ func TestToEndpointPolicy(t *testing.T) {
 		t.Helper()
 		h.resetMetrics(t)
 		opts := skbContext{IngressIfindex: uint32(iif), Ifindex: uint32(dev)}
-		var ret uint32
-		err := h.do(func() (err error) {
-			ret, err = h.objs.ToEndpoint().Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: opts})
-			return err
-		})
+		ret, err := RunVerdict(h.do, h.objs.ToEndpoint(), h.objs.Metrics(),
+			&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: opts})
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}

@@ -132,21 +132,6 @@ type netkitFwGen struct {
 	AnyClass    [9]uint32
 }
 
-type netkitFwQuote struct {
-	_      structs.HostLayout
-	Mac    [12]uint8
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Q      uint32
-	V6     uint8
-	Tos    uint8
-	Pad    uint16
-	_      [4]byte
-	Tokens uint64
-	Last   uint64
-	B      [1536]uint8
-}
-
 type netkitFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -285,6 +270,21 @@ type netkitPublishVal struct {
 	Pad  uint16
 }
 
+type netkitReplyQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
+}
+
 type netkitServiceKey struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -348,6 +348,8 @@ const (
 	netkitVarXlBtfCtState         = "xl_btf_ct_state"
 	netkitVarXlBtfDir             = "xl_btf_dir"
 	netkitVarXlBtfEpFlags         = "xl_btf_ep_flags"
+	netkitVarXlBtfEthhdr          = "xl_btf_ethhdr"
+	netkitVarXlBtfFlowKeys        = "xl_btf_flow_keys"
 	netkitVarXlBtfFwAction        = "xl_btf_fw_action"
 	netkitVarXlBtfFwAddrKey       = "xl_btf_fw_addr_key"
 	netkitVarXlBtfFwBits          = "xl_btf_fw_bits"
@@ -358,8 +360,11 @@ const (
 	netkitVarXlBtfFwKind          = "xl_btf_fw_kind"
 	netkitVarXlBtfFwLimits        = "xl_btf_fw_limits"
 	netkitVarXlBtfFwRule          = "xl_btf_fw_rule"
+	netkitVarXlBtfIphdr           = "xl_btf_iphdr"
+	netkitVarXlBtfIpv6hdr         = "xl_btf_ipv6hdr"
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
+	netkitVarXlBtfSock            = "xl_btf_sock"
 )
 
 // loadNetkit returns the embedded CollectionSpec for netkit.
@@ -450,6 +455,8 @@ type netkitVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.VariableSpec `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.VariableSpec `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
@@ -460,8 +467,11 @@ type netkitVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 }
 
 // netkitObjects contains all objects after they have been loaded into the kernel.
@@ -554,6 +564,8 @@ type netkitVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.Variable `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.Variable `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
@@ -564,8 +576,11 @@ type netkitVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 }
 
 // netkitPrograms contains all programs after they have been loaded into the kernel.

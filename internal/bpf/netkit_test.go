@@ -103,11 +103,7 @@ func (h *harness) runProg(prog *ebpf.Program, frame []byte, ifindex int) (int32,
 func (h *harness) runProgFrom(prog *ebpf.Program, frame []byte, ifindex, iif int) (int32, []byte, error) {
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256),
 		Context: skbContext{IngressIfindex: uint32(iif), Ifindex: uint32(ifindex)}}
-	var r uint32
-	err := h.do(func() (err error) {
-		r, err = prog.Run(opts)
-		return err
-	})
+	r, err := RunVerdict(h.do, prog, h.objs.Metrics(), opts)
 	return int32(r), opts.DataOut, err
 }
 

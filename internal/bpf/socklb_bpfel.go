@@ -160,14 +160,19 @@ const (
 	socklbVarXlBtfCtState      = "xl_btf_ct_state"
 	socklbVarXlBtfDir          = "xl_btf_dir"
 	socklbVarXlBtfEpFlags      = "xl_btf_ep_flags"
+	socklbVarXlBtfEthhdr       = "xl_btf_ethhdr"
+	socklbVarXlBtfFlowKeys     = "xl_btf_flow_keys"
 	socklbVarXlBtfFwAction     = "xl_btf_fw_action"
 	socklbVarXlBtfFwDdosFlags  = "xl_btf_fw_ddos_flags"
 	socklbVarXlBtfFwEvent      = "xl_btf_fw_event"
 	socklbVarXlBtfFwField      = "xl_btf_fw_field"
 	socklbVarXlBtfFwKind       = "xl_btf_fw_kind"
 	socklbVarXlBtfFwLimits     = "xl_btf_fw_limits"
+	socklbVarXlBtfIphdr        = "xl_btf_iphdr"
+	socklbVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
 	socklbVarXlBtfReason       = "xl_btf_reason"
 	socklbVarXlBtfServiceFlags = "xl_btf_service_flags"
+	socklbVarXlBtfSock         = "xl_btf_sock"
 )
 
 // loadSocklb returns the embedded CollectionSpec for socklb.
@@ -242,14 +247,19 @@ type socklbVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.VariableSpec `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.VariableSpec `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
 	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
 	XlBtfFwEvent      *ebpf.VariableSpec `ebpf:"xl_btf_fw_event"`
 	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 }
 
 // socklbObjects contains all objects after they have been loaded into the kernel.
@@ -310,14 +320,19 @@ type socklbVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.Variable `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.Variable `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
 	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
 	XlBtfFwEvent      *ebpf.Variable `ebpf:"xl_btf_fw_event"`
 	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 }
 
 // socklbPrograms contains all programs after they have been loaded into the kernel.

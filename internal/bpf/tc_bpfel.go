@@ -233,21 +233,6 @@ const (
 	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
 )
 
-type tcFwQuote struct {
-	_      structs.HostLayout
-	Mac    [12]uint8
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Q      uint32
-	V6     uint8
-	Tos    uint8
-	Pad    uint16
-	_      [4]byte
-	Tokens uint64
-	Last   uint64
-	B      [1536]uint8
-}
-
 type tcFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -386,6 +371,21 @@ type tcPublishVal struct {
 	Pad  uint16
 }
 
+type tcReplyQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
+}
+
 type tcServiceFlags uint32
 
 const (
@@ -508,6 +508,8 @@ const (
 	tcVarXlBtfCtState       = "xl_btf_ct_state"
 	tcVarXlBtfDir           = "xl_btf_dir"
 	tcVarXlBtfEpFlags       = "xl_btf_ep_flags"
+	tcVarXlBtfEthhdr        = "xl_btf_ethhdr"
+	tcVarXlBtfFlowKeys      = "xl_btf_flow_keys"
 	tcVarXlBtfFwAction      = "xl_btf_fw_action"
 	tcVarXlBtfFwAddrKey     = "xl_btf_fw_addr_key"
 	tcVarXlBtfFwBits        = "xl_btf_fw_bits"
@@ -518,8 +520,11 @@ const (
 	tcVarXlBtfFwKind        = "xl_btf_fw_kind"
 	tcVarXlBtfFwLimits      = "xl_btf_fw_limits"
 	tcVarXlBtfFwRule        = "xl_btf_fw_rule"
+	tcVarXlBtfIphdr         = "xl_btf_iphdr"
+	tcVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
+	tcVarXlBtfSock          = "xl_btf_sock"
 )
 
 // loadTc returns the embedded CollectionSpec for tc.
@@ -610,6 +615,8 @@ type tcVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.VariableSpec `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.VariableSpec `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
@@ -620,8 +627,11 @@ type tcVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 }
 
 // tcObjects contains all objects after they have been loaded into the kernel.
@@ -714,6 +724,8 @@ type tcVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.Variable `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.Variable `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
@@ -724,8 +736,11 @@ type tcVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 }
 
 // tcPrograms contains all programs after they have been loaded into the kernel.

@@ -138,10 +138,16 @@ type skbContext struct {
 
 func newHarness(tb testing.TB, o ...Options) *harness {
 	tb.Helper()
+	return newHarnessFrom(tb, "", o...)
+}
+
+// newHarnessFrom is newHarness with the objects of dir (LoadFrom).
+func newHarnessFrom(tb testing.TB, dir string, o ...Options) *harness {
+	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
 	}
-	objs, err := Load("", o...)
+	objs, err := LoadFrom(dir, o...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -292,11 +298,7 @@ func (h *harness) run(frame []byte, ifindex int) (ret int32, out []byte, err err
 	if ifindex != 0 {
 		opts.Context = skbContext{IngressIfindex: uint32(ifindex), Ifindex: uint32(ifindex)}
 	}
-	var r uint32
-	err = h.do(func() (err error) {
-		r, err = h.objs.FromEndpoint().Run(opts)
-		return err
-	})
+	r, err := RunVerdict(h.do, h.objs.FromEndpoint(), h.objs.Metrics(), opts)
 	return int32(r), opts.DataOut, err
 }
 

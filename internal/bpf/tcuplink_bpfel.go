@@ -132,21 +132,6 @@ type tcuplinkFwGen struct {
 	AnyClass    [9]uint32
 }
 
-type tcuplinkFwQuote struct {
-	_      structs.HostLayout
-	Mac    [12]uint8
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Q      uint32
-	V6     uint8
-	Tos    uint8
-	Pad    uint16
-	_      [4]byte
-	Tokens uint64
-	Last   uint64
-	B      [1536]uint8
-}
-
 type tcuplinkFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -285,6 +270,21 @@ type tcuplinkPublishVal struct {
 	Pad  uint16
 }
 
+type tcuplinkReplyQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
+}
+
 type tcuplinkServiceKey struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -347,6 +347,8 @@ const (
 	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
 	tcuplinkVarXlBtfDir          = "xl_btf_dir"
 	tcuplinkVarXlBtfEpFlags      = "xl_btf_ep_flags"
+	tcuplinkVarXlBtfEthhdr       = "xl_btf_ethhdr"
+	tcuplinkVarXlBtfFlowKeys     = "xl_btf_flow_keys"
 	tcuplinkVarXlBtfFwAction     = "xl_btf_fw_action"
 	tcuplinkVarXlBtfFwAddrKey    = "xl_btf_fw_addr_key"
 	tcuplinkVarXlBtfFwBits       = "xl_btf_fw_bits"
@@ -357,8 +359,11 @@ const (
 	tcuplinkVarXlBtfFwKind       = "xl_btf_fw_kind"
 	tcuplinkVarXlBtfFwLimits     = "xl_btf_fw_limits"
 	tcuplinkVarXlBtfFwRule       = "xl_btf_fw_rule"
+	tcuplinkVarXlBtfIphdr        = "xl_btf_iphdr"
+	tcuplinkVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
+	tcuplinkVarXlBtfSock         = "xl_btf_sock"
 )
 
 // loadTcuplink returns the embedded CollectionSpec for tcuplink.
@@ -448,6 +453,8 @@ type tcuplinkVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.VariableSpec `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.VariableSpec `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
@@ -458,8 +465,11 @@ type tcuplinkVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 }
 
 // tcuplinkObjects contains all objects after they have been loaded into the kernel.
@@ -552,6 +562,8 @@ type tcuplinkVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.Variable `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.Variable `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
@@ -562,8 +574,11 @@ type tcuplinkVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 }
 
 // tcuplinkPrograms contains all programs after they have been loaded into the kernel.

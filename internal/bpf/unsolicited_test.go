@@ -48,12 +48,9 @@ func TestToEndpointUnsolicited(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				var ret uint32
-				err := h.do(func() (err error) {
-					ret, err = h.objs.ToEndpoint().Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256),
+				ret, err := RunVerdict(h.do, h.objs.ToEndpoint(), h.objs.Metrics(),
+					&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256),
 						Context: skbContext{IngressIfindex: uint32(tc.iif), Ifindex: uint32(dev)}})
-					return err
-				})
 				if err != nil {
 					t.Fatalf("run: %v", err)
 				}

@@ -132,21 +132,6 @@ type uplinkFwGen struct {
 	AnyClass    [9]uint32
 }
 
-type uplinkFwQuote struct {
-	_      structs.HostLayout
-	Mac    [12]uint8
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Q      uint32
-	V6     uint8
-	Tos    uint8
-	Pad    uint16
-	_      [4]byte
-	Tokens uint64
-	Last   uint64
-	B      [1536]uint8
-}
-
 type uplinkFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -282,6 +267,21 @@ type uplinkPublishVal struct {
 	Pad  uint16
 }
 
+type uplinkReplyQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
+}
+
 type uplinkServiceKey struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -345,6 +345,8 @@ const (
 	uplinkVarXlBtfCtState               = "xl_btf_ct_state"
 	uplinkVarXlBtfDir                   = "xl_btf_dir"
 	uplinkVarXlBtfEpFlags               = "xl_btf_ep_flags"
+	uplinkVarXlBtfEthhdr                = "xl_btf_ethhdr"
+	uplinkVarXlBtfFlowKeys              = "xl_btf_flow_keys"
 	uplinkVarXlBtfFwAction              = "xl_btf_fw_action"
 	uplinkVarXlBtfFwAddrKey             = "xl_btf_fw_addr_key"
 	uplinkVarXlBtfFwBits                = "xl_btf_fw_bits"
@@ -355,8 +357,11 @@ const (
 	uplinkVarXlBtfFwKind                = "xl_btf_fw_kind"
 	uplinkVarXlBtfFwLimits              = "xl_btf_fw_limits"
 	uplinkVarXlBtfFwRule                = "xl_btf_fw_rule"
+	uplinkVarXlBtfIphdr                 = "xl_btf_iphdr"
+	uplinkVarXlBtfIpv6hdr               = "xl_btf_ipv6hdr"
 	uplinkVarXlBtfReason                = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
+	uplinkVarXlBtfSock                  = "xl_btf_sock"
 )
 
 // loadUplink returns the embedded CollectionSpec for uplink.
@@ -447,6 +452,8 @@ type uplinkVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.VariableSpec `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.VariableSpec `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
@@ -457,8 +464,11 @@ type uplinkVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 }
 
 // uplinkObjects contains all objects after they have been loaded into the kernel.
@@ -551,6 +561,8 @@ type uplinkVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.Variable `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.Variable `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
@@ -561,8 +573,11 @@ type uplinkVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 }
 
 // uplinkPrograms contains all programs after they have been loaded into the kernel.

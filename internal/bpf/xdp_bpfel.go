@@ -132,21 +132,6 @@ type xdpFwGen struct {
 	AnyClass    [9]uint32
 }
 
-type xdpFwQuote struct {
-	_      structs.HostLayout
-	Mac    [12]uint8
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Q      uint32
-	V6     uint8
-	Tos    uint8
-	Pad    uint16
-	_      [4]byte
-	Tokens uint64
-	Last   uint64
-	B      [1536]uint8
-}
-
 type xdpFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -282,6 +267,21 @@ type xdpPublishVal struct {
 	Pad  uint16
 }
 
+type xdpReplyQuote struct {
+	_      structs.HostLayout
+	Mac    [12]uint8
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Q      uint32
+	V6     uint8
+	Tos    uint8
+	Pad    uint16
+	_      [4]byte
+	Tokens uint64
+	Last   uint64
+	B      [1536]uint8
+}
+
 type xdpServiceKey struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -345,6 +345,8 @@ const (
 	xdpVarXlBtfCtState                 = "xl_btf_ct_state"
 	xdpVarXlBtfDir                     = "xl_btf_dir"
 	xdpVarXlBtfEpFlags                 = "xl_btf_ep_flags"
+	xdpVarXlBtfEthhdr                  = "xl_btf_ethhdr"
+	xdpVarXlBtfFlowKeys                = "xl_btf_flow_keys"
 	xdpVarXlBtfFwAction                = "xl_btf_fw_action"
 	xdpVarXlBtfFwAddrKey               = "xl_btf_fw_addr_key"
 	xdpVarXlBtfFwBits                  = "xl_btf_fw_bits"
@@ -355,8 +357,11 @@ const (
 	xdpVarXlBtfFwKind                  = "xl_btf_fw_kind"
 	xdpVarXlBtfFwLimits                = "xl_btf_fw_limits"
 	xdpVarXlBtfFwRule                  = "xl_btf_fw_rule"
+	xdpVarXlBtfIphdr                   = "xl_btf_iphdr"
+	xdpVarXlBtfIpv6hdr                 = "xl_btf_ipv6hdr"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
+	xdpVarXlBtfSock                    = "xl_btf_sock"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -447,6 +452,8 @@ type xdpVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.VariableSpec `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.VariableSpec `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.VariableSpec `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.VariableSpec `ebpf:"xl_btf_fw_bits"`
@@ -457,8 +464,11 @@ type xdpVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -551,6 +561,8 @@ type xdpVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.Variable `ebpf:"xl_btf_ethhdr"`
+	XlBtfFlowKeys     *ebpf.Variable `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
 	XlBtfFwAddrKey    *ebpf.Variable `ebpf:"xl_btf_fw_addr_key"`
 	XlBtfFwBits       *ebpf.Variable `ebpf:"xl_btf_fw_bits"`
@@ -561,8 +573,11 @@ type xdpVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
+	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.

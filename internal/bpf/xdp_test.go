@@ -127,7 +127,13 @@ func (p xdpProg) of(o *Objects) *ebpf.Program {
 
 func newXDPHarness(tb testing.TB) *harness {
 	tb.Helper()
-	h := newHarness(tb)
+	return newXDPHarnessFrom(tb, "")
+}
+
+// newXDPHarnessFrom is newXDPHarness with the objects of dir (LoadFrom).
+func newXDPHarnessFrom(tb testing.TB, dir string) *harness {
+	tb.Helper()
+	h := newHarnessFrom(tb, dir)
 	requireXDPPrograms(tb, h.objs) // compat_test.go
 	nl, err := netlink.NewHandleAt(h.ns)
 	if err != nil {
@@ -215,11 +221,7 @@ func newXDPHarness(tb testing.TB) *harness {
 // runXDPCtx runs prog on frame with ctx as its context (nil: none).
 func (h *harness) runXDPCtx(prog *ebpf.Program, frame []byte, ctx any) (ret int32, out []byte, err error) {
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Context: ctx}
-	var r uint32
-	err = h.do(func() (err error) {
-		r, err = prog.Run(opts)
-		return err
-	})
+	r, err := RunVerdict(h.do, prog, h.objs.Metrics(), opts)
 	return int32(r), opts.DataOut, err
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // Hairpin, reply-tuple clashes and ICMP errors of translated flows, with
-// real traffic (bpf/lib/natstage.h; the prog.Run side is
+// real traffic (bpf/lib/ct_nat.h; the prog.Run side is
 // internal/bpf/ct_both_test.go).
 
 // wantNATFlow checks conntrack holds an original entry translated both

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * ct_nat.h - the NAT of conntrack entries in the tc programs: translate a
+ * packet as its flow's entry says, or create the entries of a new flow
+ * (DNAT to a published port or a service backend, masquerade towards the
+ * uplink, a source port remapped when the reply tuple is taken).
+ */
+#ifndef XLANE_CT_NAT_H
+#define XLANE_CT_NAT_H
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include "abi.h"
+#include "maps.h"
+#include "parse.h"
+#include "l4.h"
+#include "ct.h"
+#include "nat.h"
+#include "lb.h"
+#include "stage.h"
+
+#define NAT_PORT_TRIES 16
+
+#ifndef EEXIST
+#define EEXIST 17 /* asm-generic/errno-base.h */
+#endif
+
+static __always_inline int key_is_zero(const __u8 *a)
+{
+	__u64 hi, lo;
+
+	__builtin_memcpy(&hi, a, 8);
+	__builtin_memcpy(&lo, a + 8, 8);
+	return hi == 0 && lo == 0;
+}
+
+static __always_inline int addr_eq(const __u8 *a, const __u8 *b)
+{
+	__u64 a0, a1, b0, b1;
+
+	__builtin_memcpy(&a0, a, 8);
+	__builtin_memcpy(&a1, a + 8, 8);
+	__builtin_memcpy(&b0, b, 8);
+	__builtin_memcpy(&b1, b + 8, 8);
+	return a0 == b0 && a1 == b1;
+}
+
+/* node_addr returns the node's masquerade address of p's family, or NULL. */
+static __always_inline const __u8 *node_addr(const struct xl_config *cfg, const struct pkt *p)
+{
+	const __u8 *a = p->ip4 ? cfg->uplink_v4 : cfg->uplink_v6;
+
+	return key_is_zero(a) ? 0 : a;
+}
+
+/* Re-read the headers after a rewrite moved or invalidated them. */
+static __always_inline int tc_reparse(struct __sk_buff *skb, struct pkt *p, struct l4 *l4)
+{
+	struct pkt np = {};
+
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &np) !=
+	    PARSE_OK)
+		return -1;
+	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &np, l4) != L4_OK)
+		return -1;
+	*p = np;
+	return 0;
+}
+
+/*
+ * ct_nat_apply rewrites p as entry v says (for CT_NAT_BOTH the destination,
+ * then the source) and re-parses it. A BPF-to-BPF call, so the rewrite code
+ * exists once in each program. Returns 0, or -1 if the packet could not be
+ * rewritten.
+ */
+static __noinline int ct_nat_apply(struct __sk_buff *skb, struct pkt *p, struct l4 *l4,
+				   const struct ct_val *v)
+{
+	__u8 nat = v->nat;
+
+	if (nat & CT_NAT_DST) {
+		if (nat_rewrite(skb, p, l4, CT_NAT_DST, v->nat_addr, v->nat_port) ||
+		    tc_reparse(skb, p, l4))
+			return -1;
+	}
+	if (nat & CT_NAT_SRC) {
+		const __u8 *a = nat == CT_NAT_BOTH ? v->nat_saddr : v->nat_addr;
+		__u16 port = nat == CT_NAT_BOTH ? v->nat_sport : v->nat_port;
+
+		if (nat_rewrite(skb, p, l4, CT_NAT_SRC, a, port) || tc_reparse(skb, p, l4))
+			return -1;
+	}
+	return 0;
+}
+
+/* ct_translate applies an existing entry's NAT and re-parses. */
+static __always_inline enum xl_step ct_translate(struct __sk_buff *skb, struct pkt *p,
+						 struct l4 *l4, const struct ct_val *v,
+						 enum xl_reason *reason)
+{
+	if (v->nat == CT_NAT_NONE)
+		return XL_CONTINUE;
+	if (ct_nat_apply(skb, p, l4, v))
+		return xl_final(reason, XL_DROP_MALFORMED);
+	return XL_CONTINUE;
+}
+
+/*
+ * ct_create_ports creates a flow's entries with the first free port of the
+ * masquerade range (random start, NAT_PORT_TRIES tries): the original
+ * direction's nat_port (CT_NAT_SRC) or nat_sport (CT_NAT_BOTH). Ports come
+ * from --nat-ports, outside the node's ip_local_port_range. Returns
+ * ct_create's result: -EEXIST when every port tried was taken.
+ */
+static __noinline int ct_create_ports(const struct ct_key *k, struct ct_scratch *sc,
+				      const struct l4 *l4, __u32 len, const struct xl_config *cfg)
+{
+	__u32 range, start;
+	int err = -EEXIST;
+	__u16 port;
+	int i;
+
+	if (cfg->nat_port_max < cfg->nat_port_min)
+		return -EEXIST;
+	range = (__u32)cfg->nat_port_max - cfg->nat_port_min + 1;
+	start = bpf_get_prandom_u32();
+	for (i = 0; i < NAT_PORT_TRIES; i++) {
+		port = bpf_htons(cfg->nat_port_min + (start + i) % range);
+		if (sc->orig.nat == CT_NAT_BOTH)
+			sc->orig.nat_sport = port;
+		else
+			sc->orig.nat_port = port;
+		err = ct_create(k, sc, l4, len);
+		if (err != -EEXIST)
+			break;
+	}
+	return err;
+}
+
+/* ct_dnat_target finds where a new flow's destination translates to: a
+ * published port on the node's address, or a service VIP's backend.
+ * Returns 1 with *to filled, 0 if neither, -1 for a VIP without backends. */
+static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *l4,
+					  const struct ct_key *k, const struct xl_config *cfg,
+					  struct backend_val *to)
+{
+	const __u8 *na = node_addr(cfg, p);
+
+	if (na && addr_eq(k->daddr, na) && !l4->icmp_echo) {
+		struct publish_key pk = { .port = l4->dport,
+					  .proto = l4->proto,
+					  .family = p->ip4 ? 4 : 6 };
+		const struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
+
+		if (!pv)
+			return 0;
+		__builtin_memcpy(to->addr, pv->addr, 16);
+		to->port = pv->port;
+		return 1;
+	}
+	switch (lb_select(k, l4, to)) {
+	case LB_BACKEND:
+		return 1;
+	case LB_NO_BACKEND:
+		return -1;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * ct_publish creates a DNAT flow if p is addressed to a published port or
+ * a service VIP. Returns XL_CONTINUE, with *dnat 1 if it did (p
+ * translated) and 0 if p is for neither, or a final step (a VIP without
+ * backends, no entry or port to be had).
+ *
+ * Two cases also translate the source (CT_NAT_BOTH), as Linux's NAT does:
+ * - hairpin: the target is the client itself (a container reaching its own
+ *   published port or a service it backs): the source becomes the node's
+ *   address and a port of the masquerade range, so the reply leaves the
+ *   container towards the gateway and comes back through xlane instead of
+ *   going straight to the client socket inside the container;
+ * - a reply-tuple clash: the target already has a flow from the client's
+ *   address and port (the same client port to two VIPs with a common
+ *   backend, or to the backend directly): the source port is remapped to a
+ *   free one of the masquerade range, the address kept.
+ * No free port: pass_nat_ports, the packet goes to Linux untranslated.
+ */
+static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt *p, struct l4 *l4,
+					       const struct ct_key *k, const struct xl_config *cfg,
+					       int *dnat, enum xl_reason *reason)
+{
+	struct backend_val to = {};
+	struct ct_scratch *sc;
+	const __u8 *src;
+	int err;
+	int rc;
+
+	*dnat = 0;
+	rc = ct_dnat_target(p, l4, k, cfg, &to);
+	if (rc < 0)
+		return xl_final(reason, XL_DROP_NO_BACKEND);
+	if (rc == 0)
+		return XL_CONTINUE;
+	sc = ct_scratch_get();
+	if (!sc)
+		return xl_final(reason, XL_PASS_CT_FULL);
+	sc->orig.nat = CT_NAT_DST;
+	__builtin_memcpy(sc->orig.nat_addr, to.addr, 16);
+	sc->orig.nat_port = to.port;
+	sc->reply.nat = CT_NAT_SRC;
+	__builtin_memcpy(sc->reply.nat_addr, k->daddr, 16);
+	sc->reply.nat_port = k->dport;
+	src = k->saddr;
+	if (addr_eq(to.addr, k->saddr)) {
+		src = node_addr(cfg, p); /* hairpin */
+		err = -EEXIST;
+	} else {
+		err = ct_create(k, sc, l4, skb->len);
+	}
+	if (err == -EEXIST && src) {
+		sc->orig.nat = CT_NAT_BOTH;
+		__builtin_memcpy(sc->orig.nat_saddr, src, 16);
+		sc->reply.nat = CT_NAT_BOTH;
+		__builtin_memcpy(sc->reply.nat_addr, k->saddr, 16);
+		sc->reply.nat_port = k->sport;
+		__builtin_memcpy(sc->reply.nat_saddr, k->daddr, 16);
+		sc->reply.nat_sport = k->dport;
+		err = ct_create_ports(k, sc, l4, skb->len, cfg);
+	}
+	if (err)
+		return xl_final(reason, err == -EEXIST ? XL_PASS_NAT_PORTS : XL_PASS_CT_FULL);
+	if (ct_nat_apply(skb, p, l4, &sc->orig))
+		return xl_final(reason, XL_DROP_MALFORMED);
+	*dnat = 1;
+	return XL_CONTINUE;
+}
+
+/* ct_masquerade creates a source-NAT flow from address na (the node's; or
+ * the sender's own, to remap only the port of a flow whose reply tuple is
+ * taken) and a free port (ICMP: identifier) of the configured range. */
+static __always_inline enum xl_step ct_masquerade(struct __sk_buff *skb, struct pkt *p,
+						  struct l4 *l4, const struct ct_key *k,
+						  const struct xl_config *cfg, const __u8 *na,
+						  enum xl_reason *reason)
+{
+	struct ct_scratch *sc;
+	int err;
+
+	sc = ct_scratch_get();
+	if (!na || !sc)
+		return xl_final(reason, XL_PASS_NAT_PORTS);
+	sc->orig.nat = CT_NAT_SRC;
+	__builtin_memcpy(sc->orig.nat_addr, na, 16);
+	sc->reply.nat = CT_NAT_DST;
+	__builtin_memcpy(sc->reply.nat_addr, k->saddr, 16);
+	sc->reply.nat_port = k->sport;
+	err = ct_create_ports(k, sc, l4, skb->len, cfg);
+	if (err)
+		return xl_final(reason, err == -EEXIST ? XL_PASS_NAT_PORTS : XL_PASS_CT_FULL);
+	if (ct_nat_apply(skb, p, l4, &sc->orig))
+		return xl_final(reason, XL_DROP_MALFORMED);
+	return XL_CONTINUE;
+}
+
+#endif /* XLANE_CT_NAT_H */

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * fw_classify.h - the rule classifier (docs/firewall.md): the packet's
+ * field classes, the search for the deciding rule over the ANDed bitmaps,
+ * rule counters and sampled events, and the two halves of the verdict
+ * (fw_prepare, fw_verdict) with the conntrack entries an allowed flow gets
+ * where the hook owns them.
+ */
+#ifndef XLANE_FW_CLASSIFY_H
+#define XLANE_FW_CLASSIFY_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include "abi.h"
+#include "maps.h"
+#include "parse.h"
+#include "l4.h"
+#include "ct.h"
+#include "fw_maps.h"
+#include "fw_l4.h"
+
+/* What the calling hook knows. */
+struct fw_hook {
+	__u32 ifindex; /* device the hit is reported on */
+	__u32 netid;   /* the endpoint's network; 0 on the uplink */
+	__u32 len;     /* bytes, for counters */
+	__u8 kind;     /* enum fw_kind */
+	__u8 track;    /* this hook owns conntrack for the packet:
+			* refresh its entry, or create one for an
+			* allowed new flow (hooks no ct stage runs
+			* behind: tcx egress, XDP) */
+	__u16 pad;
+};
+
+/* Between the halves of the stage (the global functions); the hooks see
+ * an enum xl_step. */
+enum fw_verdict {
+	FW_V_ALLOW = 0,
+	FW_V_DROP,
+	FW_V_REJECT, /* refused: answer it where the hook can */
+	FW_V_SEARCH, /* fw_prepare: the classes are in the
+		      * scratch, fw_decide searches them */
+};
+
+/*
+ * Per-packet scratch of the stage, kept off the BPF stack: the stage runs
+ * as a call below the hook's frame, and the two share 512 bytes.
+ */
+struct fw_scratch {
+	struct ct_key k;  /* the packet's flow, as conntrack keys it
+			   * (addresses always set: events use them) */
+	struct ct_key rk; /* ICMP error: the flow it is about */
+	struct l4 cl;	  /* what ct_hit/ct_create need */
+	struct fw_l4 l4;
+	struct fw_hook hk;
+	struct fw_exact_key ek;
+	struct fw_addr_key ak;
+	__u32 cls[FW_F_MAX];
+	__u32 key;
+	__u32 slot;	       /* the generation's slot */
+	__u32 fields;	       /* its fw_gen.fields */
+	enum xl_reason reason; /* of a refusal */
+	/* The search (fw_step): candidate words left, the current word's
+	 * matching rules, the deciding rule's bit + 1 (0: none). */
+	__u64 c0, c1, c2, c3;
+	__u64 acc;
+	__u32 base;
+	__u32 found;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_scratch);
+	__uint(max_entries, 1);
+} xlane_fw_scratch SEC(".maps");
+
+/* The classes' bitmaps, one pointer per field: the search ANDs them. */
+struct fw_bitmaps {
+	struct fw_bits *b[FW_F_MAX];
+};
+
+static __always_inline int fw_ctz(__u64 x)
+{
+	return __builtin_ctzll(x); /* de Bruijn multiply in BPF */
+}
+
+static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
+{
+	__u32 slot = r->slot;
+	struct fw_counter *c = bpf_map_lookup_elem(&xlane_fw_counters, &slot);
+
+	if (!c)
+		return;
+	/* Per-CPU value: no atomics needed. */
+	c->packets++;
+	c->bytes += len;
+	c->last_hit = bpf_ktime_get_coarse_ns();
+}
+
+static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scratch *sc)
+{
+	struct fw_event *e;
+
+	if (!r->sample || (r->sample > 1 && bpf_get_prandom_u32() % r->sample))
+		return;
+	e = bpf_ringbuf_reserve(&xlane_fw_events, sizeof(*e), 0);
+	if (!e)
+		return;
+	e->ts = bpf_ktime_get_ns();
+	e->slot = r->slot;
+	e->ifindex = sc->hk.ifindex;
+	e->len = sc->hk.len;
+	e->kind = sc->hk.kind;
+	e->action = r->action;
+	e->proto = sc->l4.proto;
+	e->pad = 0;
+	__builtin_memcpy(e->saddr, sc->k.saddr, 16);
+	__builtin_memcpy(e->daddr, sc->k.daddr, 16);
+	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : sc->l4.sport;
+	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : sc->l4.dport;
+	e->pad2 = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* fw_word is word i of the AND of every field's bitmap. */
+static __always_inline __u64 fw_word(const struct fw_bitmaps *m, __u32 i)
+{
+	i &= FW_WORDS - 1;
+	return m->b[FW_F_CTX]->w[i] & m->b[FW_F_SMAC]->w[i] & m->b[FW_F_DMAC]->w[i] &
+	       m->b[FW_F_SRC]->w[i] & m->b[FW_F_DST]->w[i] & m->b[FW_F_PROTO]->w[i] &
+	       m->b[FW_F_SPORT]->w[i] & m->b[FW_F_DPORT]->w[i] & m->b[FW_F_FLAGS]->w[i];
+}
+
+static __always_inline __u64 fw_sum(const struct fw_bitmaps *m, __u32 i)
+{
+	return m->b[FW_F_CTX]->sum[i] & m->b[FW_F_SMAC]->sum[i] & m->b[FW_F_DMAC]->sum[i] &
+	       m->b[FW_F_SRC]->sum[i] & m->b[FW_F_DST]->sum[i] & m->b[FW_F_PROTO]->sum[i] &
+	       m->b[FW_F_SPORT]->sum[i] & m->b[FW_F_DPORT]->sum[i] & m->b[FW_F_FLAGS]->sum[i];
+}
+
+/* The bpf_loop context: the bitmaps (pointers cannot live in a map
+ * value), the rules map and the scratch that holds the rest. The only
+ * part of the stage on the BPF stack. */
+struct fw_walk {
+	struct fw_bitmaps m;
+	void *rules;
+	struct fw_scratch *sc;
+};
+
+/*
+ * fw_step is a bpf_loop callback, one step of the search: with no
+ * matching rule left in the current word, move to the next candidate word
+ * (stop when none is left); else take the word's first rule: a log rule
+ * emits its event and the walk goes on, any other decides (stop). A
+ * callback rather than a bounded loop: the verifier checks its body once,
+ * where 300 iterations of data-dependent branches exceed its budget; the
+ * kernel inlines the call.
+ */
+static long fw_step(__u64 n, void *ctx)
+{
+	struct fw_walk *w = ctx;
+	struct fw_scratch *sc = w->sc;
+	struct fw_rule *r;
+	__u32 i;
+
+	if (!sc->acc) {
+		if (sc->c0) {
+			i = fw_ctz(sc->c0);
+			sc->c0 &= sc->c0 - 1;
+		} else if (sc->c1) {
+			i = 64 + fw_ctz(sc->c1);
+			sc->c1 &= sc->c1 - 1;
+		} else if (sc->c2) {
+			i = 128 + fw_ctz(sc->c2);
+			sc->c2 &= sc->c2 - 1;
+		} else if (sc->c3) {
+			i = 192 + fw_ctz(sc->c3);
+			sc->c3 &= sc->c3 - 1;
+		} else {
+			return 1;
+		}
+		i &= FW_WORDS - 1;
+		sc->acc = fw_word(&w->m, i);
+		sc->base = i * 64;
+		return 0;
+	}
+	sc->key = sc->base + fw_ctz(sc->acc);
+	sc->acc &= sc->acc - 1;
+	r = bpf_map_lookup_elem(w->rules, &sc->key);
+	if (!r)
+		return 1;
+	if (r->action != FW_LOG) {
+		sc->found = sc->key + 1;
+		return 1;
+	}
+	fw_count(r, sc->hk.len);
+	fw_log(r, sc);
+	return 0;
+}
+
+/*
+ * fw_search walks the matching rules in priority order and returns the
+ * one that decides, or NULL when none matches. At most FW_WORDS words are
+ * ANDed, one step per word and per matching log rule, of which a set has
+ * at most FW_MAX_LOG_RULES.
+ */
+static __always_inline struct fw_rule *fw_search(struct fw_walk *w)
+{
+	struct fw_scratch *sc = w->sc;
+
+	sc->c0 = fw_sum(&w->m, 0);
+	sc->c1 = fw_sum(&w->m, 1);
+	sc->c2 = fw_sum(&w->m, 2);
+	sc->c3 = fw_sum(&w->m, 3);
+	sc->acc = 0;
+	sc->found = 0;
+	bpf_loop(2 * FW_WORDS + FW_MAX_LOG_RULES + 1, fw_step, w, 0);
+	if (!sc->found)
+		return 0;
+	sc->key = sc->found - 1;
+	return bpf_map_lookup_elem(w->rules, &sc->key);
+}
+
+/* fw_addr_key fills the LPM key of address a for field f (struct
+ * fw_addr_key: families apart, IPv4 in the first four bytes). */
+static __always_inline void fw_addr_key(struct fw_addr_key *ak, __u8 f, const struct pkt *p,
+					const struct endpoint_key *a)
+{
+	__builtin_memset(ak, 0, sizeof(*ak));
+	if (p->ip4) {
+		ak->prefixlen = 8 + 32;
+		ak->field = f;
+		__builtin_memcpy(ak->addr, &a->addr[12], 4);
+	} else {
+		ak->prefixlen = 8 + 128;
+		ak->field = f | FW_ADDR_V6;
+		__builtin_memcpy(ak->addr, a->addr, 16);
+	}
+}
+
+/* fw_lookup_u32 returns the u32 value at key of map, or -1 if none. */
+static __always_inline __s64 fw_lookup_u32(void *map, const void *key)
+{
+	__u32 *v = bpf_map_lookup_elem(map, key);
+
+	return v ? (__s64)*v : -1; /* not u32: -1 must stay negative */
+}
+
+/*
+ * fw_classes looks p's fields up in slot's generation and leaves their
+ * classes in sc->cls: 0 when the search must run, -1 when no rule of
+ * the set can match p (allowed).
+ */
+static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, const struct pkt *p,
+				      struct fw_scratch *sc)
+{
+	const struct fw_hook *hk = &sc->hk;
+	const struct fw_l4 *l4 = &sc->l4;
+	struct fw_exact_key *ek = &sc->ek;
+	struct fw_addr_key *ak = &sc->ak;
+	void *exact, *addr, *scalar;
+	__u32 fields = gen->fields;
+	__s64 c;
+
+	exact = bpf_map_lookup_elem(&xlane_fw_exact, &slot);
+	addr = bpf_map_lookup_elem(&xlane_fw_addr, &slot);
+	scalar = bpf_map_lookup_elem(&xlane_fw_scalar, &slot);
+	if (!exact || !addr || !scalar)
+		return -1;
+	sc->slot = slot;
+	sc->fields = fields;
+
+	/* The hook: (kind, network), else (kind, every network); a kind no
+	 * rule names has no entry, and nothing to match. */
+	ek->field = FW_F_CTX;
+	ek->kind = hk->kind;
+	__builtin_memset(ek->data, 0, sizeof(ek->data));
+	__builtin_memcpy(ek->data, &hk->netid, 4);
+	c = fw_lookup_u32(exact, ek);
+	if (c < 0) {
+		__builtin_memset(ek->data, 0, sizeof(ek->data));
+		c = fw_lookup_u32(exact, ek);
+		if (c < 0)
+			return -1;
+	}
+	sc->cls[FW_F_CTX] = c;
+
+	sc->cls[FW_F_SMAC] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_SMAC)) {
+		ek->field = FW_F_SMAC;
+		ek->kind = 0;
+		__builtin_memcpy(ek->data, p->eth->h_source, 6);
+		c = fw_lookup_u32(exact, ek);
+		sc->cls[FW_F_SMAC] = c < 0 ? gen->any_class[FW_F_SMAC] : c;
+	}
+	sc->cls[FW_F_DMAC] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_DMAC)) {
+		ek->field = FW_F_DMAC;
+		ek->kind = 0;
+		__builtin_memcpy(ek->data, p->eth->h_dest, 6);
+		c = fw_lookup_u32(exact, ek);
+		sc->cls[FW_F_DMAC] = c < 0 ? gen->any_class[FW_F_DMAC] : c;
+	}
+	sc->cls[FW_F_SRC] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_SRC)) {
+		fw_addr_key(ak, FW_F_SRC, p, &p->src);
+		c = fw_lookup_u32(addr, ak);
+		if (c < 0)
+			return -1; /* no rule covers this source */
+		sc->cls[FW_F_SRC] = c;
+	}
+	sc->cls[FW_F_DST] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_DST)) {
+		fw_addr_key(ak, FW_F_DST, p, &p->dst);
+		c = fw_lookup_u32(addr, ak);
+		if (c < 0)
+			return -1;
+		sc->cls[FW_F_DST] = c;
+	}
+	sc->cls[FW_F_PROTO] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_PROTO)) {
+		sc->key = FW_SC_PROTO + l4->proto;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_PROTO] = c < 0 ? FW_CLASS_ALL : c;
+	}
+	sc->cls[FW_F_SPORT] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_SPORT)) {
+		sc->key = FW_SC_SPORT + l4->sport;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_SPORT] = c < 0 ? FW_CLASS_ALL : c;
+	}
+	sc->cls[FW_F_DPORT] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_DPORT)) {
+		sc->key = FW_SC_DPORT + l4->dport;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_DPORT] = c < 0 ? FW_CLASS_ALL : c;
+	}
+	sc->cls[FW_F_FLAGS] = FW_CLASS_ALL;
+	if (fields & (1 << FW_F_FLAGS)) {
+		sc->key = FW_SC_FLAGS + l4->flags;
+		c = fw_lookup_u32(scalar, &sc->key);
+		sc->cls[FW_F_FLAGS] = c < 0 ? FW_CLASS_ALL : c;
+	}
+
+	return 0;
+}
+
+/* fw_search_classes runs the search over sc's classes: the deciding rule,
+ * or NULL. */
+static __always_inline struct fw_rule *fw_search_classes(struct fw_scratch *sc)
+{
+	__u32 slot = sc->slot & 1, fields = sc->fields;
+	struct fw_bits *all;
+	struct fw_walk w;
+	void *pool, *rules;
+
+	pool = bpf_map_lookup_elem(&xlane_fw_pool, &slot);
+	rules = bpf_map_lookup_elem(&xlane_fw_rules, &slot);
+	if (!pool || !rules)
+		return 0;
+	/* A field no rule restricts is every bit: one lookup serves them. */
+	sc->key = FW_CLASS_ALL;
+	all = bpf_map_lookup_elem(pool, &sc->key);
+	if (!all)
+		return 0;
+#pragma unroll
+	for (int f = 0; f < FW_F_MAX; f++) {
+		if (!(fields & (1 << f))) {
+			w.m.b[f] = all;
+			continue;
+		}
+		w.m.b[f] = bpf_map_lookup_elem(pool, &sc->cls[f]);
+		if (!w.m.b[f])
+			return 0;
+	}
+	w.rules = rules;
+	w.sc = sc;
+	return fw_search(&w);
+}
+
+/* fw_track keeps the flow's conntrack entries when the hook owns them:
+ * refresh the entry v (NULL: look it up), or create the flow. */
+static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
+{
+	if (!sc->hk.track || !sc->l4.trackable)
+		return;
+	sc->cl.proto = sc->l4.proto;
+	sc->cl.tcp_flags = sc->l4.flags;
+	sc->cl.sport = sc->l4.ct_sport;
+	sc->cl.dport = sc->l4.ct_dport;
+	if (!v)
+		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+	if (ct_refresh(&sc->k, v, &sc->cl, sc->hk.len))
+		return;
+	{
+		struct ct_scratch *cs = ct_scratch_get();
+
+		/* A full table leaves the flow untracked: its replies are
+		 * classified like new flows. */
+		if (cs)
+			ct_create(&sc->k, cs, &sc->cl, sc->hk.len);
+	}
+}
+
+/*
+ * fw_prepare is the first half of the stage: FW_V_ALLOW when the packet
+ * passes before any rule (no rule set, neighbour discovery, established
+ * or related, or no rule of the set can match it), else FW_V_SEARCH with
+ * the classes of its fields in sc. p was parsed (PARSE_OK) from data;
+ * sc->hk is set.
+ */
+static __always_inline int fw_prepare(void *data, void *data_end, const struct pkt *p,
+				      struct fw_scratch *sc)
+{
+	__u32 zero = 0, slot;
+	struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
+	struct fw_gen *gen;
+	struct ct_val *v = 0;
+
+	if (!st || !st->on)
+		return FW_V_ALLOW;
+	slot = st->active & 1;
+	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
+	if (!gen)
+		return FW_V_ALLOW;
+	/* Only what is read before it is written needs zeroing (sc->hk is
+	 * the caller's). */
+	__builtin_memset(&sc->k, 0, sizeof(sc->k));
+	__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
+	fw_parse_l4(data, data_end, p, &sc->l4, &sc->rk);
+	/* Neighbour discovery (router/neighbour solicitation and
+	 * advertisement, redirect) is never filtered: without it IPv6 dies. */
+	if (sc->l4.proto == IPPROTO_ICMPV6 && sc->l4.dport >= 133 && sc->l4.dport <= 137)
+		return FW_V_ALLOW;
+	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
+	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
+	if (sc->l4.trackable) {
+		sc->k.sport = sc->l4.ct_sport;
+		sc->k.dport = sc->l4.ct_dport;
+		sc->k.proto = sc->l4.proto;
+		/* A hash of a 40-byte key: only when it is needed. */
+		if (gen->established || sc->hk.track)
+			v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+	}
+	if (gen->established) {
+		/* ESTABLISHED as Linux means it: a reply, or a flow that has
+		 * seen both directions. The flow's first direction is
+		 * classified again until the other side answers. */
+		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW)) {
+			fw_track(sc, v);
+			return FW_V_ALLOW;
+		}
+		if (sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk))
+			return FW_V_ALLOW;
+	}
+	if (fw_classes(slot, gen, p, sc)) {
+		fw_track(sc, v);
+		return FW_V_ALLOW;
+	}
+	return FW_V_SEARCH;
+}
+
+/*
+ * fw_verdict is the second half: search the classes fw_prepare left in
+ * sc, count and log the deciding rule, and return the verdict (with
+ * sc->reason of a refusal); an allowed flow is tracked.
+ */
+static __always_inline int fw_verdict(struct fw_scratch *sc)
+{
+	struct fw_rule *r = fw_search_classes(sc);
+
+	if (r) {
+		fw_count(r, sc->hk.len);
+		fw_log(r, sc);
+		if (r->action == FW_REJECT) {
+			sc->reason = XL_DROP_FW_REJECT;
+			return FW_V_REJECT;
+		}
+		if (r->action != FW_ALLOW) {
+			sc->reason = r->is_default ? XL_DROP_FW_DEFAULT : XL_DROP_FW;
+			return FW_V_DROP;
+		}
+	}
+	fw_track(sc, 0);
+	return FW_V_ALLOW;
+}
+
+#endif /* XLANE_FW_CLASSIFY_H */

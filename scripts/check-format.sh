@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fails if any BPF C file (bpf/) differs from what clang-format-19 makes of
+# it with the repository's .clang-format; `make fmt-bpf` applies it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+status=0
+for f in bpf/*.c bpf/lib/*.h; do
+	if ! clang-format-19 "$f" | cmp -s - "$f"; then
+		echo "check-format: $f is not formatted; run 'make fmt-bpf'" >&2
+		status=1
+	fi
+done
+[ $status = 0 ] && echo "check-format: bpf/ is formatted"
+exit $status
