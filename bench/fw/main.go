@@ -50,14 +50,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/xlane-dev/xlane/bench/gen"
@@ -196,9 +194,6 @@ func fwMain(args []string) (code int) {
 }
 
 func fwPreflight(o fwOptions) error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root (network namespaces, BPF)")
-	}
 	tools := []string{"go", "ip", "nsenter", "ethtool"}
 	for _, v := range o.variants {
 		switch v {
@@ -211,20 +206,7 @@ func fwPreflight(o fwOptions) error {
 	if o.iperf {
 		tools = append(tools, "iperf3")
 	}
-	var missing []string
-	for _, t := range tools {
-		if _, err := exec.LookPath(t); err != nil {
-			missing = append(missing, t)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing tools: %s", strings.Join(missing, ", "))
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != 0xcafe4a11 {
-		return errors.New("/sys/fs/bpf is not a mounted bpffs")
-	}
-	return os.MkdirAll(harness.NetnsDir, 0o755)
+	return harness.Preflight("network namespaces, BPF", true, tools...)
 }
 
 // fwTopo is one variant: a generator namespace and a DUT namespace joined
@@ -246,7 +228,7 @@ type fwTopo struct {
 func (t *fwTopo) xlane() bool { return strings.HasPrefix(t.variant, "xlane-") }
 
 func (t *fwTopo) cli(ctx context.Context, args ...string) (string, error) {
-	return harness.Run(ctx, append([]string{filepath.Join(t.bins, "xlane"), "--socket", filepath.Join(t.dir, "xlane.sock")}, args...)...)
+	return harness.Xlane(ctx, t.bins, t.dir, args...)
 }
 
 func (t *fwTopo) Setup(ctx context.Context) error {
@@ -285,24 +267,10 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 		return nil
 	}
 	mode := strings.TrimPrefix(t.variant, "xlane-")
-	if _, err := os.Stat(t.pinDir); err == nil {
-		return fmt.Errorf("pin dir %s exists already", t.pinDir)
-	}
-	t.undo.Push("remove pin dir "+t.pinDir, func(context.Context) error { return os.RemoveAll(t.pinDir) })
-	t.daemon, err = harness.StartProc("xlaned "+t.variant, filepath.Join(t.dir, "xlaned.log"), harness.NSExec(t.dns,
-		filepath.Join(t.bins, "xlaned"),
-		"--state", filepath.Join(t.dir, "state.db"),
-		"--socket", filepath.Join(t.dir, "xlane.sock"),
-		"--pin-dir", t.pinDir,
-		"--docker-plugin-socket=",
-		"--uplink", "d0", "--uplink-xdp-mode", mode)...)
-	if err != nil {
-		return err
-	}
-	t.undo.Push("stop "+t.daemon.Name, t.daemon.Stop)
-	err = harness.WaitFor(ctx, "xlaned "+t.variant, 15*time.Second, t.daemon, func() bool {
-		_, err := t.cli(ctx, "status")
-		return err == nil
+	t.daemon, err = harness.StartXlaned(ctx, &t.undo, harness.Xlaned{
+		Name: "xlaned " + t.variant, Netns: t.dns, Bins: t.bins, Dir: t.dir, PinDir: t.pinDir,
+		Args:    []string{"--docker-plugin-socket=", "--uplink", "d0", "--uplink-xdp-mode", mode},
+		Timeout: 15 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -24,12 +24,10 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
@@ -239,26 +237,8 @@ func brief(t Test, s Sample) string {
 
 // preflight checks what the harness needs before touching anything.
 func preflight() error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root (network namespaces, BPF)")
-	}
-	var missing []string
-	for _, tool := range []string{"go", "ip", "nsenter", "ethtool", "iptables-restore", "iptables-save", "iperf3", "sockperf", "ss", "ping"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing tools: %s", strings.Join(missing, ", "))
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != 0xcafe4a11 {
-		return errors.New("/sys/fs/bpf is not a mounted bpffs")
-	}
-	if err := os.MkdirAll(harness.NetnsDir, 0o755); err != nil {
-		return err
-	}
-	return nil
+	return harness.Preflight("network namespaces, BPF", true,
+		"go", "ip", "nsenter", "ethtool", "iptables-restore", "iptables-save", "iperf3", "sockperf", "ss", "ping")
 }
 
 // checksumNote reports the receive checksum errors the containers' stacks

@@ -274,8 +274,7 @@ func (x *xlaneTopo) Describe() string {
 }
 
 func (x *xlaneTopo) cli(ctx context.Context, args ...string) (string, error) {
-	argv := append([]string{filepath.Join(x.bins, "xlane"), "--socket", filepath.Join(x.dir, "xlane.sock")}, args...)
-	return harness.Run(ctx, argv...)
+	return harness.Xlane(ctx, x.bins, x.dir, args...)
 }
 
 func (x *xlaneTopo) netName(mtu int) string { return fmt.Sprintf("xlb%d", mtu) }
@@ -287,23 +286,9 @@ func (x *xlaneTopo) Setup(ctx context.Context) error {
 	if err := x.addNamespaces(ctx); err != nil {
 		return err
 	}
-	if _, err := os.Stat(x.pinDir); err == nil {
-		return fmt.Errorf("pin dir %s exists already", x.pinDir)
-	}
-	x.undo.Push("remove pin dir "+x.pinDir, func(context.Context) error { return os.RemoveAll(x.pinDir) })
 	var err error
-	x.daemon, err = harness.StartProc("xlaned "+x.mode, filepath.Join(x.dir, "xlaned.log"), harness.NSExec(x.node,
-		filepath.Join(x.bins, "xlaned"),
-		"--state", filepath.Join(x.dir, "state.db"),
-		"--socket", filepath.Join(x.dir, "xlane.sock"),
-		"--pin-dir", x.pinDir)...)
-	if err != nil {
-		return err
-	}
-	x.undo.Push("stop "+x.daemon.Name, x.daemon.Stop)
-	err = harness.WaitFor(ctx, "xlaned "+x.mode, 15*time.Second, x.daemon, func() bool {
-		_, err := x.cli(ctx, "status")
-		return err == nil
+	x.daemon, err = harness.StartXlaned(ctx, &x.undo, harness.Xlaned{
+		Name: "xlaned " + x.mode, Netns: x.node, Bins: x.bins, Dir: x.dir, PinDir: x.pinDir, Timeout: 15 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -150,25 +149,13 @@ func natMain(args []string) (code int) {
 }
 
 func natPreflight(o natOptions) error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root (network namespaces, BPF, iptables)")
-	}
 	tools := []string{"go", "ip", "nsenter", "bpftool"}
 	for _, m := range o.modes {
 		if m != "xlane" {
 			tools = append(tools, "iptables-"+strings.TrimPrefix(m, "iptables-")+"-restore")
 		}
 	}
-	var missing []string
-	for _, t := range tools {
-		if _, err := exec.LookPath(t); err != nil {
-			missing = append(missing, t)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing tools: %s", strings.Join(missing, ", "))
-	}
-	return os.MkdirAll(harness.NetnsDir, 0o755)
+	return harness.Preflight("network namespaces, BPF, iptables", false, tools...)
 }
 
 func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *harness.UndoStack) (*natReport, error) {

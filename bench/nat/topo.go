@@ -79,7 +79,7 @@ func newNATNode(mode, runID string, net int, bins, tmp string) *natNode {
 func (n *natNode) socket() string { return filepath.Join(n.dir, "xlane.sock") }
 
 func (n *natNode) cli(ctx context.Context, args ...string) (string, error) {
-	return harness.Run(ctx, append([]string{filepath.Join(n.bins, "xlane"), "--socket", n.socket()}, args...)...)
+	return harness.Xlane(ctx, n.bins, n.dir, args...)
 }
 
 func (n *natNode) restoreBin() string {
@@ -95,22 +95,12 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 	if err := harness.AddNamespaces(ctx, &n.undo, append([]string{n.node, n.client}, n.backends...)...); err != nil {
 		return err
 	}
-	if _, err := os.Stat(n.pin); err == nil {
-		return fmt.Errorf("pin dir %s exists already", n.pin)
-	}
-	n.undo.Push("remove pin dir "+n.pin, func(context.Context) error { return os.RemoveAll(n.pin) })
 	var err error
-	n.daemon, err = harness.StartProc("xlaned "+n.mode, filepath.Join(n.dir, "xlaned.log"), harness.NSExec(n.node,
-		filepath.Join(n.bins, "xlaned"), "--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket(),
-		"--pin-dir", n.pin, "--docker-plugin-socket=")...)
+	n.daemon, err = harness.StartXlaned(ctx, &n.undo, harness.Xlaned{
+		Name: "xlaned " + n.mode, Netns: n.node, Bins: n.bins, Dir: n.dir, PinDir: n.pin,
+		Args: []string{"--docker-plugin-socket="}, Timeout: 20 * time.Second,
+	})
 	if err != nil {
-		return err
-	}
-	n.undo.Push("stop "+n.daemon.Name, n.daemon.Stop)
-	if err := harness.WaitFor(ctx, "xlaned "+n.mode, 20*time.Second, n.daemon, func() bool {
-		_, err := n.cli(ctx, "status")
-		return err == nil
-	}); err != nil {
 		return err
 	}
 	mode := "tc"

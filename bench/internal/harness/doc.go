@@ -16,6 +16,8 @@
 //     flags the benchmarks share; WriteResults (results.go): the results
 //     directory;
 //   - AddNamespaces (netns.go): namespaces with lo up, deleted on teardown;
+//   - StartXlaned, Xlane (xlaned.go): an xlaned in a namespace, ready, and
+//     its CLI; Preflight (preflight.go): root, tools, bpffs;
 //   - Machine, KernelRelease, CPUModel, BuildBinaries, LoadAvg, RandomHex
 //     (machine.go): where the run happened, the binaries under test, unique
 //     names.
