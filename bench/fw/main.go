@@ -147,18 +147,12 @@ type fwTCP struct {
 }
 
 type fwReport struct {
-	Started, Finished time.Time
-	Kernel, CPU       string
-	NProc             int
-	LoadStart         string
-	LoadEnd           string
-	GitCommit         string
-	Options           map[string]string
-	Versions          map[string]string // iptables, nft, iperf3
-	LoadTimes         map[string]string // "variant N rules" -> time to install
-	Samples           []fwSample
-	TCP               []fwTCP
-	Notes             []string
+	harness.RunHeader
+	Versions  map[string]string // iptables, nft, iperf3
+	LoadTimes map[string]string // "variant N rules" -> time to install
+	Samples   []fwSample
+	TCP       []fwTCP
+	Notes     []string
 }
 
 func main() {
@@ -182,14 +176,8 @@ func fwMain(args []string) (code int) {
 		if err != nil {
 			return err
 		}
-		md := fwMarkdown(rep, o)
-		fmt.Print("\n" + md)
-		if o.Out == "" {
-			return nil
-		}
 		j, _ := json.MarshalIndent(rep, "", "  ")
-		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
-		return harness.WriteResults(o.Out, map[string][]byte{"fw-" + stamp + ".json": append(j, '\n'), "fw-latest.md": []byte(md)})
+		return harness.PrintResults(o.Out, "fw", rep.Started, fwMarkdown(rep, o), append(j, '\n'))
 	})
 }
 
@@ -531,13 +519,14 @@ func (t *fwTopo) tcpRun(ctx context.Context, n, rep int, d time.Duration) (fwTCP
 
 func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.UndoStack) (*fwReport, error) {
 	m := harness.DescribeMachine(ctx)
-	rep := &fwReport{Started: time.Now(), Kernel: m.Kernel, CPU: m.CPUModel, NProc: m.NProc, LoadStart: m.LoadStart,
-		GitCommit: m.GitCommit, Versions: map[string]string{}, LoadTimes: map[string]string{},
+	rep := &fwReport{RunHeader: harness.RunHeader{Started: time.Now(), Kernel: m.Kernel, CPU: m.CPUModel, NProc: m.NProc,
+		LoadStart: m.LoadStart, GitCommit: m.GitCommit,
 		Options: map[string]string{
 			"duration": o.Duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.Reps),
 			"levels": fmt.Sprint(o.levels), "variants": strings.Join(o.variants, ","), "iperf": strconv.FormatBool(o.iperf),
 			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)",
-		}}
+		}},
+		Versions: map[string]string{}, LoadTimes: map[string]string{}}
 	for name, argv := range map[string][]string{"iptables": {"iptables", "-V"}, "nft": {"nft", "-v"}, "iperf3": {"iperf3", "--version"}} {
 		if out, err := harness.Run(ctx, argv...); err == nil {
 			l, _, _ := strings.Cut(strings.TrimSpace(out), "\n")

@@ -101,20 +101,14 @@ type natSample struct {
 
 // natReport is everything one run found.
 type natReport struct {
-	Started, Finished time.Time
-	Kernel, CPU       string
-	NProc             int
-	LoadStart         string
-	LoadEnd           string
-	GitCommit         string
-	Options           map[string]string
-	Iptables          map[string]string   // mode -> version
-	Program           map[string][]string // mode -> "N services: T"
-	Samples           []natSample
-	Shared            []natSample
-	State             map[string]string // mode -> conntrack state after the runs
-	GC                *natGCResult
-	Notes             []string
+	harness.RunHeader
+	Iptables map[string]string   // mode -> version
+	Program  map[string][]string // mode -> "N services: T"
+	Samples  []natSample
+	Shared   []natSample
+	State    map[string]string // mode -> conntrack state after the runs
+	GC       *natGCResult
+	Notes    []string
 }
 
 func natMain(args []string) (code int) {
@@ -137,14 +131,8 @@ func natMain(args []string) (code int) {
 		if err != nil {
 			return err
 		}
-		md := natMarkdown(rep, o)
-		fmt.Print("\n" + md)
-		if o.Out == "" {
-			return nil
-		}
 		j, _ := json.MarshalIndent(rep, "", "  ")
-		stamp := rep.Started.UTC().Format("2006-01-02T150405Z")
-		return harness.WriteResults(o.Out, map[string][]byte{"nat-" + stamp + ".json": j, "nat-latest.md": []byte(md)})
+		return harness.PrintResults(o.Out, "nat", rep.Started, natMarkdown(rep, o), j)
 	})
 }
 
@@ -159,13 +147,13 @@ func natPreflight(o natOptions) error {
 }
 
 func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *harness.UndoStack) (*natReport, error) {
-	rep := &natReport{Started: time.Now(), NProc: runtime.NumCPU(), LoadStart: harness.LoadAvg(),
+	rep := &natReport{RunHeader: harness.RunHeader{Started: time.Now(), NProc: runtime.NumCPU(), LoadStart: harness.LoadAvg(),
 		Kernel: harness.KernelRelease(), CPU: harness.CPUModel(),
-		Iptables: map[string]string{}, Program: map[string][]string{}, State: map[string]string{},
 		Options: map[string]string{
 			"duration": o.Duration.String(), "reps": fmt.Sprint(o.Reps), "conc": fmt.Sprint(o.conc),
 			"levels": fmt.Sprint(o.levels), "modes": strings.Join(o.modes, ","), "shared": fmt.Sprint(o.shared),
-		}}
+		}},
+		Iptables: map[string]string{}, Program: map[string][]string{}, State: map[string]string{}}
 	if out, err := harness.Run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
 		rep.GitCommit = strings.TrimSpace(out)
 	}

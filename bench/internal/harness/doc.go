@@ -13,8 +13,8 @@
 //   - Pair, LinkMAC, Listening (pair.go) and Endpoint (endpoint.go): the two
 //     containers of a test network and what the xlane CLI says of them;
 //   - RunFlags, QuickDefaults, ParseLevels, ParseChoices (flags.go): the
-//     flags the benchmarks share; WriteResults (results.go): the results
-//     directory;
+//     flags the benchmarks share; WriteResults, PrintResults, RunHeader
+//     (results.go): the results directory, the report's common head;
 //   - AddNamespaces (netns.go): namespaces with lo up, deleted on teardown;
 //   - StartXlaned, Xlane (xlaned.go): an xlaned in a namespace, ready, and
 //     its CLI; Preflight (preflight.go): root, tools, bpffs;

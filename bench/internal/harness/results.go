@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // WriteResults writes files (name -> content) into dir and says where.
@@ -27,4 +28,27 @@ func WriteResults(dir string, files map[string][]byte) error {
 	sort.Strings(names)
 	fmt.Printf("\nresults: %s\n", strings.Join(names, ", "))
 	return nil
+}
+
+// PrintResults prints a benchmark's markdown report md and, with dir set,
+// writes it as <name>-latest.md and js as <name>-<started>.json there.
+func PrintResults(dir, name string, started time.Time, md string, js []byte) error {
+	fmt.Print("\n" + md)
+	if dir == "" {
+		return nil
+	}
+	stamp := started.UTC().Format("2006-01-02T150405Z")
+	return WriteResults(dir, map[string][]byte{name + "-" + stamp + ".json": js, name + "-latest.md": []byte(md)})
+}
+
+// RunHeader opens a benchmark's JSON report: when and where it ran, with
+// which options (embedded, so its fields stay at the top level).
+type RunHeader struct {
+	Started, Finished time.Time
+	Kernel, CPU       string
+	NProc             int
+	LoadStart         string
+	LoadEnd           string
+	GitCommit         string
+	Options           map[string]string
 }
