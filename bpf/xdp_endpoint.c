@@ -156,8 +156,12 @@ static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u
 	struct ct_key k = {};
 	struct ct_val *v;
 	struct l4 l4 = {};
+	enum l4_result r;
 
-	if (parse_l4((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &l4) == L4_OK) {
+	r = parse_l4((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &l4);
+	if (r == L4_MALFORMED)
+		return 1; /* the tc program drops and counts it */
+	if (r == L4_OK) {
 		struct service_key sk = { .port = l4.dport, .proto = l4.proto };
 
 		ct_key_init(&k, p, &l4);
@@ -192,6 +196,8 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 
 	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p),
 			 reason);
+	/* A VLAN tag is not IP to the parser: passed, the tcx program drops
+	 * it (it also sees a tag in skb metadata, invisible here). */
 	if (step != XL_CONTINUE)
 		return step;
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);

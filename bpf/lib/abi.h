@@ -22,7 +22,7 @@ enum xl_reason {
 	XL_FWD_PEER = 0,	/* to a local endpoint via bpf_redirect_peer */
 	XL_FWD_FIB,		/* off the endpoint via FIB + bpf_redirect */
 	XL_FWD_NEIGH,		/* off the endpoint via FIB + bpf_redirect_neigh */
-	XL_PASS_NON_IP,		/* ARP, VLAN, unknown ethertype: Linux handles it */
+	XL_PASS_NON_IP,		/* ARP, unknown ethertype: Linux handles it */
 	XL_PASS_NOT_FWDED,	/* FIB: not forwarded (the node's own address,
 				 * a non-unicast route, or no route at all:
 				 * the kernel does not tell these apart) */
@@ -68,6 +68,10 @@ enum xl_reason {
 				 * tracked flow and to no published port
 				 * (lib/unsolicited.h); XL_EP_ALLOW_UNSOLICITED
 				 * lets such packets in */
+	XL_DROP_VLAN,		/* an 802.1Q/802.1ad-tagged frame from an
+				 * endpoint: endpoints are untagged links, and
+				 * forwarding the inner packet would carry the
+				 * tag (or its VLAN's traffic) into another */
 	XL_REASON_MAX,
 };
 

@@ -408,7 +408,8 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
  * fw_prepare is the first half of the stage: FW_V_ALLOW when the packet
  * passes before any rule (no rule set, neighbour discovery, established
  * or related, or no rule of the set can match it), else FW_V_SEARCH with
- * the classes of its fields in sc. p was parsed (PARSE_OK) from data;
+ * the classes of its fields in sc; FW_V_DROP (sc->reason: drop_malformed)
+ * for a transport header an endpoint hook must not pass. p was parsed (PARSE_OK) from data;
  * sc->hk is set.
  */
 static __always_inline int fw_prepare(void *data, void *data_end, const struct pkt *p,
@@ -430,6 +431,13 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 	__builtin_memset(&sc->k, 0, sizeof(sc->k));
 	__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
 	fw_parse_l4(data, data_end, p, &sc->l4, &sc->rk);
+	/* A transport header cut short (a tiny first fragment) or lying about
+	 * its length would hide its ports from the rules: endpoint hooks drop
+	 * it (the uplink's DDoS stage does when asked). */
+	if (sc->l4.malformed && sc->hk.kind != FW_KIND_UPLINK) {
+		sc->reason = XL_DROP_MALFORMED;
+		return FW_V_DROP;
+	}
 	/* Neighbour discovery (router/neighbour solicitation and
 	 * advertisement, redirect) is never filtered: without it IPv6 dies. */
 	if (sc->l4.proto == IPPROTO_ICMPV6 && sc->l4.dport >= 133 && sc->l4.dport <= 137)

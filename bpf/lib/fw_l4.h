@@ -26,6 +26,8 @@ struct fw_l4 {
 	__u8 trackable; /* conntrack keys this packet (lib/l4.h) */
 	__u8 related;	/* ICMP error: rk holds the reversed inner flow */
 	__u32 l4_off;	/* offset of the L4 header */
+	__u8 malformed; /* TCP/UDP header cut short or lying about its
+			 * length (l4_hdr_check): endpoint hooks drop it */
 };
 
 #define FW_EXT_MAX 4	  /* IPv6 extension headers walked */
@@ -92,14 +94,16 @@ static __always_inline int fw_related(void *data, void *data_end, const struct p
  * fw_parse_l4 finds the upper-layer header of p: through up to FW_EXT_MAX
  * IPv6 extension headers (so a destination-options header cannot hide a
  * port from a rule), not in non-first fragments. A header it cannot reach
- * leaves the ports at FW_NO_L4: only rules without ports match then.
+ * leaves the ports at FW_NO_L4: only rules without ports match then. A
+ * TCP/UDP header the packet cuts short or whose length fields lie
+ * (l4_hdr_check: a tiny first fragment, RFC 1858) sets l4->malformed.
  */
 static __always_inline void fw_parse_l4(void *data, void *data_end, const struct pkt *p,
 					struct fw_l4 *l4, struct ct_key *rk)
 {
-	__u32 off;
+	__u32 off, plen = L4_LEN_UNKNOWN; /* IP payload bytes, from the L3 header */
 	__u8 *h;
-	int exts = 0;
+	int exts = 0, frag = 0;
 
 	l4->sport = l4->dport = FW_NO_L4;
 	if (p->ip4) {
@@ -108,12 +112,17 @@ static __always_inline void fw_parse_l4(void *data, void *data_end, const struct
 		l4->proto = ip->protocol;
 		if (ip->frag_off & bpf_htons(0x1fff))
 			return; /* non-first fragment: no header */
-		l4->trackable = !(ip->frag_off & bpf_htons(0x2000));
+		frag = !!(ip->frag_off & bpf_htons(0x2000));
+		l4->trackable = !frag;
 		off = sizeof(struct ethhdr) + (ip->ihl & 0xf) * 4;
+		if (ip->tot_len)
+			plen = bpf_ntohs(ip->tot_len) + sizeof(struct ethhdr);
 	} else if (p->ip6) {
 		__u8 nh = p->ip6->nexthdr;
 
 		off = sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
+		if (p->ip6->payload_len)
+			plen = bpf_ntohs(p->ip6->payload_len) + off;
 		l4->trackable = 1;
 #pragma unroll
 		for (int i = 0; i < FW_EXT_MAX; i++) {
@@ -132,6 +141,7 @@ static __always_inline void fw_parse_l4(void *data, void *data_end, const struct
 					l4->proto = h[0];
 					return;
 				}
+				frag = 1;
 				off += 8;
 			} else if (nh == IPPROTO_AH_) {
 				off += (h[1] + 2) * 4;
@@ -151,6 +161,15 @@ static __always_inline void fw_parse_l4(void *data, void *data_end, const struct
 		return;
 	l4->l4_off = off;
 	h = data + off;
+	/* plen here: the frame offset where the IP payload ends */
+	if (l4_hdr_check(l4->proto, h, data_end,
+			 plen == L4_LEN_UNKNOWN ? plen
+			 : plen > off		? plen - off
+						: 0,
+			 frag) == L4_MALFORMED) {
+		l4->malformed = 1;
+		return;
+	}
 	switch (l4->proto) {
 	case IPPROTO_TCP:
 		if ((void *)(h + 20) > data_end)

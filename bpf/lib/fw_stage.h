@@ -68,6 +68,7 @@ static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u
 	__u32 zero = 0;
 	struct fw_scratch *sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
 	struct pkt p = {};
+	int v;
 
 	if (!sc || parse_l3(data, data_end, pkt_len, &p) != PARSE_OK)
 		return FW_V_ALLOW;
@@ -79,7 +80,10 @@ static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u
 	} else if (fw_ep_hook(&p, c->kind, c->len, c->track, &sc->hk)) {
 		return FW_V_ALLOW;
 	}
-	return fw_prepare(data, data_end, &p, sc);
+	v = fw_prepare(data, data_end, &p, sc);
+	if (v == FW_V_DROP)
+		c->reason = sc->reason;
+	return v;
 }
 
 /* fw_prepare_skb and fw_prepare_xdp are fw_prepare for each context:

@@ -69,26 +69,106 @@ static __always_inline void tc_pull_l4(struct __sk_buff *skb)
 #define TCP_FLAG_RST 0x04
 #define TCP_FLAG_ACK 0x10
 
+/* IP payload length unknown (BIG TCP, jumbograms: the length field is 0). */
+#define L4_LEN_UNKNOWN 0xffffffffu
+#define L4_IPV6_FRAGMENT 44 /* the IPv6 fragment header's next-header value */
+
+/*
+ * l4_hdr_check judges the TCP or UDP header at h, avail IP payload bytes
+ * long (L4_LEN_UNKNOWN: no length to check against): L4_MALFORMED when it
+ * is cut short (a "tiny fragment", RFC 1858: a first fragment too short for
+ * the ports or flags hides them from port rules), a TCP data offset is
+ * under 5 words or beyond the payload, a UDP length under 8 or, but in a
+ * first fragment (frag: the UDP length counts the whole datagram), beyond
+ * the payload. L4_UNTRACKABLE when the IP length says the header is there
+ * but it is not in [h, data_end) (not in the linear area); L4_OK
+ * otherwise, and for every other protocol. The one check both L4 parsers
+ * (parse_l4 here, fw_parse_l4 in lib/fw_l4.h) make.
+ */
+static __always_inline enum l4_result l4_hdr_check(__u8 proto, const __u8 *h, const void *data_end,
+						   __u32 avail, int frag)
+{
+	__u32 n;
+
+	/* Constant bounds per protocol: the verifier tracks a packet
+	 * pointer's range by the constant it was checked against. */
+	if (proto == IPPROTO_TCP) {
+		if (avail < sizeof(struct tcphdr))
+			return L4_MALFORMED;
+		if ((const void *)(h + sizeof(struct tcphdr)) > data_end)
+			return L4_UNTRACKABLE;
+		n = (h[12] >> 4) * 4; /* data offset */
+		return n < sizeof(struct tcphdr) || n > avail ? L4_MALFORMED : L4_OK;
+	}
+	if (proto == IPPROTO_UDP) {
+		if (avail < sizeof(struct udphdr))
+			return L4_MALFORMED;
+		if ((const void *)(h + sizeof(struct udphdr)) > data_end)
+			return L4_UNTRACKABLE;
+		n = h[4] << 8 | h[5]; /* UDP length */
+		return n < sizeof(struct udphdr) || (!frag && n > avail) ? L4_MALFORMED : L4_OK;
+	}
+	return L4_OK;
+}
+
+/* l4_first_frag is parse_l4's verdict on a first fragment whose transport
+ * header starts off bytes into the frame: never trackable, malformed when
+ * the header is not all there. */
+static __always_inline enum l4_result l4_first_frag(void *data, void *data_end, __u32 off,
+						    __u8 proto, __u32 avail)
+{
+	if (off > sizeof(struct ethhdr) + 60 + 8)
+		return L4_UNTRACKABLE;
+	if (l4_hdr_check(proto, data + off, data_end, avail, 1) == L4_MALFORMED)
+		return L4_MALFORMED;
+	return L4_UNTRACKABLE;
+}
+
 static __always_inline enum l4_result parse_l4(void *data, void *data_end, const struct pkt *p,
 					       struct l4 *l4)
 {
+	__u32 avail = L4_LEN_UNKNOWN;
+	enum l4_result r;
 	void *h;
 
 	if (p->ip4) {
 		struct iphdr *ip = p->ip4;
 
-		if (ip->frag_off & bpf_htons(0x3fff))
-			return L4_UNTRACKABLE;
-		l4->proto = ip->protocol;
 		l4->off = sizeof(struct ethhdr) + ip->ihl * 4;
+		/* parse_l3 checked tot_len >= ihl * 4 */
+		if (ip->tot_len)
+			avail = bpf_ntohs(ip->tot_len) - ip->ihl * 4;
+		if (ip->frag_off & bpf_htons(0x1fff))
+			return L4_UNTRACKABLE; /* not the first fragment */
+		if (ip->frag_off & bpf_htons(0x2000))
+			return l4_first_frag(data, data_end, l4->off, ip->protocol, avail);
+		l4->proto = ip->protocol;
 	} else if (p->ip6) {
 		l4->proto = p->ip6->nexthdr;
 		l4->off = sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
+		if (p->ip6->payload_len)
+			avail = bpf_ntohs(p->ip6->payload_len);
+		if (l4->proto == L4_IPV6_FRAGMENT) {
+			__u8 *fh = data + l4->off;
+
+			/* Extension headers are not tracked; a fragment
+			 * header straight after the IPv6 one is checked like
+			 * an IPv4 fragment. */
+			if ((void *)(fh + 8) > data_end || avail < 8)
+				return L4_MALFORMED;
+			if ((fh[2] << 8 | fh[3]) & 0xfff8)
+				return L4_UNTRACKABLE; /* not the first fragment */
+			return l4_first_frag(data, data_end, l4->off + 8, fh[0],
+					     avail == L4_LEN_UNKNOWN ? avail : avail - 8);
+		}
 	} else {
 		return L4_UNTRACKABLE;
 	}
 	if (l4->off > sizeof(struct ethhdr) + 60)
 		return L4_MALFORMED;
+	r = l4_hdr_check(l4->proto, data + l4->off, data_end, avail, 0);
+	if (r != L4_OK)
+		return r;
 	h = data + l4->off;
 	switch (l4->proto) {
 	case IPPROTO_TCP: {

@@ -9,7 +9,7 @@
  * TC_ACT_REDIRECT = NETKIT_REDIRECT); they differ only in how a packet
  * reaches a local endpoint (struct skb_cfg).
  *
- * Stages: parse -> admit (anti-spoofing, link scope, TTL) -> firewall ->
+ * Stages: VLAN tag -> parse -> admit (anti-spoofing, link scope, TTL) -> firewall ->
  * conntrack/NAT -> local endpoint -> FIB. Every exit counts one reason.
  */
 #ifndef XLANE_SKB_ENDPOINT_H
@@ -104,6 +104,21 @@ static __noinline int to_fib(struct __sk_buff *skb, struct pkt *p, enum xl_reaso
 	}
 }
 
+/* skb_tagged refuses VLAN-tagged frames from an endpoint: the tag in skb
+ * metadata (a veth moves it there before tcx runs, so the parser would see
+ * the inner packet) or in the frame (skb->protocol is then the tag's
+ * ethertype). Endpoints are untagged links: forwarding the inner packet
+ * would hand another container the VLAN's traffic. skb fields, not the
+ * parsed frame: nothing stays live across the pipeline (its frames are at
+ * 6.1's 512-byte stack limit). */
+static __always_inline enum xl_step skb_tagged(const struct __sk_buff *skb, enum xl_reason *reason)
+{
+	if (!skb->vlan_present && skb->protocol != bpf_htons(ETH_P_8021Q) &&
+	    skb->protocol != bpf_htons(ETH_P_8021AD))
+		return XL_CONTINUE;
+	return xl_final(reason, XL_DROP_VLAN);
+}
+
 static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb_cfg *cfg,
 					 enum xl_reason *reason)
 {
@@ -111,6 +126,8 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 	struct pkt p = {};
 	int step;
 
+	if (skb_tagged(skb, reason) != XL_CONTINUE)
+		return XL_FINAL;
 	tc_pull_l4(skb);
 	step = ep_parsed(
 		parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p),

@@ -55,7 +55,7 @@ enum xl_verdict {
 	 XL_R(XL_DROP_REDIRECT) | XL_R(XL_DROP_FW) | XL_R(XL_DROP_FW_DEFAULT) |         \
 	 XL_R(XL_DROP_FW_REJECT) | XL_R(XL_DROP_BLOCKLIST) | XL_R(XL_DROP_RATE_LIMIT) | \
 	 XL_R(XL_DROP_SYN_LIMIT) | XL_R(XL_DROP_ICC) | XL_R(XL_DROP_ISOLATED) |         \
-	 XL_R(XL_DROP_UNSOLICITED))
+	 XL_R(XL_DROP_UNSOLICITED) | XL_R(XL_DROP_VLAN))
 
 _Static_assert(XL_REASON_MAX <= 64, "enum xl_reason outgrew the classification sets");
 _Static_assert((XL_REASONS_FWD | XL_REASONS_PASS | XL_REASONS_DROP) == XL_R(XL_REASON_MAX) - 1,

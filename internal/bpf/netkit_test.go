@@ -28,7 +28,7 @@ func TestNetkitFromEndpoint(t *testing.T) {
 	nk := netkitObjs(t, h)
 	var cases []verdictCase
 	for _, f := range []func(testing.TB) []verdictCase{
-		peerRedirectCases, spoofCases, linkScopeCases, ttlCases, nonIPCases, malformedCases, fibCases,
+		peerRedirectCases, spoofCases, linkScopeCases, ttlCases, nonIPCases, malformedCases, l4MalformedCases, fibCases,
 	} {
 		cases = append(cases, f(t)...)
 	}

@@ -279,6 +279,8 @@ type tcFwScratch struct {
 		Trackable uint8
 		Related   uint8
 		L4Off     uint32
+		Malformed uint8
+		_         [3]byte
 	}
 	Hk struct {
 		_       structs.HostLayout
@@ -307,6 +309,7 @@ type tcFwScratch struct {
 	Slot   uint32
 	Fields uint32
 	Reason tcXlReason
+	_      [4]byte
 	C0     uint64
 	C1     uint64
 	C2     uint64
@@ -467,7 +470,8 @@ const (
 	tcXlReasonXL_DROP_ICC         tcXlReason = 27
 	tcXlReasonXL_DROP_ISOLATED    tcXlReason = 28
 	tcXlReasonXL_DROP_UNSOLICITED tcXlReason = 29
-	tcXlReasonXL_REASON_MAX       tcXlReason = 30
+	tcXlReasonXL_DROP_VLAN        tcXlReason = 30
+	tcXlReasonXL_REASON_MAX       tcXlReason = 31
 )
 
 // Names of all BPF objects in the ELF.

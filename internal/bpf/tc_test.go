@@ -67,6 +67,7 @@ const (
 	passNoRoute   = tcXlReasonXL_PASS_NO_ROUTE
 	dropMalformed = tcXlReasonXL_DROP_MALFORMED
 	dropSpoofed   = tcXlReasonXL_DROP_SPOOFED
+	dropVLAN      = tcXlReasonXL_DROP_VLAN
 )
 
 // endpoint is a container as xlane_endpoints knows it.
@@ -441,8 +442,16 @@ func (s pktSpec) frame(tb testing.TB) []byte {
 			SrcIP: s.src.AsSlice(), DstIP: s.dst.AsSlice()}
 	}
 
+	// From the MAC of the endpoint that owns the source (anti-spoofing
+	// checks it), epSrc's for any other source.
+	smac := epSrc.mac
+	for _, ep := range endpoints {
+		if ep.v4 == s.src || ep.v6 == s.src {
+			smac = ep.mac
+		}
+	}
 	ls := []gopacket.SerializableLayer{&layers.Ethernet{
-		SrcMAC: epSrc.mac, DstMAC: epSrc.hostMAC, EthernetType: ethType}}
+		SrcMAC: smac, DstMAC: epSrc.hostMAC, EthernetType: ethType}}
 	if s.vlan != 0 {
 		ls[0].(*layers.Ethernet).EthernetType = layers.EthernetTypeDot1Q
 		ls = append(ls, &layers.Dot1Q{VLANIdentifier: s.vlan, Type: ethType})
@@ -683,7 +692,19 @@ func spoofCases(tb testing.TB) []verdictCase {
 		{"ipv6/unknown source", devEP0, pktSpec{src: addr("fd00::99"), dst: epPeer.v6}.frame(tb), dropped(dropSpoofed)},
 		{"ipv6/another endpoint's source", devEP0, pktSpec{src: epOther.v6, dst: epPeer.v6}.frame(tb), dropped(dropSpoofed)},
 		{"ipv6/own address on another veth", devEP1, tcp6(tb, epPeer.v6), dropped(dropSpoofed)},
+		// The MAC belongs to the endpoint as its address does (issue
+		// 12 item 5): another endpoint's MAC, or any other, is refused.
+		{"ipv4/own address, another endpoint's MAC", devEP0, withSMAC(tcp4(tb, epPeer.v4), epPeer.mac), dropped(dropSpoofed)},
+		{"ipv6/own address, another endpoint's MAC", devEP0, withSMAC(tcp6(tb, epPeer.v6), epPeer.mac), dropped(dropSpoofed)},
+		{"ipv4/own address, made-up MAC", devEP0, withSMAC(tcp4(tb, addr("203.0.113.9")), mac("02:de:ad:be:ef:01")), dropped(dropSpoofed)},
+		// Link-scope sources own no MAC: they go to Linux as before.
+		{"ipv6/link-local source, another MAC", devEP0, withSMAC(pktSpec{src: addr("fe80::1"), dst: epPeer.v6}.frame(tb), epPeer.mac), passed(passLinkLocal)},
 	}
+}
+
+// withSMAC is frame sent from another source MAC.
+func withSMAC(frame []byte, m net.HardwareAddr) []byte {
+	return edit(frame, func(b []byte) { copy(b[6:12], m) })
 }
 
 func linkScopeCases(tb testing.TB) []verdictCase {
@@ -727,8 +748,13 @@ func nonIPCases(tb testing.TB) []verdictCase {
 		payload)
 	return []verdictCase{
 		{"arp request", devEP0, arp, passed(passNonIP)},
-		{"802.1Q ipv4", devEP0, pktSpec{src: epSrc.v4, dst: epPeer.v4, vlan: 100}.frame(tb), passed(passNonIP)},
-		{"802.1Q ipv6", devEP0, pktSpec{src: epSrc.v6, dst: epPeer.v6, vlan: 100}.frame(tb), passed(passNonIP)},
+		// A tag in the frame (prog.Run keeps it there; a real veth moves
+		// it to skb metadata, test/e2e TestVLANTaggedFromEndpoint) is
+		// refused, not handed to Linux to forward.
+		{"802.1Q ipv4", devEP0, pktSpec{src: epSrc.v4, dst: epPeer.v4, vlan: 100}.frame(tb), dropped(dropVLAN)},
+		{"802.1Q ipv6", devEP0, pktSpec{src: epSrc.v6, dst: epPeer.v6, vlan: 100}.frame(tb), dropped(dropVLAN)},
+		{"802.1ad ipv4", devEP0, edit(pktSpec{src: epSrc.v4, dst: epPeer.v4, vlan: 100}.frame(tb),
+			func(b []byte) { b[12], b[13] = 0x88, 0xa8 }), dropped(dropVLAN)},
 		{"unknown ethertype", devEP0, unknown, passed(passNonIP)},
 		{"ethernet header only", devEP0, unknown[:ethHdrLen], passed(passNonIP)},
 	}
@@ -758,6 +784,72 @@ func malformedCases(tb testing.TB) []verdictCase {
 		{"ipv6/packet cut short", devEP0, v6[:len(v6)-1], bad},
 		{"ipv6/version 4", devEP0, edit(v6, setByte(l3, 0x40|v6[l3]&0x0f)), bad},
 	}
+}
+
+// l4MalformedCases are transport headers the L4 parsers refuse (issue 12
+// items 4 and 11): a first fragment too short for its TCP/UDP header (RFC
+// 1858: it would hide its ports from port rules), a TCP data offset under
+// 5 words or beyond the packet, a UDP length under 8 or beyond the packet.
+func l4MalformedCases(tb testing.TB) []verdictCase {
+	bad := dropped(dropMalformed)
+	tcp4off, tcp6off := ethHdrLen+20, ethHdrLen+40
+	v4, v6 := tcp4(tb, epPeer.v4), tcp6(tb, epPeer.v6)
+	bare4 := pktSpec{src: epSrc.v4, dst: epPeer.v4, payload: []byte{}}.frame(tb) // 20-byte TCP segment
+	u4 := pktSpec{src: epSrc.v4, dst: epPeer.v4, proto: layers.IPProtocolUDP}.frame(tb)
+	u6 := pktSpec{src: epSrc.v6, dst: epPeer.v6, proto: layers.IPProtocolUDP}.frame(tb)
+	doff := func(off int, words byte) func([]byte) { return func(b []byte) { b[off+12] = words << 4 } }
+	ulen := func(off int, n uint16) func([]byte) {
+		return func(b []byte) { binary.BigEndian.PutUint16(b[off+4:], n) }
+	}
+	return []verdictCase{
+		{"ipv4/tcp data offset 4", devEP0, edit(v4, doff(tcp4off, 4)), bad},
+		{"ipv4/tcp data offset 0", devEP0, edit(v4, doff(tcp4off, 0)), bad},
+		{"ipv4/tcp data offset beyond the packet", devEP0, edit(bare4, doff(tcp4off, 6)), bad},
+		{"ipv6/tcp data offset 4", devEP0, edit(v6, doff(tcp6off, 4)), bad},
+		{"ipv4/udp length 7", devEP0, edit(u4, ulen(tcp4off, 7)), bad},
+		{"ipv4/udp length beyond the packet", devEP0, edit(u4, ulen(tcp4off, uint16(len(u4)-tcp4off+1))), bad},
+		{"ipv6/udp length 0", devEP0, edit(u6, ulen(tcp6off, 0)), bad},
+		{"ipv6/udp length beyond the packet", devEP0, edit(u6, ulen(tcp6off, uint16(len(u6)-tcp6off+1))), bad},
+		{"ipv4/first fragment with 8 bytes of tcp", devEP0, firstFragment4(tb, layers.IPProtocolTCP, 8), bad},
+		{"ipv4/first fragment with 19 bytes of tcp", devEP0, firstFragment4(tb, layers.IPProtocolTCP, 19), bad},
+		{"ipv4/first fragment with 4 bytes of udp", devEP0, firstFragment4(tb, layers.IPProtocolUDP, 4), bad},
+		{"ipv6/first fragment with 8 bytes of tcp", devEP0, firstFragment6(tb, 8), bad},
+		// A first fragment with the whole header is fine.
+		{"ipv4/first fragment with the tcp header", devEP0, firstFragment4(tb, layers.IPProtocolTCP, 24), toPeer(epPeer)},
+	}
+}
+
+// firstFragment4 is the first fragment (MF set, offset 0) of a segment
+// from epSrc to epPeer, carrying only n bytes of its transport header.
+func firstFragment4(tb testing.TB, proto layers.IPProtocol, n int) []byte {
+	l4 := make([]byte, 24)
+	binary.BigEndian.PutUint16(l4[0:], 40000)
+	binary.BigEndian.PutUint16(l4[2:], 22)
+	if proto == layers.IPProtocolTCP {
+		l4[12], l4[13] = 5<<4, 0x02 // SYN
+	} else {
+		binary.BigEndian.PutUint16(l4[4:], 1000) // the whole datagram's
+	}
+	return serialize(tb,
+		&layers.Ethernet{SrcMAC: epSrc.mac, DstMAC: epSrc.hostMAC, EthernetType: layers.EthernetTypeIPv4},
+		&layers.IPv4{Version: 4, TTL: 64, Id: 7, Flags: layers.IPv4MoreFragments, Protocol: proto,
+			SrcIP: epSrc.v4.AsSlice(), DstIP: epPeer.v4.AsSlice()},
+		gopacket.Payload(l4[:n]))
+}
+
+// firstFragment6 is firstFragment4 in IPv6: a fragment header, offset 0,
+// M set, then n bytes of a TCP header.
+func firstFragment6(tb testing.TB, n int) []byte {
+	l4 := make([]byte, 20)
+	binary.BigEndian.PutUint16(l4[0:], 40000)
+	binary.BigEndian.PutUint16(l4[2:], 22)
+	l4[12], l4[13] = 5<<4, 0x02
+	frag := []byte{byte(layers.IPProtocolTCP), 0, 0, 1, 0, 0, 0, 7} // offset 0, M
+	return serialize(tb,
+		&layers.Ethernet{SrcMAC: epSrc.mac, DstMAC: epSrc.hostMAC, EthernetType: layers.EthernetTypeIPv6},
+		&layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6Fragment,
+			SrcIP: epSrc.v6.AsSlice(), DstIP: epPeer.v6.AsSlice()},
+		gopacket.Payload(append(frag, l4[:n]...)))
 }
 
 // truncatedCases have an IPv4/IPv6 ethertype but less than a fixed IP
@@ -818,6 +910,7 @@ func TestFromEndpointLinkScope(t *testing.T)    { runCases(t, linkScopeCases(t))
 func TestFromEndpointTTL(t *testing.T)          { runCases(t, ttlCases(t)) }
 func TestFromEndpointNonIP(t *testing.T)        { runCases(t, nonIPCases(t)) }
 func TestFromEndpointMalformed(t *testing.T)    { runCases(t, malformedCases(t)) }
+func TestFromEndpointL4Malformed(t *testing.T)  { runCases(t, l4MalformedCases(t)) }
 func TestFromEndpointFIB(t *testing.T)          { runCases(t, fibCases(t)) }
 
 // TestSkbIfindex pins down what skb->ifindex is in a test run: the device
@@ -961,7 +1054,7 @@ func allFrames(tb testing.TB) [][]byte {
 	var frames [][]byte
 	for _, cases := range [][]verdictCase{
 		peerRedirectCases(tb), spoofCases(tb), linkScopeCases(tb), ttlCases(tb),
-		nonIPCases(tb), malformedCases(tb), truncatedCases(tb), fibCases(tb),
+		nonIPCases(tb), malformedCases(tb), l4MalformedCases(tb), truncatedCases(tb), fibCases(tb),
 	} {
 		for _, c := range cases {
 			frames = append(frames, c.frame)

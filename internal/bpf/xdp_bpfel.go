@@ -178,6 +178,8 @@ type xdpFwScratch struct {
 		Trackable uint8
 		Related   uint8
 		L4Off     uint32
+		Malformed uint8
+		_         [3]byte
 	}
 	Hk struct {
 		_       structs.HostLayout
@@ -206,6 +208,7 @@ type xdpFwScratch struct {
 	Slot   uint32
 	Fields uint32
 	Reason uint32
+	_      [4]byte
 	C0     uint64
 	C1     uint64
 	C2     uint64

@@ -73,6 +73,7 @@ const (
 	passNoNeigh  = tcXlReasonXL_PASS_NO_NEIGH
 	passNoTarget = tcXlReasonXL_PASS_NO_TARGET
 	passTooBig   = tcXlReasonXL_PASS_TOO_BIG
+	passToTC     = tcXlReasonXL_PASS_TO_TC
 )
 
 var (
@@ -294,6 +295,10 @@ func xdpRouted(dst net.HardwareAddr) want {
 func (h *harness) xdpWantFromTC(w want) want {
 	switch w.ret {
 	case actShot:
+		if w.reason == dropVLAN {
+			// Not IP to XDP: passed, the tc program drops it.
+			return xdpPassed(passNonIP)
+		}
 		w.ret = xdpDrop
 	case actPass:
 		w.ret = xdpPass
@@ -632,11 +637,14 @@ func (h *harness) checksumCases(tb testing.TB) []xdpCase {
 		{"ipv6/tcp/hop-by-hop header", ipv6ExtHdr(tcp6, 0)},
 		{"ipv6/tcp/fragment header", ipv6ExtHdr(tcp6, 44)},
 		{"ipv6/sctp", edit(tcp6, func(b []byte) { b[ethHdrLen+6] = 132 })},
-		{"ipv4/tcp/segment shorter than its header", short},
 	} {
 		cases = append(cases, split(c.name, devEP0, c.frame,
 			xdpWant{want: xdpPassed(passNoTarget)}, xdpWant{want: peer}))
 	}
+	// A segment shorter than its TCP header is malformed (issue 12 item
+	// 11), in both programs.
+	cases = append(cases, both("ipv4/tcp/segment shorter than its header", devEP0, short,
+		xdpPassed(passToTC)))
 	routed6 := pktSpec{src: epSrc.v6, dst: addr("2001:db8:203::9"), proto: layers.IPProtocolUDP}.frame(tb)
 	cases = append(cases, split("ipv6/udp/fragment header via gateway", devEP0, ipv6ExtHdr(routed6, 44),
 		xdpWant{want: xdpPassed(passNoTarget)}, xdpWant{want: xdpRouted(neighGwMAC)}))
@@ -769,6 +777,16 @@ func TestXDPNonIP(t *testing.T) {
 func TestXDPMalformed(t *testing.T) {
 	h := newXDPHarness(t)
 	runXDPCases(t, h, h.fromTC(slices.Concat(malformedCases(t), truncatedCases(t))))
+	// A malformed transport header goes to the tc program, which drops
+	// and counts it; a first fragment with its whole header is forwarded.
+	var l4 []xdpCase
+	for _, c := range h.fromTC(l4MalformedCases(t)) {
+		if c.native.ret == xdpDrop {
+			c.native, c.generic = xdpWant{want: xdpPassed(passToTC)}, xdpWant{want: xdpPassed(passToTC)}
+		}
+		l4 = append(l4, c)
+	}
+	runXDPCases(t, h, l4)
 }
 
 // TestXDPFIB: as of this writing the forwarded cases fail with source MAC
