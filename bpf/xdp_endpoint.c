@@ -196,8 +196,6 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 
 	step = ep_parsed(parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p),
 			 reason);
-	/* A VLAN tag is not IP to the parser: passed, the tcx program drops
-	 * it (it also sees a tag in skb metadata, invisible here). */
 	if (step != XL_CONTINUE)
 		return step;
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);

@@ -54,17 +54,17 @@ static __always_inline const __u8 *node_addr(const struct xl_config *cfg, const 
 	return key_is_zero(a) ? 0 : a;
 }
 
-/* Re-read the headers after a rewrite moved or invalidated them. */
+/* Re-read the headers after a rewrite moved or invalidated them. Straight
+ * into p, no copy on this frame (the tc pipeline's chain of calls is at
+ * 6.1's 512-byte stack limit): on failure the packet is dropped, and p
+ * with it. */
 static __always_inline int tc_reparse(struct __sk_buff *skb, struct pkt *p, struct l4 *l4)
 {
-	struct pkt np = {};
-
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &np) !=
-	    PARSE_OK)
+	__builtin_memset(p, 0, sizeof(*p));
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, p) != PARSE_OK)
 		return -1;
-	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &np, l4) != L4_OK)
+	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, p, l4) != L4_OK)
 		return -1;
-	*p = np;
 	return 0;
 }
 

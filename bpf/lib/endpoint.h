@@ -22,6 +22,10 @@ static __always_inline enum xl_step ep_parsed(enum parse_result r, enum xl_reaso
 		return XL_CONTINUE;
 	case PARSE_NON_IP:
 		return xl_final(reason, XL_PASS_NON_IP);
+	case PARSE_VLAN:
+		/* Endpoints are untagged links: forwarding the inner
+		 * packet would hand another container the VLAN's traffic. */
+		return xl_final(reason, XL_DROP_VLAN);
 	default:
 		return xl_final(reason, XL_DROP_MALFORMED);
 	}

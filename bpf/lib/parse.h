@@ -19,6 +19,8 @@ enum parse_result {
 	PARSE_OK = 0,
 	PARSE_NON_IP,	 /* not IPv4/IPv6: let Linux have it */
 	PARSE_MALFORMED, /* truncated or invalid: drop and count */
+	PARSE_VLAN,	 /* an 802.1Q/802.1ad tag: not IP to a hook that
+			  * forwards, which must not carry the tag on */
 };
 
 /* Emitted in full in BTF (see XL_ABI_BTF_ANCHORS). */
@@ -102,6 +104,8 @@ static __always_inline enum parse_result parse_l3(void *data, void *data_end, __
 		__builtin_memcpy(p->dst.addr, &ip6->daddr, 16);
 		return PARSE_OK;
 	}
+	if (p->proto == ETH_P_8021Q || p->proto == ETH_P_8021AD)
+		return PARSE_VLAN;
 	return PARSE_NON_IP;
 }
 

@@ -104,21 +104,6 @@ static __noinline int to_fib(struct __sk_buff *skb, struct pkt *p, enum xl_reaso
 	}
 }
 
-/* skb_tagged refuses VLAN-tagged frames from an endpoint: the tag in skb
- * metadata (a veth moves it there before tcx runs, so the parser would see
- * the inner packet) or in the frame (skb->protocol is then the tag's
- * ethertype). Endpoints are untagged links: forwarding the inner packet
- * would hand another container the VLAN's traffic. skb fields, not the
- * parsed frame: nothing stays live across the pipeline (its frames are at
- * 6.1's 512-byte stack limit). */
-static __always_inline enum xl_step skb_tagged(const struct __sk_buff *skb, enum xl_reason *reason)
-{
-	if (!skb->vlan_present && skb->protocol != bpf_htons(ETH_P_8021Q) &&
-	    skb->protocol != bpf_htons(ETH_P_8021AD))
-		return XL_CONTINUE;
-	return xl_final(reason, XL_DROP_VLAN);
-}
-
 static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb_cfg *cfg,
 					 enum xl_reason *reason)
 {
@@ -126,12 +111,13 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 	struct pkt p = {};
 	int step;
 
-	if (skb_tagged(skb, reason) != XL_CONTINUE)
-		return XL_FINAL;
 	tc_pull_l4(skb);
-	step = ep_parsed(
-		parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p),
-		reason);
+	/* A veth moves a frame's tag into skb metadata before tcx runs: the
+	 * frame then parses as the inner packet. */
+	step = ep_parsed(skb->vlan_present ? PARSE_VLAN
+					   : parse_l3((void *)(long)skb->data,
+						      (void *)(long)skb->data_end, skb->len, &p),
+			 reason);
 	if (step != XL_CONTINUE)
 		return step;
 	step = ep_admit(&p, skb->ifindex, reason);

@@ -295,10 +295,6 @@ func xdpRouted(dst net.HardwareAddr) want {
 func (h *harness) xdpWantFromTC(w want) want {
 	switch w.ret {
 	case actShot:
-		if w.reason == dropVLAN {
-			// Not IP to XDP: passed, the tc program drops it.
-			return xdpPassed(passNonIP)
-		}
 		w.ret = xdpDrop
 	case actPass:
 		w.ret = xdpPass
