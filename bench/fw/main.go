@@ -533,12 +533,10 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 			rep.Versions[name] = l
 		}
 	}
-	bins := filepath.Join(tmp, "bin")
-	if err := harness.BuildBinaries(ctx, bins); err != nil {
+	bins, runID, err := harness.PrepareRun(ctx, tmp, "fw*")
+	if err != nil {
 		return nil, err
 	}
-	runID := "xlb-" + harness.RandomHex(3)
-	log.Printf("run %s: namespaces %s-fw*, pin dirs /sys/fs/bpf/%s-fw*", runID, runID, runID)
 	var topos []*fwTopo
 	for i, v := range o.variants {
 		t := &fwTopo{variant: v, gns: fmt.Sprintf("%s-fw%d-gen", runID, i), dns: fmt.Sprintf("%s-fw%d-dut", runID, i),

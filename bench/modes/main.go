@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -137,12 +136,10 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 	}
 	log.Printf("machine: kernel %s, nproc %d, %s", rep.Machine.Kernel, rep.Machine.NProc, rep.Machine.CPUModel)
 
-	bins := filepath.Join(tmp, "bin")
-	if err := harness.BuildBinaries(ctx, bins); err != nil {
+	bins, runID, err := harness.PrepareRun(ctx, tmp, "*")
+	if err != nil {
 		return nil, err
 	}
-	runID := "xlb-" + harness.RandomHex(3)
-	log.Printf("run %s: namespaces %s-*, pin dirs /sys/fs/bpf/%s-*", runID, runID, runID)
 
 	var topos []Topology
 	for i, mode := range o.modes {

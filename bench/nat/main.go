@@ -164,12 +164,10 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 		}
 	}
 	log.Printf("machine: kernel %s, %d CPUs, loadavg %s", rep.Kernel, rep.NProc, rep.LoadStart)
-	bins := filepath.Join(tmp, "bin")
-	if err := harness.BuildBinaries(ctx, bins); err != nil {
+	bins, runID, err := harness.PrepareRun(ctx, tmp, "*")
+	if err != nil {
 		return nil, err
 	}
-	runID := "xlb-" + harness.RandomHex(3)
-	log.Printf("run %s: namespaces %s-*, pin dirs /sys/fs/bpf/%s-*", runID, runID, runID)
 
 	maxSvcs := o.levels[len(o.levels)-1]
 	var nodes []*natNode

@@ -24,7 +24,13 @@ import (
 // ErrNoTCX is returned where the kernel lacks tcx (Linux < 6.6).
 var ErrNoTCX = errors.New("tc mode needs tcx links (Linux 6.6 or later)")
 
-// BPF is the tc datapath of one daemon instance.
+// BPF is the real Datapath of one daemon instance. It owns, for the tc,
+// xdp, xdp-generic and netkit modes alike: the loaded collections
+// (internal/bpf), every pin under pinDir (maps/, links/, node/; the
+// firewall's maps included, handed out by FirewallMaps), the links that
+// attach the programs to host devices and to the uplink, and the clock the
+// conntrack code compares deadlines with. No other package of xlaned opens
+// a pin (tests and benchmarks read some maps from outside the process).
 type BPF struct {
 	pinDir     string
 	objs       *bpf.Objects

@@ -59,14 +59,7 @@ func TestUnsolicited(t *testing.T) {
 
 			for _, dst := range ec.IPs {
 				t.Run("refused/"+family(dst), func(t *testing.T) {
-					ln := listenIn(t, c, netip.AddrPortFrom(dst, 8080))
-					acceptAndClose(ln)
-					if err := dialOnce(out, netip.AddrPortFrom(dst, 8080)); err == nil {
-						t.Errorf("the outside connected to unpublished %s:8080", dst)
-					}
-					if got := udpReaches(t, out, c, netip.AddrPortFrom(dst, 9090)); got > 0 {
-						t.Errorf("%d unsolicited datagrams from the outside reached %s:9090", got, dst)
-					}
+					unsolicitedRefused(t, out, c, netip.AddrPortFrom(dst, 8080), netip.AddrPortFrom(dst, 9090))
 				})
 			}
 			for _, dst := range eo.IPs {
@@ -134,14 +127,7 @@ func TestUnsolicitedPublished(t *testing.T) {
 			transferVia(t, out, c, netip.AddrPortFrom(ep.IPs[0], 80), netip.MustParseAddrPort("192.0.2.2:8080"), bulk/8)
 			transferVia(t, out, c, netip.AddrPortFrom(ep.IPs[1], 80), netip.MustParseAddrPort("[2001:db8:83::2]:8080"), bulk/8)
 			for _, dst := range ep.IPs {
-				ln := listenIn(t, c, netip.AddrPortFrom(dst, 81))
-				acceptAndClose(ln)
-				if err := dialOnce(out, netip.AddrPortFrom(dst, 81)); err == nil {
-					t.Errorf("the outside connected to unpublished %s:81 directly", dst)
-				}
-				if got := udpReaches(t, out, c, netip.AddrPortFrom(dst, 9090)); got > 0 {
-					t.Errorf("%d unsolicited datagrams from the outside reached %s:9090", got, dst)
-				}
+				unsolicitedRefused(t, out, c, netip.AddrPortFrom(dst, 81), netip.AddrPortFrom(dst, 9090))
 			}
 		})
 	}
@@ -170,6 +156,19 @@ func sumMatches(m [][]string) int {
 		s += v
 	}
 	return s
+}
+
+// unsolicitedRefused checks that the outside (netns out) can neither
+// connect to tcp nor send datagrams to udp, both listened on in netns ctr.
+func unsolicitedRefused(t *testing.T, out, ctr string, tcp, udp netip.AddrPort) {
+	t.Helper()
+	acceptAndClose(listenIn(t, ctr, tcp))
+	if err := dialOnce(out, tcp); err == nil {
+		t.Errorf("the outside connected to unpublished %s", tcp)
+	}
+	if got := udpReaches(t, out, ctr, udp); got > 0 {
+		t.Errorf("%d unsolicited datagrams from the outside reached %s", got, udp)
+	}
 }
 
 // udpReaches sends 5 datagrams from netns from to addr, where netns to

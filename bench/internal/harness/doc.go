@@ -18,7 +18,7 @@
 //   - AddNamespaces (netns.go): namespaces with lo up, deleted on teardown;
 //   - StartXlaned, Xlane (xlaned.go): an xlaned in a namespace, ready, and
 //     its CLI; Preflight (preflight.go): root, tools, bpffs;
-//   - Machine, KernelRelease, CPUModel, BuildBinaries, LoadAvg, RandomHex
+//   - Machine, KernelRelease, CPUModel, BuildBinaries, PrepareRun, LoadAvg, RandomHex
 //     (machine.go): where the run happened, the binaries under test, unique
 //     names.
 //

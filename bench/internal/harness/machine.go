@@ -33,6 +33,19 @@ func BuildBinaries(ctx context.Context, dir string) error {
 	return nil
 }
 
+// PrepareRun builds the binaries under test into tmp/bin and names the
+// run: runID ("xlb-<random>") prefixes its namespaces and pin dirs, which
+// the log line shows as runID-glob.
+func PrepareRun(ctx context.Context, tmp, glob string) (bins, runID string, err error) {
+	bins = filepath.Join(tmp, "bin")
+	if err := BuildBinaries(ctx, bins); err != nil {
+		return "", "", err
+	}
+	runID = "xlb-" + RandomHex(3)
+	log.Printf("run %s: namespaces %s-%s, pin dirs /sys/fs/bpf/%s-%s", runID, runID, glob, runID, glob)
+	return bins, runID, nil
+}
+
 // DescribeMachine describes the host; failures leave fields empty.
 func DescribeMachine(ctx context.Context) Machine {
 	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: LoadAvg(),
