@@ -177,6 +177,15 @@ func udpFrame(t *testing.T, smac, dmac net.HardwareAddr, src, dst netip.Addr, dp
 		ip, udp, gopacket.Payload(payload))
 }
 
+// delivered sends frames from container from and says how many frames
+// carrying marker reached container to within wait.
+func (e *robustEnv) delivered(t *testing.T, from, to int, marker []byte, wait time.Duration, frames ...[]byte) int {
+	stop := capture(t, e.cs[to], e.eps[to].IfName, containsMarker(marker))
+	sendRaw(t, e.cs[from], e.eps[from].IfName, frames...)
+	time.Sleep(wait)
+	return len(stop())
+}
+
 func containsMarker(marker []byte) func([]byte) bool {
 	return func(b []byte) bool { return bytes.Contains(b, marker) }
 }
@@ -262,22 +271,16 @@ func TestMalformedL4Dropped(t *testing.T) {
 				edit(udp, func(b []byte) { binary.BigEndian.PutUint16(b[l4+4:], uint16(len(b)-l4+1)) }),
 			}
 			before := e.counters(t, 1)
-			stop := capture(t, e.cs[0], e.eps[0].IfName, containsMarker(marker))
-			sendRaw(t, e.cs[1], e.eps[1].IfName, bad...)
-			time.Sleep(500 * time.Millisecond)
-			if got := stop(); len(got) != 0 {
-				t.Errorf("%d malformed segments/datagrams delivered to the peer", len(got))
+			if n := e.delivered(t, 1, 0, marker, 500*time.Millisecond, bad...); n != 0 {
+				t.Errorf("%d malformed segments/datagrams delivered to the peer", n)
 			}
 			after := e.counters(t, 1)
 			if d := after["drop_malformed"] - before["drop_malformed"]; d != uint64(len(bad)) {
 				t.Errorf("drop_malformed +%d, want +%d (counters %v)", d, len(bad), after)
 			}
 			// The well-formed datagram still goes through.
-			stop = capture(t, e.cs[0], e.eps[0].IfName, containsMarker(marker))
-			sendRaw(t, e.cs[1], e.eps[1].IfName, udp)
-			time.Sleep(300 * time.Millisecond)
-			if got := stop(); len(got) != 1 {
-				t.Errorf("well-formed datagram delivered %d times, want once", len(got))
+			if n := e.delivered(t, 1, 0, marker, 300*time.Millisecond, udp); n != 1 {
+				t.Errorf("well-formed datagram delivered %d times, want once", n)
 			}
 		})
 	}
@@ -292,24 +295,20 @@ func TestForgedSourceMAC(t *testing.T) {
 			marker := []byte("xlane-forged-mac-" + mode)
 			forged := udpFrame(t, e.mac(t, 0, false), e.mac(t, 1, true), e.ip(1), e.ip(2), 9999, marker)
 			before := e.counters(t, 1)["drop_spoofed"]
-			stop := capture(t, e.cs[2], e.eps[2].IfName, containsMarker(marker))
-			for range 20 {
-				sendRaw(t, e.cs[1], e.eps[1].IfName, forged)
+			frames := make([][]byte, 20)
+			for i := range frames {
+				frames[i] = forged
 			}
-			time.Sleep(500 * time.Millisecond)
-			if got := stop(); len(got) != 0 {
-				t.Errorf("%d of 20 datagrams with c0's MAC from c1 delivered", len(got))
+			if n := e.delivered(t, 1, 2, marker, 500*time.Millisecond, frames...); n != 0 {
+				t.Errorf("%d of 20 datagrams with c0's MAC from c1 delivered", n)
 			}
 			if after := e.counters(t, 1)["drop_spoofed"]; after-before != 20 {
 				t.Errorf("drop_spoofed +%d, want +20", after-before)
 			}
 			// Its own MAC still works.
 			own := udpFrame(t, e.mac(t, 1, false), e.mac(t, 1, true), e.ip(1), e.ip(2), 9999, marker)
-			stop = capture(t, e.cs[2], e.eps[2].IfName, containsMarker(marker))
-			sendRaw(t, e.cs[1], e.eps[1].IfName, own)
-			time.Sleep(300 * time.Millisecond)
-			if got := stop(); len(got) != 1 {
-				t.Errorf("datagram with c1's own MAC delivered %d times, want once", len(got))
+			if n := e.delivered(t, 1, 2, marker, 300*time.Millisecond, own); n != 1 {
+				t.Errorf("datagram with c1's own MAC delivered %d times, want once", n)
 			}
 		})
 	}
@@ -325,24 +324,17 @@ func TestVLANTaggedFromEndpoint(t *testing.T) {
 	for _, mode := range []string{"tc", "xdp", "xdp-generic"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newRobustEnv(t, mode, "10.96.0.0/24")
-			c1, if1 := e.cs[1], e.eps[1].IfName
 			marker := []byte("xlane-vlan-" + mode)
-
-			t.Run("raw tagged frame", func(t *testing.T) {
-				inner := udpFrame(t, e.mac(t, 1, false), e.mac(t, 1, true), e.ip(1), e.ip(2), 9999, marker)
-				tagged := append(bytes.Clone(inner[:12]), 0x81, 0x00, 0x00, 0x05)
-				tagged = append(tagged, inner[12:]...)
-				before := e.counters(t, 1)["drop_vlan"]
-				stop := capture(t, e.cs[2], e.eps[2].IfName, containsMarker(marker))
-				sendRaw(t, c1, if1, tagged, tagged, tagged)
-				time.Sleep(500 * time.Millisecond)
-				if got := stop(); len(got) != 0 {
-					t.Errorf("%d tagged frames delivered into c2", len(got))
-				}
-				if after := e.counters(t, 1)["drop_vlan"]; after-before != 3 {
-					t.Errorf("drop_vlan +%d, want +3", after-before)
-				}
-			})
+			inner := udpFrame(t, e.mac(t, 1, false), e.mac(t, 1, true), e.ip(1), e.ip(2), 9999, marker)
+			tagged := append(bytes.Clone(inner[:12]), 0x81, 0x00, 0x00, 0x05)
+			tagged = append(tagged, inner[12:]...)
+			before := e.counters(t, 1)["drop_vlan"]
+			if n := e.delivered(t, 1, 2, marker, 500*time.Millisecond, tagged, tagged, tagged); n != 0 {
+				t.Errorf("%d tagged frames delivered into c2", n)
+			}
+			if after := e.counters(t, 1)["drop_vlan"]; after-before != 3 {
+				t.Errorf("drop_vlan +%d, want +3", after-before)
+			}
 		})
 	}
 }
