@@ -34,6 +34,7 @@
 #include "lib/ct.h"
 #include "lib/fw.h"
 #include "lib/stage.h"
+#include "lib/handoff.h"
 
 /*
  * The same pipeline runs as two programs. Native XDP turns the packet into
@@ -228,11 +229,15 @@ static __always_inline int xdp_from_endpoint(struct xdp_md *ctx, const struct xd
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
 	__u32 len = bpf_xdp_get_buff_len(ctx);
-	int step;
+	int step, ret;
 
 	step = from_endpoint(ctx, cfg, len, &reason);
-	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, len);
-	return xdp_ret(step, reason);
+	ret = xdp_ret(step, reason);
+	/* What goes to Linux meets the tcx program next, which counts it
+	 * (lib/handoff.h). */
+	if (ret != XDP_PASS || xdp_handoff(ctx, reason))
+		metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, len);
+	return ret;
 }
 
 SEC("xdp.frags")

@@ -30,6 +30,7 @@
 #include "ct_stage.h"
 #include "fw.h"
 #include "stage.h"
+#include "handoff.h"
 
 /*
  * How a program reaches a local endpoint. tcx (and legacy tc) at a host
@@ -189,9 +190,20 @@ static __always_inline int skb_from_endpoint(struct __sk_buff *skb, const struct
 	__u32 len = skb->len;
 	int step;
 
+	enum xl_reason xdp;
+	int ret;
+
 	step = from_endpoint(skb, cfg, &reason);
+	ret = tc_ret(step, reason);
+	/* XDP passed it here without counting (lib/handoff.h): what goes on
+	 * to Linux counts under XDP's reason, the rest under this one's. */
+	if (ret == XL_TC_PASS) {
+		xdp = skb_handoff(skb);
+		if (xdp != XL_HANDOFF_NONE)
+			reason = xdp;
+	}
 	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
-	return tc_ret(step, reason);
+	return ret;
 }
 
 #endif /* XLANE_SKB_ENDPOINT_H */

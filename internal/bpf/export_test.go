@@ -146,6 +146,9 @@ func RunVerdict(do func(func() error) error, prog *ebpf.Program, metrics *ebpf.M
 		}
 	}
 	if counted == 0 {
+		if ok, err := playTCX(prog, ret, opts, metrics); ok {
+			return ret, err
+		}
 		return ret, fmt.Errorf("%s returned %d and counted no reason: %w", prog, int32(ret), ErrVerdict)
 	}
 	return ret, nil

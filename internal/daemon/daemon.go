@@ -954,7 +954,7 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		}
 	}
 	if n.Mode == model.ModeXDPGeneric {
-		info.Notes = append(info.Notes, "xdp-generic: XDP passes GSO packets larger than the MTU (counted as pass_too_big) to the tc program, which redirects them")
+		info.Notes = append(info.Notes, "xdp-generic: XDP passes GSO packets larger than the MTU to the tc program, which redirects them (counted once, as its redirect)")
 	}
 	if host.Attrs().OperState != netlink.OperUp && host.Attrs().OperState != netlink.OperUnknown {
 		info.State = "link " + host.Attrs().OperState.String()

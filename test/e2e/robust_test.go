@@ -18,7 +18,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
-// Issue 12 items 4, 5, 6 and 11 with real packets: frames a hostile
+// Issue 12 items 4, 5, 6, 10 and 11 with real packets: frames a hostile
 // container writes on its own eth0 with a packet socket, what reaches the
 // other containers, and the endpoints' counters.
 
@@ -334,6 +334,50 @@ func TestVLANTaggedFromEndpoint(t *testing.T) {
 			}
 			if after := e.counters(t, 1)["drop_vlan"]; after-before != 3 {
 				t.Errorf("drop_vlan +%d, want +3", after-before)
+			}
+		})
+	}
+}
+
+// Item 10: in the XDP modes a packet XDP hands to Linux meets the tcx
+// program of the same device, and both counted it (15,000 frames counted
+// 17,000). N frames to the node's gateway address (XDP: pass_not_fwded,
+// then tcx) must add exactly N to the sender's from_endpoint counters, in
+// every mode.
+func TestCountedOnce(t *testing.T) {
+	for _, mode := range []string{"tc", "xdp", "xdp-generic"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newRobustEnv(t, mode, "10.97.0.0/24")
+			gw := netip.MustParseAddr("10.97.0.1")
+			// A listener on the node: the datagrams are delivered, no
+			// ICMP error (and no ARP for it) comes back.
+			var pc net.PacketConn
+			err := ns.WithNetNSPath(nsPath(e.n.netns), func(ns.NetNS) (err error) {
+				pc, err = net.ListenPacket("udp", netip.AddrPortFrom(gw, 9999).String())
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pc.Close()
+			const n = 3000
+			frame := udpFrame(t, e.mac(t, 1, false), e.mac(t, 1, true), e.ip(1), gw, 9999, []byte("xlane count once"))
+			frames := make([][]byte, n)
+			for i := range frames {
+				frames[i] = frame
+			}
+			before := e.counters(t, 1)
+			sendRaw(t, e.cs[1], e.eps[1].IfName, frames...)
+			time.Sleep(time.Second)
+			after := e.counters(t, 1)
+			delta := map[string]uint64{}
+			for r, v := range after {
+				if d := v - before[r]; d != 0 {
+					delta[r] = d
+				}
+			}
+			if got := sum(delta); got != n {
+				t.Errorf("%d frames counted %d times: %v", n, got, delta)
 			}
 		})
 	}
