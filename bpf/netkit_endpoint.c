@@ -63,11 +63,7 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 	__u32 len = skb->len;
 	int step;
 
-	step = skb_to_endpoint_apart(skb, &reason);
-	if (step == XL_CONTINUE)
-		step = skb_to_endpoint_unsolicited(skb, &reason);
-	if (step == XL_CONTINUE)
-		step = fw_skb_to_endpoint(skb, &reason);
+	step = skb_to_endpoint(skb, &reason);
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	/* No answer from here: a replied reject is a drop. */
 	return step == XL_REPLIED ? TC_ACT_SHOT : tc_ret(step, reason);

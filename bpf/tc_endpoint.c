@@ -37,12 +37,7 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 	__u32 len = skb->len;
 	int step;
 
-	step = skb_to_endpoint_apart(skb, &reason);
-	if (step == XL_CONTINUE)
-		step = skb_to_endpoint_unsolicited(skb, &reason);
-	if (step == XL_CONTINUE)
-		/* a reject's RST goes back in */
-		step = fw_skb_to_endpoint(skb, &reason);
+	step = skb_to_endpoint(skb, &reason); /* a reject's RST goes back in */
 	metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
 	return tc_ret(step, reason);
 }

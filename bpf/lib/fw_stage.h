@@ -155,24 +155,34 @@ static __always_inline enum xl_step fw_skb_ep(struct __sk_buff *skb, const struc
 	return XL_FINAL;
 }
 
+/* fw_xdp_run judges the packet of an XDP program against the rules (c:
+ * the call its stage set up) and ends the stage: continue if allowed,
+ * else final with the rule's reason, or replied where a reject answered. */
+static __always_inline enum xl_step fw_xdp_run(struct xdp_md *ctx, struct fw_call *c,
+					       enum xl_reason *reason)
+{
+	int v;
+
+	v = fw_prepare_xdp(ctx, c);
+	if (v == FW_V_SEARCH)
+		v = fw_decide(c);
+	if (v == FW_V_ALLOW)
+		return XL_CONTINUE;
+	*reason = c->reason;
+	if (v == FW_V_REJECT && !reply_xdp(ctx))
+		return reply_xdp_bounce(ctx);
+	return XL_FINAL;
+}
+
 /* fw_xdp_ep is fw_skb_ep for XDP programs. */
 static __always_inline enum xl_step fw_xdp_ep(struct xdp_md *ctx, const struct pkt *p, __u8 kind,
 					      __u32 len, __u8 track, enum xl_reason *reason)
 {
 	struct fw_call c = { .len = len, .kind = kind, .track = track };
-	int v;
 
 	if (!fw_on())
 		return XL_CONTINUE;
-	v = fw_prepare_xdp(ctx, &c);
-	if (v == FW_V_SEARCH)
-		v = fw_decide(&c);
-	if (v == FW_V_ALLOW)
-		return XL_CONTINUE;
-	*reason = c.reason;
-	if (v == FW_V_REJECT && !reply_xdp(ctx))
-		return reply_xdp_bounce(ctx);
-	return XL_FINAL;
+	return fw_xdp_run(ctx, &c, reason);
 }
 
 /*
@@ -206,21 +216,12 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };
-	int v;
 
 	if (fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
 		return XL_FINAL;
 	if (parsed != PARSE_OK || !fw_on())
 		return XL_CONTINUE;
-	v = fw_prepare_xdp(ctx, &c);
-	if (v == FW_V_SEARCH)
-		v = fw_decide(&c);
-	if (v == FW_V_ALLOW)
-		return XL_CONTINUE;
-	*reason = c.reason;
-	if (v == FW_V_REJECT && !reply_xdp(ctx))
-		return reply_xdp_bounce(ctx);
-	return XL_FINAL;
+	return fw_xdp_run(ctx, &c, reason);
 }
 
 #endif /* XLANE_FW_STAGE_H */

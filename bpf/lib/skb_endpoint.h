@@ -31,6 +31,7 @@
 #include "fw.h"
 #include "stage.h"
 #include "handoff.h"
+#include "unsolicited.h"
 
 /*
  * How a program reaches a local endpoint. tcx (and legacy tc) at a host
@@ -180,6 +181,24 @@ static __always_inline enum xl_step skb_to_endpoint_apart(struct __sk_buff *skb,
 		return XL_CONTINUE;
 	dst = ep_local(&p);
 	return dst ? ep_apart(src, dst, reason) : XL_CONTINUE;
+}
+
+/*
+ * skb_to_endpoint runs the stages for what Linux delivers to an endpoint
+ * (tcx egress of a host veth, netkit's primary program): network policy,
+ * then unsolicited off-node traffic, then the firewall's to-endpoint rules
+ * (whose reject answers with XL_REPLIED).
+ */
+static __always_inline enum xl_step skb_to_endpoint(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	enum xl_step step;
+
+	step = skb_to_endpoint_apart(skb, reason);
+	if (step == XL_CONTINUE)
+		step = skb_to_endpoint_unsolicited(skb, reason);
+	if (step == XL_CONTINUE)
+		step = fw_skb_to_endpoint(skb, reason);
+	return step;
 }
 
 /* skb_from_endpoint runs the pipeline and counts the verdict once, on the
