@@ -93,12 +93,14 @@ type Image struct {
 // that Debian builds as modules (netlink families vishvananda/netlink opens
 // for every handle, nf_tables for the firewall's differential test against
 // nftables, with the crc32c its libcrc32c asks the crypto API for at
-// load, which no modprobe answers in the guest; pktgen for the netkit
+// load, which no modprobe answers in the guest; nft_ct and with it
+// nf_conntrack for kernel mode's unsolicited-traffic guard, whose
+// "ct state" rules nft cannot add without it; pktgen for the netkit
 // benchmark). Missing ones are skipped (built in).
 var guestModules = []string{
 	"virtio_pci", "9pnet_virtio", "9p",
 	"veth", "sch_ingress", "cls_bpf", "act_bpf",
-	"xfrm_user", "nfnetlink", "crc32c_generic", "nf_tables", "pktgen",
+	"xfrm_user", "nfnetlink", "crc32c_generic", "nf_tables", "nft_ct", "pktgen",
 }
 
 // Fetch returns the bootable image of k, downloading and building what the
@@ -135,7 +137,7 @@ func Fetch(k Kernel, cacheDir string) (*Image, error) {
 
 // imageVersion changes when the way images are built changes, so cached
 // images from an older harness are rebuilt.
-const imageVersion = "xlane-vm-image 6\n"
+const imageVersion = "xlane-vm-image 7\n"
 
 func fetchDeb(k Kernel, debDir string) (string, error) {
 	arch := "amd64"
