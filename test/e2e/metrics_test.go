@@ -109,7 +109,12 @@ func sample(mfs map[string]*dto.MetricFamily, name string, want map[string]strin
 }
 
 func testMetrics(t *testing.T, mode string) {
-	n := newNode(t, withMetrics)
+	opts := []nodeOpt{withMetrics}
+	if mode == "tc" {
+		// Per-program run statistics: on machine-wide while this daemon runs.
+		opts = append(opts, func(n *node) { n.flags = append(n.flags, "--bpf-stats") })
+	}
+	n := newNode(t, opts...)
 	requireMode(t, n, mode)
 	subnet := map[string]string{"tc": "10.71.0.0/24", "xdp": "10.72.0.0/24"}[mode]
 	n.mustXlane(nil, "network", "create", "blue", "--subnet", subnet, "--mode", mode)
@@ -208,6 +213,16 @@ func testMetrics(t *testing.T, mode string) {
 		}
 	}
 	if mode == "tc" {
+		prog := map[string]string{"program": "xlane_from_endpoint"}
+		if d := delta("xlane_bpf_program_runs_total", prog); d < dropped+allowed {
+			t.Errorf("xlane_bpf_program_runs_total{xlane_from_endpoint}: +%v with --bpf-stats, want at least +%d", d, dropped+allowed)
+		}
+		if v := sample(after, "xlane_bpf_program_run_seconds_total", prog); v <= 0 {
+			t.Errorf("xlane_bpf_program_run_seconds_total{xlane_from_endpoint} = %v with --bpf-stats", v)
+		}
+		if v := sample(after, "xlane_bpf_stats_enabled", nil); v != 1 {
+			t.Errorf("xlane_bpf_stats_enabled = %v with --bpf-stats", v)
+		}
 		fwd := with(from, "reason", "fwd_peer", "verdict", "forwarded")
 		if d := delta("xlane_flows_processed_total", fwd); d != allowed {
 			t.Errorf("fwd_peer from c0: +%v, want +%d", d, allowed)
