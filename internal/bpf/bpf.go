@@ -56,6 +56,7 @@ const (
 	CTNatBoth              = tcCtNatCT_NAT_BOTH
 	CTEstablished          = tcCtStateCT_ESTABLISHED
 	CTClosing              = tcCtStateCT_CLOSING
+	CTClosed               = tcCtStateCT_CLOSED
 	EPFlagMasquerade       = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
