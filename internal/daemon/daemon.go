@@ -68,6 +68,7 @@ type Daemon struct {
 	node      datapath.NodeConfig
 	ct        ctCounters
 	neigh     neighMirror // neigh.go
+	accel     accelState  // sock.go
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -149,6 +150,10 @@ func (d *Daemon) start() (*Daemon, error) {
 			return nil, fmt.Errorf("mirror neighbours: %w", err)
 		}
 		go d.gcLoop(cfg.GCInterval, d.done)
+		if err := d.reconcileProxy(); err != nil {
+			d.log.Error("reconcile proxy redirects", "err", err)
+		}
+		d.reconcileAccel()
 	}
 	return d, nil
 }
