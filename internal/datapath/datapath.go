@@ -444,6 +444,32 @@ func (d *BPF) Counters(ifindex int) (map[CounterKey]Counter, error) {
 	return out, it.Err()
 }
 
+// CountersByIfindex sums the per-CPU metrics of every device at once (one
+// walk of xlane_metrics), by ifindex: 0 for counts of no device
+// (pass_ct_full from the XDP programs).
+func (d *BPF) CountersByIfindex() (map[int]map[CounterKey]Counter, error) {
+	out := map[int]map[CounterKey]Counter{}
+	var (
+		k    bpf.MetricsKey
+		vals []bpf.MetricsVal
+	)
+	it := d.objs.Metrics().Iterate()
+	for it.Next(&k, &vals) {
+		dev := out[int(k.Ifindex)]
+		if dev == nil {
+			dev = map[CounterKey]Counter{}
+			out[int(k.Ifindex)] = dev
+		}
+		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir)}
+		c := dev[ck]
+		for _, v := range vals {
+			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
+		}
+		dev[ck] = c
+	}
+	return out, it.Err()
+}
+
 // PruneCounters deletes the counters of every ifindex not in keep.
 func (d *BPF) PruneCounters(keep map[int]bool) error {
 	var (

@@ -41,7 +41,13 @@ type Datapath interface {
 
 	// Counters (datapath.go).
 	Counters(ifindex int) (map[CounterKey]Counter, error)
+	CountersByIfindex() (map[int]map[CounterKey]Counter, error)
 	PruneCounters(keep map[int]bool) error
+
+	// Inventory (inventory.go): how full the maps are, what the programs
+	// cost (with BPF run statistics on).
+	MapUsage() ([]MapUsage, error)
+	ProgramStats() ([]ProgramStats, error)
 
 	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
 	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error

@@ -59,6 +59,10 @@ func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)         { return nil
 func (u *Unavailable) PublishedPorts() ([]Port, error)              { return nil, nil }
 func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)      { return nil, nil }
 func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error) { return nil, nil }
+func (u *Unavailable) MapUsage() ([]MapUsage, error)                { return nil, nil }
+func (u *Unavailable) ProgramStats() ([]ProgramStats, error)        { return nil, nil }
+
+func (u *Unavailable) CountersByIfindex() (map[int]map[CounterKey]Counter, error) { return nil, nil }
 
 func (u *Unavailable) Attach(ifname string, _ int, mode model.Mode) error {
 	return u.err(fmt.Sprintf("attach %s programs to %s", mode, ifname))

@@ -149,6 +149,12 @@ func (f *Fake) Counters(int) (map[datapath.CounterKey]datapath.Counter, error) {
 }
 func (f *Fake) PruneCounters(map[int]bool) error { return nil }
 
+func (f *Fake) CountersByIfindex() (map[int]map[datapath.CounterKey]datapath.Counter, error) {
+	return nil, nil
+}
+func (f *Fake) MapUsage() ([]datapath.MapUsage, error)         { return nil, nil }
+func (f *Fake) ProgramStats() ([]datapath.ProgramStats, error) { return nil, nil }
+
 func (f *Fake) PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error {
 	return f.change("put-neigh", addr, func() { f.neigh[neighKey{addr, ifindex}] = mac })
 }
