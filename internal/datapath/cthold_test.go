@@ -58,10 +58,10 @@ func TestCTHoldSharedBackends(t *testing.T) {
 			}
 		}
 	}
-	put(1, shared, bpf.CTClosed, 20)    // closed, shared: held
-	put(2, alone, bpf.CTClosed, 20)     // closed, one service: collected
+	put(1, shared, bpf.CTClosed, 20)      // closed, shared: held
+	put(2, alone, bpf.CTClosed, 20)       // closed, one service: collected
 	put(3, shared, bpf.CTEstablished, 20) // idle established: collected
-	put(4, shared, bpf.CTClosed, 60)    // closed past the hold: collected
+	put(4, shared, bpf.CTClosed, 60)      // closed past the hold: collected
 	if n, err := d.GCCT(10 * s); err != nil || n != 6 {
 		t.Fatalf("GC collected %d entries (%v), want 6", n, err)
 	}
