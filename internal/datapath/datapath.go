@@ -152,7 +152,8 @@ func hasHook(hs []hook, h hook) bool {
 
 // nodeHooks are attachments of the node, not of an endpoint: pinned under
 // node/, apart from the per-device links/ that reconcile prunes.
-var nodeHooks = map[string]bool{"uplink": true, "uplinktc": true, "connect4": true, "connect6": true}
+var nodeHooks = map[string]bool{"uplink": true, "uplinktc": true, "connect4": true, "connect6": true,
+	"sendmsg4": true, "sendmsg6": true, "recvmsg4": true, "recvmsg6": true}
 
 func (d *BPF) linkPin(ifname, suffix string) string {
 	dir := "links"
