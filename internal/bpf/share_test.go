@@ -25,8 +25,9 @@ func TestMapsSharedAcrossCollections(t *testing.T) {
 		"xdp":      {objs.xdp.FromEndpoint, objs.xdp.GenericFromEndpoint},
 		"uplink":   {objs.fromUplink, objs.genUplink},
 		"tcuplink": {objs.tcFromUplink},
-		"socklb":   {objs.sock.XlaneConnect4, objs.sock.XlaneConnect6},
-		"netkit":   {nk.FromEndpoint, nk.ToEndpoint},
+		"socklb": {objs.sock.XlaneConnect4, objs.sock.XlaneConnect6, objs.sock.XlaneSendmsg4, objs.sock.XlaneSendmsg6,
+			objs.sock.XlaneRecvmsg4, objs.sock.XlaneRecvmsg6},
+		"netkit": {nk.FromEndpoint, nk.ToEndpoint},
 	}
 
 	// The kernel keeps 15 characters of a map's name: the names the specs
