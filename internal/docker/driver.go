@@ -496,7 +496,7 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 		return fail(err)
 	}
 	add := api.EndpointAdd{ID: req.EndpointID, Network: n.Name, VethOnly: true}
-	supplied := false
+	addrsGiven, macGiven := false, false
 	if i := req.Interface; i != nil {
 		for _, s := range []string{i.Address, i.AddressIPv6} {
 			if s == "" {
@@ -507,11 +507,11 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 				return fail(fmt.Errorf("address %q from Docker: not a CIDR address", s))
 			}
 			add.IPs = append(add.IPs, p.Addr().String())
-			supplied = true
+			addrsGiven = true
 		}
 		if i.MacAddress != "" {
 			add.MAC = i.MacAddress
-			supplied = true
+			macGiven = true
 		}
 	}
 	e, err := dr.d.AddEndpoint(add)
@@ -534,13 +534,22 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 		return fail(err)
 	}
 	dr.log.Info("docker: endpoint created", "endpoint", short(e.ID), "network", n.Name, "ips", e.IPs, "host_ifname", e.HostIf)
-	// libnetwork's remote driver protocol: a driver given addresses answers
-	// with an empty Interface; given none (a null IPAM driver), it says what
-	// it chose.
-	if supplied {
-		return &createEndpointResponse{}, nil
+	// libnetwork's remote driver protocol: the driver answers with what
+	// Docker did not give, and must not answer what it gave (libnetwork
+	// refuses to "modify" a set address or MAC). So the MAC xlane chose is
+	// returned unless --mac-address gave one (docker inspect shows it as on
+	// a bridge), the addresses only when Docker gave none (a null IPAM
+	// driver).
+	out := &endpointInterface{}
+	if !macGiven {
+		out.MacAddress = e.MAC
 	}
-	out := &endpointInterface{MacAddress: e.MAC}
+	if addrsGiven {
+		if out.MacAddress == "" {
+			return &createEndpointResponse{}, nil
+		}
+		return &createEndpointResponse{Interface: out}, nil
+	}
 	for _, a := range e.IPs {
 		for _, p := range n.Subnets {
 			if p.Contains(a) && a.Is4() {

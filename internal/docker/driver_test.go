@@ -327,8 +327,13 @@ func TestEndpointLifecycle(t *testing.T) {
 	if !reflect.DeepEqual(f.adds[0], wantAdd) {
 		t.Errorf("endpoint add\n got %+v\nwant %+v", f.adds[0], wantAdd)
 	}
-	// A retry finds it there.
-	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16"}})
+	// A retry finds it there. Docker gave addresses but no MAC: the
+	// answer is the MAC alone (libnetwork refuses a driver that answers
+	// what it gave), so docker inspect shows it.
+	out = td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16"}})
+	if want := map[string]any{"MacAddress": "02:42:ac:1e:00:05"}; !reflect.DeepEqual(out["Interface"], want) {
+		t.Errorf("CreateEndpoint with addresses, without a MAC, answered %v, want Interface %v", out, want)
+	}
 
 	// No addresses from Docker: xlane's IPAM chooses and says so.
 	out = td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID2, Interface: &endpointInterface{}})

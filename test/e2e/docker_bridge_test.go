@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/xlane-dev/xlane/internal/api"
 )
 
 // udpEchoIn answers every datagram to addr (in netns) with the same bytes
@@ -77,7 +80,7 @@ func udpSendto(t *testing.T, netns string, dst netip.AddrPort) netip.AddrPort {
 //
 // What a Docker user sees differ between a bridge network and an xlane one
 // (issue 13), one subtest per item: the node's unconnected UDP to a
-// published port and to a service.
+// published port and to a service; the MAC address in docker inspect.
 func TestDockerBridgeParity(t *testing.T) {
 	var out string
 	h := newDockerHost(t, withDockerOutside(&out))
@@ -107,5 +110,20 @@ func TestDockerBridgeParity(t *testing.T) {
 		n.mustXlane(nil, "service", "rm", "dns4")
 		n.mustXlane(nil, "service", "rm", "dns6")
 		h.mustDocker("rm", "-f", u1)
+	})
+
+	t.Run("MAC address in inspect", func(t *testing.T) {
+		m1 := h.run("m1", "--network", "par")
+		a := h.attachment(m1, "par")
+		var ep api.EndpointInfo
+		n.mustXlane(&ep, "endpoint", "inspect", a.EndpointID)
+		link := runIn(t, h.ns(m1), "ip", "-o", "link", "show", "eth0")
+		if a.MacAddress == "" || a.MacAddress != ep.MAC || !strings.Contains(link, a.MacAddress) {
+			t.Errorf("docker inspect MacAddress %q, xlane's %q, the container's eth0:\n%s", a.MacAddress, ep.MAC, link)
+		}
+		if got := h.mustDocker("network", "inspect", "-f", `{{range .Containers}}{{.MacAddress}}{{end}}`, "par"); got != a.MacAddress {
+			t.Errorf("docker network inspect par: MacAddress %q, want %q", got, a.MacAddress)
+		}
+		h.mustDocker("rm", "-f", m1)
 	})
 }

@@ -330,6 +330,7 @@ type attachment struct {
 	GlobalIPv6Address string
 	Gateway           string
 	IPv6Gateway       string
+	MacAddress        string
 }
 
 func (h *dockerHost) attachment(ctr, network string) attachment {
