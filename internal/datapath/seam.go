@@ -63,6 +63,19 @@ type Datapath interface {
 	SetConfig(c NodeConfig) error
 	AttachSockLB(cgroupPath string) error
 
+	// The socket layer (sock.go): acceleration and transparent proxy
+	// redirect, attached to cgroups.
+	EnableAccel(s AccelSettings) error
+	DisableAccel() error
+	AccelStatus() (AccelStatus, error)
+	AttachProxy(cgroupPath string) error
+	DetachProxy(cgroupID uint64) error
+	ProxyCgroups() ([]uint64, error)
+	PutProxyRule(r ProxyRule) error
+	DeleteProxyRule(port uint16) error
+	ProxyRules() (map[uint16]ProxyRule, error)
+	ProxyStats() (map[string]uint64, error)
+
 	// Published ports (ports.go).
 	PutPort(p Port) error
 	DeletePort(p Port) error

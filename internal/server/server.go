@@ -153,6 +153,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.Status()
 	})
 	firewallRoutes(route, d)
+	sockRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))
 	})
