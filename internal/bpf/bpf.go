@@ -55,6 +55,7 @@ const (
 	CTNatBoth              = tcCtNatCT_NAT_BOTH
 	CTEstablished          = tcCtStateCT_ESTABLISHED
 	EPFlagMasquerade       = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
+	EPFlagXDPTarget        = uint16(tcXlEpFlagsXL_EP_XDP_TARGET)
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)
