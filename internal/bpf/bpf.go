@@ -58,6 +58,7 @@ const (
 	CTClosing              = tcCtStateCT_CLOSING
 	CTClosed               = tcCtStateCT_CLOSED
 	EPFlagMasquerade       = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
+	EPFlagXDPTarget        = uint16(tcXlEpFlagsXL_EP_XDP_TARGET)
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)

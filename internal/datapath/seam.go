@@ -49,6 +49,11 @@ type Datapath interface {
 	MapUsage() ([]MapUsage, error)
 	ProgramStats() ([]ProgramStats, error)
 
+	// Maps in readable form (dump.go): DumpNames lists what DumpMap
+	// takes; an unknown name fails with ErrNoSuchMap naming them.
+	DumpNames() []string
+	DumpMap(name string, limit int) (*MapDump, error)
+
 	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
 	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
 	DeleteNeigh(addr netip.Addr, ifindex int) error

@@ -61,6 +61,11 @@ func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)      { return nil
 func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error) { return nil, nil }
 func (u *Unavailable) MapUsage() ([]MapUsage, error)                { return nil, nil }
 func (u *Unavailable) ProgramStats() ([]ProgramStats, error)        { return nil, nil }
+func (u *Unavailable) DumpNames() []string                          { return nil }
+
+func (u *Unavailable) DumpMap(name string, _ int) (*MapDump, error) {
+	return nil, u.err("dump map " + name)
+}
 
 func (u *Unavailable) CountersByIfindex() (map[int]map[CounterKey]Counter, error) { return nil, nil }
 

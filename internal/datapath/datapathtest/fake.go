@@ -154,6 +154,10 @@ func (f *Fake) CountersByIfindex() (map[int]map[datapath.CounterKey]datapath.Cou
 }
 func (f *Fake) MapUsage() ([]datapath.MapUsage, error)         { return nil, nil }
 func (f *Fake) ProgramStats() ([]datapath.ProgramStats, error) { return nil, nil }
+func (f *Fake) DumpNames() []string                            { return nil }
+func (f *Fake) DumpMap(name string, _ int) (*datapath.MapDump, error) {
+	return nil, datapath.ErrNoSuchMap
+}
 
 func (f *Fake) PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error {
 	return f.change("put-neigh", addr, func() { f.neigh[neighKey{addr, ifindex}] = mac })
