@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/daemon"
 	"github.com/xlane-dev/xlane/internal/datapath"
@@ -24,6 +25,8 @@ import (
 )
 
 func main() {
+	// The acceleration self-test re-executes this binary as its child.
+	accel.MaybeChild()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "xlaned:", err)
 		os.Exit(1)

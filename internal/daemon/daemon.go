@@ -73,6 +73,7 @@ type Daemon struct {
 	node      datapath.NodeConfig
 	ct        ctCounters
 	neigh     neighMirror // neigh.go
+	accel     accelState  // sock.go
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 
 	// fault, when set by tests, is called between apply steps; an error
@@ -163,6 +164,10 @@ func (d *Daemon) start() (*Daemon, error) {
 			}
 			d.runStats = c
 		}
+		if err := d.reconcileProxy(); err != nil {
+			d.log.Error("reconcile proxy redirects", "err", err)
+		}
+		d.reconcileAccel()
 	}
 	return d, nil
 }

@@ -39,9 +39,14 @@ type BPF struct {
 	legacyTC bool
 	// nk: the netkit programs, loaded on first use; netkit.go.
 	nk *bpf.NetkitObjects
+	// accel, proxy: the socket layer, loaded on first use; sock.go.
+	accel *bpf.AccelObjects
+	proxy *bpf.ProxyObjects
 	// clock overrides monotonicNow (tests: a clock a few seconds past
 	// boot); ctclock.go.
 	clock func() uint64
+	// shared: which backends several services balance to (cthold.go).
+	shared sharedBackends
 }
 
 // Open loads the programs and adopts (or creates) the maps pinned under
@@ -108,6 +113,12 @@ func ensureBPFFS(pinDir string) error {
 func (d *BPF) Close() error {
 	if d.nk != nil {
 		d.nk.Close()
+	}
+	if d.accel != nil {
+		d.accel.Close()
+	}
+	if d.proxy != nil {
+		d.proxy.Close()
 	}
 	return d.objs.Close()
 }
