@@ -96,8 +96,12 @@ type Network struct {
 	// published port's) or as an ICMP error about one, as on Docker's
 	// bridge (XL_EP_ALLOW_UNSOLICITED, bpf/lib/unsolicited.h; nftables in
 	// kernel mode).
-	AllowUnsolicited bool      `json:"allow_unsolicited,omitempty"`
-	Created          time.Time `json:"created"`
+	AllowUnsolicited bool `json:"allow_unsolicited,omitempty"`
+	// VNI is the network's VXLAN network identifier between nodes: the
+	// same network name gets the same VNI on every node (DefaultVNI)
+	// unless --vni says otherwise; 0 in records older than nodes.
+	VNI     uint32    `json:"vni,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // Subnet4 returns the network's IPv4 subnet and gateway, if any.
