@@ -138,6 +138,10 @@ func (d *Daemon) calibrateAtStart() {
 		defer d.calib.wg.Done()
 		defer cancel()
 		c, err := d.Calibrate(ctx)
+		if err != nil && ctx.Err() != nil {
+			d.log.Info("calibration at first start stopped: xlaned is stopping; the next start calibrates")
+			return
+		}
 		if err != nil {
 			d.log.Error("calibration at first start", "err", err)
 			return
