@@ -15,19 +15,11 @@ import (
 // and checks, from the kernel's view of each program, that every map name
 // is one map ID.
 func TestMapsSharedAcrossCollections(t *testing.T) {
-	objs, err := Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer objs.Close()
+	objs := ObjectsFor(t, "")
 	if err := objs.XDPErr(); err != nil {
 		t.Fatalf("xdp programs: %v", err)
 	}
-	nk, err := objs.LoadNetkit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Close()
+	nk := NetkitFor(t, objs)
 	progs := map[string][]*ebpf.Program{
 		"tc":       {objs.XlaneFromEndpoint, objs.XlaneToEndpoint},
 		"xdp":      {objs.xdp.FromEndpoint, objs.xdp.GenericFromEndpoint},
