@@ -200,6 +200,14 @@ struct xl_config {
 	__u8 uplink_v4[16];	/* masquerade address (::ffff:a.b.c.d), or zero */
 	__u8 uplink_v6[16];	/* masquerade address, or zero */
 	__u64 netns_cookie;	/* the node's netns: socket hooks act only here */
+	/* Source ports (host order, inclusive) for a DNAT flow whose reply
+	 * tuple clashed with another flow's: the client's address is kept,
+	 * so the node's own ports are no concern and the range is wide
+	 * (1024-65535, as Linux's NAT), while the tuples of closed flows to
+	 * shared backends stay taken for the backend's TIME_WAIT. */
+	__u16 clash_port_min;
+	__u16 clash_port_max;
+	__u32 pad;
 };
 
 /*

@@ -49,11 +49,14 @@ type (
 // Conntrack constants from abi.h.
 const (
 	CTDirReply             = tcCtDirCT_DIR_REPLY
+	CTDirOrig              = tcCtDirCT_DIR_ORIG
 	CTNatNone              = tcCtNatCT_NAT_NONE
 	CTNatSrc               = tcCtNatCT_NAT_SRC
 	CTNatDst               = tcCtNatCT_NAT_DST
 	CTNatBoth              = tcCtNatCT_NAT_BOTH
 	CTEstablished          = tcCtStateCT_ESTABLISHED
+	CTClosing              = tcCtStateCT_CLOSING
+	CTClosed               = tcCtStateCT_CLOSED
 	EPFlagMasquerade       = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
 	EPFlagXDPTarget        = uint16(tcXlEpFlagsXL_EP_XDP_TARGET)
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
