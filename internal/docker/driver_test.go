@@ -625,8 +625,8 @@ func TestPortForms(t *testing.T) {
 	}
 	want := map[string]bool{
 		fmt.Sprintf(":%d->172.30.0.5:80", ports[0].NodePort): true,
-		"127.0.0.1:8082->172.30.0.5:81":                     true,
-		"[::1]:8083->172.30.0.5:81":                         true,
+		"127.0.0.1:8082->172.30.0.5:81":                      true,
+		"[::1]:8083->172.30.0.5:81":                          true,
 	}
 	if !reflect.DeepEqual(td.proxied, want) {
 		t.Errorf("relays %v, want %v", td.proxied, want)
