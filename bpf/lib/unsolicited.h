@@ -21,6 +21,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "l4.h"
+#include "icmp_quote.h"
 #include "ct.h"
 #include "endpoint.h"
 #include "fw.h"
@@ -56,39 +57,6 @@ static __always_inline int unsol_known(const struct ct_key *k)
 	return bpf_map_lookup_elem(&xlane_ct, &r) != 0;
 }
 
-/* unsol_ports_known: the TCP/UDP flow whose header starts at h (a first
- * fragment's) is tracked. */
-static __always_inline int unsol_ports_known(void *data_end, const struct pkt *p, __u8 proto,
-					     __u8 *h)
-{
-	struct ct_key k = {};
-
-	if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || (void *)(h + 4) > data_end)
-		return 0;
-	__builtin_memcpy(k.saddr, p->src.addr, 16);
-	__builtin_memcpy(k.daddr, p->dst.addr, 16);
-	__builtin_memcpy(&k.sport, h, 2);
-	__builtin_memcpy(&k.dport, h + 2, 2);
-	k.proto = proto;
-	return unsol_known(&k);
-}
-
-/* unsol_icmp_known: an ICMP(v6) header at h is neighbour discovery, or an
- * error about a tracked flow. */
-static __always_inline int unsol_icmp_known(void *data, void *data_end, const struct pkt *p,
-					    __u8 proto, __u32 off)
-{
-	__u8 *h = data + off;
-	struct ct_key k;
-
-	if ((void *)(h + 8) > data_end)
-		return 0;
-	if (proto == IPPROTO_ICMPV6 && h[0] >= 133 && h[0] <= 137)
-		return 1; /* neighbour discovery: without it IPv6 dies */
-	return icmp_is_error(proto, h[0]) && !fw_related(data, data_end, p, off + 8, &k) &&
-	       unsol_known(&k);
-}
-
 /*
  * ep_solicited says whether p (parsed from data, from off the node, for a
  * local endpoint) may enter: its tuple, as the packet carries it (a reply
@@ -106,7 +74,6 @@ static __always_inline int ep_solicited(void *data, void *data_end, const struct
 	struct ct_key k = {};
 	struct l4 l4 = {};
 	struct ct_val *v;
-	__u8 *h;
 
 	switch (parse_l4(data, data_end, p, &l4)) {
 	case L4_OK:
@@ -123,30 +90,22 @@ static __always_inline int ep_solicited(void *data, void *data_end, const struct
 	default:
 		break;
 	}
-	if (p->ip4) {
-		struct iphdr *ip = p->ip4;
-
-		if (ip->frag_off & bpf_htons(0x1fff))
-			return 1;
-		h = data + sizeof(struct ethhdr) + ip->ihl * 4;
-		if (ip->frag_off & bpf_htons(0x2000))
-			return unsol_ports_known(data_end, p, ip->protocol, h);
-		return ip->protocol == IPPROTO_ICMP &&
-		       unsol_icmp_known(data, data_end, p, IPPROTO_ICMP, l4.off);
-	}
-	if (!p->ip6)
+	if (l4.frag == L4_FRAG_LATER)
+		return 1;
+	if (!l4.hdr)
 		return 0;
-	h = data + sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
-	if ((void *)(h + 8) > data_end)
-		return 0;
-	if (p->ip6->nexthdr == 44) { /* a fragment header */
-		if (h[2] | (h[3] & 0xf8))
-			return 1;
-		return unsol_ports_known(data_end, p, h[0], h + 8);
+	if (l4.frag) {
+		if (l4.proto != IPPROTO_TCP && l4.proto != IPPROTO_UDP)
+			return 0;
+		ct_key_init(&k, p, &l4);
+		return unsol_known(&k);
 	}
-	return p->ip6->nexthdr == IPPROTO_ICMPV6 &&
-	       unsol_icmp_known(data, data_end, p, IPPROTO_ICMPV6,
-				sizeof(struct ethhdr) + sizeof(struct ipv6hdr));
+	if ((l4.proto == IPPROTO_ICMP) != (p->ip4 != 0))
+		return 0;
+	if (l4.proto == IPPROTO_ICMPV6 && l4.icmp_type >= 133 && l4.icmp_type <= 137)
+		return 1; /* neighbour discovery: without it IPv6 dies */
+	return icmp_is_error(l4.proto, l4.icmp_type) &&
+	       icmp_quote(data, data_end, l4.off + 8, p->ip4 != 0, &k) >= 0 && unsol_known(&k);
 }
 
 /* ep_unsolicited: 1 when p, from off the node for endpoint dst, must be

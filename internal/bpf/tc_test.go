@@ -818,6 +818,13 @@ func l4MalformedCases(tb testing.TB) []verdictCase {
 		{"ipv6/first fragment with 8 bytes of tcp", devEP0, firstFragment6(tb, 8), bad},
 		// A first fragment with the whole header is fine.
 		{"ipv4/first fragment with the tcp header", devEP0, firstFragment4(tb, layers.IPProtocolTCP, 24), toPeer(epPeer)},
+		// IPv6 extension header chains (ext_test.go's withExts).
+		{"ipv6/hop-by-hop header longer than the packet", devEP0, edit(withExts(v6, extHopByHop), func(b []byte) { b[tcp6off+1] = 10 }), bad},
+		{"ipv6/payload ends inside the destination options", devEP0, edit(withExts(v6, extHopByHop, extDstOpts)[:tcp6off+12], func(b []byte) {
+			binary.BigEndian.PutUint16(b[ethHdrLen+4:], 12)
+		}), bad},
+		{"ipv6/tcp behind three extension headers", devEP0, withExts(v6, extHopByHop, extRouting, extDstOpts), toPeer(epPeer)},
+		{"ipv6/not the first fragment, behind hop-by-hop", devEP0, edit(withExts(v6, extHopByHop, extFragment), func(b []byte) { b[tcp6off+8+3] = 0x10 }), toPeer(epPeer)},
 	}
 }
 
