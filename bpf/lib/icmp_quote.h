@@ -36,6 +36,11 @@ static __always_inline int icmp_quote(void *data, void *data_end, __u32 qoff, in
 	__builtin_memset(rk, 0, sizeof(*rk));
 	if (qoff > L4_OFF_MAX)
 		return -1;
+	/* Bounded as the verifier sees it, whatever register clang compared:
+	 * 6.1 tracks no bound across an offset copy, and a packet pointer
+	 * offset that may pass 64 KiB gets no range. */
+	barrier_var(qoff);
+	qoff &= 2 * L4_OFF_MAX - 1;
 	q = data + qoff;
 	if (v4) {
 		struct iphdr *ip = (void *)q;

@@ -284,4 +284,49 @@ static __always_inline enum l4_result parse_l4(void *data, void *data_end, const
 	return l4->frag ? L4_UNTRACKABLE : L4_OK;
 }
 
+/*
+ * The parser as global functions, one per context: a global function is
+ * verified once, on its own (see lib/fw_stage.h), so the extension header
+ * walk's paths do not multiply the verification of every stage after it
+ * (with parse_l4 inlined into each stage, 6.1's verifier went past its
+ * limits). They take the context, not the caller's parsed packet (packet
+ * pointers cannot cross into them), and find the IP header again, of a
+ * frame parse_l3 said PARSE_OK for. l4 must be zeroed; its fields are
+ * unknown to the verifier afterwards (offsets: bound them before use).
+ */
+static __always_inline enum l4_result parse_l4_frame(void *data, void *data_end, struct l4 *l4)
+{
+	struct ethhdr *eth = data;
+	struct pkt p;
+
+	p.ip4 = 0;
+	p.ip6 = 0;
+	if ((void *)(eth + 1) > data_end)
+		return L4_UNTRACKABLE;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		p.ip4 = (void *)(eth + 1);
+		if ((void *)(p.ip4 + 1) > data_end)
+			return L4_UNTRACKABLE;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		p.ip6 = (void *)(eth + 1);
+		if ((void *)(p.ip6 + 1) > data_end)
+			return L4_UNTRACKABLE;
+	}
+	return parse_l4(data, data_end, &p, l4);
+}
+
+__noinline __attribute__((unused)) int parse_l4_skb(struct __sk_buff *skb, struct l4 *l4)
+{
+	if (!l4)
+		return L4_UNTRACKABLE;
+	return parse_l4_frame((void *)(long)skb->data, (void *)(long)skb->data_end, l4);
+}
+
+__noinline __attribute__((unused)) int parse_l4_xdp(struct xdp_md *ctx, struct l4 *l4)
+{
+	if (!l4)
+		return L4_UNTRACKABLE;
+	return parse_l4_frame((void *)(long)ctx->data, (void *)(long)ctx->data_end, l4);
+}
+
 #endif /* XLANE_L4_H */

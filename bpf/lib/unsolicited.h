@@ -57,31 +57,39 @@ static __always_inline int unsol_known(const struct ct_key *k)
 	return bpf_map_lookup_elem(&xlane_ct, &r) != 0;
 }
 
+/* ep_unsol_checked: p, from off the node for endpoint dst, must be
+ * solicited (ep_solicited) to enter. */
+static __always_inline int ep_unsol_checked(const struct pkt *p, const struct endpoint_val *dst)
+{
+	return !(dst->flags & XL_EP_ALLOW_UNSOLICITED) && !addr_is_link_scope(&p->dst);
+}
+
 /*
  * ep_solicited says whether p (parsed from data, from off the node, for a
- * local endpoint) may enter: its tuple, as the packet carries it (a reply
- * the uplink left untranslated) or reversed (a published port's flow
- * after DNAT, a masqueraded flow after the return translation), is
- * tracked; or it is an ICMP error about a tracked flow; or neighbour
- * discovery. Fragments: the first is judged by its ports; the others carry
- * none, and without their first one they are never reassembled. The entry
- * of a reply is refreshed here when the firewall, which otherwise keeps
- * it, is off: an endpoint's flow must not expire while its peer still
- * sends.
+ * local endpoint; l4 and r: parse_l4's facts and result) may enter: its
+ * tuple, as the packet carries it (a reply the uplink left untranslated)
+ * or reversed (a published port's flow after DNAT, a masqueraded flow
+ * after the return translation), is tracked; or it is an ICMP error about
+ * a tracked flow; or neighbour discovery. Fragments: the first is judged
+ * by its ports; the others carry none, and without their first one they
+ * are never reassembled. The entry of a reply is refreshed here when the
+ * firewall, which otherwise keeps it, is off: an endpoint's flow must not
+ * expire while its peer still sends. Drop it as XL_DROP_UNSOLICITED when
+ * it says 0.
  */
-static __always_inline int ep_solicited(void *data, void *data_end, const struct pkt *p, __u32 len)
+static __always_inline int ep_solicited(void *data, void *data_end, const struct pkt *p,
+					const struct l4 *l4, int r, __u32 len)
 {
 	struct ct_key k = {};
-	struct l4 l4 = {};
 	struct ct_val *v;
 
-	switch (parse_l4(data, data_end, p, &l4)) {
+	switch (r) {
 	case L4_OK:
-		ct_key_init(&k, p, &l4);
+		ct_key_init(&k, p, l4);
 		v = bpf_map_lookup_elem(&xlane_ct, &k);
 		if (v) {
 			if (!fw_on())
-				ct_hit(&k, v, &l4, len);
+				ct_hit(&k, v, l4, len);
 			return 1;
 		}
 		return unsol_known(&k);
@@ -90,35 +98,22 @@ static __always_inline int ep_solicited(void *data, void *data_end, const struct
 	default:
 		break;
 	}
-	if (l4.frag == L4_FRAG_LATER)
+	if (l4->frag == L4_FRAG_LATER)
 		return 1;
-	if (!l4.hdr)
+	if (!l4->hdr)
 		return 0;
-	if (l4.frag) {
-		if (l4.proto != IPPROTO_TCP && l4.proto != IPPROTO_UDP)
+	if (l4->frag) {
+		if (l4->proto != IPPROTO_TCP && l4->proto != IPPROTO_UDP)
 			return 0;
-		ct_key_init(&k, p, &l4);
+		ct_key_init(&k, p, l4);
 		return unsol_known(&k);
 	}
-	if ((l4.proto == IPPROTO_ICMP) != (p->ip4 != 0))
+	if ((l4->proto == IPPROTO_ICMP) != (p->ip4 != 0))
 		return 0;
-	if (l4.proto == IPPROTO_ICMPV6 && l4.icmp_type >= 133 && l4.icmp_type <= 137)
+	if (l4->proto == IPPROTO_ICMPV6 && l4->icmp_type >= 133 && l4->icmp_type <= 137)
 		return 1; /* neighbour discovery: without it IPv6 dies */
-	return icmp_is_error(l4.proto, l4.icmp_type) &&
-	       icmp_quote(data, data_end, l4.off + 8, p->ip4 != 0, &k) >= 0 && unsol_known(&k);
-}
-
-/* ep_unsolicited: 1 when p, from off the node for endpoint dst, must be
- * dropped as XL_DROP_UNSOLICITED (a helper: the stages below turn it into
- * a step). */
-static __always_inline int ep_unsolicited(void *data, void *data_end, const struct pkt *p,
-					  const struct endpoint_val *dst, __u32 len)
-{
-	if (dst->flags & XL_EP_ALLOW_UNSOLICITED)
-		return 0;
-	if (addr_is_link_scope(&p->dst))
-		return 0;
-	return !ep_solicited(data, data_end, p, len);
+	return icmp_is_error(l4->proto, l4->icmp_type) &&
+	       icmp_quote(data, data_end, l4->off + 8, p->ip4 != 0, &k) >= 0 && unsol_known(&k);
 }
 
 /*
@@ -134,7 +129,9 @@ static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff
 {
 	const struct endpoint_val *src, *dst;
 	__u32 iif = skb->ingress_ifindex;
+	struct l4 l4 = {};
 	struct pkt p = {};
+	int r;
 
 	if (!iif)
 		return XL_CONTINUE;
@@ -146,8 +143,11 @@ static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff
 	if (src && src->ifindex == iif)
 		return XL_CONTINUE;
 	dst = ep_local(&p);
-	if (!dst || !ep_unsolicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, dst,
-				    skb->len))
+	if (!dst || !ep_unsol_checked(&p, dst))
+		return XL_CONTINUE;
+	r = parse_l4_skb(skb, &l4);
+	if (ep_solicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4, r,
+			 skb->len))
 		return XL_CONTINUE;
 	return xl_final(reason, XL_DROP_UNSOLICITED);
 }
