@@ -257,6 +257,26 @@ type tcuplinkNeighVal struct {
 	Pad uint16
 }
 
+type tcuplinkOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type tcuplinkPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type tcuplinkPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type tcuplinkPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -301,6 +321,21 @@ type tcuplinkServiceVal struct {
 	Flags      uint32
 }
 
+type tcuplinkSockRnatKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Addr   [16]uint8
+	Port   uint16
+	Pad    [3]uint16
+}
+
+type tcuplinkSockRnatVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type tcuplinkXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -309,6 +344,9 @@ type tcuplinkXlConfig struct {
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
 	NetnsCookie   uint64
+	ClashPortMin  uint16
+	ClashPortMax  uint16
+	Pad           uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -340,9 +378,16 @@ const (
 	tcuplinkMapXlaneMaglev       = "xlane_maglev"
 	tcuplinkMapXlaneMetrics      = "xlane_metrics"
 	tcuplinkMapXlaneNeigh        = "xlane_neigh"
+	tcuplinkMapXlaneNetVni       = "xlane_net_vni"
+	tcuplinkMapXlaneOverlay      = "xlane_overlay"
+	tcuplinkMapXlanePeers        = "xlane_peers"
 	tcuplinkMapXlanePublish      = "xlane_publish"
 	tcuplinkMapXlaneServices     = "xlane_services"
+	tcuplinkMapXlaneSockRnat     = "xlane_sock_rnat"
+	tcuplinkMapXlaneVniNet       = "xlane_vni_net"
+	tcuplinkProgXlaneFromOverlay = "xlane_from_overlay"
 	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
+	tcuplinkProgXlaneToOverlay   = "xlane_to_overlay"
 	tcuplinkVarXlBtfCtDir        = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat        = "xl_btf_ct_nat"
 	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
@@ -362,6 +407,7 @@ const (
 	tcuplinkVarXlBtfFwRule       = "xl_btf_fw_rule"
 	tcuplinkVarXlBtfIphdr        = "xl_btf_iphdr"
 	tcuplinkVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
+	tcuplinkVarXlBtfPeerFlags    = "xl_btf_peer_flags"
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
 	tcuplinkVarXlBtfSock         = "xl_btf_sock"
@@ -409,7 +455,9 @@ type tcuplinkSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkProgramSpecs struct {
-	XlaneFromUplink *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
+	XlaneFromOverlay *ebpf.ProgramSpec `ebpf:"xlane_from_overlay"`
+	XlaneFromUplink  *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
+	XlaneToOverlay   *ebpf.ProgramSpec `ebpf:"xlane_to_overlay"`
 }
 
 // tcuplinkMapSpecs contains maps before they are loaded into the kernel.
@@ -441,8 +489,13 @@ type tcuplinkMapSpecs struct {
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -468,6 +521,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -518,8 +572,13 @@ type tcuplinkMaps struct {
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcuplinkMaps) Close() error {
@@ -549,8 +608,13 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
+		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -577,6 +641,7 @@ type tcuplinkVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
@@ -586,12 +651,16 @@ type tcuplinkVariables struct {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkPrograms struct {
-	XlaneFromUplink *ebpf.Program `ebpf:"xlane_from_uplink"`
+	XlaneFromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
+	XlaneFromUplink  *ebpf.Program `ebpf:"xlane_from_uplink"`
+	XlaneToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
 }
 
 func (p *tcuplinkPrograms) Close() error {
 	return _TcuplinkClose(
+		p.XlaneFromOverlay,
 		p.XlaneFromUplink,
+		p.XlaneToOverlay,
 	)
 }
 

@@ -76,7 +76,7 @@ Quick start:
 	}
 	root.PersistentFlags().StringVar(&e.socket, "socket", def, "daemon API socket (env XLANE_SOCKET)")
 	root.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(networkCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), fwCmd(e))
+	root.AddCommand(networkCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e))
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -124,6 +124,7 @@ func statusCmd(e *env) *cobra.Command {
 					}
 					fmt.Fprintln(w)
 				}
+				printHealth(w, st.Health)
 				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")
 				for _, m := range st.Modes {
 					fmt.Fprintf(w, "%s\t%v\t%s\n", m.Mode, m.Available, m.Reason)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -51,6 +52,10 @@ type Config struct {
 	NATPorts string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
+	// BPFStats turns the kernel's BPF run statistics on while the daemon
+	// runs (the per-program metrics; every BPF program on the machine
+	// pays two clock reads per run).
+	BPFStats bool
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -68,6 +73,10 @@ type Daemon struct {
 	node      datapath.NodeConfig
 	ct        ctCounters
 	neigh     neighMirror // neigh.go
+	accel     accelState  // sock.go
+	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
+	started   time.Time
+	lastErr   lastError // the last warning or error logged (health.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -90,7 +99,9 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, store: st, done: make(chan struct{})}
+	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now()}
+	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
+	d.cfg, d.log = cfg, cfg.Log
 	if cfg.NATPorts == "" {
 		cfg.NATPorts = DefaultNATPorts
 	}
@@ -149,6 +160,18 @@ func (d *Daemon) start() (*Daemon, error) {
 			return nil, fmt.Errorf("mirror neighbours: %w", err)
 		}
 		go d.gcLoop(cfg.GCInterval, d.done)
+		if cfg.BPFStats {
+			c, err := datapath.EnableRunStats()
+			if err != nil {
+				d.Close()
+				return nil, fmt.Errorf("--bpf-stats: %w", err)
+			}
+			d.runStats = c
+		}
+		if err := d.reconcileProxy(); err != nil {
+			d.log.Error("reconcile proxy redirects", "err", err)
+		}
+		d.reconcileAccel()
 	}
 	return d, nil
 }
@@ -185,6 +208,9 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
+	if d.runStats != nil {
+		d.runStats.Close()
+	}
 	d.dp.Close()
 	return d.store.Close()
 }
@@ -1030,5 +1056,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
 	}
+	st.Health = d.health()
 	return st, err
 }

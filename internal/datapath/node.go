@@ -24,10 +24,20 @@ type NodeConfig struct {
 	NetnsCookie uint64
 }
 
+// ClashPortMin and ClashPortMax bound the source ports a DNAT flow whose
+// reply tuple clashed with another flow's is remapped to, the client's
+// address kept (as Linux's NAT does): the node's own ports are no concern
+// there, and a wide range is what lets closed flows to a backend that
+// several VIPs share keep their tuples for its TIME_WAIT (CTHold).
+const (
+	ClashPortMin = 1024
+	ClashPortMax = 65535
+)
+
 // SetConfig writes xlane_config.
 func (d *BPF) SetConfig(c NodeConfig) error {
 	v := bpf.Config{UplinkIfindex: uint32(c.UplinkIfindex), NatPortMin: c.NATPortMin, NatPortMax: c.NATPortMax,
-		NetnsCookie: c.NetnsCookie}
+		ClashPortMin: ClashPortMin, ClashPortMax: ClashPortMax, NetnsCookie: c.NetnsCookie}
 	if c.MasqV4.IsValid() {
 		v.UplinkV4 = c.MasqV4.As16()
 	}
@@ -54,7 +64,8 @@ func (d *BPF) DetachUplinkTC(ifname string) error {
 	return d.detachHook(ifname, hook{suffix: uplinkTCSuffix})
 }
 
-// AttachSockLB attaches the connect hooks to the cgroup at path (the
+// AttachSockLB attaches the socket hooks (connect, and UDP's sendmsg and
+// recvmsg) to the cgroup at path (the
 // cgroup2 root: every process of the node; the programs themselves act
 // only in the node's netns).
 func (d *BPF) AttachSockLB(cgroupPath string) error {
@@ -65,6 +76,10 @@ func (d *BPF) AttachSockLB(cgroupPath string) error {
 	}{
 		{"connect4", ebpf.AttachCGroupInet4Connect, d.objs.Connect4()},
 		{"connect6", ebpf.AttachCGroupInet6Connect, d.objs.Connect6()},
+		{"sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, d.objs.Sendmsg4()},
+		{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, d.objs.Sendmsg6()},
+		{"recvmsg4", ebpf.AttachCGroupUDP4Recvmsg, d.objs.Recvmsg4()},
+		{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, d.objs.Recvmsg6()},
 	} {
 		pin := d.linkPin("cgroup", h.suffix)
 		if l, err := link.LoadPinnedLink(pin, nil); err == nil {
