@@ -41,7 +41,7 @@ type Driver struct {
 	peerOnNode         func(ifname string) bool // is the veth peer still in the node's namespace?
 	allowForwarding    func() error             // see firewall.go
 	disallowForwarding func() error
-	startProxy         func(listen string, target netip.AddrPort) (stopper, error) // see proxy.go
+	startProxy         func(proto, listen string, target netip.AddrPort) (stopper, error) // see proxy.go
 
 	proxies map[string][]stopper // endpoint ID -> its port proxies
 }
@@ -63,7 +63,10 @@ func New(d Daemon, log *slog.Logger) *Driver {
 		disallowForwarding: removeForwarding,
 		proxies:            map[string][]stopper{},
 	}
-	dr.startProxy = func(listen string, target netip.AddrPort) (stopper, error) {
+	dr.startProxy = func(proto, listen string, target netip.AddrPort) (stopper, error) {
+		if proto == "udp" {
+			return startUDPProxy(listen, target, dr.log)
+		}
 		return startProxy(listen, target, dr.log)
 	}
 	return dr
@@ -878,9 +881,9 @@ func (dr *Driver) revokeExternalConnectivity(req *externalConnectivityRequest) (
 	return &empty{}, nil
 }
 
-// proxyPorts starts the node-local relays of an endpoint's published TCP
+// proxyPorts starts the node-local relays of an endpoint's published
 // ports (on every address) and of its relayed ones (on one address each;
-// see proxy.go); all or none.
+// see proxy.go, proxy_udp.go); all or none.
 func (dr *Driver) proxyPorts(id string, ports, relays []string) error {
 	e, err := dr.d.Endpoint(id)
 	if err != nil {
@@ -898,8 +901,8 @@ func (dr *Driver) proxyPorts(id string, ports, relays []string) error {
 	}
 	dr.stopProxies(id)
 	var started []stopper
-	start := func(listen string, port uint16) error {
-		p, err := dr.startProxy(listen, netip.AddrPortFrom(target, port))
+	start := func(proto, listen string, port uint16) error {
+		p, err := dr.startProxy(proto, listen, netip.AddrPortFrom(target, port))
 		if err != nil {
 			for _, p := range started {
 				p.stop()
@@ -914,19 +917,16 @@ func (dr *Driver) proxyPorts(id string, ports, relays []string) error {
 		if err != nil {
 			return err
 		}
-		if pm.Proto != "tcp" {
-			continue
-		}
-		if err := start(fmt.Sprintf(":%d", pm.NodePort), pm.Port); err != nil {
+		if err := start(pm.Proto, fmt.Sprintf(":%d", pm.NodePort), pm.Port); err != nil {
 			return err
 		}
 	}
 	for _, s := range relays {
-		host, port, err := parseRelay(s)
+		host, port, proto, err := parseRelay(s)
 		if err != nil {
 			return err
 		}
-		if err := start(host.String(), port); err != nil {
+		if err := start(proto, host.String(), port); err != nil {
 			return err
 		}
 	}

@@ -93,12 +93,16 @@ func TestDockerBridgeParity(t *testing.T) {
 	h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.92.0.0/24", "--ipv6", "--subnet", "fd00:92::/64", "par")
 
 	t.Run("node sendto a published port and a service", func(t *testing.T) {
-		u1 := h.run("u1", "--network", "par", "-p", "5353:53/udp")
+		u1 := h.run("u1", "--network", "par", "-p", "5353:53/udp", "-p", "127.0.0.1:5355:53/udp")
 		a := h.attachment(u1, "par")
 		nsu := h.ns(u1)
 		udpEchoIn(t, nsu, netip.AddrPortFrom(a.v4(), 53))
 		udpEchoIn(t, nsu, netip.AddrPortFrom(a.v6(), 53))
-		for _, dst := range []netip.AddrPort{netip.AddrPortFrom(node4, 5353), netip.AddrPortFrom(node6, 5353)} {
+		// On the uplink's addresses the sendmsg hook translates; on
+		// loopback xlaned's UDP relay answers (every address for 5353,
+		// 127.0.0.1 alone for 5355).
+		for _, dst := range []netip.AddrPort{netip.AddrPortFrom(node4, 5353), netip.AddrPortFrom(node6, 5353),
+			netip.MustParseAddrPort("127.0.0.1:5353"), netip.MustParseAddrPort("[::1]:5353"), netip.MustParseAddrPort("127.0.0.1:5355")} {
 			if from := udpSendto(t, n.netns, dst); from != dst {
 				t.Errorf("sendto %s: the answer came from %s, want it from %s", dst, from, dst)
 			}
