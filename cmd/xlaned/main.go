@@ -57,6 +57,7 @@ func run() error {
 	routing := fs.String("routing", "", "vxlan (default) or native: how pods reach other nodes' pods: vxlan (overlay through xlaned's VXLAN device, a VNI per network) or native (routes to each node's pod CIDRs via its underlay address; nodes share an L2 underlay)")
 	vxlanPort := fs.Int("vxlan-port", daemon.DefaultVXLANPort, "UDP port of the VXLAN overlay (the same on every node)")
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
+	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~12 s of TCP between throwaway namespaces) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
 
@@ -84,9 +85,19 @@ Flags:
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
+	var ml net.Listener
+	if *metricsAddr != "" && !*uninstall {
+		// Before anything is touched: a bad address fails the start.
+		var err error
+		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
+			return err
+		}
+		defer ml.Close()
+	}
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, BPFStats: *bpfStats && !*uninstall,
-		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, NodesFile: *nodesFile})
+		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, NodesFile: *nodesFile,
+		CalibrateAtStart: *calib && !*uninstall})
 	if err != nil {
 		return err
 	}
@@ -94,13 +105,7 @@ Flags:
 		return d.Uninstall()
 	}
 	defer d.Close()
-	var ml net.Listener
-	if *metricsAddr != "" {
-		// Before the API socket: a bad address fails the start, not later.
-		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
-			return err
-		}
-	}
+	log = d.Logger() // the health summary's last error sees every part's
 	l, err := server.Listen(*socket)
 	if err != nil {
 		return err

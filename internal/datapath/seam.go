@@ -46,13 +46,19 @@ type Datapath interface {
 
 	// Inventory (inventory.go): how full the maps are, what the programs
 	// cost (with BPF run statistics on).
-	MapUsage() ([]MapUsage, error)
+	MapUsage(known map[string]int) ([]MapUsage, error)
 	ProgramStats() ([]ProgramStats, error)
 
 	// Maps in readable form (dump.go): DumpNames lists what DumpMap
 	// takes; an unknown name fails with ErrNoSuchMap naming them.
 	DumpNames() []string
 	DumpMap(name string, limit int) (*MapDump, error)
+
+	// Health (health.go): the hooks a device should carry, the uplink's,
+	// the pinned maps whose pins went missing.
+	ExpectedHooks(mode model.Mode, netkit bool) []string
+	UplinkHooks(ifname string) (expected, present []string)
+	MissingPins() (pinned int, missing []string)
 
 	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
 	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error

@@ -100,8 +100,15 @@ type Network struct {
 	// VNI is the network's VXLAN network identifier between nodes: the
 	// same network name gets the same VNI on every node (DefaultVNI)
 	// unless --vni says otherwise; 0 in records older than nodes.
-	VNI     uint32    `json:"vni,omitempty"`
-	Created time.Time `json:"created"`
+	VNI uint32 `json:"vni,omitempty"`
+	// BigTCP is what the network asked for (auto, on, off); BigTCP4 and
+	// BigTCP6 whether its endpoints' veths aggregate beyond 64 KiB in
+	// that family, and BigTCPReason why (internal/daemon/bigtcp.go).
+	BigTCP       string    `json:"big_tcp,omitempty"`
+	BigTCP4      bool      `json:"big_tcp_ipv4,omitempty"`
+	BigTCP6      bool      `json:"big_tcp_ipv6,omitempty"`
+	BigTCPReason string    `json:"big_tcp_reason,omitempty"`
+	Created      time.Time `json:"created"`
 }
 
 // Subnet4 returns the network's IPv4 subnet and gateway, if any.
