@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -211,5 +212,22 @@ func testMultiNode(t *testing.T, routing string, v6Underlay bool, mtu int) {
 		cs[1].start()
 		wait()
 		ping(t, cs[2].pod, cs[1].ip6())
+	})
+	t.Run("uninstall", func(t *testing.T) {
+		n := cs[2]
+		n.stop(syscall.SIGTERM)
+		args := []string{filepath.Join(binDir, "xlaned"), "--uninstall",
+			"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}
+		if o, err := inNS(n.netns, args...).CombinedOutput(); err != nil {
+			t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
+		}
+		if links := runIn(t, n.netns, "ip", "-o", "link", "show"); strings.Contains(links, "xlvx0") || strings.Contains(links, "xlh") {
+			t.Errorf("devices left behind:\n%s", links)
+		}
+		for _, fam := range []string{"-4", "-6"} {
+			if routes := runIn(t, n.netns, "ip", fam, "route", "show", "proto", "120"); strings.TrimSpace(routes) != "" {
+				t.Errorf("peer routes left behind:\n%s", routes)
+			}
+		}
 	})
 }
