@@ -234,6 +234,12 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			default:
 				return nil, fmt.Errorf("option %s=%q: want nat, nat-unprotected, routed or isolated", k, v)
 			}
+		case k == optHostBinding:
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return nil, fmt.Errorf("option %s=%q: want an address", k, v)
+			}
+			_ = a // applied to each -p without a host address (ports.go)
 		case k == optIsolated:
 			iso, err := strconv.ParseBool(v)
 			if err != nil {
@@ -792,7 +798,15 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 	if err != nil {
 		return fail(err)
 	}
-	b, err := dr.portBindings(req.EndpointID, req.Options[optPortMap], prev)
+	// The network's default host address for -p without one
+	// (host_binding_ipv4, as on a bridge).
+	var defHost netip.Addr
+	if prev != nil {
+		if rec, _, err := dr.network(prev.NetworkID); err == nil {
+			defHost, _ = netip.ParseAddr(rec.Options[optHostBinding])
+		}
+	}
+	b, err := dr.portBindings(req.EndpointID, req.Options[optPortMap], prev, defHost)
 	if err != nil {
 		return fail(err)
 	}

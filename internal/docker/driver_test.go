@@ -485,6 +485,8 @@ func TestGatewayModes(t *testing.T) {
 		"gateway_mode_ipv4=isolated: only for an internal network (--internal)")
 	td.fails("NetworkDriver.CreateNetwork", v4("c6", map[string]any{optGatewayMode4: "routed", optMasquerade: "true"}),
 		"enable_ip_masquerade=true contradicts gateway mode routed")
+	td.fails("NetworkDriver.CreateNetwork", v4("c7", map[string]any{optHostBinding: "localhost"}),
+		`host_binding_ipv4="localhost": want an address`)
 }
 
 func TestOnLinkV6Routes(t *testing.T) {

@@ -101,8 +101,9 @@ func parseRelay(s string) (host netip.AddrPort, port uint16, proto string, err e
 // portBindings turns Docker's port map for endpoint id into bindings,
 // choosing the host ports Docker left to the driver. prev (may be nil) is
 // the endpoint's record: a port chosen before is kept (Docker calls again
-// after a restart).
-func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint) (bindings, error) {
+// after a restart). defHost is the network's host_binding_ipv4: the host
+// address of a binding that names none, as on a bridge.
+func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint, defHost netip.Addr) (bindings, error) {
 	var out bindings
 	pbs, err := decodePortMap(raw)
 	if err != nil {
@@ -120,6 +121,9 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint) (
 		host, err := hostAddr(pb)
 		if err != nil {
 			return out, err
+		}
+		if pb.HostIP == "" && defHost.IsValid() && !defHost.IsUnspecified() {
+			host = defHost.Unmap()
 		}
 		lo, hi := pb.HostPort, pb.HostPortEnd
 		if hi < lo {
