@@ -16,6 +16,8 @@ const (
 	PathStatus    = "/v1/status"
 	PathConntrack = "/v1/conntrack"
 	PathServices  = "/v1/services"
+	// PathServicesApply takes many services in one request (ServiceApply).
+	PathServicesApply = PathServices + "/apply"
 )
 
 // NetworkCreate is the body of POST /v1/networks. Addresses are strings so
@@ -58,6 +60,25 @@ type ServiceCreate struct {
 	VIP      string   `json:"vip"`      // IP:PORT[/tcp|udp]
 	Backends []string `json:"backends"` // IP:PORT[@WEIGHT], weight 0 drains
 	Affinity bool     `json:"affinity,omitempty"`
+}
+
+// ServiceApply is the body of POST /v1/services/apply: services to create
+// or update (by name) in one transaction, all or none.
+type ServiceApply struct {
+	Services []ServiceCreate `json:"services"`
+	// Prune removes every service not listed: the request is the whole
+	// set (a controller's full sync).
+	Prune bool `json:"prune,omitempty"`
+}
+
+// ServiceApplyResult says what an apply changed.
+type ServiceApplyResult struct {
+	Created   int `json:"created"`
+	Updated   int `json:"updated"`
+	Unchanged int `json:"unchanged"`
+	Deleted   int `json:"deleted"`
+	// Services is how many services there are now.
+	Services int `json:"services"`
 }
 
 // ServiceUpdate is the body of PATCH /v1/services/{name}: the new backend

@@ -34,22 +34,38 @@ func serviceKey(s Service) bpf.ServiceKey {
 // when each service gets a size for its backends (maglevSizeFor).
 func (d *BPF) MaglevSize() uint32 { return d.maglevSize }
 
-// maglevSizes are the table sizes a service may get: primes, each about
-// twice the one before. maglevSizeFor picks the first at least 100 times
-// the backends (Maglev gives every backend ⌊M/N⌋ or ⌈M/N⌉ slots, so
-// shares differ by at most N/M: 1 %), the largest above 655 backends.
-var maglevSizes = []uint32{251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521}
-
-func (d *BPF) maglevSizeFor(backends int) uint32 {
+// maglevSizeFor is the table size for a service of n backends: the
+// smallest prime at least 100·n (Maglev gives every backend ⌊M/N⌋ or
+// ⌈M/N⌉ slots, so shares differ by at most N/M: 1 %), at least 251, at
+// most maglevMaxSize (shares then differ by more, above 655 backends).
+// A table is an array of 8-byte slots (the kernel rounds 4-byte values
+// up): 307 slots for 3 backends fit a 4 KiB allocation with the map's
+// header.
+func (d *BPF) maglevSizeFor(n int) uint32 {
 	if d.maglevSize != 0 {
 		return d.maglevSize
 	}
-	for _, m := range maglevSizes {
-		if uint64(m) >= 100*uint64(backends) {
-			return m
+	m := max(uint64(maglevMinSize), 100*uint64(n))
+	for ; m < maglevMaxSize && !isPrime(m); m++ {
+	}
+	return uint32(min(m, maglevMaxSize))
+}
+
+const (
+	maglevMinSize = 251
+	maglevMaxSize = 65521 // XL_MAGLEV_MAX, prime
+)
+
+func isPrime(n uint64) bool {
+	if n < 2 {
+		return false
+	}
+	for p := uint64(2); p*p <= n; p++ {
+		if n%p == 0 {
+			return false
 		}
 	}
-	return maglevSizes[len(maglevSizes)-1]
+	return true
 }
 
 // svcPlan is one service of a PutServices call, prepared.
@@ -57,7 +73,7 @@ type svcPlan struct {
 	s       Service
 	size    uint32
 	slots   []uint32
-	oldSize uint32     // 0: a new service (or one programmed before this daemon started: see below)
+	oldSize uint32    // 0: a new service (or one programmed before this daemon started: see below)
 	inner   *ebpf.Map // a new table (new service or new size), nil: rewrite the table in place
 }
 

@@ -130,3 +130,15 @@ func TestPutServices(t *testing.T) {
 		}
 	}
 }
+
+func TestMaglevSizeFor(t *testing.T) {
+	d := &BPF{}
+	for n, want := range map[int]uint32{0: 251, 1: 251, 2: 251, 3: 307, 10: 1009, 163: 16301, 655: 65519, 656: 65521, 5000: 65521} {
+		if got := d.maglevSizeFor(n); got != want {
+			t.Errorf("maglevSizeFor(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if got := (&BPF{maglevSize: 1021}).maglevSizeFor(3); got != 1021 {
+		t.Errorf("fixed size: %d, want 1021", got)
+	}
+}
