@@ -58,13 +58,13 @@ demo: build
 # The benchmarks (docs/benchmarks.md), one command each under bench/, results
 # in bench/results; BENCH picks some, in order: make bench BENCH="fw nat".
 # netkit runs in the kernel matrix's 6.12 guest (scripts/bench-netkit.sh).
-BENCHES := modes fw nat docker netkit accel
+BENCHES := modes fw nat docker netkit accel scrape
 BENCH ?= $(BENCHES)
 bench: build
 	@for b in $(BENCH); do \
 		case $$b in \
 		netkit) scripts/bench-netkit.sh ;; \
-		modes|fw|nat|docker|accel) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		modes|fw|nat|docker|accel|scrape) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
 		*) echo "make bench: BENCH=$$b: want some of $(BENCHES)" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done

@@ -259,6 +259,26 @@ type netkitNeighVal struct {
 	Pad uint16
 }
 
+type netkitOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type netkitPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type netkitPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type netkitPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -360,9 +380,13 @@ const (
 	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
 	netkitMapXlaneNeigh           = "xlane_neigh"
+	netkitMapXlaneNetVni          = "xlane_net_vni"
+	netkitMapXlaneOverlay         = "xlane_overlay"
+	netkitMapXlanePeers           = "xlane_peers"
 	netkitMapXlanePublish         = "xlane_publish"
 	netkitMapXlaneServices        = "xlane_services"
 	netkitMapXlaneSockRnat        = "xlane_sock_rnat"
+	netkitMapXlaneVniNet          = "xlane_vni_net"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
@@ -384,6 +408,7 @@ const (
 	netkitVarXlBtfFwRule          = "xl_btf_fw_rule"
 	netkitVarXlBtfIphdr           = "xl_btf_iphdr"
 	netkitVarXlBtfIpv6hdr         = "xl_btf_ipv6hdr"
+	netkitVarXlBtfPeerFlags       = "xl_btf_peer_flags"
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 	netkitVarXlBtfSock            = "xl_btf_sock"
@@ -464,9 +489,13 @@ type netkitMapSpecs struct {
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // netkitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -492,6 +521,7 @@ type netkitVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -542,9 +572,13 @@ type netkitMaps struct {
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *netkitMaps) Close() error {
@@ -574,9 +608,13 @@ func (m *netkitMaps) Close() error {
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -603,6 +641,7 @@ type netkitVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

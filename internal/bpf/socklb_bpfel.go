@@ -193,6 +193,7 @@ const (
 	socklbVarXlBtfFwLimits     = "xl_btf_fw_limits"
 	socklbVarXlBtfIphdr        = "xl_btf_iphdr"
 	socklbVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
+	socklbVarXlBtfPeerFlags    = "xl_btf_peer_flags"
 	socklbVarXlBtfReason       = "xl_btf_reason"
 	socklbVarXlBtfServiceFlags = "xl_btf_service_flags"
 	socklbVarXlBtfSock         = "xl_btf_sock"
@@ -285,6 +286,7 @@ type socklbVariableSpecs struct {
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -360,6 +362,7 @@ type socklbVariables struct {
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

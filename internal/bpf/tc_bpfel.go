@@ -360,6 +360,26 @@ type tcNeighVal struct {
 	Pad uint16
 }
 
+type tcOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type tcPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type tcPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type tcPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -455,6 +475,15 @@ const (
 	tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED tcXlEpFlags = 16
 )
 
+type tcXlPeerFlags uint32
+
+const (
+	tcXlPeerFlagsXL_PEER_V6     tcXlPeerFlags = 1
+	tcXlPeerFlagsXL_PEER_NATIVE tcXlPeerFlags = 2
+	tcXlPeerFlagsXL_PEER_SELF   tcXlPeerFlags = 4
+	tcXlPeerFlagsXL_PEER_GONE   tcXlPeerFlags = 8
+)
+
 type tcXlReason uint32
 
 const (
@@ -489,7 +518,11 @@ const (
 	tcXlReasonXL_DROP_ISOLATED    tcXlReason = 28
 	tcXlReasonXL_DROP_UNSOLICITED tcXlReason = 29
 	tcXlReasonXL_DROP_VLAN        tcXlReason = 30
-	tcXlReasonXL_REASON_MAX       tcXlReason = 31
+	tcXlReasonXL_FWD_OVERLAY      tcXlReason = 31
+	tcXlReasonXL_PASS_OVERLAY     tcXlReason = 32
+	tcXlReasonXL_DROP_NO_PEER     tcXlReason = 33
+	tcXlReasonXL_DROP_VNI         tcXlReason = 34
+	tcXlReasonXL_REASON_MAX       tcXlReason = 35
 )
 
 // Names of all BPF objects in the ELF.
@@ -521,9 +554,13 @@ const (
 	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
 	tcMapXlaneNeigh         = "xlane_neigh"
+	tcMapXlaneNetVni        = "xlane_net_vni"
+	tcMapXlaneOverlay       = "xlane_overlay"
+	tcMapXlanePeers         = "xlane_peers"
 	tcMapXlanePublish       = "xlane_publish"
 	tcMapXlaneServices      = "xlane_services"
 	tcMapXlaneSockRnat      = "xlane_sock_rnat"
+	tcMapXlaneVniNet        = "xlane_vni_net"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
@@ -545,6 +582,7 @@ const (
 	tcVarXlBtfFwRule        = "xl_btf_fw_rule"
 	tcVarXlBtfIphdr         = "xl_btf_iphdr"
 	tcVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
+	tcVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	tcVarXlBtfSock          = "xl_btf_sock"
@@ -625,9 +663,13 @@ type tcMapSpecs struct {
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -653,6 +695,7 @@ type tcVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -703,9 +746,13 @@ type tcMaps struct {
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcMaps) Close() error {
@@ -735,9 +782,13 @@ func (m *tcMaps) Close() error {
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -764,6 +815,7 @@ type tcVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

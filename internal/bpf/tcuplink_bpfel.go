@@ -259,6 +259,26 @@ type tcuplinkNeighVal struct {
 	Pad uint16
 }
 
+type tcuplinkOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type tcuplinkPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type tcuplinkPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type tcuplinkPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -360,10 +380,16 @@ const (
 	tcuplinkMapXlaneMaglev       = "xlane_maglev"
 	tcuplinkMapXlaneMetrics      = "xlane_metrics"
 	tcuplinkMapXlaneNeigh        = "xlane_neigh"
+	tcuplinkMapXlaneNetVni       = "xlane_net_vni"
+	tcuplinkMapXlaneOverlay      = "xlane_overlay"
+	tcuplinkMapXlanePeers        = "xlane_peers"
 	tcuplinkMapXlanePublish      = "xlane_publish"
 	tcuplinkMapXlaneServices     = "xlane_services"
 	tcuplinkMapXlaneSockRnat     = "xlane_sock_rnat"
+	tcuplinkMapXlaneVniNet       = "xlane_vni_net"
+	tcuplinkProgXlaneFromOverlay = "xlane_from_overlay"
 	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
+	tcuplinkProgXlaneToOverlay   = "xlane_to_overlay"
 	tcuplinkVarXlBtfCtDir        = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat        = "xl_btf_ct_nat"
 	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
@@ -383,6 +409,7 @@ const (
 	tcuplinkVarXlBtfFwRule       = "xl_btf_fw_rule"
 	tcuplinkVarXlBtfIphdr        = "xl_btf_iphdr"
 	tcuplinkVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
+	tcuplinkVarXlBtfPeerFlags    = "xl_btf_peer_flags"
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
 	tcuplinkVarXlBtfSock         = "xl_btf_sock"
@@ -430,7 +457,9 @@ type tcuplinkSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkProgramSpecs struct {
-	XlaneFromUplink *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
+	XlaneFromOverlay *ebpf.ProgramSpec `ebpf:"xlane_from_overlay"`
+	XlaneFromUplink  *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
+	XlaneToOverlay   *ebpf.ProgramSpec `ebpf:"xlane_to_overlay"`
 }
 
 // tcuplinkMapSpecs contains maps before they are loaded into the kernel.
@@ -462,9 +491,13 @@ type tcuplinkMapSpecs struct {
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -490,6 +523,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -540,9 +574,13 @@ type tcuplinkMaps struct {
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcuplinkMaps) Close() error {
@@ -572,9 +610,13 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -601,6 +643,7 @@ type tcuplinkVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
@@ -610,12 +653,16 @@ type tcuplinkVariables struct {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkPrograms struct {
-	XlaneFromUplink *ebpf.Program `ebpf:"xlane_from_uplink"`
+	XlaneFromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
+	XlaneFromUplink  *ebpf.Program `ebpf:"xlane_from_uplink"`
+	XlaneToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
 }
 
 func (p *tcuplinkPrograms) Close() error {
 	return _TcuplinkClose(
+		p.XlaneFromOverlay,
 		p.XlaneFromUplink,
+		p.XlaneToOverlay,
 	)
 }
 

@@ -256,6 +256,26 @@ type uplinkNeighVal struct {
 	Pad uint16
 }
 
+type uplinkOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type uplinkPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type uplinkPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type uplinkPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -357,9 +377,13 @@ const (
 	uplinkMapXlaneMaglev                = "xlane_maglev"
 	uplinkMapXlaneMetrics               = "xlane_metrics"
 	uplinkMapXlaneNeigh                 = "xlane_neigh"
+	uplinkMapXlaneNetVni                = "xlane_net_vni"
+	uplinkMapXlaneOverlay               = "xlane_overlay"
+	uplinkMapXlanePeers                 = "xlane_peers"
 	uplinkMapXlanePublish               = "xlane_publish"
 	uplinkMapXlaneServices              = "xlane_services"
 	uplinkMapXlaneSockRnat              = "xlane_sock_rnat"
+	uplinkMapXlaneVniNet                = "xlane_vni_net"
 	uplinkProgXlaneXdpFromUplink        = "xlane_xdp_from_uplink"
 	uplinkProgXlaneXdpGenericFromUplink = "xlane_xdp_generic_from_uplink"
 	uplinkVarXlBtfCtDir                 = "xl_btf_ct_dir"
@@ -381,6 +405,7 @@ const (
 	uplinkVarXlBtfFwRule                = "xl_btf_fw_rule"
 	uplinkVarXlBtfIphdr                 = "xl_btf_iphdr"
 	uplinkVarXlBtfIpv6hdr               = "xl_btf_ipv6hdr"
+	uplinkVarXlBtfPeerFlags             = "xl_btf_peer_flags"
 	uplinkVarXlBtfReason                = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
 	uplinkVarXlBtfSock                  = "xl_btf_sock"
@@ -461,9 +486,13 @@ type uplinkMapSpecs struct {
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet        *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // uplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -489,6 +518,7 @@ type uplinkVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -539,9 +569,13 @@ type uplinkMaps struct {
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet        *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *uplinkMaps) Close() error {
@@ -571,9 +605,13 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -600,6 +638,7 @@ type uplinkVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

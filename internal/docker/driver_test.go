@@ -159,8 +159,11 @@ func (p fakeProxy) stop() { delete(p.td.proxied, p.key) }
 func newTestDriver(t *testing.T, f *fakeDaemon) *testDriver {
 	td := &testDriver{t: t, f: f, proxied: map[string]bool{}}
 	dr := New(f, slog.New(slog.DiscardHandler))
-	dr.startProxy = func(listen string, target netip.AddrPort) (stopper, error) {
+	dr.startProxy = func(proto, listen string, target netip.AddrPort) (stopper, error) {
 		key := fmt.Sprintf("%s->%s", listen, target)
+		if proto == "udp" {
+			key = "udp " + key
+		}
 		td.proxied[key] = true
 		return fakeProxy{td, key}, nil
 	}
@@ -361,7 +364,6 @@ func TestEndpointLifecycle(t *testing.T) {
 	}
 
 	for _, c := range []struct{ binding, want string }{
-		{`{"Proto":17,"Port":53,"HostIP":"127.0.0.1","HostPort":5353}`, "xlane relays TCP only on a chosen host address"},
 		{`{"Proto":6,"Port":80,"HostIP":"localhost","HostPort":8080}`, `host address "localhost" from Docker: not an address`},
 		{`{"Proto":132,"Port":80,"HostPort":8080}`, "tcp and udp ports only"},
 	} {
@@ -381,8 +383,8 @@ func TestEndpointLifecycle(t *testing.T) {
 	if got := fmt.Sprint(f.eps[epID].Ports); got != "[8080:80/tcp 5353:53/udp]" {
 		t.Errorf("published ports %s, want 8080:80/tcp 5353:53/udp", got)
 	}
-	if want := map[string]bool{":8080->172.30.0.5:80": true}; !reflect.DeepEqual(td.proxied, want) {
-		t.Errorf("node-local relays %v, want %v (TCP only)", td.proxied, want)
+	if want := map[string]bool{":8080->172.30.0.5:80": true, "udp :5353->172.30.0.5:53": true}; !reflect.DeepEqual(td.proxied, want) {
+		t.Errorf("node-local relays %v, want %v", td.proxied, want)
 	}
 
 	// A restarted xlaned answers the same from its state file.
@@ -395,7 +397,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	if de == nil || string(de.ExposedPorts) != `[{"Port":80,"Proto":6}]` || len(de.Ports) != 2 {
 		t.Errorf("endpoint record %+v, want the exposed and published ports kept", de)
 	}
-	if err := td2.dr.Resume(); err != nil || len(td2.proxied) != 1 {
+	if err := td2.dr.Resume(); err != nil || len(td2.proxied) != 2 {
 		t.Errorf("Resume: %v, relays %v, want the published port relayed again", err, td2.proxied)
 	}
 	td2.ok("NetworkDriver.RevokeExternalConnectivity", externalConnectivityRequest{NetworkID: netID, EndpointID: epID})
@@ -434,10 +436,55 @@ func TestInternalNetworkJoin(t *testing.T) {
 		t.Errorf("internal not passed on: %+v", f.creates[0])
 	}
 	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16", AddressIPv6: "fd00:30::5/64"}})
+	// A gateway, as from Docker 20.10's bridge: the policy rules let it
+	// reach only the node.
 	out := td.ok("NetworkDriver.Join", joinRequest{NetworkID: netID, EndpointID: epID})
-	if out["Gateway"] != nil || out["GatewayIPv6"] != nil || len(out["StaticRoutes"].([]any)) != 3 {
-		t.Errorf("Join on an internal network: %v, want no gateways, the IPv6 peer routes", out)
+	if out["Gateway"] != "172.30.0.1" || out["GatewayIPv6"] != "fd00:30::1" || len(out["StaticRoutes"].([]any)) != 3 {
+		t.Errorf("Join on an internal network: %v, want the gateways, the IPv6 peer routes", out)
 	}
+	// gateway_mode_ipv6=isolated: no IPv6 gateway.
+	netID2 := strings.Repeat("cd", 32)
+	req = dualStack(netID2, map[string]any{optGatewayMode6: "isolated"})
+	req.Options[optInternal] = true
+	req.IPv4Data = []ipamData{{Pool: "172.31.0.0/16", Gateway: "172.31.0.1/16"}}
+	req.IPv6Data = []ipamData{{Pool: "fd00:31::/64", Gateway: "fd00:31::1/64"}}
+	td.ok("NetworkDriver.CreateNetwork", req)
+	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID2, EndpointID: epID2, Interface: &endpointInterface{Address: "172.31.0.5/16", AddressIPv6: "fd00:31::5/64"}})
+	out = td.ok("NetworkDriver.Join", joinRequest{NetworkID: netID2, EndpointID: epID2})
+	if out["Gateway"] != "172.31.0.1" || out["GatewayIPv6"] != nil {
+		t.Errorf("Join with gateway_mode_ipv6=isolated: %v, want the IPv4 gateway only", out)
+	}
+}
+
+// TestGatewayModes: routed turns masquerade off (every family the network
+// has, or refused); isolated needs --internal.
+func TestGatewayModes(t *testing.T) {
+	f := newFake(t)
+	td := newTestDriver(t, f)
+	last := func() api.NetworkCreate { return f.creates[len(f.creates)-1] }
+	id := func(b string) string { return strings.Repeat(b, 32) }
+	v4 := func(i string, opts map[string]any) createNetworkRequest {
+		return createNetworkRequest{NetworkID: id(i), IPv4Data: []ipamData{{Pool: "10.7" + i[1:] + ".0.0/24"}}, Options: map[string]any{optGeneric: opts}}
+	}
+	td.ok("NetworkDriver.CreateNetwork", v4("c1", map[string]any{optGatewayMode4: "routed"}))
+	if m := last().Masquerade; m == nil || *m {
+		t.Errorf("routed IPv4-only network: masquerade %v, want off", m)
+	}
+	td.ok("NetworkDriver.CreateNetwork", v4("c2", map[string]any{optGatewayMode4: "nat"}))
+	if m := last().Masquerade; m == nil || !*m {
+		t.Errorf("nat network: masquerade %v, want on", m)
+	}
+	req := dualStack(id("c3"), map[string]any{optGatewayMode4: "routed", optGatewayMode6: "routed"})
+	td.ok("NetworkDriver.CreateNetwork", req)
+	if m := last().Masquerade; m == nil || *m {
+		t.Errorf("routed dual-stack network: masquerade %v, want off", m)
+	}
+	td.fails("NetworkDriver.CreateNetwork", dualStack(id("c4"), map[string]any{optGatewayMode4: "routed"}),
+		"gateway_mode_ipv4=routed, com.docker.network.bridge.gateway_mode_ipv6=nat: xlane masquerades a network's families together")
+	td.fails("NetworkDriver.CreateNetwork", v4("c5", map[string]any{optGatewayMode4: "isolated"}),
+		"gateway_mode_ipv4=isolated: only for an internal network (--internal)")
+	td.fails("NetworkDriver.CreateNetwork", v4("c6", map[string]any{optGatewayMode4: "routed", optMasquerade: "true"}),
+		"enable_ip_masquerade=true contradicts gateway mode routed")
 }
 
 func TestOnLinkV6Routes(t *testing.T) {
@@ -570,6 +617,7 @@ func TestPortForms(t *testing.T) {
 		map[string]any{"Proto": 6, "Port": 80, "HostIP": "::", "HostPort": 0},
 		map[string]any{"Proto": 6, "Port": 81, "HostIP": "127.0.0.1", "HostPort": 8082},
 		map[string]any{"Proto": 6, "Port": 81, "HostIP": "::1", "HostPort": 8083},
+		map[string]any{"Proto": 17, "Port": 54, "HostIP": "127.0.0.1", "HostPort": 5354},
 		map[string]any{"Proto": 17, "Port": 53, "HostPort": 45300, "HostPortEnd": 45310},
 	}}}
 	td.ok("NetworkDriver.ProgramExternalConnectivity", req)
@@ -580,8 +628,10 @@ func TestPortForms(t *testing.T) {
 	}
 	want := map[string]bool{
 		fmt.Sprintf(":%d->172.30.0.5:80", ports[0].NodePort): true,
-		"127.0.0.1:8082->172.30.0.5:81":                     true,
-		"[::1]:8083->172.30.0.5:81":                         true,
+		"127.0.0.1:8082->172.30.0.5:81":                      true,
+		"[::1]:8083->172.30.0.5:81":                          true,
+		"udp 127.0.0.1:5354->172.30.0.5:54":                  true,
+		"udp :45300->172.30.0.5:53":                          true,
 	}
 	if !reflect.DeepEqual(td.proxied, want) {
 		t.Errorf("relays %v, want %v", td.proxied, want)

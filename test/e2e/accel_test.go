@@ -163,11 +163,31 @@ func TestAccel(t *testing.T) {
 		t.Fatalf("after the restart: %+v", st)
 	}
 
-	// Off: the same cases, byte-identical, and nothing on the fast path.
+	// Off under load: the transfer carries on over the normal path.
+	load = helper(t, cg, newNetns(t, "acc"), "cases", casesArg{Names: []string{"large-write"}, Large: 128 << 20})
+	lout.Reset()
+	lerr.Reset()
+	load.Stdout, load.Stderr = &lout, &lerr
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
 	n.mustXlane(nil, "accel", "disable")
+	if err := load.Wait(); err != nil {
+		t.Fatalf("transfer across disable: %v\n%s", err, lerr.String())
+	}
+	lres = nil
+	if json.Unmarshal(lout.Bytes(), &lres) != nil || len(lres) != 1 || !lres[0].OK {
+		t.Fatalf("transfer across disable: %s", lout.String())
+	}
+
+	// Off: the same cases, byte-identical, and nothing on the fast path.
 	off := accelStatus(n)
 	if off.State != "off" {
 		t.Fatalf("after disable: %+v", off)
+	}
+	if off.Counters["fallback_off"] == 0 {
+		t.Errorf("the transfer did not fall back when acceleration went off (disabled too late?): %v", off.Counters)
 	}
 	runCases(t, cg, append(names, accepted...), 16<<20)
 	if after := accelStatus(n).Counters["bytes_redirected"]; after != off.Counters["bytes_redirected"] {
@@ -244,10 +264,18 @@ func TestProxyRedirect(t *testing.T) {
 		exempt  []string
 		proxyCg string
 		mark    uint32
+		accel   bool
 	}{
-		{[]string{"--exempt", "cgroup", "--exempt-cgroup", pcg}, pcg, 0},
-		{[]string{"--exempt", "mark", "--mark", "0x539"}, cg, 0x539},
+		{[]string{"--exempt", "cgroup", "--exempt-cgroup", pcg}, pcg, 0, false},
+		// With acceleration on for the cgroup, both loopback legs (client
+		// to proxy, proxy to server) go socket to socket.
+		{[]string{"--exempt", "mark", "--mark", "0x539"}, cg, 0x539, true},
 	} {
+		var before uint64
+		if mode.accel {
+			enableAccel(t, n, cg)
+			before = accelStatus(n).Counters["bytes_redirected"]
+		}
 		var out api.ProxyRedirect
 		n.mustXlane(&out, append([]string{"proxy", "redirect", "--port", "8080", "--to", "15001", "--cgroup", cg}, mode.exempt...)...)
 		if out.Warning == "" {
@@ -279,6 +307,13 @@ func TestProxyRedirect(t *testing.T) {
 			t.Errorf("exempt %v: proxy ls: %+v", mode.exempt, l)
 		}
 		t.Logf("exempt %v: %v", mode.exempt, l.Counters)
+		if mode.accel {
+			// The 3 MB body crosses both legs.
+			if got := accelStatus(n).Counters["bytes_redirected"] - before; got < 2*3000000 {
+				t.Errorf("with acceleration on, the fast path carried %d bytes of the proxied requests", got)
+			}
+			n.mustXlane(nil, "accel", "disable")
+		}
 		n.mustXlane(nil, "proxy", "rm", "8080")
 	}
 	var l api.ProxyList
