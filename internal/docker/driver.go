@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -234,6 +235,12 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			default:
 				return nil, fmt.Errorf("option %s=%q: want nat, nat-unprotected, routed or isolated", k, v)
 			}
+		case k == optHostBinding:
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return nil, fmt.Errorf("option %s=%q: want an address", k, v)
+			}
+			_ = a // applied to each -p without a host address (ports.go)
 		case k == optIsolated:
 			iso, err := strconv.ParseBool(v)
 			if err != nil {
@@ -792,7 +799,15 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 	if err != nil {
 		return fail(err)
 	}
-	b, err := dr.portBindings(req.EndpointID, req.Options[optPortMap], prev)
+	// The network's default host address for -p without one
+	// (host_binding_ipv4, as on a bridge).
+	var defHost netip.Addr
+	if prev != nil {
+		if rec, _, err := dr.network(prev.NetworkID); err == nil {
+			defHost, _ = netip.ParseAddr(rec.Options[optHostBinding])
+		}
+	}
+	b, err := dr.portBindings(req.EndpointID, req.Options[optPortMap], prev, defHost)
 	if err != nil {
 		return fail(err)
 	}
@@ -835,6 +850,21 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 			}
 		}
 		return fail(err)
+	}
+	// A mapping Docker no longer asks for (a repeated call with other
+	// ports) is withdrawn; its relay stopped with the others above.
+	if prev != nil {
+		var stale []string
+		for _, s := range prev.Ports {
+			if !slices.Contains(ports, s) {
+				stale = append(stale, s)
+			}
+		}
+		if len(stale) > 0 {
+			if _, err := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: stale}, true); err != nil && !errors.Is(err, model.ErrNotFound) {
+				dr.log.Warn("docker: withdraw ports Docker no longer publishes", "endpoint", short(req.EndpointID), "ports", stale, "err", err)
+			}
+		}
 	}
 	if len(ports)+len(b.Relays) > 0 {
 		// The host ports xlane chose (-p PORT, -P) are here and in

@@ -177,6 +177,15 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		}
 		return d.DumpMap(r.PathValue("name"), limit)
 	})
+	route("GET "+api.PathCalibration, http.StatusOK, func(r *http.Request) (any, error) {
+		return d.Calibration(), nil
+	})
+	route("POST "+api.PathCalibration, http.StatusOK, func(r *http.Request) (any, error) {
+		if _, err := d.Calibrate(r.Context()); err != nil {
+			return nil, err
+		}
+		return d.Calibration(), nil
+	})
 	firewallRoutes(route, d)
 	sockRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

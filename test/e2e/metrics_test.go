@@ -255,6 +255,36 @@ func testMetrics(t *testing.T, mode string) {
 		t.Errorf("no API latency of POST /v1/endpoints: %v", h)
 	}
 
+	if mode == "tc" {
+		// A service whose backend is c1's listener: one flow through it
+		// shows as the backend's tracked flow.
+		backend := netip.AddrPortFrom(e.ip(1), 9998).String()
+		n.mustXlane(nil, "service", "create", "echo", "--vip", "10.96.9.9:9998/udp", "--backend", backend)
+		err := ns.WithNetNSPath(nsPath(e.cs[0]), func(ns.NetNS) error {
+			u, err := net.Dial("udp", "10.96.9.9:9998")
+			if err != nil {
+				return err
+			}
+			defer u.Close()
+			_, err = u.Write([]byte("via the VIP"))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, _, err := pc.ReadFrom(buf); err != nil {
+			t.Fatalf("datagram to the VIP not received by its backend: %v", err)
+		}
+		m := scrape(t, n)
+		if v := sample(m, "xlane_service_backend_flows", map[string]string{"service": "echo", "backend": backend}); v != 1 {
+			t.Errorf("xlane_service_backend_flows{echo,%s} = %v, want 1", backend, v)
+		}
+		if v := sample(m, "xlane_service_backends", map[string]string{"service": "echo", "state": "active"}); v != 1 {
+			t.Errorf("xlane_service_backends{echo,active} = %v, want 1", v)
+		}
+	}
+
 	if prom != nil {
 		q := fmt.Sprintf(`sum(xlane_drop_total{reason="drop_fw",endpoint=%q})`, src)
 		prom.waitValue(t, q, dropped)
