@@ -85,6 +85,20 @@ type ServiceApplyResult struct {
 	Services int `json:"services"`
 }
 
+// ServicesMemory is the kernel memory of the programmed services, as the
+// kernel accounts the BPF maps (memlock).
+type ServicesMemory struct {
+	Services int `json:"services"`
+	// TableBytes: the Maglev tables (8 bytes a slot; a table has the
+	// smallest prime >= 100 x backends, >= 251 slots).
+	TableBytes uint64 `json:"table_bytes"`
+	// MapBytes: the services, tables-of-tables and backends hashes,
+	// buckets included.
+	MapBytes uint64 `json:"map_bytes"`
+	// PerServiceBytes is (TableBytes + MapBytes) / Services.
+	PerServiceBytes uint64 `json:"per_service_bytes"`
+}
+
 // ServiceUpdate is the body of PATCH /v1/services/{name}: the new backend
 // set (backends left out are removed, weight 0 drains).
 type ServiceUpdate struct {
@@ -197,6 +211,9 @@ type Status struct {
 	Networks      int             `json:"networks"`
 	Endpoints     int             `json:"endpoints"`
 	Counters      []ReasonCounter `json:"counters,omitempty"`
+	// Services is what the programmed services cost (nil without the
+	// BPF datapath).
+	Services *ServicesMemory `json:"services,omitempty"`
 	// NeighMirror is the state of the node's neighbour table copy the XDP
 	// datapath uses (nil without the BPF datapath).
 	NeighMirror *NeighMirror `json:"neigh_mirror,omitempty"`

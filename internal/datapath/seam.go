@@ -105,6 +105,7 @@ type Datapath interface {
 	// part may be applied (the caller puts back what was).
 	PutServices(s []Service) error
 	DeleteServices(s []Service) error
+	ServicesMemory() (ServicesMemory, error)
 	ServiceIDs() (map[uint32]Service, error)
 
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for

@@ -53,6 +53,7 @@ func (u *Unavailable) FlushNeigh() error                                     { r
 func (u *Unavailable) DeletePort(Port) error                                 { return nil }
 func (u *Unavailable) DeleteService(Service) error                           { return nil }
 func (u *Unavailable) DeleteServices([]Service) error                        { return nil }
+func (u *Unavailable) ServicesMemory() (ServicesMemory, error)               { return ServicesMemory{}, nil }
 func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
 func (u *Unavailable) AttachedDevices() ([]string, error)              { return nil, nil }

@@ -258,6 +258,13 @@ func (f *Fake) PutServices(svcs []datapath.Service) error {
 	return nil
 }
 
+// ServicesMemory: the fake's services cost nothing.
+func (f *Fake) ServicesMemory() (datapath.ServicesMemory, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return datapath.ServicesMemory{Services: len(f.services)}, nil
+}
+
 func (f *Fake) DeleteServices(svcs []datapath.Service) error {
 	var errs []error
 	for _, s := range svcs {
