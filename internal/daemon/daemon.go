@@ -1129,6 +1129,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 		if ci := d.ClusterInfo(); ci.NodeName != "" {
 			st.Cluster = &ci
 		}
+		if m, err := d.dp.ServicesMemory(); err == nil {
+			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps, PerServiceBytes: m.PerService()}
+		}
 	}
 	st.Health = d.health()
 	return st, err
