@@ -76,6 +76,8 @@ int xlane_connect4(struct bpf_sock_addr *ctx)
 		ctx->user_ip4 = a;
 		ctx->user_port = to.port;
 	}
+	if (mon_types())
+		mon_sock();
 	return SOCK_ALLOW;
 }
 
@@ -104,6 +106,8 @@ int xlane_connect6(struct bpf_sock_addr *ctx)
 		ctx->user_ip6[3] = a[3];
 		ctx->user_port = to.port;
 	}
+	if (mon_types())
+		mon_sock();
 	return SOCK_ALLOW;
 }
 

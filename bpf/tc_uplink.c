@@ -114,7 +114,7 @@ int xlane_from_uplink(struct __sk_buff *skb)
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return tc_ret(step, reason);
+	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

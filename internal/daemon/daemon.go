@@ -51,6 +51,9 @@ type Config struct {
 	NATPorts string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
+	// MonitorRate bounds the datapath's monitor events per second per
+	// CPU while a client listens (0: DefaultMonitorRate).
+	MonitorRate uint32
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -62,6 +65,7 @@ type Daemon struct {
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
 	feat  *features.Set     // probed at start (kernel.go)
 	fw    *Firewall         // started by New, before the API serves (firewall.go)
+	mon   *monitor          // started by New (monitor.go)
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
@@ -128,6 +132,7 @@ func (d *Daemon) start() (*Daemon, error) {
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
 	d.fw = d.startFirewall()
+	d.mon = d.startMonitor()
 	// Without the BPF datapath there is no node-wide datapath work: no
 	// uplink program, node configuration, services or neighbour mirror.
 	if d.dp.Available() == nil && cfg.Uplink != "" {

@@ -99,3 +99,7 @@ func (u *Unavailable) CTStats() (CTStats, error)         { return CTStats{}, u.e
 func (u *Unavailable) GCCT(uint64) (int, error)          { return 0, u.err("conntrack gc") }
 func (u *Unavailable) PutService(s Service) error        { return u.err(fmt.Sprintf("service %d", s.ID)) }
 func (u *Unavailable) FirewallMaps() (bpf.FwMaps, error) { return bpf.FwMaps{}, u.err("firewall maps") }
+func (u *Unavailable) MonitorMaps() (bpf.MonitorMaps, error) {
+	return bpf.MonitorMaps{}, u.err("monitor maps")
+}
+func (u *Unavailable) NewTracer() (*bpf.Tracer, error) { return nil, u.err("trace") }
