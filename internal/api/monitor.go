@@ -98,15 +98,15 @@ type TraceResult struct {
 
 // TraceHop is one program's run.
 type TraceHop struct {
-	Hook     string       `json:"hook"` // from_endpoint, to_endpoint, from_uplink
-	Device   string       `json:"device"`
-	Endpoint string       `json:"endpoint,omitempty"`
-	Stages   []TraceStage `json:"stages"`
-	Verdict  string       `json:"verdict"` // pass, drop, forward, replied
-	Reason   string       `json:"reason"`
-	Return   int32        `json:"return"` // the program's return code
-	Output   string       `json:"output"` // the packet as the program left it, summarised
-	Packet   []byte       `json:"packet"` // ... and in full
+	Hook     string         `json:"hook"` // from_endpoint, to_endpoint, from_uplink
+	Device   string         `json:"device"`
+	Endpoint string         `json:"endpoint,omitempty"`
+	Stages   []TraceStage   `json:"stages"`
+	Verdict  string         `json:"verdict"` // pass, drop, forward, replied
+	Reason   string         `json:"reason"`
+	Return   int32          `json:"return"` // the program's return code
+	Output   string         `json:"output"` // the packet as the program left it, summarised
+	Packet   []byte         `json:"packet"` // ... and in full
 	Events   []MonitorEvent `json:"events,omitempty"`
 }
 

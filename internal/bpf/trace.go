@@ -48,6 +48,7 @@ var traceShared = []string{
 // and nothing of the live datapath changed. Runs of one Tracer share
 // their copy, so a flow one run opens is known to the next.
 type Tracer struct {
+	live   *ebpf.Map // the datapath's conntrack table
 	colls  []*ebpf.Collection
 	progs  map[TraceHook]*ebpf.Program
 	ct     *ebpf.Map
@@ -76,19 +77,9 @@ func (o *Objects) NewTracer() (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace: copy conntrack table: %w", err)
 	}
-	t.ct = ct
-	var (
-		k CTKey
-		v CTVal
-	)
-	it := live.Iterate()
-	for it.Next(&k, &v) {
-		if err := ct.Put(&k, &v); err != nil {
-			return nil, fmt.Errorf("trace: copy conntrack table: %w", err)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("trace: copy conntrack table: %w", err)
+	t.ct, t.live = ct, live
+	if err := t.Reset(); err != nil {
+		return nil, err
 	}
 
 	tc, err := loadTc()
@@ -151,6 +142,34 @@ func (t *Tracer) load(o *Objects, spec *ebpf.CollectionSpec, own ...map[string]*
 	}
 	t.colls = append(t.colls, coll)
 	return coll, nil
+}
+
+// Reset makes the tracer's conntrack copy the live table's content again,
+// forgetting what earlier runs did to it: a tracer can be kept loaded
+// (loading is most of a trace's cost: the verifier) and reset per trace.
+func (t *Tracer) Reset() error {
+	var (
+		k    CTKey
+		v    CTVal
+		keys []CTKey
+	)
+	it := t.ct.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	for i := range keys {
+		t.ct.Delete(&keys[i])
+	}
+	it = t.live.Iterate()
+	for it.Next(&k, &v) {
+		if err := t.ct.Put(&k, &v); err != nil {
+			return fmt.Errorf("trace: copy conntrack table: %w", err)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("trace: copy conntrack table: %w", err)
+	}
+	return nil
 }
 
 // Close releases the tracer's programs and maps.

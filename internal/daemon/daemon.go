@@ -66,6 +66,8 @@ type Daemon struct {
 	feat  *features.Set     // probed at start (kernel.go)
 	fw    *Firewall         // started by New, before the API serves (firewall.go)
 	mon   *monitor          // started by New (monitor.go)
+	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
+	tracer tracerCache
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
@@ -190,6 +192,7 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
+	d.tracer.close()
 	d.dp.Close()
 	return d.store.Close()
 }

@@ -494,4 +494,3 @@ func (f *monFilter) match(ev *api.MonitorEvent, r monRefs) bool {
 	}
 	return true
 }
-

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 
@@ -78,11 +79,12 @@ func (d *Daemon) Trace(req api.TraceRequest) (*api.TraceResult, error) {
 	if err := d.mon.refreshNames(); err != nil {
 		return nil, err
 	}
-	tr, err := d.dp.NewTracer()
+	d.tracer.mu.Lock()
+	defer d.tracer.mu.Unlock()
+	tr, err := d.tracer.get(d)
 	if err != nil {
 		return nil, err
 	}
-	defer tr.Close()
 	for range traceMaxHops {
 		hop, out, err := d.traceHop(tr, hook, ifindex, dev, frame, eps)
 		if err != nil {
@@ -105,6 +107,41 @@ func (d *Daemon) Trace(req api.TraceRequest) (*api.TraceResult, error) {
 		hook, ifindex, dev = bpf.TraceToEndpoint, dst.ifindex, dst.HostIf
 	}
 	return res, nil
+}
+
+// tracerCache keeps the tracer loaded between traces (loading it is most
+// of a trace's cost), reset to the live conntrack table for each; traces
+// take turns.
+type tracerCache struct {
+	mu sync.Mutex
+	t  *bpf.Tracer
+}
+
+// get returns the tracer, loaded or reset (under mu).
+func (c *tracerCache) get(d *Daemon) (*bpf.Tracer, error) {
+	if c.t != nil {
+		if err := c.t.Reset(); err == nil {
+			return c.t, nil
+		}
+		c.t.Close()
+		c.t = nil
+	}
+	t, err := d.dp.NewTracer()
+	if err != nil {
+		return nil, err
+	}
+	c.t = t
+	return t, nil
+}
+
+// close releases the tracer.
+func (c *tracerCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t != nil {
+		c.t.Close()
+		c.t = nil
+	}
 }
 
 // traceEndpoints maps every endpoint address to its endpoint.
@@ -222,10 +259,12 @@ func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev s
 	eps map[netip.Addr]*traceEP) (api.TraceHop, []byte, error) {
 	hop := api.TraceHop{Hook: hook.String(), Device: dev}
 	t, _ := trace.Parse(frame)
-	if e := eps[t.Src]; e != nil && hook == bpf.TraceFromEndpoint {
-		hop.Endpoint = e.ID
-	} else if e := eps[t.Dst]; e != nil && hook == bpf.TraceToEndpoint {
-		hop.Endpoint = e.ID
+	if hook != bpf.TraceFromUplink {
+		for _, e := range eps {
+			if e.ifindex == ifindex {
+				hop.Endpoint = e.ID
+			}
+		}
 	}
 	existing := d.traceCTEntry(tr, t)
 	run, err := tr.Run(hook, ifindex, frame)
@@ -264,12 +303,17 @@ func (d *Daemon) traceCTEntry(tr *bpf.Tracer, t trace.Tuple) string {
 	}
 	k := bpf.CTKey{Saddr: t.Src.As16(), Daddr: t.Dst.As16(), Sport: htons(t.SrcPort), Dport: htons(t.DstPort), Proto: t.Proto}
 	var v bpf.CTVal
+	dir := "the packet's entry (original direction)"
 	if err := tr.CT().Lookup(&k, &v); err != nil {
-		return ""
-	}
-	dir := "original direction"
-	if v.Dir == uint8(bpf.CTDirReply) {
-		dir = "reply direction"
+		// A translated packet matches no key as it is: its flow is found
+		// by the reply entry (the tuple the answer will carry).
+		k.Saddr, k.Daddr, k.Sport, k.Dport = k.Daddr, k.Saddr, k.Dport, k.Sport
+		if err := tr.CT().Lookup(&k, &v); err != nil || v.Dir != uint8(bpf.CTDirReply) {
+			return ""
+		}
+		dir = "found by its reply entry"
+	} else if v.Dir == uint8(bpf.CTDirReply) {
+		dir = "the packet's entry (reply direction)"
 	}
 	s := ""
 	if int(v.State) < len(ctStateNames) {
