@@ -6,8 +6,12 @@
  * crosses an xlane tc program on its way out, so the translation happens at
  * connect() instead: the cgroup hook rewrites the socket's destination to
  * the chosen backend, and the connection is to the backend from the first
- * packet (no per-packet NAT, no conntrack entry). cgroup hooks see every
- * network namespace; these act only in the node's (xlane_config's cookie).
+ * packet (no per-packet NAT, no conntrack entry). A UDP socket that sends
+ * without connecting is translated per datagram at sendmsg(), and what it
+ * receives from the backend is given the address it sent to at recvmsg(),
+ * through xlane_sock_rnat (so is a connected UDP socket's recvfrom()).
+ * cgroup hooks see every network namespace; these act only in the node's
+ * (xlane_config's cookie).
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -57,12 +61,27 @@ static __always_inline struct xl_config *sock_config(struct bpf_sock_addr *ctx)
 	return cfg;
 }
 
-SEC("cgroup/connect4")
-int xlane_connect4(struct bpf_sock_addr *ctx)
+/* sock_remember records a UDP socket's translation for recvmsg. */
+static __always_inline void sock_remember(struct bpf_sock_addr *ctx, const struct ct_key *k,
+					  const struct backend_val *to)
+{
+	struct sock_rnat_key rk = { .cookie = bpf_get_socket_cookie(ctx), .port = to->port };
+	struct sock_rnat_val rv = { .port = k->dport };
+
+	if (ctx->protocol != IPPROTO_UDP)
+		return;
+	__builtin_memcpy(rk.addr, to->addr, 16);
+	__builtin_memcpy(rv.addr, k->daddr, 16);
+	bpf_map_update_elem(&xlane_sock_rnat, &rk, &rv, BPF_ANY);
+}
+
+/* sock4_translate rewrites an IPv4 destination (connect, sendmsg). */
+static __always_inline int sock4_translate(struct bpf_sock_addr *ctx)
 {
 	struct xl_config *cfg = sock_config(ctx);
 	struct backend_val to = {};
 	struct ct_key k = {};
+	__u32 a;
 
 	if (!cfg || (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP))
 		return SOCK_ALLOW;
@@ -70,8 +89,7 @@ int xlane_connect4(struct bpf_sock_addr *ctx)
 	k.dport = (__u16)ctx->user_port;
 	k.proto = ctx->protocol;
 	if (sock_translate(ctx, &k, cfg, &to)) {
-		__u32 a;
-
+		sock_remember(ctx, &k, &to);
 		__builtin_memcpy(&a, &to.addr[12], 4);
 		ctx->user_ip4 = a;
 		ctx->user_port = to.port;
@@ -81,8 +99,8 @@ int xlane_connect4(struct bpf_sock_addr *ctx)
 	return SOCK_ALLOW;
 }
 
-SEC("cgroup/connect6")
-int xlane_connect6(struct bpf_sock_addr *ctx)
+/* sock6_translate rewrites an IPv6 destination (connect, sendmsg). */
+static __always_inline int sock6_translate(struct bpf_sock_addr *ctx)
 {
 	struct xl_config *cfg = sock_config(ctx);
 	struct backend_val to = {};
@@ -99,6 +117,7 @@ int xlane_connect6(struct bpf_sock_addr *ctx)
 	k.dport = (__u16)ctx->user_port;
 	k.proto = ctx->protocol;
 	if (sock_translate(ctx, &k, cfg, &to)) {
+		sock_remember(ctx, &k, &to);
 		__builtin_memcpy(a, to.addr, 16);
 		ctx->user_ip6[0] = a[0];
 		ctx->user_ip6[1] = a[1];
@@ -108,6 +127,84 @@ int xlane_connect6(struct bpf_sock_addr *ctx)
 	}
 	if (mon_types())
 		mon_sock();
+	return SOCK_ALLOW;
+}
+
+/* sock_rnat finds what the socket sent to for a datagram from addr:port. */
+static __always_inline struct sock_rnat_val *sock_rnat(struct bpf_sock_addr *ctx, const __u8 *addr,
+						       __u16 port)
+{
+	struct sock_rnat_key rk = { .port = port };
+
+	if (!sock_config(ctx))
+		return 0;
+	rk.cookie = bpf_get_socket_cookie(ctx);
+	__builtin_memcpy(rk.addr, addr, 16);
+	return bpf_map_lookup_elem(&xlane_sock_rnat, &rk);
+}
+
+SEC("cgroup/connect4")
+int xlane_connect4(struct bpf_sock_addr *ctx)
+{
+	return sock4_translate(ctx);
+}
+
+SEC("cgroup/connect6")
+int xlane_connect6(struct bpf_sock_addr *ctx)
+{
+	return sock6_translate(ctx);
+}
+
+/* sendmsg: a datagram of an unconnected UDP socket, per destination. */
+SEC("cgroup/sendmsg4")
+int xlane_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return sock4_translate(ctx);
+}
+
+SEC("cgroup/sendmsg6")
+int xlane_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return sock6_translate(ctx);
+}
+
+/* recvmsg: the backend's datagram is reported as from what was sent to. */
+SEC("cgroup/recvmsg4")
+int xlane_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	struct endpoint_key from;
+	struct sock_rnat_val *v;
+	__u32 a;
+
+	key_from_ipv4(&from, ctx->user_ip4);
+	v = sock_rnat(ctx, from.addr, (__u16)ctx->user_port);
+	if (v) {
+		__builtin_memcpy(&a, &v->addr[12], 4);
+		ctx->user_ip4 = a;
+		ctx->user_port = v->port;
+	}
+	return SOCK_ALLOW;
+}
+
+SEC("cgroup/recvmsg6")
+int xlane_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	struct sock_rnat_val *v;
+	__u32 a[4];
+
+	a[0] = ctx->user_ip6[0];
+	a[1] = ctx->user_ip6[1];
+	a[2] = ctx->user_ip6[2];
+	a[3] = ctx->user_ip6[3];
+	v = sock_rnat(ctx, (const __u8 *)a, (__u16)ctx->user_port);
+	if (v) {
+		__builtin_memcpy(a, v->addr, 16);
+		ctx->user_ip6[0] = a[0];
+		ctx->user_ip6[1] = a[1];
+		ctx->user_ip6[2] = a[2];
+		ctx->user_ip6[3] = a[3];
+		ctx->user_port = v->port;
+	}
 	return SOCK_ALLOW;
 }
 

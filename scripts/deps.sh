@@ -6,6 +6,7 @@ set -euo pipefail
 pkgs=(clang-19 clang-format-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute2 iputils-ping
       iperf3 sockperf ethtool iptables nftables tcpdump util-linux ca-certificates
       docker.io busybox-static
+      prometheus   # scrapes xlaned in test/e2e/metrics_test.go (the test starts its own)
       qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -14,8 +15,9 @@ done
 if ((${#missing[@]})); then
 	echo "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	# docker.io would start a dockerd in this namespace (bridge, iptables
-	# rules); the tests start their own in namespaces of their own.
+	# docker.io and prometheus would start their daemons in this namespace
+	# (a dockerd's bridge and iptables rules); the tests start their own in
+	# namespaces of their own.
 	if [ ! -e /usr/sbin/policy-rc.d ]; then
 		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
 		chmod +x /usr/sbin/policy-rc.d

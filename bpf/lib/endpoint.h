@@ -92,7 +92,8 @@ static __always_inline struct endpoint_val *ep_local(const struct pkt *p)
  * apart. Stateless and symmetric, so replies are judged as requests are.
  * Every hook that hands a packet from one endpoint to another calls it: the
  * from-endpoint programs before a local delivery, the to-endpoint programs
- * for what Linux delivers.
+ * for what Linux delivers; a published port's flow is not asked (see
+ * ep_is_node).
  */
 static __always_inline enum xl_step ep_apart(const struct endpoint_val *src,
 					     const struct endpoint_val *dst, enum xl_reason *reason)
@@ -109,6 +110,26 @@ static __always_inline enum xl_step ep_apart(const struct endpoint_val *src,
 	if (!(f & XL_EP_NO_ICC) || src->ifindex == dst->ifindex)
 		return XL_CONTINUE;
 	return xl_final(reason, XL_DROP_ICC);
+}
+
+/*
+ * ep_is_node says whether a is the node's address of its family (the
+ * uplink's, where ports are published). A packet of a published port's
+ * flow has it on its outer side: the destination before the DNAT, the
+ * source after the reply's translation. Nothing else between two
+ * endpoints does (ep_admit holds senders to their own addresses), so it
+ * marks what passes the policy as Docker's userland proxy relays it.
+ */
+static __always_inline int ep_is_node(const struct xl_config *cfg, const struct endpoint_key *a)
+{
+	const __u8 *na = a->addr[10] == 0xff ? cfg->uplink_v4 : cfg->uplink_v6;
+	__u64 a0, a1, n0, n1;
+
+	__builtin_memcpy(&a0, a->addr, 8);
+	__builtin_memcpy(&a1, a->addr + 8, 8);
+	__builtin_memcpy(&n0, na, 8);
+	__builtin_memcpy(&n1, na + 8, 8);
+	return (n0 || n1) && a0 == n0 && a1 == n1;
 }
 
 /* ep_forward_l3 does what a router does to a packet it forwards: TTL or hop

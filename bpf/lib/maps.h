@@ -94,6 +94,33 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_publish SEC(".maps");
 
+/* A UDP socket's translation, for its replies: the socket and the backend
+ * it was sent to; the published port or VIP the process sent to. */
+struct sock_rnat_key {
+	__u64 cookie;  /* bpf_get_socket_cookie */
+	__u8 addr[16]; /* the backend (IPv4 as ::ffff:a.b.c.d) */
+	__u16 port;    /* network order */
+	__u16 pad[3];
+};
+
+struct sock_rnat_val {
+	__u8 addr[16];
+	__u16 port; /* network order */
+	__u16 pad;
+};
+
+/* xlane_sock_rnat: key = (socket, backend); value = what the process sent
+ * to. Written by sock_lb.c's connect and sendmsg hooks for UDP; read by its
+ * recvmsg hooks (declared here, among the maps the first collection pins).
+ * LRU: an entry of a closed socket ages out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sock_rnat_key);
+	__type(value, struct sock_rnat_val);
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_sock_rnat SEC(".maps");
+
 #define XL_MAX_SERVICES 65536
 #define XL_MAGLEV_MAX 65521 /* largest table size the daemon uses */
 

@@ -106,6 +106,45 @@ static __noinline int to_fib(struct __sk_buff *skb, struct pkt *p, enum xl_reaso
 	}
 }
 
+/*
+ * skb_published_flow says whether a packet between two endpoints, after
+ * NAT, belongs to a published port's flow: a reply translated to come from
+ * the node's address, or a request translated from it (its reply entry,
+ * keyed by the packet's tuple reversed, says the reply leaves as the
+ * node's address). Asked only of what the policy would drop, so only those
+ * packets pay the parse and the lookup; a frame of its own (6.1's 512-byte
+ * stack). The caller has pulled the headers to L4: a pull in here would
+ * invalidate the caller's packet pointers.
+ */
+static __noinline int skb_published_flow(struct __sk_buff *skb)
+{
+	const struct xl_config *cfg = xl_config();
+	const struct ct_val *v;
+	struct ct_key k = {};
+	struct l4 l4 = {};
+	struct pkt p = {};
+
+	if (!cfg)
+		return 0;
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+		    PARSE_OK ||
+	    parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4) != L4_OK)
+		return 0;
+	if (ep_is_node(cfg, &p.src))
+		return 1;
+	__builtin_memcpy(k.saddr, p.dst.addr, 16);
+	__builtin_memcpy(k.daddr, p.src.addr, 16);
+	k.sport = l4.dport;
+	k.dport = l4.sport;
+	k.proto = l4.proto;
+	v = bpf_map_lookup_elem(&xlane_ct, &k);
+	if (!v || v->dir != CT_DIR_REPLY)
+		return 0;
+	if (v->nat == CT_NAT_SRC)
+		return ep_is_node(cfg, (const struct endpoint_key *)v->nat_addr);
+	return v->nat == CT_NAT_BOTH && ep_is_node(cfg, (const struct endpoint_key *)v->nat_saddr);
+}
+
 static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb_cfg *cfg,
 					 enum xl_reason *reason)
 {
@@ -137,11 +176,12 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 		return step;
 	dst = ep_local(&p);
 	if (dst) {
-		/* After NAT: a published port of another network (or of the
-		 * same one, ICC off) is refused as on Docker's bridge. */
+		/* After NAT: a published port's flow passes the policy, as
+		 * Docker's userland proxy relays it between networks and
+		 * within an ICC-off one; a service VIP's does not. */
 		step = ep_apart(src, dst, reason);
-		if (step != XL_CONTINUE)
-			return step;
+		if (step != XL_CONTINUE && !skb_published_flow(skb))
+			return step; /* else the delivery below sets the reason */
 		/* A peer redirect skips the destination's tcx egress: its
 		 * firewall runs here. Without a peer redirect (netkit) the
 		 * packet goes through that hook, which runs it. */
@@ -168,6 +208,7 @@ static __always_inline enum xl_step skb_to_endpoint_apart(struct __sk_buff *skb,
 							  enum xl_reason *reason)
 {
 	const struct endpoint_val *src, *dst;
+	enum xl_reason apart;
 	struct pkt p = {};
 
 	/* L3 only: a pull beyond what the node's own TCP puts in the head
@@ -180,7 +221,12 @@ static __always_inline enum xl_step skb_to_endpoint_apart(struct __sk_buff *skb,
 	if (!src)
 		return XL_CONTINUE;
 	dst = ep_local(&p);
-	return dst ? ep_apart(src, dst, reason) : XL_CONTINUE;
+	if (!dst || ep_apart(src, dst, &apart) == XL_CONTINUE)
+		return XL_CONTINUE;
+	tc_pull_l4(skb);
+	if (skb_published_flow(skb))
+		return XL_CONTINUE;
+	return xl_final(reason, apart);
 }
 
 /*

@@ -8,20 +8,25 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/daemon"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/docker"
+	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/server"
 )
 
 func main() {
+	// The acceleration self-test re-executes this binary as its child.
+	accel.MaybeChild()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "xlaned:", err)
 		os.Exit(1)
@@ -43,6 +48,9 @@ func run() error {
 	monRate := fs.Uint("monitor-rate", daemon.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")
 	uninstall := fs.Bool("uninstall", false, "remove everything this instance made (networks, endpoints, services, programs, pins, the state file) and exit; stop the running xlaned first")
 	dockerSocket := fs.String("docker-plugin-socket", docker.DefaultSocket, "serve the Docker network driver here (Docker names it after the file; \"\" serves none)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (docs/observability.md) on HOST:PORT, loopback only (127.0.0.1:9643, [::1]:9643), or on unix:/PATH; \"\" serves none")
+	metricsRemote := fs.Bool("metrics-allow-remote", false, "let --metrics-addr listen on a non-loopback address (the metrics name endpoints and have no authentication)")
+	bpfStats := fs.Bool("bpf-stats", false, "turn the kernel's BPF run statistics on while xlaned runs, for the per-program run time metrics (costs every BPF program on the machine ~20 ns per run)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
 
@@ -71,7 +79,8 @@ Flags:
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
-		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, MonitorRate: uint32(*monRate)})
+		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, BPFStats: *bpfStats && !*uninstall,
+		MonitorRate: uint32(*monRate)})
 	if err != nil {
 		return err
 	}
@@ -79,11 +88,31 @@ Flags:
 		return d.Uninstall()
 	}
 	defer d.Close()
+	var ml net.Listener
+	if *metricsAddr != "" {
+		// Before the API socket: a bad address fails the start, not later.
+		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
+			return err
+		}
+	}
 	l, err := server.Listen(*socket)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: server.Handler(d, log), ReadHeaderTimeout: 10 * time.Second}
+	handler := server.Handler(d, log)
+	if ml != nil {
+		reg := metrics.New(d, daemon.Version, log)
+		handler = reg.Instrument(handler)
+		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := msrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics endpoint stopped", "err", err)
+			}
+		}()
+		defer msrv.Close()
+		log.Info("serving metrics", "addr", *metricsAddr)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	stopDocker, err := docker.Serve(*dockerSocket, docker.New(d, log), log)
 	if err != nil {
 		return err

@@ -55,6 +55,7 @@ const (
 	CTNatBoth              = tcCtNatCT_NAT_BOTH
 	CTEstablished          = tcCtStateCT_ESTABLISHED
 	EPFlagMasquerade       = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
+	EPFlagXDPTarget        = uint16(tcXlEpFlagsXL_EP_XDP_TARGET)
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)
@@ -304,6 +305,14 @@ func (o *Objects) XDPGenericFromUplink() *ebpf.Program { return o.genUplink }
 // Connect4 and Connect6 are the cgroup connect hooks (sock_lb.c).
 func (o *Objects) Connect4() *ebpf.Program { return o.sock.XlaneConnect4 }
 func (o *Objects) Connect6() *ebpf.Program { return o.sock.XlaneConnect6 }
+
+// Sendmsg4, Sendmsg6, Recvmsg4 and Recvmsg6 are the cgroup hooks of
+// unconnected UDP (sock_lb.c): the destination translated per datagram,
+// the backend's answers reported as from the address sent to.
+func (o *Objects) Sendmsg4() *ebpf.Program { return o.sock.XlaneSendmsg4 }
+func (o *Objects) Sendmsg6() *ebpf.Program { return o.sock.XlaneSendmsg6 }
+func (o *Objects) Recvmsg4() *ebpf.Program { return o.sock.XlaneRecvmsg4 }
+func (o *Objects) Recvmsg6() *ebpf.Program { return o.sock.XlaneRecvmsg6 }
 
 // TCFromUplink is the tcx ingress program of the node's uplink.
 func (o *Objects) TCFromUplink() *ebpf.Program { return o.tcFromUplink }

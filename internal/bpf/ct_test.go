@@ -1219,31 +1219,6 @@ func TestCTServiceNoBackend(t *testing.T) {
 // ---------------------------------------------------------------------------
 // A full table: a four-entry xlane_ct holds two flows.
 
-// synthCTKey is the i-th of a set of made-up flows (100.64.0.0/10
-// sources, which no test sends from), for filling the table.
-func synthCTKey(i int) CTKey {
-	src := netip.AddrFrom4([4]byte{100, 64 + byte(i>>24&0x3f), byte(i >> 16), byte(i >> 8)})
-	return ctKeyOf(ctTCP, ap(src, uint16(1024+i&0xff)), ap(addr("100.127.0.1"), 1))
-}
-
-// fillCT adds n synthetic entries that do not expire for a day.
-func (h *harness) fillCT(tb testing.TB, n int) {
-	tb.Helper()
-	const chunk = 1 << 16
-	exp := ctNow() + uint64(24*time.Hour)
-	for i := 0; i < n; i += chunk {
-		var keys []CTKey
-		var vals []CTVal
-		for j := i; j < min(n, i+chunk); j++ {
-			keys = append(keys, synthCTKey(j))
-			vals = append(vals, CTVal{Expires: exp, State: uint8(ctStEst)})
-		}
-		if _, err := h.objs.CT().BatchUpdate(keys, vals, nil); err != nil {
-			tb.Fatalf("fill xlane_ct at %d: %v", i, err)
-		}
-	}
-}
-
 // ctEntryCount counts xlane_ct's entries with batch lookups.
 func (h *harness) ctEntryCount(tb testing.TB) int {
 	tb.Helper()
@@ -1267,24 +1242,15 @@ func (h *harness) ctEntryCount(tb testing.TB) int {
 // own reason); flows that need NAT go to Linux (pass_ct_full) rather than
 // out untranslated; tracked flows carry on.
 func TestCTTableFull(t *testing.T) {
-	// Four entries: two flows fill it.
-	var h *harness
-	objs, err := Load("", Options{CTSize: 4})
-	if err == nil {
-		objs.Close()
-		h = newHarness(t, Options{CTSize: 4})
-		if got := h.objs.CT().MaxEntries(); got != 4 {
-			t.Fatalf("xlane_ct max_entries %d, want 4", got)
-		}
-	} else {
-		t.Errorf("bpf.Load(\"\", Options{CTSize: 4}): %v\n"+
-			"internal/bpf/bpf.go Load sizes xlane_ct in the tc collection's spec only; the xdp, uplink and tcuplink "+
-			"specs still say %d entries and their MapReplacements are refused as incompatible (the XDP programs "+
-			"first, silently, as if the verifier had refused them): every CTSize but the default fails to load "+
-			"(xlaned --ct-size N: no BPF datapath). Checking the full table on the default size, filled with "+
-			"synthetic entries but for four, instead.", err, DefaultCTSize)
-		h = newHarness(t)
-		h.fillCT(t, int(h.objs.CT().MaxEntries())-4)
+	// Four entries: two flows fill it. Every collection must take the
+	// size (xlaned --ct-size): Load sized only the tc collection's spec
+	// once, and the XDP programs then failed to load, silently.
+	h := newHarness(t, Options{CTSize: 4})
+	if got := h.objs.CT().MaxEntries(); got != 4 {
+		t.Fatalf("xlane_ct max_entries %d, want 4", got)
+	}
+	if err := h.objs.XDPErr(); err != nil {
+		t.Fatalf("xdp programs with CTSize 4: %v", err)
 	}
 	max := int(h.objs.CT().MaxEntries())
 	h.setNode(t, natPortMin, natPortMax)

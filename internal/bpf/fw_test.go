@@ -59,21 +59,18 @@ func newFwHarness(tb testing.TB) *fwHarness {
 	return newFwHarnessFrom(tb, "")
 }
 
-// newFwHarnessFrom is newFwHarness with the objects of dir (bpf.LoadFrom).
+// newFwHarnessFrom is newFwHarness with the objects of dir (bpf.ObjectsFor).
 func newFwHarnessFrom(tb testing.TB, dir string) *fwHarness {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
 	}
-	objs, err := bpf.LoadFrom(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { objs.Close() })
+	objs := bpf.ObjectsFor(tb, dir)
 	// The harness drives the XDP programs too: skipped (or failed, per
 	// the kernel matrix) where the verifier refuses them.
 	features.RequireMode(tb, "xdp", objs.XDPErr())
 	h := &fwHarness{objs: objs}
+	var err error
 	runtime.LockOSThread()
 	h.host, err = netns.Get()
 	if err == nil {
@@ -918,11 +915,7 @@ func TestFirewallInstallTime(t *testing.T) {
 // to-endpoint and drops refusals (its answers could not reach the sender).
 func TestFirewallNetkit(t *testing.T) {
 	h := newFwHarness(t)
-	nk, err := h.objs.LoadNetkit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nk.Close() })
+	nk := bpf.NetkitFor(t, h.objs)
 	h.install(t, &firewall.RuleSet{Rules: []firewall.Rule{
 		{Name: "out-drop", Action: "drop", Direction: "from-endpoint", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"8081"}},
 		{Name: "out-reject", Action: "reject", Direction: "from-endpoint", Proto: firewall.List{"tcp", "udp"}, DstPort: firewall.List{"8082"}},

@@ -235,3 +235,72 @@ func TestNetkitPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishedPassesPolicy: a published port's flow between endpoints the
+// policy keeps apart passes (Docker's userland proxy relays it): the
+// request to the node's address is translated and delivered, its reply
+// too, in both families; a packet straight to the same endpoint is still
+// dropped. What Linux delivers (tcx egress: netkit's redirect, an XDP
+// fallback) passes for the flow's own tuple only.
+func TestPublishedPassesPolicy(t *testing.T) {
+	h := newHarness(t)
+	h.setNode(t, natPortMin, natPortMax)
+	for _, pol := range []policy{
+		{"other network, both isolated", 1, 2, EPFlagIsolated, EPFlagIsolated, dropIsolated},
+		{"same network, icc off", 1, 1, EPFlagNoICC, EPFlagNoICC, dropICC},
+	} {
+		t.Run(pol.name, func(t *testing.T) {
+			h.ctFlush(t)
+			h.setPolicy(t, epSrc, pol.srcNet, pol.srcFlags)
+			h.setPolicy(t, epNoFwd, pol.peerNet, pol.peerFlag)
+			for _, f := range []ctFlow{
+				{proto: ctTCP, src: ap(epSrc.v4, 40000), dst: ap(nodeV4, 8080), nat: CTNatDst, to: ap(epNoFwd.v4, 80)},
+				{proto: ctUDP, src: ap(epSrc.v6, 40000), dst: ap(nodeV6, 5353), nat: CTNatDst, to: ap(epNoFwd.v6, 53)},
+			} {
+				h.publish(t, f.l4(), f.dst.Port(), f.to)
+				t.Run(f.src.Addr().String()+"/request", func(t *testing.T) {
+					p := f.orig("S").sentBy(epSrc)
+					ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
+					wantVerdict(t, ret, actRedirect, in, out)
+					wantFrame(t, out, p.translated(CTNatDst, f.to).routedTo(epNoFwd.mac, epNoFwd.hostMAC))
+					h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdPeer, DirEgress}, ctMetric{h.links[devEP1], fwdPeer, DirIngress})
+				})
+				t.Run(f.src.Addr().String()+"/reply", func(t *testing.T) {
+					rp := f.reply("SA").sentBy(epNoFwd)
+					ret, in, out := h.ctRun(t, progFromEP, devEP1, rp)
+					wantVerdict(t, ret, actRedirect, in, out)
+					wantFrame(t, out, rp.translated(CTNatSrc, f.dst).routedTo(epSrc.mac, epSrc.hostMAC))
+					h.wantMetrics(t, len(in), ctMetric{h.links[devEP1], fwdPeer, DirEgress}, ctMetric{h.links[devEP0], fwdPeer, DirIngress})
+				})
+				// The translated request as Linux delivers it, and a
+				// packet of another source port the flow does not own.
+				for _, c := range []struct {
+					name  string
+					sport uint16
+					ret   int32
+					r     Reason
+				}{{"delivered request", f.src.Port(), actPass, deliver}, {"delivered other port", f.src.Port() + 1, actShot, pol.apart}} {
+					t.Run(f.src.Addr().String()+"/"+c.name, func(t *testing.T) {
+						p := ctPkt{src: ap(f.src.Addr(), c.sport), dst: f.to, proto: f.proto, flags: "S"}.sentBy(epSrc)
+						in := p.frame(t)
+						h.resetMetrics(t)
+						ret, _, err := h.runProgFrom(h.objs.ToEndpoint(), in, h.links[devEP1], h.links[devEP0])
+						if err != nil {
+							t.Fatalf("run: %v", err)
+						}
+						if ret != c.ret {
+							t.Errorf("return value %d, want %d (metrics: %s)", ret, c.ret, formatMetrics(h.metrics(t)))
+						}
+						h.wantMetrics(t, len(in), ctMetric{h.links[devEP1], c.r, DirIngress})
+					})
+				}
+				t.Run(f.src.Addr().String()+"/direct", func(t *testing.T) {
+					p := ctPkt{src: ap(f.src.Addr(), 40100), dst: f.to, proto: f.proto, flags: "S"}.sentBy(epSrc)
+					ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
+					wantVerdict(t, ret, actShot, in, out)
+					h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], pol.apart, DirEgress})
+				})
+			}
+		})
+	}
+}

@@ -329,6 +329,21 @@ type netkitServiceVal struct {
 	Flags      uint32
 }
 
+type netkitSockRnatKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Addr   [16]uint8
+	Port   uint16
+	Pad    [3]uint16
+}
+
+type netkitSockRnatVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type netkitXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -373,6 +388,7 @@ const (
 	netkitMapXlaneNeigh           = "xlane_neigh"
 	netkitMapXlanePublish         = "xlane_publish"
 	netkitMapXlaneServices        = "xlane_services"
+	netkitMapXlaneSockRnat        = "xlane_sock_rnat"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
@@ -484,6 +500,7 @@ type netkitMapSpecs struct {
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 }
 
 // netkitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -569,6 +586,7 @@ type netkitMaps struct {
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
 }
 
 func (m *netkitMaps) Close() error {
@@ -603,6 +621,7 @@ func (m *netkitMaps) Close() error {
 		m.XlaneNeigh,
 		m.XlanePublish,
 		m.XlaneServices,
+		m.XlaneSockRnat,
 	)
 }
 

@@ -85,12 +85,7 @@ func TestNetkitToEndpoint(t *testing.T) {
 
 func netkitObjs(tb testing.TB, h *harness) *NetkitObjects {
 	tb.Helper()
-	nk, err := h.objs.LoadNetkit()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { nk.Close() })
-	return nk
+	return NetkitFor(tb, h.objs)
 }
 
 // runProg runs prog on frame as if it arrived on ifindex, in the test netns.

@@ -15,26 +15,19 @@ import (
 // and checks, from the kernel's view of each program, that every map name
 // is one map ID.
 func TestMapsSharedAcrossCollections(t *testing.T) {
-	objs, err := Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer objs.Close()
+	objs := ObjectsFor(t, "")
 	if err := objs.XDPErr(); err != nil {
 		t.Fatalf("xdp programs: %v", err)
 	}
-	nk, err := objs.LoadNetkit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Close()
+	nk := NetkitFor(t, objs)
 	progs := map[string][]*ebpf.Program{
 		"tc":       {objs.XlaneFromEndpoint, objs.XlaneToEndpoint},
 		"xdp":      {objs.xdp.FromEndpoint, objs.xdp.GenericFromEndpoint},
 		"uplink":   {objs.fromUplink, objs.genUplink},
 		"tcuplink": {objs.tcFromUplink},
-		"socklb":   {objs.sock.XlaneConnect4, objs.sock.XlaneConnect6},
-		"netkit":   {nk.FromEndpoint, nk.ToEndpoint},
+		"socklb": {objs.sock.XlaneConnect4, objs.sock.XlaneConnect6, objs.sock.XlaneSendmsg4, objs.sock.XlaneSendmsg6,
+			objs.sock.XlaneRecvmsg4, objs.sock.XlaneRecvmsg6},
+		"netkit": {nk.FromEndpoint, nk.ToEndpoint},
 	}
 
 	// The kernel keeps 15 characters of a map's name: the names the specs

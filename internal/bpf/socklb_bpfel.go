@@ -154,6 +154,21 @@ type socklbServiceVal struct {
 	Flags      uint32
 }
 
+type socklbSockRnatKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Addr   [16]uint8
+	Port   uint16
+	Pad    [3]uint16
+}
+
+type socklbSockRnatVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type socklbXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -182,8 +197,13 @@ const (
 	socklbMapXlaneNeigh        = "xlane_neigh"
 	socklbMapXlanePublish      = "xlane_publish"
 	socklbMapXlaneServices     = "xlane_services"
+	socklbMapXlaneSockRnat     = "xlane_sock_rnat"
 	socklbProgXlaneConnect4    = "xlane_connect4"
 	socklbProgXlaneConnect6    = "xlane_connect6"
+	socklbProgXlaneRecvmsg4    = "xlane_recvmsg4"
+	socklbProgXlaneRecvmsg6    = "xlane_recvmsg6"
+	socklbProgXlaneSendmsg4    = "xlane_sendmsg4"
+	socklbProgXlaneSendmsg6    = "xlane_sendmsg6"
 	socklbVarXlBtfCtDir        = "xl_btf_ct_dir"
 	socklbVarXlBtfCtNat        = "xl_btf_ct_nat"
 	socklbVarXlBtfCtState      = "xl_btf_ct_state"
@@ -253,6 +273,10 @@ type socklbSpecs struct {
 type socklbProgramSpecs struct {
 	XlaneConnect4 *ebpf.ProgramSpec `ebpf:"xlane_connect4"`
 	XlaneConnect6 *ebpf.ProgramSpec `ebpf:"xlane_connect6"`
+	XlaneRecvmsg4 *ebpf.ProgramSpec `ebpf:"xlane_recvmsg4"`
+	XlaneRecvmsg6 *ebpf.ProgramSpec `ebpf:"xlane_recvmsg6"`
+	XlaneSendmsg4 *ebpf.ProgramSpec `ebpf:"xlane_sendmsg4"`
+	XlaneSendmsg6 *ebpf.ProgramSpec `ebpf:"xlane_sendmsg6"`
 }
 
 // socklbMapSpecs contains maps before they are loaded into the kernel.
@@ -273,6 +297,7 @@ type socklbMapSpecs struct {
 	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat  *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 }
 
 // socklbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -338,6 +363,7 @@ type socklbMaps struct {
 	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat  *ebpf.Map `ebpf:"xlane_sock_rnat"`
 }
 
 func (m *socklbMaps) Close() error {
@@ -356,6 +382,7 @@ func (m *socklbMaps) Close() error {
 		m.XlaneNeigh,
 		m.XlanePublish,
 		m.XlaneServices,
+		m.XlaneSockRnat,
 	)
 }
 
@@ -394,12 +421,20 @@ type socklbVariables struct {
 type socklbPrograms struct {
 	XlaneConnect4 *ebpf.Program `ebpf:"xlane_connect4"`
 	XlaneConnect6 *ebpf.Program `ebpf:"xlane_connect6"`
+	XlaneRecvmsg4 *ebpf.Program `ebpf:"xlane_recvmsg4"`
+	XlaneRecvmsg6 *ebpf.Program `ebpf:"xlane_recvmsg6"`
+	XlaneSendmsg4 *ebpf.Program `ebpf:"xlane_sendmsg4"`
+	XlaneSendmsg6 *ebpf.Program `ebpf:"xlane_sendmsg6"`
 }
 
 func (p *socklbPrograms) Close() error {
 	return _SocklbClose(
 		p.XlaneConnect4,
 		p.XlaneConnect6,
+		p.XlaneRecvmsg4,
+		p.XlaneRecvmsg6,
+		p.XlaneSendmsg4,
+		p.XlaneSendmsg6,
 	)
 }
 

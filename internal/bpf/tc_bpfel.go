@@ -485,6 +485,21 @@ type tcServiceVal struct {
 	Flags      uint32
 }
 
+type tcSockRnatKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Addr   [16]uint8
+	Port   uint16
+	Pad    [3]uint16
+}
+
+type tcSockRnatVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type tcXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -583,6 +598,7 @@ const (
 	tcMapXlaneNeigh         = "xlane_neigh"
 	tcMapXlanePublish       = "xlane_publish"
 	tcMapXlaneServices      = "xlane_services"
+	tcMapXlaneSockRnat      = "xlane_sock_rnat"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
@@ -694,6 +710,7 @@ type tcMapSpecs struct {
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -779,6 +796,7 @@ type tcMaps struct {
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
 }
 
 func (m *tcMaps) Close() error {
@@ -813,6 +831,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneNeigh,
 		m.XlanePublish,
 		m.XlaneServices,
+		m.XlaneSockRnat,
 	)
 }
 

@@ -142,18 +142,13 @@ func newHarness(tb testing.TB, o ...Options) *harness {
 	return newHarnessFrom(tb, "", o...)
 }
 
-// newHarnessFrom is newHarness with the objects of dir (LoadFrom).
+// newHarnessFrom is newHarness with the objects of dir (ObjectsFor).
 func newHarnessFrom(tb testing.TB, dir string, o ...Options) *harness {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
 	}
-	objs, err := LoadFrom(dir, o...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { objs.Close() })
-
+	objs := ObjectsFor(tb, dir, o...)
 	h := &harness{objs: objs, links: map[string]int{}}
 	h.newNetNS(tb)
 	h.setupNetwork(tb)

@@ -329,6 +329,21 @@ type tcuplinkServiceVal struct {
 	Flags      uint32
 }
 
+type tcuplinkSockRnatKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Addr   [16]uint8
+	Port   uint16
+	Pad    [3]uint16
+}
+
+type tcuplinkSockRnatVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type tcuplinkXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -373,6 +388,7 @@ const (
 	tcuplinkMapXlaneNeigh        = "xlane_neigh"
 	tcuplinkMapXlanePublish      = "xlane_publish"
 	tcuplinkMapXlaneServices     = "xlane_services"
+	tcuplinkMapXlaneSockRnat     = "xlane_sock_rnat"
 	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
 	tcuplinkVarXlBtfCtDir        = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat        = "xl_btf_ct_nat"
@@ -482,6 +498,7 @@ type tcuplinkMapSpecs struct {
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -567,6 +584,7 @@ type tcuplinkMaps struct {
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
 }
 
 func (m *tcuplinkMaps) Close() error {
@@ -601,6 +619,7 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneNeigh,
 		m.XlanePublish,
 		m.XlaneServices,
+		m.XlaneSockRnat,
 	)
 }
 

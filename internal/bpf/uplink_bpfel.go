@@ -326,6 +326,21 @@ type uplinkServiceVal struct {
 	Flags      uint32
 }
 
+type uplinkSockRnatKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Addr   [16]uint8
+	Port   uint16
+	Pad    [3]uint16
+}
+
+type uplinkSockRnatVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type uplinkXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -370,6 +385,7 @@ const (
 	uplinkMapXlaneNeigh                 = "xlane_neigh"
 	uplinkMapXlanePublish               = "xlane_publish"
 	uplinkMapXlaneServices              = "xlane_services"
+	uplinkMapXlaneSockRnat              = "xlane_sock_rnat"
 	uplinkProgXlaneXdpFromUplink        = "xlane_xdp_from_uplink"
 	uplinkProgXlaneXdpGenericFromUplink = "xlane_xdp_generic_from_uplink"
 	uplinkVarXlBtfCtDir                 = "xl_btf_ct_dir"
@@ -481,6 +497,7 @@ type uplinkMapSpecs struct {
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 }
 
 // uplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -566,6 +583,7 @@ type uplinkMaps struct {
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
 }
 
 func (m *uplinkMaps) Close() error {
@@ -600,6 +618,7 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneNeigh,
 		m.XlanePublish,
 		m.XlaneServices,
+		m.XlaneSockRnat,
 	)
 }
 

@@ -326,6 +326,21 @@ type xdpServiceVal struct {
 	Flags      uint32
 }
 
+type xdpSockRnatKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Addr   [16]uint8
+	Port   uint16
+	Pad    [3]uint16
+}
+
+type xdpSockRnatVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Pad  uint16
+}
+
 type xdpXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -370,6 +385,7 @@ const (
 	xdpMapXlaneNeigh                   = "xlane_neigh"
 	xdpMapXlanePublish                 = "xlane_publish"
 	xdpMapXlaneServices                = "xlane_services"
+	xdpMapXlaneSockRnat                = "xlane_sock_rnat"
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
 	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
@@ -481,6 +497,7 @@ type xdpMapSpecs struct {
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 }
 
 // xdpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -566,6 +583,7 @@ type xdpMaps struct {
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
 }
 
 func (m *xdpMaps) Close() error {
@@ -600,6 +618,7 @@ func (m *xdpMaps) Close() error {
 		m.XlaneNeigh,
 		m.XlanePublish,
 		m.XlaneServices,
+		m.XlaneSockRnat,
 	)
 }
 

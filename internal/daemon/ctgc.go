@@ -8,9 +8,20 @@ import (
 // ctGrace is how long past its deadline an entry survives the GC.
 const ctGrace = 10 * time.Second
 
-// ctCounters count the GC's passes and what they deleted (CTStats).
+// ctCounters count the GC's passes, what they deleted and the time they
+// took (CTStats, the metrics, the health summary).
 type ctCounters struct {
 	gcRuns, gcDeleted atomic.Uint64
+	gcNanos           atomic.Uint64 // the passes' total duration
+	lastUnixNano      atomic.Int64  // when the last pass ended (0: none yet)
+}
+
+// lastRun is when the last pass ended (zero: none yet).
+func (c *ctCounters) lastRun() time.Time {
+	if n := c.lastUnixNano.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // gcLoop collects expired conntrack entries every interval until done.
@@ -22,7 +33,11 @@ func (d *Daemon) gcLoop(interval time.Duration, done <-chan struct{}) {
 		case <-done:
 			return
 		case <-t.C:
+			start := time.Now()
 			n, err := d.dp.GCCT(uint64(ctGrace))
+			end := time.Now()
+			d.ct.gcNanos.Add(uint64(end.Sub(start)))
+			d.ct.lastUnixNano.Store(end.UnixNano())
 			d.ct.gcRuns.Add(1)
 			d.ct.gcDeleted.Add(uint64(n))
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -54,6 +55,10 @@ type Config struct {
 	// MonitorRate bounds the datapath's monitor events per second per
 	// CPU while a client listens (0: DefaultMonitorRate).
 	MonitorRate uint32
+	// BPFStats turns the kernel's BPF run statistics on while the daemon
+	// runs (the per-program metrics; every BPF program on the machine
+	// pays two clock reads per run).
+	BPFStats bool
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -74,6 +79,8 @@ type Daemon struct {
 	node      datapath.NodeConfig
 	ct        ctCounters
 	neigh     neighMirror // neigh.go
+	accel     accelState  // sock.go
+	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -156,6 +163,18 @@ func (d *Daemon) start() (*Daemon, error) {
 			return nil, fmt.Errorf("mirror neighbours: %w", err)
 		}
 		go d.gcLoop(cfg.GCInterval, d.done)
+		if cfg.BPFStats {
+			c, err := datapath.EnableRunStats()
+			if err != nil {
+				d.Close()
+				return nil, fmt.Errorf("--bpf-stats: %w", err)
+			}
+			d.runStats = c
+		}
+		if err := d.reconcileProxy(); err != nil {
+			d.log.Error("reconcile proxy redirects", "err", err)
+		}
+		d.reconcileAccel()
 	}
 	return d, nil
 }
@@ -193,6 +212,9 @@ func (d *Daemon) Close() error {
 func (d *Daemon) close() error {
 	close(d.done)
 	d.tracer.close()
+	if d.runStats != nil {
+		d.runStats.Close()
+	}
 	d.dp.Close()
 	return d.store.Close()
 }

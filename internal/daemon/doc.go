@@ -17,5 +17,6 @@
 // ctgc.go (conntrack garbage collection), proto.go (address and protocol
 // parsing), services.go, neigh.go (the neighbour mirror), firewall.go and
 // lasthit.go (the firewall), policy.go, docker.go (the store for the Docker
-// driver), sysctl.go and uninstall.go.
+// driver), sysctl.go, uninstall.go and metrics.go (what a Prometheus
+// scrape reads: internal/metrics' Snapshot).
 package daemon

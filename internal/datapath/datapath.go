@@ -39,6 +39,9 @@ type BPF struct {
 	legacyTC bool
 	// nk: the netkit programs, loaded on first use; netkit.go.
 	nk *bpf.NetkitObjects
+	// accel, proxy: the socket layer, loaded on first use; sock.go.
+	accel *bpf.AccelObjects
+	proxy *bpf.ProxyObjects
 	// clock overrides monotonicNow (tests: a clock a few seconds past
 	// boot); ctclock.go.
 	clock func() uint64
@@ -109,6 +112,12 @@ func (d *BPF) Close() error {
 	if d.nk != nil {
 		d.nk.Close()
 	}
+	if d.accel != nil {
+		d.accel.Close()
+	}
+	if d.proxy != nil {
+		d.proxy.Close()
+	}
 	return d.objs.Close()
 }
 
@@ -152,7 +161,8 @@ func hasHook(hs []hook, h hook) bool {
 
 // nodeHooks are attachments of the node, not of an endpoint: pinned under
 // node/, apart from the per-device links/ that reconcile prunes.
-var nodeHooks = map[string]bool{"uplink": true, "uplinktc": true, "connect4": true, "connect6": true}
+var nodeHooks = map[string]bool{"uplink": true, "uplinktc": true, "connect4": true, "connect6": true,
+	"sendmsg4": true, "sendmsg6": true, "recvmsg4": true, "recvmsg6": true}
 
 func (d *BPF) linkPin(ifname, suffix string) string {
 	dir := "links"
@@ -431,6 +441,32 @@ func (d *BPF) Counters(ifindex int) (map[CounterKey]Counter, error) {
 			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
 		}
 		out[ck] = c
+	}
+	return out, it.Err()
+}
+
+// CountersByIfindex sums the per-CPU metrics of every device at once (one
+// walk of xlane_metrics), by ifindex: 0 for counts of no device
+// (pass_ct_full from the XDP programs).
+func (d *BPF) CountersByIfindex() (map[int]map[CounterKey]Counter, error) {
+	out := map[int]map[CounterKey]Counter{}
+	var (
+		k    bpf.MetricsKey
+		vals []bpf.MetricsVal
+	)
+	it := d.objs.Metrics().Iterate()
+	for it.Next(&k, &vals) {
+		dev := out[int(k.Ifindex)]
+		if dev == nil {
+			dev = map[CounterKey]Counter{}
+			out[int(k.Ifindex)] = dev
+		}
+		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir)}
+		c := dev[ck]
+		for _, v := range vals {
+			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
+		}
+		dev[ck] = c
 	}
 	return out, it.Err()
 }

@@ -20,5 +20,6 @@
 // uplink's tc program, socket hooks), ports.go (published ports),
 // flows.go (reading and flushing conntrack), ctgc.go (conntrack garbage
 // collection), ctclock.go (the conntrack clock), services.go (service
-// VIPs and their Maglev tables), kernel.go (what loaded here).
+// VIPs and their Maglev tables), kernel.go (what loaded here),
+// inventory.go (map fill and program run statistics, for metrics).
 package datapath

@@ -72,17 +72,42 @@ type CTStats struct {
 	// BytesPerEntry is key + value + the kernel's per-element overhead
 	// of a hash map (struct htab_elem, rounded), what one entry costs.
 	BytesPerEntry int `json:"bytes_per_entry"`
+	// DNAT counts the original-direction entries of translated flows by
+	// the address they were sent to and where they went: for a service
+	// VIP, the flows each backend was chosen for and still holds.
+	DNAT map[DNATFlow]int `json:"-"`
+}
+
+// DNATFlow is a destination and the target a DNAT flow to it was
+// translated to.
+type DNATFlow struct {
+	Proto  uint8
+	Dst    netip.AddrPort // as sent: a VIP, a published port
+	Target netip.AddrPort // the backend or endpoint
 }
 
 // CTStats counts entries and expired ones.
 func (d *BPF) CTStats() (CTStats, error) {
 	st := CTStats{MaxEntries: d.objs.CT().MaxEntries(), BytesPerEntry: ctEntryBytes(d.objs.CT())}
 	now := d.now()
-	err := d.scanCT(func(_ []bpf.CTKey, vals []bpf.CTVal) bool {
+	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
 		st.Entries += len(vals)
 		for i := range vals {
-			if vals[i].Expires < now {
+			v := &vals[i]
+			if v.Expires < now {
 				st.Expired++
+			}
+			nat := bpf.CTNat(v.Nat)
+			if v.Dir != uint8(bpf.CTDirReply) && (nat == bpf.CTNatDst || nat == bpf.CTNatBoth) {
+				if st.DNAT == nil {
+					st.DNAT = map[DNATFlow]int{}
+				}
+				k := &keys[i]
+				st.DNAT[DNATFlow{
+					Proto:  k.Proto,
+					Dst:    netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
+					Target: netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort)),
+				}]++
 			}
 		}
 		return true

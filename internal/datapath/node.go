@@ -54,7 +54,8 @@ func (d *BPF) DetachUplinkTC(ifname string) error {
 	return d.detachHook(ifname, hook{suffix: uplinkTCSuffix})
 }
 
-// AttachSockLB attaches the connect hooks to the cgroup at path (the
+// AttachSockLB attaches the socket hooks (connect, and UDP's sendmsg and
+// recvmsg) to the cgroup at path (the
 // cgroup2 root: every process of the node; the programs themselves act
 // only in the node's netns).
 func (d *BPF) AttachSockLB(cgroupPath string) error {
@@ -65,6 +66,10 @@ func (d *BPF) AttachSockLB(cgroupPath string) error {
 	}{
 		{"connect4", ebpf.AttachCGroupInet4Connect, d.objs.Connect4()},
 		{"connect6", ebpf.AttachCGroupInet6Connect, d.objs.Connect6()},
+		{"sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, d.objs.Sendmsg4()},
+		{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, d.objs.Sendmsg6()},
+		{"recvmsg4", ebpf.AttachCGroupUDP4Recvmsg, d.objs.Recvmsg4()},
+		{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, d.objs.Recvmsg6()},
 	} {
 		pin := d.linkPin("cgroup", h.suffix)
 		if l, err := link.LoadPinnedLink(pin, nil); err == nil {

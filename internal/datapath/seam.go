@@ -41,7 +41,18 @@ type Datapath interface {
 
 	// Counters (datapath.go).
 	Counters(ifindex int) (map[CounterKey]Counter, error)
+	CountersByIfindex() (map[int]map[CounterKey]Counter, error)
 	PruneCounters(keep map[int]bool) error
+
+	// Inventory (inventory.go): how full the maps are, what the programs
+	// cost (with BPF run statistics on).
+	MapUsage() ([]MapUsage, error)
+	ProgramStats() ([]ProgramStats, error)
+
+	// Maps in readable form (dump.go): DumpNames lists what DumpMap
+	// takes; an unknown name fails with ErrNoSuchMap naming them.
+	DumpNames() []string
+	DumpMap(name string, limit int) (*MapDump, error)
 
 	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
 	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
@@ -56,6 +67,19 @@ type Datapath interface {
 	AttachUplinkTC(ifname string, ifindex int) error
 	SetConfig(c NodeConfig) error
 	AttachSockLB(cgroupPath string) error
+
+	// The socket layer (sock.go): acceleration and transparent proxy
+	// redirect, attached to cgroups.
+	EnableAccel(s AccelSettings) error
+	DisableAccel() error
+	AccelStatus() (AccelStatus, error)
+	AttachProxy(cgroupPath string) error
+	DetachProxy(cgroupID uint64) error
+	ProxyCgroups() ([]uint64, error)
+	PutProxyRule(r ProxyRule) error
+	DeleteProxyRule(port uint16) error
+	ProxyRules() (map[uint16]ProxyRule, error)
+	ProxyStats() (map[string]uint64, error)
 
 	// Published ports (ports.go).
 	PutPort(p Port) error

@@ -59,6 +59,15 @@ func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)         { return nil
 func (u *Unavailable) PublishedPorts() ([]Port, error)              { return nil, nil }
 func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)      { return nil, nil }
 func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error) { return nil, nil }
+func (u *Unavailable) MapUsage() ([]MapUsage, error)                { return nil, nil }
+func (u *Unavailable) ProgramStats() ([]ProgramStats, error)        { return nil, nil }
+func (u *Unavailable) DumpNames() []string                          { return nil }
+
+func (u *Unavailable) DumpMap(name string, _ int) (*MapDump, error) {
+	return nil, u.err("dump map " + name)
+}
+
+func (u *Unavailable) CountersByIfindex() (map[int]map[CounterKey]Counter, error) { return nil, nil }
 
 func (u *Unavailable) Attach(ifname string, _ int, mode model.Mode) error {
 	return u.err(fmt.Sprintf("attach %s programs to %s", mode, ifname))
@@ -88,8 +97,20 @@ func (u *Unavailable) AttachUplinkTC(ifname string, _ int) error {
 	return u.err("attach uplink tc program to " + ifname)
 }
 
-func (u *Unavailable) SetConfig(NodeConfig) error { return u.err("write datapath config") }
-func (u *Unavailable) AttachSockLB(string) error  { return u.err("attach socket load balancing") }
+func (u *Unavailable) SetConfig(NodeConfig) error      { return u.err("write datapath config") }
+func (u *Unavailable) AttachSockLB(string) error       { return u.err("attach socket load balancing") }
+func (u *Unavailable) EnableAccel(AccelSettings) error { return u.err("enable socket acceleration") }
+func (u *Unavailable) DisableAccel() error             { return nil }
+func (u *Unavailable) AccelStatus() (AccelStatus, error) {
+	return AccelStatus{}, u.err("socket acceleration")
+}
+func (u *Unavailable) AttachProxy(string) error                  { return u.err("attach proxy redirect") }
+func (u *Unavailable) DetachProxy(uint64) error                  { return nil }
+func (u *Unavailable) ProxyCgroups() ([]uint64, error)           { return nil, nil }
+func (u *Unavailable) PutProxyRule(ProxyRule) error              { return u.err("proxy redirect") }
+func (u *Unavailable) DeleteProxyRule(uint16) error              { return nil }
+func (u *Unavailable) ProxyRules() (map[uint16]ProxyRule, error) { return nil, nil }
+func (u *Unavailable) ProxyStats() (map[string]uint64, error)    { return nil, u.err("proxy redirect") }
 func (u *Unavailable) PutPort(p Port) error {
 	return u.err(fmt.Sprintf("publish %d/%d", p.NodePort, p.Proto))
 }

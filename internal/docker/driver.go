@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ type Driver struct {
 	peerOnNode         func(ifname string) bool // is the veth peer still in the node's namespace?
 	allowForwarding    func() error             // see firewall.go
 	disallowForwarding func() error
-	startProxy         func(hostPort uint16, target netip.AddrPort) (stopper, error) // see proxy.go
+	startProxy         func(listen string, target netip.AddrPort) (stopper, error) // see proxy.go
 
 	proxies map[string][]stopper // endpoint ID -> its port proxies
 }
@@ -64,8 +63,8 @@ func New(d Daemon, log *slog.Logger) *Driver {
 		disallowForwarding: removeForwarding,
 		proxies:            map[string][]stopper{},
 	}
-	dr.startProxy = func(hostPort uint16, target netip.AddrPort) (stopper, error) {
-		return startProxy(hostPort, target, dr.log)
+	dr.startProxy = func(listen string, target netip.AddrPort) (stopper, error) {
+		return startProxy(listen, target, dr.log)
 	}
 	return dr
 }
@@ -133,8 +132,8 @@ func (dr *Driver) Resume() error {
 		return err
 	}
 	for _, de := range eps {
-		if len(de.Ports) > 0 {
-			if err := dr.proxyPorts(de.ID, de.Ports); err != nil {
+		if len(de.Ports)+len(de.Relays) > 0 {
+			if err := dr.proxyPorts(de.ID, de.Ports, de.Relays); err != nil {
 				dr.log.Warn("docker: published ports are not relayed for connections from the node itself", "endpoint", short(de.ID), "err", err)
 			}
 		}
@@ -496,7 +495,7 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 		return fail(err)
 	}
 	add := api.EndpointAdd{ID: req.EndpointID, Network: n.Name, VethOnly: true}
-	supplied := false
+	addrsGiven, macGiven := false, false
 	if i := req.Interface; i != nil {
 		for _, s := range []string{i.Address, i.AddressIPv6} {
 			if s == "" {
@@ -507,11 +506,11 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 				return fail(fmt.Errorf("address %q from Docker: not a CIDR address", s))
 			}
 			add.IPs = append(add.IPs, p.Addr().String())
-			supplied = true
+			addrsGiven = true
 		}
 		if i.MacAddress != "" {
 			add.MAC = i.MacAddress
-			supplied = true
+			macGiven = true
 		}
 	}
 	e, err := dr.d.AddEndpoint(add)
@@ -534,13 +533,22 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 		return fail(err)
 	}
 	dr.log.Info("docker: endpoint created", "endpoint", short(e.ID), "network", n.Name, "ips", e.IPs, "host_ifname", e.HostIf)
-	// libnetwork's remote driver protocol: a driver given addresses answers
-	// with an empty Interface; given none (a null IPAM driver), it says what
-	// it chose.
-	if supplied {
-		return &createEndpointResponse{}, nil
+	// libnetwork's remote driver protocol: the driver answers with what
+	// Docker did not give, and must not answer what it gave (libnetwork
+	// refuses to "modify" a set address or MAC). So the MAC xlane chose is
+	// returned unless --mac-address gave one (docker inspect shows it as on
+	// a bridge), the addresses only when Docker gave none (a null IPAM
+	// driver).
+	out := &endpointInterface{}
+	if !macGiven {
+		out.MacAddress = e.MAC
 	}
-	out := &endpointInterface{MacAddress: e.MAC}
+	if addrsGiven {
+		if out.MacAddress == "" {
+			return &createEndpointResponse{}, nil
+		}
+		return &createEndpointResponse{Interface: out}, nil
+	}
 	for _, a := range e.IPs {
 		for _, p := range n.Subnets {
 			if p.Contains(a) && a.Is4() {
@@ -703,50 +711,6 @@ func (dr *Driver) leave(req *endpointRequest) (*empty, error) {
 	return &empty{}, nil
 }
 
-// portBinding is one of Docker's port mappings (libnetwork types.PortBinding).
-type portBinding struct {
-	Proto       int    // IP protocol number
-	IP          string // container address (unused: the endpoint's)
-	Port        int    // container port
-	HostIP      string
-	HostPort    int
-	HostPortEnd int
-}
-
-// publishedPorts turns Docker's port map into xlane's NODEPORT:PORT/PROTO.
-func publishedPorts(raw any) ([]string, error) {
-	if raw == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var pbs []portBinding
-	if err := json.Unmarshal(b, &pbs); err != nil {
-		return nil, fmt.Errorf("port map from Docker: %w", err)
-	}
-	var out []string
-	for _, pb := range pbs {
-		proto := map[int]string{6: "tcp", 17: "udp"}[pb.Proto]
-		switch {
-		case proto == "":
-			return nil, fmt.Errorf("port %d: xlane publishes tcp and udp ports only (protocol %d)", pb.Port, pb.Proto)
-		case pb.HostIP != "" && pb.HostIP != "0.0.0.0" && pb.HostIP != "::":
-			return nil, fmt.Errorf("port %s:%d:%d: xlane publishes on the node's uplink address, not on a chosen host address; leave the address out", pb.HostIP, pb.HostPort, pb.Port)
-		case pb.HostPort == 0:
-			return nil, fmt.Errorf("port %d/%s: xlane does not choose host ports (-P, -p %d): give one, as -p HOSTPORT:%d", pb.Port, proto, pb.Port, pb.Port)
-		case pb.HostPortEnd != 0 && pb.HostPortEnd != pb.HostPort:
-			return nil, fmt.Errorf("ports %d-%d: xlane publishes single host ports, not ranges", pb.HostPort, pb.HostPortEnd)
-		}
-		s := fmt.Sprintf("%d:%d/%s", pb.HostPort, pb.Port, proto)
-		if !slices.Contains(out, s) { // Docker may list a binding per address family
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
 func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) (*empty, error) {
 	fail := func(err error) (*empty, error) {
 		return nil, fmt.Errorf("cannot publish ports of endpoint %s: %w", short(req.EndpointID), err)
@@ -754,20 +718,36 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 	if err := checkID("endpoint", req.EndpointID); err != nil {
 		return fail(err)
 	}
-	ports, err := publishedPorts(req.Options[optPortMap])
-	if err != nil {
-		return fail(err)
-	}
 	exposed, _ := json.Marshal(req.Options[optExposedPorts])
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
+	var prev *store.DockerEndpoint
+	err := dr.d.Store().View(func(tx *store.Tx) error {
+		de, err := tx.DockerEndpoint(req.EndpointID)
+		if err == nil {
+			prev = de
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	b, err := dr.portBindings(req.EndpointID, req.Options[optPortMap], prev)
+	if err != nil {
+		return fail(err)
+	}
+	ports := b.Ports
 	if len(ports) > 0 {
 		if _, err := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: ports}, false); err != nil {
 			return fail(err)
 		}
-		if err := dr.proxyPorts(req.EndpointID, ports); err != nil {
-			if _, werr := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: ports}, true); werr != nil {
-				dr.log.Error("docker: roll back published ports", "endpoint", short(req.EndpointID), "err", werr)
+	}
+	if len(ports)+len(b.Relays) > 0 {
+		if err := dr.proxyPorts(req.EndpointID, ports, b.Relays); err != nil {
+			if len(ports) > 0 {
+				if _, werr := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: ports}, true); werr != nil {
+					dr.log.Error("docker: roll back published ports", "endpoint", short(req.EndpointID), "err", werr)
+				}
 			}
 			return fail(err)
 		}
@@ -784,19 +764,23 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 			de.ExposedPorts = exposed
 		}
 		de.Ports = ports
+		de.Relays = b.Relays
 		return tx.PutDockerEndpoint(de)
 	})
 	if err != nil {
+		dr.stopProxies(req.EndpointID)
 		if len(ports) > 0 {
-			dr.stopProxies(req.EndpointID)
 			if _, werr := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: ports}, true); werr != nil {
 				dr.log.Error("docker: roll back published ports", "endpoint", short(req.EndpointID), "err", werr)
 			}
 		}
 		return fail(err)
 	}
-	if len(ports) > 0 {
-		dr.log.Info("docker: ports published", "endpoint", short(req.EndpointID), "ports", ports)
+	if len(ports)+len(b.Relays) > 0 {
+		// The host ports xlane chose (-p PORT, -P) are here and in
+		// xlane endpoint inspect: Docker reads no port map from a
+		// remote driver (docs/docker.md).
+		dr.log.Info("docker: ports published", "endpoint", short(req.EndpointID), "ports", ports, "relayed_on_one_address", b.Relays)
 	}
 	return &empty{}, nil
 }
@@ -817,17 +801,19 @@ func (dr *Driver) revokeExternalConnectivity(req *externalConnectivityRequest) (
 		de, err = tx.DockerEndpoint(req.EndpointID)
 		return err
 	})
-	if errors.Is(err, model.ErrNotFound) || err == nil && len(de.Ports) == 0 {
+	if errors.Is(err, model.ErrNotFound) || err == nil && len(de.Ports)+len(de.Relays) == 0 {
 		return &empty{}, nil
 	}
 	if err != nil {
 		return fail(err)
 	}
 	// The daemon runs its own store transaction: not inside ours.
-	if _, err := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: de.Ports}, true); err != nil && !errors.Is(err, model.ErrNotFound) {
-		return fail(err)
+	if len(de.Ports) > 0 {
+		if _, err := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: de.Ports}, true); err != nil && !errors.Is(err, model.ErrNotFound) {
+			return fail(err)
+		}
 	}
-	de.Ports = nil
+	de.Ports, de.Relays = nil, nil
 	if err := dr.d.Store().Update(func(tx *store.Tx) error { return tx.PutDockerEndpoint(de) }); err != nil {
 		return fail(err)
 	}
@@ -836,8 +822,9 @@ func (dr *Driver) revokeExternalConnectivity(req *externalConnectivityRequest) (
 }
 
 // proxyPorts starts the node-local relays of an endpoint's published TCP
-// ports (see proxy.go); all or none.
-func (dr *Driver) proxyPorts(id string, ports []string) error {
+// ports (on every address) and of its relayed ones (on one address each;
+// see proxy.go); all or none.
+func (dr *Driver) proxyPorts(id string, ports, relays []string) error {
 	e, err := dr.d.Endpoint(id)
 	if err != nil {
 		return err
@@ -854,6 +841,17 @@ func (dr *Driver) proxyPorts(id string, ports []string) error {
 	}
 	dr.stopProxies(id)
 	var started []stopper
+	start := func(listen string, port uint16) error {
+		p, err := dr.startProxy(listen, netip.AddrPortFrom(target, port))
+		if err != nil {
+			for _, p := range started {
+				p.stop()
+			}
+			return err
+		}
+		started = append(started, p)
+		return nil
+	}
 	for _, s := range ports {
 		pm, err := model.ParsePortMapping(s)
 		if err != nil {
@@ -862,14 +860,18 @@ func (dr *Driver) proxyPorts(id string, ports []string) error {
 		if pm.Proto != "tcp" {
 			continue
 		}
-		p, err := dr.startProxy(pm.NodePort, netip.AddrPortFrom(target, pm.Port))
-		if err != nil {
-			for _, p := range started {
-				p.stop()
-			}
+		if err := start(fmt.Sprintf(":%d", pm.NodePort), pm.Port); err != nil {
 			return err
 		}
-		started = append(started, p)
+	}
+	for _, s := range relays {
+		host, port, err := parseRelay(s)
+		if err != nil {
+			return err
+		}
+		if err := start(host.String(), port); err != nil {
+			return err
+		}
 	}
 	dr.proxies[id] = started
 	return nil

@@ -159,8 +159,8 @@ func (p fakeProxy) stop() { delete(p.td.proxied, p.key) }
 func newTestDriver(t *testing.T, f *fakeDaemon) *testDriver {
 	td := &testDriver{t: t, f: f, proxied: map[string]bool{}}
 	dr := New(f, slog.New(slog.DiscardHandler))
-	dr.startProxy = func(port uint16, target netip.AddrPort) (stopper, error) {
-		key := fmt.Sprintf("%d->%s", port, target)
+	dr.startProxy = func(listen string, target netip.AddrPort) (stopper, error) {
+		key := fmt.Sprintf("%s->%s", listen, target)
 		td.proxied[key] = true
 		return fakeProxy{td, key}, nil
 	}
@@ -327,8 +327,13 @@ func TestEndpointLifecycle(t *testing.T) {
 	if !reflect.DeepEqual(f.adds[0], wantAdd) {
 		t.Errorf("endpoint add\n got %+v\nwant %+v", f.adds[0], wantAdd)
 	}
-	// A retry finds it there.
-	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16"}})
+	// A retry finds it there. Docker gave addresses but no MAC: the
+	// answer is the MAC alone (libnetwork refuses a driver that answers
+	// what it gave), so docker inspect shows it.
+	out = td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16"}})
+	if want := map[string]any{"MacAddress": "02:42:ac:1e:00:05"}; !reflect.DeepEqual(out["Interface"], want) {
+		t.Errorf("CreateEndpoint with addresses, without a MAC, answered %v, want Interface %v", out, want)
+	}
 
 	// No addresses from Docker: xlane's IPAM chooses and says so.
 	out = td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID2, Interface: &endpointInterface{}})
@@ -356,10 +361,9 @@ func TestEndpointLifecycle(t *testing.T) {
 	}
 
 	for _, c := range []struct{ binding, want string }{
-		{`{"Proto":6,"Port":80,"HostPort":0}`, "xlane does not choose host ports (-P, -p 80)"},
-		{`{"Proto":6,"Port":80,"HostIP":"127.0.0.1","HostPort":8080}`, "not on a chosen host address"},
+		{`{"Proto":17,"Port":53,"HostIP":"127.0.0.1","HostPort":5353}`, "xlane relays TCP only on a chosen host address"},
+		{`{"Proto":6,"Port":80,"HostIP":"localhost","HostPort":8080}`, `host address "localhost" from Docker: not an address`},
 		{`{"Proto":132,"Port":80,"HostPort":8080}`, "tcp and udp ports only"},
-		{`{"Proto":17,"Port":53,"HostPort":5300,"HostPortEnd":5310}`, "not ranges"},
 	} {
 		var b any
 		json.Unmarshal([]byte(c.binding), &b)
@@ -377,7 +381,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	if got := fmt.Sprint(f.eps[epID].Ports); got != "[8080:80/tcp 5353:53/udp]" {
 		t.Errorf("published ports %s, want 8080:80/tcp 5353:53/udp", got)
 	}
-	if want := map[string]bool{"8080->172.30.0.5:80": true}; !reflect.DeepEqual(td.proxied, want) {
+	if want := map[string]bool{":8080->172.30.0.5:80": true}; !reflect.DeepEqual(td.proxied, want) {
 		t.Errorf("node-local relays %v, want %v (TCP only)", td.proxied, want)
 	}
 
@@ -550,4 +554,45 @@ func TestCreateNetworkUnsolicited(t *testing.T) {
 	}
 	td.fails("NetworkDriver.CreateNetwork", createNetworkRequest{NetworkID: id("b9"), IPv4Data: []ipamData{{Pool: "10.79.0.0/24"}},
 		Options: map[string]any{optGeneric: map[string]any{optGatewayMode4: "open"}}}, `gateway_mode_ipv4="open": want nat, nat-unprotected, routed or isolated`)
+}
+
+// TestPortForms: -p PORT and -P get a host port xlane chooses below the
+// node's ip_local_port_range (kept on a repeated call), -p
+// 127.0.0.1:8082:80 and [::1] a relay on that address only, a host port
+// range its first free port.
+func TestPortForms(t *testing.T) {
+	f := newFake(t)
+	td := newTestDriver(t, f)
+	td.ok("NetworkDriver.CreateNetwork", dualStack(netID, nil))
+	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16", AddressIPv6: "fd00:30::5/64"}})
+	req := externalConnectivityRequest{NetworkID: netID, EndpointID: epID, Options: map[string]any{optPortMap: []any{
+		map[string]any{"Proto": 6, "Port": 80, "HostIP": "", "HostPort": 0},
+		map[string]any{"Proto": 6, "Port": 80, "HostIP": "::", "HostPort": 0},
+		map[string]any{"Proto": 6, "Port": 81, "HostIP": "127.0.0.1", "HostPort": 8082},
+		map[string]any{"Proto": 6, "Port": 81, "HostIP": "::1", "HostPort": 8083},
+		map[string]any{"Proto": 17, "Port": 53, "HostPort": 45300, "HostPortEnd": 45310},
+	}}}
+	td.ok("NetworkDriver.ProgramExternalConnectivity", req)
+	ports := f.eps[epID].Ports
+	lo, hi := ephemeralPorts()
+	if len(ports) != 2 || ports[0].Port != 80 || int(ports[0].NodePort) < lo || int(ports[0].NodePort) > hi || ports[1].String() != "45300:53/udp" {
+		t.Fatalf("published %v, want 80/tcp on a port of %d-%d and 45300:53/udp", ports, lo, hi)
+	}
+	want := map[string]bool{
+		fmt.Sprintf(":%d->172.30.0.5:80", ports[0].NodePort): true,
+		"127.0.0.1:8082->172.30.0.5:81":                     true,
+		"[::1]:8083->172.30.0.5:81":                         true,
+	}
+	if !reflect.DeepEqual(td.proxied, want) {
+		t.Errorf("relays %v, want %v", td.proxied, want)
+	}
+	// Docker calls again (a restart): the chosen port stays.
+	td.ok("NetworkDriver.ProgramExternalConnectivity", req)
+	if again := f.eps[epID].Ports; !reflect.DeepEqual(again, ports) {
+		t.Errorf("published %v on the second call, want %v kept", again, ports)
+	}
+	td.ok("NetworkDriver.RevokeExternalConnectivity", externalConnectivityRequest{NetworkID: netID, EndpointID: epID})
+	if len(f.eps[epID].Ports) != 0 || len(td.proxied) != 0 {
+		t.Errorf("ports %v, relays %v left after RevokeExternalConnectivity", f.eps[epID].Ports, td.proxied)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,7 +19,9 @@ import (
 // (curl localhost:8080) passes none of these, so, as Docker's docker-proxy
 // does for a bridge, a TCP relay in xlaned listens on the host port and
 // forwards to the container. Holding the port also keeps a node service from
-// taking it unnoticed. UDP is not relayed.
+// taking it unnoticed. A port Docker binds to one host address (-p
+// 127.0.0.1:8082:80) has only its relay, listening on that address. UDP is
+// not relayed.
 
 // portProxy relays connections to one host port to target.
 type portProxy struct {
@@ -31,10 +34,12 @@ type portProxy struct {
 	closed bool
 }
 
-func startProxy(hostPort uint16, target netip.AddrPort, log *slog.Logger) (*portProxy, error) {
-	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", hostPort))
+// startProxy relays what connects to listen (":PORT" for every address of
+// the node, or HOST:PORT) to target.
+func startProxy(listen string, target netip.AddrPort, log *slog.Logger) (*portProxy, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return nil, fmt.Errorf("port %d on the node: %w", hostPort, err)
+		return nil, fmt.Errorf("port %s on the node: %w", strings.TrimPrefix(listen, ":"), err)
 	}
 	p := &portProxy{ln: ln, target: target, log: log, conns: map[net.Conn]bool{}}
 	p.wg.Add(1)

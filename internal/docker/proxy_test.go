@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"fmt"
 	"bytes"
 	"io"
 	"log/slog"
@@ -28,7 +29,7 @@ func TestPortProxy(t *testing.T) {
 	free, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := uint16(free.Addr().(*net.TCPAddr).Port)
 	free.Close()
-	p, err := startProxy(port, backend.Addr().(*net.TCPAddr).AddrPort(), slog.New(slog.DiscardHandler))
+	p, err := startProxy(fmt.Sprintf(":%d", port), backend.Addr().(*net.TCPAddr).AddrPort(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,6 +152,21 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("GET "+api.PathStatus, http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Status()
 	})
+	route("GET "+api.PathBPFMaps, http.StatusOK, func(r *http.Request) (any, error) {
+		maps, err := d.BPFMaps()
+		return orEmpty(maps), err
+	})
+	route("GET "+api.PathBPFMaps+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
+		limit := 0
+		if s := r.URL.Query().Get("limit"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return nil, model.Fieldf("limit", "%q: want a number", s)
+			}
+			limit = n
+		}
+		return d.DumpMap(r.PathValue("name"), limit)
+	})
 	firewallRoutes(route, d)
 	mux.HandleFunc("GET "+api.PathMonitor, serveMonitor(d, log))
 	route("POST "+api.PathTrace, http.StatusOK, func(r *http.Request) (any, error) {
@@ -161,6 +176,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		}
 		return d.Trace(req)
 	})
+	sockRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))
 	})

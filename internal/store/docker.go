@@ -41,7 +41,11 @@ type DockerEndpoint struct {
 	ExposedPorts json.RawMessage `json:"exposed_ports,omitempty"`
 	// Ports are the ports published for Docker (-p), as xlane's
 	// NODEPORT:PORT/PROTO, withdrawn by RevokeExternalConnectivity.
-	Ports   []string  `json:"ports,omitempty"`
+	Ports []string `json:"ports,omitempty"`
+	// Relays are the TCP ports Docker binds to one host address (-p
+	// 127.0.0.1:8082:80), as HOSTIP:HOSTPORT:PORT/tcp: a relay in xlaned
+	// listens there, nothing is published in the datapath.
+	Relays  []string  `json:"relays,omitempty"`
 	Created time.Time `json:"created"`
 }
 

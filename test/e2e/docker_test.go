@@ -330,6 +330,7 @@ type attachment struct {
 	GlobalIPv6Address string
 	Gateway           string
 	IPv6Gateway       string
+	MacAddress        string
 }
 
 func (h *dockerHost) attachment(ctr, network string) attachment {
@@ -547,8 +548,8 @@ func TestDockerDriver(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"run", "-d", "--name", "pub", "-P", "--expose", "80", "--network", "dual", h.image, "sleep", "1"},
-				"xlane does not choose host ports (-P, -p 80)"},
+			{[]string{"run", "-d", "--name", "pub", "-p", "127.0.0.1:5300:53/udp", "--network", "dual", h.image, "sleep", "1"},
+				"xlane relays TCP only on a chosen host address"},
 			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.7.0/24", "-o", "xlane.mode=kernel", "kmasq"},
 				"off with -o com.docker.network.bridge.enable_ip_masquerade=false"},
 			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.3.0/24", "-o", "xlane.mode=kernel",

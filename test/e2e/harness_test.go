@@ -31,6 +31,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	maybeHelper() // accel_helper_test.go: helper processes run and exit here
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "e2e: these tests create namespaces and load BPF: run them as root (make test does)")
 		os.Exit(1)

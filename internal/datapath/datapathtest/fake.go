@@ -45,13 +45,15 @@ type Fake struct {
 	Fail           func(op string, arg any) error
 	FailAfterWrite bool
 
-	endpoints map[netip.Addr]bpf.EndpointVal
-	devices   map[string]model.Mode // attached host devices -> mode ("netkit": netkit)
-	ports     map[PortKey]datapath.Port
-	services  map[uint32]datapath.Service
-	neigh     map[neighKey]net.HardwareAddr
-	config    datapath.NodeConfig
-	legacyTC  bool
+	endpoints  map[netip.Addr]bpf.EndpointVal
+	devices    map[string]model.Mode // attached host devices -> mode ("netkit": netkit)
+	ports      map[PortKey]datapath.Port
+	services   map[uint32]datapath.Service
+	neigh      map[neighKey]net.HardwareAddr
+	config     datapath.NodeConfig
+	legacyTC   bool
+	accelOn    bool
+	proxyRules map[uint16]datapath.ProxyRule
 }
 
 // New returns an empty fake datapath.
@@ -146,6 +148,16 @@ func (f *Fake) Counters(int) (map[datapath.CounterKey]datapath.Counter, error) {
 	return map[datapath.CounterKey]datapath.Counter{}, nil
 }
 func (f *Fake) PruneCounters(map[int]bool) error { return nil }
+
+func (f *Fake) CountersByIfindex() (map[int]map[datapath.CounterKey]datapath.Counter, error) {
+	return nil, nil
+}
+func (f *Fake) MapUsage() ([]datapath.MapUsage, error)         { return nil, nil }
+func (f *Fake) ProgramStats() ([]datapath.ProgramStats, error) { return nil, nil }
+func (f *Fake) DumpNames() []string                            { return nil }
+func (f *Fake) DumpMap(name string, _ int) (*datapath.MapDump, error) {
+	return nil, datapath.ErrNoSuchMap
+}
 
 func (f *Fake) PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error {
 	return f.change("put-neigh", addr, func() { f.neigh[neighKey{addr, ifindex}] = mac })
@@ -255,3 +267,37 @@ func (f *Fake) MonitorMaps() (bpf.MonitorMaps, error) {
 func (f *Fake) NewTracer() (*bpf.Tracer, error) {
 	return nil, fmt.Errorf("fake datapath cannot trace: %w", model.ErrUnavailable)
 }
+
+// The socket layer: the fake records settings and rules; no counters.
+
+func (f *Fake) EnableAccel(s datapath.AccelSettings) error {
+	return f.change("enable-accel", s, func() { f.accelOn = true })
+}
+func (f *Fake) DisableAccel() error {
+	return f.change("disable-accel", nil, func() { f.accelOn = false })
+}
+func (f *Fake) AccelStatus() (datapath.AccelStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return datapath.AccelStatus{Attached: f.accelOn, On: f.accelOn}, nil
+}
+func (f *Fake) AttachProxy(path string) error   { return f.change("attach-proxy", path, func() {}) }
+func (f *Fake) DetachProxy(id uint64) error     { return f.change("detach-proxy", id, func() {}) }
+func (f *Fake) ProxyCgroups() ([]uint64, error) { return nil, nil }
+func (f *Fake) PutProxyRule(r datapath.ProxyRule) error {
+	return f.change("put-proxy-rule", r, func() {
+		if f.proxyRules == nil {
+			f.proxyRules = map[uint16]datapath.ProxyRule{}
+		}
+		f.proxyRules[r.Port] = r
+	})
+}
+func (f *Fake) DeleteProxyRule(port uint16) error {
+	return f.change("delete-proxy-rule", port, func() { delete(f.proxyRules, port) })
+}
+func (f *Fake) ProxyRules() (map[uint16]datapath.ProxyRule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.proxyRules), nil
+}
+func (f *Fake) ProxyStats() (map[string]uint64, error) { return map[string]uint64{}, nil }

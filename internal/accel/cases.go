@@ -1,0 +1,718 @@
+package accel
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// testCase is one correctness case of the self-test. mustRedirect: the
+// case fails unless the fast path carried some of its bytes (proof that
+// the test tested acceleration at all).
+type testCase struct {
+	name         string
+	mustRedirect bool
+	run          func(e *env, timeout time.Duration) error
+}
+
+// cases, in the order they run. docs/accel.md describes each.
+var cases = []testCase{
+	{"large-write", true, func(e *env, t time.Duration) error { return oneWay(e, "tcp4", "127.0.0.1:0", e.large, t) }},
+	{"ipv6", true, func(e *env, t time.Duration) error { return oneWay(e, "tcp6", "[::1]:0", 4<<20, t) }},
+	{"msg-more", true, caseMsgMore},
+	{"close", true, caseClose},
+	{"half-close", true, caseHalfClose},
+	{"rst", false, caseRST},
+	{"sendfile", false, caseSendfile},
+	{"splice", false, caseSplice},
+	{"fionread", false, caseFIONREAD},
+	{"ping-pong", true, casePingPong},
+	{"short-conns", true, caseShortConns},
+	{"tuple-reuse", false, caseTupleReuse},
+	{"other-netns", false, caseOtherNetns},
+	{"pre-existing", false, casePreExisting},
+	{"disable-under-load", false, caseDisableUnderLoad},
+	{"leave-map", false, caseLeaveMap},
+}
+
+// CaseNames lists the self-test's cases in the order they run.
+func CaseNames() []string {
+	var n []string
+	for _, c := range cases {
+		n = append(n, c.name)
+	}
+	return n
+}
+
+// payload is n deterministic pseudo-random bytes.
+func payload(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), 1})
+	r.Read(b)
+	return b
+}
+
+// same compares what arrived with what was sent, by SHA-256.
+func same(what string, got, want []byte) error {
+	if sha256.Sum256(got) == sha256.Sum256(want) {
+		return nil
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Errorf("%s: got %d bytes, sent %d, first difference at byte %d", what, len(got), len(want), i)
+}
+
+// pair connects a client to a new listener on addr and returns both ends,
+// with deadlines.
+func pair(network, addr string, timeout time.Duration) (c, s *net.TCPConn, err error) {
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Close()
+	return dialAccept(l.(*net.TCPListener), network, timeout, nil)
+}
+
+func dialAccept(l *net.TCPListener, network string, timeout time.Duration, d *net.Dialer) (c, s *net.TCPConn, err error) {
+	if d == nil {
+		d = &net.Dialer{}
+	}
+	d.Timeout = timeout
+	l.SetDeadline(time.Now().Add(timeout))
+	type res struct {
+		c   *net.TCPConn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		a, err := l.AcceptTCP()
+		ch <- res{a, err}
+	}()
+	cc, err := d.Dial(network, l.Addr().String())
+	if err != nil {
+		return nil, nil, err
+	}
+	r := <-ch
+	if r.err != nil {
+		cc.Close()
+		return nil, nil, r.err
+	}
+	c = cc.(*net.TCPConn)
+	dl := time.Now().Add(timeout)
+	c.SetDeadline(dl)
+	r.c.SetDeadline(dl)
+	return c, r.c, nil
+}
+
+// readAll reads r to EOF in a goroutine; the result arrives on the channel.
+func readAll(r io.Reader) chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		ch <- readResult{b, err}
+	}()
+	return ch
+}
+
+type readResult struct {
+	b   []byte
+	err error
+}
+
+func oneWay(e *env, network, addr string, n int, timeout time.Duration) error {
+	c, s, err := pair(network, addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	p := payload(n, uint64(n))
+	got := readAll(s)
+	if _, err := c.Write(p); err != nil {
+		c.Close()
+		return fmt.Errorf("write: %w", err)
+	}
+	c.Close()
+	r := <-got
+	if r.err != nil {
+		return fmt.Errorf("read: %w (%d of %d bytes)", r.err, len(r.b), n)
+	}
+	return same("received", r.b, p)
+}
+
+// sendAll sends b on the socket with flags, waiting when it is full.
+func sendAll(c *net.TCPConn, b []byte, flags int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		var n int
+		var serr error
+		err := rc.Write(func(fd uintptr) bool {
+			n, serr = unix.SendmsgN(int(fd), b, nil, nil, flags|unix.MSG_DONTWAIT)
+			return serr != unix.EAGAIN
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func caseMsgMore(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	p := payload(4<<20, 7)
+	got := readAll(s)
+	r := rand.New(rand.NewPCG(1, 2))
+	for off := 0; off < len(p); {
+		n := min(1+r.IntN(65536), len(p)-off)
+		flags := unix.MSG_MORE
+		if off+n == len(p) {
+			flags = 0
+		}
+		if err := sendAll(c, p[off:off+n], flags); err != nil {
+			c.Close()
+			return fmt.Errorf("send: %w", err)
+		}
+		off += n
+	}
+	c.Close()
+	res := <-got
+	if res.err != nil {
+		return fmt.Errorf("read: %w", res.err)
+	}
+	return same("received", res.b, p)
+}
+
+// caseClose: the sender closes at once after writing; everything written
+// must still arrive, then EOF.
+func caseClose(e *env, timeout time.Duration) error {
+	for i := range 20 {
+		c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+		if err != nil {
+			return err
+		}
+		p := payload(256<<10, uint64(i))
+		got := readAll(s)
+		_, err = c.Write(p)
+		c.Close()
+		res := <-got
+		s.Close()
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		if res.err != nil {
+			return fmt.Errorf("read: %w", res.err)
+		}
+		if err := same(fmt.Sprintf("connection %d", i), res.b, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caseHalfClose: shutdown(SHUT_WR) with data in flight; the other side
+// reads to EOF, then answers on the half-open connection.
+func caseHalfClose(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	req, resp := payload(2<<20, 11), payload(2<<20, 12)
+	got := readAll(s)
+	if _, err := c.Write(req); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	res := <-got
+	if res.err != nil {
+		return fmt.Errorf("server read: %w", res.err)
+	}
+	if err := same("request", res.b, req); err != nil {
+		return err
+	}
+	back := readAll(c)
+	if _, err := s.Write(resp); err != nil {
+		return fmt.Errorf("answer on the half-closed connection: %w", err)
+	}
+	s.Close()
+	res = <-back
+	if res.err != nil {
+		return fmt.Errorf("client read: %w", res.err)
+	}
+	return same("response", res.b, resp)
+}
+
+// caseRST: a reset with data in flight may lose the unread data (as on
+// the normal path) but must never hang the reader or hand it wrong bytes.
+func caseRST(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	first, second := payload(1<<20, 21), payload(1<<20, 22)
+	if _, err := c.Write(first); err != nil {
+		return err
+	}
+	b := make([]byte, len(first))
+	if _, err := io.ReadFull(s, b); err != nil {
+		return fmt.Errorf("read before the reset: %w", err)
+	}
+	if err := same("before the reset", b, first); err != nil {
+		return err
+	}
+	if _, err := c.Write(second); err != nil {
+		return err
+	}
+	c.SetLinger(0)
+	c.Close()
+	res := <-readAll(s)
+	if res.err != nil && !errors.Is(res.err, syscall.ECONNRESET) {
+		return fmt.Errorf("read after the reset: %w", res.err)
+	}
+	if len(res.b) > len(second) || !bytes.Equal(res.b, second[:len(res.b)]) {
+		return fmt.Errorf("after the reset: %d bytes that are not what was sent", len(res.b))
+	}
+	return nil
+}
+
+func caseSendfile(e *env, timeout time.Duration) error {
+	p := payload(8<<20, 31)
+	f, err := os.CreateTemp("", "xlane-accel-sendfile-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(p); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return err
+	}
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	got := readAll(s)
+	_, err = io.Copy(c, f) // *net.TCPConn.ReadFrom(*os.File): sendfile(2)
+	c.Close()
+	if err != nil {
+		return fmt.Errorf("sendfile: %w", err)
+	}
+	res := <-got
+	if res.err != nil {
+		return fmt.Errorf("read: %w", res.err)
+	}
+	return same("received", res.b, p)
+}
+
+// caseSplice: a relay that moves one TCP connection into another with
+// Go's io.Copy, which splices (splice(2) from the accelerated socket).
+func caseSplice(e *env, timeout time.Duration) error {
+	c, a, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	b, sink, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	defer sink.Close()
+	p := payload(4<<20, 41)
+	got := readAll(sink)
+	relay := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(b, a) // b.ReadFrom(a): splice(2)
+		b.Close()
+		relay <- err
+	}()
+	_, err = c.Write(p)
+	c.Close()
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	res := <-got
+	if rerr := <-relay; rerr != nil {
+		return fmt.Errorf("relay: %w (the sink got %d of %d bytes)", rerr, len(res.b), len(p))
+	}
+	if res.err != nil {
+		return fmt.Errorf("sink read: %w", res.err)
+	}
+	return same("through io.Copy", res.b, p)
+}
+
+// caseFIONREAD: ioctl(FIONREAD) must count data that is waiting,
+// redirected or not.
+func caseFIONREAD(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	p := payload(64<<10, 51)
+	if _, err := c.Write(p); err != nil {
+		return err
+	}
+	rc, err := s.SyscallConn()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+		if err != nil {
+			return fmt.Errorf("FIONREAD: %w", err)
+		}
+		if n == len(p) {
+			break
+		}
+	}
+	b := make([]byte, len(p))
+	if _, err := io.ReadFull(s, b); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if err := same("received", b, p); err != nil {
+		return err
+	}
+	if n != len(p) {
+		return fmt.Errorf("FIONREAD said %d with %d bytes waiting", n, len(p))
+	}
+	return nil
+}
+
+func casePingPong(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	echo := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(onlyWriter{s}, onlyReader{s})
+		s.Close()
+		echo <- err
+	}()
+	b := make([]byte, 64)
+	for i := range 2000 {
+		p := payload(64, uint64(i))
+		if _, err := c.Write(p); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c, b); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+		if !bytes.Equal(b, p) {
+			return fmt.Errorf("round %d: wrong answer", i)
+		}
+	}
+	c.CloseWrite()
+	return <-echo
+}
+
+// onlyReader and onlyWriter hide ReadFrom/WriteTo: a plain read/write
+// loop, no splice.
+type onlyReader struct{ io.Reader }
+type onlyWriter struct{ io.Writer }
+
+func caseShortConns(e *env, timeout time.Duration) error {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	go func() {
+		for {
+			s, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				s.SetDeadline(time.Now().Add(timeout))
+				io.Copy(onlyWriter{s}, onlyReader{s})
+				s.Close()
+			}()
+		}
+	}()
+	for i := range 200 {
+		cc, err := net.DialTimeout("tcp4", l.Addr().String(), timeout)
+		if err != nil {
+			return fmt.Errorf("connection %d: %w", i, err)
+		}
+		c := cc.(*net.TCPConn)
+		c.SetDeadline(time.Now().Add(timeout))
+		p := payload(4096, uint64(i))
+		got := readAll(c)
+		_, err = c.Write(p)
+		c.CloseWrite()
+		res := <-got
+		c.Close()
+		if err != nil || res.err != nil {
+			return fmt.Errorf("connection %d: %v %v", i, err, res.err)
+		}
+		if err := same(fmt.Sprintf("connection %d", i), res.b, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caseTupleReuse: the same 4-tuple, connection after connection.
+func caseTupleReuse(e *env, timeout time.Duration) error {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	free, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port},
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) })
+			return serr
+		}}
+	for i := range 20 {
+		c, s, err := dialAccept(l.(*net.TCPListener), "tcp4", timeout, d)
+		if err != nil {
+			return fmt.Errorf("connection %d: %w", i, err)
+		}
+		req, resp := payload(64<<10, uint64(2*i)), payload(64<<10, uint64(2*i+1))
+		got := readAll(s)
+		c.Write(req)
+		c.CloseWrite()
+		res := <-got
+		if err := same(fmt.Sprintf("request %d", i), res.b, req); err != nil {
+			return err
+		}
+		back := readAll(c)
+		s.Write(resp)
+		s.Close()
+		res = <-back
+		if err := same(fmt.Sprintf("response %d", i), res.b, resp); err != nil {
+			return err
+		}
+		c.SetLinger(0) // no TIME_WAIT: the next connection takes the same tuple
+		c.Close()
+	}
+	return nil
+}
+
+// both writes a and b over c and s in opposite directions at once and
+// checks both arrive.
+func both(c, s *net.TCPConn, a, b []byte) error {
+	var wg sync.WaitGroup
+	var ea, eb error
+	ra, rb := make([]byte, len(a)), make([]byte, len(b))
+	wg.Add(2)
+	go func() { defer wg.Done(); _, ea = io.ReadFull(s, ra) }()
+	go func() { defer wg.Done(); _, eb = io.ReadFull(c, rb) }()
+	_, wa := c.Write(a)
+	_, wb := s.Write(b)
+	wg.Wait()
+	if err := errors.Join(wa, wb, ea, eb); err != nil {
+		return err
+	}
+	return errors.Join(same("client to server", ra, a), same("server to client", rb, b))
+}
+
+// caseOtherNetns: the server in a second network namespace, over a veth.
+func caseOtherNetns(e *env, timeout time.Duration) error {
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xlst0"}, PeerName: "xlst1"}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth: %w", err)
+	}
+	defer netlink.LinkDel(veth)
+	type res struct {
+		l   net.Listener
+		err error
+	}
+	ch, done := make(chan res, 1), make(chan struct{})
+	defer close(done)
+	nsReady := make(chan int, 1)
+	linkMoved := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with its namespace
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			nsReady <- -1
+			ch <- res{nil, err}
+			return
+		}
+		fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			nsReady <- -1
+			ch <- res{nil, err}
+			return
+		}
+		nsReady <- fd
+		<-linkMoved
+		err = func() error {
+			for _, n := range []string{"lo", "xlst1"} {
+				l, err := netlink.LinkByName(n)
+				if err != nil {
+					return err
+				}
+				if n == "xlst1" {
+					a, _ := netlink.ParseAddr("10.251.0.2/24")
+					if err := netlink.AddrAdd(l, a); err != nil {
+						return err
+					}
+				}
+				if err := netlink.LinkSetUp(l); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		l, err := net.Listen("tcp4", "10.251.0.2:0")
+		ch <- res{l, err}
+		<-done
+	}()
+	fd := <-nsReady
+	if fd < 0 {
+		return fmt.Errorf("second netns: %w", (<-ch).err)
+	}
+	defer unix.Close(fd)
+	peer, err := netlink.LinkByName("xlst1")
+	if err == nil {
+		err = netlink.LinkSetNsFd(peer, fd)
+	}
+	if err != nil {
+		close(linkMoved)
+		return fmt.Errorf("move veth: %w", err)
+	}
+	close(linkMoved)
+	a, _ := netlink.ParseAddr("10.251.0.1/24")
+	if err := netlink.AddrAdd(veth, a); err != nil {
+		return err
+	}
+	if err := netlink.LinkSetUp(veth); err != nil {
+		return err
+	}
+	r := <-ch
+	if r.err != nil {
+		return fmt.Errorf("listen in the second netns: %w", r.err)
+	}
+	defer r.l.Close()
+	c, s, err := dialAccept(r.l.(*net.TCPListener), "tcp4", timeout, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	return both(c, s, payload(4<<20, 61), payload(4<<20, 62))
+}
+
+// casePreExisting: a connection established while acceleration was off
+// carries on correctly once it is on.
+func casePreExisting(e *env, timeout time.Duration) error {
+	if err := SetOn(e.config, false); err != nil {
+		return err
+	}
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	if err := both(c, s, payload(1<<20, 71), payload(1<<20, 72)); err != nil {
+		return err
+	}
+	if err := SetOn(e.config, true); err != nil {
+		return err
+	}
+	return both(c, s, payload(4<<20, 73), payload(4<<20, 74))
+}
+
+// caseDisableUnderLoad: acceleration is switched off in the middle of a
+// transfer in both directions.
+func caseDisableUnderLoad(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	a, b := payload(16<<20, 81), payload(16<<20, 82)
+	var wg sync.WaitGroup
+	var ea, eb, wa, wb error
+	ra, rb := make([]byte, len(a)), make([]byte, len(b))
+	wg.Add(4)
+	go func() { defer wg.Done(); _, ea = io.ReadFull(s, ra) }()
+	go func() { defer wg.Done(); _, eb = io.ReadFull(c, rb) }()
+	go func() { defer wg.Done(); wa = writeChunks(c, a) }()
+	go func() { defer wg.Done(); wb = writeChunks(s, b) }()
+	time.Sleep(2 * time.Millisecond)
+	off := SetOn(e.config, false)
+	wg.Wait()
+	if err := errors.Join(off, wa, wb, ea, eb); err != nil {
+		return err
+	}
+	return errors.Join(same("client to server", ra, a), same("server to client", rb, b))
+}
+
+func writeChunks(c *net.TCPConn, p []byte) error {
+	for off := 0; off < len(p); off += 64 << 10 {
+		if _, err := c.Write(p[off:min(off+64<<10, len(p))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caseLeaveMap: both sockets leave the socket map (as at uninstall) with
+// the connection open; it carries on over the normal path.
+func caseLeaveMap(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	if err := both(c, s, payload(1<<20, 91), payload(1<<20, 92)); err != nil {
+		return err
+	}
+	if err := clearMap(e.socks); err != nil {
+		return err
+	}
+	return both(c, s, payload(4<<20, 93), payload(4<<20, 94))
+}

@@ -1,0 +1,39 @@
+package accel_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/xlane-dev/xlane/internal/accel"
+)
+
+func TestMain(m *testing.M) {
+	accel.MaybeChild()
+	os.Exit(m.Run())
+}
+
+// TestSelfTest runs every case on this kernel. A case that fails here is
+// a kernel that xlane keeps acceleration off on: the test reports it and
+// fails only when XLANE_ACCEL_STRICT is set or the failure is not one of
+// the kernel bugs the cases exist to find (the self-test could not run,
+// or the fast path carried nothing).
+func TestSelfTest(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	r := accel.SelfTest(context.Background(), accel.Options{})
+	if r.Error != "" {
+		t.Fatalf("self-test could not run: %s", r.Error)
+	}
+	for _, c := range r.Cases {
+		t.Logf("%-20s ok=%-5v %5d ms %10d redirected bytes %s", c.Name, c.OK, c.Millis, c.Redirected, c.Error)
+	}
+	t.Logf("kernel %s: %s; counters %v", r.Kernel, r.Summary(nil), r.Counters)
+	if r.Counters["bytes_redirected"] == 0 {
+		t.Fatal("the fast path carried nothing")
+	}
+	if os.Getenv("XLANE_ACCEL_STRICT") != "" && !r.Passed(nil) {
+		t.Fatal(r.Summary(nil))
+	}
+}

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/xlane-dev/xlane/internal/accel"
+)
+
+// The socket layer's API paths.
+const (
+	PathAccel = "/v1/accel"
+	PathProxy = "/v1/proxy"
+)
+
+// AccelEnable is POST /v1/accel: run the self-test, then accelerate.
+type AccelEnable struct {
+	// Cgroup: a cgroup2 path (absolute, or relative to the cgroup2
+	// mount); empty: xlane's own, "xlane", created if missing. The root
+	// cgroup is refused.
+	Cgroup string `json:"cgroup,omitempty"`
+	// Nets: CIDRs both ends must be in; empty: loopback only.
+	Nets []string `json:"nets,omitempty"`
+	// Ports: one end's port must be one of them; empty: any.
+	Ports []uint16 `json:"ports,omitempty"`
+	// Accept: self-test cases whose failure does not keep acceleration
+	// off (the user's applications do not do what they test).
+	Accept []string `json:"accept,omitempty"`
+}
+
+// AccelStatus is GET /v1/accel.
+type AccelStatus struct {
+	// State: "off", "on", "testing" (the self-test runs), or "failed"
+	// (wanted on, but the self-test failed on this kernel: Reason).
+	State    string        `json:"state"`
+	Reason   string        `json:"reason,omitempty"`
+	Config   *accel.Config `json:"config,omitempty"`
+	SelfTest *accel.Report `json:"self_test,omitempty"`
+	// Sockets in the socket map now (both ends of each accelerated
+	// connection, and ones that fell back but are still open).
+	Sockets  int               `json:"sockets"`
+	Counters map[string]uint64 `json:"counters,omitempty"`
+}
+
+// ProxyRedirect is one transparent redirect (POST /v1/proxy, GET).
+type ProxyRedirect struct {
+	// Port: TCP connections to this destination port are redirected.
+	Port uint16 `json:"port"`
+	// To: the proxy's port on loopback (127.0.0.1 / ::1).
+	To uint16 `json:"to"`
+	// Cgroup whose processes' connections are redirected (and where the
+	// proxy runs); empty: xlane's own.
+	Cgroup string `json:"cgroup,omitempty"`
+	// Direction: "out" (connections the cgroup's processes make).
+	Direction string `json:"direction,omitempty"`
+	// How the proxy's own connections are told apart: "mark" (SO_MARK ==
+	// Mark), "uid" (UID) or "cgroup" (ExemptCgroup, a cgroup2 path).
+	Exempt       string `json:"exempt"`
+	Mark         uint32 `json:"mark,omitempty"`
+	UID          uint32 `json:"uid,omitempty"`
+	ExemptCgroup string `json:"exempt_cgroup,omitempty"`
+	// Warning, in answers: something the daemon noticed but did not
+	// refuse (nobody listens on To yet).
+	Warning string `json:"warning,omitempty"`
+}
+
+// ProxyList is GET /v1/proxy.
+type ProxyList struct {
+	Redirects []ProxyRedirect   `json:"redirects"`
+	Counters  map[string]uint64 `json:"counters,omitempty"`
+}
+
+func (c *Client) EnableAccel(ctx context.Context, req AccelEnable) (*AccelStatus, error) {
+	var out AccelStatus
+	return &out, c.do(ctx, http.MethodPost, PathAccel, req, &out)
+}
+
+func (c *Client) DisableAccel(ctx context.Context) (*AccelStatus, error) {
+	var out AccelStatus
+	return &out, c.do(ctx, http.MethodDelete, PathAccel, nil, &out)
+}
+
+func (c *Client) AccelStatus(ctx context.Context) (*AccelStatus, error) {
+	var out AccelStatus
+	return &out, c.do(ctx, http.MethodGet, PathAccel, nil, &out)
+}
+
+func (c *Client) AddProxyRedirect(ctx context.Context, r ProxyRedirect) (*ProxyRedirect, error) {
+	var out ProxyRedirect
+	return &out, c.do(ctx, http.MethodPost, PathProxy, r, &out)
+}
+
+func (c *Client) ProxyRedirects(ctx context.Context) (*ProxyList, error) {
+	var out ProxyList
+	return &out, c.do(ctx, http.MethodGet, PathProxy, nil, &out)
+}
+
+func (c *Client) DeleteProxyRedirect(ctx context.Context, port uint16) error {
+	return c.do(ctx, http.MethodDelete, fmt.Sprintf("%s/%d", PathProxy, port), nil, nil)
+}

@@ -1,0 +1,461 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/xlane-dev/xlane/internal/accel"
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// accelState is what the daemon knows of acceleration beyond the store:
+// the last self-test and whether one runs.
+type accelState struct {
+	testing bool
+	report  *accel.Report
+}
+
+// SelfTest is how the daemon runs the self-test; tests replace it.
+var SelfTest = func(ctx context.Context) *accel.Report {
+	return accel.SelfTest(ctx, accel.Options{})
+}
+
+// accelCgroup resolves the cgroup of a request: empty is xlane's own
+// (created if missing); a named one must exist.
+func accelCgroup(path, field string) (string, error) {
+	if path == "" {
+		root, err := accel.Cgroup2Root()
+		if err != nil {
+			return "", model.Fieldf(field, "%v", err)
+		}
+		path = filepath.Join(root, accel.DefaultCgroup)
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return "", fmt.Errorf("create xlane's cgroup %s: %w", path, err)
+		}
+	}
+	p, err := accel.CheckCgroup(path)
+	if err != nil {
+		return "", model.Fieldf(field, "%s", badConfig(err))
+	}
+	return p, nil
+}
+
+// badConfig is an accel validation error without its sentinel's text.
+func badConfig(err error) string {
+	return strings.TrimPrefix(err.Error(), accel.ErrBadConfig.Error()+": ")
+}
+
+func accelConfig(req api.AccelEnable) (accel.Config, error) {
+	c := accel.Config{Ports: req.Ports, Accept: req.Accept}
+	var err error
+	if c.Cgroup, err = accelCgroup(req.Cgroup, "cgroup"); err != nil {
+		return c, err
+	}
+	for _, n := range req.Nets {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return c, model.Fieldf("nets", "%q: not a CIDR prefix", n)
+		}
+		c.Nets = append(c.Nets, p)
+	}
+	if err := c.Validate(); err != nil {
+		field := "nets"
+		for _, a := range c.Accept {
+			if !slices.Contains(accel.CaseNames(), a) {
+				field = "accept"
+			}
+		}
+		for _, p := range c.Ports {
+			if p == 0 {
+				field = "ports"
+			}
+		}
+		return c, model.Fieldf(field, "%s", badConfig(err))
+	}
+	return c, nil
+}
+
+func settings(c accel.Config) datapath.AccelSettings {
+	return datapath.AccelSettings{Cgroup: c.Cgroup, Nets: c.Nets, Ports: c.Ports}
+}
+
+// EnableAccel validates the request, runs the self-test on this kernel
+// and, only if it passes (failures of accepted cases aside), attaches
+// acceleration. The request is recorded either way: a daemon restart
+// tests again.
+func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
+	if err := d.dp.Available(); err != nil {
+		return nil, err
+	}
+	c, err := accelConfig(req)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.accel.testing {
+		return nil, model.Conflictf("the acceleration self-test is running")
+	}
+	r := SelfTest(context.Background())
+	d.accel.report = r
+	rec := store.AccelRecord{Enabled: true, Config: c}
+	if !r.Passed(c.Accept) {
+		if err := d.dp.DisableAccel(); err != nil {
+			d.log.Error("disable acceleration", "err", err)
+		}
+		if err := d.store.Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
+			return nil, err
+		}
+		d.log.Warn("socket acceleration stays off: self-test failed", "kernel", r.Kernel, "result", r.Summary(c.Accept))
+		return nil, model.Conflictf("acceleration stays off: the self-test on kernel %s %s (xlane accel status shows each case; --accept CASE takes a case your applications do not depend on)", r.Kernel, r.Summary(c.Accept))
+	}
+	if err := d.dp.EnableAccel(settings(c)); err != nil {
+		d.dp.DisableAccel()
+		return nil, err
+	}
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
+		d.dp.DisableAccel()
+		return nil, err
+	}
+	d.log.Info("socket acceleration on", "cgroup", c.Cgroup, "nets", c.Nets, "ports", c.Ports, "self_test", r.Summary(c.Accept))
+	return d.accelStatusLocked()
+}
+
+// DisableAccel turns acceleration off; accelerated connections carry on
+// over the normal path (datapath.DisableAccel).
+func (d *Daemon) DisableAccel() (*api.AccelStatus, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.dp.DisableAccel(); err != nil {
+		return nil, err
+	}
+	err := d.store.Update(func(tx *store.Tx) error {
+		rec, err := tx.Accel()
+		if err != nil {
+			return err
+		}
+		rec.Enabled = false
+		return tx.PutAccel(rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d.accelStatusLocked()
+}
+
+// AccelStatus reports the state, the last self-test and the counters.
+func (d *Daemon) AccelStatus() (*api.AccelStatus, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.accelStatusLocked()
+}
+
+func (d *Daemon) accelStatusLocked() (*api.AccelStatus, error) {
+	var rec store.AccelRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) { rec, err = tx.Accel(); return }); err != nil {
+		return nil, err
+	}
+	st := &api.AccelStatus{State: "off", SelfTest: d.accel.report}
+	if rec.Config.Cgroup != "" {
+		c := rec.Config
+		st.Config = &c
+	}
+	if d.dp.Available() == nil {
+		ks, err := d.dp.AccelStatus()
+		if err != nil {
+			return nil, err
+		}
+		st.Sockets, st.Counters = ks.Sockets, ks.Counters
+		if ks.Attached && ks.On {
+			st.State = "on"
+		}
+	}
+	switch {
+	case d.accel.testing:
+		st.State = "testing"
+	case rec.Enabled && st.State != "on":
+		st.State = "failed"
+		if r := d.accel.report; r != nil {
+			st.Reason = fmt.Sprintf("self-test on kernel %s %s", r.Kernel, r.Summary(rec.Config.Accept))
+		} else if d.dp.Available() != nil {
+			st.Reason = d.dp.Available().Error()
+		}
+	}
+	return st, nil
+}
+
+// reconcileAccel runs at start: acceleration the store wants on is tested
+// again on this kernel (in the background; the pinned programs keep
+// running meanwhile) and attached, or turned off if the test fails.
+func (d *Daemon) reconcileAccel() {
+	var rec store.AccelRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) { rec, err = tx.Accel(); return }); err != nil {
+		d.log.Error("read acceleration record", "err", err)
+		return
+	}
+	if !rec.Enabled {
+		if err := d.dp.DisableAccel(); err != nil {
+			d.log.Error("disable acceleration", "err", err)
+		}
+		return
+	}
+	d.mu.Lock()
+	d.accel.testing = true
+	d.mu.Unlock()
+	go func() {
+		r := SelfTest(context.Background())
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.accel.testing, d.accel.report = false, r
+		select {
+		case <-d.done:
+			return
+		default:
+		}
+		if !r.Passed(rec.Config.Accept) {
+			d.log.Warn("socket acceleration off: self-test failed on this kernel", "kernel", r.Kernel, "result", r.Summary(rec.Config.Accept))
+			if err := d.dp.DisableAccel(); err != nil {
+				d.log.Error("disable acceleration", "err", err)
+			}
+			return
+		}
+		if err := d.dp.EnableAccel(settings(rec.Config)); err != nil {
+			d.log.Error("socket acceleration off", "err", err)
+			d.dp.DisableAccel()
+			return
+		}
+		d.log.Info("socket acceleration on", "cgroup", rec.Config.Cgroup, "self_test", r.Summary(rec.Config.Accept))
+	}()
+}
+
+// ---- transparent proxy redirect ----
+
+func exemptKind(s string) (uint8, error) {
+	switch s {
+	case "mark":
+		return bpf.ProxyExemptMark, nil
+	case "cgroup":
+		return bpf.ProxyExemptCgroup, nil
+	case "uid":
+		return bpf.ProxyExemptUID, nil
+	}
+	return 0, model.Fieldf("exempt", "%q: want mark, uid or cgroup (how the proxy's own connections are recognised)", s)
+}
+
+// proxyRule turns a record into the map's rule.
+func proxyRule(r store.ProxyRecord) (datapath.ProxyRule, error) {
+	k, err := exemptKind(r.Exempt)
+	if err != nil {
+		return datapath.ProxyRule{}, err
+	}
+	rule := datapath.ProxyRule{Port: r.Port, ToPort: r.To, Exempt: k, Mark: r.Mark, UID: r.UID}
+	if k == bpf.ProxyExemptCgroup {
+		if rule.CgroupID, err = datapath.CgroupID(r.ExemptCgroup); err != nil {
+			return rule, model.Fieldf("exempt_cgroup", "%v", err)
+		}
+	}
+	return rule, nil
+}
+
+// listening says whether something listens on port on loopback.
+func listening(port uint16) bool {
+	for _, a := range []string{"127.0.0.1", "::1"} {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(a, strconv.Itoa(int(port))), 200e6)
+		if err == nil {
+			c.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// AddProxyRedirect redirects connections to req.Port to the proxy on
+// req.To. Refused: a port already redirected, a redirect to itself, an
+// unknown exemption. Nobody listening on To is a warning (the proxy may
+// start later), not a refusal.
+func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, error) {
+	if err := d.dp.Available(); err != nil {
+		return nil, err
+	}
+	if req.Port == 0 {
+		return nil, model.Fieldf("port", "missing: the destination port to redirect")
+	}
+	if req.To == 0 {
+		return nil, model.Fieldf("to", "missing: the proxy's port on loopback")
+	}
+	if req.To == req.Port {
+		return nil, model.Fieldf("to", "%d: the proxy's port cannot be the redirected port (every connection to the proxy would be redirected to itself)", req.To)
+	}
+	if req.Direction != "" && req.Direction != "out" {
+		return nil, model.Fieldf("direction", "%q: only \"out\" (connections the cgroup's processes make) is supported", req.Direction)
+	}
+	cg, err := accelCgroup(req.Cgroup, "cgroup")
+	if err != nil {
+		return nil, err
+	}
+	rec := store.ProxyRecord{Port: req.Port, To: req.To, Cgroup: cg, Exempt: req.Exempt, Mark: req.Mark, UID: req.UID}
+	if req.Exempt == "cgroup" {
+		if req.ExemptCgroup == "" {
+			return nil, model.Fieldf("exempt_cgroup", "missing: the proxy's cgroup")
+		}
+		if rec.ExemptCgroup, err = accelCgroup(req.ExemptCgroup, "exempt_cgroup"); err != nil {
+			return nil, err
+		}
+	}
+	if req.Exempt == "mark" && req.Mark == 0 {
+		return nil, model.Fieldf("mark", "missing: the SO_MARK the proxy sets on its upstream connections")
+	}
+	rule, err := proxyRule(rec)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var have []store.ProxyRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+		return nil, err
+	}
+	for _, h := range have {
+		if h.Port == req.Port {
+			return nil, model.Conflictf("port %d is already redirected (to %d); xlane proxy rm %d first", h.Port, h.To, h.Port)
+		}
+		if h.Port == req.To {
+			return nil, model.Fieldf("to", "%d: is itself redirected (to %d): a loop", req.To, h.To)
+		}
+		if h.To == req.Port {
+			return nil, model.Fieldf("port", "%d: is the proxy port of the redirect of %d: a loop", req.Port, h.Port)
+		}
+	}
+	if err := d.dp.AttachProxy(cg); err != nil {
+		return nil, err
+	}
+	undo := func() {
+		d.dp.DeleteProxyRule(req.Port)
+		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Cgroup == cg }) {
+			if id, err := datapath.CgroupID(cg); err == nil {
+				d.dp.DetachProxy(id)
+			}
+		}
+	}
+	if err := d.dp.PutProxyRule(rule); err != nil {
+		undo()
+		return nil, err
+	}
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(rec) }); err != nil {
+		undo()
+		return nil, err
+	}
+	out := proxyAPI(rec)
+	if !listening(req.To) {
+		out.Warning = fmt.Sprintf("nothing listens on 127.0.0.1:%d or [::1]:%d yet: redirected connections are refused until the proxy runs", req.To, req.To)
+		d.log.Warn("proxy redirect: nobody listens on the proxy port", "port", req.Port, "to", req.To)
+	}
+	return &out, nil
+}
+
+func proxyAPI(r store.ProxyRecord) api.ProxyRedirect {
+	return api.ProxyRedirect{Port: r.Port, To: r.To, Cgroup: r.Cgroup, Direction: "out", Exempt: r.Exempt,
+		Mark: r.Mark, UID: r.UID, ExemptCgroup: r.ExemptCgroup}
+}
+
+// ProxyRedirects lists the redirects and the counters.
+func (d *Daemon) ProxyRedirects() (*api.ProxyList, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var have []store.ProxyRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+		return nil, err
+	}
+	out := &api.ProxyList{Redirects: []api.ProxyRedirect{}}
+	for _, h := range have {
+		out.Redirects = append(out.Redirects, proxyAPI(h))
+	}
+	if d.dp.Available() == nil {
+		out.Counters, _ = d.dp.ProxyStats()
+	}
+	return out, nil
+}
+
+// DeleteProxyRedirect removes a redirect (missing is fine) and the
+// programs of its cgroup when no other redirect uses it.
+func (d *Daemon) DeleteProxyRedirect(port uint16) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var have []store.ProxyRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(have, func(h store.ProxyRecord) bool { return h.Port == port })
+	if i < 0 {
+		return nil
+	}
+	gone := have[i]
+	if err := d.dp.DeleteProxyRule(port); err != nil {
+		return err
+	}
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(port) }); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Port != port && h.Cgroup == gone.Cgroup }) {
+		if id, err := datapath.CgroupID(gone.Cgroup); err == nil {
+			return d.dp.DetachProxy(id)
+		}
+	}
+	return nil
+}
+
+// reconcileProxy makes the rules and cgroup attachments what the store
+// says: missing ones attached, others removed.
+func (d *Daemon) reconcileProxy() error {
+	var have []store.ProxyRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+		return err
+	}
+	var errs []error
+	want := map[uint64]bool{}
+	ports := map[uint16]bool{}
+	for _, h := range have {
+		ports[h.Port] = true
+		rule, err := proxyRule(h)
+		if err == nil {
+			err = d.dp.AttachProxy(h.Cgroup)
+		}
+		if err == nil {
+			err = d.dp.PutProxyRule(rule)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("redirect of port %d: %w", h.Port, err))
+			continue
+		}
+		if id, err := datapath.CgroupID(h.Cgroup); err == nil {
+			want[id] = true
+		}
+	}
+	rules, err := d.dp.ProxyRules()
+	errs = append(errs, err)
+	for p := range rules {
+		if !ports[p] {
+			errs = append(errs, d.dp.DeleteProxyRule(p))
+		}
+	}
+	ids, err := d.dp.ProxyCgroups()
+	errs = append(errs, err)
+	for _, id := range ids {
+		if !want[id] {
+			errs = append(errs, d.dp.DetachProxy(id))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,100 @@
+package metrics
+
+import "time"
+
+// Source builds a Snapshot of the datapath and the daemon at scrape time.
+// Parts it could not read are named in Snapshot.Errors; the rest is
+// still exported.
+type Source interface {
+	Snapshot() *Snapshot
+}
+
+// Snapshot is what one scrape exports, read from the BPF maps and the
+// daemon's store when Prometheus asks.
+type Snapshot struct {
+	Counters []ReasonCount
+	CT       *CT // nil without the BPF datapath
+	Maps     []MapCount
+	Rules    []RuleCount
+	Services []ServiceCount
+	Backends []BackendFlows
+	Programs []ProgramCount
+	// StatsEnabled: the kernel counts BPF run time now.
+	StatsEnabled bool
+	Neigh        *Neigh // nil without the BPF datapath
+	// Errors: what could not be read (source -> error), counted in
+	// xlane_scrape_errors_total.
+	Errors map[string]error
+}
+
+// ReasonCount is one datapath counter, labelled with the endpoint and
+// network its device belongs to.
+type ReasonCount struct {
+	Endpoint, Network string
+	Hook              string // HookEndpoint, HookUplink or HookNode
+	Direction         string // from_endpoint or to_endpoint
+	Reason            string // fwd_peer, drop_fw, ...
+	Verdict           string // VerdictForwarded, VerdictPassed, VerdictDropped
+	Packets, Bytes    uint64
+}
+
+// Hook label values: the device the datapath counted a packet on.
+const (
+	HookEndpoint = "endpoint" // an endpoint's host device (every program of the endpoint)
+	HookUplink   = "uplink"   // the node's uplink (its XDP and tc programs)
+	HookNode     = "node"     // no device (counts the programs keep for the node)
+)
+
+// Verdict label values.
+const (
+	VerdictForwarded = "forwarded"
+	VerdictPassed    = "passed"
+	VerdictDropped   = "dropped"
+)
+
+// CT is the conntrack table and its garbage collection.
+type CT struct {
+	Entries, Expired int
+	MaxEntries       uint32
+	GCRuns           uint64
+	GCDeleted        uint64
+	GCDuration       time.Duration // the passes' total
+	GCLast           time.Time     // zero: no pass yet
+}
+
+// MapCount is one map's fill.
+type MapCount struct {
+	Name       string
+	Entries    int
+	MaxEntries uint32
+}
+
+// RuleCount is one firewall rule's counters.
+type RuleCount struct {
+	Rule, Action   string
+	Packets, Bytes uint64
+}
+
+// ServiceCount is a service's backends by state.
+type ServiceCount struct {
+	Service          string
+	Active, Draining int
+}
+
+// BackendFlows is how many tracked flows of a service went to a backend.
+type BackendFlows struct {
+	Service, Backend string
+	Flows            int
+}
+
+// ProgramCount is one program's BPF run statistics.
+type ProgramCount struct {
+	Program string
+	Runs    uint64
+	Runtime time.Duration
+}
+
+// Neigh is the neighbour mirror's activity.
+type Neigh struct {
+	Events, Resyncs uint64
+}

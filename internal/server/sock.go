@@ -1,0 +1,44 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/daemon"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// sockRoutes: socket acceleration and transparent proxy redirect.
+func sockRoutes(route func(string, int, func(*http.Request) (any, error)), d *daemon.Daemon) {
+	route("POST "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.AccelEnable
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return d.EnableAccel(req)
+	})
+	route("DELETE "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
+		return d.DisableAccel()
+	})
+	route("GET "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
+		return d.AccelStatus()
+	})
+	route("POST "+api.PathProxy, http.StatusCreated, func(r *http.Request) (any, error) {
+		var req api.ProxyRedirect
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return d.AddProxyRedirect(req)
+	})
+	route("GET "+api.PathProxy, http.StatusOK, func(r *http.Request) (any, error) {
+		return d.ProxyRedirects()
+	})
+	route("DELETE "+api.PathProxy+"/{port}", http.StatusNoContent, func(r *http.Request) (any, error) {
+		p, err := strconv.ParseUint(r.PathValue("port"), 10, 16)
+		if err != nil || p == 0 {
+			return nil, model.Fieldf("port", "%q: not a TCP port", r.PathValue("port"))
+		}
+		return nil, d.DeleteProxyRedirect(uint16(p))
+	})
+}

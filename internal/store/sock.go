@@ -1,0 +1,93 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/xlane-dev/xlane/internal/accel"
+)
+
+// sock: "accel" -> AccelRecord, "proxy/<port>" -> ProxyRecord (JSON).
+var bucketSock = []byte("sock")
+
+// AccelRecord is the acceleration the user asked for.
+type AccelRecord struct {
+	Enabled bool         `json:"enabled"`
+	Config  accel.Config `json:"config"`
+}
+
+// ProxyRecord is one transparent redirect.
+type ProxyRecord struct {
+	Port, To     uint16
+	Cgroup       string // cleaned absolute path
+	Exempt       string
+	Mark, UID    uint32
+	ExemptCgroup string
+}
+
+func (t *Tx) sockBucket() (*bolt.Bucket, error) { return t.fwBucket(bucketSock) }
+
+// Accel returns the acceleration record (zero when none).
+func (t *Tx) Accel() (AccelRecord, error) {
+	var r AccelRecord
+	b, err := t.sockBucket()
+	if err != nil || b == nil {
+		return r, err
+	}
+	if raw := b.Get([]byte("accel")); raw != nil {
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return r, fmt.Errorf("decode acceleration record: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// PutAccel writes it.
+func (t *Tx) PutAccel(r AccelRecord) error {
+	b, err := t.sockBucket()
+	if err != nil {
+		return err
+	}
+	return put(b, "accel", r)
+}
+
+func proxyKey(port uint16) string { return "proxy/" + strconv.Itoa(int(port)) }
+
+// ProxyRedirects lists the redirects by port.
+func (t *Tx) ProxyRedirects() ([]ProxyRecord, error) {
+	b, err := t.sockBucket()
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var out []ProxyRecord
+	c := b.Cursor()
+	for k, v := c.Seek([]byte("proxy/")); k != nil && len(k) > 6 && string(k[:6]) == "proxy/"; k, v = c.Next() {
+		var r ProxyRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, fmt.Errorf("decode redirect %s: %w", k, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// PutProxyRedirect writes one.
+func (t *Tx) PutProxyRedirect(r ProxyRecord) error {
+	b, err := t.sockBucket()
+	if err != nil {
+		return err
+	}
+	return put(b, proxyKey(r.Port), r)
+}
+
+// DeleteProxyRedirect removes one (missing is fine).
+func (t *Tx) DeleteProxyRedirect(port uint16) error {
+	b, err := t.sockBucket()
+	if err != nil || b == nil {
+		return err
+	}
+	return b.Delete([]byte(proxyKey(port)))
+}

@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/internal/accel"
+)
+
+// Helper processes: the test binary re-executed (XLANE_E2E_HELPER=mode,
+// XLANE_E2E_ARG=JSON) inside a cgroup, so that the cgroup's programs see
+// its sockets. maybeHelper runs first in TestMain.
+const helperEnv, helperArg = "XLANE_E2E_HELPER", "XLANE_E2E_ARG"
+
+func maybeHelper() {
+	mode, ok := os.LookupEnv(helperEnv)
+	if !ok {
+		return
+	}
+	arg := os.Getenv(helperArg)
+	var err error
+	switch mode {
+	case "cases":
+		err = helperCases(arg)
+	case "proxy":
+		err = helperProxy(arg)
+	case "http":
+		err = helperHTTP(arg)
+	default:
+		err = fmt.Errorf("unknown helper %q", mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// helper starts the test binary as helper mode in the cgroup at cg (and
+// the network namespace netns, if set).
+func helper(t *testing.T, cg, netns, mode string, arg any) *exec.Cmd {
+	t.Helper()
+	raw, _ := json.Marshal(arg)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd *exec.Cmd
+	if netns != "" {
+		cmd = inNS(netns, exe)
+	} else {
+		cmd = exec.Command(exe)
+	}
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperArg+"="+string(raw))
+	fd, err := unix.Open(cg, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+type casesArg struct {
+	Names []string `json:"names"`
+	Large int      `json:"large"`
+}
+
+func helperCases(arg string) error {
+	var a casesArg
+	if err := json.Unmarshal([]byte(arg), &a); err != nil {
+		return err
+	}
+	lo, err := net.InterfaceByName("lo")
+	if err == nil && lo.Flags&net.FlagUp == 0 {
+		err = exec.Command("ip", "link", "set", "lo", "up").Run()
+	}
+	if err != nil {
+		return err
+	}
+	res, err := accel.RunCases(a.Names, a.Large, 20*time.Second)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// proxyArg: a small HTTP proxy for transparent redirects. It listens on
+// 127.0.0.1:Port and [::1]:Port, learns each connection's original
+// destination with SO_ORIGINAL_DST / IP6T_SO_ORIGINAL_DST, connects there
+// (with SO_MARK Mark when set) and forwards the request with an
+// X-Xlane-Proxy header naming the original destination.
+type proxyArg struct {
+	Port int    `json:"port"`
+	Mark uint32 `json:"mark"`
+}
+
+// originalDst reads what an iptables-REDIRECT proxy reads.
+func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
+	var ap netip.AddrPort
+	var gerr error
+	rc.Control(func(fd uintptr) {
+		if !v6 {
+			// struct sockaddr_in: family, port (network order), address.
+			b := make([]byte, 16)
+			gerr = getsockopt(int(fd), unix.SOL_IP, 80, b)
+			if gerr == nil {
+				ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
+			}
+			return
+		}
+		// struct sockaddr_in6: family, port, flowinfo, address, scope.
+		b := make([]byte, 28)
+		gerr = getsockopt(int(fd), unix.SOL_IPV6, 80, b)
+		if gerr == nil {
+			ap = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), binary.BigEndian.Uint16(b[2:4]))
+		}
+	})
+	return ap, gerr
+}
+
+func getsockopt(fd, level, name int, b []byte) error {
+	l := uint32(len(b))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(name),
+		uintptr(unsafePointer(&b[0])), uintptr(unsafePointer(&l)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func helperProxy(arg string) error {
+	var a proxyArg
+	if err := json.Unmarshal([]byte(arg), &a); err != nil {
+		return err
+	}
+	var ls []net.Listener
+	for _, addr := range []string{"127.0.0.1", "::1"} {
+		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(a.Port)))
+		if err != nil {
+			return err
+		}
+		ls = append(ls, l)
+	}
+	fmt.Println("ready")
+	errc := make(chan error, len(ls))
+	for _, l := range ls {
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					errc <- err
+					return
+				}
+				go proxyConn(c.(*net.TCPConn), a.Mark)
+			}
+		}()
+	}
+	return <-errc
+}
+
+func proxyConn(c *net.TCPConn, mark uint32) {
+	defer c.Close()
+	dst, err := originalDst(c)
+	if err != nil {
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nX-Proxy-Error: %s\r\n\r\n", strings.ReplaceAll(err.Error(), " ", "_"))
+		return
+	}
+	req, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return
+	}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if mark != 0 {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark)) })
+			return serr
+		}
+	}
+	up, err := d.Dial("tcp", dst.String())
+	if err != nil {
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
+	defer up.Close()
+	req.Header.Set("X-Xlane-Proxy", dst.String())
+	req.Header.Set("Connection", "close")
+	if err := req.Write(up); err != nil {
+		return
+	}
+	io.Copy(c, up)
+}
+
+// httpArg: serve on Port (127.0.0.1 and ::1), then fetch each path from
+// both addresses on the same port (which the test redirects to the proxy)
+// and check the body by SHA-256 and that the proxy carried the request.
+type httpArg struct {
+	Port  int      `json:"port"`
+	Paths []string `json:"paths"`
+}
+
+func helperHTTP(arg string) error {
+	var a httpArg
+	if err := json.Unmarshal([]byte(arg), &a); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		body := accelPayload(n)
+		sum := sha256.Sum256(body)
+		w.Header().Set("X-Sha256", hex.EncodeToString(sum[:]))
+		w.Header().Set("X-Seen-Proxy", r.Header.Get("X-Xlane-Proxy"))
+		w.Write(body)
+	})}
+	for _, addr := range []string{"127.0.0.1", "::1"} {
+		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(a.Port)))
+		if err != nil {
+			return err
+		}
+		go srv.Serve(l)
+	}
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	var errs []error
+	for _, addr := range []string{"127.0.0.1", "::1"} {
+		for _, p := range a.Paths {
+			hp := net.JoinHostPort(addr, strconv.Itoa(a.Port))
+			resp, err := cl.Get("http://" + hp + "/" + p)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			sum := sha256.Sum256(body)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s/%s: %w", hp, p, err))
+			case resp.StatusCode != 200:
+				errs = append(errs, fmt.Errorf("%s/%s: %s %s", hp, p, resp.Status, resp.Header.Get("X-Proxy-Error")))
+			case hex.EncodeToString(sum[:]) != resp.Header.Get("X-Sha256"):
+				errs = append(errs, fmt.Errorf("%s/%s: body of %d bytes fails its SHA-256", hp, p, len(body)))
+			case resp.Header.Get("X-Seen-Proxy") != hp:
+				errs = append(errs, fmt.Errorf("%s/%s: the server saw X-Xlane-Proxy %q, want %q (not through the proxy, or a wrong original destination)", hp, p, resp.Header.Get("X-Seen-Proxy"), hp))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// accelPayload is n deterministic bytes.
+func accelPayload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>8)
+	}
+	return b
+}
