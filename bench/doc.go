@@ -12,7 +12,10 @@
 //   - bench/docker: xlane networks against Docker's bridge under a real
 //     dockerd;
 //   - bench/netkit: tc mode on veth against netkit endpoints, in the kernel
-//     matrix's 6.12 guest (scripts/bench-netkit.sh).
+//     matrix's 6.12 guest (scripts/bench-netkit.sh);
+//   - bench/accel: socket acceleration on and off (loopback, container to
+//     container, the transparent-proxy chain): sockperf ping-pong and iperf3
+//     at the write-up's payload sizes, CPU per Gbit/s.
 //
 // Shared code: bench/internal/harness (run lifetime, cleanup, commands in
 // namespaces, flags, results, machine description), bench/internal/measure

@@ -28,6 +28,7 @@
 #include "lib/parse.h"
 #include "lib/csum.h"
 #include "lib/fib.h"
+#include "lib/overlay.h"
 #include "lib/endpoint.h"
 #include "lib/l4csum.h"
 #include "lib/l4.h"
@@ -202,6 +203,10 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 	step = ep_admit(&p, ctx->ingress_ifindex, reason);
 	if (step != XL_CONTINUE)
 		return step;
+	/* Cross-node traffic over the overlay: the tc program behind this
+	 * one sets the tunnel key (XDP has no tunnel metadata). */
+	if (peer_tunnelled(&p.dst))
+		return xl_final(reason, XL_PASS_OVERLAY);
 	if (xdp_needs_nat(ctx, &p, len))
 		return xl_final(reason, XL_PASS_TO_TC);
 	/* Firewall (the tc program does it for what goes to it above). No

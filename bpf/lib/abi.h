@@ -72,6 +72,14 @@ enum xl_reason {
 				 * endpoint: endpoints are untagged links, and
 				 * forwarding the inner packet would carry the
 				 * tag (or its VLAN's traffic) into another */
+	XL_FWD_OVERLAY,		/* to a peer node's pod: tunnel key set,
+				 * redirected to the VXLAN device (lib/overlay.h) */
+	XL_PASS_OVERLAY,	/* XDP: for a peer node's pod; the tc program
+				 * behind it tunnels it */
+	XL_DROP_NO_PEER,	/* for an address of the cluster CIDR that no
+				 * node (no longer) owns, or no VXLAN device */
+	XL_DROP_VNI,		/* from the overlay with an unknown VNI, or
+				 * for an endpoint of another network */
 	XL_REASON_MAX,
 };
 
@@ -200,6 +208,51 @@ struct xl_config {
 	__u8 uplink_v4[16];	/* masquerade address (::ffff:a.b.c.d), or zero */
 	__u8 uplink_v6[16];	/* masquerade address, or zero */
 	__u64 netns_cookie;	/* the node's netns: socket hooks act only here */
+	/* Source ports (host order, inclusive) for a DNAT flow whose reply
+	 * tuple clashed with another flow's: the client's address is kept,
+	 * so the node's own ports are no concern and the range is wide
+	 * (1024-65535, as Linux's NAT), while the tuples of closed flows to
+	 * shared backends stay taken for the backend's TIME_WAIT. */
+	__u16 clash_port_min;
+	__u16 clash_port_max;
+	__u32 pad;
+};
+
+/*
+ * xlane_peers: the cluster's pod CIDRs (lib/overlay.h). An LPM trie keyed
+ * by prefix (IPv4 as ::ffff:a.b.c.d/96+len); the value says which node
+ * owns the prefix and how to reach it. Written by the daemon from its node
+ * records and --cluster-cidr; read by the tc and XDP programs.
+ */
+struct peer_key {
+	__u32 prefixlen;	/* bits of addr that count */
+	__u8 addr[16];
+};
+
+enum xl_peer_flags {
+	XL_PEER_V6 = 1,		/* the underlay address is IPv6 */
+	XL_PEER_NATIVE = 2,	/* routed natively (--routing native): the FIB
+				 * reaches it through the underlay */
+	XL_PEER_SELF = 4,	/* this node's own pod CIDR */
+	XL_PEER_GONE = 8,	/* a cluster CIDR: an address in it that no
+				 * more specific node prefix covers is
+				 * dropped (XL_DROP_NO_PEER) */
+};
+
+struct peer_val {
+	__u8 underlay[16];	/* the node's underlay address (IPv4 mapped) */
+	__u32 node_id;		/* the node's id in this daemon's store */
+	__u16 flags;		/* enum xl_peer_flags */
+	__u16 pad;
+};
+
+/*
+ * xlane_overlay: one entry: the collect_md VXLAN device the tc programs
+ * redirect cross-node traffic to (0: no overlay). Written by the daemon.
+ */
+struct overlay_cfg {
+	__u32 ifindex;
+	__u32 pad;
 };
 
 /*
@@ -296,6 +349,7 @@ struct metrics_val {
 	const enum fw_action *xl_btf_fw_action __attribute__((unused)); \
 	const enum fw_limits *xl_btf_fw_limits __attribute__((unused)); \
 	const enum fw_ddos_flags *xl_btf_fw_ddos_flags __attribute__((unused)); \
+	const enum xl_peer_flags *xl_btf_peer_flags __attribute__((unused)); \
 	const struct fw_event *xl_btf_fw_event __attribute__((unused)); \
 	const enum mon_type *xl_btf_mon_type __attribute__((unused)); \
 	const enum mon_verdict *xl_btf_mon_verdict __attribute__((unused)); \

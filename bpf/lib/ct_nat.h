@@ -106,27 +106,41 @@ static __always_inline enum xl_step ct_translate(struct __sk_buff *skb, struct p
 	return XL_CONTINUE;
 }
 
+/* The port ranges ct_create_ports draws from, as min << 16 | max. */
+static __always_inline __u32 nat_ports(const struct xl_config *cfg)
+{
+	return (__u32)cfg->nat_port_min << 16 | cfg->nat_port_max;
+}
+
+static __always_inline __u32 clash_ports(const struct xl_config *cfg)
+{
+	return (__u32)cfg->clash_port_min << 16 | cfg->clash_port_max;
+}
+
 /*
- * ct_create_ports creates a flow's entries with the first free port of the
- * masquerade range (random start, NAT_PORT_TRIES tries): the original
- * direction's nat_port (CT_NAT_SRC) or nat_sport (CT_NAT_BOTH). Ports come
- * from --nat-ports, outside the node's ip_local_port_range. Returns
- * ct_create's result: -EEXIST when every port tried was taken.
+ * ct_create_ports creates a flow's entries with the first free port of
+ * ports (min << 16 | max; random start, NAT_PORT_TRIES tries): the
+ * original direction's nat_port (CT_NAT_SRC) or nat_sport (CT_NAT_BOTH).
+ * Ports come from --nat-ports (nat_ports: the node's address, outside its
+ * ip_local_port_range) or, for a reply-tuple clash that keeps the client's
+ * address, from the wide clash range (clash_ports). Returns ct_create's
+ * result: -EEXIST when every port tried was taken.
  */
 static __noinline int ct_create_ports(const struct ct_key *k, struct ct_scratch *sc,
-				      const struct l4 *l4, __u32 len, const struct xl_config *cfg)
+				      const struct l4 *l4, __u32 len, __u32 ports)
 {
+	__u32 min = ports >> 16, max = ports & 0xffff;
 	__u32 range, start;
 	int err = -EEXIST;
 	__u16 port;
 	int i;
 
-	if (cfg->nat_port_max < cfg->nat_port_min)
+	if (max < min || !min) /* no range configured */
 		return -EEXIST;
-	range = (__u32)cfg->nat_port_max - cfg->nat_port_min + 1;
+	range = max - min + 1;
 	start = bpf_get_prandom_u32();
 	for (i = 0; i < NAT_PORT_TRIES; i++) {
-		port = bpf_htons(cfg->nat_port_min + (start + i) % range);
+		port = bpf_htons(min + (start + i) % range);
 		if (sc->orig.nat == CT_NAT_BOTH)
 			sc->orig.nat_sport = port;
 		else
@@ -184,7 +198,7 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
  * - a reply-tuple clash: the target already has a flow from the client's
  *   address and port (the same client port to two VIPs with a common
  *   backend, or to the backend directly): the source port is remapped to a
- *   free one of the masquerade range, the address kept.
+ *   free one of the clash range (1024-65535), the address kept.
  * No free port: pass_nat_ports, the packet goes to Linux untranslated.
  */
 static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt *p, struct l4 *l4,
@@ -194,6 +208,7 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 	struct backend_val to = {};
 	struct ct_scratch *sc;
 	const __u8 *src;
+	__u32 ports;
 	int err;
 	int rc;
 
@@ -213,8 +228,10 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 	__builtin_memcpy(sc->reply.nat_addr, k->daddr, 16);
 	sc->reply.nat_port = k->dport;
 	src = k->saddr;
+	ports = clash_ports(cfg);
 	if (addr_eq(to.addr, k->saddr)) {
 		src = node_addr(cfg, p); /* hairpin */
+		ports = nat_ports(cfg);
 		err = -EEXIST;
 	} else {
 		err = ct_create(k, sc, l4, skb->len);
@@ -227,7 +244,7 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 		sc->reply.nat_port = k->sport;
 		__builtin_memcpy(sc->reply.nat_saddr, k->daddr, 16);
 		sc->reply.nat_sport = k->dport;
-		err = ct_create_ports(k, sc, l4, skb->len, cfg);
+		err = ct_create_ports(k, sc, l4, skb->len, ports);
 	}
 	if (err)
 		return xl_final(reason, err == -EEXIST ? XL_PASS_NAT_PORTS : XL_PASS_CT_FULL);
@@ -256,7 +273,8 @@ static __always_inline enum xl_step ct_masquerade(struct __sk_buff *skb, struct 
 	sc->reply.nat = CT_NAT_DST;
 	__builtin_memcpy(sc->reply.nat_addr, k->saddr, 16);
 	sc->reply.nat_port = k->sport;
-	err = ct_create_ports(k, sc, l4, skb->len, cfg);
+	err = ct_create_ports(k, sc, l4, skb->len,
+			      addr_eq(na, k->saddr) ? clash_ports(cfg) : nat_ports(cfg));
 	if (err)
 		return xl_final(reason, err == -EEXIST ? XL_PASS_NAT_PORTS : XL_PASS_CT_FULL);
 	if (ct_nat_apply(skb, p, l4, &sc->orig))

@@ -20,6 +20,7 @@
 #include "stage.h"
 #include "ct_nat.h"
 #include "nat_icmp.h"
+#include "overlay.h"
 
 enum uplink_route {
 	ROUTE_ELSEWHERE = 0, /* not out of the uplink */
@@ -64,7 +65,8 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 
 	if (!cfg)
 		return XL_CONTINUE;
-	masq = (src_flags & XL_EP_MASQUERADE) && !ep_local(p);
+	/* Pod to pod, on this node or another, keeps its addresses. */
+	masq = (src_flags & XL_EP_MASQUERADE) && !ep_local(p) && !peer_lookup(&p->dst);
 	switch (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, p, &l4)) {
 	case L4_OK:
 		break;

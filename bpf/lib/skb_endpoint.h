@@ -32,6 +32,7 @@
 #include "stage.h"
 #include "handoff.h"
 #include "unsolicited.h"
+#include "overlay.h"
 
 /*
  * How a program reaches a local endpoint. tcx (and legacy tc) at a host
@@ -104,6 +105,33 @@ static __noinline int to_fib(struct __sk_buff *skb, struct pkt *p, enum xl_reaso
 		 * Linux does the right thing and sends the ICMP error. */
 		return xl_final(reason, XL_PASS_NO_ROUTE);
 	}
+}
+
+/*
+ * to_peer sends a packet for a peer node's pod over the overlay: the
+ * tunnel key (the node's underlay address, the sending network's VNI),
+ * then a redirect to the VXLAN device, which encapsulates. Natively routed
+ * peers and this node's own prefix continue (to the FIB); an address of
+ * the cluster CIDR no node owns, or no overlay device, is a counted drop
+ * rather than a leak through the default route. A frame of its own: the
+ * tunnel key would not fit the pipeline's on 6.1.
+ */
+static __noinline int to_peer(struct __sk_buff *skb, struct pkt *p, __u32 network_id,
+			      enum xl_reason *reason)
+{
+	const struct peer_val *peer = peer_lookup(&p->dst);
+	__u32 *vni, ifindex;
+
+	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE)))
+		return XL_CONTINUE;
+	ifindex = overlay_ifindex();
+	vni = bpf_map_lookup_elem(&xlane_net_vni, &network_id);
+	if ((peer->flags & XL_PEER_GONE) || !ifindex || !vni)
+		return xl_final(reason, XL_DROP_NO_PEER);
+	ep_forward_l3(p);
+	if (overlay_set_key(skb, p->eth, peer, *vni))
+		return xl_final(reason, XL_DROP_REDIRECT);
+	return tc_forwarded(bpf_redirect(ifindex, 0), XL_FWD_OVERLAY, reason);
 }
 
 /*
@@ -192,6 +220,9 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 		}
 		return to_local_endpoint(skb, &p, cfg, dst, reason);
 	}
+	step = to_peer(skb, &p, src->network_id, reason);
+	if (step != XL_CONTINUE)
+		return step;
 	return to_fib(skb, &p, reason);
 }
 

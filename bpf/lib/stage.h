@@ -45,19 +45,21 @@ enum xl_verdict {
  * same classes against the programs' verdicts (TestVerdictsFollowReasons).
  */
 #define XL_R(r) (1ULL << (r))
-#define XL_REASONS_FWD (XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH))
+#define XL_REASONS_FWD \
+	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY))
 #define XL_REASONS_PASS                                                              \
 	(XL_R(XL_PASS_NON_IP) | XL_R(XL_PASS_NOT_FWDED) | XL_R(XL_PASS_LINK_LOCAL) | \
 	 XL_R(XL_PASS_TTL) | XL_R(XL_PASS_NO_ROUTE) | XL_R(XL_PASS_NO_NEIGH) |       \
 	 XL_R(XL_PASS_NO_TARGET) | XL_R(XL_PASS_TOO_BIG) | XL_R(XL_PASS_TO_TC) |     \
 	 XL_R(XL_PASS_UNTRACKED) | XL_R(XL_PASS_CT_FULL) | XL_R(XL_PASS_NAT_PORTS) | \
-	 XL_R(XL_DELIVER) | XL_R(XL_PASS_FW))
+	 XL_R(XL_DELIVER) | XL_R(XL_PASS_FW) | XL_R(XL_PASS_OVERLAY))
 #define XL_REASONS_DROP                                                                 \
 	(XL_R(XL_DROP_NO_BACKEND) | XL_R(XL_DROP_MALFORMED) | XL_R(XL_DROP_SPOOFED) |   \
 	 XL_R(XL_DROP_REDIRECT) | XL_R(XL_DROP_FW) | XL_R(XL_DROP_FW_DEFAULT) |         \
 	 XL_R(XL_DROP_FW_REJECT) | XL_R(XL_DROP_BLOCKLIST) | XL_R(XL_DROP_RATE_LIMIT) | \
 	 XL_R(XL_DROP_SYN_LIMIT) | XL_R(XL_DROP_ICC) | XL_R(XL_DROP_ISOLATED) |         \
-	 XL_R(XL_DROP_UNSOLICITED) | XL_R(XL_DROP_VLAN))
+	 XL_R(XL_DROP_UNSOLICITED) | XL_R(XL_DROP_VLAN) | XL_R(XL_DROP_NO_PEER) |       \
+	 XL_R(XL_DROP_VNI))
 
 _Static_assert(XL_REASON_MAX <= 64, "enum xl_reason outgrew the classification sets");
 _Static_assert((XL_REASONS_FWD | XL_REASONS_PASS | XL_REASONS_DROP) == XL_R(XL_REASON_MAX) - 1,

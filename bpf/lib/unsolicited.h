@@ -24,6 +24,7 @@
 #include "ct.h"
 #include "endpoint.h"
 #include "fw.h"
+#include "overlay.h"
 
 /* Linear bytes the check reads: Ethernet, an outer IP header with
  * options, an ICMP header and the quoted IP header and ports. */
@@ -185,6 +186,10 @@ static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff
 		return XL_CONTINUE; /* ARP; Linux already judged the IP header */
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
 	if (src && src->ifindex == iif)
+		return XL_CONTINUE;
+	/* A peer node's pod (natively routed, or what the overlay passed to
+	 * Linux) is of the cluster, not of the outside. */
+	if (peer_remote(&p.src))
 		return XL_CONTINUE;
 	dst = ep_local(&p);
 	if (!dst || !ep_unsolicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, dst,

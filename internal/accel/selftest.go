@@ -163,7 +163,13 @@ func selfTest(ctx context.Context, o Options, r *Report) error {
 	}
 	defer unix.Close(cgfd)
 	opt, _ := json.Marshal(o)
-	timeout := 60 * time.Second
+	// Every case has its own limit (the child reports a stall); this one
+	// only ends a child that hangs as a whole.
+	per := o.CaseTimeout
+	if per == 0 {
+		per = 5 * time.Second
+	}
+	timeout := time.Duration(len(cases)+1)*(per+time.Second) + 10*time.Second
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	exe, err := os.Executable()

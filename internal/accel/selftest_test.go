@@ -3,7 +3,9 @@ package accel_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/xlane-dev/xlane/internal/accel"
 )
@@ -22,7 +24,20 @@ func TestSelfTest(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	r := accel.SelfTest(context.Background(), accel.Options{})
+	// Slow machines (the kernel matrix's emulated guests) need more time
+	// per case: XLANE_ACCEL_CASE_TIMEOUT=30s; XLANE_ACCEL_CASES=a,b picks cases.
+	o := accel.Options{}
+	if v := os.Getenv("XLANE_ACCEL_CASE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.CaseTimeout = d
+	}
+	if v := os.Getenv("XLANE_ACCEL_CASES"); v != "" {
+		o.Cases = strings.Split(v, ",")
+	}
+	r := accel.SelfTest(context.Background(), o)
 	if r.Error != "" {
 		t.Fatalf("self-test could not run: %s", r.Error)
 	}

@@ -175,6 +175,67 @@ type Status struct {
 	// NeighMirror is the state of the node's neighbour table copy the XDP
 	// datapath uses (nil without the BPF datapath).
 	NeighMirror *NeighMirror `json:"neigh_mirror,omitempty"`
+	// Health says whether the datapath is as it should be.
+	Health *Health `json:"health,omitempty"`
+}
+
+// Health is the status' summary of the datapath's state.
+type Health struct {
+	// OK: nothing in Problems.
+	OK bool `json:"ok"`
+	// Problems, one line each: programs missing, pins lost, a map nearly
+	// full, the conntrack GC behind.
+	Problems []string `json:"problems,omitempty"`
+	// Programs attached to endpoint devices and the uplink, against what
+	// their modes attach.
+	Programs ProgramHealth `json:"programs"`
+	// Pins of the pinned maps under the pin directory.
+	Pins PinHealth `json:"pins"`
+	// MapPressure is the fullest map (entries / max_entries).
+	MapPressure *MapPressure `json:"map_pressure,omitempty"`
+	CTGC        *GCHealth    `json:"ct_gc,omitempty"`
+	// LastError is the last warning or error xlaned logged.
+	LastError *LastError `json:"last_error,omitempty"`
+}
+
+// ProgramHealth counts program attachments.
+type ProgramHealth struct {
+	Expected int      `json:"expected"`
+	Attached int      `json:"attached"`
+	Missing  []string `json:"missing,omitempty"` // "DEVICE KIND/HOOK (endpoint ID)"
+}
+
+// PinHealth counts the pinned maps' pins.
+type PinHealth struct {
+	Expected int      `json:"expected"`
+	Present  int      `json:"present"`
+	Missing  []string `json:"missing,omitempty"`
+}
+
+// MapPressure is one map's fill.
+type MapPressure struct {
+	Map        string  `json:"map"`
+	Entries    int     `json:"entries"`
+	MaxEntries uint32  `json:"max_entries"`
+	Pressure   float64 `json:"pressure"`
+}
+
+// GCHealth says whether the conntrack GC keeps up.
+type GCHealth struct {
+	IntervalSeconds float64    `json:"interval_seconds"`
+	Runs            uint64     `json:"runs"`
+	LastRun         *time.Time `json:"last_run,omitempty"`
+	// LagSeconds: how long past its interval the next pass is overdue.
+	LagSeconds float64 `json:"lag_seconds"`
+	// Expired entries waiting for a pass.
+	Expired int `json:"expired"`
+}
+
+// LastError is a warning or error xlaned logged.
+type LastError struct {
+	Time    time.Time `json:"time"`
+	Level   string    `json:"level"`
+	Message string    `json:"message"`
 }
 
 // NeighMirror says how closely xlane_neigh follows the kernel's neighbour

@@ -44,16 +44,30 @@ type (
 	BackendKey = tcBackendKey
 	BackendVal = tcBackendVal
 	CTNat      = tcCtNat
+	PeerKey    = tcPeerKey
+	PeerVal    = tcPeerVal
+	OverlayCfg = tcOverlayCfg
+)
+
+// Peer flags (enum xl_peer_flags, bpf/lib/overlay.h).
+const (
+	PeerFlagV6     = uint16(tcXlPeerFlagsXL_PEER_V6)
+	PeerFlagNative = uint16(tcXlPeerFlagsXL_PEER_NATIVE)
+	PeerFlagSelf   = uint16(tcXlPeerFlagsXL_PEER_SELF)
+	PeerFlagGone   = uint16(tcXlPeerFlagsXL_PEER_GONE)
 )
 
 // Conntrack constants from abi.h.
 const (
 	CTDirReply             = tcCtDirCT_DIR_REPLY
+	CTDirOrig              = tcCtDirCT_DIR_ORIG
 	CTNatNone              = tcCtNatCT_NAT_NONE
 	CTNatSrc               = tcCtNatCT_NAT_SRC
 	CTNatDst               = tcCtNatCT_NAT_DST
 	CTNatBoth              = tcCtNatCT_NAT_BOTH
 	CTEstablished          = tcCtStateCT_ESTABLISHED
+	CTClosing              = tcCtStateCT_CLOSING
+	CTClosed               = tcCtStateCT_CLOSED
 	EPFlagMasquerade       = uint16(tcXlEpFlagsXL_EP_MASQUERADE)
 	EPFlagXDPTarget        = uint16(tcXlEpFlagsXL_EP_XDP_TARGET)
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
@@ -72,6 +86,8 @@ type Objects struct {
 	fromUplink   *ebpf.Program // XDP on the uplink (uplink collection)
 	genUplink    *ebpf.Program // the same in generic mode (no frags)
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
+	fromOverlay  *ebpf.Program // tcx ingress on the VXLAN device (tcuplink collection)
+	toOverlay    *ebpf.Program // tcx egress on the VXLAN device (tcuplink collection)
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
 	replaced     []string // pins Load replaced (replaceIncompatiblePins)
@@ -100,6 +116,8 @@ func (o *Objects) Close() error {
 	o.fromUplink.Close()
 	o.genUplink.Close()
 	o.tcFromUplink.Close()
+	o.fromOverlay.Close()
+	o.toOverlay.Close()
 	o.sock.Close()
 	o.xdp.Scratch.Close()
 	for _, m := range o.own {
@@ -193,10 +211,12 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	tuspec, err := loadTcuplink()
 	if err == nil {
 		var tu struct {
-			Prog *ebpf.Program `ebpf:"xlane_from_uplink"`
+			Prog        *ebpf.Program `ebpf:"xlane_from_uplink"`
+			FromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
+			ToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
 		}
 		err = objs.loadShared(tuspec, &tu)
-		objs.tcFromUplink = tu.Prog
+		objs.tcFromUplink, objs.fromOverlay, objs.toOverlay = tu.Prog, tu.FromOverlay, tu.ToOverlay
 	}
 	if err != nil {
 		objs.Close()
@@ -316,6 +336,24 @@ func (o *Objects) Recvmsg6() *ebpf.Program { return o.sock.XlaneRecvmsg6 }
 
 // TCFromUplink is the tcx ingress program of the node's uplink.
 func (o *Objects) TCFromUplink() *ebpf.Program { return o.tcFromUplink }
+
+// FromOverlay is the tcx ingress program of the VXLAN device.
+func (o *Objects) FromOverlay() *ebpf.Program { return o.fromOverlay }
+
+// ToOverlay is the tcx egress program of the VXLAN device.
+func (o *Objects) ToOverlay() *ebpf.Program { return o.toOverlay }
+
+// Peers is xlane_peers (LPM: cluster prefix -> node).
+func (o *Objects) Peers() *ebpf.Map { return o.XlanePeers }
+
+// NetVNI is xlane_net_vni (network id -> VNI).
+func (o *Objects) NetVNI() *ebpf.Map { return o.XlaneNetVni }
+
+// VNINet is xlane_vni_net (VNI -> network id).
+func (o *Objects) VNINet() *ebpf.Map { return o.XlaneVniNet }
+
+// Overlay is xlane_overlay (the VXLAN device).
+func (o *Objects) Overlay() *ebpf.Map { return o.XlaneOverlay }
 
 // CT is the xlane_ct map.
 func (o *Objects) CT() *ebpf.Map { return o.XlaneCt }

@@ -121,8 +121,8 @@ func TestCTHairpin(t *testing.T) {
 // TestCTServiceReplyClash: two flows from the same client address and port
 // to two VIPs (or to a VIP and, directly, its backend) that land on the
 // same backend would have the same reply tuple. As Linux's NAT does, the
-// second one gets another source port (from the masquerade range); with
-// none free it is counted (pass_nat_ports) and left to Linux untranslated.
+// second one gets another source port (from the clash range); with none
+// free it is counted (pass_nat_ports) and left to Linux untranslated.
 func TestCTServiceReplyClash(t *testing.T) {
 	h := newHarness(t)
 	const lo, hi = 62000, 62001 // two ports: the third clash finds none
@@ -182,6 +182,26 @@ func TestCTServiceReplyClash(t *testing.T) {
 		if _, ok := h.ctLookup(ctKeyOf(ctTCP, client, vip2)); ok {
 			t.Errorf("flow without a free port was tracked")
 		}
+	})
+	t.Run("clash ports, not the masquerade range", func(t *testing.T) {
+		// The daemon remaps clashes within 1024-65535 (the client's
+		// address is kept, so the node's own ports are no concern): a
+		// wide range, where closed flows to a shared backend hold their
+		// tuples for its TIME_WAIT. Here: masquerade 62000-62001 (full
+		// of the flows above), clashes 30000-30003; hairpin stays on the
+		// masquerade range.
+		c := Config{UplinkIfindex: uint32(h.links[devUp]), NatPortMin: lo, NatPortMax: hi,
+			ClashPortMin: 30000, ClashPortMax: 30003, UplinkV4: nodeV4.As16(), UplinkV6: nodeV6.As16()}
+		if err := h.objs.Config().Put(uint32(0), &c); err != nil {
+			t.Fatal(err)
+		}
+		defer h.setNode(t, natPortMin, natPortMax)
+		client := ap(epSrc.v4, 44004)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, ctPkt{src: client, dst: vip1, flags: "S"}.sentBy(epSrc))
+		wantVerdict(t, ret, actRedirect, in, out)
+		ret, in, out = h.ctRun(t, progFromEP, devEP0, ctPkt{src: client, dst: vip2, flags: "S"}.sentBy(epSrc))
+		wantVerdict(t, ret, actRedirect, in, out)
+		h.wantBoth(t, ctTCP, client, vip2, backend, client.Addr(), 30000, 30003)
 	})
 	t.Run("through a VIP, then to the backend directly", func(t *testing.T) {
 		// The direct flow needs no NAT, but its reply tuple is the

@@ -404,11 +404,12 @@ func (h *harness) checkFlow(t *testing.T, f ctFlow, state CTState, timeout time.
 // Running programs and checking what they did.
 
 // setNode writes xlane_config: xl-up0 is the uplink, masquerade from the
-// node's addresses and ports [lo, hi].
+// node's addresses and ports [lo, hi], reply-tuple clashes remapped to
+// ports [lo, hi] too (the daemon gives them 1024-65535).
 func (h *harness) setNode(tb testing.TB, lo, hi uint16) {
 	tb.Helper()
 	c := Config{UplinkIfindex: uint32(h.links[devUp]), NatPortMin: lo, NatPortMax: hi,
-		UplinkV4: nodeV4.As16(), UplinkV6: nodeV6.As16()}
+		ClashPortMin: lo, ClashPortMax: hi, UplinkV4: nodeV4.As16(), UplinkV6: nodeV6.As16()}
 	if err := h.objs.Config().Put(uint32(0), &c); err != nil {
 		tb.Fatal(err)
 	}

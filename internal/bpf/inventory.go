@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"maps"
+	"reflect"
 
 	"github.com/cilium/ebpf"
 )
@@ -11,22 +12,18 @@ import (
 // pressure, dumps. The maps stay the Objects'.
 func (o *Objects) Maps() map[string]*ebpf.Map { return maps.Clone(o.maps) }
 
-// Programs lists the loaded programs by their ELF (section function)
-// names; the netkit programs, loaded on first use, are the NetkitObjects'.
-// Programs whose collection did not load on this kernel (XDPErr) are left
-// out.
+// Programs lists the loaded programs by their ELF (function) names; the
+// netkit programs, loaded on first use, are the NetkitObjects'. Programs
+// whose collection did not load on this kernel (XDPErr) are left out.
 func (o *Objects) Programs() map[string]*ebpf.Program {
 	out := map[string]*ebpf.Program{}
+	progsOf(&o.tcPrograms, out)
+	progsOf(&o.xdp, out)
+	progsOf(&o.sock, out)
 	for name, p := range map[string]*ebpf.Program{
-		"xlane_from_endpoint":             o.XlaneFromEndpoint,
-		"xlane_to_endpoint":               o.XlaneToEndpoint,
-		"xlane_xdp_from_endpoint":         o.xdp.FromEndpoint,
-		"xlane_xdp_generic_from_endpoint": o.xdp.GenericFromEndpoint,
-		"xlane_xdp_from_uplink":           o.fromUplink,
-		"xlane_xdp_generic_from_uplink":   o.genUplink,
-		"xlane_from_uplink":               o.tcFromUplink,
-		"xlane_connect4":                  o.sock.XlaneConnect4,
-		"xlane_connect6":                  o.sock.XlaneConnect6,
+		"xlane_xdp_from_uplink":         o.fromUplink,
+		"xlane_xdp_generic_from_uplink": o.genUplink,
+		"xlane_from_uplink":             o.tcFromUplink,
 	} {
 		if p != nil {
 			out[name] = p
@@ -37,5 +34,18 @@ func (o *Objects) Programs() map[string]*ebpf.Program {
 
 // Programs lists the netkit programs by their ELF names.
 func (n *NetkitObjects) Programs() map[string]*ebpf.Program {
-	return map[string]*ebpf.Program{"xlane_nk_from_endpoint": n.FromEndpoint, "xlane_nk_to_endpoint": n.ToEndpoint}
+	out := map[string]*ebpf.Program{}
+	progsOf(n, out)
+	return out
+}
+
+// progsOf adds the non-nil programs of a struct with ebpf tags.
+func progsOf(s any, out map[string]*ebpf.Program) {
+	v := reflect.ValueOf(s).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		if p, ok := v.Field(i).Interface().(*ebpf.Program); ok && name != "" && p != nil {
+			out[name] = p
+		}
+	}
 }

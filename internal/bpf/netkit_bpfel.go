@@ -285,6 +285,26 @@ type netkitNeighVal struct {
 	Pad uint16
 }
 
+type netkitOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type netkitPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type netkitPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type netkitPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -352,6 +372,9 @@ type netkitXlConfig struct {
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
 	NetnsCookie   uint64
+	ClashPortMin  uint16
+	ClashPortMax  uint16
+	Pad           uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -386,9 +409,13 @@ const (
 	netkitMapXlaneMonEvents       = "xlane_mon_events"
 	netkitMapXlaneMonState        = "xlane_mon_state"
 	netkitMapXlaneNeigh           = "xlane_neigh"
+	netkitMapXlaneNetVni          = "xlane_net_vni"
+	netkitMapXlaneOverlay         = "xlane_overlay"
+	netkitMapXlanePeers           = "xlane_peers"
 	netkitMapXlanePublish         = "xlane_publish"
 	netkitMapXlaneServices        = "xlane_services"
 	netkitMapXlaneSockRnat        = "xlane_sock_rnat"
+	netkitMapXlaneVniNet          = "xlane_vni_net"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
@@ -415,6 +442,7 @@ const (
 	netkitVarXlBtfMonState        = "xl_btf_mon_state"
 	netkitVarXlBtfMonType         = "xl_btf_mon_type"
 	netkitVarXlBtfMonVerdict      = "xl_btf_mon_verdict"
+	netkitVarXlBtfPeerFlags       = "xl_btf_peer_flags"
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 	netkitVarXlBtfSock            = "xl_btf_sock"
@@ -498,9 +526,13 @@ type netkitMapSpecs struct {
 	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // netkitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -531,6 +563,7 @@ type netkitVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -584,9 +617,13 @@ type netkitMaps struct {
 	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *netkitMaps) Close() error {
@@ -619,9 +656,13 @@ func (m *netkitMaps) Close() error {
 		m.XlaneMonEvents,
 		m.XlaneMonState,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -653,6 +694,7 @@ type netkitVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

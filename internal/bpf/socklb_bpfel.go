@@ -177,6 +177,9 @@ type socklbXlConfig struct {
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
 	NetnsCookie   uint64
+	ClashPortMin  uint16
+	ClashPortMax  uint16
+	Pad           uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -224,6 +227,7 @@ const (
 	socklbVarXlBtfMonState     = "xl_btf_mon_state"
 	socklbVarXlBtfMonType      = "xl_btf_mon_type"
 	socklbVarXlBtfMonVerdict   = "xl_btf_mon_verdict"
+	socklbVarXlBtfPeerFlags    = "xl_btf_peer_flags"
 	socklbVarXlBtfReason       = "xl_btf_reason"
 	socklbVarXlBtfServiceFlags = "xl_btf_service_flags"
 	socklbVarXlBtfSock         = "xl_btf_sock"
@@ -324,6 +328,7 @@ type socklbVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -410,6 +415,7 @@ type socklbVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

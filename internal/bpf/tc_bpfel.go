@@ -435,6 +435,26 @@ type tcNeighVal struct {
 	Pad uint16
 }
 
+type tcOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type tcPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type tcPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type tcPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -508,6 +528,9 @@ type tcXlConfig struct {
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
 	NetnsCookie   uint64
+	ClashPortMin  uint16
+	ClashPortMax  uint16
+	Pad           uint32
 }
 
 type tcXlDir uint32
@@ -525,6 +548,15 @@ const (
 	tcXlEpFlagsXL_EP_NO_ICC            tcXlEpFlags = 4
 	tcXlEpFlagsXL_EP_ISOLATED          tcXlEpFlags = 8
 	tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED tcXlEpFlags = 16
+)
+
+type tcXlPeerFlags uint32
+
+const (
+	tcXlPeerFlagsXL_PEER_V6     tcXlPeerFlags = 1
+	tcXlPeerFlagsXL_PEER_NATIVE tcXlPeerFlags = 2
+	tcXlPeerFlagsXL_PEER_SELF   tcXlPeerFlags = 4
+	tcXlPeerFlagsXL_PEER_GONE   tcXlPeerFlags = 8
 )
 
 type tcXlReason uint32
@@ -561,7 +593,11 @@ const (
 	tcXlReasonXL_DROP_ISOLATED    tcXlReason = 28
 	tcXlReasonXL_DROP_UNSOLICITED tcXlReason = 29
 	tcXlReasonXL_DROP_VLAN        tcXlReason = 30
-	tcXlReasonXL_REASON_MAX       tcXlReason = 31
+	tcXlReasonXL_FWD_OVERLAY      tcXlReason = 31
+	tcXlReasonXL_PASS_OVERLAY     tcXlReason = 32
+	tcXlReasonXL_DROP_NO_PEER     tcXlReason = 33
+	tcXlReasonXL_DROP_VNI         tcXlReason = 34
+	tcXlReasonXL_REASON_MAX       tcXlReason = 35
 )
 
 // Names of all BPF objects in the ELF.
@@ -596,9 +632,13 @@ const (
 	tcMapXlaneMonEvents     = "xlane_mon_events"
 	tcMapXlaneMonState      = "xlane_mon_state"
 	tcMapXlaneNeigh         = "xlane_neigh"
+	tcMapXlaneNetVni        = "xlane_net_vni"
+	tcMapXlaneOverlay       = "xlane_overlay"
+	tcMapXlanePeers         = "xlane_peers"
 	tcMapXlanePublish       = "xlane_publish"
 	tcMapXlaneServices      = "xlane_services"
 	tcMapXlaneSockRnat      = "xlane_sock_rnat"
+	tcMapXlaneVniNet        = "xlane_vni_net"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
@@ -625,6 +665,7 @@ const (
 	tcVarXlBtfMonState      = "xl_btf_mon_state"
 	tcVarXlBtfMonType       = "xl_btf_mon_type"
 	tcVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	tcVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	tcVarXlBtfSock          = "xl_btf_sock"
@@ -708,9 +749,13 @@ type tcMapSpecs struct {
 	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -741,6 +786,7 @@ type tcVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -794,9 +840,13 @@ type tcMaps struct {
 	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcMaps) Close() error {
@@ -829,9 +879,13 @@ func (m *tcMaps) Close() error {
 		m.XlaneMonEvents,
 		m.XlaneMonState,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -863,6 +917,7 @@ type tcVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

@@ -285,6 +285,26 @@ type tcuplinkNeighVal struct {
 	Pad uint16
 }
 
+type tcuplinkOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type tcuplinkPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type tcuplinkPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type tcuplinkPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -352,6 +372,9 @@ type tcuplinkXlConfig struct {
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
 	NetnsCookie   uint64
+	ClashPortMin  uint16
+	ClashPortMax  uint16
+	Pad           uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -386,10 +409,16 @@ const (
 	tcuplinkMapXlaneMonEvents    = "xlane_mon_events"
 	tcuplinkMapXlaneMonState     = "xlane_mon_state"
 	tcuplinkMapXlaneNeigh        = "xlane_neigh"
+	tcuplinkMapXlaneNetVni       = "xlane_net_vni"
+	tcuplinkMapXlaneOverlay      = "xlane_overlay"
+	tcuplinkMapXlanePeers        = "xlane_peers"
 	tcuplinkMapXlanePublish      = "xlane_publish"
 	tcuplinkMapXlaneServices     = "xlane_services"
 	tcuplinkMapXlaneSockRnat     = "xlane_sock_rnat"
+	tcuplinkMapXlaneVniNet       = "xlane_vni_net"
+	tcuplinkProgXlaneFromOverlay = "xlane_from_overlay"
 	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
+	tcuplinkProgXlaneToOverlay   = "xlane_to_overlay"
 	tcuplinkVarXlBtfCtDir        = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat        = "xl_btf_ct_nat"
 	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
@@ -414,6 +443,7 @@ const (
 	tcuplinkVarXlBtfMonState     = "xl_btf_mon_state"
 	tcuplinkVarXlBtfMonType      = "xl_btf_mon_type"
 	tcuplinkVarXlBtfMonVerdict   = "xl_btf_mon_verdict"
+	tcuplinkVarXlBtfPeerFlags    = "xl_btf_peer_flags"
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
 	tcuplinkVarXlBtfSock         = "xl_btf_sock"
@@ -461,7 +491,9 @@ type tcuplinkSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkProgramSpecs struct {
-	XlaneFromUplink *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
+	XlaneFromOverlay *ebpf.ProgramSpec `ebpf:"xlane_from_overlay"`
+	XlaneFromUplink  *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
+	XlaneToOverlay   *ebpf.ProgramSpec `ebpf:"xlane_to_overlay"`
 }
 
 // tcuplinkMapSpecs contains maps before they are loaded into the kernel.
@@ -496,9 +528,13 @@ type tcuplinkMapSpecs struct {
 	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -529,6 +565,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -582,9 +619,13 @@ type tcuplinkMaps struct {
 	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcuplinkMaps) Close() error {
@@ -617,9 +658,13 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneMonEvents,
 		m.XlaneMonState,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -651,6 +696,7 @@ type tcuplinkVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
@@ -660,12 +706,16 @@ type tcuplinkVariables struct {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkPrograms struct {
-	XlaneFromUplink *ebpf.Program `ebpf:"xlane_from_uplink"`
+	XlaneFromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
+	XlaneFromUplink  *ebpf.Program `ebpf:"xlane_from_uplink"`
+	XlaneToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
 }
 
 func (p *tcuplinkPrograms) Close() error {
 	return _TcuplinkClose(
+		p.XlaneFromOverlay,
 		p.XlaneFromUplink,
+		p.XlaneToOverlay,
 	)
 }
 

@@ -282,6 +282,26 @@ type xdpNeighVal struct {
 	Pad uint16
 }
 
+type xdpOverlayCfg struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+}
+
+type xdpPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type xdpPeerVal struct {
+	_        structs.HostLayout
+	Underlay [16]uint8
+	NodeId   uint32
+	Flags    uint16
+	Pad      uint16
+}
+
 type xdpPublishKey struct {
 	_      structs.HostLayout
 	Port   uint16
@@ -349,6 +369,9 @@ type xdpXlConfig struct {
 	UplinkV4      [16]uint8
 	UplinkV6      [16]uint8
 	NetnsCookie   uint64
+	ClashPortMin  uint16
+	ClashPortMax  uint16
+	Pad           uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -383,9 +406,13 @@ const (
 	xdpMapXlaneMonEvents               = "xlane_mon_events"
 	xdpMapXlaneMonState                = "xlane_mon_state"
 	xdpMapXlaneNeigh                   = "xlane_neigh"
+	xdpMapXlaneNetVni                  = "xlane_net_vni"
+	xdpMapXlaneOverlay                 = "xlane_overlay"
+	xdpMapXlanePeers                   = "xlane_peers"
 	xdpMapXlanePublish                 = "xlane_publish"
 	xdpMapXlaneServices                = "xlane_services"
 	xdpMapXlaneSockRnat                = "xlane_sock_rnat"
+	xdpMapXlaneVniNet                  = "xlane_vni_net"
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
 	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
@@ -412,6 +439,7 @@ const (
 	xdpVarXlBtfMonState                = "xl_btf_mon_state"
 	xdpVarXlBtfMonType                 = "xl_btf_mon_type"
 	xdpVarXlBtfMonVerdict              = "xl_btf_mon_verdict"
+	xdpVarXlBtfPeerFlags               = "xl_btf_peer_flags"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
 	xdpVarXlBtfSock                    = "xl_btf_sock"
@@ -495,9 +523,13 @@ type xdpMapSpecs struct {
 	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.MapSpec `ebpf:"xlane_peers"`
 	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet        *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // xdpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -528,6 +560,7 @@ type xdpVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
@@ -581,9 +614,13 @@ type xdpMaps struct {
 	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.Map `ebpf:"xlane_peers"`
 	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVniNet        *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *xdpMaps) Close() error {
@@ -616,9 +653,13 @@ func (m *xdpMaps) Close() error {
 		m.XlaneMonEvents,
 		m.XlaneMonState,
 		m.XlaneNeigh,
+		m.XlaneNetVni,
+		m.XlaneOverlay,
+		m.XlanePeers,
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVniNet,
 	)
 }
 
@@ -650,6 +691,7 @@ type xdpVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`

@@ -124,6 +124,7 @@ func statusCmd(e *env) *cobra.Command {
 					}
 					fmt.Fprintln(w)
 				}
+				printHealth(w, st.Health)
 				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")
 				for _, m := range st.Modes {
 					fmt.Fprintf(w, "%s\t%v\t%s\n", m.Mode, m.Available, m.Reason)

@@ -81,6 +81,8 @@ type Daemon struct {
 	neigh     neighMirror // neigh.go
 	accel     accelState  // sock.go
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
+	started   time.Time
+	lastErr   lastError // the last warning or error logged (health.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -103,7 +105,9 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, store: st, done: make(chan struct{})}
+	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now()}
+	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
+	d.cfg, d.log = cfg, cfg.Log
 	if cfg.NATPorts == "" {
 		cfg.NATPorts = DefaultNATPorts
 	}
@@ -1060,5 +1064,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
 	}
+	st.Health = d.health()
 	return st, err
 }

@@ -13,15 +13,19 @@ import (
 // that is still sending moves its deadline on every packet and is never
 // collected; one idle past its timeout is gone within grace + the GC
 // interval. A pass costs one batch lookup per ctChunk entries and one
-// batch delete per chunk that has expired entries.
+// batch delete per chunk that has expired entries. Closed flows to a
+// backend several services share are kept for its TIME_WAIT
+// (CTTimeWaitHold).
 func (d *BPF) GCCT(graceNanos uint64) (int, error) {
 	now := d.now()
-	return d.deleteCT(func(v bpf.CTVal) bool { return ctCollectable(v.Expires, now, graceNanos) })
+	return d.deleteCT(func(k *bpf.CTKey, v *bpf.CTVal) bool {
+		return ctCollectable(v.Expires, now, graceNanos) && !d.ctHeld(k, v, now)
+	})
 }
 
 // deleteCT deletes the entries match selects, chunk by chunk as scanCT
 // reads them. An entry someone else deleted meanwhile is skipped.
-func (d *BPF) deleteCT(match func(bpf.CTVal) bool) (int, error) {
+func (d *BPF) deleteCT(match func(*bpf.CTKey, *bpf.CTVal) bool) (int, error) {
 	m := d.objs.CT()
 	n := 0
 	var derr error
@@ -29,7 +33,7 @@ func (d *BPF) deleteCT(match func(bpf.CTVal) bool) (int, error) {
 	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
 		del = del[:0]
 		for i := range keys {
-			if match(vals[i]) {
+			if match(&keys[i], &vals[i]) {
 				del = append(del, keys[i])
 			}
 		}

@@ -45,6 +45,8 @@ type BPF struct {
 	// clock overrides monotonicNow (tests: a clock a few seconds past
 	// boot); ctclock.go.
 	clock func() uint64
+	// shared: which backends several services balance to (cthold.go).
+	shared sharedBackends
 }
 
 // Open loads the programs and adopts (or creates) the maps pinned under

@@ -24,10 +24,20 @@ type NodeConfig struct {
 	NetnsCookie uint64
 }
 
+// ClashPortMin and ClashPortMax bound the source ports a DNAT flow whose
+// reply tuple clashed with another flow's is remapped to, the client's
+// address kept (as Linux's NAT does): the node's own ports are no concern
+// there, and a wide range is what lets closed flows to a backend that
+// several VIPs share keep their tuples for its TIME_WAIT (CTHold).
+const (
+	ClashPortMin = 1024
+	ClashPortMax = 65535
+)
+
 // SetConfig writes xlane_config.
 func (d *BPF) SetConfig(c NodeConfig) error {
 	v := bpf.Config{UplinkIfindex: uint32(c.UplinkIfindex), NatPortMin: c.NATPortMin, NatPortMax: c.NATPortMax,
-		NetnsCookie: c.NetnsCookie}
+		ClashPortMin: ClashPortMin, ClashPortMax: ClashPortMax, NetnsCookie: c.NetnsCookie}
 	if c.MasqV4.IsValid() {
 		v.UplinkV4 = c.MasqV4.As16()
 	}

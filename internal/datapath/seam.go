@@ -54,6 +54,12 @@ type Datapath interface {
 	DumpNames() []string
 	DumpMap(name string, limit int) (*MapDump, error)
 
+	// Health (health.go): the hooks a device should carry, the uplink's,
+	// the pinned maps whose pins went missing.
+	ExpectedHooks(mode model.Mode, netkit bool) []string
+	UplinkHooks(ifname string) (expected, present []string)
+	MissingPins() (pinned int, missing []string)
+
 	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
 	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
 	DeleteNeigh(addr netip.Addr, ifindex int) error

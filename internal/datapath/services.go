@@ -88,6 +88,7 @@ func (d *BPF) PutService(s Service) error {
 			break
 		}
 	}
+	d.shared.set(s.ID, serviceBackendRefs(s))
 	return nil
 }
 
@@ -106,6 +107,7 @@ func (d *BPF) DeleteService(s Service) error {
 			break
 		}
 	}
+	d.shared.set(s.ID, nil)
 	return errors.Join(errs...)
 }
 

@@ -54,14 +54,17 @@ func (u *Unavailable) DeletePort(Port) error                                 { r
 func (u *Unavailable) DeleteService(Service) error                           { return nil }
 func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
-func (u *Unavailable) AttachedDevices() ([]string, error)           { return nil, nil }
-func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)         { return nil, nil }
-func (u *Unavailable) PublishedPorts() ([]Port, error)              { return nil, nil }
-func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)      { return nil, nil }
-func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error) { return nil, nil }
-func (u *Unavailable) MapUsage() ([]MapUsage, error)                { return nil, nil }
-func (u *Unavailable) ProgramStats() ([]ProgramStats, error)        { return nil, nil }
-func (u *Unavailable) DumpNames() []string                          { return nil }
+func (u *Unavailable) AttachedDevices() ([]string, error)              { return nil, nil }
+func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)            { return nil, nil }
+func (u *Unavailable) PublishedPorts() ([]Port, error)                 { return nil, nil }
+func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)         { return nil, nil }
+func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error)    { return nil, nil }
+func (u *Unavailable) MapUsage() ([]MapUsage, error)                   { return nil, nil }
+func (u *Unavailable) ProgramStats() ([]ProgramStats, error)           { return nil, nil }
+func (u *Unavailable) DumpNames() []string                             { return nil }
+func (u *Unavailable) ExpectedHooks(model.Mode, bool) []string         { return nil }
+func (u *Unavailable) UplinkHooks(string) (expected, present []string) { return nil, nil }
+func (u *Unavailable) MissingPins() (int, []string)                    { return 0, nil }
 
 func (u *Unavailable) DumpMap(name string, _ int) (*MapDump, error) {
 	return nil, u.err("dump map " + name)

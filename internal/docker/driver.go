@@ -166,7 +166,8 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 	}
 	var (
 		err      error
-		isolated *bool // -o xlane.isolated
+		isolated *bool                 // -o xlane.isolated
+		gwModes  = map[string]string{} // gateway_mode_ipv4/6
 	)
 	if c.rec.EnableIPv6, err = boolOption(req.Options, optEnableIPv6); err != nil {
 		return nil, err
@@ -224,15 +225,9 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			c.rec.ICC = icc
 			c.create.ICC = &icc
 		case k == optGatewayMode4 || k == optGatewayMode6:
-			// Docker's bridge filters what comes from off the node in
-			// every mode but nat-unprotected; xlane networks are routed
-			// (masquerade has its own option) and filter the same way
-			// unless told. xlane's setting is per network: either
-			// family's nat-unprotected opens both.
 			switch v {
-			case "nat-unprotected":
-				c.create.AllowUnsolicited = true
-			case "nat", "routed", "isolated":
+			case "nat", "nat-unprotected", "routed", "isolated":
+				gwModes[k] = v
 			default:
 				return nil, fmt.Errorf("option %s=%q: want nat, nat-unprotected, routed or isolated", k, v)
 			}
@@ -261,6 +256,9 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			log.Warn("docker: unknown option ignored", "network", short(req.NetworkID), "option", k, "value", v)
 		}
 	}
+	if err := c.gatewayModes(gwModes); err != nil {
+		return nil, err
+	}
 	// Kept apart from other networks, as Docker keeps bridge networks
 	// (DOCKER-ISOLATION), unless -o xlane.isolated=false; kernel mode has
 	// no datapath for it, so a network asked for in kernel mode is not
@@ -270,6 +268,61 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 		c.create.Isolated = *isolated
 	}
 	return c, nil
+}
+
+// gatewayModes applies Docker's gateway_mode_ipv4/6 (Docker 28's bridge):
+//
+//	nat              xlane's default: masquerade, and from off the node
+//	                 only replies and published ports get in
+//	nat-unprotected  any flow from off the node gets in (either family's
+//	                 opens the network: xlane's setting is per network)
+//	routed           no masquerade: the containers' addresses leave the
+//	                 node as they are (per network: every family the
+//	                 network has must be routed, or none)
+//	isolated         an internal network's containers get no gateway of
+//	                 that family (Join); refused without --internal, as
+//	                 Docker refuses it
+func (c *networkConfig) gatewayModes(modes map[string]string) error {
+	families := []string{optGatewayMode4}
+	if c.rec.EnableIPv6 {
+		families = append(families, optGatewayMode6)
+	}
+	if modes[optGatewayMode4] == "nat-unprotected" || modes[optGatewayMode6] == "nat-unprotected" {
+		c.create.AllowUnsolicited = true
+	}
+	routed := 0
+	for _, k := range families {
+		switch modes[k] {
+		case "routed":
+			routed++
+		case "isolated":
+			if !c.rec.Internal {
+				return fmt.Errorf("option %s=isolated: only for an internal network (--internal), as on Docker's bridge", k)
+			}
+		}
+	}
+	if modes[optGatewayMode6] == "isolated" && !c.rec.Internal {
+		return fmt.Errorf("option %s=isolated: only for an internal network (--internal), as on Docker's bridge", optGatewayMode6)
+	}
+	switch {
+	case routed == len(families):
+		if c.create.Masquerade != nil && *c.create.Masquerade && c.rec.Options[optMasquerade] != "" {
+			return fmt.Errorf("option %s=true contradicts gateway mode routed (no masquerade)", optMasquerade)
+		}
+		off := false
+		c.create.Masquerade = &off
+	case routed > 0:
+		return fmt.Errorf("options %s=%s, %s=%s: xlane masquerades a network's families together; give routed for both or for neither",
+			optGatewayMode4, or(modes[optGatewayMode4], "nat"), optGatewayMode6, or(modes[optGatewayMode6], "nat"))
+	}
+	return nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func modeList() string {
@@ -628,12 +681,16 @@ func (dr *Driver) join(req *joinRequest) (*joinResponse, error) {
 	if !dr.peerOnNode(e.PeerIf) {
 		return fail(fmt.Errorf("its interface %s is not on the node (already in a container?)", e.PeerIf))
 	}
+	// Internal networks get their gateway too, as from Docker 20.10's
+	// bridge: the policy rules (netconf/internal.go) let it reach only the
+	// node, and refuse the rest at once. gateway_mode isolated withholds
+	// it (Docker 25+ gives an internal bridge network no gateway at all).
 	resp := &joinResponse{InterfaceName: interfaceName{SrcName: e.PeerIf, DstPrefix: rec.IfPrefix}}
-	if _, gw, ok := n.Subnet4(); ok && !rec.Internal {
+	if _, gw, ok := n.Subnet4(); ok && rec.Options[optGatewayMode4] != "isolated" {
 		resp.Gateway = gw.String()
 	}
 	if p, gw, ok := n.Subnet6(); ok && hasV6(e.IPs) {
-		if !rec.Internal {
+		if rec.Options[optGatewayMode6] != "isolated" {
 			resp.GatewayIPv6 = gw.String()
 		}
 		resp.StaticRoutes = onLinkV6Routes(p, gw)

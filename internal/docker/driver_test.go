@@ -434,10 +434,55 @@ func TestInternalNetworkJoin(t *testing.T) {
 		t.Errorf("internal not passed on: %+v", f.creates[0])
 	}
 	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16", AddressIPv6: "fd00:30::5/64"}})
+	// A gateway, as from Docker 20.10's bridge: the policy rules let it
+	// reach only the node.
 	out := td.ok("NetworkDriver.Join", joinRequest{NetworkID: netID, EndpointID: epID})
-	if out["Gateway"] != nil || out["GatewayIPv6"] != nil || len(out["StaticRoutes"].([]any)) != 3 {
-		t.Errorf("Join on an internal network: %v, want no gateways, the IPv6 peer routes", out)
+	if out["Gateway"] != "172.30.0.1" || out["GatewayIPv6"] != "fd00:30::1" || len(out["StaticRoutes"].([]any)) != 3 {
+		t.Errorf("Join on an internal network: %v, want the gateways, the IPv6 peer routes", out)
 	}
+	// gateway_mode_ipv6=isolated: no IPv6 gateway.
+	netID2 := strings.Repeat("cd", 32)
+	req = dualStack(netID2, map[string]any{optGatewayMode6: "isolated"})
+	req.Options[optInternal] = true
+	req.IPv4Data = []ipamData{{Pool: "172.31.0.0/16", Gateway: "172.31.0.1/16"}}
+	req.IPv6Data = []ipamData{{Pool: "fd00:31::/64", Gateway: "fd00:31::1/64"}}
+	td.ok("NetworkDriver.CreateNetwork", req)
+	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID2, EndpointID: epID2, Interface: &endpointInterface{Address: "172.31.0.5/16", AddressIPv6: "fd00:31::5/64"}})
+	out = td.ok("NetworkDriver.Join", joinRequest{NetworkID: netID2, EndpointID: epID2})
+	if out["Gateway"] != "172.31.0.1" || out["GatewayIPv6"] != nil {
+		t.Errorf("Join with gateway_mode_ipv6=isolated: %v, want the IPv4 gateway only", out)
+	}
+}
+
+// TestGatewayModes: routed turns masquerade off (every family the network
+// has, or refused); isolated needs --internal.
+func TestGatewayModes(t *testing.T) {
+	f := newFake(t)
+	td := newTestDriver(t, f)
+	last := func() api.NetworkCreate { return f.creates[len(f.creates)-1] }
+	id := func(b string) string { return strings.Repeat(b, 32) }
+	v4 := func(i string, opts map[string]any) createNetworkRequest {
+		return createNetworkRequest{NetworkID: id(i), IPv4Data: []ipamData{{Pool: "10.7" + i[1:] + ".0.0/24"}}, Options: map[string]any{optGeneric: opts}}
+	}
+	td.ok("NetworkDriver.CreateNetwork", v4("c1", map[string]any{optGatewayMode4: "routed"}))
+	if m := last().Masquerade; m == nil || *m {
+		t.Errorf("routed IPv4-only network: masquerade %v, want off", m)
+	}
+	td.ok("NetworkDriver.CreateNetwork", v4("c2", map[string]any{optGatewayMode4: "nat"}))
+	if m := last().Masquerade; m == nil || !*m {
+		t.Errorf("nat network: masquerade %v, want on", m)
+	}
+	req := dualStack(id("c3"), map[string]any{optGatewayMode4: "routed", optGatewayMode6: "routed"})
+	td.ok("NetworkDriver.CreateNetwork", req)
+	if m := last().Masquerade; m == nil || *m {
+		t.Errorf("routed dual-stack network: masquerade %v, want off", m)
+	}
+	td.fails("NetworkDriver.CreateNetwork", dualStack(id("c4"), map[string]any{optGatewayMode4: "routed"}),
+		"gateway_mode_ipv4=routed, com.docker.network.bridge.gateway_mode_ipv6=nat: xlane masquerades a network's families together")
+	td.fails("NetworkDriver.CreateNetwork", v4("c5", map[string]any{optGatewayMode4: "isolated"}),
+		"gateway_mode_ipv4=isolated: only for an internal network (--internal)")
+	td.fails("NetworkDriver.CreateNetwork", v4("c6", map[string]any{optGatewayMode4: "routed", optMasquerade: "true"}),
+		"enable_ip_masquerade=true contradicts gateway mode routed")
 }
 
 func TestOnLinkV6Routes(t *testing.T) {
@@ -580,8 +625,8 @@ func TestPortForms(t *testing.T) {
 	}
 	want := map[string]bool{
 		fmt.Sprintf(":%d->172.30.0.5:80", ports[0].NodePort): true,
-		"127.0.0.1:8082->172.30.0.5:81":                     true,
-		"[::1]:8083->172.30.0.5:81":                         true,
+		"127.0.0.1:8082->172.30.0.5:81":                      true,
+		"[::1]:8083->172.30.0.5:81":                          true,
 	}
 	if !reflect.DeepEqual(td.proxied, want) {
 		t.Errorf("relays %v, want %v", td.proxied, want)

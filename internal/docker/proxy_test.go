@@ -1,8 +1,8 @@
 package docker
 
 import (
-	"fmt"
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"

@@ -244,10 +244,18 @@ func TestProxyRedirect(t *testing.T) {
 		exempt  []string
 		proxyCg string
 		mark    uint32
+		accel   bool
 	}{
-		{[]string{"--exempt", "cgroup", "--exempt-cgroup", pcg}, pcg, 0},
-		{[]string{"--exempt", "mark", "--mark", "0x539"}, cg, 0x539},
+		{[]string{"--exempt", "cgroup", "--exempt-cgroup", pcg}, pcg, 0, false},
+		// With acceleration on for the cgroup, both loopback legs (client
+		// to proxy, proxy to server) go socket to socket.
+		{[]string{"--exempt", "mark", "--mark", "0x539"}, cg, 0x539, true},
 	} {
+		var before uint64
+		if mode.accel {
+			enableAccel(t, n, cg)
+			before = accelStatus(n).Counters["bytes_redirected"]
+		}
 		var out api.ProxyRedirect
 		n.mustXlane(&out, append([]string{"proxy", "redirect", "--port", "8080", "--to", "15001", "--cgroup", cg}, mode.exempt...)...)
 		if out.Warning == "" {
@@ -279,6 +287,13 @@ func TestProxyRedirect(t *testing.T) {
 			t.Errorf("exempt %v: proxy ls: %+v", mode.exempt, l)
 		}
 		t.Logf("exempt %v: %v", mode.exempt, l.Counters)
+		if mode.accel {
+			// The 3 MB body crosses both legs.
+			if got := accelStatus(n).Counters["bytes_redirected"] - before; got < 2*3000000 {
+				t.Errorf("with acceleration on, the fast path carried %d bytes of the proxied requests", got)
+			}
+			n.mustXlane(nil, "accel", "disable")
+		}
 		n.mustXlane(nil, "proxy", "rm", "8080")
 	}
 	var l api.ProxyList

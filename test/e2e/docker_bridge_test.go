@@ -75,8 +75,10 @@ func udpSendto(t *testing.T, netns string, dst netip.AddrPort) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-//	network  subnets                      docker options
-//	par      10.92.0.0/24, fd00:92::/64    --ipv6
+//	network  subnets                         docker options
+//	par      10.92.0.0/24, fd00:92::/64       --ipv6
+//	routed   10.92.2.0/24                     gateway_mode_ipv4=routed
+//	inter    10.92.3.0/24, fd00:92:3::/64     --internal, gateway_mode_ipv6=isolated
 //
 // What a Docker user sees differ between a bridge network and an xlane one
 // (issue 13), one subtest per item: the node's unconnected UDP to a
@@ -87,6 +89,7 @@ func TestDockerBridgeParity(t *testing.T) {
 	h := newDockerHost(t, withDockerOutside(&out))
 	n := h.n
 	node4, node6 := netip.MustParseAddr("10.97.0.1"), netip.MustParseAddr("fd00:97::1")
+	o4 := netip.MustParseAddr("10.97.0.2")
 	h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.92.0.0/24", "--ipv6", "--subnet", "fd00:92::/64", "par")
 
 	t.Run("node sendto a published port and a service", func(t *testing.T) {
@@ -157,6 +160,48 @@ func TestDockerBridgeParity(t *testing.T) {
 		if err := dialOnce(n.netns, netip.MustParseAddrPort("127.0.0.1:8082")); err == nil {
 			t.Errorf("127.0.0.1:8082 still answers after docker rm")
 		}
+	})
+
+	t.Run("gateway modes", func(t *testing.T) {
+		// routed: no masquerade, the outside sees the container's own
+		// address (it routes the subnet back through the node).
+		h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.92.2.0/24",
+			"-o", "com.docker.network.bridge.gateway_mode_ipv4=routed", "routed")
+		runIn(t, out, "ip", "route", "add", "10.92.2.0/24", "via", node4.String())
+		r1 := h.run("r1", "--network", "routed")
+		ar := h.attachment(r1, "routed")
+		if src := peerSeen(t, h.ns(r1), out, netip.AddrPortFrom(o4, 9000)); src != ar.v4() {
+			t.Errorf("routed: the outside saw %v, want the container's %v", src, ar.v4())
+		}
+		// isolated (IPv6) on an internal network: no IPv6 gateway; the
+		// IPv4 one reaches the node and nothing beyond.
+		h.mustDocker("network", "create", "-d", h.driver, "--internal", "--subnet", "10.92.3.0/24", "--ipv6", "--subnet", "fd00:92:3::/64",
+			"-o", "com.docker.network.bridge.gateway_mode_ipv6=isolated", "inter")
+		i1 := h.run("i1", "--network", "inter")
+		ai := h.attachment(i1, "inter")
+		if ai.Gateway != "10.92.3.1" || ai.IPv6Gateway != "" {
+			t.Errorf("internal, gateway_mode_ipv6=isolated: gateways %q %q, want 10.92.3.1 and none", ai.Gateway, ai.IPv6Gateway)
+		}
+		nsi := h.ns(i1)
+		ping(t, nsi, node4)
+		noPing(t, nsi, o4)
+		noPing(t, nsi, node6)
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.92.4.0/24", "-o", "com.docker.network.bridge.gateway_mode_ipv4=isolated", "iso"},
+				"gateway_mode_ipv4=isolated: only for an internal network (--internal)"},
+			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.92.5.0/24", "--ipv6", "--subnet", "fd00:92:5::/64",
+				"-o", "com.docker.network.bridge.gateway_mode_ipv4=routed", "half"},
+				"xlane masquerades a network's families together"},
+		} {
+			if msg, err := h.docker(c.args...); err == nil || !strings.Contains(msg, c.want) {
+				t.Errorf("docker %s: %v\n%s\nwant an error saying %q", strings.Join(c.args, " "), err, msg, c.want)
+			}
+		}
+		h.mustDocker("rm", "-f", r1, i1)
+		h.mustDocker("network", "rm", "routed", "inter")
 	})
 
 	t.Run("MAC address in inspect", func(t *testing.T) {

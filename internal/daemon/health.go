@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// pressureWarn is the map fill above which the health summary warns:
+// conntrack at 1 sends new flows untracked, other maps refuse entries.
+const pressureWarn = 0.9
+
+// health is `xlane status`'s summary of whether the datapath is as it
+// should be: every endpoint's and the uplink's programs attached, every
+// pinned map's pin there, no map nearly full, the conntrack GC keeping
+// up, and the last warning or error xlaned logged.
+func (d *Daemon) health() *api.Health {
+	h := &api.Health{}
+	if d.dp.Available() != nil {
+		h.LastError = d.lastErr.get()
+		return h // kernel mode only: no programs, pins or maps to check
+	}
+	var eps []model.Endpoint
+	nets := map[string]*model.Network{}
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		if eps, err = tx.Endpoints(); err != nil {
+			return err
+		}
+		ns, err := tx.Networks()
+		for i := range ns {
+			nets[ns[i].Name] = &ns[i]
+		}
+		return err
+	})
+	if err != nil {
+		h.Problems = append(h.Problems, "read the store: "+err.Error())
+	}
+	for _, e := range eps {
+		n := nets[e.Network]
+		if n == nil || !n.Mode.BPF() {
+			continue
+		}
+		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit())
+		have := d.dp.Hooks(e.HostIf)
+		h.Programs.Expected += len(want)
+		for _, w := range want {
+			if contains(have, w) {
+				h.Programs.Attached++
+			} else {
+				h.Programs.Missing = append(h.Programs.Missing, e.HostIf+" "+w+" (endpoint "+e.ID+")")
+			}
+		}
+	}
+	want, have := d.dp.UplinkHooks(d.cfg.Uplink)
+	h.Programs.Expected += len(want)
+	for _, w := range want {
+		if contains(have, w) {
+			h.Programs.Attached++
+		} else {
+			h.Programs.Missing = append(h.Programs.Missing, d.cfg.Uplink+" "+w+" (uplink)")
+		}
+	}
+	if len(h.Programs.Missing) > 0 {
+		h.Problems = append(h.Problems, fmt.Sprintf("%d of %d programs not attached", len(h.Programs.Missing), h.Programs.Expected))
+	}
+	h.Pins.Expected, h.Pins.Missing = d.dp.MissingPins()
+	h.Pins.Present = h.Pins.Expected - len(h.Pins.Missing)
+	if len(h.Pins.Missing) > 0 {
+		h.Problems = append(h.Problems, fmt.Sprintf("%d pinned maps lost their pin", len(h.Pins.Missing)))
+	}
+	if us, err := d.dp.MapUsage(); err != nil {
+		h.Problems = append(h.Problems, "count map entries: "+err.Error())
+	} else {
+		for _, u := range us {
+			if h.MapPressure == nil || u.Pressure() > h.MapPressure.Pressure {
+				h.MapPressure = &api.MapPressure{Map: u.Name, Entries: u.Entries, MaxEntries: u.MaxEntries, Pressure: u.Pressure()}
+			}
+		}
+		if p := h.MapPressure; p != nil && p.Pressure >= pressureWarn {
+			h.Problems = append(h.Problems, fmt.Sprintf("map %s is %.0f%% full", p.Map, 100*p.Pressure))
+		}
+	}
+	h.CTGC = d.gcHealth()
+	if g := h.CTGC; g != nil && g.LagSeconds > 2*g.IntervalSeconds {
+		h.Problems = append(h.Problems, fmt.Sprintf("conntrack GC %.0fs behind", g.LagSeconds))
+	}
+	h.LastError = d.lastErr.get()
+	h.OK = len(h.Problems) == 0
+	return h
+}
+
+// gcHealth says how far the conntrack GC is behind: the time since its
+// last pass (since the start before the first) beyond its interval, and
+// the expired entries waiting.
+func (d *Daemon) gcHealth() *api.GCHealth {
+	g := &api.GCHealth{IntervalSeconds: d.cfg.GCInterval.Seconds(), Runs: d.ct.gcRuns.Load()}
+	since := d.started
+	if last := d.ct.lastRun(); !last.IsZero() {
+		since = last
+		g.LastRun = &last
+	}
+	g.LagSeconds = max(0, time.Since(since).Seconds()-g.IntervalSeconds)
+	if st, err := d.dp.CTStats(); err == nil {
+		g.Expired = st.Expired
+	}
+	return g
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// lastError keeps the last warning or error xlaned logged, for the health
+// summary.
+type lastError struct {
+	mu sync.Mutex
+	e  *api.LastError
+}
+
+func (l *lastError) get() *api.LastError {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.e == nil {
+		return nil
+	}
+	e := *l.e
+	return &e
+}
+
+// recordingHandler passes every record on and keeps the last one at Warn
+// or above in rec.
+type recordingHandler struct {
+	slog.Handler
+	rec   *lastError
+	attrs []slog.Attr
+}
+
+func (h *recordingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		var b strings.Builder
+		b.WriteString(r.Message)
+		add := func(a slog.Attr) bool {
+			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+			return true
+		}
+		for _, a := range h.attrs {
+			add(a)
+		}
+		r.Attrs(add)
+		h.rec.mu.Lock()
+		h.rec.e = &api.LastError{Time: r.Time.UTC(), Level: strings.ToLower(r.Level.String()), Message: b.String()}
+		h.rec.mu.Unlock()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *recordingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordingHandler{Handler: h.Handler.WithAttrs(as), rec: h.rec, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+func (h *recordingHandler) WithGroup(name string) slog.Handler {
+	return &recordingHandler{Handler: h.Handler.WithGroup(name), rec: h.rec, attrs: h.attrs}
+}

@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xlane-dev/xlane/internal/accel"
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// testCgroup is a throwaway cgroup2 directory (root only).
+func testCgroup(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a cgroup2 directory)")
+	}
+	root, err := accel.Cgroup2Root()
+	if err != nil {
+		t.Skip(err)
+	}
+	p, err := os.MkdirTemp(root, "xlane-daemon-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(p) })
+	return p
+}
+
+// fakeSelfTest makes the daemon's self-test report the given failures.
+func fakeSelfTest(t *testing.T, failing ...string) {
+	old := SelfTest
+	SelfTest = func(context.Context) *accel.Report {
+		r := &accel.Report{Kernel: "test"}
+		for _, c := range accel.CaseNames() {
+			ok := !strings.Contains(strings.Join(failing, ","), c)
+			r.Cases = append(r.Cases, accel.CaseResult{Name: c, OK: ok, Error: map[bool]string{false: "broken"}[ok]})
+		}
+		return r
+	}
+	t.Cleanup(func() { SelfTest = old })
+}
+
+// TestAccelGate: a failing self-test case keeps acceleration off and is
+// named; accepting it, or a kernel that passes, turns it on; a failed
+// attach leaves it off.
+func TestAccelGate(t *testing.T) {
+	cg := testCgroup(t)
+	d, fake := fakeDaemon(t)
+	fakeSelfTest(t, "splice")
+	_, err := d.EnableAccel(api.AccelEnable{Cgroup: cg})
+	if !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "splice") {
+		t.Fatalf("enable with splice failing: %v", err)
+	}
+	if st, _ := fake.AccelStatus(); st.On {
+		t.Fatal("acceleration on after a failed self-test")
+	}
+	if st, _ := d.AccelStatus(); st.State != "failed" || !strings.Contains(st.Reason, "splice") {
+		t.Fatalf("status after a failed self-test: %+v", st)
+	}
+	if st, err := d.EnableAccel(api.AccelEnable{Cgroup: cg, Accept: []string{"splice"}}); err != nil || st.State != "on" {
+		t.Fatalf("enable accepting splice: %+v %v", st, err)
+	}
+	if st, err := d.DisableAccel(); err != nil || st.State != "off" {
+		t.Fatalf("disable: %+v %v", st, err)
+	}
+	fakeSelfTest(t)
+	fake.Fail = failOp("enable-accel", func(any) bool { return true })
+	if _, err := d.EnableAccel(api.AccelEnable{Cgroup: cg}); !errors.Is(err, datapathtest.ErrFake) {
+		t.Fatalf("enable with a failing attach: %v", err)
+	}
+	if st, _ := fake.AccelStatus(); st.On {
+		t.Fatal("acceleration on after a failed attach")
+	}
+	fake.Fail = nil
+	for _, bad := range []api.AccelEnable{
+		{Cgroup: filepath.Join(cg, "missing")},
+		{Cgroup: cg, Nets: []string{"10.0.0.0/33"}},
+		{Cgroup: cg, Ports: []uint16{0}},
+		{Cgroup: cg, Accept: []string{"nosuch"}},
+	} {
+		var fe *model.FieldError
+		if _, err := d.EnableAccel(bad); !errors.As(err, &fe) {
+			t.Errorf("enable %+v: %v, want a field error", bad, err)
+		}
+	}
+}
+
+// TestProxyRedirectChecks: refused input names its field or conflict,
+// and a failed rule write leaves neither rule, attachment nor record.
+func TestProxyRedirectChecks(t *testing.T) {
+	cg := testCgroup(t)
+	d, fake := fakeDaemon(t)
+	ok := api.ProxyRedirect{Port: 80, To: 15001, Cgroup: cg, Exempt: "uid", UID: 1337}
+	r, err := d.AddProxyRedirect(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Warning == "" {
+		t.Error("no warning for a proxy port nobody listens on")
+	}
+	for _, c := range []struct {
+		req  api.ProxyRedirect
+		want string
+	}{
+		{ok, "already redirected"},
+		{api.ProxyRedirect{Port: 81, To: 81, Cgroup: cg, Exempt: "uid"}, "to"},
+		{api.ProxyRedirect{Port: 15001, To: 15002, Cgroup: cg, Exempt: "uid"}, "port"},
+		{api.ProxyRedirect{Port: 82, To: 80, Cgroup: cg, Exempt: "uid"}, "to"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "mark"}, "mark"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "pid"}, "exempt"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in"}, "direction"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: filepath.Join(cg, "missing"), Exempt: "uid"}, "cgroup"},
+	} {
+		if _, err := d.AddProxyRedirect(c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("redirect %+v: %v, want an error naming %q", c.req, err, c.want)
+		}
+	}
+	fake.Fail = failOp("put-proxy-rule", func(any) bool { return true })
+	if _, err := d.AddProxyRedirect(api.ProxyRedirect{Port: 90, To: 15009, Cgroup: cg, Exempt: "uid"}); err == nil {
+		t.Fatal("redirect with a failing rule write succeeded")
+	}
+	fake.Fail = nil
+	l, _ := d.ProxyRedirects()
+	rules, _ := fake.ProxyRules()
+	if len(l.Redirects) != 1 || len(rules) != 1 {
+		t.Fatalf("after a failed redirect: store %+v, datapath %+v", l.Redirects, rules)
+	}
+	if err := d.DeleteProxyRedirect(80); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteProxyRedirect(80); err != nil {
+		t.Fatalf("deleting a missing redirect: %v", err)
+	}
+	if rules, _ := fake.ProxyRules(); len(rules) != 0 {
+		t.Fatalf("rules left: %+v", rules)
+	}
+}
