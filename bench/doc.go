@@ -16,6 +16,10 @@
 //   - bench/accel: socket acceleration on and off (loopback, container to
 //     container, the transparent-proxy chain): sockperf ping-pong and iperf3
 //     at the write-up's payload sizes, CPU per Gbit/s.
+//   - bench/scrape: what a Prometheus scrape of xlaned's metrics endpoint
+//     costs the daemon as endpoints and conntrack entries grow, one scrape
+//     a second (bench/internal/scrape is that load, for other benchmarks
+//     to run beside their traffic).
 //
 // Shared code: bench/internal/harness (run lifetime, cleanup, commands in
 // namespaces, flags, results, machine description), bench/internal/measure

@@ -74,7 +74,7 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 	    PARSE_OK)
 		/* Linux judges what xlane does not track */
 		return xl_final(reason, XL_PASS_NON_IP);
-	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4) != L4_OK) {
+	if (parse_l4_skb(skb, &l4) != L4_OK) {
 		/* An ICMP error about a translated flow (a masqueraded one's
 		 * frag-needed, a published port's unreachable, ...): to the
 		 * endpoint, translated. */
@@ -163,7 +163,7 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
 	    PARSE_OK)
 		return xl_final(reason, XL_PASS_NON_IP);
-	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4) == L4_OK) {
+	if (parse_l4_skb(skb, &l4) == L4_OK) {
 		ct_key_init(&k, &p, &l4);
 		v = ct_refresh(&k, bpf_map_lookup_elem(&xlane_ct, &k), &l4, skb->len);
 		if (v && v->nat != CT_NAT_NONE) {

@@ -160,7 +160,7 @@ static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u
 	struct l4 l4 = {};
 	enum l4_result r;
 
-	r = parse_l4((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &l4);
+	r = parse_l4_xdp(ctx, &l4);
 	if (r == L4_MALFORMED)
 		return 1; /* the tc program drops and counts it */
 	if (r == L4_OK) {

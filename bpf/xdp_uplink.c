@@ -56,9 +56,15 @@ static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
 	/* The redirect skips the endpoint's tcx egress: what it refuses
 	 * from off the node is refused here (lib/unsolicited.h), and the
 	 * firewall runs here, and keeps the flow's conntrack entries. */
-	if (ep_unsolicited((void *)(long)ctx->data, (void *)(long)ctx->data_end, &p, dst, len)) {
-		*dst_ifindex = dst->ifindex;
-		return xl_final(reason, XL_DROP_UNSOLICITED);
+	if (ep_unsol_checked(&p, dst)) {
+		struct l4 l4 = {};
+		int r = parse_l4_xdp(ctx, &l4);
+
+		if (!ep_solicited((void *)(long)ctx->data, (void *)(long)ctx->data_end, &p, &l4, r,
+				  len)) {
+			*dst_ifindex = dst->ifindex;
+			return xl_final(reason, XL_DROP_UNSOLICITED);
+		}
 	}
 	step = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason);
 	if (step != XL_CONTINUE)

@@ -113,7 +113,7 @@ func run() error {
 	}
 	daemon = exec.Command("nsenter", "--net=/var/run/netns/"+node, "--", *xlaned,
 		"--state", filepath.Join(dir, "state.db"), "--socket", socket, "--pin-dir", "/sys/fs/bpf/"+prefix+"pins",
-		"--docker-plugin-socket", "")
+		"--docker-plugin-socket", "", "--calibrate-at-start=false")
 	daemon.Stderr = os.Stderr
 	if err := daemon.Start(); err != nil {
 		return err

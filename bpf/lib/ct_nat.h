@@ -63,7 +63,7 @@ static __always_inline int tc_reparse(struct __sk_buff *skb, struct pkt *p, stru
 	__builtin_memset(p, 0, sizeof(*p));
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, p) != PARSE_OK)
 		return -1;
-	if (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, p, l4) != L4_OK)
+	if (parse_l4_skb(skb, l4) != L4_OK)
 		return -1;
 	return 0;
 }

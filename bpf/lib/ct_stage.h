@@ -67,7 +67,7 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 		return XL_CONTINUE;
 	/* Pod to pod, on this node or another, keeps its addresses. */
 	masq = (src_flags & XL_EP_MASQUERADE) && !ep_local(p) && !peer_lookup(&p->dst);
-	switch (parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, p, &l4)) {
+	switch (parse_l4_skb(skb, &l4)) {
 	case L4_OK:
 		break;
 	case L4_MALFORMED:

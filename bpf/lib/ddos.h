@@ -16,7 +16,6 @@
 #include "stage.h"
 #include "tokens.h"
 #include "fw_maps.h"
-#include "fw_l4.h"
 
 static __always_inline void fw_mask_addr(__u8 *a, __u32 bits)
 {
@@ -59,19 +58,16 @@ static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *da
 	 * pointers, which the verifier refuses. */
 	if (p->proto != ETH_P_IP && p->proto != ETH_P_IPV6)
 		return XL_CONTINUE;
-	if (cfg->flags & FW_DDOS_MALFORMED) {
-		struct fw_l4 l4 = {};
-		struct ct_key ik = {};
+	if (cfg->flags & (FW_DDOS_MALFORMED | FW_DDOS_SYN)) {
+		struct l4 l4 = {};
 
-		fw_parse_l4(data, data_end, p, &l4, &ik);
-		if (l4.l4_off && l4.sport == FW_NO_L4 &&
-		    (l4.proto == IPPROTO_TCP || l4.proto == IPPROTO_UDP)) {
-			/* A first fragment or unfragmented packet whose
-			 * transport header is cut short. */
+		if (parse_l4(data, data_end, p, &l4) == L4_MALFORMED &&
+		    (cfg->flags & FW_DDOS_MALFORMED))
+			/* A transport header cut short or lying about its
+			 * length, a truncated extension header chain. */
 			return xl_final(reason, XL_DROP_MALFORMED);
-		}
-		if (l4.proto == IPPROTO_TCP && l4.sport != FW_NO_L4) {
-			__u8 f = l4.flags;
+		if ((cfg->flags & FW_DDOS_MALFORMED) && l4.proto == IPPROTO_TCP && l4.hdr) {
+			__u8 f = l4.tcp_flags;
 
 			/* SYN+FIN, SYN+RST, no flags at all (null scan),
 			 * FIN+PSH+URG without ACK (xmas): never legitimate. */
@@ -80,14 +76,7 @@ static __noinline __attribute__((unused)) int fw_ddos_check(void *data, void *da
 				return xl_final(reason, XL_DROP_MALFORMED);
 		}
 		syn = l4.proto == IPPROTO_TCP &&
-		      (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
-	} else if (cfg->flags & FW_DDOS_SYN) {
-		struct fw_l4 l4 = {};
-		struct ct_key ik = {};
-
-		fw_parse_l4(data, data_end, p, &l4, &ik);
-		syn = l4.proto == IPPROTO_TCP &&
-		      (l4.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+		      (l4.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 	}
 	if (cfg->flags & FW_DDOS_BLOCKLIST) {
 		if (p->ip4) {

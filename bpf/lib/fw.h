@@ -28,7 +28,7 @@
 /*
  * The parts, one concern each:
  *   fw_maps.h     maps
- *   fw_l4.h       L4 facts through IPv6 extension headers
+ *   fw_l4.h       lib/l4.h's L4 facts as rule classes, the related flow
  *   fw_classify.h the classifier and the verdict
  *   reply.h       the TCP RST and ICMP unreachable of a reject
  *   ddos.h        the uplink's DDoS stage

@@ -52,7 +52,6 @@ struct fw_scratch {
 	struct ct_key k;  /* the packet's flow, as conntrack keys it
 			   * (addresses always set: events use them) */
 	struct ct_key rk; /* ICMP error: the flow it is about */
-	struct l4 cl;	  /* what ct_hit/ct_create need */
 	struct fw_l4 l4;
 	struct fw_hook hk;
 	struct fw_exact_key ek;
@@ -115,7 +114,7 @@ static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scra
 	e->len = sc->hk.len;
 	e->kind = sc->hk.kind;
 	e->action = r->action;
-	e->proto = sc->l4.proto;
+	e->proto = sc->l4.l4.proto;
 	e->pad = 0;
 	__builtin_memcpy(e->saddr, sc->k.saddr, 16);
 	__builtin_memcpy(e->daddr, sc->k.daddr, 16);
@@ -149,7 +148,7 @@ static __always_inline void fw_monitor(const struct fw_rule *r, const struct fw_
 	e->len = sc->hk.len;
 	e->kind = sc->hk.kind;
 	e->action = r->action;
-	e->proto = sc->l4.proto;
+	e->proto = sc->l4.l4.proto;
 	e->rule = r->slot + 1;
 	__builtin_memcpy(e->saddr, sc->k.saddr, 16);
 	__builtin_memcpy(e->daddr, sc->k.daddr, 16);
@@ -356,7 +355,7 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 	}
 	sc->cls[FW_F_PROTO] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_PROTO)) {
-		sc->key = FW_SC_PROTO + l4->proto;
+		sc->key = FW_SC_PROTO + l4->l4.proto;
 		c = fw_lookup_u32(scalar, &sc->key);
 		sc->cls[FW_F_PROTO] = c < 0 ? FW_CLASS_ALL : c;
 	}
@@ -374,7 +373,7 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 	}
 	sc->cls[FW_F_FLAGS] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_FLAGS)) {
-		sc->key = FW_SC_FLAGS + l4->flags;
+		sc->key = FW_SC_FLAGS + l4->l4.tcp_flags;
 		c = fw_lookup_u32(scalar, &sc->key);
 		sc->cls[FW_F_FLAGS] = c < 0 ? FW_CLASS_ALL : c;
 	}
@@ -421,13 +420,9 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
 {
 	if (!sc->hk.track || !sc->l4.trackable)
 		return;
-	sc->cl.proto = sc->l4.proto;
-	sc->cl.tcp_flags = sc->l4.flags;
-	sc->cl.sport = sc->l4.ct_sport;
-	sc->cl.dport = sc->l4.ct_dport;
 	if (!v)
 		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
-	if (ct_refresh(&sc->k, v, &sc->cl, sc->hk.len))
+	if (ct_refresh(&sc->k, v, &sc->l4.l4, sc->hk.len))
 		return;
 	{
 		struct ct_scratch *cs = ct_scratch_get();
@@ -435,7 +430,7 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
 		/* A full table leaves the flow untracked: its replies are
 		 * classified like new flows. */
 		if (cs)
-			ct_create(&sc->k, cs, &sc->cl, sc->hk.len);
+			ct_create(&sc->k, cs, &sc->l4.l4, sc->hk.len);
 	}
 }
 
@@ -475,14 +470,14 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 	}
 	/* Neighbour discovery (router/neighbour solicitation and
 	 * advertisement, redirect) is never filtered: without it IPv6 dies. */
-	if (sc->l4.proto == IPPROTO_ICMPV6 && sc->l4.dport >= 133 && sc->l4.dport <= 137)
+	if (sc->l4.l4.proto == IPPROTO_ICMPV6 && sc->l4.dport >= 133 && sc->l4.dport <= 137)
 		return FW_V_ALLOW;
 	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
 	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
 	if (sc->l4.trackable) {
-		sc->k.sport = sc->l4.ct_sport;
-		sc->k.dport = sc->l4.ct_dport;
-		sc->k.proto = sc->l4.proto;
+		sc->k.sport = sc->l4.l4.sport;
+		sc->k.dport = sc->l4.l4.dport;
+		sc->k.proto = sc->l4.l4.proto;
 		/* A hash of a 40-byte key: only when it is needed. */
 		if (gen->established || sc->hk.track)
 			v = bpf_map_lookup_elem(&xlane_ct, &sc->k);

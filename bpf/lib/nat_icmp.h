@@ -12,6 +12,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "l4.h"
+#include "icmp_quote.h"
 #include "csum.h"
 #include "nat.h"
 #include "ct_nat.h"
@@ -27,10 +28,15 @@
  * peer itself), and the quote the other way round (its source for the
  * entry's destination translation, its destination for the source one).
  * Quotes of TCP, UDP and ICMP echo requests (a masqueraded ping's: keyed
- * by identifier) are translated. The quote's IPv4 header checksum and UDP
- * or echo checksum (inside the 8 bytes) are patched, the ICMP checksum by
- * the difference of the whole quote; a quoted TCP checksum lies beyond the
- * guaranteed 8 bytes and is left alone, as Linux does for short quotes.
+ * by identifier) are translated, found by lib/icmp_quote.h (through IPv4
+ * options and IPv6 extension headers). What changes is in the quote's
+ * fixed IP header and the first 8 bytes of its L4 header: those two are
+ * copied out side by side, translated and written back. The quote's IPv4
+ * header checksum and UDP or echo checksum (inside the 8 bytes) are
+ * patched, the ICMP checksum by the difference of the copy (options and
+ * extension headers are multiples of 4 bytes: the 16-bit words line up);
+ * a quoted TCP checksum lies beyond the guaranteed 8 bytes and is left
+ * alone, as Linux does for short quotes.
  */
 #define ICMP_QUOTE4 28 /* IPv4 header without options + 8 bytes */
 #define ICMP_QUOTE6 48 /* IPv6 header + 8 bytes */
@@ -51,12 +57,13 @@ struct {
 	__uint(max_entries, 1);
 } xlane_icmp_scratch SEC(".maps");
 
-/* icmp_quote_nat translates quote q (v6 is a constant) as entry v says.
+/* icmp_quote_nat translates quote q (v6 is a constant; proto: the quoted
+ * upper-layer protocol) as entry v says.
  * A quoted echo request (echo) has its identifier where TCP and UDP have
  * the source port, and only a destination translation (masquerade's
  * reply entry) applies to it. */
 static __always_inline void icmp_quote_nat(__u8 *q, __u8 *old, const struct ct_val *v, const int v6,
-					   int echo)
+					   __u8 proto, int echo)
 {
 	const int sa = v6 ? 8 : 12;    /* quoted source address */
 	const int al = v6 ? 16 : 4;    /* address length */
@@ -100,7 +107,7 @@ static __always_inline void icmp_quote_nat(__u8 *q, __u8 *old, const struct ct_v
 		c = csum_replace(c, d);
 		__builtin_memcpy(q + 10, &c, 2);
 	}
-	if (q[v6 ? 6 : 9] != IPPROTO_UDP)
+	if (proto != IPPROTO_UDP)
 		return;
 	__builtin_memcpy(&c, q + po + 6, 2);
 	if (!c && !v6)
@@ -137,55 +144,47 @@ static __always_inline int icmp_outer_addr(struct __sk_buff *skb, int v4, int sr
 
 /*
  * ct_icmp_error translates p if it is an ICMP error about a translated
- * flow (l4 as parse_l4 left it: off and proto). Returns 1 if it did (p
- * re-parsed at L3), 0 if p is no such error (untouched), -1 if the rewrite
- * failed.
+ * flow (l4 as parse_l4 left it: off, proto, type). Returns 1 if it did, 0
+ * if p is no such error, -1 if the rewrite failed; p is parsed again at
+ * L3 (the quote is pulled into the linear area) unless -1.
  */
 static __noinline int ct_icmp_error(struct __sk_buff *skb, struct pkt *p, const struct l4 *l4)
 {
 	__u32 qoff = l4->off + 8, csum_off = l4->off + 2, zero = 0;
-	int v4 = p->ip4 != 0, echo = 0;
+	int v4 = p->ip4 != 0, echo = 0, ql4;
 	struct icmp_scratch *sc;
 	struct ct_key *rk;
 	struct ct_val *v;
-	__be32 a;
 	__s64 d;
-	__u8 type;
 
-	if ((l4->proto == IPPROTO_ICMP) != v4 || bpf_skb_load_bytes(skb, l4->off, &type, 1) ||
-	    !icmp_is_error(l4->proto, type))
+	if (!l4->hdr || (l4->proto == IPPROTO_ICMP) != v4 ||
+	    !icmp_is_error(l4->proto, l4->icmp_type))
 		return 0;
 	sc = bpf_map_lookup_elem(&xlane_icmp_scratch, &zero);
 	if (!sc)
 		return 0;
 	rk = &sc->rk;
-	__builtin_memset(rk, 0, sizeof(*rk));
+	skb_pull_headers(skb, ICMP_QUOTE_PULL);
+	__builtin_memset(p, 0, sizeof(*p));
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, p) != PARSE_OK)
+		return -1;
+	ql4 = icmp_quote((void *)(long)skb->data, (void *)(long)skb->data_end, qoff, v4, rk);
+	if (ql4 < 0)
+		return 0;
+	/* The quote's fixed IP header and L4 bytes, side by side. */
 	if (v4) {
-		if (bpf_skb_load_bytes(skb, qoff, sc->q, ICMP_QUOTE4) || sc->q[0] != 0x45 ||
-		    (sc->q[6] & 0x1f) || sc->q[7])
-			return 0; /* options, or not the first fragment */
-		rk->proto = sc->q[9];
-		__builtin_memcpy(&a, sc->q + 16, 4);
-		key_from_ipv4((struct endpoint_key *)rk->saddr, a);
-		__builtin_memcpy(&a, sc->q + 12, 4);
-		key_from_ipv4((struct endpoint_key *)rk->daddr, a);
-		__builtin_memcpy(&rk->sport, sc->q + 22, 2);
-		__builtin_memcpy(&rk->dport, sc->q + 20, 2);
-	} else {
-		if (bpf_skb_load_bytes(skb, qoff, sc->q, ICMP_QUOTE6) || (sc->q[0] >> 4) != 6)
+		if (bpf_skb_load_bytes(skb, qoff, sc->q, 20) ||
+		    bpf_skb_load_bytes(skb, ql4, sc->q + 20, 8))
 			return 0;
-		rk->proto = sc->q[6];
-		__builtin_memcpy(rk->saddr, sc->q + 24, 16);
-		__builtin_memcpy(rk->daddr, sc->q + 8, 16);
-		__builtin_memcpy(&rk->sport, sc->q + 42, 2);
-		__builtin_memcpy(&rk->dport, sc->q + 40, 2);
+	} else {
+		if (bpf_skb_load_bytes(skb, qoff, sc->q, 40) ||
+		    bpf_skb_load_bytes(skb, ql4, sc->q + 40, 8))
+			return 0;
 	}
 	if (rk->proto == l4->proto) {
 		/* A quoted echo request: its flow is keyed by identifier. */
 		if (sc->q[v4 ? 20 : 40] != (v4 ? ICMP_ECHO : ICMPV6_ECHO_REQ))
 			return 0;
-		rk->sport = v4 ? *(__u16 *)(sc->q + 24) : *(__u16 *)(sc->q + 44);
-		rk->dport = 0;
 		echo = 1;
 	} else if (rk->proto != IPPROTO_TCP && rk->proto != IPPROTO_UDP) {
 		return 0;
@@ -195,15 +194,20 @@ static __noinline int ct_icmp_error(struct __sk_buff *skb, struct pkt *p, const 
 		return 0;
 	__builtin_memcpy(sc->nq, sc->q, ICMP_QUOTE6);
 	if (v4) {
-		icmp_quote_nat(sc->nq, sc->old, v, 0, echo);
+		icmp_quote_nat(sc->nq, sc->old, v, 0, rk->proto, echo);
 		d = bpf_csum_diff((__be32 *)sc->q, ICMP_QUOTE4, (__be32 *)sc->nq, ICMP_QUOTE4, 0);
+		if (d < 0 || bpf_l4_csum_replace(skb, csum_off, 0, d, 0) ||
+		    bpf_skb_store_bytes(skb, qoff, sc->nq, 20, 0) ||
+		    bpf_skb_store_bytes(skb, ql4, sc->nq + 20, 8, 0))
+			return -1;
 	} else {
-		icmp_quote_nat(sc->nq, sc->old, v, 1, echo);
+		icmp_quote_nat(sc->nq, sc->old, v, 1, rk->proto, echo);
 		d = bpf_csum_diff((__be32 *)sc->q, ICMP_QUOTE6, (__be32 *)sc->nq, ICMP_QUOTE6, 0);
+		if (d < 0 || bpf_l4_csum_replace(skb, csum_off, 0, d, 0) ||
+		    bpf_skb_store_bytes(skb, qoff, sc->nq, 40, 0) ||
+		    bpf_skb_store_bytes(skb, ql4, sc->nq + 40, 8, 0))
+			return -1;
 	}
-	if (d < 0 || bpf_l4_csum_replace(skb, csum_off, 0, d, 0) ||
-	    bpf_skb_store_bytes(skb, qoff, sc->nq, v4 ? ICMP_QUOTE4 : ICMP_QUOTE6, 0))
-		return -1;
 	/* The outer header: the error goes to whom the quoted packet came
 	 * from (translated like the entry's destination); from the flow's
 	 * peer, its source is translated like the entry's source. */

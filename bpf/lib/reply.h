@@ -21,7 +21,6 @@
 #include "csum.h"
 #include "tokens.h"
 #include "stage.h"
-#include "fw_l4.h"
 
 /*
  * TCP: the refused TCP segment becomes the RST that answers it (RFC
@@ -246,9 +245,8 @@ static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 fra
 		if ((void *)(ip6 + 1) > data_end)
 			return -1;
 		nh = ip6->nexthdr;
-		if (nh == IPPROTO_TCP || nh == IPPROTO_HOPOPTS_ || nh == IPPROTO_ROUTING_ ||
-		    nh == IPPROTO_FRAGMENT_ || nh == IPPROTO_AH_ || nh == IPPROTO_DSTOPTS_ ||
-		    nh == 50 || nh == 135 || nh == 139 || nh == 140)
+		if (nh == IPPROTO_TCP || ipv6_is_ext(nh) || nh == 50 || nh == 135 || nh == 139 ||
+		    nh == 140)
 			return -1; /* TCP; extension headers in the way */
 		if (ip6->saddr.in6_u.u6_addr8[0] == 0xff || ip6->daddr.in6_u.u6_addr8[0] == 0xff ||
 		    !(ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |

@@ -156,7 +156,7 @@ static __noinline int skb_published_flow(struct __sk_buff *skb)
 		return 0;
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
 		    PARSE_OK ||
-	    parse_l4((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4) != L4_OK)
+	    parse_l4_skb(skb, &l4) != L4_OK)
 		return 0;
 	if (ep_is_node(cfg, &p.src))
 		return 1;

@@ -21,6 +21,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "l4.h"
+#include "icmp_quote.h"
 #include "ct.h"
 #include "endpoint.h"
 #include "fw.h"
@@ -57,65 +58,39 @@ static __always_inline int unsol_known(const struct ct_key *k)
 	return bpf_map_lookup_elem(&xlane_ct, &r) != 0;
 }
 
-/* unsol_ports_known: the TCP/UDP flow whose header starts at h (a first
- * fragment's) is tracked. */
-static __always_inline int unsol_ports_known(void *data_end, const struct pkt *p, __u8 proto,
-					     __u8 *h)
+/* ep_unsol_checked: p, from off the node for endpoint dst, must be
+ * solicited (ep_solicited) to enter. */
+static __always_inline int ep_unsol_checked(const struct pkt *p, const struct endpoint_val *dst)
 {
-	struct ct_key k = {};
-
-	if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || (void *)(h + 4) > data_end)
-		return 0;
-	__builtin_memcpy(k.saddr, p->src.addr, 16);
-	__builtin_memcpy(k.daddr, p->dst.addr, 16);
-	__builtin_memcpy(&k.sport, h, 2);
-	__builtin_memcpy(&k.dport, h + 2, 2);
-	k.proto = proto;
-	return unsol_known(&k);
-}
-
-/* unsol_icmp_known: an ICMP(v6) header at h is neighbour discovery, or an
- * error about a tracked flow. */
-static __always_inline int unsol_icmp_known(void *data, void *data_end, const struct pkt *p,
-					    __u8 proto, __u32 off)
-{
-	__u8 *h = data + off;
-	struct ct_key k;
-
-	if ((void *)(h + 8) > data_end)
-		return 0;
-	if (proto == IPPROTO_ICMPV6 && h[0] >= 133 && h[0] <= 137)
-		return 1; /* neighbour discovery: without it IPv6 dies */
-	return icmp_is_error(proto, h[0]) && !fw_related(data, data_end, p, off + 8, &k) &&
-	       unsol_known(&k);
+	return !(dst->flags & XL_EP_ALLOW_UNSOLICITED) && !addr_is_link_scope(&p->dst);
 }
 
 /*
  * ep_solicited says whether p (parsed from data, from off the node, for a
- * local endpoint) may enter: its tuple, as the packet carries it (a reply
- * the uplink left untranslated) or reversed (a published port's flow
- * after DNAT, a masqueraded flow after the return translation), is
- * tracked; or it is an ICMP error about a tracked flow; or neighbour
- * discovery. Fragments: the first is judged by its ports; the others carry
- * none, and without their first one they are never reassembled. The entry
- * of a reply is refreshed here when the firewall, which otherwise keeps
- * it, is off: an endpoint's flow must not expire while its peer still
- * sends.
+ * local endpoint; l4 and r: parse_l4's facts and result) may enter: its
+ * tuple, as the packet carries it (a reply the uplink left untranslated)
+ * or reversed (a published port's flow after DNAT, a masqueraded flow
+ * after the return translation), is tracked; or it is an ICMP error about
+ * a tracked flow; or neighbour discovery. Fragments: the first is judged
+ * by its ports; the others carry none, and without their first one they
+ * are never reassembled. The entry of a reply is refreshed here when the
+ * firewall, which otherwise keeps it, is off: an endpoint's flow must not
+ * expire while its peer still sends. Drop it as XL_DROP_UNSOLICITED when
+ * it says 0.
  */
-static __always_inline int ep_solicited(void *data, void *data_end, const struct pkt *p, __u32 len)
+static __always_inline int ep_solicited(void *data, void *data_end, const struct pkt *p,
+					const struct l4 *l4, int r, __u32 len)
 {
 	struct ct_key k = {};
-	struct l4 l4 = {};
 	struct ct_val *v;
-	__u8 *h;
 
-	switch (parse_l4(data, data_end, p, &l4)) {
+	switch (r) {
 	case L4_OK:
-		ct_key_init(&k, p, &l4);
+		ct_key_init(&k, p, l4);
 		v = bpf_map_lookup_elem(&xlane_ct, &k);
 		if (v) {
 			if (!fw_on())
-				ct_hit(&k, v, &l4, len);
+				ct_hit(&k, v, l4, len);
 			return 1;
 		}
 		return unsol_known(&k);
@@ -124,43 +99,22 @@ static __always_inline int ep_solicited(void *data, void *data_end, const struct
 	default:
 		break;
 	}
-	if (p->ip4) {
-		struct iphdr *ip = p->ip4;
-
-		if (ip->frag_off & bpf_htons(0x1fff))
-			return 1;
-		h = data + sizeof(struct ethhdr) + ip->ihl * 4;
-		if (ip->frag_off & bpf_htons(0x2000))
-			return unsol_ports_known(data_end, p, ip->protocol, h);
-		return ip->protocol == IPPROTO_ICMP &&
-		       unsol_icmp_known(data, data_end, p, IPPROTO_ICMP, l4.off);
+	if (l4->frag == L4_FRAG_LATER)
+		return 1;
+	if (!l4->hdr)
+		return 0;
+	if (l4->frag) {
+		if (l4->proto != IPPROTO_TCP && l4->proto != IPPROTO_UDP)
+			return 0;
+		ct_key_init(&k, p, l4);
+		return unsol_known(&k);
 	}
-	if (!p->ip6)
+	if ((l4->proto == IPPROTO_ICMP) != (p->ip4 != 0))
 		return 0;
-	h = data + sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
-	if ((void *)(h + 8) > data_end)
-		return 0;
-	if (p->ip6->nexthdr == 44) { /* a fragment header */
-		if (h[2] | (h[3] & 0xf8))
-			return 1;
-		return unsol_ports_known(data_end, p, h[0], h + 8);
-	}
-	return p->ip6->nexthdr == IPPROTO_ICMPV6 &&
-	       unsol_icmp_known(data, data_end, p, IPPROTO_ICMPV6,
-				sizeof(struct ethhdr) + sizeof(struct ipv6hdr));
-}
-
-/* ep_unsolicited: 1 when p, from off the node for endpoint dst, must be
- * dropped as XL_DROP_UNSOLICITED (a helper: the stages below turn it into
- * a step). */
-static __always_inline int ep_unsolicited(void *data, void *data_end, const struct pkt *p,
-					  const struct endpoint_val *dst, __u32 len)
-{
-	if (dst->flags & XL_EP_ALLOW_UNSOLICITED)
-		return 0;
-	if (addr_is_link_scope(&p->dst))
-		return 0;
-	return !ep_solicited(data, data_end, p, len);
+	if (l4->proto == IPPROTO_ICMPV6 && l4->icmp_type >= 133 && l4->icmp_type <= 137)
+		return 1; /* neighbour discovery: without it IPv6 dies */
+	return icmp_is_error(l4->proto, l4->icmp_type) &&
+	       icmp_quote(data, data_end, l4->off + 8, p->ip4 != 0, &k) >= 0 && unsol_known(&k);
 }
 
 /*
@@ -176,7 +130,9 @@ static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff
 {
 	const struct endpoint_val *src, *dst;
 	__u32 iif = skb->ingress_ifindex;
+	struct l4 l4 = {};
 	struct pkt p = {};
+	int r;
 
 	if (!iif)
 		return XL_CONTINUE;
@@ -192,8 +148,11 @@ static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff
 	if (peer_remote(&p.src))
 		return XL_CONTINUE;
 	dst = ep_local(&p);
-	if (!dst || !ep_unsolicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, dst,
-				    skb->len))
+	if (!dst || !ep_unsol_checked(&p, dst))
+		return XL_CONTINUE;
+	r = parse_l4_skb(skb, &l4);
+	if (ep_solicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4, r,
+			 skb->len))
 		return XL_CONTINUE;
 	return xl_final(reason, XL_DROP_UNSOLICITED);
 }

@@ -51,6 +51,7 @@ func run() error {
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (docs/observability.md) on HOST:PORT, loopback only (127.0.0.1:9643, [::1]:9643), or on unix:/PATH; \"\" serves none")
 	metricsRemote := fs.Bool("metrics-allow-remote", false, "let --metrics-addr listen on a non-loopback address (the metrics name endpoints and have no authentication)")
 	bpfStats := fs.Bool("bpf-stats", false, "turn the kernel's BPF run statistics on while xlaned runs, for the per-program run time metrics (costs every BPF program on the machine ~20 ns per run)")
+	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~12 s of TCP between throwaway namespaces) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
 
@@ -78,9 +79,18 @@ Flags:
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
+	var ml net.Listener
+	if *metricsAddr != "" && !*uninstall {
+		// Before anything is touched: a bad address fails the start.
+		var err error
+		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
+			return err
+		}
+		defer ml.Close()
+	}
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, BPFStats: *bpfStats && !*uninstall,
-		MonitorRate: uint32(*monRate)})
+		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate)})
 	if err != nil {
 		return err
 	}
@@ -88,13 +98,7 @@ Flags:
 		return d.Uninstall()
 	}
 	defer d.Close()
-	var ml net.Listener
-	if *metricsAddr != "" {
-		// Before the API socket: a bad address fails the start, not later.
-		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
-			return err
-		}
-	}
+	log = d.Logger() // the health summary's last error sees every part's
 	l, err := server.Listen(*socket)
 	if err != nil {
 		return err

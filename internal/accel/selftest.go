@@ -139,7 +139,8 @@ func selfTest(ctx context.Context, o Options, r *Report) error {
 	if err != nil {
 		return err
 	}
-	cg, err := os.MkdirTemp(root, "xlane-accel-selftest-")
+	removeStaleCgroups(root)
+	cg, err := os.MkdirTemp(root, fmt.Sprintf("%s%d-", cgroupPrefix, os.Getpid()))
 	if err != nil {
 		return fmt.Errorf("create throwaway cgroup: %w", err)
 	}
@@ -205,6 +206,27 @@ func selfTest(ctx context.Context, o Options, r *Report) error {
 	}
 	r.Counters, _ = ReadStats(objs.Stats())
 	return nil
+}
+
+// cgroupPrefix names the throwaway cgroups: <prefix><pid of the test>-<random>.
+const cgroupPrefix = "xlane-accel-selftest-"
+
+// removeStaleCgroups removes the throwaway cgroups of self-tests whose
+// process is gone (a daemon killed during its self-test): empty, so rmdir
+// takes them; one still in use refuses.
+func removeStaleCgroups(root string) {
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), cgroupPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if _, err := os.Stat(filepath.Join("/proc", pid)); err == nil {
+			continue
+		}
+		os.Remove(filepath.Join(root, e.Name()))
+	}
 }
 
 func mapFiles(maps ...*ebpf.Map) ([]*os.File, error) {

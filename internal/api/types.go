@@ -44,6 +44,10 @@ type NetworkCreate struct {
 	// Device is the endpoints' device pair: auto (default), veth, netkit
 	// or netkit-l2.
 	Device string `json:"device,omitempty"`
+	// BigTCP: auto (default: where the node's calibration measured a
+	// win), on or off; GSO/GRO aggregates of 192 KiB on the endpoints'
+	// veths.
+	BigTCP string `json:"big_tcp,omitempty"`
 }
 
 // NetworkUpdate is the body of PATCH /v1/networks/{name}. Empty fields are
@@ -175,6 +179,8 @@ type Status struct {
 	// NeighMirror is the state of the node's neighbour table copy the XDP
 	// datapath uses (nil without the BPF datapath).
 	NeighMirror *NeighMirror `json:"neigh_mirror,omitempty"`
+	// Calibration is what auto means on this node (xlane calibrate).
+	Calibration *Calibration `json:"calibration,omitempty"`
 	// Health says whether the datapath is as it should be.
 	Health *Health `json:"health,omitempty"`
 }

@@ -355,6 +355,8 @@ func TestCTICMPErrors(t *testing.T) {
 		})
 	}
 
+	t.Run("masquerade/ipv6/quote with extension headers", func(t *testing.T) { extICMPError(t, h) })
+
 	for _, v6 := range []bool{false, true} {
 		name, remote, node, target, typ, code := "ipv4", ap(remoteV4, 33000), nodeV4, ap(epSrc.v4, 53), uint8(3), uint8(3)
 		if v6 {

@@ -87,6 +87,7 @@ type ctPkt struct {
 	echoReply      bool              // ICMP: an echo reply, not a request
 	ttl            uint8             // 0: 64
 	srcMAC, dstMAC net.HardwareAddr
+	exts           []uint8 // IPv6 extension headers (withExts)
 }
 
 func (p ctPkt) l4() layers.IPProtocol {
@@ -196,7 +197,11 @@ func (p ctPkt) frame(tb testing.TB) []byte {
 	default:
 		tb.Fatalf("protocol %v", proto)
 	}
-	return serialize(tb, append(ls, gopacket.Payload(ctPayload))...)
+	f := serialize(tb, append(ls, gopacket.Payload(ctPayload))...)
+	if len(p.exts) > 0 {
+		f = withExts(f, p.exts...)
+	}
+	return f
 }
 
 // ctChecksums recomputes the IPv4 header checksum and the TCP, UDP, ICMP
@@ -227,7 +232,12 @@ func ctChecksums(frame []byte) error {
 		pseudo = append(bytes.Clone(l3[12:20]), 0, proto, byte(payload>>8), byte(payload))
 	case uint16(layers.EthernetTypeIPv6):
 		plen := int(binary.BigEndian.Uint16(l3[4:6]))
-		proto, seg = l3[6], l3[40:40+plen]
+		off := 40
+		for proto = l3[6]; proto == 0 || proto == 43 || proto == 60; off += int(l3[off+1]+1) * 8 {
+			proto = l3[off] // hop-by-hop, routing, destination options
+		}
+		seg = l3[off : 40+plen]
+		plen = len(seg)
 		pseudo = binary.BigEndian.AppendUint32(bytes.Clone(l3[8:40]), uint32(plen))
 		pseudo = append(pseudo, 0, 0, 0, proto)
 	default:
@@ -918,6 +928,7 @@ func TestCTPublish(t *testing.T) {
 			})
 		})
 	}
+	t.Run("ipv6/tcp behind extension headers", func(t *testing.T) { extPublished(t, h) })
 	t.Run("unpublished port", func(t *testing.T) {
 		f := ctFlow{src: ap(epSrc.v4, 40001), dst: ap(nodeV4, 8081)}
 		ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))

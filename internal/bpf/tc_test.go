@@ -97,9 +97,11 @@ var (
 	epNoFwd = endpoint{dev: devEP1, v4: addr("10.0.1.2"), v6: addr("fd00:1::2"),
 		mac: mac("02:00:00:0a:01:02"), hostMAC: ep1MAC}
 	// epLo is registered on loopback, the device of context-less runs
-	// (prog.Benchmark cannot pass a context).
+	// (prog.Benchmark cannot pass a context). Without a MAC (as a netkit
+	// L3 endpoint): prog.Benchmark repeats a frame each run rewrote, whose
+	// source MAC is then no endpoint's.
 	epLo = endpoint{dev: devLo, v4: addr("10.0.9.2"), v6: addr("fd00:9::2"),
-		mac: mac("02:00:00:0a:09:02"), hostMAC: mac("02:00:00:00:10:01")}
+		mac: mac("00:00:00:00:00:00"), hostMAC: mac("02:00:00:00:10:01")}
 
 	endpoints = []endpoint{epSrc, epPeer, epOther, epNoFwd, epLo}
 )
@@ -811,6 +813,13 @@ func l4MalformedCases(tb testing.TB) []verdictCase {
 		{"ipv6/first fragment with 8 bytes of tcp", devEP0, firstFragment6(tb, 8), bad},
 		// A first fragment with the whole header is fine.
 		{"ipv4/first fragment with the tcp header", devEP0, firstFragment4(tb, layers.IPProtocolTCP, 24), toPeer(epPeer)},
+		// IPv6 extension header chains (ext_test.go's withExts).
+		{"ipv6/hop-by-hop header longer than the packet", devEP0, edit(withExts(v6, extHopByHop), func(b []byte) { b[tcp6off+1] = 10 }), bad},
+		{"ipv6/payload ends inside the destination options", devEP0, edit(withExts(v6, extHopByHop, extDstOpts)[:tcp6off+12], func(b []byte) {
+			binary.BigEndian.PutUint16(b[ethHdrLen+4:], 12)
+		}), bad},
+		{"ipv6/tcp behind three extension headers", devEP0, withExts(v6, extHopByHop, extRouting, extDstOpts), toPeer(epPeer)},
+		{"ipv6/not the first fragment, behind hop-by-hop", devEP0, edit(withExts(v6, extHopByHop, extFragment), func(b []byte) { b[tcp6off+8+3] = 0x10 }), toPeer(epPeer)},
 	}
 }
 

@@ -156,30 +156,29 @@ type uplinkFwScratch struct {
 	_  structs.HostLayout
 	K  uplinkCtKey
 	Rk uplinkCtKey
-	Cl struct {
-		_        structs.HostLayout
-		Off      uint32
-		CsumOff  uint32
-		Sport    uint16
-		Dport    uint16
-		Proto    uint8
-		TcpFlags uint8
-		IcmpEcho uint8
-		_        [1]byte
-	}
 	L4 struct {
-		_         structs.HostLayout
+		_  structs.HostLayout
+		L4 struct {
+			_        structs.HostLayout
+			Off      uint16
+			CsumOff  uint16
+			Sport    uint16
+			Dport    uint16
+			Proto    uint8
+			TcpFlags uint8
+			IcmpEcho uint8
+			IcmpType uint8
+			IcmpCode uint8
+			Frag     uint8
+			Hdr      uint8
+			_        [1]byte
+		}
 		Sport     uint32
 		Dport     uint32
-		CtSport   uint16
-		CtDport   uint16
-		Proto     uint8
-		Flags     uint8
 		Trackable uint8
 		Related   uint8
-		L4Off     uint32
 		Malformed uint8
-		_         [3]byte
+		_         [1]byte
 	}
 	Hk struct {
 		_       structs.HostLayout
@@ -208,7 +207,6 @@ type uplinkFwScratch struct {
 	Slot   uint32
 	Fields uint32
 	Reason uint32
-	_      [4]byte
 	C0     uint64
 	C1     uint64
 	C2     uint64

@@ -76,7 +76,7 @@ Quick start:
 	}
 	root.PersistentFlags().StringVar(&e.socket, "socket", def, "daemon API socket (env XLANE_SOCKET)")
 	root.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(networkCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e))
+	root.AddCommand(networkCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e))
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -123,6 +123,16 @@ func statusCmd(e *env) *cobra.Command {
 						fmt.Fprintf(w, " (last %s: %s)", m.LastResync.Format(time.RFC3339), m.LastError)
 					}
 					fmt.Fprintln(w)
+				}
+				if c := st.Calibration; c != nil {
+					switch {
+					case c.Choice != nil:
+						fmt.Fprintf(w, "auto:\t%s\n", c.Choice.Reason)
+					case c.Running:
+						fmt.Fprintln(w, "auto:\tcalibrating (xlane calibrate --show)")
+					default:
+						fmt.Fprintln(w, "auto:\tnot calibrated on this node yet (xlane calibrate)")
+					}
 				}
 				printHealth(w, st.Health)
 				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")

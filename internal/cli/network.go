@@ -39,7 +39,8 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	}
 	create.Flags().StringSliceVar(&req.Subnets, "subnet", nil, "subnet in CIDR form (repeat for IPv4 and IPv6)")
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
-	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest here, now tc), tc, kernel, xdp or xdp-generic")
+	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest on this node, see xlane calibrate; tc before the first calibration), tc, kernel, xdp or xdp-generic")
+	create.Flags().StringVar(&req.BigTCP, "big-tcp", "", "BIG TCP (192 KiB GSO/GRO aggregates) on the endpoints' veths: auto (default: where xlane calibrate measured it faster on this node), on, or off")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
 	create.Flags().StringVar(&req.Device, "device", "", "endpoint device pair: veth (default), netkit (L3, no ARP; Linux 6.7+), netkit-l2, or auto (netkit where the kernel has it and the network needs neither XDP nor NAT, else veth)")
 	masq := true
@@ -87,6 +88,9 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 					n.Name, n.ID, n.Mode, n.Devices(), joinAny(n.Subnets), joinAny(n.Gateways), n.MTU, n.Device)
 				fmt.Fprintf(w, "masquerade:\t%v\ninternal:\t%v\nicc:\t%v\nisolated:\t%v\nunsolicited:\t%s\nendpoints:\t%d\ncreated:\t%s\n",
 					n.Masquerade, n.Internal, !n.ICCOff, n.Isolated, unsolicitedText(n.AllowUnsolicited), n.Endpoints, n.Created)
+				if n.BigTCPReason != "" {
+					fmt.Fprintf(w, "big tcp:\t%s (asked for %s)\n", n.BigTCPReason, n.BigTCP)
+				}
 			})
 		},
 	}

@@ -59,6 +59,9 @@ type Config struct {
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
 	BPFStats bool
+	// CalibrateAtStart measures what auto means on this node in the
+	// background when no calibration is stored yet (calibrate.go).
+	CalibrateAtStart bool
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -81,6 +84,7 @@ type Daemon struct {
 	neigh     neighMirror // neigh.go
 	accel     accelState  // sock.go
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
+	calib     calibState  // calibrate.go
 	started   time.Time
 	lastErr   lastError // the last warning or error logged (health.go)
 
@@ -142,6 +146,10 @@ func (d *Daemon) start() (*Daemon, error) {
 		d.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	if err := d.loadCalibration(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("calibration: %w", err)
+	}
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
 	d.fw = d.startFirewall()
@@ -179,6 +187,9 @@ func (d *Daemon) start() (*Daemon, error) {
 			d.log.Error("reconcile proxy redirects", "err", err)
 		}
 		d.reconcileAccel()
+		if cfg.CalibrateAtStart && d.calibration() == nil {
+			d.calibrateAtStart()
+		}
 	}
 	return d, nil
 }
@@ -215,6 +226,7 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
+	d.calib.wg.Wait() // a calibration at start removes its networks first
 	d.tracer.close()
 	if d.runStats != nil {
 		d.runStats.Close()
@@ -343,6 +355,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		if err := netconf.CheckSubnetFree(p); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.resolveBigTCP(n, req.BigTCP); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -526,7 +541,10 @@ func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
 	case m == model.ModeAuto && d.modeMissing(AutoMode) != nil:
 		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
-		return AutoMode, autoReason, nil
+		if c := d.calibration(); c != nil && d.modeMissing(model.Mode(c.Mode)) == nil {
+			return model.Mode(c.Mode), c.Reason + " (calibrated " + c.At.Format(time.RFC3339) + ")", nil
+		}
+		return AutoMode, autoReason + "; not calibrated on this node yet (xlane calibrate)", nil
 	case m.BPF() && dpErr != nil:
 		return "", "", fmt.Errorf("mode %s: %w", m, dpErr)
 	case m.BPF() && d.modeMissing(m) != nil:
@@ -747,6 +765,9 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 		if err := netconf.SetPeerMAC(e, wantMAC); err != nil {
 			return err
 		}
+	}
+	if err := applyBigTCP(e, n, host); err != nil {
+		return err
 	}
 	if err := d.step("veth-created"); err != nil {
 		return err
@@ -1050,6 +1071,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Modes = d.modeStatuses()
+	st.Calibration = d.Calibration()
 	d.kernelStatus(st)
 	err := d.store.View(func(tx *store.Tx) error {
 		nets, err := tx.Networks()

@@ -76,7 +76,12 @@ func (d *Daemon) health() *api.Health {
 	if len(h.Pins.Missing) > 0 {
 		h.Problems = append(h.Problems, fmt.Sprintf("%d pinned maps lost their pin", len(h.Pins.Missing)))
 	}
-	if us, err := d.dp.MapUsage(); err != nil {
+	var known map[string]int
+	h.CTGC, known = d.gcHealth()
+	if g := h.CTGC; g != nil && g.LagSeconds > 2*g.IntervalSeconds {
+		h.Problems = append(h.Problems, fmt.Sprintf("conntrack GC %.0fs behind", g.LagSeconds))
+	}
+	if us, err := d.dp.MapUsage(known); err != nil {
 		h.Problems = append(h.Problems, "count map entries: "+err.Error())
 	} else {
 		for _, u := range us {
@@ -88,10 +93,6 @@ func (d *Daemon) health() *api.Health {
 			h.Problems = append(h.Problems, fmt.Sprintf("map %s is %.0f%% full", p.Map, 100*p.Pressure))
 		}
 	}
-	h.CTGC = d.gcHealth()
-	if g := h.CTGC; g != nil && g.LagSeconds > 2*g.IntervalSeconds {
-		h.Problems = append(h.Problems, fmt.Sprintf("conntrack GC %.0fs behind", g.LagSeconds))
-	}
 	h.LastError = d.lastErr.get()
 	h.OK = len(h.Problems) == 0
 	return h
@@ -99,8 +100,9 @@ func (d *Daemon) health() *api.Health {
 
 // gcHealth says how far the conntrack GC is behind: the time since its
 // last pass (since the start before the first) beyond its interval, and
-// the expired entries waiting.
-func (d *Daemon) gcHealth() *api.GCHealth {
+// the expired entries waiting; known has xlane_ct's entries, for
+// MapUsage (one walk of the table).
+func (d *Daemon) gcHealth() (*api.GCHealth, map[string]int) {
 	g := &api.GCHealth{IntervalSeconds: d.cfg.GCInterval.Seconds(), Runs: d.ct.gcRuns.Load()}
 	since := d.started
 	if last := d.ct.lastRun(); !last.IsZero() {
@@ -108,10 +110,12 @@ func (d *Daemon) gcHealth() *api.GCHealth {
 		g.LastRun = &last
 	}
 	g.LagSeconds = max(0, time.Since(since).Seconds()-g.IntervalSeconds)
+	known := map[string]int{}
 	if st, err := d.dp.CTStats(); err == nil {
 		g.Expired = st.Expired
+		known["xlane_ct"] = st.Entries
 	}
-	return g
+	return g, known
 }
 
 func contains(xs []string, x string) bool {
@@ -174,3 +178,8 @@ func (h *recordingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h *recordingHandler) WithGroup(name string) slog.Handler {
 	return &recordingHandler{Handler: h.Handler.WithGroup(name), rec: h.rec, attrs: h.attrs}
 }
+
+// Logger is the daemon's logger, which keeps the last warning or error
+// for the health summary: the API server and the Docker driver log
+// through it so that theirs count too.
+func (d *Daemon) Logger() *slog.Logger { return d.log }

@@ -50,15 +50,17 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 	if err != nil {
 		s.Errors["counters"] = err
 	}
+	known := map[string]int{}
 	if st, err := d.dp.CTStats(); err != nil {
 		s.Errors["conntrack"] = err
 	} else {
+		known["xlane_ct"] = st.Entries // one walk of the table per scrape
 		s.CT = &metrics.CT{Entries: st.Entries, Expired: st.Expired, MaxEntries: st.MaxEntries,
 			GCRuns: d.ct.gcRuns.Load(), GCDeleted: d.ct.gcDeleted.Load(),
 			GCDuration: time.Duration(d.ct.gcNanos.Load()), GCLast: d.ct.lastRun()}
 		s.Services, s.Backends = serviceCounts(svcs, st.DNAT)
 	}
-	if us, err := d.dp.MapUsage(); err != nil {
+	if us, err := d.dp.MapUsage(known); err != nil {
 		s.Errors["maps"] = err
 	} else {
 		for _, u := range us {
@@ -85,6 +87,16 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 	s.StatsEnabled = d.runStats != nil || datapath.RunStatsSysctl()
 	n := d.neigh.status()
 	s.Neigh = &metrics.Neigh{Events: n.Events, Resyncs: n.Resyncs}
+	if st, err := d.dp.AccelStatus(); err != nil {
+		s.Errors["accel"] = err
+	} else if st.Counters != nil {
+		s.Accel = &metrics.Accel{On: st.Attached && st.On, Sockets: st.Sockets, Counters: st.Counters}
+	}
+	if c, err := d.dp.ProxyStats(); err != nil {
+		s.Errors["proxy"] = err
+	} else {
+		s.Proxy = c
+	}
 	return s
 }
 

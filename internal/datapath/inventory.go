@@ -43,15 +43,20 @@ var sizedTypes = map[ebpf.MapType]bool{
 // chunk at a time with BPF_MAP_LOOKUP_BATCH (one system call per 4096
 // entries, the values copied too: a full 1M-entry conntrack table costs
 // ~120 MB of copying, what `xlane ct stats` costs); other types key by key.
-func (d *BPF) MapUsage() ([]MapUsage, error) {
+// known gives counts the caller has already made (xlane_ct's from
+// CTStats), which are not made again.
+func (d *BPF) MapUsage(known map[string]int) ([]MapUsage, error) {
 	var out []MapUsage
 	for name, m := range d.objs.Maps() {
 		if !sizedTypes[m.Type()] {
 			continue
 		}
-		n, err := countEntries(m)
-		if err != nil {
-			return nil, fmt.Errorf("count entries of %s: %w", name, err)
+		n, ok := known[name]
+		if !ok {
+			var err error
+			if n, err = countEntries(m); err != nil {
+				return nil, fmt.Errorf("count entries of %s: %w", name, err)
+			}
 		}
 		out = append(out, MapUsage{Name: name, Type: m.Type().String(), Entries: n, MaxEntries: m.MaxEntries()})
 	}

@@ -46,7 +46,7 @@ type Datapath interface {
 
 	// Inventory (inventory.go): how full the maps are, what the programs
 	// cost (with BPF run statistics on).
-	MapUsage() ([]MapUsage, error)
+	MapUsage(known map[string]int) ([]MapUsage, error)
 	ProgramStats() ([]ProgramStats, error)
 
 	// Maps in readable form (dump.go): DumpNames lists what DumpMap

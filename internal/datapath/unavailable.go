@@ -59,7 +59,7 @@ func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)            { return 
 func (u *Unavailable) PublishedPorts() ([]Port, error)                 { return nil, nil }
 func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)         { return nil, nil }
 func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error)    { return nil, nil }
-func (u *Unavailable) MapUsage() ([]MapUsage, error)                   { return nil, nil }
+func (u *Unavailable) MapUsage(map[string]int) ([]MapUsage, error)     { return nil, nil }
 func (u *Unavailable) ProgramStats() ([]ProgramStats, error)           { return nil, nil }
 func (u *Unavailable) DumpNames() []string                             { return nil }
 func (u *Unavailable) ExpectedHooks(model.Mode, bool) []string         { return nil }

@@ -10,9 +10,11 @@
 //     the veth-only xlane endpoint with the same ID, holding the addresses
 //     Docker's IPAM chose; Docker moves its container side into the sandbox
 //     and configures it (on-link subnet, default route via the gateway).
-//   - Published ports (-p) are the endpoint's xlane published ports; a TCP
-//     relay in xlaned covers the node's own connections to other addresses
-//     than the uplink's (proxy.go). While any Docker network exists, two
+//   - Published ports (-p) are the endpoint's xlane published ports; a
+//     relay in xlaned (proxy.go TCP, proxy_udp.go UDP) covers the node's own
+//     traffic to other addresses than the uplink's. A port bound to one host
+//     address is that relay alone; host ports Docker leaves to the driver
+//     are chosen below ip_local_port_range (ports.go). While any Docker network exists, two
 //     iptables rules let Docker's FORWARD policy pass xlane's traffic
 //     (firewall.go).
 //   - What only Docker needs (options, internal, interface prefix, the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +42,7 @@ type Driver struct {
 	peerOnNode         func(ifname string) bool // is the veth peer still in the node's namespace?
 	allowForwarding    func() error             // see firewall.go
 	disallowForwarding func() error
-	startProxy         func(listen string, target netip.AddrPort) (stopper, error) // see proxy.go
+	startProxy         func(proto, listen string, target netip.AddrPort) (stopper, error) // see proxy.go
 
 	proxies map[string][]stopper // endpoint ID -> its port proxies
 }
@@ -63,7 +64,10 @@ func New(d Daemon, log *slog.Logger) *Driver {
 		disallowForwarding: removeForwarding,
 		proxies:            map[string][]stopper{},
 	}
-	dr.startProxy = func(listen string, target netip.AddrPort) (stopper, error) {
+	dr.startProxy = func(proto, listen string, target netip.AddrPort) (stopper, error) {
+		if proto == "udp" {
+			return startUDPProxy(listen, target, dr.log)
+		}
 		return startProxy(listen, target, dr.log)
 	}
 	return dr
@@ -231,6 +235,12 @@ func parseNetwork(req *createNetworkRequest, log *slog.Logger) (*networkConfig, 
 			default:
 				return nil, fmt.Errorf("option %s=%q: want nat, nat-unprotected, routed or isolated", k, v)
 			}
+		case k == optHostBinding:
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return nil, fmt.Errorf("option %s=%q: want an address", k, v)
+			}
+			_ = a // applied to each -p without a host address (ports.go)
 		case k == optIsolated:
 			iso, err := strconv.ParseBool(v)
 			if err != nil {
@@ -789,7 +799,15 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 	if err != nil {
 		return fail(err)
 	}
-	b, err := dr.portBindings(req.EndpointID, req.Options[optPortMap], prev)
+	// The network's default host address for -p without one
+	// (host_binding_ipv4, as on a bridge).
+	var defHost netip.Addr
+	if prev != nil {
+		if rec, _, err := dr.network(prev.NetworkID); err == nil {
+			defHost, _ = netip.ParseAddr(rec.Options[optHostBinding])
+		}
+	}
+	b, err := dr.portBindings(req.EndpointID, req.Options[optPortMap], prev, defHost)
 	if err != nil {
 		return fail(err)
 	}
@@ -832,6 +850,21 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 			}
 		}
 		return fail(err)
+	}
+	// A mapping Docker no longer asks for (a repeated call with other
+	// ports) is withdrawn; its relay stopped with the others above.
+	if prev != nil {
+		var stale []string
+		for _, s := range prev.Ports {
+			if !slices.Contains(ports, s) {
+				stale = append(stale, s)
+			}
+		}
+		if len(stale) > 0 {
+			if _, err := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: stale}, true); err != nil && !errors.Is(err, model.ErrNotFound) {
+				dr.log.Warn("docker: withdraw ports Docker no longer publishes", "endpoint", short(req.EndpointID), "ports", stale, "err", err)
+			}
+		}
 	}
 	if len(ports)+len(b.Relays) > 0 {
 		// The host ports xlane chose (-p PORT, -P) are here and in
@@ -878,9 +911,9 @@ func (dr *Driver) revokeExternalConnectivity(req *externalConnectivityRequest) (
 	return &empty{}, nil
 }
 
-// proxyPorts starts the node-local relays of an endpoint's published TCP
+// proxyPorts starts the node-local relays of an endpoint's published
 // ports (on every address) and of its relayed ones (on one address each;
-// see proxy.go); all or none.
+// see proxy.go, proxy_udp.go); all or none.
 func (dr *Driver) proxyPorts(id string, ports, relays []string) error {
 	e, err := dr.d.Endpoint(id)
 	if err != nil {
@@ -898,8 +931,8 @@ func (dr *Driver) proxyPorts(id string, ports, relays []string) error {
 	}
 	dr.stopProxies(id)
 	var started []stopper
-	start := func(listen string, port uint16) error {
-		p, err := dr.startProxy(listen, netip.AddrPortFrom(target, port))
+	start := func(proto, listen string, port uint16) error {
+		p, err := dr.startProxy(proto, listen, netip.AddrPortFrom(target, port))
 		if err != nil {
 			for _, p := range started {
 				p.stop()
@@ -914,19 +947,16 @@ func (dr *Driver) proxyPorts(id string, ports, relays []string) error {
 		if err != nil {
 			return err
 		}
-		if pm.Proto != "tcp" {
-			continue
-		}
-		if err := start(fmt.Sprintf(":%d", pm.NodePort), pm.Port); err != nil {
+		if err := start(pm.Proto, fmt.Sprintf(":%d", pm.NodePort), pm.Port); err != nil {
 			return err
 		}
 	}
 	for _, s := range relays {
-		host, port, err := parseRelay(s)
+		host, port, proto, err := parseRelay(s)
 		if err != nil {
 			return err
 		}
-		if err := start(host.String(), port); err != nil {
+		if err := start(proto, host.String(), port); err != nil {
 			return err
 		}
 	}

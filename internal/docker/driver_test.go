@@ -159,8 +159,11 @@ func (p fakeProxy) stop() { delete(p.td.proxied, p.key) }
 func newTestDriver(t *testing.T, f *fakeDaemon) *testDriver {
 	td := &testDriver{t: t, f: f, proxied: map[string]bool{}}
 	dr := New(f, slog.New(slog.DiscardHandler))
-	dr.startProxy = func(listen string, target netip.AddrPort) (stopper, error) {
+	dr.startProxy = func(proto, listen string, target netip.AddrPort) (stopper, error) {
 		key := fmt.Sprintf("%s->%s", listen, target)
+		if proto == "udp" {
+			key = "udp " + key
+		}
 		td.proxied[key] = true
 		return fakeProxy{td, key}, nil
 	}
@@ -361,7 +364,6 @@ func TestEndpointLifecycle(t *testing.T) {
 	}
 
 	for _, c := range []struct{ binding, want string }{
-		{`{"Proto":17,"Port":53,"HostIP":"127.0.0.1","HostPort":5353}`, "xlane relays TCP only on a chosen host address"},
 		{`{"Proto":6,"Port":80,"HostIP":"localhost","HostPort":8080}`, `host address "localhost" from Docker: not an address`},
 		{`{"Proto":132,"Port":80,"HostPort":8080}`, "tcp and udp ports only"},
 	} {
@@ -381,8 +383,8 @@ func TestEndpointLifecycle(t *testing.T) {
 	if got := fmt.Sprint(f.eps[epID].Ports); got != "[8080:80/tcp 5353:53/udp]" {
 		t.Errorf("published ports %s, want 8080:80/tcp 5353:53/udp", got)
 	}
-	if want := map[string]bool{":8080->172.30.0.5:80": true}; !reflect.DeepEqual(td.proxied, want) {
-		t.Errorf("node-local relays %v, want %v (TCP only)", td.proxied, want)
+	if want := map[string]bool{":8080->172.30.0.5:80": true, "udp :5353->172.30.0.5:53": true}; !reflect.DeepEqual(td.proxied, want) {
+		t.Errorf("node-local relays %v, want %v", td.proxied, want)
 	}
 
 	// A restarted xlaned answers the same from its state file.
@@ -395,7 +397,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	if de == nil || string(de.ExposedPorts) != `[{"Port":80,"Proto":6}]` || len(de.Ports) != 2 {
 		t.Errorf("endpoint record %+v, want the exposed and published ports kept", de)
 	}
-	if err := td2.dr.Resume(); err != nil || len(td2.proxied) != 1 {
+	if err := td2.dr.Resume(); err != nil || len(td2.proxied) != 2 {
 		t.Errorf("Resume: %v, relays %v, want the published port relayed again", err, td2.proxied)
 	}
 	td2.ok("NetworkDriver.RevokeExternalConnectivity", externalConnectivityRequest{NetworkID: netID, EndpointID: epID})
@@ -483,6 +485,8 @@ func TestGatewayModes(t *testing.T) {
 		"gateway_mode_ipv4=isolated: only for an internal network (--internal)")
 	td.fails("NetworkDriver.CreateNetwork", v4("c6", map[string]any{optGatewayMode4: "routed", optMasquerade: "true"}),
 		"enable_ip_masquerade=true contradicts gateway mode routed")
+	td.fails("NetworkDriver.CreateNetwork", v4("c7", map[string]any{optHostBinding: "localhost"}),
+		`host_binding_ipv4="localhost": want an address`)
 }
 
 func TestOnLinkV6Routes(t *testing.T) {
@@ -615,6 +619,7 @@ func TestPortForms(t *testing.T) {
 		map[string]any{"Proto": 6, "Port": 80, "HostIP": "::", "HostPort": 0},
 		map[string]any{"Proto": 6, "Port": 81, "HostIP": "127.0.0.1", "HostPort": 8082},
 		map[string]any{"Proto": 6, "Port": 81, "HostIP": "::1", "HostPort": 8083},
+		map[string]any{"Proto": 17, "Port": 54, "HostIP": "127.0.0.1", "HostPort": 5354},
 		map[string]any{"Proto": 17, "Port": 53, "HostPort": 45300, "HostPortEnd": 45310},
 	}}}
 	td.ok("NetworkDriver.ProgramExternalConnectivity", req)
@@ -627,6 +632,8 @@ func TestPortForms(t *testing.T) {
 		fmt.Sprintf(":%d->172.30.0.5:80", ports[0].NodePort): true,
 		"127.0.0.1:8082->172.30.0.5:81":                      true,
 		"[::1]:8083->172.30.0.5:81":                          true,
+		"udp 127.0.0.1:5354->172.30.0.5:54":                  true,
+		"udp :45300->172.30.0.5:53":                          true,
 	}
 	if !reflect.DeepEqual(td.proxied, want) {
 		t.Errorf("relays %v, want %v", td.proxied, want)
@@ -639,5 +646,23 @@ func TestPortForms(t *testing.T) {
 	td.ok("NetworkDriver.RevokeExternalConnectivity", externalConnectivityRequest{NetworkID: netID, EndpointID: epID})
 	if len(f.eps[epID].Ports) != 0 || len(td.proxied) != 0 {
 		t.Errorf("ports %v, relays %v left after RevokeExternalConnectivity", f.eps[epID].Ports, td.proxied)
+	}
+}
+
+// TestPortFormsChangedMapping: a port Docker gives is used as given even
+// when the record holds another for the same container port, which is
+// withdrawn.
+func TestPortFormsChangedMapping(t *testing.T) {
+	f := newFake(t)
+	td := newTestDriver(t, f)
+	td.ok("NetworkDriver.CreateNetwork", dualStack(netID, nil))
+	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16"}})
+	for _, hp := range []int{8080, 9090} {
+		td.ok("NetworkDriver.ProgramExternalConnectivity", externalConnectivityRequest{NetworkID: netID, EndpointID: epID, Options: map[string]any{optPortMap: []any{
+			map[string]any{"Proto": 6, "Port": 80, "HostPort": hp},
+		}}})
+		if got, want := fmt.Sprint(f.eps[epID].Ports), fmt.Sprintf("[%d:80/tcp]", hp); got != want {
+			t.Errorf("-p %d:80: published %s, want %s", hp, got, want)
+		}
 	}
 }

@@ -20,12 +20,11 @@ import (
 //	-p 8080:80, -p 0.0.0.0:8080:80, -p [::]:8080:80
 //	    published: the datapath DNATs 8080 on the uplink's addresses (from
 //	    off the node, from containers, from the node's own sockets), and a
-//	    TCP relay holds 8080 on every node address (proxy.go)
-//	-p 127.0.0.1:8082:80, -p [::1]:8083:80, -p 10.0.0.5:8084:80
-//	    on that address only: a TCP relay listening there and nothing in
-//	    the datapath (as docker-proxy relays a bridge's port; the container
-//	    sees the relay's connection, from the node). UDP is refused: xlane
-//	    has no UDP relay
+//	    relay holds 8080 on every node address (proxy.go, proxy_udp.go)
+//	-p 127.0.0.1:8082:80, -p [::1]:8083:80, -p 10.0.0.5:8084:80[/udp]
+//	    on that address only: a relay listening there and nothing in the
+//	    datapath (as docker-proxy relays a bridge's port; the container
+//	    sees the relay's connection, from the node)
 //	-p 80, -P, -p 127.0.0.1::80
 //	    Docker leaves the host port to the driver: xlane takes a free one of
 //	    ephemeralPorts (below the node's ip_local_port_range)
@@ -44,7 +43,7 @@ type portBinding struct {
 
 // bindings is what xlane makes of Docker's port map: Ports are published
 // (xlane's NODEPORT:PORT/PROTO), Relays are relayed on one host address
-// only (HOSTIP:HOSTPORT:PORT/tcp, IPv6 in brackets).
+// only (HOSTIP:HOSTPORT:PORT/PROTO, IPv6 in brackets).
 type bindings struct {
 	Ports  []string
 	Relays []string
@@ -78,29 +77,33 @@ func hostAddr(pb portBinding) (netip.Addr, error) {
 	return a.Unmap(), nil
 }
 
-// relaySpec is a relay's record: HOSTIP:HOSTPORT:PORT/tcp.
-func relaySpec(host netip.AddrPort, port int) string { return fmt.Sprintf("%s:%d/tcp", host, port) }
+// relaySpec is a relay's record: HOSTIP:HOSTPORT:PORT/PROTO.
+func relaySpec(host netip.AddrPort, port int, proto string) string {
+	return fmt.Sprintf("%s:%d/%s", host, port, proto)
+}
 
 // parseRelay reads a relaySpec.
-func parseRelay(s string) (host netip.AddrPort, port uint16, err error) {
-	spec, _ := strings.CutSuffix(s, "/tcp")
+func parseRelay(s string) (host netip.AddrPort, port uint16, proto string, err error) {
+	bad := fmt.Errorf("relay %q: want HOSTIP:HOSTPORT:PORT/tcp|udp", s)
+	spec, proto, ok := strings.Cut(s, "/")
 	i := strings.LastIndex(spec, ":")
-	if i < 0 {
-		return host, 0, fmt.Errorf("relay %q: want HOSTIP:HOSTPORT:PORT/tcp", s)
+	if !ok || (proto != "tcp" && proto != "udp") || i < 0 {
+		return host, 0, "", bad
 	}
 	host, err = netip.ParseAddrPort(spec[:i])
 	p, perr := strconv.ParseUint(spec[i+1:], 10, 16)
 	if err != nil || perr != nil || p == 0 {
-		return host, 0, fmt.Errorf("relay %q: want HOSTIP:HOSTPORT:PORT/tcp", s)
+		return host, 0, "", bad
 	}
-	return host, uint16(p), nil
+	return host, uint16(p), proto, nil
 }
 
 // portBindings turns Docker's port map for endpoint id into bindings,
 // choosing the host ports Docker left to the driver. prev (may be nil) is
 // the endpoint's record: a port chosen before is kept (Docker calls again
-// after a restart).
-func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint) (bindings, error) {
+// after a restart). defHost is the network's host_binding_ipv4: the host
+// address of a binding that names none, as on a bridge.
+func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint, defHost netip.Addr) (bindings, error) {
 	var out bindings
 	pbs, err := decodePortMap(raw)
 	if err != nil {
@@ -119,8 +122,8 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint) (
 		if err != nil {
 			return out, err
 		}
-		if host.IsValid() && proto == "udp" {
-			return out, fmt.Errorf("port %s: xlane relays TCP only on a chosen host address; publish UDP on every address (-p %d:%d/udp)", net.JoinHostPort(host.String(), strconv.Itoa(pb.HostPort)), pb.HostPort, pb.Port)
+		if pb.HostIP == "" && defHost.IsValid() && !defHost.IsUnspecified() {
+			host = defHost.Unmap()
 		}
 		lo, hi := pb.HostPort, pb.HostPortEnd
 		if hi < lo {
@@ -129,15 +132,21 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint) (
 		if lo < 0 || hi > 65535 {
 			return out, fmt.Errorf("port %d: host ports %d-%d out of 1-65535", pb.Port, lo, hi)
 		}
+		// A port xlane chose before (this call: Docker's binding of the
+		// other family; the record: a repeated call) is kept, if the
+		// binding leaves the choice to xlane.
+		keep := func(hp int, found bool) bool {
+			return found && (lo == 0 || lo != hi && hp >= lo && hp <= hi)
+		}
 		if host.IsValid() {
-			if s, ok := sameRelay(out.Relays, prev, host, pb.Port); ok {
+			if s, hp, ok := sameRelay(out.Relays, prev, host, proto, pb.Port); keep(hp, ok) {
 				if !slices.Contains(out.Relays, s) {
 					out.Relays = append(out.Relays, s)
 				}
 				continue
 			}
-		} else if s, ok := samePort(out.Ports, prev, proto, pb.Port); ok {
-			if !slices.Contains(out.Ports, s) { // Docker may list a binding per address family
+		} else if s, hp, ok := samePort(out.Ports, prev, proto, pb.Port); keep(hp, ok) {
+			if !slices.Contains(out.Ports, s) {
 				out.Ports = append(out.Ports, s)
 			}
 			continue
@@ -152,10 +161,12 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint) (
 		if err != nil {
 			return out, fmt.Errorf("port %d/%s: %w", pb.Port, proto, err)
 		}
+		spec, list := fmt.Sprintf("%d:%d/%s", p, pb.Port, proto), &out.Ports
 		if host.IsValid() {
-			out.Relays = append(out.Relays, relaySpec(netip.AddrPortFrom(host, uint16(p)), pb.Port))
-		} else {
-			out.Ports = append(out.Ports, fmt.Sprintf("%d:%d/%s", p, pb.Port, proto))
+			spec, list = relaySpec(netip.AddrPortFrom(host, uint16(p)), pb.Port, proto), &out.Relays
+		}
+		if !slices.Contains(*list, spec) { // Docker may list a binding per address family
+			*list = append(*list, spec)
 		}
 	}
 	return out, nil
@@ -164,7 +175,7 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint) (
 // samePort finds a published port of container port port/proto in have
 // (this call's) or prev (the record's), for Docker's second binding of
 // one mapping (IPv6) and for a repeated call.
-func samePort(have []string, prev *store.DockerEndpoint, proto string, port int) (string, bool) {
+func samePort(have []string, prev *store.DockerEndpoint, proto string, port int) (string, int, bool) {
 	all := have
 	if prev != nil {
 		all = append(slices.Clone(have), prev.Ports...)
@@ -172,25 +183,25 @@ func samePort(have []string, prev *store.DockerEndpoint, proto string, port int)
 	for _, s := range all {
 		pm, err := model.ParsePortMapping(s)
 		if err == nil && pm.Proto == proto && int(pm.Port) == port {
-			return s, true
+			return s, int(pm.NodePort), true
 		}
 	}
-	return "", false
+	return "", 0, false
 }
 
 // sameRelay is samePort for relays on host.
-func sameRelay(have []string, prev *store.DockerEndpoint, host netip.Addr, port int) (string, bool) {
+func sameRelay(have []string, prev *store.DockerEndpoint, host netip.Addr, proto string, port int) (string, int, bool) {
 	all := have
 	if prev != nil {
 		all = append(slices.Clone(have), prev.Relays...)
 	}
 	for _, s := range all {
-		h, p, err := parseRelay(s)
-		if err == nil && h.Addr() == host && int(p) == port {
-			return s, true
+		h, p, pr, err := parseRelay(s)
+		if err == nil && h.Addr() == host && pr == proto && int(p) == port {
+			return s, int(h.Port()), true
 		}
 	}
-	return "", false
+	return "", 0, false
 }
 
 // publishedElsewhere lists NODEPORT/PROTO published by xlane endpoints

@@ -18,6 +18,7 @@ const (
 	optICC          = "com.docker.network.bridge.enable_icc"
 	optIfPrefix     = "com.docker.network.container_iface_prefix"
 	optMasquerade   = "com.docker.network.bridge.enable_ip_masquerade"
+	optHostBinding  = "com.docker.network.bridge.host_binding_ipv4"
 	optGatewayMode4 = "com.docker.network.bridge.gateway_mode_ipv4"
 	optGatewayMode6 = "com.docker.network.bridge.gateway_mode_ipv6"
 	optMode         = "xlane.mode"
@@ -28,10 +29,9 @@ const (
 // bridgeOptions are the bridge driver's options that xlane accepts for a
 // drop-in switch and ignores, with why.
 var bridgeOptions = map[string]string{
-	"com.docker.network.bridge.name":              "xlane creates no bridge",
-	"com.docker.network.bridge.host_binding_ipv4": "xlane publishes ports on the node's uplink address",
-	"com.docker.network.bridge.default_bridge":    "xlane is never the default bridge",
-	"com.docker.network.bridge.inhibit_ipv4":      "the gateway address lives on the node's lo",
+	"com.docker.network.bridge.name":           "xlane creates no bridge",
+	"com.docker.network.bridge.default_bridge": "xlane is never the default bridge",
+	"com.docker.network.bridge.inhibit_ipv4":   "the gateway address lives on the node's lo",
 }
 
 // Option keys Docker sets in ProgramExternalConnectivityRequest.Options.

@@ -20,8 +20,8 @@ import (
 // does for a bridge, a TCP relay in xlaned listens on the host port and
 // forwards to the container. Holding the port also keeps a node service from
 // taking it unnoticed. A port Docker binds to one host address (-p
-// 127.0.0.1:8082:80) has only its relay, listening on that address. UDP is
-// not relayed.
+// 127.0.0.1:8082:80) has only its relay, listening on that address. UDP
+// ports have the same, in proxy_udp.go.
 
 // portProxy relays connections to one host port to target.
 type portProxy struct {

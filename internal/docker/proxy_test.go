@@ -59,3 +59,62 @@ func TestPortProxy(t *testing.T) {
 		t.Errorf("port %d still accepts after stop", port)
 	}
 }
+
+// TestUDPProxy: two clients' datagrams reach the backend from sockets of
+// their own and the answers come back to each from the host port; stop
+// closes the port.
+func TestUDPProxy(t *testing.T) {
+	backend, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := backend.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			backend.WriteToUDPAddrPort(append([]byte(from.String()+" "), buf[:n]...), from)
+		}
+	}()
+	free, _ := net.ListenPacket("udp", "127.0.0.1:0")
+	listen := free.LocalAddr().String()
+	free.Close()
+	p, err := startUDPProxy(listen, backend.LocalAddr().(*net.UDPAddr).AddrPort(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		dst := netip.MustParseAddrPort(listen)
+		msg := fmt.Sprintf("hello %d", i)
+		c.WriteToUDPAddrPort([]byte(msg), dst)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 2048)
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		relay, got, _ := bytes.Cut(buf[:n], []byte(" "))
+		if from != dst || string(got) != msg {
+			t.Errorf("client %d: %q from %s, want %q from %s", i, got, from, msg, dst)
+		}
+		seen[string(relay)] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("the backend saw %v, want one relay socket per client", seen)
+	}
+	p.stop()
+	if c, err := net.ListenPacket("udp", listen); err != nil {
+		t.Errorf("port %s still held after stop: %v", listen, err)
+	} else {
+		c.Close()
+	}
+}

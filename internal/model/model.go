@@ -96,8 +96,15 @@ type Network struct {
 	// published port's) or as an ICMP error about one, as on Docker's
 	// bridge (XL_EP_ALLOW_UNSOLICITED, bpf/lib/unsolicited.h; nftables in
 	// kernel mode).
-	AllowUnsolicited bool      `json:"allow_unsolicited,omitempty"`
-	Created          time.Time `json:"created"`
+	AllowUnsolicited bool `json:"allow_unsolicited,omitempty"`
+	// BigTCP is what the network asked for (auto, on, off); BigTCP4 and
+	// BigTCP6 whether its endpoints' veths aggregate beyond 64 KiB in
+	// that family, and BigTCPReason why (internal/daemon/bigtcp.go).
+	BigTCP       string    `json:"big_tcp,omitempty"`
+	BigTCP4      bool      `json:"big_tcp_ipv4,omitempty"`
+	BigTCP6      bool      `json:"big_tcp_ipv6,omitempty"`
+	BigTCPReason string    `json:"big_tcp_reason,omitempty"`
+	Created      time.Time `json:"created"`
 }
 
 // Subnet4 returns the network's IPv4 subnet and gateway, if any.

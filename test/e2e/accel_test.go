@@ -163,11 +163,31 @@ func TestAccel(t *testing.T) {
 		t.Fatalf("after the restart: %+v", st)
 	}
 
-	// Off: the same cases, byte-identical, and nothing on the fast path.
+	// Off under load: the transfer carries on over the normal path.
+	load = helper(t, cg, newNetns(t, "acc"), "cases", casesArg{Names: []string{"large-write"}, Large: 128 << 20})
+	lout.Reset()
+	lerr.Reset()
+	load.Stdout, load.Stderr = &lout, &lerr
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
 	n.mustXlane(nil, "accel", "disable")
+	if err := load.Wait(); err != nil {
+		t.Fatalf("transfer across disable: %v\n%s", err, lerr.String())
+	}
+	lres = nil
+	if json.Unmarshal(lout.Bytes(), &lres) != nil || len(lres) != 1 || !lres[0].OK {
+		t.Fatalf("transfer across disable: %s", lout.String())
+	}
+
+	// Off: the same cases, byte-identical, and nothing on the fast path.
 	off := accelStatus(n)
 	if off.State != "off" {
 		t.Fatalf("after disable: %+v", off)
+	}
+	if off.Counters["fallback_off"] == 0 {
+		t.Errorf("the transfer did not fall back when acceleration went off (disabled too late?): %v", off.Counters)
 	}
 	runCases(t, cg, append(names, accepted...), 16<<20)
 	if after := accelStatus(n).Counters["bytes_redirected"]; after != off.Counters["bytes_redirected"] {

@@ -93,12 +93,16 @@ func TestDockerBridgeParity(t *testing.T) {
 	h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.92.0.0/24", "--ipv6", "--subnet", "fd00:92::/64", "par")
 
 	t.Run("node sendto a published port and a service", func(t *testing.T) {
-		u1 := h.run("u1", "--network", "par", "-p", "5353:53/udp")
+		u1 := h.run("u1", "--network", "par", "-p", "5353:53/udp", "-p", "127.0.0.1:5355:53/udp")
 		a := h.attachment(u1, "par")
 		nsu := h.ns(u1)
 		udpEchoIn(t, nsu, netip.AddrPortFrom(a.v4(), 53))
 		udpEchoIn(t, nsu, netip.AddrPortFrom(a.v6(), 53))
-		for _, dst := range []netip.AddrPort{netip.AddrPortFrom(node4, 5353), netip.AddrPortFrom(node6, 5353)} {
+		// On the uplink's addresses the sendmsg hook translates; on
+		// loopback xlaned's UDP relay answers (every address for 5353,
+		// 127.0.0.1 alone for 5355).
+		for _, dst := range []netip.AddrPort{netip.AddrPortFrom(node4, 5353), netip.AddrPortFrom(node6, 5353),
+			netip.MustParseAddrPort("127.0.0.1:5353"), netip.MustParseAddrPort("[::1]:5353"), netip.MustParseAddrPort("127.0.0.1:5355")} {
 			if from := udpSendto(t, n.netns, dst); from != dst {
 				t.Errorf("sendto %s: the answer came from %s, want it from %s", dst, from, dst)
 			}
@@ -156,7 +160,17 @@ func TestDockerBridgeParity(t *testing.T) {
 		if got := h.mustDocker("port", p2); got != "" {
 			t.Errorf("docker port p2 = %q: Docker now reads a remote driver's port map; update docs/docker.md", got)
 		}
-		h.mustDocker("rm", "-f", p1, p2)
+		// host_binding_ipv4: the network's default host address for -p.
+		h.mustDocker("network", "create", "-d", h.driver, "--subnet", "10.92.6.0/24",
+			"-o", "com.docker.network.bridge.host_binding_ipv4=127.0.0.1", "lonet")
+		p3 := h.run("p3", "--network", "lonet", "-p", "8086:80")
+		a3 := h.attachment(p3, "lonet")
+		transferVia(t, n.netns, h.ns(p3), netip.AddrPortFrom(a3.v4(), 80), netip.MustParseAddrPort("127.0.0.1:8086"), size)
+		if err := dialOnce(out, netip.AddrPortFrom(node4, 8086)); err == nil {
+			t.Errorf("the outside reached %s:8086, published on 127.0.0.1 (host_binding_ipv4)", node4)
+		}
+		h.mustDocker("rm", "-f", p1, p2, p3)
+		h.mustDocker("network", "rm", "lonet")
 		if err := dialOnce(n.netns, netip.MustParseAddrPort("127.0.0.1:8082")); err == nil {
 			t.Errorf("127.0.0.1:8082 still answers after docker rm")
 		}

@@ -548,8 +548,8 @@ func TestDockerDriver(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"run", "-d", "--name", "pub", "-p", "127.0.0.1:5300:53/udp", "--network", "dual", h.image, "sleep", "1"},
-				"xlane relays TCP only on a chosen host address"},
+			{[]string{"run", "-d", "--name", "pub", "-p", "5300:53/sctp", "--network", "dual", h.image, "sleep", "1"},
+				"xlane publishes tcp and udp ports only (protocol 132)"},
 			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.7.0/24", "-o", "xlane.mode=kernel", "kmasq"},
 				"off with -o com.docker.network.bridge.enable_ip_masquerade=false"},
 			{[]string{"network", "create", "-d", h.driver, "--subnet", "10.98.3.0/24", "-o", "xlane.mode=kernel",

@@ -146,10 +146,11 @@ func (n *node) start() {
 		n.log = &bytes.Buffer{}
 	}
 	// No Docker driver unless a test asks for one (a later flag wins): the
-	// default socket is the machine's /run/docker/plugins.
+	// default socket is the machine's /run/docker/plugins. No calibration
+	// traffic in the background of a test unless it asks (calibrate_test.go).
 	args := append([]string{filepath.Join(binDir, "xlaned"),
 		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir,
-		"--docker-plugin-socket="}, n.flags...)
+		"--docker-plugin-socket=", "--calibrate-at-start=false"}, n.flags...)
 	n.cmd = inNS(n.netns, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {

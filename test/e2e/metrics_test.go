@@ -255,6 +255,36 @@ func testMetrics(t *testing.T, mode string) {
 		t.Errorf("no API latency of POST /v1/endpoints: %v", h)
 	}
 
+	if mode == "tc" {
+		// A service whose backend is c1's listener: one flow through it
+		// shows as the backend's tracked flow.
+		backend := netip.AddrPortFrom(e.ip(1), 9998).String()
+		n.mustXlane(nil, "service", "create", "echo", "--vip", "10.96.9.9:9998/udp", "--backend", backend)
+		err := ns.WithNetNSPath(nsPath(e.cs[0]), func(ns.NetNS) error {
+			u, err := net.Dial("udp", "10.96.9.9:9998")
+			if err != nil {
+				return err
+			}
+			defer u.Close()
+			_, err = u.Write([]byte("via the VIP"))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, _, err := pc.ReadFrom(buf); err != nil {
+			t.Fatalf("datagram to the VIP not received by its backend: %v", err)
+		}
+		m := scrape(t, n)
+		if v := sample(m, "xlane_service_backend_flows", map[string]string{"service": "echo", "backend": backend}); v != 1 {
+			t.Errorf("xlane_service_backend_flows{echo,%s} = %v, want 1", backend, v)
+		}
+		if v := sample(m, "xlane_service_backends", map[string]string{"service": "echo", "state": "active"}); v != 1 {
+			t.Errorf("xlane_service_backends{echo,active} = %v, want 1", v)
+		}
+	}
+
 	if prom != nil {
 		q := fmt.Sprintf(`sum(xlane_drop_total{reason="drop_fw",endpoint=%q})`, src)
 		prom.waitValue(t, q, dropped)
@@ -399,4 +429,31 @@ func (p *prometheus) waitEmpty(t *testing.T, q string) {
 		}
 	}
 	t.Errorf("PromQL %s still returns %d series after the endpoint was removed", q, len(got))
+}
+
+// A metrics address beyond loopback is refused at start, naming the flag
+// that allows it, before xlaned touches anything (no state file, no pins).
+func TestMetricsAddrRefused(t *testing.T) {
+	dir := t.TempDir()
+	pinDir := "/sys/fs/bpf/xle-" + suffix()
+	defer os.RemoveAll(pinDir)
+	netns := newNetns(t, "node") // were it to start, in a namespace of its own
+	for _, addr := range []string{"0.0.0.0:9643", ":9643", "unix:relative.sock"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, "nsenter", "--net="+nsPath(netns), "--", filepath.Join(binDir, "xlaned"),
+			"--state", filepath.Join(dir, "state.db"), "--socket", filepath.Join(dir, "xlane.sock"), "--pin-dir", pinDir,
+			"--docker-plugin-socket=", "--metrics-addr", addr).CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), "--metrics-addr") {
+			t.Errorf("--metrics-addr %s: %v\n%s", addr, err, out)
+		}
+		if !strings.HasPrefix(addr, "unix:") && !strings.Contains(string(out), "--metrics-allow-remote") {
+			t.Errorf("--metrics-addr %s: the error does not name --metrics-allow-remote:\n%s", addr, out)
+		}
+	}
+	for _, p := range []string{filepath.Join(dir, "state.db"), pinDir} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists after a refused start", p)
+		}
+	}
 }

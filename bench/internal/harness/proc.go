@@ -42,6 +42,9 @@ func StartProc(name, logPath string, argv ...string) (*Proc, error) {
 	return p, nil
 }
 
+// Pid is the process' id (for its CPU time in /proc).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 func (p *Proc) Exited() bool {
 	select {
 	case <-p.done:

@@ -29,7 +29,9 @@ func StartXlaned(ctx context.Context, undo *UndoStack, x Xlaned) (*Proc, error) 
 	argv := append([]string{filepath.Join(x.Bins, "xlaned"),
 		"--state", filepath.Join(x.Dir, "state.db"),
 		"--socket", filepath.Join(x.Dir, "xlane.sock"),
-		"--pin-dir", x.PinDir}, x.Args...)
+		"--pin-dir", x.PinDir,
+		// No calibration traffic beside the benchmark's own.
+		"--calibrate-at-start=false"}, x.Args...)
 	p, err := StartProc(x.Name, filepath.Join(x.Dir, "xlaned.log"), NSExec(x.Netns, argv...)...)
 	if err != nil {
 		return nil, err

@@ -152,12 +152,12 @@ func (f *Fake) PruneCounters(map[int]bool) error { return nil }
 func (f *Fake) CountersByIfindex() (map[int]map[datapath.CounterKey]datapath.Counter, error) {
 	return nil, nil
 }
-func (f *Fake) MapUsage() ([]datapath.MapUsage, error)          { return nil, nil }
-func (f *Fake) ProgramStats() ([]datapath.ProgramStats, error)  { return nil, nil }
-func (f *Fake) DumpNames() []string                             { return nil }
-func (f *Fake) ExpectedHooks(model.Mode, bool) []string         { return nil }
-func (f *Fake) UplinkHooks(string) (expected, present []string) { return nil, nil }
-func (f *Fake) MissingPins() (int, []string)                    { return 0, nil }
+func (f *Fake) MapUsage(map[string]int) ([]datapath.MapUsage, error) { return nil, nil }
+func (f *Fake) ProgramStats() ([]datapath.ProgramStats, error)       { return nil, nil }
+func (f *Fake) DumpNames() []string                                  { return nil }
+func (f *Fake) ExpectedHooks(model.Mode, bool) []string              { return nil }
+func (f *Fake) UplinkHooks(string) (expected, present []string)      { return nil, nil }
+func (f *Fake) MissingPins() (int, []string)                         { return 0, nil }
 func (f *Fake) DumpMap(name string, _ int) (*datapath.MapDump, error) {
 	return nil, datapath.ErrNoSuchMap
 }

@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlane-dev/xlane/internal/features"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/netconf"
+)
+
+// BIG TCP (GSO/GRO aggregates above 64 KiB) on a network's veths: on where
+// asked and the kernel has it, off where asked, and for auto where this
+// node's calibration measured it faster (Cilium users have reported
+// regressions with it: a constant would be a guess).
+
+// resolveBigTCP fills in n.BigTCP* from what the network asked for.
+func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
+	switch req {
+	case "", "auto":
+		n.BigTCP = "auto"
+	case "on", "off":
+		n.BigTCP = req
+	default:
+		return model.Fieldf("big_tcp", "%q: want auto, on or off", req)
+	}
+	_, _, has4 := n.Subnet4()
+	_, _, has6 := n.Subnet6()
+	if n.BigTCP == "off" {
+		n.BigTCPReason = "off: asked for"
+		return nil
+	}
+	veth := n.DeviceType == "" || n.DeviceType == model.DeviceVeth
+	if n.BigTCP == "on" {
+		if !veth {
+			return model.Fieldf("big_tcp", "on: xlane sets BIG TCP on veth endpoints only, not %s", n.DeviceType)
+		}
+		for _, f := range []struct {
+			has  bool
+			feat string
+		}{{has4, features.BigTCPv4}, {has6, features.BigTCPv6}} {
+			if f.has && !d.feat.Has(f.feat) {
+				return model.Fieldf("big_tcp", "on: %v", d.feat.Missing(f.feat))
+			}
+		}
+		n.BigTCP4, n.BigTCP6 = has4, has6
+		n.BigTCPReason = "on: asked for"
+		return nil
+	}
+	c := d.calibration()
+	switch {
+	case !veth:
+		n.BigTCPReason = fmt.Sprintf("off: %s endpoints", n.DeviceType)
+	case c == nil:
+		n.BigTCPReason = "off: not calibrated on this node yet (xlane calibrate)"
+	default:
+		n.BigTCP4 = has4 && c.BigTCP4 && d.feat.Has(features.BigTCPv4)
+		n.BigTCP6 = has6 && c.BigTCP6 && d.feat.Has(features.BigTCPv6)
+		n.BigTCPReason = fmt.Sprintf("ipv4 %s, ipv6 %s: as measured on this node (calibrated %s)",
+			onOff(n.BigTCP4), onOff(n.BigTCP6), c.At.Format("2006-01-02T15:04:05Z"))
+	}
+	return nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// applyBigTCP sets an endpoint's veth to its network's BIG TCP sizes.
+func applyBigTCP(e *model.Endpoint, n *model.Network, host netlink.Link) error {
+	if host.Type() != "veth" || (!n.BigTCP4 && !n.BigTCP6) {
+		return nil
+	}
+	return netconf.SetBigTCP(e, host, n.BigTCP4, n.BigTCP6)
+}
