@@ -122,7 +122,7 @@ func monitorLine(ev api.MonitorEvent) string {
 	if ev.Rule != "" {
 		fmt.Fprintf(&b, " rule %s", ev.Rule)
 	}
-	if ev.Action != "" {
+	if ev.Action != "" && ev.Type != "nat" { // nat: src-> and dst-> say it
 		fmt.Fprintf(&b, " %s", ev.Action)
 	}
 	if ev.Service != "" {
