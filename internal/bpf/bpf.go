@@ -73,6 +73,7 @@ const (
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)
+	EPFlagNoPeer           = uint16(tcXlEpFlagsXL_EP_NO_PEER)
 	SvcAffinity            = uint32(tcServiceFlagsSVC_AFFINITY)
 )
 
