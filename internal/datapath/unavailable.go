@@ -142,3 +142,7 @@ func (u *Unavailable) AttachOverlay(ifname string, _ int) error {
 }
 func (u *Unavailable) DetachOverlay(string) error                { return nil }
 func (u *Unavailable) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }
+func (u *Unavailable) MonitorMaps() (bpf.MonitorMaps, error) {
+	return bpf.MonitorMaps{}, u.err("monitor maps")
+}
+func (u *Unavailable) NewTracer() (*bpf.Tracer, error) { return nil, u.err("trace") }
