@@ -52,6 +52,8 @@ type Config struct {
 	NATPorts string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
+	// AccelCaseTimeout is how long each self-test case may take (0: 5 s).
+	AccelCaseTimeout time.Duration
 	// BPFStats turns the kernel's BPF run statistics on while the daemon
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
