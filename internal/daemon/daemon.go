@@ -52,6 +52,9 @@ type Config struct {
 	NATPorts string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
+	// MonitorRate bounds the datapath's monitor events per second per
+	// CPU while a client listens (0: DefaultMonitorRate).
+	MonitorRate uint32
 	// BPFStats turns the kernel's BPF run statistics on while the daemon
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
@@ -70,6 +73,9 @@ type Daemon struct {
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
 	feat  *features.Set     // probed at start (kernel.go)
 	fw    *Firewall         // started by New, before the API serves (firewall.go)
+	mon   *monitor          // started by New (monitor.go)
+	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
+	tracer tracerCache
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
@@ -149,6 +155,7 @@ func (d *Daemon) start() (*Daemon, error) {
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
 	d.fw = d.startFirewall()
+	d.mon = d.startMonitor()
 	// Without the BPF datapath there is no node-wide datapath work: no
 	// uplink program, node configuration, services or neighbour mirror.
 	if d.dp.Available() == nil && cfg.Uplink != "" {
@@ -223,6 +230,7 @@ func (d *Daemon) close() error {
 	close(d.done)
 	d.dhcp.stopAll()
 	d.calib.wg.Wait() // a calibration at start removes its networks first
+	d.tracer.close()
 	if d.runStats != nil {
 		d.runStats.Close()
 	}
@@ -1122,6 +1130,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st.Counters = d.reasonCounters(0)
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
+		if m, err := d.dp.ServicesMemory(); err == nil {
+			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps, PerServiceBytes: m.PerService()}
+		}
 	}
 	st.Health = d.health()
 	return st, err

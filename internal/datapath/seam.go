@@ -101,12 +101,25 @@ type Datapath interface {
 	// Services (services.go).
 	PutService(s Service) error
 	DeleteService(s Service) error
+	// PutServices and DeleteServices are the batched forms: on error,
+	// part may be applied (the caller puts back what was).
+	PutServices(s []Service) error
+	DeleteServices(s []Service) error
+	ServicesMemory() (ServicesMemory, error)
 	ServiceIDs() (map[uint32]Service, error)
 
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
 	// internal/firewall's installer. They stay the datapath's: Close
 	// releases them.
 	FirewallMaps() (bpf.FwMaps, error)
+
+	// MonitorMaps are the event monitor's maps (bpf/lib/monitor.h): its
+	// switch, counters and ring, for the daemon's monitor.
+	MonitorMaps() (bpf.MonitorMaps, error)
+	// NewTracer loads a copy of the tc programs on the live configuration
+	// and a copy of the state, for `xlane trace` (bpf.Tracer). The caller
+	// closes it.
+	NewTracer() (*bpf.Tracer, error)
 }
 
 var (

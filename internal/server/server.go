@@ -28,8 +28,11 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route := func(pattern string, status int, fn func(*http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			limit := int64(maxBody)
-			if strings.HasPrefix(r.URL.Path, api.PathFirewall) {
+			switch {
+			case strings.HasPrefix(r.URL.Path, api.PathFirewall):
 				limit = maxFirewallBody
+			case r.URL.Path == api.PathServicesApply:
+				limit = maxServicesBody
 			}
 			if err := limitBody(w, r, limit); err != nil {
 				writeError(w, log, r, err)
@@ -132,6 +135,13 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		}
 		return d.CreateService(req)
 	})
+	route("POST "+api.PathServicesApply, http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.ServiceApply
+		if err := decodeSized(r, &req, maxServicesBody); err != nil {
+			return nil, err
+		}
+		return d.ApplyServices(req)
+	})
 	route("GET "+api.PathServices, http.StatusOK, func(r *http.Request) (any, error) {
 		svcs, err := d.Services()
 		return orEmpty(svcs), err
@@ -177,6 +187,14 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.Calibration(), nil
 	})
 	firewallRoutes(route, d)
+	mux.HandleFunc("GET "+api.PathMonitor, serveMonitor(d, log))
+	route("POST "+api.PathTrace, http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.TraceRequest
+		if err := decodeLarge(r, &req); err != nil {
+			return nil, err
+		}
+		return d.Trace(req)
+	})
 	sockRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))

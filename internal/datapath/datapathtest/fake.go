@@ -248,6 +248,31 @@ func (f *Fake) DeleteService(s datapath.Service) error {
 	return f.change("delete-service", s, func() { delete(f.services, s.ID) })
 }
 
+// PutServices puts one after the other, as far as Fail lets it.
+func (f *Fake) PutServices(svcs []datapath.Service) error {
+	for _, s := range svcs {
+		if err := f.PutService(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServicesMemory: the fake's services cost nothing.
+func (f *Fake) ServicesMemory() (datapath.ServicesMemory, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return datapath.ServicesMemory{Services: len(f.services)}, nil
+}
+
+func (f *Fake) DeleteServices(svcs []datapath.Service) error {
+	var errs []error
+	for _, s := range svcs {
+		errs = append(errs, f.DeleteService(s))
+	}
+	return errors.Join(errs...)
+}
+
 func (f *Fake) ServiceIDs() (map[uint32]datapath.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -258,6 +283,17 @@ func (f *Fake) ServiceIDs() (map[uint32]datapath.Service, error) {
 // itself unavailable.
 func (f *Fake) FirewallMaps() (bpf.FwMaps, error) {
 	return bpf.FwMaps{}, fmt.Errorf("fake datapath has no firewall maps: %w", model.ErrUnavailable)
+}
+
+// MonitorMaps: the fake has no BPF maps; the daemon's monitor reports
+// itself unavailable.
+func (f *Fake) MonitorMaps() (bpf.MonitorMaps, error) {
+	return bpf.MonitorMaps{}, fmt.Errorf("fake datapath has no monitor: %w", model.ErrUnavailable)
+}
+
+// NewTracer: the fake has no programs to run.
+func (f *Fake) NewTracer() (*bpf.Tracer, error) {
+	return nil, fmt.Errorf("fake datapath cannot trace: %w", model.ErrUnavailable)
 }
 
 // The socket layer: the fake records settings and rules; no counters.
