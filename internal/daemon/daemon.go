@@ -52,6 +52,8 @@ type Config struct {
 	NATPorts string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
+	// AccelCaseTimeout is how long each self-test case may take (0: 5 s).
+	AccelCaseTimeout time.Duration
 	// MonitorRate bounds the datapath's monitor events per second per
 	// CPU while a client listens (0: DefaultMonitorRate).
 	MonitorRate uint32
