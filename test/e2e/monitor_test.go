@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"net"
 	"net/netip"
@@ -16,8 +17,12 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/trace"
 )
 
 // monProc is a running `xlane monitor -o json`.
@@ -193,6 +198,7 @@ func TestMonitorAndTrace(t *testing.T) {
 		listen(t, cs[0], a, 80)
 	}
 	listen(t, cs[0], c0v4, 8081) // only the rule keeps it from answering
+	listen(t, cs[0], c0v6, 8081)
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(rules, []byte(`rules:
   - {name: closed, scope: network:mon, direction: to-endpoint, proto: tcp, dport: 8081, action: drop}
@@ -254,8 +260,22 @@ func TestMonitorAndTrace(t *testing.T) {
 	})
 
 	t.Run("trace agrees with traffic", func(t *testing.T) {
-		var before []api.Flow
-		n.mustXlane(&before, "ct", "ls", "--limit", "0")
+		// The drop by rule again, from a capture of the packet (built
+		// as the container would send it).
+		smac, _ := net.ParseMAC(eps[1].MAC)
+		dmac, _ := net.ParseMAC(eps[1].HostMAC)
+		syn, err := trace.Build(trace.Spec{SrcMAC: smac, DstMAC: dmac, Src: eps[1].IPs[1], Dst: c0v6, SrcPort: 40001, DstPort: 8081})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pcap := filepath.Join(t.TempDir(), "syn.pcap")
+		var buf bytes.Buffer
+		w := pcapgo.NewWriter(&buf)
+		w.WriteFileHeader(65535, layers.LinkTypeEthernet)
+		w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: len(syn), Length: len(syn)}, syn)
+		if err := os.WriteFile(pcap, buf.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		cases := []struct {
 			name    string
 			args    []string
@@ -270,6 +290,8 @@ func TestMonitorAndTrace(t *testing.T) {
 				func() error { return dial(cs[1], c0v6, 80, 2*time.Second) }},
 			{"dropped by rule", []string{"--from", eps[1].ID, "--to", netip.AddrPortFrom(c0v4, 8081).String()}, "drop", "drop_fw", "rule closed: drop",
 				func() error { return dial(cs[1], c0v4, 8081, 500*time.Millisecond) }},
+			{"dropped by rule, ipv6 from a pcap", []string{"--pcap", pcap}, "drop", "drop_fw", "rule closed: drop",
+				func() error { return dial(cs[1], c0v6, 8081, 500*time.Millisecond) }},
 			{"spoofed source", []string{"--from", eps[1].ID, "--from-ip", "10.83.0.99", "--to", netip.AddrPortFrom(c0v4, 80).String()}, "drop", "drop_spoofed", "",
 				func() error {
 					return dialSpoofed(cs[1], netip.MustParseAddr("10.83.0.99"), netip.AddrPortFrom(c0v4, 80))
