@@ -51,6 +51,12 @@ static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
 	ep_forward_l3(p);
+	/* A VM's tap has no peer: its egress (tcx) counts the packet and
+	 * hands it to QEMU. */
+	if (dst->flags & XL_EP_NO_PEER)
+		return xl_final(reason, bpf_redirect(dst->ifindex, 0) == TC_ACT_REDIRECT
+						? XL_FWD_PEER
+						: XL_DROP_REDIRECT);
 	*dst_ifindex = dst->ifindex;
 	return xl_final(reason, bpf_redirect_peer(dst->ifindex, 0) == TC_ACT_REDIRECT
 					? XL_FWD_PEER
@@ -116,7 +122,7 @@ int xlane_from_uplink(struct __sk_buff *skb)
 
 	step = from_uplink(skb, &reason, &dst_ifindex);
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
-	if (reason == XL_FWD_PEER)
+	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
 	return tc_ret(step, reason);
 }
@@ -189,7 +195,7 @@ int xlane_from_overlay(struct __sk_buff *skb)
 
 	step = from_overlay(skb, &reason, &dst_ifindex);
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
-	if (reason == XL_FWD_PEER)
+	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
 	return tc_ret(step, reason);
 }

@@ -17,6 +17,7 @@ var modeColours = map[string]string{
 	"docker":      "#8c8c8c",
 	"kernel":      "#0072b2",
 	"tc":          "#009e73",
+	"tc-bigtcp":   "#56b4e9",
 	"xdp-generic": "#e69f00",
 	"xdp":         "#d55e00",
 }

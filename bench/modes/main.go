@@ -5,7 +5,7 @@
 // the 64-byte UDP forwarding rate (a BPF_PROG_RUN live-frames generator,
 // see bench/gen, bench/internal/rate and rate.go).
 //
-//	go run ./bench/modes -out bench/results    # default: 3 reps of 4/3/2 s runs, ~9 min
+//	go run ./bench/modes -out bench/results    # default: 3 reps of 4/3/2 s runs, ~11 min
 //	go run ./bench/modes -quick                # 1 rep, 2 s runs, for development
 //	go run ./bench/modes -quick -only rate -modes kernel,xdp
 //
@@ -36,7 +36,7 @@ import (
 
 // allModes are the paths compared: the Docker-style bridge and xlane's
 // datapath modes.
-var allModes = []string{"docker", "kernel", "tc", "xdp-generic", "xdp"}
+var allModes = []string{"docker", "kernel", "tc", "tc-bigtcp", "xdp-generic", "xdp"}
 
 type options struct {
 	harness.RunFlags               // Duration: iperf3

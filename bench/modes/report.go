@@ -101,6 +101,8 @@ func shortMode(m string) string {
 		return "kern"
 	case "xdp-generic":
 		return "xdpg"
+	case "tc-bigtcp":
+		return "tcbig"
 	}
 	return m
 }

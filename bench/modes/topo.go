@@ -295,8 +295,14 @@ func (x *xlaneTopo) Setup(ctx context.Context) error {
 	}
 	for i, mtu := range x.mtus {
 		name := x.netName(mtu)
-		if _, err := x.cli(ctx, "network", "create", name, "--subnet", x.subnet(i).String(),
-			"--mode", x.mode, "--mtu", fmt.Sprint(mtu)); err != nil {
+		// MODE-bigtcp: the mode with BIG TCP on (192 KiB GSO/GRO on the
+		// endpoints' veths).
+		mode, big := strings.CutSuffix(x.mode, "-bigtcp")
+		args := []string{"network", "create", name, "--subnet", x.subnet(i).String(), "--mode", mode, "--mtu", fmt.Sprint(mtu)}
+		if big {
+			args = append(args, "--big-tcp", "on")
+		}
+		if _, err := x.cli(ctx, args...); err != nil {
 			return err
 		}
 		x.undo.Push("xlane network rm "+name, func(ctx context.Context) error {

@@ -127,6 +127,11 @@ enum xl_ep_flags {
 	 * nat-unprotected). Without it only tracked flows and published
 	 * ports get in (lib/unsolicited.h). */
 	XL_EP_ALLOW_UNSOLICITED = 16,
+	/* The endpoint's host device has no peer (a VM's tap: QEMU reads
+	 * what the device transmits): packets for it are redirected to the
+	 * device's egress, whose tcx program runs the to-endpoint stage and
+	 * counts them, never with bpf_redirect_peer (which would drop). */
+	XL_EP_NO_PEER = 32,
 };
 
 /*

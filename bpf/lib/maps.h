@@ -121,7 +121,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_sock_rnat SEC(".maps");
 
-#define XL_MAX_SERVICES 65536
+#define XL_MAX_SERVICES 262144
 #define XL_MAGLEV_MAX 65521 /* largest table size the daemon uses */
 
 /* key: VIP, port, proto; value: service id, table size, flags.
@@ -136,18 +136,24 @@ struct {
 } xlane_services SEC(".maps");
 
 /* key: service id; value: an array of slots (backend indices), built by
- * the daemon with Maglev (internal/maglev) and swapped whole on change. */
+ * the daemon with Maglev (internal/maglev), sized per service (a prime
+ * ~100 times its backends: BPF_F_INNER_MAP lets the sizes differ from the
+ * template's; service_val.maglev_size says each one's), rewritten in place
+ * when the size stays, swapped whole when it changes. Not preallocated:
+ * a service costs its table, not the maximum. */
 struct maglev_inner {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u32);
 	__uint(max_entries, XL_MAGLEV_MAX);
+	__uint(map_flags, BPF_F_INNER_MAP);
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
 	__type(key, __u32);
 	__uint(max_entries, XL_MAX_SERVICES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct maglev_inner);
 } xlane_maglev SEC(".maps");

@@ -64,7 +64,7 @@ static __always_inline enum xl_step to_local_endpoint(struct __sk_buff *skb, str
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
 	ep_forward_l3(p);
-	if (!cfg->peer)
+	if (!cfg->peer || (dst->flags & XL_EP_NO_PEER))
 		return tc_forwarded(bpf_redirect(dst->ifindex, 0), XL_FWD_PEER, reason);
 	/* The destination's host device never transmits a peer-redirected
 	 * packet: count its delivery here. */

@@ -78,6 +78,15 @@ Flags:
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
+	var ml net.Listener
+	if *metricsAddr != "" && !*uninstall {
+		// Before anything is touched: a bad address fails the start.
+		var err error
+		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
+			return err
+		}
+		defer ml.Close()
+	}
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, BPFStats: *bpfStats && !*uninstall,
 		CalibrateAtStart: *calib && !*uninstall})
@@ -88,13 +97,7 @@ Flags:
 		return d.Uninstall()
 	}
 	defer d.Close()
-	var ml net.Listener
-	if *metricsAddr != "" {
-		// Before the API socket: a bad address fails the start, not later.
-		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
-			return err
-		}
-	}
+	log = d.Logger() // the health summary's last error sees every part's
 	l, err := server.Listen(*socket)
 	if err != nil {
 		return err

@@ -192,6 +192,12 @@ func (c *Client) CreateService(ctx context.Context, req ServiceCreate) (*model.S
 	return &out, c.do(ctx, http.MethodPost, PathServices, req, &out)
 }
 
+// ApplyServices creates or updates services in one transaction.
+func (c *Client) ApplyServices(ctx context.Context, req ServiceApply) (*ServiceApplyResult, error) {
+	var out ServiceApplyResult
+	return &out, c.do(ctx, http.MethodPost, PathServicesApply, req, &out)
+}
+
 // UpdateService replaces a service's backends.
 func (c *Client) UpdateService(ctx context.Context, name string, req ServiceUpdate) (*model.Service, error) {
 	var out model.Service

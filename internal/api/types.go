@@ -16,6 +16,8 @@ const (
 	PathStatus    = "/v1/status"
 	PathConntrack = "/v1/conntrack"
 	PathServices  = "/v1/services"
+	// PathServicesApply takes many services in one request (ServiceApply).
+	PathServicesApply = PathServices + "/apply"
 )
 
 // NetworkCreate is the body of POST /v1/networks. Addresses are strings so
@@ -62,6 +64,39 @@ type ServiceCreate struct {
 	VIP      string   `json:"vip"`      // IP:PORT[/tcp|udp]
 	Backends []string `json:"backends"` // IP:PORT[@WEIGHT], weight 0 drains
 	Affinity bool     `json:"affinity,omitempty"`
+}
+
+// ServiceApply is the body of POST /v1/services/apply: services to create
+// or update (by name) in one transaction, all or none.
+type ServiceApply struct {
+	Services []ServiceCreate `json:"services"`
+	// Prune removes every service not listed: the request is the whole
+	// set (a controller's full sync).
+	Prune bool `json:"prune,omitempty"`
+}
+
+// ServiceApplyResult says what an apply changed.
+type ServiceApplyResult struct {
+	Created   int `json:"created"`
+	Updated   int `json:"updated"`
+	Unchanged int `json:"unchanged"`
+	Deleted   int `json:"deleted"`
+	// Services is how many services there are now.
+	Services int `json:"services"`
+}
+
+// ServicesMemory is the kernel memory of the programmed services, as the
+// kernel accounts the BPF maps (memlock).
+type ServicesMemory struct {
+	Services int `json:"services"`
+	// TableBytes: the Maglev tables (8 bytes a slot; a table has the
+	// smallest prime >= 100 x backends, >= 251 slots).
+	TableBytes uint64 `json:"table_bytes"`
+	// MapBytes: the services, tables-of-tables and backends hashes,
+	// buckets included.
+	MapBytes uint64 `json:"map_bytes"`
+	// PerServiceBytes is (TableBytes + MapBytes) / Services.
+	PerServiceBytes uint64 `json:"per_service_bytes"`
 }
 
 // ServiceUpdate is the body of PATCH /v1/services/{name}: the new backend
@@ -176,6 +211,9 @@ type Status struct {
 	Networks      int             `json:"networks"`
 	Endpoints     int             `json:"endpoints"`
 	Counters      []ReasonCounter `json:"counters,omitempty"`
+	// Services is what the programmed services cost (nil without the
+	// BPF datapath).
+	Services *ServicesMemory `json:"services,omitempty"`
 	// NeighMirror is the state of the node's neighbour table copy the XDP
 	// datapath uses (nil without the BPF datapath).
 	NeighMirror *NeighMirror `json:"neigh_mirror,omitempty"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 )
 
 // Shared types, generated from bpf/lib/abi.h.
@@ -73,6 +74,7 @@ const (
 	EPFlagNoICC            = uint16(tcXlEpFlagsXL_EP_NO_ICC)
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)
+	EPFlagNoPeer           = uint16(tcXlEpFlagsXL_EP_NO_PEER)
 	SvcAffinity            = uint32(tcServiceFlagsSVC_AFFINITY)
 )
 
@@ -138,12 +140,13 @@ type Options struct {
 	// of another size is refused: resizing drops every tracked flow.
 	CTSize uint32
 	// MaglevSize is the slots of every service's Maglev table, a prime
-	// (0: DefaultMaglevSize).
+	// (0: each service's table sized for its backends by the datapath;
+	// the template then has DefaultMaglevSize).
 	MaglevSize uint32
 }
 
-// DefaultMaglevSize keeps 10,000 services at ~40 MB of tables while
-// spreading within 1 % over up to ~100 backends (internal/maglev tests).
+// DefaultMaglevSize is the inner map template's size (BPF_F_INNER_MAP:
+// the tables themselves may differ) and the table size of the BPF tests.
 const DefaultMaglevSize = 1021
 
 // Load loads the programs. Maps are pinned in pinDir (created if needed),
@@ -375,7 +378,7 @@ func (o *Objects) Backends() *ebpf.Map { return o.XlaneBackends }
 
 // MaglevInnerSpec is the spec of one service's slot array.
 func MaglevInnerSpec(size uint32) *ebpf.MapSpec {
-	return &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: size}
+	return &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: size, Flags: unix.BPF_F_INNER_MAP}
 }
 
 // Devmap is the xlane_devmap map.

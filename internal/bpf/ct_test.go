@@ -980,6 +980,7 @@ type testService struct {
 	flags    uint32
 	backends []endpointPort
 	slots    []uint32 // backend index per slot; nil: slot i -> i % len(backends)
+	size     uint32   // table size when slots is nil (0: DefaultMaglevSize)
 }
 
 type endpointPort struct {
@@ -997,6 +998,9 @@ func (b endpointPort) addr(v4 bool) netip.AddrPort {
 func (h *harness) putService(tb testing.TB, s testService) []uint32 {
 	tb.Helper()
 	size := uint32(DefaultMaglevSize)
+	if s.size != 0 {
+		size = s.size
+	}
 	v4 := s.vip.Addr().Is4()
 	for i, b := range s.backends {
 		k := BackendKey{Service: s.id, Index: uint32(i)}
@@ -1019,7 +1023,7 @@ func (h *harness) putService(tb testing.TB, s testService) []uint32 {
 	}
 	h.putMaglev(tb, s.id, slots)
 	k := ServiceKey{Addr: s.vip.Addr().As16(), Port: nbo(s.vip.Port()), Proto: uint8(s.proto)}
-	v := ServiceVal{Id: s.id, MaglevSize: size, Flags: s.flags}
+	v := ServiceVal{Id: s.id, MaglevSize: uint32(len(slots)), Flags: s.flags}
 	if err := h.objs.Services().Put(&k, &v); err != nil {
 		tb.Fatal(err)
 	}
@@ -1029,7 +1033,7 @@ func (h *harness) putService(tb testing.TB, s testService) []uint32 {
 // putMaglev installs (or swaps whole) service id's slot array.
 func (h *harness) putMaglev(tb testing.TB, id uint32, slots []uint32) {
 	tb.Helper()
-	inner, err := ebpf.NewMap(MaglevInnerSpec(DefaultMaglevSize))
+	inner, err := ebpf.NewMap(MaglevInnerSpec(uint32(len(slots))))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -1052,8 +1056,10 @@ func TestCTService(t *testing.T) {
 	backends := []endpointPort{{epNoFwd, 8080}, {epLo, 8081}, {epPeer, 8082}}
 	svcs := []testService{
 		{id: 11, vip: ap(addr("10.96.0.10"), 80), proto: ctTCP, backends: backends},
-		{id: 12, vip: ap(addr("10.96.0.10"), 53), proto: ctUDP, backends: backends},
-		{id: 13, vip: ap(addr("fd00:96::10"), 80), proto: ctTCP, backends: backends},
+		// Tables of other sizes than the template's (BPF_F_INNER_MAP):
+		// the daemon sizes each for its backends.
+		{id: 12, vip: ap(addr("10.96.0.10"), 53), proto: ctUDP, backends: backends, size: 65521},
+		{id: 13, vip: ap(addr("fd00:96::10"), 80), proto: ctTCP, backends: backends, size: 251},
 		{id: 14, vip: ap(addr("10.96.0.11"), 80), proto: ctTCP, backends: backends, flags: SvcAffinity},
 	}
 	for _, s := range svcs {
@@ -1075,7 +1081,7 @@ func TestCTService(t *testing.T) {
 				// from the same port that lands on the same backend would
 				// clash (TestCTServiceReplyClash).
 				f := ctFlow{proto: s.proto, src: ap(src, uint16(20000+1000*int(s.id)+i*7)), dst: s.vip, nat: CTNatDst}
-				idx := int(slots[lbHash(f.origKey(), s.flags)%DefaultMaglevSize])
+				idx := int(slots[lbHash(f.origKey(), s.flags)%uint32(len(slots))])
 				b := backends[idx]
 				f.to = b.addr(v4)
 				hits[idx]++

@@ -471,6 +471,7 @@ const (
 	tcXlEpFlagsXL_EP_NO_ICC            tcXlEpFlags = 4
 	tcXlEpFlagsXL_EP_ISOLATED          tcXlEpFlags = 8
 	tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED tcXlEpFlags = 16
+	tcXlEpFlagsXL_EP_NO_PEER           tcXlEpFlags = 32
 )
 
 type tcXlPeerFlags uint32

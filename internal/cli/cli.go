@@ -117,6 +117,10 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "uplink:\t%s (XDP: %s)\n", st.Uplink, xdp)
 				}
 				fmt.Fprintf(w, "networks:\t%d\nendpoints:\t%d\n", st.Networks, st.Endpoints)
+				if m := st.Services; m != nil {
+					fmt.Fprintf(w, "services:\t%d, kernel memory %s (tables %s, maps %s), %s per service\n", m.Services,
+						humanBytes(m.TableBytes+m.MapBytes), humanBytes(m.TableBytes), humanBytes(m.MapBytes), humanBytes(m.PerServiceBytes))
+				}
 				if m := st.NeighMirror; m != nil {
 					fmt.Fprintf(w, "neighbour mirror:\t%d events, %d pending, %d resyncs", m.Events, m.Pending, m.Resyncs)
 					if m.LastResync != nil {
@@ -166,4 +170,17 @@ func joinAny[T fmt.Stringer](xs []T) string {
 		s[i] = x.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// humanBytes is n in B, KiB, MiB or GiB, one decimal.
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -94,7 +98,49 @@ weight 0 is draining: no new flows, its established ones run on.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(create, ls, inspect, update, rm)
+	var applyFile string
+	var prune bool
+	apply := &cobra.Command{
+		Use:   "apply -f FILE [--prune]",
+		Short: "Create or update many services at once, all or none",
+		Long: `Create or update (by name) every service of FILE in one transaction: either
+all of them are programmed or, on any error (the first bad field is named),
+none is. A listed service that exists gets the listed backends and
+affinity (its VIP cannot change: remove it first); one that is equal is
+left alone. With --prune, services FILE does not list are removed in the
+same transaction: FILE is then the whole set, as a controller's full sync.
+
+FILE ("-": standard input) is JSON, a list of services or {"services": [...]},
+each as 'service create' takes it:
+
+  [{"name": "web", "vip": "10.96.0.10:80/tcp", "backends": ["10.10.0.2:8080", "10.10.0.3:8080@2"]},
+   {"name": "dns6", "vip": "[fd00:96::53]:53/udp", "backends": ["[fd00:10::5]:53"], "affinity": true}]
+
+Programming 10,000 services this way takes about a second; one request per
+service costs a store transaction (two fsyncs) each.`,
+		Example: `  xlane service apply -f services.json
+  generate-services | xlane service apply -f - --prune`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := readServiceApply(cmd.InOrStdin(), applyFile)
+			if err != nil {
+				return err
+			}
+			req.Prune = prune
+			res, err := e.client().ApplyServices(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return e.print(res, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "%d created, %d updated, %d unchanged, %d deleted; %d services\n",
+					res.Created, res.Updated, res.Unchanged, res.Deleted, res.Services)
+			})
+		},
+	}
+	apply.Flags().StringVarP(&applyFile, "file", "f", "", "JSON file of services (\"-\": standard input)")
+	apply.Flags().BoolVar(&prune, "prune", false, "remove the services FILE does not list")
+	apply.MarkFlagRequired("file")
+	cmd.AddCommand(create, apply, ls, inspect, update, rm)
 	return cmd
 }
 
@@ -107,4 +153,32 @@ func serviceTable(w *tabwriter.Writer, svcs []model.Service) {
 		}
 		fmt.Fprintf(w, "%s\t%s/%s\t%v\t%s\n", s.Name, s.VIP, s.Proto, s.Affinity, strings.Join(bs, ","))
 	}
+}
+
+// readServiceApply reads an apply file: a JSON list of services or an
+// object {"services": [...]}.
+func readServiceApply(stdin io.Reader, path string) (api.ServiceApply, error) {
+	var req api.ServiceApply
+	var raw []byte
+	var err error
+	if path == "-" {
+		raw, err = io.ReadAll(stdin)
+	} else {
+		raw, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return req, fmt.Errorf("read services: %w", err)
+	}
+	raw = bytes.TrimSpace(raw)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if len(raw) > 0 && raw[0] == '[' {
+		err = dec.Decode(&req.Services)
+	} else {
+		err = dec.Decode(&req)
+	}
+	if err != nil {
+		return req, fmt.Errorf("read services from %s: %w (want a JSON list of {name, vip, backends, affinity} or {\"services\": [...]})", path, err)
+	}
+	return req, nil
 }

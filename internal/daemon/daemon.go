@@ -1077,6 +1077,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st.Counters = d.reasonCounters(0)
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
+		if m, err := d.dp.ServicesMemory(); err == nil {
+			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps, PerServiceBytes: m.PerService()}
+		}
 	}
 	st.Health = d.health()
 	return st, err

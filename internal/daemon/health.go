@@ -178,3 +178,8 @@ func (h *recordingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h *recordingHandler) WithGroup(name string) slog.Handler {
 	return &recordingHandler{Handler: h.Handler.WithGroup(name), rec: h.rec, attrs: h.attrs}
 }
+
+// Logger is the daemon's logger, which keeps the last warning or error
+// for the health summary: the API server and the Docker driver log
+// through it so that theirs count too.
+func (d *Daemon) Logger() *slog.Logger { return d.log }

@@ -87,6 +87,16 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 	s.StatsEnabled = d.runStats != nil || datapath.RunStatsSysctl()
 	n := d.neigh.status()
 	s.Neigh = &metrics.Neigh{Events: n.Events, Resyncs: n.Resyncs}
+	if st, err := d.dp.AccelStatus(); err != nil {
+		s.Errors["accel"] = err
+	} else if st.Counters != nil {
+		s.Accel = &metrics.Accel{On: st.Attached && st.On, Sockets: st.Sockets, Counters: st.Counters}
+	}
+	if c, err := d.dp.ProxyStats(); err != nil {
+		s.Errors["proxy"] = err
+	} else {
+		s.Proxy = c
+	}
 	return s
 }
 

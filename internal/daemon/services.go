@@ -43,13 +43,8 @@ func parseBackends(specs []string, vip model.Service) ([]model.Backend, error) {
 	return out, nil
 }
 
-// CreateService validates and programs a service VIP.
-func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.dp.Available(); err != nil {
-		return nil, fmt.Errorf("create service: %w", err)
-	}
+// parseService validates a create request into a service (no ID yet).
+func parseService(req api.ServiceCreate) (*model.Service, error) {
 	if !nameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
 	}
@@ -67,6 +62,20 @@ func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 	}
 	s.VIP = ap
 	if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// CreateService validates and programs a service VIP.
+func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.dp.Available(); err != nil {
+		return nil, fmt.Errorf("create service: %w", err)
+	}
+	s, err := parseService(req)
+	if err != nil {
 		return nil, err
 	}
 	applied := false
@@ -173,25 +182,28 @@ func (d *Daemon) Service(name string) (*model.Service, error) {
 	return out, err
 }
 
-// reconcileServices programs every stored service and removes the
-// datapath's services the store does not know.
+// reconcileServices programs every stored service (one batch) and removes
+// the datapath's services the store does not know.
 func (d *Daemon) reconcileServices() error {
 	svcs, err := d.Services()
 	if err != nil {
 		return err
 	}
 	want := map[uint32]bool{}
-	var errs []error
+	put := make([]datapath.Service, 0, len(svcs))
 	for i := range svcs {
 		want[svcs[i].ID] = true
-		errs = append(errs, d.dp.PutService(dpService(&svcs[i])))
+		put = append(put, dpService(&svcs[i]))
 	}
+	errs := []error{d.dp.PutServices(put)}
 	have, err := d.dp.ServiceIDs()
 	errs = append(errs, err)
+	var stale []datapath.Service
 	for id, s := range have {
 		if !want[id] {
-			errs = append(errs, d.dp.DeleteService(s))
+			stale = append(stale, s)
 		}
 	}
+	errs = append(errs, d.dp.DeleteServices(stale))
 	return errors.Join(errs...)
 }

@@ -25,6 +25,7 @@ import (
 type accelState struct {
 	testing bool
 	report  *accel.Report
+	err     error // why the last attach at start failed, if it did
 }
 
 // SelfTest is how the daemon runs the self-test; tests replace it.
@@ -109,7 +110,7 @@ func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
 		return nil, model.Conflictf("the acceleration self-test is running")
 	}
 	r := SelfTest(context.Background())
-	d.accel.report = r
+	d.accel.report, d.accel.err = r, nil
 	rec := store.AccelRecord{Enabled: true, Config: c}
 	if !r.Passed(c.Accept) {
 		if err := d.dp.DisableAccel(); err != nil {
@@ -187,7 +188,9 @@ func (d *Daemon) accelStatusLocked() (*api.AccelStatus, error) {
 		st.State = "testing"
 	case rec.Enabled && st.State != "on":
 		st.State = "failed"
-		if r := d.accel.report; r != nil {
+		if d.accel.err != nil {
+			st.Reason = d.accel.err.Error()
+		} else if r := d.accel.report; r != nil {
 			st.Reason = fmt.Sprintf("self-test on kernel %s %s", r.Kernel, r.Summary(rec.Config.Accept))
 		} else if d.dp.Available() != nil {
 			st.Reason = d.dp.Available().Error()
@@ -218,7 +221,7 @@ func (d *Daemon) reconcileAccel() {
 		r := SelfTest(context.Background())
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		d.accel.testing, d.accel.report = false, r
+		d.accel.testing, d.accel.report, d.accel.err = false, r, nil
 		select {
 		case <-d.done:
 			return
@@ -233,6 +236,7 @@ func (d *Daemon) reconcileAccel() {
 		}
 		if err := d.dp.EnableAccel(settings(rec.Config)); err != nil {
 			d.log.Error("socket acceleration off", "err", err)
+			d.accel.err = fmt.Errorf("attach at start: %w", err)
 			d.dp.DisableAccel()
 			return
 		}

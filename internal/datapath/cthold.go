@@ -32,30 +32,38 @@ type backendRef struct {
 	proto uint8
 }
 
-// sharedBackends counts, per backend, the services balancing to it.
+// sharedBackends counts, per backend, the services balancing to it, and
+// remembers what each service has programmed (its backends, its table
+// size), so that reprogramming it needs no probing.
 type sharedBackends struct {
 	mu    sync.RWMutex
-	bySvc map[uint32][]backendRef
+	bySvc map[uint32]svcProgrammed
 	count map[backendRef]int
 }
 
-// set records service id's backends (nil: the service is gone).
-func (s *sharedBackends) set(id uint32, refs []backendRef) {
+type svcProgrammed struct {
+	refs []backendRef
+	size uint32
+}
+
+// set records service id's backends and table size (refs nil, size 0:
+// the service is gone).
+func (s *sharedBackends) set(id uint32, refs []backendRef, size uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bySvc == nil {
-		s.bySvc, s.count = map[uint32][]backendRef{}, map[backendRef]int{}
+		s.bySvc, s.count = map[uint32]svcProgrammed{}, map[backendRef]int{}
 	}
-	for _, r := range s.bySvc[id] {
+	for _, r := range s.bySvc[id].refs {
 		if s.count[r]--; s.count[r] <= 0 {
 			delete(s.count, r)
 		}
 	}
 	delete(s.bySvc, id)
-	if len(refs) == 0 {
+	if size == 0 {
 		return
 	}
-	s.bySvc[id] = refs
+	s.bySvc[id] = svcProgrammed{refs: refs, size: size}
 	for _, r := range refs {
 		s.count[r]++
 	}
@@ -65,6 +73,23 @@ func (s *sharedBackends) shared(r backendRef) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.count[r] > 1
+}
+
+// backends is how many backend entries service id has, known false if
+// this daemon did not program it.
+func (s *sharedBackends) backends(id uint32) (n int, known bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.bySvc[id]
+	return len(p.refs), ok
+}
+
+// size is service id's table size, known false as for backends.
+func (s *sharedBackends) size(id uint32) (uint32, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.bySvc[id]
+	return p.size, ok
 }
 
 func serviceBackendRefs(s Service) []backendRef {

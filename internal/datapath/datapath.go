@@ -67,11 +67,8 @@ func Open(pinDir string, o bpf.Options) (*BPF, error) {
 		objs.Close()
 		return nil, fmt.Errorf("create link pin dir: %w", err)
 	}
-	ms := o.MaglevSize
-	if ms == 0 {
-		ms = bpf.DefaultMaglevSize
-	}
-	return &BPF{pinDir: pinDir, objs: objs, maglevSize: ms}, nil
+	// MaglevSize 0: each service's table sized for its backends.
+	return &BPF{pinDir: pinDir, objs: objs, maglevSize: o.MaglevSize}, nil
 }
 
 // bpffsRoot is where Linux conventionally mounts the BPF filesystem.

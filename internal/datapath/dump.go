@@ -269,7 +269,7 @@ var epFlagNames = []struct {
 	bit  uint16
 	name string
 }{{bpf.EPFlagXDPTarget, "xdp-target"}, {bpf.EPFlagMasquerade, "masquerade"}, {bpf.EPFlagNoICC, "no-icc"},
-	{bpf.EPFlagIsolated, "isolated"}, {bpf.EPFlagAllowUnsolicited, "allow-unsolicited"}}
+	{bpf.EPFlagIsolated, "isolated"}, {bpf.EPFlagAllowUnsolicited, "allow-unsolicited"}, {bpf.EPFlagNoPeer, "no-peer"}}
 
 func flagNames(f uint16) string {
 	var out []string

@@ -101,6 +101,11 @@ type Datapath interface {
 	// Services (services.go).
 	PutService(s Service) error
 	DeleteService(s Service) error
+	// PutServices and DeleteServices are the batched forms: on error,
+	// part may be applied (the caller puts back what was).
+	PutServices(s []Service) error
+	DeleteServices(s []Service) error
+	ServicesMemory() (ServicesMemory, error)
 	ServiceIDs() (map[uint32]Service, error)
 
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for

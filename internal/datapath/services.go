@@ -30,85 +30,316 @@ func serviceKey(s Service) bpf.ServiceKey {
 	return bpf.ServiceKey{Addr: s.VIP.Addr().As16(), Port: htons(s.VIP.Port()), Proto: s.Proto}
 }
 
-// MaglevSize is the slots of every service table of this datapath.
+// MaglevSize is the slots of every service table of this datapath, 0
+// when each service gets a size for its backends (maglevSizeFor).
 func (d *BPF) MaglevSize() uint32 { return d.maglevSize }
 
-// PutService programs (or reprograms) a service. The new Maglev table is
-// built aside and swapped in whole; flows already tracked keep their
-// backend whatever the table says.
-func (d *BPF) PutService(s Service) error {
-	m := d.MaglevSize()
-	tbl, err := maglev.New(uint64(m))
-	if err != nil {
+// maglevSizeFor is the table size for a service of n backends: the
+// smallest prime at least 100·n (Maglev gives every backend ⌊M/N⌋ or
+// ⌈M/N⌉ slots, so shares differ by at most N/M: 1 %), at least 251, at
+// most maglevMaxSize (shares then differ by more, above 655 backends).
+// A table is an array of 8-byte slots (the kernel rounds 4-byte values
+// up): 307 slots for 3 backends fit a 4 KiB allocation with the map's
+// header.
+func (d *BPF) maglevSizeFor(n int) uint32 {
+	if d.maglevSize != 0 {
+		return d.maglevSize
+	}
+	m := max(uint64(maglevMinSize), 100*uint64(n))
+	for ; m < maglevMaxSize && !isPrime(m); m++ {
+	}
+	return uint32(min(m, maglevMaxSize))
+}
+
+const (
+	maglevMinSize = 251
+	maglevMaxSize = 65521 // XL_MAGLEV_MAX, prime
+)
+
+func isPrime(n uint64) bool {
+	if n < 2 {
+		return false
+	}
+	for p := uint64(2); p*p <= n; p++ {
+		if n%p == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// svcPlan is one service of a PutServices call, prepared.
+type svcPlan struct {
+	s       Service
+	size    uint32
+	slots   []uint32
+	oldSize uint32    // 0: a new service (or one programmed before this daemon started: see below)
+	inner   *ebpf.Map // a new table (new service or new size), nil: rewrite the table in place
+}
+
+// PutService programs (or reprograms) a service; see PutServices.
+func (d *BPF) PutService(s Service) error { return d.PutServices([]Service{s}) }
+
+// PutServices programs (or reprograms) services, batched: a table per new
+// service (or per new size) is built aside and installed with one batch
+// update of xlane_maglev for all of them (each single update of a hash of
+// maps waits for an RCU grace period, milliseconds; a batch waits once);
+// a reprogrammed service of the same size gets its slots rewritten in
+// place, one batch call, which needs no wait. Services, backends: one
+// batch update each. Flows already tracked keep their backend whatever the
+// table says. On error, what was applied stays: the caller puts back the
+// old services or deletes the new ones.
+func (d *BPF) PutServices(svcs []Service) error {
+	if len(svcs) == 0 {
+		return nil
+	}
+	plans := make([]svcPlan, len(svcs))
+	defer func() {
+		for _, p := range plans {
+			if p.inner != nil {
+				p.inner.Close()
+			}
+		}
+	}()
+	var bkeys []bpf.BackendKey
+	var bvals []bpf.BackendVal
+	for i, s := range svcs {
+		p := &plans[i]
+		p.s, p.size = s, d.maglevSizeFor(len(s.Backends))
+		p.oldSize = d.programmedSize(s)
+		if p.oldSize != 0 && p.oldSize >= 100*uint32(len(s.Backends)) && p.oldSize <= 4*p.size {
+			// Still fit for the backends: keep the size, so that a
+			// backend change rewrites the table in place (and moves
+			// only the slots Maglev moves).
+			p.size = p.oldSize
+		}
+		tbl, err := maglev.New(uint64(p.size))
+		if err != nil {
+			return err
+		}
+		bs := make([]maglev.Backend, len(s.Backends))
+		for j, b := range s.Backends {
+			bs[j] = maglev.Backend{ID: b.Addr.String(), Weight: b.Weight}
+		}
+		slots, err := tbl.Populate(bs)
+		if err != nil && !errors.Is(err, maglev.ErrNoActiveBackends) {
+			return fmt.Errorf("service %s: %w", s.VIP, err)
+		}
+		p.slots = make([]uint32, len(slots))
+		for j, b := range slots {
+			p.slots[j] = uint32(b)
+		}
+		if p.oldSize != p.size {
+			if p.inner, err = ebpf.NewMap(bpf.MaglevInnerSpec(p.size)); err != nil {
+				return fmt.Errorf("service %s: maglev table: %w", s.VIP, err)
+			}
+			if err := fillSlots(p.inner, p.slots); err != nil {
+				return fmt.Errorf("service %s: fill maglev table: %w", s.VIP, err)
+			}
+		}
+		for j, b := range s.Backends {
+			bkeys = append(bkeys, bpf.BackendKey{Service: s.ID, Index: uint32(j)})
+			bvals = append(bvals, bpf.BackendVal{Addr: b.Addr.Addr().As16(), Port: htons(b.Addr.Port())})
+		}
+	}
+	// Backends first: a table (old or new) only names indices that exist.
+	if err := batchPut(d.objs.Backends(), bkeys, bvals); err != nil {
+		return fmt.Errorf("services: backends: %w", err)
+	}
+	// A shrinking table gets its smaller size before the swap, a growing
+	// one after: a slot index is in range of whichever table the
+	// datapath sees.
+	var shrink, rest []svcPlan
+	for _, p := range plans {
+		if p.oldSize > p.size {
+			shrink = append(shrink, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	if err := d.putServiceVals(shrink); err != nil {
 		return err
 	}
-	bs := make([]maglev.Backend, len(s.Backends))
-	for i, b := range s.Backends {
-		bs[i] = maglev.Backend{ID: b.Addr.String(), Weight: b.Weight}
-	}
-	slots, err := tbl.Populate(bs)
-	if err != nil && !errors.Is(err, maglev.ErrNoActiveBackends) {
-		return fmt.Errorf("service %s: %w", s.VIP, err)
-	}
-	for i, b := range s.Backends {
-		k := bpf.BackendKey{Service: s.ID, Index: uint32(i)}
-		v := bpf.BackendVal{Addr: b.Addr.Addr().As16(), Port: htons(b.Addr.Port())}
-		if err := d.objs.Backends().Put(&k, &v); err != nil {
-			return fmt.Errorf("service %s backend %s: %w", s.VIP, b.Addr, err)
+	var okeys, ovals []uint32
+	for _, p := range plans {
+		if p.inner != nil {
+			okeys, ovals = append(okeys, p.s.ID), append(ovals, uint32(p.inner.FD()))
+			continue
+		}
+		// Same size: rewrite the slots in place (no swap, no wait).
+		inner, err := d.maglevTable(p.s.ID)
+		if err != nil {
+			return fmt.Errorf("service %s: %w", p.s.VIP, err)
+		}
+		err = fillSlots(inner, p.slots)
+		inner.Close()
+		if err != nil {
+			return fmt.Errorf("service %s: rewrite maglev table: %w", p.s.VIP, err)
 		}
 	}
-	inner, err := ebpf.NewMap(bpf.MaglevInnerSpec(m))
-	if err != nil {
-		return fmt.Errorf("service %s: maglev table: %w", s.VIP, err)
+	if err := batchPut(d.objs.Maglev(), okeys, ovals); err != nil {
+		return fmt.Errorf("services: install maglev tables: %w", err)
 	}
-	defer inner.Close()
+	if err := d.putServiceVals(rest); err != nil {
+		return err
+	}
+	// Backend slots past a shorter list are unused now.
+	var stale []bpf.BackendKey
+	for _, p := range plans {
+		old, known := d.shared.backends(p.s.ID)
+		if !known {
+			old = d.probeBackends(p.s.ID, len(p.s.Backends))
+		}
+		for j := len(p.s.Backends); j < old; j++ {
+			stale = append(stale, bpf.BackendKey{Service: p.s.ID, Index: uint32(j)})
+		}
+		d.shared.set(p.s.ID, serviceBackendRefs(p.s), p.size)
+	}
+	for _, k := range stale {
+		if err := d.objs.Backends().Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("services: remove backend %d of service %d: %w", k.Index, k.Service, err)
+		}
+	}
+	return nil
+}
+
+// putServiceVals writes the services' xlane_services entries.
+func (d *BPF) putServiceVals(plans []svcPlan) error {
+	keys := make([]bpf.ServiceKey, 0, len(plans))
+	vals := make([]bpf.ServiceVal, 0, len(plans))
+	for _, p := range plans {
+		sv := bpf.ServiceVal{Id: p.s.ID, MaglevSize: p.size}
+		if p.s.Affinity {
+			sv.Flags |= bpf.SvcAffinity
+		}
+		keys, vals = append(keys, serviceKey(p.s)), append(vals, sv)
+	}
+	if err := batchPut(d.objs.Services(), keys, vals); err != nil {
+		return fmt.Errorf("services: %w", err)
+	}
+	return nil
+}
+
+// programmedSize is the table size s has in the datapath now, 0 if it
+// has none (or another service has its VIP: then it gets a new table).
+func (d *BPF) programmedSize(s Service) uint32 {
+	if size, ok := d.shared.size(s.ID); ok {
+		return size
+	}
+	var v bpf.ServiceVal
+	k := serviceKey(s)
+	if err := d.objs.Services().Lookup(&k, &v); err != nil || v.Id != s.ID {
+		return 0
+	}
+	// Programmed before this daemon started: in place only if the table
+	// is there and of that size.
+	if inner, err := d.maglevTable(s.ID); err == nil {
+		defer inner.Close()
+		if inner.MaxEntries() == v.MaglevSize {
+			return v.MaglevSize
+		}
+	}
+	return 0
+}
+
+// maglevTable opens service id's installed slot array.
+func (d *BPF) maglevTable(id uint32) (*ebpf.Map, error) {
+	var innerID ebpf.MapID
+	if err := d.objs.Maglev().Lookup(id, &innerID); err != nil {
+		return nil, fmt.Errorf("maglev table of service %d: %w", id, err)
+	}
+	return ebpf.NewMapFromID(innerID)
+}
+
+// probeBackends counts service id's backend entries from index from on
+// (a service programmed before this daemon started), up to from+the
+// first gap.
+func (d *BPF) probeBackends(id uint32, from int) int {
+	var v bpf.BackendVal
+	for i := from; ; i++ {
+		k := bpf.BackendKey{Service: id, Index: uint32(i)}
+		if err := d.objs.Backends().Lookup(&k, &v); err != nil {
+			return i
+		}
+	}
+}
+
+func fillSlots(m *ebpf.Map, slots []uint32) error {
 	keys := make([]uint32, len(slots))
-	vals := make([]uint32, len(slots))
-	for i, b := range slots {
-		keys[i], vals[i] = uint32(i), uint32(b)
+	for i := range keys {
+		keys[i] = uint32(i)
 	}
-	if _, err := inner.BatchUpdate(keys, vals, nil); err != nil {
-		return fmt.Errorf("service %s: fill maglev table: %w", s.VIP, err)
+	return batchPut(m, keys, slots)
+}
+
+// batchPut writes keys[i] = vals[i] with one BPF_MAP_UPDATE_BATCH where
+// the kernel has it for the map's type, else one update each.
+func batchPut[K, V any](m *ebpf.Map, keys []K, vals []V) error {
+	if len(keys) == 0 {
+		return nil
 	}
-	if err := d.objs.Maglev().Put(s.ID, inner); err != nil {
-		return fmt.Errorf("service %s: install maglev table: %w", s.VIP, err)
+	_, err := m.BatchUpdate(keys, vals, nil)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
 	}
-	sk := serviceKey(s)
-	sv := bpf.ServiceVal{Id: s.ID, MaglevSize: m}
-	if s.Affinity {
-		sv.Flags |= bpf.SvcAffinity
-	}
-	if err := d.objs.Services().Put(&sk, &sv); err != nil {
-		return fmt.Errorf("service %s: %w", s.VIP, err)
-	}
-	// Backend slots past the new list are unused now.
-	for i := len(s.Backends); ; i++ {
-		k := bpf.BackendKey{Service: s.ID, Index: uint32(i)}
-		if err := d.objs.Backends().Delete(&k); err != nil {
-			break
+	for i := range keys {
+		if err := m.Put(&keys[i], &vals[i]); err != nil {
+			return err
 		}
 	}
-	d.shared.set(s.ID, serviceBackendRefs(s))
 	return nil
 }
 
 // DeleteService removes a service. Missing parts are fine.
-func (d *BPF) DeleteService(s Service) error {
-	sk := serviceKey(s)
-	var errs []error
-	for _, err := range []error{d.objs.Services().Delete(&sk), d.objs.Maglev().Delete(s.ID)} {
-		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, err)
+func (d *BPF) DeleteService(s Service) error { return d.DeleteServices([]Service{s}) }
+
+// DeleteServices removes services, batched as PutServices. Missing parts
+// are fine.
+func (d *BPF) DeleteServices(svcs []Service) error {
+	var skeys []bpf.ServiceKey
+	var ids []uint32
+	var bkeys []bpf.BackendKey
+	for _, s := range svcs {
+		skeys, ids = append(skeys, serviceKey(s)), append(ids, s.ID)
+		n, known := d.shared.backends(s.ID)
+		if !known {
+			n = d.probeBackends(s.ID, 0)
+		}
+		for i := 0; i < n; i++ {
+			bkeys = append(bkeys, bpf.BackendKey{Service: s.ID, Index: uint32(i)})
 		}
 	}
-	for i := 0; ; i++ {
-		k := bpf.BackendKey{Service: s.ID, Index: uint32(i)}
-		if err := d.objs.Backends().Delete(&k); err != nil {
-			break
-		}
+	// The VIP first: no new flow looks for the table once it is gone.
+	errs := []error{batchDelete(d.objs.Services(), skeys), batchDelete(d.objs.Maglev(), ids), batchDelete(d.objs.Backends(), bkeys)}
+	for _, s := range svcs {
+		d.shared.set(s.ID, nil, 0)
 	}
-	d.shared.set(s.ID, nil)
 	return errors.Join(errs...)
+}
+
+// batchDelete deletes keys with BPF_MAP_DELETE_BATCH where the kernel has
+// it, else one by one; keys already gone are fine.
+func batchDelete[K any](m *ebpf.Map, keys []K) error {
+	for len(keys) > 0 {
+		n, err := m.BatchDelete(keys, nil)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ebpf.ErrKeyNotExist) && n < len(keys):
+			keys = keys[n+1:] // keys[n] was not there: go on after it
+		case errors.Is(err, ebpf.ErrNotSupported):
+			var errs []error
+			for i := range keys {
+				if err := m.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					errs = append(errs, err)
+				}
+			}
+			return errors.Join(errs...)
+		default:
+			return err
+		}
+	}
+	return nil
 }
 
 // ServiceIDs lists the ids of the programmed services.

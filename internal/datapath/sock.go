@@ -171,7 +171,7 @@ func (d *BPF) EnableAccel(s AccelSettings) error {
 // message (sticky), after what it already redirected, and its sockets
 // leave the map as they close.
 func (d *BPF) DisableAccel() error {
-	if _, err := os.Stat(d.sockDir("maps", "xlane_accel_config")); errors.Is(err, os.ErrNotExist) && d.accel == nil {
+	if d.sockUnused("xlane_accel_config", d.accel != nil) {
 		return nil // never enabled
 	}
 	o, err := d.accelObjs()
@@ -184,9 +184,23 @@ func (d *BPF) DisableAccel() error {
 	return unpinLink(d.sockDir("accel_sockops"))
 }
 
-// AccelStatus reads the pins and counters.
+// sockUnused: the socket layer's maps were never created here (nothing
+// to report, and reading must not create them).
+func (d *BPF) sockUnused(m string, loaded bool) bool {
+	if loaded {
+		return false
+	}
+	_, err := os.Stat(d.sockDir("maps", m))
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// AccelStatus reads the pins and counters (zero, without counters, where
+// acceleration was never used).
 func (d *BPF) AccelStatus() (AccelStatus, error) {
 	var st AccelStatus
+	if d.sockUnused("xlane_accel_stats", d.accel != nil) {
+		return st, nil
+	}
 	if l, err := link.LoadPinnedLink(d.sockDir("accel_sockops"), nil); err == nil {
 		st.Attached = true
 		if info, err := l.Info(); err == nil && info.Cgroup() != nil {
@@ -314,6 +328,9 @@ func (d *BPF) DeleteProxyRule(port uint16) error {
 
 // ProxyRules lists the rules in the map.
 func (d *BPF) ProxyRules() (map[uint16]ProxyRule, error) {
+	if d.sockUnused("xlane_proxy_rules", d.proxy != nil) {
+		return nil, nil
+	}
 	o, err := d.proxyObjs()
 	if err != nil {
 		return nil, err
@@ -328,8 +345,12 @@ func (d *BPF) ProxyRules() (map[uint16]ProxyRule, error) {
 	return out, it.Err()
 }
 
-// ProxyStats are the redirect counters.
+// ProxyStats are the redirect counters (nil where redirects were never
+// used).
 func (d *BPF) ProxyStats() (map[string]uint64, error) {
+	if d.sockUnused("xlane_proxy_stats", d.proxy != nil) {
+		return nil, nil
+	}
 	o, err := d.proxyObjs()
 	if err != nil {
 		return nil, err

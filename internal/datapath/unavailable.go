@@ -52,6 +52,8 @@ func (u *Unavailable) Neigh(netip.Addr, int) (net.HardwareAddr, bool, error) { r
 func (u *Unavailable) FlushNeigh() error                                     { return nil }
 func (u *Unavailable) DeletePort(Port) error                                 { return nil }
 func (u *Unavailable) DeleteService(Service) error                           { return nil }
+func (u *Unavailable) DeleteServices([]Service) error                        { return nil }
+func (u *Unavailable) ServicesMemory() (ServicesMemory, error)               { return ServicesMemory{}, nil }
 func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
 func (u *Unavailable) AttachedDevices() ([]string, error)              { return nil, nil }
@@ -117,9 +119,15 @@ func (u *Unavailable) ProxyStats() (map[string]uint64, error)    { return nil, u
 func (u *Unavailable) PutPort(p Port) error {
 	return u.err(fmt.Sprintf("publish %d/%d", p.NodePort, p.Proto))
 }
-func (u *Unavailable) Flows(int) ([]Flow, error)         { return nil, u.err("conntrack") }
-func (u *Unavailable) FlushCT() (int, error)             { return 0, u.err("conntrack") }
-func (u *Unavailable) CTStats() (CTStats, error)         { return CTStats{}, u.err("conntrack") }
-func (u *Unavailable) GCCT(uint64) (int, error)          { return 0, u.err("conntrack gc") }
-func (u *Unavailable) PutService(s Service) error        { return u.err(fmt.Sprintf("service %d", s.ID)) }
+func (u *Unavailable) Flows(int) ([]Flow, error)  { return nil, u.err("conntrack") }
+func (u *Unavailable) FlushCT() (int, error)      { return 0, u.err("conntrack") }
+func (u *Unavailable) CTStats() (CTStats, error)  { return CTStats{}, u.err("conntrack") }
+func (u *Unavailable) GCCT(uint64) (int, error)   { return 0, u.err("conntrack gc") }
+func (u *Unavailable) PutService(s Service) error { return u.err(fmt.Sprintf("service %d", s.ID)) }
+func (u *Unavailable) PutServices(s []Service) error {
+	if len(s) == 0 {
+		return nil
+	}
+	return u.err(fmt.Sprintf("%d services", len(s)))
+}
 func (u *Unavailable) FirewallMaps() (bpf.FwMaps, error) { return bpf.FwMaps{}, u.err("firewall maps") }

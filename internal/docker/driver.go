@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -849,6 +850,21 @@ func (dr *Driver) programExternalConnectivity(req *externalConnectivityRequest) 
 			}
 		}
 		return fail(err)
+	}
+	// A mapping Docker no longer asks for (a repeated call with other
+	// ports) is withdrawn; its relay stopped with the others above.
+	if prev != nil {
+		var stale []string
+		for _, s := range prev.Ports {
+			if !slices.Contains(ports, s) {
+				stale = append(stale, s)
+			}
+		}
+		if len(stale) > 0 {
+			if _, err := dr.d.PublishPorts(req.EndpointID, api.PortsUpdate{Ports: stale}, true); err != nil && !errors.Is(err, model.ErrNotFound) {
+				dr.log.Warn("docker: withdraw ports Docker no longer publishes", "endpoint", short(req.EndpointID), "ports", stale, "err", err)
+			}
+		}
 	}
 	if len(ports)+len(b.Relays) > 0 {
 		// The host ports xlane chose (-p PORT, -P) are here and in

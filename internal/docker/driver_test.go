@@ -648,3 +648,21 @@ func TestPortForms(t *testing.T) {
 		t.Errorf("ports %v, relays %v left after RevokeExternalConnectivity", f.eps[epID].Ports, td.proxied)
 	}
 }
+
+// TestPortFormsChangedMapping: a port Docker gives is used as given even
+// when the record holds another for the same container port, which is
+// withdrawn.
+func TestPortFormsChangedMapping(t *testing.T) {
+	f := newFake(t)
+	td := newTestDriver(t, f)
+	td.ok("NetworkDriver.CreateNetwork", dualStack(netID, nil))
+	td.ok("NetworkDriver.CreateEndpoint", createEndpointRequest{NetworkID: netID, EndpointID: epID, Interface: &endpointInterface{Address: "172.30.0.5/16"}})
+	for _, hp := range []int{8080, 9090} {
+		td.ok("NetworkDriver.ProgramExternalConnectivity", externalConnectivityRequest{NetworkID: netID, EndpointID: epID, Options: map[string]any{optPortMap: []any{
+			map[string]any{"Proto": 6, "Port": 80, "HostPort": hp},
+		}}})
+		if got, want := fmt.Sprint(f.eps[epID].Ports), fmt.Sprintf("[%d:80/tcp]", hp); got != want {
+			t.Errorf("-p %d:80: published %s, want %s", hp, got, want)
+		}
+	}
+}

@@ -132,15 +132,21 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint, d
 		if lo < 0 || hi > 65535 {
 			return out, fmt.Errorf("port %d: host ports %d-%d out of 1-65535", pb.Port, lo, hi)
 		}
+		// A port xlane chose before (this call: Docker's binding of the
+		// other family; the record: a repeated call) is kept, if the
+		// binding leaves the choice to xlane.
+		keep := func(hp int, found bool) bool {
+			return found && (lo == 0 || lo != hi && hp >= lo && hp <= hi)
+		}
 		if host.IsValid() {
-			if s, ok := sameRelay(out.Relays, prev, host, proto, pb.Port); ok {
+			if s, hp, ok := sameRelay(out.Relays, prev, host, proto, pb.Port); keep(hp, ok) {
 				if !slices.Contains(out.Relays, s) {
 					out.Relays = append(out.Relays, s)
 				}
 				continue
 			}
-		} else if s, ok := samePort(out.Ports, prev, proto, pb.Port); ok {
-			if !slices.Contains(out.Ports, s) { // Docker may list a binding per address family
+		} else if s, hp, ok := samePort(out.Ports, prev, proto, pb.Port); keep(hp, ok) {
+			if !slices.Contains(out.Ports, s) {
 				out.Ports = append(out.Ports, s)
 			}
 			continue
@@ -155,10 +161,12 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint, d
 		if err != nil {
 			return out, fmt.Errorf("port %d/%s: %w", pb.Port, proto, err)
 		}
+		spec, list := fmt.Sprintf("%d:%d/%s", p, pb.Port, proto), &out.Ports
 		if host.IsValid() {
-			out.Relays = append(out.Relays, relaySpec(netip.AddrPortFrom(host, uint16(p)), pb.Port, proto))
-		} else {
-			out.Ports = append(out.Ports, fmt.Sprintf("%d:%d/%s", p, pb.Port, proto))
+			spec, list = relaySpec(netip.AddrPortFrom(host, uint16(p)), pb.Port, proto), &out.Relays
+		}
+		if !slices.Contains(*list, spec) { // Docker may list a binding per address family
+			*list = append(*list, spec)
 		}
 	}
 	return out, nil
@@ -167,7 +175,7 @@ func (dr *Driver) portBindings(id string, raw any, prev *store.DockerEndpoint, d
 // samePort finds a published port of container port port/proto in have
 // (this call's) or prev (the record's), for Docker's second binding of
 // one mapping (IPv6) and for a repeated call.
-func samePort(have []string, prev *store.DockerEndpoint, proto string, port int) (string, bool) {
+func samePort(have []string, prev *store.DockerEndpoint, proto string, port int) (string, int, bool) {
 	all := have
 	if prev != nil {
 		all = append(slices.Clone(have), prev.Ports...)
@@ -175,14 +183,14 @@ func samePort(have []string, prev *store.DockerEndpoint, proto string, port int)
 	for _, s := range all {
 		pm, err := model.ParsePortMapping(s)
 		if err == nil && pm.Proto == proto && int(pm.Port) == port {
-			return s, true
+			return s, int(pm.NodePort), true
 		}
 	}
-	return "", false
+	return "", 0, false
 }
 
 // sameRelay is samePort for relays on host.
-func sameRelay(have []string, prev *store.DockerEndpoint, host netip.Addr, proto string, port int) (string, bool) {
+func sameRelay(have []string, prev *store.DockerEndpoint, host netip.Addr, proto string, port int) (string, int, bool) {
 	all := have
 	if prev != nil {
 		all = append(slices.Clone(have), prev.Relays...)
@@ -190,10 +198,10 @@ func sameRelay(have []string, prev *store.DockerEndpoint, host netip.Addr, proto
 	for _, s := range all {
 		h, p, pr, err := parseRelay(s)
 		if err == nil && h.Addr() == host && pr == proto && int(p) == port {
-			return s, true
+			return s, int(h.Port()), true
 		}
 	}
-	return "", false
+	return "", 0, false
 }
 
 // publishedElsewhere lists NODEPORT/PROTO published by xlane endpoints

@@ -29,9 +29,9 @@ const (
 // bridgeOptions are the bridge driver's options that xlane accepts for a
 // drop-in switch and ignores, with why.
 var bridgeOptions = map[string]string{
-	"com.docker.network.bridge.name":              "xlane creates no bridge",
-	"com.docker.network.bridge.default_bridge":    "xlane is never the default bridge",
-	"com.docker.network.bridge.inhibit_ipv4":      "the gateway address lives on the node's lo",
+	"com.docker.network.bridge.name":           "xlane creates no bridge",
+	"com.docker.network.bridge.default_bridge": "xlane is never the default bridge",
+	"com.docker.network.bridge.inhibit_ipv4":   "the gateway address lives on the node's lo",
 }
 
 // Option keys Docker sets in ProgramExternalConnectivityRequest.Options.

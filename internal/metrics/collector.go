@@ -127,6 +127,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(NeighEvents, float64(n.Events))
 		counter(NeighResyncs, float64(n.Resyncs))
 	}
+	if a := s.Accel; a != nil {
+		on := 0.0
+		if a.On {
+			on = 1
+		}
+		gauge(AccelOn, on)
+		gauge(AccelSockets, float64(a.Sockets))
+		for n, v := range a.Counters {
+			counter(AccelCounters, float64(v), n)
+		}
+	}
+	for n, v := range s.Proxy {
+		counter(ProxyCounters, float64(v), n)
+	}
 }
 
 // mergeCounts adds up counts that carry the same labels (two devices of

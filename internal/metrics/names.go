@@ -24,8 +24,9 @@ const (
 	LabelSource    = "source"    // what a scrape failed to read
 	LabelVersion   = "version"
 	LabelMethod    = "method"
-	LabelRoute     = "route" // the API route pattern: GET /v1/endpoints/{id}
-	LabelCode      = "code"  // HTTP status code
+	LabelRoute     = "route"   // the API route pattern: GET /v1/endpoints/{id}
+	LabelCode      = "code"    // HTTP status code
+	LabelCounter   = "counter" // a socket-layer counter: sock_added, bytes_redirected, ... (bpf/lib/accel.h, proxy.h)
 )
 
 // Type is a Prometheus metric type.
@@ -117,6 +118,16 @@ var (
 	NeighResyncs = Metric{"xlane_neigh_resyncs_total", Counter, nil,
 		"Full resyncs of xlane_neigh after a lost neighbour event."}
 
+	// The socket layer (docs/accel.md).
+	AccelOn = Metric{"xlane_accel_on", Gauge, nil,
+		"1 while socket acceleration is attached and on, else 0."}
+	AccelSockets = Metric{"xlane_accel_sockets", Gauge, nil,
+		"Sockets in the acceleration socket map (both ends of each accelerated connection)."}
+	AccelCounters = Metric{"xlane_accel_total", Counter, []string{LabelCounter},
+		"Socket acceleration counters: sockets added or skipped and why, messages and bytes redirected, fallbacks by reason."}
+	ProxyCounters = Metric{"xlane_proxy_total", Counter, []string{LabelCounter},
+		"Transparent proxy redirect counters: connections redirected, exempted, SO_ORIGINAL_DST answered or missed."}
+
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
 		"Time the daemon took to answer API requests."}
@@ -136,5 +147,6 @@ var All = []Metric{
 	ServiceBackends, ServiceBackendFlows,
 	ProgramRuns, ProgramRunTime, BPFStatsEnabled,
 	NeighEvents, NeighResyncs,
+	AccelOn, AccelSockets, AccelCounters, ProxyCounters,
 	APIRequestDuration, ScrapeErrors, BuildInfo,
 }

@@ -22,6 +22,10 @@ type Snapshot struct {
 	// StatsEnabled: the kernel counts BPF run time now.
 	StatsEnabled bool
 	Neigh        *Neigh // nil without the BPF datapath
+	// Accel: socket acceleration, nil where it was never used.
+	Accel *Accel
+	// Proxy: the redirect counters, nil where redirects were never used.
+	Proxy map[string]uint64
 	// Errors: what could not be read (source -> error), counted in
 	// xlane_scrape_errors_total.
 	Errors map[string]error
@@ -97,4 +101,11 @@ type ProgramCount struct {
 // Neigh is the neighbour mirror's activity.
 type Neigh struct {
 	Events, Resyncs uint64
+}
+
+// Accel is socket acceleration's state and counters.
+type Accel struct {
+	On       bool
+	Sockets  int
+	Counters map[string]uint64
 }

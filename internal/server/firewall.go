@@ -13,11 +13,14 @@ import (
 )
 
 // decodeLarge is decode within maxFirewallBody.
-func decodeLarge(r *http.Request, v any) error {
+func decodeLarge(r *http.Request, v any) error { return decodeSized(r, v, maxFirewallBody) }
+
+// decodeSized is decode of a body limited to limit (limitBody).
+func decodeSized(r *http.Request, v any, limit int64) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeErr(err, maxFirewallBody)
+		return decodeErr(err, limit)
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ const (
 	// included; the CLI sends blocklists in chunks of 50,000 prefixes
 	// (~2.3 MB).
 	maxFirewallBody = 16 << 20
+	// maxServicesBody bounds a services apply: 262,144 services
+	// (the datapath's most) of ~250 bytes of JSON.
+	maxServicesBody = 64 << 20
 )
 
 // ErrTooLarge is a request body over its path's limit (HTTP 413).

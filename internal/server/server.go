@@ -28,8 +28,11 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route := func(pattern string, status int, fn func(*http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			limit := int64(maxBody)
-			if strings.HasPrefix(r.URL.Path, api.PathFirewall) {
+			switch {
+			case strings.HasPrefix(r.URL.Path, api.PathFirewall):
 				limit = maxFirewallBody
+			case r.URL.Path == api.PathServicesApply:
+				limit = maxServicesBody
 			}
 			if err := limitBody(w, r, limit); err != nil {
 				writeError(w, log, r, err)
@@ -131,6 +134,13 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 			return nil, err
 		}
 		return d.CreateService(req)
+	})
+	route("POST "+api.PathServicesApply, http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.ServiceApply
+		if err := decodeSized(r, &req, maxServicesBody); err != nil {
+			return nil, err
+		}
+		return d.ApplyServices(req)
 	})
 	route("GET "+api.PathServices, http.StatusOK, func(r *http.Request) (any, error) {
 		svcs, err := d.Services()

@@ -113,3 +113,12 @@ func (t *Tx) NextServiceID() (uint32, error) {
 	seq, err := t.tx.Bucket(bucketServices).NextSequence()
 	return uint32(seq), err
 }
+
+// ServiceCount returns how many services there are.
+func (t *Tx) ServiceCount() (int, error) {
+	b := t.tx.Bucket(bucketServices)
+	if b == nil {
+		return 0, nil
+	}
+	return b.Stats().KeyN, nil
+}

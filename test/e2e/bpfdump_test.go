@@ -106,7 +106,7 @@ func TestBPFDump(t *testing.T) {
 	has("services", map[string]string{"vip": "10.96.7.7:80", "proto": "tcp"})
 	has("backends", map[string]string{"index": "0", "backend": eps[0].IPs[0].String() + ":8080"})
 	has("backends", map[string]string{"index": "1", "backend": eps[1].IPs[0].String() + ":8080"})
-	has("maglev", map[string]string{"per_backend": "0:1021"}) // the draining backend holds no slot
+	has("maglev", map[string]string{"per_backend": "0:251"}) // the draining backend holds no slot; 2 backends: 251 slots
 	has("publish", map[string]string{"proto": "tcp", "node_port": "8081", "target": eps[1].IPs[0].String() + ":81"})
 	has("fw-state", map[string]string{"on": "true"})
 	has("fw-rules", map[string]string{"action": "drop", "default": "false"})

@@ -430,3 +430,30 @@ func (p *prometheus) waitEmpty(t *testing.T, q string) {
 	}
 	t.Errorf("PromQL %s still returns %d series after the endpoint was removed", q, len(got))
 }
+
+// A metrics address beyond loopback is refused at start, naming the flag
+// that allows it, before xlaned touches anything (no state file, no pins).
+func TestMetricsAddrRefused(t *testing.T) {
+	dir := t.TempDir()
+	pinDir := "/sys/fs/bpf/xle-" + suffix()
+	defer os.RemoveAll(pinDir)
+	netns := newNetns(t, "node") // were it to start, in a namespace of its own
+	for _, addr := range []string{"0.0.0.0:9643", ":9643", "unix:relative.sock"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, "nsenter", "--net="+nsPath(netns), "--", filepath.Join(binDir, "xlaned"),
+			"--state", filepath.Join(dir, "state.db"), "--socket", filepath.Join(dir, "xlane.sock"), "--pin-dir", pinDir,
+			"--docker-plugin-socket=", "--metrics-addr", addr).CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), "--metrics-addr") {
+			t.Errorf("--metrics-addr %s: %v\n%s", addr, err, out)
+		}
+		if !strings.HasPrefix(addr, "unix:") && !strings.Contains(string(out), "--metrics-allow-remote") {
+			t.Errorf("--metrics-addr %s: the error does not name --metrics-allow-remote:\n%s", addr, out)
+		}
+	}
+	for _, p := range []string{filepath.Join(dir, "state.db"), pinDir} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists after a refused start", p)
+		}
+	}
+}

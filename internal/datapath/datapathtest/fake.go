@@ -248,6 +248,31 @@ func (f *Fake) DeleteService(s datapath.Service) error {
 	return f.change("delete-service", s, func() { delete(f.services, s.ID) })
 }
 
+// PutServices puts one after the other, as far as Fail lets it.
+func (f *Fake) PutServices(svcs []datapath.Service) error {
+	for _, s := range svcs {
+		if err := f.PutService(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServicesMemory: the fake's services cost nothing.
+func (f *Fake) ServicesMemory() (datapath.ServicesMemory, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return datapath.ServicesMemory{Services: len(f.services)}, nil
+}
+
+func (f *Fake) DeleteServices(svcs []datapath.Service) error {
+	var errs []error
+	for _, s := range svcs {
+		errs = append(errs, f.DeleteService(s))
+	}
+	return errors.Join(errs...)
+}
+
 func (f *Fake) ServiceIDs() (map[uint32]datapath.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// ApplyServices creates or updates (by name) the services of req, and
+// with req.Prune removes the others, in one store transaction and one
+// batch of datapath updates: all or nothing. A listed service that exists
+// keeps its VIP (a different one is refused: delete it first) and gets
+// the listed backends and affinity; one that is equal is left alone.
+func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.dp.Available(); err != nil {
+		return nil, fmt.Errorf("apply services: %w", err)
+	}
+	want := make([]*model.Service, len(req.Services))
+	byName := make(map[string]int, len(req.Services))
+	byVIP := make(map[string]int, len(req.Services))
+	for i, r := range req.Services {
+		s, err := parseService(r)
+		if err != nil {
+			return nil, fmt.Errorf("services[%d]: %w", i, err)
+		}
+		if j, dup := byName[s.Name]; dup {
+			return nil, model.Fieldf(fmt.Sprintf("services[%d].name", i), "%q: listed twice (also services[%d])", s.Name, j)
+		}
+		vk := s.VIP.String() + "/" + s.Proto
+		if j, dup := byVIP[vk]; dup {
+			return nil, model.Fieldf(fmt.Sprintf("services[%d].vip", i), "%s: listed twice (also services[%d], %q)", vk, j, want[j].Name)
+		}
+		byName[s.Name], byVIP[vk] = i, i
+		want[i] = s
+	}
+
+	var res api.ServiceApplyResult
+	var created, pruned []*model.Service
+	var updated, olds []*model.Service // updated[i] replaces olds[i]
+	applied := false
+	rollback := func() {
+		// What the datapath got is taken back: new services out,
+		// updated ones as they were, pruned ones in again.
+		var errs []error
+		errs = append(errs, d.dp.DeleteServices(dpServices(created)))
+		errs = append(errs, d.dp.PutServices(dpServices(olds)))
+		errs = append(errs, d.dp.PutServices(dpServices(pruned)))
+		if err := errors.Join(errs...); err != nil {
+			d.log.Error("apply services: roll back the datapath", "err", err)
+		}
+	}
+	err := d.store.Update(func(tx *store.Tx) error {
+		for _, s := range want {
+			old, err := tx.Service(s.Name)
+			switch {
+			case errors.Is(err, model.ErrNotFound):
+				if other, err := tx.ServiceByVIP(s.VIP, s.Proto); err != nil {
+					return err
+				} else if other != "" {
+					if _, listed := byName[other]; listed || !req.Prune {
+						return model.Conflictf("service %q: vip %s/%s is service %q's", s.Name, s.VIP, s.Proto, other)
+					}
+					// other is pruned below: its VIP comes free in
+					// the same transaction. Deleting it first keeps
+					// the datapath's VIP entry for the new service.
+					o, err := tx.Service(other)
+					if err != nil {
+						return err
+					}
+					if err := tx.DeleteService(other); err != nil {
+						return err
+					}
+					pruned = append(pruned, o)
+				}
+				if s.ID, err = tx.NextServiceID(); err != nil {
+					return err
+				}
+				created = append(created, s)
+			case err != nil:
+				return err
+			case old.VIP != s.VIP || old.Proto != s.Proto:
+				return model.Conflictf("service %q has vip %s/%s, not %s/%s: remove it first", s.Name, old.VIP, old.Proto, s.VIP, s.Proto)
+			case old.Affinity == s.Affinity && slices.Equal(old.Backends, s.Backends):
+				res.Unchanged++
+				continue
+			default:
+				s.ID, s.Created = old.ID, old.Created
+				updated, olds = append(updated, s), append(olds, old)
+			}
+			if err := tx.PutService(s); err != nil {
+				return err
+			}
+		}
+		if req.Prune {
+			all, err := tx.Services()
+			if err != nil {
+				return err
+			}
+			for i := range all {
+				if _, listed := byName[all[i].Name]; listed {
+					continue
+				}
+				if err := tx.DeleteService(all[i].Name); err != nil {
+					return err
+				}
+				pruned = append(pruned, &all[i])
+			}
+		}
+		applied = true
+		// Pruned first: a VIP moving from a pruned service to a new one
+		// is the new one's once its entry is written.
+		if err := d.dp.DeleteServices(dpServices(pruned)); err != nil {
+			return err
+		}
+		return d.dp.PutServices(dpServices(append(slices.Clone(created), updated...)))
+	})
+	if err != nil {
+		if applied {
+			rollback()
+		}
+		return nil, err
+	}
+	res.Created, res.Updated, res.Deleted = len(created), len(updated), len(pruned)
+	err = d.store.View(func(tx *store.Tx) error {
+		n, err := tx.ServiceCount()
+		res.Services = n
+		return err
+	})
+	d.log.Info("services applied", "created", res.Created, "updated", res.Updated, "unchanged", res.Unchanged, "deleted", res.Deleted)
+	return &res, err
+}
+
+func dpServices(svcs []*model.Service) []datapath.Service {
+	out := make([]datapath.Service, 0, len(svcs))
+	for _, s := range svcs {
+		out = append(out, dpService(s))
+	}
+	return out
+}

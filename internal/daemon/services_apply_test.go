@@ -1,0 +1,116 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+func applySvc(name, vip string, backends ...string) api.ServiceCreate {
+	return api.ServiceCreate{Name: name, VIP: vip, Backends: backends}
+}
+
+// TestApplyServices: create, update, leave alone and prune in one call;
+// bad input names its field and changes nothing.
+func TestApplyServices(t *testing.T) {
+	d, fake := fakeDaemon(t)
+	res, err := d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{
+		applySvc("a", "10.96.0.1:80", "10.1.0.2:8080"),
+		applySvc("b", "10.96.0.2:80/udp", "10.1.0.3:53", "10.1.0.4:53@0"),
+		applySvc("c", "[fd00:96::3]:443", "[fd00:1::5]:8443"),
+	}})
+	if err != nil || *res != (api.ServiceApplyResult{Created: 3, Services: 3}) {
+		t.Fatalf("apply = %+v, %v", res, err)
+	}
+	checkServices(t, d, fake)
+	res, err = d.ApplyServices(api.ServiceApply{Prune: true, Services: []api.ServiceCreate{
+		applySvc("a", "10.96.0.1:80", "10.1.0.2:8080"),                            // unchanged
+		applySvc("b", "10.96.0.2:80/udp", "10.1.0.3:53"),                          // updated
+		applySvc("d", "10.96.0.4:80", "10.1.0.6:8080"),                            // created; c pruned
+		applySvc("e", "[fd00:96::3]:443", "[fd00:1::7]:8443", "[fd00:1::8]:8443"), // c's VIP, c pruned
+	}})
+	if err != nil || *res != (api.ServiceApplyResult{Created: 2, Updated: 1, Unchanged: 1, Deleted: 1, Services: 4}) {
+		t.Fatalf("apply --prune = %+v, %v", res, err)
+	}
+	checkServices(t, d, fake)
+	if _, err := d.Service("c"); !errors.Is(err, model.ErrNotFound) {
+		t.Errorf("pruned service c: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		req  []api.ServiceCreate
+		want string
+	}{
+		{"bad backend", []api.ServiceCreate{applySvc("f", "10.96.0.9:80", "10.1.0.2:8080"), applySvc("g", "10.96.0.8:80", "nope")}, "services[1]"},
+		{"name twice", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("f", "10.96.0.8:80")}, "services[1].name"},
+		{"vip twice", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("g", "10.96.0.9:80")}, "services[1].vip"},
+		{"another's vip", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("g", "10.96.0.1:80")}, `service "a"`},
+		{"vip changed", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("a", "10.96.0.7:80")}, "remove it first"},
+	} {
+		if _, err := d.ApplyServices(api.ServiceApply{Services: c.req}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.want)
+		}
+		if _, err := d.Service("f"); !errors.Is(err, model.ErrNotFound) {
+			t.Errorf("%s: service f exists after a refused apply", c.name)
+		}
+		checkServices(t, d, fake)
+	}
+}
+
+// TestApplyServicesAtomic fails the datapath at every step of an apply
+// (the write done or not) and wants store and datapath as before each
+// time: nothing half-applied.
+func TestApplyServicesAtomic(t *testing.T) {
+	d, fake := fakeDaemon(t)
+	var base []api.ServiceCreate
+	for i := 0; i < 6; i++ {
+		base = append(base, applySvc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d:80", i+1), fmt.Sprintf("10.1.1.%d:8080", i+1)))
+	}
+	if _, err := d.ApplyServices(api.ServiceApply{Services: base}); err != nil {
+		t.Fatal(err)
+	}
+	// s0-s2 updated, s3-s5 pruned, n0-n2 created.
+	next := []api.ServiceCreate{}
+	for i := 0; i < 3; i++ {
+		next = append(next, applySvc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d:80", i+1), "10.1.9.9:8080"),
+			applySvc(fmt.Sprintf("n%d", i), fmt.Sprintf("10.96.2.%d:80", i+1), "10.1.9.8:8080"))
+	}
+	before, _ := fake.ServiceIDs()
+	// Six puts (three updated, three created), three deletes (pruned).
+	for op, calls := range map[string]int{"put-service": 6, "delete-service": 3} {
+		for k := 0; k < calls; k++ {
+			for _, after := range []bool{false, true} {
+				n := 0
+				fake.FailAfterWrite = after
+				fake.Fail = failOp(op, func(any) bool { n++; return n == k+1 })
+				_, err := d.ApplyServices(api.ServiceApply{Services: next, Prune: true})
+				fake.Fail = nil
+				if !errors.Is(err, datapathtest.ErrFake) {
+					t.Fatalf("%s #%d (written %v): apply = %v, want the injected failure", op, k+1, after, err)
+				}
+				checkServices(t, d, fake)
+				if have, _ := fake.ServiceIDs(); len(have) != len(before) {
+					t.Fatalf("%s #%d (written %v): %d services in the datapath, want %d", op, k+1, after, len(have), len(before))
+				}
+				for _, s := range base {
+					got, err := d.Service(s.Name)
+					if err != nil || got.Backends[0].Addr.String() != s.Backends[0] {
+						t.Fatalf("%s #%d (written %v): %s after a failed apply: %+v, %v", op, k+1, after, s.Name, got, err)
+					}
+				}
+			}
+		}
+	}
+	if _, err := d.ApplyServices(api.ServiceApply{Services: next, Prune: true}); err != nil {
+		t.Fatal(err)
+	}
+	checkServices(t, d, fake)
+	if have, _ := fake.ServiceIDs(); len(have) != 6 {
+		t.Errorf("%d services after the apply, want 6", len(have))
+	}
+}

@@ -1,0 +1,144 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
+)
+
+func testServices(n, backends, port int) []Service {
+	svcs := make([]Service, n)
+	for i := range svcs {
+		svcs[i] = Service{ID: uint32(i + 1), Proto: unix.IPPROTO_TCP,
+			VIP: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)}), 80)}
+		for j := 0; j < backends; j++ {
+			svcs[i].Backends = append(svcs[i].Backends, Backend{Weight: 1,
+				Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 80, 0, byte(j + 2)}), uint16(port))})
+		}
+	}
+	return svcs
+}
+
+// checkService reads service s back from the maps: its table's size and
+// that every slot names one of its backends, each backend entry present.
+func checkService(t *testing.T, d *BPF, s Service) {
+	t.Helper()
+	var v bpf.ServiceVal
+	k := serviceKey(s)
+	if err := d.objs.Services().Lookup(&k, &v); err != nil || v.Id != s.ID {
+		t.Fatalf("service %d: %+v, %v", s.ID, v, err)
+	}
+	if want := d.maglevSizeFor(len(s.Backends)); v.MaglevSize < want || v.MaglevSize > 4*want {
+		t.Errorf("service %d: table size %d, want %d (up to 4 times as large, kept from before)", s.ID, v.MaglevSize, want)
+	}
+	inner, err := d.maglevTable(s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	if inner.MaxEntries() != v.MaglevSize {
+		t.Errorf("service %d: table of %d slots, service says %d", s.ID, inner.MaxEntries(), v.MaglevSize)
+	}
+	seen := map[uint32]bool{}
+	var slot, idx uint32
+	it := inner.Iterate()
+	for it.Next(&slot, &idx) {
+		if int(idx) >= len(s.Backends) {
+			t.Fatalf("service %d: slot %d names backend %d of %d", s.ID, slot, idx, len(s.Backends))
+		}
+		seen[idx] = true
+	}
+	if len(seen) != len(s.Backends) {
+		t.Errorf("service %d: slots name %d backends, want %d", s.ID, len(seen), len(s.Backends))
+	}
+	for j := 0; j < len(s.Backends)+2; j++ {
+		var bv bpf.BackendVal
+		err := d.objs.Backends().Lookup(&bpf.BackendKey{Service: s.ID, Index: uint32(j)}, &bv)
+		if (err == nil) != (j < len(s.Backends)) {
+			t.Errorf("service %d backend %d: %v (of %d)", s.ID, j, err, len(s.Backends))
+		}
+	}
+}
+
+// TestPutServices: a batch of services, then a backend change in place,
+// then tables that grow and shrink, then deletion; read back each time.
+func TestPutServices(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load BPF")
+	}
+	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-svcs-%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pinDir) })
+	d, err := Open(pinDir, bpf.Options{CTSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	svcs := testServices(2000, 3, 8080)
+	start := time.Now()
+	if err := d.PutServices(svcs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d services in %v", len(svcs), time.Since(start))
+	for _, i := range []int{0, 999, 1999} {
+		checkService(t, d, svcs[i])
+	}
+	tableOf := func(id uint32) ebpf.MapID {
+		var inner ebpf.MapID
+		if err := d.objs.Maglev().Lookup(id, &inner); err != nil {
+			t.Fatal(err)
+		}
+		return inner
+	}
+	// One backend fewer: same size, the table rewritten in place.
+	before := tableOf(1)
+	one := svcs[0]
+	one.Backends = one.Backends[:2]
+	start = time.Now()
+	if err := d.PutService(one); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("backend change in %v", time.Since(start))
+	checkService(t, d, one)
+	if tableOf(1) != before {
+		t.Errorf("same-size update swapped the table")
+	}
+	// Grow to 40 backends (4093 slots), then shrink to 1.
+	for _, n := range []int{40, 1} {
+		s := testServices(1, n, 9090)[0]
+		if err := d.PutService(s); err != nil {
+			t.Fatal(err)
+		}
+		checkService(t, d, s)
+	}
+	// Deletion leaves none of it.
+	start = time.Now()
+	if err := d.DeleteServices(svcs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted %d services in %v", len(svcs), time.Since(start))
+	for name, m := range map[string]*ebpf.Map{"services": d.objs.Services(), "maglev": d.objs.Maglev(), "backends": d.objs.Backends()} {
+		var k, v []byte
+		if it := m.Iterate(); it.Next(&k, &v) {
+			t.Errorf("%s not empty after deleting every service", name)
+		}
+	}
+}
+
+func TestMaglevSizeFor(t *testing.T) {
+	d := &BPF{}
+	for n, want := range map[int]uint32{0: 251, 1: 251, 2: 251, 3: 307, 10: 1009, 163: 16301, 655: 65519, 656: 65521, 5000: 65521} {
+		if got := d.maglevSizeFor(n); got != want {
+			t.Errorf("maglevSizeFor(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if got := (&BPF{maglevSize: 1021}).maglevSizeFor(3); got != 1021 {
+		t.Errorf("fixed size: %d, want 1021", got)
+	}
+}
