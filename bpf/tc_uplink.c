@@ -124,7 +124,7 @@ int xlane_from_uplink(struct __sk_buff *skb)
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return tc_ret(step, reason);
+	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
 /* overlay_network: the network of the VNI a packet came with; 0 for the
@@ -197,7 +197,7 @@ int xlane_from_overlay(struct __sk_buff *skb)
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return tc_ret(step, reason);
+	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
 /*

@@ -19,6 +19,7 @@
 #include "ct.h"
 #include "fw_maps.h"
 #include "fw_l4.h"
+#include "monitor.h"
 
 /* What the calling hook knows. */
 struct fw_hook {
@@ -120,6 +121,40 @@ static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scra
 	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : sc->l4.sport;
 	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : sc->l4.dport;
 	e->pad2 = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* fw_monitor is fw_log for `xlane monitor` (lib/monitor.h): it remembers
+ * the deciding rule for the packet's MON_DROP event and, when wanted,
+ * emits it as a MON_FW event. Nothing but mon_types() while nobody
+ * listens. */
+static __always_inline void fw_monitor(const struct fw_rule *r, const struct fw_scratch *sc)
+{
+	__u32 t = mon_types();
+	struct mon_state *st;
+	struct mon_event *e;
+
+	if (!t)
+		return;
+	st = mon_state();
+	if (st)
+		st->rule = r->slot + 1;
+	if (!(t & MON_FW))
+		return;
+	e = mon_reserve(MON_FW);
+	if (!e)
+		return;
+	e->ifindex = sc->hk.ifindex;
+	e->len = sc->hk.len;
+	e->kind = sc->hk.kind;
+	e->action = r->action;
+	e->proto = sc->l4.l4.proto;
+	e->rule = r->slot + 1;
+	__builtin_memcpy(e->saddr, sc->k.saddr, 16);
+	__builtin_memcpy(e->daddr, sc->k.daddr, 16);
+	e->family = mon_family(sc->k.saddr);
+	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.sport);
+	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.dport);
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -487,6 +522,7 @@ static __always_inline int fw_verdict(struct fw_scratch *sc)
 	if (r) {
 		fw_count(r, sc->hk.len);
 		fw_log(r, sc);
+		fw_monitor(r, sc);
 		if (r->action == FW_REJECT) {
 			sc->reason = XL_DROP_FW_REJECT;
 			return FW_V_REJECT;

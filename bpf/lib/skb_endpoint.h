@@ -287,19 +287,18 @@ static __always_inline int skb_from_endpoint(struct __sk_buff *skb, const struct
 	int step;
 
 	enum xl_reason xdp;
-	int ret;
 
 	step = from_endpoint(skb, cfg, &reason);
-	ret = tc_ret(step, reason);
 	/* XDP passed it here without counting (lib/handoff.h): what goes on
-	 * to Linux counts under XDP's reason, the rest under this one's. */
-	if (ret == XL_TC_PASS) {
+	 * to Linux counts under XDP's reason (a pass reason, as this one
+	 * is), the rest under this one's. */
+	if (tc_code(step, reason) == XL_TC_PASS) {
 		xdp = skb_handoff(skb);
 		if (xdp != XL_HANDOFF_NONE)
 			reason = xdp;
 	}
 	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
-	return ret;
+	return tc_ret(skb, FW_KIND_FROM_EP, step, reason);
 }
 
 #endif /* XLANE_SKB_ENDPOINT_H */

@@ -45,6 +45,8 @@ func run() error {
 	ctSize := fs.Uint("ct-size", 1<<20, "conntrack table size (entries; two per flow); changing it needs the pinned table removed")
 	natPorts := fs.String("nat-ports", daemon.DefaultNATPorts, "masquerade source-port range MIN-MAX; must not overlap net.ipv4.ip_local_port_range")
 	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
+	accelCase := fs.Duration("accel-case-timeout", 5*time.Second, "time each case of the socket acceleration self-test may take before it counts as stalled (docs/accel.md); raise it on slow machines")
+	monRate := fs.Uint("monitor-rate", daemon.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")
 	uninstall := fs.Bool("uninstall", false, "remove everything this instance made (networks, endpoints, services, programs, pins, the state file) and exit; stop the running xlaned first")
 	dockerSocket := fs.String("docker-plugin-socket", docker.DefaultSocket, "serve the Docker network driver here (Docker names it after the file; \"\" serves none)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (docs/observability.md) on HOST:PORT, loopback only (127.0.0.1:9643, [::1]:9643), or on unix:/PATH; \"\" serves none")
@@ -88,8 +90,8 @@ Flags:
 		defer ml.Close()
 	}
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
-		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, BPFStats: *bpfStats && !*uninstall,
-		CalibrateAtStart: *calib && !*uninstall})
+		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
+		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate)})
 	if err != nil {
 		return err
 	}

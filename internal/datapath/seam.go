@@ -112,6 +112,14 @@ type Datapath interface {
 	// internal/firewall's installer. They stay the datapath's: Close
 	// releases them.
 	FirewallMaps() (bpf.FwMaps, error)
+
+	// MonitorMaps are the event monitor's maps (bpf/lib/monitor.h): its
+	// switch, counters and ring, for the daemon's monitor.
+	MonitorMaps() (bpf.MonitorMaps, error)
+	// NewTracer loads a copy of the tc programs on the live configuration
+	// and a copy of the state, for `xlane trace` (bpf.Tracer). The caller
+	// closes it.
+	NewTracer() (*bpf.Tracer, error)
 }
 
 var (

@@ -131,3 +131,7 @@ func (u *Unavailable) PutServices(s []Service) error {
 	return u.err(fmt.Sprintf("%d services", len(s)))
 }
 func (u *Unavailable) FirewallMaps() (bpf.FwMaps, error) { return bpf.FwMaps{}, u.err("firewall maps") }
+func (u *Unavailable) MonitorMaps() (bpf.MonitorMaps, error) {
+	return bpf.MonitorMaps{}, u.err("monitor maps")
+}
+func (u *Unavailable) NewTracer() (*bpf.Tracer, error) { return nil, u.err("trace") }

@@ -187,6 +187,14 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.Calibration(), nil
 	})
 	firewallRoutes(route, d)
+	mux.HandleFunc("GET "+api.PathMonitor, serveMonitor(d, log))
+	route("POST "+api.PathTrace, http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.TraceRequest
+		if err := decodeLarge(r, &req); err != nil {
+			return nil, err
+		}
+		return d.Trace(req)
+	})
 	sockRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))

@@ -285,6 +285,17 @@ func (f *Fake) FirewallMaps() (bpf.FwMaps, error) {
 	return bpf.FwMaps{}, fmt.Errorf("fake datapath has no firewall maps: %w", model.ErrUnavailable)
 }
 
+// MonitorMaps: the fake has no BPF maps; the daemon's monitor reports
+// itself unavailable.
+func (f *Fake) MonitorMaps() (bpf.MonitorMaps, error) {
+	return bpf.MonitorMaps{}, fmt.Errorf("fake datapath has no monitor: %w", model.ErrUnavailable)
+}
+
+// NewTracer: the fake has no programs to run.
+func (f *Fake) NewTracer() (*bpf.Tracer, error) {
+	return nil, fmt.Errorf("fake datapath cannot trace: %w", model.ErrUnavailable)
+}
+
 // The socket layer: the fake records settings and rules; no counters.
 
 func (f *Fake) EnableAccel(s datapath.AccelSettings) error {
