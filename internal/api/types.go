@@ -149,8 +149,14 @@ type EndpointAdd struct {
 	VethOnly bool     `json:"veth_only,omitempty"`
 	IfName   string   `json:"ifname,omitempty"`
 	IPs      []string `json:"ips,omitempty"`
-	// MAC is the container side's MAC address; empty: the kernel's random one.
+	// MAC is the container side's MAC address (a VM's: the guest's);
+	// empty: a random one.
 	MAC string `json:"mac,omitempty"`
+	// VM asks for a QEMU guest's port: a tap device instead of a veth,
+	// with Queues queues (default 1), no netns; the guest gets its
+	// addresses by DHCP.
+	VM     bool `json:"vm,omitempty"`
+	Queues int  `json:"queues,omitempty"`
 }
 
 // Counter is a packet and byte count.
@@ -184,7 +190,10 @@ type EndpointInfo struct {
 	Offloads map[string]bool `json:"offloads,omitempty"`
 	// Notes explain what the datapath does for this endpoint and why
 	// (fallbacks, offload interactions).
-	Notes    []string        `json:"notes,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// QEMUArgs, for a VM endpoint, are the QEMU options that attach a
+	// guest to its tap (model.Endpoint.QEMUArgs).
+	QEMUArgs []string        `json:"qemu_args,omitempty"`
 	Sent     Counter         `json:"sent"`
 	Received Counter         `json:"received"`
 	Reasons  []ReasonCounter `json:"reasons,omitempty"`

@@ -89,6 +89,7 @@ type Daemon struct {
 	calib     calibState  // calibrate.go
 	started   time.Time
 	lastErr   lastError // the last warning or error logged (health.go)
+	dhcp      dhcpServers // DHCPv4 on VM endpoints' taps (dhcp.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -114,6 +115,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now()}
 	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
 	d.cfg, d.log = cfg, cfg.Log
+	d.dhcp.log = cfg.Log
 	if cfg.NATPorts == "" {
 		cfg.NATPorts = DefaultNATPorts
 	}
@@ -228,6 +230,7 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
+	d.dhcp.stopAll()
 	d.calib.wg.Wait() // a calibration at start removes its networks first
 	d.tracer.close()
 	if d.runStats != nil {
@@ -690,6 +693,12 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		return nil, nil, model.Fieldf("ifname", "%q: must be 1-15 letters, digits, '_', '.' or '-'", e.IfName)
 	}
 	switch {
+	case req.VM:
+		if err := validateVM(e, req); err != nil {
+			return nil, nil, err
+		}
+	case req.Queues != 0:
+		return nil, nil, model.Fieldf("queues", "%d: only VM endpoints (--vm) have queues", req.Queues)
 	case req.VethOnly && req.Netns != "":
 		return nil, nil, model.Fieldf("netns", "%q: a veth-only endpoint takes no netns (the runtime moves the interface)", req.Netns)
 	case !req.VethOnly && req.Netns == "":
@@ -718,6 +727,15 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		e.MAC = mac.String()
 	}
 	e.HostIf, e.PeerIf = hostIfNames(e.ID)
+	if e.VM {
+		if err := vmNetwork(n); err != nil {
+			return nil, nil, err
+		}
+		e.HostIf, e.PeerIf = tapName(e.ID), ""
+		if e.MAC == "" {
+			e.MAC = randomMAC()
+		}
+	}
 	return e, n, nil
 }
 
@@ -774,7 +792,7 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := d.step("veth-created"); err != nil {
 		return err
 	}
-	if !e.VethOnly() {
+	if !e.VethOnly() && !e.VM {
 		if err := netconf.ConfigureContainer(e, n); err != nil {
 			return err
 		}
@@ -790,7 +808,13 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 			return err
 		}
 	}
-	return d.programEndpoint(e, n, host)
+	if err := d.programEndpoint(e, n, host); err != nil {
+		return err
+	}
+	if e.VM {
+		return d.dhcp.start(e, n)
+	}
+	return nil
 }
 
 // programEndpoint gives an endpoint the datapath of its network's mode and
@@ -810,6 +834,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	}
 	if err := d.dp.Available(); err != nil {
 		return fmt.Errorf("network %q is in %s mode: %w", n.Name, n.Mode, err)
+	}
+	if e.VM && n.Mode.XDP() {
+		return errVMMode(n.Mode)
 	}
 	// Native XDP_REDIRECT into the host veth needs NAPI on its peer. When
 	// the peer is out of reach (a runtime moved it), the endpoint is not a
@@ -849,6 +876,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if n.AllowUnsolicited {
 			val.Flags |= bpf.EPFlagAllowUnsolicited
 		}
+		if e.VM {
+			val.Flags |= bpf.EPFlagNoPeer
+		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -877,6 +907,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 // unapplyEndpoint removes every kernel object of e. Missing ones are fine.
 func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	var errs []error
+	if e.VM {
+		d.dhcp.stop(e.ID)
+	}
 	ifindex := 0
 	if host, err := netconf.HostLink(e); err == nil {
 		ifindex = host.Attrs().Index
@@ -992,6 +1025,18 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 	if s := host.Attrs().Statistics; s != nil {
 		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
 		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
+	}
+	if e.VM {
+		info.QEMUArgs = e.QEMUArgs("n0")
+		if host.Attrs().OperState == netlink.OperDown {
+			info.State = "waiting for QEMU (tap not opened)"
+		}
+		if n.Mode.BPF() {
+			info.Datapath = d.dp.Hooks(e.HostIf)
+			info.Reasons = d.reasonCounters(host.Attrs().Index)
+		}
+		info.Notes = append(info.Notes, d.dhcp.note(e.ID))
+		return info
 	}
 	off, offErr := netconf.ContainerOffloads(&e)
 	info.Offloads = off

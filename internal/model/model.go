@@ -136,7 +136,12 @@ type Endpoint struct {
 	HostMAC string        `json:"host_mac"`    // host-side MAC (the gateway MAC)
 	IPs     []netip.Addr  `json:"ips"`
 	Ports   []PortMapping `json:"ports,omitempty"` // published ports
-	Created time.Time     `json:"created"`
+	// VM: the endpoint is a QEMU guest's port: its host device is a
+	// persistent tap (HostIf) that QEMU opens by name, with Queues queues;
+	// the guest gets its addresses by DHCP from the node (vm.go).
+	VM      bool      `json:"vm,omitempty"`
+	Queues  int       `json:"queues,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // PortMapping publishes an endpoint's port on the node's address.
@@ -173,7 +178,7 @@ func ParsePortMapping(s string) (PortMapping, error) {
 
 // VethOnly reports whether the runtime, not xlane, moves and configures the
 // container side.
-func (e *Endpoint) VethOnly() bool { return e.Netns == "" }
+func (e *Endpoint) VethOnly() bool { return e.Netns == "" && !e.VM }
 
 // Sentinel errors, tested with errors.Is.
 var (
