@@ -100,7 +100,7 @@ type Daemon struct {
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 	calib     calibState  // calibrate.go
 	started   time.Time
-	lastErr   lastError // the last warning or error logged (health.go)
+	lastErr   lastError   // the last warning or error logged (health.go)
 	dhcp      dhcpServers // DHCPv4 on VM endpoints' taps (dhcp.go)
 
 	// fault, when set by tests, is called between apply steps; an error
