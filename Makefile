@@ -60,7 +60,7 @@ demo: build
 # netkit runs in the kernel matrix's 6.12 guest (scripts/bench-netkit.sh).
 # observe is the cost of metrics and the monitor on the tc path (bench/modes
 # -observe); BASELINE=REF adds tc built from that git ref.
-BENCHES := modes fw nat docker netkit accel scrape observe
+BENCHES := modes fw nat docker netkit accel scrape observe multinode
 BENCH ?= $(BENCHES)
 bench: build
 	@for b in $(BENCH); do \
@@ -68,7 +68,7 @@ bench: build
 		netkit) scripts/bench-netkit.sh ;; \
 		observe) echo "+ go run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results"; \
 			$(GO) run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results ;; \
-		modes|fw|nat|docker|accel|scrape) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		modes|fw|nat|docker|accel|scrape|multinode) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
 		*) echo "make bench: BENCH=$$b: want some of $(BENCHES)" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done

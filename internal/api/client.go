@@ -229,6 +229,29 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return &out, c.do(ctx, http.MethodGet, PathStatus, nil, &out)
 }
 
+// AddNode adds a node of the cluster.
+func (c *Client) AddNode(ctx context.Context, req NodeAdd) (*model.Node, error) {
+	var out model.Node
+	return &out, c.do(ctx, http.MethodPost, PathNodes, req, &out)
+}
+
+// Nodes lists the nodes.
+func (c *Client) Nodes(ctx context.Context) ([]model.Node, error) {
+	var out []model.Node
+	return out, c.do(ctx, http.MethodGet, PathNodes, nil, &out)
+}
+
+// Node returns one node.
+func (c *Client) Node(ctx context.Context, name string) (*model.Node, error) {
+	var out model.Node
+	return &out, c.do(ctx, http.MethodGet, PathNodes+"/"+url.PathEscape(name), nil, &out)
+}
+
+// DeleteNode removes a node (missing is fine).
+func (c *Client) DeleteNode(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, PathNodes+"/"+url.PathEscape(name), nil, nil)
+}
+
 // Monitor streams the daemon's monitor events matching q to fn (the first
 // is a "stats" line, sent once the subscription is in place) until ctx
 // ends or fn returns an error, which Monitor returns.

@@ -16,9 +16,29 @@ const (
 	PathStatus    = "/v1/status"
 	PathConntrack = "/v1/conntrack"
 	PathServices  = "/v1/services"
+	PathNodes     = "/v1/nodes"
 	// PathServicesApply takes many services in one request (ServiceApply).
 	PathServicesApply = PathServices + "/apply"
 )
+
+// NodeAdd is the body of POST /v1/nodes.
+type NodeAdd struct {
+	Name     string   `json:"name"`
+	Underlay []string `json:"underlay"`  // one IPv4 and/or one IPv6 address
+	PodCIDRs []string `json:"pod_cidrs"` // one IPv4 and/or one IPv6 prefix
+}
+
+// ClusterInfo is how a node is joined (in Status; empty: alone).
+type ClusterInfo struct {
+	NodeName     string   `json:"node_name,omitempty"`
+	ClusterCIDRs []string `json:"cluster_cidrs,omitempty"`
+	Routing      string   `json:"routing,omitempty"`
+	Device       string   `json:"device,omitempty"`
+	VXLANPort    int      `json:"vxlan_port,omitempty"`
+	// MTU is the containers' default MTU (the underlay's less VXLAN's
+	// overhead); 0 until this node's own record is added.
+	MTU int `json:"mtu,omitempty"`
+}
 
 // NetworkCreate is the body of POST /v1/networks. Addresses are strings so
 // the daemon can say which one is wrong.
@@ -46,6 +66,9 @@ type NetworkCreate struct {
 	// Device is the endpoints' device pair: auto (default), veth, netkit
 	// or netkit-l2.
 	Device string `json:"device,omitempty"`
+	// VNI between nodes (0: derived from the name, the same on every
+	// node).
+	VNI uint32 `json:"vni,omitempty"`
 	// BigTCP: auto (default: where the node's calibration measured a
 	// win), on or off; GSO/GRO aggregates of 192 KiB on the endpoints'
 	// veths.
@@ -226,6 +249,8 @@ type Status struct {
 	// NeighMirror is the state of the node's neighbour table copy the XDP
 	// datapath uses (nil without the BPF datapath).
 	NeighMirror *NeighMirror `json:"neigh_mirror,omitempty"`
+	// Cluster is how this node is joined to others (nil: alone).
+	Cluster *ClusterInfo `json:"cluster,omitempty"`
 	// Calibration is what auto means on this node (xlane calibrate).
 	Calibration *Calibration `json:"calibration,omitempty"`
 	// Health says whether the datapath is as it should be.

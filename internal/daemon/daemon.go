@@ -61,6 +61,17 @@ type Config struct {
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
 	BPFStats bool
+	// NodeName makes this daemon a node of a cluster (cluster.go): its
+	// record among the nodes is the one of this name.
+	NodeName string
+	// ClusterCIDRs are the cluster's pod prefixes (every node's pod CIDR
+	// lies inside one); Routing is vxlan ("") or native; VXLANPort the
+	// overlay's UDP port (0: 4789); NodesFile a file of node records,
+	// watched.
+	ClusterCIDRs []string
+	Routing      string
+	VXLANPort    int
+	NodesFile    string
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (calibrate.go).
 	CalibrateAtStart bool
@@ -84,6 +95,7 @@ type Daemon struct {
 	node      datapath.NodeConfig
 	ct        ctCounters
 	neigh     neighMirror // neigh.go
+	cluster   *cluster    // nil: alone (cluster.go)
 	accel     accelState  // sock.go
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 	calib     calibState  // calibrate.go
@@ -108,11 +120,15 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	cl, err := parseCluster(cfg)
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(cfg.StatePath)
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now()}
+	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now(), cluster: cl}
 	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
 	d.cfg, d.log = cfg, cfg.Log
 	d.dhcp.log = cfg.Log
@@ -173,6 +189,15 @@ func (d *Daemon) start() (*Daemon, error) {
 		}
 		if err := d.reconcileServices(); err != nil {
 			d.log.Error("reconcile services", "err", err)
+		}
+		if d.cluster != nil {
+			if err := d.setupCluster(); err != nil {
+				d.Close()
+				return nil, fmt.Errorf("join cluster: %w", err)
+			}
+			if cfg.NodesFile != "" {
+				go d.watchNodesFile(cfg.NodesFile, d.done)
+			}
 		}
 		if err := d.syncNeighbours(d.done); err != nil {
 			d.Close()
@@ -285,6 +310,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.resolveDevice(n, req); err != nil {
 		return nil, err
 	}
+	if err := d.clusterSubnets(tx, &req); err != nil {
+		return nil, err
+	}
 	if len(req.Subnets) == 0 {
 		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
 	}
@@ -334,6 +362,16 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	}
 	if n.MTU == 0 {
 		n.MTU = 1500
+		if d.cluster != nil && d.cluster.mtu != 0 {
+			n.MTU = d.cluster.mtu // the underlay's, less VXLAN's overhead
+		}
+	}
+	n.VNI = req.VNI
+	if n.VNI == 0 {
+		n.VNI = model.DefaultVNI(n.Name)
+	}
+	if n.VNI < model.MinVNI || n.VNI > model.MaxVNI {
+		return nil, model.Fieldf("vni", "%d: must be between %d and %d", req.VNI, model.MinVNI, model.MaxVNI)
 	}
 	if n.MTU < minMTU || n.MTU > 65535 {
 		return nil, model.Fieldf("mtu", "%d: must be between %d and 65535", req.MTU, minMTU)
@@ -346,6 +384,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	for _, o := range others {
+		if networkVNI(&o) == n.VNI {
+			return nil, model.Fieldf("vni", "%d is network %q's: give this network another with --vni", n.VNI, o.Name)
+		}
 		for _, op := range o.Subnets {
 			for _, p := range n.Subnets {
 				if op.Overlaps(p) {
@@ -420,6 +461,11 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := netconf.EnsureGuard(n); err != nil {
 			return err
 		}
+		if n.Mode.BPF() && d.dp.Available() == nil {
+			if err := d.dp.SetNetworkVNI(n.ID, n.VNI); err != nil {
+				return err
+			}
+		}
 		if err := d.step("network-applied"); err != nil {
 			return err
 		}
@@ -427,7 +473,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
+			if uerr := errors.Join(d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -478,6 +524,9 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		return err
 	}
 	if err := netconf.DeleteNetwork(n); err != nil {
+		return err
+	}
+	if err := d.dp.DeleteNetworkVNI(n.ID, networkVNI(n)); err != nil {
 		return err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNetwork(name) }); err != nil {
@@ -1132,6 +1181,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st.Counters = d.reasonCounters(0)
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
+		if ci := d.ClusterInfo(); ci.NodeName != "" {
+			st.Cluster = &ci
+		}
 		if m, err := d.dp.ServicesMemory(); err == nil {
 			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps, PerServiceBytes: m.PerService()}
 		}

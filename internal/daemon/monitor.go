@@ -29,6 +29,10 @@ const (
 	DefaultMonitorRate = 10000
 	monitorBurstDiv    = 10 // burst = rate / 10 (at least 1)
 	monitorQueue       = 4096
+	// monitorNamesEvery is how stale the endpoint and service names of
+	// the events may get while clients listen (each subscription and
+	// trace reads them afresh).
+	monitorNamesEvery = 5 * time.Second
 )
 
 // monitor fans the datapath's events (bpf/lib/monitor.h) out to the API's
@@ -143,8 +147,10 @@ func (s *MonitorSub) Stats() api.MonitorEvent {
 	if err != nil {
 		c = s.base
 	}
-	if err := s.m.refreshNames(); err != nil {
-		s.m.d.log.Warn("monitor: refresh names", "err", err)
+	if n := s.m.names.Load(); n == nil || time.Since(n.read) > monitorNamesEvery {
+		if err := s.m.refreshNames(); err != nil {
+			s.m.d.log.Warn("monitor: refresh names", "err", err)
+		}
 	}
 	return api.MonitorEvent{Time: time.Now(), Type: "stats", Counters: &api.MonitorCounters{
 		Events: s.sent.Load(), Suppressed: c.Suppressed - s.base.Suppressed, Lost: c.Lost - s.base.Lost,
@@ -201,6 +207,7 @@ func (m *monitor) read(rd *ringbuf.Reader) {
 
 // monNames maps what events carry to what clients know.
 type monNames struct {
+	read      time.Time // when
 	byIfindex map[uint32]epRef
 	byAddr    map[netip.Addr]epRef
 	subnets   map[string][]netip.Prefix // network -> subnets
@@ -212,7 +219,7 @@ type epRef struct{ id, network string }
 
 // refreshNames reads endpoints, networks and services from the store.
 func (m *monitor) refreshNames() error {
-	n := &monNames{byIfindex: map[uint32]epRef{}, byAddr: map[netip.Addr]epRef{},
+	n := &monNames{read: time.Now(), byIfindex: map[uint32]epRef{}, byAddr: map[netip.Addr]epRef{},
 		subnets: map[string][]netip.Prefix{}, services: map[uint32]string{}, devices: map[uint32]string{}}
 	err := m.d.store.View(func(tx *store.Tx) error {
 		eps, err := tx.Endpoints()

@@ -97,6 +97,10 @@ type Network struct {
 	// bridge (XL_EP_ALLOW_UNSOLICITED, bpf/lib/unsolicited.h; nftables in
 	// kernel mode).
 	AllowUnsolicited bool `json:"allow_unsolicited,omitempty"`
+	// VNI is the network's VXLAN network identifier between nodes: the
+	// same network name gets the same VNI on every node (DefaultVNI)
+	// unless --vni says otherwise; 0 in records older than nodes.
+	VNI uint32 `json:"vni,omitempty"`
 	// BigTCP is what the network asked for (auto, on, off); BigTCP4 and
 	// BigTCP6 whether its endpoints' veths aggregate beyond 64 KiB in
 	// that family, and BigTCPReason why (internal/daemon/bigtcp.go).

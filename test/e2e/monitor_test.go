@@ -251,10 +251,12 @@ func TestMonitorAndTrace(t *testing.T) {
 		udpFlood(t, cs[1], netip.AddrPortFrom(c0v4, 9), flood)
 		// 100 events per second per CPU (burst 10): most of the flood is
 		// counted, not shown.
+		// (Not every datagram need reach the program: a backlog may
+		// drop some first.)
 		st := m.next(t, 10*time.Second, func(ev api.MonitorEvent) bool {
-			return ev.Type == "stats" && ev.Counters.Suppressed+ev.Counters.Lost+ev.Counters.Events >= flood
+			return ev.Type == "stats" && ev.Counters.Suppressed >= flood/2
 		})
-		if st.Counters.Suppressed < flood/2 || st.Counters.Events == 0 {
+		if st.Counters.Events == 0 || st.Counters.Events > flood/10 {
 			t.Errorf("stats %+v after %d drops at 100/s: want most suppressed and some shown", *st.Counters, flood)
 		}
 	})
