@@ -461,8 +461,15 @@ struct fw_gen {
 				 * ICMP errors related to a tracked flow)
 				 * are allowed before any rule */
 	__u32 any_class[FW_F_MAX];	/* class of a value no rule names
-					 * (exact fields) */
+					 * (exact fields); [FW_F_CTX]: the
+					 * uplink's class + 1, or
+					 * FW_CTX_NO_UPLINK when no rule is
+					 * for the uplink (0: unknown, look
+					 * (uplink, 0) up) */
 };
+
+/* fw_gen.any_class[FW_F_CTX] of a set without uplink rules. */
+#define FW_CTX_NO_UPLINK 0xffffffffu
 
 /* xlane_fw_state: key 0. */
 struct fw_state {

@@ -307,15 +307,23 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 	sc->fields = fields;
 
 	/* The hook: (kind, network), else (kind, every network); a kind no
-	 * rule names has no entry, and nothing to match. */
-	ek->field = FW_F_CTX;
-	ek->kind = hk->kind;
-	__builtin_memset(ek->data, 0, sizeof(ek->data));
-	__builtin_memcpy(ek->data, &hk->netid, 4);
-	c = fw_lookup_u32(exact, ek);
-	if (c < 0) {
+	 * rule names has no entry, and nothing to match. The uplink's class
+	 * is in the generation (struct fw_gen), without a hash lookup. */
+	c = gen->any_class[FW_F_CTX];
+	if (hk->kind == FW_KIND_UPLINK && c) {
+		if (c == FW_CTX_NO_UPLINK)
+			return -1;
+		c--;
+	} else {
+		ek->field = FW_F_CTX;
+		ek->kind = hk->kind;
 		__builtin_memset(ek->data, 0, sizeof(ek->data));
+		__builtin_memcpy(ek->data, &hk->netid, 4);
 		c = fw_lookup_u32(exact, ek);
+		if (c < 0 && hk->netid) {
+			__builtin_memset(ek->data, 0, sizeof(ek->data));
+			c = fw_lookup_u32(exact, ek);
+		}
 		if (c < 0)
 			return -1;
 	}
@@ -386,7 +394,7 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 static __always_inline struct fw_rule *fw_search_classes(struct fw_scratch *sc)
 {
 	__u32 slot = sc->slot & 1, fields = sc->fields;
-	struct fw_bits *all;
+	struct fw_bits *ctx;
 	struct fw_walk w;
 	void *pool, *rules;
 
@@ -394,15 +402,17 @@ static __always_inline struct fw_rule *fw_search_classes(struct fw_scratch *sc)
 	rules = bpf_map_lookup_elem(&xlane_fw_rules, &slot);
 	if (!pool || !rules)
 		return 0;
-	/* A field no rule restricts is every bit: one lookup serves them. */
-	sc->key = FW_CLASS_ALL;
-	all = bpf_map_lookup_elem(pool, &sc->key);
-	if (!all)
+	/* A field no rule restricts matches every rule: ANDing the hook's
+	 * bitmap (fw_classes always sets it) again changes nothing, and
+	 * saves a lookup of the all-ones class. */
+	ctx = bpf_map_lookup_elem(pool, &sc->cls[FW_F_CTX]);
+	if (!ctx)
 		return 0;
+	w.m.b[FW_F_CTX] = ctx;
 #pragma unroll
-	for (int f = 0; f < FW_F_MAX; f++) {
+	for (int f = 1; f < FW_F_MAX; f++) {
 		if (!(fields & (1 << f))) {
-			w.m.b[f] = all;
+			w.m.b[f] = ctx;
 			continue;
 		}
 		w.m.b[f] = bpf_map_lookup_elem(pool, &sc->cls[f]);
