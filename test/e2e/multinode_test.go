@@ -29,15 +29,16 @@ import (
 // underlay addresses, no encapsulation.
 func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
-		name, routing string
-		v6Underlay    bool
-		mtu           int
+		name, routing, mode string
+		v6Underlay          bool
+		mtu                 int
 	}{
-		{"vxlan4", "vxlan", false, 1450},
-		{"vxlan6", "vxlan", true, 1430},
-		{"native", "native", false, 1500},
+		{"vxlan4", "vxlan", "tc", false, 1450},
+		// XDP hands cross-node packets to the tc program (pass_overlay).
+		{"vxlan6-xdp", "vxlan", "xdp", true, 1430},
+		{"native", "native", "tc", false, 1500},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.v6Underlay, tc.mtu) })
+		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.mode, tc.v6Underlay, tc.mtu) })
 	}
 }
 
@@ -66,7 +67,7 @@ func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 
 // newCluster starts three nodes on one underlay bridge, tells every node
 // about every node, and puts a pod on each.
-func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
+func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterNode {
 	t.Helper()
 	ul := newNetns(t, "ul")
 	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
@@ -89,6 +90,7 @@ func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
 			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", routing)
 		})
+		requireMode(t, c.node, mode) // kernel_test.go
 		cs = append(cs, c)
 	}
 	for _, c := range cs {
@@ -98,7 +100,7 @@ func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
 	}
 	for _, c := range cs {
 		var net api.NetworkInfo
-		c.mustXlane(&net, "network", "create", "pods", "--mode", "tc")
+		c.mustXlane(&net, "network", "create", "pods", "--mode", mode)
 		if len(net.Subnets) != 2 || net.Subnets[0] != c.pod4 || net.Subnets[1] != c.pod6 {
 			t.Fatalf("%s: network subnets %v, want the node's pod CIDRs %s %s", c.name, net.Subnets, c.pod4, c.pod6)
 		}
@@ -111,9 +113,9 @@ func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
 	return cs
 }
 
-func testMultiNode(t *testing.T, routing string, v6Underlay bool, mtu int) {
+func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, mtu int) {
 	start := time.Now()
-	cs := newCluster(t, routing, v6Underlay)
+	cs := newCluster(t, routing, mode, v6Underlay)
 	t.Logf("three nodes up in %v", time.Since(start))
 	t.Run("mtu", func(t *testing.T) {
 		var net api.NetworkInfo
