@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -52,6 +54,46 @@ type clusterNode struct {
 	pod      string // the pod's namespace
 	ep       api.EndpointInfo
 	v6Unders bool
+	// nodesFile: the cluster's nodes come from this file (xlaned --nodes),
+	// not from the CLI.
+	nodesFile string
+}
+
+func (c *clusterNode) record() api.NodeAdd {
+	r := api.NodeAdd{Name: c.name, PodCIDRs: []string{c.pod4.String(), c.pod6.String()}, Underlay: []string{c.under4.String(), c.under6.String()}}
+	if c.v6Unders {
+		r.Underlay = r.Underlay[1:]
+	}
+	return r
+}
+
+// writeNodes writes the --nodes file with cs' records.
+func writeNodes(t *testing.T, path string, cs []*clusterNode) {
+	t.Helper()
+	var recs []api.NodeAdd
+	for _, c := range cs {
+		recs = append(recs, c.record())
+	}
+	raw, _ := json.Marshal(recs)
+	if err := os.WriteFile(path+".tmp", raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitNodes waits until c's daemon has n nodes.
+func (c *clusterNode) waitNodes(t *testing.T, n int) {
+	t.Helper()
+	var nodes []model.Node
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		c.mustXlane(&nodes, "node", "ls")
+		if len(nodes) == n {
+			return
+		}
+	}
+	t.Fatalf("%s: %d nodes from the nodes file, want %d: %+v", c.name, len(nodes), n, nodes)
 }
 
 func (c *clusterNode) addArgs() []string {
@@ -69,6 +111,12 @@ func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 // about every node, and puts a pod on each.
 func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterNode {
 	t.Helper()
+	// The native cluster takes its nodes from a file (--nodes), the
+	// others from the CLI.
+	nodesFile := ""
+	if routing == "native" {
+		nodesFile = filepath.Join(t.TempDir(), "nodes.json")
+	}
 	ul := newNetns(t, "ul")
 	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
 	runIn(t, ul, "ip", "link", "set", "br0", "up")
@@ -79,7 +127,7 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterN
 			under6:   netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
 			pod4:     netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
 			pod6:     netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i)),
-			v6Unders: v6Underlay}
+			v6Unders: v6Underlay, nodesFile: nodesFile}
 		c.node = newNode(t, func(n *node) {
 			port := fmt.Sprintf("p%d", i)
 			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
@@ -89,13 +137,23 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterN
 			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
 			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", routing)
+			if nodesFile != "" {
+				n.flags = append(n.flags, "--nodes", nodesFile)
+			}
 		})
 		requireMode(t, c.node, mode) // kernel_test.go
 		cs = append(cs, c)
 	}
-	for _, c := range cs {
-		for _, o := range cs {
-			c.mustXlane(nil, o.addArgs()...)
+	if nodesFile != "" {
+		writeNodes(t, nodesFile, cs)
+		for _, c := range cs {
+			c.waitNodes(t, len(cs))
+		}
+	} else {
+		for _, c := range cs {
+			for _, o := range cs {
+				c.mustXlane(nil, o.addArgs()...)
+			}
 		}
 	}
 	for _, c := range cs {
@@ -160,7 +218,12 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, mtu int)
 		}
 	})
 	t.Run("node removed and re-added", func(t *testing.T) {
-		cs[0].mustXlane(nil, "node", "rm", "n2")
+		if cs[0].nodesFile != "" {
+			writeNodes(t, cs[0].nodesFile, []*clusterNode{cs[0], cs[2]})
+			cs[0].waitNodes(t, 2)
+		} else {
+			cs[0].mustXlane(nil, "node", "rm", "n2")
+		}
 		if out, err := inNS(cs[0].pod, "ping", "-c", "1", "-W", "1", cs[1].ip4().String()).CombinedOutput(); err == nil {
 			t.Errorf("ping to a removed node's pod went through:\n%s", out)
 		}
@@ -175,7 +238,14 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, mtu int)
 				t.Errorf("drop_no_peer not counted for the removed node's pod; counters %+v", ep.Reasons)
 			}
 		}
-		cs[0].mustXlane(nil, cs[1].addArgs()...)
+		if cs[0].nodesFile != "" {
+			writeNodes(t, cs[0].nodesFile, cs)
+			for _, c := range cs {
+				c.waitNodes(t, len(cs))
+			}
+		} else {
+			cs[0].mustXlane(nil, cs[1].addArgs()...)
+		}
 		ping(t, cs[0].pod, cs[1].ip4())
 		ping(t, cs[0].pod, cs[1].ip6())
 	})
