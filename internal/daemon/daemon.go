@@ -653,6 +653,9 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 		return nil, err
 	}
 	for _, e := range eps {
+		if e.VM && mode.XDP() {
+			return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, errVMMode(mode))
+		}
 		if len(e.Ports) > 0 {
 			if err := natSupported(mode, true); err != nil {
 				return nil, fmt.Errorf("endpoint %s publishes ports: %w", e.ID, err)
