@@ -751,6 +751,8 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		}
 	case req.Queues != 0:
 		return nil, nil, model.Fieldf("queues", "%d: only VM endpoints (--vm) have queues", req.Queues)
+	case req.Backend != "":
+		return nil, nil, model.Fieldf("backend", "%q: only VM endpoints (--vm) have a backend", req.Backend)
 	case req.VethOnly && req.Netns != "":
 		return nil, nil, model.Fieldf("netns", "%q: a veth-only endpoint takes no netns (the runtime moves the interface)", req.Netns)
 	case !req.VethOnly && req.Netns == "":
@@ -1192,5 +1194,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Health = d.health()
+	st.VM = qemuProbe()
 	return st, err
 }

@@ -86,6 +86,16 @@ func TestVMGuest(t *testing.T) {
 			t.Errorf("xlane %s: err %v, stderr %q; want a refusal naming the reason", strings.Join(bad, " "), err, stderr)
 		}
 	}
+	// The AF_XDP port is not built: status says whether QEMU has the
+	// backend, and the port is refused with that reason.
+	var st api.Status
+	n.mustXlane(&st, "status")
+	if st.VM.AFXDPReason == "" || len(st.VM.Backends) != 1 || st.VM.Backends[0] != "tap" {
+		t.Errorf("status vm %+v: want tap and why af-xdp is not offered", st.VM)
+	}
+	if _, stderr, err := n.xlane("endpoint", "add", "vmn", "--vm", "--backend", "af-xdp"); err == nil || !strings.Contains(stderr, st.VM.AFXDPReason) {
+		t.Errorf("--backend af-xdp: err %v, stderr %q; want it refused with %q", err, stderr, st.VM.AFXDPReason)
+	}
 	// The tap and its programs outlive the daemon.
 	n.stop(syscall.SIGKILL)
 	n.start()
