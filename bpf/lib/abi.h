@@ -34,8 +34,10 @@ enum xl_reason {
 				 * resolves it, netlink fills the map */
 	XL_PASS_NO_TARGET,	/* XDP: egress device not in xlane_devmap, or a
 				 * checksum layout XDP does not complete */
-	XL_PASS_TOO_BIG,	/* XDP: larger than the egress MTU (a GSO
-				 * packet under generic XDP): Linux segments it */
+	XL_PASS_TOO_BIG,	/* larger than the egress MTU: XDP (a GSO
+				 * packet under generic XDP): Linux segments
+				 * it; the overlay: Linux sends the ICMP
+				 * error (PMTU) */
 	XL_DROP_NO_BACKEND,	/* a service VIP with no active backend */
 	XL_PASS_TO_TC,		/* XDP: the flow needs NAT, which the tc
 				 * program on the same device does */

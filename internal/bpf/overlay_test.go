@@ -59,6 +59,10 @@ func TestOverlay(t *testing.T) {
 		{"peer pod v6", devEP0, tcp6(t, addr("fd00:244:2::5")), fwdOverlay},
 		{"no node v4", devEP0, tcp4(t, addr("10.244.9.9")), dropped(tcXlReasonXL_DROP_NO_PEER)},
 		{"no node v6", devEP0, tcp6(t, addr("fd00:244:9::9")), dropped(tcXlReasonXL_DROP_NO_PEER)},
+		// Bigger than the overlay device's MTU (xl-up0's 1500 here):
+		// Linux sends the ICMP error.
+		{"too big v4", devEP0, pktSpec{src: epSrc.v4, dst: addr("10.244.2.5"), payload: make([]byte, 1500)}.frame(t), passed(tcXlReasonXL_PASS_TOO_BIG)},
+		{"too big v6", devEP0, pktSpec{src: epSrc.v6, dst: addr("fd00:244:2::5"), payload: make([]byte, 1500)}.frame(t), passed(tcXlReasonXL_PASS_TOO_BIG)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { h.check(t, h.links[tc.dev], tc.frame, tc.want) })
 	}

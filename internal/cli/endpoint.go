@@ -31,8 +31,9 @@ With --vm the endpoint is a QEMU guest's port: xlane creates a persistent
 tap (virtio-net headers; multi-queue with --queues N > 1) with the same
 datapath as a container's veth (anti-spoofing on the guest's --mac and its
 addresses, firewall, conntrack/NAT, services, counters) and prints the QEMU
-options that attach a guest to it. The guest gets its address by DHCP from
-xlaned (docs/vm.md). VM endpoints need mode tc or kernel.
+options that attach a guest to it. The guest gets its addresses by DHCP(v6)
+and router advertisements from xlaned (docs/vm.md). VM endpoints need mode
+tc or kernel.
 
 On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Example: `  xlane endpoint add blue --netns c1

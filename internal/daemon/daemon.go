@@ -101,7 +101,7 @@ type Daemon struct {
 	calib     calibState  // calibrate.go
 	started   time.Time
 	lastErr   lastError   // the last warning or error logged (health.go)
-	dhcp      dhcpServers // DHCPv4 on VM endpoints' taps (dhcp.go)
+	dhcp      dhcpServers // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -653,6 +653,9 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 		return nil, err
 	}
 	for _, e := range eps {
+		if e.VM && mode.XDP() {
+			return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, errVMMode(mode))
+		}
 		if len(e.Ports) > 0 {
 			if err := natSupported(mode, true); err != nil {
 				return nil, fmt.Errorf("endpoint %s publishes ports: %w", e.ID, err)
@@ -1084,7 +1087,7 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 			info.Datapath = d.dp.Hooks(e.HostIf)
 			info.Reasons = d.reasonCounters(host.Attrs().Index)
 		}
-		info.Notes = append(info.Notes, d.dhcp.note(e.ID))
+		info.Notes = append(info.Notes, d.dhcp.notes(e.ID)...)
 		return info
 	}
 	off, offErr := netconf.ContainerOffloads(&e)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,8 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// A DHCPv4 server per VM endpoint, listening on its tap only (a UDP socket
+// Address servers for VM endpoints (IPv6: dhcp6.go). A DHCPv4 server per
+// VM endpoint, listening on its tap only (a UDP socket
 // bound to the device), that hands the guest the endpoint's IPAM lease: its
 // address with the subnet's mask, the gateway as router and server
 // identifier. It answers only the guest's own MAC (the one anti-spoofing
@@ -38,47 +38,56 @@ type dhcpServers struct {
 }
 
 type dhcpServer struct {
-	srv                 *server4.Server
+	srv                 *server4.Server // nil without an IPv4 address
+	v6                  *v6Server       // nil without an IPv6 address
 	mac                 net.HardwareAddr
 	addr, gw            net.IP
 	mask                net.IPMask
 	acked, nak, ignored atomic.Uint64
 }
 
-// start runs the endpoint's server unless it runs; a VM without an IPv4
-// address needs none.
+// start runs the endpoint's servers unless they run: DHCPv4 for its IPv4
+// address, router advertisements and DHCPv6 for its IPv6 one (dhcp6.go).
 func (s *dhcpServers) start(e *model.Endpoint, n *model.Network) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m[e.ID] != nil {
 		return nil
 	}
-	p, gw, ok := n.Subnet4()
-	var addr netip.Addr
-	for _, a := range e.IPs {
-		if a.Is4() {
-			addr = a
-		}
-	}
-	if !ok || !addr.IsValid() {
-		return nil
-	}
-	mac, err := net.ParseMAC(e.MAC)
-	if err != nil {
-		return fmt.Errorf("endpoint %s mac %q: %w", e.ID, e.MAC, err)
-	}
-	ds := &dhcpServer{mac: mac, addr: addr.AsSlice(), gw: gw.AsSlice(), mask: net.CIDRMask(p.Bits(), 32)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	log := s.log.With("endpoint", e.ID, "tap", e.HostIf)
-	ds.srv, err = server4.NewServer(e.HostIf, nil, func(conn net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4) {
-		ds.handle(log, conn, m)
-	})
+	mac, err := net.ParseMAC(e.MAC)
 	if err != nil {
-		return fmt.Errorf("dhcp server on %s: %w", e.HostIf, err)
+		return fmt.Errorf("endpoint %s mac %q: %w", e.ID, e.MAC, err)
 	}
-	go ds.srv.Serve()
+	ds := &dhcpServer{mac: mac}
+	for _, a := range e.IPs {
+		if a.Is4() {
+			if p, gw, ok := n.Subnet4(); ok {
+				ds.addr, ds.gw, ds.mask = a.AsSlice(), gw.AsSlice(), net.CIDRMask(p.Bits(), 32)
+			}
+			continue
+		}
+		hostMAC, err := net.ParseMAC(e.HostMAC)
+		if err != nil {
+			return fmt.Errorf("endpoint %s host mac %q: %w", e.ID, e.HostMAC, err)
+		}
+		if ds.v6, err = startV6(log, e.HostIf, hostMAC, n.MTU, a); err != nil {
+			return err
+		}
+	}
+	if ds.addr != nil {
+		ds.srv, err = server4.NewServer(e.HostIf, nil, func(conn net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4) {
+			ds.handle(log, conn, m)
+		})
+		if err != nil {
+			ds.close()
+			return fmt.Errorf("dhcp server on %s: %w", e.HostIf, err)
+		}
+		go ds.srv.Serve()
+	}
 	if s.m == nil {
 		s.m = map[string]*dhcpServer{}
 	}
@@ -86,11 +95,20 @@ func (s *dhcpServers) start(e *model.Endpoint, n *model.Network) error {
 	return nil
 }
 
+func (ds *dhcpServer) close() {
+	if ds.srv != nil {
+		ds.srv.Close()
+	}
+	if ds.v6 != nil {
+		ds.v6.close()
+	}
+}
+
 func (s *dhcpServers) stop(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ds := s.m[id]; ds != nil {
-		ds.srv.Close()
+		ds.close()
 		delete(s.m, id)
 	}
 }
@@ -99,21 +117,28 @@ func (s *dhcpServers) stopAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, ds := range s.m {
-		ds.srv.Close()
+		ds.close()
 		delete(s.m, id)
 	}
 }
 
-// note says what the endpoint's DHCP server did, for endpoint inspect.
-func (s *dhcpServers) note(id string) string {
+// notes say what the endpoint's servers did, for endpoint inspect.
+func (s *dhcpServers) notes(id string) []string {
 	s.mu.Lock()
 	ds := s.m[id]
 	s.mu.Unlock()
 	if ds == nil {
-		return "dhcp: no server (the endpoint has no IPv4 address)"
+		return []string{"dhcp: no server running (xlaned could not start it: see its log)"}
 	}
-	return fmt.Sprintf("dhcp: serving %s/%d router %s to %s: %d acked, %d refused (nak), %d ignored (other client MAC or message type)",
-		ds.addr, maskBits(ds.mask), ds.gw, ds.mac, ds.acked.Load(), ds.nak.Load(), ds.ignored.Load())
+	var out []string
+	if ds.srv != nil {
+		out = append(out, fmt.Sprintf("dhcp: serving %s/%d router %s to %s: %d acked, %d refused (nak), %d ignored (other client MAC or message type)",
+			ds.addr, maskBits(ds.mask), ds.gw, ds.mac, ds.acked.Load(), ds.nak.Load(), ds.ignored.Load()))
+	}
+	if ds.v6 != nil {
+		out = append(out, ds.v6.note())
+	}
+	return out
 }
 
 func maskBits(m net.IPMask) int { b, _ := m.Size(); return b }

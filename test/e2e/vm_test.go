@@ -49,15 +49,15 @@ func TestVMGuest(t *testing.T) {
 
 	n := newNode(t)
 	requireMode(t, n, "tc")
-	n.mustXlane(nil, "network", "create", "vmn", "--subnet", "10.84.0.0/24", "--mode", "tc")
+	n.mustXlane(nil, "network", "create", "vmn", "--subnet", "10.84.0.0/24", "--subnet", "fd00:84::/64", "--mode", "tc")
 	c1 := newNetns(t, "c")
 	var ctr api.EndpointInfo
 	n.mustXlane(&ctr, "endpoint", "add", "vmn", "--netns", c1)
 	const mac = "52:54:00:84:00:01"
 	var ep api.EndpointInfo
 	n.mustXlane(&ep, "endpoint", "add", "vmn", "--vm", "--id", "vm1", "--mac", mac)
-	if !ep.VM || ep.MAC != mac || len(ep.IPs) != 1 || !strings.HasPrefix(ep.HostIf, "xlv") {
-		t.Fatalf("VM endpoint %+v: want a tap xlv..., mac %s, one address", ep, mac)
+	if !ep.VM || ep.MAC != mac || len(ep.IPs) != 2 || !strings.HasPrefix(ep.HostIf, "xlv") {
+		t.Fatalf("VM endpoint %+v: want a tap xlv..., mac %s, an address per family", ep, mac)
 	}
 	wantArgs := fmt.Sprintf("-netdev tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off -device virtio-net-pci,netdev=n0,mac=%s", ep.HostIf, mac)
 	if got := strings.Join(ep.QEMUArgs, " "); got != wantArgs {
@@ -65,6 +65,26 @@ func TestVMGuest(t *testing.T) {
 	}
 	if d := runIn(t, n.netns, "ip", "-d", "link", "show", ep.HostIf); !strings.Contains(d, "tun type tap") || !strings.Contains(d, "vnet_hdr on") {
 		t.Fatalf("tap %s: want a persistent tap with vnet_hdr:\n%s", ep.HostIf, d)
+	}
+	// Multi-queue: the tap and QEMU's options agree on the queue count.
+	var mq api.EndpointInfo
+	n.mustXlane(&mq, "endpoint", "add", "vmn", "--vm", "--id", "vm2", "--queues", "4")
+	if a := strings.Join(mq.QEMUArgs, " "); !strings.Contains(a, ",queues=4") || !strings.Contains(a, ",mq=on,vectors=10") {
+		t.Errorf("4-queue endpoint: qemu args %q", a)
+	}
+	if d := runIn(t, n.netns, "ip", "-d", "link", "show", mq.HostIf); !strings.Contains(d, "multi_queue") {
+		t.Errorf("tap %s: want multi_queue:\n%s", mq.HostIf, d)
+	}
+	n.mustXlane(nil, "endpoint", "rm", "vm2")
+	// Refused, naming the field: a netns, too many queues, an XDP mode.
+	for _, bad := range [][]string{
+		{"endpoint", "add", "vmn", "--vm", "--netns", c1},
+		{"endpoint", "add", "vmn", "--vm", "--queues", "65"},
+		{"network", "update", "vmn", "--mode", "xdp"},
+	} {
+		if _, stderr, err := n.xlane(bad...); err == nil || !strings.Contains(stderr, "netns") && !strings.Contains(stderr, "queues") && !strings.Contains(stderr, "VM endpoints need mode tc") {
+			t.Errorf("xlane %s: err %v, stderr %q; want a refusal naming the reason", strings.Join(bad, " "), err, stderr)
+		}
 	}
 	// The tap and its programs outlive the daemon.
 	n.stop(syscall.SIGKILL)
@@ -121,7 +141,7 @@ func TestVMGuest(t *testing.T) {
 	boot := time.Now()
 	rc, err := vm.Run(ctx, img, vm.Cmd{
 		Path:   guest,
-		Args:   []string{"-peer", peer.String(), "-tcp", "7000", "-udp", "7001", "-spoof", "10.84.0.250", "-size", fmt.Sprint(1 << 20)},
+		Args:   []string{"-peer", peer.String(), "-tcp", "7000", "-udp", "7001", "-spoof", "10.84.0.250", "-size", fmt.Sprint(1 << 20), "-peer6", ctr.IPs[1].String()},
 		Env:    []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		Stdout: &out, Console: &out, CPUs: 1, MemMB: 512,
 		Netns: nsPath(n.netns), QEMUArgs: ep.QEMUArgs,
@@ -139,6 +159,9 @@ func TestVMGuest(t *testing.T) {
 	}
 	if want := fmt.Sprintf("%s/24 router 10.84.0.1 server 10.84.0.1", ep.IPs[0]); !strings.HasPrefix(lines["dhcp"], want) {
 		t.Errorf("guest's DHCP lease %q, want %s", lines["dhcp"], want)
+	}
+	if want := fmt.Sprintf("%s router fe80::1", ep.IPs[1]); !strings.HasPrefix(lines["dhcp6"], want) || lines["ping6"] != "ok" {
+		t.Errorf("guest's IPv6: dhcp6 %q ping6 %q, want %s and ok", lines["dhcp6"], lines["ping6"], want)
 	}
 	r := <-res
 	if r.err != nil {

@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/insomniacslk/dhcp/dhcpv6/nclient6"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -29,14 +31,15 @@ func main() {
 	udpPort := flag.Int("udp", 0, "the container's UDP port (spoofed packets)")
 	spoof := flag.String("spoof", "", "an address the guest does not own")
 	size := flag.Int64("size", 1<<20, "bytes to send over TCP")
+	peer6 := flag.String("peer6", "", "the container's IPv6 address: get one by DHCPv6 and ping it")
 	flag.Parse()
-	if err := run(*peer, *tcpPort, *udpPort, *spoof, *size); err != nil {
+	if err := run(*peer, *tcpPort, *udpPort, *spoof, *size, *peer6); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(peer string, tcpPort, udpPort int, spoof string, size int64) error {
+func run(peer string, tcpPort, udpPort int, spoof string, size int64, peer6 string) error {
 	link, err := nic()
 	if err != nil {
 		return err
@@ -78,6 +81,11 @@ func run(peer string, tcpPort, udpPort int, spoof string, size int64) error {
 		return fmt.Errorf("ping %s: %v\n%s", peer, err, out)
 	}
 	fmt.Println("ping: ok")
+	if peer6 != "" {
+		if err := v6(link, peer6); err != nil {
+			return err
+		}
+	}
 
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(peer, fmt.Sprint(tcpPort)), 10*time.Second)
 	if err != nil {
@@ -119,6 +127,76 @@ func run(peer string, tcpPort, udpPort int, spoof string, size int64) error {
 	u.Close()
 	fmt.Printf("spoofed: %d\n", n)
 	return nil
+}
+
+// v6 gets the guest's IPv6 address by DHCPv6, waits for the default route
+// a router advertisement gives, and pings peer.
+func v6(link netlink.Link, peer string) error {
+	start := time.Now()
+	if err := waitFor(10*time.Second, func() bool {
+		addrs, _ := netlink.AddrList(link, netlink.FAMILY_V6)
+		for _, a := range addrs {
+			if a.IP.IsLinkLocalUnicast() && a.Flags&unix.IFA_F_TENTATIVE == 0 {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return fmt.Errorf("no usable link-local address: %w", err)
+	}
+	c, err := nclient6.New(link.Attrs().Name, nclient6.WithTimeout(3*time.Second), nclient6.WithRetry(5))
+	if err != nil {
+		return fmt.Errorf("dhcpv6 client: %w", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adv, err := c.Solicit(ctx)
+	if err != nil {
+		return fmt.Errorf("dhcpv6 solicit: %w", err)
+	}
+	rep, err := c.Request(ctx, adv)
+	if err != nil {
+		return fmt.Errorf("dhcpv6 request: %w", err)
+	}
+	ia := rep.Options.OneIANA()
+	if ia == nil || ia.Options.OneAddress() == nil {
+		return fmt.Errorf("dhcpv6 reply without an address: %s", rep.Summary())
+	}
+	a := ia.Options.OneAddress().IPv6Addr
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: a, Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
+	if err := netlink.AddrAdd(link, addr); err != nil {
+		return fmt.Errorf("add %s: %w", a, err)
+	}
+	var router net.IP
+	if err := waitFor(15*time.Second, func() bool {
+		routes, _ := netlink.RouteList(link, netlink.FAMILY_V6)
+		for _, r := range routes {
+			if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+				router = r.Gw
+				return r.Gw != nil
+			}
+		}
+		return false
+	}); err != nil {
+		return fmt.Errorf("no default route from a router advertisement: %w", err)
+	}
+	fmt.Printf("dhcp6: %s router %s in %v\n", a, router, time.Since(start).Round(time.Millisecond))
+	out, err := exec.Command("ping", "-6", "-c", "3", "-i", "0.2", "-W", "5", peer).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ping %s: %v\n%s", peer, err, out)
+	}
+	fmt.Println("ping6: ok")
+	return nil
+}
+
+func waitFor(d time.Duration, ok func() bool) error {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if ok() {
+			return nil
+		}
+	}
+	return fmt.Errorf("not within %v", d)
 }
 
 // nic is the guest's one Ethernet device (virtio-net).
