@@ -180,6 +180,9 @@ type EndpointAdd struct {
 	// addresses by DHCP.
 	VM     bool `json:"vm,omitempty"`
 	Queues int  `json:"queues,omitempty"`
+	// Backend is the VM port's kind: tap (the default); af-xdp is refused
+	// with the reason (VMStatus).
+	Backend string `json:"backend,omitempty"`
 }
 
 // Counter is a packet and byte count.
@@ -255,6 +258,18 @@ type Status struct {
 	Calibration *Calibration `json:"calibration,omitempty"`
 	// Health says whether the datapath is as it should be.
 	Health *Health `json:"health,omitempty"`
+	// VM is what VM endpoints can use here (docs/vm.md).
+	VM VMStatus `json:"vm"`
+}
+
+// VMStatus says which VM endpoint backends this node offers.
+type VMStatus struct {
+	QEMU     string   `json:"qemu,omitempty"` // the node's qemu-system-x86_64 --version
+	Backends []string `json:"backends"`       // what `endpoint add --vm --backend` takes
+	// AFXDP: the node's QEMU has the af-xdp netdev backend; AFXDPReason
+	// why an af-xdp port is refused here.
+	AFXDP       bool   `json:"af_xdp"`
+	AFXDPReason string `json:"af_xdp_reason,omitempty"`
 }
 
 // Health is the status' summary of the datapath's state.

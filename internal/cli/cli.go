@@ -139,6 +139,11 @@ func statusCmd(e *env) *cobra.Command {
 					}
 				}
 				printHealth(w, st.Health)
+				qemu := st.VM.QEMU
+				if qemu == "" {
+					qemu = "no QEMU"
+				}
+				fmt.Fprintf(w, "vm backends:\t%s (%s); af-xdp: %v: %s\n", strings.Join(st.VM.Backends, ", "), qemu, st.VM.AFXDP, st.VM.AFXDPReason)
 				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")
 				for _, m := range st.Modes {
 					fmt.Fprintf(w, "%s\t%v\t%s\n", m.Mode, m.Available, m.Reason)

@@ -653,6 +653,9 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 		return nil, err
 	}
 	for _, e := range eps {
+		if e.VM && mode.XDP() {
+			return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, errVMMode(mode))
+		}
 		if len(e.Ports) > 0 {
 			if err := natSupported(mode, true); err != nil {
 				return nil, fmt.Errorf("endpoint %s publishes ports: %w", e.ID, err)
@@ -748,6 +751,8 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		}
 	case req.Queues != 0:
 		return nil, nil, model.Fieldf("queues", "%d: only VM endpoints (--vm) have queues", req.Queues)
+	case req.Backend != "":
+		return nil, nil, model.Fieldf("backend", "%q: only VM endpoints (--vm) have a backend", req.Backend)
 	case req.VethOnly && req.Netns != "":
 		return nil, nil, model.Fieldf("netns", "%q: a veth-only endpoint takes no netns (the runtime moves the interface)", req.Netns)
 	case !req.VethOnly && req.Netns == "":
@@ -1189,5 +1194,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Health = d.health()
+	st.VM = qemuProbe()
 	return st, err
 }

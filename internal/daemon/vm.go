@@ -37,6 +37,9 @@ func validateVM(e *model.Endpoint, req api.EndpointAdd) error {
 	case req.Queues < 0 || req.Queues > model.MaxVMQueues:
 		return model.Fieldf("queues", "%d: want 1-%d", req.Queues, model.MaxVMQueues)
 	}
+	if err := checkBackend(req.Backend); err != nil {
+		return err
+	}
 	e.VM = true
 	e.Queues = max(req.Queues, 1)
 	return nil

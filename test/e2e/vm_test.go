@@ -66,6 +66,36 @@ func TestVMGuest(t *testing.T) {
 	if d := runIn(t, n.netns, "ip", "-d", "link", "show", ep.HostIf); !strings.Contains(d, "tun type tap") || !strings.Contains(d, "vnet_hdr on") {
 		t.Fatalf("tap %s: want a persistent tap with vnet_hdr:\n%s", ep.HostIf, d)
 	}
+	// Multi-queue: the tap and QEMU's options agree on the queue count.
+	var mq api.EndpointInfo
+	n.mustXlane(&mq, "endpoint", "add", "vmn", "--vm", "--id", "vm2", "--queues", "4")
+	if a := strings.Join(mq.QEMUArgs, " "); !strings.Contains(a, ",queues=4") || !strings.Contains(a, ",mq=on,vectors=10") {
+		t.Errorf("4-queue endpoint: qemu args %q", a)
+	}
+	if d := runIn(t, n.netns, "ip", "-d", "link", "show", mq.HostIf); !strings.Contains(d, "multi_queue") {
+		t.Errorf("tap %s: want multi_queue:\n%s", mq.HostIf, d)
+	}
+	n.mustXlane(nil, "endpoint", "rm", "vm2")
+	// Refused, naming the field: a netns, too many queues, an XDP mode.
+	for _, bad := range [][]string{
+		{"endpoint", "add", "vmn", "--vm", "--netns", c1},
+		{"endpoint", "add", "vmn", "--vm", "--queues", "65"},
+		{"network", "update", "vmn", "--mode", "xdp"},
+	} {
+		if _, stderr, err := n.xlane(bad...); err == nil || !strings.Contains(stderr, "netns") && !strings.Contains(stderr, "queues") && !strings.Contains(stderr, "VM endpoints need mode tc") {
+			t.Errorf("xlane %s: err %v, stderr %q; want a refusal naming the reason", strings.Join(bad, " "), err, stderr)
+		}
+	}
+	// The AF_XDP port is not built: status says whether QEMU has the
+	// backend, and the port is refused with that reason.
+	var st api.Status
+	n.mustXlane(&st, "status")
+	if st.VM.AFXDPReason == "" || len(st.VM.Backends) != 1 || st.VM.Backends[0] != "tap" {
+		t.Errorf("status vm %+v: want tap and why af-xdp is not offered", st.VM)
+	}
+	if _, stderr, err := n.xlane("endpoint", "add", "vmn", "--vm", "--backend", "af-xdp"); err == nil || !strings.Contains(stderr, st.VM.AFXDPReason) {
+		t.Errorf("--backend af-xdp: err %v, stderr %q; want it refused with %q", err, stderr, st.VM.AFXDPReason)
+	}
 	// The tap and its programs outlive the daemon.
 	n.stop(syscall.SIGKILL)
 	n.start()
