@@ -1078,7 +1078,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
 		if m, err := d.dp.ServicesMemory(); err == nil {
-			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps, PerServiceBytes: m.PerService()}
+			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps,
+				FixedBytes: m.Fixed, PerServiceBytes: m.PerService()}
 		}
 	}
 	st.Health = d.health()

@@ -89,6 +89,15 @@ func TestPutServices(t *testing.T) {
 	for _, i := range []int{0, 999, 1999} {
 		checkService(t, d, svcs[i])
 	}
+	mem, err := d.ServicesMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per, _ := tableMemlock(307)
+	if mem.Services != 2000 || mem.Tables != 2000*per || mem.Fixed == 0 || mem.Maps <= mem.Fixed || mem.PerService() < per || mem.PerService() > per+1024 {
+		t.Errorf("memory of 2,000 services of 3 backends: %+v, %d per service; want 2,000 tables of %d bytes and a little more per service", mem, mem.PerService(), per)
+	}
+	t.Logf("memory: %+v, %d B per service (table %d B)", mem, mem.PerService(), per)
 	tableOf := func(id uint32) ebpf.MapID {
 		var inner ebpf.MapID
 		if err := d.objs.Maglev().Lookup(id, &inner); err != nil {
