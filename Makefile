@@ -58,13 +58,17 @@ demo: build
 # The benchmarks (docs/benchmarks.md), one command each under bench/, results
 # in bench/results; BENCH picks some, in order: make bench BENCH="fw nat".
 # netkit runs in the kernel matrix's 6.12 guest (scripts/bench-netkit.sh).
-BENCHES := modes fw nat docker netkit accel scrape
+# observe is the cost of metrics and the monitor on the tc path (bench/modes
+# -observe); BASELINE=REF adds tc built from that git ref.
+BENCHES := modes fw nat docker netkit accel scrape observe multinode
 BENCH ?= $(BENCHES)
 bench: build
 	@for b in $(BENCH); do \
 		case $$b in \
 		netkit) scripts/bench-netkit.sh ;; \
-		modes|fw|nat|docker|accel|scrape) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		observe) echo "+ go run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results"; \
+			$(GO) run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results ;; \
+		modes|fw|nat|docker|accel|scrape|multinode) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
 		*) echo "make bench: BENCH=$$b: want some of $(BENCHES)" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done

@@ -65,8 +65,9 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 
 	step = skb_to_endpoint(skb, &reason);
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
-	/* No answer from here: a replied reject is a drop. */
-	return step == XL_REPLIED ? TC_ACT_SHOT : tc_ret(step, reason);
+	/* No answer from here: a replied reject is a drop (its reason,
+	 * drop_fw_reject, says so). */
+	return tc_ret(skb, FW_KIND_TO_EP, step == XL_REPLIED ? XL_FINAL : step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

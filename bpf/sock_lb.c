@@ -94,6 +94,8 @@ static __always_inline int sock4_translate(struct bpf_sock_addr *ctx)
 		ctx->user_ip4 = a;
 		ctx->user_port = to.port;
 	}
+	if (mon_types())
+		mon_sock();
 	return SOCK_ALLOW;
 }
 
@@ -123,6 +125,8 @@ static __always_inline int sock6_translate(struct bpf_sock_addr *ctx)
 		ctx->user_ip6[3] = a[3];
 		ctx->user_port = to.port;
 	}
+	if (mon_types())
+		mon_sock();
 	return SOCK_ALLOW;
 }
 

@@ -39,7 +39,7 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 
 	step = skb_to_endpoint(skb, &reason); /* a reject's RST goes back in */
 	metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
-	return tc_ret(step, reason);
+	return tc_ret(skb, FW_KIND_TO_EP, step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

@@ -124,7 +124,7 @@ int xlane_from_uplink(struct __sk_buff *skb)
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return tc_ret(step, reason);
+	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
 /* overlay_network: the network of the VNI a packet came with; 0 for the
@@ -197,7 +197,7 @@ int xlane_from_overlay(struct __sk_buff *skb)
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return tc_ret(step, reason);
+	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
 /*
@@ -218,6 +218,10 @@ static __always_inline enum xl_step to_overlay(struct __sk_buff *skb, enum xl_re
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
 	    PARSE_OK)
 		return xl_final(reason, XL_DROP_NO_PEER);
+	/* The node's own chatter on the device (IPv6 router solicitations,
+	 * MLD): no tunnel to put it in; the device drops it. */
+	if (addr_is_link_scope(&p.dst))
+		return xl_final(reason, XL_PASS_LINK_LOCAL);
 	peer = peer_lookup(&p.dst);
 	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE | XL_PEER_GONE)))
 		return xl_final(reason, XL_DROP_NO_PEER);
@@ -244,7 +248,7 @@ int xlane_to_overlay(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	to_overlay(skb, &reason);
 	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
-	return reason == XL_FWD_OVERLAY ? TC_ACT_UNSPEC : TC_ACT_SHOT;
+	return xl_reason_verdict(reason) == XL_V_DROP ? TC_ACT_SHOT : TC_ACT_UNSPEC;
 }
 
 XL_ABI_BTF_ANCHORS;

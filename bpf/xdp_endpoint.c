@@ -234,15 +234,14 @@ static __always_inline int xdp_from_endpoint(struct xdp_md *ctx, const struct xd
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
 	__u32 len = bpf_xdp_get_buff_len(ctx);
-	int step, ret;
+	int step;
 
 	step = from_endpoint(ctx, cfg, len, &reason);
-	ret = xdp_ret(step, reason);
 	/* What goes to Linux meets the tcx program next, which counts it
 	 * (lib/handoff.h). */
-	if (ret != XDP_PASS || xdp_handoff(ctx, reason))
+	if (xdp_code(step, reason) != XDP_PASS || xdp_handoff(ctx, reason))
 		metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, len);
-	return ret;
+	return xdp_ret(ctx, FW_KIND_FROM_EP, step, reason);
 }
 
 SEC("xdp.frags")

@@ -94,12 +94,12 @@ static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
 	 * endpoint's own hook counts it when Linux forwards it. */
 	if (reason == XL_DROP_UNSOLICITED) {
 		metrics_count(dst_ifindex, reason, XL_DIR_INGRESS, len);
-		return xdp_ret(step, reason);
+		return xdp_ret(ctx, FW_KIND_UPLINK, step, reason);
 	}
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER) /* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
-	return xdp_ret(step, reason);
+	return xdp_ret(ctx, FW_KIND_UPLINK, step, reason);
 }
 
 /* Native mode: frags, for NICs with multi-buffer XDP (jumbo frames). */

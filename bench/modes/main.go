@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -45,6 +46,8 @@ type options struct {
 	modes            []string
 	mtus             []int
 	only             string
+	observe          bool   // observe.go: the observability variants of tc
+	baseline         string // observe.go: git ref of tc@base
 }
 
 func parseFlags() (options, error) {
@@ -64,6 +67,9 @@ func parseFlags() (options, error) {
 	flag.StringVar(&modes, "modes", strings.Join(allModes, ","), "modes to compare, in run order")
 	flag.StringVar(&mtus, "mtus", "1500,9000", "MTUs; one network per MTU in every mode")
 	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
+	flag.BoolVar(&o.observe, "observe", false, "the cost of observability on the tc path (observe.go): modes "+observeDefault+
+		" (+ tc@base with -baseline), MTU 1500, TCP and the 64-byte rate; results in observe-*")
+	flag.StringVar(&o.baseline, "baseline", "", "with -observe: also run tc@base, xlaned built from this git ref (e.g. the commit before the monitor)")
 	// flag.CommandLine exits on a bad flag (status 2) and on -h (status 0).
 	quick := map[string]string{"reps": "1", "duration": "2s", "latency-duration": "2s", "rate-duration": "2s"}
 	if err := o.Parse(flag.CommandLine, os.Args[1:], quick); err != nil {
@@ -72,8 +78,20 @@ func parseFlags() (options, error) {
 	if o.Reps < 1 || o.Duration < time.Second || o.latDur < time.Second || o.rateDur < 500*time.Millisecond {
 		return o, errors.New("-reps must be >= 1, -duration and -latency-duration >= 1s, -rate-duration >= 500ms")
 	}
+	if o.observe {
+		reportName = "observe"
+		if !flagSet("modes") {
+			modes = observeDefault
+			if o.baseline != "" {
+				modes += ",tc@base"
+			}
+		}
+		if !flagSet("mtus") {
+			mtus = "1500"
+		}
+	}
 	var err error
-	if o.modes, err = harness.ParseChoices("modes", modes, allModes); err != nil {
+	if o.modes, err = harness.ParseChoices("modes", modes, append(allModes, observeModes...)); err != nil {
 		return o, err
 	}
 	for _, s := range strings.Split(mtus, ",") {
@@ -84,6 +102,13 @@ func parseFlags() (options, error) {
 		o.mtus = append(o.mtus, n)
 	}
 	return o, nil
+}
+
+// flagSet reports whether the command line gave flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func main() {
@@ -144,9 +169,21 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 	var topos []Topology
 	for i, mode := range o.modes {
 		var t Topology
-		if mode == "docker" {
+		switch {
+		case mode == "docker":
 			t = newDocker(runID, 200+i, o.mtus)
-		} else {
+		case mode == "tc@base":
+			if o.baseline == "" {
+				return nil, fmt.Errorf("mode tc@base needs -baseline REF")
+			}
+			base := filepath.Join(tmp, "bin-base")
+			if err := buildBaseline(ctx, o.baseline, base); err != nil {
+				return nil, err
+			}
+			x := newXlane(mode, runID, 200+i, o.mtus, base, tmp)
+			x.variant = "@" + o.baseline
+			t = x
+		default:
 			t = newXlane(mode, runID, 200+i, o.mtus, bins, tmp)
 		}
 		cleanup.Push("tear down "+mode, func(context.Context) error { return t.Teardown() })

@@ -30,6 +30,11 @@ func TestRatioPairs(t *testing.T) {
 	if got := ratioPairs([]string{"tc", "xdp"}); len(got) != 0 {
 		t.Errorf("no baseline: %v", got)
 	}
+	got = ratioPairs([]string{"tc", "tc+metrics", "tc+monitor-all", "tc@base"})
+	want = [][2]string{{"tc+metrics", "tc"}, {"tc+monitor-all", "tc"}, {"tc@base", "tc"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("observe: ratioPairs = %v, want %v", got, want)
+	}
 }
 
 func TestNiceCeil(t *testing.T) {

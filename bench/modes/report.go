@@ -89,6 +89,14 @@ func ratioPairs(modes []string) [][2]string {
 			}
 		}
 	}
+	// The observability variants (observe.go) against plain tc.
+	if slices.Contains(modes, "tc") {
+		for _, m := range modes {
+			if netMode, v := splitVariant(m); netMode == "tc" && v != "" {
+				out = append(out, [2]string{m, "tc"})
+			}
+		}
+	}
 	return out
 }
 
@@ -293,15 +301,15 @@ func writeReports(dir string, rep *Report) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	jp := filepath.Join(dir, "modes-"+rep.Started.UTC().Format("2006-01-02T150405Z")+".json")
+	jp := filepath.Join(dir, reportName+"-"+rep.Started.UTC().Format("2006-01-02T150405Z")+".json")
 	if err := os.WriteFile(jp, append(js, '\n'), 0o644); err != nil {
 		return nil, err
 	}
-	mp := filepath.Join(dir, "modes-latest.md")
+	mp := filepath.Join(dir, reportName+"-latest.md")
 	if err := writeMarkdown(mp, rep); err != nil {
 		return nil, err
 	}
-	sp := filepath.Join(dir, "modes-latest.svg")
+	sp := filepath.Join(dir, reportName+"-latest.svg")
 	if err := os.WriteFile(sp, []byte(chartSVG(rep)), 0o644); err != nil {
 		return nil, err
 	}

@@ -255,22 +255,37 @@ func sysctlIn(ctx context.Context, ns, key, val string) error {
 // `xlane endpoint add` (eth0 on the first network, eth1 on the second).
 type xlaneTopo struct {
 	base
-	mode   string
-	bins   string // directory with xlaned and xlane
-	dir    string // state file, socket and logs
-	pinDir string
-	daemon *harness.Proc
+	mode    string // the network's mode
+	variant string // observe.go: metrics, monitor, monitor-all, @REF, or ""
+	bins    string // directory with xlaned and xlane
+	dir     string // state file, socket and logs
+	pinDir  string
+	daemon  *harness.Proc
 }
 
 func newXlane(mode, runID string, net int, mtus []int, bins, tmp string) *xlaneTopo {
-	t := &xlaneTopo{base: newBase(mode, runID, net, mtus), mode: mode, bins: bins}
-	t.dir = filepath.Join(tmp, mode)
+	netMode, variant := splitVariant(mode)
+	t := &xlaneTopo{base: newBase(safeName(mode), runID, net, mtus), mode: netMode, variant: variant, bins: bins}
+	t.name = mode
+	t.dir = filepath.Join(tmp, safeName(mode))
 	t.pinDir = filepath.Join("/sys/fs/bpf", t.prefix)
 	return t
 }
 
 func (x *xlaneTopo) Describe() string {
-	return fmt.Sprintf("xlane network --mode %s (daemon in its own node netns)", x.mode)
+	d := fmt.Sprintf("xlane network --mode %s (daemon in its own node netns)", x.mode)
+	switch x.variant {
+	case "metrics":
+		d += ", --metrics-addr scraped every second"
+	case "monitor":
+		d += ", xlane monitor attached (default types)"
+	case "monitor-all":
+		d += ", xlane monitor -t all attached (a verdict per packet, up to --monitor-rate)"
+	case "":
+	default:
+		d += ", xlaned built from " + strings.TrimPrefix(x.variant, "@")
+	}
+	return d
 }
 
 func (x *xlaneTopo) cli(ctx context.Context, args ...string) (string, error) {
@@ -279,20 +294,25 @@ func (x *xlaneTopo) cli(ctx context.Context, args ...string) (string, error) {
 
 func (x *xlaneTopo) netName(mtu int) string { return fmt.Sprintf("xlb%d", mtu) }
 
-func (x *xlaneTopo) Setup(ctx context.Context) error {
+func (x *xlaneTopo) Setup(ctx context.Context) (err error) {
 	if err := os.MkdirAll(x.dir, 0o700); err != nil {
 		return err
 	}
 	if err := x.addNamespaces(ctx); err != nil {
 		return err
 	}
-	var err error
 	x.daemon, err = harness.StartXlaned(ctx, &x.undo, harness.Xlaned{
-		Name: "xlaned " + x.mode, Netns: x.node, Bins: x.bins, Dir: x.dir, PinDir: x.pinDir, Timeout: 15 * time.Second,
+		Name: "xlaned " + x.name, Netns: x.node, Bins: x.bins, Dir: x.dir, PinDir: x.pinDir, Timeout: 15 * time.Second,
+		Args: x.observeArgs(),
 	})
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			err = x.startObserver(ctx)
+		}
+	}()
 	for i, mtu := range x.mtus {
 		name := x.netName(mtu)
 		// MODE-bigtcp: the mode with BIG TCP on (192 KiB GSO/GRO on the
@@ -355,7 +375,7 @@ func (x *xlaneTopo) Notes(ctx context.Context) []string {
 		}
 	}
 	if v, err := harness.Run(ctx, harness.NSExec(x.node, "sh", "-c", "cat /proc/sys/net/netfilter/nf_conntrack_count 2>/dev/null || echo n/a")...); err == nil {
-		notes = append(notes, fmt.Sprintf("%s: conntrack entries in the node netns at the end: %s", x.mode, strings.TrimSpace(v)))
+		notes = append(notes, fmt.Sprintf("%s: conntrack entries in the node netns at the end: %s", x.name, strings.TrimSpace(v)))
 	}
 	return notes
 }

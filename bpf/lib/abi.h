@@ -34,8 +34,10 @@ enum xl_reason {
 				 * resolves it, netlink fills the map */
 	XL_PASS_NO_TARGET,	/* XDP: egress device not in xlane_devmap, or a
 				 * checksum layout XDP does not complete */
-	XL_PASS_TOO_BIG,	/* XDP: larger than the egress MTU (a GSO
-				 * packet under generic XDP): Linux segments it */
+	XL_PASS_TOO_BIG,	/* larger than the egress MTU: XDP (a GSO
+				 * packet under generic XDP): Linux segments
+				 * it; the overlay: Linux sends the ICMP
+				 * error (PMTU) */
 	XL_DROP_NO_BACKEND,	/* a service VIP with no active backend */
 	XL_PASS_TO_TC,		/* XDP: the flow needs NAT, which the tc
 				 * program on the same device does */
@@ -355,7 +357,12 @@ struct metrics_val {
 	const enum fw_limits *xl_btf_fw_limits __attribute__((unused)); \
 	const enum fw_ddos_flags *xl_btf_fw_ddos_flags __attribute__((unused)); \
 	const enum xl_peer_flags *xl_btf_peer_flags __attribute__((unused)); \
-	const struct fw_event *xl_btf_fw_event __attribute__((unused))
+	const struct fw_event *xl_btf_fw_event __attribute__((unused)); \
+	const enum mon_type *xl_btf_mon_type __attribute__((unused)); \
+	const enum mon_verdict *xl_btf_mon_verdict __attribute__((unused)); \
+	const struct mon_event *xl_btf_mon_event __attribute__((unused)); \
+	const struct mon_state *xl_btf_mon_state __attribute__((unused)); \
+	const struct mon_config *xl_btf_mon_config __attribute__((unused))
 
 /*
  * Firewall (bpf/lib/fw.h, docs/firewall.md). A rule set is compiled by the
@@ -456,8 +463,15 @@ struct fw_gen {
 				 * ICMP errors related to a tracked flow)
 				 * are allowed before any rule */
 	__u32 any_class[FW_F_MAX];	/* class of a value no rule names
-					 * (exact fields) */
+					 * (exact fields); [FW_F_CTX]: the
+					 * uplink's class + 1, or
+					 * FW_CTX_NO_UPLINK when no rule is
+					 * for the uplink (0: unknown, look
+					 * (uplink, 0) up) */
 };
+
+/* fw_gen.any_class[FW_F_CTX] of a set without uplink rules. */
+#define FW_CTX_NO_UPLINK 0xffffffffu
 
 /* xlane_fw_state: key 0. */
 struct fw_state {
@@ -531,6 +545,98 @@ struct fw_rate_val {
 	__u64 last;		/* bpf_ktime_get_ns() of the last refill */
 	__u64 tokens;		/* packets x 1e9 */
 	__u64 syn_tokens;	/* SYNs x 1e9 */
+};
+
+/*
+ * Monitor (bpf/lib/monitor.h, `xlane monitor`, `xlane trace`): events in
+ * the xlane_mon_events ring buffer, opt-in per type. xlane_mon_config says
+ * which types the programs emit; the daemon sets it only while a client
+ * listens (0: every hook's cost is one branch on a loaded value).
+ */
+enum mon_type {
+	MON_DROP = 1,		/* a packet dropped (or a reject answered):
+				 * reason, tuple, the deciding rule */
+	MON_VERDICT = 2,	/* every packet's final verdict: reason and
+				 * tuple (heavy: `xlane trace`, -t verdict) */
+	MON_FW = 4,		/* a firewall rule decided: rule, action */
+	MON_FLOW_NEW = 8,	/* conntrack created a flow (both entries) */
+	MON_FLOW_CLOSE = 16,	/* a TCP flow closed (RST, or FIN both ways) */
+	MON_NAT = 32,		/* a new flow is translated: to what */
+	MON_LB = 64,		/* a service VIP picked a backend */
+	MON_TYPES_ALL = 127,
+};
+
+/* What a hook did to the packet of a MON_DROP or MON_VERDICT event. */
+enum mon_verdict {
+	MON_V_PASS = 0,		/* to Linux (enum xl_verdict's values) */
+	MON_V_DROP = 1,
+	MON_V_FWD = 2,		/* redirected */
+	MON_V_REPLIED = 3,	/* a reject answered it (TCP RST, ICMP) */
+};
+
+/* xlane_mon_config: key 0, written by the daemon. */
+struct mon_config {
+	__u32 types;		/* enum mon_type bits; 0: the monitor is off */
+	__u32 rate;		/* events per second per CPU; 0: unlimited */
+	__u32 burst;		/* bucket depth, events */
+	__u32 pad;
+};
+
+/* xlane_mon_state: per CPU, key 0: the rate limit and what it cost.
+ * Written by the datapath; the counters read (summed) by the daemon. */
+struct mon_state {
+	__u64 last;		/* bpf_ktime_get_ns() of the last refill */
+	__u64 tokens;		/* events x 1e9 */
+	__u64 emitted;		/* events written to the ring */
+	__u64 suppressed;	/* over the rate: not emitted */
+	__u64 lost;		/* the ring was full */
+	/* What this run of a program left for its exit to emit (a call
+	 * where it happens would overflow the deepest call chain's stack):
+	 * lib/monitor.h. */
+	__u32 rule;		/* the deciding firewall rule's slot + 1 */
+	__u32 pending;		/* MON_FLOW_NEW, MON_FLOW_CLOSE bits */
+	struct ct_key new_key;	/* MON_FLOW_NEW: the flow as it opened */
+	struct ct_val new_val;	/* ... and its entry (NAT) */
+	struct ct_key close_key;	/* MON_FLOW_CLOSE */
+	struct ct_key lb_key;	/* MON_LB: the flow (a socket's: no source) */
+	struct backend_key lb_bk;	/* ... the service and backend index */
+	struct backend_val lb_be;	/* ... the backend */
+};
+
+/* One event in xlane_mon_events. Addresses as in struct ct_key (IPv4 as
+ * ::ffff:a.b.c.d); fields a type does not use are zero. */
+struct mon_event {
+	__u64 ts;		/* bpf_ktime_get_ns() */
+	__u32 ifindex;		/* the hook's device: an endpoint's host
+				 * veth, or the uplink (FLOW_*, NAT, LB: 0) */
+	__u32 len;		/* the packet's bytes (0 where unknown) */
+	__u8 type;		/* enum mon_type (one bit) */
+	__u8 kind;		/* enum fw_kind: the hook; FW_KIND_MAX: a
+				 * socket's connect() (LB) */
+	__u8 reason;		/* DROP, VERDICT: enum xl_reason */
+	__u8 verdict;		/* DROP, VERDICT: enum mon_verdict */
+	__u8 action;		/* FW: enum fw_action; FLOW_*: enum ct_state;
+				 * NAT: enum ct_nat */
+	__u8 proto;		/* IP protocol (0: not IP, or unknown) */
+	__u8 family;		/* 4, 6, 0: not IP */
+	__u8 pad;
+	__u32 rule;		/* FW, DROP by the firewall: the rule's
+				 * counter slot + 1 (0: none) */
+	__u32 service;		/* LB: service id */
+	__u32 backend;		/* LB: backend index */
+	__u16 sport;		/* network order. ICMP: FLOW_*, NAT, LB:
+				 * the echo identifier (as struct ct_key);
+				 * DROP, VERDICT, FW: the code */
+	__u16 dport;		/* network order; ICMP DROP, VERDICT, FW:
+				 * the type */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u8 nat_addr[16];	/* NAT: the new destination (DNAT) or source
+				 * (SNAT) address; LB: the backend's */
+	__u8 nat_saddr[16];	/* NAT both ways: the new source address */
+	__u16 nat_port;		/* network order */
+	__u16 nat_sport;	/* NAT both ways: the new source port */
+	__u32 pad2;
 };
 
 /* clang-format on */

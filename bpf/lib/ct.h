@@ -16,6 +16,7 @@
 #include "abi.h"
 #include "maps.h"
 #include "l4.h"
+#include "monitor.h"
 
 #define NSEC 1000000000ULL
 #define CT_TIMEOUT_TCP_SYN (60 * NSEC)
@@ -139,6 +140,7 @@ static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v, cons
 	__sync_fetch_and_add(&v->packets, 1);
 	__sync_fetch_and_add(&v->bytes, len);
 	state = ct_next_state(v->state, v->dir, l4);
+	mon_flow_state(k, v->state, state);
 	v->state = state;
 	v->expires = now + ct_timeout(l4->proto, state);
 	pv->state = state;
@@ -217,6 +219,7 @@ static __always_inline int ct_create(const struct ct_key *k, struct ct_scratch *
 	err = bpf_map_update_elem(&xlane_ct, k, &sc->orig, BPF_NOEXIST);
 	if (err)
 		bpf_map_delete_elem(&xlane_ct, &sc->rk);
+	mon_flow_new(err, k, &sc->orig);
 	return err;
 }
 

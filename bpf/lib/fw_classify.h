@@ -19,6 +19,7 @@
 #include "ct.h"
 #include "fw_maps.h"
 #include "fw_l4.h"
+#include "monitor.h"
 
 /* What the calling hook knows. */
 struct fw_hook {
@@ -120,6 +121,40 @@ static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scra
 	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : sc->l4.sport;
 	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : sc->l4.dport;
 	e->pad2 = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* fw_monitor is fw_log for `xlane monitor` (lib/monitor.h): it remembers
+ * the deciding rule for the packet's MON_DROP event and, when wanted,
+ * emits it as a MON_FW event. Nothing but mon_types() while nobody
+ * listens. */
+static __always_inline void fw_monitor(const struct fw_rule *r, const struct fw_scratch *sc)
+{
+	__u32 t = mon_types();
+	struct mon_state *st;
+	struct mon_event *e;
+
+	if (!t)
+		return;
+	st = mon_state();
+	if (st)
+		st->rule = r->slot + 1;
+	if (!(t & MON_FW))
+		return;
+	e = mon_reserve(MON_FW);
+	if (!e)
+		return;
+	e->ifindex = sc->hk.ifindex;
+	e->len = sc->hk.len;
+	e->kind = sc->hk.kind;
+	e->action = r->action;
+	e->proto = sc->l4.l4.proto;
+	e->rule = r->slot + 1;
+	__builtin_memcpy(e->saddr, sc->k.saddr, 16);
+	__builtin_memcpy(e->daddr, sc->k.daddr, 16);
+	e->family = mon_family(sc->k.saddr);
+	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.sport);
+	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.dport);
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -272,15 +307,23 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 	sc->fields = fields;
 
 	/* The hook: (kind, network), else (kind, every network); a kind no
-	 * rule names has no entry, and nothing to match. */
-	ek->field = FW_F_CTX;
-	ek->kind = hk->kind;
-	__builtin_memset(ek->data, 0, sizeof(ek->data));
-	__builtin_memcpy(ek->data, &hk->netid, 4);
-	c = fw_lookup_u32(exact, ek);
-	if (c < 0) {
+	 * rule names has no entry, and nothing to match. The uplink's class
+	 * is in the generation (struct fw_gen), without a hash lookup. */
+	c = gen->any_class[FW_F_CTX];
+	if (hk->kind == FW_KIND_UPLINK && c) {
+		if (c == FW_CTX_NO_UPLINK)
+			return -1;
+		c--;
+	} else {
+		ek->field = FW_F_CTX;
+		ek->kind = hk->kind;
 		__builtin_memset(ek->data, 0, sizeof(ek->data));
+		__builtin_memcpy(ek->data, &hk->netid, 4);
 		c = fw_lookup_u32(exact, ek);
+		if (c < 0 && hk->netid) {
+			__builtin_memset(ek->data, 0, sizeof(ek->data));
+			c = fw_lookup_u32(exact, ek);
+		}
 		if (c < 0)
 			return -1;
 	}
@@ -351,7 +394,7 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 static __always_inline struct fw_rule *fw_search_classes(struct fw_scratch *sc)
 {
 	__u32 slot = sc->slot & 1, fields = sc->fields;
-	struct fw_bits *all;
+	struct fw_bits *ctx;
 	struct fw_walk w;
 	void *pool, *rules;
 
@@ -359,15 +402,17 @@ static __always_inline struct fw_rule *fw_search_classes(struct fw_scratch *sc)
 	rules = bpf_map_lookup_elem(&xlane_fw_rules, &slot);
 	if (!pool || !rules)
 		return 0;
-	/* A field no rule restricts is every bit: one lookup serves them. */
-	sc->key = FW_CLASS_ALL;
-	all = bpf_map_lookup_elem(pool, &sc->key);
-	if (!all)
+	/* A field no rule restricts matches every rule: ANDing the hook's
+	 * bitmap (fw_classes always sets it) again changes nothing, and
+	 * saves a lookup of the all-ones class. */
+	ctx = bpf_map_lookup_elem(pool, &sc->cls[FW_F_CTX]);
+	if (!ctx)
 		return 0;
+	w.m.b[FW_F_CTX] = ctx;
 #pragma unroll
-	for (int f = 0; f < FW_F_MAX; f++) {
+	for (int f = 1; f < FW_F_MAX; f++) {
 		if (!(fields & (1 << f))) {
-			w.m.b[f] = all;
+			w.m.b[f] = ctx;
 			continue;
 		}
 		w.m.b[f] = bpf_map_lookup_elem(pool, &sc->cls[f]);
@@ -477,6 +522,7 @@ static __always_inline int fw_verdict(struct fw_scratch *sc)
 	if (r) {
 		fw_count(r, sc->hk.len);
 		fw_log(r, sc);
+		fw_monitor(r, sc);
 		if (r->action == FW_REJECT) {
 			sc->reason = XL_DROP_FW_REJECT;
 			return FW_V_REJECT;

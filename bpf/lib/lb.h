@@ -12,6 +12,7 @@
 #include "maps.h"
 #include "l4.h"
 #include "ct.h"
+#include "monitor.h"
 
 /* A 32-bit mix of the flow (murmur3's finaliser over the words). The
  * daemon never needs to reproduce it: only the datapath hashes flows. */
@@ -82,6 +83,7 @@ static __always_inline enum lb_result lb_select(const struct ct_key *k, const st
 	be = bpf_map_lookup_elem(&xlane_backends, &bk);
 	if (!be)
 		return LB_NO_BACKEND;
+	mon_lb(k, &bk, be);
 	*out = *be;
 	return LB_BACKEND;
 }

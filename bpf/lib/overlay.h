@@ -31,6 +31,9 @@
 /* All xlane VXLAN devices carry this MAC, so a frame tunnelled by one
  * node is addressed to the device that receives it (PACKET_HOST). */
 #define XL_OVERLAY_MAC { 0x02, 0x78, 0x6c, 0x76, 0x78, 0x00 }
+/* ... and come from this one: the receiving device drops a frame from its
+ * own MAC as a loop (vxlan_set_mac). */
+#define XL_OVERLAY_SRC_MAC { 0x02, 0x78, 0x6c, 0x76, 0x78, 0x01 }
 
 /* key: pod CIDR or cluster CIDR; value: the node (enum xl_peer_flags).
  * Written by the daemon (node add/rm, start); read by the datapath. */
@@ -120,6 +123,7 @@ static __always_inline int overlay_set_key(struct __sk_buff *skb, struct ethhdr 
 					   const struct peer_val *peer, __u32 vni)
 {
 	const __u8 mac[ETH_ALEN] = XL_OVERLAY_MAC;
+	const __u8 smac[ETH_ALEN] = XL_OVERLAY_SRC_MAC;
 	struct bpf_tunnel_key tk = {};
 	__u64 flags = 0;
 
@@ -135,7 +139,7 @@ static __always_inline int overlay_set_key(struct __sk_buff *skb, struct ethhdr 
 	tk.tunnel_id = vni;
 	tk.tunnel_ttl = 64;
 	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
 	return bpf_skb_set_tunnel_key(skb, &tk, sizeof(tk), flags);
 }
 

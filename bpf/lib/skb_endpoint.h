@@ -120,7 +120,7 @@ static __noinline int to_peer(struct __sk_buff *skb, struct pkt *p, __u32 networ
 			      enum xl_reason *reason)
 {
 	const struct peer_val *peer = peer_lookup(&p->dst);
-	__u32 *vni, ifindex;
+	__u32 *vni, ifindex, mtu_len = 0;
 
 	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE)))
 		return XL_CONTINUE;
@@ -128,6 +128,11 @@ static __noinline int to_peer(struct __sk_buff *skb, struct pkt *p, __u32 networ
 	vni = bpf_map_lookup_elem(&xlane_net_vni, &network_id);
 	if ((peer->flags & XL_PEER_GONE) || !ifindex || !vni)
 		return xl_final(reason, XL_DROP_NO_PEER);
+	/* Too big for the overlay (an endpoint with a larger MTU than the
+	 * VXLAN device's): the redirect would drop it silently; Linux routes
+	 * it to the device and sends the sender its ICMP error (PMTU). */
+	if (bpf_check_mtu(skb, ifindex, &mtu_len, 0, 0) == BPF_MTU_CHK_RET_FRAG_NEEDED)
+		return xl_final(reason, XL_PASS_TOO_BIG);
 	ep_forward_l3(p);
 	if (overlay_set_key(skb, p->eth, peer, *vni))
 		return xl_final(reason, XL_DROP_REDIRECT);
@@ -287,19 +292,18 @@ static __always_inline int skb_from_endpoint(struct __sk_buff *skb, const struct
 	int step;
 
 	enum xl_reason xdp;
-	int ret;
 
 	step = from_endpoint(skb, cfg, &reason);
-	ret = tc_ret(step, reason);
 	/* XDP passed it here without counting (lib/handoff.h): what goes on
-	 * to Linux counts under XDP's reason, the rest under this one's. */
-	if (ret == XL_TC_PASS) {
+	 * to Linux counts under XDP's reason (a pass reason, as this one
+	 * is), the rest under this one's. */
+	if (tc_code(step, reason) == XL_TC_PASS) {
 		xdp = skb_handoff(skb);
 		if (xdp != XL_HANDOFF_NONE)
 			reason = xdp;
 	}
 	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
-	return ret;
+	return tc_ret(skb, FW_KIND_FROM_EP, step, reason);
 }
 
 #endif /* XLANE_SKB_ENDPOINT_H */

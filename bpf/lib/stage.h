@@ -11,7 +11,8 @@
  * "drop" or "pass" itself, so a drop reason cannot leave as a pass; a
  * forwarding stage whose redirect helper refused says XL_DROP_REDIRECT.
  * Each kind of hook turns the step into its return code once (tc_ret,
- * xdp_ret), at its exit, where the reason is counted.
+ * xdp_ret), at its exit, where the reason is counted; there, and only
+ * there, drops and verdicts become monitor events (lib/monitor.h).
  */
 #ifndef XLANE_STAGE_H
 #define XLANE_STAGE_H
@@ -19,6 +20,7 @@
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include "abi.h"
+#include "monitor.h"
 
 /* What a stage tells its pipeline. */
 enum xl_step {
@@ -87,8 +89,15 @@ static __always_inline enum xl_step xl_final(enum xl_reason *reason, enum xl_rea
  * netkit's codes are the same (NETKIT_NEXT, NETKIT_DROP, NETKIT_REDIRECT). */
 #define XL_TC_PASS TC_ACT_UNSPEC
 
-/* tc_ret is the return code of an skb program whose pipeline stopped. */
-static __always_inline int tc_ret(enum xl_step step, enum xl_reason reason)
+/* mon_verdict is the enum mon_verdict of a stopped pipeline. */
+static __always_inline __u8 mon_verdict(enum xl_step step, enum xl_reason reason)
+{
+	return step == XL_REPLIED || step == XL_REPLIED_TX ? MON_V_REPLIED
+							   : xl_reason_verdict(reason);
+}
+
+/* tc_code is the return code of an skb program whose pipeline stopped. */
+static __always_inline int tc_code(enum xl_step step, enum xl_reason reason)
 {
 	if (step == XL_REPLIED)
 		return TC_ACT_REDIRECT;
@@ -102,8 +111,26 @@ static __always_inline int tc_ret(enum xl_step step, enum xl_reason reason)
 	}
 }
 
-/* xdp_ret is tc_ret for XDP programs. */
-static __always_inline int xdp_ret(enum xl_step step, enum xl_reason reason)
+/*
+ * tc_ret is the return code of an skb program whose pipeline stopped at
+ * hook kind (enum fw_kind), and the one place its drop (or, for a trace,
+ * its verdict) becomes a monitor event: with the monitor off, a load and
+ * a branch. Hooks call it last (their tail call, as it were): a value
+ * live across its call would cost a stack slot in the hook's frame,
+ * which 6.1 rounds to 32 bytes.
+ */
+static __always_inline int tc_ret(struct __sk_buff *skb, __u8 kind, enum xl_step step,
+				  enum xl_reason reason)
+{
+	__u32 t = mon_types();
+
+	if (t)
+		mon_skb(skb, MON_META(kind, reason, mon_verdict(step, reason)));
+	return tc_code(step, reason);
+}
+
+/* xdp_code is tc_code for XDP programs. */
+static __always_inline int xdp_code(enum xl_step step, enum xl_reason reason)
 {
 	if (step == XL_REPLIED)
 		return XDP_REDIRECT;
@@ -117,6 +144,17 @@ static __always_inline int xdp_ret(enum xl_step step, enum xl_reason reason)
 	default:
 		return XDP_PASS;
 	}
+}
+
+/* xdp_ret is tc_ret for XDP programs. */
+static __always_inline int xdp_ret(struct xdp_md *ctx, __u8 kind, enum xl_step step,
+				   enum xl_reason reason)
+{
+	__u32 t = mon_types();
+
+	if (t)
+		mon_xdp(ctx, MON_META(kind, reason, mon_verdict(step, reason)));
+	return xdp_code(step, reason);
 }
 
 #endif /* XLANE_STAGE_H */

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/model"
@@ -225,4 +227,93 @@ func (c *Client) DeleteService(ctx context.Context, name string) error {
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var out Status
 	return &out, c.do(ctx, http.MethodGet, PathStatus, nil, &out)
+}
+
+// AddNode adds a node of the cluster.
+func (c *Client) AddNode(ctx context.Context, req NodeAdd) (*model.Node, error) {
+	var out model.Node
+	return &out, c.do(ctx, http.MethodPost, PathNodes, req, &out)
+}
+
+// Nodes lists the nodes.
+func (c *Client) Nodes(ctx context.Context) ([]model.Node, error) {
+	var out []model.Node
+	return out, c.do(ctx, http.MethodGet, PathNodes, nil, &out)
+}
+
+// Node returns one node.
+func (c *Client) Node(ctx context.Context, name string) (*model.Node, error) {
+	var out model.Node
+	return &out, c.do(ctx, http.MethodGet, PathNodes+"/"+url.PathEscape(name), nil, &out)
+}
+
+// DeleteNode removes a node (missing is fine).
+func (c *Client) DeleteNode(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, PathNodes+"/"+url.PathEscape(name), nil, nil)
+}
+
+// Monitor streams the daemon's monitor events matching q to fn (the first
+// is a "stats" line, sent once the subscription is in place) until ctx
+// ends or fn returns an error, which Monitor returns.
+func (c *Client) Monitor(ctx context.Context, q MonitorQuery, fn func(MonitorEvent) error) error {
+	v := url.Values{}
+	set := func(k, val string) {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	set("types", strings.Join(q.Types, ","))
+	set("reasons", strings.Join(q.Reasons, ","))
+	set("endpoint", q.Endpoint)
+	set("network", q.Network)
+	set("addr", q.Addr)
+	set("proto", q.Proto)
+	if q.Port != 0 {
+		v.Set("port", strconv.Itoa(int(q.Port)))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://xlane"+PathMonitor+"?"+v.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	// A stream has no deadline: the client's Timeout would cut it.
+	stream := &http.Client{Transport: c.http.Transport}
+	resp, err := stream.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || eb.Error.Message == "" {
+			return &RemoteError{Status: resp.StatusCode, Error_: Error{Code: CodeInternal, Message: resp.Status}}
+		}
+		return &RemoteError{Status: resp.StatusCode, Error_: eb.Error}
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev MonitorEvent
+		if err := dec.Decode(&ev); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read monitor stream: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// Trace runs a packet through the datapath's programs (on copies of its
+// state) and returns what each would do.
+func (c *Client) Trace(ctx context.Context, req TraceRequest) (*TraceResult, error) {
+	var out TraceResult
+	return &out, c.do(ctx, http.MethodPost, PathTrace, req, &out)
 }

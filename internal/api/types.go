@@ -16,9 +16,29 @@ const (
 	PathStatus    = "/v1/status"
 	PathConntrack = "/v1/conntrack"
 	PathServices  = "/v1/services"
+	PathNodes     = "/v1/nodes"
 	// PathServicesApply takes many services in one request (ServiceApply).
 	PathServicesApply = PathServices + "/apply"
 )
+
+// NodeAdd is the body of POST /v1/nodes.
+type NodeAdd struct {
+	Name     string   `json:"name"`
+	Underlay []string `json:"underlay"`  // one IPv4 and/or one IPv6 address
+	PodCIDRs []string `json:"pod_cidrs"` // one IPv4 and/or one IPv6 prefix
+}
+
+// ClusterInfo is how a node is joined (in Status; empty: alone).
+type ClusterInfo struct {
+	NodeName     string   `json:"node_name,omitempty"`
+	ClusterCIDRs []string `json:"cluster_cidrs,omitempty"`
+	Routing      string   `json:"routing,omitempty"`
+	Device       string   `json:"device,omitempty"`
+	VXLANPort    int      `json:"vxlan_port,omitempty"`
+	// MTU is the containers' default MTU (the underlay's less VXLAN's
+	// overhead); 0 until this node's own record is added.
+	MTU int `json:"mtu,omitempty"`
+}
 
 // NetworkCreate is the body of POST /v1/networks. Addresses are strings so
 // the daemon can say which one is wrong.
@@ -46,6 +66,9 @@ type NetworkCreate struct {
 	// Device is the endpoints' device pair: auto (default), veth, netkit
 	// or netkit-l2.
 	Device string `json:"device,omitempty"`
+	// VNI between nodes (0: derived from the name, the same on every
+	// node).
+	VNI uint32 `json:"vni,omitempty"`
 	// BigTCP: auto (default: where the node's calibration measured a
 	// win), on or off; GSO/GRO aggregates of 192 KiB on the endpoints'
 	// veths.
@@ -151,8 +174,17 @@ type EndpointAdd struct {
 	VethOnly bool     `json:"veth_only,omitempty"`
 	IfName   string   `json:"ifname,omitempty"`
 	IPs      []string `json:"ips,omitempty"`
-	// MAC is the container side's MAC address; empty: the kernel's random one.
+	// MAC is the container side's MAC address (a VM's: the guest's);
+	// empty: a random one.
 	MAC string `json:"mac,omitempty"`
+	// VM asks for a QEMU guest's port: a tap device instead of a veth,
+	// with Queues queues (default 1), no netns; the guest gets its
+	// addresses by DHCP.
+	VM     bool `json:"vm,omitempty"`
+	Queues int  `json:"queues,omitempty"`
+	// Backend is the VM port's kind: tap (the default); af-xdp is refused
+	// with the reason (VMStatus).
+	Backend string `json:"backend,omitempty"`
 }
 
 // Counter is a packet and byte count.
@@ -186,7 +218,10 @@ type EndpointInfo struct {
 	Offloads map[string]bool `json:"offloads,omitempty"`
 	// Notes explain what the datapath does for this endpoint and why
 	// (fallbacks, offload interactions).
-	Notes    []string        `json:"notes,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// QEMUArgs, for a VM endpoint, are the QEMU options that attach a
+	// guest to its tap (model.Endpoint.QEMUArgs).
+	QEMUArgs []string        `json:"qemu_args,omitempty"`
 	Sent     Counter         `json:"sent"`
 	Received Counter         `json:"received"`
 	Reasons  []ReasonCounter `json:"reasons,omitempty"`
@@ -219,10 +254,24 @@ type Status struct {
 	// NeighMirror is the state of the node's neighbour table copy the XDP
 	// datapath uses (nil without the BPF datapath).
 	NeighMirror *NeighMirror `json:"neigh_mirror,omitempty"`
+	// Cluster is how this node is joined to others (nil: alone).
+	Cluster *ClusterInfo `json:"cluster,omitempty"`
 	// Calibration is what auto means on this node (xlane calibrate).
 	Calibration *Calibration `json:"calibration,omitempty"`
 	// Health says whether the datapath is as it should be.
 	Health *Health `json:"health,omitempty"`
+	// VM is what VM endpoints can use here (docs/vm.md).
+	VM VMStatus `json:"vm"`
+}
+
+// VMStatus says which VM endpoint backends this node offers.
+type VMStatus struct {
+	QEMU     string   `json:"qemu,omitempty"` // the node's qemu-system-x86_64 --version
+	Backends []string `json:"backends"`       // what `endpoint add --vm --backend` takes
+	// AFXDP: the node's QEMU has the af-xdp netdev backend; AFXDPReason
+	// why an af-xdp port is refused here.
+	AFXDP       bool   `json:"af_xdp"`
+	AFXDPReason string `json:"af_xdp_reason,omitempty"`
 }
 
 // Health is the status' summary of the datapath's state.

@@ -55,6 +55,9 @@ const (
 	FwNoL4        = uint32(tcFwLimitsFW_NO_L4)
 	FwClassAll    = uint32(tcFwLimitsFW_CLASS_ALL)
 	FwAddrV6      = uint8(tcFwLimitsFW_ADDR_V6)
+	// FwCtxNoUplink is FW_CTX_NO_UPLINK (a #define in bpf/lib/abi.h):
+	// FwGen.AnyClass[FwFieldCtx] of a set without uplink rules.
+	FwCtxNoUplink = ^uint32(0)
 
 	FwDdosBlocklist = uint32(tcFwDdosFlagsFW_DDOS_BLOCKLIST)
 	FwDdosRate      = uint32(tcFwDdosFlagsFW_DDOS_RATE)

@@ -302,6 +302,57 @@ func tcpFrame(tb testing.TB, src, dst string, flags uint8) []byte {
 	return f
 }
 
+// TestFirewallUplinkClass: the uplink's hook class comes from the
+// generation (fw_gen.any_class[FW_F_CTX]: class + 1), not from a hash
+// lookup; a set without uplink rules says so (FW_CTX_NO_UPLINK), and a
+// generation that says nothing (0, as before the field was used) falls
+// back to the lookup. Every form decides alike.
+func TestFirewallUplinkClass(t *testing.T) {
+	h := newFwHarness(t)
+	dropped, passed := tcpFrame(t, "203.0.113.5", "192.0.2.1", 0x10), tcpFrame(t, "203.0.113.6", "192.0.2.1", 0x10)
+	gen := func() (uint32, bpf.FwGen) {
+		var st bpf.FwState
+		var g bpf.FwGen
+		if err := h.objs.Firewall().State.Lookup(uint32(0), &st); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.objs.Firewall().Gens.Lookup(st.Active&1, &g); err != nil {
+			t.Fatal(err)
+		}
+		return st.Active & 1, g
+	}
+	check := func(what string, frame []byte, want uint32) {
+		t.Helper()
+		if ret, reason := h.runUplink(t, frame); ret != want {
+			t.Errorf("%s: return %d (%s), want %d", what, ret, reason, want)
+		}
+	}
+	h.install(t, &firewall.RuleSet{Rules: []firewall.Rule{
+		{Name: "to-ep", Action: "drop", Direction: "to-endpoint", Proto: firewall.List{"tcp"}},
+		{Name: "up", Action: "drop", Scope: "uplink", Src: firewall.List{"203.0.113.5/32"}},
+	}}, false)
+	slot, g := gen()
+	if c := g.AnyClass[bpf.FwFieldCtx]; c == 0 || c == bpf.FwCtxNoUplink {
+		t.Fatalf("uplink class in the generation: %#x, want class + 1", c)
+	}
+	check("class from the generation, rule source", dropped, xdpDrop)
+	check("class from the generation, other source", passed, xdpPass)
+	g.AnyClass[bpf.FwFieldCtx] = 0
+	if err := h.objs.Firewall().Gens.Put(slot, &g); err != nil {
+		t.Fatal(err)
+	}
+	check("class looked up, rule source", dropped, xdpDrop)
+	check("class looked up, other source", passed, xdpPass)
+
+	h.install(t, &firewall.RuleSet{Rules: []firewall.Rule{
+		{Name: "to-ep", Action: "drop", Direction: "to-endpoint", Proto: firewall.List{"tcp"}},
+	}}, false)
+	if _, g := gen(); g.AnyClass[bpf.FwFieldCtx] != bpf.FwCtxNoUplink {
+		t.Fatalf("no uplink rule: generation says %#x, want FW_CTX_NO_UPLINK", g.AnyClass[bpf.FwFieldCtx])
+	}
+	check("no uplink rule", dropped, xdpPass)
+}
+
 // TestFirewallBlocklist: a million IPv4 prefixes and some IPv6 ones in
 // the uplink's LPM blocklists; blocked sources are dropped first thing,
 // the others pass.
@@ -994,7 +1045,9 @@ func BenchmarkCompareFirewall(b *testing.B) {
 	}{{"uplink fw off", 0, false, xdpPass}, {"uplink 1000 rules pass", 1000, false, xdpPass},
 		{"uplink 1000 rules drop-by-last", 1000, true, xdpDrop}} {
 		p := &trio{name: c.name, want: c.want}
-		for i, d := range []string{dir, "", dir} {
+		// "." (the package's own objects), not "": ObjectsFor("") is
+		// one shared set, and every trio installs its own rules.
+		for i, d := range []string{dir, ".", dir} {
 			p.h[i] = newFwHarnessFrom(b, d)
 			if c.rules > 0 {
 				p.h[i].install(b, firewallRules(c.rules, c.last), false)

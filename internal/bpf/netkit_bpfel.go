@@ -245,6 +245,32 @@ type netkitMetricsVal struct {
 	Bytes   uint64
 }
 
+type netkitMonConfig struct {
+	_     structs.HostLayout
+	Types uint32
+	Rate  uint32
+	Burst uint32
+	Pad   uint32
+}
+
+type netkitMonState struct {
+	_          structs.HostLayout
+	Last       uint64
+	Tokens     uint64
+	Emitted    uint64
+	Suppressed uint64
+	Lost       uint64
+	Rule       uint32
+	Pending    uint32
+	NewKey     netkitCtKey
+	NewVal     netkitCtVal
+	CloseKey   netkitCtKey
+	LbKey      netkitCtKey
+	LbBk       netkitBackendKey
+	LbBe       netkitBackendVal
+	_          [4]byte
+}
+
 type netkitNeighKey struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -377,6 +403,9 @@ const (
 	netkitMapXlaneIcmpScratch     = "xlane_icmp_scratch"
 	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
+	netkitMapXlaneMonConfig       = "xlane_mon_config"
+	netkitMapXlaneMonEvents       = "xlane_mon_events"
+	netkitMapXlaneMonState        = "xlane_mon_state"
 	netkitMapXlaneNeigh           = "xlane_neigh"
 	netkitMapXlaneNetVni          = "xlane_net_vni"
 	netkitMapXlaneOverlay         = "xlane_overlay"
@@ -406,6 +435,11 @@ const (
 	netkitVarXlBtfFwRule          = "xl_btf_fw_rule"
 	netkitVarXlBtfIphdr           = "xl_btf_iphdr"
 	netkitVarXlBtfIpv6hdr         = "xl_btf_ipv6hdr"
+	netkitVarXlBtfMonConfig       = "xl_btf_mon_config"
+	netkitVarXlBtfMonEvent        = "xl_btf_mon_event"
+	netkitVarXlBtfMonState        = "xl_btf_mon_state"
+	netkitVarXlBtfMonType         = "xl_btf_mon_type"
+	netkitVarXlBtfMonVerdict      = "xl_btf_mon_verdict"
 	netkitVarXlBtfPeerFlags       = "xl_btf_peer_flags"
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
@@ -486,6 +520,9 @@ type netkitMapSpecs struct {
 	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
 	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
@@ -519,6 +556,11 @@ type netkitVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.VariableSpec `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -569,6 +611,9 @@ type netkitMaps struct {
 	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
 	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
 	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
@@ -605,6 +650,9 @@ func (m *netkitMaps) Close() error {
 		m.XlaneIcmpScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMonConfig,
+		m.XlaneMonEvents,
+		m.XlaneMonState,
 		m.XlaneNeigh,
 		m.XlaneNetVni,
 		m.XlaneOverlay,
@@ -639,6 +687,11 @@ type netkitVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.Variable `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -16,7 +16,10 @@ import (
 //	xl-ep0 (epSrc, network 1, VNI 4242) --> 10.244.2.0/24, fd00:244:2::/64: node 7 at 192.0.2.7 / 2001:db8::7
 //	                                    --> 10.244.0.0/16, fd00:244::/32 otherwise: nobody's (drop_no_peer)
 
-var overlayMAC = mac("02:78:6c:76:78:00")
+var (
+	overlayMAC    = mac("02:78:6c:76:78:00")
+	overlaySrcMAC = mac("02:78:6c:76:78:01")
+)
 
 func seedOverlay(t *testing.T, h *harness, overlayIfindex int) {
 	t.Helper()
@@ -50,12 +53,16 @@ func seedOverlay(t *testing.T, h *harness, overlayIfindex int) {
 func TestOverlay(t *testing.T) {
 	h := newHarness(t)
 	seedOverlay(t, h, h.links[devUp])
-	fwdOverlay := want{ret: actRedirect, reason: tcXlReasonXL_FWD_OVERLAY, fwd: &l2{overlayMAC, overlayMAC}}
+	fwdOverlay := want{ret: actRedirect, reason: tcXlReasonXL_FWD_OVERLAY, fwd: &l2{overlayMAC, overlaySrcMAC}}
 	for _, tc := range []verdictCase{
 		{"peer pod v4", devEP0, tcp4(t, addr("10.244.2.5")), fwdOverlay},
 		{"peer pod v6", devEP0, tcp6(t, addr("fd00:244:2::5")), fwdOverlay},
 		{"no node v4", devEP0, tcp4(t, addr("10.244.9.9")), dropped(tcXlReasonXL_DROP_NO_PEER)},
 		{"no node v6", devEP0, tcp6(t, addr("fd00:244:9::9")), dropped(tcXlReasonXL_DROP_NO_PEER)},
+		// Bigger than the overlay device's MTU (xl-up0's 1500 here):
+		// Linux sends the ICMP error.
+		{"too big v4", devEP0, pktSpec{src: epSrc.v4, dst: addr("10.244.2.5"), payload: make([]byte, 1500)}.frame(t), passed(tcXlReasonXL_PASS_TOO_BIG)},
+		{"too big v6", devEP0, pktSpec{src: epSrc.v6, dst: addr("fd00:244:2::5"), payload: make([]byte, 1500)}.frame(t), passed(tcXlReasonXL_PASS_TOO_BIG)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { h.check(t, h.links[tc.dev], tc.frame, tc.want) })
 	}

@@ -87,6 +87,32 @@ type socklbMetricsVal struct {
 	Bytes   uint64
 }
 
+type socklbMonConfig struct {
+	_     structs.HostLayout
+	Types uint32
+	Rate  uint32
+	Burst uint32
+	Pad   uint32
+}
+
+type socklbMonState struct {
+	_          structs.HostLayout
+	Last       uint64
+	Tokens     uint64
+	Emitted    uint64
+	Suppressed uint64
+	Lost       uint64
+	Rule       uint32
+	Pending    uint32
+	NewKey     socklbCtKey
+	NewVal     socklbCtVal
+	CloseKey   socklbCtKey
+	LbKey      socklbCtKey
+	LbBk       socklbBackendKey
+	LbBe       socklbBackendVal
+	_          [4]byte
+}
+
 type socklbNeighKey struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -168,6 +194,9 @@ const (
 	socklbMapXlaneEndpoints    = "xlane_endpoints"
 	socklbMapXlaneMaglev       = "xlane_maglev"
 	socklbMapXlaneMetrics      = "xlane_metrics"
+	socklbMapXlaneMonConfig    = "xlane_mon_config"
+	socklbMapXlaneMonEvents    = "xlane_mon_events"
+	socklbMapXlaneMonState     = "xlane_mon_state"
 	socklbMapXlaneNeigh        = "xlane_neigh"
 	socklbMapXlanePublish      = "xlane_publish"
 	socklbMapXlaneServices     = "xlane_services"
@@ -193,6 +222,11 @@ const (
 	socklbVarXlBtfFwLimits     = "xl_btf_fw_limits"
 	socklbVarXlBtfIphdr        = "xl_btf_iphdr"
 	socklbVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
+	socklbVarXlBtfMonConfig    = "xl_btf_mon_config"
+	socklbVarXlBtfMonEvent     = "xl_btf_mon_event"
+	socklbVarXlBtfMonState     = "xl_btf_mon_state"
+	socklbVarXlBtfMonType      = "xl_btf_mon_type"
+	socklbVarXlBtfMonVerdict   = "xl_btf_mon_verdict"
 	socklbVarXlBtfPeerFlags    = "xl_btf_peer_flags"
 	socklbVarXlBtfReason       = "xl_btf_reason"
 	socklbVarXlBtfServiceFlags = "xl_btf_service_flags"
@@ -261,6 +295,9 @@ type socklbMapSpecs struct {
 	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMonConfig *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState  *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
@@ -286,6 +323,11 @@ type socklbVariableSpecs struct {
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.VariableSpec `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -320,6 +362,9 @@ type socklbMaps struct {
 	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMonConfig *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState  *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
 	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
@@ -336,6 +381,9 @@ func (m *socklbMaps) Close() error {
 		m.XlaneEndpoints,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMonConfig,
+		m.XlaneMonEvents,
+		m.XlaneMonState,
 		m.XlaneNeigh,
 		m.XlanePublish,
 		m.XlaneServices,
@@ -362,6 +410,11 @@ type socklbVariables struct {
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.Variable `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -346,6 +346,81 @@ type tcMetricsVal struct {
 	Bytes   uint64
 }
 
+type tcMonConfig struct {
+	_     structs.HostLayout
+	Types uint32
+	Rate  uint32
+	Burst uint32
+	Pad   uint32
+}
+
+type tcMonEvent struct {
+	_        structs.HostLayout
+	Ts       uint64
+	Ifindex  uint32
+	Len      uint32
+	Type     uint8
+	Kind     uint8
+	Reason   uint8
+	Verdict  uint8
+	Action   uint8
+	Proto    uint8
+	Family   uint8
+	Pad      uint8
+	Rule     uint32
+	Service  uint32
+	Backend  uint32
+	Sport    uint16
+	Dport    uint16
+	Saddr    [16]uint8
+	Daddr    [16]uint8
+	NatAddr  [16]uint8
+	NatSaddr [16]uint8
+	NatPort  uint16
+	NatSport uint16
+	Pad2     uint32
+}
+
+type tcMonState struct {
+	_          structs.HostLayout
+	Last       uint64
+	Tokens     uint64
+	Emitted    uint64
+	Suppressed uint64
+	Lost       uint64
+	Rule       uint32
+	Pending    uint32
+	NewKey     tcCtKey
+	NewVal     tcCtVal
+	CloseKey   tcCtKey
+	LbKey      tcCtKey
+	LbBk       tcBackendKey
+	LbBe       tcBackendVal
+	_          [4]byte
+}
+
+type tcMonType uint32
+
+const (
+	tcMonTypeMON_DROP       tcMonType = 1
+	tcMonTypeMON_VERDICT    tcMonType = 2
+	tcMonTypeMON_FW         tcMonType = 4
+	tcMonTypeMON_FLOW_NEW   tcMonType = 8
+	tcMonTypeMON_FLOW_CLOSE tcMonType = 16
+	tcMonTypeMON_NAT        tcMonType = 32
+	tcMonTypeMON_LB         tcMonType = 64
+	tcMonTypeMON_TYPES_ALL  tcMonType = 127
+)
+
+type tcMonVerdict uint32
+
+const (
+	tcMonVerdictMON_V_PASS    tcMonVerdict = 0
+	tcMonVerdictMON_V_DROP    tcMonVerdict = 1
+	tcMonVerdictMON_V_FWD     tcMonVerdict = 2
+	tcMonVerdictMON_V_REPLIED tcMonVerdict = 3
+)
+
 type tcNeighKey struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -552,6 +627,9 @@ const (
 	tcMapXlaneIcmpScratch   = "xlane_icmp_scratch"
 	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
+	tcMapXlaneMonConfig     = "xlane_mon_config"
+	tcMapXlaneMonEvents     = "xlane_mon_events"
+	tcMapXlaneMonState      = "xlane_mon_state"
 	tcMapXlaneNeigh         = "xlane_neigh"
 	tcMapXlaneNetVni        = "xlane_net_vni"
 	tcMapXlaneOverlay       = "xlane_overlay"
@@ -581,6 +659,11 @@ const (
 	tcVarXlBtfFwRule        = "xl_btf_fw_rule"
 	tcVarXlBtfIphdr         = "xl_btf_iphdr"
 	tcVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
+	tcVarXlBtfMonConfig     = "xl_btf_mon_config"
+	tcVarXlBtfMonEvent      = "xl_btf_mon_event"
+	tcVarXlBtfMonState      = "xl_btf_mon_state"
+	tcVarXlBtfMonType       = "xl_btf_mon_type"
+	tcVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
 	tcVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -661,6 +744,9 @@ type tcMapSpecs struct {
 	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
 	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
@@ -694,6 +780,11 @@ type tcVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.VariableSpec `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -744,6 +835,9 @@ type tcMaps struct {
 	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
 	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
 	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
@@ -780,6 +874,9 @@ func (m *tcMaps) Close() error {
 		m.XlaneIcmpScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMonConfig,
+		m.XlaneMonEvents,
+		m.XlaneMonState,
 		m.XlaneNeigh,
 		m.XlaneNetVni,
 		m.XlaneOverlay,
@@ -814,6 +911,11 @@ type tcVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.Variable `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

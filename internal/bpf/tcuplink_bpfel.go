@@ -245,6 +245,32 @@ type tcuplinkMetricsVal struct {
 	Bytes   uint64
 }
 
+type tcuplinkMonConfig struct {
+	_     structs.HostLayout
+	Types uint32
+	Rate  uint32
+	Burst uint32
+	Pad   uint32
+}
+
+type tcuplinkMonState struct {
+	_          structs.HostLayout
+	Last       uint64
+	Tokens     uint64
+	Emitted    uint64
+	Suppressed uint64
+	Lost       uint64
+	Rule       uint32
+	Pending    uint32
+	NewKey     tcuplinkCtKey
+	NewVal     tcuplinkCtVal
+	CloseKey   tcuplinkCtKey
+	LbKey      tcuplinkCtKey
+	LbBk       tcuplinkBackendKey
+	LbBe       tcuplinkBackendVal
+	_          [4]byte
+}
+
 type tcuplinkNeighKey struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -377,6 +403,9 @@ const (
 	tcuplinkMapXlaneIcmpScratch  = "xlane_icmp_scratch"
 	tcuplinkMapXlaneMaglev       = "xlane_maglev"
 	tcuplinkMapXlaneMetrics      = "xlane_metrics"
+	tcuplinkMapXlaneMonConfig    = "xlane_mon_config"
+	tcuplinkMapXlaneMonEvents    = "xlane_mon_events"
+	tcuplinkMapXlaneMonState     = "xlane_mon_state"
 	tcuplinkMapXlaneNeigh        = "xlane_neigh"
 	tcuplinkMapXlaneNetVni       = "xlane_net_vni"
 	tcuplinkMapXlaneOverlay      = "xlane_overlay"
@@ -407,6 +436,11 @@ const (
 	tcuplinkVarXlBtfFwRule       = "xl_btf_fw_rule"
 	tcuplinkVarXlBtfIphdr        = "xl_btf_iphdr"
 	tcuplinkVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
+	tcuplinkVarXlBtfMonConfig    = "xl_btf_mon_config"
+	tcuplinkVarXlBtfMonEvent     = "xl_btf_mon_event"
+	tcuplinkVarXlBtfMonState     = "xl_btf_mon_state"
+	tcuplinkVarXlBtfMonType      = "xl_btf_mon_type"
+	tcuplinkVarXlBtfMonVerdict   = "xl_btf_mon_verdict"
 	tcuplinkVarXlBtfPeerFlags    = "xl_btf_peer_flags"
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
@@ -488,6 +522,9 @@ type tcuplinkMapSpecs struct {
 	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
 	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
@@ -521,6 +558,11 @@ type tcuplinkVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.VariableSpec `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -571,6 +613,9 @@ type tcuplinkMaps struct {
 	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
 	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
 	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
@@ -607,6 +652,9 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneIcmpScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMonConfig,
+		m.XlaneMonEvents,
+		m.XlaneMonState,
 		m.XlaneNeigh,
 		m.XlaneNetVni,
 		m.XlaneOverlay,
@@ -641,6 +689,11 @@ type tcuplinkVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.Variable `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -242,6 +242,32 @@ type uplinkMetricsVal struct {
 	Bytes   uint64
 }
 
+type uplinkMonConfig struct {
+	_     structs.HostLayout
+	Types uint32
+	Rate  uint32
+	Burst uint32
+	Pad   uint32
+}
+
+type uplinkMonState struct {
+	_          structs.HostLayout
+	Last       uint64
+	Tokens     uint64
+	Emitted    uint64
+	Suppressed uint64
+	Lost       uint64
+	Rule       uint32
+	Pending    uint32
+	NewKey     uplinkCtKey
+	NewVal     uplinkCtVal
+	CloseKey   uplinkCtKey
+	LbKey      uplinkCtKey
+	LbBk       uplinkBackendKey
+	LbBe       uplinkBackendVal
+	_          [4]byte
+}
+
 type uplinkNeighKey struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -374,6 +400,9 @@ const (
 	uplinkMapXlaneL4csumScratch         = "xlane_l4csum_scratch"
 	uplinkMapXlaneMaglev                = "xlane_maglev"
 	uplinkMapXlaneMetrics               = "xlane_metrics"
+	uplinkMapXlaneMonConfig             = "xlane_mon_config"
+	uplinkMapXlaneMonEvents             = "xlane_mon_events"
+	uplinkMapXlaneMonState              = "xlane_mon_state"
 	uplinkMapXlaneNeigh                 = "xlane_neigh"
 	uplinkMapXlaneNetVni                = "xlane_net_vni"
 	uplinkMapXlaneOverlay               = "xlane_overlay"
@@ -403,6 +432,11 @@ const (
 	uplinkVarXlBtfFwRule                = "xl_btf_fw_rule"
 	uplinkVarXlBtfIphdr                 = "xl_btf_iphdr"
 	uplinkVarXlBtfIpv6hdr               = "xl_btf_ipv6hdr"
+	uplinkVarXlBtfMonConfig             = "xl_btf_mon_config"
+	uplinkVarXlBtfMonEvent              = "xl_btf_mon_event"
+	uplinkVarXlBtfMonState              = "xl_btf_mon_state"
+	uplinkVarXlBtfMonType               = "xl_btf_mon_type"
+	uplinkVarXlBtfMonVerdict            = "xl_btf_mon_verdict"
 	uplinkVarXlBtfPeerFlags             = "xl_btf_peer_flags"
 	uplinkVarXlBtfReason                = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
@@ -483,6 +517,9 @@ type uplinkMapSpecs struct {
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
 	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
@@ -516,6 +553,11 @@ type uplinkVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.VariableSpec `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -566,6 +608,9 @@ type uplinkMaps struct {
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
 	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
 	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
@@ -602,6 +647,9 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMonConfig,
+		m.XlaneMonEvents,
+		m.XlaneMonState,
 		m.XlaneNeigh,
 		m.XlaneNetVni,
 		m.XlaneOverlay,
@@ -636,6 +684,11 @@ type uplinkVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.Variable `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

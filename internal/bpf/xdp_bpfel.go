@@ -242,6 +242,32 @@ type xdpMetricsVal struct {
 	Bytes   uint64
 }
 
+type xdpMonConfig struct {
+	_     structs.HostLayout
+	Types uint32
+	Rate  uint32
+	Burst uint32
+	Pad   uint32
+}
+
+type xdpMonState struct {
+	_          structs.HostLayout
+	Last       uint64
+	Tokens     uint64
+	Emitted    uint64
+	Suppressed uint64
+	Lost       uint64
+	Rule       uint32
+	Pending    uint32
+	NewKey     xdpCtKey
+	NewVal     xdpCtVal
+	CloseKey   xdpCtKey
+	LbKey      xdpCtKey
+	LbBk       xdpBackendKey
+	LbBe       xdpBackendVal
+	_          [4]byte
+}
+
 type xdpNeighKey struct {
 	_       structs.HostLayout
 	Addr    [16]uint8
@@ -374,6 +400,9 @@ const (
 	xdpMapXlaneL4csumScratch           = "xlane_l4csum_scratch"
 	xdpMapXlaneMaglev                  = "xlane_maglev"
 	xdpMapXlaneMetrics                 = "xlane_metrics"
+	xdpMapXlaneMonConfig               = "xlane_mon_config"
+	xdpMapXlaneMonEvents               = "xlane_mon_events"
+	xdpMapXlaneMonState                = "xlane_mon_state"
 	xdpMapXlaneNeigh                   = "xlane_neigh"
 	xdpMapXlaneNetVni                  = "xlane_net_vni"
 	xdpMapXlaneOverlay                 = "xlane_overlay"
@@ -403,6 +432,11 @@ const (
 	xdpVarXlBtfFwRule                  = "xl_btf_fw_rule"
 	xdpVarXlBtfIphdr                   = "xl_btf_iphdr"
 	xdpVarXlBtfIpv6hdr                 = "xl_btf_ipv6hdr"
+	xdpVarXlBtfMonConfig               = "xl_btf_mon_config"
+	xdpVarXlBtfMonEvent                = "xl_btf_mon_event"
+	xdpVarXlBtfMonState                = "xl_btf_mon_state"
+	xdpVarXlBtfMonType                 = "xl_btf_mon_type"
+	xdpVarXlBtfMonVerdict              = "xl_btf_mon_verdict"
 	xdpVarXlBtfPeerFlags               = "xl_btf_peer_flags"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
@@ -483,6 +517,9 @@ type xdpMapSpecs struct {
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
 	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
 	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
 	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
@@ -516,6 +553,11 @@ type xdpVariableSpecs struct {
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.VariableSpec `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -566,6 +608,9 @@ type xdpMaps struct {
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
 	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
 	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
 	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
@@ -602,6 +647,9 @@ func (m *xdpMaps) Close() error {
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMonConfig,
+		m.XlaneMonEvents,
+		m.XlaneMonState,
 		m.XlaneNeigh,
 		m.XlaneNetVni,
 		m.XlaneOverlay,
@@ -636,6 +684,11 @@ type xdpVariables struct {
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
+	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
+	XlBtfMonEvent     *ebpf.Variable `ebpf:"xl_btf_mon_event"`
+	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
+	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
+	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

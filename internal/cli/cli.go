@@ -76,7 +76,7 @@ Quick start:
 	}
 	root.PersistentFlags().StringVar(&e.socket, "socket", def, "daemon API socket (env XLANE_SOCKET)")
 	root.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(networkCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e))
+	root.AddCommand(networkCmd(e), nodeCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e))
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -139,6 +139,11 @@ func statusCmd(e *env) *cobra.Command {
 					}
 				}
 				printHealth(w, st.Health)
+				qemu := st.VM.QEMU
+				if qemu == "" {
+					qemu = "no QEMU"
+				}
+				fmt.Fprintf(w, "vm backends:\t%s (%s); af-xdp: %v: %s\n", strings.Join(st.VM.Backends, ", "), qemu, st.VM.AFXDP, st.VM.AFXDPReason)
 				fmt.Fprintln(w, "\nMODE\tAVAILABLE\tREASON")
 				for _, m := range st.Modes {
 					fmt.Fprintf(w, "%s\t%v\t%s\n", m.Mode, m.Available, m.Reason)

@@ -20,17 +20,26 @@ func endpointCmd(e *env) *cobra.Command {
 	}
 	var req api.EndpointAdd
 	add := &cobra.Command{
-		Use:   "add NETWORK --netns NAME|PATH [flags]",
-		Short: "Attach a network namespace to a network",
+		Use:   "add NETWORK (--netns NAME|PATH | --veth-only | --vm) [flags]",
+		Short: "Attach a network namespace or a QEMU guest to a network",
 		Long: `Create a veth pair, move one end into the namespace as --ifname, give it
 an address from each subnet of NETWORK (or the --ip given), and program the
 datapath. With --veth-only the container side stays in the node's namespace
 under the printed peer name, for runtimes that move it themselves.
 
-On any failure nothing is left behind: no veth, no address lease.`,
+With --vm the endpoint is a QEMU guest's port: xlane creates a persistent
+tap (virtio-net headers; multi-queue with --queues N > 1) with the same
+datapath as a container's veth (anti-spoofing on the guest's --mac and its
+addresses, firewall, conntrack/NAT, services, counters) and prints the QEMU
+options that attach a guest to it. The guest gets its addresses by DHCP(v6)
+and router advertisements from xlaned (docs/vm.md). VM endpoints need mode
+tc or kernel.
+
+On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Example: `  xlane endpoint add blue --netns c1
   xlane endpoint add blue --netns /proc/1234/ns/net --ifname eth1 --ip 10.10.0.50
-  xlane endpoint add blue --veth-only --id my-container`,
+  xlane endpoint add blue --veth-only --id my-container
+  xlane endpoint add blue --vm --id vm1 --mac 52:54:00:00:00:01 --queues 2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Network = args[0]
@@ -38,7 +47,13 @@ On any failure nothing is left behind: no veth, no address lease.`,
 			if err != nil {
 				return err
 			}
-			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
+			return e.print(ep, func(w *tabwriter.Writer) {
+				endpointTable(w, []api.EndpointInfo{*ep})
+				if len(ep.QEMUArgs) > 0 {
+					w.Flush()
+					fmt.Fprintf(e.out, "qemu: %s\n", strings.Join(ep.QEMUArgs, " "))
+				}
+			})
 		},
 	}
 	add.Flags().StringVar(&req.Netns, "netns", "", "network namespace: a name under /var/run/netns or a path")
@@ -46,6 +61,10 @@ On any failure nothing is left behind: no veth, no address lease.`,
 	add.Flags().StringSliceVar(&req.IPs, "ip", nil, "address to use instead of the next free one (repeatable)")
 	add.Flags().StringVar(&req.ID, "id", "", "endpoint ID (default: generated)")
 	add.Flags().BoolVar(&req.VethOnly, "veth-only", false, "create the veth pair only; the runtime moves the peer")
+	add.Flags().BoolVar(&req.VM, "vm", false, "a QEMU guest's port: a tap QEMU opens by name (prints the QEMU options)")
+	add.Flags().StringVar(&req.MAC, "mac", "", "the guest's (or container side's) MAC address (default: random)")
+	add.Flags().IntVar(&req.Queues, "queues", 0, "--vm: queue pairs of the tap and the guest's virtio-net (default 1)")
+	add.Flags().StringVar(&req.Backend, "backend", "", "--vm: tap (default); af-xdp is not built yet (xlane status says whether QEMU has it)")
 
 	var network string
 	ls := &cobra.Command{
@@ -91,6 +110,9 @@ On any failure nothing is left behind: no veth, no address lease.`,
 				}
 				for _, note := range ep.Notes {
 					fmt.Fprintf(w, "note:\t%s\n", note)
+				}
+				if len(ep.QEMUArgs) > 0 {
+					fmt.Fprintf(w, "qemu:\t%s\n", strings.Join(ep.QEMUArgs, " "))
 				}
 				printReasons(w, ep.Reasons)
 			})

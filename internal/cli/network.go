@@ -37,11 +37,12 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 			return e.print(n, func(w *tabwriter.Writer) { networkTable(w, []api.NetworkInfo{*n}) })
 		},
 	}
-	create.Flags().StringSliceVar(&req.Subnets, "subnet", nil, "subnet in CIDR form (repeat for IPv4 and IPv6)")
+	create.Flags().StringSliceVar(&req.Subnets, "subnet", nil, "subnet in CIDR form (repeat for IPv4 and IPv6); on a node of a cluster, default: this node's free pod CIDRs")
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
 	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest on this node, see xlane calibrate; tc before the first calibration), tc, kernel, xdp or xdp-generic")
 	create.Flags().StringVar(&req.BigTCP, "big-tcp", "", "BIG TCP (192 KiB GSO/GRO aggregates) on the endpoints' veths: auto (default: where xlane calibrate measured it faster on this node), on, or off")
-	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500)")
+	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500; on a node of a vxlan cluster the underlay's less 50 (IPv4 underlay) or 70 (IPv6))")
+	create.Flags().Uint32Var(&req.VNI, "vni", 0, "VXLAN network identifier between nodes, 2-16777215 (default: derived from the name, the same on every node)")
 	create.Flags().StringVar(&req.Device, "device", "", "endpoint device pair: veth (default), netkit (L3, no ARP; Linux 6.7+), netkit-l2, or auto (netkit where the kernel has it and the network needs neither XDP nor NAT, else veth)")
 	masq := true
 	create.Flags().BoolVar(&masq, "masquerade", true, "SNAT traffic leaving through the uplink to the node's address (--masquerade=false: route container addresses as they are)")

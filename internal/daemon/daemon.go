@@ -52,10 +52,26 @@ type Config struct {
 	NATPorts string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
+	// AccelCaseTimeout is how long each self-test case may take (0: 5 s).
+	AccelCaseTimeout time.Duration
+	// MonitorRate bounds the datapath's monitor events per second per
+	// CPU while a client listens (0: DefaultMonitorRate).
+	MonitorRate uint32
 	// BPFStats turns the kernel's BPF run statistics on while the daemon
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
 	BPFStats bool
+	// NodeName makes this daemon a node of a cluster (cluster.go): its
+	// record among the nodes is the one of this name.
+	NodeName string
+	// ClusterCIDRs are the cluster's pod prefixes (every node's pod CIDR
+	// lies inside one); Routing is vxlan ("") or native; VXLANPort the
+	// overlay's UDP port (0: 4789); NodesFile a file of node records,
+	// watched.
+	ClusterCIDRs []string
+	Routing      string
+	VXLANPort    int
+	NodesFile    string
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (calibrate.go).
 	CalibrateAtStart bool
@@ -70,17 +86,22 @@ type Daemon struct {
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
 	feat  *features.Set     // probed at start (kernel.go)
 	fw    *Firewall         // started by New, before the API serves (firewall.go)
+	mon   *monitor          // started by New (monitor.go)
+	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
+	tracer tracerCache
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
 	neigh     neighMirror // neigh.go
+	cluster   *cluster    // nil: alone (cluster.go)
 	accel     accelState  // sock.go
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 	calib     calibState  // calibrate.go
 	started   time.Time
-	lastErr   lastError // the last warning or error logged (health.go)
+	lastErr   lastError   // the last warning or error logged (health.go)
+	dhcp      dhcpServers // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -99,13 +120,18 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	cl, err := parseCluster(cfg)
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(cfg.StatePath)
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now()}
+	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now(), cluster: cl}
 	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
 	d.cfg, d.log = cfg, cfg.Log
+	d.dhcp.log = cfg.Log
 	if cfg.NATPorts == "" {
 		cfg.NATPorts = DefaultNATPorts
 	}
@@ -147,6 +173,7 @@ func (d *Daemon) start() (*Daemon, error) {
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
 	d.fw = d.startFirewall()
+	d.mon = d.startMonitor()
 	// Without the BPF datapath there is no node-wide datapath work: no
 	// uplink program, node configuration, services or neighbour mirror.
 	if d.dp.Available() == nil && cfg.Uplink != "" {
@@ -162,6 +189,15 @@ func (d *Daemon) start() (*Daemon, error) {
 		}
 		if err := d.reconcileServices(); err != nil {
 			d.log.Error("reconcile services", "err", err)
+		}
+		if d.cluster != nil {
+			if err := d.setupCluster(); err != nil {
+				d.Close()
+				return nil, fmt.Errorf("join cluster: %w", err)
+			}
+			if cfg.NodesFile != "" {
+				go d.watchNodesFile(cfg.NodesFile, d.done)
+			}
 		}
 		if err := d.syncNeighbours(d.done); err != nil {
 			d.Close()
@@ -219,7 +255,9 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
+	d.dhcp.stopAll()
 	d.calib.wg.Wait() // a calibration at start removes its networks first
+	d.tracer.close()
 	if d.runStats != nil {
 		d.runStats.Close()
 	}
@@ -272,6 +310,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.resolveDevice(n, req); err != nil {
 		return nil, err
 	}
+	if err := d.clusterSubnets(tx, &req); err != nil {
+		return nil, err
+	}
 	if len(req.Subnets) == 0 {
 		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
 	}
@@ -321,6 +362,16 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	}
 	if n.MTU == 0 {
 		n.MTU = 1500
+		if d.cluster != nil && d.cluster.mtu != 0 {
+			n.MTU = d.cluster.mtu // the underlay's, less VXLAN's overhead
+		}
+	}
+	n.VNI = req.VNI
+	if n.VNI == 0 {
+		n.VNI = model.DefaultVNI(n.Name)
+	}
+	if n.VNI < model.MinVNI || n.VNI > model.MaxVNI {
+		return nil, model.Fieldf("vni", "%d: must be between %d and %d", req.VNI, model.MinVNI, model.MaxVNI)
 	}
 	if n.MTU < minMTU || n.MTU > 65535 {
 		return nil, model.Fieldf("mtu", "%d: must be between %d and 65535", req.MTU, minMTU)
@@ -333,6 +384,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	for _, o := range others {
+		if networkVNI(&o) == n.VNI {
+			return nil, model.Fieldf("vni", "%d is network %q's: give this network another with --vni", n.VNI, o.Name)
+		}
 		for _, op := range o.Subnets {
 			for _, p := range n.Subnets {
 				if op.Overlaps(p) {
@@ -407,6 +461,11 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := netconf.EnsureGuard(n); err != nil {
 			return err
 		}
+		if n.Mode.BPF() && d.dp.Available() == nil {
+			if err := d.dp.SetNetworkVNI(n.ID, n.VNI); err != nil {
+				return err
+			}
+		}
 		if err := d.step("network-applied"); err != nil {
 			return err
 		}
@@ -414,7 +473,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
+			if uerr := errors.Join(d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -465,6 +524,9 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		return err
 	}
 	if err := netconf.DeleteNetwork(n); err != nil {
+		return err
+	}
+	if err := d.dp.DeleteNetworkVNI(n.ID, networkVNI(n)); err != nil {
 		return err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNetwork(name) }); err != nil {
@@ -591,6 +653,9 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 		return nil, err
 	}
 	for _, e := range eps {
+		if e.VM && mode.XDP() {
+			return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, errVMMode(mode))
+		}
 		if len(e.Ports) > 0 {
 			if err := natSupported(mode, true); err != nil {
 				return nil, fmt.Errorf("endpoint %s publishes ports: %w", e.ID, err)
@@ -680,6 +745,14 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		return nil, nil, model.Fieldf("ifname", "%q: must be 1-15 letters, digits, '_', '.' or '-'", e.IfName)
 	}
 	switch {
+	case req.VM:
+		if err := validateVM(e, req); err != nil {
+			return nil, nil, err
+		}
+	case req.Queues != 0:
+		return nil, nil, model.Fieldf("queues", "%d: only VM endpoints (--vm) have queues", req.Queues)
+	case req.Backend != "":
+		return nil, nil, model.Fieldf("backend", "%q: only VM endpoints (--vm) have a backend", req.Backend)
 	case req.VethOnly && req.Netns != "":
 		return nil, nil, model.Fieldf("netns", "%q: a veth-only endpoint takes no netns (the runtime moves the interface)", req.Netns)
 	case !req.VethOnly && req.Netns == "":
@@ -708,6 +781,15 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		e.MAC = mac.String()
 	}
 	e.HostIf, e.PeerIf = hostIfNames(e.ID)
+	if e.VM {
+		if err := vmNetwork(n); err != nil {
+			return nil, nil, err
+		}
+		e.HostIf, e.PeerIf = tapName(e.ID), ""
+		if e.MAC == "" {
+			e.MAC = randomMAC()
+		}
+	}
 	return e, n, nil
 }
 
@@ -764,7 +846,7 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := d.step("veth-created"); err != nil {
 		return err
 	}
-	if !e.VethOnly() {
+	if !e.VethOnly() && !e.VM {
 		if err := netconf.ConfigureContainer(e, n); err != nil {
 			return err
 		}
@@ -780,7 +862,13 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 			return err
 		}
 	}
-	return d.programEndpoint(e, n, host)
+	if err := d.programEndpoint(e, n, host); err != nil {
+		return err
+	}
+	if e.VM {
+		return d.dhcp.start(e, n)
+	}
+	return nil
 }
 
 // programEndpoint gives an endpoint the datapath of its network's mode and
@@ -800,6 +888,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	}
 	if err := d.dp.Available(); err != nil {
 		return fmt.Errorf("network %q is in %s mode: %w", n.Name, n.Mode, err)
+	}
+	if e.VM && n.Mode.XDP() {
+		return errVMMode(n.Mode)
 	}
 	// Native XDP_REDIRECT into the host veth needs NAPI on its peer. When
 	// the peer is out of reach (a runtime moved it), the endpoint is not a
@@ -839,6 +930,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if n.AllowUnsolicited {
 			val.Flags |= bpf.EPFlagAllowUnsolicited
 		}
+		if e.VM {
+			val.Flags |= bpf.EPFlagNoPeer
+		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -867,6 +961,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 // unapplyEndpoint removes every kernel object of e. Missing ones are fine.
 func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	var errs []error
+	if e.VM {
+		d.dhcp.stop(e.ID)
+	}
 	ifindex := 0
 	if host, err := netconf.HostLink(e); err == nil {
 		ifindex = host.Attrs().Index
@@ -983,6 +1080,18 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
 		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
 	}
+	if e.VM {
+		info.QEMUArgs = e.QEMUArgs("n0")
+		if host.Attrs().OperState == netlink.OperDown {
+			info.State = "waiting for QEMU (tap not opened)"
+		}
+		if n.Mode.BPF() {
+			info.Datapath = d.dp.Hooks(e.HostIf)
+			info.Reasons = d.reasonCounters(host.Attrs().Index)
+		}
+		info.Notes = append(info.Notes, d.dhcp.notes(e.ID)...)
+		return info
+	}
 	off, offErr := netconf.ContainerOffloads(&e)
 	info.Offloads = off
 	if n.Mode == model.ModeXDP {
@@ -1077,11 +1186,15 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st.Counters = d.reasonCounters(0)
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
+		if ci := d.ClusterInfo(); ci.NodeName != "" {
+			st.Cluster = &ci
+		}
 		if m, err := d.dp.ServicesMemory(); err == nil {
 			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps,
 				FixedBytes: m.Fixed, PerServiceBytes: m.PerService()}
 		}
 	}
 	st.Health = d.health()
+	st.VM = qemuProbe()
 	return st, err
 }

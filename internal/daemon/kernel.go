@@ -122,6 +122,9 @@ func (d *Daemon) deviceAllowsMode(n *model.Network, mode model.Mode) error {
 
 // ensureDevice creates (or finds) the endpoint's device pair.
 func (d *Daemon) ensureDevice(e *model.Endpoint, n *model.Network) (netlink.Link, error) {
+	if e.VM {
+		return netconf.EnsureTap(e, n.MTU)
+	}
 	dev := n.Devices()
 	if !dev.Netkit() {
 		return netconf.EnsureVeth(e, n.MTU)
@@ -138,7 +141,7 @@ const zeroMAC = "00:00:00:00:00:00"
 // network's mode: tcx (or legacy tc) and XDP hooks on a veth, netkit
 // programs on a netkit primary.
 func (d *Daemon) attachPrograms(e *model.Endpoint, n *model.Network, host netlink.Link) error {
-	if n.Devices().Netkit() {
+	if n.Devices().Netkit() && !e.VM {
 		if len(e.Ports) > 0 {
 			return deviceNAT(n)
 		}

@@ -82,14 +82,20 @@ func (d *Daemon) Reconcile() error {
 				tcAddrs[a] = true
 			}
 		}
-		if !e.VethOnly() {
+		switch {
+		case e.VM:
+			// The tap is persistent: still there after a crash of
+			// xlaned, recreated by applyEndpoint if someone deleted it.
+		case !e.VethOnly():
 			if _, err := netconf.ResolveNetns(e.Netns); err != nil {
 				d.log.Warn("endpoint's netns is gone; keeping the record until it is removed", "endpoint", e.ID, "netns", e.Netns)
 				continue
 			}
-		} else if _, err := netconf.HostLink(e); err != nil {
-			d.log.Warn("veth-only endpoint's host veth is gone", "endpoint", e.ID, "host_ifname", e.HostIf)
-			continue
+		default:
+			if _, err := netconf.HostLink(e); err != nil {
+				d.log.Warn("veth-only endpoint's host veth is gone", "endpoint", e.ID, "host_ifname", e.HostIf)
+				continue
+			}
 		}
 		if err := d.applyEndpoint(e, n); err != nil {
 			errs = append(errs, err)
@@ -118,8 +124,9 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 	for _, l := range links {
 		name := l.Attrs().Name
 		stale := !keepDev[name] &&
-			(strings.HasPrefix(name, "xlh") || strings.HasPrefix(name, "xlc")) &&
-			(l.Type() == "veth" || l.Type() == "netkit")
+			((strings.HasPrefix(name, "xlh") || strings.HasPrefix(name, "xlc")) &&
+				(l.Type() == "veth" || l.Type() == "netkit") ||
+				strings.HasPrefix(name, tapPrefix) && l.Type() == "tuntap")
 		if stale {
 			d.log.Info("removing stale device", "device", name)
 			// Deleting one end of a pair deletes the other too.

@@ -29,8 +29,12 @@ type accelState struct {
 }
 
 // SelfTest is how the daemon runs the self-test; tests replace it.
-var SelfTest = func(ctx context.Context) *accel.Report {
-	return accel.SelfTest(ctx, accel.Options{})
+var SelfTest = func(ctx context.Context, o accel.Options) *accel.Report {
+	return accel.SelfTest(ctx, o)
+}
+
+func (d *Daemon) selfTest() *accel.Report {
+	return SelfTest(context.Background(), accel.Options{CaseTimeout: d.cfg.AccelCaseTimeout})
 }
 
 // accelCgroup resolves the cgroup of a request: empty is xlane's own
@@ -109,7 +113,7 @@ func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
 	if d.accel.testing {
 		return nil, model.Conflictf("the acceleration self-test is running")
 	}
-	r := SelfTest(context.Background())
+	r := d.selfTest()
 	d.accel.report, d.accel.err = r, nil
 	rec := store.AccelRecord{Enabled: true, Config: c}
 	if !r.Passed(c.Accept) {
@@ -218,7 +222,7 @@ func (d *Daemon) reconcileAccel() {
 	d.accel.testing = true
 	d.mu.Unlock()
 	go func() {
-		r := SelfTest(context.Background())
+		r := d.selfTest()
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.accel.testing, d.accel.report, d.accel.err = false, r, nil

@@ -35,7 +35,7 @@ func testCgroup(t *testing.T) string {
 // fakeSelfTest makes the daemon's self-test report the given failures.
 func fakeSelfTest(t *testing.T, failing ...string) {
 	old := SelfTest
-	SelfTest = func(context.Context) *accel.Report {
+	SelfTest = func(context.Context, accel.Options) *accel.Report {
 		r := &accel.Report{Kernel: "test"}
 		for _, c := range accel.CaseNames() {
 			ok := !strings.Contains(strings.Join(failing, ","), c)

@@ -26,6 +26,21 @@ func (d *Daemon) Uninstall() error {
 	for _, s := range svcs {
 		errs = append(errs, d.DeleteService(s.Name))
 	}
+	// The cluster: every node's routes, the VXLAN device (with --node-name
+	// or without: a daemon stopped and uninstalled alone).
+	nodes, err := d.Nodes()
+	errs = append(errs, err)
+	for i := range nodes {
+		for _, p := range nodes[i].PodCIDRs {
+			errs = append(errs, netconf.DeletePeerRoute(p))
+		}
+	}
+	if routes, err := netconf.PeerRoutes(); err == nil {
+		for _, p := range routes {
+			errs = append(errs, netconf.DeletePeerRoute(p))
+		}
+	}
+	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice))
 	// Guard tables of networks a crash left without a record.
 	errs = append(errs, netconf.PruneGuards(nil))
 	if err := errors.Join(errs...); err != nil {

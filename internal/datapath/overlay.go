@@ -151,3 +151,18 @@ func (d *BPF) setOverlay(ifindex uint32) error {
 	}
 	return nil
 }
+
+// DeleteFlowsOf deletes the conntrack entries of flows from or to any of
+// prefixes (a removed node's pod CIDRs) and returns how many went.
+func (d *BPF) DeleteFlowsOf(prefixes []netip.Prefix) (int, error) {
+	in := func(a [16]byte) bool {
+		ip := netip.AddrFrom16(a).Unmap()
+		for _, p := range prefixes {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	return d.deleteCT(func(k *bpf.CTKey, _ *bpf.CTVal) bool { return in(k.Saddr) || in(k.Daddr) })
+}

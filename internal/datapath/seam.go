@@ -108,10 +108,29 @@ type Datapath interface {
 	ServicesMemory() (ServicesMemory, error)
 	ServiceIDs() (map[uint32]Service, error)
 
+	// Nodes (overlay.go): the cluster's prefixes, the networks' VNIs,
+	// the VXLAN device's programs, a removed node's flows.
+	PutPeer(p Peer) error
+	DeletePeer(p netip.Prefix) error
+	Peers() ([]Peer, error)
+	SetNetworkVNI(networkID, vni uint32) error
+	DeleteNetworkVNI(networkID, vni uint32) error
+	AttachOverlay(ifname string, ifindex int) error
+	DetachOverlay(ifname string) error
+	DeleteFlowsOf(prefixes []netip.Prefix) (int, error)
+
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
 	// internal/firewall's installer. They stay the datapath's: Close
 	// releases them.
 	FirewallMaps() (bpf.FwMaps, error)
+
+	// MonitorMaps are the event monitor's maps (bpf/lib/monitor.h): its
+	// switch, counters and ring, for the daemon's monitor.
+	MonitorMaps() (bpf.MonitorMaps, error)
+	// NewTracer loads a copy of the tc programs on the live configuration
+	// and a copy of the state, for `xlane trace` (bpf.Tracer). The caller
+	// closes it.
+	NewTracer() (*bpf.Tracer, error)
 }
 
 var (

@@ -131,3 +131,18 @@ func (u *Unavailable) PutServices(s []Service) error {
 	return u.err(fmt.Sprintf("%d services", len(s)))
 }
 func (u *Unavailable) FirewallMaps() (bpf.FwMaps, error) { return bpf.FwMaps{}, u.err("firewall maps") }
+
+func (u *Unavailable) PutPeer(p Peer) error               { return u.err("put peer " + p.Prefix.String()) }
+func (u *Unavailable) DeletePeer(netip.Prefix) error      { return nil }
+func (u *Unavailable) Peers() ([]Peer, error)             { return nil, nil }
+func (u *Unavailable) SetNetworkVNI(_, _ uint32) error    { return u.err("set network vni") }
+func (u *Unavailable) DeleteNetworkVNI(_, _ uint32) error { return nil }
+func (u *Unavailable) AttachOverlay(ifname string, _ int) error {
+	return u.err("attach overlay programs to " + ifname)
+}
+func (u *Unavailable) DetachOverlay(string) error                { return nil }
+func (u *Unavailable) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }
+func (u *Unavailable) MonitorMaps() (bpf.MonitorMaps, error) {
+	return bpf.MonitorMaps{}, u.err("monitor maps")
+}
+func (u *Unavailable) NewTracer() (*bpf.Tracer, error) { return nil, u.err("trace") }

@@ -130,6 +130,10 @@ func compileCtx(t *Tables, pl *pool, atoms []atom) {
 			nets[c.Kind][c.Net] = true
 		}
 	}
+	// The uplink's class rides in the generation (gen.any_class[FW_F_CTX],
+	// bpf/lib/abi.h): the uplink has no network, and the datapath skips
+	// the hash lookup of its (kind, 0) key.
+	t.Gen.AnyClass[bpf.FwFieldCtx] = bpf.FwCtxNoUplink
 	kinds := make([]Kind, 0, len(nets))
 	for k := range nets {
 		kinds = append(kinds, k)
@@ -150,7 +154,11 @@ func compileCtx(t *Tables, pl *pool, atoms []atom) {
 			}
 			key := bpf.FwExactKey{Field: bpf.FwFieldCtx, Kind: uint8(k)}
 			binary.NativeEndian.PutUint32(key.Data[:4], n)
-			t.Exact = append(t.Exact, ExactEntry{key, pl.class(&b)})
+			cls := pl.class(&b)
+			if k == KindUplink && n == 0 {
+				t.Gen.AnyClass[bpf.FwFieldCtx] = cls + 1
+			}
+			t.Exact = append(t.Exact, ExactEntry{key, cls})
 		}
 	}
 }

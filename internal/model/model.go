@@ -97,6 +97,10 @@ type Network struct {
 	// bridge (XL_EP_ALLOW_UNSOLICITED, bpf/lib/unsolicited.h; nftables in
 	// kernel mode).
 	AllowUnsolicited bool `json:"allow_unsolicited,omitempty"`
+	// VNI is the network's VXLAN network identifier between nodes: the
+	// same network name gets the same VNI on every node (DefaultVNI)
+	// unless --vni says otherwise; 0 in records older than nodes.
+	VNI uint32 `json:"vni,omitempty"`
 	// BigTCP is what the network asked for (auto, on, off); BigTCP4 and
 	// BigTCP6 whether its endpoints' veths aggregate beyond 64 KiB in
 	// that family, and BigTCPReason why (internal/daemon/bigtcp.go).
@@ -136,7 +140,12 @@ type Endpoint struct {
 	HostMAC string        `json:"host_mac"`    // host-side MAC (the gateway MAC)
 	IPs     []netip.Addr  `json:"ips"`
 	Ports   []PortMapping `json:"ports,omitempty"` // published ports
-	Created time.Time     `json:"created"`
+	// VM: the endpoint is a QEMU guest's port: its host device is a
+	// persistent tap (HostIf) that QEMU opens by name, with Queues queues;
+	// the guest gets its addresses by DHCP from the node (vm.go).
+	VM      bool      `json:"vm,omitempty"`
+	Queues  int       `json:"queues,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // PortMapping publishes an endpoint's port on the node's address.
@@ -173,7 +182,7 @@ func ParsePortMapping(s string) (PortMapping, error) {
 
 // VethOnly reports whether the runtime, not xlane, moves and configures the
 // container side.
-func (e *Endpoint) VethOnly() bool { return e.Netns == "" }
+func (e *Endpoint) VethOnly() bool { return e.Netns == "" && !e.VM }
 
 // Sentinel errors, tested with errors.Is.
 var (

@@ -364,6 +364,9 @@ func retryDump[T any](f func() ([]T, error)) ([]T, error) {
 // with them every route and neighbour entry on them). Missing is fine.
 func DeleteVeth(e *model.Endpoint) error {
 	for _, name := range []string{e.HostIf, e.PeerIf} {
+		if name == "" { // a VM's tap has no peer
+			continue
+		}
 		link, err := netlink.LinkByName(name)
 		if isNotFound(err) {
 			continue

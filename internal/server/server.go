@@ -128,6 +128,23 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("GET "+api.PathConntrack+"/stats", http.StatusOK, func(r *http.Request) (any, error) {
 		return d.CTStats()
 	})
+	route("POST "+api.PathNodes, http.StatusCreated, func(r *http.Request) (any, error) {
+		var req api.NodeAdd
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return d.AddNode(req)
+	})
+	route("GET "+api.PathNodes, http.StatusOK, func(r *http.Request) (any, error) {
+		nodes, err := d.Nodes()
+		return orEmpty(nodes), err
+	})
+	route("GET "+api.PathNodes+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
+		return d.Node(r.PathValue("name"))
+	})
+	route("DELETE "+api.PathNodes+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
+		return nil, d.RemoveNode(r.PathValue("name"))
+	})
 	route("POST "+api.PathServices, http.StatusCreated, func(r *http.Request) (any, error) {
 		var req api.ServiceCreate
 		if err := decode(r, &req); err != nil {
@@ -187,6 +204,14 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.Calibration(), nil
 	})
 	firewallRoutes(route, d)
+	mux.HandleFunc("GET "+api.PathMonitor, serveMonitor(d, log))
+	route("POST "+api.PathTrace, http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.TraceRequest
+		if err := decodeLarge(r, &req); err != nil {
+			return nil, err
+		}
+		return d.Trace(req)
+	})
 	sockRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))

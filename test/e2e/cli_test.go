@@ -117,8 +117,8 @@ func TestIdempotentDeletes(t *testing.T) {
 func assertCleanNamed(t *testing.T, n *node, prefixes ...string) {
 	t.Helper()
 	links := runIn(t, n.netns, "ip", "-o", "link", "show")
-	if strings.Contains(links, "xlh") || strings.Contains(links, "xlc") {
-		t.Errorf("veths left behind:\n%s", links)
+	if strings.Contains(links, "xlh") || strings.Contains(links, "xlc") || strings.Contains(links, "xlv") {
+		t.Errorf("veths or taps left behind:\n%s", links)
 	}
 	all := runIn(t, n.netns, "ip", "route", "show", "table", "all") + runIn(t, n.netns, "ip", "addr")
 	for _, p := range prefixes {

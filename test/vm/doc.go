@@ -16,5 +16,6 @@
 //
 // The guest sees the host tree read-only, with fresh tmpfs on /tmp, /run
 // and /var/tmp; the test binary and its output travel through a second,
-// writable 9p share. Nothing the guest does touches the host's network.
+// writable 9p share. The guest has no NIC unless Cmd.QEMUArgs gives it one
+// (a tap in Cmd.Netns: the VM endpoint test, test/e2e/vm_test.go).
 package vm

@@ -3,7 +3,7 @@
 # read-only over virtio-9p, gives it fresh proc/sys/dev/bpffs/cgroup2 and
 # tmpfs on the places tests write to, chroots into it to run
 # /run/xlvm/run.sh from the writable share, and powers off. The guest has
-# no network device: nothing leaves the VM.
+# no network device unless the caller gives it one (Cmd.QEMUArgs).
 /bin/busybox mkdir -p /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin

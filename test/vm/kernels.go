@@ -101,6 +101,7 @@ var guestModules = []string{
 	"virtio_pci", "9pnet_virtio", "9p",
 	"veth", "sch_ingress", "cls_bpf", "act_bpf",
 	"xfrm_user", "nfnetlink", "crc32c_generic", "nf_tables", "nft_ct", "pktgen",
+	"virtio_net", // for guests given a NIC (Cmd.QEMUArgs): the VM endpoint test
 }
 
 // Fetch returns the bootable image of k, downloading and building what the
@@ -137,7 +138,7 @@ func Fetch(k Kernel, cacheDir string) (*Image, error) {
 
 // imageVersion changes when the way images are built changes, so cached
 // images from an older harness are rebuilt.
-const imageVersion = "xlane-vm-image 7\n"
+const imageVersion = "xlane-vm-image 8\n"
 
 func fetchDeb(k Kernel, debDir string) (string, error) {
 	arch := "amd64"

@@ -27,6 +27,12 @@ type Cmd struct {
 	Console io.Writer
 	CPUs    int // default 2
 	MemMB   int // default 2048
+	// QEMUArgs are added to QEMU's command line: a network device for a
+	// guest that should have one (the guest has none otherwise).
+	QEMUArgs []string
+	// Netns, when set, is the network namespace (a path) QEMU runs in:
+	// where the tap that QEMUArgs name lives.
+	Netns string
 }
 
 // ErrNoStatus means the guest stopped without the command's exit status:
@@ -82,7 +88,11 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + out + ",mount_tag=out,security_model=none,multidevs=remap",
 	}
+	args = append(args, c.QEMUArgs...)
 	q := exec.Command("qemu-system-x86_64", args...)
+	if c.Netns != "" {
+		q = exec.Command("nsenter", append([]string{"--net=" + c.Netns, "--", "qemu-system-x86_64"}, args...)...)
+	}
 	var qerr strings.Builder
 	q.Stdout, q.Stderr = &qerr, &qerr
 	// The guest must not outlive us, whoever kills us.

@@ -54,6 +54,9 @@ type Fake struct {
 	legacyTC   bool
 	accelOn    bool
 	proxyRules map[uint16]datapath.ProxyRule
+	peers      map[netip.Prefix]datapath.Peer
+	vnis       map[uint32]uint32 // network id -> VNI
+	overlay    string
 }
 
 // New returns an empty fake datapath.
@@ -64,6 +67,8 @@ func New() *Fake {
 		ports:     map[PortKey]datapath.Port{},
 		services:  map[uint32]datapath.Service{},
 		neigh:     map[neighKey]net.HardwareAddr{},
+		peers:     map[netip.Prefix]datapath.Peer{},
+		vnis:      map[uint32]uint32{},
 	}
 }
 
@@ -285,6 +290,17 @@ func (f *Fake) FirewallMaps() (bpf.FwMaps, error) {
 	return bpf.FwMaps{}, fmt.Errorf("fake datapath has no firewall maps: %w", model.ErrUnavailable)
 }
 
+// MonitorMaps: the fake has no BPF maps; the daemon's monitor reports
+// itself unavailable.
+func (f *Fake) MonitorMaps() (bpf.MonitorMaps, error) {
+	return bpf.MonitorMaps{}, fmt.Errorf("fake datapath has no monitor: %w", model.ErrUnavailable)
+}
+
+// NewTracer: the fake has no programs to run.
+func (f *Fake) NewTracer() (*bpf.Tracer, error) {
+	return nil, fmt.Errorf("fake datapath cannot trace: %w", model.ErrUnavailable)
+}
+
 // The socket layer: the fake records settings and rules; no counters.
 
 func (f *Fake) EnableAccel(s datapath.AccelSettings) error {
@@ -318,3 +334,35 @@ func (f *Fake) ProxyRules() (map[uint16]datapath.ProxyRule, error) {
 	return maps.Clone(f.proxyRules), nil
 }
 func (f *Fake) ProxyStats() (map[string]uint64, error) { return map[string]uint64{}, nil }
+
+func (f *Fake) PutPeer(p datapath.Peer) error {
+	return f.change("put-peer", p, func() { f.peers[p.Prefix] = p })
+}
+
+func (f *Fake) DeletePeer(p netip.Prefix) error {
+	return f.change("delete-peer", p, func() { delete(f.peers, p) })
+}
+
+func (f *Fake) Peers() ([]datapath.Peer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.peers)), nil
+}
+
+func (f *Fake) SetNetworkVNI(networkID, vni uint32) error {
+	return f.change("set-vni", networkID, func() { f.vnis[networkID] = vni })
+}
+
+func (f *Fake) DeleteNetworkVNI(networkID, _ uint32) error {
+	return f.change("delete-vni", networkID, func() { delete(f.vnis, networkID) })
+}
+
+func (f *Fake) AttachOverlay(ifname string, _ int) error {
+	return f.change("attach-overlay", ifname, func() { f.overlay = ifname })
+}
+
+func (f *Fake) DetachOverlay(ifname string) error {
+	return f.change("detach-overlay", ifname, func() { f.overlay = "" })
+}
+
+func (f *Fake) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }

@@ -1,0 +1,315 @@
+// Command multinode is the write-up's scenario 2 (issue 16): pod to pod
+// across two nodes whose pods have their own subnets, joined by VXLAN.
+// Three setups, each on its own pair of node namespaces and underlay
+// bridge, measured interleaved in one run with same-run ratios against
+// Linux's VXLAN device with routing (flannel-style):
+//
+//	xlane-tc      xlaned on each node (--node-name, --routing vxlan), network in tc mode
+//	linux-vxlan   a VXLAN device per node, routes and fdb/neighbour entries per peer,
+//	              pods on routed veths (flannel's vxlan backend)
+//	linux-bridge  the same VXLAN routing, pods on a Linux bridge with iptables
+//	              FORWARD rules and conntrack (Docker-style)
+//
+// iperf3 with 1 and 8 streams from the pod on node 1 to the pod on node 2.
+//
+//	go run ./bench/multinode -out bench/results   # 3 reps, 5 s runs
+//	go run ./bench/multinode -quick               # 1 rep, 2 s runs
+//
+// It needs root, iperf3, iptables and nsenter; everything it makes is
+// named xlbm-<random>-* and removed on exit, ^C included.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
+)
+
+var setups = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
+
+type options struct {
+	harness.RunFlags
+	setups  []string
+	streams []int
+}
+
+func parseFlags() (options, error) {
+	var o options
+	var which, streams string
+	o.Register(flag.CommandLine, harness.RunFlagsUsage{
+		Quick:           "development run: 1 repetition of 2 s (unless -reps/-duration are given)",
+		Reps:            "repetitions; each runs every setup once, interleaved",
+		Duration:        "length of each iperf3 run (whole seconds)",
+		DefaultDuration: 5 * time.Second,
+		Out:             "directory for multinode-<date>.json and multinode-latest.md",
+		DefaultOut:      "bench/results",
+		KeepTmp:         "keep the temp dir (logs)",
+	})
+	flag.StringVar(&which, "setups", strings.Join(setups, ","), "setups to compare")
+	flag.StringVar(&streams, "streams", "1,8", "iperf3 parallel streams, one run each")
+	if err := o.Parse(flag.CommandLine, os.Args[1:], map[string]string{"reps": "1", "duration": "2s"}); err != nil {
+		return o, err
+	}
+	if o.Reps < 1 || o.Duration < time.Second {
+		return o, errors.New("-reps must be >= 1 and -duration >= 1s")
+	}
+	var err error
+	if o.setups, err = harness.ParseChoices("setups", which, setups); err != nil {
+		return o, err
+	}
+	o.streams, err = harness.ParseLevels(streams, 128, false)
+	return o, err
+}
+
+func main() {
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("bench multinode: ")
+	o, err := parseFlags()
+	if err != nil {
+		log.Print(err)
+		os.Exit(2)
+	}
+	for _, tool := range []string{"go", "iperf3", "iptables", "nsenter", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			log.Printf("%s not found (scripts/deps.sh installs what the benchmarks need)", tool)
+			os.Exit(1)
+		}
+	}
+	os.Exit(harness.Main("multinode", o.KeepTmp, func(ctx context.Context, tmp string, undo *harness.UndoStack) error {
+		return run(ctx, o, tmp, undo)
+	}))
+}
+
+// result is one iperf3 run.
+type result struct {
+	Setup   string
+	Streams int
+	Rep     int
+	Gbps    float64
+	Retr    int64
+}
+
+type report struct {
+	harness.RunHeader
+	Results []result
+}
+
+// cluster is one setup's two nodes: pod addresses and namespaces.
+type cluster struct {
+	setup      string
+	pods       [2]string // namespaces
+	podIP      [2]string
+	iperfReady bool
+}
+
+func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) error {
+	bins, runID, err := harness.PrepareRun(ctx, tmp, "*")
+	if err != nil {
+		return err
+	}
+	runID = strings.Replace(runID, "xlb-", "xlbm-", 1)
+	rep := report{RunHeader: harness.RunHeader{Started: time.Now(), Kernel: harness.KernelRelease(),
+		CPU: harness.CPUModel(), LoadStart: harness.LoadAvg(),
+		Options: map[string]string{"reps": fmt.Sprint(o.Reps), "duration": o.Duration.String(), "streams": fmt.Sprint(o.streams)}}}
+	var cs []*cluster
+	for i, s := range o.setups {
+		c, err := build(ctx, undo, tmp, bins, fmt.Sprintf("%s-%d", runID, i), s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		cs = append(cs, c)
+	}
+	for r := 0; r < o.Reps; r++ {
+		for _, n := range o.streams {
+			for _, c := range cs {
+				g, retr, err := iperf(ctx, undo, c, n, o.Duration)
+				if err != nil {
+					return fmt.Errorf("%s, %d streams: %w", c.setup, n, err)
+				}
+				log.Printf("rep %d %-12s P%-2d %6.2f Gbit/s (%d retransmits)", r+1, c.setup, n, g, retr)
+				rep.Results = append(rep.Results, result{c.setup, n, r, g, retr})
+			}
+		}
+	}
+	rep.Finished, rep.LoadEnd = time.Now(), harness.LoadAvg()
+	js, _ := json.MarshalIndent(rep, "", "  ")
+	return harness.PrintResults(o.Out, "multinode", rep.Started, rep.markdown(o), js)
+}
+
+func (r *report) markdown(o options) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Scenario 2: pod to pod across two nodes over VXLAN\n\n%s, %s, %d reps of %s; medians, ratio to linux-vxlan in the same run\n\n",
+		r.Kernel, r.CPU, o.Reps, o.Duration)
+	fmt.Fprintln(&b, "| setup | streams | Gbit/s | x linux-vxlan |")
+	fmt.Fprintln(&b, "|---|---|---|---|")
+	med := map[string]float64{}
+	for _, s := range o.setups {
+		for _, n := range o.streams {
+			var v []float64
+			for _, x := range r.Results {
+				if x.Setup == s && x.Streams == n {
+					v = append(v, x.Gbps)
+				}
+			}
+			sort.Float64s(v)
+			if len(v) > 0 {
+				med[fmt.Sprint(s, n)] = v[len(v)/2]
+			}
+		}
+	}
+	for _, s := range o.setups {
+		for _, n := range o.streams {
+			g := med[fmt.Sprint(s, n)]
+			ratio := "-"
+			if base := med[fmt.Sprint("linux-vxlan", n)]; base > 0 {
+				ratio = fmt.Sprintf("%.2f", g/base)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.2f | %s |\n", s, n, g, ratio)
+		}
+	}
+	return b.String()
+}
+
+func iperf(ctx context.Context, undo *harness.UndoStack, c *cluster, streams int, d time.Duration) (float64, int64, error) {
+	if !c.iperfReady {
+		p, err := harness.StartProc("iperf3 server "+c.setup, filepath.Join(os.TempDir(), c.pods[1]+"-iperf3.log"),
+			harness.NSExec(c.pods[1], "iperf3", "-s", "-B", c.podIP[1])...)
+		if err != nil {
+			return 0, 0, err
+		}
+		undo.Push("stop "+p.Name, p.Stop)
+		time.Sleep(300 * time.Millisecond)
+		c.iperfReady = true
+	}
+	out, err := harness.Run(ctx, harness.NSExec(c.pods[0], "iperf3", "-J", "-c", c.podIP[1], "-P", fmt.Sprint(streams), "-t", fmt.Sprint(int(d.Seconds())))...)
+	if err != nil {
+		return 0, 0, err
+	}
+	res, err := measure.ParseIperf3([]byte(out))
+	return res.ReceivedBps / 1e9, res.Retransmits, err
+}
+
+// build makes one setup's underlay bridge, two nodes and a pod on each.
+func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup string) (*cluster, error) {
+	ul, nodes := id+"-ul", [2]string{id + "-n1", id + "-n2"}
+	c := &cluster{setup: setup, pods: [2]string{id + "-p1", id + "-p2"}}
+	if err := harness.AddNamespaces(ctx, undo, ul, nodes[0], nodes[1], c.pods[0], c.pods[1]); err != nil {
+		return nil, err
+	}
+	cmds := [][]string{{"ip", "-n", ul, "link", "add", "br0", "type", "bridge"}, {"ip", "-n", ul, "link", "set", "br0", "up"}}
+	for i, n := range nodes {
+		cmds = append(cmds,
+			[]string{"ip", "-n", ul, "link", "add", fmt.Sprintf("p%d", i+1), "type", "veth", "peer", "name", "ul0", "netns", n},
+			[]string{"ip", "-n", ul, "link", "set", fmt.Sprintf("p%d", i+1), "master", "br0", "up"},
+			[]string{"ip", "-n", n, "addr", "add", fmt.Sprintf("192.168.88.%d/24", i+1), "dev", "ul0"},
+			[]string{"ip", "-n", n, "link", "set", "ul0", "up"})
+	}
+	if err := harness.RunAll(ctx, cmds...); err != nil {
+		return nil, err
+	}
+	switch setup {
+	case "xlane-tc":
+		return c, buildXlane(ctx, undo, tmp, bins, nodes, c)
+	default:
+		return c, buildLinux(ctx, nodes, c, setup == "linux-bridge")
+	}
+}
+
+func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, nodes [2]string, c *cluster) error {
+	var dirs [2]string
+	for i, n := range nodes {
+		dirs[i] = filepath.Join(tmp, n)
+		if err := os.MkdirAll(dirs[i], 0o700); err != nil {
+			return err
+		}
+		_, err := harness.StartXlaned(ctx, undo, harness.Xlaned{Name: "xlaned " + n, Netns: n, Bins: bins, Dir: dirs[i],
+			PinDir: "/sys/fs/bpf/" + n, Timeout: 30 * time.Second,
+			Args: []string{"--docker-plugin-socket=", "--node-name", fmt.Sprintf("n%d", i+1), "--cluster-cidr", "10.245.0.0/16"}})
+		if err != nil {
+			return err
+		}
+	}
+	for i, n := range nodes {
+		for j := range nodes {
+			if _, err := harness.Xlane(ctx, bins, dirs[i], "node", "add", fmt.Sprintf("n%d", j+1),
+				"--underlay", fmt.Sprintf("192.168.88.%d", j+1), "--pod-cidr", fmt.Sprintf("10.245.%d.0/24", j+1)); err != nil {
+				return err
+			}
+		}
+		if _, err := harness.Xlane(ctx, bins, dirs[i], "network", "create", "pods", "--mode", "tc"); err != nil {
+			return err
+		}
+		out, err := harness.Xlane(ctx, bins, dirs[i], "endpoint", "add", "pods", "--netns", c.pods[i], "-o", "json")
+		if err != nil {
+			return err
+		}
+		ep, err := harness.ParseEndpoint(out)
+		if err != nil {
+			return err
+		}
+		if len(ep.IPs) == 0 {
+			return fmt.Errorf("endpoint on %s has no address", n)
+		}
+		c.podIP[i] = ep.IPs[0].String()
+	}
+	return nil
+}
+
+// buildLinux is flannel's vxlan backend by hand: a VXLAN device per node,
+// the peer's subnet routed via its VXLAN address with a permanent
+// neighbour and fdb entry; pods on routed veths, or (bridge) on a Linux
+// bridge with iptables FORWARD rules and conntrack.
+func buildLinux(ctx context.Context, nodes [2]string, c *cluster, bridge bool) error {
+	mac := [2]string{"02:00:5e:10:00:01", "02:00:5e:10:00:02"}
+	for i, n := range nodes {
+		peer := 1 - i
+		sub := fmt.Sprintf("10.246.%d", i+1)
+		c.podIP[i] = sub + ".2"
+		cmds := [][]string{
+			{"ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+			{"ip", "-n", n, "link", "add", "vx0", "address", mac[i], "mtu", "1450", "type", "vxlan", "id", "42", "dstport", "4789",
+				"local", fmt.Sprintf("192.168.88.%d", i+1), "dev", "ul0", "nolearning"},
+			{"ip", "-n", n, "addr", "add", sub + ".0/32", "dev", "vx0"},
+			{"ip", "-n", n, "link", "set", "vx0", "up"},
+			{"ip", "-n", n, "neigh", "add", fmt.Sprintf("10.246.%d.0", peer+1), "lladdr", mac[peer], "dev", "vx0", "nud", "permanent"},
+			{"ip", "-n", n, "route", "add", fmt.Sprintf("10.246.%d.0/24", peer+1), "via", fmt.Sprintf("10.246.%d.0", peer+1), "dev", "vx0", "onlink"},
+			{"bridge", "-n", n, "fdb", "append", mac[peer], "dev", "vx0", "dst", fmt.Sprintf("192.168.88.%d", peer+1)},
+			{"ip", "-n", n, "link", "add", "hp", "mtu", "1450", "type", "veth", "peer", "name", "eth0", "mtu", "1450", "netns", c.pods[i]},
+			{"ip", "-n", c.pods[i], "addr", "add", c.podIP[i] + "/24", "dev", "eth0"},
+			{"ip", "-n", c.pods[i], "link", "set", "eth0", "up"},
+		}
+		if bridge {
+			cmds = append(cmds,
+				[]string{"ip", "-n", n, "link", "add", "brp", "type", "bridge"},
+				[]string{"ip", "-n", n, "addr", "add", sub + ".1/24", "dev", "brp"},
+				[]string{"ip", "-n", n, "link", "set", "brp", "up"},
+				[]string{"ip", "-n", n, "link", "set", "hp", "master", "brp", "up"},
+				[]string{"ip", "netns", "exec", n, "iptables", "-A", "FORWARD", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
+				[]string{"ip", "netns", "exec", n, "iptables", "-A", "FORWARD", "-i", "brp", "-j", "ACCEPT"},
+				[]string{"ip", "netns", "exec", n, "iptables", "-A", "FORWARD", "-o", "brp", "-j", "ACCEPT"},
+				[]string{"ip", "netns", "exec", n, "iptables", "-t", "nat", "-A", "POSTROUTING", "-s", sub + ".0/24", "!", "-d", "10.246.0.0/16", "-j", "MASQUERADE"})
+		} else {
+			cmds = append(cmds,
+				[]string{"ip", "-n", n, "addr", "add", sub + ".1/32", "dev", "hp"},
+				[]string{"ip", "-n", n, "link", "set", "hp", "up"},
+				[]string{"ip", "-n", n, "route", "add", c.podIP[i] + "/32", "dev", "hp"})
+		}
+		cmds = append(cmds, []string{"ip", "-n", c.pods[i], "route", "add", "default", "via", sub + ".1"})
+		if err := harness.RunAll(ctx, cmds...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * monitor.h - events for `xlane monitor` and `xlane trace` (struct
+ * mon_event, abi.h) in one ring buffer.
+ *
+ * Cost: every hook first reads xlane_mon_config's types word (an array
+ * lookup the verifier inlines: no helper call) and branches on it. The
+ * daemon keeps it 0 unless a client listens, so with nobody listening
+ * that load and one never-taken branch are the whole cost; drops and
+ * verdicts are tested once per packet, at the exit where a pipeline's
+ * step becomes a return code (lib/stage.h), the other types where their
+ * event happens (a firewall rule decides, conntrack creates or closes a
+ * flow, a service picks a backend: never on an established flow's
+ * packets). While a client listens, a per-CPU token bucket bounds the
+ * events (mon_config.rate, .burst); those over it are counted
+ * (mon_state.suppressed), as are those a full ring refused (.lost).
+ *
+ * The emitters are global functions: verified once each, whatever the
+ * state of their callers, so the hooks cost the verifier little more
+ * than the call.
+ */
+#ifndef XLANE_MONITOR_H
+#define XLANE_MONITOR_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "abi.h"
+#include "tokens.h"
+
+/* key: 0; value: the event types wanted and their rate. Written by the
+ * daemon (on while a monitor client listens); read by every hook. Not
+ * pinned: a restarted daemon starts with the monitor off. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct mon_config);
+	__uint(max_entries, 1);
+} xlane_mon_config SEC(".maps");
+
+/* key: 0; value: this CPU's token bucket and counters. Written by the
+ * emitters; read (summed) by the daemon. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct mon_state);
+	__uint(max_entries, 1);
+} xlane_mon_state SEC(".maps");
+
+/* struct mon_event records. Written by the emitters; read by the daemon,
+ * which hands them to its monitor clients. A full ring loses events
+ * (counted), never packets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 21);
+} xlane_mon_events SEC(".maps");
+
+/*
+ * The key of the monitor's one-entry maps, in .rodata rather than on the
+ * stack: the hooks are inlined into the deepest frames of the endpoint
+ * program (ct_from_endpoint -> ct_create_ports), where 6.1's verifier,
+ * which rounds every frame to 32 bytes, leaves no room for another slot.
+ */
+static const volatile __u32 mon_key0 = 0;
+
+/* mon_types is the one test every hook makes: the wanted types. */
+static __always_inline __u32 mon_types(void)
+{
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
+
+	return c ? c->types : 0;
+}
+
+static __always_inline struct mon_state *mon_state(void)
+{
+	return bpf_map_lookup_elem(&xlane_mon_state, (const void *)&mon_key0);
+}
+
+/* mon_reserve takes a token and a zeroed event of type t from the ring:
+ * NULL (counted) when over the rate or the ring is full. */
+static __always_inline struct mon_event *mon_reserve(__u8 t)
+{
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
+	struct mon_state *st = mon_state();
+	struct mon_event *e;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!c || !st)
+		return 0;
+	if (c->rate) {
+		bucket_refill(&st->tokens, now - st->last, c->rate, c->burst);
+		st->last = now;
+		if (bucket_take(&st->tokens)) {
+			st->suppressed++;
+			return 0;
+		}
+	}
+	e = bpf_ringbuf_reserve(&xlane_mon_events, sizeof(*e), 0);
+	if (!e) {
+		st->lost++;
+		return 0;
+	}
+	st->emitted++;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = now;
+	e->type = t;
+	return e;
+}
+
+/*
+ * mon_tuple fills e's family, protocol, addresses and ports from the frame
+ * in [data, data_end): IPv4, or IPv6 whose first header is the transport
+ * (behind extension headers the ports stay 0). A frame that is not IP, or
+ * too short, leaves them 0: the event still says what happened.
+ */
+static __always_inline void mon_tuple(void *data, void *data_end, struct mon_event *e)
+{
+	struct ethhdr *eth = data;
+	__u16 *ports;
+	__u8 *l4;
+
+	if ((void *)(eth + 1) > data_end)
+		return;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > data_end)
+			return;
+		e->family = 4;
+		e->proto = ip->protocol;
+		e->saddr[10] = e->saddr[11] = 0xff;
+		e->daddr[10] = e->daddr[11] = 0xff;
+		__builtin_memcpy(&e->saddr[12], &ip->saddr, 4);
+		__builtin_memcpy(&e->daddr[12], &ip->daddr, 4);
+		if (ip->frag_off & bpf_htons(0x1fff))
+			return; /* a later fragment: no ports */
+		l4 = (__u8 *)ip + (ip->ihl & 0xf) * 4;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > data_end)
+			return;
+		e->family = 6;
+		e->proto = ip6->nexthdr;
+		__builtin_memcpy(e->saddr, &ip6->saddr, 16);
+		__builtin_memcpy(e->daddr, &ip6->daddr, 16);
+		l4 = (__u8 *)(ip6 + 1);
+	} else {
+		return;
+	}
+	if ((void *)(l4 + 4) > data_end)
+		return;
+	switch (e->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		ports = (__u16 *)l4;
+		e->sport = ports[0];
+		e->dport = ports[1];
+		break;
+	case IPPROTO_ICMP:
+	case 58: /* IPPROTO_ICMPV6 */
+		/* As the firewall sees ICMP: type and code. */
+		e->dport = bpf_htons(l4[0]);
+		e->sport = bpf_htons(l4[1]);
+		break;
+	}
+}
+
+/* mon_family: 4 for a v4-mapped address, else 6. */
+static __always_inline __u8 mon_family(const __u8 *a)
+{
+	__u64 hi;
+
+	__builtin_memcpy(&hi, a, 8);
+	return hi == 0 && a[8] == 0 && a[9] == 0 && a[10] == 0xff && a[11] == 0xff ? 4 : 6;
+}
+
+/* mon_flow_fill copies a conntrack key into an event. */
+static __always_inline void mon_flow_fill(struct mon_event *e, const struct ct_key *k)
+{
+	__builtin_memcpy(e->saddr, k->saddr, 16);
+	__builtin_memcpy(e->daddr, k->daddr, 16);
+	e->sport = k->sport;
+	e->dport = k->dport;
+	e->proto = k->proto;
+	e->family = mon_family(k->daddr);
+}
+
+/* mon_flow_new is the hook conntrack calls after it tried to create a
+ * flow (err: 0 if it did; k: the opening direction's key, v: its entry).
+ * It leaves the flow for the program's exit to emit (mon_pending). */
+static __always_inline void mon_flow_new(int err, const struct ct_key *k, const struct ct_val *v)
+{
+	struct mon_state *st;
+
+	if (err || !(mon_types() & (MON_FLOW_NEW | MON_NAT)))
+		return;
+	st = mon_state();
+	if (!st)
+		return;
+	__builtin_memcpy(&st->new_key, k, sizeof(*k));
+	__builtin_memcpy(&st->new_val, v, sizeof(*v));
+	st->pending |= MON_FLOW_NEW;
+}
+
+/* mon_flow_state is the hook conntrack calls before it moves the flow of
+ * key k from state old to state new. */
+static __always_inline void mon_flow_state(const struct ct_key *k, __u8 old, __u8 new)
+{
+	struct mon_state *st;
+
+	if (new != CT_CLOSED || old == CT_CLOSED || !(mon_types() & MON_FLOW_CLOSE))
+		return;
+	st = mon_state();
+	if (!st)
+		return;
+	__builtin_memcpy(&st->close_key, k, sizeof(*k));
+	st->pending |= MON_FLOW_CLOSE;
+}
+
+/* mon_pending emits what the hooks of this run left in st (t: the wanted
+ * types). */
+static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind)
+{
+	struct mon_event *e;
+	__u32 p = st->pending;
+
+	st->pending = 0;
+	if ((p & MON_FLOW_NEW) && (t & MON_FLOW_NEW)) {
+		e = mon_reserve(MON_FLOW_NEW);
+		if (e) {
+			mon_flow_fill(e, &st->new_key);
+			e->action = st->new_val.state;
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	if ((p & MON_FLOW_NEW) && (t & MON_NAT) && st->new_val.nat != CT_NAT_NONE) {
+		e = mon_reserve(MON_NAT);
+		if (e) {
+			mon_flow_fill(e, &st->new_key);
+			e->action = st->new_val.nat;
+			__builtin_memcpy(e->nat_addr, st->new_val.nat_addr, 16);
+			e->nat_port = st->new_val.nat_port;
+			__builtin_memcpy(e->nat_saddr, st->new_val.nat_saddr, 16);
+			e->nat_sport = st->new_val.nat_sport;
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	if ((p & MON_FLOW_CLOSE) && (t & MON_FLOW_CLOSE)) {
+		e = mon_reserve(MON_FLOW_CLOSE);
+		if (e) {
+			mon_flow_fill(e, &st->close_key);
+			e->action = CT_CLOSED;
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	if ((p & MON_LB) && (t & MON_LB)) {
+		e = mon_reserve(MON_LB);
+		if (e) {
+			mon_flow_fill(e, &st->lb_key);
+			e->kind = kind;
+			if (kind == FW_KIND_MAX) /* a socket: the key's source is its cookie */
+				__builtin_memset(e->saddr, 0, sizeof(e->saddr));
+			e->service = st->lb_bk.service;
+			e->backend = st->lb_bk.index;
+			__builtin_memcpy(e->nat_addr, st->lb_be.addr, 16);
+			e->nat_port = st->lb_be.port;
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+}
+
+/* mon_lb is the hook the load balancer calls when it picked backend be
+ * (bk: service and index) for the flow k; the program's exit emits it. */
+static __always_inline void mon_lb(const struct ct_key *k, const struct backend_key *bk,
+				   const struct backend_val *be)
+{
+	struct mon_state *st;
+
+	if (!(mon_types() & MON_LB))
+		return;
+	st = mon_state();
+	if (!st)
+		return;
+	__builtin_memcpy(&st->lb_key, k, sizeof(*k));
+	st->lb_bk = *bk;
+	st->lb_be = *be;
+	st->pending |= MON_LB;
+}
+
+/* mon_verdict_type is the event a packet's verdict makes under the wanted
+ * types t: MON_VERDICT, MON_DROP, or 0. */
+static __always_inline __u32 mon_verdict_type(__u32 t, __u8 verdict)
+{
+	if (t & MON_VERDICT)
+		return MON_VERDICT;
+	if ((t & MON_DROP) && (verdict == MON_V_DROP || verdict == MON_V_REPLIED))
+		return MON_DROP;
+	return 0;
+}
+
+/* Packed arguments of the exit emitters (global functions take few). */
+#define MON_META(kind, reason, verdict) \
+	((__u32)(kind) | ((__u32)(reason) << 8) | ((__u32)(verdict) << 16))
+
+/*
+ * mon_exit is the exit's part of the emitters: what the run's hooks left
+ * (mon_pending), then the packet's drop or verdict event, if wanted.
+ * Returns the event to complete with the packet's tuple and device, or
+ * NULL.
+ */
+static __always_inline struct mon_event *mon_exit(__u32 meta, __u32 len)
+{
+	__u32 t = mon_types();
+	struct mon_state *st = mon_state();
+	struct mon_event *e;
+	__u8 reason = (meta >> 8) & 0xff;
+
+	if (!st)
+		return 0;
+	if (st->pending)
+		mon_pending(st, t, meta & 0xff);
+	t = mon_verdict_type(t, (meta >> 16) & 0xff);
+	if (!t)
+		return 0;
+	e = mon_reserve(t);
+	if (!e)
+		return 0;
+	e->kind = meta & 0xff;
+	e->reason = reason;
+	e->verdict = (meta >> 16) & 0xff;
+	e->len = len;
+	/* A firewall refusal names its rule: the one fw_verdict decided with
+	 * in this run of the program, on this CPU (fw_monitor). */
+	if (reason == XL_DROP_FW || reason == XL_DROP_FW_DEFAULT || reason == XL_DROP_FW_REJECT)
+		e->rule = st->rule;
+	return e;
+}
+
+/* mon_skb is the exit emitter of skb programs (meta: MON_META). */
+__noinline int mon_skb(struct __sk_buff *skb, __u32 meta)
+{
+	struct mon_event *e;
+
+	if (!skb)
+		return 0;
+	e = mon_exit(meta, skb->len);
+	if (!e)
+		return 0;
+	e->ifindex = skb->ifindex;
+	mon_tuple((void *)(long)skb->data, (void *)(long)skb->data_end, e);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* mon_xdp is mon_skb for XDP programs. */
+__noinline int mon_xdp(struct xdp_md *ctx, __u32 meta)
+{
+	struct mon_event *e;
+
+	if (!ctx)
+		return 0;
+	e = mon_exit(meta, bpf_xdp_get_buff_len(ctx));
+	if (!e)
+		return 0;
+	e->ifindex = ctx->ingress_ifindex;
+	mon_tuple((void *)(long)ctx->data, (void *)(long)ctx->data_end, e);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* mon_sock emits what the hooks of a socket program's run left (the
+ * connect hooks' backend choices, lib/lb.h). */
+__noinline int mon_sock(void)
+{
+	__u32 t = mon_types();
+	struct mon_state *st = mon_state();
+
+	if (st && st->pending)
+		mon_pending(st, t, FW_KIND_MAX);
+	return 0;
+}
+
+#endif /* XLANE_MONITOR_H */

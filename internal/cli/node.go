@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+func nodeCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "The cluster's nodes: each one's underlay address and pod CIDRs",
+		Long: `Every node runs its own xlaned, started with --node-name and --cluster-cidr.
+Give each daemon the same node list (this command, or xlaned --nodes FILE):
+the record named like the daemon's --node-name is the node itself (its
+networks take their subnets from its pod CIDRs), the others are peers whose
+pod CIDRs are reached over the VXLAN overlay (xlaned --routing vxlan, the
+default) or routed natively through their underlay address (--routing
+native). Removing a node removes its routes, its datapath entries and the
+conntrack entries of its pods' flows. docs/multinode.md has the details.`,
+	}
+	var req api.NodeAdd
+	add := &cobra.Command{
+		Use:   "add NAME --underlay ADDR --pod-cidr CIDR",
+		Short: "Add a node (this one, or a peer)",
+		Example: `  xlane node add n1 --underlay 192.168.50.1 --pod-cidr 10.244.1.0/24 --pod-cidr fd00:244:1::/64
+  xlane node add n2 --underlay 192.168.50.2 --underlay fd00:50::2 --pod-cidr 10.244.2.0/24,fd00:244:2::/64`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			n, err := e.client().AddNode(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return e.print(n, func(w *tabwriter.Writer) { nodeTable(w, []model.Node{*n}) })
+		},
+	}
+	add.Flags().StringSliceVar(&req.Underlay, "underlay", nil, "the node's address between nodes (one IPv4 and/or one IPv6; repeatable)")
+	add.Flags().StringSliceVar(&req.PodCIDRs, "pod-cidr", nil, "the node's pod prefix inside the cluster CIDR (one IPv4 and/or one IPv6; repeatable)")
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List nodes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nodes, err := e.client().Nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return e.print(nodes, func(w *tabwriter.Writer) { nodeTable(w, nodes) })
+		},
+	}
+	inspect := &cobra.Command{
+		Use:   "inspect NAME",
+		Short: "Show a node",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := e.client().Node(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return e.print(n, func(w *tabwriter.Writer) { nodeTable(w, []model.Node{*n}) })
+		},
+	}
+	rm := &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"remove", "delete"},
+		Short:   "Remove nodes: their routes, datapath entries and flows (removing a missing one succeeds)",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, n := range args {
+				if err := e.client().DeleteNode(cmd.Context(), n); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(add, ls, inspect, rm)
+	return cmd
+}
+
+func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
+	fmt.Fprintln(w, "NAME\tID\tSELF\tUNDERLAY\tPOD CIDRS")
+	for _, n := range nodes {
+		var u, p []string
+		for _, a := range n.Underlay {
+			u = append(u, a.String())
+		}
+		for _, c := range n.PodCIDRs {
+			p = append(p, c.String())
+		}
+		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\n", n.Name, n.ID, n.Self, strings.Join(u, ","), strings.Join(p, ","))
+	}
+}

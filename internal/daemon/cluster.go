@@ -1,0 +1,548 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/netconf"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// DefaultVXLANPort is the overlay's UDP port (IANA's VXLAN port).
+const DefaultVXLANPort = 4789
+
+// cluster is this node's view of the cluster (--node-name, --cluster-cidr,
+// --routing), nil when the daemon runs alone.
+type cluster struct {
+	name    string
+	cidrs   []netip.Prefix
+	routing model.Routing
+	port    int
+	// overlayIfindex is the VXLAN device (vxlan routing), mtu the
+	// containers' default MTU (the underlay's, less VXLAN's overhead).
+	overlayIfindex int
+	mtu            int
+}
+
+// parseCluster reads the cluster flags; nil without --node-name.
+func parseCluster(cfg Config) (*cluster, error) {
+	if cfg.NodeName == "" {
+		if len(cfg.ClusterCIDRs) > 0 || cfg.Routing != "" || cfg.NodesFile != "" {
+			return nil, model.Fieldf("node-name", "missing: --cluster-cidr, --routing and --nodes need --node-name")
+		}
+		return nil, nil
+	}
+	if !nameRE.MatchString(cfg.NodeName) {
+		return nil, model.Fieldf("node-name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", cfg.NodeName)
+	}
+	c := &cluster{name: cfg.NodeName, port: cfg.VXLANPort}
+	if c.port == 0 {
+		c.port = DefaultVXLANPort
+	}
+	var err error
+	if c.routing, err = model.ParseRouting(cfg.Routing); err != nil {
+		return nil, err
+	}
+	for _, s := range cfg.ClusterCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || p != p.Masked() {
+			return nil, model.Fieldf("cluster-cidr", "%q: not a CIDR prefix like 10.244.0.0/16 or fd00:244::/48", s)
+		}
+		for _, o := range c.cidrs {
+			if o.Overlaps(p) {
+				return nil, model.Fieldf("cluster-cidr", "%s overlaps %s", p, o)
+			}
+		}
+		c.cidrs = append(c.cidrs, p)
+	}
+	if len(c.cidrs) == 0 {
+		return nil, model.Fieldf("cluster-cidr", "missing: give the cluster's pod prefix (IPv4 and/or IPv6) with --node-name")
+	}
+	return c, nil
+}
+
+// setupCluster brings up this node's part of the cluster: the VXLAN device
+// and its programs (vxlan routing), the cluster CIDRs (drop_no_peer for
+// what no node owns), every stored node's prefixes and routes, every
+// network's VNI; what no record accounts for goes.
+func (d *Daemon) setupCluster() error {
+	c := d.cluster
+	if c.routing == model.RoutingVXLAN {
+		l, err := netconf.EnsureOverlay(datapath.OverlayDevice, c.port, 1500-netconf.VXLANOverhead6)
+		if err != nil {
+			return err
+		}
+		c.overlayIfindex = l.Attrs().Index
+		if err := d.dp.AttachOverlay(datapath.OverlayDevice, c.overlayIfindex); err != nil {
+			return err
+		}
+	} else {
+		if err := errors.Join(d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice)); err != nil {
+			return err
+		}
+	}
+	want := map[netip.Prefix]bool{}
+	for _, p := range c.cidrs {
+		want[p] = true
+		if err := d.dp.PutPeer(datapath.Peer{Prefix: p, Flags: datapath.PeerGone}); err != nil {
+			return err
+		}
+	}
+	var nodes []model.Node
+	var nets []model.Network
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		if nodes, err = tx.Nodes(); err != nil {
+			return err
+		}
+		nets, err = tx.Networks()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	self := selfNode(nodes)
+	wantRoutes := map[netip.Prefix]bool{}
+	var errs []error
+	for i := range nodes {
+		for _, p := range nodes[i].PodCIDRs {
+			want[p] = true
+			if !nodes[i].Self {
+				wantRoutes[p] = true
+			}
+		}
+		errs = append(errs, d.applyNode(&nodes[i], self))
+	}
+	for i := range nets {
+		if nets[i].Mode.BPF() {
+			errs = append(errs, d.dp.SetNetworkVNI(nets[i].ID, networkVNI(&nets[i])))
+		}
+	}
+	peers, err := d.dp.Peers()
+	errs = append(errs, err)
+	for _, p := range peers {
+		if !want[p.Prefix] {
+			errs = append(errs, d.dp.DeletePeer(p.Prefix))
+		}
+	}
+	routes, err := netconf.PeerRoutes()
+	errs = append(errs, err)
+	for _, p := range routes {
+		if !wantRoutes[p] {
+			errs = append(errs, netconf.DeletePeerRoute(p))
+		}
+	}
+	d.log.Info("cluster joined", "node", c.name, "routing", c.routing, "cluster_cidrs", c.cidrs, "nodes", len(nodes))
+	return errors.Join(errs...)
+}
+
+func selfNode(nodes []model.Node) *model.Node {
+	for i := range nodes {
+		if nodes[i].Self {
+			return &nodes[i]
+		}
+	}
+	return nil
+}
+
+// networkVNI is a network's VNI (records older than VNIs: the default).
+func networkVNI(n *model.Network) uint32 {
+	if n.VNI != 0 {
+		return n.VNI
+	}
+	return model.DefaultVNI(n.Name)
+}
+
+// peerUnderlay picks the address to reach peer by: the family this node's
+// own underlay has, IPv4 first; without a self record, the peer's first.
+func peerUnderlay(peer, self *model.Node) netip.Addr {
+	for _, v4 := range []bool{true, false} {
+		if a, ok := peer.UnderlayOf(v4); ok {
+			if self == nil {
+				return a
+			}
+			if _, ok := self.UnderlayOf(v4); ok {
+				return a
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+// applyNode writes a node's prefixes into the datapath and routes them
+// (idempotent). This node's own prefixes are marked self; its underlay's
+// MTU sets the overlay's.
+func (d *Daemon) applyNode(n, self *model.Node) error {
+	c := d.cluster
+	if n.Self {
+		for _, p := range n.PodCIDRs {
+			if err := d.dp.PutPeer(datapath.Peer{Prefix: p, NodeID: n.ID, Flags: datapath.PeerSelf}); err != nil {
+				return err
+			}
+		}
+		return d.setOverlayMTU(n)
+	}
+	under := peerUnderlay(n, self)
+	for _, p := range n.PodCIDRs {
+		peer := datapath.Peer{Prefix: p, NodeID: n.ID, Underlay: under}
+		via := netip.Addr{}
+		if c.routing == model.RoutingNative {
+			peer.Flags = datapath.PeerNative
+			a, ok := n.UnderlayOf(p.Addr().Is4())
+			if !ok {
+				return model.Fieldf("underlay", "node %q has no %s underlay address for its pod CIDR %s (native routing)", n.Name, family(p.Addr()), p)
+			}
+			peer.Underlay, via = a, a
+		}
+		if err := d.dp.PutPeer(peer); err != nil {
+			return err
+		}
+		if err := netconf.EnsurePeerRoute(p, c.overlayIfindex, via); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// setOverlayMTU sizes the VXLAN device (and the default container MTU)
+// from the self node's underlay device: -50 for an IPv4 underlay, -70
+// for IPv6.
+func (d *Daemon) setOverlayMTU(self *model.Node) error {
+	c := d.cluster
+	a, ok := self.UnderlayOf(true)
+	overhead := netconf.VXLANOverhead4
+	if !ok {
+		a, _ = self.UnderlayOf(false)
+		overhead = netconf.VXLANOverhead6
+	}
+	l := netconf.UnderlayLink(a)
+	if l == nil {
+		return nil
+	}
+	mtu := l.Attrs().MTU
+	if c.routing == model.RoutingNative {
+		c.mtu = mtu
+		return netconf.EnableForwarding(l.Attrs().Name)
+	}
+	c.mtu = mtu - overhead
+	_, err := netconf.EnsureOverlay(datapath.OverlayDevice, c.port, c.mtu)
+	return err
+}
+
+// removeNodeState undoes applyNode and forgets the node's flows.
+func (d *Daemon) removeNodeState(n *model.Node) error {
+	var errs []error
+	for _, p := range n.PodCIDRs {
+		errs = append(errs, d.dp.DeletePeer(p))
+		if !n.Self {
+			errs = append(errs, netconf.DeletePeerRoute(p))
+		}
+	}
+	// The cluster CIDR entries stay: the node's addresses are now
+	// nobody's (drop_no_peer).
+	flows, err := d.dp.DeleteFlowsOf(n.PodCIDRs)
+	errs = append(errs, err)
+	if flows > 0 {
+		d.log.Info("removed node's flows", "node", n.Name, "entries", flows)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Daemon) needCluster(what string) error {
+	if d.cluster == nil {
+		return fmt.Errorf("%s: this xlaned runs alone: start it with --node-name and --cluster-cidr to join nodes: %w", what, model.ErrUnavailable)
+	}
+	if err := d.dp.Available(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// validateNode checks a node add against the cluster, this node and the
+// other nodes.
+func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error) {
+	c := d.cluster
+	if !nameRE.MatchString(req.Name) {
+		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
+	}
+	n := &model.Node{Name: req.Name, Self: req.Name == c.name, Created: time.Now().UTC()}
+	if len(req.Underlay) == 0 {
+		return nil, model.Fieldf("underlay", "missing: give the node's address on the network between nodes (IPv4 and/or IPv6)")
+	}
+	for _, s := range req.Underlay {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, model.Fieldf("underlay", "%q: not an IP address", s)
+		}
+		a = a.Unmap()
+		if !a.IsGlobalUnicast() && !a.IsPrivate() {
+			return nil, model.Fieldf("underlay", "%q: not a unicast address another node can reach (loopback, link-local, multicast or unspecified)", s)
+		}
+		if _, dup := n.UnderlayOf(a.Is4()); dup {
+			return nil, model.Fieldf("underlay", "%q: a node takes at most one IPv4 and one IPv6 underlay address", s)
+		}
+		local := netconf.IsLocalAddr(a)
+		if n.Self && !local {
+			return nil, model.Fieldf("underlay", "%s: not an address of this node, and %q is this node (--node-name)", a, n.Name)
+		}
+		if !n.Self && local {
+			return nil, model.Fieldf("underlay", "%s is this node's own address: add this node as %q (its --node-name)", a, c.name)
+		}
+		n.Underlay = append(n.Underlay, a)
+	}
+	if len(req.PodCIDRs) == 0 {
+		return nil, model.Fieldf("pod-cidr", "missing: give the node's pod prefix (IPv4 and/or IPv6) inside the cluster CIDR %v", c.cidrs)
+	}
+	for _, s := range req.PodCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, model.Fieldf("pod-cidr", "%q: not a CIDR prefix like 10.244.1.0/24", s)
+		}
+		if p != p.Masked() {
+			return nil, model.Fieldf("pod-cidr", "%q: host bits set (did you mean %s?)", s, p.Masked())
+		}
+		if _, dup := n.PodCIDR(p.Addr().Is4()); dup {
+			return nil, model.Fieldf("pod-cidr", "%q: a node takes at most one IPv4 and one IPv6 pod CIDR", s)
+		}
+		if !slices.ContainsFunc(c.cidrs, func(cc netip.Prefix) bool { return cc.Bits() < p.Bits() && cc.Contains(p.Addr()) }) {
+			return nil, model.Fieldf("pod-cidr", "%s: not inside the cluster CIDR %v", p, c.cidrs)
+		}
+		if c.routing == model.RoutingNative && !n.Self {
+			if _, ok := n.UnderlayOf(p.Addr().Is4()); !ok {
+				return nil, model.Fieldf("underlay", "native routing needs an %s underlay address for the pod CIDR %s", family(p.Addr()), p)
+			}
+		}
+		n.PodCIDRs = append(n.PodCIDRs, p)
+	}
+	if _, err := tx.Node(n.Name); err == nil {
+		return nil, model.Conflictf("node %q already exists (remove it first to change it)", n.Name)
+	}
+	others, err := tx.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range others {
+		for _, a := range n.Underlay {
+			if slices.Contains(o.Underlay, a) {
+				return nil, model.Fieldf("underlay", "%s is node %q's already", a, o.Name)
+			}
+		}
+		for _, p := range n.PodCIDRs {
+			for _, op := range o.PodCIDRs {
+				if op.Overlaps(p) {
+					return nil, model.Fieldf("pod-cidr", "%s overlaps %s of node %q", p, op, o.Name)
+				}
+			}
+		}
+	}
+	if !n.Self {
+		nets, err := tx.Networks()
+		if err != nil {
+			return nil, err
+		}
+		for _, nw := range nets {
+			for _, s := range nw.Subnets {
+				for _, p := range n.PodCIDRs {
+					if s.Overlaps(p) {
+						return nil, model.Fieldf("pod-cidr", "%s overlaps the subnet %s of this node's network %q", p, s, nw.Name)
+					}
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// AddNode validates and records a node and programs its prefixes and
+// routes; on failure nothing stays behind.
+func (d *Daemon) AddNode(req api.NodeAdd) (*model.Node, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.needCluster("add node"); err != nil {
+		return nil, err
+	}
+	var n *model.Node
+	applied := false
+	err := d.store.Update(func(tx *store.Tx) error {
+		var err error
+		if n, err = d.validateNode(tx, req); err != nil {
+			return err
+		}
+		if n.ID, err = tx.NextNodeID(); err != nil {
+			return err
+		}
+		nodes, err := tx.Nodes()
+		if err != nil {
+			return err
+		}
+		applied = true
+		if err := d.applyNode(n, selfNode(nodes)); err != nil {
+			return err
+		}
+		if err := d.step("node-applied"); err != nil {
+			return err
+		}
+		if err := tx.PutNode(n); err != nil {
+			return err
+		}
+		if !n.Self {
+			return nil
+		}
+		// The self record decides which underlay family peers are
+		// reached by: re-point them.
+		for i := range nodes {
+			if err := d.applyNode(&nodes[i], n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if applied {
+			if uerr := d.removeNodeState(n); uerr != nil {
+				d.log.Error("roll back node", "node", n.Name, "err", uerr)
+			}
+		}
+		return nil, err
+	}
+	d.log.Info("node added", "node", n.Name, "underlay", n.Underlay, "pod_cidrs", n.PodCIDRs, "self", n.Self)
+	return n, nil
+}
+
+// RemoveNode removes a node's record, prefixes, routes and conntrack
+// entries. Missing is not an error.
+func (d *Daemon) RemoveNode(name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.needCluster("remove node"); err != nil {
+		return err
+	}
+	var n *model.Node
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		n, err = tx.Node(name)
+		return err
+	})
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := d.removeNodeState(n); err != nil {
+		return err
+	}
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNode(name) }); err != nil {
+		return err
+	}
+	d.log.Info("node removed", "node", name)
+	return nil
+}
+
+// Nodes lists the nodes.
+func (d *Daemon) Nodes() ([]model.Node, error) {
+	var out []model.Node
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = tx.Nodes()
+		return err
+	})
+	return out, err
+}
+
+// Node returns one node.
+func (d *Daemon) Node(name string) (*model.Node, error) {
+	var n *model.Node
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		n, err = tx.Node(name)
+		return err
+	})
+	return n, err
+}
+
+// ClusterInfo says how this node is joined ("" name: alone).
+func (d *Daemon) ClusterInfo() api.ClusterInfo {
+	c := d.cluster
+	if c == nil {
+		return api.ClusterInfo{}
+	}
+	info := api.ClusterInfo{NodeName: c.name, Routing: string(c.routing), MTU: c.mtu}
+	for _, p := range c.cidrs {
+		info.ClusterCIDRs = append(info.ClusterCIDRs, p.String())
+	}
+	if c.routing == model.RoutingVXLAN {
+		info.Device, info.VXLANPort = datapath.OverlayDevice, c.port
+	}
+	return info
+}
+
+// clusterSubnets is network create's view of the cluster: subnets nobody
+// gave come from this node's pod CIDRs; a subnet inside the cluster CIDR
+// must be inside them.
+func (d *Daemon) clusterSubnets(tx *store.Tx, req *api.NetworkCreate) error {
+	c := d.cluster
+	if c == nil {
+		return nil
+	}
+	nodes, err := tx.Nodes()
+	if err != nil {
+		return err
+	}
+	self := selfNode(nodes)
+	if len(req.Subnets) == 0 && self != nil {
+		nets, err := tx.Networks()
+		if err != nil {
+			return err
+		}
+		for _, p := range self.PodCIDRs {
+			taken := slices.ContainsFunc(nets, func(n model.Network) bool {
+				return slices.ContainsFunc(n.Subnets, p.Overlaps)
+			})
+			if !taken {
+				req.Subnets = append(req.Subnets, p.String())
+			}
+		}
+		if len(req.Subnets) == 0 {
+			return model.Fieldf("subnet", "missing, and this node's pod CIDRs %v are taken by other networks", self.PodCIDRs)
+		}
+		return nil
+	}
+	for _, s := range req.Subnets {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue // parseSubnet says why
+		}
+		for _, cc := range c.cidrs {
+			if !cc.Overlaps(p) {
+				continue
+			}
+			var own []string
+			inside := false
+			if self != nil {
+				for _, sp := range self.PodCIDRs {
+					own = append(own, sp.String())
+					inside = inside || sp.Bits() <= p.Bits() && sp.Contains(p.Addr())
+				}
+			}
+			if !inside {
+				return model.Fieldf("subnet", "%s is in the cluster CIDR %s but not in this node's pod CIDRs [%s]", p, cc, strings.Join(own, " "))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,503 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/netconf"
+	"github.com/xlane-dev/xlane/internal/store"
+)
+
+// Monitor defaults: the datapath's per-CPU event rate while a client
+// listens (Config.MonitorRate), the bucket depth, and how many events a
+// slow client may have queued before the daemon drops its events.
+const (
+	DefaultMonitorRate = 10000
+	monitorBurstDiv    = 10 // burst = rate / 10 (at least 1)
+	monitorQueue       = 4096
+	// monitorNamesEvery is how stale the endpoint and service names of
+	// the events may get while clients listen (each subscription and
+	// trace reads them afresh).
+	monitorNamesEvery = 5 * time.Second
+)
+
+// monitor fans the datapath's events (bpf/lib/monitor.h) out to the API's
+// monitor clients, and keeps the datapath's switch on exactly while one
+// listens: the types word is the union of the clients' types, 0 when the
+// last one leaves (or the daemon starts).
+type monitor struct {
+	d    *Daemon
+	maps bpf.MonitorMaps
+	err  error // why there is no monitor
+
+	mu   sync.Mutex
+	subs map[*MonitorSub]struct{}
+
+	names atomic.Pointer[monNames] // endpoints and services, for the events
+}
+
+// MonitorSub is one client's subscription: its events arrive on C.
+type MonitorSub struct {
+	C       <-chan api.MonitorEvent
+	c       chan api.MonitorEvent
+	m       *monitor
+	types   bpf.MonType
+	f       monFilter
+	base    bpf.MonCounters
+	sent    atomic.Uint64
+	dropped atomic.Uint64
+	once    sync.Once
+}
+
+// startMonitor sets the datapath's monitor off and reads its ring until
+// Close (New calls it once).
+func (d *Daemon) startMonitor() *monitor {
+	m := &monitor{d: d, subs: map[*MonitorSub]struct{}{}}
+	if m.maps, m.err = d.dp.MonitorMaps(); m.err != nil {
+		m.err = fmt.Errorf("monitor: %w", m.err)
+		return m
+	}
+	if m.err = m.maps.Set(0, 0, 0); m.err != nil {
+		return m
+	}
+	rd, err := ringbuf.NewReader(m.maps.Events)
+	if err != nil {
+		m.err = fmt.Errorf("monitor: event reader: %w: %w", err, model.ErrUnavailable)
+		return m
+	}
+	go func() {
+		<-d.done
+		rd.Close()
+	}()
+	go m.read(rd)
+	return m
+}
+
+// Monitor subscribes to the datapath's events matching q. The caller
+// reads C and calls Close when done.
+func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
+	m := d.mon
+	if m == nil || m.err != nil {
+		if m == nil {
+			return nil, fmt.Errorf("monitor: not started: %w", model.ErrUnavailable)
+		}
+		return nil, m.err
+	}
+	types := bpf.MonAll &^ bpf.MonVerdict
+	if len(q.Types) > 0 {
+		var err error
+		if types, err = bpf.ParseMonTypes(q.Types); err != nil {
+			return nil, &model.FieldError{Field: "types", Reason: err.Error()}
+		}
+	}
+	f, err := d.monFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.refreshNames(); err != nil {
+		return nil, err
+	}
+	base, err := m.maps.Counters()
+	if err != nil {
+		return nil, err
+	}
+	c := make(chan api.MonitorEvent, monitorQueue)
+	s := &MonitorSub{C: c, c: c, m: m, types: types, f: f, base: base}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.subs[s] = struct{}{}
+	if err := m.apply(); err != nil {
+		delete(m.subs, s)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close ends the subscription; the last one switches the datapath's
+// events off.
+func (s *MonitorSub) Close() {
+	s.once.Do(func() {
+		s.m.mu.Lock()
+		defer s.m.mu.Unlock()
+		delete(s.m.subs, s)
+		if err := s.m.apply(); err != nil {
+			s.m.d.log.Error("monitor: switch events", "err", err)
+		}
+	})
+}
+
+// Stats is the subscription's counters line. It refreshes the names the
+// events are given (endpoints come and go while a client listens).
+func (s *MonitorSub) Stats() api.MonitorEvent {
+	c, err := s.m.maps.Counters()
+	if err != nil {
+		c = s.base
+	}
+	if n := s.m.names.Load(); n == nil || time.Since(n.read) > monitorNamesEvery {
+		if err := s.m.refreshNames(); err != nil {
+			s.m.d.log.Warn("monitor: refresh names", "err", err)
+		}
+	}
+	return api.MonitorEvent{Time: time.Now(), Type: "stats", Counters: &api.MonitorCounters{
+		Events: s.sent.Load(), Suppressed: c.Suppressed - s.base.Suppressed, Lost: c.Lost - s.base.Lost,
+		Dropped: s.dropped.Load()}}
+}
+
+// apply sets the datapath's types to the clients' union (under m.mu).
+func (m *monitor) apply() error {
+	var types bpf.MonType
+	for s := range m.subs {
+		types |= s.types
+	}
+	rate := m.d.cfg.MonitorRate
+	if rate == 0 {
+		rate = DefaultMonitorRate
+	}
+	return m.maps.Set(types, rate, max(rate/monitorBurstDiv, 1))
+}
+
+// read hands every event of the ring to the subscriptions it matches.
+func (m *monitor) read(rd *ringbuf.Reader) {
+	var rec ringbuf.Record
+	for {
+		if err := rd.ReadInto(&rec); err != nil {
+			if !errors.Is(err, ringbuf.ErrClosed) {
+				m.d.log.Error("monitor: read events", "err", err)
+			}
+			return
+		}
+		raw, err := bpf.DecodeMonEvent(rec.RawSample)
+		if err != nil {
+			continue
+		}
+		m.mu.Lock()
+		if len(m.subs) == 0 {
+			m.mu.Unlock()
+			continue
+		}
+		ev, refs := m.describe(raw)
+		for s := range m.subs {
+			if s.types&bpf.MonType(raw.Type) == 0 || !s.f.match(&ev, refs) {
+				continue
+			}
+			select {
+			case s.c <- ev:
+				s.sent.Add(1)
+			default:
+				s.dropped.Add(1)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// monNames maps what events carry to what clients know.
+type monNames struct {
+	read      time.Time // when
+	byIfindex map[uint32]epRef
+	byAddr    map[netip.Addr]epRef
+	subnets   map[string][]netip.Prefix // network -> subnets
+	services  map[uint32]string
+	devices   map[uint32]string
+}
+
+type epRef struct{ id, network string }
+
+// refreshNames reads endpoints, networks and services from the store.
+func (m *monitor) refreshNames() error {
+	n := &monNames{read: time.Now(), byIfindex: map[uint32]epRef{}, byAddr: map[netip.Addr]epRef{},
+		subnets: map[string][]netip.Prefix{}, services: map[uint32]string{}, devices: map[uint32]string{}}
+	err := m.d.store.View(func(tx *store.Tx) error {
+		eps, err := tx.Endpoints()
+		if err != nil {
+			return err
+		}
+		for _, e := range eps {
+			ref := epRef{e.ID, e.Network}
+			for _, a := range e.IPs {
+				n.byAddr[a] = ref
+			}
+			if l, err := netconf.HostLink(&e); err == nil {
+				n.byIfindex[uint32(l.Attrs().Index)] = ref
+				n.devices[uint32(l.Attrs().Index)] = l.Attrs().Name
+			}
+		}
+		nets, err := tx.Networks()
+		if err != nil {
+			return err
+		}
+		for _, nw := range nets {
+			n.subnets[nw.Name] = nw.Subnets
+		}
+		svcs, err := tx.Services()
+		if err != nil {
+			return err
+		}
+		for _, s := range svcs {
+			n.services[s.ID] = s.Name
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("monitor: read names: %w", err)
+	}
+	m.names.Store(n)
+	return nil
+}
+
+// device names an ifindex that is no endpoint's (the uplink).
+func (n *monNames) device(ifindex uint32) string {
+	if name, ok := n.devices[ifindex]; ok {
+		return name
+	}
+	if i, err := net.InterfaceByIndex(int(ifindex)); err == nil {
+		return i.Name
+	}
+	return "if" + strconv.Itoa(int(ifindex))
+}
+
+// monRefs is what an event involves, for the filters.
+type monRefs struct {
+	eps   []epRef
+	addrs []netip.Addr
+	ports []uint16
+	proto uint8
+}
+
+var monHooks = map[uint8]string{bpf.FwKindFromEP: "from_endpoint", bpf.FwKindToEP: "to_endpoint",
+	bpf.FwKindUplink: "uplink", bpf.FwKindUplink + 1: "socket"}
+
+var ctStateNames = []string{"new", "established", "closing", "closed"}
+
+var natNames = map[uint8]string{uint8(bpf.CTNatSrc): "src", uint8(bpf.CTNatDst): "dst", uint8(bpf.CTNatBoth): "both"}
+
+var fwActionNames = map[uint8]string{bpf.FwAllow: "allow", bpf.FwDrop: "drop", bpf.FwReject: "reject", bpf.FwLog: "log"}
+
+// describe turns a datapath event into the API's (with the wall clock,
+// names of endpoints, rules and services) and lists what it involves.
+func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
+	n := m.names.Load()
+	t := bpf.MonType(e.Type)
+	ev := api.MonitorEvent{Time: monWallClock(e.Ts), Type: t.String(), Len: e.Len}
+	refs := monRefs{proto: e.Proto}
+	flow := t == bpf.MonFlowNew || t == bpf.MonFlowClose || t == bpf.MonNAT || t == bpf.MonLB
+	if !flow || t == bpf.MonLB {
+		ev.Hook = monHooks[e.Kind]
+	}
+	if e.Ifindex != 0 {
+		if ref, ok := n.byIfindex[e.Ifindex]; ok && e.Kind != bpf.FwKindUplink {
+			refs.eps = append(refs.eps, ref)
+		}
+		ev.Device = n.device(e.Ifindex)
+	}
+	if e.Family != 0 {
+		src, dst := netip.AddrFrom16(e.Saddr).Unmap(), netip.AddrFrom16(e.Daddr).Unmap()
+		if !src.IsUnspecified() {
+			ev.Src = src.String()
+			refs.addrs = append(refs.addrs, src)
+		}
+		ev.Dst = dst.String()
+		refs.addrs = append(refs.addrs, dst)
+		ev.Proto = protoName(e.Proto)
+		sport, dport := ntohs(e.Sport), ntohs(e.Dport)
+		switch {
+		case e.Proto != unix.IPPROTO_ICMP && e.Proto != unix.IPPROTO_ICMPV6:
+			ev.SrcPort, ev.DstPort = sport, dport
+			refs.ports = append(refs.ports, sport, dport)
+		case flow:
+			ev.ICMP = "id " + strconv.Itoa(int(sport))
+		default:
+			ev.ICMP = fmt.Sprintf("type %d code %d", dport, sport)
+		}
+	}
+	switch t {
+	case bpf.MonDrop, bpf.MonVerdict:
+		ev.Reason = bpf.Reason(e.Reason).String()
+		ev.Verdict = bpf.MonVerdictName(e.Verdict)
+		if e.Rule != 0 {
+			ev.Rule = m.ruleName(e.Rule - 1)
+		}
+	case bpf.MonFW:
+		ev.Rule = m.ruleName(e.Rule - 1)
+		ev.Action = fwActionNames[e.Action]
+	case bpf.MonFlowNew, bpf.MonFlowClose:
+		if int(e.Action) < len(ctStateNames) {
+			ev.Action = ctStateNames[e.Action]
+		}
+	case bpf.MonNAT:
+		ev.Action = natNames[e.Action]
+		to := netip.AddrPortFrom(netip.AddrFrom16(e.NatAddr).Unmap(), ntohs(e.NatPort))
+		switch bpf.CTNat(e.Action) {
+		case bpf.CTNatSrc:
+			ev.NATSrc = to.String()
+		case bpf.CTNatDst:
+			ev.NATDst = to.String()
+		case bpf.CTNatBoth:
+			ev.NATDst = to.String()
+			ev.NATSrc = netip.AddrPortFrom(netip.AddrFrom16(e.NatSaddr).Unmap(), ntohs(e.NatSport)).String()
+		}
+		refs.addrs = append(refs.addrs, to.Addr())
+		refs.ports = append(refs.ports, to.Port())
+	case bpf.MonLB:
+		ev.Service = n.services[e.Service]
+		if ev.Service == "" {
+			ev.Service = "id " + strconv.Itoa(int(e.Service))
+		}
+		ev.Backend = int(e.Backend)
+		to := netip.AddrPortFrom(netip.AddrFrom16(e.NatAddr).Unmap(), ntohs(e.NatPort))
+		ev.NATDst = to.String()
+		refs.addrs = append(refs.addrs, to.Addr())
+		refs.ports = append(refs.ports, to.Port())
+	}
+	for _, a := range refs.addrs {
+		if ref, ok := n.byAddr[a]; ok {
+			refs.eps = append(refs.eps, ref)
+		}
+	}
+	if len(refs.eps) > 0 {
+		ev.Endpoint, ev.Network = refs.eps[0].id, refs.eps[0].network
+	}
+	return ev, refs
+}
+
+func (m *monitor) ruleName(slot uint32) string {
+	if m.d.fw != nil {
+		if name, ok := m.d.fw.names.Load(slot); ok {
+			return name.(string)
+		}
+	}
+	return "slot " + strconv.Itoa(int(slot))
+}
+
+func ntohs(v uint16) uint16 { return v>>8 | v<<8 }
+
+// monWallClock turns a bpf_ktime_get_ns() stamp into wall-clock time.
+func monWallClock(ts uint64) time.Time {
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return time.Now()
+	}
+	return time.Now().Add(-time.Duration(uint64(now.Nano()) - ts))
+}
+
+// monFilter is a query, resolved.
+type monFilter struct {
+	endpoint, network string
+	subnets           []netip.Prefix
+	prefix            netip.Prefix
+	port              uint16
+	proto             int // -1: any
+	reasons           map[string]bool
+}
+
+func (d *Daemon) monFilter(q api.MonitorQuery) (monFilter, error) {
+	f := monFilter{endpoint: q.Endpoint, network: q.Network, port: q.Port, proto: -1}
+	err := d.store.View(func(tx *store.Tx) error {
+		if q.Endpoint != "" {
+			if _, err := tx.Endpoint(q.Endpoint); err != nil {
+				return err
+			}
+		}
+		if q.Network != "" {
+			n, err := tx.Network(q.Network)
+			if err != nil {
+				return err
+			}
+			f.subnets = n.Subnets
+		}
+		return nil
+	})
+	if err != nil {
+		return f, err
+	}
+	if q.Addr != "" {
+		p, err := netip.ParsePrefix(q.Addr)
+		if err != nil {
+			a, aerr := netip.ParseAddr(q.Addr)
+			if aerr != nil {
+				return f, &model.FieldError{Field: "addr", Reason: fmt.Sprintf("%q is no address or prefix", q.Addr)}
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		f.prefix = p.Masked()
+	}
+	if q.Proto != "" {
+		p, err := parseProto(q.Proto)
+		if err != nil {
+			return f, &model.FieldError{Field: "proto", Reason: err.Error()}
+		}
+		f.proto = int(p)
+	}
+	if len(q.Reasons) > 0 {
+		known := map[string]bool{}
+		for r := bpf.Reason(0); r < bpf.ReasonMax; r++ {
+			known[r.String()] = true
+		}
+		f.reasons = map[string]bool{}
+		for _, r := range q.Reasons {
+			if !known[r] {
+				return f, &model.FieldError{Field: "reasons", Reason: fmt.Sprintf("unknown reason %q", r)}
+			}
+			f.reasons[r] = true
+		}
+	}
+	return f, nil
+}
+
+// parseProto reads tcp, udp, icmp, icmpv6 or a protocol number.
+func parseProto(s string) (uint8, error) {
+	switch strings.ToLower(s) {
+	case "tcp":
+		return unix.IPPROTO_TCP, nil
+	case "udp":
+		return unix.IPPROTO_UDP, nil
+	case "icmp":
+		return unix.IPPROTO_ICMP, nil
+	case "icmpv6", "icmp6":
+		return unix.IPPROTO_ICMPV6, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 8)
+	if err != nil {
+		return 0, fmt.Errorf("unknown protocol %q (tcp, udp, icmp, icmpv6 or a number)", s)
+	}
+	return uint8(n), nil
+}
+
+func (f *monFilter) match(ev *api.MonitorEvent, r monRefs) bool {
+	if f.endpoint != "" && !slices.ContainsFunc(r.eps, func(e epRef) bool { return e.id == f.endpoint }) {
+		return false
+	}
+	if f.network != "" && !slices.ContainsFunc(r.eps, func(e epRef) bool { return e.network == f.network }) &&
+		!slices.ContainsFunc(r.addrs, func(a netip.Addr) bool {
+			return slices.ContainsFunc(f.subnets, func(p netip.Prefix) bool { return p.Contains(a) })
+		}) {
+		return false
+	}
+	if f.prefix.IsValid() && !slices.ContainsFunc(r.addrs, f.prefix.Contains) {
+		return false
+	}
+	if f.port != 0 && !slices.ContainsFunc(r.ports, func(p uint16) bool { return p == f.port }) {
+		return false
+	}
+	if f.proto >= 0 && int(r.proto) != f.proto {
+		return false
+	}
+	if f.reasons != nil && !f.reasons[ev.Reason] {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,83 @@
+package model
+
+import (
+	"hash/fnv"
+	"net/netip"
+	"time"
+)
+
+// Routing is how a cluster's nodes carry pod traffic between them.
+type Routing string
+
+const (
+	// RoutingVXLAN tunnels pod traffic through xlaned's collect_md VXLAN
+	// device (UDP 4789 over the underlay), a VNI per network.
+	RoutingVXLAN Routing = "vxlan"
+	// RoutingNative routes each peer's pod CIDRs through its underlay
+	// address: no encapsulation; the nodes share an L2 underlay (or its
+	// routers know the pod CIDRs).
+	RoutingNative Routing = "native"
+)
+
+// ParseRouting validates a routing name; "" is vxlan.
+func ParseRouting(s string) (Routing, error) {
+	switch Routing(s) {
+	case "", RoutingVXLAN:
+		return RoutingVXLAN, nil
+	case RoutingNative:
+		return RoutingNative, nil
+	}
+	return "", Fieldf("routing", "%q: want vxlan or native", s)
+}
+
+// Node is one xlaned of the cluster: this one (Self) or a peer.
+type Node struct {
+	Name string `json:"name"`
+	ID   uint32 `json:"id"`
+	// Underlay holds the node's addresses on the network between nodes,
+	// at most one IPv4 and one IPv6; tunnels and native routes use the
+	// family this node's own underlay has (IPv4 first).
+	Underlay []netip.Addr `json:"underlay"`
+	// PodCIDRs are the node's pod prefixes, at most one per family,
+	// inside the cluster CIDR; its networks take their subnets there.
+	PodCIDRs []netip.Prefix `json:"pod_cidrs"`
+	// Self: the node this daemon runs (--node-name).
+	Self    bool      `json:"self,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// PodCIDR returns the node's pod CIDR of one family.
+func (n *Node) PodCIDR(v4 bool) (netip.Prefix, bool) {
+	for _, p := range n.PodCIDRs {
+		if p.Addr().Is4() == v4 {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// UnderlayOf returns the node's underlay address of one family.
+func (n *Node) UnderlayOf(v4 bool) (netip.Addr, bool) {
+	for _, a := range n.Underlay {
+		if a.Is4() == v4 {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// VNI bounds: 1 is the node's own traffic (datapath.VNINode); networks
+// take 2 to 2^24-1.
+const (
+	MinVNI = 2
+	MaxVNI = 1<<24 - 1
+)
+
+// DefaultVNI derives a network's VNI from its name, so that every node
+// gives a network of the same name the same VNI without talking to the
+// others (FNV-1a into 2..2^24-1). --vni overrides it.
+func DefaultVNI(name string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return MinVNI + h.Sum32()%(MaxVNI-MinVNI+1)
+}

@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// Three nodes, each a namespace with its own xlaned, joined by an underlay
+// bridge in a namespace of its own; a pod (a namespace, through the
+// endpoint API) on each node, in the network "pods" that takes each node's
+// pod CIDRs.
+//
+//	 c1            c2            c3
+//	 | veth        | veth        | veth
+//	node1         node2         node3      xlaned --node-name nI --cluster-cidr 10.244.0.0/16,fd00:244::/48
+//	 | ul0         | ul0         | ul0     192.168.77.I/24, fd00:77::I/64
+//	 +------------ br0 ----------+         (namespace "ul")
+//
+// vxlan4: the overlay over the IPv4 underlay; vxlan6: over the IPv6 one
+// (nodes known by their IPv6 address only); native: routes via the
+// underlay addresses, no encapsulation.
+func TestMultiNode(t *testing.T) {
+	for _, tc := range []struct {
+		name, routing string
+		v6Underlay    bool
+		mtu           int
+	}{
+		{"vxlan4", "vxlan", false, 1450},
+		{"vxlan6", "vxlan", true, 1430},
+		{"native", "native", false, 1500},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.v6Underlay, tc.mtu) })
+	}
+}
+
+type clusterNode struct {
+	*node
+	name     string
+	under4   netip.Addr
+	under6   netip.Addr
+	pod4     netip.Prefix
+	pod6     netip.Prefix
+	pod      string // the pod's namespace
+	ep       api.EndpointInfo
+	v6Unders bool
+}
+
+func (c *clusterNode) addArgs() []string {
+	args := []string{"node", "add", c.name, "--pod-cidr", c.pod4.String(), "--pod-cidr", c.pod6.String()}
+	if c.v6Unders {
+		return append(args, "--underlay", c.under6.String())
+	}
+	return append(args, "--underlay", c.under4.String(), "--underlay", c.under6.String())
+}
+
+func (c *clusterNode) ip4() netip.Addr { return c.ep.IPs[0] }
+func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
+
+// newCluster starts three nodes on one underlay bridge, tells every node
+// about every node, and puts a pod on each.
+func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
+	t.Helper()
+	ul := newNetns(t, "ul")
+	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
+	runIn(t, ul, "ip", "link", "set", "br0", "up")
+	var cs []*clusterNode
+	for i := 1; i <= 3; i++ {
+		c := &clusterNode{name: fmt.Sprintf("n%d", i),
+			under4:   netip.MustParseAddr(fmt.Sprintf("192.168.77.%d", i)),
+			under6:   netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
+			pod4:     netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
+			pod6:     netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i)),
+			v6Unders: v6Underlay}
+		c.node = newNode(t, func(n *node) {
+			port := fmt.Sprintf("p%d", i)
+			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
+			run(t, "ip", "-n", ul, "link", "set", port, "master", "br0", "up")
+			runIn(t, n.netns, "ip", "addr", "add", c.under4.String()+"/24", "dev", "ul0")
+			runIn(t, n.netns, "ip", "addr", "add", c.under6.String()+"/64", "dev", "ul0", "nodad")
+			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
+			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
+			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", routing)
+		})
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		for _, o := range cs {
+			c.mustXlane(nil, o.addArgs()...)
+		}
+	}
+	for _, c := range cs {
+		var net api.NetworkInfo
+		c.mustXlane(&net, "network", "create", "pods", "--mode", "tc")
+		if len(net.Subnets) != 2 || net.Subnets[0] != c.pod4 || net.Subnets[1] != c.pod6 {
+			t.Fatalf("%s: network subnets %v, want the node's pod CIDRs %s %s", c.name, net.Subnets, c.pod4, c.pod6)
+		}
+		c.pod = newNetns(t, "pod")
+		c.mustXlane(&c.ep, "endpoint", "add", "pods", "--netns", c.pod)
+		if len(c.ep.IPs) != 2 {
+			t.Fatalf("%s: endpoint ips %v", c.name, c.ep.IPs)
+		}
+	}
+	return cs
+}
+
+func testMultiNode(t *testing.T, routing string, v6Underlay bool, mtu int) {
+	start := time.Now()
+	cs := newCluster(t, routing, v6Underlay)
+	t.Logf("three nodes up in %v", time.Since(start))
+	t.Run("mtu", func(t *testing.T) {
+		var net api.NetworkInfo
+		cs[0].mustXlane(&net, "network", "inspect", "pods")
+		if net.MTU != mtu {
+			t.Errorf("network MTU %d, want %d (underlay 1500 less the overlay's overhead)", net.MTU, mtu)
+		}
+		if out := runIn(t, cs[0].pod, "ip", "link", "show", "eth0"); !strings.Contains(out, fmt.Sprintf("mtu %d ", mtu)) {
+			t.Errorf("pod eth0: %s, want mtu %d", out, mtu)
+		}
+	})
+	t.Run("ping", func(t *testing.T) {
+		for _, a := range cs {
+			for _, b := range cs {
+				if a != b {
+					ping(t, a.pod, b.ip4())
+					ping(t, a.pod, b.ip6())
+				}
+			}
+		}
+	})
+	t.Run("tcp", func(t *testing.T) {
+		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 32<<20)
+		transfer(t, cs[2].pod, cs[0].pod, cs[0].ip6(), 32<<20)
+		// Big frames: no fragmentation, no loss at the MTU.
+		runIn(t, cs[1].pod, "ping", "-c", "1", "-W", "2", "-M", "do", "-s", fmt.Sprint(mtu-28), cs[2].ip4().String())
+	})
+	t.Run("fast path used", func(t *testing.T) {
+		var ep api.EndpointInfo
+		cs[0].mustXlane(&ep, "endpoint", "inspect", cs[0].ep.ID)
+		want := "fwd_overlay"
+		if routing == "native" {
+			want = "fwd_fib"
+		}
+		if c := reason(ep, want, "from_endpoint"); c.Bytes < 32<<20 {
+			t.Errorf("%s from %s = %d bytes, want the transfer's; counters %+v", want, ep.ID, c.Bytes, ep.Reasons)
+		}
+		for _, r := range ep.Reasons {
+			if r.Drop && r.Packets > 0 {
+				t.Errorf("drop counter %s = %d, want 0", r.Reason, r.Packets)
+			}
+		}
+	})
+	t.Run("node removed and re-added", func(t *testing.T) {
+		cs[0].mustXlane(nil, "node", "rm", "n2")
+		if out, err := inNS(cs[0].pod, "ping", "-c", "1", "-W", "1", cs[1].ip4().String()).CombinedOutput(); err == nil {
+			t.Errorf("ping to a removed node's pod went through:\n%s", out)
+		}
+		routes := runIn(t, cs[0].netns, "ip", "route", "show", "proto", "120")
+		if strings.Contains(routes, cs[1].pod4.String()) {
+			t.Errorf("route to the removed node left:\n%s", routes)
+		}
+		if routing != "native" {
+			var ep api.EndpointInfo
+			cs[0].mustXlane(&ep, "endpoint", "inspect", cs[0].ep.ID)
+			if c := reason(ep, "drop_no_peer", "from_endpoint"); c.Packets == 0 {
+				t.Errorf("drop_no_peer not counted for the removed node's pod; counters %+v", ep.Reasons)
+			}
+		}
+		cs[0].mustXlane(nil, cs[1].addArgs()...)
+		ping(t, cs[0].pod, cs[1].ip4())
+		ping(t, cs[0].pod, cs[1].ip6())
+	})
+	if routing != "vxlan" || v6Underlay {
+		return
+	}
+	t.Run("bad input", func(t *testing.T) {
+		for _, tc := range []struct {
+			args  []string
+			field string
+		}{
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.244.1.128/25"}, "pod-cidr"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.2", "--pod-cidr", "10.244.4.0/24"}, "underlay"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.1", "--pod-cidr", "10.244.4.0/24"}, "underlay"},
+			{[]string{"node", "add", "n4", "--underlay", "not-an-ip", "--pod-cidr", "10.244.4.0/24"}, "underlay"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.99.0.0/24"}, "pod-cidr"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4"}, "pod-cidr"},
+			{[]string{"network", "create", "other", "--subnet", "10.244.3.0/24"}, "subnet"},
+		} {
+			_, stderr, err := cs[0].xlane(tc.args...)
+			if err == nil || !strings.Contains(stderr, tc.field) {
+				t.Errorf("xlane %s: err %v, stderr %q; want an error naming %s", strings.Join(tc.args, " "), err, stderr, tc.field)
+			}
+		}
+		var nodes []model.Node
+		cs[0].mustXlane(&nodes, "node", "ls")
+		if len(nodes) != 3 {
+			t.Errorf("node ls after refused adds: %+v", nodes)
+		}
+	})
+	t.Run("service with backends on other nodes", func(t *testing.T) {
+		// DNAT on the client's node, then the tunnel; the reply is
+		// translated back by xlane_from_overlay's conntrack hit.
+		vip4 := netip.MustParseAddrPort("10.96.0.10:8080")
+		vip6 := netip.MustParseAddrPort("[fd00:96::10]:8080")
+		cs[0].mustXlane(nil, "service", "create", "web4", "--vip", vip4.String(), "--backend", netip.AddrPortFrom(cs[1].ip4(), 9090).String())
+		cs[0].mustXlane(nil, "service", "create", "web6", "--vip", vip6.String(), "--backend", netip.AddrPortFrom(cs[2].ip6(), 9090).String())
+		transferVia(t, cs[0].pod, cs[1].pod, netip.AddrPortFrom(cs[1].ip4(), 9090), vip4, 8<<20)
+		transferVia(t, cs[0].pod, cs[2].pod, netip.AddrPortFrom(cs[2].ip6(), 9090), vip6, 8<<20)
+	})
+	t.Run("kill -9 and restart under TCP", func(t *testing.T) {
+		wait := startTransfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20, 4<<20)
+		time.Sleep(500 * time.Millisecond)
+		cs[1].stop(syscall.SIGKILL)
+		time.Sleep(300 * time.Millisecond)
+		cs[1].start()
+		wait()
+		ping(t, cs[2].pod, cs[1].ip6())
+	})
+	t.Run("uninstall", func(t *testing.T) {
+		n := cs[2]
+		n.stop(syscall.SIGTERM)
+		args := []string{filepath.Join(binDir, "xlaned"), "--uninstall",
+			"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}
+		if o, err := inNS(n.netns, args...).CombinedOutput(); err != nil {
+			t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
+		}
+		if links := runIn(t, n.netns, "ip", "-o", "link", "show"); strings.Contains(links, "xlvx0") || strings.Contains(links, "xlh") {
+			t.Errorf("devices left behind:\n%s", links)
+		}
+		for _, fam := range []string{"-4", "-6"} {
+			if routes := runIn(t, n.netns, "ip", fam, "route", "show", "proto", "120"); strings.TrimSpace(routes) != "" {
+				t.Errorf("peer routes left behind:\n%s", routes)
+			}
+		}
+	})
+}

@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/test/vm"
+)
+
+// A real QEMU guest (the kernel matrix's Debian kernel and initramfs, TCG)
+// on a VM endpoint:
+//
+//	container c1 [veth] --tc--> node --tc--> [tap xlv...] QEMU guest (vmguest)
+//
+// The tap survives kill -9 of xlaned; the guest gets its address from
+// xlaned's DHCP server, pings the container and moves SHA-256-checked data
+// both ways over TCP with it; UDP it sends from an address it does not own
+// is dropped (drop_spoofed) and never reaches the container. Removing the
+// endpoint leaves no tap.
+func TestVMGuest(t *testing.T) {
+	if os.Getenv("XLANE_E2E_BIN") != "" {
+		t.Skip("the kernel matrix's guests run no nested QEMU guest")
+	}
+	start := time.Now()
+	img, err := vm.Fetch(vm.Kernels[len(vm.Kernels)-1], vm.DefaultCacheDir())
+	if err != nil {
+		t.Fatalf("guest kernel: %v", err)
+	}
+	guest := filepath.Join(t.TempDir(), "vmguest")
+	build := exec.Command("go", "build", "-o", guest, "github.com/xlane-dev/xlane/test/e2e/vmguest")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build vmguest: %v\n%s", err, out)
+	}
+
+	n := newNode(t)
+	requireMode(t, n, "tc")
+	n.mustXlane(nil, "network", "create", "vmn", "--subnet", "10.84.0.0/24", "--subnet", "fd00:84::/64", "--mode", "tc")
+	c1 := newNetns(t, "c")
+	var ctr api.EndpointInfo
+	n.mustXlane(&ctr, "endpoint", "add", "vmn", "--netns", c1)
+	const mac = "52:54:00:84:00:01"
+	var ep api.EndpointInfo
+	n.mustXlane(&ep, "endpoint", "add", "vmn", "--vm", "--id", "vm1", "--mac", mac)
+	if !ep.VM || ep.MAC != mac || len(ep.IPs) != 2 || !strings.HasPrefix(ep.HostIf, "xlv") {
+		t.Fatalf("VM endpoint %+v: want a tap xlv..., mac %s, an address per family", ep, mac)
+	}
+	wantArgs := fmt.Sprintf("-netdev tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off -device virtio-net-pci,netdev=n0,mac=%s", ep.HostIf, mac)
+	if got := strings.Join(ep.QEMUArgs, " "); got != wantArgs {
+		t.Fatalf("qemu args %q, want %q", got, wantArgs)
+	}
+	if d := runIn(t, n.netns, "ip", "-d", "link", "show", ep.HostIf); !strings.Contains(d, "tun type tap") || !strings.Contains(d, "vnet_hdr on") {
+		t.Fatalf("tap %s: want a persistent tap with vnet_hdr:\n%s", ep.HostIf, d)
+	}
+	// Multi-queue: the tap and QEMU's options agree on the queue count.
+	var mq api.EndpointInfo
+	n.mustXlane(&mq, "endpoint", "add", "vmn", "--vm", "--id", "vm2", "--queues", "4")
+	if a := strings.Join(mq.QEMUArgs, " "); !strings.Contains(a, ",queues=4") || !strings.Contains(a, ",mq=on,vectors=10") {
+		t.Errorf("4-queue endpoint: qemu args %q", a)
+	}
+	if d := runIn(t, n.netns, "ip", "-d", "link", "show", mq.HostIf); !strings.Contains(d, "multi_queue") {
+		t.Errorf("tap %s: want multi_queue:\n%s", mq.HostIf, d)
+	}
+	n.mustXlane(nil, "endpoint", "rm", "vm2")
+	// Refused, naming the field: a netns, too many queues, an XDP mode.
+	for _, bad := range [][]string{
+		{"endpoint", "add", "vmn", "--vm", "--netns", c1},
+		{"endpoint", "add", "vmn", "--vm", "--queues", "65"},
+		{"network", "update", "vmn", "--mode", "xdp"},
+	} {
+		if _, stderr, err := n.xlane(bad...); err == nil || !strings.Contains(stderr, "netns") && !strings.Contains(stderr, "queues") && !strings.Contains(stderr, "VM endpoints need mode tc") {
+			t.Errorf("xlane %s: err %v, stderr %q; want a refusal naming the reason", strings.Join(bad, " "), err, stderr)
+		}
+	}
+	// The AF_XDP port is not built: status says whether QEMU has the
+	// backend, and the port is refused with that reason.
+	var st api.Status
+	n.mustXlane(&st, "status")
+	if st.VM.AFXDPReason == "" || len(st.VM.Backends) != 1 || st.VM.Backends[0] != "tap" {
+		t.Errorf("status vm %+v: want tap and why af-xdp is not offered", st.VM)
+	}
+	if _, stderr, err := n.xlane("endpoint", "add", "vmn", "--vm", "--backend", "af-xdp"); err == nil || !strings.Contains(stderr, st.VM.AFXDPReason) {
+		t.Errorf("--backend af-xdp: err %v, stderr %q; want it refused with %q", err, stderr, st.VM.AFXDPReason)
+	}
+	// The tap and its programs outlive the daemon.
+	n.stop(syscall.SIGKILL)
+	n.start()
+	var again api.EndpointInfo
+	n.mustXlane(&again, "endpoint", "inspect", "vm1")
+	if again.HostIf != ep.HostIf || len(again.Datapath) == 0 {
+		t.Fatalf("after kill -9: endpoint %+v, want the same tap with its programs", again)
+	}
+
+	peer := ctr.IPs[0]
+	ln := listenIn(t, c1, netip.AddrPortFrom(peer, 7000))
+	type tcpResult struct {
+		got, sent string
+		err       error
+	}
+	res := make(chan tcpResult, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			res <- tcpResult{err: err}
+			return
+		}
+		defer c.Close()
+		got := sha256.New()
+		if _, err := io.Copy(got, c); err != nil {
+			res <- tcpResult{err: err}
+			return
+		}
+		sent := sha256.New()
+		_, err = io.Copy(c, io.TeeReader(io.LimitReader(rand.Reader, 1<<20), sent))
+		res <- tcpResult{fmt.Sprintf("%x", got.Sum(nil)), fmt.Sprintf("%x", sent.Sum(nil)), err}
+	}()
+	spoofSrv, spoofC := udpPair(t, c1, c1, netip.AddrPortFrom(peer, 7001))
+	spoofC.Close()
+	defer spoofSrv.Close()
+	spoofed := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 64)
+		k := 0
+		for {
+			spoofSrv.SetReadDeadline(time.Now().Add(90 * time.Second))
+			if _, err := spoofSrv.Read(buf); err != nil {
+				spoofed <- k
+				return
+			}
+			k++
+		}
+	}()
+
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	boot := time.Now()
+	rc, err := vm.Run(ctx, img, vm.Cmd{
+		Path:   guest,
+		Args:   []string{"-peer", peer.String(), "-tcp", "7000", "-udp", "7001", "-spoof", "10.84.0.250", "-size", fmt.Sprint(1 << 20), "-peer6", ctr.IPs[1].String()},
+		Env:    []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		Stdout: &out, Console: &out, CPUs: 1, MemMB: 512,
+		Netns: nsPath(n.netns), QEMUArgs: ep.QEMUArgs,
+	})
+	t.Logf("guest (%v):\n%s", time.Since(boot).Round(time.Millisecond), out.String())
+	if err != nil || rc != 0 {
+		t.Fatalf("guest: rc %d, %v", rc, err)
+	}
+	lines := map[string]string{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+			lines[k] = v
+		}
+	}
+	if want := fmt.Sprintf("%s/24 router 10.84.0.1 server 10.84.0.1", ep.IPs[0]); !strings.HasPrefix(lines["dhcp"], want) {
+		t.Errorf("guest's DHCP lease %q, want %s", lines["dhcp"], want)
+	}
+	if want := fmt.Sprintf("%s router fe80::1", ep.IPs[1]); !strings.HasPrefix(lines["dhcp6"], want) || lines["ping6"] != "ok" {
+		t.Errorf("guest's IPv6: dhcp6 %q ping6 %q, want %s and ok", lines["dhcp6"], lines["ping6"], want)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("container side of the transfer: %v", r.err)
+	}
+	if want := fmt.Sprintf("sent %s received %s", r.got, r.sent); lines["tcp"] != want {
+		t.Errorf("transfer: guest says %q, container says %q", lines["tcp"], want)
+	}
+	spoofSrv.SetReadDeadline(time.Now())
+	if k := <-spoofed; k != 0 {
+		t.Errorf("container received %d spoofed datagrams from the guest", k)
+	}
+
+	var got api.EndpointInfo
+	n.mustXlane(&got, "endpoint", "inspect", "vm1")
+	if c := reason(got, "drop_spoofed", "from_endpoint"); c.Packets < 10 {
+		t.Errorf("drop_spoofed = %d packets, want the guest's 10 spoofed datagrams", c.Packets)
+	}
+	// The guest's virtio-net hands the tap TSO segments (vnet headers):
+	// count bytes, not packets.
+	if c := reason(got, "fwd_peer", "from_endpoint"); c.Bytes < 1<<20 {
+		t.Errorf("fwd_peer = %d bytes, want the guest's 1 MiB on the fast path", c.Bytes)
+	}
+	if got.Received.Bytes < 1<<20 {
+		t.Errorf("tap transmitted %d bytes, want the container's 1 MiB", got.Received.Bytes)
+	}
+	if !strings.Contains(strings.Join(got.Notes, "\n"), "acked") {
+		t.Errorf("inspect notes %q: want the DHCP server's", got.Notes)
+	}
+	n.mustXlane(nil, "endpoint", "rm", "vm1")
+	n.mustXlane(nil, "endpoint", "rm", ctr.ID)
+	n.mustXlane(nil, "network", "rm", "vmn")
+	assertCleanNamed(t, n, "10.84.")
+	t.Logf("VM endpoint test: %v in all", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,217 @@
+// Command vmguest is what the VM endpoint test (test/e2e/vm_test.go) runs
+// inside its QEMU guest: it asks for an address by DHCP on the guest's NIC
+// as a VM must (nobody configures it from outside), applies the lease,
+// pings the container, moves SHA-256-checked data both ways over TCP with
+// it, then sends UDP from an address the endpoint does not own, which
+// xlane's anti-spoofing must drop. It prints what it saw, one "key: value"
+// line each, for the test to check.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/insomniacslk/dhcp/dhcpv6/nclient6"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	peer := flag.String("peer", "", "the container's address")
+	tcpPort := flag.Int("tcp", 0, "the container's TCP port")
+	udpPort := flag.Int("udp", 0, "the container's UDP port (spoofed packets)")
+	spoof := flag.String("spoof", "", "an address the guest does not own")
+	size := flag.Int64("size", 1<<20, "bytes to send over TCP")
+	peer6 := flag.String("peer6", "", "the container's IPv6 address: get one by DHCPv6 and ping it")
+	flag.Parse()
+	if err := run(*peer, *tcpPort, *udpPort, *spoof, *size, *peer6); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(peer string, tcpPort, udpPort int, spoof string, size int64, peer6 string) error {
+	link, err := nic()
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("set %s up: %w", link.Attrs().Name, err)
+	}
+	start := time.Now()
+	c, err := nclient4.New(link.Attrs().Name, nclient4.WithTimeout(3*time.Second), nclient4.WithRetry(5))
+	if err != nil {
+		return fmt.Errorf("dhcp client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease, err := c.Request(ctx)
+	c.Close()
+	if err != nil {
+		return fmt.Errorf("dhcp: %w", err)
+	}
+	ack := lease.ACK
+	ones, _ := ack.SubnetMask().Size()
+	var router net.IP
+	if r := ack.Router(); len(r) > 0 {
+		router = r[0]
+	}
+	fmt.Printf("dhcp: %s/%d router %s server %s in %v\n", ack.YourIPAddr, ones, router, ack.ServerIdentifier(), time.Since(start).Round(time.Millisecond))
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: ack.YourIPAddr, Mask: ack.SubnetMask()}}
+	if err := netlink.AddrAdd(link, addr); err != nil {
+		return fmt.Errorf("add %s: %w", addr, err)
+	}
+	if router != nil {
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Gw: router}); err != nil {
+			return fmt.Errorf("default route via %s: %w", router, err)
+		}
+	}
+
+	out, err := exec.Command("ping", "-c", "3", "-i", "0.2", "-W", "5", peer).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ping %s: %v\n%s", peer, err, out)
+	}
+	fmt.Println("ping: ok")
+	if peer6 != "" {
+		if err := v6(link, peer6); err != nil {
+			return err
+		}
+	}
+
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(peer, fmt.Sprint(tcpPort)), 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("dial: %w", err)
+	}
+	sent := sha256.New()
+	recv := sha256.New()
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(recv, conn)
+		done <- err
+	}()
+	if _, err := io.Copy(conn, io.TeeReader(io.LimitReader(rand.Reader, size), sent)); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	if err := <-done; err != nil {
+		return fmt.Errorf("receive: %w", err)
+	}
+	conn.Close()
+	fmt.Printf("tcp: sent %x received %x\n", sent.Sum(nil), recv.Sum(nil))
+
+	// Spoofing: the same NIC, an address the endpoint does not own.
+	sp := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(spoof), Mask: net.CIDRMask(32, 32)}}
+	if err := netlink.AddrAdd(link, sp); err != nil {
+		return fmt.Errorf("add %s: %w", spoof, err)
+	}
+	u, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(spoof)}, &net.UDPAddr{IP: net.ParseIP(peer), Port: udpPort})
+	if err != nil {
+		return fmt.Errorf("udp from %s: %w", spoof, err)
+	}
+	n := 0
+	for i := 0; i < 10; i++ {
+		if _, err := u.Write([]byte("spoofed")); err == nil {
+			n++
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	u.Close()
+	fmt.Printf("spoofed: %d\n", n)
+	return nil
+}
+
+// v6 gets the guest's IPv6 address by DHCPv6, waits for the default route
+// a router advertisement gives, and pings peer.
+func v6(link netlink.Link, peer string) error {
+	start := time.Now()
+	if err := waitFor(10*time.Second, func() bool {
+		addrs, _ := netlink.AddrList(link, netlink.FAMILY_V6)
+		for _, a := range addrs {
+			if a.IP.IsLinkLocalUnicast() && a.Flags&unix.IFA_F_TENTATIVE == 0 {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return fmt.Errorf("no usable link-local address: %w", err)
+	}
+	c, err := nclient6.New(link.Attrs().Name, nclient6.WithTimeout(3*time.Second), nclient6.WithRetry(5))
+	if err != nil {
+		return fmt.Errorf("dhcpv6 client: %w", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adv, err := c.Solicit(ctx)
+	if err != nil {
+		return fmt.Errorf("dhcpv6 solicit: %w", err)
+	}
+	rep, err := c.Request(ctx, adv)
+	if err != nil {
+		return fmt.Errorf("dhcpv6 request: %w", err)
+	}
+	ia := rep.Options.OneIANA()
+	if ia == nil || ia.Options.OneAddress() == nil {
+		return fmt.Errorf("dhcpv6 reply without an address: %s", rep.Summary())
+	}
+	a := ia.Options.OneAddress().IPv6Addr
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: a, Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
+	if err := netlink.AddrAdd(link, addr); err != nil {
+		return fmt.Errorf("add %s: %w", a, err)
+	}
+	var router net.IP
+	if err := waitFor(15*time.Second, func() bool {
+		routes, _ := netlink.RouteList(link, netlink.FAMILY_V6)
+		for _, r := range routes {
+			if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+				router = r.Gw
+				return r.Gw != nil
+			}
+		}
+		return false
+	}); err != nil {
+		return fmt.Errorf("no default route from a router advertisement: %w", err)
+	}
+	fmt.Printf("dhcp6: %s router %s in %v\n", a, router, time.Since(start).Round(time.Millisecond))
+	out, err := exec.Command("ping", "-6", "-c", "3", "-i", "0.2", "-W", "5", peer).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ping %s: %v\n%s", peer, err, out)
+	}
+	fmt.Println("ping6: ok")
+	return nil
+}
+
+func waitFor(d time.Duration, ok func() bool) error {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if ok() {
+			return nil
+		}
+	}
+	return fmt.Errorf("not within %v", d)
+}
+
+// nic is the guest's one Ethernet device (virtio-net).
+func nic() (netlink.Link, error) {
+	for i := 0; i < 50; i++ {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range links {
+			if l.Type() == "device" && len(l.Attrs().HardwareAddr) == 6 {
+				return l, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("no network device in the guest")
+}
