@@ -27,8 +27,9 @@ import (
 //	container c1 [veth] --tc--> node --tc--> [tap xlv...] QEMU guest (vmguest)
 //
 // The tap survives kill -9 of xlaned; the guest gets its address from
-// xlaned's DHCP server, pings the container and moves SHA-256-checked data
-// both ways over TCP with it; UDP it sends from an address it does not own
+// xlaned's DHCP servers (v4 and v6), pings the container and one on another
+// network and moves SHA-256-checked data both ways over TCP with the first
+// through a service VIP; UDP it sends from an address it does not own
 // is dropped (drop_spoofed) and never reaches the container. Removing the
 // endpoint leaves no tap.
 func TestVMGuest(t *testing.T) {
@@ -105,7 +106,16 @@ func TestVMGuest(t *testing.T) {
 		t.Fatalf("after kill -9: endpoint %+v, want the same tap with its programs", again)
 	}
 
+	// A container on another network, and a service whose backend is the
+	// container: the guest reaches both (routing between networks; the
+	// service's DNAT and its reverse into the tap).
+	n.mustXlane(nil, "network", "create", "vmo", "--subnet", "10.85.0.0/24", "--mode", "tc")
+	c2 := newNetns(t, "c")
+	var other api.EndpointInfo
+	n.mustXlane(&other, "endpoint", "add", "vmo", "--netns", c2)
 	peer := ctr.IPs[0]
+	vip := netip.MustParseAddrPort("10.96.84.10:80")
+	n.mustXlane(nil, "service", "create", "vmsvc", "--vip", vip.String()+"/tcp", "--backend", netip.AddrPortFrom(peer, 7000).String())
 	ln := listenIn(t, c1, netip.AddrPortFrom(peer, 7000))
 	type tcpResult struct {
 		got, sent string
@@ -151,7 +161,7 @@ func TestVMGuest(t *testing.T) {
 	boot := time.Now()
 	rc, err := vm.Run(ctx, img, vm.Cmd{
 		Path:   guest,
-		Args:   []string{"-peer", peer.String(), "-tcp", "7000", "-udp", "7001", "-spoof", "10.84.0.250", "-size", fmt.Sprint(1 << 20), "-peer6", ctr.IPs[1].String()},
+		Args:   []string{"-peer", peer.String(), "-tcp", vip.String(), "-ping", other.IPs[0].String(), "-udp", "7001", "-spoof", "10.84.0.250", "-size", fmt.Sprint(1 << 20), "-peer6", ctr.IPs[1].String()},
 		Env:    []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		Stdout: &out, Console: &out, CPUs: 1, MemMB: 512,
 		Netns: nsPath(n.netns), QEMUArgs: ep.QEMUArgs,
@@ -201,9 +211,17 @@ func TestVMGuest(t *testing.T) {
 	if !strings.Contains(strings.Join(got.Notes, "\n"), "acked") {
 		t.Errorf("inspect notes %q: want the DHCP server's", got.Notes)
 	}
+	for _, a := range []string{peer.String(), other.IPs[0].String()} {
+		if lines["ping "+a] != "ok" {
+			t.Errorf("guest's ping %s: %q", a, lines["ping "+a])
+		}
+	}
+	n.mustXlane(nil, "service", "rm", "vmsvc")
+	n.mustXlane(nil, "endpoint", "rm", other.ID)
+	n.mustXlane(nil, "network", "rm", "vmo")
 	n.mustXlane(nil, "endpoint", "rm", "vm1")
 	n.mustXlane(nil, "endpoint", "rm", ctr.ID)
 	n.mustXlane(nil, "network", "rm", "vmn")
-	assertCleanNamed(t, n, "10.84.")
+	assertCleanNamed(t, n, "10.84.", "10.85.")
 	t.Logf("VM endpoint test: %v in all", time.Since(start).Round(time.Millisecond))
 }

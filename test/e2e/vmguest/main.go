@@ -1,8 +1,8 @@
 // Command vmguest is what the VM endpoint test (test/e2e/vm_test.go) runs
 // inside its QEMU guest: it asks for an address by DHCP on the guest's NIC
 // as a VM must (nobody configures it from outside), applies the lease,
-// pings the container, moves SHA-256-checked data both ways over TCP with
-// it, then sends UDP from an address the endpoint does not own, which
+// pings the container (and containers of other networks), moves
+// SHA-256-checked data both ways over TCP with it (through a service VIP), then sends UDP from an address the endpoint does not own, which
 // xlane's anti-spoofing must drop. It prints what it saw, one "key: value"
 // line each, for the test to check.
 package main
@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
@@ -27,19 +28,20 @@ import (
 
 func main() {
 	peer := flag.String("peer", "", "the container's address")
-	tcpPort := flag.Int("tcp", 0, "the container's TCP port")
+	tcpAddr := flag.String("tcp", "", "ADDR:PORT to move data with over TCP (the container's, or a service VIP's)")
+	also := flag.String("ping", "", "more addresses to ping, comma-separated (other networks)")
 	udpPort := flag.Int("udp", 0, "the container's UDP port (spoofed packets)")
 	spoof := flag.String("spoof", "", "an address the guest does not own")
 	size := flag.Int64("size", 1<<20, "bytes to send over TCP")
 	peer6 := flag.String("peer6", "", "the container's IPv6 address: get one by DHCPv6 and ping it")
 	flag.Parse()
-	if err := run(*peer, *tcpPort, *udpPort, *spoof, *size, *peer6); err != nil {
+	if err := run(*peer, *tcpAddr, *udpPort, *spoof, *size, *peer6, *also); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(peer string, tcpPort, udpPort int, spoof string, size int64, peer6 string) error {
+func run(peer, tcpAddr string, udpPort int, spoof string, size int64, peer6, also string) error {
 	link, err := nic()
 	if err != nil {
 		return err
@@ -76,18 +78,20 @@ func run(peer string, tcpPort, udpPort int, spoof string, size int64, peer6 stri
 		}
 	}
 
-	out, err := exec.Command("ping", "-c", "3", "-i", "0.2", "-W", "5", peer).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ping %s: %v\n%s", peer, err, out)
+	for _, a := range append([]string{peer}, strings.FieldsFunc(also, func(r rune) bool { return r == ',' })...) {
+		out, err := exec.Command("ping", "-c", "3", "-i", "0.2", "-W", "5", a).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ping %s: %v\n%s", a, err, out)
+		}
+		fmt.Printf("ping %s: ok\n", a)
 	}
-	fmt.Println("ping: ok")
 	if peer6 != "" {
 		if err := v6(link, peer6); err != nil {
 			return err
 		}
 	}
 
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(peer, fmt.Sprint(tcpPort)), 10*time.Second)
+	conn, err := net.DialTimeout("tcp", tcpAddr, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
 	}
