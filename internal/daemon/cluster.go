@@ -31,6 +31,23 @@ type cluster struct {
 	mtu            int
 }
 
+// inCluster says whether any of subnets lies in a cluster CIDR: such a
+// network's traffic crosses nodes (and takes the overlay's MTU); others
+// (a calibration's, a node-local one) stay on the node. False alone.
+func (c *cluster) inCluster(subnets []netip.Prefix) bool {
+	if c == nil {
+		return false
+	}
+	for _, s := range subnets {
+		for _, cc := range c.cidrs {
+			if cc.Overlaps(s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // parseCluster reads the cluster flags; nil without --node-name.
 func parseCluster(cfg Config) (*cluster, error) {
 	if cfg.NodeName == "" {

@@ -362,7 +362,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	}
 	if n.MTU == 0 {
 		n.MTU = 1500
-		if d.cluster != nil && d.cluster.mtu != 0 {
+		if d.cluster.inCluster(n.Subnets) && d.cluster.mtu != 0 {
 			n.MTU = d.cluster.mtu // the underlay's, less VXLAN's overhead
 		}
 	}
