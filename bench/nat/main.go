@@ -1,14 +1,17 @@
 // Command nat is the conntrack/NAT/services benchmark (`make bench BENCH=nat`).
 //
-//	go run ./bench/nat -out bench/results      # 3 reps x 5 s, 1/1,000/10,000 services, ~10 min
+//	go run ./bench/nat -out bench/results      # 3 reps x 5 s, 1/1,000/10,000/100,000 services
 //	go run ./bench/nat -quick                  # 1 rep x 2 s, for development
 //	go run ./bench/nat -levels 1,1000 -modes xlane,iptables-nft -gc=false
 //
 // Connections per second and connection latency (connect, read one byte,
-// close) from a client container to service VIPs, with 1, 1,000 and 10,000
-// services programmed, through xlane's tc datapath and through the same
+// close) from a client container to service VIPs, with 1, 1,000, 10,000
+// and 100,000 services programmed, through xlane's tc datapath and through the same
 // services as kube-proxy's iptables rules (nft and legacy backends) on a
-// plain routed node; every mode in the same run, interleaved. Then memory
+// plain routed node; every mode in the same run, interleaved; the time to
+// program each level (xlane: one apply; iptables: one restore), xlane's
+// backend-change latency and kernel memory per service; 1,000 services
+// sharing three backends beside the distinct-backend rate. Then memory
 // per conntrack entry and the GC's CPU at a million entries. See
 // topo.go for the topology, load.go for the load generator (this binary
 // run as `nat nat-client` and `nat nat-server` inside the namespaces) and
@@ -30,6 +33,7 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/internal/api"
 )
 
 func main() {
@@ -69,7 +73,7 @@ func parseNATFlags(args []string) (natOptions, error) {
 		Out:             "directory for nat-<date>.json and nat-latest.md (\"\": print only)",
 		KeepTmp:         "keep the temp dir (binaries, logs)",
 	})
-	fs.StringVar(&levels, "levels", "1,1000,10000", "numbers of services programmed, in run order (only ever growing)")
+	fs.StringVar(&levels, "levels", "1,1000,10000,100000", "numbers of services programmed, in run order (only ever growing)")
 	fs.IntVar(&o.conc, "conc", 4, "concurrent connections of the rate test")
 	fs.StringVar(&modes, "modes", strings.Join(natModes, ","), "modes to compare")
 	fs.IntVar(&o.shared, "shared", 1000, "then add this many services sharing the same three backends and run the rate test on them (0: skip)")
@@ -78,7 +82,7 @@ func parseNATFlags(args []string) (natOptions, error) {
 		return o, err
 	}
 	var err error
-	if o.levels, err = harness.ParseLevels(levels, 40000, true); err != nil {
+	if o.levels, err = harness.ParseLevels(levels, natMaxServices, true); err != nil {
 		return o, err
 	}
 	if o.modes, err = harness.ParseChoices("modes", modes, natModes); err != nil {
@@ -104,11 +108,15 @@ type natReport struct {
 	harness.RunHeader
 	Iptables map[string]string   // mode -> version
 	Program  map[string][]string // mode -> "N services: T"
-	Samples  []natSample
-	Shared   []natSample
-	State    map[string]string // mode -> conntrack state after the runs
-	GC       *natGCResult
-	Notes    []string
+	// xlane only, per level: backend changes through the API (ms) and
+	// kernel memory of the services (status).
+	BackendChangeMs map[int][]float64
+	Memory          map[int]*api.ServicesMemory
+	Samples         []natSample
+	Shared          []natSample
+	State           map[string]string // mode -> conntrack state after the runs
+	GC              *natGCResult
+	Notes           []string
 }
 
 func natMain(args []string) (code int) {
@@ -153,7 +161,8 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 			"duration": o.Duration.String(), "reps": fmt.Sprint(o.Reps), "conc": fmt.Sprint(o.conc),
 			"levels": fmt.Sprint(o.levels), "modes": strings.Join(o.modes, ","), "shared": fmt.Sprint(o.shared),
 		}},
-		Iptables: map[string]string{}, Program: map[string][]string{}, State: map[string]string{}}
+		Iptables: map[string]string{}, Program: map[string][]string{}, State: map[string]string{},
+		BackendChangeMs: map[int][]float64{}, Memory: map[int]*api.ServicesMemory{}}
 	if out, err := harness.Run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
 		rep.GitCommit = strings.TrimSpace(out)
 	}
@@ -202,6 +211,19 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 			}
 			rep.Program[n.mode] = append(rep.Program[n.mode], fmt.Sprintf("%d services: %.1f s", level, d.Seconds()))
 			log.Printf("%s: %d services programmed in %.1f s", n.mode, level, d.Seconds())
+			if n.mode != "xlane" {
+				continue
+			}
+			ds, err := n.BackendChanges(ctx, 10)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range ds {
+				rep.BackendChangeMs[level] = append(rep.BackendChangeMs[level], float64(d.Microseconds())/1000)
+			}
+			if rep.Memory[level], err = n.ServicesMemory(ctx); err != nil {
+				return nil, err
+			}
 		}
 		targets, err := writeTargets(fmt.Sprintf("targets-%d", level), func(i int) string {
 			return fmt.Sprintf("%s:%d", natVIP(i), natVIPPort)
@@ -271,6 +293,24 @@ func natBenchmark(ctx context.Context, o natOptions, self, tmp string, cleanup *
 	rep.LoadEnd = harness.LoadAvg()
 	rep.Finished = time.Now()
 	return rep, nil
+}
+
+// natNearestLevel is the level closest to n (0: none).
+func natNearestLevel(levels []int, n int) int {
+	best := 0
+	for _, l := range levels {
+		if best == 0 || abs(l-n) < abs(best-n) {
+			best = l
+		}
+	}
+	return best
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // natMedian is the median of metric over the samples of (level, test, mode).
@@ -357,9 +397,35 @@ func natMarkdown(rep *natReport, o natOptions) string {
 				100*float64(s.R.Failed)/float64(max(total, 1)), s.R.Errors)
 		}
 	}
-	w("\nProgramming the services (xlane: one API request per service; iptables: kube-proxy-style full restore):\n\n")
+	if len(rep.Shared) > 0 {
+		if lv := natNearestLevel(o.levels, o.shared); lv > 0 {
+			for _, s := range rep.Shared {
+				if v, n := natMedian(rep.Samples, lv, "rate", s.Mode, func(r natLoadResult) float64 { return r.CPS }); n > 0 && v > 0 {
+					w("- %s: shared ÷ distinct backends (%d services) %.2fx\n", s.Mode, lv, s.R.CPS/v)
+				}
+			}
+		}
+	}
+	w("\nProgramming the services (xlane: one apply request per level with the new services; iptables: kube-proxy-style full restore):\n\n")
 	for _, m := range o.modes {
 		w("- %s: %s\n", m, strings.Join(rep.Program[m], "; "))
+	}
+	if len(rep.BackendChangeMs) > 0 {
+		w("\nxlane, one backend change through the API (PATCH /v1/services/NAME: store transaction and datapath; a backend removed, then put back) and kernel memory of the services (`xlane status`):\n\n")
+		w("| services | backend change p50 ms | max ms | kernel memory | fixed part | per service |\n|---:|---:|---:|---:|---:|---:|\n")
+		for _, lv := range o.levels {
+			ds := slices.Clone(rep.BackendChangeMs[lv])
+			slices.Sort(ds)
+			if len(ds) == 0 {
+				continue
+			}
+			mem, fixed, per := "–", "–", "–"
+			if m := rep.Memory[lv]; m != nil {
+				mem, per = fmt.Sprintf("%.1f MiB", float64(m.TableBytes+m.MapBytes)/(1<<20)), fmt.Sprintf("%d B", m.PerServiceBytes)
+				fixed = fmt.Sprintf("%.1f MiB", float64(m.FixedBytes)/(1<<20))
+			}
+			w("| %d | %.2f | %.2f | %s | %s | %s |\n", lv, ds[len(ds)/2], ds[len(ds)-1], mem, fixed, per)
+		}
 	}
 	w("\nConnection tracking after the runs:\n\n")
 	for _, m := range o.modes {

@@ -13,9 +13,12 @@ package main
 //	iptables-legacy  services as kube-proxy's iptables mode writes them,
 //	                 loaded with iptables-{nft,legacy}-restore
 //
-// Service i has VIP 10.96.i/250.i%250+1, port 80, and three backends,
-// b1..b3 port 20000+i: distinct backends per service, as distinct pods
-// would be. The "shared" services (10.97.x.y) all use b1..b3:8080.
+// Service i has VIP 10.96.i/250.i%250+1 (above 62,500: 10.98.x.y on),
+// port 80, and three backends, b1..b3 port 20000+i%40000: distinct
+// backends per service up to 40,000 services, as distinct pods would be
+// (above, a backend port serves up to three services: 100,000 services
+// use 40,000 ports of each backend). The "shared" services (10.97.x.y)
+// all use b1..b3:8080.
 
 import (
 	"context"
@@ -34,15 +37,22 @@ import (
 )
 
 const (
-	natBackendPort = 20000 // service i: backends' port natBackendPort+i
-	natSharedPort  = 8080
-	natVIPPort     = 80
+	natBackendPort  = 20000 // service i: backends' port natBackendPort+i%natBackendPorts
+	natBackendPorts = 40000
+	natSharedPort   = 8080
+	natVIPPort      = 80
+	natMaxServices  = 250000 // below the datapath's 262,144; VIPs 10.96.0.1 to 10.101.x.y, 10.97 skipped
 )
 
 var natModes = []string{"xlane", "iptables-nft", "iptables-legacy"}
 
 func natVIP(i int) netip.Addr {
-	return netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+	b := 96 + i/62500
+	if b >= 97 {
+		b++ // 10.97/16 is the shared services'
+	}
+	i %= 62500
+	return netip.AddrFrom4([4]byte{10, byte(b), byte(i / 250), byte(i%250 + 1)})
 }
 func natSharedVIP(i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 97, byte(i / 250), byte(i%250 + 1)})
@@ -98,7 +108,9 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 	var err error
 	n.daemon, err = harness.StartXlaned(ctx, &n.undo, harness.Xlaned{
 		Name: "xlaned " + n.mode, Netns: n.node, Bins: n.bins, Dir: n.dir, PinDir: n.pin,
-		Args: []string{"--docker-plugin-socket="}, Timeout: 20 * time.Second,
+		// No calibration: its throwaway networks would hold the daemon
+		// while services are programmed and timed.
+		Args: []string{"--docker-plugin-socket=", "--calibrate-at-start=false"}, Timeout: 20 * time.Second,
 	})
 	if err != nil {
 		return err
@@ -132,7 +144,7 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 			return err
 		}
 		n.backendIPs = append(n.backendIPs, ip)
-		for _, srv := range []struct{ port, count int }{{natBackendPort, maxSvcs}, {natSharedPort, 1}} {
+		for _, srv := range []struct{ port, count int }{{natBackendPort, min(maxSvcs, natBackendPorts)}, {natSharedPort, 1}} {
 			name := fmt.Sprintf("server %s b%d :%d+%d", n.mode, i+1, srv.port, srv.count)
 			logPath := filepath.Join(n.dir, fmt.Sprintf("server-b%d-%d.log", i+1, srv.port))
 			p, err := harness.StartProc(name, logPath, harness.NSExec(b, self, "nat-server", "-addr", ip.String(),
@@ -169,7 +181,7 @@ type natSvc struct {
 func (n *natNode) svc(i int) natSvc {
 	s := natSvc{name: fmt.Sprintf("s%d", i), vip: netip.AddrPortFrom(natVIP(i), natVIPPort)}
 	for _, b := range n.backendIPs {
-		s.backends = append(s.backends, netip.AddrPortFrom(b, uint16(natBackendPort+i)))
+		s.backends = append(s.backends, netip.AddrPortFrom(b, uint16(natBackendPort+i%natBackendPorts)))
 	}
 	return s
 }
@@ -183,29 +195,32 @@ func (n *natNode) sharedSvc(i int) natSvc {
 }
 
 // Program brings the node to svcs services and shared shared-backend
-// ones (only ever more), and returns how long that took.
+// ones (only ever more), and returns how long that took: for xlane one
+// apply request (POST /v1/services/apply) with every new service, for
+// iptables one restore of the whole rule set, as kube-proxy syncs.
 func (n *natNode) Program(ctx context.Context, svcs, shared int) (time.Duration, error) {
 	start := time.Now()
 	if n.mode == "xlane" {
-		c := api.NewClient(n.socket())
-		create := func(s natSvc) error {
-			req := api.ServiceCreate{Name: s.name, VIP: s.vip.String() + "/tcp"}
+		var req api.ServiceApply
+		add := func(s natSvc) {
+			r := api.ServiceCreate{Name: s.name, VIP: s.vip.String() + "/tcp"}
 			for _, b := range s.backends {
-				req.Backends = append(req.Backends, b.String())
+				r.Backends = append(r.Backends, b.String())
 			}
-			_, err := c.CreateService(ctx, req)
-			return err
+			req.Services = append(req.Services, r)
 		}
-		for ; n.services < svcs; n.services++ {
-			if err := create(n.svc(n.services)); err != nil {
-				return 0, fmt.Errorf("xlane service %d: %w", n.services, err)
+		for i := n.services; i < svcs; i++ {
+			add(n.svc(i))
+		}
+		for i := n.shared; i < shared; i++ {
+			add(n.sharedSvc(i))
+		}
+		if len(req.Services) > 0 {
+			if _, err := api.NewClient(n.socket()).ApplyServices(ctx, req); err != nil {
+				return 0, fmt.Errorf("xlane: apply %d services: %w", len(req.Services), err)
 			}
 		}
-		for ; n.shared < shared; n.shared++ {
-			if err := create(n.sharedSvc(n.shared)); err != nil {
-				return 0, fmt.Errorf("xlane shared service %d: %w", n.shared, err)
-			}
-		}
+		n.services, n.shared = svcs, shared
 		return time.Since(start), nil
 	}
 	// kube-proxy rewrites its tables whole on every sync.
@@ -222,6 +237,38 @@ func (n *natNode) Program(ctx context.Context, svcs, shared int) (time.Duration,
 	}
 	n.services, n.shared = svcs, shared
 	return time.Since(start), nil
+}
+
+// BackendChanges times count backend changes through the API (xlane
+// only): service i's backend set loses its last backend, then gets it
+// back. Returns the durations.
+func (n *natNode) BackendChanges(ctx context.Context, count int) ([]time.Duration, error) {
+	c := api.NewClient(n.socket())
+	var out []time.Duration
+	for k := 0; k < count; k++ {
+		s := n.svc(k * 7919 % max(n.services, 1))
+		var bs []string
+		for _, b := range s.backends {
+			bs = append(bs, b.String())
+		}
+		for _, set := range [][]string{bs[:len(bs)-1], bs} {
+			t0 := time.Now()
+			if _, err := c.UpdateService(ctx, s.name, api.ServiceUpdate{Backends: set}); err != nil {
+				return out, fmt.Errorf("update service %s: %w", s.name, err)
+			}
+			out = append(out, time.Since(t0))
+		}
+	}
+	return out, nil
+}
+
+// ServicesMemory is xlane's kernel memory for its services (status).
+func (n *natNode) ServicesMemory(ctx context.Context) (*api.ServicesMemory, error) {
+	st, err := api.NewClient(n.socket()).Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Services, nil
 }
 
 // Load runs the client against targets (a file) and returns its result.

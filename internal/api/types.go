@@ -118,7 +118,9 @@ type ServicesMemory struct {
 	// MapBytes: the services, tables-of-tables and backends hashes,
 	// buckets included.
 	MapBytes uint64 `json:"map_bytes"`
-	// PerServiceBytes is (TableBytes + MapBytes) / Services.
+	// FixedBytes: what the hashes cost with no service (their buckets).
+	FixedBytes uint64 `json:"fixed_bytes"`
+	// PerServiceBytes is (TableBytes + MapBytes - FixedBytes) / Services.
 	PerServiceBytes uint64 `json:"per_service_bytes"`
 }
 

@@ -118,8 +118,8 @@ func statusCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(w, "networks:\t%d\nendpoints:\t%d\n", st.Networks, st.Endpoints)
 				if m := st.Services; m != nil {
-					fmt.Fprintf(w, "services:\t%d, kernel memory %s (tables %s, maps %s), %s per service\n", m.Services,
-						humanBytes(m.TableBytes+m.MapBytes), humanBytes(m.TableBytes), humanBytes(m.MapBytes), humanBytes(m.PerServiceBytes))
+					fmt.Fprintf(w, "services:\t%d, kernel memory %s per service + %s fixed (tables %s, maps %s)\n", m.Services,
+						humanBytes(m.PerServiceBytes), humanBytes(m.FixedBytes), humanBytes(m.TableBytes), humanBytes(m.MapBytes))
 				}
 				if m := st.NeighMirror; m != nil {
 					fmt.Fprintf(w, "neighbour mirror:\t%d events, %d pending, %d resyncs", m.Events, m.Pending, m.Resyncs)

@@ -1190,7 +1190,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 			st.Cluster = &ci
 		}
 		if m, err := d.dp.ServicesMemory(); err == nil {
-			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps, PerServiceBytes: m.PerService()}
+			st.Services = &api.ServicesMemory{Services: m.Services, TableBytes: m.Tables, MapBytes: m.Maps,
+				FixedBytes: m.Fixed, PerServiceBytes: m.PerService()}
 		}
 	}
 	st.Health = d.health()

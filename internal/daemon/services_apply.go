@@ -94,9 +94,9 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 				s.ID, s.Created = old.ID, old.Created
 				updated, olds = append(updated, s), append(olds, old)
 			}
-			if err := tx.PutService(s); err != nil {
-				return err
-			}
+		}
+		if err := tx.PutServices(append(slices.Clone(created), updated...)); err != nil {
+			return err
 		}
 		if req.Prune {
 			all, err := tx.Services()

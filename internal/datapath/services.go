@@ -90,9 +90,22 @@ func (d *BPF) PutService(s Service) error { return d.PutServices([]Service{s}) }
 // table says. On error, what was applied stays: the caller puts back the
 // old services or deletes the new ones.
 func (d *BPF) PutServices(svcs []Service) error {
-	if len(svcs) == 0 {
-		return nil
+	// In chunks: every new table is a file descriptor until installed
+	// (xlaned may have 20,000), and a chunk costs one RCU wait.
+	for len(svcs) > 0 {
+		n := min(len(svcs), putChunk)
+		if err := d.putServices(svcs[:n]); err != nil {
+			return err
+		}
+		svcs = svcs[n:]
 	}
+	return nil
+}
+
+// putChunk is how many services PutServices programs per batch.
+const putChunk = 4096
+
+func (d *BPF) putServices(svcs []Service) error {
 	plans := make([]svcPlan, len(svcs))
 	defer func() {
 		for _, p := range plans {
@@ -318,28 +331,49 @@ func (d *BPF) DeleteServices(svcs []Service) error {
 }
 
 // batchDelete deletes keys with BPF_MAP_DELETE_BATCH where the kernel has
-// it, else one by one; keys already gone are fine.
+// it, else one by one; keys already gone are fine. A batch stops at the
+// first missing key: the rest are then looked up (cheap) and the present
+// ones deleted in one more batch, not one batch per missing key (a batch
+// on a hash of maps waits for an RCU grace period).
 func batchDelete[K any](m *ebpf.Map, keys []K) error {
-	for len(keys) > 0 {
-		n, err := m.BatchDelete(keys, nil)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, ebpf.ErrKeyNotExist) && n < len(keys):
-			keys = keys[n+1:] // keys[n] was not there: go on after it
-		case errors.Is(err, ebpf.ErrNotSupported):
-			var errs []error
-			for i := range keys {
-				if err := m.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-					errs = append(errs, err)
-				}
-			}
-			return errors.Join(errs...)
-		default:
-			return err
+	if len(keys) == 0 {
+		return nil
+	}
+	n, err := m.BatchDelete(keys, nil)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return deleteEach(m, keys)
+	case !errors.Is(err, ebpf.ErrKeyNotExist) || n >= len(keys):
+		return err
+	}
+	var present []K
+	val := make([]byte, m.ValueSize())
+	for i := n + 1; i < len(keys); i++ {
+		if m.Lookup(&keys[i], val) == nil {
+			present = append(present, keys[i])
 		}
 	}
+	if len(present) == 0 {
+		return nil
+	}
+	if _, err := m.BatchDelete(present, nil); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	} else if err != nil {
+		return deleteEach(m, present) // one went meanwhile
+	}
 	return nil
+}
+
+func deleteEach[K any](m *ebpf.Map, keys []K) error {
+	var errs []error
+	for i := range keys {
+		if err := m.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ServiceIDs lists the ids of the programmed services.

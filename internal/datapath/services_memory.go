@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -17,16 +18,20 @@ type ServicesMemory struct {
 	// kernel rounds 4-byte values up, and the map's header).
 	Tables uint64
 	// Maps: xlane_services, xlane_maglev and xlane_backends, entries and
-	// hash buckets (the buckets are there with no service at all).
+	// hash buckets.
 	Maps uint64
+	// Fixed: what Maps costs with no service at all (the buckets, sized
+	// for the most services the maps take).
+	Fixed uint64
 }
 
-// PerService is the average cost of one service, 0 without services.
+// PerService is the average cost of one service beyond Fixed, 0 without
+// services.
 func (m ServicesMemory) PerService() uint64 {
-	if m.Services == 0 {
+	if m.Services == 0 || m.Tables+m.Maps < m.Fixed {
 		return 0
 	}
-	return (m.Tables + m.Maps) / uint64(m.Services)
+	return (m.Tables + m.Maps - m.Fixed) / uint64(m.Services)
 }
 
 // ServicesMemory sums the tables of the services this daemon programmed
@@ -52,11 +57,42 @@ func (d *BPF) ServicesMemory() (ServicesMemory, error) {
 		if err != nil {
 			return m, err
 		}
-		if b, ok := info.Memlock(); ok {
-			m.Maps += b
+		b, _ := info.Memlock()
+		m.Maps += b
+		f, err := emptyMemlock(mp, info)
+		if err != nil {
+			return m, err
 		}
+		m.Fixed += f
 	}
 	return m, nil
+}
+
+// emptyMemlocks caches emptyMemlock per map name.
+var emptyMemlocks sync.Map // string -> uint64
+
+// emptyMemlock is the memlock of mp with no entry: that of a throwaway
+// map of the same spec, made once.
+func emptyMemlock(mp *ebpf.Map, info *ebpf.MapInfo) (uint64, error) {
+	if b, ok := emptyMemlocks.Load(info.Name); ok {
+		return b.(uint64), nil
+	}
+	spec := &ebpf.MapSpec{Type: mp.Type(), KeySize: mp.KeySize(), ValueSize: mp.ValueSize(), MaxEntries: mp.MaxEntries(), Flags: mp.Flags()}
+	if spec.Type == ebpf.HashOfMaps {
+		spec.InnerMap = bpf.MaglevInnerSpec(bpf.DefaultMaglevSize)
+	}
+	e, err := ebpf.NewMap(spec)
+	if err != nil {
+		return 0, fmt.Errorf("empty copy of %s: %w", info.Name, err)
+	}
+	defer e.Close()
+	ei, err := e.Info()
+	if err != nil {
+		return 0, err
+	}
+	b, _ := ei.Memlock()
+	emptyMemlocks.Store(info.Name, b)
+	return b, nil
 }
 
 // tableMemlocks caches the kernel's memlock of a table per size.

@@ -80,15 +80,24 @@ func TestPutServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	svcs := testServices(2000, 3, 8080)
+	svcs := testServices(5000, 3, 8080) // more than putChunk
 	start := time.Now()
 	if err := d.PutServices(svcs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d services in %v", len(svcs), time.Since(start))
-	for _, i := range []int{0, 999, 1999} {
+	for _, i := range []int{0, 999, 4095, 4096, 4999} {
 		checkService(t, d, svcs[i])
 	}
+	mem, err := d.ServicesMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per, _ := tableMemlock(307)
+	if mem.Services != 5000 || mem.Tables != 5000*per || mem.Fixed == 0 || mem.Maps <= mem.Fixed || mem.PerService() < per || mem.PerService() > per+1024 {
+		t.Errorf("memory of 5,000 services of 3 backends: %+v, %d per service; want 5,000 tables of %d bytes and a little more per service", mem, mem.PerService(), per)
+	}
+	t.Logf("memory: %+v, %d B per service (table %d B)", mem, mem.PerService(), per)
 	tableOf := func(id uint32) ebpf.MapID {
 		var inner ebpf.MapID
 		if err := d.objs.Maglev().Lookup(id, &inner); err != nil {
@@ -117,6 +126,14 @@ func TestPutServices(t *testing.T) {
 		}
 		checkService(t, d, s)
 	}
+	// Deleting services of which some are gone: no batch per missing one.
+	start = time.Now()
+	if err := d.DeleteServices(append([]Service{svcs[5]}, svcs[4:200]...)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted 195 services, 1 missing, in %v", time.Since(start))
+	checkService(t, d, svcs[200])
+	checkService(t, d, svcs[4999])
 	// Deletion leaves none of it.
 	start = time.Now()
 	if err := d.DeleteServices(svcs); err != nil {

@@ -76,3 +76,41 @@ func TestServiceVIPIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestPutServices: many services in one transaction, out of key order,
+// one of them replacing a service under another VIP; records, index and
+// count as one PutService each would leave them.
+func TestPutServices(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Update(func(tx *Tx) error { return tx.PutService(svc("s7", "10.96.9.9:80", "tcp")) }); err != nil {
+		t.Fatal(err)
+	}
+	var svcs []*model.Service
+	for _, i := range []int{7, 3, 11, 0, 5} {
+		svcs = append(svcs, svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.0.%d:80", 20-i), "tcp"))
+	}
+	if err := s.Update(func(tx *Tx) error { return tx.PutServices(svcs) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range svcs {
+		if got := lookup(t, s, v.VIP.String(), "tcp"); got != v.Name {
+			t.Errorf("%s: index says %q, want %q", v.VIP, got, v.Name)
+		}
+	}
+	if got := lookup(t, s, "10.96.9.9:80", "tcp"); got != "" {
+		t.Errorf("s7's old VIP still indexed to %q", got)
+	}
+	if err := s.View(func(tx *Tx) error {
+		n, err := tx.ServiceCount()
+		if n != 5 {
+			t.Errorf("%d services, want 5", n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -29,15 +31,16 @@ import (
 // underlay addresses, no encapsulation.
 func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
-		name, routing string
-		v6Underlay    bool
-		mtu           int
+		name, routing, mode string
+		v6Underlay          bool
+		mtu                 int
 	}{
-		{"vxlan4", "vxlan", false, 1450},
-		{"vxlan6", "vxlan", true, 1430},
-		{"native", "native", false, 1500},
+		{"vxlan4", "vxlan", "tc", false, 1450},
+		// XDP hands cross-node packets to the tc program (pass_overlay).
+		{"vxlan6-xdp", "vxlan", "xdp", true, 1430},
+		{"native", "native", "tc", false, 1500},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.v6Underlay, tc.mtu) })
+		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.mode, tc.v6Underlay, tc.mtu) })
 	}
 }
 
@@ -51,6 +54,46 @@ type clusterNode struct {
 	pod      string // the pod's namespace
 	ep       api.EndpointInfo
 	v6Unders bool
+	// nodesFile: the cluster's nodes come from this file (xlaned --nodes),
+	// not from the CLI.
+	nodesFile string
+}
+
+func (c *clusterNode) record() api.NodeAdd {
+	r := api.NodeAdd{Name: c.name, PodCIDRs: []string{c.pod4.String(), c.pod6.String()}, Underlay: []string{c.under4.String(), c.under6.String()}}
+	if c.v6Unders {
+		r.Underlay = r.Underlay[1:]
+	}
+	return r
+}
+
+// writeNodes writes the --nodes file with cs' records.
+func writeNodes(t *testing.T, path string, cs []*clusterNode) {
+	t.Helper()
+	var recs []api.NodeAdd
+	for _, c := range cs {
+		recs = append(recs, c.record())
+	}
+	raw, _ := json.Marshal(recs)
+	if err := os.WriteFile(path+".tmp", raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitNodes waits until c's daemon has n nodes.
+func (c *clusterNode) waitNodes(t *testing.T, n int) {
+	t.Helper()
+	var nodes []model.Node
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		c.mustXlane(&nodes, "node", "ls")
+		if len(nodes) == n {
+			return
+		}
+	}
+	t.Fatalf("%s: %d nodes from the nodes file, want %d: %+v", c.name, len(nodes), n, nodes)
 }
 
 func (c *clusterNode) addArgs() []string {
@@ -66,8 +109,14 @@ func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 
 // newCluster starts three nodes on one underlay bridge, tells every node
 // about every node, and puts a pod on each.
-func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
+func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterNode {
 	t.Helper()
+	// The native cluster takes its nodes from a file (--nodes), the
+	// others from the CLI.
+	nodesFile := ""
+	if routing == "native" {
+		nodesFile = filepath.Join(t.TempDir(), "nodes.json")
+	}
 	ul := newNetns(t, "ul")
 	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
 	runIn(t, ul, "ip", "link", "set", "br0", "up")
@@ -78,7 +127,7 @@ func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
 			under6:   netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
 			pod4:     netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
 			pod6:     netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i)),
-			v6Unders: v6Underlay}
+			v6Unders: v6Underlay, nodesFile: nodesFile}
 		c.node = newNode(t, func(n *node) {
 			port := fmt.Sprintf("p%d", i)
 			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
@@ -88,17 +137,28 @@ func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
 			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
 			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", routing)
+			if nodesFile != "" {
+				n.flags = append(n.flags, "--nodes", nodesFile)
+			}
 		})
+		requireMode(t, c.node, mode) // kernel_test.go
 		cs = append(cs, c)
 	}
-	for _, c := range cs {
-		for _, o := range cs {
-			c.mustXlane(nil, o.addArgs()...)
+	if nodesFile != "" {
+		writeNodes(t, nodesFile, cs)
+		for _, c := range cs {
+			c.waitNodes(t, len(cs))
+		}
+	} else {
+		for _, c := range cs {
+			for _, o := range cs {
+				c.mustXlane(nil, o.addArgs()...)
+			}
 		}
 	}
 	for _, c := range cs {
 		var net api.NetworkInfo
-		c.mustXlane(&net, "network", "create", "pods", "--mode", "tc")
+		c.mustXlane(&net, "network", "create", "pods", "--mode", mode)
 		if len(net.Subnets) != 2 || net.Subnets[0] != c.pod4 || net.Subnets[1] != c.pod6 {
 			t.Fatalf("%s: network subnets %v, want the node's pod CIDRs %s %s", c.name, net.Subnets, c.pod4, c.pod6)
 		}
@@ -111,9 +171,9 @@ func newCluster(t *testing.T, routing string, v6Underlay bool) []*clusterNode {
 	return cs
 }
 
-func testMultiNode(t *testing.T, routing string, v6Underlay bool, mtu int) {
+func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, mtu int) {
 	start := time.Now()
-	cs := newCluster(t, routing, v6Underlay)
+	cs := newCluster(t, routing, mode, v6Underlay)
 	t.Logf("three nodes up in %v", time.Since(start))
 	t.Run("mtu", func(t *testing.T) {
 		var net api.NetworkInfo
@@ -158,7 +218,12 @@ func testMultiNode(t *testing.T, routing string, v6Underlay bool, mtu int) {
 		}
 	})
 	t.Run("node removed and re-added", func(t *testing.T) {
-		cs[0].mustXlane(nil, "node", "rm", "n2")
+		if cs[0].nodesFile != "" {
+			writeNodes(t, cs[0].nodesFile, []*clusterNode{cs[0], cs[2]})
+			cs[0].waitNodes(t, 2)
+		} else {
+			cs[0].mustXlane(nil, "node", "rm", "n2")
+		}
 		if out, err := inNS(cs[0].pod, "ping", "-c", "1", "-W", "1", cs[1].ip4().String()).CombinedOutput(); err == nil {
 			t.Errorf("ping to a removed node's pod went through:\n%s", out)
 		}
@@ -173,7 +238,14 @@ func testMultiNode(t *testing.T, routing string, v6Underlay bool, mtu int) {
 				t.Errorf("drop_no_peer not counted for the removed node's pod; counters %+v", ep.Reasons)
 			}
 		}
-		cs[0].mustXlane(nil, cs[1].addArgs()...)
+		if cs[0].nodesFile != "" {
+			writeNodes(t, cs[0].nodesFile, cs)
+			for _, c := range cs {
+				c.waitNodes(t, len(cs))
+			}
+		} else {
+			cs[0].mustXlane(nil, cs[1].addArgs()...)
+		}
 		ping(t, cs[0].pod, cs[1].ip4())
 		ping(t, cs[0].pod, cs[1].ip6())
 	})
