@@ -33,14 +33,14 @@ func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
 		name, routing, mode string
 		v6Underlay          bool
-		mtu                 int
+		ulMTU, mtu          int // the underlay's, the pods' (derived)
 	}{
-		{"vxlan4", "vxlan", "tc", false, 1450},
+		{"vxlan4", "vxlan", "tc", false, 9000, 8950},
 		// XDP hands cross-node packets to the tc program (pass_overlay).
-		{"vxlan6-xdp", "vxlan", "xdp", true, 1430},
-		{"native", "native", "tc", false, 1500},
+		{"vxlan6-xdp", "vxlan", "xdp", true, 1500, 1430},
+		{"native", "native", "tc", false, 1500, 1500},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.mode, tc.v6Underlay, tc.mtu) })
+		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.mode, tc.v6Underlay, tc.ulMTU, tc.mtu) })
 	}
 }
 
@@ -109,7 +109,7 @@ func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 
 // newCluster starts three nodes on one underlay bridge, tells every node
 // about every node, and puts a pod on each.
-func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterNode {
+func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) []*clusterNode {
 	t.Helper()
 	// The native cluster takes its nodes from a file (--nodes), the
 	// others from the CLI.
@@ -131,7 +131,8 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterN
 		c.node = newNode(t, func(n *node) {
 			port := fmt.Sprintf("p%d", i)
 			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
-			run(t, "ip", "-n", ul, "link", "set", port, "master", "br0", "up")
+			run(t, "ip", "-n", ul, "link", "set", port, "mtu", fmt.Sprint(ulMTU), "master", "br0", "up")
+			runIn(t, n.netns, "ip", "link", "set", "ul0", "mtu", fmt.Sprint(ulMTU))
 			runIn(t, n.netns, "ip", "addr", "add", c.under4.String()+"/24", "dev", "ul0")
 			runIn(t, n.netns, "ip", "addr", "add", c.under6.String()+"/64", "dev", "ul0", "nodad")
 			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
@@ -171,15 +172,15 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool) []*clusterN
 	return cs
 }
 
-func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, mtu int) {
+func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, mtu int) {
 	start := time.Now()
-	cs := newCluster(t, routing, mode, v6Underlay)
+	cs := newCluster(t, routing, mode, v6Underlay, ulMTU)
 	t.Logf("three nodes up in %v", time.Since(start))
 	t.Run("mtu", func(t *testing.T) {
 		var net api.NetworkInfo
 		cs[0].mustXlane(&net, "network", "inspect", "pods")
 		if net.MTU != mtu {
-			t.Errorf("network MTU %d, want %d (underlay 1500 less the overlay's overhead)", net.MTU, mtu)
+			t.Errorf("network MTU %d, want %d (underlay %d less the overlay's overhead)", net.MTU, mtu, ulMTU)
 		}
 		if out := runIn(t, cs[0].pod, "ip", "link", "show", "eth0"); !strings.Contains(out, fmt.Sprintf("mtu %d ", mtu)) {
 			t.Errorf("pod eth0: %s, want mtu %d", out, mtu)
