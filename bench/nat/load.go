@@ -55,6 +55,13 @@ func natServer(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// One descriptor per port: raise the soft limit to the hard one (Go
+	// does that too; here to say why it fails).
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && rl.Max < uint64(*n)+64 {
+		fmt.Fprintf(os.Stderr, "nat-server: %d ports need %d open files; the limit is %d\n", *n, *n+64, rl.Max)
+		return 1
+	}
 	var lns []net.Listener
 	for p := *port; p < *port+*n; p++ {
 		ln, err := net.Listen("tcp", net.JoinHostPort(*addr, fmt.Sprint(p)))

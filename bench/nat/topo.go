@@ -37,11 +37,12 @@ import (
 )
 
 const (
-	natBackendPort  = 20000 // service i: backends' port natBackendPort+i%natBackendPorts
-	natBackendPorts = 40000
-	natSharedPort   = 8080
-	natVIPPort      = 80
-	natMaxServices  = 250000 // below the datapath's 262,144; VIPs 10.96.0.1 to 10.101.x.y, 10.97 skipped
+	natBackendPort    = 20000 // service i: backends' port natBackendPort+i%natBackendPorts
+	natBackendPorts   = 40000
+	natPortsPerServer = 15000
+	natSharedPort     = 8080
+	natVIPPort        = 80
+	natMaxServices    = 250000 // below the datapath's 262,144; VIPs 10.96.0.1 to 10.101.x.y, 10.97 skipped
 )
 
 var natModes = []string{"xlane", "iptables-nft", "iptables-legacy"}
@@ -144,7 +145,13 @@ func (n *natNode) Setup(ctx context.Context, self string, maxSvcs int) error {
 			return err
 		}
 		n.backendIPs = append(n.backendIPs, ip)
-		for _, srv := range []struct{ port, count int }{{natBackendPort, min(maxSvcs, natBackendPorts)}, {natSharedPort, 1}} {
+		// A server process per 15,000 ports: one descriptor each, and
+		// the open-files limit may be 20,000 and not ours to raise.
+		srvs := []struct{ port, count int }{{natSharedPort, 1}}
+		for p := 0; p < min(maxSvcs, natBackendPorts); p += natPortsPerServer {
+			srvs = append(srvs, struct{ port, count int }{natBackendPort + p, min(natPortsPerServer, min(maxSvcs, natBackendPorts)-p)})
+		}
+		for _, srv := range srvs {
 			name := fmt.Sprintf("server %s b%d :%d+%d", n.mode, i+1, srv.port, srv.count)
 			logPath := filepath.Join(n.dir, fmt.Sprintf("server-b%d-%d.log", i+1, srv.port))
 			p, err := harness.StartProc(name, logPath, harness.NSExec(b, self, "nat-server", "-addr", ip.String(),

@@ -111,6 +111,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 				for _, note := range ep.Notes {
 					fmt.Fprintf(w, "note:\t%s\n", note)
 				}
+				if ep.VM {
+					fmt.Fprintf(w, "vm:\ttap with %d queue(s); the guest's MAC is %s\n", ep.Queues, ep.MAC)
+				}
 				if len(ep.QEMUArgs) > 0 {
 					fmt.Fprintf(w, "qemu:\t%s\n", strings.Join(ep.QEMUArgs, " "))
 				}

@@ -27,8 +27,8 @@ import (
 //	container c1 [veth] --tc--> node --tc--> [tap xlv...] QEMU guest (vmguest)
 //
 // The tap survives kill -9 of xlaned; the guest gets its address from
-// xlaned's DHCP servers (v4 and v6), pings the container and one on another
-// network and moves SHA-256-checked data both ways over TCP with the first
+// xlaned's DHCP servers (v4 and v6), pings the container, one on another
+// network and a host outside the node (masquerade) and moves SHA-256-checked data both ways over TCP with the first
 // through a service VIP; UDP it sends from an address it does not own
 // is dropped (drop_spoofed) and never reaches the container. Removing the
 // endpoint leaves no tap.
@@ -48,7 +48,8 @@ func TestVMGuest(t *testing.T) {
 		t.Fatalf("build vmguest: %v\n%s", err, out)
 	}
 
-	n := newNode(t)
+	var outside string
+	n := newNode(t, withOutsideRoutes(&outside, "1500", false)) // uplink_test.go
 	requireMode(t, n, "tc")
 	n.mustXlane(nil, "network", "create", "vmn", "--subnet", "10.84.0.0/24", "--subnet", "fd00:84::/64", "--mode", "tc")
 	c1 := newNetns(t, "c")
@@ -161,7 +162,7 @@ func TestVMGuest(t *testing.T) {
 	boot := time.Now()
 	rc, err := vm.Run(ctx, img, vm.Cmd{
 		Path:   guest,
-		Args:   []string{"-peer", peer.String(), "-tcp", vip.String(), "-ping", other.IPs[0].String(), "-udp", "7001", "-spoof", "10.84.0.250", "-size", fmt.Sprint(1 << 20), "-peer6", ctr.IPs[1].String()},
+		Args:   []string{"-peer", peer.String(), "-tcp", vip.String(), "-ping", other.IPs[0].String() + ",192.0.2.1", "-udp", "7001", "-spoof", "10.84.0.250", "-size", fmt.Sprint(1 << 20), "-peer6", ctr.IPs[1].String()},
 		Env:    []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		Stdout: &out, Console: &out, CPUs: 1, MemMB: 512,
 		Netns: nsPath(n.netns), QEMUArgs: ep.QEMUArgs,
@@ -211,7 +212,10 @@ func TestVMGuest(t *testing.T) {
 	if !strings.Contains(strings.Join(got.Notes, "\n"), "acked") {
 		t.Errorf("inspect notes %q: want the DHCP server's", got.Notes)
 	}
-	for _, a := range []string{peer.String(), other.IPs[0].String()} {
+	// 192.0.2.1 is outside, with no route to the network: its replies
+	// come back to the node's address and through the uplink program's
+	// reverse NAT into the tap.
+	for _, a := range []string{peer.String(), other.IPs[0].String(), "192.0.2.1"} {
 		if lines["ping "+a] != "ok" {
 			t.Errorf("guest's ping %s: %q", a, lines["ping "+a])
 		}
