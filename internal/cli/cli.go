@@ -117,6 +117,16 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "uplink:\t%s (XDP: %s)\n", st.Uplink, xdp)
 				}
 				fmt.Fprintf(w, "networks:\t%d\nendpoints:\t%d\n", st.Networks, st.Endpoints)
+				if c := st.Cluster; c != nil {
+					fmt.Fprintf(w, "cluster:\tnode %s of %s, routing %s", c.NodeName, strings.Join(c.ClusterCIDRs, ","), c.Routing)
+					if c.Device != "" {
+						fmt.Fprintf(w, " (%s, UDP %d)", c.Device, c.VXLANPort)
+					}
+					if c.MTU != 0 {
+						fmt.Fprintf(w, ", pod MTU %d", c.MTU)
+					}
+					fmt.Fprintln(w)
+				}
 				if m := st.Services; m != nil {
 					fmt.Fprintf(w, "services:\t%d, kernel memory %s per service + %s fixed (tables %s, maps %s)\n", m.Services,
 						humanBytes(m.PerServiceBytes), humanBytes(m.FixedBytes), humanBytes(m.TableBytes), humanBytes(m.MapBytes))
