@@ -253,7 +253,16 @@ func (d *Daemon) setOverlayMTU(self *model.Node) error {
 	mtu := l.Attrs().MTU
 	if c.routing == model.RoutingNative {
 		c.mtu = mtu
-		return netconf.EnableForwarding(l.Attrs().Name)
+		if err := netconf.EnableForwarding(l.Attrs().Name); err != nil {
+			return err
+		}
+		// Peers' pods' packets come in by the underlay device: its tc
+		// program delivers them to the endpoint and translates the
+		// replies of flows DNATed here (a service's backend elsewhere).
+		if l.Attrs().Name != d.cfg.Uplink {
+			return d.dp.AttachUplinkTC(l.Attrs().Name, l.Attrs().Index)
+		}
+		return nil
 	}
 	c.mtu = mtu - overhead
 	_, err := netconf.EnsureOverlay(datapath.OverlayDevice, c.port, c.mtu)

@@ -250,6 +250,16 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 		ping(t, cs[0].pod, cs[1].ip4())
 		ping(t, cs[0].pod, cs[1].ip6())
 	})
+	t.Run("service with backends on other nodes", func(t *testing.T) {
+		// DNAT on the client's node, then the tunnel; the reply is
+		// translated back by xlane_from_overlay's conntrack hit.
+		vip4 := netip.MustParseAddrPort("10.96.0.10:8080")
+		vip6 := netip.MustParseAddrPort("[fd00:96::10]:8080")
+		cs[0].mustXlane(nil, "service", "create", "web4", "--vip", vip4.String(), "--backend", netip.AddrPortFrom(cs[1].ip4(), 9090).String())
+		cs[0].mustXlane(nil, "service", "create", "web6", "--vip", vip6.String(), "--backend", netip.AddrPortFrom(cs[2].ip6(), 9090).String())
+		transferVia(t, cs[0].pod, cs[1].pod, netip.AddrPortFrom(cs[1].ip4(), 9090), vip4, 8<<20)
+		transferVia(t, cs[0].pod, cs[2].pod, netip.AddrPortFrom(cs[2].ip6(), 9090), vip6, 8<<20)
+	})
 	if routing != "vxlan" || v6Underlay {
 		return
 	}
@@ -276,16 +286,6 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 		if len(nodes) != 3 {
 			t.Errorf("node ls after refused adds: %+v", nodes)
 		}
-	})
-	t.Run("service with backends on other nodes", func(t *testing.T) {
-		// DNAT on the client's node, then the tunnel; the reply is
-		// translated back by xlane_from_overlay's conntrack hit.
-		vip4 := netip.MustParseAddrPort("10.96.0.10:8080")
-		vip6 := netip.MustParseAddrPort("[fd00:96::10]:8080")
-		cs[0].mustXlane(nil, "service", "create", "web4", "--vip", vip4.String(), "--backend", netip.AddrPortFrom(cs[1].ip4(), 9090).String())
-		cs[0].mustXlane(nil, "service", "create", "web6", "--vip", vip6.String(), "--backend", netip.AddrPortFrom(cs[2].ip6(), 9090).String())
-		transferVia(t, cs[0].pod, cs[1].pod, netip.AddrPortFrom(cs[1].ip4(), 9090), vip4, 8<<20)
-		transferVia(t, cs[0].pod, cs[2].pod, netip.AddrPortFrom(cs[2].ip6(), 9090), vip6, 8<<20)
 	})
 	t.Run("kill -9 and restart under TCP", func(t *testing.T) {
 		wait := startTransfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20, 4<<20)
