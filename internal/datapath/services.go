@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/maglev"
@@ -90,10 +91,11 @@ func (d *BPF) PutService(s Service) error { return d.PutServices([]Service{s}) }
 // table says. On error, what was applied stays: the caller puts back the
 // old services or deletes the new ones.
 func (d *BPF) PutServices(svcs []Service) error {
-	// In chunks: every new table is a file descriptor until installed
-	// (xlaned may have 20,000), and a chunk costs one RCU wait.
+	// In chunks: every new table is a file descriptor until installed,
+	// and a chunk costs one RCU wait.
+	chunk := putChunkFor()
 	for len(svcs) > 0 {
-		n := min(len(svcs), putChunk)
+		n := min(len(svcs), chunk)
 		if err := d.putServices(svcs[:n]); err != nil {
 			return err
 		}
@@ -102,8 +104,21 @@ func (d *BPF) PutServices(svcs []Service) error {
 	return nil
 }
 
-// putChunk is how many services PutServices programs per batch.
+// putChunk is how many services PutServices programs per batch at most.
 const putChunk = 4096
+
+// putChunkFor is putChunk, or a quarter of the open-files limit where that
+// is lower: each table of a chunk holds a descriptor until installed, and
+// a daemon started with the kernel's default hard limit of 4,096 (as in
+// the kernel matrix's guests, or a unit file's LimitNOFILE) ran out of
+// them (EMFILE, which cilium/ebpf reports as "inner maps not supported").
+func putChunkFor() int {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil || r.Cur >= 4*putChunk {
+		return putChunk
+	}
+	return max(16, int(r.Cur/4))
+}
 
 func (d *BPF) putServices(svcs []Service) error {
 	plans := make([]svcPlan, len(svcs))
