@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"time"
 
@@ -123,37 +124,31 @@ func inNetns(ns netns.NsHandle, fn func() error) error {
 	return <-errc
 }
 
-// NewNetns creates the named network namespace (/var/run/netns/NAME, as
-// `ip netns add` does) and returns a handle to it; the calling thread stays
-// where it was.
-func NewNetns(name string) (netns.NsHandle, error) {
-	h := make(chan netns.NsHandle, 1)
-	err := func() error {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			return err
-		}
-		defer orig.Close()
-		ns, err := netns.NewNamed(name)
-		if serr := netns.Set(orig); serr != nil {
-			// The thread stays in the new namespace: keep it locked so Go
-			// retires it when its goroutine ends.
-			if err == nil {
-				ns.Close()
-			}
-			return errors.Join(err, serr)
-		}
-		runtime.UnlockOSThread()
-		if err != nil {
-			return fmt.Errorf("create netns %s: %w", name, err)
-		}
-		h <- ns
-		return nil
-	}()
+// NewNetns creates an anonymous network namespace, alive while the
+// returned handle is open, and returns it with a path that opens it
+// (/proc/PID/fd/FD) for code that takes paths. Nothing is bind-mounted in
+// /var/run/netns: a process killed while using it leaves nothing behind.
+// The calling thread stays where it was.
+func NewNetns() (netns.NsHandle, string, error) {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
 	if err != nil {
-		return netns.None(), err
+		runtime.UnlockOSThread()
+		return netns.None(), "", err
 	}
-	return <-h, nil
+	defer orig.Close()
+	ns, err := netns.New()
+	if serr := netns.Set(orig); serr != nil {
+		// The thread stays in the new namespace: keep it locked so Go
+		// retires it when its goroutine ends.
+		if err == nil {
+			ns.Close()
+		}
+		return netns.None(), "", errors.Join(err, serr)
+	}
+	runtime.UnlockOSThread()
+	if err != nil {
+		return netns.None(), "", fmt.Errorf("create netns: %w", err)
+	}
+	return ns, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(ns)), nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +29,8 @@ import (
 // afterwards take it; an explicit mode always wins. Until a calibration
 // has run, auto is AutoMode with the reason saying so.
 
-// calibPrefix and a calibration's id name its networks and namespaces; a
-// daemon killed mid-calibration removes them at the next start.
+// calibPrefix and a calibration's id name its networks; a daemon killed
+// mid-calibration removes them at the next start.
 const calibPrefix = "xlcal-"
 
 // calibSample is how long each TCP probe runs: 8 mode samples per round,
@@ -62,8 +61,10 @@ func (d *Daemon) Calibration() *api.Calibration {
 }
 
 // loadCalibration reads the stored choice at start and removes what a
-// calibration interrupted by a kill left: every network and namespace
-// named after its id, recorded before it made anything.
+// calibration interrupted by a kill left: every network named after its
+// id, recorded before it made anything. It runs before Reconcile, which
+// would otherwise recreate those endpoints in namespaces that died with
+// the killed daemon.
 func (d *Daemon) loadCalibration() error {
 	var c *calibrate.Choice
 	var id string
@@ -89,8 +90,9 @@ func (d *Daemon) loadCalibration() error {
 	return nil
 }
 
-// removeCalibration removes the networks (with their endpoints) and the
-// namespaces of calibration id, then its record.
+// removeCalibration removes the networks (with their endpoints) of
+// calibration id, then its record. Its namespaces are anonymous: they went
+// with the handles, or with the process that held them.
 func (d *Daemon) removeCalibration(id string) error {
 	prefix := calibPrefix + id + "-"
 	var nets []model.Network
@@ -105,15 +107,6 @@ func (d *Daemon) removeCalibration(id string) error {
 	for _, n := range nets {
 		if strings.HasPrefix(n.Name, prefix) {
 			err = errors.Join(err, d.DeleteNetwork(n.Name, true))
-		}
-	}
-	ents, rerr := os.ReadDir("/var/run/netns")
-	if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-		err = errors.Join(err, rerr)
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), prefix) {
-			err = errors.Join(err, netns.DeleteNamed(e.Name()))
 		}
 	}
 	if err != nil {
@@ -284,19 +277,23 @@ func (d *Daemon) newCalibBed(id string, m model.Mode, i int) (*calibBed, error) 
 	}
 	b := &calibBed{mode: m, network: req.Name, nsA: netns.None(), nsB: netns.None()}
 	for _, side := range []string{"a", "b"} {
-		name := fmt.Sprintf("%s%s-%s-%s", calibPrefix, id, m, side)
-		ns, err := calibrate.NewNetns(name)
+		ns, path, err := calibrate.NewNetns()
 		if err != nil {
 			return b, err
 		}
-		e, err := d.AddEndpoint(api.EndpointAdd{Network: req.Name, Netns: name, IfName: "eth0"})
 		if side == "a" {
-			b.nsA, b.a = ns, e
+			b.nsA = ns
 		} else {
-			b.nsB, b.b = ns, e
+			b.nsB = ns
 		}
+		e, err := d.AddEndpoint(api.EndpointAdd{Network: req.Name, Netns: path, IfName: "eth0"})
 		if err != nil {
 			return b, err
+		}
+		if side == "a" {
+			b.a = e
+		} else {
+			b.b = e
 		}
 	}
 	// The listeners bind the endpoint's addresses: IPv6 ones must have

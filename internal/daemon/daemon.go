@@ -162,13 +162,13 @@ func openDatapath(cfg Config, log *slog.Logger) datapath.Datapath {
 func (d *Daemon) start() (*Daemon, error) {
 	cfg := d.cfg
 	d.probeKernel()
-	if err := d.Reconcile(); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("reconcile: %w", err)
-	}
 	if err := d.loadCalibration(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("calibration: %w", err)
+	}
+	if err := d.Reconcile(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.

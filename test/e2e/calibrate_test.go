@@ -15,8 +15,9 @@ import (
 	"github.com/xlane-dev/xlane/internal/netconf"
 )
 
-// calibLeftovers lists what a calibration may leave: namespaces named
-// xlcal-* and networks of that name.
+// calibLeftovers lists what a calibration may leave: networks named
+// xlcal-*, and named namespaces (its own are anonymous: none should appear
+// in /var/run/netns).
 func calibLeftovers(t *testing.T, n *node) []string {
 	t.Helper()
 	var out []string
