@@ -1,9 +1,11 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 )
@@ -26,12 +28,17 @@ func StartXlaned(ctx context.Context, undo *UndoStack, x Xlaned) (*Proc, error) 
 		return nil, fmt.Errorf("pin dir %s exists already", x.PinDir)
 	}
 	undo.Push("remove pin dir "+x.PinDir, func(context.Context) error { return os.RemoveAll(x.PinDir) })
-	argv := append([]string{filepath.Join(x.Bins, "xlaned"),
+	bin := filepath.Join(x.Bins, "xlaned")
+	argv := []string{bin,
 		"--state", filepath.Join(x.Dir, "state.db"),
 		"--socket", filepath.Join(x.Dir, "xlane.sock"),
-		"--pin-dir", x.PinDir,
-		// No calibration traffic beside the benchmark's own.
-		"--calibrate-at-start=false"}, x.Args...)
+		"--pin-dir", x.PinDir}
+	// No calibration traffic beside the benchmark's own (an xlaned built
+	// from an older ref, -baseline, has no calibration and no such flag).
+	if help, _ := exec.CommandContext(ctx, bin, "-h").CombinedOutput(); bytes.Contains(help, []byte("-calibrate-at-start")) {
+		argv = append(argv, "--calibrate-at-start=false")
+	}
+	argv = append(argv, x.Args...)
 	p, err := StartProc(x.Name, filepath.Join(x.Dir, "xlaned.log"), NSExec(x.Netns, argv...)...)
 	if err != nil {
 		return nil, err
