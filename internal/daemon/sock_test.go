@@ -21,8 +21,13 @@ func testCgroup(t *testing.T) string {
 		t.Skip("needs root (a cgroup2 directory)")
 	}
 	root, err := accel.Cgroup2Root()
-	if err != nil {
+	if err != nil && os.Getenv("XLANE_VM_KERNEL") != "" {
+		// The kernel matrix's guests mount no cgroup2: socket acceleration
+		// is tested there by the self-test's own cgroup, not here.
 		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	p, err := os.MkdirTemp(root, "xlane-daemon-test-")
 	if err != nil {
