@@ -44,6 +44,15 @@ enum fw_verdict {
 		      * scratch, fw_decide searches them */
 };
 
+/* In and out of the stage's global functions (fw_stage.h, fw_lin.h). */
+struct fw_call {
+	__u32 len;   /* in: bytes, for counters */
+	__u8 kind;   /* in: enum fw_kind */
+	__u8 track;  /* in: struct fw_hook.track */
+	__u8 reason; /* out: enum xl_reason of a refusal */
+	__u8 pad;
+};
+
 /*
  * Per-packet scratch of the stage, kept off the BPF stack: the stage runs
  * as a call below the hook's frame, and the two share 512 bytes.
@@ -60,6 +69,8 @@ struct fw_scratch {
 	__u32 key;
 	__u32 slot;	       /* the generation's slot */
 	__u32 fields;	       /* its fw_gen.fields */
+	__u32 late_ct;	       /* established is tested only for a packet
+				* a rule matched (fw_prepare) */
 	enum xl_reason reason; /* of a refusal */
 	/* The search (fw_step): candidate words left, the current word's
 	 * matching rules, the deciding rule's bit + 1 (0: none). */
@@ -86,9 +97,8 @@ static __always_inline int fw_ctz(__u64 x)
 	return __builtin_ctzll(x); /* de Bruijn multiply in BPF */
 }
 
-static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
+static __always_inline void fw_count_slot(__u32 slot, __u32 len)
 {
-	__u32 slot = r->slot;
 	struct fw_counter *c = bpf_map_lookup_elem(&xlane_fw_counters, &slot);
 
 	if (!c)
@@ -97,6 +107,11 @@ static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
 	c->packets++;
 	c->bytes += len;
 	c->last_hit = bpf_ktime_get_coarse_ns();
+}
+
+static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
+{
+	fw_count_slot(r->slot, len);
 }
 
 static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scratch *sc)
@@ -365,24 +380,32 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 	if (fields & (1 << FW_F_PROTO)) {
 		sc->key = FW_SC_PROTO + l4->l4.proto;
 		c = fw_lookup_u32(scalar, &sc->key);
+		if (c == FW_CLASS_NONE)
+			return -1; /* no rule has this value */
 		sc->cls[FW_F_PROTO] = c < 0 ? FW_CLASS_ALL : c;
 	}
 	sc->cls[FW_F_SPORT] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_SPORT)) {
 		sc->key = FW_SC_SPORT + l4->sport;
 		c = fw_lookup_u32(scalar, &sc->key);
+		if (c == FW_CLASS_NONE)
+			return -1; /* no rule has this value */
 		sc->cls[FW_F_SPORT] = c < 0 ? FW_CLASS_ALL : c;
 	}
 	sc->cls[FW_F_DPORT] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_DPORT)) {
 		sc->key = FW_SC_DPORT + l4->dport;
 		c = fw_lookup_u32(scalar, &sc->key);
+		if (c == FW_CLASS_NONE)
+			return -1; /* no rule has this value */
 		sc->cls[FW_F_DPORT] = c < 0 ? FW_CLASS_ALL : c;
 	}
 	sc->cls[FW_F_FLAGS] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_FLAGS)) {
 		sc->key = FW_SC_FLAGS + l4->l4.tcp_flags;
 		c = fw_lookup_u32(scalar, &sc->key);
+		if (c == FW_CLASS_NONE)
+			return -1; /* no rule has this value */
 		sc->cls[FW_F_FLAGS] = c < 0 ? FW_CLASS_ALL : c;
 	}
 
@@ -444,6 +467,21 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
 	}
 }
 
+/* fw_established_late: sc's packet (its key in sc->k, set by
+ * fw_prepare) belongs to an established flow, or is an ICMP error about a
+ * tracked one: fw_prepare's test, made after the search. */
+static __always_inline int fw_established_late(struct fw_scratch *sc)
+{
+	struct ct_val *v;
+
+	if (sc->l4.trackable) {
+		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW))
+			return 1;
+	}
+	return sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk);
+}
+
 /*
  * fw_prepare is the first half of the stage: FW_V_ALLOW when the packet
  * passes before any rule (no rule set, neighbour discovery, established
@@ -484,15 +522,20 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 		return FW_V_ALLOW;
 	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
 	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
+	/* On the uplink (which owns no entries) of a set without log rules,
+	 * a packet no rule matches passes established or not: conntrack is
+	 * asked after the search, and only when a rule matched (fw_verdict).
+	 * With log rules the search would emit their events first. */
+	sc->late_ct = gen->established && !gen->log_rules && sc->hk.kind == FW_KIND_UPLINK;
 	if (sc->l4.trackable) {
 		sc->k.sport = sc->l4.l4.sport;
 		sc->k.dport = sc->l4.l4.dport;
 		sc->k.proto = sc->l4.l4.proto;
 		/* A hash of a 40-byte key: only when it is needed. */
-		if (gen->established || sc->hk.track)
+		if ((gen->established && !sc->late_ct) || sc->hk.track)
 			v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
 	}
-	if (gen->established) {
+	if (gen->established && !sc->late_ct) {
 		/* ESTABLISHED as Linux means it: a reply, or a flow that has
 		 * seen both directions. The flow's first direction is
 		 * classified again until the other side answers. */
@@ -519,6 +562,8 @@ static __always_inline int fw_verdict(struct fw_scratch *sc)
 {
 	struct fw_rule *r = fw_search_classes(sc);
 
+	if (r && sc->late_ct && fw_established_late(sc))
+		return FW_V_ALLOW; /* the uplink tracks nothing: no fw_track */
 	if (r) {
 		fw_count(r, sc->hk.len);
 		fw_log(r, sc);

@@ -17,6 +17,7 @@
 #include "stage.h"
 #include "fw_maps.h"
 #include "fw_classify.h"
+#include "fw_lin.h"
 #include "reply.h"
 #include "ddos.h"
 
@@ -33,15 +34,6 @@
  * cannot cross into it), so it parses the headers again, and it must not
  * change the packet (the reject rewrite is the caller's).
  */
-
-/* In and out of the stage. */
-struct fw_call {
-	__u32 len;   /* in: bytes, for counters */
-	__u8 kind;   /* in: enum fw_kind */
-	__u8 track;  /* in: struct fw_hook.track */
-	__u8 reason; /* out: enum xl_reason of a refusal */
-	__u8 pad;
-};
 
 /* fw_ep_hook fills hk for the endpoint a packet leaves (FW_KIND_FROM_EP:
  * its source) or reaches (FW_KIND_TO_EP: its destination). Returns -1
@@ -155,9 +147,21 @@ static __always_inline enum xl_step fw_skb_ep(struct __sk_buff *skb, const struc
 	return XL_FINAL;
 }
 
-/* fw_xdp_run judges the packet of an XDP program against the rules (c:
- * the call its stage set up) and ends the stage: continue if allowed,
- * else final with the rule's reason, or replied where a reject answered. */
+/* fw_xdp_end ends the stage of an XDP program on verdict v (c: the call
+ * its stage set up): continue if allowed, else final with the rule's
+ * reason, or replied where a reject answered. fw_xdp_run judges the
+ * packet against the rules first. */
+static __always_inline enum xl_step fw_xdp_end(struct xdp_md *ctx, struct fw_call *c, int v,
+					       enum xl_reason *reason)
+{
+	if (v == FW_V_ALLOW)
+		return XL_CONTINUE;
+	*reason = c->reason;
+	if (v == FW_V_REJECT && !reply_xdp(ctx))
+		return reply_xdp_bounce(ctx);
+	return XL_FINAL;
+}
+
 static __always_inline enum xl_step fw_xdp_run(struct xdp_md *ctx, struct fw_call *c,
 					       enum xl_reason *reason)
 {
@@ -166,12 +170,7 @@ static __always_inline enum xl_step fw_xdp_run(struct xdp_md *ctx, struct fw_cal
 	v = fw_prepare_xdp(ctx, c);
 	if (v == FW_V_SEARCH)
 		v = fw_decide(c);
-	if (v == FW_V_ALLOW)
-		return XL_CONTINUE;
-	*reason = c->reason;
-	if (v == FW_V_REJECT && !reply_xdp(ctx))
-		return reply_xdp_bounce(ctx);
-	return XL_FINAL;
+	return fw_xdp_end(ctx, c, v, reason);
 }
 
 /* fw_xdp_ep is fw_skb_ep for XDP programs. */
@@ -216,11 +215,16 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };
+	int v;
 
 	if (fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
 		return XL_FINAL;
 	if (parsed != PARSE_OK || !fw_on())
 		return XL_CONTINUE;
+	/* A small set: the generation's list (fw_lin.h); else the bitmaps. */
+	v = fw_lin_xdp(ctx, &c);
+	if (v != FW_V_SEARCH)
+		return fw_xdp_end(ctx, &c, v, reason);
 	return fw_xdp_run(ctx, &c, reason);
 }
 
