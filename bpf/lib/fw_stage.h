@@ -55,7 +55,7 @@ static __always_inline int fw_ep_hook(const struct pkt *p, __u8 kind, __u32 len,
 }
 
 static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u32 ifindex,
-				  struct fw_call *c)
+				  struct fw_call *c, const int xdp)
 {
 	__u32 zero = 0;
 	struct fw_scratch *sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
@@ -72,20 +72,22 @@ static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u
 	} else if (fw_ep_hook(&p, c->kind, c->len, c->track, &sc->hk)) {
 		return FW_V_ALLOW;
 	}
-	v = fw_prepare(data, data_end, &p, sc);
+	v = fw_prepare(data, data_end, &p, sc, xdp);
 	if (v == FW_V_DROP)
 		c->reason = sc->reason;
 	return v;
 }
 
 /* fw_prepare_skb and fw_prepare_xdp are fw_prepare for each context:
- * FW_V_ALLOW, or FW_V_SEARCH for fw_decide. */
+ * FW_V_ALLOW, or FW_V_SEARCH for fw_decide. Only fw_prepare_xdp carries
+ * the uplink's late conntrack test and the no-rule shortcut (fw_prepare,
+ * fw_classes): the tc pipeline is at 6.1's verifier limit. */
 __noinline int fw_prepare_skb(struct __sk_buff *skb, struct fw_call *c)
 {
 	if (!c)
 		return FW_V_ALLOW;
 	return fw_run((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, skb->ifindex,
-		      c);
+		      c, 0);
 }
 
 __noinline int fw_prepare_xdp(struct xdp_md *ctx, struct fw_call *c)
@@ -93,7 +95,7 @@ __noinline int fw_prepare_xdp(struct xdp_md *ctx, struct fw_call *c)
 	if (!c)
 		return FW_V_ALLOW;
 	return fw_run((void *)(long)ctx->data, (void *)(long)ctx->data_end,
-		      bpf_xdp_get_buff_len(ctx), ctx->ingress_ifindex, c);
+		      bpf_xdp_get_buff_len(ctx), ctx->ingress_ifindex, c, 1);
 }
 
 /* fw_decide is fw_verdict, called after fw_prepare returned FW_V_SEARCH

@@ -332,9 +332,7 @@ type tcFwScratch struct {
 	Key    uint32
 	Slot   uint32
 	Fields uint32
-	LateCt uint32
 	Reason tcXlReason
-	_      [4]byte
 	C0     uint64
 	C1     uint64
 	C2     uint64
@@ -342,6 +340,8 @@ type tcFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type tcFwState struct {

@@ -228,9 +228,7 @@ type tcuplinkFwScratch struct {
 	Key    uint32
 	Slot   uint32
 	Fields uint32
-	LateCt uint32
 	Reason uint32
-	_      [4]byte
 	C0     uint64
 	C1     uint64
 	C2     uint64
@@ -238,6 +236,8 @@ type tcuplinkFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type tcuplinkFwState struct {
