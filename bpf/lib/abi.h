@@ -82,6 +82,10 @@ enum xl_reason {
 				 * node (no longer) owns, or no VXLAN device */
 	XL_DROP_VNI,		/* from the overlay with an unknown VNI, or
 				 * for an endpoint of another network */
+	XL_FWD_XSK,		/* a VM's AF_XDP port: into QEMU's socket for
+				 * the frame's queue (lib/xsk.h) */
+	XL_DROP_NO_XSK,		/* a VM's AF_XDP port: no socket on the
+				 * frame's queue (QEMU not attached) */
 	XL_REASON_MAX,
 };
 

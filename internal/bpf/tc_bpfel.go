@@ -596,7 +596,9 @@ const (
 	tcXlReasonXL_PASS_OVERLAY     tcXlReason = 32
 	tcXlReasonXL_DROP_NO_PEER     tcXlReason = 33
 	tcXlReasonXL_DROP_VNI         tcXlReason = 34
-	tcXlReasonXL_REASON_MAX       tcXlReason = 35
+	tcXlReasonXL_FWD_XSK          tcXlReason = 35
+	tcXlReasonXL_DROP_NO_XSK      tcXlReason = 36
+	tcXlReasonXL_REASON_MAX       tcXlReason = 37
 )
 
 // Names of all BPF objects in the ELF.
