@@ -72,7 +72,7 @@ func TestVMGuestAFXDP(t *testing.T) {
 	if !st.VM.AFXDP || st.VM.AFXDPReason != "" || !strings.Contains(strings.Join(st.VM.Backends, ","), "af-xdp") {
 		t.Fatalf("status vm %+v: want af-xdp offered with %s", st.VM, qemu)
 	}
-	n.mustXlane(nil, "network", "create", "vmx", "--subnet", "10.86.0.0/24", "--mode", "tc")
+	n.mustXlane(nil, "network", "create", "vmx", "--subnet", "10.86.0.0/24", "--mode", "tc", "--masquerade=false")
 	c1 := newNetns(t, "c")
 	var ctr api.EndpointInfo
 	n.mustXlane(&ctr, "endpoint", "add", "vmx", "--netns", c1)
@@ -96,8 +96,11 @@ func TestVMGuestAFXDP(t *testing.T) {
 	n.start()
 	var again api.EndpointInfo
 	n.mustXlane(&again, "endpoint", "inspect", "vmx1")
-	if again.PeerIf != ep.PeerIf || !strings.Contains(strings.Join(again.Datapath, ","), "xdp/vmport on "+ep.PeerIf) ||
-		!strings.HasPrefix(again.State, "waiting for QEMU") {
+	// Waiting for QEMU, or unknown where the kernel cannot list AF_XDP
+	// sockets (no CONFIG_XDP_SOCKETS_DIAG, as this machine's 6.18).
+	waiting := strings.HasPrefix(again.State, "waiting for QEMU") ||
+		strings.Contains(strings.Join(again.Notes, "\n"), "cannot list AF_XDP sockets")
+	if again.PeerIf != ep.PeerIf || !strings.Contains(strings.Join(again.Datapath, ","), "xdp/vmport on "+ep.PeerIf) || !waiting {
 		t.Fatalf("after kill -9: endpoint %+v, want the same port with its program, waiting for QEMU", again)
 	}
 
