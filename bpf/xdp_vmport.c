@@ -10,7 +10,8 @@
  * The host end (xlhH) carries the same tcx programs as a container's host
  * veth; frames for the guest reach its egress (XL_EP_NO_PEER, like a tap),
  * cross the pair, and this program puts them into QEMU's socket for the
- * queue they arrived on. QEMU only inserts its sockets into the pinned map:
+ * queue they arrived on, TCP/UDP checksums completed (lib/xsk.h). QEMU
+ * only inserts its sockets into the pinned map:
  * it loads no program and attaches nothing.
  *
  * Counted under the port's ifindex, delivered to the endpoint; the daemon
@@ -22,6 +23,9 @@
 #include "lib/abi.h"
 #include "lib/maps.h"
 #include "lib/metrics.h"
+#include "lib/parse.h"
+#include "lib/csum.h"
+#include "lib/l4csum.h"
 #include "lib/stage.h"
 #include "lib/xsk.h"
 
@@ -33,7 +37,7 @@ int xlane_xdp_to_vm(struct xdp_md *ctx)
 {
 	__u32 len = ctx->data_end - ctx->data;
 	enum xl_reason reason = XL_DROP_NO_XSK;
-	enum xl_step step = xsk_to_socket(ctx, &reason);
+	enum xl_step step = xsk_to_socket(ctx, len, &reason);
 
 	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
 	return xdp_ret(ctx, FW_KIND_TO_EP, step, reason);

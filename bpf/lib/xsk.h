@@ -9,6 +9,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "abi.h"
+#include "parse.h"
+#include "l4csum.h"
 #include "stage.h"
 
 /* Queues of one AF_XDP port: model.MaxVMQueues. */
@@ -29,14 +31,33 @@ struct {
 } xlane_xsks SEC(".maps");
 
 /*
+ * xsk_complete_csum finishes the TCP/UDP checksum of a frame bound for the
+ * guest. Frames from a container's socket reach the host end as
+ * CHECKSUM_PARTIAL skbs; veth passes them to this program as XDP buffers,
+ * which the redirect turns into bare bytes in QEMU's socket: no one would
+ * finish the checksum (QEMU's af-xdp backend has no virtio-net header to
+ * say so), and the guest would drop every TCP segment while ping works.
+ * A layout l4csum_complete does not sum goes as it is.
+ */
+static __always_inline void xsk_complete_csum(struct xdp_md *ctx, __u32 len)
+{
+	struct pkt p = {};
+
+	if (parse_l3((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, &p) == PARSE_OK)
+		l4csum_complete(ctx, &p);
+}
+
+/*
  * xsk_to_socket hands the frame to the socket of its queue. Without one
  * (QEMU not started yet, or bound to fewer queues) the frame is dropped and
  * counted: XDP_PASS would give the guest's traffic to the node's stack on a
  * device that has no address. A full socket ring fails after this program
  * (in xdp_do_redirect): the kernel counts that, not xlane.
  */
-static __always_inline enum xl_step xsk_to_socket(struct xdp_md *ctx, enum xl_reason *reason)
+static __always_inline enum xl_step xsk_to_socket(struct xdp_md *ctx, __u32 len,
+						  enum xl_reason *reason)
 {
+	xsk_complete_csum(ctx, len);
 	/* The low bits of the flags are the action when the slot is empty
 	 * (kernel 5.6+, also for XSKMAP). */
 	if (bpf_redirect_map(&xlane_xsks, ctx->rx_queue_index, XDP_DROP) == XDP_REDIRECT)

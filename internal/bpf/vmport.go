@@ -33,14 +33,9 @@ func (o *Objects) LoadVMPort(xsks *ebpf.Map) (*ebpf.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Counters and the monitor are the tc collection's; the socket map
-	// is the port's own.
+	// Counters, the monitor and the checksum scratch are the other
+	// collections'; the socket map is the port's own.
 	opts := o.shareWith(spec)
-	for name := range spec.Maps {
-		if _, ok := opts.MapReplacements[name]; !ok && name != xsksMap && !isDataSection(name) {
-			return nil, fmt.Errorf("load vm port program: map %s is not in the other collections", name)
-		}
-	}
 	opts.MapReplacements[xsksMap] = xsks
 	var p struct {
 		Prog *ebpf.Program `ebpf:"xlane_xdp_to_vm"`

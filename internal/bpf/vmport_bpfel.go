@@ -66,6 +66,11 @@ type vmportEndpointVal struct {
 	Flags     uint16
 }
 
+type vmportL4csumScratch struct {
+	_   structs.HostLayout
+	Buf [256]uint8
+}
+
 type vmportMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -179,43 +184,47 @@ type vmportXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	vmportMapXlaneBackends     = "xlane_backends"
-	vmportMapXlaneConfig       = "xlane_config"
-	vmportMapXlaneCt           = "xlane_ct"
-	vmportMapXlaneDevmap       = "xlane_devmap"
-	vmportMapXlaneEndpoints    = "xlane_endpoints"
-	vmportMapXlaneMaglev       = "xlane_maglev"
-	vmportMapXlaneMetrics      = "xlane_metrics"
-	vmportMapXlaneMonConfig    = "xlane_mon_config"
-	vmportMapXlaneMonEvents    = "xlane_mon_events"
-	vmportMapXlaneMonState     = "xlane_mon_state"
-	vmportMapXlaneNeigh        = "xlane_neigh"
-	vmportMapXlanePublish      = "xlane_publish"
-	vmportMapXlaneServices     = "xlane_services"
-	vmportMapXlaneSockRnat     = "xlane_sock_rnat"
-	vmportMapXlaneXsks         = "xlane_xsks"
-	vmportProgXlaneXdpToVm     = "xlane_xdp_to_vm"
-	vmportVarXlBtfCtDir        = "xl_btf_ct_dir"
-	vmportVarXlBtfCtNat        = "xl_btf_ct_nat"
-	vmportVarXlBtfCtState      = "xl_btf_ct_state"
-	vmportVarXlBtfDir          = "xl_btf_dir"
-	vmportVarXlBtfEpFlags      = "xl_btf_ep_flags"
-	vmportVarXlBtfFlowKeys     = "xl_btf_flow_keys"
-	vmportVarXlBtfFwAction     = "xl_btf_fw_action"
-	vmportVarXlBtfFwDdosFlags  = "xl_btf_fw_ddos_flags"
-	vmportVarXlBtfFwEvent      = "xl_btf_fw_event"
-	vmportVarXlBtfFwField      = "xl_btf_fw_field"
-	vmportVarXlBtfFwKind       = "xl_btf_fw_kind"
-	vmportVarXlBtfFwLimits     = "xl_btf_fw_limits"
-	vmportVarXlBtfMonConfig    = "xl_btf_mon_config"
-	vmportVarXlBtfMonEvent     = "xl_btf_mon_event"
-	vmportVarXlBtfMonState     = "xl_btf_mon_state"
-	vmportVarXlBtfMonType      = "xl_btf_mon_type"
-	vmportVarXlBtfMonVerdict   = "xl_btf_mon_verdict"
-	vmportVarXlBtfPeerFlags    = "xl_btf_peer_flags"
-	vmportVarXlBtfReason       = "xl_btf_reason"
-	vmportVarXlBtfServiceFlags = "xl_btf_service_flags"
-	vmportVarXlBtfSock         = "xl_btf_sock"
+	vmportMapXlaneBackends      = "xlane_backends"
+	vmportMapXlaneConfig        = "xlane_config"
+	vmportMapXlaneCt            = "xlane_ct"
+	vmportMapXlaneDevmap        = "xlane_devmap"
+	vmportMapXlaneEndpoints     = "xlane_endpoints"
+	vmportMapXlaneL4csumScratch = "xlane_l4csum_scratch"
+	vmportMapXlaneMaglev        = "xlane_maglev"
+	vmportMapXlaneMetrics       = "xlane_metrics"
+	vmportMapXlaneMonConfig     = "xlane_mon_config"
+	vmportMapXlaneMonEvents     = "xlane_mon_events"
+	vmportMapXlaneMonState      = "xlane_mon_state"
+	vmportMapXlaneNeigh         = "xlane_neigh"
+	vmportMapXlanePublish       = "xlane_publish"
+	vmportMapXlaneServices      = "xlane_services"
+	vmportMapXlaneSockRnat      = "xlane_sock_rnat"
+	vmportMapXlaneXsks          = "xlane_xsks"
+	vmportProgXlaneXdpToVm      = "xlane_xdp_to_vm"
+	vmportVarXlBtfCtDir         = "xl_btf_ct_dir"
+	vmportVarXlBtfCtNat         = "xl_btf_ct_nat"
+	vmportVarXlBtfCtState       = "xl_btf_ct_state"
+	vmportVarXlBtfDir           = "xl_btf_dir"
+	vmportVarXlBtfEpFlags       = "xl_btf_ep_flags"
+	vmportVarXlBtfEthhdr        = "xl_btf_ethhdr"
+	vmportVarXlBtfFlowKeys      = "xl_btf_flow_keys"
+	vmportVarXlBtfFwAction      = "xl_btf_fw_action"
+	vmportVarXlBtfFwDdosFlags   = "xl_btf_fw_ddos_flags"
+	vmportVarXlBtfFwEvent       = "xl_btf_fw_event"
+	vmportVarXlBtfFwField       = "xl_btf_fw_field"
+	vmportVarXlBtfFwKind        = "xl_btf_fw_kind"
+	vmportVarXlBtfFwLimits      = "xl_btf_fw_limits"
+	vmportVarXlBtfIphdr         = "xl_btf_iphdr"
+	vmportVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
+	vmportVarXlBtfMonConfig     = "xl_btf_mon_config"
+	vmportVarXlBtfMonEvent      = "xl_btf_mon_event"
+	vmportVarXlBtfMonState      = "xl_btf_mon_state"
+	vmportVarXlBtfMonType       = "xl_btf_mon_type"
+	vmportVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	vmportVarXlBtfPeerFlags     = "xl_btf_peer_flags"
+	vmportVarXlBtfReason        = "xl_btf_reason"
+	vmportVarXlBtfServiceFlags  = "xl_btf_service_flags"
+	vmportVarXlBtfSock          = "xl_btf_sock"
 )
 
 // loadVmport returns the embedded CollectionSpec for vmport.
@@ -267,21 +276,22 @@ type vmportProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type vmportMapSpecs struct {
-	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneMonConfig *ebpf.MapSpec `ebpf:"xlane_mon_config"`
-	XlaneMonEvents *ebpf.MapSpec `ebpf:"xlane_mon_events"`
-	XlaneMonState  *ebpf.MapSpec `ebpf:"xlane_mon_state"`
-	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
-	XlaneSockRnat  *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
-	XlaneXsks      *ebpf.MapSpec `ebpf:"xlane_xsks"`
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneXsks          *ebpf.MapSpec `ebpf:"xlane_xsks"`
 }
 
 // vmportVariableSpecs contains global variables before they are loaded into the kernel.
@@ -293,6 +303,7 @@ type vmportVariableSpecs struct {
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.VariableSpec `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.VariableSpec `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.VariableSpec `ebpf:"xl_btf_ethhdr"`
 	XlBtfFlowKeys     *ebpf.VariableSpec `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.VariableSpec `ebpf:"xl_btf_fw_action"`
 	XlBtfFwDdosFlags  *ebpf.VariableSpec `ebpf:"xl_btf_fw_ddos_flags"`
@@ -300,6 +311,8 @@ type vmportVariableSpecs struct {
 	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
 	XlBtfMonEvent     *ebpf.VariableSpec `ebpf:"xl_btf_mon_event"`
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
@@ -331,21 +344,22 @@ func (o *vmportObjects) Close() error {
 //
 // It can be passed to loadVmportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type vmportMaps struct {
-	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneMonConfig *ebpf.Map `ebpf:"xlane_mon_config"`
-	XlaneMonEvents *ebpf.Map `ebpf:"xlane_mon_events"`
-	XlaneMonState  *ebpf.Map `ebpf:"xlane_mon_state"`
-	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
-	XlaneSockRnat  *ebpf.Map `ebpf:"xlane_sock_rnat"`
-	XlaneXsks      *ebpf.Map `ebpf:"xlane_xsks"`
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneXsks          *ebpf.Map `ebpf:"xlane_xsks"`
 }
 
 func (m *vmportMaps) Close() error {
@@ -355,6 +369,7 @@ func (m *vmportMaps) Close() error {
 		m.XlaneCt,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneMonConfig,
@@ -377,6 +392,7 @@ type vmportVariables struct {
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
 	XlBtfDir          *ebpf.Variable `ebpf:"xl_btf_dir"`
 	XlBtfEpFlags      *ebpf.Variable `ebpf:"xl_btf_ep_flags"`
+	XlBtfEthhdr       *ebpf.Variable `ebpf:"xl_btf_ethhdr"`
 	XlBtfFlowKeys     *ebpf.Variable `ebpf:"xl_btf_flow_keys"`
 	XlBtfFwAction     *ebpf.Variable `ebpf:"xl_btf_fw_action"`
 	XlBtfFwDdosFlags  *ebpf.Variable `ebpf:"xl_btf_fw_ddos_flags"`
@@ -384,6 +400,8 @@ type vmportVariables struct {
 	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
+	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
 	XlBtfMonEvent     *ebpf.Variable `ebpf:"xl_btf_mon_event"`
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
