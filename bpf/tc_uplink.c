@@ -11,7 +11,9 @@
  * says (reply to a masqueraded flow: node address -> endpoint; an
  * established published-port flow: node port -> endpoint) and delivered
  * into the endpoint's namespace. A new flow to a published port creates its
- * entries first. Everything else passes to Linux untouched.
+ * entries first. On a VLAN device of xlaned's (lib/vlan.h), the VLAN's
+ * hosts reach the endpoints of its network and, over the overlay, the
+ * pods of peer nodes. Everything else passes to Linux untouched.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -31,6 +33,9 @@
 #include "lib/fw.h"
 #include "lib/stage.h"
 #include "lib/overlay.h"
+#include "lib/overlay_fwd.h"
+#include "lib/fib.h"
+#include "lib/vlan.h"
 
 static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p,
 					    enum xl_reason *reason, __u32 *dst_ifindex,
@@ -63,6 +68,38 @@ static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p
 					: XL_DROP_REDIRECT);
 }
 
+/*
+ * from_vlan: a new flow from off the node (no conntrack entry, no
+ * published port) and the VLANs (lib/vlan.h). On a VLAN device, the
+ * VLAN's hosts are on their network's segment: delivered to its
+ * endpoints, tunnelled to peer nodes' pods with its VNI; an endpoint of
+ * another network is XL_DROP_VLAN. Untagged, an endpoint of a VLAN
+ * network is XL_DROP_VLAN. The rest goes to Linux.
+ */
+static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt *p,
+					      enum xl_reason *reason, __u32 *dst_ifindex)
+{
+	__u32 vnet = vlan_network(skb->ifindex);
+	struct endpoint_val *dst = ep_local(p);
+	enum xl_step step;
+
+	if (dst) {
+		if (vlan_apart(vnet, dst))
+			return xl_final(reason, XL_DROP_VLAN);
+		if (vnet)
+			return deliver(skb, p, reason, dst_ifindex, 0);
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	}
+	if (!vnet)
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	if (p->ttl <= 1)
+		return xl_final(reason, XL_PASS_TTL);
+	step = overlay_forward(skb, p, vnet, reason);
+	if (step != XL_CONTINUE)
+		return step;
+	return xl_final(reason, XL_PASS_NOT_FWDED);
+}
+
 static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_reason *reason,
 						__u32 *dst_ifindex)
 {
@@ -74,6 +111,12 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 	int rc, dnat;
 
 	if (!cfg)
+		return xl_final(reason, XL_PASS_NON_IP);
+	/* Still tagged at tc: the kernel moved the tag into the skb
+	 * (skb_vlan_untag) and hands the frame to the VLAN's device after
+	 * this hook (vlan_do_receive), where this program runs again. Its
+	 * inner packet is not this device's to deliver. */
+	if (skb->vlan_present)
 		return xl_final(reason, XL_PASS_NON_IP);
 	tc_pull_l4(skb);
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
@@ -110,7 +153,7 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 	/* Natively routed from a peer node's pod: of the cluster. */
 	if (peer_remote(&p.src))
 		return deliver(skb, &p, reason, dst_ifindex, 0);
-	return xl_final(reason, XL_PASS_NOT_FWDED);
+	return from_vlan(skb, &p, reason, dst_ifindex);
 }
 
 SEC("tcx/ingress")
@@ -141,6 +184,38 @@ static __noinline long overlay_network(struct __sk_buff *skb)
 		return 0;
 	net = bpf_map_lookup_elem(&xlane_vni_net, &tk.tunnel_id);
 	return net ? *net : -1;
+}
+
+/*
+ * overlay_to_vlan: a packet from the overlay for no local endpoint. Routed
+ * to a VLAN device (a host of a VLAN network, VXLAN to VLAN) it must carry
+ * that network's VNI (or the node's, XL_VNI_NODE), else XL_DROP_VNI, and
+ * is forwarded there (bpf_redirect_neigh: the kernel's neighbour entry on
+ * the VLAN). Anything else is Linux's: the node's own addresses, its
+ * routes.
+ */
+static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long net,
+				      enum xl_reason *reason)
+{
+	struct bpf_fib_lookup fib;
+	__u32 vnet;
+	long rc;
+
+	/* Both answers name the egress device; the neighbour is left to
+	 * bpf_redirect_neigh (6.1 has no BPF_FIB_LOOKUP_SKIP_NEIGH). */
+	fib_params_init(&fib, p, skb->ifindex);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	vnet = vlan_network(fib.ifindex);
+	if (!vnet)
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	if (net && vnet != net)
+		return xl_final(reason, XL_DROP_VNI);
+	if (p->ttl <= 1)
+		return xl_final(reason, XL_PASS_TTL);
+	ep_forward_l3(p);
+	return tc_forwarded(bpf_redirect_neigh(fib.ifindex, 0, 0, 0), XL_FWD_NEIGH, reason);
 }
 
 /*
@@ -180,9 +255,13 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	}
 	dst = ep_local(&p);
 	if (!dst)
-		return xl_final(reason, XL_PASS_NOT_FWDED);
+		return overlay_to_vlan(skb, &p, net, reason);
 	if (net && dst->network_id != net)
 		return xl_final(reason, XL_DROP_VNI);
+	/* A network's VNI comes from its pods on other nodes: with ICC off
+	 * they do not reach this node's, as local ones do not (ep_apart). */
+	if (net && (dst->flags & XL_EP_NO_ICC))
+		return xl_final(reason, XL_DROP_ICC);
 	return deliver(skb, &p, reason, dst_ifindex, 1);
 }
 

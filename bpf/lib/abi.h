@@ -73,7 +73,10 @@ enum xl_reason {
 	XL_DROP_VLAN,		/* an 802.1Q/802.1ad-tagged frame from an
 				 * endpoint: endpoints are untagged links, and
 				 * forwarding the inner packet would carry the
-				 * tag (or its VLAN's traffic) into another */
+				 * tag (or its VLAN's traffic) into another;
+				 * or a new flow from the uplink into a VLAN
+				 * network, or from a VLAN into another
+				 * network (lib/vlan.h) */
 	XL_FWD_OVERLAY,		/* to a peer node's pod: tunnel key set,
 				 * redirected to the VXLAN device (lib/overlay.h) */
 	XL_PASS_OVERLAY,	/* XDP: for a peer node's pod; the tc program
@@ -134,6 +137,9 @@ enum xl_ep_flags {
 	 * device's egress, whose tcx program runs the to-endpoint stage and
 	 * counts them, never with bpf_redirect_peer (which would drop). */
 	XL_EP_NO_PEER = 32,
+	/* The network is on a VLAN of the uplink (`network create --vlan`):
+	 * new flows reach it from its VLAN device only (lib/vlan.h). */
+	XL_EP_VLAN = 64,
 };
 
 /*

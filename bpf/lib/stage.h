@@ -111,6 +111,14 @@ static __always_inline int tc_code(enum xl_step step, enum xl_reason reason)
 	}
 }
 
+/* tc_forwarded is the step of a forwarding stage: its reason if the
+ * redirect helper took the packet (ret), else XL_DROP_REDIRECT. */
+static __always_inline enum xl_step tc_forwarded(long ret, enum xl_reason fwd,
+						 enum xl_reason *reason)
+{
+	return xl_final(reason, ret == TC_ACT_REDIRECT ? fwd : XL_DROP_REDIRECT);
+}
+
 /*
  * tc_ret is the return code of an skb program whose pipeline stopped at
  * hook kind (enum fw_kind), and the one place its drop (or, for a trace,

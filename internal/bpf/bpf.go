@@ -75,6 +75,7 @@ const (
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)
 	EPFlagNoPeer           = uint16(tcXlEpFlagsXL_EP_NO_PEER)
+	EPFlagVLAN             = uint16(tcXlEpFlagsXL_EP_VLAN)
 	SvcAffinity            = uint32(tcServiceFlagsSVC_AFFINITY)
 )
 
@@ -354,6 +355,9 @@ func (o *Objects) NetVNI() *ebpf.Map { return o.XlaneNetVni }
 
 // VNINet is xlane_vni_net (VNI -> network id).
 func (o *Objects) VNINet() *ebpf.Map { return o.XlaneVniNet }
+
+// VLANDev is xlane_vlan_dev (VLAN device ifindex -> network id).
+func (o *Objects) VLANDev() *ebpf.Map { return o.XlaneVlanDev }
 
 // Overlay is xlane_overlay (the VXLAN device).
 func (o *Objects) Overlay() *ebpf.Map { return o.XlaneOverlay }

@@ -413,6 +413,7 @@ const (
 	netkitMapXlanePublish         = "xlane_publish"
 	netkitMapXlaneServices        = "xlane_services"
 	netkitMapXlaneSockRnat        = "xlane_sock_rnat"
+	netkitMapXlaneVlanDev         = "xlane_vlan_dev"
 	netkitMapXlaneVniNet          = "xlane_vni_net"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
@@ -530,6 +531,7 @@ type netkitMapSpecs struct {
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
 	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
@@ -621,6 +623,7 @@ type netkitMaps struct {
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
 	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
@@ -660,6 +663,7 @@ func (m *netkitMaps) Close() error {
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVlanDev,
 		m.XlaneVniNet,
 	)
 }

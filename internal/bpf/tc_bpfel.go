@@ -547,6 +547,7 @@ const (
 	tcXlEpFlagsXL_EP_ISOLATED          tcXlEpFlags = 8
 	tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED tcXlEpFlags = 16
 	tcXlEpFlagsXL_EP_NO_PEER           tcXlEpFlags = 32
+	tcXlEpFlagsXL_EP_VLAN              tcXlEpFlags = 64
 )
 
 type tcXlPeerFlags uint32
@@ -637,6 +638,7 @@ const (
 	tcMapXlanePublish       = "xlane_publish"
 	tcMapXlaneServices      = "xlane_services"
 	tcMapXlaneSockRnat      = "xlane_sock_rnat"
+	tcMapXlaneVlanDev       = "xlane_vlan_dev"
 	tcMapXlaneVniNet        = "xlane_vni_net"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
@@ -754,6 +756,7 @@ type tcMapSpecs struct {
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
 	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
@@ -845,6 +848,7 @@ type tcMaps struct {
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
 	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
@@ -884,6 +888,7 @@ func (m *tcMaps) Close() error {
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVlanDev,
 		m.XlaneVniNet,
 	)
 }

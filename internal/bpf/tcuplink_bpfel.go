@@ -413,6 +413,7 @@ const (
 	tcuplinkMapXlanePublish      = "xlane_publish"
 	tcuplinkMapXlaneServices     = "xlane_services"
 	tcuplinkMapXlaneSockRnat     = "xlane_sock_rnat"
+	tcuplinkMapXlaneVlanDev      = "xlane_vlan_dev"
 	tcuplinkMapXlaneVniNet       = "xlane_vni_net"
 	tcuplinkProgXlaneFromOverlay = "xlane_from_overlay"
 	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
@@ -532,6 +533,7 @@ type tcuplinkMapSpecs struct {
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
 	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
@@ -623,6 +625,7 @@ type tcuplinkMaps struct {
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
 	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
@@ -662,6 +665,7 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVlanDev,
 		m.XlaneVniNet,
 	)
 }

@@ -119,6 +119,11 @@ type Datapath interface {
 	DetachOverlay(ifname string) error
 	DeleteFlowsOf(prefixes []netip.Prefix) (int, error)
 
+	// VLAN networks (vlan.go): which network each VLAN device carries.
+	SetVLANDevice(ifindex int, networkID uint32) error
+	DeleteVLANDevice(ifindex int) error
+	VLANDevices() (map[int]uint32, error)
+
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
 	// internal/firewall's installer. They stay the datapath's: Close
 	// releases them.
