@@ -11,9 +11,11 @@
  * says (reply to a masqueraded flow: node address -> endpoint; an
  * established published-port flow: node port -> endpoint) and delivered
  * into the endpoint's namespace. A new flow to a published port creates its
- * entries first. On a VLAN device of xlaned's (lib/vlan.h), the VLAN's
- * hosts reach the endpoints of its network and, over the overlay, the
- * pods of peer nodes. Everything else passes to Linux untouched.
+ * entries first. A frame tagged with a VLAN network's VID (lib/vlan.h)
+ * loses its tag here: the VLAN's hosts reach the endpoints of its network
+ * and, over the overlay, the pods of peer nodes; the rest of the VLAN's
+ * traffic goes to Linux through the VLAN's port. Everything else passes
+ * to Linux untouched.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -70,16 +72,17 @@ static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p
 
 /*
  * from_vlan: a new flow from off the node (no conntrack entry, no
- * published port) and the VLANs (lib/vlan.h). On a VLAN device, the
- * VLAN's hosts are on their network's segment: delivered to its
- * endpoints, tunnelled to peer nodes' pods with its VNI; an endpoint of
- * another network is XL_DROP_VLAN. Untagged, an endpoint of a VLAN
- * network is XL_DROP_VLAN. The rest goes to Linux.
+ * published port), from VLAN network vnet's VLAN (its tag popped) or
+ * untagged (vnet 0; lib/vlan.h). The VLAN's hosts are on their network's
+ * segment: delivered to its endpoints, tunnelled to peer nodes' pods with
+ * its VNI; an endpoint of another network is XL_DROP_VLAN. Untagged, an
+ * endpoint of a VLAN network is XL_DROP_VLAN. The rest goes to Linux (a
+ * VLAN's through its port).
  */
 static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt *p,
-					      enum xl_reason *reason, __u32 *dst_ifindex)
+					      enum xl_reason *reason, __u32 *dst_ifindex,
+					      __u32 vnet)
 {
-	__u32 vnet = vlan_network(skb->ifindex);
 	struct endpoint_val *dst = ep_local(p);
 	enum xl_step step;
 
@@ -101,7 +104,7 @@ static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt 
 }
 
 static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_reason *reason,
-						__u32 *dst_ifindex)
+						__u32 *dst_ifindex, __u32 vnet)
 {
 	struct xl_config *cfg = xl_config();
 	struct ct_key k = {};
@@ -111,12 +114,6 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 	int rc, dnat;
 
 	if (!cfg)
-		return xl_final(reason, XL_PASS_NON_IP);
-	/* Still tagged at tc: the kernel moved the tag into the skb
-	 * (skb_vlan_untag) and hands the frame to the VLAN's device after
-	 * this hook (vlan_do_receive), where this program runs again. Its
-	 * inner packet is not this device's to deliver. */
-	if (skb->vlan_present)
 		return xl_final(reason, XL_PASS_NON_IP);
 	tc_pull_l4(skb);
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
@@ -151,19 +148,45 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 	if (dnat)
 		return deliver(skb, &p, reason, dst_ifindex, 0);
 	/* Natively routed from a peer node's pod: of the cluster. */
-	if (peer_remote(&p.src))
+	if (!vnet && peer_remote(&p.src))
 		return deliver(skb, &p, reason, dst_ifindex, 0);
-	return from_vlan(skb, &p, reason, dst_ifindex);
+	return from_vlan(skb, &p, reason, dst_ifindex, vnet);
+}
+
+/*
+ * vlan_untag: a tagged frame on the uplink. Of no VLAN network's: Linux's
+ * (XL_PASS_NON_IP; another owner's VLAN device, or dropped). Of one: the
+ * tag popped, *vlan its VLAN; a second tag inside is XL_DROP_VLAN.
+ */
+static __always_inline enum xl_step vlan_untag(struct __sk_buff *skb, __u32 vid,
+					       const struct vlan_val **vlan, enum xl_reason *reason)
+{
+	__u32 inner;
+
+	*vlan = bpf_map_lookup_elem(&xlane_vlans, &vid);
+	if (!*vlan)
+		return xl_final(reason, XL_PASS_NON_IP);
+	if (bpf_skb_vlan_pop(skb) || vlan_tagged(skb, &inner))
+		return xl_final(reason, XL_DROP_VLAN);
+	return XL_CONTINUE;
 }
 
 SEC("tcx/ingress")
 int xlane_from_uplink(struct __sk_buff *skb)
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
-	__u32 len = skb->len, dst_ifindex = 0, ifindex = skb->ifindex;
-	int step;
+	__u32 len = skb->len, dst_ifindex = 0, ifindex = skb->ifindex, vid;
+	const struct vlan_val *vlan = 0;
+	int step = XL_CONTINUE;
 
-	step = from_uplink(skb, &reason, &dst_ifindex);
+	if (vlan_tagged(skb, &vid))
+		step = vlan_untag(skb, vid, &vlan, &reason);
+	if (step == XL_CONTINUE)
+		step = from_uplink(skb, &reason, &dst_ifindex, vlan ? vlan->network_id : 0);
+	/* What Linux should see of a VLAN's traffic, it sees on the VLAN's
+	 * device: through the port, untagged. */
+	if (vlan && tc_code(step, reason) == XL_TC_PASS)
+		step = tc_forwarded(bpf_redirect(vlan->port, 0), XL_FWD_VLAN, &reason);
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
@@ -188,17 +211,17 @@ static __noinline long overlay_network(struct __sk_buff *skb)
 
 /*
  * overlay_to_vlan: a packet from the overlay for no local endpoint. Routed
- * to a VLAN device (a host of a VLAN network, VXLAN to VLAN) it must carry
- * that network's VNI (or the node's, XL_VNI_NODE), else XL_DROP_VNI, and
- * is forwarded there (bpf_redirect_neigh: the kernel's neighbour entry on
- * the VLAN). Anything else is Linux's: the node's own addresses, its
+ * to a VLAN's device (a host of a VLAN network: VXLAN to VLAN) it must
+ * carry that network's VNI (or the node's, XL_VNI_NODE), else XL_DROP_VNI,
+ * and is forwarded there (bpf_redirect_neigh: the kernel's neighbour entry
+ * on the VLAN; the port tags it). Anything else is Linux's: the node's own addresses, its
  * routes.
  */
 static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long net,
 				      enum xl_reason *reason)
 {
+	const struct vlan_val *vlan;
 	struct bpf_fib_lookup fib;
-	__u32 vnet;
 	long rc;
 
 	/* Both answers name the egress device; the neighbour is left to
@@ -207,10 +230,10 @@ static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return xl_final(reason, XL_PASS_NOT_FWDED);
-	vnet = vlan_network(fib.ifindex);
-	if (!vnet)
+	vlan = vlan_of_dev(fib.ifindex);
+	if (!vlan)
 		return xl_final(reason, XL_PASS_NOT_FWDED);
-	if (net && vnet != net)
+	if (net && vlan->network_id != net)
 		return xl_final(reason, XL_DROP_VNI);
 	if (p->ttl <= 1)
 		return xl_final(reason, XL_PASS_TTL);
@@ -328,6 +351,38 @@ int xlane_to_overlay(struct __sk_buff *skb)
 	to_overlay(skb, &reason);
 	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
 	return xl_reason_verdict(reason) == XL_V_DROP ? TC_ACT_SHOT : TC_ACT_UNSPEC;
+}
+
+/*
+ * xlane_to_vlan (tcx ingress of a VLAN's port, xlvp<VID>): what Linux sent
+ * out of the VLAN's device leaves the uplink tagged with the VID
+ * (lib/vlan.h).
+ */
+static __always_inline enum xl_step to_vlan(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	__u32 ifindex = skb->ifindex;
+	const struct vlan_val *vlan;
+	const __u32 *vid;
+
+	vid = bpf_map_lookup_elem(&xlane_vlan_dev, &ifindex);
+	if (!vid)
+		return xl_final(reason, XL_DROP_REDIRECT);
+	vlan = bpf_map_lookup_elem(&xlane_vlans, vid);
+	if (!vlan || bpf_skb_vlan_push(skb, bpf_htons(ETH_P_8021Q), *vid))
+		return xl_final(reason, XL_DROP_REDIRECT);
+	return tc_forwarded(bpf_redirect(vlan->uplink, 0), XL_FWD_VLAN, reason);
+}
+
+SEC("tcx/ingress")
+int xlane_to_vlan(struct __sk_buff *skb)
+{
+	enum xl_reason reason = XL_FWD_VLAN;
+	__u32 len = skb->len;
+	int step;
+
+	step = to_vlan(skb, &reason);
+	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
+	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

@@ -85,6 +85,9 @@ enum xl_reason {
 				 * node (no longer) owns, or no VXLAN device */
 	XL_DROP_VNI,		/* from the overlay with an unknown VNI, or
 				 * for an endpoint of another network */
+	XL_FWD_VLAN,		/* between a VLAN network's VLAN on the uplink
+				 * and its port: tag pushed or popped,
+				 * redirected (lib/vlan.h) */
 	XL_REASON_MAX,
 };
 
@@ -266,6 +269,20 @@ struct peer_val {
 struct overlay_cfg {
 	__u32 ifindex;
 	__u32 pad;
+};
+
+/*
+ * xlane_vlans: key = VLAN ID (802.1Q VID), value = the network on that VLAN
+ * of the uplink, the uplink and the two ends of its port, a veth pair xlaned makes:
+ * `dev` is the node's L3 device on the VLAN (addresses, routes, ARP/ND,
+ * xlvl<VID>), `port` its peer, where the tc programs push and pop the tag
+ * (lib/vlan.h). Written by the daemon.
+ */
+struct vlan_val {
+	__u32 network_id;
+	__u32 dev;
+	__u32 port;
+	__u32 uplink; /* the tagged frames' device */
 };
 
 /*

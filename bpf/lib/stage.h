@@ -45,8 +45,9 @@ enum xl_verdict {
  * same classes against the programs' verdicts (TestVerdictsFollowReasons).
  */
 #define XL_R(r) (1ULL << (r))
-#define XL_REASONS_FWD \
-	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY))
+#define XL_REASONS_FWD                                                                      \
+	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY) | \
+	 XL_R(XL_FWD_VLAN))
 #define XL_REASONS_PASS                                                              \
 	(XL_R(XL_PASS_NON_IP) | XL_R(XL_PASS_NOT_FWDED) | XL_R(XL_PASS_LINK_LOCAL) | \
 	 XL_R(XL_PASS_TTL) | XL_R(XL_PASS_NO_ROUTE) | XL_R(XL_PASS_NO_NEIGH) |       \

@@ -518,6 +518,14 @@ type tcSockRnatVal struct {
 	Pad  uint16
 }
 
+type tcVlanVal struct {
+	_         structs.HostLayout
+	NetworkId uint32
+	Dev       uint32
+	Port      uint32
+	Uplink    uint32
+}
+
 type tcXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -597,7 +605,8 @@ const (
 	tcXlReasonXL_PASS_OVERLAY     tcXlReason = 32
 	tcXlReasonXL_DROP_NO_PEER     tcXlReason = 33
 	tcXlReasonXL_DROP_VNI         tcXlReason = 34
-	tcXlReasonXL_REASON_MAX       tcXlReason = 35
+	tcXlReasonXL_FWD_VLAN         tcXlReason = 35
+	tcXlReasonXL_REASON_MAX       tcXlReason = 36
 )
 
 // Names of all BPF objects in the ELF.
@@ -639,6 +648,7 @@ const (
 	tcMapXlaneServices      = "xlane_services"
 	tcMapXlaneSockRnat      = "xlane_sock_rnat"
 	tcMapXlaneVlanDev       = "xlane_vlan_dev"
+	tcMapXlaneVlans         = "xlane_vlans"
 	tcMapXlaneVniNet        = "xlane_vni_net"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
@@ -757,6 +767,7 @@ type tcMapSpecs struct {
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
@@ -849,6 +860,7 @@ type tcMaps struct {
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
 	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
@@ -889,6 +901,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneServices,
 		m.XlaneSockRnat,
 		m.XlaneVlanDev,
+		m.XlaneVlans,
 		m.XlaneVniNet,
 	)
 }

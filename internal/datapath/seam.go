@@ -119,10 +119,10 @@ type Datapath interface {
 	DetachOverlay(ifname string) error
 	DeleteFlowsOf(prefixes []netip.Prefix) (int, error)
 
-	// VLAN networks (vlan.go): which network each VLAN device carries.
-	SetVLANDevice(ifindex int, networkID uint32) error
-	DeleteVLANDevice(ifindex int) error
-	VLANDevices() (map[int]uint32, error)
+	// VLAN networks (vlan.go): each VLAN's network, uplink and port.
+	PutVLAN(v VLAN, portName string) error
+	DeleteVLAN(id uint16, portName string) error
+	VLANs() ([]VLAN, error)
 
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
 	// internal/firewall's installer. They stay the datapath's: Close

@@ -56,7 +56,7 @@ type Fake struct {
 	proxyRules map[uint16]datapath.ProxyRule
 	peers      map[netip.Prefix]datapath.Peer
 	vnis       map[uint32]uint32 // network id -> VNI
-	vlanDevs   map[int]uint32    // VLAN device ifindex -> network id
+	vlans      map[uint16]datapath.VLAN
 	overlay    string
 }
 
@@ -70,7 +70,7 @@ func New() *Fake {
 		neigh:     map[neighKey]net.HardwareAddr{},
 		peers:     map[netip.Prefix]datapath.Peer{},
 		vnis:      map[uint32]uint32{},
-		vlanDevs:  map[int]uint32{},
+		vlans:     map[uint16]datapath.VLAN{},
 	}
 }
 
@@ -369,16 +369,16 @@ func (f *Fake) DetachOverlay(ifname string) error {
 
 func (f *Fake) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }
 
-func (f *Fake) SetVLANDevice(ifindex int, networkID uint32) error {
-	return f.change("set-vlan-device", ifindex, func() { f.vlanDevs[ifindex] = networkID })
+func (f *Fake) PutVLAN(v datapath.VLAN, _ string) error {
+	return f.change("put-vlan", v.ID, func() { f.vlans[v.ID] = v })
 }
 
-func (f *Fake) DeleteVLANDevice(ifindex int) error {
-	return f.change("delete-vlan-device", ifindex, func() { delete(f.vlanDevs, ifindex) })
+func (f *Fake) DeleteVLAN(id uint16, _ string) error {
+	return f.change("delete-vlan", id, func() { delete(f.vlans, id) })
 }
 
-func (f *Fake) VLANDevices() (map[int]uint32, error) {
+func (f *Fake) VLANs() ([]datapath.VLAN, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return maps.Clone(f.vlanDevs), nil
+	return slices.Collect(maps.Values(f.vlans)), nil
 }
