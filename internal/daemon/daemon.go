@@ -811,6 +811,12 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 // pair, configures both sides and programs the datapath. Any failure undoes
 // all of it, leases included.
 func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
+	return d.addEndpoint(req, nil)
+}
+
+// addEndpoint is AddEndpoint for an endpoint that is att's (a CNI
+// attachment, attachment.go) or nobody's (nil).
+func (d *Daemon) addEndpoint(req api.EndpointAdd, att *model.Attachment) (*model.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var e *model.Endpoint
@@ -821,6 +827,7 @@ func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
 		if e, n, err = d.validateEndpoint(tx, req); err != nil {
 			return err
 		}
+		e.Attachment = att
 		if e.IPs, err = ipam.Allocate(tx, n, e.ID, e.IPs); err != nil {
 			return err
 		}
@@ -1006,16 +1013,7 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 func (d *Daemon) RemoveEndpoint(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var e *model.Endpoint
-	var n *model.Network
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if e, err = tx.Endpoint(id); err != nil {
-			return err
-		}
-		n, err = tx.Network(e.Network)
-		return err
-	})
+	e, n, err := d.endpointAndNetwork(id)
 	if errors.Is(err, model.ErrNotFound) && e == nil {
 		return nil
 	}
@@ -1028,6 +1026,13 @@ func (d *Daemon) RemoveEndpoint(id string) error {
 func (d *Daemon) removeEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := d.unapplyEndpoint(e, n); err != nil {
 		return fmt.Errorf("remove endpoint %s: %w", e.ID, err)
+	}
+	// Its flows go with it (masqueraded ones too): an address handed to
+	// the next endpoint must not inherit them.
+	if flows, err := d.dp.DeleteFlowsOf(hostPrefixes(e.IPs)); err != nil {
+		return fmt.Errorf("remove endpoint %s: %w", e.ID, err)
+	} else if flows > 0 {
+		d.log.Info("removed endpoint's flows", "endpoint", e.ID, "entries", flows)
 	}
 	if err := d.pruneCounters(); err != nil {
 		d.log.Warn("prune counters", "err", err)

@@ -148,9 +148,12 @@ type Endpoint struct {
 	// VM: the endpoint is a QEMU guest's port: its host device is a
 	// persistent tap (HostIf) that QEMU opens by name, with Queues queues;
 	// the guest gets its addresses by DHCP from the node (vm.go).
-	VM      bool      `json:"vm,omitempty"`
-	Queues  int       `json:"queues,omitempty"`
-	Created time.Time `json:"created"`
+	VM     bool `json:"vm,omitempty"`
+	Queues int  `json:"queues,omitempty"`
+	// Attachment: the endpoint is a CNI attachment (its ID is
+	// AttachmentID of the key); nil for every other endpoint.
+	Attachment *Attachment `json:"attachment,omitempty"`
+	Created    time.Time   `json:"created"`
 }
 
 // PortMapping publishes an endpoint's port on the node's address.
