@@ -6,17 +6,21 @@ import (
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -261,4 +265,280 @@ func TestCNITool(t *testing.T) {
 func cnitoolContainerID(path string) string {
 	s := sha512.Sum512([]byte(path))
 	return fmt.Sprintf("cnitool-%x", s[:10])
+}
+
+// TestCNIChain runs xlane-cni chained, through cnitool: after the
+// reference loopback plugin (so it merges a previous result) and before the
+// reference portmap plugin, whose published port is reached from outside
+// the node with real traffic:
+//
+//	outside [out0 192.0.2.1] ==== [up0 192.0.2.2] node: portmap's DNAT
+//	                                 :18080 -> container:8080
+//
+// In kernel mode only: portmap's iptables DNAT needs the replies to go
+// back through Linux's conntrack, which the BPF modes bypass (they
+// forward, and masquerade, the container's packets themselves); there
+// xlane's own published ports do the job (docs/kubernetes.md).
+func TestCNIChain(t *testing.T) {
+	for _, mode := range []string{"kernel"} {
+		t.Run(mode, func(t *testing.T) {
+			var out string
+			n := newNode(t, withOutsideRoutes(&out, "1500", false))
+			h := newCNIHost(t, n)
+			name, xnet := "chain-"+suffix(), "chain"+suffix()
+			h.conf(name, "1.0.0",
+				map[string]any{"type": "loopback"},
+				h.xlanePlugin(xnet, map[string]any{"mode": mode, "allowUnsolicited": true}),
+				map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}, "snat": true})
+			c := newNetns(t, "c")
+			capArgs := []string{`CAP_ARGS={"portMappings":[{"hostPort":18080,"containerPort":8080,"protocol":"tcp"}]}`}
+			res := parseResult(t, "1.0.0", h.mustCNITool(capArgs, "add", name, nsPath(c)))
+			if len(res.Interfaces) < 3 || res.Interfaces[0].Name != "lo" {
+				t.Fatalf("result interfaces %+v: want loopback's lo first, then xlane's", res.Interfaces)
+			}
+			addrs := resultAddrs(t, res, "eth0")
+			if len(addrs) != 2 {
+				t.Fatalf("eth0 addresses %v, want IPv4 and IPv6", addrs)
+			}
+			if lo := resultAddrs(t, res, "lo"); len(lo) == 0 {
+				t.Errorf("loopback's addresses were lost from the chained result: %+v", res.IPs)
+			}
+			// No CHECK through portmap here: Debian's portmap (1.1.1) fails
+			// its own CHECK on a dual-stack result (containernetworking/
+			// plugins#819). The loopback chain below is checked.
+			node4 := netip.MustParseAddr("192.0.2.2")
+			transferVia(t, out, c, netip.AddrPortFrom(addrs[0].Addr(), 8080), netip.AddrPortFrom(node4, 18080), 4<<20)
+			h.mustCNITool(capArgs, "del", name, nsPath(c))
+			if err := dialOnce(out, netip.AddrPortFrom(node4, 18080)); err == nil {
+				t.Errorf("port 18080 still answers after DEL")
+			}
+			// CHECK of a chained result: loopback's entries first.
+			lo := "lo-" + suffix()
+			h.conf(lo, "1.0.0", map[string]any{"type": "loopback"}, h.xlanePlugin(xnet, map[string]any{"mode": mode}))
+			c2 := newNetns(t, "c")
+			h.mustCNITool(nil, "add", lo, nsPath(c2))
+			h.mustCNITool(nil, "check", lo, nsPath(c2))
+			h.mustCNITool(nil, "del", lo, nsPath(c2))
+		})
+	}
+}
+
+// TestCNIGC checks GC through libcni (with cni.dev/valid-attachments) and
+// through cnitool (without: none valid). The libcni result cache is emptied
+// first, so what goes is what xlane-cni's GC removed, not libcni's DEL of
+// cached attachments. An attachment of another CNI network, an endpoint
+// made with the CLI and the valid attachment stay; of the others nothing
+// stays: endpoint, devices, pinned links, conntrack and NAT entries,
+// address lease (the address is handed out again). A stale xlane device
+// (left by a crash) goes too.
+func TestCNIGC(t *testing.T) {
+	var out string
+	n := newNode(t, withOutsideRoutes(&out, "1500", false))
+	h := newCNIHost(t, n)
+	xnet := "gc" + suffix()
+	nameA, nameB := "gca-"+suffix(), "gcb-"+suffix()
+	h.conf(nameA, "1.1.0", h.xlanePlugin(xnet, nil))
+	h.conf(nameB, "1.1.0", h.xlanePlugin(xnet, nil))
+	c1, c2, c3, c4 := newNetns(t, "c"), newNetns(t, "c"), newNetns(t, "c"), newNetns(t, "c")
+	add := func(name, c string, env ...string) *current.Result {
+		return parseResult(t, "1.1.0", h.mustCNITool(env, "add", name, nsPath(c)))
+	}
+	r1, r2 := add(nameA, c1), add(nameA, c2)
+	add(nameB, c3)
+	var e4 api.EndpointInfo
+	n.mustXlane(&e4, "endpoint", "add", xnet, "--netns", c4)
+	a1, a2 := resultAddrs(t, r1, "eth0"), resultAddrs(t, r2, "eth0")
+	// Flows of c2: to c1 (tracked), and out of the node (masqueraded:
+	// the reply's entry is keyed by the node's address).
+	transfer(t, c2, c1, a1[0].Addr(), 1<<20)
+	transfer(t, c2, out, netip.MustParseAddr("192.0.2.1"), 1<<20)
+	id1 := cnitoolContainerID(nsPath(c1))
+	id2 := model.AttachmentID(cnitoolContainerID(nsPath(c2)), "eth0")
+	ep2, err := n.client().Endpoint(context.Background(), id2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flowsOf := func(a netip.Addr) []api.Flow {
+		flows, err := n.client().Flows(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []api.Flow
+		for _, f := range flows {
+			for _, s := range []string{f.Src, f.Dst, f.NATTo} {
+				if ap, err := netip.ParseAddrPort(s); err == nil && ap.Addr() == a {
+					out = append(out, f)
+					break
+				}
+			}
+		}
+		return out
+	}
+	if f := flowsOf(a2[0].Addr()); len(f) < 4 || !slices.ContainsFunc(f, func(f api.Flow) bool { return f.NAT == "snat" }) {
+		t.Fatalf("flows of %s before GC: %+v, want tracked and masqueraded ones", a2[0], f)
+	}
+	runIn(t, n.netns, "ip", "link", "add", "xlhdeadbe01", "type", "veth", "peer", "name", "xlcdeadbe01")
+	for _, name := range []string{nameA, nameB} {
+		files, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", name+"-*"))
+		for _, f := range files {
+			os.Remove(f)
+		}
+	}
+
+	list, err := libcni.LoadNetworkConf(h.confDir, nameA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{h.binDir}, t.TempDir(), nil)
+	err = cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{
+		ValidAttachments: []types.GCAttachment{{ContainerID: id1, IfName: "eth0"}},
+	})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	eps := map[string]api.EndpointInfo{}
+	all, err := n.client().Endpoints(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range all {
+		eps[e.ID] = e
+	}
+	if _, ok := eps[id2]; ok || len(eps) != 3 {
+		t.Errorf("endpoints after GC: %v, want c1's, c3's (another CNI network) and the CLI's", slices.Collect(maps.Keys(eps)))
+	}
+	for _, dev := range []string{ep2.HostIf, "xlhdeadbe01"} {
+		if _, err := inNS(n.netns, "ip", "link", "show", dev).CombinedOutput(); err == nil {
+			t.Errorf("device %s still on the node after GC", dev)
+		}
+	}
+	if pins, _ := filepath.Glob(filepath.Join(n.pinDir, "links", ep2.HostIf+"*")); len(pins) > 0 {
+		t.Errorf("pinned links of the removed endpoint: %v", pins)
+	}
+	if f := flowsOf(a2[0].Addr()); len(f) > 0 {
+		t.Errorf("flows of %s after GC: %+v", a2[0], f)
+	}
+	ping(t, c1, netip.MustParseAddr("10.211.0.1"))
+	// c2's addresses are free again.
+	c5 := newNetns(t, "c")
+	r5 := add(nameA, c5, "CNI_ARGS=IP="+a2[0].Addr().String()+","+a2[1].Addr().String())
+	if got := resultAddrs(t, r5, "eth0"); !slices.Equal(got, a2) {
+		t.Errorf("addresses after GC released %v: got %v", a2, got)
+	}
+
+	// cnitool's gc: no valid list; c5's cached attachment is DELeted by
+	// libcni, c1's (no cache entry) by xlane-cni's GC.
+	h.mustCNITool(nil, "gc", nameA, nsPath(c1))
+	all, err = n.client().Endpoints(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range all {
+		left = append(left, e.ID)
+	}
+	id3 := model.AttachmentID(cnitoolContainerID(nsPath(c3)), "eth0")
+	if len(left) != 2 || !slices.Contains(left, id3) || !slices.Contains(left, e4.ID) {
+		t.Errorf("endpoints after cnitool gc: %v, want %s (another CNI network) and %s (the CLI's)", left, id3, e4.ID)
+	}
+}
+
+// cniError runs xlane-cni directly (as a runtime does) and returns the
+// spec error it printed, or nil when it succeeded.
+func cniError(t *testing.T, netns, cmd, containerID, cniNetns, stdin string) *types.Error {
+	t.Helper()
+	c := inNS(netns, filepath.Join(binDir, "xlane-cni"))
+	c.Env = append(os.Environ(), "CNI_COMMAND="+cmd, "CNI_CONTAINERID="+containerID, "CNI_NETNS="+cniNetns,
+		"CNI_IFNAME=eth0", "CNI_PATH="+binDir)
+	c.Stdin = strings.NewReader(stdin)
+	out, err := c.Output()
+	if err == nil {
+		return nil
+	}
+	var e types.Error
+	if jerr := json.Unmarshal(out, &e); jerr != nil {
+		t.Fatalf("xlane-cni %s: %v, and its output is not a spec error: %q", cmd, err, out)
+	}
+	return &e
+}
+
+// TestCNIErrors checks the spec's error codes and that the message names
+// the key or variable at fault, a restart of xlaned (attachments kept), and
+// device auto's fallback where the kernel has no netkit.
+func TestCNIErrors(t *testing.T) {
+	n := newNode(t)
+	xnet := "err" + suffix()
+	conf := func(extra string) string {
+		return `{"cniVersion":"1.1.0","name":"errs","type":"xlane-cni","socket":"` + n.socket + `","network":"` + xnet + `"` + extra + `}`
+	}
+	subnets := `,"subnets":["10.212.0.0/30","fd00:212::/64"]`
+	c := newNetns(t, "c")
+	for _, tc := range []struct {
+		name, cmd, stdin, netns string
+		code                    uint
+		msg                     string
+	}{
+		{"not JSON", "ADD", `{"cniVersion":"1.1.0",`, nsPath(c), types.ErrDecodingFailure, ""},
+		{"wrong type", "ADD", conf(`,"mtu":"big"`), nsPath(c), types.ErrDecodingFailure, `"mtu"`},
+		{"bad mode", "ADD", conf(`,"mode":"fast"`), nsPath(c), types.ErrInvalidNetworkConfig, `"mode"`},
+		{"bad subnet", "ADD", conf(`,"subnets":["10.1.0.0/33"]`), nsPath(c), types.ErrInvalidNetworkConfig, `"subnets"`},
+		{"unknown network", "ADD", conf(""), nsPath(c), types.ErrInvalidNetworkConfig, `"network"`},
+		{"no netns", "ADD", conf(subnets), "", types.ErrInvalidEnvironmentVariables, "CNI_NETNS"},
+		{"netns not a netns", "ADD", conf(subnets), "/proc/self/exe", types.ErrInvalidEnvironmentVariables, "CNI_NETNS"},
+		{"netkit here", "ADD", conf(subnets + `,"device":"netkit"`), nsPath(c), types.ErrInvalidNetworkConfig, "netkit"},
+		{"status of a missing network", "STATUS", strings.Replace(conf(""), xnet, "nosuch", 1), "", 50, `"nosuch"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := cniError(t, n.netns, tc.cmd, "ctr1", tc.netns, tc.stdin)
+			if e == nil || e.Code != tc.code || !strings.Contains(e.Msg, tc.msg) {
+				t.Errorf("%s: got %+v, want code %d naming %s", tc.cmd, e, tc.code, tc.msg)
+			}
+		})
+	}
+	t.Run("exhausted", func(t *testing.T) {
+		// A /30 holds one endpoint: STATUS is 51 once it is taken.
+		if e := cniError(t, n.netns, "ADD", "ctr1", nsPath(c), conf(subnets+`,"device":"auto"`)); e != nil {
+			t.Fatalf("ADD: %+v", e)
+		}
+		var ep api.EndpointInfo
+		n.mustXlane(&ep, "endpoint", "inspect", "ctr1:eth0")
+		var nw api.NetworkInfo
+		n.mustXlane(&nw, "network", "inspect", xnet)
+		if nw.Devices() != model.DeviceVeth {
+			t.Errorf("device auto on a kernel without netkit: %s, want veth", nw.Devices())
+		}
+		if e := cniError(t, n.netns, "STATUS", "", "", conf(subnets)); e == nil || e.Code != 51 || !strings.Contains(e.Msg, "no free address") {
+			t.Errorf("STATUS of a full network: %+v, want 51", e)
+		}
+		c2 := newNetns(t, "c")
+		if e := cniError(t, n.netns, "ADD", "ctr2", nsPath(c2), conf(subnets)); e == nil || !strings.Contains(e.Msg, "no free address") {
+			t.Errorf("ADD to a full network: %+v, want an error", e)
+		}
+	})
+	t.Run("restart", func(t *testing.T) {
+		// The attachment outlives a kill -9 of xlaned; while it is down,
+		// ADD and DEL say try again later and STATUS 50.
+		n.stop(syscall.SIGKILL)
+		if e := cniError(t, n.netns, "DEL", "ctr1", nsPath(c), conf(subnets)); e == nil || e.Code != types.ErrTryAgainLater || !strings.Contains(e.Msg, `"socket"`) {
+			t.Errorf("DEL with xlaned down: %+v, want 11 naming the socket", e)
+		}
+		if e := cniError(t, n.netns, "ADD", "ctr3", nsPath(c), conf(subnets)); e == nil || e.Code != types.ErrTryAgainLater {
+			t.Errorf("ADD with xlaned down: %+v, want 11", e)
+		}
+		if e := cniError(t, n.netns, "STATUS", "", "", conf(subnets)); e == nil || e.Code != 50 {
+			t.Errorf("STATUS with xlaned down: %+v, want 50", e)
+		}
+		n.start()
+		ep, err := n.client().Attachment(context.Background(), "ctr1", "eth0")
+		if err != nil || ep.State != "ready" {
+			t.Fatalf("attachment after restart: %+v %v", ep, err)
+		}
+		ping(t, c, netip.MustParseAddr("10.212.0.1"))
+		if e := cniError(t, n.netns, "DEL", "ctr1", nsPath(c), conf(subnets)); e != nil {
+			t.Errorf("DEL: %+v", e)
+		}
+		if e := cniError(t, n.netns, "STATUS", "", "", conf(subnets)); e != nil {
+			t.Errorf("STATUS after DEL freed the address: %+v", e)
+		}
+	})
 }
