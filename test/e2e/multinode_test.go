@@ -57,6 +57,7 @@ type clusterNode struct {
 	// nodesFile: the cluster's nodes come from this file (xlaned --nodes),
 	// not from the CLI.
 	nodesFile string
+	ul        string // the underlay's namespace
 }
 
 func (c *clusterNode) record() api.NodeAdd {
