@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -9,7 +10,8 @@ import (
 
 // Network policy across nodes (docs/multinode.md): a packet from the
 // overlay carries its network in the VNI, and xlane_from_overlay holds ICC
-// off and isolation for it as the endpoint programs do on one node.
+// off and isolation for it as the endpoint programs do on one node. Also
+// the MTU a peer's record declares.
 //
 //	n1: quiet (--icc=false) q1   iso (--isolated) i1   open o1
 //	n2: quiet               q2   iso              i2
@@ -24,12 +26,32 @@ func TestMultiNodePolicy(t *testing.T) {
 		c.mustXlane(&ep, "endpoint", "add", network, "--netns", ns)
 		return ns, ep
 	}
+	// MTU mismatch: n1 is told of a third node whose underlay's MTU is
+	// 1400: its networks take 1350 by default, and refuse more.
+	cs[0].mustXlane(nil, "node", "add", "n3", "--underlay", "192.168.77.3", "--pod-cidr", "10.244.3.0/24", "--mtu", "1400")
 	var q, iso [2]string
 	var qEP, isoEP [2]api.EndpointInfo
 	for i, c := range cs {
 		q[i], qEP[i] = pod(c, i, 0, "quiet", "--icc=false")
 		iso[i], isoEP[i] = pod(c, i, 1, "iso", "--isolated")
 	}
+	t.Run("mtu mismatch", func(t *testing.T) {
+		for i, want := range []int{1350, 1450} {
+			var net api.NetworkInfo
+			cs[i].mustXlane(&net, "network", "inspect", "quiet")
+			if net.MTU != want {
+				t.Errorf("n%d: network MTU %d, want %d", i+1, net.MTU, want)
+			}
+		}
+		_, stderr, err := cs[0].xlane("network", "create", "big", "--mode", "tc", "--mtu", "1450", "--subnet", "10.244.1.192/26")
+		if err == nil || !strings.Contains(stderr, "mtu") {
+			t.Errorf("network create --mtu 1450 with a 1400-MTU peer: err %v, stderr %q; want an error naming mtu", err, stderr)
+		}
+		if _, _, err := cs[0].xlane("network", "inspect", "big"); err == nil {
+			t.Error("the refused network exists")
+		}
+		cs[0].mustXlane(nil, "node", "rm", "n3")
+	})
 	open, _ := pod(cs[0], 0, 2, "open")
 	refused := func(t *testing.T, from string, to api.EndpointInfo, reason string) {
 		t.Helper()
