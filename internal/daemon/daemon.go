@@ -183,6 +183,11 @@ func (d *Daemon) start() (*Daemon, error) {
 		}
 	}
 	if d.dp.Available() == nil {
+		if err := d.setupVLANs(); err != nil {
+			d.log.Error("set up vlans", "err", err)
+		}
+	}
+	if d.dp.Available() == nil {
 		if err := d.setupNode(); err != nil {
 			d.Close()
 			return nil, err
@@ -360,6 +365,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if have6 {
 		minMTU = 1280
 	}
+	if err := d.validateVLAN(tx, n, req); err != nil {
+		return nil, err
+	}
 	if n.MTU == 0 {
 		n.MTU = 1500
 		if d.cluster.inCluster(n.Subnets) && d.cluster.mtu != 0 {
@@ -466,6 +474,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 				return err
 			}
 		}
+		if err := d.applyVLAN(n); err != nil {
+			return err
+		}
 		if err := d.step("network-applied"); err != nil {
 			return err
 		}
@@ -473,7 +484,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
+			if uerr := errors.Join(d.removeVLAN(n), d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -516,6 +527,9 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		if err := d.removeEndpoint(&eps[i], n); err != nil {
 			return err
 		}
+	}
+	if err := d.removeVLAN(n); err != nil {
+		return err
 	}
 	if err := netconf.DeleteInternal(n); err != nil {
 		return err
@@ -940,6 +954,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if e.VM {
 			val.Flags |= bpf.EPFlagNoPeer
 		}
+		if n.VLAN != 0 {
+			val.Flags |= bpf.EPFlagVLAN
+		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -949,6 +966,11 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	}
 	if err := put(false); err != nil {
 		return err
+	}
+	if n.VLAN != 0 {
+		if err := netconf.SetVLANProxy(n.VLAN, e.IPs, true); err != nil {
+			return err
+		}
 	}
 	if err := d.step("datapath-programmed"); err != nil {
 		return err
@@ -979,6 +1001,9 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	errs = append(errs, d.syncPorts(portEntries(e), nil))
 	for _, a := range e.IPs {
 		errs = append(errs, d.dp.DeleteEndpoint(a))
+	}
+	if n.VLAN != 0 {
+		errs = append(errs, netconf.SetVLANProxy(n.VLAN, e.IPs, false))
 	}
 	errs = append(errs, netconf.DeleteVeth(e))
 	return errors.Join(errs...)
