@@ -15,6 +15,14 @@
  * events (mon_config.rate, .burst); those over it are counted
  * (mon_state.suppressed), as are those a full ring refused (.lost).
  *
+ * Nor does a listening monitor wake its reader per packet: events are
+ * submitted with BPF_RB_NO_WAKEUP and the daemon polls the ring (every
+ * 100 ms while a client listens, internal/daemon/monitor.go); only a ring
+ * filling past MON_WAKEUP_BYTES forces a wakeup, so that a burst is read
+ * before the ring overflows. A wakeup is an irq_work and a scheduler
+ * wakeup of the daemon on the packet's CPU: per event, it cost the
+ * monitored traffic more than the event.
+ *
  * The emitters are global functions: verified once each, whatever the
  * state of their callers, so the hooks cost the verifier little more
  * than the call.
@@ -31,6 +39,11 @@
 #include <bpf/bpf_endian.h>
 #include "abi.h"
 #include "tokens.h"
+
+/* The event ring's size, and how full it gets before an event wakes the
+ * reader (an eighth: ~2,300 events of 120 bytes with their headers). */
+#define MON_RING_BYTES (1 << 21)
+#define MON_WAKEUP_BYTES (MON_RING_BYTES / 8)
 
 /* key: 0; value: the event types wanted and their rate. Written by the
  * daemon (on while a monitor client listens); read by every hook. Not
@@ -56,7 +69,7 @@ struct {
  * (counted), never packets. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 21);
+	__uint(max_entries, MON_RING_BYTES);
 } xlane_mon_events SEC(".maps");
 
 /*
@@ -79,6 +92,17 @@ static __always_inline __u32 mon_types(void)
 static __always_inline struct mon_state *mon_state(void)
 {
 	return bpf_map_lookup_elem(&xlane_mon_state, (const void *)&mon_key0);
+}
+
+/* mon_submit hands e to the reader without waking it, unless the ring is
+ * filling up. */
+static __always_inline void mon_submit(struct mon_event *e)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&xlane_mon_events, BPF_RB_AVAIL_DATA) >= MON_WAKEUP_BYTES)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
 }
 
 /* mon_reserve takes a token and a zeroed event of type t from the ring:
@@ -237,7 +261,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 		if (e) {
 			mon_flow_fill(e, &st->new_key);
 			e->action = st->new_val.state;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 	if ((p & MON_FLOW_NEW) && (t & MON_NAT) && st->new_val.nat != CT_NAT_NONE) {
@@ -249,7 +273,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 			e->nat_port = st->new_val.nat_port;
 			__builtin_memcpy(e->nat_saddr, st->new_val.nat_saddr, 16);
 			e->nat_sport = st->new_val.nat_sport;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 	if ((p & MON_FLOW_CLOSE) && (t & MON_FLOW_CLOSE)) {
@@ -257,7 +281,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 		if (e) {
 			mon_flow_fill(e, &st->close_key);
 			e->action = CT_CLOSED;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 	if ((p & MON_LB) && (t & MON_LB)) {
@@ -271,7 +295,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 			e->backend = st->lb_bk.index;
 			__builtin_memcpy(e->nat_addr, st->lb_be.addr, 16);
 			e->nat_port = st->lb_be.port;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 }
@@ -355,7 +379,7 @@ __noinline int mon_skb(struct __sk_buff *skb, __u32 meta)
 		return 0;
 	e->ifindex = skb->ifindex;
 	mon_tuple((void *)(long)skb->data, (void *)(long)skb->data_end, e);
-	bpf_ringbuf_submit(e, 0);
+	mon_submit(e);
 	return 0;
 }
 
@@ -371,7 +395,7 @@ __noinline int mon_xdp(struct xdp_md *ctx, __u32 meta)
 		return 0;
 	e->ifindex = ctx->ingress_ifindex;
 	mon_tuple((void *)(long)ctx->data, (void *)(long)ctx->data_end, e);
-	bpf_ringbuf_submit(e, 0);
+	mon_submit(e);
 	return 0;
 }
 

@@ -337,7 +337,8 @@ type tcMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type tcMetricsVal struct {
@@ -549,6 +550,14 @@ const (
 	tcXlEpFlagsXL_EP_NO_PEER           tcXlEpFlags = 32
 )
 
+type tcXlHook uint32
+
+const (
+	tcXlHookXL_HOOK_TC     tcXlHook = 0
+	tcXlHookXL_HOOK_XDP    tcXlHook = 1
+	tcXlHookXL_HOOK_NETKIT tcXlHook = 2
+)
+
 type tcXlPeerFlags uint32
 
 const (
@@ -657,6 +666,7 @@ const (
 	tcVarXlBtfFwKind        = "xl_btf_fw_kind"
 	tcVarXlBtfFwLimits      = "xl_btf_fw_limits"
 	tcVarXlBtfFwRule        = "xl_btf_fw_rule"
+	tcVarXlBtfHook          = "xl_btf_hook"
 	tcVarXlBtfIphdr         = "xl_btf_iphdr"
 	tcVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
 	tcVarXlBtfMonConfig     = "xl_btf_mon_config"
@@ -778,6 +788,7 @@ type tcVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -909,6 +920,7 @@ type tcVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`

@@ -221,8 +221,10 @@ func (t *Tracer) Run(hook TraceHook, ifindex int, frame []byte) (TraceRun, error
 		return TraceRun{}, fmt.Errorf("trace: run %s: %w", hook, err)
 	}
 	r := TraceRun{Ret: int32(ret), Out: opts.DataOut}
+	// The run is over: what it emitted is in the ring (submitted without
+	// a wakeup, lib/monitor.h), so read without waiting.
+	t.events.SetDeadline(time.Now())
 	for {
-		t.events.SetDeadline(time.Now().Add(20 * time.Millisecond))
 		rec, err := t.events.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,10 +26,24 @@ import (
 // Monitor defaults: the datapath's per-CPU event rate while a client
 // listens (Config.MonitorRate), the bucket depth, and how many events a
 // slow client may have queued before the daemon drops its events.
+//
+// The rate bounds what a listening monitor costs the traffic it watches:
+// every event is read, described, filtered and encoded by xlaned and
+// decoded again by the client, a few microseconds of a core each; at
+// 1,000 events per second per CPU that stays near 1 % of a core per CPU,
+// where 10,000 took most of one of this machine's two (issue 19's
+// benchmark: a quarter of single-stream TCP). What the rate suppresses is
+// counted in every client's stats line; --monitor-rate raises it.
 const (
-	DefaultMonitorRate = 10000
+	DefaultMonitorRate = 1000
 	monitorBurstDiv    = 10 // burst = rate / 10 (at least 1)
 	monitorQueue       = 4096
+	// monitorPoll is how often the reader drains the ring while a client
+	// listens: the programs submit without waking it (bpf/lib/monitor.h),
+	// except when the ring fills past an eighth.
+	monitorPoll = 100 * time.Millisecond
+	// monitorBatch is how many events the reader hands out under one lock.
+	monitorBatch = 256
 	// monitorNamesEvery is how stale the endpoint and service names of
 	// the events may get while clients listen (each subscription and
 	// trace reads them afresh).
@@ -44,8 +59,11 @@ type monitor struct {
 	maps bpf.MonitorMaps
 	err  error // why there is no monitor
 
-	mu   sync.Mutex
-	subs map[*MonitorSub]struct{}
+	rd *ringbuf.Reader
+
+	mu    sync.Mutex
+	subs  map[*MonitorSub]struct{}
+	types atomic.Uint32 // the union of subs' types (the reader's fast test)
 
 	names atomic.Pointer[monNames] // endpoints and services, for the events
 }
@@ -79,11 +97,12 @@ func (d *Daemon) startMonitor() *monitor {
 		m.err = fmt.Errorf("monitor: event reader: %w: %w", err, model.ErrUnavailable)
 		return m
 	}
+	m.rd = rd
 	go func() {
 		<-d.done
 		rd.Close()
 	}()
-	go m.read(rd)
+	go m.read()
 	return m
 }
 
@@ -123,6 +142,13 @@ func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 	if err := m.apply(); err != nil {
 		delete(m.subs, s)
 		return nil, err
+	}
+	if len(m.subs) == 1 {
+		// The reader sleeps without a deadline while nobody listens:
+		// wake it to poll.
+		if err := m.rd.Flush(); err != nil {
+			m.d.log.Warn("monitor: wake the reader", "err", err)
+		}
 	}
 	return s, nil
 }
@@ -167,31 +193,73 @@ func (m *monitor) apply() error {
 	if rate == 0 {
 		rate = DefaultMonitorRate
 	}
+	m.types.Store(uint32(types))
 	return m.maps.Set(types, rate, max(rate/monitorBurstDiv, 1))
 }
 
-// read hands every event of the ring to the subscriptions it matches.
-func (m *monitor) read(rd *ringbuf.Reader) {
-	var rec ringbuf.Record
+// read drains the ring every monitorPoll while a client listens (the
+// programs do not wake it per event), and otherwise sleeps until woken:
+// by Monitor, or by a ring filling up. Events go out in batches.
+func (m *monitor) read() {
+	var (
+		rec   ringbuf.Record
+		batch = make([]bpf.MonEvent, 0, monitorBatch)
+	)
 	for {
-		if err := rd.ReadInto(&rec); err != nil {
-			if !errors.Is(err, ringbuf.ErrClosed) {
-				m.d.log.Error("monitor: read events", "err", err)
+		var deadline time.Time
+		if m.types.Load() != 0 {
+			deadline = time.Now().Add(monitorPoll)
+		}
+		m.rd.SetDeadline(deadline)
+		for {
+			err := m.rd.ReadInto(&rec)
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
+				break // drained
 			}
-			return
+			if err != nil {
+				if !errors.Is(err, ringbuf.ErrClosed) {
+					m.d.log.Error("monitor: read events", "err", err)
+				}
+				return
+			}
+			var e bpf.MonEvent
+			if bpf.DecodeMonEventInto(rec.RawSample, &e) != nil ||
+				bpf.MonType(e.Type)&bpf.MonType(m.types.Load()) == 0 {
+				continue
+			}
+			if batch = append(batch, e); len(batch) == monitorBatch {
+				m.dispatch(batch)
+				batch = batch[:0]
+			}
 		}
-		raw, err := bpf.DecodeMonEvent(rec.RawSample)
-		if err != nil {
-			continue
-		}
-		m.mu.Lock()
-		if len(m.subs) == 0 {
-			m.mu.Unlock()
-			continue
-		}
-		ev, refs := m.describe(raw)
+		m.dispatch(batch)
+		batch = batch[:0]
+	}
+}
+
+// dispatch hands events to the subscriptions they match.
+func (m *monitor) dispatch(batch []bpf.MonEvent) {
+	if len(batch) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range batch {
+		raw := &batch[i]
+		var (
+			ev        api.MonitorEvent
+			refs      monRefs
+			described bool
+		)
 		for s := range m.subs {
-			if s.types&bpf.MonType(raw.Type) == 0 || !s.f.match(&ev, refs) {
+			if s.types&bpf.MonType(raw.Type) == 0 {
+				continue
+			}
+			if !described {
+				ev, refs = m.describe(*raw)
+				described = true
+			}
+			if !s.f.match(&ev, refs) {
 				continue
 			}
 			select {
@@ -201,7 +269,6 @@ func (m *monitor) read(rd *ringbuf.Reader) {
 				s.dropped.Add(1)
 			}
 		}
-		m.mu.Unlock()
 	}
 }
 

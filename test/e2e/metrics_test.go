@@ -154,7 +154,8 @@ func testMetrics(t *testing.T, mode string) {
 	payload := []byte("xlane metrics " + mode)
 	deny := udpFrame(t, e.mac(t, 0, false), e.mac(t, 0, true), e.ip(0), e.ip(1), 9999, payload)
 	allow := udpFrame(t, e.mac(t, 0, false), e.mac(t, 0, true), e.ip(0), e.ip(1), 9998, payload)
-	from := map[string]string{"endpoint": src, "network": "blue", "direction": "from_endpoint", "hook": "endpoint"}
+	from := map[string]string{"endpoint": src, "network": "blue", "direction": "from_endpoint", "device": "endpoint",
+		"hook": mode} // the program that decided: tcx or XDP
 	before := scrape(t, n)
 	frames := make([][]byte, 0, dropped+allowed)
 	for range dropped {
