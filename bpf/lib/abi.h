@@ -605,6 +605,10 @@ struct mon_state {
 	 * lib/monitor.h. */
 	__u32 rule;		/* the deciding firewall rule's slot + 1 */
 	__u32 pending;		/* MON_FLOW_NEW, MON_FLOW_CLOSE bits */
+	/* The rate limit's events to suppress without reading the clock,
+	 * and the length of the next such run (lib/monitor.h). */
+	__u32 skip;
+	__u32 backoff;
 	struct ct_key new_key;	/* MON_FLOW_NEW: the flow as it opened */
 	struct ct_val new_val;	/* ... and its entry (NAT) */
 	struct ct_key close_key;	/* MON_FLOW_CLOSE */

@@ -105,25 +105,43 @@ static __always_inline void mon_submit(struct mon_event *e)
 	bpf_ringbuf_submit(e, flags);
 }
 
-/* mon_reserve takes a token and a zeroed event of type t from the ring:
- * NULL (counted) when over the rate or the ring is full. */
-static __always_inline struct mon_event *mon_reserve(__u8 t)
-{
-	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
-							 (const void *)&mon_key0);
-	struct mon_state *st = mon_state();
-	struct mon_event *e;
-	__u64 now = bpf_ktime_get_ns();
+/*
+ * How many events the rate limit suppresses without reading the clock once
+ * it found the bucket empty: 1, 3, 7, ... up to MON_SKIP_MAX while it
+ * keeps finding it empty, none after it found a token. Under a flood (a
+ * verdict event per packet) the clock read and the refill were most of
+ * what a suppressed event cost the packet; the skipping suppresses at most
+ * MON_SKIP_MAX events that a token could have paid for when the flood
+ * ends, and never lets more than the rate through.
+ */
+#define MON_SKIP_MAX 63
 
-	if (!c || !st)
+/* mon_reserve_in takes a token and a zeroed event of type t from the ring
+ * (c, st: the monitor's config and this CPU's state): NULL (counted) when
+ * over the rate or the ring is full. */
+static __always_inline struct mon_event *mon_reserve_in(const struct mon_config *c,
+							struct mon_state *st, __u8 t)
+{
+	struct mon_event *e;
+	__u64 now;
+
+	if (c->rate && st->skip) {
+		st->skip--;
+		st->suppressed++;
 		return 0;
+	}
+	now = bpf_ktime_get_ns();
 	if (c->rate) {
 		bucket_refill(&st->tokens, now - st->last, c->rate, c->burst);
 		st->last = now;
 		if (bucket_take(&st->tokens)) {
 			st->suppressed++;
+			st->backoff = st->backoff >= MON_SKIP_MAX / 2 ? MON_SKIP_MAX
+								      : st->backoff * 2 + 1;
+			st->skip = st->backoff;
 			return 0;
 		}
+		st->backoff = 0;
 	}
 	e = bpf_ringbuf_reserve(&xlane_mon_events, sizeof(*e), 0);
 	if (!e) {
@@ -135,6 +153,18 @@ static __always_inline struct mon_event *mon_reserve(__u8 t)
 	e->ts = now;
 	e->type = t;
 	return e;
+}
+
+/* mon_reserve is mon_reserve_in for a hook that has neither at hand. */
+static __always_inline struct mon_event *mon_reserve(__u8 t)
+{
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
+	struct mon_state *st = mon_state();
+
+	if (!c || !st)
+		return 0;
+	return mon_reserve_in(c, st, t);
 }
 
 /*
@@ -250,14 +280,15 @@ static __always_inline void mon_flow_state(const struct ct_key *k, __u8 old, __u
 
 /* mon_pending emits what the hooks of this run left in st (t: the wanted
  * types). */
-static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind)
+static __always_inline void mon_pending(const struct mon_config *c, struct mon_state *st, __u32 t,
+					__u8 kind)
 {
 	struct mon_event *e;
 	__u32 p = st->pending;
 
 	st->pending = 0;
 	if ((p & MON_FLOW_NEW) && (t & MON_FLOW_NEW)) {
-		e = mon_reserve(MON_FLOW_NEW);
+		e = mon_reserve_in(c, st, MON_FLOW_NEW);
 		if (e) {
 			mon_flow_fill(e, &st->new_key);
 			e->action = st->new_val.state;
@@ -265,7 +296,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 		}
 	}
 	if ((p & MON_FLOW_NEW) && (t & MON_NAT) && st->new_val.nat != CT_NAT_NONE) {
-		e = mon_reserve(MON_NAT);
+		e = mon_reserve_in(c, st, MON_NAT);
 		if (e) {
 			mon_flow_fill(e, &st->new_key);
 			e->action = st->new_val.nat;
@@ -277,7 +308,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 		}
 	}
 	if ((p & MON_FLOW_CLOSE) && (t & MON_FLOW_CLOSE)) {
-		e = mon_reserve(MON_FLOW_CLOSE);
+		e = mon_reserve_in(c, st, MON_FLOW_CLOSE);
 		if (e) {
 			mon_flow_fill(e, &st->close_key);
 			e->action = CT_CLOSED;
@@ -285,7 +316,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 		}
 	}
 	if ((p & MON_LB) && (t & MON_LB)) {
-		e = mon_reserve(MON_LB);
+		e = mon_reserve_in(c, st, MON_LB);
 		if (e) {
 			mon_flow_fill(e, &st->lb_key);
 			e->kind = kind;
@@ -341,19 +372,22 @@ static __always_inline __u32 mon_verdict_type(__u32 t, __u8 verdict)
  */
 static __always_inline struct mon_event *mon_exit(__u32 meta, __u32 len)
 {
-	__u32 t = mon_types();
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
 	struct mon_state *st = mon_state();
 	struct mon_event *e;
 	__u8 reason = (meta >> 8) & 0xff;
+	__u32 t;
 
-	if (!st)
+	if (!c || !st)
 		return 0;
+	t = c->types;
 	if (st->pending)
-		mon_pending(st, t, meta & 0xff);
+		mon_pending(c, st, t, meta & 0xff);
 	t = mon_verdict_type(t, (meta >> 16) & 0xff);
 	if (!t)
 		return 0;
-	e = mon_reserve(t);
+	e = mon_reserve_in(c, st, t);
 	if (!e)
 		return 0;
 	e->kind = meta & 0xff;
@@ -403,11 +437,12 @@ __noinline int mon_xdp(struct xdp_md *ctx, __u32 meta)
  * connect hooks' backend choices, lib/lb.h). */
 __noinline int mon_sock(void)
 {
-	__u32 t = mon_types();
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
 	struct mon_state *st = mon_state();
 
-	if (st && st->pending)
-		mon_pending(st, t, FW_KIND_MAX);
+	if (c && st && st->pending)
+		mon_pending(c, st, c->types, FW_KIND_MAX);
 	return 0;
 }
 

@@ -263,6 +263,8 @@ type netkitMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     netkitCtKey
 	NewVal     netkitCtVal
 	CloseKey   netkitCtKey

@@ -105,6 +105,8 @@ type socklbMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     socklbCtKey
 	NewVal     socklbCtVal
 	CloseKey   socklbCtKey

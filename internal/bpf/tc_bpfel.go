@@ -391,6 +391,8 @@ type tcMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     tcCtKey
 	NewVal     tcCtVal
 	CloseKey   tcCtKey

@@ -263,6 +263,8 @@ type tcuplinkMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     tcuplinkCtKey
 	NewVal     tcuplinkCtVal
 	CloseKey   tcuplinkCtKey

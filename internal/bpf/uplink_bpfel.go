@@ -260,6 +260,8 @@ type uplinkMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     uplinkCtKey
 	NewVal     uplinkCtVal
 	CloseKey   uplinkCtKey

@@ -260,6 +260,8 @@ type xdpMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     xdpCtKey
 	NewVal     xdpCtVal
 	CloseKey   xdpCtKey
