@@ -65,6 +65,11 @@ type monitor struct {
 	subs  map[*MonitorSub]struct{}
 	types atomic.Uint32 // the union of subs' types (the reader's fast test)
 
+	// gcOver counts the conntrack GC's flow_close events beyond what one
+	// pass hands out (monitorQueue): suppressed, as the datapath's rate
+	// limit does.
+	gcOver atomic.Uint64
+
 	names atomic.Pointer[monNames] // endpoints and services, for the events
 }
 
@@ -130,7 +135,7 @@ func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 	if err := m.refreshNames(); err != nil {
 		return nil, err
 	}
-	base, err := m.maps.Counters()
+	base, err := m.counters()
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +174,7 @@ func (s *MonitorSub) Close() {
 // Stats is the subscription's counters line. It refreshes the names the
 // events are given (endpoints come and go while a client listens).
 func (s *MonitorSub) Stats() api.MonitorEvent {
-	c, err := s.m.maps.Counters()
+	c, err := s.m.counters()
 	if err != nil {
 		c = s.base
 	}
@@ -181,6 +186,71 @@ func (s *MonitorSub) Stats() api.MonitorEvent {
 	return api.MonitorEvent{Time: time.Now(), Type: "stats", Counters: &api.MonitorCounters{
 		Events: s.sent.Load(), Suppressed: c.Suppressed - s.base.Suppressed, Lost: c.Lost - s.base.Lost,
 		Dropped: s.dropped.Load()}}
+}
+
+// counters are the datapath's counters, with the GC's suppressed events.
+func (m *monitor) counters() (bpf.MonCounters, error) {
+	c, err := m.maps.Counters()
+	c.Suppressed += m.gcOver.Load()
+	return c, err
+}
+
+// monExpired is the action of a flow_close the conntrack GC reports: the
+// flow was collected, idle past its timeout (the datapath's flow_close
+// carries the flow's state, CT_CLOSED).
+const monExpired = 0xff
+
+// gcCloses are the flow_close events of one GC pass: the flows it
+// collects that never closed (UDP, ICMP and other protocols, which end by
+// timing out, and TCP flows that went idle unclosed). Nil (a no-op) while
+// no client wants flow_close.
+type gcCloses struct {
+	m   *monitor
+	ts  uint64 // the pass's CLOCK_MONOTONIC time, as the datapath's events
+	evs []bpf.MonEvent
+}
+
+// gcCloses starts collecting a GC pass's flow_close events.
+func (m *monitor) gcCloses() *gcCloses {
+	if m == nil || m.err != nil || bpf.MonType(m.types.Load())&bpf.MonFlowClose == 0 {
+		return nil
+	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return nil
+	}
+	return &gcCloses{m: m, ts: uint64(now.Nano())}
+}
+
+// add is the GC's callback for an entry it collects: a flow's original
+// direction makes an event, unless the flow closed (the datapath reported
+// that) or the pass has enough.
+func (g *gcCloses) add(k *bpf.CTKey, v *bpf.CTVal) {
+	if g == nil || v.Dir != uint8(bpf.CTDirOrig) || v.State == uint8(bpf.CTClosed) {
+		return
+	}
+	if len(g.evs) >= monitorQueue {
+		g.m.gcOver.Add(1)
+		return
+	}
+	e := bpf.MonEvent{Ts: g.ts, Type: uint8(bpf.MonFlowClose), Action: monExpired, Proto: k.Proto,
+		Sport: k.Sport, Dport: k.Dport, Saddr: k.Saddr, Daddr: k.Daddr, Family: 6}
+	if netip.AddrFrom16(k.Daddr).Is4In6() {
+		e.Family = 4
+	}
+	g.evs = append(g.evs, e)
+}
+
+// send hands the pass's events to the clients.
+func (g *gcCloses) send() {
+	if g == nil {
+		return
+	}
+	for len(g.evs) > 0 {
+		n := min(len(g.evs), monitorBatch)
+		g.m.dispatch(g.evs[:n])
+		g.evs = g.evs[n:]
+	}
 }
 
 // apply sets the datapath's types to the clients' union (under m.mu).
@@ -404,6 +474,8 @@ func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
 	case bpf.MonFlowNew, bpf.MonFlowClose:
 		if int(e.Action) < len(ctStateNames) {
 			ev.Action = ctStateNames[e.Action]
+		} else if e.Action == monExpired {
+			ev.Action = "expired"
 		}
 	case bpf.MonNAT:
 		ev.Action = natNames[e.Action]
