@@ -372,11 +372,11 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.validateVLAN(tx, n, req); err != nil {
 		return nil, err
 	}
+	if err := d.clusterNetworkMTU(tx, n, req.MTU); err != nil {
+		return nil, err
+	}
 	if n.MTU == 0 {
 		n.MTU = 1500
-		if d.cluster.inCluster(n.Subnets) && d.cluster.mtu != 0 {
-			n.MTU = d.cluster.mtu // the underlay's, less VXLAN's overhead
-		}
 	}
 	n.VNI = req.VNI
 	if n.VNI == 0 {
