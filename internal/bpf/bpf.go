@@ -149,11 +149,26 @@ type Options struct {
 // the tables themselves may differ) and the table size of the BPF tests.
 const DefaultMaglevSize = 1021
 
+// adaptSpec adjusts a collection spec Load read (name: tc, xdp, uplink,
+// tcuplink, socklb) before it loads. It does nothing in the product; tests
+// comparing against an older build's objects (LoadFrom) give those the
+// maps and programs added since, which this build's loader assigns.
+var adaptSpec = func(name string, spec *ebpf.CollectionSpec) {}
+
+// loadSpec reads a collection spec with load and adapts it (adaptSpec).
+func loadSpec(name string, load func() (*ebpf.CollectionSpec, error)) (*ebpf.CollectionSpec, error) {
+	spec, err := load()
+	if err == nil {
+		adaptSpec(name, spec)
+	}
+	return spec, err
+}
+
 // Load loads the programs. Maps are pinned in pinDir (created if needed),
 // reusing maps already pinned there. An empty pinDir loads unpinned maps,
 // for tests.
 func Load(pinDir string, o ...Options) (*Objects, error) {
-	spec, err := loadTc()
+	spec, err := loadSpec("tc", loadTc)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +200,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
 	objs.maps = objs.mapsByName()
-	xspec, err := loadXdp()
+	xspec, err := loadSpec("xdp", loadXdp)
 	if err != nil {
 		objs.tcObjects.Close()
 		return nil, err
@@ -198,7 +213,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		// modes unavailable (XDPErr); the rest works.
 		objs.xdpErr = fmt.Errorf("load xdp programs: %w", err)
 	}
-	uspec, err := loadUplink()
+	uspec, err := loadSpec("uplink", loadUplink)
 	if err == nil && objs.xdpErr == nil {
 		var up struct {
 			Prog    *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
@@ -211,7 +226,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		objs.Close()
 		return nil, fmt.Errorf("load uplink program: %w", err)
 	}
-	tuspec, err := loadTcuplink()
+	tuspec, err := loadSpec("tcuplink", loadTcuplink)
 	if err == nil {
 		var tu struct {
 			Prog        *ebpf.Program `ebpf:"xlane_from_uplink"`
@@ -225,7 +240,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		objs.Close()
 		return nil, fmt.Errorf("load uplink tc program: %w", err)
 	}
-	sspec, err := loadSocklb()
+	sspec, err := loadSpec("socklb", loadSocklb)
 	if err == nil {
 		err = objs.loadShared(sspec, &objs.sock)
 	}
