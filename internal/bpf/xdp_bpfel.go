@@ -441,6 +441,7 @@ const (
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
 	xdpVarXlBtfSock                    = "xl_btf_sock"
+	xdpVarXlCluster                    = "xl_cluster"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -562,6 +563,7 @@ type xdpVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -693,6 +695,7 @@ type xdpVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.
