@@ -30,6 +30,7 @@ check-format: deps
 build: deps
 	$(GO) build -o $(BIN)/xlaned ./cmd/xlaned
 	$(GO) build -o $(BIN)/xlane ./cmd/xlane
+	$(GO) build -o $(BIN)/xlane-cni ./cmd/xlane-cni
 
 # Everything, as root: BPF unit tests (prog.Run), package tests, end-to-end
 # tests in network namespaces. -p 1: the e2e suites move real traffic and

@@ -45,8 +45,9 @@ enum xl_verdict {
  * same classes against the programs' verdicts (TestVerdictsFollowReasons).
  */
 #define XL_R(r) (1ULL << (r))
-#define XL_REASONS_FWD \
-	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY))
+#define XL_REASONS_FWD                                                                      \
+	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY) | \
+	 XL_R(XL_FWD_VLAN))
 #define XL_REASONS_PASS                                                              \
 	(XL_R(XL_PASS_NON_IP) | XL_R(XL_PASS_NOT_FWDED) | XL_R(XL_PASS_LINK_LOCAL) | \
 	 XL_R(XL_PASS_TTL) | XL_R(XL_PASS_NO_ROUTE) | XL_R(XL_PASS_NO_NEIGH) |       \
@@ -109,6 +110,14 @@ static __always_inline int tc_code(enum xl_step step, enum xl_reason reason)
 	default:
 		return XL_TC_PASS;
 	}
+}
+
+/* tc_forwarded is the step of a forwarding stage: its reason if the
+ * redirect helper took the packet (ret), else XL_DROP_REDIRECT. */
+static __always_inline enum xl_step tc_forwarded(long ret, enum xl_reason fwd,
+						 enum xl_reason *reason)
+{
+	return xl_final(reason, ret == TC_ACT_REDIRECT ? fwd : XL_DROP_REDIRECT);
 }
 
 /*

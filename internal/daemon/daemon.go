@@ -185,6 +185,11 @@ func (d *Daemon) start() (*Daemon, error) {
 		}
 	}
 	if d.dp.Available() == nil {
+		if err := d.setupVLANs(); err != nil {
+			d.log.Error("set up vlans", "err", err)
+		}
+	}
+	if d.dp.Available() == nil {
 		if err := d.setupNode(); err != nil {
 			d.Close()
 			return nil, err
@@ -362,6 +367,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if have6 {
 		minMTU = 1280
 	}
+	if err := d.validateVLAN(tx, n, req); err != nil {
+		return nil, err
+	}
 	if n.MTU == 0 {
 		n.MTU = 1500
 		if d.cluster.inCluster(n.Subnets) && d.cluster.mtu != 0 {
@@ -468,6 +476,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 				return err
 			}
 		}
+		if err := d.applyVLAN(n); err != nil {
+			return err
+		}
 		if err := d.step("network-applied"); err != nil {
 			return err
 		}
@@ -475,7 +486,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
+			if uerr := errors.Join(d.removeVLAN(n), d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -518,6 +529,9 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		if err := d.removeEndpoint(&eps[i], n); err != nil {
 			return err
 		}
+	}
+	if err := d.removeVLAN(n); err != nil {
+		return err
 	}
 	if err := netconf.DeleteInternal(n); err != nil {
 		return err
@@ -799,6 +813,12 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 // pair, configures both sides and programs the datapath. Any failure undoes
 // all of it, leases included.
 func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
+	return d.addEndpoint(req, nil)
+}
+
+// addEndpoint is AddEndpoint for an endpoint that is att's (a CNI
+// attachment, attachment.go) or nobody's (nil).
+func (d *Daemon) addEndpoint(req api.EndpointAdd, att *model.Attachment) (*model.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var e *model.Endpoint
@@ -809,6 +829,7 @@ func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
 		if e, n, err = d.validateEndpoint(tx, req); err != nil {
 			return err
 		}
+		e.Attachment = att
 		if e.IPs, err = ipam.Allocate(tx, n, e.ID, e.IPs); err != nil {
 			return err
 		}
@@ -935,6 +956,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if e.VM {
 			val.Flags |= bpf.EPFlagNoPeer
 		}
+		if n.VLAN != 0 {
+			val.Flags |= bpf.EPFlagVLAN
+		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -944,6 +968,11 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	}
 	if err := put(false); err != nil {
 		return err
+	}
+	if n.VLAN != 0 {
+		if err := netconf.SetVLANProxy(n.VLAN, e.IPs, true); err != nil {
+			return err
+		}
 	}
 	if err := d.step("datapath-programmed"); err != nil {
 		return err
@@ -975,6 +1004,9 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	for _, a := range e.IPs {
 		errs = append(errs, d.dp.DeleteEndpoint(a))
 	}
+	if n.VLAN != 0 {
+		errs = append(errs, netconf.SetVLANProxy(n.VLAN, e.IPs, false))
+	}
 	errs = append(errs, netconf.DeleteVeth(e))
 	return errors.Join(errs...)
 }
@@ -983,16 +1015,7 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 func (d *Daemon) RemoveEndpoint(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var e *model.Endpoint
-	var n *model.Network
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if e, err = tx.Endpoint(id); err != nil {
-			return err
-		}
-		n, err = tx.Network(e.Network)
-		return err
-	})
+	e, n, err := d.endpointAndNetwork(id)
 	if errors.Is(err, model.ErrNotFound) && e == nil {
 		return nil
 	}
@@ -1005,6 +1028,13 @@ func (d *Daemon) RemoveEndpoint(id string) error {
 func (d *Daemon) removeEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := d.unapplyEndpoint(e, n); err != nil {
 		return fmt.Errorf("remove endpoint %s: %w", e.ID, err)
+	}
+	// Its flows go with it (masqueraded ones too): an address handed to
+	// the next endpoint must not inherit them.
+	if flows, err := d.dp.DeleteFlowsOf(hostPrefixes(e.IPs)); err != nil {
+		return fmt.Errorf("remove endpoint %s: %w", e.ID, err)
+	} else if flows > 0 {
+		d.log.Info("removed endpoint's flows", "endpoint", e.ID, "entries", flows)
 	}
 	if err := d.pruneCounters(); err != nil {
 		d.log.Warn("prune counters", "err", err)

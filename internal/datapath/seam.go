@@ -119,6 +119,11 @@ type Datapath interface {
 	DetachOverlay(ifname string) error
 	DeleteFlowsOf(prefixes []netip.Prefix) (int, error)
 
+	// VLAN networks (vlan.go): each VLAN's network, uplink and port.
+	PutVLAN(v VLAN, portName string) error
+	DeleteVLAN(id uint16, portName string) error
+	VLANs() ([]VLAN, error)
+
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
 	// internal/firewall's installer. They stay the datapath's: Close
 	// releases them.

@@ -137,6 +137,9 @@ func (u *Unavailable) DeletePeer(netip.Prefix) error      { return nil }
 func (u *Unavailable) Peers() ([]Peer, error)             { return nil, nil }
 func (u *Unavailable) SetNetworkVNI(_, _ uint32) error    { return u.err("set network vni") }
 func (u *Unavailable) DeleteNetworkVNI(_, _ uint32) error { return nil }
+func (u *Unavailable) PutVLAN(VLAN, string) error         { return u.err("put vlan") }
+func (u *Unavailable) DeleteVLAN(uint16, string) error    { return nil }
+func (u *Unavailable) VLANs() ([]VLAN, error)             { return nil, nil }
 func (u *Unavailable) AttachOverlay(ifname string, _ int) error {
 	return u.err("attach overlay programs to " + ifname)
 }

@@ -101,6 +101,11 @@ type Network struct {
 	// same network name gets the same VNI on every node (DefaultVNI)
 	// unless --vni says otherwise; 0 in records older than nodes.
 	VNI uint32 `json:"vni,omitempty"`
+	// VLAN: the network is on this 802.1Q VLAN of the node's uplink
+	// (0: none; docs/multinode.md). Its subnets are routed to the VLAN's
+	// port (netconf.VLANNames), the tag pushed and popped by the uplink's
+	// tc programs (bpf/lib/vlan.h), which hold the VLAN to the network.
+	VLAN uint16 `json:"vlan,omitempty"`
 	// BigTCP is what the network asked for (auto, on, off); BigTCP4 and
 	// BigTCP6 whether its endpoints' veths aggregate beyond 64 KiB in
 	// that family, and BigTCPReason why (internal/daemon/bigtcp.go).
@@ -143,9 +148,12 @@ type Endpoint struct {
 	// VM: the endpoint is a QEMU guest's port: its host device is a
 	// persistent tap (HostIf) that QEMU opens by name, with Queues queues;
 	// the guest gets its addresses by DHCP from the node (vm.go).
-	VM      bool      `json:"vm,omitempty"`
-	Queues  int       `json:"queues,omitempty"`
-	Created time.Time `json:"created"`
+	VM     bool `json:"vm,omitempty"`
+	Queues int  `json:"queues,omitempty"`
+	// Attachment: the endpoint is a CNI attachment (its ID is
+	// AttachmentID of the key); nil for every other endpoint.
+	Attachment *Attachment `json:"attachment,omitempty"`
+	Created    time.Time   `json:"created"`
 }
 
 // PortMapping publishes an endpoint's port on the node's address.

@@ -56,6 +56,7 @@ type Fake struct {
 	proxyRules map[uint16]datapath.ProxyRule
 	peers      map[netip.Prefix]datapath.Peer
 	vnis       map[uint32]uint32 // network id -> VNI
+	vlans      map[uint16]datapath.VLAN
 	overlay    string
 }
 
@@ -69,6 +70,7 @@ func New() *Fake {
 		neigh:     map[neighKey]net.HardwareAddr{},
 		peers:     map[netip.Prefix]datapath.Peer{},
 		vnis:      map[uint32]uint32{},
+		vlans:     map[uint16]datapath.VLAN{},
 	}
 }
 
@@ -366,3 +368,17 @@ func (f *Fake) DetachOverlay(ifname string) error {
 }
 
 func (f *Fake) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }
+
+func (f *Fake) PutVLAN(v datapath.VLAN, _ string) error {
+	return f.change("put-vlan", v.ID, func() { f.vlans[v.ID] = v })
+}
+
+func (f *Fake) DeleteVLAN(id uint16, _ string) error {
+	return f.change("delete-vlan", id, func() { delete(f.vlans, id) })
+}
+
+func (f *Fake) VLANs() ([]datapath.VLAN, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.vlans)), nil
+}
