@@ -88,6 +88,10 @@ enum xl_reason {
 	XL_FWD_VLAN,		/* between a VLAN network's VLAN on the uplink
 				 * and its port: tag pushed or popped,
 				 * redirected (lib/vlan.h) */
+	XL_FWD_XSK,		/* a VM's AF_XDP port: into QEMU's socket for
+				 * the frame's queue (lib/xsk.h) */
+	XL_DROP_NO_XSK,		/* a VM's AF_XDP port: no socket on the
+				 * frame's queue (QEMU not attached) */
 	XL_REASON_MAX,
 };
 

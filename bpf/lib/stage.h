@@ -47,7 +47,7 @@ enum xl_verdict {
 #define XL_R(r) (1ULL << (r))
 #define XL_REASONS_FWD                                                                      \
 	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY) | \
-	 XL_R(XL_FWD_VLAN))
+	 XL_R(XL_FWD_VLAN) | XL_R(XL_FWD_XSK))
 #define XL_REASONS_PASS                                                              \
 	(XL_R(XL_PASS_NON_IP) | XL_R(XL_PASS_NOT_FWDED) | XL_R(XL_PASS_LINK_LOCAL) | \
 	 XL_R(XL_PASS_TTL) | XL_R(XL_PASS_NO_ROUTE) | XL_R(XL_PASS_NO_NEIGH) |       \
@@ -60,7 +60,7 @@ enum xl_verdict {
 	 XL_R(XL_DROP_FW_REJECT) | XL_R(XL_DROP_BLOCKLIST) | XL_R(XL_DROP_RATE_LIMIT) | \
 	 XL_R(XL_DROP_SYN_LIMIT) | XL_R(XL_DROP_ICC) | XL_R(XL_DROP_ISOLATED) |         \
 	 XL_R(XL_DROP_UNSOLICITED) | XL_R(XL_DROP_VLAN) | XL_R(XL_DROP_NO_PEER) |       \
-	 XL_R(XL_DROP_VNI))
+	 XL_R(XL_DROP_VNI) | XL_R(XL_DROP_NO_XSK))
 
 _Static_assert(XL_REASON_MAX <= 64, "enum xl_reason outgrew the classification sets");
 _Static_assert((XL_REASONS_FWD | XL_REASONS_PASS | XL_REASONS_DROP) == XL_R(XL_REASON_MAX) - 1,

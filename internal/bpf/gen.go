@@ -7,6 +7,7 @@ package bpf
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf uplink ../../bpf/xdp_uplink.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf tcuplink ../../bpf/tc_uplink.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf netkit ../../bpf/netkit_endpoint.c
+//go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf vmport ../../bpf/xdp_vmport.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf socklb ../../bpf/sock_lb.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf -type accel_key -type accel_sk -type accel_config -type accel_flags -type accel_sk_flags -type accel_net_key -type accel_stat sockaccel ../../bpf/sock_accel.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf -type proxy_val -type proxy_orig -type proxy_tuple -type proxy_exempt -type proxy_stat sockproxy ../../bpf/sock_proxy.c

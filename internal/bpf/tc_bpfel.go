@@ -606,7 +606,9 @@ const (
 	tcXlReasonXL_DROP_NO_PEER     tcXlReason = 33
 	tcXlReasonXL_DROP_VNI         tcXlReason = 34
 	tcXlReasonXL_FWD_VLAN         tcXlReason = 35
-	tcXlReasonXL_REASON_MAX       tcXlReason = 36
+	tcXlReasonXL_FWD_XSK          tcXlReason = 36
+	tcXlReasonXL_DROP_NO_XSK      tcXlReason = 37
+	tcXlReasonXL_REASON_MAX       tcXlReason = 38
 )
 
 // Names of all BPF objects in the ELF.

@@ -75,6 +75,9 @@ type Config struct {
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (calibrate.go).
 	CalibrateAtStart bool
+	// QEMU is the qemu-system-x86_64 whose netdev backends decide which
+	// VM endpoint backends this node offers (qemu.go; "": DefaultQEMU).
+	QEMU string
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -102,6 +105,7 @@ type Daemon struct {
 	started   time.Time
 	lastErr   lastError   // the last warning or error logged (health.go)
 	dhcp      dhcpServers // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
+	qemu      qemuProbe   // what the node's QEMU offers VM endpoints (qemu.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -370,11 +374,11 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.validateVLAN(tx, n, req); err != nil {
 		return nil, err
 	}
+	if err := d.clusterNetworkMTU(tx, n, req.MTU); err != nil {
+		return nil, err
+	}
 	if n.MTU == 0 {
 		n.MTU = 1500
-		if d.cluster.inCluster(n.Subnets) && d.cluster.mtu != 0 {
-			n.MTU = d.cluster.mtu // the underlay's, less VXLAN's overhead
-		}
 	}
 	n.VNI = req.VNI
 	if n.VNI == 0 {
@@ -669,8 +673,10 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 		return nil, err
 	}
 	for _, e := range eps {
-		if e.VM && mode.XDP() {
-			return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, errVMMode(mode))
+		if e.VM {
+			if err := vmMode(&e, mode); err != nil {
+				return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, err)
+			}
 		}
 		if len(e.Ports) > 0 {
 			if err := natSupported(mode, true); err != nil {
@@ -762,7 +768,7 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	}
 	switch {
 	case req.VM:
-		if err := validateVM(e, req); err != nil {
+		if err := d.validateVM(e, req); err != nil {
 			return nil, nil, err
 		}
 	case req.Queues != 0:
@@ -798,10 +804,13 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	}
 	e.HostIf, e.PeerIf = hostIfNames(e.ID)
 	if e.VM {
-		if err := vmNetwork(n); err != nil {
+		if err := vmMode(e, n.Mode); err != nil {
 			return nil, nil, err
 		}
 		e.HostIf, e.PeerIf = tapName(e.ID), ""
+		if e.AFXDP() {
+			e.HostIf, e.PeerIf = hostIfNames(e.ID)
+		}
 		if e.MAC == "" {
 			e.MAC = randomMAC()
 		}
@@ -907,13 +916,20 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if err := d.syncPorts(portEntries(e), nil); err != nil {
 			return err
 		}
+		if e.AFXDP() {
+			if err := d.dp.DetachVMPort(e.PeerIf); err != nil {
+				return err
+			}
+		}
 		return d.dp.Detach(e.HostIf, host.Attrs().Index)
 	}
 	if err := d.dp.Available(); err != nil {
 		return fmt.Errorf("network %q is in %s mode: %w", n.Name, n.Mode, err)
 	}
-	if e.VM && n.Mode.XDP() {
-		return errVMMode(n.Mode)
+	if e.VM {
+		if err := vmMode(e, n.Mode); err != nil {
+			return err
+		}
 	}
 	// Native XDP_REDIRECT into the host veth needs NAPI on its peer. When
 	// the peer is out of reach (a runtime moved it), the endpoint is not a
@@ -980,6 +996,11 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	if err := d.attachPrograms(e, n, host); err != nil {
 		return err
 	}
+	if e.AFXDP() {
+		if err := d.attachVMPort(e); err != nil {
+			return err
+		}
+	}
 	if err := d.syncPorts(nil, portEntries(e)); err != nil {
 		return err
 	}
@@ -1000,6 +1021,9 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 		ifindex = host.Attrs().Index
 	}
 	errs = append(errs, d.dp.Detach(e.HostIf, ifindex))
+	if e.AFXDP() {
+		errs = append(errs, d.dp.DetachVMPort(e.PeerIf))
+	}
 	errs = append(errs, d.syncPorts(portEntries(e), nil))
 	for _, a := range e.IPs {
 		errs = append(errs, d.dp.DeleteEndpoint(a))
@@ -1121,6 +1145,9 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 			info.Datapath = d.dp.Hooks(e.HostIf)
 			info.Reasons = d.reasonCounters(host.Attrs().Index)
 		}
+		if e.AFXDP() {
+			d.vmPortInfo(&info, n)
+		}
 		info.Notes = append(info.Notes, d.dhcp.notes(e.ID)...)
 		return info
 	}
@@ -1227,6 +1254,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Health = d.health()
-	st.VM = qemuProbe()
+	st.VM = d.vmStatus()
 	return st, err
 }

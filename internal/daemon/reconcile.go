@@ -187,6 +187,14 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 			errs = append(errs, d.dp.Detach(dev, 0))
 		}
 	}
+	ports, err := d.dp.VMPorts()
+	errs = append(errs, err)
+	for _, p := range ports {
+		if !keepDev[p] {
+			d.log.Info("removing stale vm port pins", "device", p)
+			errs = append(errs, d.dp.DetachVMPort(p))
+		}
+	}
 	addrs, err := d.dp.EndpointAddrs()
 	errs = append(errs, err)
 	for _, a := range addrs {

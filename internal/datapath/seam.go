@@ -32,6 +32,11 @@ type Datapath interface {
 	Detach(ifname string, ifindex int) error
 	Hooks(ifname string) []string
 	AttachedDevices() ([]string, error)
+	// AF_XDP VM ports (vmport.go): the program and socket map of a
+	// port device; AttachVMPort returns the map's pin (QEMU's map-path=).
+	AttachVMPort(ifname string, ifindex int) (string, error)
+	DetachVMPort(ifname string) error
+	VMPorts() ([]string, error)
 
 	// The endpoint map.
 	PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error

@@ -57,6 +57,9 @@ func (u *Unavailable) ServicesMemory() (ServicesMemory, error)               { r
 func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
 func (u *Unavailable) AttachedDevices() ([]string, error)              { return nil, nil }
+func (u *Unavailable) VMPorts() ([]string, error)                      { return nil, nil }
+func (u *Unavailable) DetachVMPort(string) error                       { return nil }
+func (u *Unavailable) AttachVMPort(string, int) (string, error)        { return "", u.err("vm port") }
 func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)            { return nil, nil }
 func (u *Unavailable) PublishedPorts() ([]Port, error)                 { return nil, nil }
 func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)         { return nil, nil }

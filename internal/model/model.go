@@ -146,10 +146,17 @@ type Endpoint struct {
 	IPs     []netip.Addr  `json:"ips"`
 	Ports   []PortMapping `json:"ports,omitempty"` // published ports
 	// VM: the endpoint is a QEMU guest's port: its host device is a
-	// persistent tap (HostIf) that QEMU opens by name, with Queues queues;
+	// persistent tap (HostIf) that QEMU opens by name, or an AF_XDP port
+	// (Backend), with Queues queues;
 	// the guest gets its addresses by DHCP from the node (vm.go).
 	VM     bool `json:"vm,omitempty"`
 	Queues int  `json:"queues,omitempty"`
+	// Backend is the VM port's kind: "" (a tap) or BackendAFXDP: then
+	// HostIf is the host end of a veth pair and PeerIf, which stays in
+	// the node's namespace, the port QEMU's AF_XDP sockets bind to, and
+	// XSKMap the pinned socket map QEMU puts them in (vm.go).
+	Backend string    `json:"backend,omitempty"`
+	XSKMap  string    `json:"xsk_map,omitempty"`
 	// Attachment: the endpoint is a CNI attachment (its ID is
 	// AttachmentID of the key); nil for every other endpoint.
 	Attachment *Attachment `json:"attachment,omitempty"`

@@ -57,6 +57,7 @@ type clusterNode struct {
 	// nodesFile: the cluster's nodes come from this file (xlaned --nodes),
 	// not from the CLI.
 	nodesFile string
+	ul        string // the underlay's namespace
 }
 
 func (c *clusterNode) record() api.NodeAdd {
@@ -232,12 +233,12 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 		if strings.Contains(routes, cs[1].pod4.String()) {
 			t.Errorf("route to the removed node left:\n%s", routes)
 		}
-		if routing != "native" {
-			var ep api.EndpointInfo
-			cs[0].mustXlane(&ep, "endpoint", "inspect", cs[0].ep.ID)
-			if c := reason(ep, "drop_no_peer", "from_endpoint"); c.Packets == 0 {
-				t.Errorf("drop_no_peer not counted for the removed node's pod; counters %+v", ep.Reasons)
-			}
+		// Natively routed too: the removed node's addresses fall back to
+		// the cluster CIDR's entry, never to the default route.
+		var ep api.EndpointInfo
+		cs[0].mustXlane(&ep, "endpoint", "inspect", cs[0].ep.ID)
+		if c := reason(ep, "drop_no_peer", "from_endpoint"); c.Packets == 0 {
+			t.Errorf("drop_no_peer not counted for the removed node's pod; counters %+v", ep.Reasons)
 		}
 		if cs[0].nodesFile != "" {
 			writeNodes(t, cs[0].nodesFile, cs)
@@ -275,6 +276,11 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.99.0.0/24"}, "pod-cidr"},
 			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4"}, "pod-cidr"},
 			{[]string{"network", "create", "other", "--subnet", "10.244.3.0/24"}, "subnet"},
+			// MTU mismatch: a peer whose underlay (1500) cannot carry
+			// the pods' 8950-byte packets; this node's record saying
+			// another MTU than its device's.
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.244.4.0/24", "--mtu", "1500"}, "mtu"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.244.4.0/24", "--mtu", "100"}, "mtu"},
 		} {
 			_, stderr, err := cs[0].xlane(tc.args...)
 			if err == nil || !strings.Contains(stderr, tc.field) {

@@ -121,10 +121,36 @@ func (f *Fake) Hooks(ifname string) []string {
 	return nil
 }
 
+func (f *Fake) AttachVMPort(ifname string, _ int) (string, error) {
+	return "/fake/" + ifname + "_xsks", f.change("attach-vm-port", ifname, func() { f.devices[ifname] = "vmport" })
+}
+
+func (f *Fake) DetachVMPort(ifname string) error {
+	return f.change("detach-vm-port", ifname, func() { delete(f.devices, ifname) })
+}
+
+func (f *Fake) VMPorts() ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for d, m := range f.devices {
+		if m == "vmport" {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
 func (f *Fake) AttachedDevices() ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.devices)), nil
+	var out []string
+	for _, d := range slices.Sorted(maps.Keys(f.devices)) {
+		if f.devices[d] != "vmport" {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 func (f *Fake) PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error {
