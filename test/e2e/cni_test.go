@@ -542,3 +542,33 @@ func TestCNIErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestCNIPortMappings publishes a pod's port with xlane's own datapath (the
+// portMappings capability on xlane-cni, Kubernetes' hostPort) in tc mode,
+// where portmap's iptables DNAT cannot work (TestCNIChain): reached from
+// outside the node, IPv4 and IPv6, SHA-256-checked; withdrawn by DEL; a
+// hostIP is refused naming the key.
+func TestCNIPortMappings(t *testing.T) {
+	var out string
+	n := newNode(t, withOutsideRoutes(&out, "1500", false))
+	h := newCNIHost(t, n)
+	name := "ports-" + suffix()
+	h.conf(name, "1.1.0", h.xlanePlugin("ports"+suffix(), map[string]any{"mode": "tc", "capabilities": map[string]any{"portMappings": true}}))
+	c := newNetns(t, "c")
+	capArgs := []string{`CAP_ARGS={"portMappings":[{"hostPort":18080,"containerPort":8080,"protocol":"tcp"}]}`}
+	addrs := resultAddrs(t, parseResult(t, "1.1.0", h.mustCNITool(capArgs, "add", name, nsPath(c))), "eth0")
+	node4, node6 := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8:83::2")
+	transferVia(t, out, c, netip.AddrPortFrom(addrs[0].Addr(), 8080), netip.AddrPortFrom(node4, 18080), 4<<20)
+	transferVia(t, out, c, netip.AddrPortFrom(addrs[1].Addr(), 8080), netip.AddrPortFrom(node6, 18080), 4<<20)
+	h.mustCNITool(capArgs, "del", name, nsPath(c))
+	if err := dialOnce(out, netip.AddrPortFrom(node4, 18080)); err == nil {
+		t.Errorf("port 18080 still answers after DEL")
+	}
+	bad := []string{`CAP_ARGS={"portMappings":[{"hostPort":18080,"containerPort":8080,"protocol":"tcp","hostIP":"192.0.2.2"}]}`}
+	if _, stderr, err := h.cnitool(bad, "add", name, nsPath(c)); err == nil || !strings.Contains(stderr, "runtimeConfig.portMappings") {
+		t.Errorf("hostIP: err %v %q, want a refusal naming runtimeConfig.portMappings", err, stderr)
+	}
+	if eps, err := n.client().Endpoints(context.Background(), ""); err != nil || len(eps) != 0 {
+		t.Errorf("endpoints after a refused ADD: %+v %v", eps, err)
+	}
+}
