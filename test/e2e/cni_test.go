@@ -522,6 +522,18 @@ func TestCNIErrors(t *testing.T) {
 			t.Errorf("ADD to a full network: %+v, want an error", e)
 		}
 	})
+	t.Run("existing network", func(t *testing.T) {
+		// The configuration's mode and device must be the network's.
+		c2 := newNetns(t, "c")
+		for key, extra := range map[string]string{`"mode"`: `,"mode":"kernel"`, `"device"`: `,"device":"netkit-l2"`} {
+			if e := cniError(t, n.netns, "ADD", "ctr9", nsPath(c2), conf(subnets+extra)); e == nil || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, key) {
+				t.Errorf("ADD with %s: %+v, want 7 naming %s", extra, e, key)
+			}
+		}
+		if e := cniError(t, n.netns, "ADD", "ctr9", nsPath(c2), conf(subnets+`,"mode":"tc","device":"auto"`)); e == nil || !strings.Contains(e.Msg, "no free address") {
+			t.Errorf("ADD with the network's mode and device: %+v, want only the full pool refused", e)
+		}
+	})
 	t.Run("repeated ADD", func(t *testing.T) {
 		// The same key and netns: the same attachment (a runtime's
 		// retry); another netns: a conflict.
