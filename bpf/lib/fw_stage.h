@@ -219,7 +219,8 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };
 	int v;
 
-	if (fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
+	if (fw_ddos_on() &&
+	    fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
 		return XL_FINAL;
 	if (parsed != PARSE_OK || !fw_on())
 		return XL_CONTINUE;

@@ -482,6 +482,7 @@ const (
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 	netkitVarXlBtfSock            = "xl_btf_sock"
+	netkitVarXlCluster            = "xl_cluster"
 )
 
 // loadNetkit returns the embedded CollectionSpec for netkit.
@@ -606,6 +607,7 @@ type netkitVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // netkitObjects contains all objects after they have been loaded into the kernel.
@@ -742,6 +744,7 @@ type netkitVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // netkitPrograms contains all programs after they have been loaded into the kernel.
