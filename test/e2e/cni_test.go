@@ -238,6 +238,13 @@ func TestCNITool(t *testing.T) {
 				t.Errorf("check: %v\n%s", err, stderr)
 			}
 			h.mustCNITool(nil, "status", name, nsPath(c))
+			if ver == "1.1.0" {
+				// CHECK notices what went missing in the container.
+				runIn(t, c, "ip", "addr", "del", addrs[0].String(), "dev", "eth0")
+				if _, stderr, err := h.cnitool(nil, "check", name, nsPath(c)); err == nil || !strings.Contains(stderr, addrs[0].Addr().String()) {
+					t.Errorf("check after the address was removed: err %v %q, want a failure naming it", err, stderr)
+				}
+			}
 			if ver == version.All.SupportedVersions()[0] {
 				return // the first stays: the others send traffic to it
 			}
@@ -515,6 +522,37 @@ func TestCNIErrors(t *testing.T) {
 			t.Errorf("ADD to a full network: %+v, want an error", e)
 		}
 	})
+	t.Run("existing network", func(t *testing.T) {
+		// The configuration's mode and device must be the network's.
+		c2 := newNetns(t, "c")
+		for key, extra := range map[string]string{`"mode"`: `,"mode":"kernel"`, `"device"`: `,"device":"netkit-l2"`} {
+			if e := cniError(t, n.netns, "ADD", "ctr9", nsPath(c2), conf(subnets+extra)); e == nil || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, key) {
+				t.Errorf("ADD with %s: %+v, want 7 naming %s", extra, e, key)
+			}
+		}
+		if e := cniError(t, n.netns, "ADD", "ctr9", nsPath(c2), conf(subnets+`,"mode":"tc","device":"auto"`)); e == nil || !strings.Contains(e.Msg, "no free address") {
+			t.Errorf("ADD with the network's mode and device: %+v, want only the full pool refused", e)
+		}
+	})
+	t.Run("repeated ADD", func(t *testing.T) {
+		// The same key and netns: the same attachment (a runtime's
+		// retry); another netns: a conflict.
+		before, err := n.client().Attachment(context.Background(), "ctr1", "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := cniError(t, n.netns, "ADD", "ctr1", nsPath(c), conf(subnets)); e != nil {
+			t.Errorf("repeated ADD: %+v", e)
+		}
+		after, err := n.client().Attachment(context.Background(), "ctr1", "eth0")
+		if err != nil || !slices.Equal(after.IPs, before.IPs) || after.HostIf != before.HostIf {
+			t.Errorf("after a repeated ADD: %+v %v, was %+v", after, err, before)
+		}
+		c2 := newNetns(t, "c")
+		if e := cniError(t, n.netns, "ADD", "ctr1", nsPath(c2), conf(subnets)); e == nil || !strings.Contains(e.Msg, "attached already") {
+			t.Errorf("ADD of the same key in another netns: %+v, want a conflict", e)
+		}
+	})
 	t.Run("restart", func(t *testing.T) {
 		// The attachment outlives a kill -9 of xlaned; while it is down,
 		// ADD and DEL say try again later and STATUS 50.
@@ -534,8 +572,13 @@ func TestCNIErrors(t *testing.T) {
 			t.Fatalf("attachment after restart: %+v %v", ep, err)
 		}
 		ping(t, c, netip.MustParseAddr("10.212.0.1"))
+		// DEL with the host device already gone (deleted by hand).
+		runIn(t, n.netns, "ip", "link", "del", ep.HostIf)
 		if e := cniError(t, n.netns, "DEL", "ctr1", nsPath(c), conf(subnets)); e != nil {
 			t.Errorf("DEL: %+v", e)
+		}
+		if _, err := n.client().Attachment(context.Background(), "ctr1", "eth0"); err == nil {
+			t.Errorf("attachment still there after DEL")
 		}
 		if e := cniError(t, n.netns, "STATUS", "", "", conf(subnets)); e != nil {
 			t.Errorf("STATUS after DEL freed the address: %+v", e)
