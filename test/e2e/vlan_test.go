@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -91,6 +92,16 @@ func TestMultiNodeVLAN(t *testing.T) {
 		if n := uplinkCounter(t, cs[0], "xlvp100", "fwd_vlan"); n == 0 {
 			t.Errorf("fwd_vlan on n1's VLAN port: 0 packets")
 		}
+	})
+	t.Run("kill -9 and restart", func(t *testing.T) {
+		// The port, its program and the VLAN's entries are re-made from
+		// the store; its ports no network has would be removed.
+		cs[0].stop(syscall.SIGKILL)
+		cs[0].start()
+		ping(t, vh, cs[0].ip4())
+		ping(t, vh, cs[0].ip6())
+		ping(t, vh, cs[1].ip4())
+		transfer(t, cs[1].pod, vh, vh6, 4<<20)
 	})
 	t.Run("wrong or no tag", func(t *testing.T) {
 		before := uplinkCounter(t, cs[0], "ul0", "drop_vlan")
