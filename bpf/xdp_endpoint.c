@@ -88,7 +88,7 @@ static __always_inline enum xl_step to_local_endpoint(struct xdp_md *ctx, struct
 	ep_forward_l3(p);
 	xdp_redirect_dev(dst->ifindex, XL_FWD_PEER, reason);
 	if (*reason == XL_FWD_PEER)
-		metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
+		metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 	return XL_FINAL;
 }
 
@@ -182,7 +182,7 @@ static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u
 		if (off_node && !fw_on()) {
 			sc = ct_scratch_get();
 			if (sc && ct_create(&k, sc, &l4, len))
-				metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, len);
+				metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, XL_HOOK_XDP, len);
 		}
 		return 0;
 	}
@@ -240,7 +240,7 @@ static __always_inline int xdp_from_endpoint(struct xdp_md *ctx, const struct xd
 	/* What goes to Linux meets the tcx program next, which counts it
 	 * (lib/handoff.h). */
 	if (xdp_code(step, reason) != XDP_PASS || xdp_handoff(ctx, reason))
-		metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, len);
+		metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, XL_HOOK_XDP, len);
 	return xdp_ret(ctx, FW_KIND_FROM_EP, step, reason);
 }
 

@@ -22,11 +22,17 @@ type (
 	MetricsVal  = tcMetricsVal
 	Reason      = tcXlReason
 	Dir         = tcXlDir
+	Hook        = tcXlHook
 )
 
 const (
 	DirEgress  = tcXlDirXL_DIR_EGRESS
 	DirIngress = tcXlDirXL_DIR_INGRESS
+	// The attach point of the program that decided a counted packet
+	// (MetricsKey.Hook).
+	HookTC     = tcXlHookXL_HOOK_TC
+	HookXDP    = tcXlHookXL_HOOK_XDP
+	HookNetkit = tcXlHookXL_HOOK_NETKIT
 	ReasonMax  = tcXlReasonXL_REASON_MAX
 )
 
@@ -510,4 +516,18 @@ func (d Dir) String() string {
 		return "to_endpoint"
 	}
 	return "from_endpoint"
+}
+
+// String names an attach point as the metrics' hook label does: tc (tcx,
+// or tc cls_bpf where tcx is missing), xdp, netkit.
+func (h Hook) String() string {
+	switch h {
+	case HookTC:
+		return "tc"
+	case HookXDP:
+		return "xdp"
+	case HookNetkit:
+		return "netkit"
+	}
+	return fmt.Sprintf("hook_%d", uint32(h))
 }

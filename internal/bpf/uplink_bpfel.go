@@ -233,7 +233,8 @@ type uplinkMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type uplinkMetricsVal struct {
@@ -259,6 +260,8 @@ type uplinkMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     uplinkCtKey
 	NewVal     uplinkCtVal
 	CloseKey   uplinkCtKey
@@ -430,6 +433,7 @@ const (
 	uplinkVarXlBtfFwKind                = "xl_btf_fw_kind"
 	uplinkVarXlBtfFwLimits              = "xl_btf_fw_limits"
 	uplinkVarXlBtfFwRule                = "xl_btf_fw_rule"
+	uplinkVarXlBtfHook                  = "xl_btf_hook"
 	uplinkVarXlBtfIphdr                 = "xl_btf_iphdr"
 	uplinkVarXlBtfIpv6hdr               = "xl_btf_ipv6hdr"
 	uplinkVarXlBtfMonConfig             = "xl_btf_mon_config"
@@ -551,6 +555,7 @@ type uplinkVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -682,6 +687,7 @@ type uplinkVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`

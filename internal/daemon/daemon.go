@@ -1193,10 +1193,21 @@ func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
 		d.log.Warn("read counters", "err", err)
 		return nil
 	}
+	// One line per reason and direction, whichever programs counted.
+	type rd struct {
+		r bpf.Reason
+		d bpf.Dir
+	}
+	sum := map[rd]datapath.Counter{}
+	for k, c := range cs {
+		s := sum[rd{k.Reason, k.Dir}]
+		s.Add(c)
+		sum[rd{k.Reason, k.Dir}] = s
+	}
 	var out []api.ReasonCounter
 	for r := bpf.Reason(0); r < bpf.ReasonMax; r++ {
 		for _, dir := range []bpf.Dir{bpf.DirEgress, bpf.DirIngress} {
-			if c, ok := cs[datapath.CounterKey{Reason: r, Dir: dir}]; ok {
+			if c, ok := sum[rd{r, dir}]; ok {
 				out = append(out, api.ReasonCounter{
 					Reason: r.String(), Direction: dir.String(), Drop: r.IsDrop(),
 					Counter: api.Counter{Packets: c.Packets, Bytes: c.Bytes},

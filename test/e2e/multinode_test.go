@@ -219,6 +219,42 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 			}
 		}
 	})
+	t.Run("trace to another node", func(t *testing.T) {
+		// xlane trace's verdict for a pod on n2, and what a connection
+		// there really does: counted under the same reason by the
+		// sender's program.
+		want := "fwd_overlay"
+		if routing == "native" {
+			want = "fwd_fib"
+		}
+		for _, dst := range []netip.Addr{cs[1].ip4(), cs[1].ip6()} {
+			ln := listenIn(t, cs[1].pod, netip.AddrPortFrom(dst, 8090))
+			acceptAndClose(ln)
+			var res api.TraceResult
+			cs[0].mustXlane(&res, "trace", "--from", cs[0].ep.ID, "--to", netip.AddrPortFrom(dst, 8090).String())
+			var route string
+			for _, h := range res.Hops {
+				for _, s := range h.Stages {
+					if s.Stage == "route" {
+						route = s.Result
+					}
+				}
+			}
+			if res.Verdict != "forward" || res.Reason != want || !strings.Contains(route, "node "+cs[1].name) {
+				t.Errorf("trace to %s: %s (%s), route %q; want forward (%s) to node %s", dst, res.Verdict, res.Reason, route, want, cs[1].name)
+			}
+			var before, after api.EndpointInfo
+			cs[0].mustXlane(&before, "endpoint", "inspect", cs[0].ep.ID)
+			if err := dial(cs[0].pod, dst, 8090, 2*time.Second); err != nil {
+				t.Errorf("connect to %s:8090 on %s: %v", dst, cs[1].name, err)
+			}
+			cs[0].mustXlane(&after, "endpoint", "inspect", cs[0].ep.ID)
+			if b, a := reason(before, want, "from_endpoint"), reason(after, want, "from_endpoint"); a.Packets <= b.Packets {
+				t.Errorf("%s from %s: %d packets before the connection, %d after: the real packets took another path than the trace", want, cs[0].ep.ID, b.Packets, a.Packets)
+			}
+			ln.Close()
+		}
+	})
 	t.Run("node removed and re-added", func(t *testing.T) {
 		if cs[0].nodesFile != "" {
 			writeNodes(t, cs[0].nodesFile, []*clusterNode{cs[0], cs[2]})
