@@ -187,7 +187,8 @@ struct ct_key {
 	__u16 dport;		/* network order; ICMP echo: 0 */
 	__u8 proto;
 	__u8 pad[3];
-};
+} __attribute__((aligned(8)));	/* copied and hashed per packet: in words
+				 * (40 bytes, so no layout changes) */
 
 enum ct_dir {
 	CT_DIR_ORIG = 0,	/* the direction that opened the flow */

@@ -156,12 +156,9 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 			 reason);
 	if (step != XL_CONTINUE)
 		return step;
-	step = ep_admit(&p, skb->ifindex, reason);
-	if (step != XL_CONTINUE)
+	step = ep_admit(&p, skb->ifindex, &src, reason);
+	if (step != XL_CONTINUE || !src) /* !src: never when it continues */
 		return step;
-	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
-	if (!src) /* link-scope source admitted above */
-		return xl_final(reason, XL_PASS_NON_IP);
 	/* Firewall before conntrack: a refused flow gets no entries. */
 	step = fw_skb_ep(skb, &p, FW_KIND_FROM_EP, 0, 0, reason);
 	if (step != XL_CONTINUE)

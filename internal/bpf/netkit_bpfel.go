@@ -458,6 +458,7 @@ const (
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 	netkitVarXlBtfSock            = "xl_btf_sock"
+	netkitVarXlCluster            = "xl_cluster"
 )
 
 // loadNetkit returns the embedded CollectionSpec for netkit.
@@ -582,6 +583,7 @@ type netkitVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // netkitObjects contains all objects after they have been loaded into the kernel.
@@ -718,6 +720,7 @@ type netkitVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // netkitPrograms contains all programs after they have been loaded into the kernel.

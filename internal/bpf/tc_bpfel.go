@@ -694,6 +694,7 @@ const (
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	tcVarXlBtfSock          = "xl_btf_sock"
+	tcVarXlCluster          = "xl_cluster"
 )
 
 // loadTc returns the embedded CollectionSpec for tc.
@@ -818,6 +819,7 @@ type tcVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // tcObjects contains all objects after they have been loaded into the kernel.
@@ -954,6 +956,7 @@ type tcVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // tcPrograms contains all programs after they have been loaded into the kernel.

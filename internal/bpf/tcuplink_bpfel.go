@@ -460,6 +460,7 @@ const (
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
 	tcuplinkVarXlBtfSock         = "xl_btf_sock"
+	tcuplinkVarXlCluster         = "xl_cluster"
 )
 
 // loadTcuplink returns the embedded CollectionSpec for tcuplink.
@@ -586,6 +587,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // tcuplinkObjects contains all objects after they have been loaded into the kernel.
@@ -722,6 +724,7 @@ type tcuplinkVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // tcuplinkPrograms contains all programs after they have been loaded into the kernel.

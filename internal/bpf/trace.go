@@ -83,7 +83,8 @@ func (o *Objects) NewTracer() (*Tracer, error) {
 		return nil, err
 	}
 
-	tc, err := loadTc()
+	// The live programs' constants (a cluster node's consult its peers).
+	tc, err := loadSpec("tc", loadTc, o.opt)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func (o *Objects) NewTracer() (*Tracer, error) {
 	if err := mon.Set(MonAll, 0, 0); err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	up, err := loadTcuplink()
+	up, err := loadSpec("tcuplink", loadTcuplink, o.opt)
 	if err != nil {
 		return nil, err
 	}

@@ -445,6 +445,7 @@ const (
 	uplinkVarXlBtfReason                = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
 	uplinkVarXlBtfSock                  = "xl_btf_sock"
+	uplinkVarXlCluster                  = "xl_cluster"
 )
 
 // loadUplink returns the embedded CollectionSpec for uplink.
@@ -567,6 +568,7 @@ type uplinkVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // uplinkObjects contains all objects after they have been loaded into the kernel.
@@ -699,6 +701,7 @@ type uplinkVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // uplinkPrograms contains all programs after they have been loaded into the kernel.

@@ -445,6 +445,7 @@ const (
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
 	xdpVarXlBtfSock                    = "xl_btf_sock"
+	xdpVarXlCluster                    = "xl_cluster"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -567,6 +568,7 @@ type xdpVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -699,6 +701,7 @@ type xdpVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.

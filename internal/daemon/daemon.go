@@ -143,14 +143,16 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.GCInterval = 10 * time.Second
 	}
 	d.cfg = cfg
-	d.dp = openDatapath(cfg, d.log)
+	d.dp = openDatapath(cfg, d.cluster != nil, d.log)
 	return d.start()
 }
 
 // openDatapath loads the BPF datapath, or returns the unavailable one (and
-// says why) where it cannot load.
-func openDatapath(cfg Config, log *slog.Logger) datapath.Datapath {
-	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize})
+// says why) where it cannot load. cluster: the node joins a cluster (its
+// programs then consult the peers' prefixes).
+func openDatapath(cfg Config, cluster bool, log *slog.Logger) datapath.Datapath {
+	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize,
+		Cluster: cluster})
 	if err != nil {
 		log.Warn("BPF datapath unavailable; only kernel mode works", "err", err)
 		return datapath.NewUnavailable(err)
