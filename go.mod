@@ -37,6 +37,9 @@ require (
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	k8s.io/api v0.34.4 // indirect
+	k8s.io/apimachinery v0.34.4 // indirect
+	k8s.io/client-go v0.34.4 // indirect
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go
