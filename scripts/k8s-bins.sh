@@ -2,9 +2,10 @@
 # Builds the Kubernetes components the real-cluster tests run
 # (kube-apiserver, kubelet, kube-controller-manager, kube-proxy) from the Go
 # module k8s.io/kubernetes into a cache outside the work tree, once per
-# machine:
+# machine, with xlane-etcd (scripts/k8s-etcd: etcd embedded, built in the
+# same tree, whose go.mod requires etcd's server module):
 #
-#     /var/cache/xlane/k8s/<version>/bin/{kube-apiserver,kubelet,...}
+#     /var/cache/xlane/k8s/<version>/bin/{kube-apiserver,kubelet,...,xlane-etcd}
 #
 # The module's go.mod replaces every k8s.io/* staging module with
 # ./staging/src/k8s.io/..., which the module zip does not contain; the copy
@@ -19,7 +20,8 @@ export PATH=$PATH:/usr/local/go/bin
 version=${XLANE_K8S_VERSION:-v1.34.4}
 cache=${XLANE_K8S_CACHE:-/var/cache/xlane/k8s}
 dir=$cache/$version
-bins=(kube-apiserver kubelet kube-controller-manager kube-proxy)
+bins=(kube-apiserver kubelet kube-controller-manager kube-proxy xlane-etcd)
+here=$(cd "$(dirname "$0")" && pwd)
 
 have_all() {
 	local b
@@ -64,18 +66,22 @@ ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$
 ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$version"
 
-mkdir -p "$dir/bin.new"
+mkdir -p "$dir/bin"
+mkdir -p "$src/cmd/xlane-etcd"
+sed '/^\/\/go:build ignore$/d' "$here/k8s-etcd/main.go" >"$src/cmd/xlane-etcd/main.go"
 cd "$src"
 # The module ships a go.work over ./staging: build the module alone.
 rm -f go.work go.work.sum
 export GOWORK=off
 # -mod=mod: the published staging modules are not in the module's go.sum.
+# Each binary is moved into place whole once built: a build that is
+# interrupted leaves none half-written, and the next run builds the rest.
 for b in "${bins[@]}"; do
+	[[ -x $dir/bin/$b ]] && continue
 	echo "k8s-bins: go build ./cmd/$b" >&2
-	GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/bin.new/$b" "./cmd/$b"
+	GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/bin/.$b.new" "./cmd/$b"
+	mv "$dir/bin/.$b.new" "$dir/bin/$b"
 done
-rm -rf "$dir/bin"
-mv "$dir/bin.new" "$dir/bin"
 rm -rf "$src"
 echo "k8s-bins: done" >&2
 echo "$dir/bin"
