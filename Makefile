@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin
 
-.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels demo bench clean
+.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp demo bench clean
 
 all: build
 
@@ -30,6 +30,7 @@ check-format: deps
 build: deps
 	$(GO) build -o $(BIN)/xlaned ./cmd/xlaned
 	$(GO) build -o $(BIN)/xlane ./cmd/xlane
+	$(GO) build -o $(BIN)/xlane-cni ./cmd/xlane-cni
 
 # Everything, as root: BPF unit tests (prog.Run), package tests, end-to-end
 # tests in network namespaces. -p 1: the e2e suites move real traffic and
@@ -52,6 +53,16 @@ test-e2e: build
 test-kernels: check-generate
 	@scripts/test-kernels.sh
 
+# The AF_XDP VM port with a real guest (TestVMGuestAFXDP, docs/vm.md): builds
+# a QEMU with af-xdp and its libxdp from Debian's sources into
+# /var/cache/xlane/qemu-afxdp once per machine (scripts/qemu-afxdp.sh; the
+# first build takes long, see docs/vm.md), then runs the test on it. Fails
+# if either fails. `make test` runs the test too where that cache exists,
+# and skips it, saying so, where it does not. Not in CI (.ci/run): the first
+# build would not fit CI's time.
+test-vm-afxdp: build
+	q=$$(scripts/qemu-afxdp.sh) && XLANE_QEMU_AFXDP=$$q $(GO) test -count=1 -timeout 10m -v -run '^TestVMGuestAFXDP$$' ./test/e2e/
+
 demo: build
 	@scripts/demo.sh
 
@@ -60,7 +71,7 @@ demo: build
 # netkit runs in the kernel matrix's 6.12 guest (scripts/bench-netkit.sh).
 # observe is the cost of metrics and the monitor on the tc path (bench/modes
 # -observe); BASELINE=REF adds tc built from that git ref.
-BENCHES := modes fw nat docker netkit accel scrape observe multinode
+BENCHES := modes fw nat docker netkit accel scrape observe multinode vm
 BENCH ?= $(BENCHES)
 bench: build
 	@for b in $(BENCH); do \
@@ -68,7 +79,7 @@ bench: build
 		netkit) scripts/bench-netkit.sh ;; \
 		observe) echo "+ go run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results"; \
 			$(GO) run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results ;; \
-		modes|fw|nat|docker|accel|scrape|multinode) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		modes|fw|nat|docker|accel|scrape|multinode|vm) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
 		*) echo "make bench: BENCH=$$b: want some of $(BENCHES)" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done

@@ -20,6 +20,11 @@
 //     costs the daemon as endpoints and conntrack entries grow, one scrape
 //     a second (bench/internal/scrape is that load, for other benchmarks
 //     to run beside their traffic).
+//   - bench/vm: what a VM's host device costs the node, without a guest:
+//     a generator writes frames into KubeVirt's default (tap + bridge in a
+//     launcher namespace), xlane's tap endpoint and the AF_XDP port as
+//     QEMU would (tap writes with vnet headers, XSK TX), 64 B and 1514 B,
+//     CPU per packet, ratios (docs/vm.md).
 //
 // Shared code: bench/internal/harness (run lifetime, cleanup, commands in
 // namespaces, flags, results, machine description), bench/internal/measure

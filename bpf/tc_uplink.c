@@ -11,7 +11,11 @@
  * says (reply to a masqueraded flow: node address -> endpoint; an
  * established published-port flow: node port -> endpoint) and delivered
  * into the endpoint's namespace. A new flow to a published port creates its
- * entries first. Everything else passes to Linux untouched.
+ * entries first. A frame tagged with a VLAN network's VID (lib/vlan.h)
+ * loses its tag here: the VLAN's hosts reach the endpoints of its network
+ * and, over the overlay, the pods of peer nodes; the rest of the VLAN's
+ * traffic goes to Linux through the VLAN's port. Everything else passes
+ * to Linux untouched.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -31,6 +35,9 @@
 #include "lib/fw.h"
 #include "lib/stage.h"
 #include "lib/overlay.h"
+#include "lib/overlay_fwd.h"
+#include "lib/fib.h"
+#include "lib/vlan.h"
 
 static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p,
 					    enum xl_reason *reason, __u32 *dst_ifindex,
@@ -63,8 +70,41 @@ static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p
 					: XL_DROP_REDIRECT);
 }
 
+/*
+ * from_vlan: a new flow from off the node (no conntrack entry, no
+ * published port), from VLAN network vnet's VLAN (its tag popped) or
+ * untagged (vnet 0; lib/vlan.h). The VLAN's hosts are on their network's
+ * segment: delivered to its endpoints, tunnelled to peer nodes' pods with
+ * its VNI; an endpoint of another network is XL_DROP_VLAN. Untagged, an
+ * endpoint of a VLAN network is XL_DROP_VLAN. The rest goes to Linux (a
+ * VLAN's through its port).
+ */
+static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt *p,
+					      enum xl_reason *reason, __u32 *dst_ifindex,
+					      __u32 vnet)
+{
+	struct endpoint_val *dst = ep_local(p);
+	enum xl_step step;
+
+	if (dst) {
+		if (vlan_apart(vnet, dst))
+			return xl_final(reason, XL_DROP_VLAN);
+		if (vnet)
+			return deliver(skb, p, reason, dst_ifindex, 0);
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	}
+	if (!vnet)
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	if (p->ttl <= 1)
+		return xl_final(reason, XL_PASS_TTL);
+	step = overlay_forward(skb, p, vnet, reason);
+	if (step != XL_CONTINUE)
+		return step;
+	return xl_final(reason, XL_PASS_NOT_FWDED);
+}
+
 static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_reason *reason,
-						__u32 *dst_ifindex)
+						__u32 *dst_ifindex, __u32 vnet)
 {
 	struct xl_config *cfg = xl_config();
 	struct ct_key k = {};
@@ -108,19 +148,45 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 	if (dnat)
 		return deliver(skb, &p, reason, dst_ifindex, 0);
 	/* Natively routed from a peer node's pod: of the cluster. */
-	if (peer_remote(&p.src))
+	if (!vnet && peer_remote(&p.src))
 		return deliver(skb, &p, reason, dst_ifindex, 0);
-	return xl_final(reason, XL_PASS_NOT_FWDED);
+	return from_vlan(skb, &p, reason, dst_ifindex, vnet);
+}
+
+/*
+ * vlan_untag: a tagged frame on the uplink. Of no VLAN network's: Linux's
+ * (XL_PASS_NON_IP; another owner's VLAN device, or dropped). Of one: the
+ * tag popped, *vlan its VLAN; a second tag inside is XL_DROP_VLAN.
+ */
+static __always_inline enum xl_step vlan_untag(struct __sk_buff *skb, __u32 vid,
+					       const struct vlan_val **vlan, enum xl_reason *reason)
+{
+	__u32 inner;
+
+	*vlan = bpf_map_lookup_elem(&xlane_vlans, &vid);
+	if (!*vlan)
+		return xl_final(reason, XL_PASS_NON_IP);
+	if (bpf_skb_vlan_pop(skb) || vlan_tagged(skb, &inner))
+		return xl_final(reason, XL_DROP_VLAN);
+	return XL_CONTINUE;
 }
 
 SEC("tcx/ingress")
 int xlane_from_uplink(struct __sk_buff *skb)
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
-	__u32 len = skb->len, dst_ifindex = 0, ifindex = skb->ifindex;
-	int step;
+	__u32 len = skb->len, dst_ifindex = 0, ifindex = skb->ifindex, vid;
+	const struct vlan_val *vlan = 0;
+	int step = XL_CONTINUE;
 
-	step = from_uplink(skb, &reason, &dst_ifindex);
+	if (vlan_tagged(skb, &vid))
+		step = vlan_untag(skb, vid, &vlan, &reason);
+	if (step == XL_CONTINUE)
+		step = from_uplink(skb, &reason, &dst_ifindex, vlan ? vlan->network_id : 0);
+	/* What Linux should see of a VLAN's traffic, it sees on the VLAN's
+	 * device: through the port, untagged. */
+	if (vlan && tc_code(step, reason) == XL_TC_PASS)
+		step = tc_forwarded(bpf_redirect(vlan->port, 0), XL_FWD_VLAN, &reason);
 	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
@@ -141,6 +207,38 @@ static __noinline long overlay_network(struct __sk_buff *skb)
 		return 0;
 	net = bpf_map_lookup_elem(&xlane_vni_net, &tk.tunnel_id);
 	return net ? *net : -1;
+}
+
+/*
+ * overlay_to_vlan: a packet from the overlay for no local endpoint. Routed
+ * to a VLAN's device (a host of a VLAN network: VXLAN to VLAN) it must
+ * carry that network's VNI (or the node's, XL_VNI_NODE), else XL_DROP_VNI,
+ * and is forwarded there (bpf_redirect_neigh: the kernel's neighbour entry
+ * on the VLAN; the port tags it). Anything else is Linux's: the node's own addresses, its
+ * routes.
+ */
+static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long net,
+				      enum xl_reason *reason)
+{
+	const struct vlan_val *vlan;
+	struct bpf_fib_lookup fib;
+	long rc;
+
+	/* Both answers name the egress device; the neighbour is left to
+	 * bpf_redirect_neigh (6.1 has no BPF_FIB_LOOKUP_SKIP_NEIGH). */
+	fib_params_init(&fib, p, skb->ifindex);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	vlan = vlan_of_dev(fib.ifindex);
+	if (!vlan)
+		return xl_final(reason, XL_PASS_NOT_FWDED);
+	if (net && vlan->network_id != net)
+		return xl_final(reason, XL_DROP_VNI);
+	if (p->ttl <= 1)
+		return xl_final(reason, XL_PASS_TTL);
+	ep_forward_l3(p);
+	return tc_forwarded(bpf_redirect_neigh(fib.ifindex, 0, 0, 0), XL_FWD_NEIGH, reason);
 }
 
 /*
@@ -180,9 +278,13 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	}
 	dst = ep_local(&p);
 	if (!dst)
-		return xl_final(reason, XL_PASS_NOT_FWDED);
+		return overlay_to_vlan(skb, &p, net, reason);
 	if (net && dst->network_id != net)
 		return xl_final(reason, XL_DROP_VNI);
+	/* A network's VNI comes from its pods on other nodes: with ICC off
+	 * they do not reach this node's, as local ones do not (ep_apart). */
+	if (net && (dst->flags & XL_EP_NO_ICC))
+		return xl_final(reason, XL_DROP_ICC);
 	return deliver(skb, &p, reason, dst_ifindex, 1);
 }
 
@@ -249,6 +351,38 @@ int xlane_to_overlay(struct __sk_buff *skb)
 	to_overlay(skb, &reason);
 	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
 	return xl_reason_verdict(reason) == XL_V_DROP ? TC_ACT_SHOT : TC_ACT_UNSPEC;
+}
+
+/*
+ * xlane_to_vlan (tcx ingress of a VLAN's port, xlvp<VID>): what Linux sent
+ * out of the VLAN's device leaves the uplink tagged with the VID
+ * (lib/vlan.h).
+ */
+static __always_inline enum xl_step to_vlan(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	__u32 ifindex = skb->ifindex;
+	const struct vlan_val *vlan;
+	const __u32 *vid;
+
+	vid = bpf_map_lookup_elem(&xlane_vlan_dev, &ifindex);
+	if (!vid)
+		return xl_final(reason, XL_DROP_REDIRECT);
+	vlan = bpf_map_lookup_elem(&xlane_vlans, vid);
+	if (!vlan || bpf_skb_vlan_push(skb, bpf_htons(ETH_P_8021Q), *vid))
+		return xl_final(reason, XL_DROP_REDIRECT);
+	return tc_forwarded(bpf_redirect(vlan->uplink, 0), XL_FWD_VLAN, reason);
+}
+
+SEC("tcx/ingress")
+int xlane_to_vlan(struct __sk_buff *skb)
+{
+	enum xl_reason reason = XL_FWD_VLAN;
+	__u32 len = skb->len;
+	int step;
+
+	step = to_vlan(skb, &reason);
+	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
+	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

@@ -53,6 +53,10 @@ static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
 	 * NAPI); the others are reached through Linux as before. */
 	if (!(dst->flags & XL_EP_XDP_TARGET))
 		return xl_final(reason, XL_PASS_NO_TARGET);
+	/* A VLAN network's endpoint: the tc program behind this one judges
+	 * untagged traffic for it (lib/vlan.h). */
+	if (dst->flags & XL_EP_VLAN)
+		return xl_final(reason, XL_PASS_NO_TARGET);
 	/* The redirect skips the endpoint's tcx egress: what it refuses
 	 * from off the node is refused here (lib/unsolicited.h), and the
 	 * firewall runs here, and keeps the flow's conntrack entries. */

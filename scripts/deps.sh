@@ -6,6 +6,7 @@ set -euo pipefail
 pkgs=(clang-19 clang-format-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute2 iputils-ping
       iperf3 sockperf ethtool iptables nftables tcpdump util-linux ca-certificates
       docker.io busybox-static
+      containernetworking-plugins containerd runc   # CNI: portmap/loopback, and a containerd for crictl (test/e2e/cni*_test.go)
       prometheus   # scrapes xlaned in test/e2e/metrics_test.go (the test starts its own)
       qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)
 missing=()

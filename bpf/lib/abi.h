@@ -73,7 +73,10 @@ enum xl_reason {
 	XL_DROP_VLAN,		/* an 802.1Q/802.1ad-tagged frame from an
 				 * endpoint: endpoints are untagged links, and
 				 * forwarding the inner packet would carry the
-				 * tag (or its VLAN's traffic) into another */
+				 * tag (or its VLAN's traffic) into another;
+				 * or a new flow from the uplink into a VLAN
+				 * network, or from a VLAN into another
+				 * network (lib/vlan.h) */
 	XL_FWD_OVERLAY,		/* to a peer node's pod: tunnel key set,
 				 * redirected to the VXLAN device (lib/overlay.h) */
 	XL_PASS_OVERLAY,	/* XDP: for a peer node's pod; the tc program
@@ -82,6 +85,13 @@ enum xl_reason {
 				 * node (no longer) owns, or no VXLAN device */
 	XL_DROP_VNI,		/* from the overlay with an unknown VNI, or
 				 * for an endpoint of another network */
+	XL_FWD_VLAN,		/* between a VLAN network's VLAN on the uplink
+				 * and its port: tag pushed or popped,
+				 * redirected (lib/vlan.h) */
+	XL_FWD_XSK,		/* a VM's AF_XDP port: into QEMU's socket for
+				 * the frame's queue (lib/xsk.h) */
+	XL_DROP_NO_XSK,		/* a VM's AF_XDP port: no socket on the
+				 * frame's queue (QEMU not attached) */
 	XL_REASON_MAX,
 };
 
@@ -134,6 +144,9 @@ enum xl_ep_flags {
 	 * device's egress, whose tcx program runs the to-endpoint stage and
 	 * counts them, never with bpf_redirect_peer (which would drop). */
 	XL_EP_NO_PEER = 32,
+	/* The network is on a VLAN of the uplink (`network create --vlan`):
+	 * new flows reach it from its VLAN device only (lib/vlan.h). */
+	XL_EP_VLAN = 64,
 };
 
 /*
@@ -260,6 +273,20 @@ struct peer_val {
 struct overlay_cfg {
 	__u32 ifindex;
 	__u32 pad;
+};
+
+/*
+ * xlane_vlans: key = VLAN ID (802.1Q VID), value = the network on that VLAN
+ * of the uplink, the uplink and the two ends of its port, a veth pair xlaned makes:
+ * `dev` is the node's L3 device on the VLAN (addresses, routes, ARP/ND,
+ * xlvl<VID>), `port` its peer, where the tc programs push and pop the tag
+ * (lib/vlan.h). Written by the daemon.
+ */
+struct vlan_val {
+	__u32 network_id;
+	__u32 dev;
+	__u32 port;
+	__u32 uplink; /* the tagged frames' device */
 };
 
 /*

@@ -32,7 +32,8 @@
 #include "stage.h"
 #include "handoff.h"
 #include "unsolicited.h"
-#include "overlay.h"
+#include "overlay_fwd.h"
+#include "vlan.h" /* its map: see there */
 
 /*
  * How a program reaches a local endpoint. tcx (and legacy tc) at a host
@@ -47,14 +48,6 @@
 struct skb_cfg {
 	bool peer; /* bpf_redirect_peer to local endpoints */
 };
-
-/* tc_forwarded is the step of a forwarding stage: its reason if the
- * redirect helper took the packet (ret), else XL_DROP_REDIRECT. */
-static __always_inline enum xl_step tc_forwarded(long ret, enum xl_reason fwd,
-						 enum xl_reason *reason)
-{
-	return xl_final(reason, ret == TC_ACT_REDIRECT ? fwd : XL_DROP_REDIRECT);
-}
 
 static __always_inline enum xl_step to_local_endpoint(struct __sk_buff *skb, struct pkt *p,
 						      const struct skb_cfg *cfg,
@@ -105,38 +98,6 @@ static __noinline int to_fib(struct __sk_buff *skb, struct pkt *p, enum xl_reaso
 		 * Linux does the right thing and sends the ICMP error. */
 		return xl_final(reason, XL_PASS_NO_ROUTE);
 	}
-}
-
-/*
- * to_peer sends a packet for a peer node's pod over the overlay: the
- * tunnel key (the node's underlay address, the sending network's VNI),
- * then a redirect to the VXLAN device, which encapsulates. Natively routed
- * peers and this node's own prefix continue (to the FIB); an address of
- * the cluster CIDR no node owns, or no overlay device, is a counted drop
- * rather than a leak through the default route. A frame of its own: the
- * tunnel key would not fit the pipeline's on 6.1.
- */
-static __noinline int to_peer(struct __sk_buff *skb, struct pkt *p, __u32 network_id,
-			      enum xl_reason *reason)
-{
-	const struct peer_val *peer = peer_lookup(&p->dst);
-	__u32 *vni, ifindex, mtu_len = 0;
-
-	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE)))
-		return XL_CONTINUE;
-	ifindex = overlay_ifindex();
-	vni = bpf_map_lookup_elem(&xlane_net_vni, &network_id);
-	if ((peer->flags & XL_PEER_GONE) || !ifindex || !vni)
-		return xl_final(reason, XL_DROP_NO_PEER);
-	/* Too big for the overlay (an endpoint with a larger MTU than the
-	 * VXLAN device's): the redirect would drop it silently; Linux routes
-	 * it to the device and sends the sender its ICMP error (PMTU). */
-	if (bpf_check_mtu(skb, ifindex, &mtu_len, 0, 0) == BPF_MTU_CHK_RET_FRAG_NEEDED)
-		return xl_final(reason, XL_PASS_TOO_BIG);
-	ep_forward_l3(p);
-	if (overlay_set_key(skb, p->eth, peer, *vni))
-		return xl_final(reason, XL_DROP_REDIRECT);
-	return tc_forwarded(bpf_redirect(ifindex, 0), XL_FWD_OVERLAY, reason);
 }
 
 /*
@@ -225,7 +186,7 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 		}
 		return to_local_endpoint(skb, &p, cfg, dst, reason);
 	}
-	step = to_peer(skb, &p, src->network_id, reason);
+	step = overlay_forward(skb, &p, src->network_id, reason);
 	if (step != XL_CONTINUE)
 		return step;
 	return to_fib(skb, &p, reason);

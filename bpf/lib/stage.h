@@ -45,8 +45,9 @@ enum xl_verdict {
  * same classes against the programs' verdicts (TestVerdictsFollowReasons).
  */
 #define XL_R(r) (1ULL << (r))
-#define XL_REASONS_FWD \
-	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY))
+#define XL_REASONS_FWD                                                                      \
+	(XL_R(XL_FWD_PEER) | XL_R(XL_FWD_FIB) | XL_R(XL_FWD_NEIGH) | XL_R(XL_FWD_OVERLAY) | \
+	 XL_R(XL_FWD_VLAN) | XL_R(XL_FWD_XSK))
 #define XL_REASONS_PASS                                                              \
 	(XL_R(XL_PASS_NON_IP) | XL_R(XL_PASS_NOT_FWDED) | XL_R(XL_PASS_LINK_LOCAL) | \
 	 XL_R(XL_PASS_TTL) | XL_R(XL_PASS_NO_ROUTE) | XL_R(XL_PASS_NO_NEIGH) |       \
@@ -59,7 +60,7 @@ enum xl_verdict {
 	 XL_R(XL_DROP_FW_REJECT) | XL_R(XL_DROP_BLOCKLIST) | XL_R(XL_DROP_RATE_LIMIT) | \
 	 XL_R(XL_DROP_SYN_LIMIT) | XL_R(XL_DROP_ICC) | XL_R(XL_DROP_ISOLATED) |         \
 	 XL_R(XL_DROP_UNSOLICITED) | XL_R(XL_DROP_VLAN) | XL_R(XL_DROP_NO_PEER) |       \
-	 XL_R(XL_DROP_VNI))
+	 XL_R(XL_DROP_VNI) | XL_R(XL_DROP_NO_XSK))
 
 _Static_assert(XL_REASON_MAX <= 64, "enum xl_reason outgrew the classification sets");
 _Static_assert((XL_REASONS_FWD | XL_REASONS_PASS | XL_REASONS_DROP) == XL_R(XL_REASON_MAX) - 1,
@@ -109,6 +110,14 @@ static __always_inline int tc_code(enum xl_step step, enum xl_reason reason)
 	default:
 		return XL_TC_PASS;
 	}
+}
+
+/* tc_forwarded is the step of a forwarding stage: its reason if the
+ * redirect helper took the packet (ret), else XL_DROP_REDIRECT. */
+static __always_inline enum xl_step tc_forwarded(long ret, enum xl_reason fwd,
+						 enum xl_reason *reason)
+{
+	return xl_final(reason, ret == TC_ACT_REDIRECT ? fwd : XL_DROP_REDIRECT);
 }
 
 /*

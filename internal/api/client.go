@@ -34,6 +34,16 @@ func NewClient(socket string) *Client {
 	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
 }
 
+// ErrUnreachable: the daemon's socket cannot be reached (xlaned is not
+// running, or not yet serving).
+var ErrUnreachable = errors.New("xlaned unreachable")
+
+type unreachable struct{ err error }
+
+func (u unreachable) Error() string        { return u.err.Error() }
+func (u unreachable) Unwrap() error        { return u.err }
+func (u unreachable) Is(target error) bool { return target == ErrUnreachable }
+
 // RemoteError is an error the daemon returned. It unwraps to the model
 // sentinel matching its code, and to a *model.FieldError when it names one.
 type RemoteError struct {
@@ -77,7 +87,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) {
-			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, err)
+			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, unreachable{err})
 		}
 		return err
 	}
@@ -281,7 +291,7 @@ func (c *Client) Monitor(ctx context.Context, q MonitorQuery, fn func(MonitorEve
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) {
-			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, err)
+			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, unreachable{err})
 		}
 		return err
 	}

@@ -69,6 +69,10 @@ type NetworkCreate struct {
 	// VNI between nodes (0: derived from the name, the same on every
 	// node).
 	VNI uint32 `json:"vni,omitempty"`
+	// VLAN puts the network on this 802.1Q VLAN of the uplink (1-4094; 0:
+	// none): its subnets are the VLAN's, its endpoints reached from the
+	// VLAN (and their VNI) only. Needs xlaned --uplink and a BPF mode.
+	VLAN uint16 `json:"vlan,omitempty"`
 	// BigTCP: auto (default: where the node's calibration measured a
 	// win), on or off; GSO/GRO aggregates of 192 KiB on the endpoints'
 	// veths.

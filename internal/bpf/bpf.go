@@ -48,6 +48,7 @@ type (
 	PeerKey    = tcPeerKey
 	PeerVal    = tcPeerVal
 	OverlayCfg = tcOverlayCfg
+	VlanVal    = tcVlanVal
 )
 
 // Peer flags (enum xl_peer_flags, bpf/lib/overlay.h).
@@ -75,6 +76,7 @@ const (
 	EPFlagIsolated         = uint16(tcXlEpFlagsXL_EP_ISOLATED)
 	EPFlagAllowUnsolicited = uint16(tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED)
 	EPFlagNoPeer           = uint16(tcXlEpFlagsXL_EP_NO_PEER)
+	EPFlagVLAN             = uint16(tcXlEpFlagsXL_EP_VLAN)
 	SvcAffinity            = uint32(tcServiceFlagsSVC_AFFINITY)
 )
 
@@ -90,6 +92,7 @@ type Objects struct {
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
 	fromOverlay  *ebpf.Program // tcx ingress on the VXLAN device (tcuplink collection)
 	toOverlay    *ebpf.Program // tcx egress on the VXLAN device (tcuplink collection)
+	toVLAN       *ebpf.Program // tcx ingress on a VLAN's port (tcuplink collection)
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
 	replaced     []string // pins Load replaced (replaceIncompatiblePins)
@@ -120,6 +123,7 @@ func (o *Objects) Close() error {
 	o.tcFromUplink.Close()
 	o.fromOverlay.Close()
 	o.toOverlay.Close()
+	o.toVLAN.Close()
 	o.sock.Close()
 	o.xdp.Scratch.Close()
 	for _, m := range o.own {
@@ -217,9 +221,10 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 			Prog        *ebpf.Program `ebpf:"xlane_from_uplink"`
 			FromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
 			ToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
+			ToVLAN      *ebpf.Program `ebpf:"xlane_to_vlan"`
 		}
 		err = objs.loadShared(tuspec, &tu)
-		objs.tcFromUplink, objs.fromOverlay, objs.toOverlay = tu.Prog, tu.FromOverlay, tu.ToOverlay
+		objs.tcFromUplink, objs.fromOverlay, objs.toOverlay, objs.toVLAN = tu.Prog, tu.FromOverlay, tu.ToOverlay, tu.ToVLAN
 	}
 	if err != nil {
 		objs.Close()
@@ -354,6 +359,15 @@ func (o *Objects) NetVNI() *ebpf.Map { return o.XlaneNetVni }
 
 // VNINet is xlane_vni_net (VNI -> network id).
 func (o *Objects) VNINet() *ebpf.Map { return o.XlaneVniNet }
+
+// ToVLAN is the tcx ingress program of a VLAN's port (bpf/lib/vlan.h).
+func (o *Objects) ToVLAN() *ebpf.Program { return o.toVLAN }
+
+// VLANs is xlane_vlans (VID -> network, port, uplink).
+func (o *Objects) VLANs() *ebpf.Map { return o.XlaneVlans }
+
+// VLANDev is xlane_vlan_dev (either end of a VLAN's port -> VID).
+func (o *Objects) VLANDev() *ebpf.Map { return o.XlaneVlanDev }
 
 // Overlay is xlane_overlay (the VXLAN device).
 func (o *Objects) Overlay() *ebpf.Map { return o.XlaneOverlay }

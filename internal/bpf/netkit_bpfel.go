@@ -362,6 +362,14 @@ type netkitSockRnatVal struct {
 	Pad  uint16
 }
 
+type netkitVlanVal struct {
+	_         structs.HostLayout
+	NetworkId uint32
+	Dev       uint32
+	Port      uint32
+	Uplink    uint32
+}
+
 type netkitXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -413,6 +421,8 @@ const (
 	netkitMapXlanePublish         = "xlane_publish"
 	netkitMapXlaneServices        = "xlane_services"
 	netkitMapXlaneSockRnat        = "xlane_sock_rnat"
+	netkitMapXlaneVlanDev         = "xlane_vlan_dev"
+	netkitMapXlaneVlans           = "xlane_vlans"
 	netkitMapXlaneVniNet          = "xlane_vni_net"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
@@ -530,6 +540,8 @@ type netkitMapSpecs struct {
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
@@ -621,6 +633,8 @@ type netkitMaps struct {
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
@@ -660,6 +674,8 @@ func (m *netkitMaps) Close() error {
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVlanDev,
+		m.XlaneVlans,
 		m.XlaneVniNet,
 	)
 }

@@ -518,6 +518,14 @@ type tcSockRnatVal struct {
 	Pad  uint16
 }
 
+type tcVlanVal struct {
+	_         structs.HostLayout
+	NetworkId uint32
+	Dev       uint32
+	Port      uint32
+	Uplink    uint32
+}
+
 type tcXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -547,6 +555,7 @@ const (
 	tcXlEpFlagsXL_EP_ISOLATED          tcXlEpFlags = 8
 	tcXlEpFlagsXL_EP_ALLOW_UNSOLICITED tcXlEpFlags = 16
 	tcXlEpFlagsXL_EP_NO_PEER           tcXlEpFlags = 32
+	tcXlEpFlagsXL_EP_VLAN              tcXlEpFlags = 64
 )
 
 type tcXlPeerFlags uint32
@@ -596,7 +605,10 @@ const (
 	tcXlReasonXL_PASS_OVERLAY     tcXlReason = 32
 	tcXlReasonXL_DROP_NO_PEER     tcXlReason = 33
 	tcXlReasonXL_DROP_VNI         tcXlReason = 34
-	tcXlReasonXL_REASON_MAX       tcXlReason = 35
+	tcXlReasonXL_FWD_VLAN         tcXlReason = 35
+	tcXlReasonXL_FWD_XSK          tcXlReason = 36
+	tcXlReasonXL_DROP_NO_XSK      tcXlReason = 37
+	tcXlReasonXL_REASON_MAX       tcXlReason = 38
 )
 
 // Names of all BPF objects in the ELF.
@@ -637,6 +649,8 @@ const (
 	tcMapXlanePublish       = "xlane_publish"
 	tcMapXlaneServices      = "xlane_services"
 	tcMapXlaneSockRnat      = "xlane_sock_rnat"
+	tcMapXlaneVlanDev       = "xlane_vlan_dev"
+	tcMapXlaneVlans         = "xlane_vlans"
 	tcMapXlaneVniNet        = "xlane_vni_net"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
@@ -754,6 +768,8 @@ type tcMapSpecs struct {
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
@@ -845,6 +861,8 @@ type tcMaps struct {
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
@@ -884,6 +902,8 @@ func (m *tcMaps) Close() error {
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVlanDev,
+		m.XlaneVlans,
 		m.XlaneVniNet,
 	)
 }

@@ -362,6 +362,14 @@ type tcuplinkSockRnatVal struct {
 	Pad  uint16
 }
 
+type tcuplinkVlanVal struct {
+	_         structs.HostLayout
+	NetworkId uint32
+	Dev       uint32
+	Port      uint32
+	Uplink    uint32
+}
+
 type tcuplinkXlConfig struct {
 	_             structs.HostLayout
 	UplinkIfindex uint32
@@ -413,10 +421,13 @@ const (
 	tcuplinkMapXlanePublish      = "xlane_publish"
 	tcuplinkMapXlaneServices     = "xlane_services"
 	tcuplinkMapXlaneSockRnat     = "xlane_sock_rnat"
+	tcuplinkMapXlaneVlanDev      = "xlane_vlan_dev"
+	tcuplinkMapXlaneVlans        = "xlane_vlans"
 	tcuplinkMapXlaneVniNet       = "xlane_vni_net"
 	tcuplinkProgXlaneFromOverlay = "xlane_from_overlay"
 	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
 	tcuplinkProgXlaneToOverlay   = "xlane_to_overlay"
+	tcuplinkProgXlaneToVlan      = "xlane_to_vlan"
 	tcuplinkVarXlBtfCtDir        = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat        = "xl_btf_ct_nat"
 	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
@@ -492,6 +503,7 @@ type tcuplinkProgramSpecs struct {
 	XlaneFromOverlay *ebpf.ProgramSpec `ebpf:"xlane_from_overlay"`
 	XlaneFromUplink  *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
 	XlaneToOverlay   *ebpf.ProgramSpec `ebpf:"xlane_to_overlay"`
+	XlaneToVlan      *ebpf.ProgramSpec `ebpf:"xlane_to_vlan"`
 }
 
 // tcuplinkMapSpecs contains maps before they are loaded into the kernel.
@@ -532,6 +544,8 @@ type tcuplinkMapSpecs struct {
 	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
@@ -623,6 +637,8 @@ type tcuplinkMaps struct {
 	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
 	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
 	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
 	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
@@ -662,6 +678,8 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlanePublish,
 		m.XlaneServices,
 		m.XlaneSockRnat,
+		m.XlaneVlanDev,
+		m.XlaneVlans,
 		m.XlaneVniNet,
 	)
 }
@@ -707,6 +725,7 @@ type tcuplinkPrograms struct {
 	XlaneFromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
 	XlaneFromUplink  *ebpf.Program `ebpf:"xlane_from_uplink"`
 	XlaneToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
+	XlaneToVlan      *ebpf.Program `ebpf:"xlane_to_vlan"`
 }
 
 func (p *tcuplinkPrograms) Close() error {
@@ -714,6 +733,7 @@ func (p *tcuplinkPrograms) Close() error {
 		p.XlaneFromOverlay,
 		p.XlaneFromUplink,
 		p.XlaneToOverlay,
+		p.XlaneToVlan,
 	)
 }
 

@@ -35,11 +35,19 @@ options that attach a guest to it. The guest gets its addresses by DHCP(v6)
 and router advertisements from xlaned (docs/vm.md). VM endpoints need mode
 tc or kernel.
 
+With --vm --backend af-xdp the guest's port is backed by AF_XDP sockets
+instead: xlane creates a veth pair whose host end gets the same datapath
+and whose other end (the port, in the node's namespace) gets xlane's XDP
+program and a pinned socket map; QEMU (>= 10.1 with af-xdp, see xlane
+status) binds its sockets to the port and puts them into the map
+(inhibit=on,map-path=). Needs mode tc.
+
 On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Example: `  xlane endpoint add blue --netns c1
   xlane endpoint add blue --netns /proc/1234/ns/net --ifname eth1 --ip 10.10.0.50
   xlane endpoint add blue --veth-only --id my-container
-  xlane endpoint add blue --vm --id vm1 --mac 52:54:00:00:00:01 --queues 2`,
+  xlane endpoint add blue --vm --id vm1 --mac 52:54:00:00:00:01 --queues 2
+  xlane endpoint add blue --vm --backend af-xdp --id vm2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Network = args[0]
@@ -64,7 +72,7 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 	add.Flags().BoolVar(&req.VM, "vm", false, "a QEMU guest's port: a tap QEMU opens by name (prints the QEMU options)")
 	add.Flags().StringVar(&req.MAC, "mac", "", "the guest's (or container side's) MAC address (default: random)")
 	add.Flags().IntVar(&req.Queues, "queues", 0, "--vm: queue pairs of the tap and the guest's virtio-net (default 1)")
-	add.Flags().StringVar(&req.Backend, "backend", "", "--vm: tap (default); af-xdp is not built yet (xlane status says whether QEMU has it)")
+	add.Flags().StringVar(&req.Backend, "backend", "", "--vm: tap (default) or af-xdp (QEMU's AF_XDP backend; xlane status says whether the node's QEMU has it)")
 
 	var network string
 	ls := &cobra.Command{
@@ -112,7 +120,11 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 					fmt.Fprintf(w, "note:\t%s\n", note)
 				}
 				if ep.VM {
-					fmt.Fprintf(w, "vm:\ttap with %d queue(s); the guest's MAC is %s\n", ep.Queues, ep.MAC)
+					kind := "tap"
+					if ep.AFXDP() {
+						kind = "af-xdp port " + ep.PeerIf + " (socket map " + ep.XSKMap + ")"
+					}
+					fmt.Fprintf(w, "vm:\t%s with %d queue(s); the guest's MAC is %s\n", kind, ep.Queues, ep.MAC)
 				}
 				if len(ep.QEMUArgs) > 0 {
 					fmt.Fprintf(w, "qemu:\t%s\n", strings.Join(ep.QEMUArgs, " "))

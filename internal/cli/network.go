@@ -42,6 +42,7 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest on this node, see xlane calibrate; tc before the first calibration), tc, kernel, xdp or xdp-generic")
 	create.Flags().StringVar(&req.BigTCP, "big-tcp", "", "BIG TCP (192 KiB GSO/GRO aggregates) on the endpoints' veths: auto (default: where xlane calibrate measured it faster on this node), on, or off")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500; on a node of a vxlan cluster the underlay's less 50 (IPv4 underlay) or 70 (IPv6))")
+	create.Flags().Uint16Var(&req.VLAN, "vlan", 0, "put the network on this 802.1Q VLAN of the uplink (1-4094): its hosts there reach the endpoints and, over the overlay, the network's pods on other nodes; untagged traffic does not start flows into it")
 	create.Flags().Uint32Var(&req.VNI, "vni", 0, "VXLAN network identifier between nodes, 2-16777215 (default: derived from the name, the same on every node)")
 	create.Flags().StringVar(&req.Device, "device", "", "endpoint device pair: veth (default), netkit (L3, no ARP; Linux 6.7+), netkit-l2, or auto (netkit where the kernel has it and the network needs neither XDP nor NAT, else veth)")
 	masq := true

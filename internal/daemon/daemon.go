@@ -75,6 +75,9 @@ type Config struct {
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (calibrate.go).
 	CalibrateAtStart bool
+	// QEMU is the qemu-system-x86_64 whose netdev backends decide which
+	// VM endpoint backends this node offers (qemu.go; "": DefaultQEMU).
+	QEMU string
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -102,6 +105,7 @@ type Daemon struct {
 	started   time.Time
 	lastErr   lastError   // the last warning or error logged (health.go)
 	dhcp      dhcpServers // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
+	qemu      qemuProbe   // what the node's QEMU offers VM endpoints (qemu.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -180,6 +184,11 @@ func (d *Daemon) start() (*Daemon, error) {
 		if err := d.attachUplink(); err != nil {
 			d.Close()
 			return nil, err
+		}
+	}
+	if d.dp.Available() == nil {
+		if err := d.setupVLANs(); err != nil {
+			d.log.Error("set up vlans", "err", err)
 		}
 	}
 	if d.dp.Available() == nil {
@@ -360,6 +369,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if have6 {
 		minMTU = 1280
 	}
+	if err := d.validateVLAN(tx, n, req); err != nil {
+		return nil, err
+	}
 	if n.MTU == 0 {
 		n.MTU = 1500
 		if d.cluster.inCluster(n.Subnets) && d.cluster.mtu != 0 {
@@ -466,6 +478,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 				return err
 			}
 		}
+		if err := d.applyVLAN(n); err != nil {
+			return err
+		}
 		if err := d.step("network-applied"); err != nil {
 			return err
 		}
@@ -473,7 +488,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := errors.Join(d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
+			if uerr := errors.Join(d.removeVLAN(n), d.dp.DeleteNetworkVNI(n.ID, n.VNI), netconf.DeleteGuard(n), netconf.DeleteInternal(n), netconf.DeleteNetwork(n), netconf.RestoreSysctls(sysctls)); uerr != nil {
 				d.log.Error("roll back network", "network", n.Name, "err", uerr)
 			}
 		}
@@ -516,6 +531,9 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		if err := d.removeEndpoint(&eps[i], n); err != nil {
 			return err
 		}
+	}
+	if err := d.removeVLAN(n); err != nil {
+		return err
 	}
 	if err := netconf.DeleteInternal(n); err != nil {
 		return err
@@ -653,8 +671,10 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 		return nil, err
 	}
 	for _, e := range eps {
-		if e.VM && mode.XDP() {
-			return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, errVMMode(mode))
+		if e.VM {
+			if err := vmMode(&e, mode); err != nil {
+				return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, err)
+			}
 		}
 		if len(e.Ports) > 0 {
 			if err := natSupported(mode, true); err != nil {
@@ -746,7 +766,7 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	}
 	switch {
 	case req.VM:
-		if err := validateVM(e, req); err != nil {
+		if err := d.validateVM(e, req); err != nil {
 			return nil, nil, err
 		}
 	case req.Queues != 0:
@@ -782,10 +802,13 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	}
 	e.HostIf, e.PeerIf = hostIfNames(e.ID)
 	if e.VM {
-		if err := vmNetwork(n); err != nil {
+		if err := vmMode(e, n.Mode); err != nil {
 			return nil, nil, err
 		}
 		e.HostIf, e.PeerIf = tapName(e.ID), ""
+		if e.AFXDP() {
+			e.HostIf, e.PeerIf = hostIfNames(e.ID)
+		}
 		if e.MAC == "" {
 			e.MAC = randomMAC()
 		}
@@ -797,6 +820,12 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 // pair, configures both sides and programs the datapath. Any failure undoes
 // all of it, leases included.
 func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
+	return d.addEndpoint(req, nil)
+}
+
+// addEndpoint is AddEndpoint for an endpoint that is att's (a CNI
+// attachment, attachment.go) or nobody's (nil).
+func (d *Daemon) addEndpoint(req api.EndpointAdd, att *model.Attachment) (*model.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var e *model.Endpoint
@@ -807,6 +836,7 @@ func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
 		if e, n, err = d.validateEndpoint(tx, req); err != nil {
 			return err
 		}
+		e.Attachment = att
 		if e.IPs, err = ipam.Allocate(tx, n, e.ID, e.IPs); err != nil {
 			return err
 		}
@@ -884,13 +914,20 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if err := d.syncPorts(portEntries(e), nil); err != nil {
 			return err
 		}
+		if e.AFXDP() {
+			if err := d.dp.DetachVMPort(e.PeerIf); err != nil {
+				return err
+			}
+		}
 		return d.dp.Detach(e.HostIf, host.Attrs().Index)
 	}
 	if err := d.dp.Available(); err != nil {
 		return fmt.Errorf("network %q is in %s mode: %w", n.Name, n.Mode, err)
 	}
-	if e.VM && n.Mode.XDP() {
-		return errVMMode(n.Mode)
+	if e.VM {
+		if err := vmMode(e, n.Mode); err != nil {
+			return err
+		}
 	}
 	// Native XDP_REDIRECT into the host veth needs NAPI on its peer. When
 	// the peer is out of reach (a runtime moved it), the endpoint is not a
@@ -933,6 +970,9 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		if e.VM {
 			val.Flags |= bpf.EPFlagNoPeer
 		}
+		if n.VLAN != 0 {
+			val.Flags |= bpf.EPFlagVLAN
+		}
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -943,11 +983,21 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	if err := put(false); err != nil {
 		return err
 	}
+	if n.VLAN != 0 {
+		if err := netconf.SetVLANProxy(n.VLAN, e.IPs, true); err != nil {
+			return err
+		}
+	}
 	if err := d.step("datapath-programmed"); err != nil {
 		return err
 	}
 	if err := d.attachPrograms(e, n, host); err != nil {
 		return err
+	}
+	if e.AFXDP() {
+		if err := d.attachVMPort(e); err != nil {
+			return err
+		}
 	}
 	if err := d.syncPorts(nil, portEntries(e)); err != nil {
 		return err
@@ -969,9 +1019,15 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 		ifindex = host.Attrs().Index
 	}
 	errs = append(errs, d.dp.Detach(e.HostIf, ifindex))
+	if e.AFXDP() {
+		errs = append(errs, d.dp.DetachVMPort(e.PeerIf))
+	}
 	errs = append(errs, d.syncPorts(portEntries(e), nil))
 	for _, a := range e.IPs {
 		errs = append(errs, d.dp.DeleteEndpoint(a))
+	}
+	if n.VLAN != 0 {
+		errs = append(errs, netconf.SetVLANProxy(n.VLAN, e.IPs, false))
 	}
 	errs = append(errs, netconf.DeleteVeth(e))
 	return errors.Join(errs...)
@@ -981,16 +1037,7 @@ func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 func (d *Daemon) RemoveEndpoint(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var e *model.Endpoint
-	var n *model.Network
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if e, err = tx.Endpoint(id); err != nil {
-			return err
-		}
-		n, err = tx.Network(e.Network)
-		return err
-	})
+	e, n, err := d.endpointAndNetwork(id)
 	if errors.Is(err, model.ErrNotFound) && e == nil {
 		return nil
 	}
@@ -1003,6 +1050,13 @@ func (d *Daemon) RemoveEndpoint(id string) error {
 func (d *Daemon) removeEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := d.unapplyEndpoint(e, n); err != nil {
 		return fmt.Errorf("remove endpoint %s: %w", e.ID, err)
+	}
+	// Its flows go with it (masqueraded ones too): an address handed to
+	// the next endpoint must not inherit them.
+	if flows, err := d.dp.DeleteFlowsOf(hostPrefixes(e.IPs)); err != nil {
+		return fmt.Errorf("remove endpoint %s: %w", e.ID, err)
+	} else if flows > 0 {
+		d.log.Info("removed endpoint's flows", "endpoint", e.ID, "entries", flows)
 	}
 	if err := d.pruneCounters(); err != nil {
 		d.log.Warn("prune counters", "err", err)
@@ -1088,6 +1142,9 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		if n.Mode.BPF() {
 			info.Datapath = d.dp.Hooks(e.HostIf)
 			info.Reasons = d.reasonCounters(host.Attrs().Index)
+		}
+		if e.AFXDP() {
+			d.vmPortInfo(&info, n)
 		}
 		info.Notes = append(info.Notes, d.dhcp.notes(e.ID)...)
 		return info
@@ -1195,6 +1252,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Health = d.health()
-	st.VM = qemuProbe()
+	st.VM = d.vmStatus()
 	return st, err
 }

@@ -11,7 +11,8 @@
 // then), or a fake in tests (seam_test.go).
 //
 // Files by concern: daemon.go (start, networks, endpoints, status),
-// reconcile.go, kernel.go (what this kernel can run), node.go (node
+// attachment.go (CNI attachments: endpoints keyed by container and
+// interface, their GC and status), reconcile.go, kernel.go (what this kernel can run), node.go (node
 // configuration for NAT and socket hooks), nat.go (which modes can NAT),
 // ports.go (published ports), flows.go (conntrack listing and statistics),
 // ctgc.go (conntrack garbage collection), proto.go (address and protocol

@@ -122,6 +122,9 @@ func (d *Daemon) deviceAllowsMode(n *model.Network, mode model.Mode) error {
 
 // ensureDevice creates (or finds) the endpoint's device pair.
 func (d *Daemon) ensureDevice(e *model.Endpoint, n *model.Network) (netlink.Link, error) {
+	if e.AFXDP() {
+		return netconf.EnsurePort(e, n.MTU)
+	}
 	if e.VM {
 		return netconf.EnsureTap(e, n.MTU)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,22 +14,37 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// VM endpoint backends. The tap is the one xlane builds; QEMU's AF_XDP
-// backend (-netdev af-xdp, QEMU >= 8.2 built with libxdp >= 1.4) is not
-// built yet (docs/vm.md). Status says whether the node's QEMU has it, and
-// an af-xdp port is refused with that reason.
+// VM endpoint backends: the tap, and the AF_XDP port where the node's QEMU
+// (Config.QEMU) has the af-xdp netdev backend with map-path= (QEMU >= 10.1
+// built with libxdp >= 1.4; Debian's builds have no af-xdp:
+// scripts/qemu-afxdp.sh builds one). Status says which; an af-xdp port is
+// refused with the reason where QEMU lacks it.
 
-const (
-	backendTap   = "tap"
-	backendAFXDP = "af-xdp"
-)
+// DefaultQEMU is the QEMU xlaned probes unless told another (--qemu).
+const DefaultQEMU = "qemu-system-x86_64"
 
-// qemuProbe runs once: what the node's qemu-system-x86_64 offers.
-var qemuProbe = sync.OnceValue(func() api.VMStatus {
-	st := api.VMStatus{Backends: []string{backendTap}}
-	path, err := exec.LookPath("qemu-system-x86_64")
+// qemuProbe runs the probe once per daemon.
+type qemuProbe struct {
+	once sync.Once
+	st   api.VMStatus
+}
+
+func (d *Daemon) vmStatus() api.VMStatus {
+	d.qemu.once.Do(func() { d.qemu.st = probeQEMU(d.cfg.QEMU) })
+	return d.qemu.st
+}
+
+var qemuVersionRE = regexp.MustCompile(`version (\d+)\.(\d+)`)
+
+// probeQEMU says what the QEMU at path (a name looked up in PATH) offers.
+func probeQEMU(name string) api.VMStatus {
+	st := api.VMStatus{Backends: []string{model.BackendTap}}
+	if name == "" {
+		name = DefaultQEMU
+	}
+	path, err := exec.LookPath(name)
 	if err != nil {
-		st.AFXDPReason = "no qemu-system-x86_64 on this node"
+		st.AFXDPReason = fmt.Sprintf("no %s on this node", name)
 		return st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -40,26 +57,46 @@ var qemuProbe = sync.OnceValue(func() api.VMStatus {
 		st.AFXDPReason = fmt.Sprintf("%s -netdev help: %v", path, err)
 		return st
 	}
+	has := false
 	for _, l := range strings.Fields(string(out)) {
-		if l == backendAFXDP {
-			st.AFXDP = true
-		}
+		has = has || l == model.BackendAFXDP
 	}
-	if !st.AFXDP {
-		st.AFXDPReason = fmt.Sprintf("%s (%s) has no af-xdp netdev backend (needs QEMU >= 8.2 built with libxdp >= 1.4)", path, st.QEMU)
-	} else {
-		st.AFXDPReason = "QEMU has af-xdp, but xlane does not build AF_XDP ports yet (docs/vm.md)"
+	st.AFXDPReason = afxdpMissing(path, st.QEMU, has)
+	if st.AFXDPReason == "" {
+		st.AFXDP = true
+		st.Backends = append(st.Backends, model.BackendAFXDP)
 	}
 	return st
-})
+}
 
-// checkBackend refuses every VM backend but the tap, with the reason.
-func checkBackend(b string) error {
-	switch b {
-	case "", backendTap:
-		return nil
-	case backendAFXDP:
-		return fmt.Errorf("backend %s: %s: %w", b, qemuProbe().AFXDPReason, model.ErrUnavailable)
+// afxdpMissing says why the QEMU at path (version line ver) cannot run an
+// AF_XDP port, or "".
+func afxdpMissing(path, ver string, hasBackend bool) string {
+	if !hasBackend {
+		return fmt.Sprintf("%s (%s) has no af-xdp netdev backend (needs QEMU >= 10.1 built with libxdp >= 1.4: scripts/qemu-afxdp.sh builds one; xlaned --qemu names it)", path, ver)
 	}
-	return model.Fieldf("backend", "%q: unknown VM backend (want %s or %s)", b, backendTap, backendAFXDP)
+	m := qemuVersionRE.FindStringSubmatch(ver)
+	if m == nil {
+		return fmt.Sprintf("%s: cannot read its version from %q", path, ver)
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	if major < 10 || major == 10 && minor < 1 {
+		return fmt.Sprintf("%s (%s) has af-xdp but no map-path= (QEMU >= 10.1), which xlane's ports need", path, ver)
+	}
+	return ""
+}
+
+// checkBackend refuses a VM backend this node cannot run, with the reason.
+func (d *Daemon) checkBackend(b string) error {
+	switch b {
+	case "", model.BackendTap:
+		return nil
+	case model.BackendAFXDP:
+		if st := d.vmStatus(); !st.AFXDP {
+			return fmt.Errorf("backend %s: %s: %w", b, st.AFXDPReason, model.ErrUnavailable)
+		}
+		return nil
+	}
+	return model.Fieldf("backend", "%q: unknown VM backend (want %s or %s)", b, model.BackendTap, model.BackendAFXDP)
 }

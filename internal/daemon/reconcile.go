@@ -44,11 +44,9 @@ func (d *Daemon) Reconcile() error {
 
 	var errs []error
 	byName := map[string]*model.Network{}
-	keepDev := map[string]bool{}
 	for i := range nets {
 		n := &nets[i]
 		byName[n.Name] = n
-		keepDev[n.Device] = true
 		// A route the node got at the subnet since is left alone and the
 		// daemon still starts, so the network can be removed.
 		if err := netconf.EnsureNetwork(n); errors.Is(err, netconf.ErrRouteTaken) {
@@ -64,23 +62,12 @@ func (d *Daemon) Reconcile() error {
 		}
 	}
 	errs = append(errs, netconf.PruneInternal(nets), netconf.PruneGuards(nets))
-	var wantPorts []datapath.Port
-	tcDevs := map[string]bool{}
-	tcAddrs := map[netip.Addr]bool{}
 	for i := range eps {
 		e := &eps[i]
 		n := byName[e.Network]
 		if n == nil {
 			errs = append(errs, model.NotFoundf("network %q of endpoint %s", e.Network, e.ID))
 			continue
-		}
-		keepDev[e.HostIf], keepDev[e.PeerIf] = true, true
-		if n.Mode.BPF() {
-			wantPorts = append(wantPorts, portEntries(e)...)
-			tcDevs[e.HostIf] = true
-			for _, a := range e.IPs {
-				tcAddrs[a] = true
-			}
 		}
 		switch {
 		case e.VM:
@@ -101,15 +88,72 @@ func (d *Daemon) Reconcile() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, d.removeStale(keepDev, tcDevs, tcAddrs))
+	errs = append(errs, d.removeUnaccountedFor(accountFor(nets, eps)))
+	d.log.Info("reconciled", "networks", len(nets), "endpoints", len(eps))
+	return errors.Join(errs...)
+}
+
+// accounted is what the records account for in the kernel.
+type accounted struct {
+	devs    map[string]bool // networks' devices, endpoints' host and peer devices
+	tcDevs  map[string]bool // host devices of endpoints in BPF modes
+	tcAddrs map[netip.Addr]bool
+	ports   []datapath.Port
+}
+
+func accountFor(nets []model.Network, eps []model.Endpoint) accounted {
+	a := accounted{devs: map[string]bool{}, tcDevs: map[string]bool{}, tcAddrs: map[netip.Addr]bool{}}
+	byName := map[string]*model.Network{}
+	for i := range nets {
+		byName[nets[i].Name] = &nets[i]
+		a.devs[nets[i].Device] = true
+	}
+	for i := range eps {
+		e := &eps[i]
+		n := byName[e.Network]
+		if n == nil {
+			continue
+		}
+		a.devs[e.HostIf], a.devs[e.PeerIf] = true, true
+		if n.Mode.BPF() {
+			a.ports = append(a.ports, portEntries(e)...)
+			a.tcDevs[e.HostIf] = true
+			for _, ip := range e.IPs {
+				a.tcAddrs[ip] = true
+			}
+		}
+	}
+	return a
+}
+
+// removeUnaccounted removes what no record accounts for (removeStale, and
+// published ports no endpoint has).
+func (d *Daemon) removeUnaccounted() error {
+	var nets []model.Network
+	var eps []model.Endpoint
+	err := d.store.View(func(tx *store.Tx) error {
+		var err error
+		if nets, err = tx.Networks(); err != nil {
+			return err
+		}
+		eps, err = tx.Endpoints()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return d.removeUnaccountedFor(accountFor(nets, eps))
+}
+
+func (d *Daemon) removeUnaccountedFor(a accounted) error {
+	errs := []error{d.removeStale(a.devs, a.tcDevs, a.tcAddrs)}
 	have, err := d.dp.PublishedPorts()
 	errs = append(errs, err)
 	for _, p := range have {
-		if !slices.Contains(wantPorts, p) {
+		if !slices.Contains(a.ports, p) {
 			errs = append(errs, d.dp.DeletePort(p))
 		}
 	}
-	d.log.Info("reconciled", "networks", len(nets), "endpoints", len(eps))
 	return errors.Join(errs...)
 }
 
@@ -141,6 +185,14 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 		if !tcDevs[dev] {
 			d.log.Info("removing stale tcx links", "device", dev)
 			errs = append(errs, d.dp.Detach(dev, 0))
+		}
+	}
+	ports, err := d.dp.VMPorts()
+	errs = append(errs, err)
+	for _, p := range ports {
+		if !keepDev[p] {
+			d.log.Info("removing stale vm port pins", "device", p)
+			errs = append(errs, d.dp.DetachVMPort(p))
 		}
 	}
 	addrs, err := d.dp.EndpointAddrs()

@@ -41,8 +41,16 @@ func (d *Daemon) Uninstall() error {
 		}
 	}
 	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice))
-	// Guard tables of networks a crash left without a record.
+	// Guard tables and VLAN ports of networks a crash left without a
+	// record.
 	errs = append(errs, netconf.PruneGuards(nil))
+	if ports, err := netconf.VLANPorts(); err == nil {
+		for _, name := range ports {
+			errs = append(errs, netconf.DeleteLink(name))
+		}
+	} else {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}

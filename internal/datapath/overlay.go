@@ -153,7 +153,10 @@ func (d *BPF) setOverlay(ifindex uint32) error {
 }
 
 // DeleteFlowsOf deletes the conntrack entries of flows from or to any of
-// prefixes (a removed node's pod CIDRs) and returns how many went.
+// prefixes (a removed node's pod CIDRs, a removed endpoint's addresses),
+// translated ones included: an entry whose NAT rewrites to or from an
+// address there goes too (a masqueraded flow's reply entry is keyed by the
+// node's address). It returns how many went.
 func (d *BPF) DeleteFlowsOf(prefixes []netip.Prefix) (int, error) {
 	in := func(a [16]byte) bool {
 		ip := netip.AddrFrom16(a).Unmap()
@@ -164,5 +167,7 @@ func (d *BPF) DeleteFlowsOf(prefixes []netip.Prefix) (int, error) {
 		}
 		return false
 	}
-	return d.deleteCT(func(k *bpf.CTKey, _ *bpf.CTVal) bool { return in(k.Saddr) || in(k.Daddr) })
+	return d.deleteCT(func(k *bpf.CTKey, v *bpf.CTVal) bool {
+		return in(k.Saddr) || in(k.Daddr) || v.Nat != 0 && (in(v.NatAddr) || in(v.NatSaddr))
+	})
 }

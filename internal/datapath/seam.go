@@ -32,6 +32,11 @@ type Datapath interface {
 	Detach(ifname string, ifindex int) error
 	Hooks(ifname string) []string
 	AttachedDevices() ([]string, error)
+	// AF_XDP VM ports (vmport.go): the program and socket map of a
+	// port device; AttachVMPort returns the map's pin (QEMU's map-path=).
+	AttachVMPort(ifname string, ifindex int) (string, error)
+	DetachVMPort(ifname string) error
+	VMPorts() ([]string, error)
 
 	// The endpoint map.
 	PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error
@@ -118,6 +123,11 @@ type Datapath interface {
 	AttachOverlay(ifname string, ifindex int) error
 	DetachOverlay(ifname string) error
 	DeleteFlowsOf(prefixes []netip.Prefix) (int, error)
+
+	// VLAN networks (vlan.go): each VLAN's network, uplink and port.
+	PutVLAN(v VLAN, portName string) error
+	DeleteVLAN(id uint16, portName string) error
+	VLANs() ([]VLAN, error)
 
 	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
 	// internal/firewall's installer. They stay the datapath's: Close

@@ -57,6 +57,9 @@ func (u *Unavailable) ServicesMemory() (ServicesMemory, error)               { r
 func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
 func (u *Unavailable) AttachedDevices() ([]string, error)              { return nil, nil }
+func (u *Unavailable) VMPorts() ([]string, error)                      { return nil, nil }
+func (u *Unavailable) DetachVMPort(string) error                       { return nil }
+func (u *Unavailable) AttachVMPort(string, int) (string, error)        { return "", u.err("vm port") }
 func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)            { return nil, nil }
 func (u *Unavailable) PublishedPorts() ([]Port, error)                 { return nil, nil }
 func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)         { return nil, nil }
@@ -137,6 +140,9 @@ func (u *Unavailable) DeletePeer(netip.Prefix) error      { return nil }
 func (u *Unavailable) Peers() ([]Peer, error)             { return nil, nil }
 func (u *Unavailable) SetNetworkVNI(_, _ uint32) error    { return u.err("set network vni") }
 func (u *Unavailable) DeleteNetworkVNI(_, _ uint32) error { return nil }
+func (u *Unavailable) PutVLAN(VLAN, string) error         { return u.err("put vlan") }
+func (u *Unavailable) DeleteVLAN(uint16, string) error    { return nil }
+func (u *Unavailable) VLANs() ([]VLAN, error)             { return nil, nil }
 func (u *Unavailable) AttachOverlay(ifname string, _ int) error {
 	return u.err("attach overlay programs to " + ifname)
 }

@@ -94,3 +94,14 @@ func Release(tx *store.Tx, network string, addrs []netip.Addr) error {
 	}
 	return nil
 }
+
+// Exhausted returns, for the first subnet of n with no address left to
+// lease, the error Allocate would fail with; nil while every subnet has one.
+func Exhausted(tx *store.Tx, n *model.Network) error {
+	for i, p := range n.Subnets {
+		if _, err := next(tx, n, p, n.Gateways[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -101,6 +101,11 @@ type Network struct {
 	// same network name gets the same VNI on every node (DefaultVNI)
 	// unless --vni says otherwise; 0 in records older than nodes.
 	VNI uint32 `json:"vni,omitempty"`
+	// VLAN: the network is on this 802.1Q VLAN of the node's uplink
+	// (0: none; docs/multinode.md). Its subnets are routed to the VLAN's
+	// port (netconf.VLANNames), the tag pushed and popped by the uplink's
+	// tc programs (bpf/lib/vlan.h), which hold the VLAN to the network.
+	VLAN uint16 `json:"vlan,omitempty"`
 	// BigTCP is what the network asked for (auto, on, off); BigTCP4 and
 	// BigTCP6 whether its endpoints' veths aggregate beyond 64 KiB in
 	// that family, and BigTCPReason why (internal/daemon/bigtcp.go).
@@ -141,11 +146,21 @@ type Endpoint struct {
 	IPs     []netip.Addr  `json:"ips"`
 	Ports   []PortMapping `json:"ports,omitempty"` // published ports
 	// VM: the endpoint is a QEMU guest's port: its host device is a
-	// persistent tap (HostIf) that QEMU opens by name, with Queues queues;
+	// persistent tap (HostIf) that QEMU opens by name, or an AF_XDP port
+	// (Backend), with Queues queues;
 	// the guest gets its addresses by DHCP from the node (vm.go).
-	VM      bool      `json:"vm,omitempty"`
-	Queues  int       `json:"queues,omitempty"`
-	Created time.Time `json:"created"`
+	VM     bool `json:"vm,omitempty"`
+	Queues int  `json:"queues,omitempty"`
+	// Backend is the VM port's kind: "" (a tap) or BackendAFXDP: then
+	// HostIf is the host end of a veth pair and PeerIf, which stays in
+	// the node's namespace, the port QEMU's AF_XDP sockets bind to, and
+	// XSKMap the pinned socket map QEMU puts them in (vm.go).
+	Backend string    `json:"backend,omitempty"`
+	XSKMap  string    `json:"xsk_map,omitempty"`
+	// Attachment: the endpoint is a CNI attachment (its ID is
+	// AttachmentID of the key); nil for every other endpoint.
+	Attachment *Attachment `json:"attachment,omitempty"`
+	Created    time.Time   `json:"created"`
 }
 
 // PortMapping publishes an endpoint's port on the node's address.

@@ -109,6 +109,10 @@ func EnsureNetwork(n *model.Network) error {
 		if err := netlink.AddrReplace(lo, addr); err != nil {
 			return fmt.Errorf("add gateway %s to lo: %w", gw, err)
 		}
+		// A VLAN network's subnets are on its VLAN (EnsureVLAN).
+		if n.VLAN != 0 {
+			continue
+		}
 		if err := addUnreachable(n.Subnets[i]); err != nil {
 			return err
 		}

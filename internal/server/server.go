@@ -103,6 +103,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("DELETE "+api.PathEndpoints+"/{id}", http.StatusNoContent, func(r *http.Request) (any, error) {
 		return nil, d.RemoveEndpoint(r.PathValue("id"))
 	})
+	attachmentRoutes(route, d)
 	ports := func(withdraw bool) func(r *http.Request) (any, error) {
 		return func(r *http.Request) (any, error) {
 			var req api.PortsUpdate

@@ -46,8 +46,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for _, b := range []string{"xlaned", "xlane"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/xlane-dev/xlane/cmd/"+b).CombinedOutput()
+	// cnitool (cni_test.go) at the version of this module's go.mod.
+	for b, pkg := range map[string]string{
+		"xlaned": "github.com/xlane-dev/xlane/cmd/xlaned", "xlane": "github.com/xlane-dev/xlane/cmd/xlane",
+		"xlane-cni": "github.com/xlane-dev/xlane/cmd/xlane-cni", "cnitool": "github.com/containernetworking/cni/cnitool",
+	} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b, err, out)
 			os.Exit(1)

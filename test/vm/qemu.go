@@ -33,6 +33,9 @@ type Cmd struct {
 	// Netns, when set, is the network namespace (a path) QEMU runs in:
 	// where the tap that QEMUArgs name lives.
 	Netns string
+	// QEMU is the qemu-system-x86_64 to run (default: the one in PATH),
+	// e.g. the build with af-xdp of scripts/qemu-afxdp.sh.
+	QEMU string
 }
 
 // ErrNoStatus means the guest stopped without the command's exit status:
@@ -89,9 +92,13 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 		"-virtfs", "local,path=" + out + ",mount_tag=out,security_model=none,multidevs=remap",
 	}
 	args = append(args, c.QEMUArgs...)
-	q := exec.Command("qemu-system-x86_64", args...)
+	qemu := c.QEMU
+	if qemu == "" {
+		qemu = "qemu-system-x86_64"
+	}
+	q := exec.Command(qemu, args...)
 	if c.Netns != "" {
-		q = exec.Command("nsenter", append([]string{"--net=" + c.Netns, "--", "qemu-system-x86_64"}, args...)...)
+		q = exec.Command("nsenter", append([]string{"--net=" + c.Netns, "--", qemu}, args...)...)
 	}
 	var qerr strings.Builder
 	q.Stdout, q.Stderr = &qerr, &qerr

@@ -56,6 +56,7 @@ type Fake struct {
 	proxyRules map[uint16]datapath.ProxyRule
 	peers      map[netip.Prefix]datapath.Peer
 	vnis       map[uint32]uint32 // network id -> VNI
+	vlans      map[uint16]datapath.VLAN
 	overlay    string
 }
 
@@ -69,6 +70,7 @@ func New() *Fake {
 		neigh:     map[neighKey]net.HardwareAddr{},
 		peers:     map[netip.Prefix]datapath.Peer{},
 		vnis:      map[uint32]uint32{},
+		vlans:     map[uint16]datapath.VLAN{},
 	}
 }
 
@@ -119,10 +121,36 @@ func (f *Fake) Hooks(ifname string) []string {
 	return nil
 }
 
+func (f *Fake) AttachVMPort(ifname string, _ int) (string, error) {
+	return "/fake/" + ifname + "_xsks", f.change("attach-vm-port", ifname, func() { f.devices[ifname] = "vmport" })
+}
+
+func (f *Fake) DetachVMPort(ifname string) error {
+	return f.change("detach-vm-port", ifname, func() { delete(f.devices, ifname) })
+}
+
+func (f *Fake) VMPorts() ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for d, m := range f.devices {
+		if m == "vmport" {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
 func (f *Fake) AttachedDevices() ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.devices)), nil
+	var out []string
+	for _, d := range slices.Sorted(maps.Keys(f.devices)) {
+		if f.devices[d] != "vmport" {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 func (f *Fake) PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error {
@@ -366,3 +394,17 @@ func (f *Fake) DetachOverlay(ifname string) error {
 }
 
 func (f *Fake) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }
+
+func (f *Fake) PutVLAN(v datapath.VLAN, _ string) error {
+	return f.change("put-vlan", v.ID, func() { f.vlans[v.ID] = v })
+}
+
+func (f *Fake) DeleteVLAN(id uint16, _ string) error {
+	return f.change("delete-vlan", id, func() { delete(f.vlans, id) })
+}
+
+func (f *Fake) VLANs() ([]datapath.VLAN, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.vlans)), nil
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * overlay_fwd.h - the tc stage that hands a packet for a peer node's pod
+ * to the overlay (lib/overlay.h): the endpoint programs for their pods'
+ * packets, the uplink's program for a VLAN's hosts' (lib/vlan.h).
+ */
+#ifndef XLANE_OVERLAY_FWD_H
+#define XLANE_OVERLAY_FWD_H
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include "abi.h"
+#include "parse.h"
+#include "endpoint.h"
+#include "stage.h"
+#include "overlay.h"
+
+/*
+ * overlay_forward sends a packet for a peer node's pod over the overlay: the
+ * tunnel key (the node's underlay address, the sending network's VNI),
+ * then a redirect to the VXLAN device, which encapsulates. Natively routed
+ * peers and this node's own prefix continue (to the FIB); an address of
+ * the cluster CIDR no node owns, or no overlay device, is a counted drop
+ * rather than a leak through the default route. A frame of its own: the
+ * tunnel key would not fit the pipeline's on 6.1.
+ */
+static __noinline int overlay_forward(struct __sk_buff *skb, struct pkt *p, __u32 network_id,
+				      enum xl_reason *reason)
+{
+	const struct peer_val *peer = peer_lookup(&p->dst);
+	__u32 *vni, ifindex, mtu_len = 0;
+
+	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE)))
+		return XL_CONTINUE;
+	ifindex = overlay_ifindex();
+	vni = bpf_map_lookup_elem(&xlane_net_vni, &network_id);
+	if ((peer->flags & XL_PEER_GONE) || !ifindex || !vni)
+		return xl_final(reason, XL_DROP_NO_PEER);
+	/* Too big for the overlay (an endpoint with a larger MTU than the
+	 * VXLAN device's): the redirect would drop it silently; Linux routes
+	 * it to the device and sends the sender its ICMP error (PMTU). */
+	if (bpf_check_mtu(skb, ifindex, &mtu_len, 0, 0) == BPF_MTU_CHK_RET_FRAG_NEEDED)
+		return xl_final(reason, XL_PASS_TOO_BIG);
+	ep_forward_l3(p);
+	if (overlay_set_key(skb, p->eth, peer, *vni))
+		return xl_final(reason, XL_DROP_REDIRECT);
+	return tc_forwarded(bpf_redirect(ifindex, 0), XL_FWD_OVERLAY, reason);
+}
+
+#endif /* XLANE_OVERLAY_FWD_H */
