@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin
 
-.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp demo bench clean
+.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp k8s-bins test-k8s demo bench clean
 
 all: build
 
@@ -62,6 +62,17 @@ test-kernels: check-generate
 # build would not fit CI's time.
 test-vm-afxdp: build
 	q=$$(scripts/qemu-afxdp.sh) && XLANE_QEMU_AFXDP=$$q $(GO) test -count=1 -timeout 10m -v -run '^TestVMGuestAFXDP$$' ./test/e2e/
+
+# The Kubernetes components (kube-apiserver, kubelet, kube-controller-manager,
+# kube-proxy, an embedded etcd) built from k8s.io/kubernetes into
+# /var/cache/xlane/k8s once per machine (scripts/k8s-bins.sh; the first build
+# takes many minutes, later runs only check).
+k8s-bins: deps
+	@scripts/k8s-bins.sh >/dev/null
+
+# xlaned's Kubernetes mode against a real kube-apiserver (docs/kubernetes.md).
+test-k8s: build k8s-bins
+	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh) $(GO) test -count=1 -timeout 10m -v -run '^TestKubernetes$$' ./test/e2e/
 
 demo: build
 	@scripts/demo.sh
