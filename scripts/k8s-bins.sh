@@ -20,7 +20,8 @@ export PATH=$PATH:/usr/local/go/bin
 version=${XLANE_K8S_VERSION:-v1.34.4}
 cache=${XLANE_K8S_CACHE:-/var/cache/xlane/k8s}
 dir=$cache/$version
-bins=(kube-apiserver kubelet kube-controller-manager kube-proxy xlane-etcd)
+# The API server and etcd first: the services test needs only them.
+bins=(kube-apiserver xlane-etcd kubelet kube-controller-manager kube-proxy)
 here=$(cd "$(dirname "$0")" && pwd)
 
 have_all() {
