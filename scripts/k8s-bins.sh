@@ -12,8 +12,10 @@
 # built here points those replaces at the published k8s.io/* v0.<minor>.<patch>
 # modules instead (the same source, published from the same tag).
 #
-# Prints the bin directory on stdout; everything else goes to stderr.
-# XLANE_K8S_VERSION picks the release, XLANE_K8S_CACHE the cache root.
+# Arguments name the binaries wanted (default: all five); the services
+# test needs kube-apiserver and xlane-etcd only. Prints the bin directory
+# on stdout; everything else goes to stderr. XLANE_K8S_VERSION picks the
+# release, XLANE_K8S_CACHE the cache root.
 set -euo pipefail
 
 export PATH=$PATH:/usr/local/go/bin
@@ -22,6 +24,9 @@ cache=${XLANE_K8S_CACHE:-/var/cache/xlane/k8s}
 dir=$cache/$version
 # The API server and etcd first: the services test needs only them.
 bins=(kube-apiserver xlane-etcd kubelet kube-controller-manager kube-proxy)
+if (($#)); then
+	bins=("$@")
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 
 have_all() {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -24,16 +23,21 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// k8sBins returns the directory of the Kubernetes binaries
-// (scripts/k8s-bins.sh: built from k8s.io/kubernetes once per machine and
-// cached under /var/cache/xlane/k8s; the first run builds them, which
-// takes many minutes).
-func k8sBins(t *testing.T) string {
+// k8sBins returns the directory of the Kubernetes binaries named
+// (XLANE_K8S_BIN, which make sets, or scripts/k8s-bins.sh: built from
+// k8s.io/kubernetes once per machine and cached under /var/cache/xlane/k8s;
+// the first run builds them, which takes many minutes).
+func k8sBins(t *testing.T, bins ...string) string {
 	t.Helper()
 	if dir := os.Getenv("XLANE_K8S_BIN"); dir != "" {
+		for _, b := range bins {
+			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+				t.Fatalf("XLANE_K8S_BIN=%s: %v", dir, err)
+			}
+		}
 		return dir
 	}
-	cmd := exec.Command("../../scripts/k8s-bins.sh")
+	cmd := exec.Command("../../scripts/k8s-bins.sh", bins...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -199,17 +203,4 @@ func writeFile(t *testing.T, path string, b []byte) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

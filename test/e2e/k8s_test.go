@@ -35,7 +35,7 @@ import (
 //	               |
 //	              cp: etcd + kube-apiserver (192.168.78.100:6443)
 func TestKubernetes(t *testing.T) {
-	bins := k8sBins(t)
+	bins := k8sBins(t, "kube-apiserver", "xlane-etcd")
 	ul := newNetns(t, "ul")
 	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
 	runIn(t, ul, "ip", "link", "set", "br0", "up")
@@ -149,13 +149,12 @@ func TestKubernetes(t *testing.T) {
 	start := time.Now()
 	web := svc("web", 80, 30080, 8080, false)
 	slice("web", 8080, nodes...)
-	local := svc("local", 80, 30081, 8080, true)
+	svc("local", 80, 30081, 8080, true)
 	slice("local", 8080, nodes...)
 	bulk := svc("bulk", 80, 30090, 9090, true)
 	slice("bulk", 9090, nodes[1])
 	webVIP := netip.AddrPortFrom(netip.MustParseAddr(web.Spec.ClusterIP), 80)
 	bulkVIP := netip.AddrPortFrom(netip.MustParseAddr(bulk.Spec.ClusterIP), 80)
-	_ = local
 	for _, k := range nodes {
 		waitService(t, k.node, "k8s.default.web.tcp80.c0", 2)
 		waitService(t, k.node, "k8s.default.bulk.tcp80.n0", map[string]int{"n1": 0, "n2": 1}[k.name])
@@ -196,7 +195,10 @@ func TestKubernetes(t *testing.T) {
 	t.Run("the kubernetes service from a pod", func(t *testing.T) {
 		// The API server's own Service (10.96.0.1:443, its EndpointSlice
 		// written by the API server): a pod reaches it through the
-		// ClusterIP, masqueraded out of n1's uplink.
+		// ClusterIP. The DNATed flow keeps the pod's address (xlane
+		// masquerades no service flow), so the control plane routes n1's
+		// pod CIDR to n1, as a cloud's route table would.
+		runIn(t, cpNS, "ip", "route", "add", "10.244.1.0/24", "via", nodes[0].addr.String())
 		kvip := netip.MustParseAddrPort("10.96.0.1:443")
 		waitService(t, nodes[0].node, "k8s.default.kubernetes.tcp443.c0", 1)
 		var c net.Conn
