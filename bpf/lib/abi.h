@@ -101,6 +101,14 @@ enum xl_dir {
 	XL_DIR_INGRESS = 1,	/* delivered to the endpoint */
 };
 
+/* The attach point whose program decided a counted packet (struct
+ * metrics_key). */
+enum xl_hook {
+	XL_HOOK_TC = 0,		/* tcx, or tc cls_bpf where tcx is missing */
+	XL_HOOK_XDP = 1,
+	XL_HOOK_NETKIT = 2,
+};
+
 /*
  * xlane_endpoints: key = endpoint address (IPv4 as ::ffff:a.b.c.d),
  * value = where it lives. Written by the daemon, read by the datapath.
@@ -179,7 +187,8 @@ struct ct_key {
 	__u16 dport;		/* network order; ICMP echo: 0 */
 	__u8 proto;
 	__u8 pad[3];
-};
+} __attribute__((aligned(8)));	/* copied and hashed per packet: in words
+				 * (40 bytes, so no layout changes) */
 
 enum ct_dir {
 	CT_DIR_ORIG = 0,	/* the direction that opened the flow */
@@ -345,15 +354,16 @@ struct backend_val {
 };
 
 /*
- * xlane_metrics: key = (endpoint host ifindex, reason, direction),
- * value = packets and bytes, per CPU. Written by the datapath, read and
- * pruned by the daemon.
+ * xlane_metrics: key = (endpoint host ifindex, reason, direction, attach
+ * point), value = packets and bytes, per CPU. Written by the datapath,
+ * read and pruned by the daemon.
  */
 struct metrics_key {
 	__u32 ifindex;
 	__u8 reason;		/* enum xl_reason */
 	__u8 dir;		/* enum xl_dir */
-	__u16 pad;
+	__u8 hook;		/* enum xl_hook: the program that decided */
+	__u8 pad;
 };
 
 struct metrics_val {
@@ -373,6 +383,7 @@ struct metrics_val {
 	struct bpf_sock *xl_btf_sock __attribute__((unused)); \
 	const enum xl_reason *xl_btf_reason __attribute__((unused)); \
 	const enum xl_dir *xl_btf_dir __attribute__((unused)); \
+	const enum xl_hook *xl_btf_hook __attribute__((unused)); \
 	const enum xl_ep_flags *xl_btf_ep_flags __attribute__((unused)); \
 	const enum ct_dir *xl_btf_ct_dir __attribute__((unused)); \
 	const enum ct_state *xl_btf_ct_state __attribute__((unused)); \
@@ -622,6 +633,10 @@ struct mon_state {
 	 * lib/monitor.h. */
 	__u32 rule;		/* the deciding firewall rule's slot + 1 */
 	__u32 pending;		/* MON_FLOW_NEW, MON_FLOW_CLOSE bits */
+	/* The rate limit's events to suppress without reading the clock,
+	 * and the length of the next such run (lib/monitor.h). */
+	__u32 skip;
+	__u32 backoff;
 	struct ct_key new_key;	/* MON_FLOW_NEW: the flow as it opened */
 	struct ct_val new_val;	/* ... and its entry (NAT) */
 	struct ct_key close_key;	/* MON_FLOW_CLOSE */

@@ -155,7 +155,7 @@ static __always_inline void fw_monitor(const struct fw_rule *r, const struct fw_
 	e->family = mon_family(sc->k.saddr);
 	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.sport);
 	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.dport);
-	bpf_ringbuf_submit(e, 0);
+	mon_submit(e);
 }
 
 /* fw_word is word i of the AND of every field's bitmap. */

@@ -217,7 +217,8 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };
 
-	if (fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
+	if (fw_ddos_on() &&
+	    fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
 		return XL_FINAL;
 	if (parsed != PARSE_OK || !fw_on())
 		return XL_CONTINUE;

@@ -236,7 +236,8 @@ type netkitMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type netkitMetricsVal struct {
@@ -262,6 +263,8 @@ type netkitMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     netkitCtKey
 	NewVal     netkitCtVal
 	CloseKey   netkitCtKey
@@ -443,6 +446,7 @@ const (
 	netkitVarXlBtfFwKind          = "xl_btf_fw_kind"
 	netkitVarXlBtfFwLimits        = "xl_btf_fw_limits"
 	netkitVarXlBtfFwRule          = "xl_btf_fw_rule"
+	netkitVarXlBtfHook            = "xl_btf_hook"
 	netkitVarXlBtfIphdr           = "xl_btf_iphdr"
 	netkitVarXlBtfIpv6hdr         = "xl_btf_ipv6hdr"
 	netkitVarXlBtfMonConfig       = "xl_btf_mon_config"
@@ -454,6 +458,7 @@ const (
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 	netkitVarXlBtfSock            = "xl_btf_sock"
+	netkitVarXlCluster            = "xl_cluster"
 )
 
 // loadNetkit returns the embedded CollectionSpec for netkit.
@@ -566,6 +571,7 @@ type netkitVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -577,6 +583,7 @@ type netkitVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // netkitObjects contains all objects after they have been loaded into the kernel.
@@ -701,6 +708,7 @@ type netkitVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
@@ -712,6 +720,7 @@ type netkitVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // netkitPrograms contains all programs after they have been loaded into the kernel.

@@ -337,7 +337,8 @@ type tcMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type tcMetricsVal struct {
@@ -390,6 +391,8 @@ type tcMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     tcCtKey
 	NewVal     tcCtVal
 	CloseKey   tcCtKey
@@ -558,6 +561,14 @@ const (
 	tcXlEpFlagsXL_EP_VLAN              tcXlEpFlags = 64
 )
 
+type tcXlHook uint32
+
+const (
+	tcXlHookXL_HOOK_TC     tcXlHook = 0
+	tcXlHookXL_HOOK_XDP    tcXlHook = 1
+	tcXlHookXL_HOOK_NETKIT tcXlHook = 2
+)
+
 type tcXlPeerFlags uint32
 
 const (
@@ -671,6 +682,7 @@ const (
 	tcVarXlBtfFwKind        = "xl_btf_fw_kind"
 	tcVarXlBtfFwLimits      = "xl_btf_fw_limits"
 	tcVarXlBtfFwRule        = "xl_btf_fw_rule"
+	tcVarXlBtfHook          = "xl_btf_hook"
 	tcVarXlBtfIphdr         = "xl_btf_iphdr"
 	tcVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
 	tcVarXlBtfMonConfig     = "xl_btf_mon_config"
@@ -682,6 +694,7 @@ const (
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	tcVarXlBtfSock          = "xl_btf_sock"
+	tcVarXlCluster          = "xl_cluster"
 )
 
 // loadTc returns the embedded CollectionSpec for tc.
@@ -794,6 +807,7 @@ type tcVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -805,6 +819,7 @@ type tcVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // tcObjects contains all objects after they have been loaded into the kernel.
@@ -929,6 +944,7 @@ type tcVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
@@ -940,6 +956,7 @@ type tcVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // tcPrograms contains all programs after they have been loaded into the kernel.

@@ -233,7 +233,8 @@ type uplinkMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type uplinkMetricsVal struct {
@@ -259,6 +260,8 @@ type uplinkMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     uplinkCtKey
 	NewVal     uplinkCtVal
 	CloseKey   uplinkCtKey
@@ -430,6 +433,7 @@ const (
 	uplinkVarXlBtfFwKind                = "xl_btf_fw_kind"
 	uplinkVarXlBtfFwLimits              = "xl_btf_fw_limits"
 	uplinkVarXlBtfFwRule                = "xl_btf_fw_rule"
+	uplinkVarXlBtfHook                  = "xl_btf_hook"
 	uplinkVarXlBtfIphdr                 = "xl_btf_iphdr"
 	uplinkVarXlBtfIpv6hdr               = "xl_btf_ipv6hdr"
 	uplinkVarXlBtfMonConfig             = "xl_btf_mon_config"
@@ -441,6 +445,7 @@ const (
 	uplinkVarXlBtfReason                = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
 	uplinkVarXlBtfSock                  = "xl_btf_sock"
+	uplinkVarXlCluster                  = "xl_cluster"
 )
 
 // loadUplink returns the embedded CollectionSpec for uplink.
@@ -551,6 +556,7 @@ type uplinkVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -562,6 +568,7 @@ type uplinkVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // uplinkObjects contains all objects after they have been loaded into the kernel.
@@ -682,6 +689,7 @@ type uplinkVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
@@ -693,6 +701,7 @@ type uplinkVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // uplinkPrograms contains all programs after they have been loaded into the kernel.

@@ -56,7 +56,7 @@ func (d *Daemon) SyncNodes(want []api.NodeAdd) error {
 }
 
 func sameNode(h *model.Node, w api.NodeAdd) bool {
-	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) {
+	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) || h.MTU != w.MTU {
 		return false
 	}
 	for i, a := range h.Underlay {

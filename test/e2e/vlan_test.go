@@ -30,33 +30,8 @@ import (
 //	  | ul0 (--uplink)                   | ul0
 //	 n1: vl --vlan 100, pod1            n2: vl, pod2   (VXLAN between)
 func TestMultiNodeVLAN(t *testing.T) {
-	ul := newNetns(t, "ul")
-	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
-	runIn(t, ul, "ip", "link", "set", "br0", "up")
-	var cs []*clusterNode
-	for i := 1; i <= 2; i++ {
-		c := &clusterNode{name: fmt.Sprintf("n%d", i),
-			under4: netip.MustParseAddr(fmt.Sprintf("192.168.77.%d", i)),
-			under6: netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
-			pod4:   netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
-			pod6:   netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i))}
-		c.node = newNode(t, func(n *node) {
-			port := fmt.Sprintf("p%d", i)
-			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
-			run(t, "ip", "-n", ul, "link", "set", port, "master", "br0", "up")
-			runIn(t, n.netns, "ip", "addr", "add", c.under4.String()+"/24", "dev", "ul0")
-			runIn(t, n.netns, "ip", "addr", "add", c.under6.String()+"/64", "dev", "ul0", "nodad")
-			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
-			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
-			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", "vxlan", "--uplink", "ul0")
-		})
-		cs = append(cs, c)
-	}
-	for _, c := range cs {
-		for _, o := range cs {
-			c.mustXlane(nil, o.addArgs()...)
-		}
-	}
+	cs := newNodePair(t, "--uplink", "ul0")
+	ul := cs[0].ul
 	var net1 api.NetworkInfo
 	cs[0].mustXlane(&net1, "network", "create", "vl", "--mode", "tc", "--vlan", "100")
 	if net1.MTU != 1500 {
@@ -167,6 +142,41 @@ func TestMultiNodeVLAN(t *testing.T) {
 			t.Errorf("VLAN port left behind:\n%s", links)
 		}
 	})
+}
+
+// newNodePair starts two nodes (VXLAN over the IPv4 underlay, each told
+// about both) on an underlay bridge, with xlaned's extra flags.
+func newNodePair(t *testing.T, flags ...string) []*clusterNode {
+	t.Helper()
+	ul := newNetns(t, "ul")
+	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
+	runIn(t, ul, "ip", "link", "set", "br0", "up")
+	var cs []*clusterNode
+	for i := 1; i <= 2; i++ {
+		c := &clusterNode{ul: ul, name: fmt.Sprintf("n%d", i),
+			under4: netip.MustParseAddr(fmt.Sprintf("192.168.77.%d", i)),
+			under6: netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
+			pod4:   netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
+			pod6:   netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i))}
+		c.node = newNode(t, func(n *node) {
+			port := fmt.Sprintf("p%d", i)
+			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
+			run(t, "ip", "-n", ul, "link", "set", port, "master", "br0", "up")
+			runIn(t, n.netns, "ip", "addr", "add", c.under4.String()+"/24", "dev", "ul0")
+			runIn(t, n.netns, "ip", "addr", "add", c.under6.String()+"/64", "dev", "ul0", "nodad")
+			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
+			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
+			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", "vxlan")
+			n.flags = append(n.flags, flags...)
+		})
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		for _, o := range cs {
+			c.mustXlane(nil, o.addArgs()...)
+		}
+	}
+	return cs
 }
 
 // uplinkCounter is the packets xlane_metrics holds for device and reason,
