@@ -447,6 +447,7 @@ enum fw_limits {
 	FW_WORDS = 256,		/* u64 words of a bitmap */
 	FW_SUM_WORDS = 4,	/* u64 words of its summary (bit i: w[i] != 0) */
 	FW_MAX_LOG_RULES = 32,	/* log rules per set: bounds the search loop */
+	FW_LIN_MAX = 8,		/* fw_gen.lin_rules: the uplink's list of a small set */
 	/* Layout of the scalar inner array (u32 class per value). */
 	FW_SC_SPORT = 0,	/* 65536 ports, then FW_NO_L4 */
 	FW_SC_DPORT = 65537,
@@ -493,6 +494,35 @@ struct fw_rule {
 	__u16 sample;		/* log 1 in sample hits (0: never) */
 };
 
+/*
+ * fw_gen.lin: the uplink's rules as a list tried in order (lib/fw_lin.h),
+ * for a set small and simple enough: at most FW_LIN_MAX conjunctions of
+ * one value per field (a rule with lists is their cross product), no MAC
+ * matches, no log rules, no sampled events. Addresses as conntrack keys
+ * them (IPv4 as ::ffff:a.b.c.d), read as four u32 words in memory order,
+ * pre-masked; ports as fw_l4's class values (host order; ICMP type in
+ * dport, code in sport; FW_NO_L4 for none), unrestricted: 0-FW_NO_L4.
+ */
+struct fw_lin {
+	__u32 src[4];
+	__u32 src_mask[4];
+	__u32 dst[4];
+	__u32 dst_mask[4];
+	__u32 sport_lo;
+	__u32 sport_hi;
+	__u32 dport_lo;
+	__u32 dport_hi;
+	__u32 slot;		/* the rule's counter slot */
+	__u8 ip6;		/* 1: IPv6 packets, 0: IPv4 */
+	__u8 proto;		/* when any_proto is 0 */
+	__u8 any_proto;
+	__u8 flags_mask;	/* (TCP flags & mask) == comp */
+	__u8 flags_comp;
+	__u8 action;		/* enum fw_action: allow, drop, reject */
+	__u8 is_default;
+	__u8 pad;
+};
+
 /* xlane_fw_gens: key = slot (0, 1): what a generation's maps hold. */
 struct fw_gen {
 	__u32 fields;		/* bit (1 << enum fw_field): some rule
@@ -506,10 +536,20 @@ struct fw_gen {
 					 * FW_CTX_NO_UPLINK when no rule is
 					 * for the uplink (0: unknown, look
 					 * (uplink, 0) up) */
+	__u32 log_rules;	/* log rules in the set; without any, the
+				 * uplink looks conntrack up only for a
+				 * packet a rule matched */
+	__u32 lin;		/* entries of lin[] + 1: the uplink tries
+				 * them in order instead of the bitmaps;
+				 * 0: the set is not one for the list */
+	struct fw_lin lin_rules[FW_LIN_MAX];
 };
 
 /* fw_gen.any_class[FW_F_CTX] of a set without uplink rules. */
 #define FW_CTX_NO_UPLINK 0xffffffffu
+/* A scalar array's class for a value no rule's field contains (an empty
+ * bitmap): no rule can match the packet, nothing to search. */
+#define FW_CLASS_NONE 0xffffffffu
 
 /* xlane_fw_state: key 0. */
 struct fw_state {

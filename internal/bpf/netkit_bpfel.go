@@ -130,6 +130,28 @@ type netkitFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+	LogRules    uint32
+	Lin         uint32
+	LinRules    [8]struct {
+		_         structs.HostLayout
+		Src       [4]uint32
+		SrcMask   [4]uint32
+		Dst       [4]uint32
+		DstMask   [4]uint32
+		SportLo   uint32
+		SportHi   uint32
+		DportLo   uint32
+		DportHi   uint32
+		Slot      uint32
+		Ip6       uint8
+		Proto     uint8
+		AnyProto  uint8
+		FlagsMask uint8
+		FlagsComp uint8
+		Action    uint8
+		IsDefault uint8
+		Pad       uint8
+	}
 }
 
 type netkitFwRateKey struct {
@@ -214,6 +236,8 @@ type netkitFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type netkitFwState struct {

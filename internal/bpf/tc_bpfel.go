@@ -205,6 +205,9 @@ type tcFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+	LogRules    uint32
+	Lin         uint32
+	LinRules    [8]tcFwLin
 }
 
 type tcFwKind uint32
@@ -223,6 +226,7 @@ const (
 	tcFwLimitsFW_WORDS         tcFwLimits = 256
 	tcFwLimitsFW_SUM_WORDS     tcFwLimits = 4
 	tcFwLimitsFW_MAX_LOG_RULES tcFwLimits = 32
+	tcFwLimitsFW_LIN_MAX       tcFwLimits = 8
 	tcFwLimitsFW_SC_SPORT      tcFwLimits = 0
 	tcFwLimitsFW_SC_DPORT      tcFwLimits = 65537
 	tcFwLimitsFW_SC_PROTO      tcFwLimits = 131074
@@ -232,6 +236,27 @@ const (
 	tcFwLimitsFW_CLASS_ALL     tcFwLimits = 0
 	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
 )
+
+type tcFwLin struct {
+	_         structs.HostLayout
+	Src       [4]uint32
+	SrcMask   [4]uint32
+	Dst       [4]uint32
+	DstMask   [4]uint32
+	SportLo   uint32
+	SportHi   uint32
+	DportLo   uint32
+	DportHi   uint32
+	Slot      uint32
+	Ip6       uint8
+	Proto     uint8
+	AnyProto  uint8
+	FlagsMask uint8
+	FlagsComp uint8
+	Action    uint8
+	IsDefault uint8
+	Pad       uint8
+}
 
 type tcFwRateKey struct {
 	_    structs.HostLayout
@@ -315,6 +340,8 @@ type tcFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type tcFwState struct {

@@ -80,6 +80,7 @@ type MonitorSub struct {
 	m       *monitor
 	types   bpf.MonType
 	f       monFilter
+	since   uint64 // CLOCK_MONOTONIC at subscription: older events are not its
 	base    bpf.MonCounters
 	sent    atomic.Uint64
 	dropped atomic.Uint64
@@ -140,7 +141,7 @@ func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 		return nil, err
 	}
 	c := make(chan api.MonitorEvent, monitorQueue)
-	s := &MonitorSub{C: c, c: c, m: m, types: types, f: f, base: base}
+	s := &MonitorSub{C: c, c: c, m: m, types: types, f: f, base: base, since: monotonicNow()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.subs[s] = struct{}{}
@@ -215,11 +216,7 @@ func (m *monitor) gcCloses() *gcCloses {
 	if m == nil || m.err != nil || bpf.MonType(m.types.Load())&bpf.MonFlowClose == 0 {
 		return nil
 	}
-	var now unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
-		return nil
-	}
-	return &gcCloses{m: m, ts: uint64(now.Nano())}
+	return &gcCloses{m: m, ts: monotonicNow()}
 }
 
 // add is the GC's callback for an entry it collects: a flow's original
@@ -322,7 +319,9 @@ func (m *monitor) dispatch(batch []bpf.MonEvent) {
 			described bool
 		)
 		for s := range m.subs {
-			if s.types&bpf.MonType(raw.Type) == 0 {
+			// (The ring may still hold events of a client that left
+			// before this one came: they are not this one's.)
+			if s.types&bpf.MonType(raw.Type) == 0 || raw.Ts < s.since {
 				continue
 			}
 			if !described {

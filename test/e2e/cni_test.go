@@ -181,7 +181,7 @@ func resultAddrs(t *testing.T, res *current.Result, ifname string) []netip.Prefi
 // version: ADD gives an interface with IPv4 and IPv6 in the network,
 // traffic flows, CHECK passes (0.4.0 on; before, libcni refuses it),
 // STATUS answers, DEL removes everything and is idempotent, also once the
-// netns is gone.
+// netns is gone, and so does GC (TestCNIGC checks what it releases).
 func TestCNITool(t *testing.T) {
 	n := newNode(t)
 	h := newCNIHost(t, n)
@@ -253,6 +253,17 @@ func TestCNITool(t *testing.T) {
 				t.Errorf("endpoint %s still there after DEL", id)
 			}
 			h.mustCNITool(nil, "del", name, nsPath(c)) // again: nothing to do
+			// GC: libcni DELs its cached attachments of the network (every
+			// version), then, from 1.1.0, xlane-cni's GC runs.
+			h.mustCNITool(nil, "add", name, nsPath(c))
+			if _, err := n.client().Endpoint(context.Background(), id); err != nil {
+				t.Fatalf("endpoint %s after the second ADD: %v", id, err)
+			}
+			h.mustCNITool(nil, "gc", name, nsPath(c))
+			if _, err := n.client().Endpoint(context.Background(), id); err == nil {
+				t.Errorf("endpoint %s still there after GC", id)
+			}
+			h.mustCNITool(nil, "gc", name, nsPath(c))
 		})
 	}
 	t.Run("del without netns", func(t *testing.T) {
