@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -13,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/api"
 )
@@ -91,6 +94,16 @@ func TestMultiNodeVLAN(t *testing.T) {
 		if n := uplinkCounter(t, cs[0], "xlvp100", "fwd_vlan"); n == 0 {
 			t.Errorf("fwd_vlan on n1's VLAN port: 0 packets")
 		}
+	})
+	t.Run("kill -9 and restart", func(t *testing.T) {
+		// The port, its program and the VLAN's entries are re-made from
+		// the store; its ports no network has would be removed.
+		cs[0].stop(syscall.SIGKILL)
+		cs[0].start()
+		ping(t, vh, cs[0].ip4())
+		ping(t, vh, cs[0].ip6())
+		ping(t, vh, cs[1].ip4())
+		transfer(t, cs[1].pod, vh, vh6, 4<<20)
 	})
 	t.Run("wrong or no tag", func(t *testing.T) {
 		before := uplinkCounter(t, cs[0], "ul0", "drop_vlan")
@@ -261,19 +274,31 @@ func vlanTagger(t *testing.T, ns, dev string, vid uint16) {
 	for _, p := range []struct {
 		insns  asm.Instructions
 		attach ebpf.AttachType
-	}{{push, ebpf.AttachTCXEgress}, {pop, ebpf.AttachTCXIngress}} {
+		parent uint32 // legacy tc (no tcx: before 6.6)
+	}{{push, ebpf.AttachTCXEgress, netlink.HANDLE_MIN_EGRESS}, {pop, ebpf.AttachTCXIngress, netlink.HANDLE_MIN_INGRESS}} {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: p.insns})
 		if err != nil {
 			t.Fatalf("load vlan tagger: %v", err)
 		}
+		t.Cleanup(func() { prog.Close() })
 		lk, err := link.AttachTCX(link.TCXOptions{Interface: l.Attrs().Index, Program: prog, Attach: p.attach})
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			// The namespace goes with the test, and the filter with it.
+			q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index,
+				Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
+			if err := netlink.QdiscAdd(q); err != nil && !errors.Is(err, unix.EEXIST) {
+				t.Fatalf("vlan tagger: clsact: %v", err)
+			}
+			f := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: l.Attrs().Index, Parent: p.parent,
+				Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1}, Fd: prog.FD(), Name: "vlantag", DirectAction: true}
+			if err := netlink.FilterAdd(f); err != nil {
+				t.Fatalf("vlan tagger: tc filter: %v", err)
+			}
+			continue
+		}
 		if err != nil {
-			prog.Close()
 			t.Fatalf("attach vlan tagger: %v", err)
 		}
-		t.Cleanup(func() {
-			lk.Close()
-			prog.Close()
-		})
+		t.Cleanup(func() { lk.Close() })
 	}
 }
