@@ -25,6 +25,9 @@
 //     launcher namespace), xlane's tap endpoint and the AF_XDP port as
 //     QEMU would (tap writes with vnet headers, XSK TX), 64 B and 1514 B,
 //     CPU per packet, ratios (docs/vm.md).
+//   - bench/multinode: the write-up's two scenarios, xlane against Linux
+//     in one run: one node's paths (l2, l3, l3 with NAT, NAT over VXLAN)
+//     and pod to pod across two nodes over VXLAN (docs/benchmarks.md).
 //
 // Shared code: bench/internal/harness (run lifetime, cleanup, commands in
 // namespaces, flags, results, machine description), bench/internal/measure

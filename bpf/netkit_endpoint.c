@@ -26,7 +26,7 @@
 SEC("netkit/peer")
 int xlane_nk_from_endpoint(struct __sk_buff *skb)
 {
-	const struct skb_cfg cfg = { .peer = false };
+	const struct skb_cfg cfg = { .peer = false, .hook = XL_HOOK_NETKIT };
 
 	return skb_from_endpoint(skb, &cfg);
 }
@@ -64,7 +64,7 @@ int xlane_nk_to_endpoint(struct __sk_buff *skb)
 	int step;
 
 	step = skb_to_endpoint(skb, &reason);
-	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
+	metrics_count(ifindex, reason, XL_DIR_INGRESS, XL_HOOK_NETKIT, len);
 	/* No answer from here: a replied reject is a drop (its reason,
 	 * drop_fw_reject, says so). */
 	return tc_ret(skb, FW_KIND_TO_EP, step == XL_REPLIED ? XL_FINAL : step, reason);

@@ -25,7 +25,7 @@
 SEC("tcx/ingress")
 int xlane_from_endpoint(struct __sk_buff *skb)
 {
-	const struct skb_cfg cfg = { .peer = true };
+	const struct skb_cfg cfg = { .peer = true, .hook = XL_HOOK_TC };
 
 	return skb_from_endpoint(skb, &cfg);
 }
@@ -38,7 +38,7 @@ int xlane_to_endpoint(struct __sk_buff *skb)
 	int step;
 
 	step = skb_to_endpoint(skb, &reason); /* a reject's RST goes back in */
-	metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, len);
+	metrics_count(skb->ifindex, reason, XL_DIR_INGRESS, XL_HOOK_TC, len);
 	return tc_ret(skb, FW_KIND_TO_EP, step, reason);
 }
 

@@ -187,9 +187,9 @@ int xlane_from_uplink(struct __sk_buff *skb)
 	 * device: through the port, untagged. */
 	if (vlan && tc_code(step, reason) == XL_TC_PASS)
 		step = tc_forwarded(bpf_redirect(vlan->port, 0), XL_FWD_VLAN, &reason);
-	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
+	metrics_count(ifindex, reason, XL_DIR_INGRESS, XL_HOOK_TC, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
-		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
+		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_TC, len);
 	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
@@ -296,9 +296,9 @@ int xlane_from_overlay(struct __sk_buff *skb)
 	int step;
 
 	step = from_overlay(skb, &reason, &dst_ifindex);
-	metrics_count(ifindex, reason, XL_DIR_INGRESS, len);
+	metrics_count(ifindex, reason, XL_DIR_INGRESS, XL_HOOK_TC, len);
 	if (reason == XL_FWD_PEER && dst_ifindex)
-		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
+		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_TC, len);
 	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 
@@ -349,7 +349,7 @@ int xlane_to_overlay(struct __sk_buff *skb)
 	if (overlay_network(skb) != -1)
 		return TC_ACT_UNSPEC;
 	to_overlay(skb, &reason);
-	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
+	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, XL_HOOK_TC, len);
 	return xl_reason_verdict(reason) == XL_V_DROP ? TC_ACT_SHOT : TC_ACT_UNSPEC;
 }
 
@@ -381,7 +381,7 @@ int xlane_to_vlan(struct __sk_buff *skb)
 	int step;
 
 	step = to_vlan(skb, &reason);
-	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
+	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, XL_HOOK_TC, len);
 	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
 }
 

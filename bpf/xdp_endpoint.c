@@ -88,7 +88,7 @@ static __always_inline enum xl_step to_local_endpoint(struct xdp_md *ctx, struct
 	ep_forward_l3(p);
 	xdp_redirect_dev(dst->ifindex, XL_FWD_PEER, reason);
 	if (*reason == XL_FWD_PEER)
-		metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
+		metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 	return XL_FINAL;
 }
 
@@ -147,13 +147,14 @@ static __always_inline enum xl_step to_fib(struct xdp_md *ctx, struct pkt *p,
  * untracked and no masquerade applies. An untranslated flow leaving the
  * node is tracked here (by the firewall stage when a rule set is on): its
  * replies get in only through its entries (lib/unsolicited.h).
- * A BPF-to-BPF call: its frame (conntrack key and l4) is not on the stack
- * of the deeper calls after it (6.1 refused the combined 544 bytes).
+ * src: the sender's entry (ep_admit); off_node: no local endpoint has the
+ * destination. A BPF-to-BPF call: its frame (conntrack key and l4) is not
+ * on the stack of the deeper calls after it (6.1 refused the combined 544
+ * bytes).
  */
-static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u32 len)
+static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p,
+				    const struct endpoint_val *src, int off_node, __u32 len)
 {
-	struct endpoint_val *src = bpf_map_lookup_elem(&xlane_endpoints, &p->src);
-	int off_node = !ep_local(p);
 	struct ct_scratch *sc;
 	struct ct_key k = {};
 	struct ct_val *v;
@@ -177,16 +178,16 @@ static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p, __u
 		__builtin_memcpy(sk.addr, k.daddr, 16);
 		if (bpf_map_lookup_elem(&xlane_services, &sk))
 			return 1; /* a new flow to a VIP: the tc program balances */
-		if (src && (src->flags & XL_EP_MASQUERADE) && off_node)
+		if ((src->flags & XL_EP_MASQUERADE) && off_node)
 			return 1;
 		if (off_node && !fw_on()) {
 			sc = ct_scratch_get();
 			if (sc && ct_create(&k, sc, &l4, len))
-				metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, len);
+				metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, XL_HOOK_XDP, len);
 		}
 		return 0;
 	}
-	return src && (src->flags & XL_EP_MASQUERADE) && off_node;
+	return (src->flags & XL_EP_MASQUERADE) && off_node;
 }
 
 static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
@@ -200,28 +201,27 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 			 reason);
 	if (step != XL_CONTINUE)
 		return step;
-	step = ep_admit(&p, ctx->ingress_ifindex, reason);
-	if (step != XL_CONTINUE)
+	step = ep_admit(&p, ctx->ingress_ifindex, &src, reason);
+	if (step != XL_CONTINUE || !src) /* !src: never when it continues */
 		return step;
+	dst = ep_local(&p);
 	/* Cross-node traffic over the overlay: the tc program behind this
-	 * one sets the tunnel key (XDP has no tunnel metadata). */
-	if (peer_tunnelled(&p.dst))
+	 * one sets the tunnel key (XDP has no tunnel metadata). A local
+	 * endpoint's address is in no peer's prefix (the tc program asks in
+	 * the same order). */
+	if (!dst && peer_tunnelled(&p.dst))
 		return xl_final(reason, XL_PASS_OVERLAY);
-	if (xdp_needs_nat(ctx, &p, len))
+	if (xdp_needs_nat(ctx, &p, src, !dst, len))
 		return xl_final(reason, XL_PASS_TO_TC);
 	/* Firewall (the tc program does it for what goes to it above). No
 	 * ct stage runs behind XDP: this hook keeps the flow's entries. */
 	step = fw_xdp_ep(ctx, &p, FW_KIND_FROM_EP, len, 1, reason);
 	if (step != XL_CONTINUE)
 		return step; /* a reject's RST goes back out */
-	dst = ep_local(&p);
 	if (dst) {
-		src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
-		if (src) {
-			step = ep_apart(src, dst, reason);
-			if (step != XL_CONTINUE)
-				return step;
-		}
+		step = ep_apart(src, dst, reason);
+		if (step != XL_CONTINUE)
+			return step;
 		step = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason);
 		if (step != XL_CONTINUE)
 			return step;
@@ -240,7 +240,7 @@ static __always_inline int xdp_from_endpoint(struct xdp_md *ctx, const struct xd
 	/* What goes to Linux meets the tcx program next, which counts it
 	 * (lib/handoff.h). */
 	if (xdp_code(step, reason) != XDP_PASS || xdp_handoff(ctx, reason))
-		metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, len);
+		metrics_count(ctx->ingress_ifindex, reason, XL_DIR_EGRESS, XL_HOOK_XDP, len);
 	return xdp_ret(ctx, FW_KIND_FROM_EP, step, reason);
 }
 

@@ -97,12 +97,12 @@ static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
 	/* An unsolicited packet is counted on the endpoint it was for, as the
 	 * endpoint's own hook counts it when Linux forwards it. */
 	if (reason == XL_DROP_UNSOLICITED) {
-		metrics_count(dst_ifindex, reason, XL_DIR_INGRESS, len);
+		metrics_count(dst_ifindex, reason, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 		return xdp_ret(ctx, FW_KIND_UPLINK, step, reason);
 	}
-	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
+	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 	if (reason == XL_FWD_PEER) /* not a reject's RST */
-		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, len);
+		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 	return xdp_ret(ctx, FW_KIND_UPLINK, step, reason);
 }
 

@@ -39,7 +39,7 @@ int xlane_xdp_to_vm(struct xdp_md *ctx)
 	enum xl_reason reason = XL_DROP_NO_XSK;
 	enum xl_step step = xsk_to_socket(ctx, len, &reason);
 
-	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, len);
+	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 	return xdp_ret(ctx, FW_KIND_TO_EP, step, reason);
 }
 

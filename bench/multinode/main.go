@@ -1,8 +1,10 @@
-// Command multinode is the write-up's scenario 2 (issue 16): pod to pod
-// across two nodes whose pods have their own subnets, joined by VXLAN.
-// Three setups, each on its own pair of node namespaces and underlay
-// bridge, measured interleaved in one run with same-run ratios against
-// Linux's VXLAN device with routing (flannel-style):
+// Command multinode is the write-up's two scenarios (issue 16), measured
+// interleaved in one run with same-run ratios against Linux.
+//
+// Scenario 2: pod to pod across two nodes whose pods have their own
+// subnets, joined by VXLAN. Three setups, each on its own pair of node
+// namespaces and underlay bridge, against Linux's VXLAN device with
+// routing (flannel-style):
 //
 //	xlane-tc      xlaned on each node (--node-name, --routing vxlan), network in tc mode
 //	linux-vxlan   a VXLAN device per node, routes and fdb/neighbour entries per peer,
@@ -11,6 +13,11 @@
 //	              FORWARD rules and conntrack (Docker-style)
 //
 // iperf3 with 1 and 8 streams from the pod on node 1 to the pod on node 2.
+//
+// Scenario 1: one node's paths, xlane against Linux for each
+// (scenario1.go): l2, l3, l3-nat on a node of their own, and nat-vxlan
+// (a service VIP on node 1 whose backend is node 2's pod) on the
+// xlane-tc and linux-vxlan setups of scenario 2.
 //
 //	go run ./bench/multinode -out bench/results   # 3 reps, 5 s runs
 //	go run ./bench/multinode -quick               # 1 rep, 2 s runs
@@ -41,13 +48,14 @@ var setups = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
 
 type options struct {
 	harness.RunFlags
-	setups  []string
-	streams []int
+	setups    []string
+	streams   []int
+	scenarios []int
 }
 
 func parseFlags() (options, error) {
 	var o options
-	var which, streams string
+	var which, streams, scenarios string
 	o.Register(flag.CommandLine, harness.RunFlagsUsage{
 		Quick:           "development run: 1 repetition of 2 s (unless -reps/-duration are given)",
 		Reps:            "repetitions; each runs every setup once, interleaved",
@@ -59,6 +67,7 @@ func parseFlags() (options, error) {
 	})
 	flag.StringVar(&which, "setups", strings.Join(setups, ","), "setups to compare")
 	flag.StringVar(&streams, "streams", "1,8", "iperf3 parallel streams, one run each")
+	flag.StringVar(&scenarios, "scenarios", "1,2", "the write-up's scenarios to run (1: one node's paths, 2: pod to pod across nodes)")
 	if err := o.Parse(flag.CommandLine, os.Args[1:], map[string]string{"reps": "1", "duration": "2s"}); err != nil {
 		return o, err
 	}
@@ -69,7 +78,13 @@ func parseFlags() (options, error) {
 	if o.setups, err = harness.ParseChoices("setups", which, setups); err != nil {
 		return o, err
 	}
-	o.streams, err = harness.ParseLevels(streams, 128, false)
+	if o.streams, err = harness.ParseLevels(streams, 128, false); err != nil {
+		return o, err
+	}
+	sc, err := harness.ParseChoices("scenarios", scenarios, []string{"1", "2"})
+	for _, x := range sc {
+		o.scenarios = append(o.scenarios, int(x[0]-'0'))
+	}
 	return o, err
 }
 
@@ -94,11 +109,13 @@ func main() {
 
 // result is one iperf3 run.
 type result struct {
-	Setup   string
-	Streams int
-	Rep     int
-	Gbps    float64
-	Retr    int64
+	Scenario int
+	Path     string // scenario 1's path; "pod-pod" in scenario 2
+	Setup    string
+	Streams  int
+	Rep      int
+	Gbps     float64
+	Retr     int64
 }
 
 type report struct {
@@ -108,10 +125,22 @@ type report struct {
 
 // cluster is one setup's two nodes: pod addresses and namespaces.
 type cluster struct {
-	setup      string
-	pods       [2]string // namespaces
-	podIP      [2]string
-	iperfReady bool
+	setup string
+	pods  [2]string // namespaces
+	podIP [2]string
+	vip   string // a service VIP on node 1 for node 2's pod's iperf3 port
+}
+
+// vipAddr is every setup's service VIP (iperf3's port 5201).
+const vipAddr = "10.96.0.10"
+
+func has(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
 }
 
 func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) error {
@@ -131,15 +160,46 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 		}
 		cs = append(cs, c)
 	}
+	var ps []*path1
+	if has(o.scenarios, 1) {
+		if ps, err = buildScenario1(ctx, undo, tmp, bins, runID+"-s1"); err != nil {
+			return fmt.Errorf("scenario 1: %w", err)
+		}
+		for _, c := range cs {
+			if impl := map[string]string{"xlane-tc": "xlane-tc", "linux-vxlan": "linux"}[c.setup]; impl != "" {
+				ps = append(ps, &path1{impl: impl, path: "nat-vxlan", client: c.pods[0], server: c.pods[1], dst: c.vip, bind: c.podIP[1]})
+			}
+		}
+	}
+	servers := map[string]bool{}
+	measure := func(r, scenario int, path, setup, client, server, dst, bind string, n int) error {
+		if !servers[server+bind] {
+			if err := iperfServer(undo, server, bind); err != nil {
+				return err
+			}
+			servers[server+bind] = true
+		}
+		g, retr, err := iperf(ctx, client, dst, n, o.Duration)
+		if err != nil {
+			return fmt.Errorf("%s %s, %d streams: %w", setup, path, n, err)
+		}
+		log.Printf("rep %d s%d %-9s %-12s P%-2d %6.2f Gbit/s (%d retransmits)", r+1, scenario, path, setup, n, g, retr)
+		rep.Results = append(rep.Results, result{scenario, path, setup, n, r, g, retr})
+		return nil
+	}
 	for r := 0; r < o.Reps; r++ {
 		for _, n := range o.streams {
-			for _, c := range cs {
-				g, retr, err := iperf(ctx, undo, c, n, o.Duration)
-				if err != nil {
-					return fmt.Errorf("%s, %d streams: %w", c.setup, n, err)
+			if has(o.scenarios, 2) {
+				for _, c := range cs {
+					if err := measure(r, 2, "pod-pod", c.setup, c.pods[0], c.pods[1], c.podIP[1], c.podIP[1], n); err != nil {
+						return err
+					}
 				}
-				log.Printf("rep %d %-12s P%-2d %6.2f Gbit/s (%d retransmits)", r+1, c.setup, n, g, retr)
-				rep.Results = append(rep.Results, result{c.setup, n, r, g, retr})
+			}
+			for _, p := range ps {
+				if err := measure(r, 1, p.path, p.impl, p.client, p.server, p.dst, p.bind, n); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -150,50 +210,66 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 
 func (r *report) markdown(o options) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Scenario 2: pod to pod across two nodes over VXLAN\n\n%s, %s, %d reps of %s; medians, ratio to linux-vxlan in the same run\n\n",
-		r.Kernel, r.CPU, o.Reps, o.Duration)
-	fmt.Fprintln(&b, "| setup | streams | Gbit/s | x linux-vxlan |")
-	fmt.Fprintln(&b, "|---|---|---|---|")
 	med := map[string]float64{}
-	for _, s := range o.setups {
-		for _, n := range o.streams {
-			var v []float64
-			for _, x := range r.Results {
-				if x.Setup == s && x.Streams == n {
-					v = append(v, x.Gbps)
-				}
+	for _, x := range r.Results {
+		k := fmt.Sprint(x.Scenario, x.Path, x.Setup, x.Streams)
+		if _, ok := med[k]; ok {
+			continue
+		}
+		var v []float64
+		for _, y := range r.Results {
+			if fmt.Sprint(y.Scenario, y.Path, y.Setup, y.Streams) == k {
+				v = append(v, y.Gbps)
 			}
-			sort.Float64s(v)
-			if len(v) > 0 {
-				med[fmt.Sprint(s, n)] = v[len(v)/2]
+		}
+		sort.Float64s(v)
+		med[k] = v[len(v)/2]
+	}
+	table := func(scenario int, paths, setups []string, base string) {
+		fmt.Fprintf(&b, "| path | setup | streams | Gbit/s | x %s |\n|---|---|---|---|---|\n", base)
+		for _, p := range paths {
+			for _, s := range setups {
+				for _, n := range o.streams {
+					g, ok := med[fmt.Sprint(scenario, p, s, n)]
+					if !ok {
+						continue
+					}
+					ratio := "-"
+					if bg := med[fmt.Sprint(scenario, p, base, n)]; bg > 0 {
+						ratio = fmt.Sprintf("%.2f", g/bg)
+					}
+					fmt.Fprintf(&b, "| %s | %s | %d | %.2f | %s |\n", p, s, n, g, ratio)
+				}
 			}
 		}
 	}
-	for _, s := range o.setups {
-		for _, n := range o.streams {
-			g := med[fmt.Sprint(s, n)]
-			ratio := "-"
-			if base := med[fmt.Sprint("linux-vxlan", n)]; base > 0 {
-				ratio = fmt.Sprintf("%.2f", g/base)
-			}
-			fmt.Fprintf(&b, "| %s | %d | %.2f | %s |\n", s, n, g, ratio)
-		}
+	if has(o.scenarios, 2) {
+		fmt.Fprintf(&b, "# Scenario 2: pod to pod across two nodes over VXLAN\n\n%s, %s, %d reps of %s; medians, ratio to linux-vxlan in the same run\n\n",
+			r.Kernel, r.CPU, o.Reps, o.Duration)
+		table(2, []string{"pod-pod"}, o.setups, "linux-vxlan")
+	}
+	if has(o.scenarios, 1) {
+		fmt.Fprintf(&b, "\n# Scenario 1: one node's paths, xlane against Linux\n\n%d reps of %s; medians, ratio to linux in the same run (nat-vxlan: a service VIP on node 1, its backend on node 2; VLAN to VXLAN not measured: no 802.1Q on this kernel)\n\n",
+			o.Reps, o.Duration)
+		table(1, append(paths1, "nat-vxlan"), []string{"xlane-tc", "linux"}, "linux")
 	}
 	return b.String()
 }
 
-func iperf(ctx context.Context, undo *harness.UndoStack, c *cluster, streams int, d time.Duration) (float64, int64, error) {
-	if !c.iperfReady {
-		p, err := harness.StartProc("iperf3 server "+c.setup, filepath.Join(os.TempDir(), c.pods[1]+"-iperf3.log"),
-			harness.NSExec(c.pods[1], "iperf3", "-s", "-B", c.podIP[1])...)
-		if err != nil {
-			return 0, 0, err
-		}
-		undo.Push("stop "+p.Name, p.Stop)
-		time.Sleep(300 * time.Millisecond)
-		c.iperfReady = true
+// iperfServer starts iperf3 in ns, bound to bind.
+func iperfServer(undo *harness.UndoStack, ns, bind string) error {
+	p, err := harness.StartProc("iperf3 server "+ns+" "+bind, filepath.Join(os.TempDir(), ns+"-"+bind+"-iperf3.log"),
+		harness.NSExec(ns, "iperf3", "-s", "-B", bind)...)
+	if err != nil {
+		return err
 	}
-	out, err := harness.Run(ctx, harness.NSExec(c.pods[0], "iperf3", "-J", "-c", c.podIP[1], "-P", fmt.Sprint(streams), "-t", fmt.Sprint(int(d.Seconds())))...)
+	undo.Push("stop "+p.Name, p.Stop)
+	time.Sleep(300 * time.Millisecond)
+	return nil
+}
+
+func iperf(ctx context.Context, client, dst string, streams int, d time.Duration) (float64, int64, error) {
+	out, err := harness.Run(ctx, harness.NSExec(client, "iperf3", "-J", "-c", dst, "-P", fmt.Sprint(streams), "-t", fmt.Sprint(int(d.Seconds())))...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -264,7 +340,9 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 		}
 		c.podIP[i] = ep.IPs[0].String()
 	}
-	return nil
+	c.vip = vipAddr
+	_, err := harness.Xlane(ctx, bins, dirs[0], "service", "create", "iperf", "--vip", vipAddr+":5201", "--backend", c.podIP[1]+":5201")
+	return err
 }
 
 // buildLinux is flannel's vxlan backend by hand: a VXLAN device per node,
@@ -311,5 +389,9 @@ func buildLinux(ctx context.Context, nodes [2]string, c *cluster, bridge bool) e
 			return err
 		}
 	}
-	return nil
+	// The service VIP on node 1: DNAT to node 2's pod, then routed over
+	// VXLAN; conntrack translates the replies back.
+	c.vip = vipAddr
+	return harness.RunAll(ctx, []string{"ip", "netns", "exec", nodes[0], "iptables", "-t", "nat", "-A", "PREROUTING",
+		"-d", vipAddr, "-p", "tcp", "--dport", "5201", "-j", "DNAT", "--to-destination", c.podIP[1] + ":5201"})
 }

@@ -269,7 +269,7 @@ func natMeasureCTGC(ctx context.Context, pinDir string, reps int) (res natGCResu
 				if legacyFirst {
 					n, err = natLegacyGC(m, grace)
 				} else {
-					n, err = dp.GCCT(grace)
+					n, err = dp.GCCT(grace, nil)
 				}
 				return err
 			})
@@ -292,7 +292,7 @@ func natMeasureCTGC(ctx context.Context, pinDir string, reps int) (res natGCResu
 			return res, err
 		}
 		lnc, lnw = append(lnc, c), append(lnw, w)
-		c, w, err = natTimed(func() error { _, err := dp.GCCT(noop); return err })
+		c, w, err = natTimed(func() error { _, err := dp.GCCT(noop, nil); return err })
 		if err != nil {
 			return res, err
 		}

@@ -101,6 +101,14 @@ enum xl_dir {
 	XL_DIR_INGRESS = 1,	/* delivered to the endpoint */
 };
 
+/* The attach point whose program decided a counted packet (struct
+ * metrics_key). */
+enum xl_hook {
+	XL_HOOK_TC = 0,		/* tcx, or tc cls_bpf where tcx is missing */
+	XL_HOOK_XDP = 1,
+	XL_HOOK_NETKIT = 2,
+};
+
 /*
  * xlane_endpoints: key = endpoint address (IPv4 as ::ffff:a.b.c.d),
  * value = where it lives. Written by the daemon, read by the datapath.
@@ -179,7 +187,8 @@ struct ct_key {
 	__u16 dport;		/* network order; ICMP echo: 0 */
 	__u8 proto;
 	__u8 pad[3];
-};
+} __attribute__((aligned(8)));	/* copied and hashed per packet: in words
+				 * (40 bytes, so no layout changes) */
 
 enum ct_dir {
 	CT_DIR_ORIG = 0,	/* the direction that opened the flow */
@@ -345,15 +354,16 @@ struct backend_val {
 };
 
 /*
- * xlane_metrics: key = (endpoint host ifindex, reason, direction),
- * value = packets and bytes, per CPU. Written by the datapath, read and
- * pruned by the daemon.
+ * xlane_metrics: key = (endpoint host ifindex, reason, direction, attach
+ * point), value = packets and bytes, per CPU. Written by the datapath,
+ * read and pruned by the daemon.
  */
 struct metrics_key {
 	__u32 ifindex;
 	__u8 reason;		/* enum xl_reason */
 	__u8 dir;		/* enum xl_dir */
-	__u16 pad;
+	__u8 hook;		/* enum xl_hook: the program that decided */
+	__u8 pad;
 };
 
 struct metrics_val {
@@ -373,6 +383,7 @@ struct metrics_val {
 	struct bpf_sock *xl_btf_sock __attribute__((unused)); \
 	const enum xl_reason *xl_btf_reason __attribute__((unused)); \
 	const enum xl_dir *xl_btf_dir __attribute__((unused)); \
+	const enum xl_hook *xl_btf_hook __attribute__((unused)); \
 	const enum xl_ep_flags *xl_btf_ep_flags __attribute__((unused)); \
 	const enum ct_dir *xl_btf_ct_dir __attribute__((unused)); \
 	const enum ct_state *xl_btf_ct_state __attribute__((unused)); \
@@ -436,6 +447,7 @@ enum fw_limits {
 	FW_WORDS = 256,		/* u64 words of a bitmap */
 	FW_SUM_WORDS = 4,	/* u64 words of its summary (bit i: w[i] != 0) */
 	FW_MAX_LOG_RULES = 32,	/* log rules per set: bounds the search loop */
+	FW_LIN_MAX = 8,		/* fw_gen.lin_rules: the uplink's list of a small set */
 	/* Layout of the scalar inner array (u32 class per value). */
 	FW_SC_SPORT = 0,	/* 65536 ports, then FW_NO_L4 */
 	FW_SC_DPORT = 65537,
@@ -482,6 +494,35 @@ struct fw_rule {
 	__u16 sample;		/* log 1 in sample hits (0: never) */
 };
 
+/*
+ * fw_gen.lin: the uplink's rules as a list tried in order (lib/fw_lin.h),
+ * for a set small and simple enough: at most FW_LIN_MAX conjunctions of
+ * one value per field (a rule with lists is their cross product), no MAC
+ * matches, no log rules, no sampled events. Addresses as conntrack keys
+ * them (IPv4 as ::ffff:a.b.c.d), read as four u32 words in memory order,
+ * pre-masked; ports as fw_l4's class values (host order; ICMP type in
+ * dport, code in sport; FW_NO_L4 for none), unrestricted: 0-FW_NO_L4.
+ */
+struct fw_lin {
+	__u32 src[4];
+	__u32 src_mask[4];
+	__u32 dst[4];
+	__u32 dst_mask[4];
+	__u32 sport_lo;
+	__u32 sport_hi;
+	__u32 dport_lo;
+	__u32 dport_hi;
+	__u32 slot;		/* the rule's counter slot */
+	__u8 ip6;		/* 1: IPv6 packets, 0: IPv4 */
+	__u8 proto;		/* when any_proto is 0 */
+	__u8 any_proto;
+	__u8 flags_mask;	/* (TCP flags & mask) == comp */
+	__u8 flags_comp;
+	__u8 action;		/* enum fw_action: allow, drop, reject */
+	__u8 is_default;
+	__u8 pad;
+};
+
 /* xlane_fw_gens: key = slot (0, 1): what a generation's maps hold. */
 struct fw_gen {
 	__u32 fields;		/* bit (1 << enum fw_field): some rule
@@ -495,10 +536,20 @@ struct fw_gen {
 					 * FW_CTX_NO_UPLINK when no rule is
 					 * for the uplink (0: unknown, look
 					 * (uplink, 0) up) */
+	__u32 log_rules;	/* log rules in the set; without any, the
+				 * uplink looks conntrack up only for a
+				 * packet a rule matched */
+	__u32 lin;		/* entries of lin[] + 1: the uplink tries
+				 * them in order instead of the bitmaps;
+				 * 0: the set is not one for the list */
+	struct fw_lin lin_rules[FW_LIN_MAX];
 };
 
 /* fw_gen.any_class[FW_F_CTX] of a set without uplink rules. */
 #define FW_CTX_NO_UPLINK 0xffffffffu
+/* A scalar array's class for a value no rule's field contains (an empty
+ * bitmap): no rule can match the packet, nothing to search. */
+#define FW_CLASS_NONE 0xffffffffu
 
 /* xlane_fw_state: key 0. */
 struct fw_state {
@@ -622,6 +673,10 @@ struct mon_state {
 	 * lib/monitor.h. */
 	__u32 rule;		/* the deciding firewall rule's slot + 1 */
 	__u32 pending;		/* MON_FLOW_NEW, MON_FLOW_CLOSE bits */
+	/* The rate limit's events to suppress without reading the clock,
+	 * and the length of the next such run (lib/monitor.h). */
+	__u32 skip;
+	__u32 backoff;
 	struct ct_key new_key;	/* MON_FLOW_NEW: the flow as it opened */
 	struct ct_val new_val;	/* ... and its entry (NAT) */
 	struct ct_key close_key;	/* MON_FLOW_CLOSE */

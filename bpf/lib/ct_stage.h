@@ -116,8 +116,10 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 		 * that flow's. */
 		return ct_masquerade(skb, p, &l4, &k, cfg, k.saddr, reason);
 	if (rc)
-		/* Table full: forward untracked (no NAT needed), and say so. */
-		metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, skb->len);
+		/* Table full: forward untracked (no NAT needed), and say so
+		 * (as tc's: netkit's program, which runs this stage too, is
+		 * not known this deep, and the node's count has no device). */
+		metrics_count(0, XL_PASS_CT_FULL, XL_DIR_EGRESS, XL_HOOK_TC, skb->len);
 	return XL_CONTINUE;
 }
 

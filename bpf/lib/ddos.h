@@ -31,6 +31,15 @@ static __always_inline void fw_mask_addr(__u8 *a, __u32 bits)
 	}
 }
 
+/* fw_ddos_on is the cheap test before the stage's call: any defence on. */
+static __always_inline int fw_ddos_on(void)
+{
+	__u32 zero = 0;
+	const struct fw_ddos *cfg = bpf_map_lookup_elem(&xlane_fw_ddos, &zero);
+
+	return cfg && cfg->flags;
+}
+
 /*
  * fw_ddos_check runs first on the uplink: malformed headers (when asked),
  * blocklisted sources, sources over their rate. An enum xl_step.

@@ -56,14 +56,17 @@ static __always_inline int ep_mac_spoofed(const struct pkt *p, const struct endp
  * from its MAC; only the unspecified and link-local sources (DHCP, DAD,
  * ND) are exempt and go to Linux. Link-scope destinations and packets
  * whose TTL would expire go to Linux too (it answers ND/ARP and sends ICMP
- * time exceeded).
+ * time exceeded). *srcp is the sender's entry (set whatever the step;
+ * not NULL when the packet continues): later stages need not look it up
+ * again.
  */
 static __always_inline enum xl_step ep_admit(const struct pkt *p, __u32 ifindex,
-					     enum xl_reason *reason)
+					     struct endpoint_val **srcp, enum xl_reason *reason)
 {
 	struct endpoint_val *src;
 
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p->src);
+	*srcp = src;
 	if (!src || src->ifindex != ifindex) {
 		if (addr_is_src_exempt(&p->src))
 			return xl_final(reason, XL_PASS_LINK_LOCAL);

@@ -30,6 +30,7 @@
  *   fw_maps.h     maps
  *   fw_l4.h       lib/l4.h's L4 facts as rule classes, the related flow
  *   fw_classify.h the classifier and the verdict
+ *   fw_lin.h      the uplink's list for small sets, before the bitmaps
  *   reply.h       the TCP RST and ICMP unreachable of a reject
  *   ddos.h        the uplink's DDoS stage
  *   fw_stage.h    global functions and the stage as each hook calls it
@@ -37,6 +38,7 @@
 #include "fw_maps.h"
 #include "fw_l4.h"
 #include "fw_classify.h"
+#include "fw_lin.h"
 #include "reply.h"
 #include "ddos.h"
 #include "fw_stage.h"

@@ -44,6 +44,15 @@ enum fw_verdict {
 		      * scratch, fw_decide searches them */
 };
 
+/* In and out of the stage's global functions (fw_stage.h, fw_lin.h). */
+struct fw_call {
+	__u32 len;   /* in: bytes, for counters */
+	__u8 kind;   /* in: enum fw_kind */
+	__u8 track;  /* in: struct fw_hook.track */
+	__u8 reason; /* out: enum xl_reason of a refusal */
+	__u8 pad;
+};
+
 /*
  * Per-packet scratch of the stage, kept off the BPF stack: the stage runs
  * as a call below the hook's frame, and the two share 512 bytes.
@@ -67,6 +76,9 @@ struct fw_scratch {
 	__u64 acc;
 	__u32 base;
 	__u32 found;
+	/* The uplink (fw_prepare_xdp) tests established only for a packet a
+	 * rule matched; set for uplink packets only. */
+	__u32 late_ct;
 };
 
 struct {
@@ -86,9 +98,8 @@ static __always_inline int fw_ctz(__u64 x)
 	return __builtin_ctzll(x); /* de Bruijn multiply in BPF */
 }
 
-static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
+static __always_inline void fw_count_slot(__u32 slot, __u32 len)
 {
-	__u32 slot = r->slot;
 	struct fw_counter *c = bpf_map_lookup_elem(&xlane_fw_counters, &slot);
 
 	if (!c)
@@ -97,6 +108,11 @@ static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
 	c->packets++;
 	c->bytes += len;
 	c->last_hit = bpf_ktime_get_coarse_ns();
+}
+
+static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
+{
+	fw_count_slot(r->slot, len);
 }
 
 static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scratch *sc)
@@ -155,7 +171,7 @@ static __always_inline void fw_monitor(const struct fw_rule *r, const struct fw_
 	e->family = mon_family(sc->k.saddr);
 	e->sport = sc->l4.sport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.sport);
 	e->dport = sc->l4.dport == FW_NO_L4 ? 0 : bpf_htons(sc->l4.dport);
-	bpf_ringbuf_submit(e, 0);
+	mon_submit(e);
 }
 
 /* fw_word is word i of the AND of every field's bitmap. */
@@ -288,14 +304,14 @@ static __always_inline __s64 fw_lookup_u32(void *map, const void *key)
  * the set can match p (allowed).
  */
 static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, const struct pkt *p,
-				      struct fw_scratch *sc)
+				      struct fw_scratch *sc, const int xdp)
 {
 	const struct fw_hook *hk = &sc->hk;
 	const struct fw_l4 *l4 = &sc->l4;
 	struct fw_exact_key *ek = &sc->ek;
 	struct fw_addr_key *ak = &sc->ak;
 	void *exact, *addr, *scalar;
-	__u32 fields = gen->fields;
+	__u32 fields = gen->fields, none = 0;
 	__s64 c;
 
 	exact = bpf_map_lookup_elem(&xlane_fw_exact, &slot);
@@ -365,27 +381,37 @@ static __always_inline int fw_classes(__u32 slot, const struct fw_gen *gen, cons
 	if (fields & (1 << FW_F_PROTO)) {
 		sc->key = FW_SC_PROTO + l4->l4.proto;
 		c = fw_lookup_u32(scalar, &sc->key);
+		none |= c == FW_CLASS_NONE;
 		sc->cls[FW_F_PROTO] = c < 0 ? FW_CLASS_ALL : c;
 	}
 	sc->cls[FW_F_SPORT] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_SPORT)) {
 		sc->key = FW_SC_SPORT + l4->sport;
 		c = fw_lookup_u32(scalar, &sc->key);
+		none |= c == FW_CLASS_NONE;
 		sc->cls[FW_F_SPORT] = c < 0 ? FW_CLASS_ALL : c;
 	}
 	sc->cls[FW_F_DPORT] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_DPORT)) {
 		sc->key = FW_SC_DPORT + l4->dport;
 		c = fw_lookup_u32(scalar, &sc->key);
+		none |= c == FW_CLASS_NONE;
 		sc->cls[FW_F_DPORT] = c < 0 ? FW_CLASS_ALL : c;
 	}
 	sc->cls[FW_F_FLAGS] = FW_CLASS_ALL;
 	if (fields & (1 << FW_F_FLAGS)) {
 		sc->key = FW_SC_FLAGS + l4->l4.tcp_flags;
 		c = fw_lookup_u32(scalar, &sc->key);
+		none |= c == FW_CLASS_NONE;
 		sc->cls[FW_F_FLAGS] = c < 0 ? FW_CLASS_ALL : c;
 	}
 
+	/* A scalar value no rule has (FW_CLASS_NONE): no rule can match, no
+	 * search. XDP programs only: the tc pipeline is at the verifier's
+	 * limit on 6.1, and there the pool has no class FW_CLASS_NONE, so
+	 * the search finds no rule (the same verdict, later). */
+	if (xdp && none)
+		return -1;
 	return 0;
 }
 
@@ -444,21 +470,38 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
 	}
 }
 
+/* fw_established_late: sc's packet (its key in sc->k, set by
+ * fw_prepare) belongs to an established flow, or is an ICMP error about a
+ * tracked one: fw_prepare's test, made after the search. */
+static __always_inline int fw_established_late(struct fw_scratch *sc)
+{
+	struct ct_val *v;
+
+	if (sc->l4.trackable) {
+		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW))
+			return 1;
+	}
+	return sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk);
+}
+
 /*
  * fw_prepare is the first half of the stage: FW_V_ALLOW when the packet
  * passes before any rule (no rule set, neighbour discovery, established
  * or related, or no rule of the set can match it), else FW_V_SEARCH with
  * the classes of its fields in sc; FW_V_DROP (sc->reason: drop_malformed)
  * for a transport header an endpoint hook must not pass. p was parsed (PARSE_OK) from data;
- * sc->hk is set.
+ * sc->hk is set. xdp: built for fw_prepare_xdp (the uplink's late
+ * conntrack test, the no-rule shortcut of fw_classes).
  */
 static __always_inline int fw_prepare(void *data, void *data_end, const struct pkt *p,
-				      struct fw_scratch *sc)
+				      struct fw_scratch *sc, const int xdp)
 {
 	__u32 zero = 0, slot;
 	struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
 	struct fw_gen *gen;
 	struct ct_val *v = 0;
+	int late;
 
 	if (!st || !st->on)
 		return FW_V_ALLOW;
@@ -484,15 +527,23 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 		return FW_V_ALLOW;
 	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
 	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
+	/* On the uplink (which owns no entries) of a set without log rules,
+	 * a packet no rule matches passes established or not: conntrack is
+	 * asked after the search, and only when a rule matched (fw_verdict).
+	 * With log rules the search would emit their events first. */
+	late = xdp && sc->hk.kind == FW_KIND_UPLINK && gen->established && !gen->log_rules;
+
+	if (xdp)
+		sc->late_ct = late;
 	if (sc->l4.trackable) {
 		sc->k.sport = sc->l4.l4.sport;
 		sc->k.dport = sc->l4.l4.dport;
 		sc->k.proto = sc->l4.l4.proto;
 		/* A hash of a 40-byte key: only when it is needed. */
-		if (gen->established || sc->hk.track)
+		if ((gen->established && !late) || sc->hk.track)
 			v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
 	}
-	if (gen->established) {
+	if (gen->established && !late) {
 		/* ESTABLISHED as Linux means it: a reply, or a flow that has
 		 * seen both directions. The flow's first direction is
 		 * classified again until the other side answers. */
@@ -503,7 +554,7 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 		if (sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk))
 			return FW_V_ALLOW;
 	}
-	if (fw_classes(slot, gen, p, sc)) {
+	if (fw_classes(slot, gen, p, sc, xdp)) {
 		fw_track(sc, v);
 		return FW_V_ALLOW;
 	}
@@ -519,6 +570,8 @@ static __always_inline int fw_verdict(struct fw_scratch *sc)
 {
 	struct fw_rule *r = fw_search_classes(sc);
 
+	if (r && sc->hk.kind == FW_KIND_UPLINK && sc->late_ct && fw_established_late(sc))
+		return FW_V_ALLOW; /* the uplink tracks nothing: no fw_track */
 	if (r) {
 		fw_count(r, sc->hk.len);
 		fw_log(r, sc);

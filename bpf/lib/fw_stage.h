@@ -17,6 +17,7 @@
 #include "stage.h"
 #include "fw_maps.h"
 #include "fw_classify.h"
+#include "fw_lin.h"
 #include "reply.h"
 #include "ddos.h"
 
@@ -33,15 +34,6 @@
  * cannot cross into it), so it parses the headers again, and it must not
  * change the packet (the reject rewrite is the caller's).
  */
-
-/* In and out of the stage. */
-struct fw_call {
-	__u32 len;   /* in: bytes, for counters */
-	__u8 kind;   /* in: enum fw_kind */
-	__u8 track;  /* in: struct fw_hook.track */
-	__u8 reason; /* out: enum xl_reason of a refusal */
-	__u8 pad;
-};
 
 /* fw_ep_hook fills hk for the endpoint a packet leaves (FW_KIND_FROM_EP:
  * its source) or reaches (FW_KIND_TO_EP: its destination). Returns -1
@@ -63,7 +55,7 @@ static __always_inline int fw_ep_hook(const struct pkt *p, __u8 kind, __u32 len,
 }
 
 static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u32 ifindex,
-				  struct fw_call *c)
+				  struct fw_call *c, const int xdp)
 {
 	__u32 zero = 0;
 	struct fw_scratch *sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
@@ -80,20 +72,22 @@ static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u
 	} else if (fw_ep_hook(&p, c->kind, c->len, c->track, &sc->hk)) {
 		return FW_V_ALLOW;
 	}
-	v = fw_prepare(data, data_end, &p, sc);
+	v = fw_prepare(data, data_end, &p, sc, xdp);
 	if (v == FW_V_DROP)
 		c->reason = sc->reason;
 	return v;
 }
 
 /* fw_prepare_skb and fw_prepare_xdp are fw_prepare for each context:
- * FW_V_ALLOW, or FW_V_SEARCH for fw_decide. */
+ * FW_V_ALLOW, or FW_V_SEARCH for fw_decide. Only fw_prepare_xdp carries
+ * the uplink's late conntrack test and the no-rule shortcut (fw_prepare,
+ * fw_classes): the tc pipeline is at 6.1's verifier limit. */
 __noinline int fw_prepare_skb(struct __sk_buff *skb, struct fw_call *c)
 {
 	if (!c)
 		return FW_V_ALLOW;
 	return fw_run((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, skb->ifindex,
-		      c);
+		      c, 0);
 }
 
 __noinline int fw_prepare_xdp(struct xdp_md *ctx, struct fw_call *c)
@@ -101,7 +95,7 @@ __noinline int fw_prepare_xdp(struct xdp_md *ctx, struct fw_call *c)
 	if (!c)
 		return FW_V_ALLOW;
 	return fw_run((void *)(long)ctx->data, (void *)(long)ctx->data_end,
-		      bpf_xdp_get_buff_len(ctx), ctx->ingress_ifindex, c);
+		      bpf_xdp_get_buff_len(ctx), ctx->ingress_ifindex, c, 1);
 }
 
 /* fw_decide is fw_verdict, called after fw_prepare returned FW_V_SEARCH
@@ -155,9 +149,21 @@ static __always_inline enum xl_step fw_skb_ep(struct __sk_buff *skb, const struc
 	return XL_FINAL;
 }
 
-/* fw_xdp_run judges the packet of an XDP program against the rules (c:
- * the call its stage set up) and ends the stage: continue if allowed,
- * else final with the rule's reason, or replied where a reject answered. */
+/* fw_xdp_end ends the stage of an XDP program on verdict v (c: the call
+ * its stage set up): continue if allowed, else final with the rule's
+ * reason, or replied where a reject answered. fw_xdp_run judges the
+ * packet against the rules first. */
+static __always_inline enum xl_step fw_xdp_end(struct xdp_md *ctx, struct fw_call *c, int v,
+					       enum xl_reason *reason)
+{
+	if (v == FW_V_ALLOW)
+		return XL_CONTINUE;
+	*reason = c->reason;
+	if (v == FW_V_REJECT && !reply_xdp(ctx))
+		return reply_xdp_bounce(ctx);
+	return XL_FINAL;
+}
+
 static __always_inline enum xl_step fw_xdp_run(struct xdp_md *ctx, struct fw_call *c,
 					       enum xl_reason *reason)
 {
@@ -166,12 +172,7 @@ static __always_inline enum xl_step fw_xdp_run(struct xdp_md *ctx, struct fw_cal
 	v = fw_prepare_xdp(ctx, c);
 	if (v == FW_V_SEARCH)
 		v = fw_decide(c);
-	if (v == FW_V_ALLOW)
-		return XL_CONTINUE;
-	*reason = c->reason;
-	if (v == FW_V_REJECT && !reply_xdp(ctx))
-		return reply_xdp_bounce(ctx);
-	return XL_FINAL;
+	return fw_xdp_end(ctx, c, v, reason);
 }
 
 /* fw_xdp_ep is fw_skb_ep for XDP programs. */
@@ -216,11 +217,17 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };
+	int v;
 
-	if (fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
+	if (fw_ddos_on() &&
+	    fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
 		return XL_FINAL;
 	if (parsed != PARSE_OK || !fw_on())
 		return XL_CONTINUE;
+	/* A small set: the generation's list (fw_lin.h); else the bitmaps. */
+	v = fw_lin_xdp(ctx, &c);
+	if (v != FW_V_SEARCH)
+		return fw_xdp_end(ctx, &c, v, reason);
 	return fw_xdp_run(ctx, &c, reason);
 }
 

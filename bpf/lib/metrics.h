@@ -5,13 +5,16 @@
 
 #include "maps.h"
 
+/* metrics_count counts a packet of bytes that the program at attach point
+ * hook decided with reason, on device ifindex (0: the node's). */
 static __always_inline void metrics_count(__u32 ifindex, enum xl_reason reason, enum xl_dir dir,
-					  __u32 bytes)
+					  enum xl_hook hook, __u32 bytes)
 {
 	struct metrics_key key = {
 		.ifindex = ifindex,
 		.reason = reason,
 		.dir = dir,
+		.hook = hook,
 	};
 	struct metrics_val *val, init = { .packets = 1, .bytes = bytes };
 

@@ -15,6 +15,14 @@
  * events (mon_config.rate, .burst); those over it are counted
  * (mon_state.suppressed), as are those a full ring refused (.lost).
  *
+ * Nor does a listening monitor wake its reader per packet: events are
+ * submitted with BPF_RB_NO_WAKEUP and the daemon polls the ring (every
+ * 100 ms while a client listens, internal/daemon/monitor.go); only a ring
+ * filling past MON_WAKEUP_BYTES forces a wakeup, so that a burst is read
+ * before the ring overflows. A wakeup is an irq_work and a scheduler
+ * wakeup of the daemon on the packet's CPU: per event, it cost the
+ * monitored traffic more than the event.
+ *
  * The emitters are global functions: verified once each, whatever the
  * state of their callers, so the hooks cost the verifier little more
  * than the call.
@@ -31,6 +39,11 @@
 #include <bpf/bpf_endian.h>
 #include "abi.h"
 #include "tokens.h"
+
+/* The event ring's size, and how full it gets before an event wakes the
+ * reader (an eighth: ~2,300 events of 120 bytes with their headers). */
+#define MON_RING_BYTES (1 << 21)
+#define MON_WAKEUP_BYTES (MON_RING_BYTES / 8)
 
 /* key: 0; value: the event types wanted and their rate. Written by the
  * daemon (on while a monitor client listens); read by every hook. Not
@@ -56,7 +69,7 @@ struct {
  * (counted), never packets. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 21);
+	__uint(max_entries, MON_RING_BYTES);
 } xlane_mon_events SEC(".maps");
 
 /*
@@ -81,25 +94,54 @@ static __always_inline struct mon_state *mon_state(void)
 	return bpf_map_lookup_elem(&xlane_mon_state, (const void *)&mon_key0);
 }
 
-/* mon_reserve takes a token and a zeroed event of type t from the ring:
- * NULL (counted) when over the rate or the ring is full. */
-static __always_inline struct mon_event *mon_reserve(__u8 t)
+/* mon_submit hands e to the reader without waking it, unless the ring is
+ * filling up. */
+static __always_inline void mon_submit(struct mon_event *e)
 {
-	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
-							 (const void *)&mon_key0);
-	struct mon_state *st = mon_state();
-	struct mon_event *e;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (!c || !st)
+	if (bpf_ringbuf_query(&xlane_mon_events, BPF_RB_AVAIL_DATA) >= MON_WAKEUP_BYTES)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
+/*
+ * How many events the rate limit suppresses without reading the clock once
+ * it found the bucket empty: 1, 3, 7, ... up to MON_SKIP_MAX while it
+ * keeps finding it empty, none after it found a token. Under a flood (a
+ * verdict event per packet) the clock read and the refill were most of
+ * what a suppressed event cost the packet; the skipping suppresses at most
+ * MON_SKIP_MAX events that a token could have paid for when the flood
+ * ends, and never lets more than the rate through.
+ */
+#define MON_SKIP_MAX 63
+
+/* mon_reserve_in takes a token and a zeroed event of type t from the ring
+ * (c, st: the monitor's config and this CPU's state): NULL (counted) when
+ * over the rate or the ring is full. */
+static __always_inline struct mon_event *mon_reserve_in(const struct mon_config *c,
+							struct mon_state *st, __u8 t)
+{
+	struct mon_event *e;
+	__u64 now;
+
+	if (c->rate && st->skip) {
+		st->skip--;
+		st->suppressed++;
 		return 0;
+	}
+	now = bpf_ktime_get_ns();
 	if (c->rate) {
 		bucket_refill(&st->tokens, now - st->last, c->rate, c->burst);
 		st->last = now;
 		if (bucket_take(&st->tokens)) {
 			st->suppressed++;
+			st->backoff = st->backoff >= MON_SKIP_MAX / 2 ? MON_SKIP_MAX
+								      : st->backoff * 2 + 1;
+			st->skip = st->backoff;
 			return 0;
 		}
+		st->backoff = 0;
 	}
 	e = bpf_ringbuf_reserve(&xlane_mon_events, sizeof(*e), 0);
 	if (!e) {
@@ -111,6 +153,18 @@ static __always_inline struct mon_event *mon_reserve(__u8 t)
 	e->ts = now;
 	e->type = t;
 	return e;
+}
+
+/* mon_reserve is mon_reserve_in for a hook that has neither at hand. */
+static __always_inline struct mon_event *mon_reserve(__u8 t)
+{
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
+	struct mon_state *st = mon_state();
+
+	if (!c || !st)
+		return 0;
+	return mon_reserve_in(c, st, t);
 }
 
 /*
@@ -226,22 +280,23 @@ static __always_inline void mon_flow_state(const struct ct_key *k, __u8 old, __u
 
 /* mon_pending emits what the hooks of this run left in st (t: the wanted
  * types). */
-static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind)
+static __always_inline void mon_pending(const struct mon_config *c, struct mon_state *st, __u32 t,
+					__u8 kind)
 {
 	struct mon_event *e;
 	__u32 p = st->pending;
 
 	st->pending = 0;
 	if ((p & MON_FLOW_NEW) && (t & MON_FLOW_NEW)) {
-		e = mon_reserve(MON_FLOW_NEW);
+		e = mon_reserve_in(c, st, MON_FLOW_NEW);
 		if (e) {
 			mon_flow_fill(e, &st->new_key);
 			e->action = st->new_val.state;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 	if ((p & MON_FLOW_NEW) && (t & MON_NAT) && st->new_val.nat != CT_NAT_NONE) {
-		e = mon_reserve(MON_NAT);
+		e = mon_reserve_in(c, st, MON_NAT);
 		if (e) {
 			mon_flow_fill(e, &st->new_key);
 			e->action = st->new_val.nat;
@@ -249,19 +304,19 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 			e->nat_port = st->new_val.nat_port;
 			__builtin_memcpy(e->nat_saddr, st->new_val.nat_saddr, 16);
 			e->nat_sport = st->new_val.nat_sport;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 	if ((p & MON_FLOW_CLOSE) && (t & MON_FLOW_CLOSE)) {
-		e = mon_reserve(MON_FLOW_CLOSE);
+		e = mon_reserve_in(c, st, MON_FLOW_CLOSE);
 		if (e) {
 			mon_flow_fill(e, &st->close_key);
 			e->action = CT_CLOSED;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 	if ((p & MON_LB) && (t & MON_LB)) {
-		e = mon_reserve(MON_LB);
+		e = mon_reserve_in(c, st, MON_LB);
 		if (e) {
 			mon_flow_fill(e, &st->lb_key);
 			e->kind = kind;
@@ -271,7 +326,7 @@ static __always_inline void mon_pending(struct mon_state *st, __u32 t, __u8 kind
 			e->backend = st->lb_bk.index;
 			__builtin_memcpy(e->nat_addr, st->lb_be.addr, 16);
 			e->nat_port = st->lb_be.port;
-			bpf_ringbuf_submit(e, 0);
+			mon_submit(e);
 		}
 	}
 }
@@ -317,19 +372,22 @@ static __always_inline __u32 mon_verdict_type(__u32 t, __u8 verdict)
  */
 static __always_inline struct mon_event *mon_exit(__u32 meta, __u32 len)
 {
-	__u32 t = mon_types();
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
 	struct mon_state *st = mon_state();
 	struct mon_event *e;
 	__u8 reason = (meta >> 8) & 0xff;
+	__u32 t;
 
-	if (!st)
+	if (!c || !st)
 		return 0;
+	t = c->types;
 	if (st->pending)
-		mon_pending(st, t, meta & 0xff);
+		mon_pending(c, st, t, meta & 0xff);
 	t = mon_verdict_type(t, (meta >> 16) & 0xff);
 	if (!t)
 		return 0;
-	e = mon_reserve(t);
+	e = mon_reserve_in(c, st, t);
 	if (!e)
 		return 0;
 	e->kind = meta & 0xff;
@@ -355,7 +413,7 @@ __noinline int mon_skb(struct __sk_buff *skb, __u32 meta)
 		return 0;
 	e->ifindex = skb->ifindex;
 	mon_tuple((void *)(long)skb->data, (void *)(long)skb->data_end, e);
-	bpf_ringbuf_submit(e, 0);
+	mon_submit(e);
 	return 0;
 }
 
@@ -371,7 +429,7 @@ __noinline int mon_xdp(struct xdp_md *ctx, __u32 meta)
 		return 0;
 	e->ifindex = ctx->ingress_ifindex;
 	mon_tuple((void *)(long)ctx->data, (void *)(long)ctx->data_end, e);
-	bpf_ringbuf_submit(e, 0);
+	mon_submit(e);
 	return 0;
 }
 
@@ -379,11 +437,12 @@ __noinline int mon_xdp(struct xdp_md *ctx, __u32 meta)
  * connect hooks' backend choices, lib/lb.h). */
 __noinline int mon_sock(void)
 {
-	__u32 t = mon_types();
+	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
+							 (const void *)&mon_key0);
 	struct mon_state *st = mon_state();
 
-	if (st && st->pending)
-		mon_pending(st, t, FW_KIND_MAX);
+	if (c && st && st->pending)
+		mon_pending(c, st, c->types, FW_KIND_MAX);
 	return 0;
 }
 

@@ -77,11 +77,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_overlay SEC(".maps");
 
+/*
+ * xl_cluster is set by the loader (internal/bpf Options.Cluster) on a node
+ * of a cluster (xlaned --cluster-cidr), fixed for the programs' life. A
+ * node alone has no peers: its programs never look at xlane_peers, and the
+ * verifier, for which a frozen .rodata value is a known constant, prunes
+ * that code (no trie lookup on a lone node's packets).
+ */
+volatile const __u8 xl_cluster = 0;
+
 /* peer_lookup: the cluster prefix holding a, if any. */
 static __always_inline const struct peer_val *peer_lookup(const struct endpoint_key *a)
 {
 	struct peer_key k = { .prefixlen = 128 };
 
+	if (!xl_cluster)
+		return 0;
 	__builtin_memcpy(k.addr, a->addr, 16);
 	return bpf_map_lookup_elem(&xlane_peers, &k);
 }

@@ -38,8 +38,10 @@ struct pkt {
 	struct ipv6hdr *ip6;
 	__u16 proto; /* ethertype, host order */
 	__u8 ttl;    /* TTL or hop limit before any rewrite */
-	struct endpoint_key src;
-	struct endpoint_key dst;
+	/* 8-byte aligned (struct endpoint_key is bytes): the addresses are
+	 * then written, copied and compared in words, not byte by byte. */
+	struct endpoint_key src __attribute__((aligned(8)));
+	struct endpoint_key dst __attribute__((aligned(8)));
 };
 
 static __always_inline void key_from_ipv4(struct endpoint_key *k, __be32 a)

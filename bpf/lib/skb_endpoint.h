@@ -46,7 +46,8 @@
  * tcx egress: both count it and run the firewall's to-endpoint stage).
  */
 struct skb_cfg {
-	bool peer; /* bpf_redirect_peer to local endpoints */
+	bool peer;	   /* bpf_redirect_peer to local endpoints */
+	enum xl_hook hook; /* what the counters say decided (XL_HOOK_TC, _NETKIT) */
 };
 
 static __always_inline enum xl_step to_local_endpoint(struct __sk_buff *skb, struct pkt *p,
@@ -61,7 +62,7 @@ static __always_inline enum xl_step to_local_endpoint(struct __sk_buff *skb, str
 		return tc_forwarded(bpf_redirect(dst->ifindex, 0), XL_FWD_PEER, reason);
 	/* The destination's host device never transmits a peer-redirected
 	 * packet: count its delivery here. */
-	metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, skb->len);
+	metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, cfg->hook, skb->len);
 	return tc_forwarded(bpf_redirect_peer(dst->ifindex, 0), XL_FWD_PEER, reason);
 }
 
@@ -155,12 +156,9 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 			 reason);
 	if (step != XL_CONTINUE)
 		return step;
-	step = ep_admit(&p, skb->ifindex, reason);
-	if (step != XL_CONTINUE)
+	step = ep_admit(&p, skb->ifindex, &src, reason);
+	if (step != XL_CONTINUE || !src) /* !src: never when it continues */
 		return step;
-	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
-	if (!src) /* link-scope source admitted above */
-		return xl_final(reason, XL_PASS_NON_IP);
 	/* Firewall before conntrack: a refused flow gets no entries. */
 	step = fw_skb_ep(skb, &p, FW_KIND_FROM_EP, 0, 0, reason);
 	if (step != XL_CONTINUE)
@@ -253,17 +251,20 @@ static __always_inline int skb_from_endpoint(struct __sk_buff *skb, const struct
 	int step;
 
 	enum xl_reason xdp;
+	enum xl_hook hook = cfg->hook;
 
 	step = from_endpoint(skb, cfg, &reason);
 	/* XDP passed it here without counting (lib/handoff.h): what goes on
 	 * to Linux counts under XDP's reason (a pass reason, as this one
-	 * is), the rest under this one's. */
+	 * is) and as XDP's, the rest under this one's. */
 	if (tc_code(step, reason) == XL_TC_PASS) {
 		xdp = skb_handoff(skb);
-		if (xdp != XL_HANDOFF_NONE)
+		if (xdp != XL_HANDOFF_NONE) {
 			reason = xdp;
+			hook = XL_HOOK_XDP;
+		}
 	}
-	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, len);
+	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, hook, len);
 	return tc_ret(skb, FW_KIND_FROM_EP, step, reason);
 }
 

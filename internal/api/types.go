@@ -26,6 +26,9 @@ type NodeAdd struct {
 	Name     string   `json:"name"`
 	Underlay []string `json:"underlay"`  // one IPv4 and/or one IPv6 address
 	PodCIDRs []string `json:"pod_cidrs"` // one IPv4 and/or one IPv6 prefix
+	// MTU of the node's underlay (optional): a network of the cluster
+	// may not carry more than the peers take.
+	MTU int `json:"mtu,omitempty"`
 }
 
 // ClusterInfo is how a node is joined (in Status; empty: alone).

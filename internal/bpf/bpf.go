@@ -22,11 +22,17 @@ type (
 	MetricsVal  = tcMetricsVal
 	Reason      = tcXlReason
 	Dir         = tcXlDir
+	Hook        = tcXlHook
 )
 
 const (
 	DirEgress  = tcXlDirXL_DIR_EGRESS
 	DirIngress = tcXlDirXL_DIR_INGRESS
+	// The attach point of the program that decided a counted packet
+	// (MetricsKey.Hook).
+	HookTC     = tcXlHookXL_HOOK_TC
+	HookXDP    = tcXlHookXL_HOOK_XDP
+	HookNetkit = tcXlHookXL_HOOK_NETKIT
 	ReasonMax  = tcXlReasonXL_REASON_MAX
 )
 
@@ -96,6 +102,7 @@ type Objects struct {
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
 	replaced     []string // pins Load replaced (replaceIncompatiblePins)
+	opt          Options  // what Load was asked for (LoadNetkit's constants)
 	// maps are every map loaded so far by ELF name, the tc collection's
 	// first: later collections share them (shareWith). own are the ones
 	// not in tcObjects, closed by Close.
@@ -147,17 +154,53 @@ type Options struct {
 	// (0: each service's table sized for its backends by the datapath;
 	// the template then has DefaultMaglevSize).
 	MaglevSize uint32
+	// Cluster says the node is part of a cluster (xlaned --cluster-cidr):
+	// the programs consult xlane_peers. Without it they never do, and
+	// skip its trie lookup (xl_cluster, bpf/lib/overlay.h).
+	Cluster bool
+}
+
+// setConstants gives spec the load-time constants o asks for (the
+// volatile const globals of bpf/lib; a collection without one ignores it).
+func setConstants(spec *ebpf.CollectionSpec, o Options) error {
+	if v, ok := spec.Variables["xl_cluster"]; ok && o.Cluster {
+		if err := v.Set(uint8(1)); err != nil {
+			return fmt.Errorf("set xl_cluster: %w", err)
+		}
+	}
+	return nil
 }
 
 // DefaultMaglevSize is the inner map template's size (BPF_F_INNER_MAP:
 // the tables themselves may differ) and the table size of the BPF tests.
 const DefaultMaglevSize = 1021
 
+// adaptSpec adjusts a collection spec Load read (name: tc, xdp, uplink,
+// tcuplink, socklb) before it loads. It does nothing in the product; tests
+// comparing against an older build's objects (LoadFrom) give those the
+// maps and programs added since, which this build's loader assigns.
+var adaptSpec = func(name string, spec *ebpf.CollectionSpec) {}
+
+// loadSpec reads a collection spec with load, adapts it (adaptSpec) and
+// sets the constants of o.
+func loadSpec(name string, load func() (*ebpf.CollectionSpec, error), o Options) (*ebpf.CollectionSpec, error) {
+	spec, err := load()
+	if err != nil {
+		return nil, err
+	}
+	adaptSpec(name, spec)
+	return spec, setConstants(spec, o)
+}
+
 // Load loads the programs. Maps are pinned in pinDir (created if needed),
 // reusing maps already pinned there. An empty pinDir loads unpinned maps,
 // for tests.
 func Load(pinDir string, o ...Options) (*Objects, error) {
-	spec, err := loadTc()
+	var opt Options
+	if len(o) > 0 {
+		opt = o[0]
+	}
+	spec, err := loadSpec("tc", loadTc, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -184,12 +227,12 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 			m.Pinning = ebpf.PinNone
 		}
 	}
-	objs := Objects{replaced: replaced}
+	objs := Objects{replaced: replaced, opt: opt}
 	if err := spec.LoadAndAssign(&objs.tcObjects, opts); err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
 	objs.maps = objs.mapsByName()
-	xspec, err := loadXdp()
+	xspec, err := loadSpec("xdp", loadXdp, opt)
 	if err != nil {
 		objs.tcObjects.Close()
 		return nil, err
@@ -202,7 +245,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		// modes unavailable (XDPErr); the rest works.
 		objs.xdpErr = fmt.Errorf("load xdp programs: %w", err)
 	}
-	uspec, err := loadUplink()
+	uspec, err := loadSpec("uplink", loadUplink, opt)
 	if err == nil && objs.xdpErr == nil {
 		var up struct {
 			Prog    *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
@@ -215,7 +258,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		objs.Close()
 		return nil, fmt.Errorf("load uplink program: %w", err)
 	}
-	tuspec, err := loadTcuplink()
+	tuspec, err := loadSpec("tcuplink", loadTcuplink, opt)
 	if err == nil {
 		var tu struct {
 			Prog        *ebpf.Program `ebpf:"xlane_from_uplink"`
@@ -230,7 +273,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		objs.Close()
 		return nil, fmt.Errorf("load uplink tc program: %w", err)
 	}
-	sspec, err := loadSocklb()
+	sspec, err := loadSpec("socklb", loadSocklb, opt)
 	if err == nil {
 		err = objs.loadShared(sspec, &objs.sock)
 	}
@@ -510,4 +553,18 @@ func (d Dir) String() string {
 		return "to_endpoint"
 	}
 	return "from_endpoint"
+}
+
+// String names an attach point as the metrics' hook label does: tc (tcx,
+// or tc cls_bpf where tcx is missing), xdp, netkit.
+func (h Hook) String() string {
+	switch h {
+	case HookTC:
+		return "tc"
+	case HookXDP:
+		return "xdp"
+	case HookNetkit:
+		return "netkit"
+	}
+	return fmt.Sprintf("hook_%d", uint32(h))
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 )
 
 // loadMu serialises LoadFrom's swap of the embedded objects.
@@ -27,6 +28,17 @@ func LoadFrom(dir string, o ...Options) (*Objects, error) {
 		"tc": &_TcBytes, "xdp": &_XdpBytes, "uplink": &_UplinkBytes,
 		"tcuplink": &_TcuplinkBytes, "netkit": &_NetkitBytes, "socklb": &_SocklbBytes,
 	}
+	// This build's specs, before the swap: what the old ones lack.
+	current := map[string]*ebpf.CollectionSpec{}
+	for name, load := range map[string]func() (*ebpf.CollectionSpec, error){
+		"tc": loadTc, "xdp": loadXdp, "uplink": loadUplink, "tcuplink": loadTcuplink, "socklb": loadSocklb,
+	} {
+		spec, err := load()
+		if err != nil {
+			return nil, err
+		}
+		current[name] = spec
+	}
 	saved := map[string][]byte{}
 	for name, v := range vars {
 		b, err := os.ReadFile(filepath.Join(dir, name+"_bpfel.o"))
@@ -35,12 +47,56 @@ func LoadFrom(dir string, o ...Options) (*Objects, error) {
 		}
 		saved[name], *v = *v, b
 	}
+	adaptSpec = func(name string, spec *ebpf.CollectionSpec) { addMissing(spec, current[name]) }
 	defer func() {
+		adaptSpec = func(string, *ebpf.CollectionSpec) {}
 		for name, v := range vars {
 			*v = saved[name]
 		}
 	}()
 	return Load("", o...)
+}
+
+// addMissing gives an older build's spec old what this build's spec cur
+// has and old lacks, so that Load can assign it: a map added since (unused:
+// old's programs do not reference it), a variable added since (in a copy
+// of its data section of its own, as old's section of that name has old's
+// layout) and a stand-in for a program added since (it returns 1, which
+// every program type accepts, a cgroup hook only that; nothing of old's
+// measures it).
+func addMissing(old, cur *ebpf.CollectionSpec) {
+	if cur == nil {
+		return
+	}
+	for name, m := range cur.Maps {
+		if _, ok := old.Maps[name]; !ok && !isDataSection(name) {
+			old.Maps[name] = m.Copy()
+		}
+	}
+	for name, v := range cur.Variables {
+		if _, ok := old.Variables[name]; ok {
+			continue
+		}
+		sec := v.SectionName + ".added"
+		if _, ok := old.Maps[sec]; !ok {
+			m := cur.Maps[v.SectionName].Copy()
+			m.Name = sec
+			old.Maps[sec] = m
+		}
+		nv := v.Copy()
+		nv.SectionName = sec
+		old.Variables[name] = nv
+	}
+	for name, p := range cur.Programs {
+		if _, ok := old.Programs[name]; ok {
+			continue
+		}
+		old.Programs[name] = &ebpf.ProgramSpec{
+			Name: p.Name, Type: p.Type, AttachType: p.AttachType, AttachTo: p.AttachTo,
+			SectionName: p.SectionName, License: p.License,
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()},
+		}
+	}
 }
 
 // Return codes of the programs, as the verdict check reads them.

@@ -11,6 +11,7 @@ type (
 	FwBits      = tcFwBits
 	FwRule      = tcFwRule
 	FwGen       = tcFwGen
+	FwLin       = tcFwLin
 	FwState     = tcFwState
 	FwCounter   = tcFwCounter
 	FwEvent     = tcFwEvent
@@ -47,6 +48,7 @@ const (
 	FwWords       = int(tcFwLimitsFW_WORDS)
 	FwSumWords    = int(tcFwLimitsFW_SUM_WORDS)
 	FwMaxLogRules = int(tcFwLimitsFW_MAX_LOG_RULES)
+	FwLinMax      = int(tcFwLimitsFW_LIN_MAX)
 	FwScSport     = uint32(tcFwLimitsFW_SC_SPORT)
 	FwScDport     = uint32(tcFwLimitsFW_SC_DPORT)
 	FwScProto     = uint32(tcFwLimitsFW_SC_PROTO)
@@ -58,6 +60,9 @@ const (
 	// FwCtxNoUplink is FW_CTX_NO_UPLINK (a #define in bpf/lib/abi.h):
 	// FwGen.AnyClass[FwFieldCtx] of a set without uplink rules.
 	FwCtxNoUplink = ^uint32(0)
+	// FwClassNone is FW_CLASS_NONE: a scalar array's class for a value
+	// no rule's field contains.
+	FwClassNone = ^uint32(0)
 
 	FwDdosBlocklist = uint32(tcFwDdosFlagsFW_DDOS_BLOCKLIST)
 	FwDdosRate      = uint32(tcFwDdosFlagsFW_DDOS_RATE)

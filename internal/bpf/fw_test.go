@@ -1022,8 +1022,8 @@ func TestFirewallNetkit(t *testing.T) {
 // BenchmarkCompareFirewall compares the uplink XDP program of the old
 // objects (XLANE_BENCH_OLD, see bench_compare_test.go) with the embedded
 // ones and a second copy of the old (the control), interleaved: firewall
-// off, 1,000 rules none of which matches, and 1,000 rules the last of which
-// drops the packet.
+// off, 1 and 1,000 rules none of which matches, and 1 and 1,000 rules the
+// last of which drops the packet.
 func BenchmarkCompareFirewall(b *testing.B) {
 	dir := os.Getenv("XLANE_BENCH_OLD")
 	if dir == "" {
@@ -1042,7 +1042,8 @@ func BenchmarkCompareFirewall(b *testing.B) {
 		rules int
 		last  bool
 		want  uint32
-	}{{"uplink fw off", 0, false, xdpPass}, {"uplink 1000 rules pass", 1000, false, xdpPass},
+	}{{"uplink fw off", 0, false, xdpPass}, {"uplink 1 rule pass", 1, false, xdpPass},
+		{"uplink 1 rule drop", 1, true, xdpDrop}, {"uplink 1000 rules pass", 1000, false, xdpPass},
 		{"uplink 1000 rules drop-by-last", 1000, true, xdpDrop}} {
 		p := &trio{name: c.name, want: c.want}
 		// "." (the package's own objects), not "": ObjectsFor("") is

@@ -40,7 +40,8 @@ func playTCX(prog *ebpf.Program, ret uint32, opts *ebpf.RunOptions, metrics *ebp
 			ifindex = uint32(f.Uint())
 		}
 	}
-	k := MetricsKey{Ifindex: ifindex, Reason: uint8(r), Dir: uint8(DirEgress)}
+	// tcx counts it as XDP's decision (lib/skb_endpoint.h).
+	k := MetricsKey{Ifindex: ifindex, Reason: uint8(r), Dir: uint8(DirEgress), Hook: uint8(HookXDP)}
 	n, err := ebpf.PossibleCPU()
 	if err != nil {
 		return true, err

@@ -17,8 +17,12 @@ const verifierLimit = 1_000_000
 // new stage adds to the tc and netkit pipelines, and 6.1's verifier explores
 // them several times more than 6.18's, so the matrix's 6.1 leg sees the
 // wall coming before a program stops loading there.
+//
+// The programs are loaded as on a node of a cluster (Options.Cluster), the
+// most a verifier explores: a node alone's verifier prunes the overlay's
+// code (xl_cluster).
 func TestVerifierHeadroom(t *testing.T) {
-	objs := ObjectsFor(t, "")
+	objs := ObjectsFor(t, "", Options{Cluster: true})
 	progs := map[string]*ebpf.Program{
 		"xlane_from_endpoint": objs.XlaneFromEndpoint, "xlane_to_endpoint": objs.XlaneToEndpoint,
 		"xlane_xdp_from_endpoint": objs.xdp.FromEndpoint, "xlane_xdp_generic_from_endpoint": objs.xdp.GenericFromEndpoint,

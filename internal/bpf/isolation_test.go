@@ -211,6 +211,7 @@ func TestNetkitPolicy(t *testing.T) {
 					if err != nil {
 						t.Fatalf("run: %v", err)
 					}
+					w.hook = HookNetkit
 					h.verify(t, ifindex, frames[name], frames[name], ret, out, w)
 				})
 				t.Run("primary/"+name, func(t *testing.T) {
@@ -226,7 +227,7 @@ func TestNetkitPolicy(t *testing.T) {
 					if ret != wantRet {
 						t.Errorf("return value %d, want %d", ret, wantRet)
 					}
-					wantM := map[MetricsKey]MetricsVal{metricsKey(epPeer.ifindex, r, DirIngress): {Packets: 1, Bytes: uint64(len(frames[name]))}}
+					wantM := map[MetricsKey]MetricsVal{metricsKeyAt(HookNetkit, epPeer.ifindex, r, DirIngress): {Packets: 1, Bytes: uint64(len(frames[name]))}}
 					if got := h.metrics(t); !maps.Equal(got, wantM) {
 						t.Errorf("metrics: got %s\nwant %s", formatMetrics(got), formatMetrics(wantM))
 					}

@@ -1,10 +1,9 @@
 package bpf
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 )
@@ -148,8 +147,21 @@ func (m MonitorMaps) Counters() (MonCounters, error) {
 // DecodeMonEvent decodes one ring buffer record.
 func DecodeMonEvent(raw []byte) (MonEvent, error) {
 	var e MonEvent
-	if err := binary.Read(bytes.NewReader(raw), binary.NativeEndian, &e); err != nil {
-		return e, fmt.Errorf("decode monitor event: %w", err)
+	err := DecodeMonEventInto(raw, &e)
+	return e, err
+}
+
+// monEventSize is the size of struct mon_event.
+const monEventSize = int(unsafe.Sizeof(MonEvent{}))
+
+// DecodeMonEventInto decodes one ring buffer record into e without
+// allocating: the record is the C struct, in this machine's byte order,
+// which is the Go struct's layout (bpf2go generates it with the same
+// offsets and explicit padding).
+func DecodeMonEventInto(raw []byte, e *MonEvent) error {
+	if len(raw) < monEventSize {
+		return fmt.Errorf("decode monitor event: %d bytes, want %d", len(raw), monEventSize)
 	}
-	return e, nil
+	*e = *(*MonEvent)(unsafe.Pointer(&raw[0]))
+	return nil
 }

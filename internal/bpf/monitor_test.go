@@ -156,3 +156,65 @@ func TestMonitorEvents(t *testing.T) {
 	})
 	set(0, 0, 0)
 }
+
+// BenchmarkMonitorCost: what the monitor's hooks cost a forwarded packet
+// (tc, endpoint to peer) with the monitor off, with every type on at the
+// default rate (1,000 a second per CPU: past its burst, a packet's verdict
+// event is suppressed by the token bucket) and with every type on and no
+// limit (each packet writes an event; a reader drains the ring meanwhile).
+// The three interleave per round on one harness; medians, ratios to off.
+//
+//	go test -run '^$' -bench MonitorCost -benchtime 1x ./internal/bpf
+func BenchmarkMonitorCost(b *testing.B) {
+	h := newHarness(b)
+	mon := h.objs.Monitor()
+	rd, err := ringbuf.NewReader(mon.Events)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rd.Close()
+	done := make(chan struct{})
+	go func() { // drain, as xlaned does
+		defer close(done)
+		var rec ringbuf.Record
+		for {
+			rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+			if err := rd.ReadInto(&rec); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return
+			}
+		}
+	}()
+	defer func() { rd.Close(); <-done }()
+	frame := pktSpec{src: epLo.v4, dst: epPeer.v4, ttl: 255}.frame(b)
+	variants := []struct {
+		name        string
+		types       MonType
+		rate, burst uint32
+	}{
+		{"off", 0, 0, 0},
+		{"all, rate 1000", MonAll, 1000, 100},
+		{"all, unlimited", MonAll, 0, 0},
+	}
+	samples := map[string][]float64{}
+	for r := range compareRounds {
+		for j := range variants {
+			v := variants[(j+r)%len(variants)]
+			if err := mon.Set(v.types, v.rate, v.burst); err != nil {
+				b.Fatal(err)
+			}
+			ns, err := sampleRuns(h.do, h.objs.FromEndpoint(), frame, actRedirect, compareCalls, compareBatch)
+			if err != nil {
+				b.Fatalf("%s: %v", v.name, err)
+			}
+			samples[v.name] = append(samples[v.name], ns)
+		}
+	}
+	mon.Set(0, 0, 0)
+	off := median(samples["off"])
+	for _, v := range variants {
+		m := median(samples[v.name])
+		b.Logf("%-16s %7.1f ns/packet  %.3fx off", v.name, m, m/off)
+	}
+	c, _ := mon.Counters()
+	b.Logf("counters: %+v", c)
+}

@@ -29,6 +29,9 @@ func (o *Objects) LoadNetkit() (*NetkitObjects, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := setConstants(spec, o.opt); err != nil {
+		return nil, err
+	}
 	// The netkit programs are the tc pipeline on another hook: every map
 	// they declare is one the other collections have.
 	opts := o.shareWith(spec)

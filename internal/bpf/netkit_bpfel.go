@@ -130,6 +130,28 @@ type netkitFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+	LogRules    uint32
+	Lin         uint32
+	LinRules    [8]struct {
+		_         structs.HostLayout
+		Src       [4]uint32
+		SrcMask   [4]uint32
+		Dst       [4]uint32
+		DstMask   [4]uint32
+		SportLo   uint32
+		SportHi   uint32
+		DportLo   uint32
+		DportHi   uint32
+		Slot      uint32
+		Ip6       uint8
+		Proto     uint8
+		AnyProto  uint8
+		FlagsMask uint8
+		FlagsComp uint8
+		Action    uint8
+		IsDefault uint8
+		Pad       uint8
+	}
 }
 
 type netkitFwRateKey struct {
@@ -214,6 +236,8 @@ type netkitFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type netkitFwState struct {
@@ -236,7 +260,8 @@ type netkitMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type netkitMetricsVal struct {
@@ -262,6 +287,8 @@ type netkitMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     netkitCtKey
 	NewVal     netkitCtVal
 	CloseKey   netkitCtKey
@@ -443,6 +470,7 @@ const (
 	netkitVarXlBtfFwKind          = "xl_btf_fw_kind"
 	netkitVarXlBtfFwLimits        = "xl_btf_fw_limits"
 	netkitVarXlBtfFwRule          = "xl_btf_fw_rule"
+	netkitVarXlBtfHook            = "xl_btf_hook"
 	netkitVarXlBtfIphdr           = "xl_btf_iphdr"
 	netkitVarXlBtfIpv6hdr         = "xl_btf_ipv6hdr"
 	netkitVarXlBtfMonConfig       = "xl_btf_mon_config"
@@ -454,6 +482,7 @@ const (
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 	netkitVarXlBtfSock            = "xl_btf_sock"
+	netkitVarXlCluster            = "xl_cluster"
 )
 
 // loadNetkit returns the embedded CollectionSpec for netkit.
@@ -566,6 +595,7 @@ type netkitVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -577,6 +607,7 @@ type netkitVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // netkitObjects contains all objects after they have been loaded into the kernel.
@@ -701,6 +732,7 @@ type netkitVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
@@ -712,6 +744,7 @@ type netkitVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // netkitPrograms contains all programs after they have been loaded into the kernel.

@@ -36,6 +36,7 @@ func TestNetkitFromEndpoint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := tc.want
 			w.peer = 0
+			w.hook = HookNetkit
 			ifindex := h.links[tc.dev]
 			h.resetMetrics(t)
 			ret, out, err := h.runProg(nk.FromEndpoint, tc.frame, ifindex)
@@ -75,7 +76,7 @@ func TestNetkitToEndpoint(t *testing.T) {
 				t.Fatalf("verdict %d (frame changed: %v), want %d and the frame untouched", ret, string(out[:len(tc.frame)]) != string(tc.frame), actPass)
 			}
 			n := uint64(len(tc.frame))
-			want := map[MetricsKey]MetricsVal{metricsKey(tc.ifindex, tcXlReasonXL_DELIVER, DirIngress): {Packets: 1, Bytes: n}}
+			want := map[MetricsKey]MetricsVal{metricsKeyAt(HookNetkit, tc.ifindex, tcXlReasonXL_DELIVER, DirIngress): {Packets: 1, Bytes: n}}
 			if got := h.metrics(t); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("metrics %s, want %s", formatMetrics(got), formatMetrics(want))
 			}
@@ -195,13 +196,13 @@ func testNetkitDevices(t *testing.T, mode netlink.NetkitMode) {
 		t.Fatalf("a -> node: %v (metrics %s)", err, formatMetrics(h.metrics(t)))
 	}
 	m := h.metrics(t)
-	if got := m[metricsKey(a.primary.Attrs().Index, fwdPeer, DirEgress)]; got.Packets < 1 {
+	if got := m[metricsKeyAt(HookNetkit, a.primary.Attrs().Index, fwdPeer, DirEgress)]; got.Packets < 1 {
 		t.Errorf("fwd_peer from a = %d packets, want >= 1: %s", got.Packets, formatMetrics(m))
 	}
-	if got := m[metricsKey(b.primary.Attrs().Index, tcXlReasonXL_DELIVER, DirIngress)]; got.Packets < 1 {
+	if got := m[metricsKeyAt(HookNetkit, b.primary.Attrs().Index, tcXlReasonXL_DELIVER, DirIngress)]; got.Packets < 1 {
 		t.Errorf("deliver to b = %d packets, want >= 1: %s", got.Packets, formatMetrics(m))
 	}
-	if got := m[metricsKey(a.primary.Attrs().Index, passNotFwded, DirEgress)]; got.Packets < 1 {
+	if got := m[metricsKeyAt(HookNetkit, a.primary.Attrs().Index, passNotFwded, DirEgress)]; got.Packets < 1 {
 		t.Errorf("pass_not_fwded (to the node) from a = %d packets, want >= 1: %s", got.Packets, formatMetrics(m))
 	}
 	for k, v := range m {

@@ -51,7 +51,7 @@ func seedOverlay(t *testing.T, h *harness, overlayIfindex int) {
 }
 
 func TestOverlay(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, Options{Cluster: true})
 	seedOverlay(t, h, h.links[devUp])
 	fwdOverlay := want{ret: actRedirect, reason: tcXlReasonXL_FWD_OVERLAY, fwd: &l2{overlayMAC, overlaySrcMAC}}
 	for _, tc := range []verdictCase{
@@ -77,10 +77,24 @@ func TestOverlay(t *testing.T) {
 	})
 }
 
+// TestOverlayAlone: the programs of a node alone (loaded without
+// Options.Cluster) never consult xlane_peers, whatever it holds: a peer
+// pod's address is routed by the FIB like any other.
+func TestOverlayAlone(t *testing.T) {
+	h := newHarness(t)
+	seedOverlay(t, h, h.links[devUp])
+	for _, tc := range []verdictCase{
+		{"peer pod v4", devEP0, tcp4(t, addr("10.244.2.5")), passed(tcXlReasonXL_PASS_NOT_FWDED)},
+		{"no node v6", devEP0, tcp6(t, addr("fd00:244:9::9")), passed(tcXlReasonXL_PASS_NOT_FWDED)},
+	} {
+		t.Run(tc.name, func(t *testing.T) { h.check(t, h.links[tc.dev], tc.frame, tc.want) })
+	}
+}
+
 // TestFromOverlayNoVNI: a frame on the VXLAN device without tunnel
 // metadata (BPF_PROG_TEST_RUN cannot attach any) is drop_vni.
 func TestFromOverlayNoVNI(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, Options{Cluster: true})
 	seedOverlay(t, h, h.links[devUp])
 	ifindex := h.links[devUp]
 	for _, frame := range [][]byte{tcp4(t, epPeer.v4), tcp6(t, epPeer.v6)} {

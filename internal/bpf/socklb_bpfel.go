@@ -78,7 +78,8 @@ type socklbMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type socklbMetricsVal struct {
@@ -104,6 +105,8 @@ type socklbMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     socklbCtKey
 	NewVal     socklbCtVal
 	CloseKey   socklbCtKey
@@ -220,6 +223,7 @@ const (
 	socklbVarXlBtfFwField      = "xl_btf_fw_field"
 	socklbVarXlBtfFwKind       = "xl_btf_fw_kind"
 	socklbVarXlBtfFwLimits     = "xl_btf_fw_limits"
+	socklbVarXlBtfHook         = "xl_btf_hook"
 	socklbVarXlBtfIphdr        = "xl_btf_iphdr"
 	socklbVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
 	socklbVarXlBtfMonConfig    = "xl_btf_mon_config"
@@ -321,6 +325,7 @@ type socklbVariableSpecs struct {
 	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -408,6 +413,7 @@ type socklbVariables struct {
 	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`

@@ -205,6 +205,9 @@ type tcFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+	LogRules    uint32
+	Lin         uint32
+	LinRules    [8]tcFwLin
 }
 
 type tcFwKind uint32
@@ -223,6 +226,7 @@ const (
 	tcFwLimitsFW_WORDS         tcFwLimits = 256
 	tcFwLimitsFW_SUM_WORDS     tcFwLimits = 4
 	tcFwLimitsFW_MAX_LOG_RULES tcFwLimits = 32
+	tcFwLimitsFW_LIN_MAX       tcFwLimits = 8
 	tcFwLimitsFW_SC_SPORT      tcFwLimits = 0
 	tcFwLimitsFW_SC_DPORT      tcFwLimits = 65537
 	tcFwLimitsFW_SC_PROTO      tcFwLimits = 131074
@@ -232,6 +236,27 @@ const (
 	tcFwLimitsFW_CLASS_ALL     tcFwLimits = 0
 	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
 )
+
+type tcFwLin struct {
+	_         structs.HostLayout
+	Src       [4]uint32
+	SrcMask   [4]uint32
+	Dst       [4]uint32
+	DstMask   [4]uint32
+	SportLo   uint32
+	SportHi   uint32
+	DportLo   uint32
+	DportHi   uint32
+	Slot      uint32
+	Ip6       uint8
+	Proto     uint8
+	AnyProto  uint8
+	FlagsMask uint8
+	FlagsComp uint8
+	Action    uint8
+	IsDefault uint8
+	Pad       uint8
+}
 
 type tcFwRateKey struct {
 	_    structs.HostLayout
@@ -315,6 +340,8 @@ type tcFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type tcFwState struct {
@@ -337,7 +364,8 @@ type tcMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type tcMetricsVal struct {
@@ -390,6 +418,8 @@ type tcMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     tcCtKey
 	NewVal     tcCtVal
 	CloseKey   tcCtKey
@@ -558,6 +588,14 @@ const (
 	tcXlEpFlagsXL_EP_VLAN              tcXlEpFlags = 64
 )
 
+type tcXlHook uint32
+
+const (
+	tcXlHookXL_HOOK_TC     tcXlHook = 0
+	tcXlHookXL_HOOK_XDP    tcXlHook = 1
+	tcXlHookXL_HOOK_NETKIT tcXlHook = 2
+)
+
 type tcXlPeerFlags uint32
 
 const (
@@ -671,6 +709,7 @@ const (
 	tcVarXlBtfFwKind        = "xl_btf_fw_kind"
 	tcVarXlBtfFwLimits      = "xl_btf_fw_limits"
 	tcVarXlBtfFwRule        = "xl_btf_fw_rule"
+	tcVarXlBtfHook          = "xl_btf_hook"
 	tcVarXlBtfIphdr         = "xl_btf_iphdr"
 	tcVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
 	tcVarXlBtfMonConfig     = "xl_btf_mon_config"
@@ -682,6 +721,7 @@ const (
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	tcVarXlBtfSock          = "xl_btf_sock"
+	tcVarXlCluster          = "xl_cluster"
 )
 
 // loadTc returns the embedded CollectionSpec for tc.
@@ -794,6 +834,7 @@ type tcVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -805,6 +846,7 @@ type tcVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // tcObjects contains all objects after they have been loaded into the kernel.
@@ -929,6 +971,7 @@ type tcVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
@@ -940,6 +983,7 @@ type tcVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // tcPrograms contains all programs after they have been loaded into the kernel.

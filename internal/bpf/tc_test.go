@@ -366,15 +366,21 @@ func (h *harness) metrics(tb testing.TB) map[MetricsKey]MetricsVal {
 	return got
 }
 
+// metricsKey is the key of a count a tc program decided.
 func metricsKey(ifindex int, r Reason, d Dir) MetricsKey {
-	return MetricsKey{Ifindex: uint32(ifindex), Reason: uint8(r), Dir: uint8(d)}
+	return metricsKeyAt(HookTC, ifindex, r, d)
+}
+
+// metricsKeyAt is the key of a count the program at hook decided.
+func metricsKeyAt(hook Hook, ifindex int, r Reason, d Dir) MetricsKey {
+	return MetricsKey{Ifindex: uint32(ifindex), Reason: uint8(r), Dir: uint8(d), Hook: uint8(hook)}
 }
 
 func formatMetrics(m map[MetricsKey]MetricsVal) string {
 	var lines []string
 	for k, v := range m {
-		lines = append(lines, fmt.Sprintf("\n\tifindex %d %s %s: %d packets %d bytes",
-			k.Ifindex, Reason(k.Reason), Dir(k.Dir), v.Packets, v.Bytes))
+		lines = append(lines, fmt.Sprintf("\n\tifindex %d %s %s by %s: %d packets %d bytes",
+			k.Ifindex, Reason(k.Reason), Dir(k.Dir), Hook(k.Hook), v.Packets, v.Bytes))
 	}
 	slices.Sort(lines)
 	return fmt.Sprint(lines)
@@ -541,6 +547,8 @@ type want struct {
 	fwd *l2
 	// peer: ifindex that must count an fwd_peer ingress packet.
 	peer int
+	// hook: the attach point the counts must name (zero: tc).
+	hook Hook
 }
 
 type l2 struct{ dst, src net.HardwareAddr }
@@ -595,9 +603,9 @@ func (h *harness) verify(t *testing.T, ifindex int, frame, ref []byte, ret int32
 	}
 
 	n := uint64(len(frame))
-	wantM := map[MetricsKey]MetricsVal{metricsKey(ifindex, w.reason, DirEgress): {Packets: 1, Bytes: n}}
+	wantM := map[MetricsKey]MetricsVal{metricsKeyAt(w.hook, ifindex, w.reason, DirEgress): {Packets: 1, Bytes: n}}
 	if w.peer != 0 {
-		wantM[metricsKey(w.peer, fwdPeer, DirIngress)] = MetricsVal{Packets: 1, Bytes: n}
+		wantM[metricsKeyAt(w.hook, w.peer, fwdPeer, DirIngress)] = MetricsVal{Packets: 1, Bytes: n}
 	}
 	if got := h.metrics(t); !maps.Equal(got, wantM) {
 		t.Errorf("metrics: got %s\nwant %s", formatMetrics(got), formatMetrics(wantM))

@@ -130,6 +130,28 @@ type tcuplinkFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+	LogRules    uint32
+	Lin         uint32
+	LinRules    [8]struct {
+		_         structs.HostLayout
+		Src       [4]uint32
+		SrcMask   [4]uint32
+		Dst       [4]uint32
+		DstMask   [4]uint32
+		SportLo   uint32
+		SportHi   uint32
+		DportLo   uint32
+		DportHi   uint32
+		Slot      uint32
+		Ip6       uint8
+		Proto     uint8
+		AnyProto  uint8
+		FlagsMask uint8
+		FlagsComp uint8
+		Action    uint8
+		IsDefault uint8
+		Pad       uint8
+	}
 }
 
 type tcuplinkFwRateKey struct {
@@ -214,6 +236,8 @@ type tcuplinkFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type tcuplinkFwState struct {
@@ -236,7 +260,8 @@ type tcuplinkMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type tcuplinkMetricsVal struct {
@@ -262,6 +287,8 @@ type tcuplinkMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     tcuplinkCtKey
 	NewVal     tcuplinkCtVal
 	CloseKey   tcuplinkCtKey
@@ -445,6 +472,7 @@ const (
 	tcuplinkVarXlBtfFwKind       = "xl_btf_fw_kind"
 	tcuplinkVarXlBtfFwLimits     = "xl_btf_fw_limits"
 	tcuplinkVarXlBtfFwRule       = "xl_btf_fw_rule"
+	tcuplinkVarXlBtfHook         = "xl_btf_hook"
 	tcuplinkVarXlBtfIphdr        = "xl_btf_iphdr"
 	tcuplinkVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
 	tcuplinkVarXlBtfMonConfig    = "xl_btf_mon_config"
@@ -456,6 +484,7 @@ const (
 	tcuplinkVarXlBtfReason       = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
 	tcuplinkVarXlBtfSock         = "xl_btf_sock"
+	tcuplinkVarXlCluster         = "xl_cluster"
 )
 
 // loadTcuplink returns the embedded CollectionSpec for tcuplink.
@@ -570,6 +599,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -581,6 +611,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // tcuplinkObjects contains all objects after they have been loaded into the kernel.
@@ -705,6 +736,7 @@ type tcuplinkVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
@@ -716,6 +748,7 @@ type tcuplinkVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // tcuplinkPrograms contains all programs after they have been loaded into the kernel.

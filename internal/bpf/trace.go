@@ -32,7 +32,7 @@ func (h TraceHook) String() string {
 }
 
 // traceShared are the maps a trace reads from the live datapath: only the
-// daemon writes them (bpf/lib/maps.h, fw_maps.h), so a run cannot change
+// daemon writes them (bpf/lib/maps.h, fw_maps.h, overlay.h), so a run cannot change
 // them. Every other map of the trace's programs is its own: conntrack a
 // copy of the live table (runs create, refresh and delete entries), the
 // counters, token buckets, scratch space and event rings fresh.
@@ -41,6 +41,7 @@ var traceShared = []string{
 	"xlane_backends", "xlane_devmap", "xlane_neigh",
 	"xlane_fw_exact", "xlane_fw_addr", "xlane_fw_scalar", "xlane_fw_pool", "xlane_fw_rules",
 	"xlane_fw_gens", "xlane_fw_state", "xlane_fw_ddos", "xlane_fw_block4", "xlane_fw_block6",
+	"xlane_peers", "xlane_net_vni", "xlane_vni_net", "xlane_overlay", // lib/overlay.h: other nodes
 }
 
 // Tracer runs packets through a second instance of the tc programs whose
@@ -82,7 +83,8 @@ func (o *Objects) NewTracer() (*Tracer, error) {
 		return nil, err
 	}
 
-	tc, err := loadTc()
+	// The live programs' constants (a cluster node's consult its peers).
+	tc, err := loadSpec("tc", loadTc, o.opt)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +98,7 @@ func (o *Objects) NewTracer() (*Tracer, error) {
 	if err := mon.Set(MonAll, 0, 0); err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	up, err := loadTcuplink()
+	up, err := loadSpec("tcuplink", loadTcuplink, o.opt)
 	if err != nil {
 		return nil, err
 	}
@@ -221,8 +223,10 @@ func (t *Tracer) Run(hook TraceHook, ifindex int, frame []byte) (TraceRun, error
 		return TraceRun{}, fmt.Errorf("trace: run %s: %w", hook, err)
 	}
 	r := TraceRun{Ret: int32(ret), Out: opts.DataOut}
+	// The run is over: what it emitted is in the ring (submitted without
+	// a wakeup, lib/monitor.h), so read without waiting.
+	t.events.SetDeadline(time.Now())
 	for {
-		t.events.SetDeadline(time.Now().Add(20 * time.Millisecond))
 		rec, err := t.events.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break

@@ -24,7 +24,7 @@ import (
 //	epOther (network 2, no VLAN)
 //	10.244.2.0/24, fd00:244:2::/64: node 7's pods, over the overlay (xl-up0)
 func TestVLAN(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, Options{Cluster: true})
 	seedOverlay(t, h, h.links[devUp])
 	vlanPeer := NewEndpointVal(epPeer.ifindex, 1, epPeer.mac, epPeer.hostMAC, 1500, false)
 	vlanPeer.Flags |= EPFlagVLAN

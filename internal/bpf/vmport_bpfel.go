@@ -76,7 +76,8 @@ type vmportMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type vmportMetricsVal struct {
@@ -102,6 +103,8 @@ type vmportMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     vmportCtKey
 	NewVal     vmportCtVal
 	CloseKey   vmportCtKey
@@ -214,6 +217,7 @@ const (
 	vmportVarXlBtfFwField       = "xl_btf_fw_field"
 	vmportVarXlBtfFwKind        = "xl_btf_fw_kind"
 	vmportVarXlBtfFwLimits      = "xl_btf_fw_limits"
+	vmportVarXlBtfHook          = "xl_btf_hook"
 	vmportVarXlBtfIphdr         = "xl_btf_iphdr"
 	vmportVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
 	vmportVarXlBtfMonConfig     = "xl_btf_mon_config"
@@ -311,6 +315,7 @@ type vmportVariableSpecs struct {
 	XlBtfFwField      *ebpf.VariableSpec `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -400,6 +405,7 @@ type vmportVariables struct {
 	XlBtfFwField      *ebpf.Variable `ebpf:"xl_btf_fw_field"`
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`

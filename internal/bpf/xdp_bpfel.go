@@ -130,6 +130,28 @@ type xdpFwGen struct {
 	Fields      uint32
 	Established uint32
 	AnyClass    [9]uint32
+	LogRules    uint32
+	Lin         uint32
+	LinRules    [8]struct {
+		_         structs.HostLayout
+		Src       [4]uint32
+		SrcMask   [4]uint32
+		Dst       [4]uint32
+		DstMask   [4]uint32
+		SportLo   uint32
+		SportHi   uint32
+		DportLo   uint32
+		DportHi   uint32
+		Slot      uint32
+		Ip6       uint8
+		Proto     uint8
+		AnyProto  uint8
+		FlagsMask uint8
+		FlagsComp uint8
+		Action    uint8
+		IsDefault uint8
+		Pad       uint8
+	}
 }
 
 type xdpFwRateKey struct {
@@ -214,6 +236,8 @@ type xdpFwScratch struct {
 	Acc    uint64
 	Base   uint32
 	Found  uint32
+	LateCt uint32
+	_      [4]byte
 }
 
 type xdpFwState struct {
@@ -233,7 +257,8 @@ type xdpMetricsKey struct {
 	Ifindex uint32
 	Reason  uint8
 	Dir     uint8
-	Pad     uint16
+	Hook    uint8
+	Pad     uint8
 }
 
 type xdpMetricsVal struct {
@@ -259,6 +284,8 @@ type xdpMonState struct {
 	Lost       uint64
 	Rule       uint32
 	Pending    uint32
+	Skip       uint32
+	Backoff    uint32
 	NewKey     xdpCtKey
 	NewVal     xdpCtVal
 	CloseKey   xdpCtKey
@@ -430,6 +457,7 @@ const (
 	xdpVarXlBtfFwKind                  = "xl_btf_fw_kind"
 	xdpVarXlBtfFwLimits                = "xl_btf_fw_limits"
 	xdpVarXlBtfFwRule                  = "xl_btf_fw_rule"
+	xdpVarXlBtfHook                    = "xl_btf_hook"
 	xdpVarXlBtfIphdr                   = "xl_btf_iphdr"
 	xdpVarXlBtfIpv6hdr                 = "xl_btf_ipv6hdr"
 	xdpVarXlBtfMonConfig               = "xl_btf_mon_config"
@@ -441,6 +469,7 @@ const (
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
 	xdpVarXlBtfSock                    = "xl_btf_sock"
+	xdpVarXlCluster                    = "xl_cluster"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -551,6 +580,7 @@ type xdpVariableSpecs struct {
 	XlBtfFwKind       *ebpf.VariableSpec `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.VariableSpec `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.VariableSpec `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.VariableSpec `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.VariableSpec `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.VariableSpec `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.VariableSpec `ebpf:"xl_btf_mon_config"`
@@ -562,6 +592,7 @@ type xdpVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -682,6 +713,7 @@ type xdpVariables struct {
 	XlBtfFwKind       *ebpf.Variable `ebpf:"xl_btf_fw_kind"`
 	XlBtfFwLimits     *ebpf.Variable `ebpf:"xl_btf_fw_limits"`
 	XlBtfFwRule       *ebpf.Variable `ebpf:"xl_btf_fw_rule"`
+	XlBtfHook         *ebpf.Variable `ebpf:"xl_btf_hook"`
 	XlBtfIphdr        *ebpf.Variable `ebpf:"xl_btf_iphdr"`
 	XlBtfIpv6hdr      *ebpf.Variable `ebpf:"xl_btf_ipv6hdr"`
 	XlBtfMonConfig    *ebpf.Variable `ebpf:"xl_btf_mon_config"`
@@ -693,6 +725,7 @@ type xdpVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.

@@ -348,6 +348,7 @@ func (h *harness) checkXDP(t *testing.T, p xdpProg, ifindex int, frame []byte, l
 	if ref == nil {
 		ref = frame
 	}
+	w.want.hook = HookXDP
 	h.verify(t, ifindex, frame, ref, ret, out, w.want)
 	if p.native && ret == xdpRedirect {
 		if lay, ok := l4Of(out); ok && lay.summed(out) && !lay.verifies(out) {
@@ -926,7 +927,7 @@ func TestXDPContext(t *testing.T) {
 						t.Errorf("return value %d, frame changed %v", ret, !bytes.Equal(out, arp))
 					}
 					want := map[MetricsKey]MetricsVal{
-						metricsKey(h.links[tc.wantDev], passNonIP, DirEgress): {Packets: 1, Bytes: uint64(len(arp))},
+						metricsKeyAt(HookXDP, h.links[tc.wantDev], passNonIP, DirEgress): {Packets: 1, Bytes: uint64(len(arp))},
 					}
 					if got := h.metrics(t); !maps.Equal(got, want) {
 						t.Errorf("metrics: got %s\nwant %s", formatMetrics(got), formatMetrics(want))

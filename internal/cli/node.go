@@ -42,6 +42,7 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 	}
 	add.Flags().StringSliceVar(&req.Underlay, "underlay", nil, "the node's address between nodes (one IPv4 and/or one IPv6; repeatable)")
 	add.Flags().StringSliceVar(&req.PodCIDRs, "pod-cidr", nil, "the node's pod prefix inside the cluster CIDR (one IPv4 and/or one IPv6; repeatable)")
+	add.Flags().IntVar(&req.MTU, "mtu", 0, "the node's underlay MTU (optional): networks of the cluster may not carry bigger packets than every peer takes")
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},

@@ -41,12 +41,39 @@ type Conf struct {
 	// RuntimeConfig carries the capabilities the runtime fills in: "ips"
 	// (addresses asked for, with or without a prefix length) and "mac".
 	RuntimeConfig struct {
-		IPs []string `json:"ips,omitempty"`
-		MAC string   `json:"mac,omitempty"`
+		IPs          []string      `json:"ips,omitempty"`
+		MAC          string        `json:"mac,omitempty"`
+		PortMappings []PortMapping `json:"portMappings,omitempty"`
 	} `json:"runtimeConfig,omitempty"`
 	// LegacyAttachments is the GC key libcni also sends under the name an
 	// earlier draft of the spec used.
 	LegacyAttachments []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
+}
+
+// PortMapping is an entry of the portMappings capability (Kubernetes'
+// hostPort): published by xlane's datapath on the node's addresses.
+type PortMapping struct {
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
+	HostIP        string `json:"hostIP,omitempty"`
+}
+
+// ports turns the portMappings capability into the API's
+// NODEPORT:PORT/PROTO; the daemon checks the numbers.
+func (c *Conf) ports() ([]string, error) {
+	var out []string
+	for _, m := range c.RuntimeConfig.PortMappings {
+		if m.HostIP != "" && m.HostIP != "0.0.0.0" && m.HostIP != "::" {
+			return nil, invalidf("runtimeConfig.portMappings", "hostIP %q: xlane publishes on every address of the node (leave hostIP empty)", m.HostIP)
+		}
+		proto := strings.ToLower(m.Protocol)
+		if proto == "" {
+			proto = "tcp"
+		}
+		out = append(out, fmt.Sprintf("%d:%d/%s", m.HostPort, m.ContainerPort, proto))
+	}
+	return out, nil
 }
 
 // LoadConf decodes and checks stdin's configuration. Errors are spec

@@ -24,6 +24,7 @@ var confKeys = map[string]string{
 	"cni_network": "name",
 	"ip":          "runtimeConfig.ips",
 	"mac":         "runtimeConfig.mac",
+	"port":        "runtimeConfig.portMappings",
 }
 
 // envVars names, for a field the daemon rejects, the environment variable

@@ -44,11 +44,15 @@ func Add(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	ports, err := c.ports()
+	if err != nil {
+		return err
+	}
 	cl, ctx, cancel := call(c)
 	defer cancel()
 	ep, err := cl.AddAttachment(ctx, api.AttachmentAdd{
 		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns,
-		CNINetwork: c.Name, Network: c.Network, Create: c.create(), IPs: ips, MAC: mac,
+		CNINetwork: c.Name, Network: c.Network, Create: c.create(), IPs: ips, MAC: mac, Ports: ports,
 	})
 	if err != nil {
 		return apiError("ADD", c, err)

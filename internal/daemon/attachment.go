@@ -44,8 +44,19 @@ func (d *Daemon) AddAttachment(req api.AttachmentAdd) (*model.Endpoint, error) {
 		return nil, err
 	}
 	att := &model.Attachment{ContainerID: req.ContainerID, IfName: req.IfName, CNINetwork: req.CNINetwork}
-	return d.addEndpoint(api.EndpointAdd{ID: id, Network: req.Network, Netns: req.Netns, IfName: req.IfName,
+	e, err := d.addEndpoint(api.EndpointAdd{ID: id, Network: req.Network, Netns: req.Netns, IfName: req.IfName,
 		IPs: req.IPs, MAC: req.MAC}, att)
+	if err != nil || len(req.Ports) == 0 {
+		return e, err
+	}
+	if e, err = d.PublishPorts(id, api.PortsUpdate{Ports: req.Ports}, false); err != nil {
+		// All or nothing: the runtime retries the whole ADD.
+		if rerr := d.RemoveEndpoint(id); rerr != nil {
+			d.log.Error("roll back attachment", "endpoint", id, "err", rerr)
+		}
+		return nil, err
+	}
+	return e, nil
 }
 
 // sameAttachment returns e when it is what req would make (a repeated

@@ -357,6 +357,9 @@ func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error
 	if _, err := tx.Node(n.Name); err == nil {
 		return nil, model.Conflictf("node %q already exists (remove it first to change it)", n.Name)
 	}
+	if err := d.validateNodeMTU(tx, n, req.MTU); err != nil {
+		return nil, err
+	}
 	others, err := tx.Nodes()
 	if err != nil {
 		return nil, err

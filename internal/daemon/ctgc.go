@@ -3,6 +3,8 @@ package daemon
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
 )
 
 // ctGrace is how long past its deadline an entry survives the GC.
@@ -34,7 +36,14 @@ func (d *Daemon) gcLoop(interval time.Duration, done <-chan struct{}) {
 			return
 		case <-t.C:
 			start := time.Now()
-			n, err := d.dp.GCCT(uint64(ctGrace))
+			// Flows that end by timing out get their flow_close here.
+			var collected func(*bpf.CTKey, *bpf.CTVal)
+			closes := d.mon.gcCloses()
+			if closes != nil {
+				collected = closes.add
+			}
+			n, err := d.dp.GCCT(uint64(ctGrace), collected)
+			closes.send()
 			end := time.Now()
 			d.ct.gcNanos.Add(uint64(end.Sub(start)))
 			d.ct.lastUnixNano.Store(end.UnixNano())

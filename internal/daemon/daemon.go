@@ -143,14 +143,16 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.GCInterval = 10 * time.Second
 	}
 	d.cfg = cfg
-	d.dp = openDatapath(cfg, d.log)
+	d.dp = openDatapath(cfg, d.cluster != nil, d.log)
 	return d.start()
 }
 
 // openDatapath loads the BPF datapath, or returns the unavailable one (and
-// says why) where it cannot load.
-func openDatapath(cfg Config, log *slog.Logger) datapath.Datapath {
-	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize})
+// says why) where it cannot load. cluster: the node joins a cluster (its
+// programs then consult the peers' prefixes).
+func openDatapath(cfg Config, cluster bool, log *slog.Logger) datapath.Datapath {
+	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize,
+		Cluster: cluster})
 	if err != nil {
 		log.Warn("BPF datapath unavailable; only kernel mode works", "err", err)
 		return datapath.NewUnavailable(err)
@@ -372,11 +374,11 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.validateVLAN(tx, n, req); err != nil {
 		return nil, err
 	}
+	if err := d.clusterNetworkMTU(tx, n, req.MTU); err != nil {
+		return nil, err
+	}
 	if n.MTU == 0 {
 		n.MTU = 1500
-		if d.cluster.inCluster(n.Subnets) && d.cluster.mtu != 0 {
-			n.MTU = d.cluster.mtu // the underlay's, less VXLAN's overhead
-		}
 	}
 	n.VNI = req.VNI
 	if n.VNI == 0 {
@@ -1193,10 +1195,21 @@ func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
 		d.log.Warn("read counters", "err", err)
 		return nil
 	}
+	// One line per reason and direction, whichever programs counted.
+	type rd struct {
+		r bpf.Reason
+		d bpf.Dir
+	}
+	sum := map[rd]datapath.Counter{}
+	for k, c := range cs {
+		s := sum[rd{k.Reason, k.Dir}]
+		s.Add(c)
+		sum[rd{k.Reason, k.Dir}] = s
+	}
 	var out []api.ReasonCounter
 	for r := bpf.Reason(0); r < bpf.ReasonMax; r++ {
 		for _, dir := range []bpf.Dir{bpf.DirEgress, bpf.DirIngress} {
-			if c, ok := cs[datapath.CounterKey{Reason: r, Dir: dir}]; ok {
+			if c, ok := sum[rd{r, dir}]; ok {
 				out = append(out, api.ReasonCounter{
 					Reason: r.String(), Direction: dir.String(), Drop: r.IsDrop(),
 					Counter: api.Counter{Packets: c.Packets, Bytes: c.Bytes},

@@ -100,8 +100,9 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 	return s
 }
 
-// reasonCounts labels the datapath's counters with the endpoint and
-// network of their device, the uplink, or the node (ifindex 0).
+// reasonCounts labels the datapath's counters with the attach point that
+// decided, and the endpoint and network of their device, the uplink, or
+// the node (ifindex 0).
 func (d *Daemon) reasonCounts(eps []model.Endpoint) ([]metrics.ReasonCount, error) {
 	byIfindex, err := d.dp.CountersByIfindex()
 	if err != nil {
@@ -115,14 +116,14 @@ func (d *Daemon) reasonCounts(eps []model.Endpoint) ([]metrics.ReasonCount, erro
 	for _, l := range links {
 		ifindexOf[l.Attrs().Name] = l.Attrs().Index
 	}
-	type owner struct{ hook, endpoint, network string }
-	owners := map[int]owner{0: {hook: metrics.HookNode}}
+	type owner struct{ device, endpoint, network string }
+	owners := map[int]owner{0: {device: metrics.DeviceNode}}
 	if i, ok := ifindexOf[d.cfg.Uplink]; ok && d.cfg.Uplink != "" {
-		owners[i] = owner{hook: metrics.HookUplink}
+		owners[i] = owner{device: metrics.DeviceUplink}
 	}
 	for _, e := range eps {
 		if i, ok := ifindexOf[e.HostIf]; ok {
-			owners[i] = owner{metrics.HookEndpoint, e.ID, e.Network}
+			owners[i] = owner{metrics.DeviceEndpoint, e.ID, e.Network}
 		}
 	}
 	var out []metrics.ReasonCount
@@ -132,7 +133,8 @@ func (d *Daemon) reasonCounts(eps []model.Endpoint) ([]metrics.ReasonCount, erro
 			continue
 		}
 		for k, c := range cs {
-			out = append(out, metrics.ReasonCount{Endpoint: o.endpoint, Network: o.network, Hook: o.hook,
+			out = append(out, metrics.ReasonCount{Endpoint: o.endpoint, Network: o.network,
+				Hook: k.Hook.String(), Device: o.device,
 				Direction: k.Dir.String(), Reason: k.Reason.String(), Verdict: verdict(k.Reason),
 				Packets: c.Packets, Bytes: c.Bytes})
 		}

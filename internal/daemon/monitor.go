@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,10 +26,24 @@ import (
 // Monitor defaults: the datapath's per-CPU event rate while a client
 // listens (Config.MonitorRate), the bucket depth, and how many events a
 // slow client may have queued before the daemon drops its events.
+//
+// The rate bounds what a listening monitor costs the traffic it watches:
+// every event is read, described, filtered and encoded by xlaned and
+// decoded again by the client, a few microseconds of a core each; at
+// 1,000 events per second per CPU that stays near 1 % of a core per CPU,
+// where 10,000 took most of one of this machine's two (issue 19's
+// benchmark: a quarter of single-stream TCP). What the rate suppresses is
+// counted in every client's stats line; --monitor-rate raises it.
 const (
-	DefaultMonitorRate = 10000
+	DefaultMonitorRate = 1000
 	monitorBurstDiv    = 10 // burst = rate / 10 (at least 1)
 	monitorQueue       = 4096
+	// monitorPoll is how often the reader drains the ring while a client
+	// listens: the programs submit without waking it (bpf/lib/monitor.h),
+	// except when the ring fills past an eighth.
+	monitorPoll = 100 * time.Millisecond
+	// monitorBatch is how many events the reader hands out under one lock.
+	monitorBatch = 256
 	// monitorNamesEvery is how stale the endpoint and service names of
 	// the events may get while clients listen (each subscription and
 	// trace reads them afresh).
@@ -44,8 +59,16 @@ type monitor struct {
 	maps bpf.MonitorMaps
 	err  error // why there is no monitor
 
-	mu   sync.Mutex
-	subs map[*MonitorSub]struct{}
+	rd *ringbuf.Reader
+
+	mu    sync.Mutex
+	subs  map[*MonitorSub]struct{}
+	types atomic.Uint32 // the union of subs' types (the reader's fast test)
+
+	// gcOver counts the conntrack GC's flow_close events beyond what one
+	// pass hands out (monitorQueue): suppressed, as the datapath's rate
+	// limit does.
+	gcOver atomic.Uint64
 
 	names atomic.Pointer[monNames] // endpoints and services, for the events
 }
@@ -57,6 +80,7 @@ type MonitorSub struct {
 	m       *monitor
 	types   bpf.MonType
 	f       monFilter
+	since   uint64 // CLOCK_MONOTONIC at subscription: older events are not its
 	base    bpf.MonCounters
 	sent    atomic.Uint64
 	dropped atomic.Uint64
@@ -79,11 +103,12 @@ func (d *Daemon) startMonitor() *monitor {
 		m.err = fmt.Errorf("monitor: event reader: %w: %w", err, model.ErrUnavailable)
 		return m
 	}
+	m.rd = rd
 	go func() {
 		<-d.done
 		rd.Close()
 	}()
-	go m.read(rd)
+	go m.read()
 	return m
 }
 
@@ -111,18 +136,25 @@ func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 	if err := m.refreshNames(); err != nil {
 		return nil, err
 	}
-	base, err := m.maps.Counters()
+	base, err := m.counters()
 	if err != nil {
 		return nil, err
 	}
 	c := make(chan api.MonitorEvent, monitorQueue)
-	s := &MonitorSub{C: c, c: c, m: m, types: types, f: f, base: base}
+	s := &MonitorSub{C: c, c: c, m: m, types: types, f: f, base: base, since: monotonicNow()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.subs[s] = struct{}{}
 	if err := m.apply(); err != nil {
 		delete(m.subs, s)
 		return nil, err
+	}
+	if len(m.subs) == 1 {
+		// The reader sleeps without a deadline while nobody listens:
+		// wake it to poll.
+		if err := m.rd.Flush(); err != nil {
+			m.d.log.Warn("monitor: wake the reader", "err", err)
+		}
 	}
 	return s, nil
 }
@@ -143,7 +175,7 @@ func (s *MonitorSub) Close() {
 // Stats is the subscription's counters line. It refreshes the names the
 // events are given (endpoints come and go while a client listens).
 func (s *MonitorSub) Stats() api.MonitorEvent {
-	c, err := s.m.maps.Counters()
+	c, err := s.m.counters()
 	if err != nil {
 		c = s.base
 	}
@@ -157,6 +189,67 @@ func (s *MonitorSub) Stats() api.MonitorEvent {
 		Dropped: s.dropped.Load()}}
 }
 
+// counters are the datapath's counters, with the GC's suppressed events.
+func (m *monitor) counters() (bpf.MonCounters, error) {
+	c, err := m.maps.Counters()
+	c.Suppressed += m.gcOver.Load()
+	return c, err
+}
+
+// monExpired is the action of a flow_close the conntrack GC reports: the
+// flow was collected, idle past its timeout (the datapath's flow_close
+// carries the flow's state, CT_CLOSED).
+const monExpired = 0xff
+
+// gcCloses are the flow_close events of one GC pass: the flows it
+// collects that never closed (UDP, ICMP and other protocols, which end by
+// timing out, and TCP flows that went idle unclosed). Nil (a no-op) while
+// no client wants flow_close.
+type gcCloses struct {
+	m   *monitor
+	ts  uint64 // the pass's CLOCK_MONOTONIC time, as the datapath's events
+	evs []bpf.MonEvent
+}
+
+// gcCloses starts collecting a GC pass's flow_close events.
+func (m *monitor) gcCloses() *gcCloses {
+	if m == nil || m.err != nil || bpf.MonType(m.types.Load())&bpf.MonFlowClose == 0 {
+		return nil
+	}
+	return &gcCloses{m: m, ts: monotonicNow()}
+}
+
+// add is the GC's callback for an entry it collects: a flow's original
+// direction makes an event, unless the flow closed (the datapath reported
+// that) or the pass has enough.
+func (g *gcCloses) add(k *bpf.CTKey, v *bpf.CTVal) {
+	if g == nil || v.Dir != uint8(bpf.CTDirOrig) || v.State == uint8(bpf.CTClosed) {
+		return
+	}
+	if len(g.evs) >= monitorQueue {
+		g.m.gcOver.Add(1)
+		return
+	}
+	e := bpf.MonEvent{Ts: g.ts, Type: uint8(bpf.MonFlowClose), Action: monExpired, Proto: k.Proto,
+		Sport: k.Sport, Dport: k.Dport, Saddr: k.Saddr, Daddr: k.Daddr, Family: 6}
+	if netip.AddrFrom16(k.Daddr).Is4In6() {
+		e.Family = 4
+	}
+	g.evs = append(g.evs, e)
+}
+
+// send hands the pass's events to the clients.
+func (g *gcCloses) send() {
+	if g == nil {
+		return
+	}
+	for len(g.evs) > 0 {
+		n := min(len(g.evs), monitorBatch)
+		g.m.dispatch(g.evs[:n])
+		g.evs = g.evs[n:]
+	}
+}
+
 // apply sets the datapath's types to the clients' union (under m.mu).
 func (m *monitor) apply() error {
 	var types bpf.MonType
@@ -167,31 +260,75 @@ func (m *monitor) apply() error {
 	if rate == 0 {
 		rate = DefaultMonitorRate
 	}
+	m.types.Store(uint32(types))
 	return m.maps.Set(types, rate, max(rate/monitorBurstDiv, 1))
 }
 
-// read hands every event of the ring to the subscriptions it matches.
-func (m *monitor) read(rd *ringbuf.Reader) {
-	var rec ringbuf.Record
+// read drains the ring every monitorPoll while a client listens (the
+// programs do not wake it per event), and otherwise sleeps until woken:
+// by Monitor, or by a ring filling up. Events go out in batches.
+func (m *monitor) read() {
+	var (
+		rec   ringbuf.Record
+		batch = make([]bpf.MonEvent, 0, monitorBatch)
+	)
 	for {
-		if err := rd.ReadInto(&rec); err != nil {
-			if !errors.Is(err, ringbuf.ErrClosed) {
-				m.d.log.Error("monitor: read events", "err", err)
+		var deadline time.Time
+		if m.types.Load() != 0 {
+			deadline = time.Now().Add(monitorPoll)
+		}
+		m.rd.SetDeadline(deadline)
+		for {
+			err := m.rd.ReadInto(&rec)
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
+				break // drained
 			}
-			return
+			if err != nil {
+				if !errors.Is(err, ringbuf.ErrClosed) {
+					m.d.log.Error("monitor: read events", "err", err)
+				}
+				return
+			}
+			var e bpf.MonEvent
+			if bpf.DecodeMonEventInto(rec.RawSample, &e) != nil ||
+				bpf.MonType(e.Type)&bpf.MonType(m.types.Load()) == 0 {
+				continue
+			}
+			if batch = append(batch, e); len(batch) == monitorBatch {
+				m.dispatch(batch)
+				batch = batch[:0]
+			}
 		}
-		raw, err := bpf.DecodeMonEvent(rec.RawSample)
-		if err != nil {
-			continue
-		}
-		m.mu.Lock()
-		if len(m.subs) == 0 {
-			m.mu.Unlock()
-			continue
-		}
-		ev, refs := m.describe(raw)
+		m.dispatch(batch)
+		batch = batch[:0]
+	}
+}
+
+// dispatch hands events to the subscriptions they match.
+func (m *monitor) dispatch(batch []bpf.MonEvent) {
+	if len(batch) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range batch {
+		raw := &batch[i]
+		var (
+			ev        api.MonitorEvent
+			refs      monRefs
+			described bool
+		)
 		for s := range m.subs {
-			if s.types&bpf.MonType(raw.Type) == 0 || !s.f.match(&ev, refs) {
+			// (The ring may still hold events of a client that left
+			// before this one came: they are not this one's.)
+			if s.types&bpf.MonType(raw.Type) == 0 || raw.Ts < s.since {
+				continue
+			}
+			if !described {
+				ev, refs = m.describe(*raw)
+				described = true
+			}
+			if !s.f.match(&ev, refs) {
 				continue
 			}
 			select {
@@ -201,7 +338,6 @@ func (m *monitor) read(rd *ringbuf.Reader) {
 				s.dropped.Add(1)
 			}
 		}
-		m.mu.Unlock()
 	}
 }
 
@@ -337,6 +473,8 @@ func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
 	case bpf.MonFlowNew, bpf.MonFlowClose:
 		if int(e.Action) < len(ctStateNames) {
 			ev.Action = ctStateNames[e.Action]
+		} else if e.Action == monExpired {
+			ev.Action = "expired"
 		}
 	case bpf.MonNAT:
 		ev.Action = natNames[e.Action]

@@ -92,7 +92,7 @@ func (d *Daemon) syncNodesFile(path string) error {
 }
 
 func sameNode(h *model.Node, w api.NodeAdd) bool {
-	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) {
+	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) || h.MTU != w.MTU {
 		return false
 	}
 	for i, a := range h.Underlay {

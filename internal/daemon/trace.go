@@ -288,7 +288,7 @@ func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev s
 	out := run.Out
 	ot, ok := trace.Parse(out)
 	if ok && hop.Verdict == "forward" {
-		th.Route = traceRoute(ot, eps)
+		th.Route = traceRoute(ot, eps, d.traceNode(ot.Dst))
 	}
 	hop.Stages = trace.Stages(th)
 	hop.Output, hop.Packet = trace.Summary(out), out
@@ -328,17 +328,45 @@ func (d *Daemon) traceCTEntry(tr *bpf.Tracer, t trace.Tuple) string {
 
 func htons(v uint16) uint16 { return v>>8 | v<<8 }
 
+// traceNode is the other node whose pods have address a (nil: none).
+func (d *Daemon) traceNode(a netip.Addr) *model.Node {
+	nodes, err := d.Nodes()
+	if err != nil {
+		return nil
+	}
+	for i := range nodes {
+		if nodes[i].Self {
+			continue
+		}
+		for _, p := range nodes[i].PodCIDRs {
+			if p.Contains(a) {
+				return &nodes[i]
+			}
+		}
+	}
+	return nil
+}
+
 // traceRoute says where a forwarded packet goes: a local endpoint, or the
-// device and next hop of the node's route.
-func traceRoute(t trace.Tuple, eps map[netip.Addr]*traceEP) string {
+// node whose pod it is for (if another's) and the device and next hop of
+// the node's route.
+func traceRoute(t trace.Tuple, eps map[netip.Addr]*traceEP, peer *model.Node) string {
 	if e := eps[t.Dst]; e != nil {
 		return "endpoint " + e.ID + " (" + e.HostIf + ")"
 	}
+	s := ""
+	if peer != nil {
+		var under []string
+		for _, a := range peer.Underlay {
+			under = append(under, a.String())
+		}
+		s = "node " + peer.Name + " (underlay " + strings.Join(under, ", ") + "), "
+	}
 	rs, err := netlink.RouteGet(t.Dst.AsSlice())
 	if err != nil || len(rs) == 0 {
-		return ""
+		return strings.TrimSuffix(s, ", ")
 	}
-	s := "dev "
+	s += "dev "
 	if l, err := netlink.LinkByIndex(rs[0].LinkIndex); err == nil {
 		s += l.Attrs().Name
 	} else {

@@ -15,11 +15,18 @@ import (
 // interval. A pass costs one batch lookup per ctChunk entries and one
 // batch delete per chunk that has expired entries. Closed flows to a
 // backend several services share are kept for its TIME_WAIT
-// (CTTimeWaitHold).
-func (d *BPF) GCCT(graceNanos uint64) (int, error) {
+// (CTTimeWaitHold). collected, if not nil, is given every entry the pass
+// selects (both of a flow's), before it is deleted.
+func (d *BPF) GCCT(graceNanos uint64, collected func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
 	now := d.now()
 	return d.deleteCT(func(k *bpf.CTKey, v *bpf.CTVal) bool {
-		return ctCollectable(v.Expires, now, graceNanos) && !d.ctHeld(k, v, now)
+		if !ctCollectable(v.Expires, now, graceNanos) || d.ctHeld(k, v, now) {
+			return false
+		}
+		if collected != nil {
+			collected(k, v)
+		}
+		return true
 	})
 }
 

@@ -419,6 +419,7 @@ func (c *Counter) Add(o Counter) { c.Packets += o.Packets; c.Bytes += o.Bytes }
 type CounterKey struct {
 	Reason bpf.Reason
 	Dir    bpf.Dir
+	Hook   bpf.Hook // the attach point whose program decided
 }
 
 // Counters sums the per-CPU metrics of one host ifindex, or of all when
@@ -434,7 +435,7 @@ func (d *BPF) Counters(ifindex int) (map[CounterKey]Counter, error) {
 		if ifindex != 0 && int(k.Ifindex) != ifindex {
 			continue
 		}
-		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir)}
+		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir), Hook: bpf.Hook(k.Hook)}
 		c := out[ck]
 		for _, v := range vals {
 			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
@@ -460,7 +461,7 @@ func (d *BPF) CountersByIfindex() (map[int]map[CounterKey]Counter, error) {
 			dev = map[CounterKey]Counter{}
 			out[int(k.Ifindex)] = dev
 		}
-		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir)}
+		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir), Hook: bpf.Hook(k.Hook)}
 		c := dev[ck]
 		for _, v := range vals {
 			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})

@@ -46,7 +46,7 @@ var dumpers = []dumper{
 	{"ct", "xlane_ct", "conntrack: one entry per direction of a flow", ctColumns, dumpCT(false)},
 	{"nat", "xlane_ct", "the conntrack entries that translate (SNAT, DNAT, both)", ctColumns, dumpCT(true)},
 	{"endpoints", "xlane_endpoints", "endpoint addresses and their devices", []string{"addr", "ifindex", "device", "network_id", "mac", "host_mac", "mtu", "flags"}, (*BPF).dumpEndpoints},
-	{"metrics", "xlane_metrics", "per-device counters by reason and direction (summed over CPUs)", []string{"ifindex", "device", "reason", "direction", "packets", "bytes"}, (*BPF).dumpMetrics},
+	{"metrics", "xlane_metrics", "per-device counters by reason, direction and deciding attach point (summed over CPUs)", []string{"ifindex", "device", "reason", "direction", "hook", "packets", "bytes"}, (*BPF).dumpMetrics},
 	{"neigh", "xlane_neigh", "the XDP datapath's copy of the neighbour table", []string{"addr", "ifindex", "device", "mac"}, (*BPF).dumpNeigh},
 	{"devmap", "xlane_devmap", "devices XDP may redirect to", []string{"ifindex", "device"}, (*BPF).dumpDevmap},
 	{"config", "xlane_config", "the node: uplink, masquerade addresses and ports", []string{"uplink_ifindex", "uplink", "nat_ports", "masquerade_v4", "masquerade_v6", "netns_cookie"}, (*BPF).dumpConfig},
@@ -302,7 +302,7 @@ func (d *BPF) dumpMetrics(_ int, add func(...any) bool) error {
 		for _, v := range vals {
 			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
 		}
-		if !add(k.Ifindex, devName(k.Ifindex), bpf.Reason(k.Reason).String(), bpf.Dir(k.Dir).String(), c.Packets, c.Bytes) {
+		if !add(k.Ifindex, devName(k.Ifindex), bpf.Reason(k.Reason).String(), bpf.Dir(k.Dir).String(), bpf.Hook(k.Hook).String(), c.Packets, c.Bytes) {
 			return nil
 		}
 	}

@@ -101,7 +101,7 @@ type Datapath interface {
 	Flows(limit int) ([]Flow, error)
 	FlushCT() (int, error)
 	CTStats() (CTStats, error)
-	GCCT(graceNanos uint64) (int, error)
+	GCCT(graceNanos uint64, collected func(*bpf.CTKey, *bpf.CTVal)) (int, error)
 
 	// Services (services.go).
 	PutService(s Service) error

@@ -125,7 +125,9 @@ func (u *Unavailable) PutPort(p Port) error {
 func (u *Unavailable) Flows(int) ([]Flow, error)  { return nil, u.err("conntrack") }
 func (u *Unavailable) FlushCT() (int, error)      { return 0, u.err("conntrack") }
 func (u *Unavailable) CTStats() (CTStats, error)  { return CTStats{}, u.err("conntrack") }
-func (u *Unavailable) GCCT(uint64) (int, error)   { return 0, u.err("conntrack gc") }
+func (u *Unavailable) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
+	return 0, u.err("conntrack gc")
+}
 func (u *Unavailable) PutService(s Service) error { return u.err(fmt.Sprintf("service %d", s.ID)) }
 func (u *Unavailable) PutServices(s []Service) error {
 	if len(s) == 0 {

@@ -63,6 +63,15 @@ func newPool() *pool {
 	return p
 }
 
+// scalarClass is class for the scalar arrays, where a value no rule's
+// field contains is FW_CLASS_NONE: the datapath stops there.
+func (p *pool) scalarClass(b *bitset) uint32 {
+	if *b == (bitset{}) {
+		return bpf.FwClassNone
+	}
+	return p.class(b)
+}
+
 func (p *pool) class(b *bitset) uint32 {
 	if id, ok := p.ids[*b]; ok {
 		return id
@@ -87,6 +96,9 @@ func Compile(pol *Policy, slots map[string]uint32) (*Tables, error) {
 		for j := range r.Matches {
 			atoms = append(atoms, atom{i, &r.Matches[j]})
 			t.Rules = append(t.Rules, bpf.FwRule{Slot: slot, Action: r.Action, IsDefault: b2u8(r.Default), Sample: r.Sample})
+			if r.Action == bpf.FwLog {
+				t.Gen.LogRules++
+			}
 			t.Bit = append(t.Bit, i)
 		}
 	}
@@ -108,7 +120,100 @@ func Compile(pol *Policy, slots map[string]uint32) (*Tables, error) {
 	compilePorts(t, pl, atoms, bpf.FwFieldDport, bpf.FwScDport, func(m *Match) []PortRange { return m.DPort })
 	compileFlags(t, pl, atoms)
 	t.Pool = pl.list
+	compileLin(t, atoms)
 	return t, nil
+}
+
+// compileLin lists the uplink's conjunctions for the list classifier
+// (bpf/lib/fw_lin.h) when they fit: at most FwLinMax entries of one value
+// per field, in bit order, no MACs, no log rules or sampled events (the
+// list emits no events). Otherwise Gen.Lin stays 0: the bitmaps decide.
+func compileLin(t *Tables, atoms []atom) {
+	var lin []bpf.FwLin
+	for i, a := range atoms {
+		m := a.m
+		if !slices.ContainsFunc(m.Ctx, func(c Ctx) bool { return c.Kind == KindUplink }) {
+			continue
+		}
+		r := t.Rules[i]
+		if r.Action == bpf.FwLog || r.Sample != 0 || m.SMAC != nil || m.DMAC != nil {
+			return
+		}
+		protos := []int{-1}
+		if m.Proto != nil {
+			protos = protos[:0]
+			for _, p := range m.Proto {
+				protos = append(protos, int(p))
+			}
+		}
+		sports, dports := linPorts(m.SPort), linPorts(m.DPort)
+		for fam, on := range []bool{m.V4, m.V6} {
+			if !on {
+				continue
+			}
+			srcs, dsts := m.Src4, m.Dst4
+			if fam == 1 {
+				srcs, dsts = m.Src6, m.Dst6
+			}
+			n := len(srcs) * len(dsts) * len(protos) * len(sports) * len(dports)
+			if len(lin)+n > bpf.FwLinMax {
+				return
+			}
+			for _, src := range srcs {
+				for _, dst := range dsts {
+					for _, p := range protos {
+						for _, sp := range sports {
+							for _, dp := range dports {
+								e := bpf.FwLin{
+									SportLo: sp.Lo, SportHi: sp.Hi, DportLo: dp.Lo, DportHi: dp.Hi,
+									Slot: r.Slot, Ip6: uint8(fam), FlagsMask: m.FlagsMask, FlagsComp: m.FlagsComp,
+									Action: r.Action, IsDefault: r.IsDefault,
+								}
+								e.Src, e.SrcMask = linPrefix(src)
+								e.Dst, e.DstMask = linPrefix(dst)
+								if p < 0 {
+									e.AnyProto = 1
+								} else {
+									e.Proto = uint8(p)
+								}
+								lin = append(lin, e)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Gen.Lin = uint32(len(lin)) + 1
+	copy(t.Gen.LinRules[:], lin)
+}
+
+// linPorts is a port field's ranges for the list; no restriction is every
+// class value, FW_NO_L4 included.
+func linPorts(rs []PortRange) []PortRange {
+	if rs == nil {
+		return []PortRange{{Lo: 0, Hi: NoL4}}
+	}
+	return mergeRanges(rs)
+}
+
+// linPrefix is p as the list's words: the address as conntrack keys it
+// (IPv4 as ::ffff:a.b.c.d), masked, and the mask.
+func linPrefix(p netip.Prefix) (addr, mask [4]uint32) {
+	a := p.Addr().As16() // IPv4: v4-mapped
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	var m [16]byte
+	for i := 0; i < bits; i++ {
+		m[i/8] |= 1 << (7 - i%8)
+	}
+	for i := range 4 {
+		mask[i] = binary.NativeEndian.Uint32(m[4*i:])
+		addr[i] = binary.NativeEndian.Uint32(a[4*i:]) & mask[i]
+	}
+	return addr, mask
 }
 
 func b2u8(b bool) uint8 {
@@ -287,7 +392,7 @@ func compileProto(t *Tables, pl *pool, atoms []atom) {
 				b.set(i)
 			}
 		}
-		t.Scalar[bpf.FwScProto+uint32(v)] = pl.class(&b)
+		t.Scalar[bpf.FwScProto+uint32(v)] = pl.scalarClass(&b)
 	}
 }
 
@@ -303,7 +408,7 @@ func compileFlags(t *Tables, pl *pool, atoms []atom) {
 				b.set(i)
 			}
 		}
-		t.Scalar[bpf.FwScFlags+uint32(v)] = pl.class(&b)
+		t.Scalar[bpf.FwScFlags+uint32(v)] = pl.scalarClass(&b)
 	}
 }
 
@@ -353,7 +458,7 @@ func compilePorts(t *Tables, pl *pool, atoms []atom, field uint8, base uint32, g
 		if at == NoL4 {
 			next = end
 		}
-		c := pl.class(&cur)
+		c := pl.scalarClass(&cur)
 		for v := at; v < next; v++ {
 			t.Scalar[base+v] = c
 		}
@@ -453,6 +558,11 @@ func (t *Tables) Classify(pk Packet) (decides int, logged []int) {
 	var and bitset
 	for i := range and {
 		and[i] = ^uint64(0)
+	}
+	for _, f := range []uint8{bpf.FwFieldProto, bpf.FwFieldSport, bpf.FwFieldDport, bpf.FwFieldFlags} {
+		if cls[f] == bpf.FwClassNone {
+			return -1, nil // no rule has the value: nothing to search
+		}
 	}
 	for _, c := range cls {
 		for i := range and {

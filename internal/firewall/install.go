@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -130,7 +131,7 @@ func (in *Installer) Install(t *Tables) (uint64, error) {
 			return 0, fmt.Errorf("install generation into slot %d: %w", idle, err)
 		}
 	}
-	if err := in.m.Gens.Put(idle, t.Gen); err != nil {
+	if err := putGen(in.m.Gens, idle, t.Gen); err != nil {
 		in.clearSlot(idle)
 		return 0, fmt.Errorf("install generation header: %w", err)
 	}
@@ -164,6 +165,21 @@ func (in *Installer) Disable() error {
 	in.clearSlot(0)
 	in.clearSlot(1)
 	return nil
+}
+
+// putGen writes gen at slot. A generation header only grows at its end,
+// and programs read their prefix of it: the xlane_fw_gens of an older
+// object file (BenchmarkCompareFirewall's old objects) gets the prefix
+// its value holds.
+func putGen(m *ebpf.Map, slot uint32, gen bpf.FwGen) error {
+	b, err := binary.Append(nil, binary.NativeEndian, gen)
+	if err != nil {
+		return err
+	}
+	if n := int(m.ValueSize()); n < len(b) {
+		b = b[:n]
+	}
+	return m.Put(slot, b)
 }
 
 func (in *Installer) clearSlot(slot uint32) {

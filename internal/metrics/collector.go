@@ -62,13 +62,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	type epKey struct{ endpoint, network, direction string }
 	perEP := map[epKey][2]uint64{}
 	for _, r := range mergeCounts(s.Counters) {
-		counter(FlowsProcessed, float64(r.Packets), r.Verdict, r.Reason, r.Direction, r.Hook, r.Endpoint, r.Network)
-		counter(FlowsProcessedBytes, float64(r.Bytes), r.Verdict, r.Reason, r.Direction, r.Hook, r.Endpoint, r.Network)
+		counter(FlowsProcessed, float64(r.Packets), r.Verdict, r.Reason, r.Direction, r.Hook, r.Device, r.Endpoint, r.Network)
+		counter(FlowsProcessedBytes, float64(r.Bytes), r.Verdict, r.Reason, r.Direction, r.Hook, r.Device, r.Endpoint, r.Network)
 		if r.Verdict == VerdictDropped {
-			counter(Drop, float64(r.Packets), r.Reason, r.Direction, r.Hook, r.Endpoint, r.Network)
-			counter(DropBytes, float64(r.Bytes), r.Reason, r.Direction, r.Hook, r.Endpoint, r.Network)
+			counter(Drop, float64(r.Packets), r.Reason, r.Direction, r.Hook, r.Device, r.Endpoint, r.Network)
+			counter(DropBytes, float64(r.Bytes), r.Reason, r.Direction, r.Hook, r.Device, r.Endpoint, r.Network)
 		}
-		if r.Hook == HookEndpoint {
+		if r.Device == DeviceEndpoint {
 			k := epKey{r.Endpoint, r.Network, r.Direction}
 			v := perEP[k]
 			perEP[k] = [2]uint64{v[0] + r.Packets, v[1] + r.Bytes}
@@ -146,11 +146,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // mergeCounts adds up counts that carry the same labels (two devices of
 // one endpoint, a device renumbered between two reads): one series each.
 func mergeCounts(rs []ReasonCount) []ReasonCount {
-	type key struct{ endpoint, network, hook, direction, reason, verdict string }
+	type key struct{ endpoint, network, hook, device, direction, reason, verdict string }
 	idx := map[key]int{}
 	var out []ReasonCount
 	for _, r := range rs {
-		k := key{r.Endpoint, r.Network, r.Hook, r.Direction, r.Reason, r.Verdict}
+		k := key{r.Endpoint, r.Network, r.Hook, r.Device, r.Direction, r.Reason, r.Verdict}
 		if i, ok := idx[k]; ok {
 			out[i].Packets += r.Packets
 			out[i].Bytes += r.Bytes

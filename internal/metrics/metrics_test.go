@@ -31,10 +31,10 @@ func (f *fakeSource) Snapshot() *Snapshot {
 func full() Snapshot {
 	return Snapshot{
 		Counters: []ReasonCount{
-			{Endpoint: "a", Network: "blue", Hook: HookEndpoint, Direction: "from_endpoint", Reason: "fwd_peer", Verdict: VerdictForwarded, Packets: 10, Bytes: 1000},
-			{Endpoint: "a", Network: "blue", Hook: HookEndpoint, Direction: "from_endpoint", Reason: "drop_fw", Verdict: VerdictDropped, Packets: 3, Bytes: 180},
-			{Endpoint: "b", Network: "blue", Hook: HookEndpoint, Direction: "to_endpoint", Reason: "deliver", Verdict: VerdictPassed, Packets: 4, Bytes: 400},
-			{Hook: HookUplink, Direction: "to_endpoint", Reason: "drop_blocklist", Verdict: VerdictDropped, Packets: 7, Bytes: 700},
+			{Endpoint: "a", Network: "blue", Hook: "tc", Device: DeviceEndpoint, Direction: "from_endpoint", Reason: "fwd_peer", Verdict: VerdictForwarded, Packets: 10, Bytes: 1000},
+			{Endpoint: "a", Network: "blue", Hook: "tc", Device: DeviceEndpoint, Direction: "from_endpoint", Reason: "drop_fw", Verdict: VerdictDropped, Packets: 3, Bytes: 180},
+			{Endpoint: "b", Network: "blue", Hook: "tc", Device: DeviceEndpoint, Direction: "to_endpoint", Reason: "deliver", Verdict: VerdictPassed, Packets: 4, Bytes: 400},
+			{Hook: "xdp", Device: DeviceUplink, Direction: "to_endpoint", Reason: "drop_blocklist", Verdict: VerdictDropped, Packets: 7, Bytes: 700},
 		},
 		CT:       &CT{Entries: 10, MaxEntries: 100, Expired: 1, GCRuns: 2, GCDeleted: 5, GCDuration: time.Millisecond, GCLast: time.Unix(1700000000, 0)},
 		Maps:     []MapCount{{Name: "xlane_ct", Entries: 10, MaxEntries: 100}},

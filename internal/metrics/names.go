@@ -11,7 +11,8 @@ const (
 	LabelEndpoint  = "endpoint"  // endpoint ID ("" for the uplink and the node)
 	LabelNetwork   = "network"   // network name ("" for the uplink and the node)
 	LabelDirection = "direction" // from_endpoint (sent by it) or to_endpoint
-	LabelHook      = "hook"      // where the count was taken: endpoint, uplink, node
+	LabelHook      = "hook"      // the attach point whose program decided: tc, xdp, netkit
+	LabelDevice    = "device"    // the device the count was taken on: endpoint, uplink, node
 	LabelReason    = "reason"    // enum xl_reason as in bpf/lib/abi.h: fwd_peer, drop_fw, ...
 	LabelVerdict   = "verdict"   // forwarded, passed (to Linux) or dropped
 	LabelMap       = "map"       // BPF map name: xlane_ct, ...
@@ -47,8 +48,8 @@ type Metric struct {
 	Help   string
 }
 
-var flowLabels = []string{LabelVerdict, LabelReason, LabelDirection, LabelHook, LabelEndpoint, LabelNetwork}
-var dropLabels = []string{LabelReason, LabelDirection, LabelHook, LabelEndpoint, LabelNetwork}
+var flowLabels = []string{LabelVerdict, LabelReason, LabelDirection, LabelHook, LabelDevice, LabelEndpoint, LabelNetwork}
+var dropLabels = []string{LabelReason, LabelDirection, LabelHook, LabelDevice, LabelEndpoint, LabelNetwork}
 var endpointLabels = []string{LabelEndpoint, LabelNetwork, LabelDirection}
 
 var (

@@ -35,18 +35,19 @@ type Snapshot struct {
 // network its device belongs to.
 type ReasonCount struct {
 	Endpoint, Network string
-	Hook              string // HookEndpoint, HookUplink or HookNode
+	Hook              string // the attach point whose program decided: tc, xdp, netkit
+	Device            string // DeviceEndpoint, DeviceUplink or DeviceNode
 	Direction         string // from_endpoint or to_endpoint
 	Reason            string // fwd_peer, drop_fw, ...
 	Verdict           string // VerdictForwarded, VerdictPassed, VerdictDropped
 	Packets, Bytes    uint64
 }
 
-// Hook label values: the device the datapath counted a packet on.
+// Device label values: the device the datapath counted a packet on.
 const (
-	HookEndpoint = "endpoint" // an endpoint's host device (every program of the endpoint)
-	HookUplink   = "uplink"   // the node's uplink (its XDP and tc programs)
-	HookNode     = "node"     // no device (counts the programs keep for the node)
+	DeviceEndpoint = "endpoint" // an endpoint's host device
+	DeviceUplink   = "uplink"   // the node's uplink
+	DeviceNode     = "node"     // no device (counts the programs keep for the node)
 )
 
 // Verdict label values.

@@ -155,8 +155,8 @@ type Endpoint struct {
 	// HostIf is the host end of a veth pair and PeerIf, which stays in
 	// the node's namespace, the port QEMU's AF_XDP sockets bind to, and
 	// XSKMap the pinned socket map QEMU puts them in (vm.go).
-	Backend string    `json:"backend,omitempty"`
-	XSKMap  string    `json:"xsk_map,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	XSKMap  string `json:"xsk_map,omitempty"`
 	// Attachment: the endpoint is a CNI attachment (its ID is
 	// AttachmentID of the key); nil for every other endpoint.
 	Attachment *Attachment `json:"attachment,omitempty"`

@@ -41,6 +41,8 @@ type Node struct {
 	// PodCIDRs are the node's pod prefixes, at most one per family,
 	// inside the cluster CIDR; its networks take their subnets there.
 	PodCIDRs []netip.Prefix `json:"pod_cidrs"`
+	// MTU is the node's underlay MTU as its record says (0: not said).
+	MTU int `json:"mtu,omitempty"`
 	// Self: the node this daemon runs (--node-name).
 	Self    bool      `json:"self,omitempty"`
 	Created time.Time `json:"created"`

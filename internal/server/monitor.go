@@ -13,8 +13,15 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// monitorStatsEvery is how often a monitor stream carries its counters.
-const monitorStatsEvery = time.Second
+// monitorStatsEvery is how often a monitor stream carries its counters;
+// monitorFlushEvery how often its events are flushed to the client: the
+// daemon reads the datapath's ring in batches (internal/daemon/monitor.go),
+// and a write and a client wakeup per event would cost more than the
+// event.
+const (
+	monitorStatsEvery = time.Second
+	monitorFlushEvery = 100 * time.Millisecond
+)
 
 // monitorQuery reads api.MonitorQuery from the query parameters.
 func monitorQuery(r *http.Request) (api.MonitorQuery, error) {
@@ -63,20 +70,28 @@ func serveMonitor(d *daemon.Daemon, log *slog.Logger) http.HandlerFunc {
 		w.WriteHeader(http.StatusOK)
 		fl, _ := w.(http.Flusher)
 		enc := json.NewEncoder(w)
+		dirty := false
+		flush := func() {
+			if fl != nil && dirty {
+				fl.Flush()
+			}
+			dirty = false
+		}
 		write := func(ev api.MonitorEvent) bool {
 			if err := enc.Encode(ev); err != nil {
 				return false
 			}
-			if fl != nil && len(sub.C) == 0 {
-				fl.Flush()
-			}
+			dirty = true
 			return true
 		}
 		if !write(sub.Stats()) { // the stream is open: clients may send traffic now
 			return
 		}
+		flush()
 		tick := time.NewTicker(monitorStatsEvery)
 		defer tick.Stop()
+		flushTick := time.NewTicker(monitorFlushEvery)
+		defer flushTick.Stop()
 		for {
 			select {
 			case <-r.Context().Done():
@@ -85,10 +100,13 @@ func serveMonitor(d *daemon.Daemon, log *slog.Logger) http.HandlerFunc {
 				if !write(ev) {
 					return
 				}
+			case <-flushTick.C:
+				flush()
 			case <-tick.C:
 				if !write(sub.Stats()) {
 					return
 				}
+				flush()
 			}
 		}
 	}

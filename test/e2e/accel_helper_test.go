@@ -107,10 +107,13 @@ func helperCases(arg string) error {
 // 127.0.0.1:Port and [::1]:Port, learns each connection's original
 // destination with SO_ORIGINAL_DST / IP6T_SO_ORIGINAL_DST, connects there
 // (with SO_MARK Mark when set) and forwards the request with an
-// X-Xlane-Proxy header naming the original destination.
+// X-Xlane-Proxy header naming the original destination. With UID, it runs
+// as that uid (and gid) once it listens, as a proxy started as root and
+// dropping privileges does.
 type proxyArg struct {
 	Port int    `json:"port"`
 	Mark uint32 `json:"mark"`
+	UID  int    `json:"uid"`
 }
 
 // originalDst reads what an iptables-REDIRECT proxy reads.
@@ -164,6 +167,15 @@ func helperProxy(arg string) error {
 			return err
 		}
 		ls = append(ls, l)
+	}
+	if a.UID != 0 {
+		// Go sets the ids of every thread (Linux, Go >= 1.16).
+		if err := syscall.Setgid(a.UID); err != nil {
+			return fmt.Errorf("setgid %d: %w", a.UID, err)
+		}
+		if err := syscall.Setuid(a.UID); err != nil {
+			return fmt.Errorf("setuid %d: %w", a.UID, err)
+		}
 	}
 	fmt.Println("ready")
 	errc := make(chan error, len(ls))

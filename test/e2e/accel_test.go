@@ -251,7 +251,7 @@ func TestAccelBadInput(t *testing.T) {
 
 // TestProxyRedirect: a small HTTP proxy reading SO_ORIGINAL_DST carries
 // requests through the redirect, IPv4 and IPv6; its own upstream
-// connections (exempt by cgroup, then by SO_MARK) are not redirected again.
+// connections (exempt by cgroup, by SO_MARK, then by uid) are not redirected again.
 func TestProxyRedirect(t *testing.T) {
 	n := newNode(t)
 	cg := newCgroup(t, "")
@@ -264,12 +264,16 @@ func TestProxyRedirect(t *testing.T) {
 		exempt  []string
 		proxyCg string
 		mark    uint32
+		uid     int
 		accel   bool
 	}{
-		{[]string{"--exempt", "cgroup", "--exempt-cgroup", pcg}, pcg, 0, false},
+		{[]string{"--exempt", "cgroup", "--exempt-cgroup", pcg}, pcg, 0, 0, false},
 		// With acceleration on for the cgroup, both loopback legs (client
 		// to proxy, proxy to server) go socket to socket.
-		{[]string{"--exempt", "mark", "--mark", "0x539"}, cg, 0x539, true},
+		{[]string{"--exempt", "mark", "--mark", "0x539"}, cg, 0x539, 0, true},
+		// The proxy runs as uid 1337 in the clients' cgroup, without a
+		// mark: only its uid keeps its upstream from coming back to it.
+		{[]string{"--exempt", "uid", "--uid", "1337"}, cg, 0, 1337, false},
 	} {
 		var before uint64
 		if mode.accel {
@@ -284,7 +288,7 @@ func TestProxyRedirect(t *testing.T) {
 		if _, stderr, err := n.xlane("proxy", "redirect", "--port", "8080", "--to", "15002", "--cgroup", cg); err == nil || !strings.Contains(stderr, "already redirected") {
 			t.Errorf("a second redirect of port 8080: err %v, %q", err, stderr)
 		}
-		proxy := helper(t, mode.proxyCg, netns, "proxy", proxyArg{Port: to, Mark: mode.mark})
+		proxy := helper(t, mode.proxyCg, netns, "proxy", proxyArg{Port: to, Mark: mode.mark, UID: mode.uid})
 		pout, _ := proxy.StdoutPipe()
 		var perr bytes.Buffer
 		proxy.Stderr = &perr

@@ -181,7 +181,7 @@ func resultAddrs(t *testing.T, res *current.Result, ifname string) []netip.Prefi
 // version: ADD gives an interface with IPv4 and IPv6 in the network,
 // traffic flows, CHECK passes (0.4.0 on; before, libcni refuses it),
 // STATUS answers, DEL removes everything and is idempotent, also once the
-// netns is gone.
+// netns is gone, and so does GC (TestCNIGC checks what it releases).
 func TestCNITool(t *testing.T) {
 	n := newNode(t)
 	h := newCNIHost(t, n)
@@ -238,6 +238,13 @@ func TestCNITool(t *testing.T) {
 				t.Errorf("check: %v\n%s", err, stderr)
 			}
 			h.mustCNITool(nil, "status", name, nsPath(c))
+			if ver == "1.1.0" {
+				// CHECK notices what went missing in the container.
+				runIn(t, c, "ip", "addr", "del", addrs[0].String(), "dev", "eth0")
+				if _, stderr, err := h.cnitool(nil, "check", name, nsPath(c)); err == nil || !strings.Contains(stderr, addrs[0].Addr().String()) {
+					t.Errorf("check after the address was removed: err %v %q, want a failure naming it", err, stderr)
+				}
+			}
 			if ver == version.All.SupportedVersions()[0] {
 				return // the first stays: the others send traffic to it
 			}
@@ -246,6 +253,17 @@ func TestCNITool(t *testing.T) {
 				t.Errorf("endpoint %s still there after DEL", id)
 			}
 			h.mustCNITool(nil, "del", name, nsPath(c)) // again: nothing to do
+			// GC: libcni DELs its cached attachments of the network (every
+			// version), then, from 1.1.0, xlane-cni's GC runs.
+			h.mustCNITool(nil, "add", name, nsPath(c))
+			if _, err := n.client().Endpoint(context.Background(), id); err != nil {
+				t.Fatalf("endpoint %s after the second ADD: %v", id, err)
+			}
+			h.mustCNITool(nil, "gc", name, nsPath(c))
+			if _, err := n.client().Endpoint(context.Background(), id); err == nil {
+				t.Errorf("endpoint %s still there after GC", id)
+			}
+			h.mustCNITool(nil, "gc", name, nsPath(c))
 		})
 	}
 	t.Run("del without netns", func(t *testing.T) {
@@ -515,6 +533,37 @@ func TestCNIErrors(t *testing.T) {
 			t.Errorf("ADD to a full network: %+v, want an error", e)
 		}
 	})
+	t.Run("existing network", func(t *testing.T) {
+		// The configuration's mode and device must be the network's.
+		c2 := newNetns(t, "c")
+		for key, extra := range map[string]string{`"mode"`: `,"mode":"kernel"`, `"device"`: `,"device":"netkit-l2"`} {
+			if e := cniError(t, n.netns, "ADD", "ctr9", nsPath(c2), conf(subnets+extra)); e == nil || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, key) {
+				t.Errorf("ADD with %s: %+v, want 7 naming %s", extra, e, key)
+			}
+		}
+		if e := cniError(t, n.netns, "ADD", "ctr9", nsPath(c2), conf(subnets+`,"mode":"tc","device":"auto"`)); e == nil || !strings.Contains(e.Msg, "no free address") {
+			t.Errorf("ADD with the network's mode and device: %+v, want only the full pool refused", e)
+		}
+	})
+	t.Run("repeated ADD", func(t *testing.T) {
+		// The same key and netns: the same attachment (a runtime's
+		// retry); another netns: a conflict.
+		before, err := n.client().Attachment(context.Background(), "ctr1", "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := cniError(t, n.netns, "ADD", "ctr1", nsPath(c), conf(subnets)); e != nil {
+			t.Errorf("repeated ADD: %+v", e)
+		}
+		after, err := n.client().Attachment(context.Background(), "ctr1", "eth0")
+		if err != nil || !slices.Equal(after.IPs, before.IPs) || after.HostIf != before.HostIf {
+			t.Errorf("after a repeated ADD: %+v %v, was %+v", after, err, before)
+		}
+		c2 := newNetns(t, "c")
+		if e := cniError(t, n.netns, "ADD", "ctr1", nsPath(c2), conf(subnets)); e == nil || !strings.Contains(e.Msg, "attached already") {
+			t.Errorf("ADD of the same key in another netns: %+v, want a conflict", e)
+		}
+	})
 	t.Run("restart", func(t *testing.T) {
 		// The attachment outlives a kill -9 of xlaned; while it is down,
 		// ADD and DEL say try again later and STATUS 50.
@@ -534,11 +583,46 @@ func TestCNIErrors(t *testing.T) {
 			t.Fatalf("attachment after restart: %+v %v", ep, err)
 		}
 		ping(t, c, netip.MustParseAddr("10.212.0.1"))
+		// DEL with the host device already gone (deleted by hand).
+		runIn(t, n.netns, "ip", "link", "del", ep.HostIf)
 		if e := cniError(t, n.netns, "DEL", "ctr1", nsPath(c), conf(subnets)); e != nil {
 			t.Errorf("DEL: %+v", e)
+		}
+		if _, err := n.client().Attachment(context.Background(), "ctr1", "eth0"); err == nil {
+			t.Errorf("attachment still there after DEL")
 		}
 		if e := cniError(t, n.netns, "STATUS", "", "", conf(subnets)); e != nil {
 			t.Errorf("STATUS after DEL freed the address: %+v", e)
 		}
 	})
+}
+
+// TestCNIPortMappings publishes a pod's port with xlane's own datapath (the
+// portMappings capability on xlane-cni, Kubernetes' hostPort) in tc mode,
+// where portmap's iptables DNAT cannot work (TestCNIChain): reached from
+// outside the node, IPv4 and IPv6, SHA-256-checked; withdrawn by DEL; a
+// hostIP is refused naming the key.
+func TestCNIPortMappings(t *testing.T) {
+	var out string
+	n := newNode(t, withOutsideRoutes(&out, "1500", false))
+	h := newCNIHost(t, n)
+	name := "ports-" + suffix()
+	h.conf(name, "1.1.0", h.xlanePlugin("ports"+suffix(), map[string]any{"mode": "tc", "capabilities": map[string]any{"portMappings": true}}))
+	c := newNetns(t, "c")
+	capArgs := []string{`CAP_ARGS={"portMappings":[{"hostPort":18080,"containerPort":8080,"protocol":"tcp"}]}`}
+	addrs := resultAddrs(t, parseResult(t, "1.1.0", h.mustCNITool(capArgs, "add", name, nsPath(c))), "eth0")
+	node4, node6 := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8:83::2")
+	transferVia(t, out, c, netip.AddrPortFrom(addrs[0].Addr(), 8080), netip.AddrPortFrom(node4, 18080), 4<<20)
+	transferVia(t, out, c, netip.AddrPortFrom(addrs[1].Addr(), 8080), netip.AddrPortFrom(node6, 18080), 4<<20)
+	h.mustCNITool(capArgs, "del", name, nsPath(c))
+	if err := dialOnce(out, netip.AddrPortFrom(node4, 18080)); err == nil {
+		t.Errorf("port 18080 still answers after DEL")
+	}
+	bad := []string{`CAP_ARGS={"portMappings":[{"hostPort":18080,"containerPort":8080,"protocol":"tcp","hostIP":"192.0.2.2"}]}`}
+	if _, stderr, err := h.cnitool(bad, "add", name, nsPath(c)); err == nil || !strings.Contains(stderr, "runtimeConfig.portMappings") {
+		t.Errorf("hostIP: err %v %q, want a refusal naming runtimeConfig.portMappings", err, stderr)
+	}
+	if eps, err := n.client().Endpoints(context.Background(), ""); err != nil || len(eps) != 0 {
+		t.Errorf("endpoints after a refused ADD: %+v %v", eps, err)
+	}
 }

@@ -148,18 +148,8 @@ func (h *dockerHost) cleanup() {
 	}
 	time.Sleep(100 * time.Millisecond)
 	h.unmountAll()
-	// The cgroups runc made under our parent, in every hierarchy (empty
-	// now: rmdir removes nothing else).
-	bases, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", h.cgroup))
-	for _, base := range bases {
-		subs, _ := filepath.Glob(filepath.Join(base, "*"))
-		for _, s := range subs {
-			if fi, err := os.Stat(s); err == nil && fi.IsDir() {
-				os.Remove(s)
-			}
-		}
-		os.Remove(base)
-	}
+	// The cgroups runc made under our parent.
+	removeCgroups(h.cgroup)
 	os.Remove(h.spec)
 	for _, link := range h.nsLinks {
 		os.Remove(nsPath(link))
@@ -179,10 +169,15 @@ func tail(s string, n int) string {
 	return s
 }
 
-func (h *dockerHost) leftoverPids() []int {
+func (h *dockerHost) leftoverPids() []int { return leftoverPids(h.dir, h.cgroup) }
+
+// leftoverPids lists the processes a test's runtime left: in its cgroup
+// parent (every hierarchy), or naming its directory on their command line
+// (containerd, shims).
+func leftoverPids(dir, cgroup string) []int {
 	var pids []int
 	seen := map[int]bool{}
-	procs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", h.cgroup, "*", "cgroup.procs"))
+	procs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", cgroup, "*", "cgroup.procs"))
 	for _, f := range procs {
 		b, _ := os.ReadFile(f)
 		for _, s := range strings.Fields(string(b)) {
@@ -199,7 +194,7 @@ func (h *dockerHost) leftoverPids() []int {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if bytes.Contains(cmdline, []byte(h.dir)) {
+		if bytes.Contains(cmdline, []byte(dir)) {
 			seen[pid] = true
 			pids = append(pids, pid)
 		}
@@ -207,9 +202,11 @@ func (h *dockerHost) leftoverPids() []int {
 	return pids
 }
 
-// unmountAll lazily unmounts what dockerd left mounted under h.dir
+func (h *dockerHost) unmountAll() { unmountUnder(h.dir) }
+
+// unmountUnder lazily unmounts what a runtime left mounted under dir
 // (overlays, netns bind mounts), deepest first.
-func (h *dockerHost) unmountAll() {
+func unmountUnder(dir string) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return
@@ -219,12 +216,28 @@ func (h *dockerHost) unmountAll() {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], h.dir+"/") {
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
 			mnts = append(mnts, fields[4])
 		}
 	}
 	for i := len(mnts) - 1; i >= 0; i-- {
 		syscall.Unmount(mnts[i], syscall.MNT_DETACH)
+	}
+}
+
+// removeCgroups removes a runtime's cgroup parent and the cgroups under it
+// in every hierarchy (empty once their processes are gone: rmdir removes
+// nothing else).
+func removeCgroups(cgroup string) {
+	bases, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", cgroup))
+	for _, base := range bases {
+		subs, _ := filepath.Glob(filepath.Join(base, "*"))
+		for _, s := range subs {
+			if fi, err := os.Stat(s); err == nil && fi.IsDir() {
+				os.Remove(s)
+			}
+		}
+		os.Remove(base)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/trace"
 )
 
@@ -172,7 +173,7 @@ func udpFlood(t *testing.T, netns string, addr netip.AddrPort, count int) {
 	}
 }
 
-//	c0 (server), c1 (client), c2 --- node [xlaned --uplink up0 --monitor-rate 100]
+//	c0 (server), c1 (client), c2 --- node [xlaned --uplink up0 --monitor-rate 100 --ct-gc-interval 1s]
 //	                                   up0 192.0.2.2 ==== 192.0.2.1 outside
 //
 // `xlane monitor` and `xlane trace` against real traffic (tc mode): the
@@ -180,10 +181,13 @@ func udpFlood(t *testing.T, netns string, addr netip.AddrPort, count int) {
 // events off when its last client leaves, and counts what its rate limit
 // suppresses under a flood; the trace of a table of packets agrees with
 // what the same packets really do, and changes nothing of the live
-// datapath.
+// datapath. UDP and ICMP flows, which end by timing out, get their
+// flow_close from the conntrack GC.
 func TestMonitorAndTrace(t *testing.T) {
 	var out string
-	n := newNode(t, withOutsideRoutes(&out, "1500", false), func(n *node) { n.flags = append(n.flags, "--monitor-rate", "100") })
+	n := newNode(t, withOutsideRoutes(&out, "1500", false), func(n *node) {
+		n.flags = append(n.flags, "--monitor-rate", "100", "--ct-gc-interval", "1s")
+	})
 	n.mustXlane(nil, "network", "create", "mon", "--subnet", "10.83.0.0/24", "--subnet", "fd00:83::/64", "--mode", "tc")
 	var cs []string
 	var eps []api.EndpointInfo
@@ -258,6 +262,68 @@ func TestMonitorAndTrace(t *testing.T) {
 		})
 		if st.Counters.Events == 0 || st.Counters.Events > flood/10 {
 			t.Errorf("stats %+v after %d drops at 100/s: want most suppressed and some shown", *st.Counters, flood)
+		}
+	})
+
+	t.Run("flow_close of expired udp and icmp flows", func(t *testing.T) {
+		m := n.startMonitor(t, "-t", "flow_close", "--endpoint", eps[1].ID)
+		defer m.stop()
+		srv, c := udpPair(t, cs[1], cs[0], netip.AddrPortFrom(c0v4, 5300))
+		defer srv.Close()
+		defer c.Close()
+		if _, err := c.Write([]byte("xlane expiry")); err != nil {
+			t.Fatal(err)
+		}
+		srv.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, _, err := srv.ReadFrom(make([]byte, 64)); err != nil {
+			t.Fatalf("udp to %s:5300: %v", c0v4, err)
+		}
+		udpSrc := netip.MustParseAddrPort(c.LocalAddr().String())
+		ping(t, cs[1], c0v4)
+		// Age the two flows past their timeouts (30 s) and the GC's grace
+		// (10 s) instead of waiting: their entries' deadlines go to 1 ns
+		// after boot, and the next pass (every second) collects them.
+		ct, err := ebpf.LoadPinnedMap(filepath.Join(n.pinDir, "maps", "xlane_ct"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ct.Close()
+		var (
+			k    bpf.CTKey
+			v    bpf.CTVal
+			aged int
+		)
+		for it := ct.Iterate(); it.Next(&k, &v); {
+			a := netip.AddrFrom16(k.Saddr).Unmap()
+			b := netip.AddrFrom16(k.Daddr).Unmap()
+			udp := k.Proto == syscall.IPPROTO_UDP && (k.Sport == htons(5300) || k.Dport == htons(5300))
+			if (a == c1v4 || b == c1v4) && (udp || k.Proto == syscall.IPPROTO_ICMP) {
+				v.Expires = 1
+				if err := ct.Update(&k, &v, ebpf.UpdateExist); err != nil {
+					t.Fatal(err)
+				}
+				aged++
+			}
+		}
+		if aged != 4 { // two flows, two entries each
+			t.Fatalf("aged %d conntrack entries of %s, want 4 (a udp and an icmp flow)", aged, c1v4)
+		}
+		seen := map[string]api.MonitorEvent{}
+		for len(seen) < 2 {
+			ev := m.next(t, 10*time.Second, func(ev api.MonitorEvent) bool {
+				// (The flood's flow above may time out meanwhile.)
+				return ev.Type == "flow_close" && (ev.Proto == "icmp" || ev.DstPort == 5300)
+			})
+			if ev.Action != "expired" || ev.Src != c1v4.String() || ev.Dst != c0v4.String() || ev.Endpoint != eps[1].ID {
+				t.Fatalf("flow_close %+v: want an expired flow %s -> %s of %s", ev, c1v4, c0v4, eps[1].ID)
+			}
+			seen[ev.Proto] = ev
+		}
+		if u := seen["udp"]; u.SrcPort != udpSrc.Port() || u.DstPort != 5300 {
+			t.Errorf("udp flow_close %+v: want %s -> %s:5300", u, udpSrc, c0v4)
+		}
+		if _, ok := seen["icmp"]; !ok {
+			t.Errorf("flow_close events %+v: want udp and icmp", seen)
 		}
 	})
 

@@ -57,6 +57,7 @@ type clusterNode struct {
 	// nodesFile: the cluster's nodes come from this file (xlaned --nodes),
 	// not from the CLI.
 	nodesFile string
+	ul        string // the underlay's namespace
 }
 
 func (c *clusterNode) record() api.NodeAdd {
@@ -218,6 +219,42 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 			}
 		}
 	})
+	t.Run("trace to another node", func(t *testing.T) {
+		// xlane trace's verdict for a pod on n2, and what a connection
+		// there really does: counted under the same reason by the
+		// sender's program.
+		want := "fwd_overlay"
+		if routing == "native" {
+			want = "fwd_fib"
+		}
+		for _, dst := range []netip.Addr{cs[1].ip4(), cs[1].ip6()} {
+			ln := listenIn(t, cs[1].pod, netip.AddrPortFrom(dst, 8090))
+			acceptAndClose(ln)
+			var res api.TraceResult
+			cs[0].mustXlane(&res, "trace", "--from", cs[0].ep.ID, "--to", netip.AddrPortFrom(dst, 8090).String())
+			var route string
+			for _, h := range res.Hops {
+				for _, s := range h.Stages {
+					if s.Stage == "route" {
+						route = s.Result
+					}
+				}
+			}
+			if res.Verdict != "forward" || res.Reason != want || !strings.Contains(route, "node "+cs[1].name) {
+				t.Errorf("trace to %s: %s (%s), route %q; want forward (%s) to node %s", dst, res.Verdict, res.Reason, route, want, cs[1].name)
+			}
+			var before, after api.EndpointInfo
+			cs[0].mustXlane(&before, "endpoint", "inspect", cs[0].ep.ID)
+			if err := dial(cs[0].pod, dst, 8090, 2*time.Second); err != nil {
+				t.Errorf("connect to %s:8090 on %s: %v", dst, cs[1].name, err)
+			}
+			cs[0].mustXlane(&after, "endpoint", "inspect", cs[0].ep.ID)
+			if b, a := reason(before, want, "from_endpoint"), reason(after, want, "from_endpoint"); a.Packets <= b.Packets {
+				t.Errorf("%s from %s: %d packets before the connection, %d after: the real packets took another path than the trace", want, cs[0].ep.ID, b.Packets, a.Packets)
+			}
+			ln.Close()
+		}
+	})
 	t.Run("node removed and re-added", func(t *testing.T) {
 		if cs[0].nodesFile != "" {
 			writeNodes(t, cs[0].nodesFile, []*clusterNode{cs[0], cs[2]})
@@ -232,12 +269,12 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 		if strings.Contains(routes, cs[1].pod4.String()) {
 			t.Errorf("route to the removed node left:\n%s", routes)
 		}
-		if routing != "native" {
-			var ep api.EndpointInfo
-			cs[0].mustXlane(&ep, "endpoint", "inspect", cs[0].ep.ID)
-			if c := reason(ep, "drop_no_peer", "from_endpoint"); c.Packets == 0 {
-				t.Errorf("drop_no_peer not counted for the removed node's pod; counters %+v", ep.Reasons)
-			}
+		// Natively routed too: the removed node's addresses fall back to
+		// the cluster CIDR's entry, never to the default route.
+		var ep api.EndpointInfo
+		cs[0].mustXlane(&ep, "endpoint", "inspect", cs[0].ep.ID)
+		if c := reason(ep, "drop_no_peer", "from_endpoint"); c.Packets == 0 {
+			t.Errorf("drop_no_peer not counted for the removed node's pod; counters %+v", ep.Reasons)
 		}
 		if cs[0].nodesFile != "" {
 			writeNodes(t, cs[0].nodesFile, cs)
@@ -275,6 +312,11 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.99.0.0/24"}, "pod-cidr"},
 			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4"}, "pod-cidr"},
 			{[]string{"network", "create", "other", "--subnet", "10.244.3.0/24"}, "subnet"},
+			// MTU mismatch: a peer whose underlay (1500) cannot carry
+			// the pods' 8950-byte packets; this node's record saying
+			// another MTU than its device's.
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.244.4.0/24", "--mtu", "1500"}, "mtu"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.244.4.0/24", "--mtu", "100"}, "mtu"},
 		} {
 			_, stderr, err := cs[0].xlane(tc.args...)
 			if err == nil || !strings.Contains(stderr, tc.field) {

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -13,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/api"
 )
@@ -30,33 +33,8 @@ import (
 //	  | ul0 (--uplink)                   | ul0
 //	 n1: vl --vlan 100, pod1            n2: vl, pod2   (VXLAN between)
 func TestMultiNodeVLAN(t *testing.T) {
-	ul := newNetns(t, "ul")
-	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
-	runIn(t, ul, "ip", "link", "set", "br0", "up")
-	var cs []*clusterNode
-	for i := 1; i <= 2; i++ {
-		c := &clusterNode{name: fmt.Sprintf("n%d", i),
-			under4: netip.MustParseAddr(fmt.Sprintf("192.168.77.%d", i)),
-			under6: netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
-			pod4:   netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
-			pod6:   netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i))}
-		c.node = newNode(t, func(n *node) {
-			port := fmt.Sprintf("p%d", i)
-			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
-			run(t, "ip", "-n", ul, "link", "set", port, "master", "br0", "up")
-			runIn(t, n.netns, "ip", "addr", "add", c.under4.String()+"/24", "dev", "ul0")
-			runIn(t, n.netns, "ip", "addr", "add", c.under6.String()+"/64", "dev", "ul0", "nodad")
-			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
-			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
-			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", "vxlan", "--uplink", "ul0")
-		})
-		cs = append(cs, c)
-	}
-	for _, c := range cs {
-		for _, o := range cs {
-			c.mustXlane(nil, o.addArgs()...)
-		}
-	}
+	cs := newNodePair(t, "--uplink", "ul0")
+	ul := cs[0].ul
 	var net1 api.NetworkInfo
 	cs[0].mustXlane(&net1, "network", "create", "vl", "--mode", "tc", "--vlan", "100")
 	if net1.MTU != 1500 {
@@ -117,6 +95,16 @@ func TestMultiNodeVLAN(t *testing.T) {
 			t.Errorf("fwd_vlan on n1's VLAN port: 0 packets")
 		}
 	})
+	t.Run("kill -9 and restart", func(t *testing.T) {
+		// The port, its program and the VLAN's entries are re-made from
+		// the store; its ports no network has would be removed.
+		cs[0].stop(syscall.SIGKILL)
+		cs[0].start()
+		ping(t, vh, cs[0].ip4())
+		ping(t, vh, cs[0].ip6())
+		ping(t, vh, cs[1].ip4())
+		transfer(t, cs[1].pod, vh, vh6, 4<<20)
+	})
 	t.Run("wrong or no tag", func(t *testing.T) {
 		before := uplinkCounter(t, cs[0], "ul0", "drop_vlan")
 		for _, ns := range []string{vw, plain} {
@@ -167,6 +155,41 @@ func TestMultiNodeVLAN(t *testing.T) {
 			t.Errorf("VLAN port left behind:\n%s", links)
 		}
 	})
+}
+
+// newNodePair starts two nodes (VXLAN over the IPv4 underlay, each told
+// about both) on an underlay bridge, with xlaned's extra flags.
+func newNodePair(t *testing.T, flags ...string) []*clusterNode {
+	t.Helper()
+	ul := newNetns(t, "ul")
+	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
+	runIn(t, ul, "ip", "link", "set", "br0", "up")
+	var cs []*clusterNode
+	for i := 1; i <= 2; i++ {
+		c := &clusterNode{ul: ul, name: fmt.Sprintf("n%d", i),
+			under4: netip.MustParseAddr(fmt.Sprintf("192.168.77.%d", i)),
+			under6: netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
+			pod4:   netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
+			pod6:   netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i))}
+		c.node = newNode(t, func(n *node) {
+			port := fmt.Sprintf("p%d", i)
+			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
+			run(t, "ip", "-n", ul, "link", "set", port, "master", "br0", "up")
+			runIn(t, n.netns, "ip", "addr", "add", c.under4.String()+"/24", "dev", "ul0")
+			runIn(t, n.netns, "ip", "addr", "add", c.under6.String()+"/64", "dev", "ul0", "nodad")
+			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
+			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
+			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", "vxlan")
+			n.flags = append(n.flags, flags...)
+		})
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		for _, o := range cs {
+			c.mustXlane(nil, o.addArgs()...)
+		}
+	}
+	return cs
 }
 
 // uplinkCounter is the packets xlane_metrics holds for device and reason,
@@ -251,19 +274,31 @@ func vlanTagger(t *testing.T, ns, dev string, vid uint16) {
 	for _, p := range []struct {
 		insns  asm.Instructions
 		attach ebpf.AttachType
-	}{{push, ebpf.AttachTCXEgress}, {pop, ebpf.AttachTCXIngress}} {
+		parent uint32 // legacy tc (no tcx: before 6.6)
+	}{{push, ebpf.AttachTCXEgress, netlink.HANDLE_MIN_EGRESS}, {pop, ebpf.AttachTCXIngress, netlink.HANDLE_MIN_INGRESS}} {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: p.insns})
 		if err != nil {
 			t.Fatalf("load vlan tagger: %v", err)
 		}
+		t.Cleanup(func() { prog.Close() })
 		lk, err := link.AttachTCX(link.TCXOptions{Interface: l.Attrs().Index, Program: prog, Attach: p.attach})
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			// The namespace goes with the test, and the filter with it.
+			q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index,
+				Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
+			if err := netlink.QdiscAdd(q); err != nil && !errors.Is(err, unix.EEXIST) {
+				t.Fatalf("vlan tagger: clsact: %v", err)
+			}
+			f := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: l.Attrs().Index, Parent: p.parent,
+				Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1}, Fd: prog.FD(), Name: "vlantag", DirectAction: true}
+			if err := netlink.FilterAdd(f); err != nil {
+				t.Fatalf("vlan tagger: tc filter: %v", err)
+			}
+			continue
+		}
 		if err != nil {
-			prog.Close()
 			t.Fatalf("attach vlan tagger: %v", err)
 		}
-		t.Cleanup(func() {
-			lk.Close()
-			prog.Close()
-		})
+		t.Cleanup(func() { lk.Close() })
 	}
 }

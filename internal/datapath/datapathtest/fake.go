@@ -270,7 +270,7 @@ func SortPorts(ps []datapath.Port) []datapath.Port {
 func (f *Fake) Flows(int) ([]datapath.Flow, error) { return nil, nil }
 func (f *Fake) FlushCT() (int, error)              { return 0, nil }
 func (f *Fake) CTStats() (datapath.CTStats, error) { return datapath.CTStats{}, nil }
-func (f *Fake) GCCT(uint64) (int, error)           { return 0, nil }
+func (f *Fake) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) { return 0, nil }
 
 func (f *Fake) PutService(s datapath.Service) error {
 	s.Backends = slices.Clone(s.Backends)
