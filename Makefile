@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin
 
-.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp demo bench clean
+.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp k8s-bins test-k8s demo bench clean
 
 all: build
 
@@ -34,10 +34,12 @@ build: deps
 
 # Everything, as root: BPF unit tests (prog.Run), package tests, end-to-end
 # tests in network namespaces. -p 1: the e2e suites move real traffic and
-# two cores are easily disturbed.
+# two cores are easily disturbed. TestKubernetes runs a real kube-apiserver:
+# on a machine without it cached, scripts/k8s-bins.sh builds it first (and
+# its etcd; many minutes, once).
 test: check-generate build
 	$(GO) vet ./...
-	$(GO) test -p 1 -count=1 -timeout 18m ./...
+	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 18m ./...
 
 test-unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
@@ -62,6 +64,20 @@ test-kernels: check-generate
 # build would not fit CI's time.
 test-vm-afxdp: build
 	q=$$(scripts/qemu-afxdp.sh) && XLANE_QEMU_AFXDP=$$q $(GO) test -count=1 -timeout 10m -v -run '^TestVMGuestAFXDP$$' ./test/e2e/
+
+# The Kubernetes components (kube-apiserver, kubelet, kube-controller-manager,
+# kube-proxy, an embedded etcd) built from k8s.io/kubernetes into
+# /var/cache/xlane/k8s once per machine (scripts/k8s-bins.sh; the first build
+# takes many minutes, later runs only check).
+# `make test` builds (once) only what TestKubernetes runs.
+K8S_TEST_BINS := kube-apiserver xlane-etcd
+k8s-bins: deps
+	@scripts/k8s-bins.sh >/dev/null
+
+# xlaned's Kubernetes mode against a real kube-apiserver (docs/kubernetes.md,
+# ~25 s once the binaries are cached; also part of `make test`).
+test-k8s: build
+	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -count=1 -timeout 10m -v -run '^TestKubernetes$$' ./test/e2e/
 
 demo: build
 	@scripts/demo.sh

@@ -27,7 +27,8 @@
 #define SOCK_ALLOW 1
 
 /* sock_translate finds where dst:dport of a new connection goes, from a
- * published port on the node's address or a service's backend. */
+ * published port on the node's address or a service's backend (a VIP may
+ * be the node's address: a NodePort). */
 static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_key *k,
 					  const struct xl_config *cfg, struct backend_val *to)
 {
@@ -43,11 +44,12 @@ static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_k
 					  .family = k->daddr[10] == 0xff ? 4 : 6 };
 		struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
 
-		if (!pv)
-			return 0;
-		__builtin_memcpy(to->addr, pv->addr, 16);
-		to->port = pv->port;
-		return 1;
+		if (pv) {
+			__builtin_memcpy(to->addr, pv->addr, 16);
+			to->port = pv->port;
+			return 1;
+		}
+		/* else a service whose VIP is the node's address (NodePort) */
 	}
 	return lb_select(k, &l4, to) == LB_BACKEND;
 }

@@ -153,8 +153,10 @@ static __noinline int ct_create_ports(const struct ct_key *k, struct ct_scratch 
 }
 
 /* ct_dnat_target finds where a new flow's destination translates to: a
- * published port on the node's address, or a service VIP's backend.
- * Returns 1 with *to filled, 0 if neither, -1 for a VIP without backends. */
+ * published port on the node's address, or a service VIP's backend (a VIP
+ * may be the node's address too: Kubernetes' NodePorts; a published port
+ * comes first). Returns 1 with *to filled, 0 if neither, -1 for a VIP
+ * without backends. */
 static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *l4,
 					  const struct ct_key *k, const struct xl_config *cfg,
 					  struct backend_val *to)
@@ -167,11 +169,11 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
 					  .family = p->ip4 ? 4 : 6 };
 		const struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
 
-		if (!pv)
-			return 0;
-		__builtin_memcpy(to->addr, pv->addr, 16);
-		to->port = pv->port;
-		return 1;
+		if (pv) {
+			__builtin_memcpy(to->addr, pv->addr, 16);
+			to->port = pv->port;
+			return 1;
+		}
 	}
 	switch (lb_select(k, l4, to)) {
 	case LB_BACKEND:

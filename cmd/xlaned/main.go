@@ -21,6 +21,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/daemon"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/docker"
+	"github.com/xlane-dev/xlane/internal/k8s"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/server"
 )
@@ -59,6 +60,8 @@ func run() error {
 	routing := fs.String("routing", "", "vxlan (default) or native: how pods reach other nodes' pods: vxlan (overlay through xlaned's VXLAN device, a VNI per network) or native (routes to each node's pod CIDRs via its underlay address; nodes share an L2 underlay)")
 	vxlanPort := fs.Int("vxlan-port", daemon.DefaultVXLANPort, "UDP port of the VXLAN overlay (the same on every node)")
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
+	kube := fs.Bool("kubernetes", false, "Kubernetes mode (docs/kubernetes.md): Nodes, Services and EndpointSlices from the API server program nodes and services (a kube-proxy replacement); needs --node-name, this node's Node name")
+	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
 	qemu := fs.String("qemu", daemon.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
 	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~12 s of TCP between throwaway namespaces) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
@@ -88,6 +91,15 @@ Flags:
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
+	if *kube && !*uninstall {
+		// Before anything is touched: a bad configuration fails the start.
+		if *nodeName == "" {
+			return fmt.Errorf("--kubernetes: --node-name is missing (this node's Node name)")
+		}
+		if _, err := k8s.RESTConfig(*kubeconfig); err != nil {
+			return fmt.Errorf("--kubernetes: %w", err)
+		}
+	}
 	var ml net.Listener
 	if *metricsAddr != "" && !*uninstall {
 		// Before anything is touched: a bad address fails the start.
@@ -140,6 +152,16 @@ Flags:
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
+	if *kube {
+		// In the background: the API (and the CNI plugin with it) serves
+		// while the API server is out of reach.
+		go func() {
+			cfg := k8s.Config{Kubeconfig: *kubeconfig, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log}
+			if err := k8s.Run(ctx, cfg, d); err != nil && ctx.Err() == nil {
+				log.Error("kubernetes: first sync failed, retrying", "err", err)
+			}
+		}()
+	}
 	log.Info("xlaned ready", "version", daemon.Version, "socket", *socket, "state", *state, "pin_dir", *pinDir)
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -103,6 +103,10 @@ type ServiceApply struct {
 	// Prune removes every service not listed: the request is the whole
 	// set (a controller's full sync).
 	Prune bool `json:"prune,omitempty"`
+	// PrunePrefix limits Prune to the services whose names start with
+	// it: a controller owning a name space (Kubernetes mode's "k8s.")
+	// leaves the others alone.
+	PrunePrefix string `json:"prune_prefix,omitempty"`
 }
 
 // ServiceApplyResult says what an apply changed.

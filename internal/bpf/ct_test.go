@@ -938,6 +938,43 @@ func TestCTPublish(t *testing.T) {
 	})
 }
 
+// TestCTNodePort: a service whose VIP is the node's own address (a
+// Kubernetes NodePort) is balanced from a container and from outside, as a
+// published port is; a published port of the same number comes first.
+func TestCTNodePort(t *testing.T) {
+	h := newHarness(t)
+	h.setNode(t, natPortMin, natPortMax)
+	one := []endpointPort{{epNoFwd, 80}}
+	h.putService(t, testService{id: 21, vip: ap(nodeV4, 30080), proto: ctTCP, backends: one, size: 251})
+	h.putService(t, testService{id: 22, vip: ap(nodeV6, 30080), proto: ctTCP, backends: one, size: 251})
+	h.putService(t, testService{id: 23, vip: ap(nodeV4, 30081), proto: ctTCP, backends: []endpointPort{{epLo, 81}}, size: 251})
+	h.publish(t, ctTCP, 30081, ap(epNoFwd.v4, 82))
+	for _, c := range []struct {
+		name    string
+		f       ctFlow
+		outside bool
+	}{
+		{"ipv4 from a container", ctFlow{proto: ctTCP, src: ap(epSrc.v4, 40000), dst: ap(nodeV4, 30080), nat: CTNatDst, to: ap(epNoFwd.v4, 80)}, false},
+		{"ipv6 from a container", ctFlow{proto: ctTCP, src: ap(epSrc.v6, 40000), dst: ap(nodeV6, 30080), nat: CTNatDst, to: ap(epNoFwd.v6, 80)}, false},
+		{"ipv4 from outside", ctFlow{proto: ctTCP, src: ap(remoteV4, 33000), dst: ap(nodeV4, 30080), nat: CTNatDst, to: ap(epNoFwd.v4, 80)}, true},
+		{"ipv6 from outside", ctFlow{proto: ctTCP, src: ap(remoteV6, 33000), dst: ap(nodeV6, 30080), nat: CTNatDst, to: ap(epNoFwd.v6, 80)}, true},
+		{"the published port first", ctFlow{proto: ctTCP, src: ap(remoteV4, 33001), dst: ap(nodeV4, 30081), nat: CTNatDst, to: ap(epNoFwd.v4, 82)}, true},
+	} {
+		f := c.f
+		t.Run(c.name, func(t *testing.T) {
+			p, prog, dev, dir := f.orig("S").sentBy(epSrc), progFromEP, devEP0, DirEgress
+			if c.outside {
+				p, prog, dev, dir = f.orig("S").fromOutside(), progFromUplink, devUp, DirIngress
+			}
+			ret, in, out := h.ctRun(t, prog, dev, p)
+			wantVerdict(t, ret, actRedirect, in, out)
+			wantFrame(t, out, p.translated(CTNatDst, f.to).routedTo(epNoFwd.mac, epNoFwd.hostMAC))
+			h.wantMetrics(t, len(in), ctMetric{h.links[dev], fwdPeer, dir}, ctMetric{h.links[devEP1], fwdPeer, DirIngress})
+			h.checkFlow(t, f, ctStNew, toTCPSyn)
+		})
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Services: a VIP's first packet picks a backend through the service's
 // Maglev table; conntrack keeps the flow there.

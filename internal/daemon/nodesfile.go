@@ -3,7 +3,6 @@ package daemon
 import (
 	"encoding/json"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -49,61 +48,5 @@ func (d *Daemon) syncNodesFile(path string) error {
 	if err := json.Unmarshal(raw, &want); err != nil {
 		return model.Fieldf("nodes", "%s: want a JSON array of {\"name\", \"underlay\": [ADDR...], \"pod_cidrs\": [CIDR...]}: %v", path, err)
 	}
-	have, err := d.Nodes()
-	if err != nil {
-		return err
-	}
-	wanted := map[string]api.NodeAdd{}
-	for _, w := range want {
-		wanted[w.Name] = w
-	}
-	for _, h := range have {
-		w, ok := wanted[h.Name]
-		if ok && sameNode(&h, w) {
-			delete(wanted, h.Name)
-			continue
-		}
-		if err := d.RemoveNode(h.Name); err != nil {
-			return err
-		}
-	}
-	// This node first: its record picks the underlay family for the rest.
-	order := slices.SortedFunc(func(yield func(api.NodeAdd) bool) {
-		for _, w := range wanted {
-			if !yield(w) {
-				return
-			}
-		}
-	}, func(a, b api.NodeAdd) int {
-		switch {
-		case a.Name == d.cfg.NodeName:
-			return -1
-		case b.Name == d.cfg.NodeName:
-			return 1
-		}
-		return 0
-	})
-	for _, w := range order {
-		if _, err := d.AddNode(w); err != nil {
-			d.log.Error("nodes file: node refused", "node", w.Name, "err", err)
-		}
-	}
-	return nil
-}
-
-func sameNode(h *model.Node, w api.NodeAdd) bool {
-	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) || h.MTU != w.MTU {
-		return false
-	}
-	for i, a := range h.Underlay {
-		if a.String() != w.Underlay[i] {
-			return false
-		}
-	}
-	for i, p := range h.PodCIDRs {
-		if p.String() != w.PodCIDRs[i] {
-			return false
-		}
-	}
-	return true
+	return d.SyncNodes(want)
 }

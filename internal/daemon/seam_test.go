@@ -23,7 +23,7 @@ import (
 // fakeDaemon is a daemon on a fake datapath and a private store: no root,
 // no BPF, no namespaces. Only what touches the store and the datapath alone
 // (services, published ports) runs on it.
-func fakeDaemon(t *testing.T) (*Daemon, *datapathtest.Fake) {
+func fakeDaemon(t testing.TB) (*Daemon, *datapathtest.Fake) {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {

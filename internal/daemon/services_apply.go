@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/datapath"
@@ -12,7 +13,8 @@ import (
 )
 
 // ApplyServices creates or updates (by name) the services of req, and
-// with req.Prune removes the others, in one store transaction and one
+// with req.Prune removes the others (those named with req.PrunePrefix,
+// when it is given), in one store transaction and one
 // batch of datapath updates: all or nothing. A listed service that exists
 // keeps its VIP (a different one is refused: delete it first) and gets
 // the listed backends and affinity; one that is equal is left alone.
@@ -64,7 +66,7 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 				if other, err := tx.ServiceByVIP(s.VIP, s.Proto); err != nil {
 					return err
 				} else if other != "" {
-					if _, listed := byName[other]; listed || !req.Prune {
+					if _, listed := byName[other]; listed || !prunable(req, other) {
 						return model.Conflictf("service %q: vip %s/%s is service %q's", s.Name, s.VIP, s.Proto, other)
 					}
 					// other is pruned below: its VIP comes free in
@@ -104,7 +106,7 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 				return err
 			}
 			for i := range all {
-				if _, listed := byName[all[i].Name]; listed {
+				if _, listed := byName[all[i].Name]; listed || !prunable(req, all[i].Name) {
 					continue
 				}
 				if err := tx.DeleteService(all[i].Name); err != nil {
@@ -135,6 +137,11 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 	})
 	d.log.Info("services applied", "created", res.Created, "updated", res.Updated, "unchanged", res.Unchanged, "deleted", res.Deleted)
 	return &res, err
+}
+
+// prunable reports whether an apply removes the unlisted service name.
+func prunable(req api.ServiceApply, name string) bool {
+	return req.Prune && strings.HasPrefix(name, req.PrunePrefix)
 }
 
 func dpServices(svcs []*model.Service) []datapath.Service {

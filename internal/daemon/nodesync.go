@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"slices"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// SyncNodes makes the cluster's nodes equal to want, the whole set (the
+// --nodes file's records, or the Kubernetes API's Node objects): a node
+// not in it is removed, a changed one replaced (remove, then add), an
+// equal one left alone. A record the node checks refuse is logged and
+// skipped: the others still apply.
+func (d *Daemon) SyncNodes(want []api.NodeAdd) error {
+	have, err := d.Nodes()
+	if err != nil {
+		return err
+	}
+	wanted := map[string]api.NodeAdd{}
+	for _, w := range want {
+		wanted[w.Name] = w
+	}
+	for _, h := range have {
+		w, ok := wanted[h.Name]
+		if ok && sameNode(&h, w) {
+			delete(wanted, h.Name)
+			continue
+		}
+		if err := d.RemoveNode(h.Name); err != nil {
+			return err
+		}
+	}
+	// This node first: its record picks the underlay family for the rest.
+	order := slices.SortedFunc(func(yield func(api.NodeAdd) bool) {
+		for _, w := range wanted {
+			if !yield(w) {
+				return
+			}
+		}
+	}, func(a, b api.NodeAdd) int {
+		switch {
+		case a.Name == d.cfg.NodeName:
+			return -1
+		case b.Name == d.cfg.NodeName:
+			return 1
+		}
+		return 0
+	})
+	for _, w := range order {
+		if _, err := d.AddNode(w); err != nil {
+			d.log.Error("nodes: node refused", "node", w.Name, "err", err)
+		}
+	}
+	return nil
+}
+
+func sameNode(h *model.Node, w api.NodeAdd) bool {
+	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) || h.MTU != w.MTU {
+		return false
+	}
+	for i, a := range h.Underlay {
+		if a.String() != w.Underlay[i] {
+			return false
+		}
+	}
+	for i, p := range h.PodCIDRs {
+		if p.String() != w.PodCIDRs[i] {
+			return false
+		}
+	}
+	return true
+}

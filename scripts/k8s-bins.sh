@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes components the real-cluster tests run
+# (kube-apiserver, kubelet, kube-controller-manager, kube-proxy) from the Go
+# module k8s.io/kubernetes into a cache outside the work tree, once per
+# machine, with xlane-etcd (scripts/k8s-etcd: etcd embedded, built in the
+# same tree, whose go.mod requires etcd's server module):
+#
+#     /var/cache/xlane/k8s/<version>/bin/{kube-apiserver,kubelet,...,xlane-etcd}
+#
+# The module's go.mod replaces every k8s.io/* staging module with
+# ./staging/src/k8s.io/..., which the module zip does not contain; the copy
+# built here points those replaces at the published k8s.io/* v0.<minor>.<patch>
+# modules instead (the same source, published from the same tag).
+#
+# Arguments name the binaries wanted (default: all five); the services
+# test needs kube-apiserver and xlane-etcd only. Prints the bin directory
+# on stdout; everything else goes to stderr. XLANE_K8S_VERSION picks the
+# release, XLANE_K8S_CACHE the cache root.
+set -euo pipefail
+
+export PATH=$PATH:/usr/local/go/bin
+version=${XLANE_K8S_VERSION:-v1.34.4}
+cache=${XLANE_K8S_CACHE:-/var/cache/xlane/k8s}
+dir=$cache/$version
+# The API server and etcd first: the services test needs only them.
+bins=(kube-apiserver xlane-etcd kubelet kube-controller-manager kube-proxy)
+if (($#)); then
+	bins=("$@")
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+
+have_all() {
+	local b
+	for b in "${bins[@]}"; do [[ -x $dir/bin/$b ]] || return 1; done
+}
+
+if have_all; then
+	echo "$dir/bin"
+	exit 0
+fi
+
+mkdir -p "$dir"
+# One build per machine: a second caller waits for the first.
+exec 9>"$dir/.lock"
+flock 9
+if have_all; then
+	echo "$dir/bin"
+	exit 0
+fi
+
+echo "k8s-bins: building Kubernetes $version into $dir (takes minutes)" >&2
+staging=v0.${version#v1.}
+
+# The module source, read-only in the module cache: copy it to a build tree.
+gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+[[ -d $gomod ]] || { echo "k8s-bins: download k8s.io/kubernetes@$version failed" >&2; exit 1; }
+src=$dir/src
+rm -rf "$src"
+cp -r "$gomod" "$src"
+chmod -R u+w "$src"
+
+# replace k8s.io/api => ./staging/src/k8s.io/api  ->  k8s.io/api => k8s.io/api v0.34.4
+sed -i -E "s#^(\s*)(k8s\.io/[A-Za-z0-9._/-]+) => \./staging/src/k8s\.io/[A-Za-z0-9._/-]+\$#\1\2 => \2 $staging#" "$src/go.mod"
+if grep -q '=> ./staging' "$src/go.mod"; then
+	echo "k8s-bins: replaces left pointing at ./staging:" >&2
+	grep '=> ./staging' "$src/go.mod" >&2
+	exit 1
+fi
+
+pkg=k8s.io/component-base/version
+ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$version")"
+ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$version"
+
+mkdir -p "$dir/bin"
+mkdir -p "$src/cmd/xlane-etcd"
+sed '/^\/\/go:build ignore$/d' "$here/k8s-etcd/main.go" >"$src/cmd/xlane-etcd/main.go"
+cd "$src"
+# The module ships a go.work over ./staging: build the module alone.
+rm -f go.work go.work.sum
+export GOWORK=off
+# -mod=mod: the published staging modules are not in the module's go.sum.
+# Each binary is moved into place whole once built: a build that is
+# interrupted leaves none half-written, and the next run builds the rest.
+for b in "${bins[@]}"; do
+	[[ -x $dir/bin/$b ]] && continue
+	echo "k8s-bins: go build ./cmd/$b" >&2
+	GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/bin/.$b.new" "./cmd/$b"
+	mv "$dir/bin/.$b.new" "$dir/bin/$b"
+done
+rm -rf "$src"
+echo "k8s-bins: done" >&2
+echo "$dir/bin"
