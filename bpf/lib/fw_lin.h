@@ -58,6 +58,22 @@ static __always_inline int fw_lin_established(const struct pkt *p, struct fw_scr
 	return fw_established_late(sc);
 }
 
+/* fw_lin_ready: the live generation has a list and no monitor wants rule
+ * events, the cheap test before fw_lin_xdp's call (a set beyond the list
+ * goes to the bitmaps without it). */
+static __always_inline int fw_lin_ready(void)
+{
+	__u32 zero = 0, slot;
+	const struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
+	const struct fw_gen *gen;
+
+	if (!st)
+		return 0;
+	slot = st->active & 1;
+	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
+	return gen && gen->lin && !mon_types();
+}
+
 /*
  * fw_lin_xdp classifies an uplink packet with the generation's list:
  * FW_V_ALLOW, FW_V_DROP or FW_V_REJECT (c->reason set), or FW_V_SEARCH

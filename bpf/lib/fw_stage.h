@@ -225,9 +225,11 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 	if (parsed != PARSE_OK || !fw_on())
 		return XL_CONTINUE;
 	/* A small set: the generation's list (fw_lin.h); else the bitmaps. */
-	v = fw_lin_xdp(ctx, &c);
-	if (v != FW_V_SEARCH)
-		return fw_xdp_end(ctx, &c, v, reason);
+	if (fw_lin_ready()) {
+		v = fw_lin_xdp(ctx, &c);
+		if (v != FW_V_SEARCH)
+			return fw_xdp_end(ctx, &c, v, reason);
+	}
 	return fw_xdp_run(ctx, &c, reason);
 }
 

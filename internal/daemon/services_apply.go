@@ -101,18 +101,22 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 			return err
 		}
 		if req.Prune {
-			all, err := tx.Services()
+			names, err := tx.ServiceNames()
 			if err != nil {
 				return err
 			}
-			for i := range all {
-				if _, listed := byName[all[i].Name]; listed || !prunable(req, all[i].Name) {
+			for _, name := range names {
+				if _, listed := byName[name]; listed || !prunable(req, name) {
 					continue
 				}
-				if err := tx.DeleteService(all[i].Name); err != nil {
+				o, err := tx.Service(name)
+				if err != nil {
 					return err
 				}
-				pruned = append(pruned, &all[i])
+				if err := tx.DeleteService(name); err != nil {
+					return err
+				}
+				pruned = append(pruned, o)
 			}
 		}
 		applied = true

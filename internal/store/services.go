@@ -78,6 +78,21 @@ func (t *Tx) Services() ([]model.Service, error) {
 	return nil, nil
 }
 
+// ServiceNames returns every service's name, in order, without decoding
+// the services (a full-set apply's prune pass reads thousands).
+func (t *Tx) ServiceNames() ([]string, error) {
+	b := t.tx.Bucket(bucketServices)
+	if b == nil {
+		return nil, nil
+	}
+	var out []string
+	err := b.ForEach(func(k, _ []byte) error {
+		out = append(out, string(k))
+		return nil
+	})
+	return out, err
+}
+
 // PutService creates or replaces s.
 func (t *Tx) PutService(s *model.Service) error {
 	if err := t.services(); err != nil {
