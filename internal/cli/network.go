@@ -93,6 +93,12 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 				if n.BigTCPReason != "" {
 					fmt.Fprintf(w, "big tcp:\t%s (asked for %s)\n", n.BigTCPReason, n.BigTCP)
 				}
+				if n.VNI != 0 {
+					fmt.Fprintf(w, "vni:\t%d\n", n.VNI)
+				}
+				if n.VLAN != 0 {
+					fmt.Fprintf(w, "vlan:\t%d (of the uplink)\n", n.VLAN)
+				}
 			})
 		},
 	}

@@ -19,7 +19,11 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -53,8 +57,8 @@ type controlPlane struct {
 	netns      string
 	addr       string // the API server's address (its namespace's)
 	dir        string
-	token      string
-	kubeconfig string // for xlaned, in the nodes' namespaces
+	token      string // system:masters
+	kubeconfig string // for xlaned, in the nodes' namespaces: xlane's service account
 	cs         *kubernetes.Clientset
 }
 
@@ -112,8 +116,10 @@ func startProc(t *testing.T, name, netns string, args ...string) *logProc {
 
 // startControlPlane starts etcd and kube-apiserver in netns, the API
 // server on addr:6443 (service CIDR 10.96.0.0/16, NodePorts 30000-32767,
-// a static admin token, every request allowed), and waits until it is
-// ready.
+// RBAC with a static admin token), and waits until it is ready. xlaned's
+// kubeconfig is the identity deploy/kubernetes/rbac.yaml grants (the
+// service account kube-system/xlane, as a static token), with that file's
+// roles applied: xlaned gets no more than the DaemonSet would.
 func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 	t.Helper()
 	cp := &controlPlane{netns: netns, addr: addr, dir: t.TempDir(), token: suffix() + suffix()}
@@ -127,7 +133,9 @@ func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 	sa := filepath.Join(cp.dir, "sa.pem")
 	writeFile(t, sa, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	tokens := filepath.Join(cp.dir, "tokens.csv")
-	writeFile(t, tokens, []byte(cp.token+",admin,admin,system:masters\n"))
+	saToken := suffix() + suffix()
+	writeFile(t, tokens, []byte(cp.token+",admin,admin,system:masters\n"+
+		saToken+",system:serviceaccount:kube-system:xlane,xlane,system:serviceaccounts\n"))
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(etcd.String(), "ready") {
 		if time.Now().After(deadline) || etcd.cmd.ProcessState != nil {
@@ -140,7 +148,7 @@ func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 		"--advertise-address="+addr, "--bind-address="+addr, "--secure-port=6443",
 		"--cert-dir="+filepath.Join(cp.dir, "certs"),
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=AlwaysAllow",
+		"--authorization-mode=RBAC",
 		"--token-auth-file="+tokens,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+sa, "--service-account-signing-key-file="+sa,
@@ -165,7 +173,7 @@ contexts:
 - name: test
   context: {cluster: test, user: admin}
 current-context: test
-`, addr, cp.token)))
+`, addr, saToken)))
 	// The test's own client dials from the control plane's namespace.
 	rc := &rest.Config{Host: "https://" + addr + ":6443", BearerToken: cp.token, QPS: 200, Burst: 400,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
@@ -195,6 +203,7 @@ current-context: test
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Logf("kube-apiserver ready in %v", time.Since(start).Round(time.Millisecond))
+	applyManifest(t, cp.cs, "../../deploy/kubernetes/rbac.yaml")
 	return cp
 }
 
@@ -202,5 +211,35 @@ func writeFile(t *testing.T, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// applyManifest creates the ServiceAccounts, ClusterRoles and
+// ClusterRoleBindings of a YAML file.
+func applyManifest(t *testing.T, cs *kubernetes.Clientset, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("%s: %T: not applied by this test", path, obj)
+		}
+		if err != nil {
+			t.Fatalf("%s: create %T: %v", path, obj, err)
+		}
 	}
 }

@@ -27,13 +27,13 @@ import (
 // client-go become xlane services; traffic from pods (namespaces with
 // endpoints) and from a host outside the nodes reaches the backends.
 //
-//	 client  pod1          pod2
-//	     \    |             |
-//	      node1 (n1)      node2 (n2)     xlaned --kubernetes --node-name nI
-//	       | ul0            | ul0        192.168.78.I/24
-//	       +------ br0 -----+---- ext (192.168.78.50)
-//	               |
-//	              cp: etcd + kube-apiserver (192.168.78.100:6443)
+//	client  pod1          pod2
+//	    \    |             |
+//	     node1 (n1)      node2 (n2)     xlaned --kubernetes --node-name nI
+//	      | ul0            | ul0        192.168.78.I/24
+//	      +------ br0 -----+---- ext (192.168.78.50)
+//	              |
+//	             cp: etcd + kube-apiserver (192.168.78.100:6443)
 func TestKubernetes(t *testing.T) {
 	bins := k8sBins(t, "kube-apiserver", "xlane-etcd")
 	ul := newNetns(t, "ul")

@@ -40,6 +40,9 @@ func TestMultiNodeVLAN(t *testing.T) {
 	if net1.MTU != 1500 {
 		t.Errorf("vlan network MTU %d, want the uplink's 1500", net1.MTU)
 	}
+	if out, _, err := cs[0].xlane("network", "inspect", "vl", "-o", "table"); err != nil || !strings.Contains(out, "vlan:") {
+		t.Errorf("network inspect: %v, %q; want the vlan", err, out)
+	}
 	cs[1].mustXlane(nil, "network", "create", "vl", "--mode", "tc")
 	for _, c := range cs {
 		c.pod = newNetns(t, "pod")
