@@ -44,6 +44,21 @@ enum fw_verdict {
 		      * scratch, fw_decide searches them */
 };
 
+/* The verdict of a deciding rule's action, and the reason of a refusal:
+ * one mapping for both classifiers (fw_verdict, fw_lin.h). */
+static __always_inline enum fw_verdict fw_action_verdict(__u8 action, __u8 is_default,
+							 enum xl_reason *reason)
+{
+	if (action == FW_ALLOW)
+		return FW_V_ALLOW;
+	if (action == FW_REJECT) {
+		*reason = XL_DROP_FW_REJECT;
+		return FW_V_REJECT;
+	}
+	*reason = is_default ? XL_DROP_FW_DEFAULT : XL_DROP_FW;
+	return FW_V_DROP;
+}
+
 /* In and out of the stage's global functions (fw_stage.h, fw_lin.h). */
 struct fw_call {
 	__u32 len;   /* in: bytes, for counters */
@@ -576,14 +591,8 @@ static __always_inline int fw_verdict(struct fw_scratch *sc)
 		fw_count(r, sc->hk.len);
 		fw_log(r, sc);
 		fw_monitor(r, sc);
-		if (r->action == FW_REJECT) {
-			sc->reason = XL_DROP_FW_REJECT;
-			return FW_V_REJECT;
-		}
-		if (r->action != FW_ALLOW) {
-			sc->reason = r->is_default ? XL_DROP_FW_DEFAULT : XL_DROP_FW;
-			return FW_V_DROP;
-		}
+		if (r->action != FW_ALLOW)
+			return fw_action_verdict(r->action, r->is_default, &sc->reason);
 	}
 	fw_track(sc, 0);
 	return FW_V_ALLOW;

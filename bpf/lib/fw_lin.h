@@ -85,6 +85,8 @@ __noinline int fw_lin_xdp(struct xdp_md *ctx, struct fw_call *c)
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	__u32 zero = 0, slot, n, s[4], d[4];
 	const struct fw_lin *e = 0;
+	enum xl_reason reason = 0;
+	enum fw_verdict v;
 	struct fw_scratch *sc;
 	struct fw_state *st;
 	struct fw_gen *gen;
@@ -128,15 +130,10 @@ __noinline int fw_lin_xdp(struct xdp_md *ctx, struct fw_call *c)
 	if (gen->established && fw_lin_established(&p, sc))
 		return FW_V_ALLOW;
 	fw_count_slot(e->slot, c->len);
-	if (e->action == FW_REJECT) {
-		c->reason = XL_DROP_FW_REJECT;
-		return FW_V_REJECT;
-	}
-	if (e->action != FW_ALLOW) {
-		c->reason = e->is_default ? XL_DROP_FW_DEFAULT : XL_DROP_FW;
-		return FW_V_DROP;
-	}
-	return FW_V_ALLOW;
+	v = fw_action_verdict(e->action, e->is_default, &reason);
+	if (v != FW_V_ALLOW)
+		c->reason = reason;
+	return v;
 }
 
 #endif /* XLANE_FW_LIN_H */

@@ -156,16 +156,8 @@ func (d *Daemon) GCAttachments(req api.AttachmentGC) (*api.AttachmentGCResult, e
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var nets []model.Network
-	var eps []model.Endpoint
-	if err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if nets, err = tx.Networks(); err != nil {
-			return err
-		}
-		eps, err = tx.Endpoints()
-		return err
-	}); err != nil {
+	nets, eps, err := d.storedNetworksAndEndpoints()
+	if err != nil {
 		return nil, err
 	}
 	res := &api.AttachmentGCResult{Removed: []string{}}

@@ -26,18 +26,7 @@ import (
 func (d *Daemon) Reconcile() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var (
-		nets []model.Network
-		eps  []model.Endpoint
-	)
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if nets, err = tx.Networks(); err != nil {
-			return err
-		}
-		eps, err = tx.Endpoints()
-		return err
-	})
+	nets, eps, err := d.storedNetworksAndEndpoints()
 	if err != nil {
 		return err
 	}
@@ -129,16 +118,7 @@ func accountFor(nets []model.Network, eps []model.Endpoint) accounted {
 // removeUnaccounted removes what no record accounts for (removeStale, and
 // published ports no endpoint has).
 func (d *Daemon) removeUnaccounted() error {
-	var nets []model.Network
-	var eps []model.Endpoint
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if nets, err = tx.Networks(); err != nil {
-			return err
-		}
-		eps, err = tx.Endpoints()
-		return err
-	})
+	nets, eps, err := d.storedNetworksAndEndpoints()
 	if err != nil {
 		return err
 	}
@@ -204,4 +184,17 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 	}
 	errs = append(errs, d.pruneCounters())
 	return errors.Join(errs...)
+}
+
+// storedNetworksAndEndpoints reads every network and endpoint record in one
+// store transaction.
+func (d *Daemon) storedNetworksAndEndpoints() (nets []model.Network, eps []model.Endpoint, err error) {
+	err = d.store.View(func(tx *store.Tx) error {
+		if nets, err = tx.Networks(); err != nil {
+			return err
+		}
+		eps, err = tx.Endpoints()
+		return err
+	})
+	return nets, eps, err
 }

@@ -94,16 +94,7 @@ func (d *Daemon) removeVLAN(n *model.Network) error {
 // Run at start, after Reconcile (which detaches every link no endpoint
 // accounts for).
 func (d *Daemon) setupVLANs() error {
-	var nets []model.Network
-	var eps []model.Endpoint
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if nets, err = tx.Networks(); err != nil {
-			return err
-		}
-		eps, err = tx.Endpoints()
-		return err
-	})
+	nets, eps, err := d.storedNetworksAndEndpoints()
 	if err != nil {
 		return err
 	}
