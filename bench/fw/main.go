@@ -23,6 +23,9 @@
 //   - xdp-drop:      not a firewall but the ceiling: a native XDP program
 //     that counts and drops every frame unparsed (no rules); what it drops
 //     is the most any XDP filter can drop on this veth
+//   - xdp-drop-read: the same after reading the frame's UDP port: the
+//     ceiling of a filter that looks at the packet (the frame was written
+//     on the generator's CPU; reading it costs a cache transfer)
 //
 // With N rules, every variant has the same rule set shape: N-1 rules
 // "drop udp from 10.a.b.c/32 to port 9" that do not match, then the one
@@ -66,11 +69,18 @@ import (
 )
 
 // fwVariants are the filters compared, in run order.
-var fwVariants = []string{"xlane-native", "xlane-generic", "iptables", "nftables", "xdp-drop"}
+var fwVariants = []string{"xlane-native", "xlane-generic", "iptables", "nftables", "xdp-drop", "xdp-drop-read"}
 
 // fwCeiling is the variant that is not a firewall: a bare XDP_DROP program,
-// the most any XDP filter can drop on this veth (ceiling.go).
-const fwCeiling = "xdp-drop"
+// the most any XDP filter can drop on this veth (ceiling.go); fwCeilingRead
+// the same after reading the frame's UDP port, as any filter must.
+const (
+	fwCeiling     = "xdp-drop"
+	fwCeilingRead = "xdp-drop-read"
+)
+
+// isCeiling: v is one of the ceilings, not a firewall.
+func isCeiling(v string) bool { return v == fwCeiling || v == fwCeilingRead }
 
 var (
 	fwGenAddr = netip.MustParseAddr("198.18.0.2") // g0: the generator's source
@@ -242,8 +252,8 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	if t.dmac, err = harness.LinkMAC(ctx, t.dns, "d0"); err != nil {
 		return err
 	}
-	if t.variant == fwCeiling {
-		x, err := attachXDPDropAll(t.dns, "d0")
+	if isCeiling(t.variant) {
+		x, err := attachXDPDropAll(t.dns, "d0", t.variant == fwCeilingRead)
 		if err != nil {
 			return err
 		}
@@ -288,7 +298,7 @@ func fwRuleSrc(i int) netip.Addr {
 func (t *fwTopo) Load(ctx context.Context, n int) error {
 	var b strings.Builder
 	switch {
-	case t.variant == fwCeiling:
+	case isCeiling(t.variant):
 		return nil // no rules: it drops everything
 	case t.xlane():
 		b.WriteString("rules:")
@@ -339,7 +349,7 @@ var nftCounterRE = regexp.MustCompile(`counter packets (\d+) bytes`)
 // Dropped reads the dropping rule's packet counter.
 func (t *fwTopo) Dropped(ctx context.Context) (uint64, error) {
 	switch {
-	case t.variant == fwCeiling:
+	case isCeiling(t.variant):
 		return t.ceiling.Dropped()
 	case t.xlane():
 		out, err := t.cli(ctx, "-o", "json", "fw", "ls")
@@ -582,7 +592,7 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		big := slices.Max(o.levels)
 		var tcpTopos []*fwTopo // the ceiling drops everything: no TCP through it
 		for _, t := range topos {
-			if t.variant != fwCeiling {
+			if !isCeiling(t.variant) {
 				tcpTopos = append(tcpTopos, t)
 			}
 		}
@@ -704,7 +714,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 			return measure.Median(xs)
 		}
 		for _, v := range o.variants {
-			if v == fwCeiling {
+			if isCeiling(v) {
 				continue
 			}
 			a, c := med(v, 0), med(v, slices.Max(o.levels))

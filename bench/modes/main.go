@@ -1,7 +1,8 @@
 // Command modes is the datapath modes benchmark (`make bench BENCH=modes`): container
 // to container on one node, comparing a Docker-style bridge baseline with
 // xlane's kernel, tc, xdp-generic and xdp modes in one interleaved run:
-// TCP throughput and CPU cost (iperf3), ping-pong latency (sockperf) and
+// TCP throughput and CPU cost (iperf3, IPv4 and IPv6; tc-bigtcp is tc with
+// BIG TCP on), ping-pong latency (sockperf) and
 // the 64-byte UDP forwarding rate (a BPF_PROG_RUN live-frames generator,
 // see bench/gen, bench/internal/rate and rate.go).
 //
@@ -192,12 +193,13 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 			return nil, fmt.Errorf("setup %s: %w", mode, err)
 		}
 		for _, mtu := range o.mtus {
-			p := t.Pair(mtu)
-			if err := checkPath(ctx, p); err != nil {
-				return nil, fmt.Errorf("%s: %w", mode, err)
-			}
-			if err := startServers(ctx, t, p, tmp); err != nil {
-				return nil, fmt.Errorf("%s: %w", mode, err)
+			for _, p := range []harness.Pair{t.Pair(mtu), t.Pair6(mtu)} {
+				if err := checkPath(ctx, p); err != nil {
+					return nil, fmt.Errorf("%s: %w", mode, err)
+				}
+				if err := startServers(ctx, t, p, tmp); err != nil {
+					return nil, fmt.Errorf("%s: %w", mode, err)
+				}
 			}
 		}
 		topos = append(topos, t)
@@ -230,7 +232,11 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 					if test.Kind == "latency" {
 						d = o.latDur
 					}
-					s, err = test.Run(ctx, t.Pair(test.MTU), d)
+					p := t.Pair(test.MTU)
+					if test.IPv6 {
+						p = t.Pair6(test.MTU)
+					}
+					s, err = test.Run(ctx, p, d)
 				}
 				if err != nil {
 					return nil, fmt.Errorf("%s %s (rep %d): %w", test.ID, t.Name(), r, err)
@@ -272,7 +278,7 @@ func brief(t Test, s Sample) string {
 // preflight checks what the harness needs before touching anything.
 func preflight() error {
 	return harness.Preflight("network namespaces, BPF", true,
-		"go", "ip", "nsenter", "ethtool", "iptables-restore", "iptables-save", "iperf3", "sockperf", "ss", "ping")
+		"go", "ip", "nsenter", "ethtool", "iptables-restore", "iptables-save", "ip6tables-restore", "iperf3", "sockperf", "ss", "ping")
 }
 
 // checksumNote reports the receive checksum errors the containers' stacks

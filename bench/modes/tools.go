@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xlane-dev/xlane/bench/gen"
@@ -91,6 +92,7 @@ type Test struct {
 	Title   string `json:"title"`
 	Kind    string `json:"kind"` // "tcp", "latency" or "rate"
 	MTU     int    `json:"mtu"`
+	IPv6    bool   `json:"ipv6,omitempty"` // between the containers' IPv6 addresses
 	Streams int    `json:"streams,omitempty"`
 	Server  server `json:"-"`
 	// ClientCPUs pins the client (taskset list); "" = not pinned.
@@ -110,18 +112,26 @@ func (t Test) Metrics() []Metric {
 	return latencyMetrics
 }
 
-// tests lists TCP throughput with 1 and 4 streams per MTU, latency at
+// tests lists TCP throughput with 1 and 4 streams per MTU over IPv4 and
+// over IPv6 (BIG TCP's two switches, gso_max_size and gso_ipv4_max_size,
+// are per family), latency at
 // the first MTU (sockperf's 14-byte messages do not depend on the MTU)
 // with client and server on the same CPU and, given two, on different
 // ones, and the 64-byte UDP forwarding rate at the first MTU.
 func tests(mtus []int) []Test {
 	var ts []Test
-	for _, mtu := range mtus {
-		for _, p := range []int{1, 4} {
-			ts = append(ts, Test{
-				ID: fmt.Sprintf("tcp-%dx-mtu%d", p, mtu), Kind: "tcp", MTU: mtu, Streams: p, Server: iperfServer,
-				Title: fmt.Sprintf("TCP %d stream%s, MTU %d", p, map[bool]string{true: "s"}[p > 1], mtu),
-			})
+	for _, v6 := range []bool{false, true} {
+		for _, mtu := range mtus {
+			for _, p := range []int{1, 4} {
+				t := Test{
+					ID: fmt.Sprintf("tcp-%dx-mtu%d", p, mtu), Kind: "tcp", MTU: mtu, IPv6: v6, Streams: p, Server: iperfServer,
+					Title: fmt.Sprintf("TCP %d stream%s, MTU %d", p, map[bool]string{true: "s"}[p > 1], mtu),
+				}
+				if v6 {
+					t.ID, t.Title = "tcp6"+strings.TrimPrefix(t.ID, "tcp"), t.Title+", IPv6"
+				}
+				ts = append(ts, t)
+			}
 		}
 	}
 	for _, s := range servers() {
@@ -200,9 +210,14 @@ func (t Test) Run(ctx context.Context, p harness.Pair, d time.Duration) (Sample,
 // startServers starts the servers bound to the server container's address
 // on p; t stops them before it tears down.
 func startServers(ctx context.Context, t Topology, p harness.Pair, logDir string) error {
-	for _, s := range servers() {
-		name := fmt.Sprintf("%s server :%d %s mtu %d", s.tool, s.port, t.Name(), p.MTU)
-		logPath := filepath.Join(logDir, fmt.Sprintf("%s-%s-%d-%d.log", t.Name(), s.tool, s.port, p.MTU))
+	ss := servers()
+	if p.ServerIP.Is6() {
+		ss = []server{iperfServer} // only TCP runs over IPv6 (sockperf 3.7 binds IPv4 only)
+	}
+	for _, s := range ss {
+		fam := map[bool]string{false: "", true: "-ipv6"}[p.ServerIP.Is6()]
+		name := fmt.Sprintf("%s server :%d %s mtu %d%s", s.tool, s.port, t.Name(), p.MTU, fam)
+		logPath := filepath.Join(logDir, fmt.Sprintf("%s-%s-%d-%d%s.log", t.Name(), s.tool, s.port, p.MTU, fam))
 		pr, err := harness.StartProc(name, logPath, harness.NSExec(p.Server, s.argv(p.ServerIP)...)...)
 		if err != nil {
 			return err
@@ -223,7 +238,11 @@ func checkPath(ctx context.Context, p harness.Pair) error {
 	if _, err := harness.Run(ctx, harness.NSExec(p.Client, "ping", "-c", "3", "-i", "0.2", "-W", "2", ip)...); err != nil {
 		return fmt.Errorf("no connectivity %s -> %s: %w", p.Client, ip, err)
 	}
-	if _, err := harness.Run(ctx, harness.NSExec(p.Client, "ping", "-c", "1", "-W", "2", "-M", "do", "-s", strconv.Itoa(p.MTU-28), ip)...); err != nil {
+	hdrs := 28 // IPv4 + ICMP
+	if p.ServerIP.Is6() {
+		hdrs = 48
+	}
+	if _, err := harness.Run(ctx, harness.NSExec(p.Client, "ping", "-c", "1", "-W", "2", "-M", "do", "-s", strconv.Itoa(p.MTU-hdrs), ip)...); err != nil {
 		return fmt.Errorf("MTU %d does not fit the path %s -> %s: %w", p.MTU, p.Client, ip, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -28,8 +29,10 @@ type Topology interface {
 	Setup(ctx context.Context) error
 	// Teardown removes whatever Setup created, even after a failed Setup.
 	Teardown() error
-	// Pair returns the containers on the network with this MTU.
+	// Pair returns the containers on the network with this MTU, by their
+	// IPv4 addresses; Pair6 by their IPv6 addresses.
 	Pair(mtu int) harness.Pair
+	Pair6(mtu int) harness.Pair
 	// Notes reports facts about the topology worth printing next to the
 	// numbers (e.g. whether bridged traffic went through iptables).
 	Notes(ctx context.Context) []string
@@ -42,11 +45,12 @@ type Topology interface {
 type base struct {
 	name   string
 	prefix string // unique netns prefix, e.g. xlb-1a2b3c-tc
-	net    int    // second octet of this topology's subnets: 10.<net>.<i>.0/24
+	net    int    // this topology's subnets: 10.<net>.<i>.0/24, fd00:<net>:<i>::/64
 	mtus   []int
 	node   string
 	ctrs   [2]string // client, server
 	pairs  map[int]harness.Pair
+	pairs6 map[int]harness.Pair
 	undo   harness.UndoStack
 }
 
@@ -55,13 +59,15 @@ func newBase(name, runID string, net int, mtus []int) base {
 	return base{
 		name: name, prefix: p, net: net, mtus: mtus,
 		node: p + "-node", ctrs: [2]string{p + "-c1", p + "-c2"},
-		pairs: map[int]harness.Pair{},
+		pairs: map[int]harness.Pair{}, pairs6: map[int]harness.Pair{},
 	}
 }
 
 func (b *base) Name() string { return b.name }
 
 func (b *base) Pair(mtu int) harness.Pair { return b.pairs[mtu] }
+
+func (b *base) Pair6(mtu int) harness.Pair { return b.pairs6[mtu] }
 
 func (b *base) Teardown() error { return b.undo.Run() }
 
@@ -70,6 +76,17 @@ func (b *base) Defer(what string, fn func(ctx context.Context) error) { b.undo.P
 // subnet of the i-th network (one per MTU).
 func (b *base) subnet(i int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(b.net), byte(i), 0}), 24)
+}
+
+// subnet6 is subnet's IPv6 twin.
+func (b *base) subnet6(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom16([16]byte{0: 0xfd, 3: byte(b.net), 5: byte(i)}), 64)
+}
+
+// pairOf returns the pair of p's containers by other addresses.
+func pairOf(p harness.Pair, client, server netip.Addr) harness.Pair {
+	p.ClientIP, p.ServerIP = client, server
+	return p
 }
 
 // addNamespaces creates the node and container namespaces with lo up.
@@ -109,8 +126,10 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 	n := func(argv ...string) []string { return append([]string{"ip", "-n", d.node}, argv...) }
 	// dockerd enables forwarding; br_netfilter (loaded by dockerd) makes
 	// bridged IPv4 frames traverse iptables. The sysctl is per netns.
-	if err := sysctlIn(ctx, d.node, "net/ipv4/ip_forward", "1"); err != nil {
-		return err
+	for _, k := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+		if err := sysctlIn(ctx, d.node, k, "1"); err != nil {
+			return err
+		}
 	}
 	d.brNF = "absent"
 	if _, err := harness.Run(ctx, harness.NSExec(d.node, "test", "-e", "/proc/sys/net/bridge/bridge-nf-call-iptables")...); err == nil {
@@ -122,22 +141,29 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 			return err
 		}
 		d.brNF = strings.TrimSpace(v)
+		// Docker's IPv6 networks (--ipv6, ip6tables on by default since
+		// v27) filter bridged IPv6 the same way.
+		if err := sysctlIn(ctx, d.node, "net/bridge/bridge-nf-call-ip6tables", "1"); err != nil {
+			return err
+		}
 	}
 	for i, mtu := range d.mtus {
 		br, pfx := d.bridge(mtu), d.subnet(i)
-		gw := pfx.Addr().Next()
+		gw, gw6 := pfx.Addr().Next(), d.subnet6(i).Addr().Next()
 		m := fmt.Sprint(mtu)
 		if err := harness.RunAll(ctx,
 			n("link", "add", br, "mtu", m, "type", "bridge"),
 			n("addr", "add", netip.PrefixFrom(gw, 24).String(), "dev", br),
+			n("addr", "add", netip.PrefixFrom(gw6, 64).String(), "dev", br, "nodad"),
 			n("link", "set", br, "up"),
 		); err != nil {
 			return err
 		}
-		var ips [2]netip.Addr
+		var ips, ips6 [2]netip.Addr
 		ifname := fmt.Sprintf("eth%d", i)
 		for j, ctr := range d.ctrs {
 			ips[j] = addrAdd(gw, 1+j) // .2, .3 like Docker's IPAM
+			ips6[j] = addrAdd(gw6, 1+j)
 			host := fmt.Sprintf("veth%d-%d", j+1, mtu)
 			c := func(argv ...string) []string { return append([]string{"ip", "-n", ctr}, argv...) }
 			cmds := [][]string{
@@ -145,10 +171,12 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 				n("link", "set", host, "master", br),
 				n("link", "set", host, "up"),
 				c("addr", "add", netip.PrefixFrom(ips[j], 24).String(), "dev", ifname),
+				c("addr", "add", netip.PrefixFrom(ips6[j], 64).String(), "dev", ifname, "nodad"),
 				c("link", "set", ifname, "up"),
 			}
 			if i == 0 { // the first network owns the default route, as in Docker
-				cmds = append(cmds, c("route", "add", "default", "via", gw.String()))
+				cmds = append(cmds, c("route", "add", "default", "via", gw.String()),
+					c("-6", "route", "add", "default", "via", gw6.String()))
 			}
 			if err := harness.RunAll(ctx, cmds...); err != nil {
 				return err
@@ -171,26 +199,38 @@ func (d *dockerTopo) Setup(ctx context.Context) error {
 			return err
 		}
 		d.pairs[mtu] = p
+		d.pairs6[mtu] = pairOf(p, ips6[0], ips6[1])
 	}
-	if _, err := harness.RunInput(ctx, d.iptablesRules(), harness.NSExec(d.node, "iptables-restore")...); err != nil {
+	if _, err := harness.RunInput(ctx, d.iptablesRules(false), harness.NSExec(d.node, "iptables-restore")...); err != nil {
 		return fmt.Errorf("install Docker's iptables rules: %w", err)
+	}
+	if _, err := harness.RunInput(ctx, d.iptablesRules(true), harness.NSExec(d.node, "ip6tables-restore")...); err != nil {
+		return fmt.Errorf("install Docker's ip6tables rules: %w", err)
 	}
 	return nil
 }
 
 // iptablesRules is the ruleset dockerd (v24-v27, iptables backend) installs
-// for user-defined bridge networks, in iptables-restore form.
-func (d *dockerTopo) iptablesRules() string {
+// for user-defined bridge networks, in iptables-restore form; v6: the
+// ip6tables twin of an --ipv6 network.
+func (d *dockerTopo) iptablesRules(v6 bool) string {
 	var filter, nat []string
 	filter = append(filter,
 		"-A FORWARD -j DOCKER-USER",
 		"-A FORWARD -j DOCKER-ISOLATION-STAGE-1")
+	loopback := "127.0.0.0/8"
+	if v6 {
+		loopback = "::1/128"
+	}
 	nat = append(nat,
 		"-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
-		"-A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER")
+		"-A OUTPUT ! -d "+loopback+" -m addrtype --dst-type LOCAL -j DOCKER")
 	var iso1, iso2 []string
 	for i, mtu := range d.mtus {
 		br, pfx := d.bridge(mtu), d.subnet(i).String()
+		if v6 {
+			pfx = d.subnet6(i).String()
+		}
 		filter = append(filter,
 			"-A FORWARD -o "+br+" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 			"-A FORWARD -o "+br+" -j DOCKER",
@@ -225,16 +265,19 @@ func (d *dockerTopo) Notes(ctx context.Context) []string {
 		notes = append(notes, "docker: /proc/sys/net/bridge/bridge-nf-call-iptables is ABSENT on this kernel (no br_netfilter): "+
 			"container-to-container traffic on the bridge skips iptables and conntrack, unlike real Docker; the baseline is optimistic")
 	case "1":
-		notes = append(notes, "docker: br_netfilter present, bridge-nf-call-iptables=1 in the node netns (as with dockerd): bridged IPv4 traverses iptables FORWARD")
+		notes = append(notes, "docker: br_netfilter present, bridge-nf-call-iptables=1 and bridge-nf-call-ip6tables=1 in the node netns (as with dockerd): bridged IPv4 and IPv6 traverse iptables and ip6tables FORWARD")
 	default:
 		notes = append(notes, "docker: bridge-nf-call-iptables="+d.brNF+" in the node netns: bridged traffic skips iptables")
 	}
-	out, err := harness.Run(ctx, harness.NSExec(d.node, "iptables-save", "-c", "-t", "filter")...)
-	if err == nil {
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		out, err := harness.Run(ctx, harness.NSExec(d.node, tool+"-save", "-c", "-t", "filter")...)
+		if err != nil {
+			continue
+		}
 		if rules, err := measure.ParseIptablesSave(out); err == nil {
 			f := measure.Forward(rules)
-			notes = append(notes, fmt.Sprintf("docker: iptables FORWARD saw %d packets (%s) during the run, %d of them accepted by the conntrack RELATED,ESTABLISHED rules",
-				f.Packets, humanBytes(f.Bytes), f.Established))
+			notes = append(notes, fmt.Sprintf("docker: %s FORWARD saw %d packets (%s) during the run, %d of them accepted by the conntrack RELATED,ESTABLISHED rules",
+				tool, f.Packets, humanBytes(f.Bytes), f.Established))
 		}
 	}
 	if v, err := harness.Run(ctx, harness.NSExec(d.node, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")...); err == nil {
@@ -318,7 +361,8 @@ func (x *xlaneTopo) Setup(ctx context.Context) (err error) {
 		// MODE-bigtcp: the mode with BIG TCP on (192 KiB GSO/GRO on the
 		// endpoints' veths).
 		mode, big := strings.CutSuffix(x.mode, "-bigtcp")
-		args := []string{"network", "create", name, "--subnet", x.subnet(i).String(), "--mode", mode, "--mtu", fmt.Sprint(mtu)}
+		args := []string{"network", "create", name, "--subnet", x.subnet(i).String(), "--subnet", x.subnet6(i).String(),
+			"--mode", mode, "--mtu", fmt.Sprint(mtu)}
 		if big {
 			args = append(args, "--big-tcp", "on")
 		}
@@ -329,7 +373,7 @@ func (x *xlaneTopo) Setup(ctx context.Context) (err error) {
 			_, err := x.cli(ctx, "network", "rm", name, "--force")
 			return err
 		})
-		var ips [2]netip.Addr
+		var ips, ips6 [2]netip.Addr
 		var eps [2]harness.Endpoint
 		for j, ctr := range x.ctrs {
 			out, err := x.cli(ctx, "-o", "json", "endpoint", "add", name, "--netns", ctr,
@@ -341,6 +385,14 @@ func (x *xlaneTopo) Setup(ctx context.Context) (err error) {
 				return err
 			}
 			ips[j] = eps[j].IPv4
+			for _, a := range eps[j].IPs {
+				if a.Is6() && !ips6[j].IsValid() {
+					ips6[j] = a
+				}
+			}
+			if !ips6[j].IsValid() {
+				return fmt.Errorf("endpoint %s has no IPv6 address: %v", eps[j].ID, eps[j].IPs)
+			}
 		}
 		x.setPair(mtu, ips)
 		p := x.pairs[mtu]
@@ -357,12 +409,31 @@ func (x *xlaneTopo) Setup(ctx context.Context) (err error) {
 			return fmt.Errorf("endpoint %s: host_mac: %w", eps[0].ID, err)
 		}
 		x.pairs[mtu] = p
+		x.pairs6[mtu] = pairOf(p, ips6[0], ips6[1])
 	}
 	return nil
 }
 
 func (x *xlaneTopo) Notes(ctx context.Context) []string {
 	var notes []string
+	// BIG TCP as the daemon resolved it: `auto` follows this node's
+	// calibration (internal/daemon/bigtcp.go), which the bench's daemons
+	// skip (--calibrate-at-start=false), so plain modes run without it.
+	for _, mtu := range x.mtus {
+		out, err := x.cli(ctx, "-o", "json", "network", "inspect", x.netName(mtu))
+		if err != nil {
+			continue
+		}
+		var n struct {
+			BigTCP  string `json:"big_tcp"`
+			On4     bool   `json:"big_tcp_ipv4"`
+			On6     bool   `json:"big_tcp_ipv6"`
+			Because string `json:"big_tcp_reason"`
+		}
+		if json.Unmarshal([]byte(out), &n) == nil {
+			notes = append(notes, fmt.Sprintf("%s: network %s: BIG TCP %s (ipv4 %v, ipv6 %v): %s", x.name, x.netName(mtu), n.BigTCP, n.On4, n.On6, n.Because))
+		}
+	}
 	if x.mode == "tc" {
 		if out, err := x.cli(ctx, "status"); err == nil {
 			var cs []string

@@ -93,8 +93,16 @@ func TestCalibrate(t *testing.T) {
 	if string(nw.Mode) != ch.Mode || !strings.Contains(nw.ModeReason, "calibrated") {
 		t.Errorf("auto network: mode %s (%s), want %s from the calibration", nw.Mode, nw.ModeReason, ch.Mode)
 	}
-	if want := ch.BigTCP4 || ch.BigTCP6; (nw.BigTCP4 || nw.BigTCP6) != want {
-		t.Errorf("auto network big tcp v4 %v v6 %v, want the calibration's v4 %v v6 %v (%s)", nw.BigTCP4, nw.BigTCP6, ch.BigTCP4, ch.BigTCP6, nw.BigTCPReason)
+	// BIG TCP per family: what the calibration measured, where the kernel
+	// has it (big-tcp-ipv4/-ipv6 in status), and the reason says so.
+	has := map[string]bool{}
+	for _, f := range st.Features {
+		has[f.Name] = f.Available
+	}
+	want4, want6 := ch.BigTCP4 && has["big-tcp-ipv4"], ch.BigTCP6 && has["big-tcp-ipv6"]
+	if nw.BigTCP4 != want4 || nw.BigTCP6 != want6 || !strings.Contains(nw.BigTCPReason, "as measured on this node") {
+		t.Errorf("auto network big tcp v4 %v v6 %v (%s), want v4 %v v6 %v: the calibration's v4 %v v6 %v where the kernel has it",
+			nw.BigTCP4, nw.BigTCP6, nw.BigTCPReason, want4, want6, ch.BigTCP4, ch.BigTCP6)
 	}
 
 	// The choice is stored: a restarted daemon keeps it.
