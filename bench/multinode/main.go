@@ -258,11 +258,14 @@ func (r *report) markdown(o options) string {
 
 // iperfServer starts iperf3 in ns, bound to bind.
 func iperfServer(undo *harness.UndoStack, ns, bind string) error {
-	p, err := harness.StartProc("iperf3 server "+ns+" "+bind, filepath.Join(os.TempDir(), ns+"-"+bind+"-iperf3.log"),
-		harness.NSExec(ns, "iperf3", "-s", "-B", bind)...)
+	log := filepath.Join(os.TempDir(), ns+"-"+bind+"-iperf3.log")
+	p, err := harness.StartProc("iperf3 server "+ns+" "+bind, log, harness.NSExec(ns, "iperf3", "-s", "-B", bind)...)
 	if err != nil {
+		os.Remove(log)
 		return err
 	}
+	// Undone in reverse: the server stops, then its log goes.
+	undo.Push("remove "+log, func(context.Context) error { return os.Remove(log) })
 	undo.Push("stop "+p.Name, p.Stop)
 	time.Sleep(300 * time.Millisecond)
 	return nil
