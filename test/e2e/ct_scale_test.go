@@ -135,7 +135,7 @@ func TestCTGCAtScale(t *testing.T) {
 	t.Logf("stats at 1M entries: cpu %v wall %v", cpu, wall)
 
 	var n int
-	cpu, wall = ctMeasure(func() { n, err = dp.GCCT(uint64(10 * time.Second), nil) })
+	cpu, wall = ctMeasure(func() { n, err = dp.GCCT(uint64(10*time.Second), nil) })
 	if err != nil || n != ctMillion/10 {
 		t.Fatalf("gc: deleted %d, %v; want %d", n, err, ctMillion/10)
 	}
@@ -152,7 +152,7 @@ func TestCTGCAtScale(t *testing.T) {
 		}
 	}
 
-	cpu, wall = ctMeasure(func() { n, err = dp.GCCT(uint64(10 * time.Second), nil) })
+	cpu, wall = ctMeasure(func() { n, err = dp.GCCT(uint64(10*time.Second), nil) })
 	if err != nil || n != 0 {
 		t.Fatalf("second gc: deleted %d, %v; want 0", n, err)
 	}
