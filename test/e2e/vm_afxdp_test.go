@@ -142,14 +142,3 @@ func TestVMGuestAFXDP(t *testing.T) {
 	assertCleanNamed(t, n, "10.86.")
 	t.Logf("AF_XDP VM endpoint test: %v in all", time.Since(start).Round(time.Millisecond))
 }
-
-// The 2-queue guest of TestVMGuestMultiQueue on a 2-queue AF_XDP port:
-// QEMU binds one socket per queue (queues=2) and puts them at their
-// queue's slot of xlane's map; the port's XDP program hands each queue's
-// frames to its socket, and both queues carry traffic both ways.
-func TestVMGuestAFXDPMultiQueue(t *testing.T) {
-	if os.Getenv("XLANE_E2E_BIN") != "" {
-		t.Skip("the kernel matrix's guests run no nested QEMU guest")
-	}
-	mqGuest(t, afxdpQEMU(t), "10.88.0", "52:54:00:88:00:01")
-}
