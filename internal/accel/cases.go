@@ -814,9 +814,10 @@ func sysctlMax(name string, def int) int {
 // caseRelay: the write-up's chain, client -> relay -> sink, every leg
 // accelerated; the relay (a plain read/write loop, as a proxy) copies
 // twice per byte, so the client outruns it, and it starts reading late.
-// The client writes 1 MiB pieces, then its large write in one write(); no
-// write may fail (ENOMEM was the symptom) and the sink must get every byte
-// in order.
+// The client writes more than max_backlog in 1 MiB pieces (its leg falls
+// back to the normal path in the middle), then its large write in one
+// write(); no write may fail (ENOMEM was the symptom) and the sink must get
+// every byte in order.
 func caseRelay(e *env, timeout time.Duration) error {
 	c, a, err := pair("tcp4", "127.0.0.1:0", timeout)
 	if err != nil {
@@ -829,7 +830,7 @@ func caseRelay(e *env, timeout time.Duration) error {
 		return err
 	}
 	defer sink.Close()
-	pieces := max(e.large/4, 4<<20)
+	pieces := max(e.large/4, e.backlog+4<<20)
 	p := payload(pieces+e.large, 111)
 	got := readAll(sink)
 	relay := make(chan error, 1)
