@@ -212,14 +212,14 @@ func (k *kubeletNode) podNetns(t *testing.T, p *corev1.Pod) pod {
 // Pods are bound by nodeName (no scheduler); their container is
 // test/e2e/podserver, an image built here.
 //
-//	    web-n1 (pod)           web-n2 (pod)
-//	      |                      |
-//	  n1: xlaned, containerd,  n2: xlaned, containerd,   192.168.78.I/24
-//	      kubelet                  kubelet               fd00:78::I/64
-//	      | ul0                    | ul0
-//	      +--------- br0 ----------+
-//	                  |
-//	  cp: etcd, kube-apiserver, kube-controller-manager (192.168.78.100)
+//	  web-n1 (pod)           web-n2 (pod)
+//	    |                      |
+//	n1: xlaned, containerd,  n2: xlaned, containerd,   192.168.78.I/24
+//	    kubelet                  kubelet               fd00:78::I/64
+//	    | ul0                    | ul0
+//	    +--------- br0 ----------+
+//	                |
+//	cp: etcd, kube-apiserver, kube-controller-manager (192.168.78.100)
 //
 // Checked: both Nodes registered and Ready with pod CIDRs of both
 // families; pods get addresses from them through xlane-cni and talk
