@@ -157,6 +157,14 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	return err
 }
 
+// Resource is an API resource Kubernetes mode reads.
+type Resource struct{ Group, Resource string }
+
+// Watched is what Run watches (list and watch; deploy/kubernetes/rbac.yaml
+// must allow exactly these, deploy's test checks it).
+var Watched = []Resource{{"", "nodes"}, {"", "services"}, {"", "pods"}, {"", "namespaces"},
+	{"discovery.k8s.io", "endpointslices"}, {"networking.k8s.io", "networkpolicies"}}
+
 // sliceIndex indexes EndpointSlices by their Service's namespace/name.
 const sliceIndex = "service"
 
