@@ -2,7 +2,7 @@
 // BENCH=accel): sockperf ping-pong and iperf3 over the same topologies with
 // and without acceleration, interleaved in one run, with same-run ratios.
 //
-//	go run ./bench/accel -out bench/results     # 3 reps, 3 s runs: about 14 min on 2 cores
+//	go run ./bench/accel -out bench/results     # 3 reps, 3 s runs: about 18 min on 2 cores
 //	go run ./bench/accel -quick                 # 1 rep, 2 s runs
 //	go run ./bench/accel -quick -duration 1s -sizes 65536 -streams 1 -topos loopback   # smoke
 //
