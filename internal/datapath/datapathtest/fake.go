@@ -267,9 +267,9 @@ func SortPorts(ps []datapath.Port) []datapath.Port {
 	return ps
 }
 
-func (f *Fake) Flows(int) ([]datapath.Flow, error) { return nil, nil }
-func (f *Fake) FlushCT() (int, error)              { return 0, nil }
-func (f *Fake) CTStats() (datapath.CTStats, error) { return datapath.CTStats{}, nil }
+func (f *Fake) Flows(int) ([]datapath.Flow, error)                     { return nil, nil }
+func (f *Fake) FlushCT() (int, error)                                  { return 0, nil }
+func (f *Fake) CTStats() (datapath.CTStats, error)                     { return datapath.CTStats{}, nil }
 func (f *Fake) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) { return 0, nil }
 
 func (f *Fake) PutService(s datapath.Service) error {
@@ -362,6 +362,24 @@ func (f *Fake) ProxyRules() (map[uint16]datapath.ProxyRule, error) {
 	return maps.Clone(f.proxyRules), nil
 }
 func (f *Fake) ProxyStats() (map[string]uint64, error) { return map[string]uint64{}, nil }
+func (f *Fake) AttachProxyIn(path string, netns uint64) error {
+	return f.change("attach-proxy-in", netns, func() {})
+}
+func (f *Fake) DetachProxyIn(netns uint64) error {
+	return f.change("detach-proxy-in", netns, func() {})
+}
+func (f *Fake) ProxyInNetns() ([]uint64, error) { return nil, nil }
+func (f *Fake) PutProxyInRule(r datapath.ProxyInRule) error {
+	return f.change("put-proxy-in-rule", r, func() {})
+}
+func (f *Fake) DeleteProxyInRule(r datapath.ProxyInRule) error {
+	return f.change("delete-proxy-in-rule", r, func() {})
+}
+func (f *Fake) ProxyInRules() ([]datapath.ProxyInRule, error) { return nil, nil }
+func (f *Fake) ProxyListener(uint64, uint16, uint8) bool      { return false }
+func (f *Fake) PutProxyListener(netns uint64, port uint16, family uint8, fd int) error {
+	return f.change("put-proxy-listener", port, func() {})
+}
 
 func (f *Fake) PutPeer(p datapath.Peer) error {
 	return f.change("put-peer", p, func() { f.peers[p.Prefix] = p })
