@@ -117,6 +117,35 @@ func TestProxyRedirectIn(t *testing.T) {
 		t.Errorf("programs left on %s after rm:\n%s", cg, o)
 	}
 
+	// A container on an xlane network reaching an app on the node: the
+	// redirect in xlaned's own namespace (no --netns), the client behind
+	// the datapath.
+	n.mustXlane(nil, "network", "create", "pin", "--subnet", "10.78.0.0/24", "--subnet", "fd00:78::/64")
+	ctr := newNetns(t, "ctr")
+	n.mustXlane(nil, "endpoint", "add", "pin", "--netns", ctr)
+	nodeSrv := helper(t, cg, n.netns, "httpsrv", httpSrvArg{Port: port})
+	startReady(t, nodeSrv)
+	nodeProxy := helper(t, cg, n.netns, "proxy", proxyArg{Port: to, Mark: 0x539, PlainTCP: true})
+	startReady(t, nodeProxy)
+	var out api.ProxyRedirect
+	n.mustXlane(&out, "proxy", "redirect", "--direction", "in", "--port", strconv.Itoa(port), "--to", strconv.Itoa(to),
+		"--cgroup", cg, "--exempt", "mark", "--mark", "0x539")
+	if out.Netns != "" {
+		t.Errorf("redirect in xlaned's namespace: %+v", out)
+	}
+	gws := []string{"10.78.0.1:8080", "[fd00:78::1]:8080"}
+	before := proxyCounters(n)
+	fetch("from a container on an xlane network", ctr, gws, false)
+	if got := proxyCounters(n)["in_redirected"] - before["in_redirected"]; got < 2 {
+		t.Errorf("in_redirected went up by %d for the container's requests", got)
+	}
+	n.mustXlane(nil, "proxy", "rm", strconv.Itoa(port))
+	fetch("from a container after rm", ctr, gws, true)
+	for _, c := range []*exec.Cmd{nodeSrv, nodeProxy} {
+		c.Process.Kill()
+		c.Wait()
+	}
+
 	// --uninstall detaches sk_lookup with every pin.
 	proxy := helper(t, cg, pa, "proxy", proxyArg{Port: to, Mark: 0x539, PlainTCP: true})
 	startReady(t, proxy)
