@@ -50,6 +50,10 @@ func maybeHelper() {
 		err = helperHTTPServer(arg)
 	case "httpget":
 		err = helperHTTPGet(arg)
+	case "relay":
+		err = helperRelay(arg)
+	case "chain":
+		err = helperChain(arg)
 	default:
 		err = fmt.Errorf("unknown helper %q", mode)
 	}
