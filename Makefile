@@ -78,7 +78,7 @@ k8s-bins: deps
 # TestKubernetes (~25 s once the binaries are cached; also part of `make
 # test`) and TestKubernetesScale (10,000 Services, ~2 min, likewise).
 test-k8s: build
-	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -count=1 -timeout 15m -v -run '^TestKubernetes(Scale)?$$' ./test/e2e/
+	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -count=1 -timeout 15m -v -run '^TestKubernetes(Scale|NetworkPolicy)?$$' ./test/e2e/
 
 # Level 3 of issue 17 (docs/kubernetes.md): a real two-node cluster, each
 # node a kubelet, containerd and xlaned (xlane-cni), with kube-apiserver,
