@@ -55,13 +55,14 @@ test-e2e: build
 test-kernels: check-generate
 	@scripts/test-kernels.sh
 
-# The AF_XDP VM port with a real guest (TestVMGuestAFXDP, docs/vm.md): builds
+# The AF_XDP VM port with a real guest (TestVMGuestAFXDP) and with one
+# socket per queue (TestVMPortMultiQueue), docs/vm.md: builds
 # a QEMU with af-xdp and its libxdp from Debian's sources into
-# /var/cache/xlane/qemu-afxdp once per machine (scripts/qemu-afxdp.sh; the
-# first build takes long, see docs/vm.md), then runs the test on it. Fails
-# if either fails. `make test` runs the test too where that cache exists,
-# and skips it, saying so, where it does not. Not in CI (.ci/run): the first
-# build would not fit CI's time.
+# /var/cache/xlane/qemu-afxdp once per machine (scripts/qemu-afxdp.sh; 6.5
+# minutes on 2 quiet cores, docs/vm.md), then runs the tests on it. Fails
+# if either fails. `make test` runs the tests too where that cache exists,
+# and skips them, saying so, where it does not. CI (.ci/run) runs this
+# after `make test`: about 8 minutes from an empty cache on 2 quiet cores.
 test-vm-afxdp: build
 	q=$$(scripts/qemu-afxdp.sh) && XLANE_QEMU_AFXDP=$$q $(GO) test -count=1 -timeout 10m -v -run '^(TestVMGuestAFXDP|TestVMPortMultiQueue)$$' ./test/e2e/
 

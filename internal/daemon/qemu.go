@@ -52,7 +52,9 @@ func probeQEMU(name string) api.VMStatus {
 	if out, err := exec.CommandContext(ctx, path, "--version").Output(); err == nil {
 		st.QEMU, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
 	}
-	out, err := exec.CommandContext(ctx, path, "-netdev", "help").Output()
+	// -machine none: a QEMU built without a default machine (the one of
+	// scripts/qemu-afxdp.sh has only q35) refuses -netdev help without one.
+	out, err := exec.CommandContext(ctx, path, "-machine", "none", "-netdev", "help").Output()
 	if err != nil {
 		st.AFXDPReason = fmt.Sprintf("%s -netdev help: %v", path, err)
 		return st
