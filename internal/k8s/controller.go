@@ -346,6 +346,7 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 // another Service has, a Service in a conflict.
 func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req api.ServiceApply, ok bool) {
 	next := map[string][]api.ServiceCreate{}
+	claimed := map[string]bool{} // VIPs of the Services translated here
 	for key := range keys {
 		if c.contest[key] {
 			return req, false
@@ -366,9 +367,10 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 		}
 		scs := translateService(svc, eps, c.cfg.NodeName, self)
 		for _, sc := range scs {
-			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key {
+			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key || claimed[sc.VIP] {
 				return req, false
 			}
+			claimed[sc.VIP] = true
 		}
 		next[key] = scs
 	}
