@@ -93,6 +93,11 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	return run(ctx, cfg, cs, t)
+}
+
+// run is Run with a client (a fake one in tests).
+func run(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target) error {
 	f := informers.NewSharedInformerFactory(cs, 0)
 	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1),
 		nodes:      f.Core().V1().Nodes(),
@@ -149,7 +154,7 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 		}
 	}
 	cfg.Log.Info("kubernetes: caches synced", "took", time.Since(start).Round(time.Millisecond))
-	err = c.sync()
+	err := c.sync()
 	go func() {
 		defer f.Shutdown()
 		c.loop(ctx, err != nil)
