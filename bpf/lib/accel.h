@@ -7,7 +7,9 @@
  * SOCKHASH when their connection is established; a message one of them
  * sends is then moved into the other's receive queue (sk_msg redirect with
  * BPF_F_INGRESS) instead of crossing the TCP/IP stack twice. Everything
- * that cannot be made correct passes (SK_PASS) and is counted.
+ * that cannot be made correct passes (SK_PASS) and is counted; so does a
+ * direction whose peer falls too far behind (accel_config.max_backlog),
+ * since the redirect path has no flow control.
  */
 #ifndef XLANE_ACCEL_H
 #define XLANE_ACCEL_H
@@ -59,8 +61,8 @@ struct accel_config {
 	__u32 max_backlog;
 };
 
-/* The max_backlog when the daemon gives none: 4 MiB, TCP's default
- * receive buffer (tcp_rmem[2]) on many distributions. */
+/* The max_backlog when the daemon gives none (it writes the largest TCP
+ * receive buffer, tcp_rmem[2]: 6 MiB on a default Debian). */
 #define ACCEL_DEFAULT_BACKLOG (4u << 20)
 
 enum accel_flags {

@@ -28,19 +28,22 @@ import (
 //
 // vxlan4: the overlay over the IPv4 underlay; vxlan6: over the IPv6 one
 // (nodes known by their IPv6 address only); native: routes via the
-// underlay addresses, no encapsulation.
+// underlay addresses, no encapsulation. n1 and n2 run the variant's mode,
+// n3 another (every mode meets the others across nodes).
 func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
-		name, routing, mode string
-		v6Underlay          bool
-		ulMTU, mtu          int // the underlay's, the pods' (derived)
+		name, routing, mode, mode3 string
+		v6Underlay                 bool
+		ulMTU, mtu                 int // the underlay's, the pods' (derived)
 	}{
-		{"vxlan4", "vxlan", "tc", false, 9000, 8950},
+		{"vxlan4", "vxlan", "tc", "xdp-generic", false, 9000, 8950},
 		// XDP hands cross-node packets to the tc program (pass_overlay).
-		{"vxlan6-xdp", "vxlan", "xdp", true, 1500, 1430},
-		{"native", "native", "tc", false, 1500, 1500},
+		{"vxlan6-xdp", "vxlan", "xdp", "tc", true, 1500, 1430},
+		{"native", "native", "tc", "xdp-generic", false, 1500, 1500},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.mode, tc.v6Underlay, tc.ulMTU, tc.mtu) })
+		t.Run(tc.name, func(t *testing.T) {
+			testMultiNode(t, tc.routing, []string{tc.mode, tc.mode, tc.mode3}, tc.v6Underlay, tc.ulMTU, tc.mtu)
+		})
 	}
 }
 
@@ -110,7 +113,7 @@ func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 
 // newCluster starts three nodes on one underlay bridge, tells every node
 // about every node, and puts a pod on each.
-func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) []*clusterNode {
+func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU int) []*clusterNode {
 	t.Helper()
 	// The native cluster takes its nodes from a file (--nodes), the
 	// others from the CLI.
@@ -143,7 +146,7 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 				n.flags = append(n.flags, "--nodes", nodesFile)
 			}
 		})
-		requireMode(t, c.node, mode) // kernel_test.go
+		requireMode(t, c.node, modes[i-1]) // kernel_test.go
 		cs = append(cs, c)
 	}
 	if nodesFile != "" {
@@ -158,9 +161,9 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 			}
 		}
 	}
-	for _, c := range cs {
+	for i, c := range cs {
 		var net api.NetworkInfo
-		c.mustXlane(&net, "network", "create", "pods", "--mode", mode)
+		c.mustXlane(&net, "network", "create", "pods", "--mode", modes[i])
 		if len(net.Subnets) != 2 || net.Subnets[0] != c.pod4 || net.Subnets[1] != c.pod6 {
 			t.Fatalf("%s: network subnets %v, want the node's pod CIDRs %s %s", c.name, net.Subnets, c.pod4, c.pod6)
 		}
@@ -173,9 +176,9 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 	return cs
 }
 
-func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, mtu int) {
+func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU, mtu int) {
 	start := time.Now()
-	cs := newCluster(t, routing, mode, v6Underlay, ulMTU)
+	cs := newCluster(t, routing, modes, v6Underlay, ulMTU)
 	t.Logf("three nodes up in %v", time.Since(start))
 	t.Run("mtu", func(t *testing.T) {
 		var net api.NetworkInfo
@@ -296,6 +299,32 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 		cs[0].mustXlane(nil, "service", "create", "web6", "--vip", vip6.String(), "--backend", netip.AddrPortFrom(cs[2].ip6(), 9090).String())
 		transferVia(t, cs[0].pod, cs[1].pod, netip.AddrPortFrom(cs[1].ip4(), 9090), vip4, 8<<20)
 		transferVia(t, cs[0].pod, cs[2].pod, netip.AddrPortFrom(cs[2].ip6(), 9090), vip6, 8<<20)
+	})
+	t.Run("firewall to-endpoint across nodes", func(t *testing.T) {
+		// A to-endpoint rule on n2 drops TCP to port 8093 of its pod:
+		// n1's pod's connections meet it on n2 (a new flow from the
+		// overlay takes the Linux path to the endpoint's firewall stage,
+		// pass_fw); port 8094 stays open and, once established, its flow
+		// carries a checked transfer.
+		cs[1].mustXlane(nil, "fw", "add", "xnode", "--direction", "to-endpoint", "--proto", "tcp", "--dport", "8093", "--action", "drop")
+		defer cs[1].mustXlane(nil, "fw", "rm", "xnode")
+		for _, dst := range []netip.Addr{cs[1].ip4(), cs[1].ip6()} {
+			for _, port := range []uint16{8093, 8094} {
+				acceptAndClose(listenIn(t, cs[1].pod, netip.AddrPortFrom(dst, port)))
+			}
+			if err := dial(cs[0].pod, dst, 8093, time.Second); err == nil {
+				t.Errorf("n1's pod connected to %s:8093 on n2 past n2's to-endpoint drop rule", dst)
+			}
+			if err := dial(cs[0].pod, dst, 8094, 2*time.Second); err != nil {
+				t.Errorf("n1's pod to %s:8094 on n2 (no rule): %v", dst, err)
+			}
+		}
+		var r api.FirewallRule
+		cs[1].mustXlane(&r, "fw", "get", "xnode")
+		if r.Packets == 0 {
+			t.Errorf("n2's rule xnode counted no packet")
+		}
+		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20)
 	})
 	if routing != "vxlan" || v6Underlay {
 		return
