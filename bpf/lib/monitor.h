@@ -80,11 +80,16 @@ struct {
  */
 static const volatile __u32 mon_key0 = 0;
 
+/* mon_cfg is the monitor's configuration (NULL only to the verifier). */
+static __always_inline const struct mon_config *mon_cfg(void)
+{
+	return bpf_map_lookup_elem(&xlane_mon_config, (const void *)&mon_key0);
+}
+
 /* mon_types is the one test every hook makes: the wanted types. */
 static __always_inline __u32 mon_types(void)
 {
-	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
-							 (const void *)&mon_key0);
+	const struct mon_config *c = mon_cfg();
 
 	return c ? c->types : 0;
 }
@@ -116,6 +121,18 @@ static __always_inline void mon_submit(struct mon_event *e)
  */
 #define MON_SKIP_MAX 63
 
+/* mon_skip suppresses an event without reading the clock while the rate
+ * limit's run of such events lasts (c, st: the monitor's config and this
+ * CPU's state): 1 if it did. */
+static __always_inline int mon_skip(const struct mon_config *c, struct mon_state *st)
+{
+	if (!c->rate || !st->skip)
+		return 0;
+	st->skip--;
+	st->suppressed++;
+	return 1;
+}
+
 /* mon_reserve_in takes a token and a zeroed event of type t from the ring
  * (c, st: the monitor's config and this CPU's state): NULL (counted) when
  * over the rate or the ring is full. */
@@ -125,11 +142,8 @@ static __always_inline struct mon_event *mon_reserve_in(const struct mon_config 
 	struct mon_event *e;
 	__u64 now;
 
-	if (c->rate && st->skip) {
-		st->skip--;
-		st->suppressed++;
+	if (mon_skip(c, st))
 		return 0;
-	}
 	now = bpf_ktime_get_ns();
 	if (c->rate) {
 		bucket_refill(&st->tokens, now - st->last, c->rate, c->burst);
@@ -358,6 +372,30 @@ static __always_inline __u32 mon_verdict_type(__u32 t, __u8 verdict)
 	if ((t & MON_DROP) && (verdict == MON_V_DROP || verdict == MON_V_REPLIED))
 		return MON_DROP;
 	return 0;
+}
+
+/*
+ * mon_exit_call is the exits' test before they call their emitter (mon_skb,
+ * mon_xdp) for a packet of verdict v, c the monitor's config with its types
+ * on. It settles inline what most packets come to while a monitor listens:
+ * nothing left by the run's hooks and no event for the verdict (a forwarded
+ * packet under the default types), or a verdict or drop event that the
+ * rate limit suppresses without the clock (mon_skip). Those packets then
+ * pay a lookup and a few loads, not the call and the cache lines of the
+ * emitter's code: that was most of what a listening monitor cost a
+ * forwarded packet on the real path.
+ */
+static __always_inline int mon_exit_call(const struct mon_config *c, __u8 v)
+{
+	struct mon_state *st = mon_state();
+
+	if (!st)
+		return 0;
+	if (st->pending)
+		return 1;
+	if (!mon_verdict_type(c->types, v))
+		return 0;
+	return !mon_skip(c, st);
 }
 
 /* Packed arguments of the exit emitters (global functions take few). */
