@@ -15,13 +15,16 @@
  * events (mon_config.rate, .burst); those over it are counted
  * (mon_state.suppressed), as are those a full ring refused (.lost).
  *
- * Nor does a listening monitor wake its reader per packet: events are
- * submitted with BPF_RB_NO_WAKEUP and the daemon polls the ring (every
- * 100 ms while a client listens, internal/daemon/monitor.go); only a ring
- * filling past MON_WAKEUP_BYTES forces a wakeup, so that a burst is read
- * before the ring overflows. A wakeup is an irq_work and a scheduler
- * wakeup of the daemon on the packet's CPU: per event, it cost the
- * monitored traffic more than the event.
+ * Nor does a listening monitor wake its reader: events are submitted with
+ * BPF_RB_NO_WAKEUP and the daemon polls the ring while a client listens
+ * (every 100 ms, sooner when the rate and the number of CPUs could fill
+ * an eighth of it in that time, or when a poll found it that full:
+ * internal/daemon/monitor.go). A wakeup is an irq_work (an interrupt)
+ * and a scheduler wakeup of the daemon on the packet's CPU: per event, it
+ * cost the monitored traffic more than the event. (A wakeup forced when
+ * the ring was an eighth full was the daemon's cue for a burst while it
+ * blocked in epoll_wait; it no longer blocks there, see monitor.go, and a
+ * forced wakeup nobody waits for would still raise its interrupt.)
  *
  * The emitters are global functions: verified once each, whatever the
  * state of their callers, so the hooks cost the verifier little more
@@ -40,10 +43,9 @@
 #include "abi.h"
 #include "tokens.h"
 
-/* The event ring's size, and how full it gets before an event wakes the
- * reader (an eighth: ~2,300 events of 120 bytes with their headers). */
+/* The event ring's size: 16,384 events of 120 bytes with their 8-byte
+ * headers. */
 #define MON_RING_BYTES (1 << 21)
-#define MON_WAKEUP_BYTES (MON_RING_BYTES / 8)
 
 /* key: 0; value: the event types wanted and their rate. Written by the
  * daemon (on while a monitor client listens); read by every hook. Not
@@ -99,15 +101,10 @@ static __always_inline struct mon_state *mon_state(void)
 	return bpf_map_lookup_elem(&xlane_mon_state, (const void *)&mon_key0);
 }
 
-/* mon_submit hands e to the reader without waking it, unless the ring is
- * filling up. */
+/* mon_submit hands e to the reader, which polls: no wakeup. */
 static __always_inline void mon_submit(struct mon_event *e)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
-
-	if (bpf_ringbuf_query(&xlane_mon_events, BPF_RB_AVAIL_DATA) >= MON_WAKEUP_BYTES)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /*
