@@ -14,6 +14,14 @@
  *   (ACCEL_SK_FALLBACK, sticky);
  * - the peer is found by the 4-tuple and both initial sequence numbers,
  *   so a socket is only redirected into the one that did its handshake;
+ * - the redirect path has no flow control: the kernel queues a redirected
+ *   message on the peer whatever the peer has not read yet (neither the
+ *   writer's send buffer nor the reader's receive buffer is checked), and
+ *   once the node's TCP memory is exhausted the writer's write() fails with
+ *   ENOMEM instead of blocking. A direction whose peer has more than
+ *   max_backlog unread, or that sends while the node's TCP memory is
+ *   under pressure, falls back to the normal path, where TCP's flow control
+ *   holds the writer (accel_peer_backlog, accel_mem_pressure);
  * - every failure passes (SK_PASS): the normal path, counted.
  * Kernel bugs that no program can fence (splice, FIONREAD on redirected
  * data) are found by the self-test (internal/accel), which keeps
@@ -22,6 +30,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 #include "lib/accel.h"
 
@@ -149,6 +158,85 @@ int xlane_accel_sockops(struct bpf_sock_ops *ctx)
 	return SOCKOPS_OK;
 }
 
+/*
+ * Kernel structures the sk_msg program reads (CO-RE: the offsets are the
+ * running kernel's, from its BTF). The ___xl suffix keeps them apart from
+ * any declaration of the real ones; CO-RE ignores it.
+ */
+struct proto___xl {
+	unsigned long *memory_pressure;
+} __attribute__((preserve_access_index));
+
+struct sock_common___xl {
+	struct proto___xl *skc_prot;
+} __attribute__((preserve_access_index));
+
+struct sock___xl {
+	struct sock_common___xl __sk_common;
+	void *sk_user_data;
+} __attribute__((preserve_access_index));
+
+struct sk_psock___xl {
+	__u32 msg_tot_len; /* 6.12+: bytes queued in ingress_msg (FIONREAD) */
+} __attribute__((preserve_access_index));
+
+/* The context of an sk_msg program is the kernel's struct sk_msg;
+ * bpf_msg_redirect_hash stores the socket it found in sk_redir. */
+struct sk_msg___xl {
+	struct sock___xl *sk_redir;
+} __attribute__((preserve_access_index));
+
+/* sk_user_data's low bits are flags (SK_USER_DATA_NOCOPY, _BPF, _PSOCK). */
+#define ACCEL_USER_DATA_PTRMASK (~7ul)
+
+/* accel_mem_pressure: is the node's TCP memory under pressure (above
+ * tcp_mem[1])? There the kernel refuses to queue a redirected message on
+ * the peer and the writer gets ENOMEM, where the normal path would wait.
+ * Read through the writer's own socket (sk_prot->memory_pressure points to
+ * tcp_memory_pressure for both families). A read that fails says no. */
+static __always_inline int accel_mem_pressure(struct bpf_sock *sk)
+{
+	/* A BTF pointer (the verifier forbids arithmetic on msg->sk). */
+	struct sock___xl *s = (struct sock___xl *)bpf_skc_to_tcp_sock(sk);
+	struct proto___xl *prot;
+	unsigned long v = 0;
+	unsigned long *flag;
+
+	if (!s)
+		return 0;
+	prot = s->__sk_common.skc_prot;
+	if (!prot)
+		return 0;
+	flag = prot->memory_pressure;
+	if (!flag || bpf_probe_read_kernel(&v, sizeof(v), flag))
+		return 0;
+	return v != 0;
+}
+
+/* accel_peer_backlog: what the peer bpf_msg_redirect_hash just chose has
+ * not read yet from its redirect queue (this message not included). Where
+ * the kernel keeps no count (msg_tot_len, before 6.12) or the read fails,
+ * the socket's whole redirected total counts as unread: a direction then
+ * redirects at most max_backlog bytes in all. */
+static __always_inline __u64 accel_peer_backlog(struct sk_msg_md *msg, const struct accel_sk *st)
+{
+	struct sk_msg___xl *m = (struct sk_msg___xl *)msg;
+	struct sock___xl *peer = 0;
+	unsigned long ud = 0;
+	__u32 queued = 0;
+
+	if (!bpf_core_field_exists(struct sk_psock___xl, msg_tot_len))
+		return st->redirected;
+	if (bpf_core_read(&peer, sizeof(peer), &m->sk_redir) || !peer)
+		return st->redirected;
+	if (bpf_core_read(&ud, sizeof(ud), &peer->sk_user_data) || !(ud & ACCEL_USER_DATA_PTRMASK))
+		return st->redirected;
+	if (bpf_core_read(&queued, sizeof(queued),
+			  &((struct sk_psock___xl *)(ud & ACCEL_USER_DATA_PTRMASK))->msg_tot_len))
+		return st->redirected;
+	return queued;
+}
+
 static __always_inline int accel_fallback(struct accel_sk *st, enum accel_stat why, __u64 len)
 {
 	st->flags |= ACCEL_SK_FALLBACK;
@@ -161,7 +249,8 @@ SEC("sk_msg")
 int xlane_accel_msg(struct sk_msg_md *msg)
 {
 	struct bpf_sock *sk = msg->sk;
-	__u64 len = msg->size;
+	__u64 len = msg->size, max;
+	struct accel_config *cfg;
 	struct accel_key peer;
 	struct accel_sk *st;
 
@@ -178,11 +267,25 @@ int xlane_accel_msg(struct sk_msg_md *msg)
 		accel_count(ACCEL_FALLBACK_BYTES, len);
 		return SK_PASS;
 	}
-	if (!(accel_flags() & ACCEL_ON))
+	cfg = accel_config();
+	if (!cfg || !(cfg->flags & ACCEL_ON))
 		return accel_fallback(st, ACCEL_FALLBACK_OFF, len);
+	if (accel_mem_pressure(sk))
+		return accel_fallback(st, ACCEL_FALLBACK_MEM_PRESSURE, len);
+	max = cfg->max_backlog ? cfg->max_backlog : ACCEL_DEFAULT_BACKLOG;
 	__builtin_memcpy(&peer, &st->peer, sizeof(peer));
 	if (bpf_msg_redirect_hash(msg, &xlane_accel_socks, &peer, BPF_F_INGRESS) != SK_PASS)
 		return accel_fallback(st, ACCEL_FALLBACK_NO_PEER, len);
+	/* Committed: this message goes to the peer (a redirect cannot be
+	 * taken back). If the peer is too far behind, the next one is the
+	 * first of the normal path; the peer reads what it has queued
+	 * first, so the order holds. The backlog overshoots max_backlog by
+	 * at most this message (at most MAX_SKB_FRAGS pages). */
+	if (accel_peer_backlog(msg, st) + len > max) {
+		st->flags |= ACCEL_SK_FALLBACK;
+		accel_count(ACCEL_FALLBACK_BACKLOG, 1);
+	}
+	st->redirected += len;
 	accel_count(ACCEL_MSG_REDIRECTED, 1);
 	accel_count(ACCEL_BYTES_REDIRECTED, len);
 	return SK_PASS;

@@ -247,7 +247,8 @@ static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long
  * endpoint of that network (a node's own traffic, XL_VNI_NODE, reaches
  * any): else XL_DROP_VNI. A conntrack hit is translated first (the reply
  * of a service flow DNATed on the other node). Anything else for the node
- * goes to Linux.
+ * goes to Linux, and so does a flow not yet established while a rule set
+ * is installed (its to-endpoint rules run at the pod's tcx egress).
  */
 static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_reason *reason,
 						 __u32 *dst_ifindex)
@@ -257,8 +258,8 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	struct ct_val *v;
 	struct l4 l4 = {};
 	struct pkt p = {};
+	int rc, established = 0;
 	long net;
-	int rc;
 
 	net = overlay_network(skb);
 	if (net < 0)
@@ -270,6 +271,8 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	if (parse_l4_skb(skb, &l4) == L4_OK) {
 		ct_key_init(&k, &p, &l4);
 		v = ct_refresh(&k, bpf_map_lookup_elem(&xlane_ct, &k), &l4, skb->len);
+		if (v)
+			established = v->dir == CT_DIR_REPLY || v->state != CT_NEW;
 		if (v && v->nat != CT_NAT_NONE) {
 			rc = ct_translate(skb, &p, &l4, v, reason);
 			if (rc != XL_CONTINUE)
@@ -285,7 +288,9 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	 * they do not reach this node's, as local ones do not (ep_apart). */
 	if (net && (dst->flags & XL_EP_NO_ICC))
 		return xl_final(reason, XL_DROP_ICC);
-	return deliver(skb, &p, reason, dst_ifindex, 1);
+	/* A new flow meets the pod's to-endpoint rules (NetworkPolicy
+	 * ingress) through Linux, as one from the uplink does (deliver). */
+	return deliver(skb, &p, reason, dst_ifindex, established);
 }
 
 SEC("tcx/ingress")

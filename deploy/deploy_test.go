@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/xlane-dev/xlane/internal/cni"
+	"github.com/xlane-dev/xlane/internal/k8s"
 )
 
 type object struct {
@@ -26,7 +27,12 @@ type object struct {
 	Metadata struct {
 		Name string `yaml:"name"`
 	} `yaml:"metadata"`
-	Data map[string]string `yaml:"data"`
+	Data  map[string]string `yaml:"data"`
+	Rules []struct {
+		APIGroups []string `yaml:"apiGroups"`
+		Resources []string `yaml:"resources"`
+		Verbs     []string `yaml:"verbs"`
+	} `yaml:"rules"`
 	Spec struct {
 		Template struct {
 			Spec struct {
@@ -72,6 +78,35 @@ func objects(t *testing.T) map[string]object {
 		}
 	}
 	return out
+}
+
+// TestRBAC: the ClusterRole lets xlaned read (get, list, watch) every
+// resource Kubernetes mode watches, and grants nothing else.
+func TestRBAC(t *testing.T) {
+	role, ok := objects(t)["ClusterRole/xlane"]
+	if !ok {
+		t.Fatal("no ClusterRole/xlane")
+	}
+	granted := map[string]bool{}
+	for i, r := range role.Rules {
+		if strings.Join(r.Verbs, ",") != "get,list,watch" {
+			t.Errorf("ClusterRole rules[%d]: verbs %v, want get, list, watch (xlaned writes nothing)", i, r.Verbs)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				granted[g+"/"+res] = true
+			}
+		}
+	}
+	for _, w := range k8s.Watched {
+		if !granted[w.Group+"/"+w.Resource] {
+			t.Errorf("ClusterRole: no %q in apiGroup %q: internal/k8s watches it", w.Resource, w.Group)
+		}
+		delete(granted, w.Group+"/"+w.Resource)
+	}
+	for g := range granted {
+		t.Errorf("ClusterRole grants %s, which internal/k8s does not watch", g)
+	}
 }
 
 // xlanedFlags reads the flag names cmd/xlaned defines.

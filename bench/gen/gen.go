@@ -239,6 +239,9 @@ type Counters struct {
 	Received uint64 // generator frames counted on the receiver's eth0
 	Routed   uint64 // ... with the TTL decremented
 	BadIPSum uint64 // ... with a wrong IPv4 header checksum
+	// ReceivedBytes are the received frames' bytes (a GSO packet
+	// counts once in Received, with all its bytes here).
+	ReceivedBytes uint64
 }
 
 // Counters sums the per-CPU counters.
@@ -255,11 +258,12 @@ func (o *Objects) Counters() (Counters, error) {
 		return s, nil
 	}
 	var c Counters
-	var errs [4]error
+	var errs [5]error
 	c.Offered, errs[0] = get(xdpgenXlbCounterXLB_OFFERED)
 	c.Received, errs[1] = get(xdpgenXlbCounterXLB_RECEIVED)
 	c.Routed, errs[2] = get(xdpgenXlbCounterXLB_ROUTED)
 	c.BadIPSum, errs[3] = get(xdpgenXlbCounterXLB_BAD_IPCSUM)
+	c.ReceivedBytes, errs[4] = get(xdpgenXlbCounterXLB_RECEIVED_BYTES)
 	return c, errors.Join(errs[:]...)
 }
 

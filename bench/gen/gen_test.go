@@ -73,6 +73,11 @@ func TestPrograms(t *testing.T) {
 	binary.BigEndian.PutUint16(routed[14+10:], binary.BigEndian.Uint16(routed[14+10:])+0x100) // incremental fix
 	other := append([]byte(nil), want...)
 	other[34+3] = 10 // another port
+	// A TCP segment of the flow (bench/vm's GSO packets).
+	tcp := append([]byte(nil), want...)
+	tcp[14+9] = 6
+	tcp[14+10], tcp[14+11] = 0, 0
+	binary.BigEndian.PutUint16(tcp[14+10:], ^fold(sum16(tcp[14:34])))
 	for _, c := range []struct {
 		name  string
 		frame []byte
@@ -80,6 +85,7 @@ func TestPrograms(t *testing.T) {
 	}{
 		{"routed", routed, 2},             // TC_ACT_SHOT
 		{"bridged", want, 2},              // TC_ACT_SHOT
+		{"tcp", tcp, 2},                   // TC_ACT_SHOT
 		{"other port", other, 0xffffffff}, // TC_ACT_UNSPEC
 	} {
 		ret, _, err := o.objs.XlbCount.Test(c.frame)
@@ -109,8 +115,8 @@ func TestPrograms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != (Counters{Offered: 1, Received: 2, Routed: 1}) {
-		t.Errorf("counters %+v, want offered 1, received 2, routed 1, bad checksums 0", got)
+	if got != (Counters{Offered: 1, Received: 3, Routed: 1, ReceivedBytes: 3 * FrameLen}) {
+		t.Errorf("counters %+v, want offered 1, received 3 (%d bytes), routed 1, bad checksums 0", got, 3*FrameLen)
 	}
 }
 

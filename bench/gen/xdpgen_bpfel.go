@@ -23,11 +23,12 @@ type xdpgenXdpErrKey struct {
 type xdpgenXlbCounter uint32
 
 const (
-	xdpgenXlbCounterXLB_OFFERED     xdpgenXlbCounter = 0
-	xdpgenXlbCounterXLB_RECEIVED    xdpgenXlbCounter = 1
-	xdpgenXlbCounterXLB_ROUTED      xdpgenXlbCounter = 2
-	xdpgenXlbCounterXLB_BAD_IPCSUM  xdpgenXlbCounter = 3
-	xdpgenXlbCounterXLB_COUNTER_MAX xdpgenXlbCounter = 4
+	xdpgenXlbCounterXLB_OFFERED        xdpgenXlbCounter = 0
+	xdpgenXlbCounterXLB_RECEIVED       xdpgenXlbCounter = 1
+	xdpgenXlbCounterXLB_ROUTED         xdpgenXlbCounter = 2
+	xdpgenXlbCounterXLB_BAD_IPCSUM     xdpgenXlbCounter = 3
+	xdpgenXlbCounterXLB_RECEIVED_BYTES xdpgenXlbCounter = 4
+	xdpgenXlbCounterXLB_COUNTER_MAX    xdpgenXlbCounter = 5
 )
 
 type xdpgenXlbEvent uint32

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -9,8 +10,12 @@ import (
 
 // tapWriter writes frames into a tap as QEMU does without vhost: one
 // write per frame, each behind a virtio-net header (the tap has
-// IFF_VNET_HDR). The header is zero: no checksum or segmentation offload
-// requested (the generator's UDP checksum is 0, "none", for IPv4).
+// IFF_VNET_HDR). For plain frames the header is zero: no checksum or
+// segmentation offload requested (the generator's UDP checksum is 0,
+// "none", for IPv4). For a GSO packet (buildTCPFrame) it is what a guest's
+// virtio-net puts before a TSO packet: checksum needed from the TCP header
+// on, GSO_TCPV4 with MSS gsoMSS; the kernel keeps it one GSO skb and
+// segments it (or not) where it leaves the node.
 type tapWriter struct {
 	fd  int
 	buf []byte
@@ -18,9 +23,16 @@ type tapWriter struct {
 
 const vnetHdrLen = 10 // struct virtio_net_hdr
 
+// struct virtio_net_hdr's values (linux/virtio_net.h).
+const (
+	vnetFlagNeedsCsum = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM
+	vnetGSOTCPv4      = 1 // VIRTIO_NET_HDR_GSO_TCPV4
+	gsoMSS            = 1448
+)
+
 // openTap attaches to the persistent tap name (in the calling thread's
 // namespace) with the flags it was created with.
-func openTap(name string, frame []byte) (*tapWriter, error) {
+func openTap(name string, frame []byte, gso bool) (*tapWriter, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open /dev/net/tun: %w", err)
@@ -34,6 +46,16 @@ func openTap(name string, frame []byte) (*tapWriter, error) {
 	}
 	buf := make([]byte, vnetHdrLen+len(frame))
 	copy(buf[vnetHdrLen:], frame)
+	if gso {
+		// flags, gso_type, hdr_len, gso_size, csum_start, csum_offset;
+		// little-endian, the tap's default on x86.
+		h := buf[:vnetHdrLen]
+		h[0], h[1] = vnetFlagNeedsCsum, vnetGSOTCPv4
+		binary.LittleEndian.PutUint16(h[2:], 14+20+20)
+		binary.LittleEndian.PutUint16(h[4:], gsoMSS)
+		binary.LittleEndian.PutUint16(h[6:], 14+20)
+		binary.LittleEndian.PutUint16(h[8:], 16) // TCP's checksum field
+	}
 	return &tapWriter{fd: fd, buf: buf}, nil
 }
 

@@ -7,7 +7,9 @@
  * SOCKHASH when their connection is established; a message one of them
  * sends is then moved into the other's receive queue (sk_msg redirect with
  * BPF_F_INGRESS) instead of crossing the TCP/IP stack twice. Everything
- * that cannot be made correct passes (SK_PASS) and is counted.
+ * that cannot be made correct passes (SK_PASS) and is counted; so does a
+ * direction whose peer falls too far behind (accel_config.max_backlog),
+ * since the redirect path has no flow control.
  */
 #ifndef XLANE_ACCEL_H
 #define XLANE_ACCEL_H
@@ -39,6 +41,7 @@ struct accel_sk {
 	struct accel_key peer; /* the key of the socket at the other end */
 	__u32 flags;	       /* enum accel_sk_flags */
 	__u32 pad;
+	__u64 redirected; /* bytes this socket redirected to its peer */
 };
 
 enum accel_sk_flags {
@@ -51,8 +54,16 @@ enum accel_sk_flags {
 /* accel_config (xlane_accel_config[0]): written by the daemon. */
 struct accel_config {
 	__u32 flags; /* enum accel_flags */
-	__u32 pad;
+	/* The most a peer may have unread in its redirect queue: a direction
+	 * whose peer has more falls back to the normal path, where TCP's
+	 * flow control holds the writer (the redirect path has none). 0:
+	 * ACCEL_DEFAULT_BACKLOG. */
+	__u32 max_backlog;
 };
+
+/* The max_backlog when the daemon gives none (it writes the largest TCP
+ * receive buffer, tcp_rmem[2]: 6 MiB on a default Debian). */
+#define ACCEL_DEFAULT_BACKLOG (4u << 20)
 
 enum accel_flags {
 	ACCEL_ON = 1,		/* off: no new socket is added, nothing redirects */
@@ -72,18 +83,20 @@ struct accel_net_key {
  * the normal path. Names are read from BTF by Go.
  */
 enum accel_stat {
-	ACCEL_SOCK_ADDED,	  /* a socket entered the SOCKHASH */
-	ACCEL_SOCK_SKIP_FILTER,	  /* its addresses or ports are not accelerated */
-	ACCEL_SOCK_SKIP_INFLIGHT, /* data was sent before it was established */
-	ACCEL_SOCK_SKIP_OFF,	  /* acceleration is off (draining) */
-	ACCEL_SOCK_ADD_FAILED,	  /* map full, or the kernel refused it */
-	ACCEL_MSG_REDIRECTED,	  /* messages moved socket to socket */
-	ACCEL_BYTES_REDIRECTED,	  /* their bytes */
-	ACCEL_FALLBACK_NO_PEER,	  /* the peer socket is not in the map */
-	ACCEL_FALLBACK_STICKY,	  /* the socket fell back before */
-	ACCEL_FALLBACK_OFF,	  /* acceleration was turned off */
-	ACCEL_FALLBACK_NO_STATE,  /* no per-socket state (should not happen) */
-	ACCEL_FALLBACK_BYTES,	  /* bytes of every message that fell back */
+	ACCEL_SOCK_ADDED,	     /* a socket entered the SOCKHASH */
+	ACCEL_SOCK_SKIP_FILTER,	     /* its addresses or ports are not accelerated */
+	ACCEL_SOCK_SKIP_INFLIGHT,    /* data was sent before it was established */
+	ACCEL_SOCK_SKIP_OFF,	     /* acceleration is off (draining) */
+	ACCEL_SOCK_ADD_FAILED,	     /* map full, or the kernel refused it */
+	ACCEL_MSG_REDIRECTED,	     /* messages moved socket to socket */
+	ACCEL_BYTES_REDIRECTED,	     /* their bytes */
+	ACCEL_FALLBACK_NO_PEER,	     /* the peer socket is not in the map */
+	ACCEL_FALLBACK_STICKY,	     /* the socket fell back before */
+	ACCEL_FALLBACK_OFF,	     /* acceleration was turned off */
+	ACCEL_FALLBACK_NO_STATE,     /* no per-socket state (should not happen) */
+	ACCEL_FALLBACK_BACKLOG,	     /* the peer had more than max_backlog unread */
+	ACCEL_FALLBACK_MEM_PRESSURE, /* the node's TCP memory is under pressure */
+	ACCEL_FALLBACK_BYTES,	     /* bytes of every message that fell back */
 	ACCEL_STAT_MAX,
 };
 
@@ -168,10 +181,16 @@ static __always_inline void accel_count(enum accel_stat s, __u64 n)
 		*v += n;
 }
 
-static __always_inline __u32 accel_flags(void)
+static __always_inline struct accel_config *accel_config(void)
 {
 	__u32 zero = 0;
-	struct accel_config *c = bpf_map_lookup_elem(&xlane_accel_config, &zero);
+
+	return bpf_map_lookup_elem(&xlane_accel_config, &zero);
+}
+
+static __always_inline __u32 accel_flags(void)
+{
+	struct accel_config *c = accel_config();
 
 	return c ? c->flags : 0;
 }

@@ -9,6 +9,14 @@
  * the source port is chosen), where the proxy's getsockopt(SO_ORIGINAL_DST)
  * finds it: the proxy's accepted socket has the client's address and port
  * as its remote end.
+ *
+ * Inbound (--direction in): an sk_lookup program on the network namespace
+ * where the app listens hands a connection arriving at a redirected port
+ * to the proxy's listening socket (xlane_proxy_listeners), keeping the
+ * original destination as the accepted socket's local address, which is
+ * what the getsockopt program answers. The proxy's own connection to the
+ * port is recognised at connect() (mark, cgroup or uid), keyed by its
+ * 4-tuple once sockops sees the source port, and left to the app.
  */
 #ifndef XLANE_PROXY_H
 #define XLANE_PROXY_H
@@ -52,12 +60,43 @@ struct proxy_tuple {
 	__u64 netns;
 };
 
+/* xlane_proxy_in, xlane_proxy_in_to: a port in one network namespace. */
+struct proxy_in_key {
+	__u64 netns; /* network namespace cookie */
+	__u16 port;  /* host order */
+	__u16 pad;
+	__u32 pad2;
+};
+
+/* xlane_proxy_listeners: the proxy's listening socket for one family. */
+struct proxy_lsn_key {
+	__u64 netns;
+	__u16 port;  /* the proxy's port, host order */
+	__u8 family; /* 4 or 6 */
+	__u8 pad;
+	__u32 pad2;
+};
+
+/* xlane_proxy_in_exempt: one TCP connection, as its client sees it. */
+struct proxy_conn_key {
+	__u8 src[16]; /* ::ffff:a.b.c.d for IPv4 */
+	__u8 dst[16];
+	__u16 sport; /* host order */
+	__u16 dport; /* host order */
+	__u32 pad;
+	__u64 netns;
+};
+
 enum proxy_stat {
 	PROXY_REDIRECTED,     /* connect() sent to the proxy */
 	PROXY_EXEMPTED,	      /* the proxy's own connection, left alone */
 	PROXY_ORIGDST_FOUND,  /* SO_ORIGINAL_DST answered */
 	PROXY_ORIGDST_MISSED, /* SO_ORIGINAL_DST for an unknown connection */
 	PROXY_TRACK_FAILED,   /* the original destination could not be kept */
+	PROXY_IN_REDIRECTED,  /* an arriving connection handed to the proxy's listener */
+	PROXY_IN_EXEMPTED,    /* the proxy's own connection to the port, left to the app */
+	PROXY_IN_NO_LISTENER, /* an arriving connection refused: no proxy listener (or it refused) */
+	PROXY_IN_LISTENER_ADDED, /* a proxy listen() put into xlane_proxy_listeners */
 	PROXY_STAT_MAX,
 };
 
@@ -94,6 +133,63 @@ struct {
 	__uint(max_entries, PROXY_MAX_CONNS);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_proxy_conns SEC(".maps");
+
+/* key: proxy_in_key (netns, redirected port); value: proxy_val (to_port,
+ * exemption). Written by the daemon (`--direction in`); read by sk_lookup,
+ * the connect programs (exemption) and getsockopt. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct proxy_in_key);
+	__type(value, struct proxy_val);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_proxy_in SEC(".maps");
+
+/* key: proxy_in_key (netns, the proxy's port); value: the redirected port.
+ * Written by the daemon; read by sockops at listen() to know the proxy's
+ * listener. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct proxy_in_key);
+	__type(value, __u16);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_proxy_in_to SEC(".maps");
+
+/* key: proxy_lsn_key; value: the socket (cookie when read from user space).
+ * Written by the daemon (the listener taken from the proxy with
+ * pidfd_getfd) and by sockops at the proxy's listen(); read by sk_lookup.
+ * A closed listener leaves the map by itself. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__type(key, struct proxy_lsn_key);
+	__type(value, __u64);
+	__uint(max_entries, 2048);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_proxy_listeners SEC(".maps");
+
+/* key: socket cookie; value: 1. The proxy's own connect() to an inbound
+ * redirected port, moved to xlane_proxy_in_exempt by sockops. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u64);
+	__type(value, __u8);
+	__uint(max_entries, PROXY_MAX_CONNS);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_proxy_in_pending SEC(".maps");
+
+/* key: proxy_conn_key; value: 1. The proxy's own connections to an inbound
+ * redirected port: written by sockops (TCP_CONNECT_CB), deleted when the
+ * socket closes (STATE_CB); read by sk_lookup, which leaves them to the app. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct proxy_conn_key);
+	__type(value, __u8);
+	__uint(max_entries, PROXY_MAX_CONNS);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_proxy_in_exempt SEC(".maps");
 
 /* [enum proxy_stat]: per-CPU counts, summed by the daemon. */
 struct {

@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,6 +47,8 @@ var cases = []testCase{
 	{"pre-existing", false, casePreExisting},
 	{"disable-under-load", false, caseDisableUnderLoad},
 	{"leave-map", false, caseLeaveMap},
+	{"backpressure", true, caseBackpressure},
+	{"relay", true, caseRelay},
 }
 
 // CaseNames lists the self-test's cases in the order they run.
@@ -715,4 +719,150 @@ func caseLeaveMap(e *env, timeout time.Duration) error {
 		return err
 	}
 	return both(c, s, payload(4<<20, 93), payload(4<<20, 94))
+}
+
+// caseBackpressure: a reader that stops reading must stop its writer, as
+// on the normal path. The redirect path has no flow control of its own:
+// without the programs' max_backlog fence, every write succeeds until the
+// node's TCP memory runs out and write() fails with ENOMEM. The writer
+// sends 1 MiB pieces without blocking until the socket says EAGAIN for
+// good; more than max_backlog plus the two sockets' normal buffers is a
+// failure. Then the writer closes and the reader reads everything written,
+// in order.
+func caseBackpressure(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	// What the normal path may buffer: the sender's and the receiver's
+	// largest buffers, and one message (at most 17 pages of 32 KiB) past
+	// the fence.
+	bound := e.backlog + sysctlMax("tcp_wmem", 4<<20) + sysctlMax("tcp_rmem", 6<<20) + 1<<20
+	limit := bound + 16<<20
+	p := payload(limit, 101)
+	sent, err := sendUntilFull(c, p, 1<<20, 100*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("write with the reader stopped, after %d bytes: %w", sent, err)
+	}
+	if sent > bound {
+		return fmt.Errorf("no backpressure: %d MiB written with the reader stopped, the normal path holds at most about %d MiB",
+			sent>>20, bound>>20)
+	}
+	got := readAll(s)
+	c.Close()
+	res := <-got
+	if res.err != nil {
+		return fmt.Errorf("read: %w", res.err)
+	}
+	return same("received", res.b, p[:sent])
+}
+
+// sendUntilFull writes p in pieces of n bytes without blocking until the
+// socket stays full (EAGAIN) for quiet, or p is sent; it returns how much
+// was sent.
+func sendUntilFull(c *net.TCPConn, p []byte, n int, quiet time.Duration) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	full := time.Time{}
+	for sent < len(p) {
+		var w int
+		var werr error
+		rc.Control(func(fd uintptr) {
+			w, werr = unix.SendmsgN(int(fd), p[sent:min(sent+n, len(p))], nil, nil, unix.MSG_DONTWAIT)
+		})
+		if errors.Is(werr, unix.EAGAIN) {
+			if full.IsZero() {
+				full = time.Now()
+			} else if time.Since(full) > quiet {
+				return sent, nil
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if werr != nil {
+			return sent, werr
+		}
+		full = time.Time{}
+		sent += w
+	}
+	return sent, nil
+}
+
+// sysctlMax is the largest of net.ipv4.NAME's three values (tcp_rmem,
+// tcp_wmem), or def.
+func sysctlMax(name string, def int) int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+	if err != nil {
+		return def
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return def
+	}
+	v, err := strconv.Atoi(f[2])
+	if err != nil {
+		return def
+	}
+	return v
+}
+
+// caseRelay: the write-up's chain, client -> relay -> sink, every leg
+// accelerated; the relay (a plain read/write loop, as a proxy) copies
+// twice per byte, so the client outruns it, and it starts reading late.
+// The client writes more than max_backlog in 1 MiB pieces (its leg falls
+// back to the normal path in the middle), then its large write in one
+// write(); no write may fail (ENOMEM was the symptom) and the sink must get
+// every byte in order.
+func caseRelay(e *env, timeout time.Duration) error {
+	c, a, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	b, sink, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	defer sink.Close()
+	pieces := max(e.large/4, e.backlog+4<<20)
+	p := payload(pieces+e.large, 111)
+	got := readAll(sink)
+	relay := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, err := io.Copy(onlyWriter{b}, onlyReader{a})
+		b.Close()
+		relay <- err
+	}()
+	werr := writeChunks1M(c, p[:pieces])
+	if werr == nil {
+		_, werr = c.Write(p[pieces:])
+	}
+	c.Close()
+	if werr != nil {
+		return fmt.Errorf("client write: %w", werr)
+	}
+	res := <-got
+	if rerr := <-relay; rerr != nil {
+		return fmt.Errorf("relay: %w (the sink got %d of %d bytes)", rerr, len(res.b), len(p))
+	}
+	if res.err != nil {
+		return fmt.Errorf("sink read: %w", res.err)
+	}
+	return same("through the relay", res.b, p)
+}
+
+func writeChunks1M(c *net.TCPConn, p []byte) error {
+	for off := 0; off < len(p); off += 1 << 20 {
+		if _, err := c.Write(p[off:min(off+1<<20, len(p))]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+
+	"github.com/xlane-dev/xlane/internal/bpf"
 )
 
 // MaybeChild runs the self-test's cases and exits when this process is
@@ -38,6 +40,8 @@ func MaybeChild() {
 type env struct {
 	config, stats, socks *ebpf.Map
 	large                int
+	// backlog is the programs' max_backlog (accel_config).
+	backlog int
 }
 
 func runChild(o Options) ([]CaseResult, error) {
@@ -53,6 +57,11 @@ func runChild(o Options) ([]CaseResult, error) {
 	if e.large == 0 {
 		e.large = 16 << 20
 	}
+	var cfg bpf.AccelConfig
+	if err := e.config.Lookup(uint32(0), &cfg); err != nil {
+		return nil, fmt.Errorf("read the acceleration config: %w", err)
+	}
+	e.backlog = int(cfg.MaxBacklog)
 	lo, err := netlink.LinkByName("lo")
 	if err == nil {
 		err = netlink.LinkSetUp(lo)
@@ -89,7 +98,7 @@ func contains(s []string, v string) bool {
 // or empty the socket map (pre-existing, disable-under-load, leave-map)
 // need the self-test's throwaway maps and are refused here.
 func RunCases(names []string, large int, timeout time.Duration) ([]CaseResult, error) {
-	e := &env{large: large}
+	e := &env{large: large, backlog: int(MaxBacklog())}
 	if e.large == 0 {
 		e.large = 16 << 20
 	}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -37,7 +40,7 @@ func SetConfig(objs *bpf.AccelObjects, on bool, nets []netip.Prefix, ports []uin
 			return fmt.Errorf("write accelerated port %d: %w", p, err)
 		}
 	}
-	var c bpf.AccelConfig
+	c := bpf.AccelConfig{MaxBacklog: MaxBacklog()}
 	if on {
 		c.Flags = bpf.AccelOn
 		if len(nets) > 0 {
@@ -51,6 +54,25 @@ func SetConfig(objs *bpf.AccelObjects, on bool, nets []netip.Prefix, ports []uin
 		return fmt.Errorf("write acceleration config: %w", err)
 	}
 	return nil
+}
+
+// MaxBacklog is what SetConfig writes as accel_config.max_backlog: the
+// most a peer may have unread in its redirect queue before the direction
+// falls back to the normal path. The redirect path has no flow control of
+// its own; this bounds it by what the normal path would let a writer get
+// ahead of its reader, the largest TCP receive buffer of this network
+// namespace (net.ipv4.tcp_rmem's maximum), or 4 MiB where that cannot be
+// read. At least 1 MiB, at most 1 GiB.
+func MaxBacklog() uint32 {
+	n := uint64(4 << 20)
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_rmem"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 3 {
+			if v, err := strconv.ParseUint(f[2], 10, 64); err == nil {
+				n = v
+			}
+		}
+	}
+	return uint32(min(max(n, 1<<20), 1<<30))
 }
 
 // SetOn flips only the on flag of the config map m (the self-test child,

@@ -107,6 +107,10 @@ type ServiceApply struct {
 	// it: a controller owning a name space (Kubernetes mode's "k8s.")
 	// leaves the others alone.
 	PrunePrefix string `json:"prune_prefix,omitempty"`
+	// Delete removes the services named (a missing one is no error) in
+	// the same transaction: a controller's incremental sync, which lists
+	// only what changed.
+	Delete []string `json:"delete,omitempty"`
 }
 
 // ServiceApplyResult says what an apply changed.

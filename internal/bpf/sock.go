@@ -34,10 +34,13 @@ const (
 
 // Transparent proxy types, generated from bpf/lib/proxy.h.
 type (
-	ProxyVal   = sockproxyProxyVal
-	ProxyOrig  = sockproxyProxyOrig
-	ProxyTuple = sockproxyProxyTuple
-	ProxyStat  = sockproxyProxyStat
+	ProxyVal     = sockproxyProxyVal
+	ProxyOrig    = sockproxyProxyOrig
+	ProxyTuple   = sockproxyProxyTuple
+	ProxyStat    = sockproxyProxyStat
+	ProxyInKey   = sockproxyProxyInKey
+	ProxyLsnKey  = sockproxyProxyLsnKey
+	ProxyConnKey = sockproxyProxyConnKey
 )
 
 // AccelObjects are the socket acceleration programs (bpf/sock_accel.c)
@@ -73,6 +76,13 @@ func (o *ProxyObjects) Getsockopt() *ebpf.Program { return o.XlaneProxyGetsockop
 func (o *ProxyObjects) Rules() *ebpf.Map { return o.XlaneProxyRules }
 func (o *ProxyObjects) Conns() *ebpf.Map { return o.XlaneProxyConns }
 func (o *ProxyObjects) Stats() *ebpf.Map { return o.XlaneProxyStats }
+
+// In, InTo, Listeners and InExempt are the inbound redirect's maps
+// (bpf/lib/proxy.h).
+func (o *ProxyObjects) In() *ebpf.Map        { return o.XlaneProxyIn }
+func (o *ProxyObjects) InTo() *ebpf.Map      { return o.XlaneProxyInTo }
+func (o *ProxyObjects) Listeners() *ebpf.Map { return o.XlaneProxyListeners }
+func (o *ProxyObjects) InExempt() *ebpf.Map  { return o.XlaneProxyInExempt }
 
 // sockSpecOptions pins spec's maps in pinDir, or none of them for "".
 func sockSpecOptions(spec *ebpf.CollectionSpec, pinDir string) (*ebpf.CollectionOptions, error) {
@@ -127,6 +137,37 @@ func LoadProxy(pinDir string) (*ProxyObjects, error) {
 		return nil, fmt.Errorf("load transparent proxy programs: %w", err)
 	}
 	return &o, nil
+}
+
+// LoadProxyLookup loads the sk_lookup program of inbound redirects for the
+// network namespace whose cookie is netns (sk_lookup has no helper telling
+// it its namespace: each namespace gets its own copy), sharing the maps
+// pinned in pinDir (or, for "", those of objs, a throwaway copy's).
+func LoadProxyLookup(pinDir string, objs *ProxyObjects, netns uint64) (*ebpf.Program, error) {
+	spec, err := loadSockproxy()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["proxy_netns"].Set(netns); err != nil {
+		return nil, fmt.Errorf("set proxy_netns: %w", err)
+	}
+	opts, err := sockSpecOptions(spec, pinDir)
+	if err != nil {
+		return nil, err
+	}
+	if pinDir == "" && objs != nil {
+		opts.MapReplacements = map[string]*ebpf.Map{
+			"xlane_proxy_in": objs.XlaneProxyIn, "xlane_proxy_listeners": objs.XlaneProxyListeners,
+			"xlane_proxy_in_exempt": objs.XlaneProxyInExempt, "xlane_proxy_stats": objs.XlaneProxyStats,
+		}
+	}
+	var o struct {
+		Prog *ebpf.Program `ebpf:"xlane_proxy_lookup"`
+	}
+	if err := spec.LoadAndAssign(&o, opts); err != nil {
+		return nil, fmt.Errorf("load inbound redirect program: %w", err)
+	}
+	return o.Prog, nil
 }
 
 // AccelStatNames are the counters' names, from the object's BTF

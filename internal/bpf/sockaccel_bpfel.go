@@ -14,9 +14,9 @@ import (
 )
 
 type sockaccelAccelConfig struct {
-	_     structs.HostLayout
-	Flags uint32
-	Pad   uint32
+	_          structs.HostLayout
+	Flags      uint32
+	MaxBacklog uint32
 }
 
 type sockaccelAccelFlags uint32
@@ -45,10 +45,11 @@ type sockaccelAccelNetKey struct {
 }
 
 type sockaccelAccelSk struct {
-	_     structs.HostLayout
-	Peer  sockaccelAccelKey
-	Flags uint32
-	Pad   uint32
+	_          structs.HostLayout
+	Peer       sockaccelAccelKey
+	Flags      uint32
+	Pad        uint32
+	Redirected uint64
 }
 
 type sockaccelAccelSkFlags uint32
@@ -60,19 +61,21 @@ const (
 type sockaccelAccelStat uint32
 
 const (
-	sockaccelAccelStatACCEL_SOCK_ADDED         sockaccelAccelStat = 0
-	sockaccelAccelStatACCEL_SOCK_SKIP_FILTER   sockaccelAccelStat = 1
-	sockaccelAccelStatACCEL_SOCK_SKIP_INFLIGHT sockaccelAccelStat = 2
-	sockaccelAccelStatACCEL_SOCK_SKIP_OFF      sockaccelAccelStat = 3
-	sockaccelAccelStatACCEL_SOCK_ADD_FAILED    sockaccelAccelStat = 4
-	sockaccelAccelStatACCEL_MSG_REDIRECTED     sockaccelAccelStat = 5
-	sockaccelAccelStatACCEL_BYTES_REDIRECTED   sockaccelAccelStat = 6
-	sockaccelAccelStatACCEL_FALLBACK_NO_PEER   sockaccelAccelStat = 7
-	sockaccelAccelStatACCEL_FALLBACK_STICKY    sockaccelAccelStat = 8
-	sockaccelAccelStatACCEL_FALLBACK_OFF       sockaccelAccelStat = 9
-	sockaccelAccelStatACCEL_FALLBACK_NO_STATE  sockaccelAccelStat = 10
-	sockaccelAccelStatACCEL_FALLBACK_BYTES     sockaccelAccelStat = 11
-	sockaccelAccelStatACCEL_STAT_MAX           sockaccelAccelStat = 12
+	sockaccelAccelStatACCEL_SOCK_ADDED            sockaccelAccelStat = 0
+	sockaccelAccelStatACCEL_SOCK_SKIP_FILTER      sockaccelAccelStat = 1
+	sockaccelAccelStatACCEL_SOCK_SKIP_INFLIGHT    sockaccelAccelStat = 2
+	sockaccelAccelStatACCEL_SOCK_SKIP_OFF         sockaccelAccelStat = 3
+	sockaccelAccelStatACCEL_SOCK_ADD_FAILED       sockaccelAccelStat = 4
+	sockaccelAccelStatACCEL_MSG_REDIRECTED        sockaccelAccelStat = 5
+	sockaccelAccelStatACCEL_BYTES_REDIRECTED      sockaccelAccelStat = 6
+	sockaccelAccelStatACCEL_FALLBACK_NO_PEER      sockaccelAccelStat = 7
+	sockaccelAccelStatACCEL_FALLBACK_STICKY       sockaccelAccelStat = 8
+	sockaccelAccelStatACCEL_FALLBACK_OFF          sockaccelAccelStat = 9
+	sockaccelAccelStatACCEL_FALLBACK_NO_STATE     sockaccelAccelStat = 10
+	sockaccelAccelStatACCEL_FALLBACK_BACKLOG      sockaccelAccelStat = 11
+	sockaccelAccelStatACCEL_FALLBACK_MEM_PRESSURE sockaccelAccelStat = 12
+	sockaccelAccelStatACCEL_FALLBACK_BYTES        sockaccelAccelStat = 13
+	sockaccelAccelStatACCEL_STAT_MAX              sockaccelAccelStat = 14
 )
 
 // Names of all BPF objects in the ELF.

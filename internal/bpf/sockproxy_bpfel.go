@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sockproxyProxyConnKey struct {
+	_     structs.HostLayout
+	Src   [16]uint8
+	Dst   [16]uint8
+	Sport uint16
+	Dport uint16
+	Pad   uint32
+	Netns uint64
+}
+
 type sockproxyProxyExempt uint32
 
 const (
@@ -20,6 +30,23 @@ const (
 	sockproxyProxyExemptPROXY_EXEMPT_CGROUP sockproxyProxyExempt = 2
 	sockproxyProxyExemptPROXY_EXEMPT_UID    sockproxyProxyExempt = 3
 )
+
+type sockproxyProxyInKey struct {
+	_     structs.HostLayout
+	Netns uint64
+	Port  uint16
+	Pad   uint16
+	Pad2  uint32
+}
+
+type sockproxyProxyLsnKey struct {
+	_      structs.HostLayout
+	Netns  uint64
+	Port   uint16
+	Family uint8
+	Pad    uint8
+	Pad2   uint32
+}
 
 type sockproxyProxyOrig struct {
 	_      structs.HostLayout
@@ -33,12 +60,16 @@ type sockproxyProxyOrig struct {
 type sockproxyProxyStat uint32
 
 const (
-	sockproxyProxyStatPROXY_REDIRECTED     sockproxyProxyStat = 0
-	sockproxyProxyStatPROXY_EXEMPTED       sockproxyProxyStat = 1
-	sockproxyProxyStatPROXY_ORIGDST_FOUND  sockproxyProxyStat = 2
-	sockproxyProxyStatPROXY_ORIGDST_MISSED sockproxyProxyStat = 3
-	sockproxyProxyStatPROXY_TRACK_FAILED   sockproxyProxyStat = 4
-	sockproxyProxyStatPROXY_STAT_MAX       sockproxyProxyStat = 5
+	sockproxyProxyStatPROXY_REDIRECTED        sockproxyProxyStat = 0
+	sockproxyProxyStatPROXY_EXEMPTED          sockproxyProxyStat = 1
+	sockproxyProxyStatPROXY_ORIGDST_FOUND     sockproxyProxyStat = 2
+	sockproxyProxyStatPROXY_ORIGDST_MISSED    sockproxyProxyStat = 3
+	sockproxyProxyStatPROXY_TRACK_FAILED      sockproxyProxyStat = 4
+	sockproxyProxyStatPROXY_IN_REDIRECTED     sockproxyProxyStat = 5
+	sockproxyProxyStatPROXY_IN_EXEMPTED       sockproxyProxyStat = 6
+	sockproxyProxyStatPROXY_IN_NO_LISTENER    sockproxyProxyStat = 7
+	sockproxyProxyStatPROXY_IN_LISTENER_ADDED sockproxyProxyStat = 8
+	sockproxyProxyStatPROXY_STAT_MAX          sockproxyProxyStat = 9
 )
 
 type sockproxyProxyTuple struct {
@@ -65,16 +96,23 @@ type sockproxyProxyVal struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	sockproxyMapXlaneProxyConns       = "xlane_proxy_conns"
+	sockproxyMapXlaneProxyIn          = "xlane_proxy_in"
+	sockproxyMapXlaneProxyInExempt    = "xlane_proxy_in_exempt"
+	sockproxyMapXlaneProxyInPending   = "xlane_proxy_in_pending"
+	sockproxyMapXlaneProxyInTo        = "xlane_proxy_in_to"
+	sockproxyMapXlaneProxyListeners   = "xlane_proxy_listeners"
 	sockproxyMapXlaneProxyPending     = "xlane_proxy_pending"
 	sockproxyMapXlaneProxyRules       = "xlane_proxy_rules"
 	sockproxyMapXlaneProxyStats       = "xlane_proxy_stats"
 	sockproxyProgXlaneProxyConnect4   = "xlane_proxy_connect4"
 	sockproxyProgXlaneProxyConnect6   = "xlane_proxy_connect6"
 	sockproxyProgXlaneProxyGetsockopt = "xlane_proxy_getsockopt"
+	sockproxyProgXlaneProxyLookup     = "xlane_proxy_lookup"
 	sockproxyProgXlaneProxySockops    = "xlane_proxy_sockops"
 	sockproxyVarProxyBtfExempt        = "proxy_btf_exempt"
 	sockproxyVarProxyBtfSock          = "proxy_btf_sock"
 	sockproxyVarProxyBtfStat          = "proxy_btf_stat"
+	sockproxyVarProxyNetns            = "proxy_netns"
 )
 
 // loadSockproxy returns the embedded CollectionSpec for sockproxy.
@@ -122,6 +160,7 @@ type sockproxyProgramSpecs struct {
 	XlaneProxyConnect4   *ebpf.ProgramSpec `ebpf:"xlane_proxy_connect4"`
 	XlaneProxyConnect6   *ebpf.ProgramSpec `ebpf:"xlane_proxy_connect6"`
 	XlaneProxyGetsockopt *ebpf.ProgramSpec `ebpf:"xlane_proxy_getsockopt"`
+	XlaneProxyLookup     *ebpf.ProgramSpec `ebpf:"xlane_proxy_lookup"`
 	XlaneProxySockops    *ebpf.ProgramSpec `ebpf:"xlane_proxy_sockops"`
 }
 
@@ -129,10 +168,15 @@ type sockproxyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockproxyMapSpecs struct {
-	XlaneProxyConns   *ebpf.MapSpec `ebpf:"xlane_proxy_conns"`
-	XlaneProxyPending *ebpf.MapSpec `ebpf:"xlane_proxy_pending"`
-	XlaneProxyRules   *ebpf.MapSpec `ebpf:"xlane_proxy_rules"`
-	XlaneProxyStats   *ebpf.MapSpec `ebpf:"xlane_proxy_stats"`
+	XlaneProxyConns     *ebpf.MapSpec `ebpf:"xlane_proxy_conns"`
+	XlaneProxyIn        *ebpf.MapSpec `ebpf:"xlane_proxy_in"`
+	XlaneProxyInExempt  *ebpf.MapSpec `ebpf:"xlane_proxy_in_exempt"`
+	XlaneProxyInPending *ebpf.MapSpec `ebpf:"xlane_proxy_in_pending"`
+	XlaneProxyInTo      *ebpf.MapSpec `ebpf:"xlane_proxy_in_to"`
+	XlaneProxyListeners *ebpf.MapSpec `ebpf:"xlane_proxy_listeners"`
+	XlaneProxyPending   *ebpf.MapSpec `ebpf:"xlane_proxy_pending"`
+	XlaneProxyRules     *ebpf.MapSpec `ebpf:"xlane_proxy_rules"`
+	XlaneProxyStats     *ebpf.MapSpec `ebpf:"xlane_proxy_stats"`
 }
 
 // sockproxyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -142,6 +186,7 @@ type sockproxyVariableSpecs struct {
 	ProxyBtfExempt *ebpf.VariableSpec `ebpf:"proxy_btf_exempt"`
 	ProxyBtfSock   *ebpf.VariableSpec `ebpf:"proxy_btf_sock"`
 	ProxyBtfStat   *ebpf.VariableSpec `ebpf:"proxy_btf_stat"`
+	ProxyNetns     *ebpf.VariableSpec `ebpf:"proxy_netns"`
 }
 
 // sockproxyObjects contains all objects after they have been loaded into the kernel.
@@ -164,15 +209,25 @@ func (o *sockproxyObjects) Close() error {
 //
 // It can be passed to loadSockproxyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockproxyMaps struct {
-	XlaneProxyConns   *ebpf.Map `ebpf:"xlane_proxy_conns"`
-	XlaneProxyPending *ebpf.Map `ebpf:"xlane_proxy_pending"`
-	XlaneProxyRules   *ebpf.Map `ebpf:"xlane_proxy_rules"`
-	XlaneProxyStats   *ebpf.Map `ebpf:"xlane_proxy_stats"`
+	XlaneProxyConns     *ebpf.Map `ebpf:"xlane_proxy_conns"`
+	XlaneProxyIn        *ebpf.Map `ebpf:"xlane_proxy_in"`
+	XlaneProxyInExempt  *ebpf.Map `ebpf:"xlane_proxy_in_exempt"`
+	XlaneProxyInPending *ebpf.Map `ebpf:"xlane_proxy_in_pending"`
+	XlaneProxyInTo      *ebpf.Map `ebpf:"xlane_proxy_in_to"`
+	XlaneProxyListeners *ebpf.Map `ebpf:"xlane_proxy_listeners"`
+	XlaneProxyPending   *ebpf.Map `ebpf:"xlane_proxy_pending"`
+	XlaneProxyRules     *ebpf.Map `ebpf:"xlane_proxy_rules"`
+	XlaneProxyStats     *ebpf.Map `ebpf:"xlane_proxy_stats"`
 }
 
 func (m *sockproxyMaps) Close() error {
 	return _SockproxyClose(
 		m.XlaneProxyConns,
+		m.XlaneProxyIn,
+		m.XlaneProxyInExempt,
+		m.XlaneProxyInPending,
+		m.XlaneProxyInTo,
+		m.XlaneProxyListeners,
 		m.XlaneProxyPending,
 		m.XlaneProxyRules,
 		m.XlaneProxyStats,
@@ -186,6 +241,7 @@ type sockproxyVariables struct {
 	ProxyBtfExempt *ebpf.Variable `ebpf:"proxy_btf_exempt"`
 	ProxyBtfSock   *ebpf.Variable `ebpf:"proxy_btf_sock"`
 	ProxyBtfStat   *ebpf.Variable `ebpf:"proxy_btf_stat"`
+	ProxyNetns     *ebpf.Variable `ebpf:"proxy_netns"`
 }
 
 // sockproxyPrograms contains all programs after they have been loaded into the kernel.
@@ -195,6 +251,7 @@ type sockproxyPrograms struct {
 	XlaneProxyConnect4   *ebpf.Program `ebpf:"xlane_proxy_connect4"`
 	XlaneProxyConnect6   *ebpf.Program `ebpf:"xlane_proxy_connect6"`
 	XlaneProxyGetsockopt *ebpf.Program `ebpf:"xlane_proxy_getsockopt"`
+	XlaneProxyLookup     *ebpf.Program `ebpf:"xlane_proxy_lookup"`
 	XlaneProxySockops    *ebpf.Program `ebpf:"xlane_proxy_sockops"`
 }
 
@@ -203,6 +260,7 @@ func (p *sockproxyPrograms) Close() error {
 		p.XlaneProxyConnect4,
 		p.XlaneProxyConnect6,
 		p.XlaneProxyGetsockopt,
+		p.XlaneProxyLookup,
 		p.XlaneProxySockops,
 	)
 }

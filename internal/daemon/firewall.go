@@ -41,6 +41,9 @@ type Firewall struct {
 	bits        map[string]int // rule name -> classifier bits
 	slots       map[string]uint32
 	names       sync.Map // slot (uint32) -> rule name, for the event log
+	// owned is the name prefix of rules a controller owns (ApplyOwned):
+	// user changes keep them as they are.
+	owned string
 }
 
 // fwWatchInterval: how often the firewall checks whether the networks and
@@ -279,6 +282,9 @@ func (f *Firewall) Apply(rs spec.RuleSet, dryRun bool) (*api.FirewallApplied, er
 	}
 	f.d.mu.Lock()
 	defer f.d.mu.Unlock()
+	if err := f.keepOwned(&rs); err != nil {
+		return nil, err
+	}
 	return f.apply(&rs, dryRun)
 }
 
@@ -309,6 +315,70 @@ func (f *Firewall) apply(rs *spec.RuleSet, dryRun bool) (*api.FirewallApplied, e
 	return out, nil
 }
 
+// ApplyOwned replaces the rules whose names start with prefix by rules
+// (which must all have it), keeping every other rule and the defaults, in
+// one atomic apply; nothing happens when they are already the set's. The
+// prefix becomes owned: Kubernetes mode's NetworkPolicies ("k8s.np.").
+func (f *Firewall) ApplyOwned(prefix string, rules []spec.Rule) error {
+	if prefix == "" {
+		return model.Fieldf("prefix", "missing")
+	}
+	for i, r := range rules {
+		if !strings.HasPrefix(r.Name, prefix) {
+			return model.Fieldf(fmt.Sprintf("rules[%d].name", i), "%q: does not start with %q", r.Name, prefix)
+		}
+	}
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	f.owned = prefix
+	if f.err != nil {
+		if len(rules) == 0 {
+			return nil // nothing to enforce: no firewall needed
+		}
+		return f.err
+	}
+	rs, err := f.current()
+	if err != nil {
+		return err
+	}
+	next := rs.Clone()
+	next.Rules = slices.DeleteFunc(next.Rules, func(r spec.Rule) bool { return strings.HasPrefix(r.Name, prefix) })
+	next.Rules = append(next.Rules, rules...)
+	if spec.Compare(rs, next).Empty() {
+		return nil
+	}
+	_, err = f.apply(next, false)
+	return err
+}
+
+// keepOwned makes rs keep the live rules of the owned prefix, whatever it
+// says about them (a file exported with them, or written without them):
+// they are the owner's. A single-rule change of such a rule is refused.
+func (f *Firewall) keepOwned(rs *spec.RuleSet) error {
+	if f.owned == "" {
+		return nil
+	}
+	live, err := f.current()
+	if err != nil {
+		return err
+	}
+	rs.Rules = slices.DeleteFunc(rs.Rules, func(r spec.Rule) bool { return strings.HasPrefix(r.Name, f.owned) })
+	for _, r := range live.Rules {
+		if strings.HasPrefix(r.Name, f.owned) {
+			rs.Rules = append(rs.Rules, r)
+		}
+	}
+	return nil
+}
+
+// refuseOwned refuses a single-rule change of an owned rule.
+func (f *Firewall) refuseOwned(name string) error {
+	if f.owned != "" && strings.HasPrefix(name, f.owned) {
+		return model.Fieldf("name", "%q: rules named %s* are Kubernetes NetworkPolicies' (change the policy instead)", name, f.owned)
+	}
+	return nil
+}
+
 // current returns the stored rule set (d.mu held or not: a read).
 func (f *Firewall) current() (*spec.RuleSet, error) {
 	var rs *spec.RuleSet
@@ -329,6 +399,9 @@ func (f *Firewall) Add(r spec.Rule) (*api.FirewallRule, error) {
 	defer f.d.mu.Unlock()
 	rs, err := f.current()
 	if err != nil {
+		return nil, err
+	}
+	if err := f.refuseOwned(r.Name); err != nil {
 		return nil, err
 	}
 	if rs.Index(r.Name) >= 0 {
@@ -359,6 +432,9 @@ func (f *Firewall) Update(name string, r spec.Rule) (*api.FirewallRule, error) {
 	if r.Name == "" {
 		r.Name = name
 	}
+	if err := errors.Join(f.refuseOwned(name), f.refuseOwned(r.Name)); err != nil {
+		return nil, err
+	}
 	if j := rs.Index(r.Name); j >= 0 && j != i {
 		return nil, model.Conflictf("rule %q already exists", r.Name)
 	}
@@ -383,6 +459,9 @@ func (f *Firewall) Remove(name string) error {
 	i := rs.Index(name)
 	if i < 0 {
 		return nil
+	}
+	if err := f.refuseOwned(name); err != nil {
+		return err
 	}
 	rs.Rules = slices.Delete(rs.Rules, i, i+1)
 	_, err = f.apply(rs, false)
@@ -763,3 +842,9 @@ func (f *Firewall) events() {
 }
 
 func addrOf(b [16]uint8) netip.Addr { return netip.AddrFrom16(b).Unmap() }
+
+// ApplyFirewallOwned is Firewall.ApplyOwned (Kubernetes mode's
+// NetworkPolicies).
+func (d *Daemon) ApplyFirewallOwned(prefix string, rules []spec.Rule) error {
+	return d.fw.ApplyOwned(prefix, rules)
+}

@@ -14,7 +14,7 @@ import (
 
 // ApplyServices creates or updates (by name) the services of req, and
 // with req.Prune removes the others (those named with req.PrunePrefix,
-// when it is given), in one store transaction and one
+// when it is given), and removes those of req.Delete, in one store transaction and one
 // batch of datapath updates: all or nothing. A listed service that exists
 // keeps its VIP (a different one is refused: delete it first) and gets
 // the listed backends and affinity; one that is equal is left alone.
@@ -66,7 +66,7 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 				if other, err := tx.ServiceByVIP(s.VIP, s.Proto); err != nil {
 					return err
 				} else if other != "" {
-					if _, listed := byName[other]; listed || !prunable(req, other) {
+					if _, listed := byName[other]; listed || !prunable(req, other) && !slices.Contains(req.Delete, other) {
 						return model.Conflictf("service %q: vip %s/%s is service %q's", s.Name, s.VIP, s.Proto, other)
 					}
 					// other is pruned below: its VIP comes free in
@@ -99,6 +99,22 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 		}
 		if err := tx.PutServices(append(slices.Clone(created), updated...)); err != nil {
 			return err
+		}
+		for i, name := range req.Delete {
+			if _, listed := byName[name]; listed {
+				return model.Fieldf(fmt.Sprintf("delete[%d]", i), "%q: also listed in services", name)
+			}
+			o, err := tx.Service(name)
+			if errors.Is(err, model.ErrNotFound) || err == nil && slices.ContainsFunc(pruned, func(p *model.Service) bool { return p.Name == name }) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := tx.DeleteService(name); err != nil {
+				return err
+			}
+			pruned = append(pruned, o)
 		}
 		if req.Prune {
 			names, err := tx.ServiceNames()

@@ -41,6 +41,24 @@ func TestApplyServices(t *testing.T) {
 	if _, err := d.Service("c"); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("pruned service c: %v", err)
 	}
+	// An incremental apply: d updated, e deleted and its VIP taken by h,
+	// a deleted (twice) and a missing name deleted, nothing pruned.
+	res, err = d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{
+		applySvc("d", "10.96.0.4:80", "10.1.0.9:8080"),
+		applySvc("h", "[fd00:96::3]:443", "[fd00:1::9]:8443"),
+	}, Delete: []string{"e", "a", "a", "missing"}})
+	if err != nil || *res != (api.ServiceApplyResult{Created: 1, Updated: 1, Deleted: 2, Services: 3}) {
+		t.Fatalf("apply with delete = %+v, %v", res, err)
+	}
+	checkServices(t, d, fake)
+	for _, gone := range []string{"a", "e"} {
+		if _, err := d.Service(gone); !errors.Is(err, model.ErrNotFound) {
+			t.Errorf("deleted service %s: %v", gone, err)
+		}
+	}
+	if _, err := d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{applySvc("b", "10.96.0.2:80/udp")}, Delete: []string{"b"}}); err == nil || !strings.Contains(err.Error(), "delete[0]") {
+		t.Errorf("a service both listed and deleted: %v, want an error naming delete[0]", err)
+	}
 	for _, c := range []struct {
 		name string
 		req  []api.ServiceCreate
@@ -49,8 +67,8 @@ func TestApplyServices(t *testing.T) {
 		{"bad backend", []api.ServiceCreate{applySvc("f", "10.96.0.9:80", "10.1.0.2:8080"), applySvc("g", "10.96.0.8:80", "nope")}, "services[1]"},
 		{"name twice", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("f", "10.96.0.8:80")}, "services[1].name"},
 		{"vip twice", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("g", "10.96.0.9:80")}, "services[1].vip"},
-		{"another's vip", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("g", "10.96.0.1:80")}, `service "a"`},
-		{"vip changed", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("a", "10.96.0.7:80")}, "remove it first"},
+		{"another's vip", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("g", "10.96.0.2:80/udp")}, `service "b"`},
+		{"vip changed", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("b", "10.96.0.7:80/udp")}, "remove it first"},
 	} {
 		if _, err := d.ApplyServices(api.ServiceApply{Services: c.req}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.want)

@@ -6,18 +6,24 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/firewall/spec"
 )
 
 // Target is what the controller programs: the daemon.
@@ -26,6 +32,9 @@ type Target interface {
 	SyncNodes(want []api.NodeAdd) error
 	// ApplyServices creates, updates and prunes services in one batch.
 	ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error)
+	// ApplyFirewallOwned makes the firewall rules named with prefix the
+	// given ones, atomically, leaving every other rule alone.
+	ApplyFirewallOwned(prefix string, rules []spec.Rule) error
 }
 
 // Config says how to reach the API server and who this node is.
@@ -86,15 +95,48 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	}
 	f := informers.NewSharedInformerFactory(cs, 0)
 	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1),
-		nodes:    f.Core().V1().Nodes(),
-		services: f.Core().V1().Services(),
-		slices:   f.Discovery().V1().EndpointSlices()}
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.wake() },
-		UpdateFunc: func(any, any) { c.wake() },
-		DeleteFunc: func(any) { c.wake() },
+		nodes:      f.Core().V1().Nodes(),
+		services:   f.Core().V1().Services(),
+		slices:     f.Discovery().V1().EndpointSlices(),
+		pods:       f.Core().V1().Pods(),
+		namespaces: f.Core().V1().Namespaces(),
+		policies:   f.Networking().V1().NetworkPolicies(),
+		dirty:      dirty{nodes: true, allServices: true, policies: true, services: map[string]bool{}}}
+	if err := c.slices.Informer().AddIndexers(cache.Indexers{sliceIndex: func(obj any) ([]string, error) {
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && ServiceKey(s) != "" {
+			return []string{ServiceKey(s)}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return fmt.Errorf("kubernetes informer: %w", err)
 	}
-	for _, inf := range []cache.SharedIndexInformer{c.nodes.Informer(), c.services.Informer(), c.slices.Informer()} {
+	handlers := map[cache.SharedIndexInformer]func(obj any){
+		c.nodes.Informer(): func(obj any) {
+			c.mark(func(d *dirty) { d.nodes = true })
+		},
+		c.services.Informer(): func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				c.mark(func(d *dirty) { d.services[key] = true })
+			}
+		},
+		c.slices.Informer(): func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok && ServiceKey(s) != "" {
+				c.mark(func(d *dirty) { d.services[ServiceKey(s)] = true })
+			}
+		},
+		c.pods.Informer():       func(any) { c.mark(func(d *dirty) { d.policies = true }) },
+		c.namespaces.Informer(): func(any) { c.mark(func(d *dirty) { d.policies = true }) },
+		c.policies.Informer():   func(any) { c.mark(func(d *dirty) { d.policies = true }) },
+	}
+	for inf, fn := range handlers {
+		h := cache.ResourceEventHandlerFuncs{
+			AddFunc:    fn,
+			UpdateFunc: func(old, new any) { fn(old); fn(new) },
+			DeleteFunc: fn,
+		}
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return fmt.Errorf("kubernetes informer: %w", err)
 		}
@@ -115,20 +157,64 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	return err
 }
 
+// Resource is an API resource Kubernetes mode reads.
+type Resource struct{ Group, Resource string }
+
+// Watched is what Run watches (list and watch; deploy/kubernetes/rbac.yaml
+// must allow exactly these, deploy's test checks it).
+var Watched = []Resource{{"", "nodes"}, {"", "services"}, {"", "pods"}, {"", "namespaces"},
+	{"discovery.k8s.io", "endpointslices"}, {"networking.k8s.io", "networkpolicies"}}
+
+// sliceIndex indexes EndpointSlices by their Service's namespace/name.
+const sliceIndex = "service"
+
 type controller struct {
-	cfg      Config
-	t        Target
-	kick     chan struct{}
-	nodes    coreinformers.NodeInformer
-	services coreinformers.ServiceInformer
-	slices   discoveryinformers.EndpointSliceInformer
+	cfg        Config
+	t          Target
+	kick       chan struct{}
+	nodes      coreinformers.NodeInformer
+	services   coreinformers.ServiceInformer
+	slices     discoveryinformers.EndpointSliceInformer
+	pods       coreinformers.PodInformer
+	namespaces coreinformers.NamespaceInformer
+	policies   networkinginformers.NetworkPolicyInformer
+
+	mu    sync.Mutex
+	dirty dirty // what changed since the last sync
+
+	// Owned by the sync (one at a time): what the services are now.
+	self     []netip.Addr                   // this node's InternalIPs, as last synced
+	byKey    map[string][]api.ServiceCreate // Service namespace/name -> its xlane services
+	vipOwner map[string]string              // VIP -> the Service that has it
+	contest  map[string]bool                // Services in a VIP conflict (the winner and the others)
 }
 
-func (c *controller) wake() {
+// dirty is what a sync must redo.
+type dirty struct {
+	nodes       bool
+	allServices bool            // a full translation (the node's addresses changed, a failed sync)
+	services    map[string]bool // Services (namespace/name) whose objects or slices changed
+	policies    bool
+}
+
+// mark records a change and wakes the loop.
+func (c *controller) mark(f func(*dirty)) {
+	c.mu.Lock()
+	f(&c.dirty)
+	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// take returns what changed and starts a new record.
+func (c *controller) take() dirty {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirty
+	c.dirty = dirty{services: map[string]bool{}}
+	return d
 }
 
 // loop syncs after every burst of events, and retries a failed sync.
@@ -156,9 +242,13 @@ func (c *controller) loop(ctx context.Context, failed bool) {
 	}
 }
 
-// sync programs the whole state of the caches: nodes, then services.
+// sync programs what changed: the nodes, the Services that changed (all
+// of them when this node's addresses changed, at the first sync and
+// after a failure), the NetworkPolicies. What fails is marked again for
+// the retry.
 func (c *controller) sync() error {
-	start := time.Now()
+	d := c.take()
+	var errs []error
 	nodes, err := c.nodes.Lister().List(labels.Everything())
 	if err != nil {
 		return err
@@ -173,10 +263,48 @@ func (c *controller) sync() error {
 			recs = append(recs, rec)
 		}
 	}
-	var errs []error
-	if c.cfg.Nodes {
+	if d.nodes && c.cfg.Nodes {
 		if err := c.t.SyncNodes(recs); err != nil {
 			errs = append(errs, fmt.Errorf("sync nodes: %w", err))
+			c.mark(func(d *dirty) { d.nodes = true })
+		}
+	}
+	if !slices.Equal(self, c.self) {
+		d.allServices, d.policies = true, true // NodePorts, the node's policy rules
+	}
+	if d.allServices || len(d.services) > 0 {
+		if err := c.syncServices(d, self); err != nil {
+			errs = append(errs, err)
+			c.mark(func(d *dirty) { d.allServices = true })
+		}
+	}
+	if d.policies {
+		if err := c.syncPolicies(self); err != nil {
+			errs = append(errs, fmt.Errorf("apply network policies: %w", err))
+			c.mark(func(d *dirty) { d.policies = true })
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// syncServices applies the Services that changed: only those (the
+// translation of each, and an apply of what differs) unless a full sync
+// is due or one of them is in a VIP conflict, then all of them.
+func (c *controller) syncServices(d dirty, self []netip.Addr) error {
+	start := time.Now()
+	if !d.allServices && c.byKey != nil {
+		req, ok := c.incremental(d.services, self)
+		if ok {
+			if len(req.Services) == 0 && len(req.Delete) == 0 {
+				return nil
+			}
+			res, err := c.t.ApplyServices(req)
+			if err != nil {
+				return fmt.Errorf("apply services: %w", err)
+			}
+			c.cfg.Log.Info("kubernetes sync", "changed_k8s_services", len(d.services), "created", res.Created,
+				"updated", res.Updated, "deleted", res.Deleted, "took", time.Since(start).Round(time.Microsecond))
+			return nil
 		}
 	}
 	svcs, err := c.services.Lister().List(labels.Everything())
@@ -187,18 +315,121 @@ func (c *controller) sync() error {
 	if err != nil {
 		return err
 	}
-	want, skipped := Translate(Input{Services: svcs, Slices: slices, NodeName: c.cfg.NodeName, NodeAddrs: self})
+	want, skipped, byKey := translateAll(Input{Services: svcs, Slices: slices, NodeName: c.cfg.NodeName, NodeAddrs: self})
+	contest := map[string]bool{}
 	for _, s := range skipped {
 		c.cfg.Log.Warn("kubernetes: vip left out", "service", s.Service, "vip", s.VIP, "reason", s.Reason)
+		contest[s.Service] = true
+		contest[s.Owner] = true
 	}
 	translated := time.Since(start)
 	res, err := c.t.ApplyServices(api.ServiceApply{Services: want, Prune: true, PrunePrefix: NamePrefix})
 	if err != nil {
-		errs = append(errs, fmt.Errorf("apply services: %w", err))
-	} else {
-		c.cfg.Log.Info("kubernetes sync", "nodes", len(recs), "k8s_services", len(svcs), "vips", len(want),
-			"created", res.Created, "updated", res.Updated, "deleted", res.Deleted,
-			"translate", translated.Round(time.Microsecond), "took", time.Since(start).Round(time.Microsecond))
+		c.byKey = nil
+		return fmt.Errorf("apply services: %w", err)
 	}
-	return errors.Join(errs...)
+	c.self, c.byKey, c.contest = self, byKey, contest
+	c.vipOwner = map[string]string{}
+	for k, scs := range byKey {
+		for _, sc := range scs {
+			c.vipOwner[sc.VIP] = k
+		}
+	}
+	c.cfg.Log.Info("kubernetes sync", "k8s_services", len(svcs), "vips", len(want),
+		"created", res.Created, "updated", res.Updated, "deleted", res.Deleted,
+		"translate", translated.Round(time.Microsecond), "took", time.Since(start).Round(time.Microsecond))
+	return nil
+}
+
+// incremental translates the Services keys alone and returns the apply
+// of what changed. ok is false when that cannot be decided alone: a VIP
+// another Service has, a Service in a conflict.
+func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req api.ServiceApply, ok bool) {
+	next := map[string][]api.ServiceCreate{}
+	for key := range keys {
+		if c.contest[key] {
+			return req, false
+		}
+		ns, name, _ := strings.Cut(key, "/")
+		svc, err := c.services.Lister().Services(ns).Get(name)
+		if err != nil {
+			next[key] = nil // deleted
+			continue
+		}
+		objs, err := c.slices.Informer().GetIndexer().ByIndex(sliceIndex, key)
+		if err != nil {
+			return req, false
+		}
+		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+		for _, o := range objs {
+			eps = append(eps, o.(*discoveryv1.EndpointSlice))
+		}
+		scs := translateService(svc, eps, c.cfg.NodeName, self)
+		for _, sc := range scs {
+			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key {
+				return req, false
+			}
+		}
+		next[key] = scs
+	}
+	for key, scs := range next {
+		old := map[string]api.ServiceCreate{}
+		for _, sc := range c.byKey[key] {
+			old[sc.Name] = sc
+		}
+		for _, sc := range scs {
+			if o, had := old[sc.Name]; !had || o.VIP != sc.VIP || o.Affinity != sc.Affinity || !slices.Equal(o.Backends, sc.Backends) {
+				if had && o.VIP != sc.VIP {
+					return req, false // a VIP changed: the daemon refuses to move it
+				}
+				req.Services = append(req.Services, sc)
+			}
+			delete(old, sc.Name)
+		}
+		for name := range old {
+			req.Delete = append(req.Delete, name)
+		}
+	}
+	// Recorded now; a failed apply clears byKey, so that the retry is a
+	// full sync.
+	for key, scs := range next {
+		for _, sc := range c.byKey[key] {
+			delete(c.vipOwner, sc.VIP)
+		}
+		if len(scs) == 0 {
+			delete(c.byKey, key)
+			continue
+		}
+		c.byKey[key] = scs
+		for _, sc := range scs {
+			c.vipOwner[sc.VIP] = key
+		}
+	}
+	return req, true
+}
+
+// syncPolicies applies the firewall rules of the NetworkPolicies.
+func (c *controller) syncPolicies(self []netip.Addr) error {
+	start := time.Now()
+	pols, err := c.policies.Lister().List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	pods, err := c.pods.Lister().List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	nss, err := c.namespaces.Lister().List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	rules := TranslatePolicies(PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self})
+	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
+		return err
+	}
+	if len(pols) > 0 {
+		c.cfg.Log.Info("kubernetes policy sync", "policies", len(pols), "pods", len(pods), "rules", len(rules),
+			"took", time.Since(start).Round(time.Microsecond))
+	}
+	return nil
 }

@@ -96,6 +96,7 @@ type Skipped struct {
 	Service string // namespace/name
 	VIP     string
 	Reason  string
+	Owner   string // the Service that has the VIP
 }
 
 // endpoint is one backend candidate of a Service port.
@@ -111,6 +112,14 @@ type endpoint struct {
 // set a sync applies. A VIP that two Services claim goes to the older
 // (then the first by namespace/name); the other is reported in skipped.
 func Translate(in Input) (out []api.ServiceCreate, skipped []Skipped) {
+	out, skipped, _ = translateAll(in)
+	return out, skipped
+}
+
+// translateAll is Translate, with the xlane services of each Service
+// (namespace/name) as the result has them.
+func translateAll(in Input) (out []api.ServiceCreate, skipped []Skipped, byKey map[string][]api.ServiceCreate) {
+	byKey = map[string][]api.ServiceCreate{}
 	byService := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range in.Slices {
 		name := s.Labels[discoveryv1.LabelServiceName]
@@ -132,15 +141,26 @@ func Translate(in Input) (out []api.ServiceCreate, skipped []Skipped) {
 		key := svc.Namespace + "/" + svc.Name
 		for _, sc := range translateService(svc, byService[key], in.NodeName, in.NodeAddrs) {
 			if other, taken := vips[sc.VIP]; taken {
-				skipped = append(skipped, Skipped{Service: key, VIP: sc.VIP, Reason: "also " + other + "'s"})
+				skipped = append(skipped, Skipped{Service: key, VIP: sc.VIP, Reason: "also " + other + "'s", Owner: other})
 				continue
 			}
 			vips[sc.VIP] = key
 			out = append(out, sc)
+			byKey[key] = append(byKey[key], sc)
 		}
 	}
 	slices.SortFunc(out, func(a, b api.ServiceCreate) int { return cmp.Compare(a.Name, b.Name) })
-	return out, skipped
+	return out, skipped, byKey
+}
+
+// ServiceKey is the namespace/name of the Service an EndpointSlice
+// belongs to ("" for none).
+func ServiceKey(s *discoveryv1.EndpointSlice) string {
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return ""
+	}
+	return s.Namespace + "/" + name
 }
 
 // translateService returns the xlane services of one Service.

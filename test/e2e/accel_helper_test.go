@@ -44,6 +44,10 @@ func maybeHelper() {
 		err = helperProxy(arg)
 	case "http":
 		err = helperHTTP(arg)
+	case "relay":
+		err = helperRelay(arg)
+	case "chain":
+		err = helperChain(arg)
 	default:
 		err = fmt.Errorf("unknown helper %q", mode)
 	}

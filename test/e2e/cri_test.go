@@ -56,6 +56,15 @@ type criHost struct {
 
 func newCRIHost(t *testing.T) *criHost {
 	t.Helper()
+	return startCRIHost(t, newNode(t), nil)
+}
+
+// startCRIHost runs a private containerd beside node n's xlaned. conflist
+// is the CNI configuration list (its "name" is replaced by the host's
+// own, unique one); nil: xlane-cni on the network "pods" of
+// 10.213.0.0/24 and fd00:213::/64.
+func startCRIHost(t *testing.T, n *node, conflist map[string]any) *criHost {
+	t.Helper()
 	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s not found: install Debian's containerd and runc (scripts/deps.sh does)", bin)
@@ -69,11 +78,11 @@ func newCRIHost(t *testing.T) *criHost {
 	sfx := suffix()
 	h := &criHost{t: t, dir: dir, sock: filepath.Join(dir, "c.sock"), cgroup: "xle-cri-" + sfx,
 		image: "docker.io/xlane-e2e/pause:" + sfx, crictl: crictl, cni: "xlane-cri-" + sfx, log: &bytes.Buffer{}}
-	h.n = newNode(t)
+	h.n = n
 	t.Cleanup(h.cleanup)
-	h.writeConfig()
+	h.writeConfig(conflist)
 	h.start()
-	h.importPause()
+	h.importImage(h.image, "github.com/xlane-dev/xlane/test/e2e/pause", "/pause")
 	return h
 }
 
@@ -117,7 +126,7 @@ func crictlBinary(t *testing.T) string {
 	return bin
 }
 
-func (h *criHost) writeConfig() {
+func (h *criHost) writeConfig(list map[string]any) {
 	h.t.Helper()
 	confDir, binDir2 := filepath.Join(h.dir, "net.d"), filepath.Join(h.dir, "bin")
 	for _, d := range []string{confDir, binDir2} {
@@ -131,10 +140,13 @@ func (h *criHost) writeConfig() {
 		}
 	}
 	// containerd 1.6's CRI plugin speaks CNI up to 1.0.0.
-	list := map[string]any{"cniVersion": "1.0.0", "name": h.cni, "plugins": []any{map[string]any{
-		"type": "xlane-cni", "socket": h.n.socket, "network": "pods",
-		"subnets": []string{"10.213.0.0/24", "fd00:213::/64"},
-	}}}
+	if list == nil {
+		list = map[string]any{"cniVersion": "1.0.0", "plugins": []any{map[string]any{
+			"type": "xlane-cni", "socket": h.n.socket, "network": "pods",
+			"subnets": []string{"10.213.0.0/24", "fd00:213::/64"},
+		}}}
+	}
+	list["name"] = h.cni
 	b, _ := json.MarshalIndent(list, "", "  ")
 	if err := os.WriteFile(filepath.Join(confDir, "10-xlane.conflist"), b, 0o644); err != nil {
 		h.t.Fatal(err)
@@ -272,23 +284,24 @@ func (h *criHost) mustCrictl(args ...string) string {
 	return strings.TrimSpace(out)
 }
 
-// importPause builds the pause command static, puts it in an OCI image
-// archive and imports that into containerd's k8s.io namespace (no
-// registry: the test is offline).
-func (h *criHost) importPause() {
+// importImage builds the command pkg static, puts it in an OCI image
+// archive named ref (its entrypoint at path) and imports that into
+// containerd's k8s.io namespace (no registry: the test is offline). The
+// pause image of the sandboxes is one.
+func (h *criHost) importImage(ref, pkg, path string) {
 	h.t.Helper()
-	bin := filepath.Join(h.dir, "pause")
-	build := exec.Command("go", "build", "-o", bin, "github.com/xlane-dev/xlane/test/e2e/pause")
+	bin := filepath.Join(h.dir, filepath.Base(path))
+	build := exec.Command("go", "build", "-o", bin, pkg)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		h.t.Fatalf("build pause: %v\n%s", err, out)
+		h.t.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}
 	exe, err := os.ReadFile(bin)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	archive := ociArchive(h.t, h.image, "/pause", exe)
-	path := filepath.Join(h.dir, "pause.tar")
+	archive := ociArchive(h.t, ref, path, exe)
+	path = bin + ".tar"
 	if err := os.WriteFile(path, archive, 0o644); err != nil {
 		h.t.Fatal(err)
 	}

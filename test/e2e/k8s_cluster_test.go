@@ -59,7 +59,18 @@ type controlPlane struct {
 	dir        string
 	token      string // system:masters
 	kubeconfig string // for xlaned, in the nodes' namespaces: xlane's service account
-	cs         *kubernetes.Clientset
+	// admin is a kubeconfig of the token above (the controller manager's).
+	admin string
+	// kubelets: each kubelet's kubeconfig, by node name (system:node:NAME
+	// in system:nodes, authorized by the Node authorizer).
+	kubelets map[string]string
+	cs       *kubernetes.Clientset
+}
+
+// cpOptions changes the control plane startControlPlane makes.
+type cpOptions struct {
+	serviceCIDR string   // --service-cluster-ip-range; "": 10.96.0.0/16
+	kubelets    []string // node names that get a kubelet identity
 }
 
 // logProc is a process this test started, with its output kept for the
@@ -122,7 +133,17 @@ func startProc(t *testing.T, name, netns string, args ...string) *logProc {
 // roles applied: xlaned gets no more than the DaemonSet would.
 func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 	t.Helper()
-	cp := &controlPlane{netns: netns, addr: addr, dir: t.TempDir(), token: suffix() + suffix()}
+	return startControlPlaneWith(t, bins, netns, addr, cpOptions{})
+}
+
+// startControlPlaneWith is startControlPlane with opts: a dual-stack
+// service range, identities for kubelets.
+func startControlPlaneWith(t *testing.T, bins, netns, addr string, opts cpOptions) *controlPlane {
+	t.Helper()
+	if opts.serviceCIDR == "" {
+		opts.serviceCIDR = "10.96.0.0/16"
+	}
+	cp := &controlPlane{netns: netns, addr: addr, dir: t.TempDir(), token: suffix() + suffix(), kubelets: map[string]string{}}
 	runIn(t, netns, "ip", "link", "set", "lo", "up")
 	etcd := startProc(t, "etcd", netns, filepath.Join(bins, "xlane-etcd"), "--data-dir", filepath.Join(cp.dir, "etcd"),
 		"--client-url", "http://127.0.0.1:2379", "--peer-url", "http://127.0.0.1:2380")
@@ -134,8 +155,15 @@ func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 	writeFile(t, sa, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	tokens := filepath.Join(cp.dir, "tokens.csv")
 	saToken := suffix() + suffix()
-	writeFile(t, tokens, []byte(cp.token+",admin,admin,system:masters\n"+
-		saToken+",system:serviceaccount:kube-system:xlane,xlane,system:serviceaccounts\n"))
+	users := cp.token + ",admin,admin,system:masters\n" +
+		saToken + ",system:serviceaccount:kube-system:xlane,xlane,system:serviceaccounts\n"
+	for _, name := range opts.kubelets {
+		tok := suffix() + suffix()
+		users += fmt.Sprintf("%s,system:node:%s,node-%s,system:nodes\n", tok, name, name)
+		cp.kubelets[name] = filepath.Join(cp.dir, "kubelet-"+name+".kubeconfig")
+		writeKubeconfig(t, cp.kubelets[name], addr, tok)
+	}
+	writeFile(t, tokens, []byte(users))
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(etcd.String(), "ready") {
 		if time.Now().After(deadline) || etcd.cmd.ProcessState != nil {
@@ -147,8 +175,9 @@ func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--advertise-address="+addr, "--bind-address="+addr, "--secure-port=6443",
 		"--cert-dir="+filepath.Join(cp.dir, "certs"),
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range="+opts.serviceCIDR,
+		// Node: the kubelets' identities (system:node:NAME).
+		"--authorization-mode=Node,RBAC",
 		"--token-auth-file="+tokens,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+sa, "--service-account-signing-key-file="+sa,
@@ -158,22 +187,9 @@ func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 		"--enable-priority-and-fairness=false",
 		"--v=0")
 	cp.kubeconfig = filepath.Join(cp.dir, "kubeconfig")
-	writeFile(t, cp.kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster:
-    server: https://%s:6443
-    insecure-skip-tls-verify: true
-users:
-- name: admin
-  user:
-    token: %s
-contexts:
-- name: test
-  context: {cluster: test, user: admin}
-current-context: test
-`, addr, saToken)))
+	writeKubeconfig(t, cp.kubeconfig, addr, saToken)
+	cp.admin = filepath.Join(cp.dir, "admin.kubeconfig")
+	writeKubeconfig(t, cp.admin, addr, cp.token)
 	// The test's own client dials from the control plane's namespace.
 	rc := &rest.Config{Host: "https://" + addr + ":6443", BearerToken: cp.token, QPS: 200, Burst: 400,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
@@ -205,6 +221,28 @@ current-context: test
 	t.Logf("kube-apiserver ready in %v", time.Since(start).Round(time.Millisecond))
 	applyManifest(t, cp.cs, "../../deploy/kubernetes/rbac.yaml")
 	return cp
+}
+
+// writeKubeconfig writes a kubeconfig for the API server at addr:6443
+// with a bearer token.
+func writeKubeconfig(t *testing.T, path, addr, token string) {
+	t.Helper()
+	writeFile(t, path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: https://%s:6443
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: test
+  context: {cluster: test, user: admin}
+current-context: test
+`, addr, token)))
 }
 
 func writeFile(t *testing.T, path string, b []byte) {

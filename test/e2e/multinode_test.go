@@ -297,6 +297,32 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 		transferVia(t, cs[0].pod, cs[1].pod, netip.AddrPortFrom(cs[1].ip4(), 9090), vip4, 8<<20)
 		transferVia(t, cs[0].pod, cs[2].pod, netip.AddrPortFrom(cs[2].ip6(), 9090), vip6, 8<<20)
 	})
+	t.Run("firewall to-endpoint across nodes", func(t *testing.T) {
+		// A to-endpoint rule on n2 drops TCP to port 8093 of its pod:
+		// n1's pod's connections meet it on n2 (a new flow from the
+		// overlay takes the Linux path to the endpoint's firewall stage,
+		// pass_fw); port 8094 stays open and, once established, its flow
+		// carries a checked transfer.
+		cs[1].mustXlane(nil, "fw", "add", "xnode", "--direction", "to-endpoint", "--proto", "tcp", "--dport", "8093", "--action", "drop")
+		defer cs[1].mustXlane(nil, "fw", "rm", "xnode")
+		for _, dst := range []netip.Addr{cs[1].ip4(), cs[1].ip6()} {
+			for _, port := range []uint16{8093, 8094} {
+				acceptAndClose(listenIn(t, cs[1].pod, netip.AddrPortFrom(dst, port)))
+			}
+			if err := dial(cs[0].pod, dst, 8093, time.Second); err == nil {
+				t.Errorf("n1's pod connected to %s:8093 on n2 past n2's to-endpoint drop rule", dst)
+			}
+			if err := dial(cs[0].pod, dst, 8094, 2*time.Second); err != nil {
+				t.Errorf("n1's pod to %s:8094 on n2 (no rule): %v", dst, err)
+			}
+		}
+		var r api.FirewallRule
+		cs[1].mustXlane(&r, "fw", "get", "xnode")
+		if r.Packets == 0 {
+			t.Errorf("n2's rule xnode counted no packet")
+		}
+		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20)
+	})
 	if routing != "vxlan" || v6Underlay {
 		return
 	}

@@ -102,7 +102,7 @@ var guestModules = []string{
 	"virtio_pci", "9pnet_virtio", "9p",
 	"veth", "sch_ingress", "cls_bpf", "act_bpf",
 	"xfrm_user", "nfnetlink", "crc32c_generic", "nf_tables", "nft_ct", "pktgen",
-	"virtio_net", // for guests given a NIC (Cmd.QEMUArgs): the VM endpoint test
+	"virtio_net",      // for guests given a NIC (Cmd.QEMUArgs): the VM endpoint test
 	"bridge", "vxlan", // the cross-node tests: an underlay bridge, the overlay device
 }
 

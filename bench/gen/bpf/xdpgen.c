@@ -23,8 +23,10 @@
  * instead, which xlb_bounce (tcx ingress there) redirects out of eth0: the
  * host veth then gets skbs, as from a container's socket.
  *
- * xlb_count, on tcx ingress of B's eth0, counts the generator's frames that
- * made it through the node and drops them there: the receiver builds the
+ * xlb_count, on tcx ingress of B's eth0, counts the generator's frames
+ * (UDP, or TCP for benchmarks that send GSO segments) and their bytes (a
+ * GSO packet counts once, with all its bytes) that made it through the node
+ * and drops them there: the receiver builds the
  * skb a real container would need, but no socket cost dominates. It also
  * checks that the frame was routed (TTL decremented) and that the IPv4
  * header checksum is still right.
@@ -64,10 +66,11 @@ volatile const __u16 match_dport;
 volatile const __u8 match_sent_ttl;
 
 enum xlb_counter {
-	XLB_OFFERED = 0, /* frames xlb_gen handed to XDP_TX */
-	XLB_RECEIVED,	 /* generator frames that reached B's eth0 */
-	XLB_ROUTED,	 /* ... of which with the TTL decremented */
-	XLB_BAD_IPCSUM,	 /* ... of which with a wrong IPv4 header checksum */
+	XLB_OFFERED = 0,    /* frames xlb_gen handed to XDP_TX */
+	XLB_RECEIVED,	    /* generator frames that reached B's eth0 */
+	XLB_ROUTED,	    /* ... of which with the TTL decremented */
+	XLB_BAD_IPCSUM,	    /* ... of which with a wrong IPv4 header checksum */
+	XLB_RECEIVED_BYTES, /* the bytes (skb->len) of the frames received */
 	XLB_COUNTER_MAX,
 };
 
@@ -80,12 +83,17 @@ struct {
 	__uint(max_entries, XLB_COUNTER_MAX);
 } xlb_counters SEC(".maps");
 
-static __always_inline void count(__u32 what)
+static __always_inline void add(__u32 what, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&xlb_counters, &what);
 
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void count(__u32 what)
+{
+	add(what, 1);
 }
 
 SEC("xdp")
@@ -116,11 +124,12 @@ static __always_inline bool is_ours(struct __sk_buff *skb)
 	void *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
 	struct iphdr *ip = data + sizeof(*eth);
+	/* UDP's and TCP's destination ports are at the same offset. */
 	struct udphdr *udp = data + sizeof(*eth) + sizeof(*ip);
 
 	return (void *)(udp + 1) <= end && eth->h_proto == bpf_htons(ETH_P_IP) && ip->ihl == 5 &&
-	       ip->protocol == IPPROTO_UDP && ip->saddr == match_saddr &&
-	       ip->daddr == match_daddr && udp->dest == match_dport;
+	       (ip->protocol == IPPROTO_UDP || ip->protocol == IPPROTO_TCP) &&
+	       ip->saddr == match_saddr && ip->daddr == match_daddr && udp->dest == match_dport;
 }
 
 /* tcx ingress of the sender's eth0 (skb source): the generator's frames,
@@ -147,6 +156,7 @@ int xlb_count(struct __sk_buff *skb)
 	if ((void *)(ip + 1) > (void *)(long)skb->data_end)
 		return TC_ACT_UNSPEC; /* checked by is_ours; for the verifier */
 	count(XLB_RECEIVED);
+	add(XLB_RECEIVED_BYTES, skb->len);
 	if (ip->ttl < match_sent_ttl)
 		count(XLB_ROUTED);
 	sum = bpf_csum_diff(0, 0, (__be32 *)ip, sizeof(*ip), 0);

@@ -3,8 +3,12 @@
 // as a VM must (nobody configures it from outside), applies the lease,
 // pings the container (and containers of other networks), moves
 // SHA-256-checked data both ways over TCP with it (through a service VIP), then sends UDP from an address the endpoint does not own, which
-// xlane's anti-spoofing must drop. It prints what it saw, one "key: value"
-// line each, for the test to check.
+// xlane's anti-spoofing must drop. With -queues it first turns on that
+// many queue pairs of its multi-queue virtio-net (ethtool -L, as a user
+// would: one vCPU enables one by default), opens -flows TCP connections to
+// an echo server (flows spread over the queues by hash) and reports each
+// queue's packets from the driver's counters. It prints what it saw, one
+// "key: value" line each, for the test to check.
 package main
 
 import (
@@ -17,6 +21,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,17 +40,25 @@ func main() {
 	spoof := flag.String("spoof", "", "an address the guest does not own")
 	size := flag.Int64("size", 1<<20, "bytes to send over TCP")
 	peer6 := flag.String("peer6", "", "the container's IPv6 address: get one by DHCPv6 and ping it")
+	queues := flag.Int("queues", 1, "queue pairs to enable on the NIC (ethtool -L combined) and report")
+	echo := flag.String("echo", "", "ADDR:PORT of a TCP echo server for -flows")
+	flows := flag.Int("flows", 0, "TCP connections to -echo, 4 KiB echoed on each")
 	flag.Parse()
-	if err := run(*peer, *tcpAddr, *udpPort, *spoof, *size, *peer6, *also); err != nil {
+	if err := run(*peer, *tcpAddr, *udpPort, *spoof, *size, *peer6, *also, *queues, *echo, *flows); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(peer, tcpAddr string, udpPort int, spoof string, size int64, peer6, also string) error {
+func run(peer, tcpAddr string, udpPort int, spoof string, size int64, peer6, also string, queues int, echo string, flows int) error {
 	link, err := nic()
 	if err != nil {
 		return err
+	}
+	if queues > 1 {
+		if out, err := exec.Command("ethtool", "-L", link.Attrs().Name, "combined", fmt.Sprint(queues)).CombinedOutput(); err != nil {
+			return fmt.Errorf("ethtool -L %s combined %d: %v\n%s", link.Attrs().Name, queues, err, out)
+		}
 	}
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("set %s up: %w", link.Attrs().Name, err)
@@ -91,6 +105,31 @@ func run(peer, tcpAddr string, udpPort int, spoof string, size int64, peer6, als
 		}
 	}
 
+	if flows > 0 {
+		if err := echoFlows(echo, flows); err != nil {
+			return err
+		}
+		fmt.Printf("flows: %d ok\n", flows)
+	}
+	if queues > 1 {
+		if err := queueStats(link.Attrs().Name); err != nil {
+			return err
+		}
+	}
+	if tcpAddr != "" {
+		if err := transfer(tcpAddr, size); err != nil {
+			return err
+		}
+	}
+	if spoof != "" {
+		return spoofUDP(link, spoof, peer, udpPort)
+	}
+	return nil
+}
+
+// transfer moves size random bytes to tcpAddr and what comes back, and
+// prints both digests.
+func transfer(tcpAddr string, size int64) error {
 	conn, err := net.DialTimeout("tcp", tcpAddr, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
@@ -111,8 +150,12 @@ func run(peer, tcpAddr string, udpPort int, spoof string, size int64, peer6, als
 	}
 	conn.Close()
 	fmt.Printf("tcp: sent %x received %x\n", sent.Sum(nil), recv.Sum(nil))
+	return nil
+}
 
-	// Spoofing: the same NIC, an address the endpoint does not own.
+// spoofUDP sends 10 datagrams to peer:udpPort from spoof, an address the
+// endpoint does not own, on the same NIC.
+func spoofUDP(link netlink.Link, spoof, peer string, udpPort int) error {
 	sp := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(spoof), Mask: net.CIDRMask(32, 32)}}
 	if err := netlink.AddrAdd(link, sp); err != nil {
 		return fmt.Errorf("add %s: %w", spoof, err)
@@ -218,4 +261,89 @@ func nic() (netlink.Link, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil, fmt.Errorf("no network device in the guest")
+}
+
+// echoFlows opens n connections to addr one after the other, each sending
+// 4 KiB and reading them back.
+func echoFlows(addr string, n int) error {
+	msg := make([]byte, 4096)
+	rand.Read(msg)
+	for i := 0; i < n; i++ {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			return fmt.Errorf("flow %d: dial %s: %w", i, addr, err)
+		}
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := c.Write(msg); err != nil {
+			c.Close()
+			return fmt.Errorf("flow %d: write: %w", i, err)
+		}
+		c.(*net.TCPConn).CloseWrite()
+		got, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(got) != string(msg) {
+			return fmt.Errorf("flow %d: echo: %d bytes back, %v", i, len(got), err)
+		}
+	}
+	return nil
+}
+
+// queueRE matches virtio-net's per-queue counters in ethtool -S:
+// rx_queue_0_packets (older kernels), rx0_packets, tx0_kicks (6.12 has
+// moved the packet counts to netlink queue stats and keeps the kicks).
+var queueRE = regexp.MustCompile(`^\s*(rx|tx)_?(?:queue_)?(\d+)_(packets|kicks):\s*(\d+)$`)
+
+// irqRE matches a virtio queue's interrupt line in /proc/interrupts: one
+// MSI-X vector per queue (virtio1-input.0, virtio1-output.1).
+var irqRE = regexp.MustCompile(`^\s*\d+:((?:\s+\d+)+)\s.*virtio\d+-(input|output)\.(\d+)$`)
+
+// queueStats prints "queue N: rx R tx T (how)" for each queue of dev:
+// packets where the driver counts them per queue, else the receive
+// queue's interrupts and the transmit queue's kicks (each non-zero only
+// if the queue carried packets).
+func queueStats(dev string) error {
+	out, err := exec.Command("ethtool", "-S", dev).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ethtool -S %s: %v\n%s", dev, err, out)
+	}
+	type key struct{ dir, q, what string }
+	got := map[key]uint64{}
+	queues := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if m := queueRE.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseUint(m[4], 10, 64)
+			got[key{m[1], m[2], m[3]}] = v
+			queues[m[2]] = true
+		}
+	}
+	irqs, err := os.ReadFile("/proc/interrupts")
+	if err != nil {
+		return err
+	}
+	for _, l := range strings.Split(string(irqs), "\n") {
+		if m := irqRE.FindStringSubmatch(l); m != nil && m[2] == "input" {
+			var sum uint64
+			for _, f := range strings.Fields(m[1]) {
+				v, _ := strconv.ParseUint(f, 10, 64)
+				sum += v
+			}
+			got[key{"rx", m[3], "interrupts"}] += sum
+		}
+	}
+	if len(queues) == 0 {
+		return fmt.Errorf("ethtool -S %s: no per-queue counters in\n%s", dev, out)
+	}
+	for q := 0; queues[strconv.Itoa(q)]; q++ {
+		qs := strconv.Itoa(q)
+		rx, rxHow := got[key{"rx", qs, "packets"}], "packets"
+		if _, ok := got[key{"rx", qs, "packets"}]; !ok {
+			rx, rxHow = got[key{"rx", qs, "interrupts"}], "interrupts"
+		}
+		tx, txHow := got[key{"tx", qs, "packets"}], "packets"
+		if _, ok := got[key{"tx", qs, "packets"}]; !ok {
+			tx, txHow = got[key{"tx", qs, "kicks"}], "kicks"
+		}
+		fmt.Printf("queue %d: rx %d tx %d (rx %s, tx %s)\n", q, rx, tx, rxHow, txHow)
+	}
+	return nil
 }

@@ -1,0 +1,442 @@
+package k8s
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/xlane-dev/xlane/internal/firewall/spec"
+)
+
+// PolicyPrefix starts the name of every firewall rule this package
+// programs from NetworkPolicies: the controller owns those rules and no
+// other.
+const PolicyPrefix = "k8s.np."
+
+// Priorities of the rules of NetworkPolicies: after the rules an
+// administrator gives without a priority (1000), the allowances of every
+// policy before the isolation (deny) of any, so that policies add up (a
+// connection any policy allows is allowed).
+const (
+	PolicyNodePriority  = 49999 // traffic between a pod and its own node
+	PolicyAllowPriority = 50000
+	PolicyDenyPriority  = 50001
+)
+
+// PolicyInput is what a policy sync translates.
+type PolicyInput struct {
+	Policies   []*networkingv1.NetworkPolicy
+	Pods       []*corev1.Pod
+	Namespaces []*corev1.Namespace
+	// NodeName is this node: only its pods are isolated here (a pod's
+	// ingress and egress are filtered on its own node). NodeAddrs are its
+	// InternalIPs: traffic between a pod and its node is always allowed.
+	NodeName  string
+	NodeAddrs []netip.Addr
+}
+
+// pod is a Pod as policies see it: its addresses and labels.
+type pod struct {
+	ns     string
+	name   string
+	node   string
+	labels labels.Set
+	addrs  []netip.Addr
+	ports  []corev1.ContainerPort
+}
+
+// TranslatePolicies computes the firewall rules of the NetworkPolicies
+// (sorted by name; an empty list when no policy selects a pod of this
+// node). The rules are xlane's usual ones, on scope all, matching the
+// selected pods by their addresses (to-endpoint: destination; from-endpoint:
+// source); stateful (the rule set's `established` lets replies through):
+//
+//   - per policy and ingress rule i, `k8s.np.NS.NAME.inI[.J]`: allow, to
+//     the selected pods, from the peers' addresses (pods by selector, ipBlock
+//     prefixes with their except cut out), to the ports; a named port is
+//     resolved in each selected pod (pods that resolve it differently get a
+//     rule each, J); egress (`egI[.J]`) the same from the selected pods to
+//     the peers, a named port resolved in each peer pod;
+//   - per policy and direction it isolates, `k8s.np.NS.NAME.in-deny` /
+//     `eg-deny`: drop the rest, after every policy's allowances;
+//   - `k8s.np.node`: traffic between the selected pods and this node's
+//     InternalIPs, allowed (as Kubernetes asks: probes).
+//
+// A peer list that selects nothing matches nothing (the rule is left out);
+// SCTP ports are left out (the firewall matches TCP and UDP ports): a policy
+// allowing only SCTP allows nothing.
+func TranslatePolicies(in PolicyInput) []spec.Rule {
+	nsLabels := map[string]labels.Set{}
+	for _, n := range in.Namespaces {
+		nsLabels[n.Name] = labels.Set(n.Labels)
+	}
+	var pods []pod
+	for _, p := range in.Pods {
+		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		pp := pod{ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, labels: labels.Set(p.Labels)}
+		ips := p.Status.PodIPs
+		if len(ips) == 0 && p.Status.PodIP != "" {
+			ips = []corev1.PodIP{{IP: p.Status.PodIP}}
+		}
+		for _, ip := range ips {
+			if a, err := netip.ParseAddr(ip.IP); err == nil && !slices.Contains(pp.addrs, a.Unmap()) {
+				pp.addrs = append(pp.addrs, a.Unmap())
+			}
+		}
+		if len(pp.addrs) == 0 {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			pp.ports = append(pp.ports, c.Ports...)
+		}
+		pods = append(pods, pp)
+	}
+	slices.SortFunc(pods, func(a, b pod) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name)) })
+
+	var out []spec.Rule
+	var selectedAll []netip.Addr
+	for _, np := range in.Policies {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			continue // the API server validates selectors
+		}
+		var selected []pod
+		for _, p := range pods {
+			if p.ns == np.Namespace && p.node == in.NodeName && sel.Matches(p.labels) {
+				selected = append(selected, p)
+			}
+		}
+		if len(selected) == 0 {
+			continue
+		}
+		ingress, egress := policyTypes(np)
+		base := np.Namespace + "." + np.Name
+		comment := "NetworkPolicy " + np.Namespace + "/" + np.Name
+		if ingress {
+			for i, r := range np.Spec.Ingress {
+				out = append(out, directionRules(base, fmt.Sprintf("in%d", i), fmt.Sprintf("%s ingress[%d]", comment, i),
+					true, selected, r.From, r.Ports, np.Namespace, pods, nsLabels)...)
+			}
+			out = append(out, denyRule(base, "in-deny", comment+": isolated for ingress", true, selected))
+		}
+		if egress {
+			for i, r := range np.Spec.Egress {
+				out = append(out, directionRules(base, fmt.Sprintf("eg%d", i), fmt.Sprintf("%s egress[%d]", comment, i),
+					false, selected, r.To, r.Ports, np.Namespace, pods, nsLabels)...)
+			}
+			out = append(out, denyRule(base, "eg-deny", comment+": isolated for egress", false, selected))
+		}
+		for _, p := range selected {
+			selectedAll = append(selectedAll, p.addrs...)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	slices.SortFunc(selectedAll, netip.Addr.Compare)
+	selectedAll = slices.Compact(selectedAll)
+	node, eps := addrList(in.NodeAddrs), addrList(selectedAll)
+	if shareFamily(node, eps) {
+		out = append(out,
+			spec.Rule{Name: PolicyPrefix + "node.in", Priority: PolicyNodePriority, Action: "allow", Direction: "to-endpoint",
+				Src: node, Dst: eps, Comment: "NetworkPolicy: a pod's own node reaches it"},
+			spec.Rule{Name: PolicyPrefix + "node.eg", Priority: PolicyNodePriority, Action: "allow", Direction: "from-endpoint",
+				Src: eps, Dst: node, Comment: "NetworkPolicy: a pod reaches its own node"})
+	}
+	slices.SortFunc(out, func(a, b spec.Rule) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// policyTypes says which directions a policy isolates: policyTypes when
+// given, else Ingress, and Egress when it has egress rules.
+func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	if len(np.Spec.PolicyTypes) == 0 {
+		return true, len(np.Spec.Egress) > 0
+	}
+	for _, t := range np.Spec.PolicyTypes {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			ingress = true
+		case networkingv1.PolicyTypeEgress:
+			egress = true
+		}
+	}
+	return ingress, egress
+}
+
+// directionRules translates one ingress (in) or egress rule of a policy.
+func directionRules(base, suffix, comment string, in bool, selected []pod, peers []networkingv1.NetworkPolicyPeer,
+	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set) []spec.Rule {
+	// The peers: nil is everyone.
+	var peerPods []pod
+	var peerNets []netip.Prefix
+	for _, pe := range peers {
+		switch {
+		case pe.IPBlock != nil:
+			cidr, err := netip.ParsePrefix(pe.IPBlock.CIDR)
+			if err != nil {
+				continue
+			}
+			var except []netip.Prefix
+			for _, e := range pe.IPBlock.Except {
+				if p, err := netip.ParsePrefix(e); err == nil {
+					except = append(except, p.Masked())
+				}
+			}
+			peerNets = append(peerNets, subtractPrefixes(cidr.Masked(), except)...)
+		case pe.PodSelector != nil || pe.NamespaceSelector != nil:
+			podSel, nsSel := labels.Everything(), labels.Selector(nil)
+			var err error
+			if pe.PodSelector != nil {
+				if podSel, err = metav1.LabelSelectorAsSelector(pe.PodSelector); err != nil {
+					continue
+				}
+			}
+			if pe.NamespaceSelector != nil {
+				if nsSel, err = metav1.LabelSelectorAsSelector(pe.NamespaceSelector); err != nil {
+					continue
+				}
+			}
+			for _, p := range pods {
+				if nsSel == nil && p.ns != ns || nsSel != nil && !nsSel.Matches(nsLabels[p.ns]) {
+					continue
+				}
+				if podSel.Matches(p.labels) && !slices.ContainsFunc(peerPods, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
+					peerPods = append(peerPods, p)
+				}
+			}
+		}
+	}
+	anyPeer := len(peers) == 0
+	if !anyPeer && len(peerPods) == 0 && len(peerNets) == 0 {
+		return nil // selects nothing
+	}
+
+	// The ports, per protocol: numbers and ranges, or names resolved in
+	// the pods on the receiving side (the selected pods for ingress, the
+	// peer pods for egress).
+	type portRule struct {
+		proto string
+		ports []string // nil: every port of proto
+		recv  []pod    // nil: every receiver
+		nets  bool     // the ipBlock peers too (not for a named port)
+	}
+	var prs []portRule
+	receivers := selected
+	if !in {
+		receivers = peerPods
+	}
+	byProto := map[string][]string{}
+	allPorts := map[string]bool{}
+	var protos []string
+	named := map[string]map[int32][]pod{} // proto -> port number -> receivers
+	for _, p := range ports {
+		proto := strings.ToLower(string(ptrOr(p.Protocol, corev1.ProtocolTCP)))
+		if proto != "tcp" && proto != "udp" {
+			continue // SCTP: the firewall matches ports of TCP and UDP only
+		}
+		if !slices.Contains(protos, proto) {
+			protos = append(protos, proto)
+		}
+		switch {
+		case p.Port == nil:
+			allPorts[proto] = true
+		case p.Port.Type == intstr.String:
+			for _, r := range receivers {
+				if n := namedPort(r, p.Port.StrVal, proto); n != 0 {
+					if named[proto] == nil {
+						named[proto] = map[int32][]pod{}
+					}
+					named[proto][n] = append(named[proto][n], r)
+				}
+			}
+		default:
+			s := strconv.Itoa(int(p.Port.IntVal))
+			if p.EndPort != nil && *p.EndPort > p.Port.IntVal {
+				s += "-" + strconv.Itoa(int(*p.EndPort))
+			}
+			byProto[proto] = append(byProto[proto], s)
+		}
+	}
+	if len(ports) > 0 && len(protos) == 0 {
+		return nil // SCTP only
+	}
+	if len(ports) == 0 {
+		prs = append(prs, portRule{nets: true})
+	}
+	for _, proto := range protos {
+		if allPorts[proto] {
+			prs = append(prs, portRule{proto: proto, nets: true})
+			continue
+		}
+		if len(byProto[proto]) > 0 {
+			prs = append(prs, portRule{proto: proto, ports: byProto[proto], nets: true})
+		}
+		nums := make([]int32, 0, len(named[proto]))
+		for n := range named[proto] {
+			nums = append(nums, n)
+		}
+		slices.Sort(nums)
+		for _, n := range nums {
+			prs = append(prs, portRule{proto: proto, ports: []string{strconv.Itoa(int(n))}, recv: named[proto][n], nets: in})
+		}
+	}
+
+	var out []spec.Rule
+	for j, pr := range prs {
+		r := spec.Rule{Priority: PolicyAllowPriority, Action: "allow", Comment: comment}
+		r.Name = policyRuleName(base, suffix)
+		if len(prs) > 1 {
+			r.Name = policyRuleName(base, fmt.Sprintf("%s.%d", suffix, j))
+		}
+		if pr.proto != "" {
+			r.Proto = spec.List{pr.proto}
+			r.DstPort = pr.ports
+		}
+		var peerAddrs spec.List
+		if !anyPeer {
+			for _, p := range peerPods {
+				if pr.recv != nil && !in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
+					continue
+				}
+				peerAddrs = append(peerAddrs, addrList(p.addrs)...)
+			}
+			if pr.nets {
+				for _, n := range peerNets {
+					peerAddrs = append(peerAddrs, n.String())
+				}
+			}
+			if len(peerAddrs) == 0 {
+				continue
+			}
+		}
+		var own spec.List
+		for _, p := range selected {
+			if pr.recv != nil && in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
+				continue
+			}
+			own = append(own, addrList(p.addrs)...)
+		}
+		if len(own) == 0 {
+			continue
+		}
+		if !anyPeer && !shareFamily(own, peerAddrs) {
+			continue // e.g. IPv6 pods and an IPv4 ipBlock: nothing to match
+		}
+		if in {
+			r.Direction, r.Dst, r.Src = "to-endpoint", own, peerAddrs
+		} else {
+			r.Direction, r.Src, r.Dst = "from-endpoint", own, peerAddrs
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// denyRule isolates the selected pods in one direction.
+func denyRule(base, suffix, comment string, in bool, selected []pod) spec.Rule {
+	var own spec.List
+	for _, p := range selected {
+		own = append(own, addrList(p.addrs)...)
+	}
+	r := spec.Rule{Name: policyRuleName(base, suffix), Priority: PolicyDenyPriority, Action: "drop", Comment: comment}
+	if in {
+		r.Direction, r.Dst = "to-endpoint", own
+	} else {
+		r.Direction, r.Src = "from-endpoint", own
+	}
+	return r
+}
+
+// namedPort is the number of a pod's container port called name with
+// protocol proto, or 0.
+func namedPort(p pod, name, proto string) int32 {
+	for _, cp := range p.ports {
+		if cp.Name == name && strings.EqualFold(string(cmp.Or(cp.Protocol, corev1.ProtocolTCP)), proto) {
+			return cp.ContainerPort
+		}
+	}
+	return 0
+}
+
+// shareFamily reports whether two address lists have a family in common.
+func shareFamily(a, b spec.List) bool {
+	fams := func(l spec.List) (v4, v6 bool) {
+		for _, s := range l {
+			if strings.Contains(s, ":") {
+				v6 = true
+			} else {
+				v4 = true
+			}
+		}
+		return v4, v6
+	}
+	a4, a6 := fams(a)
+	b4, b6 := fams(b)
+	return a4 && b4 || a6 && b6
+}
+
+func addrList(as []netip.Addr) spec.List {
+	out := make(spec.List, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// policyRuleName is PolicyPrefix + NS.NAME.SUFFIX within the firewall's
+// 64 characters: a longer one keeps its head and ends in a hash of the
+// whole name.
+func policyRuleName(base, suffix string) string {
+	s := PolicyPrefix + base + "." + suffix
+	if len(s) <= maxName {
+		return s
+	}
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	sum := fmt.Sprintf("%016x", h.Sum64())
+	return s[:maxName-len(sum)-1] + "." + sum
+}
+
+// subtractPrefixes returns p without the prefixes of except, as a list of
+// disjoint prefixes (an ipBlock's cidr less its except).
+func subtractPrefixes(p netip.Prefix, except []netip.Prefix) []netip.Prefix {
+	overlaps := false
+	for _, e := range except {
+		if e.Addr().Is4() != p.Addr().Is4() {
+			continue
+		}
+		if e.Bits() <= p.Bits() && e.Contains(p.Addr()) {
+			return nil // all of p is excepted
+		}
+		if e.Bits() > p.Bits() && p.Contains(e.Addr()) {
+			overlaps = true
+		}
+	}
+	if !overlaps {
+		return []netip.Prefix{p}
+	}
+	lo, hi := halves(p)
+	return append(subtractPrefixes(lo, except), subtractPrefixes(hi, except)...)
+}
+
+// halves splits p into its two prefixes one bit longer.
+func halves(p netip.Prefix) (lo, hi netip.Prefix) {
+	b := p.Addr().AsSlice()
+	bit := p.Bits()
+	b[bit/8] |= 0x80 >> (bit % 8)
+	a, _ := netip.AddrFromSlice(b)
+	return netip.PrefixFrom(p.Addr(), bit+1), netip.PrefixFrom(a, bit+1)
+}
