@@ -342,16 +342,10 @@ func (m *monitor) read() {
 	}
 }
 
-// pollEvery is how long the reader may wait before its next drain, read
-// the bytes the last one found: monitorPoll, or less where the rate on
-// every possible CPU (its bucket's burst included) could fill an eighth
-// of the ring in that time, or the last drain found an eighth; at least
-// monitorPollMin.
+// pollEvery is how long the reader may wait before its next drain (read:
+// the bytes the last one found): pollInterval for this ring, these CPUs
+// and the configured rate.
 func (m *monitor) pollEvery(read int) time.Duration {
-	eighth := m.rd.BufferSize() / 8
-	if read >= eighth {
-		return monitorPollMin
-	}
 	rate := m.d.cfg.MonitorRate
 	if rate == 0 {
 		rate = DefaultMonitorRate
@@ -359,6 +353,18 @@ func (m *monitor) pollEvery(read int) time.Duration {
 	cpus, err := ebpf.PossibleCPU()
 	if err != nil || cpus < 1 {
 		cpus = runtime.NumCPU()
+	}
+	return pollInterval(m.rd.BufferSize(), read, cpus, rate)
+}
+
+// pollInterval is monitorPoll, or less where rate events per second on
+// each of cpus CPUs (their buckets' bursts included) could fill an eighth
+// of a ring of ringBytes in that time, or the last drain read an eighth;
+// at least monitorPollMin.
+func pollInterval(ringBytes, read, cpus int, rate uint32) time.Duration {
+	eighth := ringBytes / 8
+	if read >= eighth || rate == 0 {
+		return monitorPollMin
 	}
 	per := eighth/(cpus*monitorRecord) - int(max(rate/monitorBurstDiv, 1)) // events per CPU in an eighth, past a burst
 	if per <= 0 {
