@@ -67,33 +67,66 @@ func attachXDPDropAll(nsName, dev string, read bool) (_ *xdpDropAll, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("xdp-drop program: %w", err)
 	}
-	// The device lives in another namespace: look it up and attach from a
-	// thread that entered it.
+	err = inNetns(nsName, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return fmt.Errorf("%s in %s: %w", dev, nsName, err)
+		}
+		x.link, err = link.AttachXDP(link.XDPOptions{Program: x.prog, Interface: l.Attrs().Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			return fmt.Errorf("attach xdp-drop to %s: %w", dev, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// inNetns runs f on a thread that entered netns nsName (the devices of the
+// benchmark live in other namespaces).
+func inNetns(nsName string, f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer orig.Close()
 	target, err := netns.GetFromName(nsName)
 	if err != nil {
-		return nil, fmt.Errorf("netns %s: %w", nsName, err)
+		return fmt.Errorf("netns %s: %w", nsName, err)
 	}
 	defer target.Close()
 	if err := netns.Set(target); err != nil {
-		return nil, fmt.Errorf("enter netns %s: %w", nsName, err)
+		return fmt.Errorf("enter netns %s: %w", nsName, err)
 	}
 	defer netns.Set(orig)
-	l, err := netlink.LinkByName(dev)
-	if err != nil {
-		return nil, fmt.Errorf("%s in %s: %w", dev, nsName, err)
-	}
-	x.link, err = link.AttachXDP(link.XDPOptions{Program: x.prog, Interface: l.Attrs().Index, Flags: link.XDPDriverMode})
-	if err != nil {
-		return nil, fmt.Errorf("attach xdp-drop to %s: %w", dev, err)
-	}
-	return x, nil
+	return f()
+}
+
+// xdpProgram opens the XDP program attached to dev in netns nsName (nil
+// when there is none): its run statistics are the filter's own time per
+// packet (-prog-stats).
+func xdpProgram(nsName, dev string) (*ebpf.Program, error) {
+	var prog *ebpf.Program
+	err := inNetns(nsName, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return fmt.Errorf("%s in %s: %w", dev, nsName, err)
+		}
+		x := l.Attrs().Xdp
+		if x == nil || x.ProgId == 0 {
+			return nil
+		}
+		prog, err = ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+		if err != nil {
+			return fmt.Errorf("XDP program %d of %s: %w", x.ProgId, dev, err)
+		}
+		return nil
+	})
+	return prog, err
 }
 
 // Dropped is the frames dropped so far, over all CPUs.

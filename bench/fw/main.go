@@ -16,6 +16,8 @@
 // their repetitions interleaved:
 //   - xlane-native:  xlaned --uplink d0 --uplink-xdp-mode native; the rules
 //     are an uplink-scope rule set (xlane fw apply)
+//   - xlane-native-stateless: xlane-native with `established: false` (no
+//     conntrack lookup: what iptables raw and nftables netdev do)
 //   - xlane-generic: the same with --uplink-xdp-mode generic
 //   - iptables:      iptables-restore into raw PREROUTING (whichever backend
 //     iptables is here; the report names it)
@@ -61,6 +63,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/xlane-dev/xlane/bench/gen"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/bench/internal/measure"
@@ -69,7 +74,13 @@ import (
 )
 
 // fwVariants are the filters compared, in run order.
-var fwVariants = []string{"xlane-native", "xlane-generic", "iptables", "nftables", "xdp-drop", "xdp-drop-read"}
+var fwVariants = []string{"xlane-native", "xlane-native-stateless", "xlane-generic", "iptables", "nftables", "xdp-drop", "xdp-drop-read"}
+
+// fwStateless is the suffix of an xlane variant whose rule set says
+// `established: false`: no conntrack lookup for a packet a rule matched,
+// the semantics of iptables' raw table and an nftables netdev chain, which
+// run before conntrack.
+const fwStateless = "-stateless"
 
 // fwCeiling is the variant that is not a firewall: a bare XDP_DROP program,
 // the most any XDP filter can drop on this veth (ceiling.go); fwCeilingRead
@@ -95,6 +106,7 @@ type fwOptions struct {
 	levels           []int
 	variants         []string
 	iperf            bool
+	progStats        bool // the filter program's own time per packet (BPF_ENABLE_STATS)
 }
 
 func parseFWFlags(args []string) (fwOptions, error) {
@@ -113,6 +125,8 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	fs.StringVar(&levels, "levels", "1,1000,10000", "rule counts, in run order")
 	fs.StringVar(&variants, "variants", strings.Join(fwVariants, ","), "filters to compare")
 	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
+	fs.BoolVar(&o.progStats, "prog-stats", false, "also the XDP filter program's own ns per packet (kernel BPF run statistics, "+
+		"on for the run: they add two clock reads to every BPF program run, so rates are lower than without)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
 		return o, err
 	}
@@ -143,7 +157,10 @@ type fwSample struct {
 	CPU0BusyPct float64 `json:"cpu0_busy_pct"` // CPU 0 (d0's NAPI) busy
 	CPU0SoftPct float64 `json:"cpu0_softirq_pct"`
 	NsPerDrop   float64 `json:"cpu_ns_per_drop"` // CPU 0 busy time / Dropped
-	Entry       string  `json:"entry"`
+	// -prog-stats: the XDP program's run time per run (every run is a
+	// frame), apart from the kernel's work around it.
+	ProgNsPerPkt float64 `json:"prog_ns_per_pkt,omitempty"`
+	Entry        string  `json:"entry"`
 }
 
 // fwTCP is one iperf3 run.
@@ -264,7 +281,7 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	if !t.xlane() {
 		return nil
 	}
-	mode := strings.TrimPrefix(t.variant, "xlane-")
+	mode := strings.TrimSuffix(strings.TrimPrefix(t.variant, "xlane-"), fwStateless)
 	t.daemon, err = harness.StartXlaned(ctx, &t.undo, harness.Xlaned{
 		Name: "xlaned " + t.variant, Netns: t.dns, Bins: t.bins, Dir: t.dir, PinDir: t.pinDir,
 		Args:    []string{"--docker-plugin-socket=", "--uplink", "d0", "--uplink-xdp-mode", mode},
@@ -301,6 +318,9 @@ func (t *fwTopo) Load(ctx context.Context, n int) error {
 	case isCeiling(t.variant):
 		return nil // no rules: it drops everything
 	case t.xlane():
+		if strings.HasSuffix(t.variant, fwStateless) {
+			b.WriteString("established: false\n")
+		}
 		b.WriteString("rules:")
 		if n == 0 {
 			b.WriteString(" []\n")
@@ -425,7 +445,7 @@ func readCPUN(cpu int) (cpuTimes, error) {
 }
 
 // dropRun measures the drop rate of t's filter for d.
-func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSample, error) {
+func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, progStats bool) (fwSample, error) {
 	s := fwSample{Variant: t.variant, Rules: n, Rep: rep}
 	var undo harness.UndoStack
 	defer func() {
@@ -456,6 +476,19 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSa
 	if err != nil {
 		return s, err
 	}
+	var prog *ebpf.Program // -prog-stats: d0's XDP program (none for iptables, nftables)
+	var st0 *ebpf.ProgramStats
+	if progStats {
+		if prog, err = xdpProgram(t.dns, "d0"); err != nil {
+			return s, err
+		}
+		if prog != nil {
+			defer prog.Close()
+			if st0, err = prog.Stats(); err != nil {
+				return s, err
+			}
+		}
+	}
 	c0, err := readCPUN(rate.NAPICPU)
 	if err != nil {
 		return s, err
@@ -463,6 +496,15 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration) (fwSa
 	elapsed, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d)
 	if err != nil {
 		return s, err
+	}
+	if prog != nil {
+		st1, err := prog.Stats()
+		if err != nil {
+			return s, err
+		}
+		if runs := st1.RunCount - st0.RunCount; runs > 0 {
+			s.ProgNsPerPkt = float64((st1.Runtime - st0.Runtime).Nanoseconds()) / float64(runs)
+		}
 	}
 	c1, err := readCPUN(rate.NAPICPU)
 	if err != nil {
@@ -547,6 +589,13 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 	if err != nil {
 		return nil, err
 	}
+	if o.progStats {
+		c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+		if err != nil {
+			return nil, fmt.Errorf("-prog-stats: BPF_ENABLE_STATS: %w", err)
+		}
+		cleanup.Push("BPF run statistics off", func(context.Context) error { return c.Close() })
+	}
 	var topos []*fwTopo
 	for i, v := range o.variants {
 		t := &fwTopo{variant: v, gns: fmt.Sprintf("%s-fw%d-gen", runID, i), dns: fmt.Sprintf("%s-fw%d-dut", runID, i),
@@ -578,13 +627,13 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		for r := 1; r <= o.Reps; r++ {
 			for _, t := range topos {
 				k++
-				s, err := t.dropRun(ctx, n, r, o.Duration)
+				s, err := t.dropRun(ctx, n, r, o.Duration, o.progStats)
 				if err != nil {
 					return nil, fmt.Errorf("%s %d rules (rep %d): %w", t.variant, n, r, err)
 				}
 				rep.Samples = append(rep.Samples, s)
-				log.Printf("[%d/%d] %5d rules rep %d %-13s dropped %.3f Mpps of %.3f offered; cpu0 %.0f%% busy, %.0f ns/drop",
-					k, total, n, r, t.variant, s.DroppedMpps, s.OfferedMpps, s.CPU0BusyPct, s.NsPerDrop)
+				log.Printf("[%d/%d] %5d rules rep %d %-13s dropped %.3f Mpps of %.3f offered (ring full %d); cpu0 %.0f%% busy, %.0f ns/drop, program %.0f ns/pkt",
+					k, total, n, r, t.variant, s.DroppedMpps, s.OfferedMpps, s.RingFull, s.CPU0BusyPct, s.NsPerDrop, s.ProgNsPerPkt)
 			}
 		}
 	}
@@ -633,7 +682,9 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 			"attaching it turns TSO off on the peer g0 (even for xdp.frags programs) and d0 takes every skb as an xdp_buff; "+
 			"a NIC does not have this cost. Compare each variant's rules/no-rules ratio.",
 		"The same rule set shape for all: N-1 rules 'udp from 10.a.b.c/32 to port 9: drop' that do not match, then the generator's source; "+
-			"xlane's rules are uplink-scope (established: true, its default), iptables' in raw PREROUTING, nftables' in a netdev ingress chain on d0 "+
+			"xlane's rules are uplink-scope (established: true, its default: a packet a rule matched is looked up in conntrack first; "+
+			"xlane-native-stateless: established: false, as iptables' raw table and nftables' netdev chain, which see no conntrack), "+
+			"iptables' in raw PREROUTING, nftables' in a netdev ingress chain on d0 "+
 			"(only the last rule has a counter there; iptables and xlane count every rule).")
 	rep.LoadEnd = harness.LoadAvg()
 	if load1, _, _ := strings.Cut(rep.LoadStart, " "); measure.ParseFloat(load1) > 0.5*float64(runtime.NumCPU()) {
@@ -670,15 +721,16 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
 		o.Reps, o.Duration, rep.Versions["iptables"], rep.Versions["nft"])
 	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1) into a veth whose far side (d0's NAPI thread, CPU 0) carries the filter: N-1 non-matching rules, then the dropping one. Dropped = that rule's counter; ratios are medians of the same run. CPU: CPU 0 from /proc/stat.\n\n")
-	fmt.Fprintf(&b, "| rules | variant | dropped Mpps | offered Mpps | CPU 0 busy | CPU ns / drop | vs iptables | vs nftables |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| rules | variant | dropped Mpps | offered Mpps | CPU 0 busy | CPU ns / drop | vs iptables | vs nftables | vs xdp-drop | ring full | program ns / pkt |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	drop := func(s fwSample) float64 { return s.DroppedMpps }
 	for _, n := range o.levels {
 		ipt := fwMedian(rep.Samples, "iptables", n, drop)
 		nft := fwMedian(rep.Samples, "nftables", n, drop)
+		bare := fwMedian(rep.Samples, fwCeiling, n, drop)
 		for _, v := range o.variants {
 			dm := fwMedian(rep.Samples, v, n, drop)
 			ratio := func(base float64) string {
-				if v == "iptables" && base == ipt || v == "nftables" && base == nft {
+				if v == "iptables" && base == ipt || v == "nftables" && base == nft || v == fwCeiling && base == bare {
 					return "1"
 				}
 				if r := measure.Ratio(dm, base); r == r {
@@ -686,11 +738,17 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 				}
 				return "–"
 			}
-			fmt.Fprintf(&b, "| %d | %s | %.3f | %.3f | %.0f %% | %.0f | %s | %s |\n", n, v, dm,
+			prog := "–"
+			if ns := fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.ProgNsPerPkt }); ns > 0 {
+				prog = fmt.Sprintf("%.0f", ns)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.3f | %.3f | %.0f %% | %.0f | %s | %s | %s | %.0f %% | %s |\n", n, v, dm,
 				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.OfferedMpps }),
 				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.CPU0BusyPct }),
 				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.NsPerDrop }),
-				ratio(ipt), ratio(nft))
+				ratio(ipt), ratio(nft), ratio(bare),
+				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return 100 * float64(s.RingFull) / float64(max(s.Offered, 1)) }),
+				prog)
 		}
 	}
 	if len(o.levels) > 1 {

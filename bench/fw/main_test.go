@@ -38,7 +38,9 @@ func TestFWMarkdownRatios(t *testing.T) {
 	o.Reps = 1
 	rep := &fwReport{Versions: map[string]string{}}
 	for _, s := range []fwSample{
-		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4}, {Variant: "xlane-native", Rules: 10000, DroppedMpps: 4},
+		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4, ProgNsPerPkt: 150, Offered: 100, RingFull: 40},
+		{Variant: "xlane-native", Rules: 10000, DroppedMpps: 4},
+		{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8, ProgNsPerPkt: 20}, {Variant: "xdp-drop", Rules: 10000, DroppedMpps: 8},
 		{Variant: "xlane-generic", Rules: 1, DroppedMpps: 2}, {Variant: "xlane-generic", Rules: 10000, DroppedMpps: 2},
 		{Variant: "iptables", Rules: 1, DroppedMpps: 1}, {Variant: "iptables", Rules: 10000, DroppedMpps: 0.01},
 		{Variant: "nftables", Rules: 1, DroppedMpps: 2}, {Variant: "nftables", Rules: 10000, DroppedMpps: 0.02},
@@ -47,7 +49,8 @@ func TestFWMarkdownRatios(t *testing.T) {
 	}
 	md := fwMarkdown(rep, o)
 	for _, want := range []string{
-		"| 1 | xlane-native | 4.000 |", "| 4.00× | 2.00× |", // vs iptables, vs nftables at 1 rule
+		"| 1 | xlane-native | 4.000 |", "| 4.00× | 2.00× | 0.50× | 40 % | 150 |", // vs iptables, nftables, the bare drop; ring full; program
+		"| 1 | xdp-drop | 8.000 |", "| 8.00× | 4.00× | 1 | 0 % | 20 |", "| 1 | nftables | 2.000 | 0.000 | 0 % | 0 | 2.00× | 1 | 0.25× | 0 % | – |",
 		"| 10000 | xlane-native | 4.000 |", "| 400.00× | 200.00× |",
 		"xlane-native 1.00", "iptables 0.01",
 	} {

@@ -160,7 +160,7 @@ func holders(pid int, inodes map[uint64]uint8) ([]Listener, error) {
 		}
 		delete(inodes, in)
 		proto, _ := unix.GetsockoptInt(int(f.Fd()), unix.SOL_SOCKET, unix.SO_PROTOCOL)
-		out = append(out, Listener{Pid: pid, Fd: fd, Family: fam, Cgroup: procCgroup(pid),
+		out = append(out, Listener{Pid: pid, Fd: fd, Family: fam, Cgroup: ProcCgroup(pid),
 			MPTCP: proto == unix.IPPROTO_MPTCP, File: f})
 	}
 	return out, nil
@@ -180,9 +180,9 @@ func getfd(pid, fd int) (*os.File, error) {
 	return os.NewFile(uintptr(nfd), "listener"), nil
 }
 
-// procCgroup is pid's cgroup2 path ("0::/a/b" in /proc/PID/cgroup), ""
+// ProcCgroup is pid's cgroup2 path ("0::/a/b" in /proc/PID/cgroup), ""
 // if unknown.
-func procCgroup(pid int) string {
+func ProcCgroup(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		return ""

@@ -249,7 +249,7 @@ func moveToCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig := filepath.Join(root, procCgroup(os.Getpid()))
+	orig := filepath.Join(root, ProcCgroup(os.Getpid()))
 	cg := filepath.Join(root, fmt.Sprintf("xlane-proxyin-test-%d", os.Getpid()))
 	if err := os.Mkdir(cg, 0o755); err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func cgroupOf(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, procCgroup(os.Getpid()))
+	return filepath.Join(root, ProcCgroup(os.Getpid()))
 }
 
 // newNetns makes a network namespace (a handle; gone when closed).

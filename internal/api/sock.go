@@ -52,8 +52,14 @@ type ProxyRedirect struct {
 	// Cgroup whose processes' connections are redirected (and where the
 	// proxy runs); empty: xlane's own.
 	Cgroup string `json:"cgroup,omitempty"`
-	// Direction: "out" (connections the cgroup's processes make).
+	// Direction: "out" (connections the cgroup's processes make; the
+	// default) or "in" (connections arriving at Port in Netns, handed to
+	// the proxy's listener on To there; the proxy runs in Cgroup).
 	Direction string `json:"direction,omitempty"`
+	// Netns, with Direction "in": the network namespace where the app
+	// listens on Port and the proxy on To (a path such as
+	// /run/netns/NAME or /proc/PID/ns/net); empty: xlaned's own.
+	Netns string `json:"netns,omitempty"`
 	// How the proxy's own connections are told apart: "mark" (SO_MARK ==
 	// Mark), "uid" (UID) or "cgroup" (ExemptCgroup, a cgroup2 path).
 	Exempt       string `json:"exempt"`

@@ -149,7 +149,14 @@ The proxy's own connections to the original destination are never
 redirected again: it is recognised by --exempt mark (its upstream sockets
 carry SO_MARK --mark), --exempt uid (it runs as --uid) or --exempt cgroup
 (it runs in --exempt-cgroup). With acceleration on, the proxy↔app leg is
-accelerated like any loopback connection.`,
+accelerated like any loopback connection.
+
+With --direction in, connections arriving at --port in the network
+namespace --netns (from other namespaces, from outside, or over loopback)
+go to the proxy's listening socket on --to there instead (sk_lookup); the
+accepted socket keeps the original destination as its local address, and
+SO_ORIGINAL_DST returns it. The proxy must already listen on --to (plain
+TCP, not MPTCP), and run in --cgroup or below it.`,
 	}
 	var r api.ProxyRedirect
 	var port, to, mark, uid int
@@ -157,7 +164,8 @@ accelerated like any loopback connection.`,
 		Use:   "redirect",
 		Short: "Redirect connections to a port to a local proxy",
 		Example: `  xlane proxy redirect --port 80 --to 15001 --exempt uid --uid 1337
-  xlane proxy redirect --port 443 --to 15001 --exempt mark --mark 0x539 --cgroup app.slice`,
+  xlane proxy redirect --port 443 --to 15001 --exempt mark --mark 0x539 --cgroup app.slice
+  xlane proxy redirect --direction in --netns /run/netns/app --port 80 --to 15006 --exempt uid --uid 1337`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for name, v := range map[string]int{"--port": port, "--to": to} {
@@ -171,7 +179,11 @@ accelerated like any loopback connection.`,
 				return err
 			}
 			return e.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "redirecting port %d to local port %d for cgroup %s (proxy exempt by %s)\n", out.Port, out.To, out.Cgroup, out.Exempt)
+				if out.Direction == "in" {
+					fmt.Fprintf(w, "redirecting connections arriving at port %d in network namespace %s to the proxy on port %d (proxy in cgroup %s, exempt by %s)\n", out.Port, netnsName(out.Netns), out.To, out.Cgroup, out.Exempt)
+				} else {
+					fmt.Fprintf(w, "redirecting port %d to local port %d for cgroup %s (proxy exempt by %s)\n", out.Port, out.To, out.Cgroup, out.Exempt)
+				}
 				if out.Warning != "" {
 					fmt.Fprintf(w, "warning: %s\n", out.Warning)
 				}
@@ -182,7 +194,8 @@ accelerated like any loopback connection.`,
 	f.IntVar(&port, "port", 0, "destination TCP port whose connections are redirected")
 	f.IntVar(&to, "to", 0, "the proxy's port on loopback")
 	f.StringVar(&r.Cgroup, "cgroup", "", "cgroup2 path of the clients (and the proxy) (default xlane's own, \"xlane\")")
-	f.StringVar(&r.Direction, "direction", "out", "out: connections the cgroup's processes make (the only one supported)")
+	f.StringVar(&r.Direction, "direction", "out", "out: connections the cgroup's processes make; in: connections arriving at --port in --netns")
+	f.StringVar(&r.Netns, "netns", "", "with --direction in: the network namespace (path) where the app and the proxy listen (default xlaned's own)")
 	f.StringVar(&r.Exempt, "exempt", "uid", "how the proxy's own connections are recognised: mark, uid or cgroup")
 	f.IntVar(&mark, "mark", 0, "with --exempt mark: the SO_MARK of the proxy's upstream sockets")
 	f.IntVar(&uid, "uid", 0, "with --exempt uid: the proxy's uid")
@@ -198,7 +211,7 @@ accelerated like any loopback connection.`,
 				return err
 			}
 			return e.print(l, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "PORT\tTO\tCGROUP\tEXEMPT")
+				fmt.Fprintln(w, "PORT\tDIRECTION\tTO\tNETNS\tCGROUP\tEXEMPT")
 				for _, r := range l.Redirects {
 					ex := r.Exempt
 					switch r.Exempt {
@@ -209,9 +222,14 @@ accelerated like any loopback connection.`,
 					case "cgroup":
 						ex += " " + r.ExemptCgroup
 					}
-					fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", r.Port, r.To, r.Cgroup, ex)
+					ns := "-"
+					if r.Direction == "in" {
+						ns = netnsName(r.Netns)
+					}
+					fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\n", r.Port, r.Direction, r.To, ns, r.Cgroup, ex)
 				}
-				for _, n := range []string{"redirected", "exempted", "origdst_found", "origdst_missed", "track_failed"} {
+				for _, n := range []string{"redirected", "exempted", "origdst_found", "origdst_missed", "track_failed",
+					"in_redirected", "in_exempted", "in_no_listener", "in_listener_added"} {
 					if v, ok := l.Counters[n]; ok {
 						fmt.Fprintf(w, "%s:\t%d\n", n, v)
 					}
@@ -233,4 +251,11 @@ accelerated like any loopback connection.`,
 	}
 	cmd.AddCommand(redirect, ls, rm)
 	return cmd
+}
+
+func netnsName(p string) string {
+	if p == "" {
+		return "(xlaned's)"
+	}
+	return p
 }

@@ -306,14 +306,26 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 	if req.To == req.Port {
 		return nil, model.Fieldf("to", "%d: the proxy's port cannot be the redirected port (every connection to the proxy would be redirected to itself)", req.To)
 	}
-	if req.Direction != "" && req.Direction != "out" {
-		return nil, model.Fieldf("direction", "%q: only \"out\" (connections the cgroup's processes make) is supported", req.Direction)
+	switch req.Direction {
+	case "", "out":
+		if req.Netns != "" {
+			return nil, model.Fieldf("netns", "%q: only with direction \"in\" (outbound redirects act in the clients' own namespaces)", req.Netns)
+		}
+	case "in":
+	default:
+		return nil, model.Fieldf("direction", "%q: want \"out\" (connections the cgroup's processes make) or \"in\" (connections arriving at the port)", req.Direction)
 	}
 	cg, err := accelCgroup(req.Cgroup, "cgroup")
 	if err != nil {
 		return nil, err
 	}
 	rec := store.ProxyRecord{Port: req.Port, To: req.To, Cgroup: cg, Exempt: req.Exempt, Mark: req.Mark, UID: req.UID}
+	if req.Direction == "in" {
+		rec.Direction, rec.Netns = "in", req.Netns
+		if rec.NetnsCookie, err = datapath.NetnsCookie(netnsPath(rec)); err != nil {
+			return nil, model.Fieldf("netns", "%v", err)
+		}
+	}
 	if req.Exempt == "cgroup" {
 		if req.ExemptCgroup == "" {
 			return nil, model.Fieldf("exempt_cgroup", "missing: the proxy's cgroup")
@@ -346,6 +358,9 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 			return nil, model.Fieldf("port", "%d: is the proxy port of the redirect of %d: a loop", req.Port, h.Port)
 		}
 	}
+	if rec.Direction == "in" {
+		return d.addProxyIn(rec, rule, have)
+	}
 	if err := d.dp.AttachProxy(cg); err != nil {
 		return nil, err
 	}
@@ -374,8 +389,105 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 }
 
 func proxyAPI(r store.ProxyRecord) api.ProxyRedirect {
-	return api.ProxyRedirect{Port: r.Port, To: r.To, Cgroup: r.Cgroup, Direction: "out", Exempt: r.Exempt,
+	dir := r.Direction
+	if dir == "" {
+		dir = "out"
+	}
+	return api.ProxyRedirect{Port: r.Port, To: r.To, Cgroup: r.Cgroup, Direction: dir, Netns: r.Netns, Exempt: r.Exempt,
 		Mark: r.Mark, UID: r.UID, ExemptCgroup: r.ExemptCgroup}
+}
+
+// netnsPath is the network namespace of an inbound redirect: the daemon's
+// own for "".
+func netnsPath(r store.ProxyRecord) string {
+	if r.Netns == "" {
+		return "/proc/self/ns/net"
+	}
+	return r.Netns
+}
+
+func proxyInRule(r store.ProxyRecord, rule datapath.ProxyRule) datapath.ProxyInRule {
+	return datapath.ProxyInRule{ProxyRule: rule, Netns: r.NetnsCookie}
+}
+
+// proxyListeners finds the proxy's listening sockets for an inbound
+// redirect (copies: the caller closes them), refusing what the programs
+// could not use.
+func proxyListeners(r store.ProxyRecord) ([]accel.Listener, error) {
+	ls, err := accel.FindListeners(netnsPath(r), r.To)
+	if errors.Is(err, accel.ErrNoListener) {
+		return nil, model.Fieldf("to", "%d: nothing listens on it in network namespace %s: start the proxy first (the redirect hands it the connections to port %d)", r.To, netnsPath(r), r.Port)
+	}
+	if err != nil {
+		return nil, model.Fieldf("to", "%d: %v", r.To, err)
+	}
+	var bad error
+	for _, l := range ls {
+		switch {
+		case l.MPTCP:
+			bad = model.Fieldf("to", "%d: the proxy (pid %d) listens with MPTCP (Go 1.24+ does by default), which a socket map cannot hold: listen with plain TCP (Go: ListenConfig.SetMultipathTCP(false), or GODEBUG=multipathtcp=0)", r.To, l.Pid)
+		case !accel.InCgroup(l.Cgroup, r.Cgroup):
+			bad = model.Fieldf("cgroup", "%s: the proxy listening on port %d (pid %d) runs in cgroup %s, not in it or below (its getsockopt(SO_ORIGINAL_DST) and a restart's listen() would go unseen)", r.Cgroup, r.To, l.Pid, l.Cgroup)
+		}
+	}
+	if bad != nil {
+		closeListeners(ls)
+		return nil, bad
+	}
+	return ls, nil
+}
+
+func closeListeners(ls []accel.Listener) {
+	for _, l := range ls {
+		l.File.Close()
+	}
+}
+
+// addProxyIn attaches an inbound redirect: the cgroup hooks (the proxy's
+// getsockopt, listen and connect), the rule, the proxy's listeners, then
+// sk_lookup on the namespace; all or nothing.
+func (d *Daemon) addProxyIn(rec store.ProxyRecord, rule datapath.ProxyRule, have []store.ProxyRecord) (*api.ProxyRedirect, error) {
+	ls, err := proxyListeners(rec)
+	if err != nil {
+		return nil, err
+	}
+	defer closeListeners(ls)
+	in := proxyInRule(rec, rule)
+	if err := d.dp.AttachProxy(rec.Cgroup); err != nil {
+		return nil, err
+	}
+	undo := func() {
+		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Direction == "in" && h.NetnsCookie == rec.NetnsCookie }) {
+			d.dp.DetachProxyIn(rec.NetnsCookie)
+		}
+		d.dp.DeleteProxyInRule(in)
+		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Cgroup == rec.Cgroup }) {
+			if id, err := datapath.CgroupID(rec.Cgroup); err == nil {
+				d.dp.DetachProxy(id)
+			}
+		}
+	}
+	if err := d.dp.PutProxyInRule(in); err != nil {
+		undo()
+		return nil, err
+	}
+	for _, l := range ls {
+		if err := d.dp.PutProxyListener(rec.NetnsCookie, rec.To, l.Family, int(l.File.Fd())); err != nil {
+			undo()
+			return nil, model.Fieldf("to", "%d: the proxy's listener (pid %d): %v", rec.To, l.Pid, err)
+		}
+	}
+	if err := d.dp.AttachProxyIn(netnsPath(rec), rec.NetnsCookie); err != nil {
+		undo()
+		return nil, err
+	}
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(rec) }); err != nil {
+		undo()
+		return nil, err
+	}
+	d.log.Info("inbound proxy redirect", "port", rec.Port, "to", rec.To, "netns", netnsPath(rec), "listeners", len(ls))
+	out := proxyAPI(rec)
+	return &out, nil
 }
 
 // ProxyRedirects lists the redirects and the counters.
@@ -410,7 +522,20 @@ func (d *Daemon) DeleteProxyRedirect(port uint16) error {
 		return nil
 	}
 	gone := have[i]
-	if err := d.dp.DeleteProxyRule(port); err != nil {
+	if gone.Direction == "in" {
+		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool {
+			return h.Port != port && h.Direction == "in" && h.NetnsCookie == gone.NetnsCookie
+		}) {
+			if err := d.dp.DetachProxyIn(gone.NetnsCookie); err != nil {
+				return err
+			}
+		}
+		rule, _ := proxyRule(gone)
+		rule.Port, rule.ToPort = gone.Port, gone.To
+		if err := d.dp.DeleteProxyInRule(proxyInRule(gone, rule)); err != nil {
+			return err
+		}
+	} else if err := d.dp.DeleteProxyRule(port); err != nil {
 		return err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(port) }); err != nil {
@@ -434,13 +559,30 @@ func (d *Daemon) reconcileProxy() error {
 	var errs []error
 	want := map[uint64]bool{}
 	ports := map[uint16]bool{}
+	type inKey struct {
+		netns uint64
+		port  uint16
+	}
+	wantIn, wantNetns := map[inKey]bool{}, map[uint64]bool{}
 	for _, h := range have {
-		ports[h.Port] = true
 		rule, err := proxyRule(h)
 		if err == nil {
 			err = d.dp.AttachProxy(h.Cgroup)
 		}
-		if err == nil {
+		if err == nil && h.Direction == "in" {
+			old := h.NetnsCookie
+			if h.NetnsCookie, err = datapath.NetnsCookie(netnsPath(h)); err == nil && h.NetnsCookie != old {
+				// The path names a new namespace now (a container
+				// restarted): what was attached to the old one went
+				// with it; rm must find the new one.
+				err = d.store.Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(h) })
+			}
+			if err == nil {
+				wantIn[inKey{h.NetnsCookie, h.Port}], wantNetns[h.NetnsCookie] = true, true
+				err = d.reconcileProxyIn(h, rule)
+			}
+		} else if err == nil {
+			ports[h.Port] = true
 			err = d.dp.PutProxyRule(rule)
 		}
 		if err != nil {
@@ -465,5 +607,41 @@ func (d *Daemon) reconcileProxy() error {
 			errs = append(errs, d.dp.DetachProxy(id))
 		}
 	}
+	nss, err := d.dp.ProxyInNetns()
+	errs = append(errs, err)
+	for _, n := range nss {
+		if !wantNetns[n] {
+			errs = append(errs, d.dp.DetachProxyIn(n))
+		}
+	}
+	inRules, err := d.dp.ProxyInRules()
+	errs = append(errs, err)
+	for _, r := range inRules {
+		if !wantIn[inKey{r.Netns, r.Port}] {
+			errs = append(errs, d.dp.DeleteProxyInRule(r))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// reconcileProxyIn re-applies an inbound redirect at start. The proxy's
+// listeners normally survive in the pinned socket map; if they are gone
+// (the map was replaced), the running proxy's are taken again.
+func (d *Daemon) reconcileProxyIn(h store.ProxyRecord, rule datapath.ProxyRule) error {
+	if err := d.dp.PutProxyInRule(proxyInRule(h, rule)); err != nil {
+		return err
+	}
+	if !d.dp.ProxyListener(h.NetnsCookie, h.To, 4) && !d.dp.ProxyListener(h.NetnsCookie, h.To, 6) {
+		ls, err := proxyListeners(h)
+		if err != nil {
+			d.log.Warn("inbound proxy redirect: the proxy's listener is not in the map; connections are refused until it listens again", "port", h.Port, "to", h.To, "err", err)
+		}
+		for _, l := range ls {
+			if err := d.dp.PutProxyListener(h.NetnsCookie, h.To, l.Family, int(l.File.Fd())); err != nil {
+				d.log.Warn("inbound proxy redirect: put the proxy's listener", "port", h.Port, "err", err)
+			}
+		}
+		closeListeners(ls)
+	}
+	return d.dp.AttachProxyIn(netnsPath(h), h.NetnsCookie)
 }

@@ -3,13 +3,17 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
 	"github.com/xlane-dev/xlane/internal/model"
 )
@@ -119,7 +123,10 @@ func TestProxyRedirectChecks(t *testing.T) {
 		{api.ProxyRedirect{Port: 82, To: 80, Cgroup: cg, Exempt: "uid"}, "to"},
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "mark"}, "mark"},
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "pid"}, "exempt"},
-		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in"}, "direction"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "sideways"}, "direction"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Netns: "/proc/self/ns/net"}, "netns"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in", Netns: "/nonexistent"}, "netns"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in"}, "nothing listens"},
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: filepath.Join(cg, "missing"), Exempt: "uid"}, "cgroup"},
 	} {
 		if _, err := d.AddProxyRedirect(c.req); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -145,4 +152,77 @@ func TestProxyRedirectChecks(t *testing.T) {
 	if rules, _ := fake.ProxyRules(); len(rules) != 0 {
 		t.Fatalf("rules left: %+v", rules)
 	}
+}
+
+// TestProxyRedirectInRollback: an inbound redirect whose apply fails at
+// any step (before or after the datapath wrote) leaves no rule, listener,
+// sk_lookup attachment or record; a good one goes with rm.
+func TestProxyRedirectInRollback(t *testing.T) {
+	cg := testCgroup(t)
+	// The proxy is this test process, listening in its namespace (the
+	// daemon's own: no Netns) from inside cg.
+	root, _ := accel.Cgroup2Root()
+	self := []byte(strconv.Itoa(os.Getpid()))
+	orig := accel.ProcCgroup(os.Getpid())
+	if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), self, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		back := filepath.Join(root, orig)
+		if err := os.WriteFile(filepath.Join(back, "cgroup.procs"), self, 0); err != nil {
+			t.Errorf("move back to %s: %v", back, err)
+		}
+	})
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	to := uint16(l.Addr().(*net.TCPAddr).Port)
+	d, fake := fakeDaemon(t)
+	req := api.ProxyRedirect{Port: 8080, To: to, Cgroup: cg, Exempt: "uid", UID: 1337, Direction: "in"}
+	empty := func(when string) {
+		t.Helper()
+		rules, _ := fake.ProxyInRules()
+		nss, _ := fake.ProxyInNetns()
+		ls, _ := d.ProxyRedirects()
+		if len(rules) != 0 || len(nss) != 0 || len(ls.Redirects) != 0 || fake.ProxyListener(rulesNetns(t), to, 4) {
+			t.Errorf("%s: rules %v, netns %v, records %v", when, rules, nss, ls.Redirects)
+		}
+	}
+	for _, after := range []bool{false, true} {
+		for _, op := range []string{"attach-proxy", "put-proxy-in-rule", "put-proxy-listener", "attach-proxy-in"} {
+			fake.Fail, fake.FailAfterWrite = failOp(op, func(any) bool { return true }), after
+			if _, err := d.AddProxyRedirect(req); err == nil {
+				t.Errorf("redirect with %s failing succeeded", op)
+			}
+			fake.Fail, fake.FailAfterWrite = nil, false
+			empty(fmt.Sprintf("after %s failed (written: %v)", op, after))
+		}
+	}
+	out, err := d.AddProxyRedirect(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Direction != "in" || out.Netns != "" {
+		t.Errorf("redirect: %+v", out)
+	}
+	if rules, _ := fake.ProxyInRules(); len(rules) != 1 || !fake.ProxyListener(rules[0].Netns, to, 4) {
+		t.Errorf("after a good redirect: rules %+v", rules)
+	}
+	if err := d.DeleteProxyRedirect(8080); err != nil {
+		t.Fatal(err)
+	}
+	empty("after rm")
+}
+
+// rulesNetns is the cookie of this process's network namespace.
+func rulesNetns(t *testing.T) uint64 {
+	c, err := datapath.NetnsCookie("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -91,6 +91,15 @@ type Datapath interface {
 	DeleteProxyRule(port uint16) error
 	ProxyRules() (map[uint16]ProxyRule, error)
 	ProxyStats() (map[string]uint64, error)
+	// Inbound redirects: sk_lookup per network namespace (cookie).
+	AttachProxyIn(netnsPath string, netns uint64) error
+	DetachProxyIn(netns uint64) error
+	ProxyInNetns() ([]uint64, error)
+	PutProxyInRule(r ProxyInRule) error
+	DeleteProxyInRule(r ProxyInRule) error
+	ProxyInRules() ([]ProxyInRule, error)
+	PutProxyListener(netns uint64, port uint16, family uint8, fd int) error
+	ProxyListener(netns uint64, port uint16, family uint8) bool
 
 	// Published ports (ports.go).
 	PutPort(p Port) error

@@ -119,12 +119,24 @@ func (u *Unavailable) PutProxyRule(ProxyRule) error              { return u.err(
 func (u *Unavailable) DeleteProxyRule(uint16) error              { return nil }
 func (u *Unavailable) ProxyRules() (map[uint16]ProxyRule, error) { return nil, nil }
 func (u *Unavailable) ProxyStats() (map[string]uint64, error)    { return nil, u.err("proxy redirect") }
+func (u *Unavailable) AttachProxyIn(string, uint64) error {
+	return u.err("attach inbound proxy redirect")
+}
+func (u *Unavailable) DetachProxyIn(uint64) error               { return nil }
+func (u *Unavailable) ProxyInNetns() ([]uint64, error)          { return nil, nil }
+func (u *Unavailable) PutProxyInRule(ProxyInRule) error         { return u.err("proxy redirect") }
+func (u *Unavailable) DeleteProxyInRule(ProxyInRule) error      { return nil }
+func (u *Unavailable) ProxyInRules() ([]ProxyInRule, error)     { return nil, nil }
+func (u *Unavailable) ProxyListener(uint64, uint16, uint8) bool { return false }
+func (u *Unavailable) PutProxyListener(uint64, uint16, uint8, int) error {
+	return u.err("proxy redirect")
+}
 func (u *Unavailable) PutPort(p Port) error {
 	return u.err(fmt.Sprintf("publish %d/%d", p.NodePort, p.Proto))
 }
-func (u *Unavailable) Flows(int) ([]Flow, error)  { return nil, u.err("conntrack") }
-func (u *Unavailable) FlushCT() (int, error)      { return 0, u.err("conntrack") }
-func (u *Unavailable) CTStats() (CTStats, error)  { return CTStats{}, u.err("conntrack") }
+func (u *Unavailable) Flows(int) ([]Flow, error) { return nil, u.err("conntrack") }
+func (u *Unavailable) FlushCT() (int, error)     { return 0, u.err("conntrack") }
+func (u *Unavailable) CTStats() (CTStats, error) { return CTStats{}, u.err("conntrack") }
 func (u *Unavailable) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
 	return 0, u.err("conntrack gc")
 }

@@ -26,6 +26,11 @@ type ProxyRecord struct {
 	Exempt       string
 	Mark, UID    uint32
 	ExemptCgroup string
+	// Direction "in": connections arriving at Port in the network
+	// namespace Netns ("": the daemon's), NetnsCookie when it was added.
+	Direction   string `json:",omitempty"`
+	Netns       string `json:",omitempty"`
+	NetnsCookie uint64 `json:",omitempty"`
 }
 
 func (t *Tx) sockBucket() (*bolt.Bucket, error) { return t.fwBucket(bucketSock) }

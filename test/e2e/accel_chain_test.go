@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -146,8 +147,9 @@ func relayConn(c *net.TCPConn, a relayArg) {
 
 // chainArg: serve on Port (127.0.0.1 and ::1): read a connection to EOF,
 // answer its SHA-256 and length; then, for each transfer, connect to
-// Addr:Port (redirected to the relay), write Total bytes in write()s of
-// Piece bytes, shut down the write side and check the answer.
+// Addr:Port (redirected to the relay, where the test redirects it), write
+// Total bytes in write()s of Piece bytes, shut down the write side and
+// check the answer.
 type chainArg struct {
 	Port      int             `json:"port"`
 	Transfers []chainTransfer `json:"transfers"`
@@ -157,12 +159,22 @@ type chainTransfer struct {
 	Addr  string `json:"addr"`
 	Piece int    `json:"piece"`
 	Total int    `json:"total"`
+	// PaceUs: wait this long after each write (a writer its reader keeps
+	// up with: its direction never falls back for backlog).
+	PaceUs int `json:"pace_us,omitempty"`
 }
 
 func helperChain(arg string) error {
 	var a chainArg
 	if err := json.Unmarshal([]byte(arg), &a); err != nil {
 		return err
+	}
+	if lo, err := net.InterfaceByName("lo"); err != nil {
+		return err
+	} else if lo.Flags&net.FlagUp == 0 {
+		if err := exec.Command("ip", "link", "set", "lo", "up").Run(); err != nil {
+			return fmt.Errorf("bring lo up: %w", err)
+		}
 	}
 	for _, addr := range []string{"127.0.0.1", "::1"} {
 		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(a.Port)))
@@ -209,6 +221,9 @@ func chainTransferRun(port int, tr chainTransfer) error {
 	for off := 0; off < len(p); off += tr.Piece {
 		if _, err := c.Write(p[off:min(off+tr.Piece, len(p))]); err != nil {
 			return fmt.Errorf("write at byte %d: %w", off, err)
+		}
+		if tr.PaceUs > 0 {
+			time.Sleep(time.Duration(tr.PaceUs) * time.Microsecond)
 		}
 	}
 	if err := c.CloseWrite(); err != nil {

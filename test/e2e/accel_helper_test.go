@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -44,6 +46,10 @@ func maybeHelper() {
 		err = helperProxy(arg)
 	case "http":
 		err = helperHTTP(arg)
+	case "httpsrv":
+		err = helperHTTPServer(arg)
+	case "httpget":
+		err = helperHTTPGet(arg)
 	case "relay":
 		err = helperRelay(arg)
 	case "chain":
@@ -118,6 +124,9 @@ type proxyArg struct {
 	Port int    `json:"port"`
 	Mark uint32 `json:"mark"`
 	UID  int    `json:"uid"`
+	// PlainTCP: listen with TCP, not Go's default MPTCP (an inbound
+	// redirect's socket map holds TCP sockets only).
+	PlainTCP bool `json:"plain_tcp"`
 }
 
 // originalDst reads what an iptables-REDIRECT proxy reads.
@@ -165,8 +174,12 @@ func helperProxy(arg string) error {
 		return err
 	}
 	var ls []net.Listener
+	var lc net.ListenConfig
+	if a.PlainTCP {
+		lc.SetMultipathTCP(false)
+	}
 	for _, addr := range []string{"127.0.0.1", "::1"} {
-		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(a.Port)))
+		l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(addr, strconv.Itoa(a.Port)))
 		if err != nil {
 			return err
 		}
@@ -300,4 +313,84 @@ func accelPayload(n int) []byte {
 		b[i] = byte(i*7 + i>>8)
 	}
 	return b
+}
+
+// httpSrvArg: an HTTP server on Port (every address, both families) that
+// answers POST /N with N bytes of payload, the SHA-256 of the request's
+// body (X-Req-Sha256) and of its answer (X-Sha256), and the proxy's
+// X-Xlane-Proxy header as it came (X-Seen-Proxy).
+type httpSrvArg struct {
+	Port int `json:"port"`
+}
+
+func helperHTTPServer(arg string) error {
+	var a httpSrvArg
+	if err := json.Unmarshal([]byte(arg), &a); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(a.Port))
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	return http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		io.Copy(h, r.Body)
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		body := accelPayload(n)
+		sum := sha256.Sum256(body)
+		w.Header().Set("X-Req-Sha256", hex.EncodeToString(h.Sum(nil)))
+		w.Header().Set("X-Sha256", hex.EncodeToString(sum[:]))
+		w.Header().Set("X-Seen-Proxy", r.Header.Get("X-Xlane-Proxy"))
+		w.Write(body)
+	}))
+}
+
+// httpGetArg: POST Up bytes to each of Targets (host:port) and read Down
+// bytes back, checking both bodies by SHA-256 and that the request went
+// through the proxy with the right original destination (Direct: that it
+// did not).
+type httpGetArg struct {
+	Targets  []string `json:"targets"`
+	Up       int      `json:"up"`
+	Down     int      `json:"down"`
+	Direct   bool     `json:"direct"`
+}
+
+func helperHTTPGet(arg string) error {
+	var a httpGetArg
+	if err := json.Unmarshal([]byte(arg), &a); err != nil {
+		return err
+	}
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	var errs []error
+	for _, hp := range a.Targets {
+		up := accelPayload(a.Up)
+		upSum := sha256.Sum256(up)
+		resp, err := cl.Post("http://"+hp+"/"+strconv.Itoa(a.Down), "application/octet-stream", bytes.NewReader(up))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		sum := sha256.Sum256(body)
+		want := hp
+		if a.Direct {
+			want = ""
+		}
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", hp, err))
+		case resp.StatusCode != 200:
+			errs = append(errs, fmt.Errorf("%s: %s %s", hp, resp.Status, resp.Header.Get("X-Proxy-Error")))
+		case resp.Header.Get("X-Req-Sha256") != hex.EncodeToString(upSum[:]):
+			errs = append(errs, fmt.Errorf("%s: the server got a request body failing its SHA-256", hp))
+		case len(body) != a.Down || hex.EncodeToString(sum[:]) != resp.Header.Get("X-Sha256"):
+			errs = append(errs, fmt.Errorf("%s: answer of %d bytes fails its SHA-256", hp, len(body)))
+		case resp.Header.Get("X-Seen-Proxy") != want:
+			errs = append(errs, fmt.Errorf("%s: the server saw X-Xlane-Proxy %q, want %q", hp, resp.Header.Get("X-Seen-Proxy"), want))
+		}
+	}
+	return errors.Join(errs...)
 }

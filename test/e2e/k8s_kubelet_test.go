@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -226,7 +227,9 @@ func (k *kubeletNode) podNetns(t *testing.T, p *corev1.Pod) pod {
 // across nodes (SHA-256-checked TCP, IPv4 and IPv6); a dual-stack
 // ClusterIP and a NodePort reach the pods of both nodes, their
 // EndpointSlices written by the controller manager; xlaned killed and
-// restarted under a transfer; pod deletion releases the endpoint, its
+// restarted under a transfer; NetworkPolicies (ingress, egress, pod
+// selectors, a named port) block and allow what they say across nodes;
+// pod deletion releases the endpoint, its
 // devices, pinned links and addresses on the node and the Service's
 // backends.
 func TestKubernetesCluster(t *testing.T) {
@@ -294,7 +297,7 @@ func TestKubernetesCluster(t *testing.T) {
 	var pods []*podOn
 	for _, k := range nodes {
 		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "web-" + k.name, Labels: map[string]string{"app": "web"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "web-" + k.name, Labels: map[string]string{"app": "web", "node": k.name}},
 			Spec: corev1.PodSpec{
 				NodeName:                      k.name,
 				DNSPolicy:                     corev1.DNSDefault,
@@ -439,6 +442,90 @@ func TestKubernetesCluster(t *testing.T) {
 		waitService(t, nodes[1].node, "k8s.default.web.tcp80.c0", 2)
 		bothBackends(t, pods[1].sbx.netns, vips[0])
 		sendChecked(t, pods[1].sbx.netns, netip.AddrPortFrom(pods[0].ip6, 9090), 4<<20, 0)()
+	})
+
+	t.Run("network policy", func(t *testing.T) {
+		// n2-in: n2's pod isolated for ingress, open to pods labelled
+		// node=n1 on 8080 and 9090; n1-out: n1's pod isolated for
+		// egress, open to pods labelled node=n2 on their named port
+		// http (8080). A probe on n1 (an xlane endpoint, no Pod: no
+		// labels) is another client.
+		probe := newNetns(t, "probe")
+		var pe api.EndpointInfo
+		nodes[0].mustXlane(&pe, "endpoint", "add", "pods", "--netns", probe)
+		defer nodes[0].mustXlane(nil, "endpoint", "rm", pe.ID)
+		np := []*networkingv1.NetworkPolicy{{
+			ObjectMeta: metav1.ObjectMeta{Name: "n2-in"},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"node": "n2"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"node": "n1"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt(8080))},
+						{Port: ptr.To(intstr.FromInt(9090))}},
+				}},
+			},
+		}, {
+			ObjectMeta: metav1.ObjectMeta{Name: "n1-out"},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"node": "n1"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{
+					To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"node": "n2"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromString("http"))}},
+				}},
+			},
+		}}
+		for _, p := range np {
+			if _, err := cp.cs.NetworkingV1().NetworkPolicies("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create networkpolicy %s: %v", p.Name, err)
+			}
+		}
+		reaches := func(from string, dst netip.Addr, port int) bool {
+			return dial(from, dst, port, time.Second) == nil
+		}
+		for _, ip := range []netip.Addr{pods[1].ip4, pods[1].ip6} {
+			waitFor(t, 30*time.Second, fmt.Sprintf("n1's pod kept from %s:9090 (n1-out)", ip), func() bool {
+				return !reaches(pods[0].sbx.netns, ip, 9090)
+			})
+			waitFor(t, 30*time.Second, fmt.Sprintf("the probe kept from %s:8080 (n2-in)", ip), func() bool {
+				return !reaches(probe, ip, 8080)
+			})
+			if got := dialVIP(t, pods[0].sbx.netns, netip.AddrPortFrom(ip, 8080)).backend; got != "n2" {
+				t.Errorf("%s:8080 from n1's pod answered %q, want n2's pod (allowed by n2-in and n1-out)", ip, got)
+			}
+		}
+		// The drops are counted under each policy's rules, on the node of
+		// the pod it isolates.
+		for _, r := range []struct {
+			k    *kubeletNode
+			rule string
+		}{{nodes[1], "k8s.np.default.n2-in.in-deny"}, {nodes[0], "k8s.np.default.n1-out.eg-deny"}} {
+			var fr api.FirewallRule
+			r.k.mustXlane(&fr, "fw", "get", r.rule)
+			if fr.Packets == 0 {
+				t.Errorf("%s: rule %s counted no packet", r.k.name, r.rule)
+			}
+		}
+		for _, ip := range []netip.Addr{pods[0].ip4, pods[0].ip6} {
+			// n1's pod is not isolated for ingress: n2's pod connects,
+			// and the replies leave n1's pod (a flow it accepted, not
+			// one it started).
+			if got := dialVIP(t, pods[1].sbx.netns, netip.AddrPortFrom(ip, 8080)).backend; got != "n1" {
+				t.Errorf("%s:8080 from n2's pod answered %q, want n1's pod", ip, got)
+			}
+		}
+		for _, p := range np {
+			if err := cp.cs.NetworkingV1().NetworkPolicies("default").Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, ip := range []netip.Addr{pods[1].ip4, pods[1].ip6} {
+			waitFor(t, 30*time.Second, fmt.Sprintf("n1's pod and the probe reaching %s again, the policies deleted", ip), func() bool {
+				return reaches(pods[0].sbx.netns, ip, 9090) && reaches(probe, ip, 8080)
+			})
+		}
+		sendChecked(t, pods[0].sbx.netns, netip.AddrPortFrom(pods[1].ip4, 9090), 4<<20, 0)()
 	})
 
 	t.Run("pod deletion releases everything", func(t *testing.T) {

@@ -28,19 +28,22 @@ import (
 //
 // vxlan4: the overlay over the IPv4 underlay; vxlan6: over the IPv6 one
 // (nodes known by their IPv6 address only); native: routes via the
-// underlay addresses, no encapsulation.
+// underlay addresses, no encapsulation. n1 and n2 run the variant's mode,
+// n3 another (every mode meets the others across nodes).
 func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
-		name, routing, mode string
-		v6Underlay          bool
-		ulMTU, mtu          int // the underlay's, the pods' (derived)
+		name, routing, mode, mode3 string
+		v6Underlay                 bool
+		ulMTU, mtu                 int // the underlay's, the pods' (derived)
 	}{
-		{"vxlan4", "vxlan", "tc", false, 9000, 8950},
+		{"vxlan4", "vxlan", "tc", "xdp-generic", false, 9000, 8950},
 		// XDP hands cross-node packets to the tc program (pass_overlay).
-		{"vxlan6-xdp", "vxlan", "xdp", true, 1500, 1430},
-		{"native", "native", "tc", false, 1500, 1500},
+		{"vxlan6-xdp", "vxlan", "xdp", "tc", true, 1500, 1430},
+		{"native", "native", "tc", "xdp-generic", false, 1500, 1500},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.mode, tc.v6Underlay, tc.ulMTU, tc.mtu) })
+		t.Run(tc.name, func(t *testing.T) {
+			testMultiNode(t, tc.routing, []string{tc.mode, tc.mode, tc.mode3}, tc.v6Underlay, tc.ulMTU, tc.mtu)
+		})
 	}
 }
 
@@ -110,7 +113,7 @@ func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 
 // newCluster starts three nodes on one underlay bridge, tells every node
 // about every node, and puts a pod on each.
-func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) []*clusterNode {
+func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU int) []*clusterNode {
 	t.Helper()
 	// The native cluster takes its nodes from a file (--nodes), the
 	// others from the CLI.
@@ -143,7 +146,7 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 				n.flags = append(n.flags, "--nodes", nodesFile)
 			}
 		})
-		requireMode(t, c.node, mode) // kernel_test.go
+		requireMode(t, c.node, modes[i-1]) // kernel_test.go
 		cs = append(cs, c)
 	}
 	if nodesFile != "" {
@@ -158,9 +161,9 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 			}
 		}
 	}
-	for _, c := range cs {
+	for i, c := range cs {
 		var net api.NetworkInfo
-		c.mustXlane(&net, "network", "create", "pods", "--mode", mode)
+		c.mustXlane(&net, "network", "create", "pods", "--mode", modes[i])
 		if len(net.Subnets) != 2 || net.Subnets[0] != c.pod4 || net.Subnets[1] != c.pod6 {
 			t.Fatalf("%s: network subnets %v, want the node's pod CIDRs %s %s", c.name, net.Subnets, c.pod4, c.pod6)
 		}
@@ -173,9 +176,9 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 	return cs
 }
 
-func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, mtu int) {
+func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU, mtu int) {
 	start := time.Now()
-	cs := newCluster(t, routing, mode, v6Underlay, ulMTU)
+	cs := newCluster(t, routing, modes, v6Underlay, ulMTU)
 	t.Logf("three nodes up in %v", time.Since(start))
 	t.Run("mtu", func(t *testing.T) {
 		var net api.NetworkInfo

@@ -54,6 +54,11 @@ type Fake struct {
 	legacyTC   bool
 	accelOn    bool
 	proxyRules map[uint16]datapath.ProxyRule
+	// inbound redirects: rules by (netns, port), attached netns,
+	// listeners by (netns, proxy port)
+	proxyIn        map[[2]uint64]datapath.ProxyInRule
+	proxyInNetns   map[uint64]bool
+	proxyListeners map[[2]uint64]int
 	peers      map[netip.Prefix]datapath.Peer
 	vnis       map[uint32]uint32 // network id -> VNI
 	vlans      map[uint16]datapath.VLAN
@@ -267,9 +272,9 @@ func SortPorts(ps []datapath.Port) []datapath.Port {
 	return ps
 }
 
-func (f *Fake) Flows(int) ([]datapath.Flow, error) { return nil, nil }
-func (f *Fake) FlushCT() (int, error)              { return 0, nil }
-func (f *Fake) CTStats() (datapath.CTStats, error) { return datapath.CTStats{}, nil }
+func (f *Fake) Flows(int) ([]datapath.Flow, error)                     { return nil, nil }
+func (f *Fake) FlushCT() (int, error)                                  { return 0, nil }
+func (f *Fake) CTStats() (datapath.CTStats, error)                     { return datapath.CTStats{}, nil }
 func (f *Fake) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) { return 0, nil }
 
 func (f *Fake) PutService(s datapath.Service) error {
@@ -362,6 +367,54 @@ func (f *Fake) ProxyRules() (map[uint16]datapath.ProxyRule, error) {
 	return maps.Clone(f.proxyRules), nil
 }
 func (f *Fake) ProxyStats() (map[string]uint64, error) { return map[string]uint64{}, nil }
+func (f *Fake) AttachProxyIn(path string, netns uint64) error {
+	return f.change("attach-proxy-in", netns, func() {
+		if f.proxyInNetns == nil {
+			f.proxyInNetns = map[uint64]bool{}
+		}
+		f.proxyInNetns[netns] = true
+	})
+}
+func (f *Fake) DetachProxyIn(netns uint64) error {
+	return f.change("detach-proxy-in", netns, func() { delete(f.proxyInNetns, netns) })
+}
+func (f *Fake) ProxyInNetns() ([]uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Keys(f.proxyInNetns)), nil
+}
+func (f *Fake) PutProxyInRule(r datapath.ProxyInRule) error {
+	return f.change("put-proxy-in-rule", r, func() {
+		if f.proxyIn == nil {
+			f.proxyIn = map[[2]uint64]datapath.ProxyInRule{}
+		}
+		f.proxyIn[[2]uint64{r.Netns, uint64(r.Port)}] = r
+	})
+}
+func (f *Fake) DeleteProxyInRule(r datapath.ProxyInRule) error {
+	return f.change("delete-proxy-in-rule", r, func() {
+		delete(f.proxyIn, [2]uint64{r.Netns, uint64(r.Port)})
+		delete(f.proxyListeners, [2]uint64{r.Netns, uint64(r.ToPort)})
+	})
+}
+func (f *Fake) ProxyInRules() ([]datapath.ProxyInRule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.proxyIn)), nil
+}
+func (f *Fake) ProxyListener(netns uint64, port uint16, family uint8) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.proxyListeners[[2]uint64{netns, uint64(port)}] > 0
+}
+func (f *Fake) PutProxyListener(netns uint64, port uint16, family uint8, fd int) error {
+	return f.change("put-proxy-listener", port, func() {
+		if f.proxyListeners == nil {
+			f.proxyListeners = map[[2]uint64]int{}
+		}
+		f.proxyListeners[[2]uint64{netns, uint64(port)}]++
+	})
+}
 
 func (f *Fake) PutPeer(p datapath.Peer) error {
 	return f.change("put-peer", p, func() { f.peers[p.Prefix] = p })
