@@ -63,7 +63,7 @@ test-kernels: check-generate
 # and skips it, saying so, where it does not. Not in CI (.ci/run): the first
 # build would not fit CI's time.
 test-vm-afxdp: build
-	q=$$(scripts/qemu-afxdp.sh) && XLANE_QEMU_AFXDP=$$q $(GO) test -count=1 -timeout 10m -v -run '^TestVMGuestAFXDP$$' ./test/e2e/
+	q=$$(scripts/qemu-afxdp.sh) && XLANE_QEMU_AFXDP=$$q $(GO) test -count=1 -timeout 10m -v -run '^(TestVMGuestAFXDP|TestVMPortMultiQueue)$$' ./test/e2e/
 
 # The Kubernetes components (kube-apiserver, kubelet, kube-controller-manager,
 # kube-proxy, an embedded etcd) built from k8s.io/kubernetes into

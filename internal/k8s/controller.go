@@ -93,8 +93,18 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	return run(ctx, cfg, cs, t)
+}
+
+// run is Run with a client (a fake one in tests).
+func run(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target) error {
+	return runAt(ctx, cfg, cs, t, "")
+}
+
+// runAt is run with the health-check NodePorts on host ("": every address).
+func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, host string) error {
 	f := informers.NewSharedInformerFactory(cs, 0)
-	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1),
+	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
 		nodes:      f.Core().V1().Nodes(),
 		services:   f.Core().V1().Services(),
 		slices:     f.Discovery().V1().EndpointSlices(),
@@ -149,9 +159,10 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 		}
 	}
 	cfg.Log.Info("kubernetes: caches synced", "took", time.Since(start).Round(time.Millisecond))
-	err = c.sync()
+	err := c.sync()
 	go func() {
 		defer f.Shutdown()
+		defer c.health.close()
 		c.loop(ctx, err != nil)
 	}()
 	return err
@@ -187,6 +198,8 @@ type controller struct {
 	byKey    map[string][]api.ServiceCreate // Service namespace/name -> its xlane services
 	vipOwner map[string]string              // VIP -> the Service that has it
 	contest  map[string]bool                // Services in a VIP conflict (the winner and the others)
+	checks   map[string]HealthCheck         // Service namespace/name -> its health-check NodePort
+	health   healthServers
 }
 
 // dirty is what a sync must redo.
@@ -277,6 +290,13 @@ func (c *controller) sync() error {
 			errs = append(errs, err)
 			c.mark(func(d *dirty) { d.allServices = true })
 		}
+		want := map[int32]HealthCheck{}
+		for _, hc := range c.checks {
+			want[hc.Port] = hc
+		}
+		if err := c.health.sync(want); err != nil {
+			c.cfg.Log.Error("kubernetes: health-check NodePorts", "err", err)
+		}
 	}
 	if d.policies {
 		if err := c.syncPolicies(self); err != nil {
@@ -329,6 +349,13 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 		return fmt.Errorf("apply services: %w", err)
 	}
 	c.self, c.byKey, c.contest = self, byKey, contest
+	c.checks = map[string]HealthCheck{}
+	for _, svc := range svcs {
+		key := svc.Namespace + "/" + svc.Name
+		if hc, ok := HealthCheckOf(svc, c.slicesOf(key), c.cfg.NodeName); ok {
+			c.checks[key] = hc
+		}
+	}
 	c.vipOwner = map[string]string{}
 	for k, scs := range byKey {
 		for _, sc := range scs {
@@ -346,6 +373,7 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 // another Service has, a Service in a conflict.
 func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req api.ServiceApply, ok bool) {
 	next := map[string][]api.ServiceCreate{}
+	claimed := map[string]bool{} // VIPs of the Services translated here
 	for key := range keys {
 		if c.contest[key] {
 			return req, false
@@ -354,21 +382,21 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 		svc, err := c.services.Lister().Services(ns).Get(name)
 		if err != nil {
 			next[key] = nil // deleted
+			delete(c.checks, key)
 			continue
 		}
-		objs, err := c.slices.Informer().GetIndexer().ByIndex(sliceIndex, key)
-		if err != nil {
-			return req, false
-		}
-		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-		for _, o := range objs {
-			eps = append(eps, o.(*discoveryv1.EndpointSlice))
+		eps := c.slicesOf(key)
+		if hc, ok := HealthCheckOf(svc, eps, c.cfg.NodeName); ok {
+			c.checks[key] = hc
+		} else {
+			delete(c.checks, key)
 		}
 		scs := translateService(svc, eps, c.cfg.NodeName, self)
 		for _, sc := range scs {
-			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key {
+			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key || claimed[sc.VIP] {
 				return req, false
 			}
+			claimed[sc.VIP] = true
 		}
 		next[key] = scs
 	}
@@ -406,6 +434,16 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 		}
 	}
 	return req, true
+}
+
+// slicesOf returns the EndpointSlices of a Service (namespace/name).
+func (c *controller) slicesOf(key string) []*discoveryv1.EndpointSlice {
+	objs, _ := c.slices.Informer().GetIndexer().ByIndex(sliceIndex, key)
+	eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		eps = append(eps, o.(*discoveryv1.EndpointSlice))
+	}
+	return eps
 }
 
 // syncPolicies applies the firewall rules of the NetworkPolicies.

@@ -22,7 +22,7 @@ import (
 func policyPods() []*corev1.Pod {
 	p := func(ns, name, node string, lbl map[string]string, ips []string, ports ...corev1.ContainerPort) *corev1.Pod {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbl},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Ports: ports}}},
+			Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Ports: ports}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		for _, ip := range ips {
 			pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
