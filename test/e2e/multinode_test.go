@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -326,6 +330,9 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 		}
 		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20)
 	})
+	t.Run("service with one backend per node from every node", func(t *testing.T) {
+		testServiceEveryNode(t, cs)
+	})
 	if routing != "vxlan" || v6Underlay {
 		return
 	}
@@ -384,4 +391,60 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 			}
 		}
 	})
+}
+
+// testServiceEveryNode: one service, the same on every node (each node
+// programs its own from the same records), with a backend pod on every
+// node; the pod of every node connects to the VIP over and over, and
+// every backend answers someone (Maglev spreads the flows: 36 connections
+// miss a backend with a chance of 3*(2/3)^36, ~1e-6).
+func testServiceEveryNode(t *testing.T, cs []*clusterNode) {
+	vip := netip.MustParseAddrPort("10.96.0.20:8080")
+	args := []string{"service", "create", "each", "--vip", vip.String()}
+	for _, c := range cs {
+		var ep api.EndpointInfo
+		srv := newNetns(t, "srv")
+		c.mustXlane(&ep, "endpoint", "add", "pods", "--netns", srv)
+		ln := listenIn(t, srv, netip.AddrPortFrom(ep.IPs[0], 9091))
+		go func(name string) {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conn.Write([]byte(name))
+				conn.Close()
+			}
+		}(c.name)
+		args = append(args, "--backend", netip.AddrPortFrom(ep.IPs[0], 9091).String())
+	}
+	for _, c := range cs {
+		c.mustXlane(nil, args...)
+	}
+	seen := map[string]int{}
+	for _, c := range cs {
+		for i := 0; i < 12; i++ {
+			var got []byte
+			err := ns.WithNetNSPath(nsPath(c.pod), func(ns.NetNS) error {
+				conn, err := net.DialTimeout("tcp", vip.String(), 3*time.Second)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				conn.SetDeadline(time.Now().Add(3 * time.Second))
+				got, err = io.ReadAll(conn)
+				return err
+			})
+			if err != nil || len(got) == 0 {
+				t.Fatalf("from %s's pod, connection %d to %s: %v (answer %q)", c.name, i, vip, err, got)
+			}
+			seen[string(got)]++
+		}
+	}
+	if len(seen) != len(cs) {
+		t.Errorf("backends that answered: %v; want one on every node", seen)
+	}
+	for _, c := range cs {
+		c.mustXlane(nil, "service", "rm", "each")
+	}
 }
