@@ -311,7 +311,8 @@ int xlane_from_overlay(struct __sk_buff *skb)
  * xlane_to_overlay (tcx egress of the VXLAN device): what Linux routes to
  * a peer's pod CIDR (the node's own traffic, packets the endpoint programs
  * passed to Linux) gets its tunnel key here: an endpoint's packet its
- * network's VNI, the node's XL_VNI_NODE. No peer: XL_DROP_NO_PEER.
+ * network's VNI, the node's XL_VNI_NODE. No peer: XL_DROP_NO_PEER; a
+ * peer found down: XL_DROP_PEER_DOWN.
  * Packets the endpoint programs redirected already carry a key and pass.
  */
 static __always_inline enum xl_step to_overlay(struct __sk_buff *skb, enum xl_reason *reason)
@@ -330,6 +331,8 @@ static __always_inline enum xl_step to_overlay(struct __sk_buff *skb, enum xl_re
 	if (addr_is_link_scope(&p.dst))
 		return xl_final(reason, XL_PASS_LINK_LOCAL);
 	peer = peer_lookup(&p.dst);
+	if (peer && (peer->flags & XL_PEER_DOWN))
+		return xl_final(reason, XL_DROP_PEER_DOWN);
 	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE | XL_PEER_GONE)))
 		return xl_final(reason, XL_DROP_NO_PEER);
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);

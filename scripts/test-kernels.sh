@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 legs=${XLANE_KERNELS:-"6.1 6.12 host"}
 units=(./internal/bpf ./internal/features ./internal/daemon ./internal/datapath)
-e2e_run='^(TestDatapathModes|TestVethOnlyEndpoint|TestKernelFeatures|TestNetkitEndpoints|TestCLIBadInput|TestIdempotentDeletes)$'
+e2e_run='^(TestDatapathModes|TestVethOnlyEndpoint|TestKernelFeatures|TestNetkitEndpoints|TestCLIBadInput|TestIdempotentDeletes|TestMultiNodeKernels)$'
 
 # Static binaries: the guests run them from the host tree over 9p.
 mkdir -p bin/static

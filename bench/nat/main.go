@@ -91,6 +91,11 @@ func parseNATFlags(args []string) (natOptions, error) {
 	if o.Reps < 1 || o.Duration < time.Second || o.conc < 1 || o.shared < 0 || o.shared > 40000 {
 		return o, errors.New("-reps >= 1, -duration >= 1s, -conc >= 1, 0 <= -shared <= 40000")
 	}
+	if n := o.levels[len(o.levels)-1] + o.shared; slices.Contains(o.modes, "iptables-legacy") && n > natLegacyMaxServices {
+		return o, fmt.Errorf("-modes iptables-legacy: %d services (-levels and -shared) make a legacy nat table of ~%d MiB, "+
+			"past the kernel's 512 MiB per table; at most %d, or leave iptables-legacy out",
+			n, n*4032>>20, natLegacyMaxServices)
+	}
 	return o, nil
 }
 

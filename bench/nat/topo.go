@@ -13,7 +13,8 @@ package main
 //	iptables-legacy  services as kube-proxy's iptables mode writes them,
 //	                 loaded with iptables-{nft,legacy}-restore
 //
-// Service i has VIP 10.96.i/250.i%250+1 (above 62,500: 10.98.x.y on),
+// Above 1,000 endpoints the iptables rules are those of kube-proxy's large
+// cluster mode (kubeProxyRules). Service i has VIP 10.96.i/250.i%250+1 (above 62,500: 10.98.x.y on),
 // port 80, and three backends, b1..b3 port 20000+i%40000: distinct
 // backends per service up to 40,000 services, as distinct pods would be
 // (above, a backend port serves up to three services: 100,000 services
@@ -43,6 +44,12 @@ const (
 	natSharedPort     = 8080
 	natVIPPort        = 80
 	natMaxServices    = 250000 // below the datapath's 262,144; VIPs 10.96.0.1 to 10.101.x.y, 10.97 skipped
+	// kube-proxy's largeClusterEndpointsThreshold (kubeProxyRules).
+	kubeProxyLargeClusterEndpoints = 1000
+	// The most services (3 backends each) whose legacy nat table fits the
+	// kernel's 512 MiB per table: 4,032 bytes each measured in large
+	// cluster mode (40.3 MB for 10,000), so 125,000 make ~480 MiB.
+	natLegacyMaxServices = 125000
 )
 
 var natModes = []string{"xlane", "iptables-nft", "iptables-legacy"}
@@ -330,6 +337,22 @@ func kubeProxyHash(s string) string {
 // accepts established flows. Rules for NodePorts, load balancers and
 // endpoint-less services are left out (none exist here).
 func kubeProxyRules(svcs []natSvc, podCIDR string) string {
+	// kube-proxy's "large cluster mode" (pkg/proxy/iptables,
+	// largeClusterEndpointsThreshold): above 1,000 endpoints in all, the
+	// rules of the endpoint chains and the jumps to them carry no comment,
+	// which shrinks the table by about 40 %. Without it a legacy nat table
+	// of 100,000 services would be ~660 MB (6.6 KB per service measured),
+	// past the kernel's limit for one table (XT_MAX_TABLE_SIZE, 512 MiB).
+	endpoints := 0
+	for _, s := range svcs {
+		endpoints += len(s.backends)
+	}
+	comment := func(c string) string {
+		if endpoints > kubeProxyLargeClusterEndpoints {
+			return ""
+		}
+		return fmt.Sprintf(` -m comment --comment "%s"`, c)
+	}
 	var chains, rules []string
 	for _, s := range svcs {
 		spn := "bench/" + s.name + ":http"
@@ -343,14 +366,14 @@ func kubeProxyRules(svcs []natSvc, podCIDR string) string {
 			sep := "KUBE-SEP-" + kubeProxyHash(spn+"tcp"+b.String())
 			chains = append(chains, ":"+sep+" - [0:0]")
 			if left := len(s.backends) - j; left > 1 {
-				rules = append(rules, fmt.Sprintf(`-A %s -m comment --comment "%s -> %s" -m statistic --mode random --probability %0.11f -j %s`,
-					svcChain, spn, b, 1.0/float64(left), sep))
+				rules = append(rules, fmt.Sprintf(`-A %s%s -m statistic --mode random --probability %0.11f -j %s`,
+					svcChain, comment(spn+" -> "+b.String()), 1.0/float64(left), sep))
 			} else {
-				rules = append(rules, fmt.Sprintf(`-A %s -m comment --comment "%s -> %s" -j %s`, svcChain, spn, b, sep))
+				rules = append(rules, fmt.Sprintf(`-A %s%s -j %s`, svcChain, comment(spn+" -> "+b.String()), sep))
 			}
 			rules = append(rules,
-				fmt.Sprintf(`-A %s -s %s/32 -m comment --comment "%s" -j KUBE-MARK-MASQ`, sep, b.Addr(), spn),
-				fmt.Sprintf(`-A %s -p tcp -m comment --comment "%s" -m tcp -j DNAT --to-destination %s`, sep, spn, b))
+				fmt.Sprintf(`-A %s -s %s/32%s -j KUBE-MARK-MASQ`, sep, b.Addr(), comment(spn)),
+				fmt.Sprintf(`-A %s -p tcp%s -m tcp -j DNAT --to-destination %s`, sep, comment(spn), b))
 		}
 	}
 	var sb strings.Builder

@@ -92,6 +92,9 @@ enum xl_reason {
 				 * the frame's queue (lib/xsk.h) */
 	XL_DROP_NO_XSK,		/* a VM's AF_XDP port: no socket on the
 				 * frame's queue (QEMU not attached) */
+	XL_DROP_PEER_DOWN,	/* for a pod of a peer node the daemon's
+				 * liveness probe found down (XL_PEER_DOWN):
+				 * dropped here, not lost on the underlay */
 	XL_REASON_MAX,
 };
 
@@ -266,6 +269,9 @@ enum xl_peer_flags {
 	XL_PEER_GONE = 8,	/* a cluster CIDR: an address in it that no
 				 * more specific node prefix covers is
 				 * dropped (XL_DROP_NO_PEER) */
+	XL_PEER_DOWN = 16,	/* the node does not answer the daemon's
+				 * probes (internal/daemon/peerprobe.go): its
+				 * pods' packets are XL_DROP_PEER_DOWN */
 };
 
 struct peer_val {

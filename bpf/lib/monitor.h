@@ -15,13 +15,16 @@
  * events (mon_config.rate, .burst); those over it are counted
  * (mon_state.suppressed), as are those a full ring refused (.lost).
  *
- * Nor does a listening monitor wake its reader per packet: events are
- * submitted with BPF_RB_NO_WAKEUP and the daemon polls the ring (every
- * 100 ms while a client listens, internal/daemon/monitor.go); only a ring
- * filling past MON_WAKEUP_BYTES forces a wakeup, so that a burst is read
- * before the ring overflows. A wakeup is an irq_work and a scheduler
- * wakeup of the daemon on the packet's CPU: per event, it cost the
- * monitored traffic more than the event.
+ * Nor does a listening monitor wake its reader: events are submitted with
+ * BPF_RB_NO_WAKEUP and the daemon polls the ring while a client listens
+ * (every 100 ms, sooner when the rate and the number of CPUs could fill
+ * an eighth of it in that time, or when a poll found it that full:
+ * internal/daemon/monitor.go). A wakeup is an irq_work (an interrupt)
+ * and a scheduler wakeup of the daemon on the packet's CPU: per event, it
+ * cost the monitored traffic more than the event. (A wakeup forced when
+ * the ring was an eighth full was the daemon's cue for a burst while it
+ * blocked in epoll_wait; it no longer blocks there, see monitor.go, and a
+ * forced wakeup nobody waits for would still raise its interrupt.)
  *
  * The emitters are global functions: verified once each, whatever the
  * state of their callers, so the hooks cost the verifier little more
@@ -40,10 +43,9 @@
 #include "abi.h"
 #include "tokens.h"
 
-/* The event ring's size, and how full it gets before an event wakes the
- * reader (an eighth: ~2,300 events of 120 bytes with their headers). */
+/* The event ring's size: 16,384 events of 120 bytes with their 8-byte
+ * headers. */
 #define MON_RING_BYTES (1 << 21)
-#define MON_WAKEUP_BYTES (MON_RING_BYTES / 8)
 
 /* key: 0; value: the event types wanted and their rate. Written by the
  * daemon (on while a monitor client listens); read by every hook. Not
@@ -80,11 +82,16 @@ struct {
  */
 static const volatile __u32 mon_key0 = 0;
 
+/* mon_cfg is the monitor's configuration (NULL only to the verifier). */
+static __always_inline const struct mon_config *mon_cfg(void)
+{
+	return bpf_map_lookup_elem(&xlane_mon_config, (const void *)&mon_key0);
+}
+
 /* mon_types is the one test every hook makes: the wanted types. */
 static __always_inline __u32 mon_types(void)
 {
-	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
-							 (const void *)&mon_key0);
+	const struct mon_config *c = mon_cfg();
 
 	return c ? c->types : 0;
 }
@@ -94,15 +101,10 @@ static __always_inline struct mon_state *mon_state(void)
 	return bpf_map_lookup_elem(&xlane_mon_state, (const void *)&mon_key0);
 }
 
-/* mon_submit hands e to the reader without waking it, unless the ring is
- * filling up. */
+/* mon_submit hands e to the reader, which polls: no wakeup. */
 static __always_inline void mon_submit(struct mon_event *e)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
-
-	if (bpf_ringbuf_query(&xlane_mon_events, BPF_RB_AVAIL_DATA) >= MON_WAKEUP_BYTES)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /*
@@ -116,6 +118,18 @@ static __always_inline void mon_submit(struct mon_event *e)
  */
 #define MON_SKIP_MAX 63
 
+/* mon_skip suppresses an event without reading the clock while the rate
+ * limit's run of such events lasts (c, st: the monitor's config and this
+ * CPU's state): 1 if it did. */
+static __always_inline int mon_skip(const struct mon_config *c, struct mon_state *st)
+{
+	if (!c->rate || !st->skip)
+		return 0;
+	st->skip--;
+	st->suppressed++;
+	return 1;
+}
+
 /* mon_reserve_in takes a token and a zeroed event of type t from the ring
  * (c, st: the monitor's config and this CPU's state): NULL (counted) when
  * over the rate or the ring is full. */
@@ -125,11 +139,8 @@ static __always_inline struct mon_event *mon_reserve_in(const struct mon_config 
 	struct mon_event *e;
 	__u64 now;
 
-	if (c->rate && st->skip) {
-		st->skip--;
-		st->suppressed++;
+	if (mon_skip(c, st))
 		return 0;
-	}
 	now = bpf_ktime_get_ns();
 	if (c->rate) {
 		bucket_refill(&st->tokens, now - st->last, c->rate, c->burst);
@@ -358,6 +369,30 @@ static __always_inline __u32 mon_verdict_type(__u32 t, __u8 verdict)
 	if ((t & MON_DROP) && (verdict == MON_V_DROP || verdict == MON_V_REPLIED))
 		return MON_DROP;
 	return 0;
+}
+
+/*
+ * mon_exit_call is the exits' test before they call their emitter (mon_skb,
+ * mon_xdp) for a packet of verdict v, c the monitor's config with its types
+ * on. It settles inline what most packets come to while a monitor listens:
+ * nothing left by the run's hooks and no event for the verdict (a forwarded
+ * packet under the default types), or a verdict or drop event that the
+ * rate limit suppresses without the clock (mon_skip). Those packets then
+ * pay a lookup and a few loads, not the call and the cache lines of the
+ * emitter's code: that was most of what a listening monitor cost a
+ * forwarded packet on the real path.
+ */
+static __always_inline int mon_exit_call(const struct mon_config *c, __u8 v)
+{
+	struct mon_state *st = mon_state();
+
+	if (!st)
+		return 0;
+	if (st->pending)
+		return 1;
+	if (!mon_verdict_type(c->types, v))
+		return 0;
+	return !mon_skip(c, st);
 }
 
 /* Packed arguments of the exit emitters (global functions take few). */

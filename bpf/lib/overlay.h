@@ -107,12 +107,13 @@ static __always_inline int peer_remote(const struct endpoint_key *a)
 }
 
 /* peer_tunnelled: a packet for a is the overlay's (a peer's pod over
- * VXLAN, or an unowned cluster address the tc program drops). */
+ * VXLAN, or an unowned cluster address or a down peer's pod, natively
+ * routed too, that the tc program drops). */
 static __always_inline int peer_tunnelled(const struct endpoint_key *a)
 {
 	const struct peer_val *v = peer_lookup(a);
 
-	return v && !(v->flags & (XL_PEER_SELF | XL_PEER_NATIVE));
+	return v && ((v->flags & XL_PEER_DOWN) || !(v->flags & (XL_PEER_SELF | XL_PEER_NATIVE)));
 }
 
 /* overlay_ifindex: the VXLAN device, 0 without one. */

@@ -22,8 +22,11 @@
  * then a redirect to the VXLAN device, which encapsulates. Natively routed
  * peers and this node's own prefix continue (to the FIB); an address of
  * the cluster CIDR no node owns, or no overlay device, is a counted drop
- * rather than a leak through the default route. A frame of its own: the
- * tunnel key would not fit the pipeline's on 6.1.
+ * rather than a leak through the default route; a pod of a peer found down
+ * (XL_PEER_DOWN, tunnelled or natively routed) one too, rather than a loss
+ * on the underlay. A healthy peer's packet pays no more than the flags
+ * test it always had. A frame of its own: the tunnel key would not fit
+ * the pipeline's on 6.1.
  */
 static __noinline int overlay_forward(struct __sk_buff *skb, struct pkt *p, __u32 network_id,
 				      enum xl_reason *reason)
@@ -31,11 +34,18 @@ static __noinline int overlay_forward(struct __sk_buff *skb, struct pkt *p, __u3
 	const struct peer_val *peer = peer_lookup(&p->dst);
 	__u32 *vni, ifindex, mtu_len = 0;
 
-	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE)))
+	if (!peer || (peer->flags & XL_PEER_SELF))
 		return XL_CONTINUE;
+	if (peer->flags & (XL_PEER_NATIVE | XL_PEER_DOWN | XL_PEER_GONE)) {
+		if (peer->flags & XL_PEER_DOWN)
+			return xl_final(reason, XL_DROP_PEER_DOWN);
+		if (peer->flags & XL_PEER_GONE)
+			return xl_final(reason, XL_DROP_NO_PEER);
+		return XL_CONTINUE; /* natively routed: the FIB */
+	}
 	ifindex = overlay_ifindex();
 	vni = bpf_map_lookup_elem(&xlane_net_vni, &network_id);
-	if ((peer->flags & XL_PEER_GONE) || !ifindex || !vni)
+	if (!ifindex || !vni)
 		return xl_final(reason, XL_DROP_NO_PEER);
 	/* Too big for the overlay (an endpoint with a larger MTU than the
 	 * VXLAN device's): the redirect would drop it silently; Linux routes

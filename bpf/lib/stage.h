@@ -60,7 +60,7 @@ enum xl_verdict {
 	 XL_R(XL_DROP_FW_REJECT) | XL_R(XL_DROP_BLOCKLIST) | XL_R(XL_DROP_RATE_LIMIT) | \
 	 XL_R(XL_DROP_SYN_LIMIT) | XL_R(XL_DROP_ICC) | XL_R(XL_DROP_ISOLATED) |         \
 	 XL_R(XL_DROP_UNSOLICITED) | XL_R(XL_DROP_VLAN) | XL_R(XL_DROP_NO_PEER) |       \
-	 XL_R(XL_DROP_VNI) | XL_R(XL_DROP_NO_XSK))
+	 XL_R(XL_DROP_VNI) | XL_R(XL_DROP_NO_XSK) | XL_R(XL_DROP_PEER_DOWN))
 
 _Static_assert(XL_REASON_MAX <= 64, "enum xl_reason outgrew the classification sets");
 _Static_assert((XL_REASONS_FWD | XL_REASONS_PASS | XL_REASONS_DROP) == XL_R(XL_REASON_MAX) - 1,
@@ -131,10 +131,14 @@ static __always_inline enum xl_step tc_forwarded(long ret, enum xl_reason fwd,
 static __always_inline int tc_ret(struct __sk_buff *skb, __u8 kind, enum xl_step step,
 				  enum xl_reason reason)
 {
-	__u32 t = mon_types();
+	const struct mon_config *c = mon_cfg();
+	__u8 v;
 
-	if (t)
-		mon_skb(skb, MON_META(kind, reason, mon_verdict(step, reason)));
+	if (c && c->types) {
+		v = mon_verdict(step, reason);
+		if (mon_exit_call(c, v))
+			mon_skb(skb, MON_META(kind, reason, v));
+	}
 	return tc_code(step, reason);
 }
 
@@ -159,10 +163,14 @@ static __always_inline int xdp_code(enum xl_step step, enum xl_reason reason)
 static __always_inline int xdp_ret(struct xdp_md *ctx, __u8 kind, enum xl_step step,
 				   enum xl_reason reason)
 {
-	__u32 t = mon_types();
+	const struct mon_config *c = mon_cfg();
+	__u8 v;
 
-	if (t)
-		mon_xdp(ctx, MON_META(kind, reason, mon_verdict(step, reason)));
+	if (c && c->types) {
+		v = mon_verdict(step, reason);
+		if (mon_exit_call(c, v))
+			mon_xdp(ctx, MON_META(kind, reason, v));
+	}
 	return xdp_code(step, reason);
 }
 

@@ -63,6 +63,7 @@ const (
 	PeerFlagNative = uint16(tcXlPeerFlagsXL_PEER_NATIVE)
 	PeerFlagSelf   = uint16(tcXlPeerFlagsXL_PEER_SELF)
 	PeerFlagGone   = uint16(tcXlPeerFlagsXL_PEER_GONE)
+	PeerFlagDown   = uint16(tcXlPeerFlagsXL_PEER_DOWN)
 )
 
 // Conntrack constants from abi.h.

@@ -14,6 +14,8 @@ import (
 // a packet without a known VNI.
 //
 //	xl-ep0 (epSrc, network 1, VNI 4242) --> 10.244.2.0/24, fd00:244:2::/64: node 7 at 192.0.2.7 / 2001:db8::7
+//	                                    --> 10.244.3.0/24: node 8, found down (drop_peer_down)
+//	                                    --> fd00:244:3::/64: node 8 natively routed, found down (drop_peer_down)
 //	                                    --> 10.244.0.0/16, fd00:244::/32 otherwise: nobody's (drop_no_peer)
 
 var (
@@ -37,6 +39,8 @@ func seedOverlay(t *testing.T, h *harness, overlayIfindex int) {
 	put("fd00:244::/32", PeerVal{Flags: PeerFlagGone})
 	put("10.244.2.0/24", PeerVal{Underlay: addr("192.0.2.7").As16(), NodeId: 7})
 	put("fd00:244:2::/64", PeerVal{Underlay: addr("2001:db8::7").As16(), NodeId: 7, Flags: PeerFlagV6})
+	put("10.244.3.0/24", PeerVal{Underlay: addr("192.0.2.8").As16(), NodeId: 8, Flags: PeerFlagDown})
+	put("fd00:244:3::/64", PeerVal{Underlay: addr("2001:db8::8").As16(), NodeId: 8, Flags: PeerFlagV6 | PeerFlagNative | PeerFlagDown})
 	net, vni := uint32(1), uint32(4242)
 	if err := h.objs.NetVNI().Put(&net, &vni); err != nil {
 		t.Fatal(err)
@@ -59,6 +63,9 @@ func TestOverlay(t *testing.T) {
 		{"peer pod v6", devEP0, tcp6(t, addr("fd00:244:2::5")), fwdOverlay},
 		{"no node v4", devEP0, tcp4(t, addr("10.244.9.9")), dropped(tcXlReasonXL_DROP_NO_PEER)},
 		{"no node v6", devEP0, tcp6(t, addr("fd00:244:9::9")), dropped(tcXlReasonXL_DROP_NO_PEER)},
+		// A peer the daemon's probe found down: counted, not sent.
+		{"peer down", devEP0, tcp4(t, addr("10.244.3.5")), dropped(tcXlReasonXL_DROP_PEER_DOWN)},
+		{"native peer down", devEP0, tcp6(t, addr("fd00:244:3::5")), dropped(tcXlReasonXL_DROP_PEER_DOWN)},
 		// Bigger than the overlay device's MTU (xl-up0's 1500 here):
 		// Linux sends the ICMP error.
 		{"too big v4", devEP0, pktSpec{src: epSrc.v4, dst: addr("10.244.2.5"), payload: make([]byte, 1500)}.frame(t), passed(tcXlReasonXL_PASS_TOO_BIG)},

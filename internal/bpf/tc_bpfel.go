@@ -603,6 +603,7 @@ const (
 	tcXlPeerFlagsXL_PEER_NATIVE tcXlPeerFlags = 2
 	tcXlPeerFlagsXL_PEER_SELF   tcXlPeerFlags = 4
 	tcXlPeerFlagsXL_PEER_GONE   tcXlPeerFlags = 8
+	tcXlPeerFlagsXL_PEER_DOWN   tcXlPeerFlags = 16
 )
 
 type tcXlReason uint32
@@ -646,7 +647,8 @@ const (
 	tcXlReasonXL_FWD_VLAN         tcXlReason = 35
 	tcXlReasonXL_FWD_XSK          tcXlReason = 36
 	tcXlReasonXL_DROP_NO_XSK      tcXlReason = 37
-	tcXlReasonXL_REASON_MAX       tcXlReason = 38
+	tcXlReasonXL_DROP_PEER_DOWN   tcXlReason = 38
+	tcXlReasonXL_REASON_MAX       tcXlReason = 39
 )
 
 // Names of all BPF objects in the ELF.

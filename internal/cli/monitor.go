@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,21 +57,37 @@ Examples:
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			// Events arrive in batches (the daemon flushes every 100 ms):
+			// written out through a buffer flushed once per batch, and with
+			// -o json as the daemon wrote them, not decoded and encoded again.
+			out := bufio.NewWriter(e.out)
+			defer out.Flush()
 			n := 0
-			enc := json.NewEncoder(e.out)
-			err := e.client().Monitor(ctx, q, func(ev api.MonitorEvent) error {
+			err := e.client().MonitorLines(ctx, q, func(line []byte, more bool) error {
+				typ := api.MonitorLineType(line)
 				if e.output == "json" {
-					if err := enc.Encode(ev); err != nil {
-						return err
+					out.Write(line)
+					out.WriteByte('\n')
+				} else {
+					var ev api.MonitorEvent
+					if err := json.Unmarshal(line, &ev); err != nil {
+						return fmt.Errorf("read monitor stream: %w", err)
 					}
-				} else if _, err := fmt.Fprintln(e.out, monitorLine(ev)); err != nil {
-					return err
+					typ = ev.Type
+					out.WriteString(monitorLine(ev))
+					out.WriteByte('\n')
 				}
-				if ev.Type != "stats" {
+				if typ != "stats" {
 					n++
 				}
 				if count > 0 && n >= count {
+					if err := out.Flush(); err != nil {
+						return err
+					}
 					return errStop
+				}
+				if !more {
+					return out.Flush()
 				}
 				return nil
 			})

@@ -87,7 +87,7 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 }
 
 func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
-	fmt.Fprintln(w, "NAME\tID\tSELF\tUNDERLAY\tPOD CIDRS")
+	fmt.Fprintln(w, "NAME\tID\tSELF\tSTATE\tUNDERLAY\tPOD CIDRS")
 	for _, n := range nodes {
 		var u, p []string
 		for _, a := range n.Underlay {
@@ -96,6 +96,13 @@ func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
 		for _, c := range n.PodCIDRs {
 			p = append(p, c.String())
 		}
-		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\n", n.Name, n.ID, n.Self, strings.Join(u, ","), strings.Join(p, ","))
+		state := "-" // this node, or not probed
+		if l := n.Liveness; l != nil {
+			state = l.State
+			if l.State == model.PeerDown {
+				state += " since " + l.Since.Local().Format("15:04:05")
+			}
+		}
+		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\n", n.Name, n.ID, n.Self, state, strings.Join(u, ","), strings.Join(p, ","))
 	}
 }

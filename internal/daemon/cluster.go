@@ -209,6 +209,9 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 	under := peerUnderlay(n, self)
 	for _, p := range n.PodCIDRs {
 		peer := datapath.Peer{Prefix: p, NodeID: n.ID, Underlay: under}
+		if d.peers.isDown(n.ID) {
+			peer.Flags |= datapath.PeerDown
+		}
 		via := netip.Addr{}
 		if c.routing == model.RoutingNative {
 			peer.Flags = datapath.PeerNative
@@ -271,6 +274,7 @@ func (d *Daemon) setOverlayMTU(self *model.Node) error {
 
 // removeNodeState undoes applyNode and forgets the node's flows.
 func (d *Daemon) removeNodeState(n *model.Node) error {
+	d.peers.forget(n.ID)
 	var errs []error
 	for _, p := range n.PodCIDRs {
 		errs = append(errs, d.dp.DeletePeer(p))
@@ -490,6 +494,7 @@ func (d *Daemon) Nodes() ([]model.Node, error) {
 		out, err = tx.Nodes()
 		return err
 	})
+	d.withLiveness(out)
 	return out, err
 }
 
@@ -501,6 +506,11 @@ func (d *Daemon) Node(name string) (*model.Node, error) {
 		n, err = tx.Node(name)
 		return err
 	})
+	if n != nil {
+		if !n.Self {
+			n.Liveness = d.peers.liveness(n.ID)
+		}
+	}
 	return n, err
 }
 

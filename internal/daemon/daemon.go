@@ -72,6 +72,9 @@ type Config struct {
 	Routing      string
 	VXLANPort    int
 	NodesFile    string
+	// PeerProbeInterval is how often each peer's underlay address is
+	// probed (peerprobe.go; 0: never, peers are never marked down).
+	PeerProbeInterval time.Duration
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (calibrate.go).
 	CalibrateAtStart bool
@@ -99,6 +102,7 @@ type Daemon struct {
 	ct        ctCounters
 	neigh     neighMirror // neigh.go
 	cluster   *cluster    // nil: alone (cluster.go)
+	peers     peerHealth  // the peers' liveness (peerprobe.go)
 	accel     accelState  // sock.go
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 	calib     calibState  // calibrate.go
@@ -208,6 +212,9 @@ func (d *Daemon) start() (*Daemon, error) {
 			}
 			if cfg.NodesFile != "" {
 				go d.watchNodesFile(cfg.NodesFile, d.done)
+			}
+			if cfg.PeerProbeInterval > 0 {
+				go d.probePeers(cfg.PeerProbeInterval, d.done)
 			}
 		}
 		if err := d.syncNeighbours(d.done); err != nil {

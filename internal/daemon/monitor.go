@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
@@ -39,9 +41,15 @@ const (
 	monitorBurstDiv    = 10 // burst = rate / 10 (at least 1)
 	monitorQueue       = 4096
 	// monitorPoll is how often the reader drains the ring while a client
-	// listens: the programs submit without waking it (bpf/lib/monitor.h),
-	// except when the ring fills past an eighth.
-	monitorPoll = 100 * time.Millisecond
+	// listens (the programs submit without waking it, bpf/lib/monitor.h);
+	// monitorPollMin how often at most: when the rate on every CPU could
+	// fill an eighth of the ring in monitorPoll, or a drain found it that
+	// full (pollEvery).
+	monitorPoll    = 100 * time.Millisecond
+	monitorPollMin = 10 * time.Millisecond
+	// monitorRecord is the bytes an event takes in the ring (struct
+	// mon_event and the ring's 8-byte header).
+	monitorRecord = 128
 	// monitorBatch is how many events the reader hands out under one lock.
 	monitorBatch = 256
 	// monitorNamesEvery is how stale the endpoint and service names of
@@ -59,7 +67,8 @@ type monitor struct {
 	maps bpf.MonitorMaps
 	err  error // why there is no monitor
 
-	rd *ringbuf.Reader
+	rd   *ringbuf.Reader
+	wake chan struct{} // Monitor's nudge to the reader when the first client comes
 
 	mu    sync.Mutex
 	subs  map[*MonitorSub]struct{}
@@ -71,6 +80,10 @@ type monitor struct {
 	gcOver atomic.Uint64
 
 	names atomic.Pointer[monNames] // endpoints and services, for the events
+
+	// dispatch's buffers (under mu).
+	evs   []api.MonitorEvent
+	sends []monSend
 }
 
 // MonitorSub is one client's subscription: its events arrive on C.
@@ -90,7 +103,7 @@ type MonitorSub struct {
 // startMonitor sets the datapath's monitor off and reads its ring until
 // Close (New calls it once).
 func (d *Daemon) startMonitor() *monitor {
-	m := &monitor{d: d, subs: map[*MonitorSub]struct{}{}}
+	m := &monitor{d: d, subs: map[*MonitorSub]struct{}{}, wake: make(chan struct{}, 1)}
 	if m.maps, m.err = d.dp.MonitorMaps(); m.err != nil {
 		m.err = fmt.Errorf("monitor: %w", m.err)
 		return m
@@ -150,10 +163,10 @@ func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 		return nil, err
 	}
 	if len(m.subs) == 1 {
-		// The reader sleeps without a deadline while nobody listens:
-		// wake it to poll.
-		if err := m.rd.Flush(); err != nil {
-			m.d.log.Warn("monitor: wake the reader", "err", err)
+		// The reader sleeps while nobody listens: wake it to poll.
+		select {
+		case m.wake <- struct{}{}:
+		default:
 		}
 	}
 	return s, nil
@@ -264,20 +277,43 @@ func (m *monitor) apply() error {
 	return m.maps.Set(types, rate, max(rate/monitorBurstDiv, 1))
 }
 
-// read drains the ring every monitorPoll while a client listens (the
-// programs do not wake it per event), and otherwise sleeps until woken:
-// by Monitor, or by a ring filling up. Events go out in batches.
+// read drains the ring every monitorPoll (or sooner, pollEvery) while a
+// client listens, and otherwise sleeps until Monitor wakes it. Events go
+// out in batches.
+//
+// It never blocks in the ring's epoll_wait: it sleeps on a Go timer and
+// drains without waiting (a deadline in the past). A goroutine blocked in
+// a system call keeps its P, Go's sysmon takes it back after 10 ms and
+// then polls every 20 µs for a while: each 100 ms wait in epoll_wait made
+// some 60 wakeups of the daemon, three quarters of its context switches
+// while a client listened (perf sched:sched_switch, issue 19's benchmark
+// machine), each of them a preemption of whatever ran on that CPU.
 func (m *monitor) read() {
 	var (
 		rec   ringbuf.Record
 		batch = make([]bpf.MonEvent, 0, monitorBatch)
+		timer = time.NewTimer(time.Hour)
+		every = monitorPoll
 	)
+	timer.Stop()
 	for {
-		var deadline time.Time
-		if m.types.Load() != 0 {
-			deadline = time.Now().Add(monitorPoll)
+		if m.types.Load() == 0 {
+			select {
+			case <-m.wake:
+			case <-m.d.done:
+				return
+			}
+			every = m.pollEvery(0)
+			continue
 		}
-		m.rd.SetDeadline(deadline)
+		timer.Reset(every)
+		select {
+		case <-timer.C:
+		case <-m.d.done:
+			return
+		}
+		m.rd.SetDeadline(time.Now()) // drain what is there, no waiting
+		read := 0
 		for {
 			err := m.rd.ReadInto(&rec)
 			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
@@ -289,6 +325,7 @@ func (m *monitor) read() {
 				}
 				return
 			}
+			read += monitorRecord
 			var e bpf.MonEvent
 			if bpf.DecodeMonEventInto(rec.RawSample, &e) != nil ||
 				bpf.MonType(e.Type)&bpf.MonType(m.types.Load()) == 0 {
@@ -301,20 +338,57 @@ func (m *monitor) read() {
 		}
 		m.dispatch(batch)
 		batch = batch[:0]
+		every = m.pollEvery(read)
 	}
 }
 
-// dispatch hands events to the subscriptions they match.
+// pollEvery is how long the reader may wait before its next drain (read:
+// the bytes the last one found): pollInterval for this ring, these CPUs
+// and the configured rate.
+func (m *monitor) pollEvery(read int) time.Duration {
+	rate := m.d.cfg.MonitorRate
+	if rate == 0 {
+		rate = DefaultMonitorRate
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil || cpus < 1 {
+		cpus = runtime.NumCPU()
+	}
+	return pollInterval(m.rd.BufferSize(), read, cpus, rate)
+}
+
+// pollInterval is monitorPoll, or less where rate events per second on
+// each of cpus CPUs (their buckets' bursts included) could fill an eighth
+// of a ring of ringBytes in that time, or the last drain read an eighth;
+// at least monitorPollMin.
+func pollInterval(ringBytes, read, cpus int, rate uint32) time.Duration {
+	eighth := ringBytes / 8
+	if read >= eighth || rate == 0 {
+		return monitorPollMin
+	}
+	per := eighth/(cpus*monitorRecord) - int(max(rate/monitorBurstDiv, 1)) // events per CPU in an eighth, past a burst
+	if per <= 0 {
+		return monitorPollMin
+	}
+	return min(max(time.Duration(per)*time.Second/time.Duration(rate), monitorPollMin), monitorPoll)
+}
+
+// dispatch hands events to the subscriptions they match: all of a batch
+// described and filtered first, then sent in one go, so that a client's
+// stream wakes once per batch, not once per event (its goroutine would
+// otherwise drain the channel faster than events are described, park,
+// and be woken by the next one: a futex wake and a context switch per
+// event, most of what an event cost the daemon).
 func (m *monitor) dispatch(batch []bpf.MonEvent) {
 	if len(batch) == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	evs, sends := m.evs[:0], m.sends[:0]
 	for i := range batch {
 		raw := &batch[i]
 		var (
-			ev        api.MonitorEvent
 			refs      monRefs
 			described bool
 		)
@@ -325,20 +399,34 @@ func (m *monitor) dispatch(batch []bpf.MonEvent) {
 				continue
 			}
 			if !described {
+				var ev api.MonitorEvent
 				ev, refs = m.describe(*raw)
+				evs = append(evs, ev)
 				described = true
 			}
-			if !s.f.match(&ev, refs) {
+			if !s.f.match(&evs[len(evs)-1], refs) {
 				continue
 			}
-			select {
-			case s.c <- ev:
-				s.sent.Add(1)
-			default:
-				s.dropped.Add(1)
-			}
+			sends = append(sends, monSend{s, len(evs) - 1})
 		}
 	}
+	for _, o := range sends {
+		select {
+		case o.s.c <- evs[o.ev]:
+			o.s.sent.Add(1)
+		default:
+			o.s.dropped.Add(1)
+		}
+	}
+	clear(evs) // (their strings)
+	m.evs, m.sends = evs[:0], sends[:0]
+}
+
+// monSend is an event of dispatch's batch (an index in its descriptions)
+// for a subscription.
+type monSend struct {
+	s  *MonitorSub
+	ev int
 }
 
 // monNames maps what events carry to what clients know.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/bpf"
@@ -56,5 +57,33 @@ func TestMonitorFilter(t *testing.T) {
 		Service: "websvc", NATDst: "10.83.0.2:80", Endpoint: "web", Network: "blue"}); ev.Time.IsZero() ||
 		func() bool { ev.Time = want.Time; return ev != want }() {
 		t.Errorf("lb event described as %+v, want %+v", ev, want)
+	}
+}
+
+// TestPollInterval: the reader drains every 100 ms unless the rate on
+// every CPU, bursts included, could fill an eighth of the 2 MiB ring
+// (2,048 events of 128 bytes) sooner, or the last drain found that much.
+func TestPollInterval(t *testing.T) {
+	const ring = 2 << 20
+	for _, c := range []struct {
+		name string
+		read int
+		cpus int
+		rate uint32
+		want time.Duration
+	}{
+		{"2 CPUs at the default rate", 0, 2, 1000, monitorPoll},
+		{"16 CPUs: 128 events a CPU, 100 of them a burst", 0, 16, 1000, 28 * time.Millisecond},
+		{"64 CPUs: a burst fills an eighth", 0, 64, 1000, monitorPollMin},
+		{"2 CPUs at 100,000/s", 0, 2, 100000, monitorPollMin},
+		{"12 CPUs: 170 events a CPU", 0, 12, 1000, 70 * time.Millisecond},
+		{"2 CPUs at 5,000/s: 524 past a burst, 105 ms", 0, 2, 5000, monitorPoll},
+		{"the last drain found an eighth", ring / 8, 2, 1000, monitorPollMin},
+		{"the last drain found less", ring/8 - 1, 2, 1000, monitorPoll},
+		{"unlimited", 0, 2, 0, monitorPollMin},
+	} {
+		if got := pollInterval(ring, c.read, c.cpus, c.rate); got != c.want {
+			t.Errorf("%s: pollInterval(read %d, %d CPUs, rate %d) = %v, want %v", c.name, c.read, c.cpus, c.rate, got, c.want)
+		}
 	}
 }

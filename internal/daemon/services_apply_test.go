@@ -187,3 +187,27 @@ func BenchmarkApplyServicesOneChange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkApplyServicesIncremental: one change among 10,000 services, the
+// way Kubernetes mode's incremental sync applies it (the changed service
+// alone, no prune).
+func BenchmarkApplyServicesIncremental(b *testing.B) {
+	d, _ := fakeDaemon(b)
+	svcs := make([]api.ServiceCreate, 10000)
+	for i := range svcs {
+		svcs[i] = applySvc(fmt.Sprintf("k8s.default.s%d.tcp80.c0", i), fmt.Sprintf("10.96.%d.%d:80", i/250, i%250+1),
+			fmt.Sprintf("10.244.%d.%d:8080@1", i/250, i%250+1), fmt.Sprintf("10.245.%d.%d:8080@1", i/250, i%250+1))
+	}
+	if _, err := d.ApplyServices(api.ServiceApply{Services: svcs, Prune: true, PrunePrefix: "k8s."}); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for b.Loop() {
+		n++
+		svcs[0].Backends[1] = fmt.Sprintf("10.245.0.1:8080@%d", (n+1)%2)
+		res, err := d.ApplyServices(api.ServiceApply{Services: svcs[:1]})
+		if err != nil || res.Updated != 1 {
+			b.Fatalf("apply = %+v, %v", res, err)
+		}
+	}
+}

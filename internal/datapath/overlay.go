@@ -26,6 +26,7 @@ const (
 	PeerNative = bpf.PeerFlagNative
 	PeerSelf   = bpf.PeerFlagSelf
 	PeerGone   = bpf.PeerFlagGone
+	PeerDown   = bpf.PeerFlagDown // the daemon's probe finds the node down: drop_peer_down
 )
 
 // OverlayDevice is the collect_md VXLAN device xlaned owns.

@@ -93,8 +93,18 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	return run(ctx, cfg, cs, t)
+}
+
+// run is Run with a client (a fake one in tests).
+func run(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target) error {
+	return runAt(ctx, cfg, cs, t, "")
+}
+
+// runAt is run with the health-check NodePorts on host ("": every address).
+func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, host string) error {
 	f := informers.NewSharedInformerFactory(cs, 0)
-	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1),
+	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
 		nodes:      f.Core().V1().Nodes(),
 		services:   f.Core().V1().Services(),
 		slices:     f.Discovery().V1().EndpointSlices(),
@@ -116,7 +126,7 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 		},
 		c.services.Informer(): func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				c.mark(func(d *dirty) { d.services[key] = true })
+				c.mark(func(d *dirty) { d.services[key], d.policies = true, d.policies || c.havePolicies() })
 			}
 		},
 		c.slices.Informer(): func(obj any) {
@@ -124,7 +134,7 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 				obj = t.Obj
 			}
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok && ServiceKey(s) != "" {
-				c.mark(func(d *dirty) { d.services[ServiceKey(s)] = true })
+				c.mark(func(d *dirty) { d.services[ServiceKey(s)], d.policies = true, d.policies || c.havePolicies() })
 			}
 		},
 		c.pods.Informer():       func(any) { c.mark(func(d *dirty) { d.policies = true }) },
@@ -149,9 +159,10 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 		}
 	}
 	cfg.Log.Info("kubernetes: caches synced", "took", time.Since(start).Round(time.Millisecond))
-	err = c.sync()
+	err := c.sync()
 	go func() {
 		defer f.Shutdown()
+		defer c.health.close()
 		c.loop(ctx, err != nil)
 	}()
 	return err
@@ -187,6 +198,8 @@ type controller struct {
 	byKey    map[string][]api.ServiceCreate // Service namespace/name -> its xlane services
 	vipOwner map[string]string              // VIP -> the Service that has it
 	contest  map[string]bool                // Services in a VIP conflict (the winner and the others)
+	checks   map[string]HealthCheck         // Service namespace/name -> its health-check NodePort
+	health   healthServers
 }
 
 // dirty is what a sync must redo.
@@ -277,6 +290,13 @@ func (c *controller) sync() error {
 			errs = append(errs, err)
 			c.mark(func(d *dirty) { d.allServices = true })
 		}
+		want := map[int32]HealthCheck{}
+		for _, hc := range c.checks {
+			want[hc.Port] = hc
+		}
+		if err := c.health.sync(want); err != nil {
+			c.cfg.Log.Error("kubernetes: health-check NodePorts", "err", err)
+		}
 	}
 	if d.policies {
 		if err := c.syncPolicies(self); err != nil {
@@ -329,6 +349,13 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 		return fmt.Errorf("apply services: %w", err)
 	}
 	c.self, c.byKey, c.contest = self, byKey, contest
+	c.checks = map[string]HealthCheck{}
+	for _, svc := range svcs {
+		key := svc.Namespace + "/" + svc.Name
+		if hc, ok := HealthCheckOf(svc, c.slicesOf(key), c.cfg.NodeName); ok {
+			c.checks[key] = hc
+		}
+	}
 	c.vipOwner = map[string]string{}
 	for k, scs := range byKey {
 		for _, sc := range scs {
@@ -346,6 +373,7 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 // another Service has, a Service in a conflict.
 func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req api.ServiceApply, ok bool) {
 	next := map[string][]api.ServiceCreate{}
+	claimed := map[string]bool{} // VIPs of the Services translated here
 	for key := range keys {
 		if c.contest[key] {
 			return req, false
@@ -354,21 +382,21 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 		svc, err := c.services.Lister().Services(ns).Get(name)
 		if err != nil {
 			next[key] = nil // deleted
+			delete(c.checks, key)
 			continue
 		}
-		objs, err := c.slices.Informer().GetIndexer().ByIndex(sliceIndex, key)
-		if err != nil {
-			return req, false
-		}
-		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-		for _, o := range objs {
-			eps = append(eps, o.(*discoveryv1.EndpointSlice))
+		eps := c.slicesOf(key)
+		if hc, ok := HealthCheckOf(svc, eps, c.cfg.NodeName); ok {
+			c.checks[key] = hc
+		} else {
+			delete(c.checks, key)
 		}
 		scs := translateService(svc, eps, c.cfg.NodeName, self)
 		for _, sc := range scs {
-			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key {
+			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key || claimed[sc.VIP] {
 				return req, false
 			}
+			claimed[sc.VIP] = true
 		}
 		next[key] = scs
 	}
@@ -408,6 +436,22 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 	return req, true
 }
 
+// havePolicies reports whether any NetworkPolicy exists: then Service
+// changes change the policies' rules too (egress through ClusterIPs).
+func (c *controller) havePolicies() bool {
+	return len(c.policies.Informer().GetStore().ListKeys()) > 0
+}
+
+// slicesOf returns the EndpointSlices of a Service (namespace/name).
+func (c *controller) slicesOf(key string) []*discoveryv1.EndpointSlice {
+	objs, _ := c.slices.Informer().GetIndexer().ByIndex(sliceIndex, key)
+	eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		eps = append(eps, o.(*discoveryv1.EndpointSlice))
+	}
+	return eps
+}
+
 // syncPolicies applies the firewall rules of the NetworkPolicies.
 func (c *controller) syncPolicies(self []netip.Addr) error {
 	start := time.Now()
@@ -423,7 +467,16 @@ func (c *controller) syncPolicies(self []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	rules := TranslatePolicies(PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self})
+	in := PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self}
+	if len(pols) > 0 {
+		if in.Services, err = c.services.Lister().List(labels.Everything()); err != nil {
+			return err
+		}
+		if in.Slices, err = c.slices.Lister().List(labels.Everything()); err != nil {
+			return err
+		}
+	}
+	rules := TranslatePolicies(in)
 	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
 // Package k8s is xlaned's Kubernetes mode: it watches the API server's
-// Nodes, Services and EndpointSlices (client-go informers, in-cluster or
-// from a kubeconfig) and programs the daemon to match, a kube-proxy
-// replacement.
+// Nodes, Services, EndpointSlices, NetworkPolicies, Pods and Namespaces
+// (client-go informers, in-cluster or from a kubeconfig) and programs the
+// daemon to match: a kube-proxy replacement and a NetworkPolicy
+// implementation.
 //
 // The contract:
 //   - Nodes → the cluster's nodes (Target.SyncNodes, the whole set): a
@@ -22,7 +23,17 @@
 //     external VIPs (NodePort, LoadBalancer, externalIPs).
 //     sessionAffinity ClientIP hashes the client address only. Headless
 //     and ExternalName Services have no VIP.
-//   - Translation is pure (Translate, NodeRecord) and table-tested; the
-//     controller (Run) recomputes the whole set from the informers' caches
-//     after every burst of events, so a sync is one apply whatever changed.
+//   - NetworkPolicies, with the Pods and Namespaces they select →
+//     firewall rules named with PolicyPrefix (Target.ApplyFirewallOwned:
+//     those rules replaced atomically, every other rule kept): per policy
+//     and rule an allowance of the peers' addresses and ports to (ingress)
+//     or from (egress) the selected pods of this node, then per isolated
+//     direction a drop, after every policy's allowances (policies OR-ed).
+//   - Translation is pure (Translate, TranslatePolicies, NodeRecord) and
+//     table-tested. The controller (Run) records what each event touches:
+//     after a burst it applies the Services that changed alone (a full
+//     translation and pruning apply at the first sync, after a failure,
+//     when this node's addresses change or a VIP is contested), the nodes
+//     when a Node changed, the policies' rules when a policy, Pod or
+//     Namespace changed.
 package k8s

@@ -46,7 +46,31 @@ type Node struct {
 	// Self: the node this daemon runs (--node-name).
 	Self    bool      `json:"self,omitempty"`
 	Created time.Time `json:"created"`
+	// Liveness is this daemon's view of a peer (its probes, not stored:
+	// the API fills it in); nil for this node, or without probing.
+	Liveness *NodeLiveness `json:"liveness,omitempty"`
 }
+
+// NodeLiveness is what a daemon's probes of a peer's underlay address
+// found (internal/daemon/peerprobe.go).
+type NodeLiveness struct {
+	// State is up (answering, or not yet found silent) or down (no
+	// answer for three probe intervals: its pods' packets are dropped,
+	// drop_peer_down).
+	State string `json:"state"`
+	// Address is the underlay address probed.
+	Address netip.Addr `json:"address"`
+	// Since is when the state began (the probing, for up).
+	Since time.Time `json:"since"`
+	// LastReply is the last answer's time (zero: none yet).
+	LastReply time.Time `json:"last_reply,omitempty"`
+}
+
+// Liveness states.
+const (
+	PeerUp   = "up"
+	PeerDown = "down"
+)
 
 // PodCIDR returns the node's pod CIDR of one family.
 func (n *Node) PodCIDR(v4 bool) (netip.Prefix, bool) {

@@ -26,7 +26,9 @@ func (t *Tx) PutNode(n *model.Node) error {
 	if err != nil {
 		return err
 	}
-	return put(b, n.Name, n)
+	c := *n
+	c.Liveness = nil // the daemon's view, not a record's
+	return put(b, n.Name, &c)
 }
 
 // DeleteNode removes a node. Missing is not an error.

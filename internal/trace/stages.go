@@ -42,6 +42,7 @@ var reasonStage = map[string][2]string{
 	"fwd_overlay":      {"route", "to another node's pod: tunnel key set, redirected to the VXLAN device"},
 	"pass_overlay":     {"route", "XDP: for another node's pod: to the tc program, which tunnels it"},
 	"drop_no_peer":     {"route", "an address of the cluster CIDR that no node has: dropped"},
+	"drop_peer_down":   {"route", "a pod of a node that does not answer this node's probes: dropped"},
 	"drop_vni":         {"parse", "from the overlay with an unknown VNI: dropped"},
 	"pass_not_fwded":   {"route", "not forwarded by xlane (for the node, or no route): to Linux"},
 	"pass_no_route":    {"route", "blackhole, unreachable, prohibit, MTU or forwarding off: to Linux, which answers"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -266,6 +267,44 @@ func TestKubernetesNetworkPolicy(t *testing.T) {
 		}
 		if p := rules(nodes[1])["k8s.np.default.web-bulk.in0"].Packets; p < 4 {
 			t.Errorf("k8s.np.default.web-bulk.in0: %d packets, want the 4 SYNs to 9090", p)
+		}
+	})
+
+	t.Run("egress through ClusterIPs", func(t *testing.T) {
+		// client-out lets client reach app=web at 9000-9100: a Service
+		// whose backend is web:9090 is allowed at its ClusterIP and port
+		// (the egress hook sees the VIP), one to web:8080 is not.
+		vip := func(name string, target int32) netip.AddrPort {
+			s, err := cp.cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(int(target))}}}},
+				metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("create service %s: %v", name, err)
+			}
+			if _, err := cp.cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(target)}},
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{web.ips[0].String()}, NodeName: ptr.To("n2")}},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create endpointslice %s: %v", name, err)
+			}
+			waitService(t, nodes[0], "k8s.default."+name+".tcp80.c0", 1)
+			return netip.AddrPortFrom(netip.MustParseAddr(s.Spec.ClusterIP), 80)
+		}
+		bulk, http := vip("web-bulk", 9090), vip("web-http", 8080)
+		waitRules(nodes[0], "n1: client-out's rule for web-bulk's ClusterIP", "k8s.np.team-a.client-out.eg1.s0")
+		if err := policyDial(client.netns, bulk); err != nil {
+			t.Errorf("client to web-bulk's ClusterIP %s: %v, want it allowed", bulk, err)
+		}
+		if err := policyDial(client.netns, http); err == nil {
+			t.Errorf("client to web-http's ClusterIP %s: connected, want it blocked", http)
+		}
+		if err := policyDial(other.netns, bulk); err != nil {
+			t.Errorf("other (not isolated) to web-bulk's ClusterIP %s: %v", bulk, err)
+		}
+		if p := rules(nodes[0])["k8s.np.team-a.client-out.eg1.s0"].Packets; p < 1 {
+			t.Errorf("k8s.np.team-a.client-out.eg1.s0: %d packets, want the SYN to %s", p, bulk)
 		}
 	})
 

@@ -52,6 +52,33 @@ func TestMultiNodePolicy(t *testing.T) {
 		}
 		cs[0].mustXlane(nil, "node", "rm", "n3")
 	})
+	t.Run("pmtu", func(t *testing.T) {
+		// Pods whose MTU (1500) is more than the overlay carries (1450):
+		// a too-large packet goes to Linux (pass_too_big), which sends
+		// the sender its ICMP error; TCP then sizes its segments by it.
+		var big [2]string
+		var bigEP [2]api.EndpointInfo
+		for i, c := range cs {
+			big[i], bigEP[i] = pod(c, i, 3, "big", "--mtu", "1500")
+		}
+		for _, dst := range bigEP[1].IPs {
+			size, want := "1472", "mtu = 1450"
+			if dst.Is6() {
+				size, want = "1452", "mtu=1450"
+			}
+			out, err := inNS(big[0], "ping", "-c", "1", "-W", "2", "-M", "do", "-s", size, dst.String()).CombinedOutput()
+			if err == nil || !strings.Contains(strings.ReplaceAll(string(out), "mtu = ", "mtu="), strings.ReplaceAll(want, "mtu = ", "mtu=")) {
+				t.Errorf("ping -M do -s %s %s from a 1500-MTU pod over a 1450-MTU overlay: %v\n%s\nwant the ICMP error saying mtu 1450", size, dst, err, out)
+			}
+		}
+		var ep api.EndpointInfo
+		cs[0].mustXlane(&ep, "endpoint", "inspect", bigEP[0].ID)
+		if c := reason(ep, "pass_too_big", "from_endpoint"); c.Packets < 2 {
+			t.Errorf("pass_too_big from %s = %d, want the 2 pings; counters %+v", ep.ID, c.Packets, ep.Reasons)
+		}
+		transfer(t, big[0], big[1], bigEP[1].IPs[0], 4<<20)
+		transfer(t, big[0], big[1], bigEP[1].IPs[1], 4<<20)
+	})
 	open, _ := pod(cs[0], 0, 2, "open")
 	refused := func(t *testing.T, from string, to api.EndpointInfo, reason string) {
 		t.Helper()

@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -28,19 +32,22 @@ import (
 //
 // vxlan4: the overlay over the IPv4 underlay; vxlan6: over the IPv6 one
 // (nodes known by their IPv6 address only); native: routes via the
-// underlay addresses, no encapsulation.
+// underlay addresses, no encapsulation. n1 and n2 run the variant's mode,
+// n3 another (every mode meets the others across nodes).
 func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
-		name, routing, mode string
-		v6Underlay          bool
-		ulMTU, mtu          int // the underlay's, the pods' (derived)
+		name, routing, mode, mode3 string
+		v6Underlay                 bool
+		ulMTU, mtu                 int // the underlay's, the pods' (derived)
 	}{
-		{"vxlan4", "vxlan", "tc", false, 9000, 8950},
+		{"vxlan4", "vxlan", "tc", "xdp-generic", false, 9000, 8950},
 		// XDP hands cross-node packets to the tc program (pass_overlay).
-		{"vxlan6-xdp", "vxlan", "xdp", true, 1500, 1430},
-		{"native", "native", "tc", false, 1500, 1500},
+		{"vxlan6-xdp", "vxlan", "xdp", "tc", true, 1500, 1430},
+		{"native", "native", "tc", "xdp-generic", false, 1500, 1500},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMultiNode(t, tc.routing, tc.mode, tc.v6Underlay, tc.ulMTU, tc.mtu) })
+		t.Run(tc.name, func(t *testing.T) {
+			testMultiNode(t, tc.routing, []string{tc.mode, tc.mode, tc.mode3}, tc.v6Underlay, tc.ulMTU, tc.mtu)
+		})
 	}
 }
 
@@ -110,7 +117,7 @@ func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 
 // newCluster starts three nodes on one underlay bridge, tells every node
 // about every node, and puts a pod on each.
-func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) []*clusterNode {
+func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU int) []*clusterNode {
 	t.Helper()
 	// The native cluster takes its nodes from a file (--nodes), the
 	// others from the CLI.
@@ -143,7 +150,7 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 				n.flags = append(n.flags, "--nodes", nodesFile)
 			}
 		})
-		requireMode(t, c.node, mode) // kernel_test.go
+		requireMode(t, c.node, modes[i-1]) // kernel_test.go
 		cs = append(cs, c)
 	}
 	if nodesFile != "" {
@@ -158,9 +165,9 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 			}
 		}
 	}
-	for _, c := range cs {
+	for i, c := range cs {
 		var net api.NetworkInfo
-		c.mustXlane(&net, "network", "create", "pods", "--mode", mode)
+		c.mustXlane(&net, "network", "create", "pods", "--mode", modes[i])
 		if len(net.Subnets) != 2 || net.Subnets[0] != c.pod4 || net.Subnets[1] != c.pod6 {
 			t.Fatalf("%s: network subnets %v, want the node's pod CIDRs %s %s", c.name, net.Subnets, c.pod4, c.pod6)
 		}
@@ -173,9 +180,9 @@ func newCluster(t *testing.T, routing, mode string, v6Underlay bool, ulMTU int) 
 	return cs
 }
 
-func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, mtu int) {
+func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU, mtu int) {
 	start := time.Now()
-	cs := newCluster(t, routing, mode, v6Underlay, ulMTU)
+	cs := newCluster(t, routing, modes, v6Underlay, ulMTU)
 	t.Logf("three nodes up in %v", time.Since(start))
 	t.Run("mtu", func(t *testing.T) {
 		var net api.NetworkInfo
@@ -323,6 +330,9 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 		}
 		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20)
 	})
+	t.Run("service with one backend per node from every node", func(t *testing.T) {
+		testServiceEveryNode(t, cs)
+	})
 	if routing != "vxlan" || v6Underlay {
 		return
 	}
@@ -381,4 +391,60 @@ func testMultiNode(t *testing.T, routing, mode string, v6Underlay bool, ulMTU, m
 			}
 		}
 	})
+}
+
+// testServiceEveryNode: one service, the same on every node (each node
+// programs its own from the same records), with a backend pod on every
+// node; the pod of every node connects to the VIP over and over, and
+// every backend answers someone (Maglev spreads the flows: 36 connections
+// miss a backend with a chance of 3*(2/3)^36, ~1e-6).
+func testServiceEveryNode(t *testing.T, cs []*clusterNode) {
+	vip := netip.MustParseAddrPort("10.96.0.20:8080")
+	args := []string{"service", "create", "each", "--vip", vip.String()}
+	for _, c := range cs {
+		var ep api.EndpointInfo
+		srv := newNetns(t, "srv")
+		c.mustXlane(&ep, "endpoint", "add", "pods", "--netns", srv)
+		ln := listenIn(t, srv, netip.AddrPortFrom(ep.IPs[0], 9091))
+		go func(name string) {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conn.Write([]byte(name))
+				conn.Close()
+			}
+		}(c.name)
+		args = append(args, "--backend", netip.AddrPortFrom(ep.IPs[0], 9091).String())
+	}
+	for _, c := range cs {
+		c.mustXlane(nil, args...)
+	}
+	seen := map[string]int{}
+	for _, c := range cs {
+		for i := 0; i < 12; i++ {
+			var got []byte
+			err := ns.WithNetNSPath(nsPath(c.pod), func(ns.NetNS) error {
+				conn, err := net.DialTimeout("tcp", vip.String(), 3*time.Second)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				conn.SetDeadline(time.Now().Add(3 * time.Second))
+				got, err = io.ReadAll(conn)
+				return err
+			})
+			if err != nil || len(got) == 0 {
+				t.Fatalf("from %s's pod, connection %d to %s: %v (answer %q)", c.name, i, vip, err, got)
+			}
+			seen[string(got)]++
+		}
+	}
+	if len(seen) != len(cs) {
+		t.Errorf("backends that answered: %v; want one on every node", seen)
+	}
+	for _, c := range cs {
+		c.mustXlane(nil, "service", "rm", "each")
+	}
 }

@@ -1,0 +1,209 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/firewall/spec"
+)
+
+// recorder is a Target that keeps every request.
+type recorder struct {
+	mu       sync.Mutex
+	applies  []api.ServiceApply
+	policies [][]spec.Rule
+}
+
+func (r *recorder) SyncNodes([]api.NodeAdd) error { return nil }
+
+func (r *recorder) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applies = append(r.applies, req)
+	return &api.ServiceApplyResult{}, nil
+}
+
+func (r *recorder) ApplyFirewallOwned(prefix string, rules []spec.Rule) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.policies = append(r.policies, rules)
+	return nil
+}
+
+// wait returns the next apply after the first n.
+func (r *recorder) wait(t *testing.T, n int) api.ServiceApply {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		if len(r.applies) > n {
+			req := r.applies[n]
+			r.mu.Unlock()
+			return req
+		}
+		r.mu.Unlock()
+	}
+	t.Fatalf("no apply after %d", n)
+	return api.ServiceApply{}
+}
+
+// TestControllerIncremental: the first sync applies every Service with a
+// prune; after it, a changed EndpointSlice or Service is applied alone (no
+// prune, the other Services not listed), a deleted one by name; a change
+// of this node's addresses (its NodePorts) is a full sync again.
+func TestControllerIncremental(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.78.1"}}}}
+	cs := fake.NewClientset(node,
+		svc("a"), slice("a", "a-1", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.1.2", "n1", "r"}),
+		svc("b", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0.11", []string{"10.96.0.11"} }),
+		slice("b", "b-1", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.1.3", "n1", "r"}))
+	r := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := run(ctx, Config{NodeName: "n1", Log: slog.New(slog.DiscardHandler)}, cs, r); err != nil {
+		t.Fatal(err)
+	}
+	first := r.wait(t, 0)
+	if !first.Prune || len(first.Services) != 2 {
+		t.Fatalf("first sync: %+v, want both services and a prune", first)
+	}
+
+	// a's slice gets an endpoint: a alone.
+	es := slice("a", "a-1", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.1.2", "n1", "r"}, ep{"10.244.1.4", "n1", "r"})
+	if _, err := cs.DiscoveryV1().EndpointSlices("default").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req := r.wait(t, 1)
+	if req.Prune || len(req.Services) != 1 || req.Services[0].Name != "k8s.default.a.tcp80.c0" ||
+		!slices.Equal(req.Services[0].Backends, []string{"10.244.1.2:8080@1", "10.244.1.4:8080@1"}) || len(req.Delete) != 0 {
+		t.Errorf("slice update: %+v, want a alone with two backends", req)
+	}
+
+	// b deleted: its name deleted, nothing else.
+	if err := cs.CoreV1().Services("default").Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req = r.wait(t, 2)
+	if req.Prune || len(req.Services) != 0 || !slices.Equal(req.Delete, []string{"k8s.default.b.tcp80.c0"}) {
+		t.Errorf("service delete: %+v, want b's name deleted", req)
+	}
+
+	// c created with a's ClusterIP, a VIP a has: a full sync decides.
+	if _, err := cs.CoreV1().Services("default").Create(ctx, svc("c"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req = r.wait(t, 3)
+	if !req.Prune || len(req.Services) != 1 || req.Services[0].Name != "k8s.default.a.tcp80.c0" {
+		t.Errorf("a VIP claimed twice: %+v, want a full sync keeping a's", req)
+	}
+
+	// The node's address changes: every Service again (NodePorts).
+	node.Status.Addresses[0].Address = "192.168.78.9"
+	if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req = r.wait(t, 4)
+	if !req.Prune {
+		t.Errorf("node address changed: %+v, want a full sync", req)
+	}
+}
+
+// TestHealthCheckNodePort: a LoadBalancer Service with
+// externalTrafficPolicy Local gets its health-check NodePort served (on
+// loopback here): 200 and the count of this node's ready endpoints, 503
+// without one, nothing once the Service is gone.
+func TestHealthCheckNodePort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int32(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	lb := svc("lb", func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = port
+	})
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, lb,
+		slice("lb", "lb-1", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.1.2", "n1", "r"}, ep{"10.244.1.3", "n1", "r"},
+			ep{"10.244.2.2", "n2", "r"}, ep{"10.244.1.4", "n1", "st"}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &recorder{}
+	if err := runAt(ctx, Config{NodeName: "n1", Log: slog.New(slog.DiscardHandler)}, cs, c, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+	get := func() (int, map[string]any, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body, err
+	}
+	code, body, err := get()
+	if err != nil || code != 200 || body["localEndpoints"] != float64(2) || fmt.Sprint(body["service"]) != "map[name:lb namespace:default]" {
+		t.Errorf("health check: %d %v %v, want 200 and 2 local endpoints of default/lb", code, body, err)
+	}
+	// No ready endpoint on n1 left: 503.
+	es := slice("lb", "lb-1", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.2.2", "n2", "r"})
+	if _, err := cs.DiscoveryV1().EndpointSlices("default").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for code, body, err = get(); code != 503 && time.Now().Before(deadline); code, body, err = get() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code != 503 || body["localEndpoints"] != float64(0) {
+		t.Errorf("health check without local endpoints: %d %v %v, want 503 and 0", code, body, err)
+	}
+	if err := cs.CoreV1().Services("default").Delete(ctx, "lb", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, _, err = get(); err == nil && time.Now().Before(deadline); _, _, err = get() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err == nil {
+		t.Errorf("health-check NodePort %d still served after its Service was deleted", port)
+	}
+}
+
+func TestHealthCheckOf(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		svc  *corev1.Service
+		ok   bool
+	}{
+		{"ClusterIP", svc("a"), false},
+		{"LoadBalancer, Cluster", svc("a", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
+		}), false},
+		{"LoadBalancer, Local", svc("a", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}), true},
+	} {
+		hc, ok := HealthCheckOf(c.svc, []*discoveryv1.EndpointSlice{slice("a", "a-1", discoveryv1.AddressTypeIPv4, 80,
+			ep{"10.0.0.1", "n1", "r"}, ep{"10.0.0.2", "n1", "-"}, ep{"10.0.0.3", "n1", "rst"}, ep{"10.0.0.4", "n2", "r"})}, "n1")
+		if ok != c.ok || ok && (hc.Port != 32000 || hc.Local != 2) {
+			t.Errorf("%s: %+v %v, want ok %v and 2 local endpoints", c.name, hc, ok, c.ok)
+		}
+	}
+}
