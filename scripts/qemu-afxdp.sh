@@ -152,10 +152,11 @@ log "libxdp built ($(($(date +%s) - start)) s so far)"
 "$qemu" -machine none -netdev help | grep -x af-xdp >/dev/null || { log "$qemu has no af-xdp backend"; exit 1; }
 
 secs=$(($(date +%s) - start))
+times >"$work/times" # the builtin in this shell (in a pipe it would time a subshell)
 {
 	cat "$work/versions"
 	echo "built $(date -u +%FT%TZ) in $secs s on $(nproc) cores (nice $niceness, load $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
-	echo "CPU time (user, system; this script, then its children): $(times | tr '\n' ' ')"
+	echo "CPU time (user, system; this script, then its children): $(tr '\n' ' ' <"$work/times")"
 	cat "$work/steps"
 } >"$cache/BUILD-INFO"
 log "done in $secs s: $qemu"
