@@ -61,11 +61,11 @@ func TestCTClockSmallAndLarge(t *testing.T) {
 				}
 			}
 			// A grace longer than the clock: nothing is old enough.
-			if n, err := d.GCCT(10 * s, nil); err != nil || n != 0 {
+			if n, err := d.GCCT(10*s, nil); err != nil || n != 0 {
 				t.Fatalf("gc with 10 s grace at %d s: deleted %d, %v; want 0", now/s, n, err)
 			}
 			// 2 s grace: the deadlines 5 s and 3 s ago go.
-			if n, err := d.GCCT(2 * s, nil); err != nil || n != 2 {
+			if n, err := d.GCCT(2*s, nil); err != nil || n != 2 {
 				t.Fatalf("gc with 2 s grace: deleted %d, %v; want 2", n, err)
 			}
 			if st, err := d.CTStats(); err != nil || st.Entries != 2 || st.Expired != 1 {

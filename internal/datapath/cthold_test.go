@@ -62,7 +62,7 @@ func TestCTHoldSharedBackends(t *testing.T) {
 	put(2, alone, bpf.CTClosed, 20)       // closed, one service: collected
 	put(3, shared, bpf.CTEstablished, 20) // idle established: collected
 	put(4, shared, bpf.CTClosed, 60)      // closed past the hold: collected
-	if n, err := d.GCCT(10 * s, nil); err != nil || n != 6 {
+	if n, err := d.GCCT(10*s, nil); err != nil || n != 6 {
 		t.Fatalf("GC collected %d entries (%v), want 6", n, err)
 	}
 	flows, err := d.Flows(0)
@@ -76,7 +76,7 @@ func TestCTHoldSharedBackends(t *testing.T) {
 	if err := d.DeleteService(Service{ID: 2, VIP: netip.MustParseAddrPort("10.96.0.2:80"), Proto: unix.IPPROTO_TCP}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := d.GCCT(10 * s, nil); err != nil || n != 2 {
+	if n, err := d.GCCT(10*s, nil); err != nil || n != 2 {
 		t.Fatalf("GC collected %d entries (%v), want 2", n, err)
 	}
 	d.FlushCT()

@@ -351,10 +351,10 @@ func helperHTTPServer(arg string) error {
 // through the proxy with the right original destination (Direct: that it
 // did not).
 type httpGetArg struct {
-	Targets  []string `json:"targets"`
-	Up       int      `json:"up"`
-	Down     int      `json:"down"`
-	Direct   bool     `json:"direct"`
+	Targets []string `json:"targets"`
+	Up      int      `json:"up"`
+	Down    int      `json:"down"`
+	Direct  bool     `json:"direct"`
 }
 
 func helperHTTPGet(arg string) error {

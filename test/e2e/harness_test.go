@@ -181,6 +181,16 @@ func startTimeout() time.Duration {
 	return 30 * time.Second
 }
 
+// skipInMatrixGuest skips a test that cannot run inside the kernel
+// matrix's QEMU guests (vmexec sets XLANE_VM_KERNEL there), saying why;
+// everywhere else, prebuilt binaries (XLANE_E2E_BIN) included, it runs.
+func skipInMatrixGuest(t *testing.T, why string) {
+	t.Helper()
+	if k := os.Getenv("XLANE_VM_KERNEL"); k != "" {
+		t.Skipf("in the kernel matrix's %s guest: %s", k, why)
+	}
+}
+
 // stop ends the daemon this test started, by pid.
 func (n *node) stop(sig syscall.Signal) {
 	if n.cmd == nil || n.cmd.Process == nil {

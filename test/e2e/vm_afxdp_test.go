@@ -54,9 +54,7 @@ func afxdpQEMU(t *testing.T) string {
 // counted as fwd_xsk on the port. Removing the endpoint leaves no device
 // and no pin.
 func TestVMGuestAFXDP(t *testing.T) {
-	if os.Getenv("XLANE_E2E_BIN") != "" {
-		t.Skip("the kernel matrix's guests run no nested QEMU guest")
-	}
+	skipInMatrixGuest(t, "it can run no nested QEMU guest")
 	qemu := afxdpQEMU(t)
 	start := time.Now()
 	img, err := vm.Fetch(vm.Kernels[len(vm.Kernels)-1], vm.DefaultCacheDir())
@@ -160,9 +158,7 @@ func TestVMGuestAFXDP(t *testing.T) {
 // flows to the guest: they spread over the veth's queues by hash and each
 // socket receives some (each queue's frames go to its own socket).
 func TestVMPortMultiQueue(t *testing.T) {
-	if os.Getenv("XLANE_E2E_BIN") != "" {
-		t.Skip("the kernel matrix's guests run no QEMU to offer af-xdp")
-	}
+	skipInMatrixGuest(t, "it can run no QEMU that offers af-xdp")
 	qemu := afxdpQEMU(t)
 	n := newNode(t, func(n *node) { n.flags = append(n.flags, "--qemu", qemu) })
 	requireMode(t, n, "tc")

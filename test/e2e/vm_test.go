@@ -33,9 +33,7 @@ import (
 // is dropped (drop_spoofed) and never reaches the container. Removing the
 // endpoint leaves no tap.
 func TestVMGuest(t *testing.T) {
-	if os.Getenv("XLANE_E2E_BIN") != "" {
-		t.Skip("the kernel matrix's guests run no nested QEMU guest")
-	}
+	skipInMatrixGuest(t, "it can run no nested QEMU guest")
 	start := time.Now()
 	img, err := vm.Fetch(vm.Kernels[len(vm.Kernels)-1], vm.DefaultCacheDir())
 	if err != nil {

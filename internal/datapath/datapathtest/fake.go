@@ -59,10 +59,10 @@ type Fake struct {
 	proxyIn        map[[2]uint64]datapath.ProxyInRule
 	proxyInNetns   map[uint64]bool
 	proxyListeners map[[2]uint64]int
-	peers      map[netip.Prefix]datapath.Peer
-	vnis       map[uint32]uint32 // network id -> VNI
-	vlans      map[uint16]datapath.VLAN
-	overlay    string
+	peers          map[netip.Prefix]datapath.Peer
+	vnis           map[uint32]uint32 // network id -> VNI
+	vlans          map[uint16]datapath.VLAN
+	overlay        string
 }
 
 // New returns an empty fake datapath.
