@@ -37,7 +37,7 @@ build: deps
 # two cores are easily disturbed. TestKubernetes runs a real kube-apiserver:
 # on a machine without it cached, scripts/k8s-bins.sh builds it first (and
 # its etcd; many minutes, once).
-test: check-generate build
+test: check-generate check-format build
 	$(GO) vet ./...
 	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 25m -skip '^TestKubernetesCluster$$' ./...
 
