@@ -102,10 +102,10 @@ func parseNATFlags(args []string) (natOptions, error) {
 
 // natSample is one load run of one mode.
 type natSample struct {
-	Level int           `json:"services"`
-	Test  string        `json:"test"`
-	Mode  string        `json:"mode"`
-	Rep   int           `json:"rep"`
+	Level int             `json:"services"`
+	Test  string          `json:"test"`
+	Mode  string          `json:"mode"`
+	Rep   int             `json:"rep"`
 	R     connrate.Result `json:"result"`
 }
 
