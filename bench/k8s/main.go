@@ -160,7 +160,10 @@ type report struct {
 	// Program: per mode, from the proxy's (re)start to the largest
 	// level's sampled ClusterIPs answering.
 	Program map[string]time.Duration
-	Notes   []string
+	// ProgramFromAPI: xlane only, from its API answering (the daemon
+	// started: BPF objects loaded, pins adopted) to the same.
+	ProgramFromAPI time.Duration
+	Notes          []string
 }
 
 func k8sMain(args []string) int {
@@ -413,6 +416,10 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 		}
 		rep.Program[n.mode] = done.Sub(n.proxyStarted)
 		log.Printf("%s: %d Services programmed %.2f s after its start", n.mode, len(vips), rep.Program[n.mode].Seconds())
+		if n.mode == "xlane" {
+			rep.ProgramFromAPI = done.Sub(n.proxyReady)
+			log.Printf("xlane: %.2f s after its API answered", rep.ProgramFromAPI.Seconds())
+		}
 		r, err := n.load(ctx, self, targets, time.Second, o.conc)
 		if err != nil {
 			return nil, err

@@ -123,6 +123,9 @@ func markdown(rep *report, o options) string {
 		if d, ok := rep.Program[m]; ok {
 			prog = fmtDur(d)
 		}
+		if m == "xlane" && rep.ProgramFromAPI > 0 {
+			prog += fmt.Sprintf(" (%s after its API answered)", fmtDur(rep.ProgramFromAPI))
+		}
 		ms := rep.ChangeMs[m]
 		lost := ""
 		if rep.ChangeLost[m] > 0 {
@@ -134,7 +137,8 @@ func markdown(rep *report, o options) string {
 	// The issue's targets.
 	w("\nIssue 17's targets, this run:\n\n")
 	if d, ok := rep.Program["xlane"]; ok {
-		w("- %d Services programmed in ≤ 10 s: xlane %s (%s)\n", last, fmtDur(d), verdict(d <= 10*time.Second))
+		w("- %d Services programmed in ≤ 10 s: xlane %s from its process start, %s from its API answering (%s)\n", last, fmtDur(d),
+			fmtDur(rep.ProgramFromAPI), verdict(d <= 10*time.Second))
 	}
 	if ms := rep.ChangeMs["xlane"]; len(ms) > 0 {
 		p := percentile(ms, 99)

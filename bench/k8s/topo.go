@@ -80,6 +80,7 @@ type k8sNode struct {
 	proxy        *harness.Proc // xlaned or kube-proxy
 	undo         *harness.UndoStack
 	proxyStarted time.Time
+	proxyReady   time.Time // xlaned: when its API answered
 }
 
 func newNode(mode, runID, tmp, bins, k8sBins string, i int, cp *k8senv.ControlPlane, undo *harness.UndoStack) *k8sNode {
@@ -161,7 +162,7 @@ func (n *k8sNode) startXlaned(ctx context.Context, kube bool) error {
 	n.proxyStarted = time.Now()
 	p, err := harness.StartXlaned(ctx, n.undo, harness.Xlaned{Name: "xlaned " + n.name, Netns: n.netns, Bins: n.bins, Dir: n.dir,
 		PinDir: n.pin, Args: n.xlanedArgs(kube), Timeout: 60 * time.Second, Adopt: n.proxy != nil})
-	n.proxy = p
+	n.proxy, n.proxyReady = p, time.Now()
 	return err
 }
 
