@@ -67,6 +67,19 @@ func (n *k8sNode) probeReady(ctx context.Context, self, file string) (time.Time,
 	return wait()
 }
 
+// noneAnswers checks that no target of file answers from the client pod
+// (each tried once, 300 ms).
+func (n *k8sNode) noneAnswers(ctx context.Context, self, file string) error {
+	out, err := harness.Run(ctx, harness.NSExec(n.client, self, "probe-ready", "-targets", file, "-count-only")...)
+	if err != nil {
+		return err
+	}
+	if c := strings.TrimSpace(out); c != "0" {
+		return fmt.Errorf("%s of the ClusterIPs of %s still answer", c, file)
+	}
+	return nil
+}
+
 // changeProber is a probe-change running in a client pod.
 type changeProber struct {
 	mode  string

@@ -14,15 +14,19 @@
 //     rotated per repetition;
 //   - how far behind the API each proxy is when Services are created
 //     (from the last create call of a level to a sample of its ClusterIPs
-//     answering through the proxy);
+//     answering through the proxy), at every level but the largest;
+//   - programming the largest level from nothing: every proxy is stopped
+//     and what it programmed removed (kube-proxy --cleanup; xlane's
+//     Kubernetes services pruned; checked: none of a sample of the
+//     ClusterIPs answers), the level's Services are created, then each
+//     proxy in turn (the others idle) is started, timed from its process
+//     start to a sample of the ClusterIPs answering (probe.go);
 //   - one EndpointSlice change at the largest level: the probe Service's
 //     one endpoint moves between two backends, and a prober in each client
 //     pod connects once a millisecond until the new backend answers (p50
 //     and p99 over -changes changes, every proxy seeing the same change);
-//   - programming the largest level from nothing: each proxy in turn is
-//     stopped, what it programmed removed (kube-proxy --cleanup; xlane's
-//     Kubernetes services pruned), and started again; from its start to a
-//     sample of the ClusterIPs answering (probe.go).
+//   - first (pod2pod.go, -pod-to-pod): pod to pod across two nodes, xlane
+//     against the reference bridge plugin + kube-proxy + the kernel's VXLAN.
 //
 // The Kubernetes binaries come from scripts/k8s-bins.sh (cached under
 // /var/cache/xlane/k8s), the control plane from test/k8senv (the e2e
@@ -55,6 +59,7 @@ import (
 
 	"github.com/xlane-dev/xlane/bench/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/test/k8senv"
 )
 
@@ -84,6 +89,7 @@ type options struct {
 	changes int
 	sample  int
 	workers int
+	pod2pod bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -104,6 +110,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.changes, "changes", 24, "EndpointSlice changes timed at the largest level")
 	fs.IntVar(&o.sample, "sample", 200, "ClusterIPs probed to decide that a level is programmed")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent API calls creating the Services")
+	fs.BoolVar(&o.pod2pod, "pod-to-pod", true, "first, the second table: pod to pod across two nodes, xlane vs the bridge plugin + kube-proxy + kernel VXLAN (pod2pod.go)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "2s", "levels": "1,1000", "changes": "5"}); err != nil {
 		return o, err
 	}
@@ -163,7 +170,12 @@ type report struct {
 	// ProgramFromAPI: xlane only, from its API answering (the daemon
 	// started: BPF objects loaded, pins adopted) to the same.
 	ProgramFromAPI time.Duration
-	Notes          []string
+	// XlaneClient: the xlane client pod's datapath counters after the
+	// rate tests (xlane endpoint inspect client), those not zero.
+	XlaneClient []api.ReasonCounter
+	// PodToPod: the second table (pod2pod.go).
+	PodToPod []p2pResult
+	Notes    []string
 }
 
 func k8sMain(args []string) int {
@@ -207,7 +219,7 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 		Kernel: harness.KernelRelease(), CPU: harness.CPUModel(),
 		Options: map[string]string{"duration": o.Duration.String(), "reps": fmt.Sprint(o.Reps), "conc": fmt.Sprint(o.conc),
 			"levels": fmt.Sprint(o.levels), "modes": strings.Join(o.modes, ","), "changes": fmt.Sprint(o.changes),
-			"sample": fmt.Sprint(o.sample)}},
+			"sample": fmt.Sprint(o.sample), "pod-to-pod": fmt.Sprint(o.pod2pod)}},
 		Create: map[int]time.Duration{}, Lag: map[int]map[string]time.Duration{}, ChangeMs: map[string][]float64{},
 		ChangeLost: map[string]int{}, Program: map[string]time.Duration{}}
 	if out, err := harness.Run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
@@ -265,6 +277,11 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 	})
 	rep.APIReady = cp.Ready
 	log.Printf("kube-apiserver ready in %v", cp.Ready.Round(time.Millisecond))
+	if o.pod2pod {
+		if err := podToPod(ctx, o, self, tmp, bins, k8sBins, ul, cp, runID, rep); err != nil {
+			return nil, err
+		}
+	}
 
 	// The nodes: xlane's first, whose pod addresses the others copy.
 	var nodes []*k8sNode
@@ -313,7 +330,17 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 	}
 
 	var vips []string // ClusterIP:port of s0, s1, ...
-	for _, level := range o.levels {
+	for li, level := range o.levels {
+		largest := li == len(o.levels)-1
+		if largest {
+			// The largest level is programmed from nothing: every proxy
+			// stopped and its rules removed while the objects are
+			// created, then started one at a time (programFromNothing).
+			gone := append(sampleOf(vips, o.sample-1), probeVIP)
+			if err := stopAll(ctx, self, tmp, nodes, gone); err != nil {
+				return nil, err
+			}
+		}
 		log.Printf("creating Services %d to %d (%d API workers)", len(vips), level-1, o.workers)
 		t0 := time.Now()
 		more, err := createServices(ctx, cp, len(vips), level, backends, o.workers)
@@ -324,35 +351,16 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 		rep.Create[level] = created.Sub(t0)
 		vips = append(vips, more...)
 		log.Printf("%d Services + EndpointSlices created in %.1f s", len(more), rep.Create[level].Seconds())
-		// Wait for every proxy: the same sample probed in each client.
 		sampleFile := filepath.Join(tmp, fmt.Sprintf("sample-%d", level))
-		if err := writeLines(sampleFile, sampleOf(more, o.sample)); err != nil {
+		if largest {
+			if err := writeLines(sampleFile, sampleOf(vips, o.sample)); err != nil {
+				return nil, err
+			}
+			if err := programFromNothing(ctx, self, sampleFile, nodes, len(vips), rep); err != nil {
+				return nil, err
+			}
+		} else if err := waitLag(ctx, self, sampleFile, nodes, level, more, created, o, rep); err != nil {
 			return nil, err
-		}
-		rep.Lag[level] = map[string]time.Duration{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		errs := make([]error, len(nodes))
-		for i, n := range nodes {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				done, err := n.probeReady(ctx, self, sampleFile)
-				if err != nil {
-					errs[i] = fmt.Errorf("%s: %d Services: %w", n.mode, level, err)
-					return
-				}
-				mu.Lock()
-				rep.Lag[level][n.mode] = done.Sub(created)
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		for _, n := range nodes {
-			log.Printf("%s: the last of %d new Services answering %v after its creation", n.mode, len(more), rep.Lag[level][n.mode].Round(time.Millisecond))
 		}
 		targets := filepath.Join(tmp, fmt.Sprintf("targets-%d", level))
 		if err := writeLines(targets, vips); err != nil {
@@ -382,55 +390,113 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 		}
 	}
 
+	if n := byMode["xlane"]; n != nil {
+		out, err := n.xlane(ctx, "-o", "json", "endpoint", "inspect", "client")
+		if err != nil {
+			return nil, err
+		}
+		var ep api.EndpointInfo
+		if err := json.Unmarshal([]byte(out), &ep); err != nil {
+			return nil, fmt.Errorf("xlane endpoint inspect client: %w", err)
+		}
+		for _, r := range ep.Reasons {
+			if r.Packets > 0 {
+				rep.XlaneClient = append(rep.XlaneClient, r)
+			}
+		}
+	}
+
 	// EndpointSlice changes at the largest level.
 	log.Printf("%d EndpointSlice changes with %d Services", o.changes, len(vips))
 	if err := measureChanges(ctx, o, self, cp, nodes, probeVIP, backends, rep); err != nil {
 		return nil, err
 	}
 
-	// Programming the largest level from nothing, one proxy at a time.
-	sampleFile := filepath.Join(tmp, "sample-all")
-	if err := writeLines(sampleFile, sampleOf(vips, o.sample)); err != nil {
-		return nil, err
+	rep.LoadEnd = harness.LoadAvg()
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+// waitLag waits for every proxy to answer at a sample of the level's new
+// Services (the same sample probed in each client, concurrently) and
+// records how long after the last create call each did.
+func waitLag(ctx context.Context, self, sampleFile string, nodes []*k8sNode, level int, more []string, created time.Time, o options, rep *report) error {
+	if err := writeLines(sampleFile, sampleOf(more, o.sample)); err != nil {
+		return err
 	}
-	targets := filepath.Join(tmp, fmt.Sprintf("targets-%d", len(vips)))
+	rep.Lag[level] = map[string]time.Duration{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done, err := n.probeReady(ctx, self, sampleFile)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %d Services: %w", n.mode, level, err)
+				return
+			}
+			mu.Lock()
+			rep.Lag[level][n.mode] = done.Sub(created)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
 	for _, n := range nodes {
-		log.Printf("%s: stopping, removing its rules, starting again with %d Services", n.mode, len(vips))
+		log.Printf("%s: the last of %d new Services answering %v after its creation", n.mode, len(more), rep.Lag[level][n.mode].Round(time.Millisecond))
+	}
+	return nil
+}
+
+// stopAll stops every proxy and removes what it programmed; then none of
+// the ClusterIPs gone may answer.
+func stopAll(ctx context.Context, self, tmp string, nodes []*k8sNode, gone []string) error {
+	f := filepath.Join(tmp, "gone")
+	if err := writeLines(f, gone); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		log.Printf("%s: stopping, removing its rules", n.mode)
 		if err := n.stopProxy(ctx); err != nil {
-			return nil, fmt.Errorf("%s: stop: %w", n.mode, err)
+			return fmt.Errorf("%s: stop: %w", n.mode, err)
 		}
-		// Gone: the probe Service must not answer.
-		if _, err := harness.Run(ctx, harness.NSExec(n.client, self, "probe-ready", "-targets", sampleFile, "-timeout", "1s")...); err == nil {
-			return nil, fmt.Errorf("%s: its ClusterIPs still answer after it was stopped and its rules removed", n.mode)
+	}
+	for _, n := range nodes {
+		if err := n.noneAnswers(ctx, self, f); err != nil {
+			return fmt.Errorf("%s, stopped and its rules removed: %w", n.mode, err)
 		}
+	}
+	return nil
+}
+
+// programFromNothing starts each proxy in turn (the others idle) with
+// every Service in the API and times, from its process start, until the
+// sampled ClusterIPs answer.
+func programFromNothing(ctx context.Context, self, sampleFile string, nodes []*k8sNode, count int, rep *report) error {
+	for _, n := range nodes {
 		probe, err := n.startProbeReady(ctx, self, sampleFile)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := n.startProxy(ctx); err != nil {
-			return nil, fmt.Errorf("%s: restart: %w", n.mode, err)
+			return fmt.Errorf("%s: start: %w", n.mode, err)
 		}
 		done, err := probe()
 		if err != nil {
-			return nil, fmt.Errorf("%s: after its restart: %w", n.mode, err)
+			return fmt.Errorf("%s: after its start: %w", n.mode, err)
 		}
 		rep.Program[n.mode] = done.Sub(n.proxyStarted)
-		log.Printf("%s: %d Services programmed %.2f s after its start", n.mode, len(vips), rep.Program[n.mode].Seconds())
+		log.Printf("%s: %d Services programmed %.2f s after its start", n.mode, count, rep.Program[n.mode].Seconds())
 		if n.mode == "xlane" {
 			rep.ProgramFromAPI = done.Sub(n.proxyReady)
 			log.Printf("xlane: %.2f s after its API answered", rep.ProgramFromAPI.Seconds())
 		}
-		r, err := n.load(ctx, self, targets, time.Second, o.conc)
-		if err != nil {
-			return nil, err
-		}
-		if r.OK == 0 || r.Failed > 0 {
-			return nil, fmt.Errorf("%s after its restart: check run over %d Services: %d ok, %d failed %v", n.mode, len(vips), r.OK, r.Failed, r.Errors)
-		}
 	}
-	rep.LoadEnd = harness.LoadAvg()
-	rep.Finished = time.Now()
-	return rep, nil
+	return nil
 }
 
 // createService creates a ClusterIP Service name (port servicePort) and

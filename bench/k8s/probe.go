@@ -3,6 +3,7 @@ package main
 // The probes, this binary run inside a client pod's namespace:
 //
 //	k8s probe-ready  -targets FILE -timeout 3m   # until every target answers
+//	k8s probe-ready  -targets FILE -count-only   # how many answer, one try each
 //	k8s probe-change -target VIP:PORT            # stdin: one expected byte a line
 //
 // probe-ready connects to each target in turn (connect, read the
@@ -51,6 +52,7 @@ func probeReady(args []string) int {
 	targets := fs.String("targets", "", "file with one IP:PORT per line")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after")
 	connTimeout := fs.Duration("conn-timeout", 300*time.Millisecond, "connect + first byte timeout of one try")
+	countOnly := fs.Bool("count-only", false, "try each target once and print how many answered")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,6 +60,16 @@ func probeReady(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe-ready:", err)
 		return 1
+	}
+	if *countOnly {
+		ok := 0
+		for _, t := range ts {
+			if _, err := probeOnce(t, *connTimeout); err == nil {
+				ok++
+			}
+		}
+		fmt.Println(ok)
+		return 0
 	}
 	deadline := time.Now().Add(*timeout)
 	var last time.Time

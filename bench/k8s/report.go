@@ -107,6 +107,9 @@ func markdown(rep *report, o options) string {
 	}
 	w("%s\n%s\n", head, sep)
 	for _, lv := range o.levels {
+		if len(rep.Lag[lv]) == 0 {
+			continue
+		}
 		row := fmt.Sprintf("| %d | %.1f s |", lv, rep.Create[lv].Seconds())
 		for _, m := range o.modes {
 			if d, ok := rep.Lag[lv][m]; ok {
@@ -117,7 +120,7 @@ func markdown(rep *report, o options) string {
 		}
 		w("%s\n", row)
 	}
-	w("\n| %d Services from nothing | EndpointSlice change p50 | p99 | max | changes |\n|---|---:|---:|---:|---:|\n", last)
+	w("\n| %d Services from nothing (created in %.1f s) | EndpointSlice change p50 | p99 | max | changes |\n|---|---:|---:|---:|---:|\n", last, rep.Create[last].Seconds())
 	for _, m := range o.modes {
 		prog := "–"
 		if d, ok := rep.Program[m]; ok {
@@ -133,7 +136,38 @@ func markdown(rep *report, o options) string {
 		}
 		w("| %s: %s | %.1f ms | %.1f ms | %.1f ms | %d%s |\n", short(m), prog, percentile(ms, 50), percentile(ms, 99), slices.Max(append([]float64{math.Inf(-1)}, ms...)), len(ms), lost)
 	}
-	w("\nFrom nothing: the proxy stopped, its rules removed (kube-proxy --cleanup; xlane: its Kubernetes services pruned), then from its process start to the sampled ClusterIPs answering. A change: the probe Service's only endpoint moved to another backend (an EndpointSlice update), from the update call to the first connection the new backend answers (a prober per client pod, a connection a millisecond); every proxy sees the same change; 1.1 s between changes (kube-proxy's minSyncPeriod is 1 s). With %d changes p99 is the largest but one or the largest.\n", o.changes)
+	w("\nFrom nothing: every proxy stopped and its rules removed (kube-proxy --cleanup; xlane: its Kubernetes services pruned) before the level's Services were created; then each in turn, the others idle, from its process start to the sampled ClusterIPs answering. A change: the probe Service's only endpoint moved to another backend (an EndpointSlice update), from the update call to the first connection the new backend answers (a prober per client pod, a connection a millisecond); every proxy sees the same change; 1.1 s between changes (kube-proxy's minSyncPeriod is 1 s). p99 is nearest-rank: with %d changes (fewer than 100), the largest.\n", o.changes)
+	if len(rep.PodToPod) > 0 {
+		w("\nPod to pod across two nodes (VXLAN between them), medians of %d repetitions × %s, setups rotated: xlane (two xlaned --kubernetes, BPF overlay, tc mode) vs the reference CNI `bridge` plugin + kube-proxy (iptables) + the kernel's VXLAN device routed flannel-style:\n\n", o.Reps, o.Duration)
+		w("| test | xlane | bridge-vxlan | xlane ÷ bridge-vxlan |\n|---|---:|---:|---:|\n")
+		for _, t := range []struct{ id, label string }{{"iperf3-1", "TCP, 1 stream, Gbit/s"},
+			{"conn-pod", fmt.Sprintf("conn/s pod → pod, %d clients", o.conc)}, {"conn-clusterip", fmt.Sprintf("conn/s pod → ClusterIP → pod on the other node, %d clients", o.conc)}} {
+			v := map[string]float64{}
+			failed := 0
+			for _, s := range podSetups {
+				var xs []float64
+				for _, r := range rep.PodToPod {
+					if r.Setup == s && r.Test == t.id {
+						xs = append(xs, r.Value)
+						failed += r.Failed
+					}
+				}
+				v[s] = percentile(xs, 50)
+			}
+			ratio := "–"
+			if v["bridge-vxlan"] > 0 {
+				ratio = fmt.Sprintf("%.2fx", v["xlane"]/v["bridge-vxlan"])
+			}
+			digits := 0
+			if t.id == "iperf3-1" {
+				digits = 2
+			}
+			w("| %s | %.*f | %.*f | %s |\n", t.label, digits, v["xlane"], digits, v["bridge-vxlan"], ratio)
+			if failed > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("pod to pod, %s: %d failed connections", t.label, failed))
+			}
+		}
+	}
 	// The issue's targets.
 	w("\nIssue 17's targets, this run:\n\n")
 	if d, ok := rep.Program["xlane"]; ok {
@@ -153,6 +187,17 @@ func markdown(rep *report, o options) string {
 	}
 	if rep.LoadStart != "" {
 		w("\nThe machine (2 cores) was shared with other work during this run (loadavg above): every figure is an upper bound of cost; the ratios come from the same run, modes interleaved.\n")
+	}
+	if len(rep.XlaneClient) > 0 {
+		w("\nxlane's datapath counters of the client pod after the rate tests (`xlane endpoint inspect client`):")
+		for _, r := range rep.XlaneClient {
+			drop := ""
+			if r.Drop {
+				drop = " (drop)"
+			}
+			w(" %s %s %d%s;", r.Direction, r.Reason, r.Packets, drop)
+		}
+		w("\n")
 	}
 	for _, n := range rep.Notes {
 		w("\n%s\n", n)

@@ -135,14 +135,9 @@ func (n *k8sNode) setup(ctx context.Context, ul string, ips []netip.Addr) error 
 		return err
 	}
 	if n.mode == "xlane" {
-		// Last, once xlaned has stopped (the steps run last-in
-		// first-out): whatever this instance made outside its
-		// namespace and pin dir.
-		n.undo.Push("xlaned --uninstall "+n.name, func(ctx context.Context) error {
-			_, err := harness.Run(ctx, harness.NSExec(n.netns, filepath.Join(n.bins, "xlaned"), "--uninstall",
-				"--state", filepath.Join(n.dir, "state.db"), "--socket", filepath.Join(n.dir, "xlane.sock"), "--pin-dir", n.pin)...)
-			return err
-		})
+		// No xlaned --uninstall at the end: with 10,000 services it
+		// takes longer than a teardown step may, and removing the
+		// namespaces and the pin dir removes all the same.
 		return n.setupXlane(ctx)
 	}
 	return n.setupKubeProxy(ctx, ips)
