@@ -336,7 +336,7 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 			// The largest level is programmed from nothing: every proxy
 			// stopped and its rules removed while the objects are
 			// created, then started one at a time (programFromNothing).
-			gone := append(sampleOf(vips, o.sample-1), probeVIP)
+			gone := append(sampleOf(vips, 19), probeVIP)
 			if err := stopAll(ctx, self, tmp, nodes, gone); err != nil {
 				return nil, err
 			}
@@ -464,6 +464,16 @@ func stopAll(ctx context.Context, self, tmp string, nodes []*k8sNode, gone []str
 		if err := n.stopProxy(ctx); err != nil {
 			return fmt.Errorf("%s: stop: %w", n.mode, err)
 		}
+	}
+	// xlane keeps a closed TCP flow's translation for 10 s
+	// (CT_TIMEOUT_TCP_CLOSE, bpf/lib/ct.h) and a SYN reusing its tuple
+	// reopens it with the old backend: the rate test just before
+	// cycled through the client's ports, so a probe now could reuse one.
+	// Past that, nothing may answer.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(11 * time.Second):
 	}
 	for _, n := range nodes {
 		if err := n.noneAnswers(ctx, self, f); err != nil {
