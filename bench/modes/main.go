@@ -70,12 +70,17 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
 	flag.BoolVar(&o.observe, "observe", false, "the cost of observability on the tc path (observe.go): modes "+observeDefault+
 		" (+ tc@base with -baseline), MTU 1500, TCP and the 64-byte rate, iperf3 pinned, modes rotated per repetition, "+
-		"per-repetition ratios, BPF run time per run (bpf_stats on for the run); results in observe-*")
+		"per-repetition ratios, BPF run time per run (bpf_stats on for the run); defaults -reps 5 -duration 2s -rate-duration 1s (~10 min); results in observe-*")
 	flag.StringVar(&o.baseline, "baseline", "", "with -observe: also run tc@base, xlaned built from this git ref (e.g. the commit before the monitor)")
 	// flag.CommandLine exits on a bad flag (status 2) and on -h (status 0).
 	quick := map[string]string{"reps": "1", "duration": "2s", "latency-duration": "2s", "rate-duration": "2s"}
 	if err := o.Parse(flag.CommandLine, os.Args[1:], quick); err != nil {
 		return o, err
+	}
+	if o.observe {
+		if err := observeFlags(&o); err != nil {
+			return o, err
+		}
 	}
 	if o.Reps < 1 || o.Duration < time.Second || o.latDur < time.Second || o.rateDur < 500*time.Millisecond {
 		return o, errors.New("-reps must be >= 1, -duration and -latency-duration >= 1s, -rate-duration >= 500ms")

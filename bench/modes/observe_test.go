@@ -61,3 +61,31 @@ func TestProcCPU(t *testing.T) {
 		t.Error("procCPU of a pid that does not exist: no error")
 	}
 }
+
+func TestObserveFlags(t *testing.T) {
+	args, cpus := os.Args, iperfServer.cpus
+	t.Cleanup(func() { os.Args, observing, reportName, iperfServer.cpus = args, false, "modes", cpus })
+	os.Args = []string{"modes", "-observe", "-reps", "3"}
+	o, err := parseFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -reps as given, the other two -observe's defaults.
+	if o.Reps != 3 || o.Duration != 2*time.Second || o.rateDur != time.Second {
+		t.Errorf("reps %d, duration %v, rate-duration %v; want 3, 2s, 1s", o.Reps, o.Duration, o.rateDur)
+	}
+	if want := []string{"tc", "tc+aa", "tc+metrics", "tc+monitor", "tc+monitor-all"}; !slices.Equal(o.modes, want) {
+		t.Errorf("modes %v, want %v", o.modes, want)
+	}
+	if !observing || reportName != "observe" || iperfServer.cpus != observeServerCPU {
+		t.Errorf("observing %v, reportName %q, iperf3 server CPUs %q", observing, reportName, iperfServer.cpus)
+	}
+	for _, ts := range tests(o.mtus) {
+		if ts.Kind == "tcp" && (ts.ClientCPUs != observeClientCPU || ts.ServerCPUs != observeServerCPU) {
+			t.Errorf("%s: client CPUs %q, server CPUs %q", ts.ID, ts.ClientCPUs, ts.ServerCPUs)
+		}
+		if ms := ts.Metrics(); ts.Kind != "latency" && ms[len(ms)-1].Key != "ctl_cpu_ms_s" {
+			t.Errorf("%s: metrics %v lack -observe's", ts.ID, ms)
+		}
+	}
+}
