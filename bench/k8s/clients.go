@@ -39,7 +39,7 @@ func (n *k8sNode) load(ctx context.Context, self, targets string, d time.Duratio
 // startProbeReady starts probe-ready over the targets of file in the
 // client pod; wait returns when every target answered.
 func (n *k8sNode) startProbeReady(ctx context.Context, self, file string) (wait func() (time.Time, error), err error) {
-	argv := harness.NSExec(n.client, self, "probe-ready", "-targets", file, "-timeout", "3m")
+	argv := harness.NSExec(n.client, self, "probe-ready", "-targets", file, "-timeout", "10m")
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
