@@ -114,7 +114,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.changes, "changes", 24, "EndpointSlice changes timed at the largest level")
 	fs.IntVar(&o.sample, "sample", 200, "ClusterIPs probed to decide that a level is programmed")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent API calls creating the Services")
-	fs.DurationVar(&o.programTimeout, "program-timeout", 5*time.Minute, "how long a proxy may take to program the largest level from nothing (one that takes longer is stopped, reported and left out of the rest)")
+	fs.DurationVar(&o.programTimeout, "program-timeout", 2*time.Minute, "how long a proxy may take to program the largest level from nothing (one that takes longer is stopped, reported and left out of the rest)")
 	fs.BoolVar(&o.pod2pod, "pod-to-pod", true, "first, the second table: pod to pod across two nodes, xlane vs the bridge plugin + kube-proxy + kernel VXLAN (pod2pod.go)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "2s", "levels": "1,1000", "changes": "5"}); err != nil {
 		return o, err
