@@ -455,7 +455,128 @@ func testServiceEveryNode(t *testing.T, cs []*clusterNode) {
 	if len(seen) != len(cs) {
 		t.Errorf("backends that answered: %v; want the one on every node", seen)
 	}
+	t.Run("maglev the same on every node", func(t *testing.T) { testMaglevAcrossNodes(t, cs, vip) })
 	for _, c := range cs {
 		c.mustXlane(nil, "service", "rm", "each")
+	}
+}
+
+// maglevView is a node's Maglev table for a VIP: its size, its digest
+// (xlane bpf dump maglev) and its backends by index.
+type maglevView struct {
+	slots, digest string
+	backends      map[string]string // index -> backend
+}
+
+func maglevOf(t *testing.T, c *clusterNode, vip netip.AddrPort) maglevView {
+	t.Helper()
+	dump := func(name string) []map[string]any {
+		var md api.MapDump
+		c.mustXlane(&md, "bpf", "dump", name, "--limit", "0")
+		return md.Entries
+	}
+	id := ""
+	for _, e := range dump("services") {
+		if fmt.Sprint(e["vip"]) == vip.String() {
+			id = fmt.Sprint(e["id"])
+		}
+	}
+	if id == "" {
+		t.Fatalf("%s: no service %s in bpf dump services", c.name, vip)
+	}
+	v := maglevView{backends: map[string]string{}}
+	for _, e := range dump("maglev") {
+		if fmt.Sprint(e["service_id"]) == id {
+			v.slots, v.digest = fmt.Sprint(e["slots"]), fmt.Sprint(e["digest"])
+		}
+	}
+	for _, e := range dump("backends") {
+		if fmt.Sprint(e["service_id"]) == id {
+			v.backends[fmt.Sprint(e["index"])] = fmt.Sprint(e["backend"])
+		}
+	}
+	if v.digest == "" || len(v.backends) == 0 {
+		t.Fatalf("%s: service %s (id %s): maglev %+v", c.name, vip, id, v)
+	}
+	return v
+}
+
+// testMaglevAcrossNodes: every node builds the same Maglev table for the
+// service from the same records (same size, digest and backend per
+// index), and picks the same backend for the same flow. The same flow on
+// every node: each node gets a pod with the same address in a node-local
+// network (outside the cluster CIDR, the same subnet everywhere, so the
+// same first address), which sends SYNs from fixed source ports to the
+// VIP; each node's conntrack entry of a port says the backend its LB
+// picked (whether the connection then completes does not matter).
+func testMaglevAcrossNodes(t *testing.T, cs []*clusterNode, vip netip.AddrPort) {
+	ref := maglevOf(t, cs[0], vip)
+	for _, c := range cs[1:] {
+		if v := maglevOf(t, c, vip); v.slots != ref.slots || v.digest != ref.digest || fmt.Sprint(v.backends) != fmt.Sprint(ref.backends) {
+			t.Errorf("Maglev table for %s on %s: %+v; on %s: %+v", vip, c.name, v, cs[0].name, ref)
+		}
+	}
+	const ports = 16
+	picked := map[uint16]map[string]string{} // source port -> node -> backend
+	var src netip.Addr
+	for _, c := range cs {
+		var ep api.EndpointInfo
+		c.mustXlane(nil, "network", "create", "same", "--subnet", "10.99.0.0/24", "--mode", "tc", "--masquerade=false")
+		client := newNetns(t, "same")
+		c.mustXlane(&ep, "endpoint", "add", "same", "--netns", client)
+		if src.IsValid() && ep.IPs[0] != src {
+			t.Fatalf("%s: the node-local pod got %s, not %s as on the others", c.name, ep.IPs[0], src)
+		}
+		src = ep.IPs[0]
+		// Each dial in the pod's namespace (a goroutine does not inherit
+		// its parent's).
+		done := make(chan error, ports)
+		for p := uint16(41000); p < 41000+ports; p++ {
+			go func(p uint16) {
+				done <- ns.WithNetNSPath(nsPath(client), func(ns.NetNS) error {
+					d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: src.AsSlice(), Port: int(p)}}
+					if conn, err := d.Dial("tcp", vip.String()); err == nil {
+						conn.Close()
+					}
+					return nil
+				})
+			}(p)
+		}
+		for range ports {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var flows []api.Flow
+		c.mustXlane(&flows, "ct", "ls", "--limit", "0")
+		for _, f := range flows {
+			ap, err := netip.ParseAddrPort(f.Src)
+			if err != nil || ap.Addr() != src || f.Dst != vip.String() || f.NATTo == "" {
+				continue
+			}
+			if picked[ap.Port()] == nil {
+				picked[ap.Port()] = map[string]string{}
+			}
+			picked[ap.Port()][c.name] = f.NATTo
+		}
+		c.mustXlane(nil, "endpoint", "rm", ep.ID)
+		c.mustXlane(nil, "network", "rm", "same")
+	}
+	backends := map[string]bool{}
+	for p := uint16(41000); p < 41000+ports; p++ {
+		if len(picked[p]) != len(cs) {
+			t.Errorf("source port %d: conntrack entries on %d nodes, want %d: %v", p, len(picked[p]), len(cs), picked[p])
+			continue
+		}
+		for _, c := range cs[1:] {
+			if picked[p][c.name] != picked[p][cs[0].name] {
+				t.Errorf("the flow %s:%d -> %s: %s picked %s, %s picked %s", src, p, vip, c.name, picked[p][c.name], cs[0].name, picked[p][cs[0].name])
+			}
+		}
+		backends[picked[p][cs[0].name]] = true
+	}
+	// 16 flows all on one of 3 backends: (1/3)^15, the spread is real.
+	if len(backends) < 2 {
+		t.Errorf("16 flows all went to %v: the hash does not spread them", backends)
 	}
 }
