@@ -333,7 +333,18 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 		if r.Packets == 0 {
 			t.Errorf("n2's rule xnode counted no packet")
 		}
+		// Only the flow's first packets take the Linux path (pass_fw on
+		// n2's overlay device or uplink): the transfer's bytes reach the
+		// pod by the fast path (fwd_peer into n2's pod).
+		var before, after api.EndpointInfo
+		cs[1].mustXlane(&before, "endpoint", "inspect", cs[1].ep.ID)
 		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20)
+		cs[1].mustXlane(&after, "endpoint", "inspect", cs[1].ep.ID)
+		b, a := reason(before, "fwd_peer", "to_endpoint"), reason(after, "fwd_peer", "to_endpoint")
+		if a.Bytes-b.Bytes < 8<<20 {
+			t.Errorf("fwd_peer into n2's pod grew by %d bytes over an 8 MiB transfer with a rule set installed: its later packets did not take the fast path; counters %+v", a.Bytes-b.Bytes, after.Reasons)
+		}
+		t.Logf("with a rule set: fwd_peer into n2's pod +%d packets, +%d bytes over the transfer", a.Packets-b.Packets, a.Bytes-b.Bytes)
 	})
 	t.Run("service with one backend per node from every node", func(t *testing.T) {
 		testServiceEveryNode(t, cs)
