@@ -341,7 +341,9 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20)
 		cs[1].mustXlane(&after, "endpoint", "inspect", cs[1].ep.ID)
 		b, a := reason(before, "fwd_peer", "to_endpoint"), reason(after, "fwd_peer", "to_endpoint")
-		if a.Bytes-b.Bytes < 8<<20 {
+		// (7 of the 8 MiB: the flow's first packets may take the Linux
+		// path; a flow left on it would add nothing here.)
+		if a.Bytes-b.Bytes < 7<<20 {
 			t.Errorf("fwd_peer into n2's pod grew by %d bytes over an 8 MiB transfer with a rule set installed: its later packets did not take the fast path; counters %+v", a.Bytes-b.Bytes, after.Reasons)
 		}
 		t.Logf("with a rule set: fwd_peer into n2's pod +%d packets, +%d bytes over the transfer", a.Packets-b.Packets, a.Bytes-b.Bytes)
