@@ -105,11 +105,19 @@ type Test struct {
 func (t Test) Metrics() []Metric {
 	switch t.Kind {
 	case "tcp":
-		return tcpMetrics
+		return t.withObserve(tcpMetrics)
 	case "rate":
-		return rateMetrics
+		return t.withObserve(rateMetrics)
 	}
 	return latencyMetrics
+}
+
+// withObserve adds -observe's metrics (observe.go) to ms.
+func (t Test) withObserve(ms []Metric) []Metric {
+	if !observing {
+		return ms
+	}
+	return append(append([]Metric{}, ms...), observeMetrics...)
 }
 
 // tests lists TCP throughput with 1 and 4 streams per MTU over IPv4 and
@@ -129,6 +137,9 @@ func tests(mtus []int) []Test {
 				}
 				if v6 {
 					t.ID, t.Title = "tcp6"+strings.TrimPrefix(t.ID, "tcp"), t.Title+", IPv6"
+				}
+				if observing {
+					t.ClientCPUs, t.ServerCPUs = observeClientCPU, observeServerCPU
 				}
 				ts = append(ts, t)
 			}
