@@ -105,8 +105,11 @@ demo: build
 # in bench/results; BENCH picks some, in order: make bench BENCH="fw nat".
 # netkit runs in the kernel matrix's 6.12 guest (scripts/bench-netkit.sh).
 # observe is the cost of metrics and the monitor on the tc path (bench/modes
-# -observe); BASELINE=REF adds tc built from that git ref.
-BENCHES := modes fw nat docker netkit accel scrape observe multinode vm
+# -observe); BASELINE=REF adds tc built from that git ref. k8s is xlaned's
+# Kubernetes mode against the real kube-proxy (iptables and nftables) on a
+# real kube-apiserver (bench/k8s; the binaries from scripts/k8s-bins.sh,
+# built once per machine where they are not cached).
+BENCHES := modes fw nat docker netkit accel scrape observe multinode vm k8s
 BENCH ?= $(BENCHES)
 bench: build
 	@for b in $(BENCH); do \
@@ -114,7 +117,7 @@ bench: build
 		netkit) scripts/bench-netkit.sh ;; \
 		observe) echo "+ go run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results"; \
 			$(GO) run ./bench/modes -observe $(if $(BASELINE),-baseline $(BASELINE)) -out bench/results ;; \
-		modes|fw|nat|docker|accel|scrape|multinode|vm) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		modes|fw|nat|docker|accel|scrape|multinode|vm|k8s) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
 		*) echo "make bench: BENCH=$$b: want some of $(BENCHES)" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done

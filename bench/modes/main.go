@@ -278,7 +278,7 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 				if err == nil && observing && x != nil && test.Kind != "latency" {
 					var after runStats
 					if after, err = x.runStats(); err == nil {
-						err = addRunStats(s, before, after)
+						err = addRunStats(s, before, after, o.Duration)
 					}
 				}
 				if err != nil {

@@ -30,14 +30,25 @@ func TestAddRunStats(t *testing.T) {
 	a := runStats{runs: 100, ns: 50_000, ctlCPU: 10 * time.Millisecond, at: t0}
 	b := runStats{runs: 1100, ns: 650_000, ctlCPU: 30 * time.Millisecond, at: t0.Add(2 * time.Second)}
 	s := Sample{}
-	if err := addRunStats(s, a, b); err != nil {
+	if err := addRunStats(s, a, b, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if s["bpf_ns_run"] != 600 || s["ctl_cpu_ms_s"] != 10 {
 		t.Errorf("bpf_ns_run %v, ctl_cpu_ms_s %v; want 600, 10", s["bpf_ns_run"], s["ctl_cpu_ms_s"])
 	}
+	if _, ok := s["bpf_ms_gbit"]; ok {
+		t.Error("bpf_ms_gbit without a throughput")
+	}
+	// TCP: 0.6 ms of program time over 2 s at 0.15 Gbit/s = 2 ms/Gbit.
+	s = Sample{"gbps": 0.15}
+	if err := addRunStats(s, a, b, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := s["bpf_ms_gbit"]; v < 1.999 || v > 2.001 {
+		t.Errorf("bpf_ms_gbit %v, want 2", v)
+	}
 	// No runs: statistics off, or the wrong programs; an error, not 0 ns.
-	if err := addRunStats(Sample{}, a, a); err == nil {
+	if err := addRunStats(Sample{}, a, a, time.Second); err == nil {
 		t.Error("addRunStats without runs: no error")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,7 +106,11 @@ type Test struct {
 func (t Test) Metrics() []Metric {
 	switch t.Kind {
 	case "tcp":
-		return t.withObserve(tcpMetrics)
+		ms := t.withObserve(tcpMetrics)
+		if observing {
+			ms = slices.Insert(ms, len(ms)-1, observeTCPMetric)
+		}
+		return ms
 	case "rate":
 		return t.withObserve(rateMetrics)
 	}
