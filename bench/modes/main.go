@@ -290,6 +290,9 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 		}
 	}
 	rep.Tests = summarize(ts, o.modes, res)
+	if observing {
+		rep.Verdicts = judge(rep)
+	}
 	for _, t := range topos {
 		rep.Notes = append(rep.Notes, t.Notes(ctx)...)
 		p := t.Pair(o.mtus[0])

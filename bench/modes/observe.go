@@ -26,11 +26,13 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,6 +43,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
 // observeModes are the tc variants of the observability benchmark.
@@ -332,4 +335,104 @@ func (x *xlaneTopo) startScraper() error {
 		return nil
 	})
 	return nil
+}
+
+// A target of issue 19 and the metric it is judged on (docs/benchmarks.md,
+// "Deciding the targets").
+type target struct {
+	name      string
+	variant   string // the mode whose cost is judged
+	reference string // against this mode
+	limit     float64
+	kind      string // the tests: "tcp" or "rate"
+	metric    string
+}
+
+var targets = []target{
+	{"no listener ≤ 2 %", "tc", "tc@base", 0.02, "rate", "bpf_ns_run"},
+	{"monitor, default types ≤ 10 %", "tc+monitor", "tc", 0.10, "rate", "forwarded_mpps"},
+	{"monitor, default types ≤ 10 %", "tc+monitor", "tc", 0.10, "tcp", "cpu_s_per_gbit"},
+	{"monitor, all types ≤ 10 %", "tc+monitor-all", "tc", 0.10, "rate", "forwarded_mpps"},
+	{"monitor, all types ≤ 10 %", "tc+monitor-all", "tc", 0.10, "tcp", "cpu_s_per_gbit"},
+}
+
+// costs are the per-repetition costs of mode a over mode b for metric m:
+// a/b - 1 where lower is better, b/a - 1 where higher is better (so a
+// positive cost is a's loss either way).
+func costs(m MetricResult, a, b string) []float64 {
+	sa, aok := m.Modes[a]
+	sb, bok := m.Modes[b]
+	if !aok || !bok {
+		return nil
+	}
+	var out []float64
+	for i := range min(len(sa.Samples), len(sb.Samples)) {
+		x, y := sa.Samples[i], sb.Samples[i]
+		if m.HigherBetter {
+			x, y = y, x
+		}
+		if y > 0 && x > 0 {
+			out = append(out, x/y-1)
+		}
+	}
+	return out
+}
+
+// Verdict is a target judged on one test of the run.
+type Verdict struct {
+	Target  string    `json:"target"`
+	Test    string    `json:"test"`
+	Metric  string    `json:"metric"`
+	Cost    float64   `json:"cost"`     // median of the per-repetition costs
+	Costs   []float64 `json:"costs"`    // per repetition
+	AANoise float64   `json:"aa_noise"` // largest |cost| of tc+aa over tc on the same test and metric
+	Result  string    `json:"result"`   // "met", "missed" or "not resolved"
+}
+
+// judge applies targets to the run: a cost is resolved where the A/A
+// control's largest per-repetition |cost| on the same row is below the
+// limit; then it is met when its median is within the limit.
+func judge(rep *Report) []Verdict {
+	var out []Verdict
+	for _, tg := range targets {
+		for _, t := range rep.Tests {
+			if t.Kind != tg.kind {
+				continue
+			}
+			for _, m := range t.Metrics {
+				if m.Key != tg.metric {
+					continue
+				}
+				cs, aa := costs(m, tg.variant, tg.reference), costs(m, "tc+aa", "tc")
+				if len(cs) == 0 || len(aa) == 0 {
+					continue
+				}
+				v := Verdict{Target: tg.name, Test: t.Title, Metric: m.Label, Cost: measure.Median(cs), Costs: cs}
+				for _, c := range aa {
+					v.AANoise = math.Max(v.AANoise, math.Abs(c))
+				}
+				switch {
+				case v.AANoise >= tg.limit:
+					v.Result = "not resolved"
+				case v.Cost <= tg.limit:
+					v.Result = "met"
+				default:
+					v.Result = "missed"
+				}
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// verdictLines are the verdicts as text lines.
+func verdictLines(vs []Verdict) []string {
+	var out []string
+	for _, v := range vs {
+		lo, hi := slices.Min(v.Costs), slices.Max(v.Costs)
+		out = append(out, fmt.Sprintf("%s, %s, %s: cost %+.1f %% (per repetition %+.1f to %+.1f %%), A/A noise ±%.1f %%: %s",
+			v.Target, v.Test, v.Metric, 100*v.Cost, 100*lo, 100*hi, 100*v.AANoise, strings.ToUpper(v.Result)))
+	}
+	return out
 }

@@ -100,3 +100,42 @@ func TestObserveFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestJudge(t *testing.T) {
+	// Rate row: tc@base 500 ns/run, tc 505 (+1 %), A/A within 1 %: met.
+	// Forwarded rate: monitor-all 0.85 of tc: +17.6 % cost, missed; TCP
+	// row: A/A noise 20 %: not resolved.
+	rate := TestResult{Test: Test{Kind: "rate", Title: "rate"}, Metrics: []MetricResult{
+		{Metric: Metric{Key: "bpf_ns_run", Label: "BPF ns/run"}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{505, 505, 505}}, "tc+aa": {Samples: []float64{500, 510, 505}},
+			"tc@base": {Samples: []float64{500, 500, 500}}}},
+		{Metric: Metric{Key: "forwarded_mpps", Label: "Mpps", HigherBetter: true}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{1, 1, 1}}, "tc+aa": {Samples: []float64{1, 1.01, 0.99}},
+			"tc+monitor-all": {Samples: []float64{0.85, 0.85, 0.85}}}},
+	}}
+	tcp := TestResult{Test: Test{Kind: "tcp", Title: "tcp"}, Metrics: []MetricResult{
+		{Metric: Metric{Key: "cpu_s_per_gbit", Label: "CPU-s/Gbit"}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{1, 1}}, "tc+aa": {Samples: []float64{1.2, 1}}, "tc+monitor-all": {Samples: []float64{1, 1}}}},
+	}}
+	vs := judge(&Report{Tests: []TestResult{rate, tcp}})
+	got := map[string]string{}
+	for _, v := range vs {
+		got[v.Target+"/"+v.Test] = v.Result
+	}
+	want := map[string]string{
+		"no listener ≤ 2 %/rate":         "met",
+		"monitor, all types ≤ 10 %/rate": "missed",
+		"monitor, all types ≤ 10 %/tcp":  "not resolved",
+	}
+	if len(got) != len(want) {
+		t.Errorf("verdicts %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %q, want %q", k, got[k], w)
+		}
+	}
+	if len(verdictLines(vs)) != len(vs) {
+		t.Error("verdictLines: one line per verdict")
+	}
+}
