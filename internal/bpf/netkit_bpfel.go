@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type netkitAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type netkitAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type netkitBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type netkitBackendKey struct {
 }
 
 type netkitBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type netkitCtKey struct {
@@ -255,6 +270,13 @@ type netkitIcmpScratch struct {
 	Rk  netkitCtKey
 }
 
+type netkitLbScratch struct {
+	_ structs.HostLayout
+	K netkitAffinityKey
+	_ [4]byte
+	V netkitAffinityVal
+}
+
 type netkitMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -368,10 +390,11 @@ type netkitServiceKey struct {
 }
 
 type netkitServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type netkitSockRnatKey struct {
@@ -414,6 +437,7 @@ type netkitXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	netkitMapXlaneAffinity        = "xlane_affinity"
 	netkitMapXlaneBackends        = "xlane_backends"
 	netkitMapXlaneConfig          = "xlane_config"
 	netkitMapXlaneCt              = "xlane_ct"
@@ -436,6 +460,7 @@ const (
 	netkitMapXlaneFwScratch       = "xlane_fw_scratch"
 	netkitMapXlaneFwState         = "xlane_fw_state"
 	netkitMapXlaneIcmpScratch     = "xlane_icmp_scratch"
+	netkitMapXlaneLbScratch       = "xlane_lb_scratch"
 	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
 	netkitMapXlaneMonConfig       = "xlane_mon_config"
@@ -453,6 +478,7 @@ const (
 	netkitMapXlaneVniNet          = "xlane_vni_net"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
+	netkitVarXlBtfBackendFlags    = "xl_btf_backend_flags"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
 	netkitVarXlBtfCtNat           = "xl_btf_ct_nat"
 	netkitVarXlBtfCtState         = "xl_btf_ct_state"
@@ -535,6 +561,7 @@ type netkitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitMapSpecs struct {
+	XlaneAffinity    *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -557,6 +584,7 @@ type netkitMapSpecs struct {
 	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
 	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch   *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
@@ -578,6 +606,7 @@ type netkitMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -630,6 +659,7 @@ func (o *netkitObjects) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitMaps struct {
+	XlaneAffinity    *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
@@ -652,6 +682,7 @@ type netkitMaps struct {
 	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
 	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch   *ebpf.Map `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
@@ -671,6 +702,7 @@ type netkitMaps struct {
 
 func (m *netkitMaps) Close() error {
 	return _NetkitClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -693,6 +725,7 @@ func (m *netkitMaps) Close() error {
 		m.XlaneFwScratch,
 		m.XlaneFwState,
 		m.XlaneIcmpScratch,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneMonConfig,
@@ -715,6 +748,7 @@ func (m *netkitMaps) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -406,7 +406,7 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 			old[sc.Name] = sc
 		}
 		for _, sc := range scs {
-			if o, had := old[sc.Name]; !had || o.VIP != sc.VIP || o.Affinity != sc.Affinity || !slices.Equal(o.Backends, sc.Backends) {
+			if o, had := old[sc.Name]; !had || o.VIP != sc.VIP || o.Affinity != sc.Affinity || o.AffinityTimeout != sc.AffinityTimeout || !slices.Equal(o.Backends, sc.Backends) {
 				if had && o.VIP != sc.VIP {
 					return req, false // a VIP changed: the daemon refuses to move it
 				}
