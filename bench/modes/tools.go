@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,11 +106,23 @@ type Test struct {
 func (t Test) Metrics() []Metric {
 	switch t.Kind {
 	case "tcp":
-		return tcpMetrics
+		ms := t.withObserve(tcpMetrics)
+		if observing {
+			ms = slices.Insert(ms, len(ms)-1, observeTCPMetric)
+		}
+		return ms
 	case "rate":
-		return rateMetrics
+		return t.withObserve(rateMetrics)
 	}
 	return latencyMetrics
+}
+
+// withObserve adds -observe's metrics (observe.go) to ms.
+func (t Test) withObserve(ms []Metric) []Metric {
+	if !observing {
+		return ms
+	}
+	return append(append([]Metric{}, ms...), observeMetrics...)
 }
 
 // tests lists TCP throughput with 1 and 4 streams per MTU over IPv4 and
@@ -129,6 +142,9 @@ func tests(mtus []int) []Test {
 				}
 				if v6 {
 					t.ID, t.Title = "tcp6"+strings.TrimPrefix(t.ID, "tcp"), t.Title+", IPv6"
+				}
+				if observing {
+					t.ClientCPUs, t.ServerCPUs = observeClientCPU, observeServerCPU
 				}
 				ts = append(ts, t)
 			}

@@ -428,20 +428,7 @@ func (h *harness) setNode(tb testing.TB, lo, hi uint16) {
 // setMasquerade sets or clears ep's XL_EP_MASQUERADE flag.
 func (h *harness) setMasquerade(tb testing.TB, ep endpoint, on bool) {
 	tb.Helper()
-	for _, a := range []netip.Addr{ep.v4, ep.v6} {
-		var v EndpointVal
-		k := KeyFromAddr(a)
-		if err := h.objs.Endpoints().Lookup(&k, &v); err != nil {
-			tb.Fatal(err)
-		}
-		v.Flags &^= EPFlagMasquerade
-		if on {
-			v.Flags |= EPFlagMasquerade
-		}
-		if err := h.objs.Endpoints().Put(&k, &v); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	h.setEPFlag(tb, ep, EPFlagMasquerade, on) // nopeer_test.go
 }
 
 type ctProg int

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/google/gopacket/layers"
@@ -1149,27 +1148,7 @@ func BenchmarkXDPFromEndpoint(b *testing.B) {
 		{"generic/batched", progGeneric, complete, 250},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			prog := bc.p.of(h.objs)
-			var total time.Duration
-			b.ResetTimer()
-			err := h.do(func() error {
-				for done := 0; done < b.N; done += bc.batch {
-					n := min(bc.batch, b.N-done)
-					ret, perRun, err := prog.Benchmark(bc.frame, n, nil)
-					if err != nil {
-						return err
-					}
-					if int32(ret) != xdpRedirect {
-						return fmt.Errorf("return value %d, want %d", int32(ret), xdpRedirect)
-					}
-					total += perRun * time.Duration(n)
-				}
-				return nil
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/op")
+			benchBatched(b, h, bc.p.of(h.objs), bc.frame, bc.batch, xdpRedirect) // tc_test.go
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlane-dev/xlane/internal/accel"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,7 +113,7 @@ func helperRelay(arg string) error {
 
 func relayConn(c *net.TCPConn, a relayArg) {
 	defer c.Close()
-	dst, err := originalDst(c)
+	dst, err := accel.OriginalDst(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "relay: SO_ORIGINAL_DST:", err)
 		return

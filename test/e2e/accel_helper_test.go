@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -129,45 +127,6 @@ type proxyArg struct {
 	PlainTCP bool `json:"plain_tcp"`
 }
 
-// originalDst reads what an iptables-REDIRECT proxy reads.
-func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
-	var ap netip.AddrPort
-	var gerr error
-	rc.Control(func(fd uintptr) {
-		if !v6 {
-			// struct sockaddr_in: family, port (network order), address.
-			b := make([]byte, 16)
-			gerr = getsockopt(int(fd), unix.SOL_IP, 80, b)
-			if gerr == nil {
-				ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
-			}
-			return
-		}
-		// struct sockaddr_in6: family, port, flowinfo, address, scope.
-		b := make([]byte, 28)
-		gerr = getsockopt(int(fd), unix.SOL_IPV6, 80, b)
-		if gerr == nil {
-			ap = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), binary.BigEndian.Uint16(b[2:4]))
-		}
-	})
-	return ap, gerr
-}
-
-func getsockopt(fd, level, name int, b []byte) error {
-	l := uint32(len(b))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(name),
-		uintptr(unsafePointer(&b[0])), uintptr(unsafePointer(&l)), 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
 func helperProxy(arg string) error {
 	var a proxyArg
 	if err := json.Unmarshal([]byte(arg), &a); err != nil {
@@ -213,7 +172,7 @@ func helperProxy(arg string) error {
 
 func proxyConn(c *net.TCPConn, mark uint32) {
 	defer c.Close()
-	dst, err := originalDst(c)
+	dst, err := accel.OriginalDst(c)
 	if err != nil {
 		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nX-Proxy-Error: %s\r\n\r\n", strings.ReplaceAll(err.Error(), " ", "_"))
 		return
