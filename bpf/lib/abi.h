@@ -407,6 +407,18 @@ struct metrics_val {
 	__u64 bytes;
 };
 
+/* xlane_metrics_uplink: key = enum xl_reason, value per CPU: the
+ * counters of (ifindex, reason, ingress, XDP), the uplink program's, in
+ * an array instead of the hash (one lookup less per uplink packet). The
+ * daemon sets ifindex to the uplink's; a slot of another device (0: none)
+ * leaves the count to xlane_metrics. */
+struct metrics_dev_val {
+	__u64 packets;
+	__u64 bytes;
+	__u32 ifindex;
+	__u32 pad;
+};
+
 /* Keep enums that no program variable names in BTF, so bpf2go can emit
  * them for Go (enums only appear in BTF when something references them). */
 /* The structs below (and lib/parse.h's headers) are reached only through
@@ -495,6 +507,11 @@ enum fw_limits {
 				 * (non-first fragment, other protocols) */
 	FW_CLASS_ALL = 0,	/* pool entry 0: every bit set */
 	FW_ADDR_V6 = 0x80,	/* fw_addr_key.field bit of IPv6 prefixes */
+	/* fw_exact_key.field of the uplink's IPv4 tuples (fw_gen.tuple4):
+	 * kind = protocol, data = source address (network order) and
+	 * destination port (class value, host order, u16 in memory order);
+	 * the value is the deciding rule's bit. */
+	FW_EXACT_TUPLE4 = 0x40,
 };
 
 /* xlane_fw_exact inner HASH: MACs and hook contexts. */
@@ -580,6 +597,15 @@ struct fw_gen {
 				 * them in order instead of the bitmaps;
 				 * 0: the set is not one for the list */
 	struct fw_lin lin_rules[FW_LIN_MAX];
+	__u32 tuple4;		/* 1: the uplink's IPv4 rules are all "one
+				 * protocol, one /32 source, one destination
+				 * port" (lists: their cross product), the
+				 * defaults aside: an IPv4 packet's rule is
+				 * one hash lookup of its tuple in the exact
+				 * map (FW_EXACT_TUPLE4, lib/fw_lin.h) */
+	__u32 tuple4_miss;	/* with tuple4: the bit + 1 of the uplink
+				 * default that decides an IPv4 packet no
+				 * tuple names; 0: none (allowed) */
 };
 
 /* fw_gen.any_class[FW_F_CTX] of a set without uplink rules. */

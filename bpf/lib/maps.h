@@ -35,6 +35,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_metrics SEC(".maps");
 
+/* key: enum xl_reason; value: the uplink's ingress counters at XDP, per
+ * CPU (struct metrics_dev_val). Written by the uplink program; its ifindex
+ * set, read and zeroed by the daemon. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct metrics_dev_val);
+	__uint(max_entries, 64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_metrics_uplink SEC(".maps");
+
 /* key: ifindex; value: ifindex. The devices XDP programs may redirect to:
  * every host veth of an XDP-mode endpoint and the uplink. Written by the
  * daemon; read by bpf_redirect_map. */

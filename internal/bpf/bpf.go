@@ -20,9 +20,11 @@ type (
 	EndpointVal = tcEndpointVal
 	MetricsKey  = tcMetricsKey
 	MetricsVal  = tcMetricsVal
-	Reason      = tcXlReason
-	Dir         = tcXlDir
-	Hook        = tcXlHook
+	// MetricsDevVal is a slot of xlane_metrics_uplink.
+	MetricsDevVal = tcMetricsDevVal
+	Reason        = tcXlReason
+	Dir           = tcXlDir
+	Hook          = tcXlHook
 )
 
 const (
@@ -463,6 +465,10 @@ func (o *Objects) Endpoints() *ebpf.Map { return o.XlaneEndpoints }
 
 // Metrics is the xlane_metrics map.
 func (o *Objects) Metrics() *ebpf.Map { return o.XlaneMetrics }
+
+// MetricsUplink is the xlane_metrics_uplink map: the uplink program's
+// counters by reason, per CPU, for the device each slot names.
+func (o *Objects) MetricsUplink() *ebpf.Map { return o.XlaneMetricsUplink }
 
 // KeyFromAddr builds an xlane_endpoints key: IPv6 as is, IPv4 v4-mapped.
 func KeyFromAddr(a netip.Addr) EndpointKey {

@@ -229,6 +229,8 @@ type tcFwGen struct {
 	LogRules    uint32
 	Lin         uint32
 	LinRules    [8]tcFwLin
+	Tuple4      uint32
+	Tuple4Miss  uint32
 }
 
 type tcFwKind uint32
@@ -256,6 +258,7 @@ const (
 	tcFwLimitsFW_NO_L4         tcFwLimits = 65536
 	tcFwLimitsFW_CLASS_ALL     tcFwLimits = 0
 	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
+	tcFwLimitsFW_EXACT_TUPLE4  tcFwLimits = 64
 )
 
 type tcFwLin struct {
@@ -385,6 +388,14 @@ type tcLbScratch struct {
 	K tcAffinityKey
 	_ [4]byte
 	V tcAffinityVal
+}
+
+type tcMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type tcMetricsKey struct {
@@ -710,6 +721,7 @@ const (
 	tcMapXlaneLbScratch     = "xlane_lb_scratch"
 	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
+	tcMapXlaneMetricsUplink = "xlane_metrics_uplink"
 	tcMapXlaneMonConfig     = "xlane_mon_config"
 	tcMapXlaneMonEvents     = "xlane_mon_events"
 	tcMapXlaneMonState      = "xlane_mon_state"
@@ -808,45 +820,46 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
-	XlaneAffinity    *ebpf.MapSpec `ebpf:"xlane_affinity"`
-	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.MapSpec `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
-	XlaneLbScratch   *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
-	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.MapSpec `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.MapSpec `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -906,45 +919,46 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
-	XlaneAffinity    *ebpf.Map `ebpf:"xlane_affinity"`
-	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.Map `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.Map `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.Map `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.Map `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.Map `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.Map `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.Map `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.Map `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.Map `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.Map `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.Map `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.Map `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.Map `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
-	XlaneLbScratch   *ebpf.Map `ebpf:"xlane_lb_scratch"`
-	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.Map `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.Map `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcMaps) Close() error {
@@ -975,6 +989,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,

@@ -167,6 +167,8 @@ type uplinkFwGen struct {
 		IsDefault uint8
 		Pad       uint8
 	}
+	Tuple4     uint32
+	Tuple4Miss uint32
 }
 
 type uplinkFwRateKey struct {
@@ -265,6 +267,14 @@ type uplinkFwState struct {
 type uplinkL4csumScratch struct {
 	_   structs.HostLayout
 	Buf [256]uint8
+}
+
+type uplinkMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type uplinkMetricsKey struct {
@@ -444,6 +454,7 @@ const (
 	uplinkMapXlaneL4csumScratch         = "xlane_l4csum_scratch"
 	uplinkMapXlaneMaglev                = "xlane_maglev"
 	uplinkMapXlaneMetrics               = "xlane_metrics"
+	uplinkMapXlaneMetricsUplink         = "xlane_metrics_uplink"
 	uplinkMapXlaneMonConfig             = "xlane_mon_config"
 	uplinkMapXlaneMonEvents             = "xlane_mon_events"
 	uplinkMapXlaneMonState              = "xlane_mon_state"
@@ -565,6 +576,7 @@ type uplinkMapSpecs struct {
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
@@ -660,6 +672,7 @@ type uplinkMaps struct {
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
@@ -700,6 +713,7 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,

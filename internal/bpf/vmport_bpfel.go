@@ -86,6 +86,14 @@ type vmportL4csumScratch struct {
 	Buf [256]uint8
 }
 
+type vmportMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
+}
+
 type vmportMetricsKey struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -212,6 +220,7 @@ const (
 	vmportMapXlaneL4csumScratch = "xlane_l4csum_scratch"
 	vmportMapXlaneMaglev        = "xlane_maglev"
 	vmportMapXlaneMetrics       = "xlane_metrics"
+	vmportMapXlaneMetricsUplink = "xlane_metrics_uplink"
 	vmportMapXlaneMonConfig     = "xlane_mon_config"
 	vmportMapXlaneMonEvents     = "xlane_mon_events"
 	vmportMapXlaneMonState      = "xlane_mon_state"
@@ -307,6 +316,7 @@ type vmportMapSpecs struct {
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
@@ -378,6 +388,7 @@ type vmportMaps struct {
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
@@ -399,6 +410,7 @@ func (m *vmportMaps) Close() error {
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
