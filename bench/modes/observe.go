@@ -387,6 +387,9 @@ type Verdict struct {
 	Costs   []float64 `json:"costs"`    // per repetition
 	AANoise float64   `json:"aa_noise"` // largest |cost| of tc+aa over tc on the same test and metric
 	Result  string    `json:"result"`   // "met", "missed" or "not resolved"
+	// Note qualifies the result: a forwarded rate the generator may have
+	// paced (more than 85 % delivered) understates a cost.
+	Note string `json:"note,omitempty"`
 }
 
 // judge applies targets to the run: a cost is resolved where the A/A
@@ -419,6 +422,13 @@ func judge(rep *Report) []Verdict {
 				default:
 					v.Result = "missed"
 				}
+				if m.Key == "forwarded_mpps" {
+					for _, dm := range t.Metrics {
+						if dm.Key == "delivered_pct" && (dm.Modes[tg.variant].Median > 85 || dm.Modes[tg.reference].Median > 85) {
+							v.Note = "more than 85 % delivered: the generator may have set the pace, the cost may be understated"
+						}
+					}
+				}
 				out = append(out, v)
 			}
 		}
@@ -432,7 +442,8 @@ func verdictLines(vs []Verdict) []string {
 	for _, v := range vs {
 		lo, hi := slices.Min(v.Costs), slices.Max(v.Costs)
 		out = append(out, fmt.Sprintf("%s, %s, %s: cost %+.1f %% (per repetition %+.1f to %+.1f %%), A/A noise ±%.1f %%: %s",
-			v.Target, v.Test, v.Metric, 100*v.Cost, 100*lo, 100*hi, 100*v.AANoise, strings.ToUpper(v.Result)))
+			v.Target, v.Test, v.Metric, 100*v.Cost, 100*lo, 100*hi, 100*v.AANoise, strings.ToUpper(v.Result))+
+			map[bool]string{true: " (" + v.Note + ")"}[v.Note != ""])
 	}
 	return out
 }

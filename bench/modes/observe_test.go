@@ -112,6 +112,8 @@ func TestJudge(t *testing.T) {
 		{Metric: Metric{Key: "forwarded_mpps", Label: "Mpps", HigherBetter: true}, Modes: map[string]ModeStat{
 			"tc": {Samples: []float64{1, 1, 1}}, "tc+aa": {Samples: []float64{1, 1.01, 0.99}},
 			"tc+monitor-all": {Samples: []float64{0.85, 0.85, 0.85}}}},
+		{Metric: Metric{Key: "delivered_pct", HigherBetter: true}, Modes: map[string]ModeStat{
+			"tc": {Median: 90}, "tc+monitor-all": {Median: 80}}},
 	}}
 	tcp := TestResult{Test: Test{Kind: "tcp", Title: "tcp"}, Metrics: []MetricResult{
 		{Metric: Metric{Key: "cpu_s_per_gbit", Label: "CPU-s/Gbit"}, Modes: map[string]ModeStat{
@@ -133,6 +135,11 @@ func TestJudge(t *testing.T) {
 	for k, w := range want {
 		if got[k] != w {
 			t.Errorf("%s: %q, want %q", k, got[k], w)
+		}
+	}
+	for _, v := range vs {
+		if paced := v.Metric == "Mpps"; paced != (v.Note != "") {
+			t.Errorf("%s/%s: note %q", v.Target, v.Test, v.Note)
 		}
 	}
 	if len(verdictLines(vs)) != len(vs) {
