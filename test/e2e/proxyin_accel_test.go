@@ -12,13 +12,16 @@ import (
 //	netns "pc": client, cgroup "other"  --veth-->  netns "pa": app :8080 (cgroup cg),
 //	                                               proxy :15006 (cgroup pcg, below cg)
 //
-// The client is outside the accelerated cgroup, so only the leg between
+// With the client outside the accelerated cgroup only the leg between
 // the proxy and the app can be redirected: bytes_redirected must grow by
 // at least every request and answer body the proxy carried to and from
-// the app, and not at all with acceleration off. The same requests
+// the app, and by no more than that plus headers. With the client in it,
+// both legs are: at least every body twice. With acceleration off, not
+// at all. The same requests
 // (2 MiB up, 3 MiB down, IPv4 and IPv6, from another namespace and over
 // loopback in the app's) are SHA-256 checked both ways by the client and
-// the app, with acceleration off, on, and off again.
+// the app, with acceleration never enabled, on (client outside, then
+// inside the accelerated cgroup), and disabled.
 func TestProxyInAccel(t *testing.T) {
 	n := newNode(t)
 	cg := newCgroup(t, "")
@@ -34,14 +37,14 @@ func TestProxyInAccel(t *testing.T) {
 	remote := []string{"10.77.0.1:8080", "[fd00:77::1]:8080"}
 	local := []string{"127.0.0.1:8080", "[::1]:8080"}
 	const requests = 4
-	fetch := func(what string) {
+	fetch := func(what string, clientCg string) {
 		t.Helper()
 		start := time.Now()
 		for _, f := range []struct {
 			netns   string
 			targets []string
 		}{{pc, remote}, {pa, local}} {
-			c := helper(t, other, f.netns, "httpget", httpGetArg{Targets: f.targets, Up: up, Down: down})
+			c := helper(t, clientCg, f.netns, "httpget", httpGetArg{Targets: f.targets, Up: up, Down: down})
 			if o, err := c.CombinedOutput(); err != nil {
 				t.Errorf("%s, %v: %v\n%s", what, f.targets, err, o)
 			}
@@ -51,7 +54,7 @@ func TestProxyInAccel(t *testing.T) {
 	redirected := func() uint64 { return proxyCounters(n)["in_redirected"] }
 
 	r0 := redirected()
-	fetch("acceleration never enabled")
+	fetch("acceleration never enabled", other)
 	if got := redirected() - r0; got < requests {
 		t.Errorf("in_redirected went up by %d, want %d: the requests did not go through the proxy", got, requests)
 	}
@@ -59,7 +62,7 @@ func TestProxyInAccel(t *testing.T) {
 	enableAccel(t, n, cg, "--net", "10.77.0.0/24", "--net", "fd00:77::/64", "--net", "127.0.0.0/8", "--net", "::1/128")
 	before := accelStatus(n).Counters
 	r0 = redirected()
-	fetch("acceleration on")
+	fetch("acceleration on", other)
 	after := accelStatus(n).Counters
 	d := func(k string) uint64 { return after[k] - before[k] }
 	t.Logf("acceleration on: sock_added %d, msg_redirected %d, bytes_redirected %d, fallback_no_peer %d, fallback_backlog %d, fallback_bytes %d",
@@ -89,9 +92,25 @@ func TestProxyInAccel(t *testing.T) {
 		t.Errorf("fallback_backlog %d, fallback_mem_pressure %d: the app and the proxy read as they go", d("fallback_backlog"), d("fallback_mem_pressure"))
 	}
 
+	// A client in the accelerated cgroup: the client<->proxy leg is
+	// accelerated too (the proxy's accepted socket keeps the original
+	// destination as its local address, the client's remote end), so
+	// the fast path carries every body twice and nothing lacks a peer.
+	before = accelStatus(n).Counters
+	fetch("acceleration on, client accelerated too", cg)
+	after = accelStatus(n).Counters
+	t.Logf("client accelerated too: sock_added %d, bytes_redirected %d, fallback_no_peer %d, fallback_bytes %d",
+		d("sock_added"), d("bytes_redirected"), d("fallback_no_peer"), d("fallback_bytes"))
+	if d("bytes_redirected") < 2*requests*(up+down) {
+		t.Errorf("client accelerated too: the fast path carried %d bytes, want at least %d (every body on both legs)", d("bytes_redirected"), 2*requests*(up+down))
+	}
+	if d("sock_added") < 4*requests || d("fallback_no_peer") != 0 {
+		t.Errorf("client accelerated too: sock_added went up by %d (want at least %d), fallback_no_peer by %d (want 0)", d("sock_added"), 4*requests, d("fallback_no_peer"))
+	}
+
 	n.mustXlane(nil, "accel", "disable")
 	before = accelStatus(n).Counters
-	fetch("acceleration disabled")
+	fetch("acceleration disabled", other)
 	after = accelStatus(n).Counters
 	if d("bytes_redirected") != 0 || d("sock_added") != 0 {
 		t.Errorf("with acceleration off: bytes_redirected went up by %d, sock_added by %d", d("bytes_redirected"), d("sock_added"))
