@@ -31,6 +31,9 @@ for leg in $legs; do
 		bulk=${XLANE_E2E_BULK:-$((16 << 20))}
 	else
 		bulk=${XLANE_E2E_BULK:-}
+		# The guests get their leg's required modes from vmexec; the host
+		# must run them all too (as in make test).
+		export XLANE_REQUIRE_MODES=${XLANE_REQUIRE_MODES-tc,kernel,xdp,xdp-generic}
 	fi
 	echo "== kernel matrix: leg $leg"
 	exec_cmd="$PWD/bin/vmexec -kernel $leg"

@@ -29,7 +29,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -181,7 +180,7 @@ func proxyMain(args []string) int {
 
 func relay(c *net.TCPConn, mark int) {
 	defer c.Close()
-	dst, err := originalDst(c)
+	dst, err := accel.OriginalDst(c)
 	if err != nil {
 		log.Printf("proxy: SO_ORIGINAL_DST: %v", err)
 		return
@@ -221,34 +220,6 @@ func copyPlain(dst io.Writer, src io.Reader) {
 			return
 		}
 	}
-}
-
-func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
-	var ap netip.AddrPort
-	var gerr error
-	rc.Control(func(fd uintptr) {
-		if v6 {
-			var b [28]byte // struct sockaddr_in6
-			l := uint32(len(b))
-			gerr = getsockopt(int(fd), unix.SOL_IPV6, 80, b[:], &l)
-			if gerr == nil {
-				ap = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), binary.BigEndian.Uint16(b[2:4]))
-			}
-			return
-		}
-		var b [16]byte // struct sockaddr_in
-		l := uint32(len(b))
-		gerr = getsockopt(int(fd), unix.SOL_IP, 80, b[:], &l)
-		if gerr == nil {
-			ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
-		}
-	})
-	return ap, gerr
 }
 
 // ---- the run ----

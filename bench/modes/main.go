@@ -69,18 +69,24 @@ func parseFlags() (options, error) {
 	flag.StringVar(&mtus, "mtus", "1500,9000", "MTUs; one network per MTU in every mode")
 	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
 	flag.BoolVar(&o.observe, "observe", false, "the cost of observability on the tc path (observe.go): modes "+observeDefault+
-		" (+ tc@base with -baseline), MTU 1500, TCP and the 64-byte rate; results in observe-*")
+		" (+ tc@base with -baseline), MTU 1500, TCP and the 64-byte rate, iperf3 pinned, modes rotated per repetition, "+
+		"per-repetition ratios, BPF run time per run (bpf_stats on for the run); defaults -reps 5 -duration 2s -rate-duration 1s (~10 min); results in observe-*")
 	flag.StringVar(&o.baseline, "baseline", "", "with -observe: also run tc@base, xlaned built from this git ref (e.g. the commit before the monitor)")
 	// flag.CommandLine exits on a bad flag (status 2) and on -h (status 0).
 	quick := map[string]string{"reps": "1", "duration": "2s", "latency-duration": "2s", "rate-duration": "2s"}
 	if err := o.Parse(flag.CommandLine, os.Args[1:], quick); err != nil {
 		return o, err
 	}
+	if o.observe {
+		if err := observeFlags(&o); err != nil {
+			return o, err
+		}
+	}
 	if o.Reps < 1 || o.Duration < time.Second || o.latDur < time.Second || o.rateDur < 500*time.Millisecond {
 		return o, errors.New("-reps must be >= 1, -duration and -latency-duration >= 1s, -rate-duration >= 500ms")
 	}
 	if o.observe {
-		reportName = "observe"
+		observeSetup()
 		if !flagSet("modes") {
 			modes = observeDefault
 			if o.baseline != "" {
@@ -162,6 +168,22 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 	}
 	log.Printf("machine: kernel %s, nproc %d, %s", rep.Machine.Kernel, rep.Machine.NProc, rep.Machine.CPUModel)
 
+	if observing {
+		rep.Config.Pinning = fmt.Sprintf("iperf3 client pinned to CPU %s (the datapath runs there: a veth transmit processes the peer's receive on the sending CPU), "+
+			"server to CPU %s; xlaned and the monitor client not pinned (their cost is part of what is measured); ", observeClientCPU, observeServerCPU) +
+			strings.SplitN(rep.Config.Pinning, "; ", 2)[1]
+		rep.Config.Order = "per repetition, per test: " + strings.Join(o.modes, ", ") + ", rotated by one mode each repetition (interleaved)"
+		rep.Config.CPUMethod += "; BPF ns/run: run time / run count of the topology's own programs (those of the links pinned under its pin dir) " +
+			"over the measurement, from bpf_stats, held on (BPF_ENABLE_STATS) for the whole run in every mode; " +
+			"xlaned+client CPU ms/s: utime+stime of xlaned and of the xlane monitor client (/proc/PID/stat) per second of the measurement " +
+			"(the metrics scraper runs inside the bench and is not counted)"
+		c, err := enableRunStats()
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+	}
+
 	bins, runID, err := harness.PrepareRun(ctx, tmp, "*")
 	if err != nil {
 		return nil, err
@@ -208,6 +230,10 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 
 	var ts []Test
 	for _, t := range tests(o.mtus) {
+		// -observe: TCP and the 64-byte rate, the benchmark.
+		if observing && t.Kind == "latency" && !strings.Contains(o.only, "latency") {
+			continue
+		}
 		if strings.Contains(t.ID, o.only) {
 			ts = append(ts, t)
 		}
@@ -219,10 +245,21 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 	total, n := o.Reps*len(ts)*len(topos), 0
 	for r := 1; r <= o.Reps; r++ {
 		for _, test := range ts {
-			for _, t := range topos {
+			for k := range topos {
+				t := topos[k]
+				if observing { // rotate: no mode always runs first or after the same one
+					t = topos[(k+r-1)%len(topos)]
+				}
 				n++
 				var s Sample
 				var err error
+				x, _ := t.(*xlaneTopo)
+				var before runStats
+				if observing && x != nil {
+					if before, err = x.runStats(); err != nil {
+						return nil, err
+					}
+				}
 				if test.Kind == "rate" {
 					var det RateDetail
 					s, det, err = runRate(ctx, t, t.Pair(test.MTU), test.Source, o.rateDur, r)
@@ -238,6 +275,12 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 					}
 					s, err = test.Run(ctx, p, d)
 				}
+				if err == nil && observing && x != nil && test.Kind != "latency" {
+					var after runStats
+					if after, err = x.runStats(); err == nil {
+						err = addRunStats(s, before, after, o.Duration)
+					}
+				}
 				if err != nil {
 					return nil, fmt.Errorf("%s %s (rep %d): %w", test.ID, t.Name(), r, err)
 				}
@@ -247,6 +290,9 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 		}
 	}
 	rep.Tests = summarize(ts, o.modes, res)
+	if observing {
+		rep.Verdicts = judge(rep)
+	}
 	for _, t := range topos {
 		rep.Notes = append(rep.Notes, t.Notes(ctx)...)
 		p := t.Pair(o.mtus[0])
@@ -266,6 +312,13 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 
 // brief is a progress line's numbers.
 func brief(t Test, s Sample) string {
+	if v, ok := s["bpf_ns_run"]; ok {
+		return briefKind(t, s) + fmt.Sprintf("  bpf %.1f ns/run  ctl %.1f ms/s", v, s["ctl_cpu_ms_s"])
+	}
+	return briefKind(t, s)
+}
+
+func briefKind(t Test, s Sample) string {
 	switch t.Kind {
 	case "tcp":
 		return fmt.Sprintf("%6.2f Gbit/s  cpu %5.1f%%  %.3f CPU-s/Gbit  retr %.0f", s["gbps"], s["cpu_busy_pct"], s["cpu_s_per_gbit"], s["retransmits"])

@@ -299,11 +299,13 @@ func sysctlIn(ctx context.Context, ns, key, val string) error {
 type xlaneTopo struct {
 	base
 	mode    string // the network's mode
-	variant string // observe.go: metrics, monitor, monitor-all, @REF, or ""
+	variant string // observe.go: aa, metrics, monitor, monitor-all, @REF, or ""
 	bins    string // directory with xlaned and xlane
 	dir     string // state file, socket and logs
 	pinDir  string
 	daemon  *harness.Proc
+	// observer is the xlane monitor client of the monitor variants.
+	observer *harness.Proc
 }
 
 func newXlane(mode, runID string, net int, mtus []int, bins, tmp string) *xlaneTopo {
@@ -318,6 +320,8 @@ func newXlane(mode, runID string, net int, mtus []int, bins, tmp string) *xlaneT
 func (x *xlaneTopo) Describe() string {
 	d := fmt.Sprintf("xlane network --mode %s (daemon in its own node netns)", x.mode)
 	switch x.variant {
+	case "aa":
+		d += ", configured as tc: the A/A control, its ratio to tc is this run's noise floor"
 	case "metrics":
 		d += ", --metrics-addr scraped every second"
 	case "monitor":

@@ -371,15 +371,14 @@ func buildLinux(ctx context.Context, nodes [2]string, c *cluster, bridge bool) e
 		peer := 1 - i
 		sub := fmt.Sprintf("10.246.%d", i+1)
 		c.podIP[i] = sub + ".2"
+		if err := harness.RunAll(ctx, []string{"ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv4.ip_forward=1"}); err != nil {
+			return err
+		}
+		if err := harness.FlannelVXLAN(ctx, n, "vx0", "ul0", fmt.Sprintf("192.168.88.%d", i+1), mac[i], sub, harness.FlannelPeer{
+			Underlay: fmt.Sprintf("192.168.88.%d", peer+1), MAC: mac[peer], Subnet: fmt.Sprintf("10.246.%d", peer+1)}); err != nil {
+			return err
+		}
 		cmds := [][]string{
-			{"ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
-			{"ip", "-n", n, "link", "add", "vx0", "address", mac[i], "mtu", "1450", "type", "vxlan", "id", "42", "dstport", "4789",
-				"local", fmt.Sprintf("192.168.88.%d", i+1), "dev", "ul0", "nolearning"},
-			{"ip", "-n", n, "addr", "add", sub + ".0/32", "dev", "vx0"},
-			{"ip", "-n", n, "link", "set", "vx0", "up"},
-			{"ip", "-n", n, "neigh", "add", fmt.Sprintf("10.246.%d.0", peer+1), "lladdr", mac[peer], "dev", "vx0", "nud", "permanent"},
-			{"ip", "-n", n, "route", "add", fmt.Sprintf("10.246.%d.0/24", peer+1), "via", fmt.Sprintf("10.246.%d.0", peer+1), "dev", "vx0", "onlink"},
-			{"bridge", "-n", n, "fdb", "append", mac[peer], "dev", "vx0", "dst", fmt.Sprintf("192.168.88.%d", peer+1)},
 			{"ip", "-n", n, "link", "add", "hp", "mtu", "1450", "type", "veth", "peer", "name", "eth0", "mtu", "1450", "netns", c.pods[i]},
 			{"ip", "-n", c.pods[i], "addr", "add", c.podIP[i] + "/24", "dev", "eth0"},
 			{"ip", "-n", c.pods[i], "link", "set", "eth0", "up"},

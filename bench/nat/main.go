@@ -13,7 +13,7 @@
 // backend-change latency and kernel memory per service; 1,000 services
 // sharing three backends beside the distinct-backend rate. Then memory
 // per conntrack entry and the GC's CPU at a million entries. See
-// topo.go for the topology, load.go for the load generator (this binary
+// topo.go for the topology, bench/internal/connrate for the load generator (this binary
 // run as `nat nat-client` and `nat nat-server` inside the namespaces) and
 // gc.go for the conntrack GC measurement.
 package main
@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlane-dev/xlane/bench/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
 )
@@ -40,13 +41,13 @@ func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("bench: ")
 	// The load generator and its backends are this binary too, run in the
-	// namespaces by natNode (load.go).
+	// namespaces by natNode (bench/internal/connrate).
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "nat-client":
-			os.Exit(natClient(os.Args[2:]))
+			os.Exit(connrate.Client(os.Args[2:]))
 		case "nat-server":
-			os.Exit(natServer(os.Args[2:]))
+			os.Exit(connrate.Server(os.Args[2:]))
 		}
 	}
 	os.Exit(natMain(os.Args[1:]))
@@ -101,11 +102,11 @@ func parseNATFlags(args []string) (natOptions, error) {
 
 // natSample is one load run of one mode.
 type natSample struct {
-	Level int           `json:"services"`
-	Test  string        `json:"test"`
-	Mode  string        `json:"mode"`
-	Rep   int           `json:"rep"`
-	R     natLoadResult `json:"result"`
+	Level int             `json:"services"`
+	Test  string          `json:"test"`
+	Mode  string          `json:"mode"`
+	Rep   int             `json:"rep"`
+	R     connrate.Result `json:"result"`
 }
 
 // natReport is everything one run found.
@@ -319,7 +320,7 @@ func abs(x int) int {
 }
 
 // natMedian is the median of metric over the samples of (level, test, mode).
-func natMedian(ss []natSample, level int, test, mode string, metric func(natLoadResult) float64) (float64, int) {
+func natMedian(ss []natSample, level int, test, mode string, metric func(connrate.Result) float64) (float64, int) {
 	var xs []float64
 	for _, s := range ss {
 		if s.Level == level && s.Test == test && s.Mode == mode {
@@ -353,15 +354,15 @@ func natMarkdown(rep *natReport, o natOptions) string {
 	type metric struct {
 		test, label string
 		higher      bool
-		f           func(natLoadResult) float64
+		f           func(connrate.Result) float64
 		digits      int
 	}
 	metrics := []metric{
-		{"rate", fmt.Sprintf("conn/s, %d clients ↑", o.conc), true, func(r natLoadResult) float64 { return r.CPS }, 0},
-		{"rate", "p99 µs (under load) ↓", false, func(r natLoadResult) float64 { return r.P99Us }, 0},
-		{"rate", "failed connections", false, func(r natLoadResult) float64 { return float64(r.Failed) }, 0},
-		{"latency", "p50 µs, 1 client ↓", false, func(r natLoadResult) float64 { return r.P50Us }, 1},
-		{"latency", "p99 µs, 1 client ↓", false, func(r natLoadResult) float64 { return r.P99Us }, 1},
+		{"rate", fmt.Sprintf("conn/s, %d clients ↑", o.conc), true, func(r connrate.Result) float64 { return r.CPS }, 0},
+		{"rate", "p99 µs (under load) ↓", false, func(r connrate.Result) float64 { return r.P99Us }, 0},
+		{"rate", "failed connections", false, func(r connrate.Result) float64 { return float64(r.Failed) }, 0},
+		{"latency", "p50 µs, 1 client ↓", false, func(r connrate.Result) float64 { return r.P50Us }, 1},
+		{"latency", "p99 µs, 1 client ↓", false, func(r connrate.Result) float64 { return r.P99Us }, 1},
 	}
 	for _, level := range o.levels {
 		for i, mt := range metrics {
@@ -405,7 +406,7 @@ func natMarkdown(rep *natReport, o natOptions) string {
 	if len(rep.Shared) > 0 {
 		if lv := natNearestLevel(o.levels, o.shared); lv > 0 {
 			for _, s := range rep.Shared {
-				if v, n := natMedian(rep.Samples, lv, "rate", s.Mode, func(r natLoadResult) float64 { return r.CPS }); n > 0 && v > 0 {
+				if v, n := natMedian(rep.Samples, lv, "rate", s.Mode, func(r connrate.Result) float64 { return r.CPS }); n > 0 && v > 0 {
 					w("- %s: shared ÷ distinct backends (%d services) %.2fx\n", s.Mode, lv, s.R.CPS/v)
 				}
 			}

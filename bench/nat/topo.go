@@ -33,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlane-dev/xlane/bench/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
 )
@@ -286,8 +287,8 @@ func (n *natNode) ServicesMemory(ctx context.Context) (*api.ServicesMemory, erro
 }
 
 // Load runs the client against targets (a file) and returns its result.
-func (n *natNode) Load(ctx context.Context, self, targets string, d time.Duration, conc int) (natLoadResult, error) {
-	var r natLoadResult
+func (n *natNode) Load(ctx context.Context, self, targets string, d time.Duration, conc int) (connrate.Result, error) {
+	var r connrate.Result
 	ctx, cancel := context.WithTimeout(ctx, d+60*time.Second)
 	defer cancel()
 	out, err := harness.Run(ctx, harness.NSExec(n.client, self, "nat-client", "-targets", targets,

@@ -137,6 +137,15 @@ type readResult struct {
 	err error
 }
 
+// received waits for readAll's result and checks it against want.
+func received(got chan readResult, what string, want []byte) error {
+	r := <-got
+	if r.err != nil {
+		return fmt.Errorf("read: %w (%d of %d bytes)", r.err, len(r.b), len(want))
+	}
+	return same(what, r.b, want)
+}
+
 func oneWay(e *env, network, addr string, n int, timeout time.Duration) error {
 	c, s, err := pair(network, addr, timeout)
 	if err != nil {
@@ -150,11 +159,7 @@ func oneWay(e *env, network, addr string, n int, timeout time.Duration) error {
 		return fmt.Errorf("write: %w", err)
 	}
 	c.Close()
-	r := <-got
-	if r.err != nil {
-		return fmt.Errorf("read: %w (%d of %d bytes)", r.err, len(r.b), n)
-	}
-	return same("received", r.b, p)
+	return received(got, "received", p)
 }
 
 // sendAll sends b on the socket with flags, waiting when it is full.
@@ -203,11 +208,7 @@ func caseMsgMore(e *env, timeout time.Duration) error {
 		off += n
 	}
 	c.Close()
-	res := <-got
-	if res.err != nil {
-		return fmt.Errorf("read: %w", res.err)
-	}
-	return same("received", res.b, p)
+	return received(got, "received", p)
 }
 
 // caseClose: the sender closes at once after writing; everything written
@@ -332,16 +333,30 @@ func caseSendfile(e *env, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("sendfile: %w", err)
 	}
-	res := <-got
-	if res.err != nil {
-		return fmt.Errorf("read: %w", res.err)
-	}
-	return same("received", res.b, p)
+	return received(got, "received", p)
 }
 
 // caseSplice: a relay that moves one TCP connection into another with
 // Go's io.Copy, which splices (splice(2) from the accelerated socket).
 func caseSplice(e *env, timeout time.Duration) error {
+	p := payload(4<<20, 41)
+	return viaRelay(timeout, p, "through io.Copy",
+		func(b, a *net.TCPConn) error {
+			_, err := io.Copy(b, a) // b.ReadFrom(a): splice(2)
+			return err
+		},
+		func(c *net.TCPConn) error {
+			if _, err := c.Write(p); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			return nil
+		})
+}
+
+// viaRelay connects a client c to a relay's end a and the relay's other
+// end b to a sink, runs relay(b, a) in a goroutine (then closes b), has
+// write(c) send p and closes c; the sink must get p, in order.
+func viaRelay(timeout time.Duration, p []byte, what string, relay func(b, a *net.TCPConn) error, write func(c *net.TCPConn) error) error {
 	c, a, err := pair("tcp4", "127.0.0.1:0", timeout)
 	if err != nil {
 		return err
@@ -353,27 +368,26 @@ func caseSplice(e *env, timeout time.Duration) error {
 		return err
 	}
 	defer sink.Close()
-	p := payload(4<<20, 41)
 	got := readAll(sink)
-	relay := make(chan error, 1)
+	relayed := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(b, a) // b.ReadFrom(a): splice(2)
+		err := relay(b, a)
 		b.Close()
-		relay <- err
+		relayed <- err
 	}()
-	_, err = c.Write(p)
+	werr := write(c)
 	c.Close()
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
+	if werr != nil {
+		return werr
 	}
 	res := <-got
-	if rerr := <-relay; rerr != nil {
+	if rerr := <-relayed; rerr != nil {
 		return fmt.Errorf("relay: %w (the sink got %d of %d bytes)", rerr, len(res.b), len(p))
 	}
 	if res.err != nil {
 		return fmt.Errorf("sink read: %w", res.err)
 	}
-	return same("through io.Copy", res.b, p)
+	return same(what, res.b, p)
 }
 
 // caseFIONREAD: ioctl(FIONREAD) must count data that is waiting,
@@ -683,8 +697,8 @@ func caseDisableUnderLoad(e *env, timeout time.Duration) error {
 	wg.Add(4)
 	go func() { defer wg.Done(); _, ea = io.ReadFull(s, ra) }()
 	go func() { defer wg.Done(); _, eb = io.ReadFull(c, rb) }()
-	go func() { defer wg.Done(); wa = writeChunks(c, a) }()
-	go func() { defer wg.Done(); wb = writeChunks(s, b) }()
+	go func() { defer wg.Done(); wa = writeChunks(c, a, 64<<10) }()
+	go func() { defer wg.Done(); wb = writeChunks(s, b, 64<<10) }()
 	time.Sleep(2 * time.Millisecond)
 	off := SetOn(e.config, false)
 	wg.Wait()
@@ -694,9 +708,10 @@ func caseDisableUnderLoad(e *env, timeout time.Duration) error {
 	return errors.Join(same("client to server", ra, a), same("server to client", rb, b))
 }
 
-func writeChunks(c *net.TCPConn, p []byte) error {
-	for off := 0; off < len(p); off += 64 << 10 {
-		if _, err := c.Write(p[off:min(off+64<<10, len(p))]); err != nil {
+// writeChunks writes p in write()s of n bytes.
+func writeChunks(c *net.TCPConn, p []byte, n int) error {
+	for off := 0; off < len(p); off += n {
+		if _, err := c.Write(p[off:min(off+n, len(p))]); err != nil {
 			return err
 		}
 	}
@@ -752,11 +767,7 @@ func caseBackpressure(e *env, timeout time.Duration) error {
 	}
 	got := readAll(s)
 	c.Close()
-	res := <-got
-	if res.err != nil {
-		return fmt.Errorf("read: %w", res.err)
-	}
-	return same("received", res.b, p[:sent])
+	return received(got, "received", p[:sent])
 }
 
 // sendUntilFull writes p in pieces of n bytes without blocking until the
@@ -819,50 +830,22 @@ func sysctlMax(name string, def int) int {
 // write(); no write may fail (ENOMEM was the symptom) and the sink must get
 // every byte in order.
 func caseRelay(e *env, timeout time.Duration) error {
-	c, a, err := pair("tcp4", "127.0.0.1:0", timeout)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	b, sink, err := pair("tcp4", "127.0.0.1:0", timeout)
-	if err != nil {
-		c.Close()
-		return err
-	}
-	defer sink.Close()
 	pieces := max(e.large/4, e.backlog+4<<20)
 	p := payload(pieces+e.large, 111)
-	got := readAll(sink)
-	relay := make(chan error, 1)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		_, err := io.Copy(onlyWriter{b}, onlyReader{a})
-		b.Close()
-		relay <- err
-	}()
-	werr := writeChunks1M(c, p[:pieces])
-	if werr == nil {
-		_, werr = c.Write(p[pieces:])
-	}
-	c.Close()
-	if werr != nil {
-		return fmt.Errorf("client write: %w", werr)
-	}
-	res := <-got
-	if rerr := <-relay; rerr != nil {
-		return fmt.Errorf("relay: %w (the sink got %d of %d bytes)", rerr, len(res.b), len(p))
-	}
-	if res.err != nil {
-		return fmt.Errorf("sink read: %w", res.err)
-	}
-	return same("through the relay", res.b, p)
-}
-
-func writeChunks1M(c *net.TCPConn, p []byte) error {
-	for off := 0; off < len(p); off += 1 << 20 {
-		if _, err := c.Write(p[off:min(off+1<<20, len(p))]); err != nil {
+	return viaRelay(timeout, p, "through the relay",
+		func(b, a *net.TCPConn) error {
+			time.Sleep(100 * time.Millisecond)
+			_, err := io.Copy(onlyWriter{b}, onlyReader{a})
 			return err
-		}
-	}
-	return nil
+		},
+		func(c *net.TCPConn) error {
+			err := writeChunks(c, p[:pieces], 1<<20)
+			if err == nil {
+				_, err = c.Write(p[pieces:])
+			}
+			if err != nil {
+				return fmt.Errorf("client write: %w", err)
+			}
+			return nil
+		})
 }

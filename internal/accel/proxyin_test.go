@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -423,7 +421,7 @@ func (p *testProxy) serve(l net.Listener) {
 
 func (p *testProxy) relay(c *net.TCPConn) {
 	defer c.Close()
-	dst, err := origDst(c)
+	dst, err := OriginalDst(c)
 	if err != nil {
 		p.fail(fmt.Errorf("SO_ORIGINAL_DST: %w", err))
 		return
@@ -461,41 +459,4 @@ func (p *testProxy) relay(c *net.TCPConn) {
 	io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{up})
 	c.CloseWrite()
 	<-done
-}
-
-// origDst is what a proxy written for iptables REDIRECT reads.
-func origDst(c *net.TCPConn) (netip.AddrPort, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
-	var ap netip.AddrPort
-	var gerr error
-	rc.Control(func(fd uintptr) {
-		if !v6 {
-			// struct sockaddr_in: family, port (network order), address.
-			b := make([]byte, 16)
-			if gerr = rawGetsockopt(int(fd), unix.SOL_IP, 80, b); gerr == nil {
-				ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
-			}
-			return
-		}
-		// struct sockaddr_in6: family, port, flowinfo, address, scope.
-		b := make([]byte, 28)
-		if gerr = rawGetsockopt(int(fd), unix.SOL_IPV6, 80, b); gerr == nil {
-			ap = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), binary.BigEndian.Uint16(b[2:4]))
-		}
-	})
-	return ap, gerr
-}
-
-func rawGetsockopt(fd, level, name int, b []byte) error {
-	l := uint32(len(b))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(name),
-		uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&l)), 0)
-	if e != 0 {
-		return e
-	}
-	return nil
 }

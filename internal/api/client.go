@@ -70,6 +70,29 @@ func (e *RemoteError) Unwrap() []error {
 	return errs
 }
 
+// send sends req with hc. A daemon that cannot be reached is an error
+// saying so (unreachable); a status of 300 or more is a *RemoteError (the
+// body closed). Otherwise the caller closes the response's body.
+func (c *Client) send(hc *http.Client, req *http.Request) (*http.Response, error) {
+	resp, err := hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return nil, fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, unreachable{err})
+		}
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		var eb ErrorBody
+		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || eb.Error.Message == "" {
+			return nil, &RemoteError{Status: resp.StatusCode, Error_: Error{Code: CodeInternal, Message: resp.Status}}
+		}
+		return nil, &RemoteError{Status: resp.StatusCode, Error_: eb.Error}
+	}
+	return resp, nil
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -84,22 +107,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
+	resp, err := c.send(c.http, req)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) {
-			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, unreachable{err})
-		}
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var eb ErrorBody
-		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || eb.Error.Message == "" {
-			return &RemoteError{Status: resp.StatusCode, Error_: Error{Code: CodeInternal, Message: resp.Status}}
-		}
-		return &RemoteError{Status: resp.StatusCode, Error_: eb.Error}
-	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
@@ -303,22 +315,11 @@ func (c *Client) MonitorLines(ctx context.Context, q MonitorQuery, fn func(line 
 	}
 	// A stream has no deadline: the client's Timeout would cut it.
 	stream := &http.Client{Transport: c.http.Transport}
-	resp, err := stream.Do(req)
+	resp, err := c.send(stream, req)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) {
-			return fmt.Errorf("cannot reach xlaned at %s (is it running? set --socket or XLANE_SOCKET): %w", c.socket, unreachable{err})
-		}
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var eb ErrorBody
-		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || eb.Error.Message == "" {
-			return &RemoteError{Status: resp.StatusCode, Error_: Error{Code: CodeInternal, Message: resp.Status}}
-		}
-		return &RemoteError{Status: resp.StatusCode, Error_: eb.Error}
-	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	var long []byte
 	for {

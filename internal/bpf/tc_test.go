@@ -1075,6 +1075,39 @@ func allFrames(tb testing.TB) [][]byte {
 	return frames
 }
 
+// fuzzReason checks the counters of one fuzzed run of a from-endpoint
+// program on ifindex (prefix starts its failures): exactly one egress key
+// there, one packet of the frame's length, an ingress packet only for a
+// peer redirect. It returns the reason counted.
+func fuzzReason(t *testing.T, prefix string, ifindex int, frame []byte, m map[MetricsKey]MetricsVal) Reason {
+	t.Helper()
+	var egress []MetricsKey
+	var ingress uint64
+	for k, v := range m {
+		if Dir(k.Dir) == DirEgress {
+			egress = append(egress, k)
+		} else {
+			ingress += v.Packets
+		}
+	}
+	if len(egress) != 1 || egress[0].Ifindex != uint32(ifindex) {
+		t.Fatalf("%swant one egress key on ifindex %d, got %s", prefix, ifindex, formatMetrics(m))
+	}
+	k := egress[0]
+	if v := m[k]; v != (MetricsVal{Packets: 1, Bytes: uint64(len(frame))}) {
+		t.Fatalf("%segress count %d packets %d bytes, want 1 packet %d bytes", prefix, v.Packets, v.Bytes, len(frame))
+	}
+	reason := Reason(k.Reason)
+	wantIngress := uint64(0)
+	if reason == fwdPeer {
+		wantIngress = 1
+	}
+	if ingress != wantIngress {
+		t.Fatalf("%sreason %s with %d ingress packets counted: %s", prefix, reason, ingress, formatMetrics(m))
+	}
+	return reason
+}
+
 // FuzzFromEndpoint feeds arbitrary frames arriving on xl-ep0. Whatever the
 // input, the program must give a tc verdict consistent with the single
 // reason it counts, count exactly one packet of the frame's length (plus the
@@ -1104,30 +1137,7 @@ func FuzzFromEndpoint(f *testing.F) {
 			return
 		}
 
-		var egress []MetricsKey
-		var ingress uint64
-		for k, v := range m {
-			if Dir(k.Dir) == DirEgress {
-				egress = append(egress, k)
-			} else {
-				ingress += v.Packets
-			}
-		}
-		if len(egress) != 1 || egress[0].Ifindex != uint32(ifindex) {
-			t.Fatalf("want one egress key on ifindex %d, got %s", ifindex, formatMetrics(m))
-		}
-		k := egress[0]
-		if v := m[k]; v != (MetricsVal{Packets: 1, Bytes: uint64(len(frame))}) {
-			t.Fatalf("egress count %d packets %d bytes, want 1 packet %d bytes", v.Packets, v.Bytes, len(frame))
-		}
-		reason := Reason(k.Reason)
-		wantIngress := uint64(0)
-		if reason == fwdPeer {
-			wantIngress = 1
-		}
-		if ingress != wantIngress {
-			t.Fatalf("reason %s with %d ingress packets counted: %s", reason, ingress, formatMetrics(m))
-		}
+		reason := fuzzReason(t, "", ifindex, frame, m)
 
 		var wantRet int32
 		switch {
@@ -1155,18 +1165,26 @@ func FuzzFromEndpoint(f *testing.F) {
 func BenchmarkFromEndpoint(b *testing.B) {
 	h := newHarness(b)
 	frame := pktSpec{src: epLo.v4, dst: epPeer.v4, ttl: 255}.frame(b)
-	const batch = 250
+	benchBatched(b, h, h.objs.FromEndpoint(), frame, 250, actRedirect)
+}
+
+// benchBatched runs prog on frame b.N times in h's netns, batch runs per
+// BPF_PROG_TEST_RUN call, fails unless the last run of each call returned
+// want, and reports the kernel's own ns per run (without syscall and netns
+// switching) as ns/op.
+func benchBatched(b *testing.B, h *harness, prog *ebpf.Program, frame []byte, batch int, want int32) {
+	b.Helper()
 	var total time.Duration
 	b.ResetTimer()
 	err := h.do(func() error {
 		for done := 0; done < b.N; done += batch {
 			n := min(batch, b.N-done)
-			ret, perRun, err := h.objs.FromEndpoint().Benchmark(frame, n, nil)
+			ret, perRun, err := prog.Benchmark(frame, n, nil)
 			if err != nil {
 				return err
 			}
-			if int32(ret) != actRedirect {
-				return fmt.Errorf("return value %d, want %d", int32(ret), actRedirect)
+			if int32(ret) != want {
+				return fmt.Errorf("return value %d, want %d", int32(ret), want)
 			}
 			total += perRun * time.Duration(n)
 		}
@@ -1175,6 +1193,5 @@ func BenchmarkFromEndpoint(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The kernel's own timing, without syscall and netns switching.
 	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/op")
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/google/gopacket/layers"
@@ -1019,30 +1018,7 @@ func FuzzXDPFromEndpoint(f *testing.F) {
 
 func checkXDPFuzzRun(t *testing.T, p xdpProg, ifindex int, frame []byte, ret int32, out []byte, m map[MetricsKey]MetricsVal) {
 	t.Helper()
-	var egress []MetricsKey
-	var ingress uint64
-	for k, v := range m {
-		if Dir(k.Dir) == DirEgress {
-			egress = append(egress, k)
-		} else {
-			ingress += v.Packets
-		}
-	}
-	if len(egress) != 1 || egress[0].Ifindex != uint32(ifindex) {
-		t.Fatalf("%s: want one egress key on ifindex %d, got %s", p.name, ifindex, formatMetrics(m))
-	}
-	k := egress[0]
-	if v := m[k]; v != (MetricsVal{Packets: 1, Bytes: uint64(len(frame))}) {
-		t.Fatalf("%s: egress count %d packets %d bytes, want 1 packet %d bytes", p.name, v.Packets, v.Bytes, len(frame))
-	}
-	reason := Reason(k.Reason)
-	wantIngress := uint64(0)
-	if reason == fwdPeer {
-		wantIngress = 1
-	}
-	if ingress != wantIngress {
-		t.Fatalf("%s: reason %s with %d ingress packets counted: %s", p.name, reason, ingress, formatMetrics(m))
-	}
+	reason := fuzzReason(t, p.name+": ", ifindex, frame, m) // tc_test.go
 
 	var wantRet int32
 	switch {
@@ -1149,27 +1125,7 @@ func BenchmarkXDPFromEndpoint(b *testing.B) {
 		{"generic/batched", progGeneric, complete, 250},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			prog := bc.p.of(h.objs)
-			var total time.Duration
-			b.ResetTimer()
-			err := h.do(func() error {
-				for done := 0; done < b.N; done += bc.batch {
-					n := min(bc.batch, b.N-done)
-					ret, perRun, err := prog.Benchmark(bc.frame, n, nil)
-					if err != nil {
-						return err
-					}
-					if int32(ret) != xdpRedirect {
-						return fmt.Errorf("return value %d, want %d", int32(ret), xdpRedirect)
-					}
-					total += perRun * time.Duration(n)
-				}
-				return nil
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/op")
+			benchBatched(b, h, bc.p.of(h.objs), bc.frame, bc.batch, xdpRedirect) // tc_test.go
 		})
 	}
 }

@@ -508,14 +508,10 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	return n, nil
 }
 
-// DeleteNetwork removes a network. A missing network is not an error. With
-// endpoints it fails unless force, which removes them first.
-func (d *Daemon) DeleteNetwork(name string, force bool) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var n *model.Network
-	var eps []model.Endpoint
-	err := d.store.View(func(tx *store.Tx) error {
+// networkWithEndpoints reads network name and its endpoints from the
+// store (model.ErrNotFound: no such network).
+func (d *Daemon) networkWithEndpoints(name string) (n *model.Network, eps []model.Endpoint, err error) {
+	err = d.store.View(func(tx *store.Tx) error {
 		var err error
 		if n, err = tx.Network(name); err != nil {
 			return err
@@ -528,6 +524,15 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 		}
 		return err
 	})
+	return n, eps, err
+}
+
+// DeleteNetwork removes a network. A missing network is not an error. With
+// endpoints it fails unless force, which removes them first.
+func (d *Daemon) DeleteNetwork(name string, force bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, eps, err := d.networkWithEndpoints(name)
 	if errors.Is(err, model.ErrNotFound) {
 		return nil
 	}
@@ -642,21 +647,7 @@ func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
 func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Network, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var n *model.Network
-	var eps []model.Endpoint
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if n, err = tx.Network(name); err != nil {
-			return err
-		}
-		all, err := tx.Endpoints()
-		for _, e := range all {
-			if e.Network == name {
-				eps = append(eps, e)
-			}
-		}
-		return err
-	})
+	n, eps, err := d.networkWithEndpoints(name)
 	if err != nil {
 		return nil, err
 	}

@@ -163,11 +163,10 @@ func TestApplyServicesPrunePrefix(t *testing.T) {
 	}
 }
 
-// BenchmarkApplyServicesOneChange: a full-set apply of 10,000 services
-// of which one changed, as Kubernetes mode's sync sends after an
-// EndpointSlice update (the store read and compare of the 9,999 others is
-// the cost; the fake datapath's is nothing).
-func BenchmarkApplyServicesOneChange(b *testing.B) {
+// tenKServices is a fake daemon with 10,000 services of two backends each
+// applied (k8s.default.sN.tcp80.c0), and the services.
+func tenKServices(b *testing.B) (*Daemon, []api.ServiceCreate) {
+	b.Helper()
 	d, _ := fakeDaemon(b)
 	svcs := make([]api.ServiceCreate, 10000)
 	for i := range svcs {
@@ -177,6 +176,15 @@ func BenchmarkApplyServicesOneChange(b *testing.B) {
 	if _, err := d.ApplyServices(api.ServiceApply{Services: svcs, Prune: true, PrunePrefix: "k8s."}); err != nil {
 		b.Fatal(err)
 	}
+	return d, svcs
+}
+
+// BenchmarkApplyServicesOneChange: a full-set apply of 10,000 services
+// of which one changed, as Kubernetes mode's sync sends after an
+// EndpointSlice update (the store read and compare of the 9,999 others is
+// the cost; the fake datapath's is nothing).
+func BenchmarkApplyServicesOneChange(b *testing.B) {
+	d, svcs := tenKServices(b)
 	n := 0
 	for b.Loop() {
 		n++
@@ -192,15 +200,7 @@ func BenchmarkApplyServicesOneChange(b *testing.B) {
 // way Kubernetes mode's incremental sync applies it (the changed service
 // alone, no prune).
 func BenchmarkApplyServicesIncremental(b *testing.B) {
-	d, _ := fakeDaemon(b)
-	svcs := make([]api.ServiceCreate, 10000)
-	for i := range svcs {
-		svcs[i] = applySvc(fmt.Sprintf("k8s.default.s%d.tcp80.c0", i), fmt.Sprintf("10.96.%d.%d:80", i/250, i%250+1),
-			fmt.Sprintf("10.244.%d.%d:8080@1", i/250, i%250+1), fmt.Sprintf("10.245.%d.%d:8080@1", i/250, i%250+1))
-	}
-	if _, err := d.ApplyServices(api.ServiceApply{Services: svcs, Prune: true, PrunePrefix: "k8s."}); err != nil {
-		b.Fatal(err)
-	}
+	d, svcs := tenKServices(b)
 	n := 0
 	for b.Loop() {
 		n++

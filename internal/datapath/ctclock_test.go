@@ -3,7 +3,6 @@ package datapath
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -19,13 +18,7 @@ import (
 // into "expires in 584 years" nor make the GC collect live or fresh
 // entries.
 func TestCTClockSmallAndLarge(t *testing.T) {
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-clock-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	d, err := Open(pinDir, bpf.Options{CTSize: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openTest(t, "clock")
 	const s = uint64(time.Second)
 	for _, base := range []uint64{0, uint64(21 * 24 * time.Hour)} {
 		t.Run(fmt.Sprintf("boot+%v", time.Duration(base+5*s)), func(t *testing.T) {

@@ -1,9 +1,7 @@
 package datapath
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -17,16 +15,7 @@ import (
 // services share until the backend's TIME_WAIT is over, and collects the
 // rest as before.
 func TestCTHoldSharedBackends(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF")
-	}
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-cthold-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	d, err := Open(pinDir, bpf.Options{CTSize: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openTest(t, "cthold")
 	const s = uint64(time.Second)
 	now := uint64(1000) * s
 	d.clock = func() uint64 { return now }

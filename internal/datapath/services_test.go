@@ -1,9 +1,7 @@
 package datapath
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -70,16 +68,7 @@ func checkService(t *testing.T, d *BPF, s Service) {
 // TestPutServices: a batch of services, then a backend change in place,
 // then tables that grow and shrink, then deletion; read back each time.
 func TestPutServices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF")
-	}
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-svcs-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	d, err := Open(pinDir, bpf.Options{CTSize: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openTest(t, "svcs")
 	// More than one chunk. -short (the kernel matrix's guests, where each
 	// chunk's RCU wait is slow): just over one chunk.
 	chunk, n := putChunkFor(), 5000

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -37,31 +35,36 @@ func maybeHelper() {
 	if !ok {
 		return
 	}
-	arg := os.Getenv(helperArg)
-	var err error
-	switch mode {
-	case "cases":
-		err = helperCases(arg)
-	case "proxy":
-		err = helperProxy(arg)
-	case "http":
-		err = helperHTTP(arg)
-	case "httpsrv":
-		err = helperHTTPServer(arg)
-	case "httpget":
-		err = helperHTTPGet(arg)
-	case "relay":
-		err = helperRelay(arg)
-	case "chain":
-		err = helperChain(arg)
-	default:
-		err = fmt.Errorf("unknown helper %q", mode)
+	run, ok := map[string]func(arg string) error{
+		"cases":   jsonArg(helperCases),
+		"proxy":   jsonArg(helperProxy),
+		"http":    jsonArg(helperHTTP),
+		"httpsrv": jsonArg(helperHTTPServer),
+		"httpget": jsonArg(helperHTTPGet),
+		"relay":   jsonArg(helperRelay),
+		"chain":   jsonArg(helperChain),
+	}[mode]
+	err := fmt.Errorf("unknown helper %q", mode)
+	if ok {
+		err = run(os.Getenv(helperArg))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// jsonArg decodes a helper's JSON argument (XLANE_E2E_ARG) into its type
+// and runs it.
+func jsonArg[T any](f func(T) error) func(arg string) error {
+	return func(arg string) error {
+		var a T
+		if err := json.Unmarshal([]byte(arg), &a); err != nil {
+			return fmt.Errorf("argument %s: %w", arg, err)
+		}
+		return f(a)
+	}
 }
 
 // helper starts the test binary as helper mode in the cgroup at cg (and
@@ -94,11 +97,7 @@ type casesArg struct {
 	Large int      `json:"large"`
 }
 
-func helperCases(arg string) error {
-	var a casesArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperCases(a casesArg) error {
 	lo, err := net.InterfaceByName("lo")
 	if err == nil && lo.Flags&net.FlagUp == 0 {
 		err = exec.Command("ip", "link", "set", "lo", "up").Run()
@@ -129,50 +128,7 @@ type proxyArg struct {
 	PlainTCP bool `json:"plain_tcp"`
 }
 
-// originalDst reads what an iptables-REDIRECT proxy reads.
-func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
-	var ap netip.AddrPort
-	var gerr error
-	rc.Control(func(fd uintptr) {
-		if !v6 {
-			// struct sockaddr_in: family, port (network order), address.
-			b := make([]byte, 16)
-			gerr = getsockopt(int(fd), unix.SOL_IP, 80, b)
-			if gerr == nil {
-				ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
-			}
-			return
-		}
-		// struct sockaddr_in6: family, port, flowinfo, address, scope.
-		b := make([]byte, 28)
-		gerr = getsockopt(int(fd), unix.SOL_IPV6, 80, b)
-		if gerr == nil {
-			ap = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), binary.BigEndian.Uint16(b[2:4]))
-		}
-	})
-	return ap, gerr
-}
-
-func getsockopt(fd, level, name int, b []byte) error {
-	l := uint32(len(b))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(name),
-		uintptr(unsafePointer(&b[0])), uintptr(unsafePointer(&l)), 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
-func helperProxy(arg string) error {
-	var a proxyArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperProxy(a proxyArg) error {
 	var ls []net.Listener
 	var lc net.ListenConfig
 	if a.PlainTCP {
@@ -213,7 +169,7 @@ func helperProxy(arg string) error {
 
 func proxyConn(c *net.TCPConn, mark uint32) {
 	defer c.Close()
-	dst, err := originalDst(c)
+	dst, err := accel.OriginalDst(c)
 	if err != nil {
 		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nX-Proxy-Error: %s\r\n\r\n", strings.ReplaceAll(err.Error(), " ", "_"))
 		return
@@ -258,11 +214,7 @@ type httpArg struct {
 	Paths []string `json:"paths"`
 }
 
-func helperHTTP(arg string) error {
-	var a httpArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperHTTP(a httpArg) error {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
 		body := accelPayload(n)
@@ -323,11 +275,7 @@ type httpSrvArg struct {
 	Port int `json:"port"`
 }
 
-func helperHTTPServer(arg string) error {
-	var a httpSrvArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperHTTPServer(a httpSrvArg) error {
 	l, err := net.Listen("tcp", ":"+strconv.Itoa(a.Port))
 	if err != nil {
 		return err
@@ -357,11 +305,7 @@ type httpGetArg struct {
 	Direct  bool     `json:"direct"`
 }
 
-func helperHTTPGet(arg string) error {
-	var a httpGetArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperHTTPGet(a httpGetArg) error {
 	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	var errs []error
 	for _, hp := range a.Targets {

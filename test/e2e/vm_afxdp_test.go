@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/test/vm"
 )
 
 // afxdpQEMUEnv names the QEMU with af-xdp that `make test-vm-afxdp` built
@@ -57,16 +55,7 @@ func TestVMGuestAFXDP(t *testing.T) {
 	skipInMatrixGuest(t, "it can run no nested QEMU guest")
 	qemu := afxdpQEMU(t)
 	start := time.Now()
-	img, err := vm.Fetch(vm.Kernels[len(vm.Kernels)-1], vm.DefaultCacheDir())
-	if err != nil {
-		t.Fatalf("guest kernel: %v", err)
-	}
-	guest := filepath.Join(t.TempDir(), "vmguest")
-	build := exec.Command("go", "build", "-o", guest, "github.com/xlane-dev/xlane/test/e2e/vmguest")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build vmguest: %v\n%s", err, out)
-	}
+	img, guest := guestImage(t)
 
 	n := newNode(t, func(n *node) { n.flags = append(n.flags, "--qemu", qemu) })
 	requireMode(t, n, "tc")

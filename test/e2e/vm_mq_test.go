@@ -1,23 +1,16 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/test/vm"
 )
 
 // A guest with a 2-queue virtio-net on a multi-queue VM endpoint:
@@ -42,16 +35,7 @@ func mqGuest(t *testing.T, qemu, net24, mac string) {
 	t.Helper()
 	const queues, flows = 2, 16
 	start := time.Now()
-	img, err := vm.Fetch(vm.Kernels[len(vm.Kernels)-1], vm.DefaultCacheDir())
-	if err != nil {
-		t.Fatalf("guest kernel: %v", err)
-	}
-	guest := filepath.Join(t.TempDir(), "vmguest")
-	build := exec.Command("go", "build", "-o", guest, "github.com/xlane-dev/xlane/test/e2e/vmguest")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build vmguest: %v\n%s", err, out)
-	}
+	img, guest := guestImage(t)
 	var n *node
 	vmArgs := []string{"--queues", strconv.Itoa(queues)}
 	if qemu != "" {
@@ -103,29 +87,8 @@ func mqGuest(t *testing.T, qemu, net24, mac string) {
 			}(c)
 		}
 	}()
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	boot := time.Now()
-	rc, err := vm.Run(ctx, img, vm.Cmd{
-		Path: guest,
-		Args: []string{"-peer", peer.String(), "-queues", strconv.Itoa(queues),
-			"-echo", netip.AddrPortFrom(peer, 7002).String(), "-flows", strconv.Itoa(flows)},
-		Env:    []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		Stdout: &out, Console: &out, CPUs: 1, MemMB: 512,
-		Netns: nsPath(n.netns), QEMUArgs: ep.QEMUArgs, QEMU: qemu,
-	})
-	t.Logf("guest (%v):\n%s", time.Since(boot).Round(time.Millisecond), out.String())
-	if err != nil || rc != 0 {
-		t.Fatalf("guest: rc %d, %v", rc, err)
-	}
-	lines := map[string]string{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
-			lines[k] = v
-		}
-	}
+	lines := runGuest(t, n, img, guest, qemu, ep, []string{"-peer", peer.String(), "-queues", strconv.Itoa(queues),
+		"-echo", netip.AddrPortFrom(peer, 7002).String(), "-flows", strconv.Itoa(flows)})
 	if want := fmt.Sprintf("%s/24 router %s.1", ep.IPs[0], net24); !strings.HasPrefix(lines["dhcp"], want) {
 		t.Errorf("guest's DHCP lease %q, want %s", lines["dhcp"], want)
 	}

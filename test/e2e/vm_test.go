@@ -35,16 +35,7 @@ import (
 func TestVMGuest(t *testing.T) {
 	skipInMatrixGuest(t, "it can run no nested QEMU guest")
 	start := time.Now()
-	img, err := vm.Fetch(vm.Kernels[len(vm.Kernels)-1], vm.DefaultCacheDir())
-	if err != nil {
-		t.Fatalf("guest kernel: %v", err)
-	}
-	guest := filepath.Join(t.TempDir(), "vmguest")
-	build := exec.Command("go", "build", "-o", guest, "github.com/xlane-dev/xlane/test/e2e/vmguest")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build vmguest: %v\n%s", err, out)
-	}
+	img, guest := guestImage(t)
 
 	var outside string
 	n := newNode(t, withOutsideRoutes(&outside, "1500", false)) // uplink_test.go
@@ -159,6 +150,54 @@ func TestVMGuest(t *testing.T) {
 	t.Logf("VM endpoint test: %v in all", time.Since(start).Round(time.Millisecond))
 }
 
+// guestImage fetches the guest's kernel (the matrix's newest) and builds
+// vmguest, static, for it.
+func guestImage(t *testing.T) (img *vm.Image, guest string) {
+	t.Helper()
+	img, err := vm.Fetch(vm.Kernels[len(vm.Kernels)-1], vm.DefaultCacheDir())
+	if err != nil {
+		t.Fatalf("guest kernel: %v", err)
+	}
+	guest = filepath.Join(t.TempDir(), "vmguest")
+	build := exec.Command("go", "build", "-o", guest, "github.com/xlane-dev/xlane/test/e2e/vmguest")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build vmguest: %v\n%s", err, out)
+	}
+	return img, guest
+}
+
+// runGuest boots img with one CPU and 512 MiB on ep (in n's netns; qemu
+// "": the QEMU in PATH) and runs guest with args in it, at most 90 s. It
+// logs the guest's output, fails the test unless the guest ran and exited
+// 0, and returns the output's "key: value" lines.
+func runGuest(t *testing.T, n *node, img *vm.Image, guest, qemu string, ep api.EndpointInfo, args []string) map[string]string {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	boot := time.Now()
+	rc, err := vm.Run(ctx, img, vm.Cmd{
+		Path:   guest,
+		Args:   args,
+		Env:    []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		Stdout: &out, Console: &out, CPUs: 1, MemMB: 512,
+		Netns: nsPath(n.netns), QEMUArgs: ep.QEMUArgs, QEMU: qemu,
+	})
+	t.Logf("guest (%v):\n%s", time.Since(boot).Round(time.Millisecond), out.String())
+	if err != nil || rc != 0 {
+		t.Fatalf("guest: rc %d, %v", rc, err)
+	}
+	lines := map[string]string{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+			lines[k] = v
+		}
+	}
+	return lines
+}
+
 // guestRun is one guest on a VM endpoint for guestTraffic.
 type guestRun struct {
 	img     *vm.Image
@@ -219,10 +258,6 @@ func guestTraffic(t *testing.T, n *node, g guestRun) map[string]string {
 		}
 	}()
 
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	boot := time.Now()
 	args := []string{"-peer", peer.String(), "-tcp", g.vip.String(), "-udp", "7001", "-spoof", g.spoof, "-size", fmt.Sprint(1 << 20)}
 	if len(g.ping) > 0 {
 		args = append(args, "-ping", strings.Join(g.ping, ","))
@@ -230,24 +265,7 @@ func guestTraffic(t *testing.T, n *node, g guestRun) map[string]string {
 	if len(g.ctr.IPs) > 1 {
 		args = append(args, "-peer6", g.ctr.IPs[1].String())
 	}
-	rc, err := vm.Run(ctx, g.img, vm.Cmd{
-		Path:   g.bin,
-		Args:   args,
-		Env:    []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		Stdout: &out, Console: &out, CPUs: 1, MemMB: 512,
-		Netns: nsPath(n.netns), QEMUArgs: g.ep.QEMUArgs, QEMU: g.qemu,
-	})
-	t.Logf("guest (%v):\n%s", time.Since(boot).Round(time.Millisecond), out.String())
-	if err != nil || rc != 0 {
-		t.Fatalf("guest: rc %d, %v", rc, err)
-	}
-	lines := map[string]string{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
-			lines[k] = v
-		}
-	}
+	lines := runGuest(t, n, g.img, g.bin, g.qemu, g.ep, args)
 	r := <-res
 	if r.err != nil {
 		t.Fatalf("container side of the transfer: %v", r.err)

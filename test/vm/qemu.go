@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,7 +44,9 @@ type Cmd struct {
 var ErrNoStatus = errors.New("guest returned no exit status")
 
 // Run boots img, runs c in it and returns the command's exit status. QEMU is
-// killed (by pid) when ctx ends or when this process dies.
+// killed (by pid) when ctx ends (the error wraps context.Cause) or when
+// this process dies. The guest's work dir is removed on return, or by a
+// later Run if this process dies first (workdir.go).
 func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 	if c.CPUs == 0 {
 		c.CPUs = 2
@@ -51,7 +54,8 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 	if c.MemMB == 0 {
 		c.MemMB = 2048
 	}
-	out, err := os.MkdirTemp("", "xlvm-")
+	sweepWorkDirs("") // what runs killed before their cleanup left (workdir.go)
+	out, err := newWorkDir("")
 	if err != nil {
 		return -1, err
 	}
@@ -102,7 +106,13 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 	}
 	var qerr strings.Builder
 	q.Stdout, q.Stderr = &qerr, &qerr
-	// The guest must not outlive us, whoever kills us.
+	// The guest must not outlive us, whoever kills us. Pdeathsig fires
+	// when the thread that started QEMU ends, not the process: that thread
+	// stays ours until QEMU is gone, so that no other goroutine can lock
+	// it and end it under a running guest (test code that enters
+	// namespaces does that).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	q.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := q.Start(); err != nil {
 		return -1, fmt.Errorf("start qemu (apt-get install qemu-system-x86): %w", err)
@@ -129,7 +139,7 @@ loop:
 			<-done
 			io.Copy(c.Stdout, f)
 			dumpConsole(c.Console, console)
-			return -1, fmt.Errorf("guest %s: %w", img.Kernel.Name, ctx.Err())
+			return -1, fmt.Errorf("guest %s: %w", img.Kernel.Name, context.Cause(ctx))
 		case <-tick.C:
 			io.Copy(c.Stdout, f)
 		}

@@ -19,12 +19,15 @@ type Xlaned struct {
 	PinDir  string        // its bpffs pin dir: must not exist yet, removed on teardown
 	Args    []string      // more flags
 	Timeout time.Duration // until `xlane status` answers
+	// Adopt: the pin dir may exist, an earlier xlaned of this Dir's
+	// (a restart, which adopts the pins).
+	Adopt bool
 }
 
 // StartXlaned starts x.Name and waits until it answers; undo gets its
 // stop and the removal of its pin dir.
 func StartXlaned(ctx context.Context, undo *UndoStack, x Xlaned) (*Proc, error) {
-	if _, err := os.Stat(x.PinDir); err == nil {
+	if _, err := os.Stat(x.PinDir); err == nil && !x.Adopt {
 		return nil, fmt.Errorf("pin dir %s exists already", x.PinDir)
 	}
 	undo.Push("remove pin dir "+x.PinDir, func(context.Context) error { return os.RemoveAll(x.PinDir) })

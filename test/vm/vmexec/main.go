@@ -7,7 +7,9 @@
 // here, natively, so one command line serves every leg of the matrix. The
 // program runs in its current directory (the package directory, read-only in
 // the guest) with the environment's PATH, HOME, TERM, LANG, CI, GO* and
-// XLANE_* variables; its exit status is vmexec's.
+// XLANE_* variables; its exit status is vmexec's. SIGINT, SIGTERM, SIGQUIT
+// or SIGHUP stop the guest, remove its work directory ($TMPDIR/xlvm-*) and
+// exit 1.
 package main
 
 import (
@@ -65,8 +67,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vmexec:", err)
 		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// A signal stops the guest (QEMU is killed by pid) and removes its
+	// work dir before we exit. SIGQUIT too: it is what `go test` sends a
+	// -exec program that outlives the test timeout (then SIGKILL 5 s
+	// later), and the Go runtime's own answer, a goroutine dump and exit,
+	// would skip that cleanup; the guest's console says more than our
+	// goroutines would. A SIGKILLed vmexec's QEMU dies with it
+	// (Pdeathsig) and its work dir goes at the next Run (test/vm/workdir.go).
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP)
+	go func() {
+		sig := <-sigs
+		cancel(fmt.Errorf("stopped by signal %q", sig))
+	}()
 	env := guestEnv()
 	if os.Getenv("XLANE_REQUIRE_FEATURES") == "" {
 		env = append(env, "XLANE_REQUIRE_FEATURES="+strings.Join(k.RequireFeatures, ","))

@@ -1,15 +1,15 @@
-package main
-
-// The connection-rate load generator and its backends for `bench/nat`,
-// run by the nat binary itself inside network namespaces:
+// Package connrate is the connection-rate load generator and its
+// backends, shared by bench/nat and bench/k8s: each benchmark's binary runs
+// them inside network namespaces as subcommands,
 //
-//	nsenter --net=CLIENT  nat nat-client -targets FILE -duration 5s -conc 4
-//	nsenter --net=BACKEND nat nat-server -addr IP -port 20000 -n 10000
+//	nsenter --net=CLIENT  BENCH <client-subcommand> -targets FILE -duration 5s -conc 4
+//	nsenter --net=BACKEND BENCH <server-subcommand> -addr IP -port 20000 -n 10000 [-id 1]
 //
-// The server writes one byte to every connection it accepts and closes it;
-// the client opens a connection to a random target, reads the byte, closes,
-// and counts, from `conc` goroutines, for `duration`. The client prints
-// one JSON object (natLoadResult) on stdout.
+// The server writes one byte (-id, '0'+id) to every connection it accepts
+// and closes it; the client opens a connection to a random target, reads
+// the byte, closes, and counts, from `conc` goroutines, for `duration`, and
+// prints one JSON object (Result) on stdout.
+package connrate
 
 import (
 	"bufio"
@@ -29,8 +29,8 @@ import (
 	"time"
 )
 
-// natLoadResult is what one nat-client run measured.
-type natLoadResult struct {
+// Result is what one client run measured.
+type Result struct {
 	OK       int            `json:"ok"`
 	Failed   int            `json:"failed"`
 	Errors   map[string]int `json:"errors,omitempty"` // failure kind -> count
@@ -44,14 +44,15 @@ type natLoadResult struct {
 	Timeouts int            `json:"timeouts"`
 }
 
-// natServer listens on addr, ports [port, port+n), and answers every
+// Server listens on addr, ports [port, port+n), and answers every
 // connection with one byte. It prints "ready" once every port listens and
 // runs until SIGTERM/SIGINT.
-func natServer(args []string) int {
-	fs := flag.NewFlagSet("nat-server", flag.ContinueOnError)
+func Server(args []string) int {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	addr := fs.String("addr", "", "address to listen on")
 	port := fs.Int("port", 8080, "first port")
 	n := fs.Int("n", 1, "number of consecutive ports")
+	id := fs.Int("id", 0, "the byte written is '0'+id (which backend answered)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -59,19 +60,19 @@ func natServer(args []string) int {
 	// does that too; here to say why it fails).
 	var rl syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && rl.Max < uint64(*n)+64 {
-		fmt.Fprintf(os.Stderr, "nat-server: %d ports need %d open files; the limit is %d\n", *n, *n+64, rl.Max)
+		fmt.Fprintf(os.Stderr, "connrate server: %d ports need %d open files; the limit is %d\n", *n, *n+64, rl.Max)
 		return 1
 	}
 	var lns []net.Listener
 	for p := *port; p < *port+*n; p++ {
 		ln, err := net.Listen("tcp", net.JoinHostPort(*addr, fmt.Sprint(p)))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "nat-server:", err)
+			fmt.Fprintln(os.Stderr, "connrate server:", err)
 			return 1
 		}
 		lns = append(lns, ln)
 	}
-	one := []byte{'x'}
+	one := []byte{byte('0' + *id)}
 	for _, ln := range lns {
 		go func() {
 			for {
@@ -97,9 +98,9 @@ func natServer(args []string) int {
 	return 0
 }
 
-// natClient is the load generator.
-func natClient(args []string) int {
-	fs := flag.NewFlagSet("nat-client", flag.ContinueOnError)
+// Client is the load generator.
+func Client(args []string) int {
+	fs := flag.NewFlagSet("client", flag.ContinueOnError)
 	targetsFile := fs.String("targets", "", "file with one IP:PORT per line")
 	duration := fs.Duration("duration", 5*time.Second, "how long to run")
 	conc := fs.Int("conc", 4, "concurrent connections (goroutines)")
@@ -107,19 +108,19 @@ func natClient(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	targets, err := natReadTargets(*targetsFile)
+	targets, err := ReadTargets(*targetsFile)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "nat-client:", err)
+		fmt.Fprintln(os.Stderr, "connrate client:", err)
 		return 1
 	}
-	res := runNATLoad(targets, *duration, *conc, *timeout)
+	res := Run(targets, *duration, *conc, *timeout)
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		return 1
 	}
 	return 0
 }
 
-func natReadTargets(path string) ([]string, error) {
+func ReadTargets(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func natReadTargets(path string) ([]string, error) {
 	return out, sc.Err()
 }
 
-func runNATLoad(targets []string, duration time.Duration, conc int, timeout time.Duration) natLoadResult {
+func Run(targets []string, duration time.Duration, conc int, timeout time.Duration) Result {
 	type worker struct {
 		ok, failed, timeouts int
 		errs                 map[string]int
@@ -170,7 +171,7 @@ func runNATLoad(targets []string, duration time.Duration, conc int, timeout time
 					if errors.As(err, &ne) && ne.Timeout() {
 						w.timeouts++
 					}
-					w.errs[natErrKind(err)]++
+					w.errs[ErrKind(err)]++
 					continue
 				}
 				w.ok++
@@ -180,7 +181,7 @@ func runNATLoad(targets []string, duration time.Duration, conc int, timeout time
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res := natLoadResult{Errors: map[string]int{}, Seconds: elapsed.Seconds(), Targets: len(targets), Conc: conc}
+	res := Result{Errors: map[string]int{}, Seconds: elapsed.Seconds(), Targets: len(targets), Conc: conc}
 	var lat []time.Duration
 	for _, w := range ws {
 		res.OK += w.ok
@@ -203,8 +204,8 @@ func runNATLoad(targets []string, duration time.Duration, conc int, timeout time
 	return res
 }
 
-// natErrKind names a failure without addresses, for counting.
-func natErrKind(err error) string {
+// ErrKind names a failure without addresses, for counting.
+func ErrKind(err error) string {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():

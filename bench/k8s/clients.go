@@ -1,0 +1,147 @@
+package main
+
+// The client pod's side of the measurements: this binary run in the
+// client's namespace as conn-client (the rate test), probe-ready and
+// probe-change (probe.go).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/connrate"
+	"github.com/xlane-dev/xlane/bench/internal/harness"
+)
+
+// load runs the rate test against targets (a file) from the client pod.
+func (n *k8sNode) load(ctx context.Context, self, targets string, d time.Duration, conc int) (connrate.Result, error) {
+	var r connrate.Result
+	ctx, cancel := context.WithTimeout(ctx, d+60*time.Second)
+	defer cancel()
+	out, err := harness.Run(ctx, harness.NSExec(n.client, self, "conn-client", "-targets", targets,
+		"-duration", d.String(), "-conc", fmt.Sprint(conc))...)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return r, fmt.Errorf("conn-client output %q: %w", out, err)
+	}
+	return r, nil
+}
+
+// startProbeReady starts probe-ready over the targets of file in the
+// client pod; wait returns when every target answered.
+func (n *k8sNode) startProbeReady(ctx context.Context, self, file string) (wait func() (time.Time, error), err error) {
+	argv := harness.NSExec(n.client, self, "probe-ready", "-targets", file, "-timeout", "3m")
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() (time.Time, error) {
+		if err := cmd.Wait(); err != nil {
+			return time.Time{}, fmt.Errorf("probe-ready: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(stdout.String()), 10, 64)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("probe-ready output %q: %w", stdout.String(), err)
+		}
+		return time.Unix(0, ns), nil
+	}, nil
+}
+
+func (n *k8sNode) probeReady(ctx context.Context, self, file string) (time.Time, error) {
+	wait, err := n.startProbeReady(ctx, self, file)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return wait()
+}
+
+// noneAnswers checks that no target of file answers from the client pod
+// (each tried once, 300 ms).
+func (n *k8sNode) noneAnswers(ctx context.Context, self, file string) error {
+	out, err := harness.Run(ctx, harness.NSExec(n.client, self, "probe-ready", "-targets", file, "-count-only")...)
+	if err != nil {
+		return err
+	}
+	if c := strings.TrimSpace(out); c != "0" {
+		return fmt.Errorf("%s of the ClusterIPs of %s still answer", c, file)
+	}
+	return nil
+}
+
+// changeProber is a probe-change running in a client pod.
+type changeProber struct {
+	mode  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	done  chan struct{}
+}
+
+func (n *k8sNode) startChangeProber(ctx context.Context, self, vip string) (*changeProber, error) {
+	argv := harness.NSExec(n.client, self, "probe-change", "-target", vip)
+	p := &changeProber{mode: n.mode, cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p.out = bufio.NewReader(stdout)
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := p.out.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		p.close()
+		return nil, fmt.Errorf("%s: probe-change: %q, %v", n.mode, line, err)
+	}
+	return p, nil
+}
+
+// expect tells the prober which backend answers after the next change.
+func (p *changeProber) expect(b byte) error {
+	_, err := fmt.Fprintf(p.stdin, "%c\n", b)
+	return err
+}
+
+// result is when the expected backend first answered.
+func (p *changeProber) result() (time.Time, error) {
+	line, err := p.out.ReadString('\n')
+	if err != nil {
+		return time.Time{}, fmt.Errorf("probe-change: %w", err)
+	}
+	line = strings.TrimSpace(line)
+	ns, err := strconv.ParseInt(line, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("probe-change: %s", line)
+	}
+	return time.Unix(0, ns), nil
+}
+
+// close ends the prober: stdin closed, it exits; killed by pid after 5 s.
+func (p *changeProber) close() {
+	p.stdin.Close()
+	exited := make(chan struct{})
+	go func() { p.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-exited
+	}
+}

@@ -1,0 +1,410 @@
+// Package k8senv runs a real Kubernetes control plane for the tests
+// (test/e2e) and the benchmarks (bench/k8s): xlane-etcd (etcd embedded) and
+// kube-apiserver, built from k8s.io/kubernetes by scripts/k8s-bins.sh and
+// cached under /var/cache/xlane/k8s, both in a network namespace the caller
+// made, the API server on ADDR:6443 with RBAC and static tokens.
+//
+//	bins, err := k8senv.Bins(repoRoot, "kube-apiserver", "xlane-etcd")
+//	cp, err := k8senv.Start(ctx, k8senv.Options{Bins: bins, Netns: "cp", Addr: "192.168.78.100", Dir: tmp})
+//	defer cp.Stop()
+//
+// Nothing here is a fake: the clientset (ControlPlane.CS) talks to the real
+// API server, dialling from inside its namespace.
+package k8senv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// NetnsDir is where `ip netns add` names namespaces.
+const NetnsDir = "/var/run/netns"
+
+// Bins returns the directory holding the Kubernetes binaries named: the
+// environment's XLANE_K8S_BIN (which make sets), checked, or what
+// root/scripts/k8s-bins.sh prints (it builds what is missing, once per
+// machine: many minutes the first time).
+func Bins(root string, bins ...string) (string, error) {
+	if dir := os.Getenv("XLANE_K8S_BIN"); dir != "" {
+		for _, b := range bins {
+			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+				return "", fmt.Errorf("XLANE_K8S_BIN=%s: %w", dir, err)
+			}
+		}
+		return dir, nil
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "k8s-bins.sh"), bins...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("scripts/k8s-bins.sh: %w\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Options says what control plane Start makes.
+type Options struct {
+	Bins        string   // holds kube-apiserver and xlane-etcd (Bins)
+	Netns       string   // the namespace both run in (a name under NetnsDir)
+	Addr        string   // the API server's address, one of Netns's
+	Dir         string   // scratch: etcd's data, certificates, tokens, kubeconfigs
+	ServiceCIDR string   // --service-cluster-ip-range; "": 10.96.0.0/16
+	Kubelets    []string // node names that get a kubelet identity (system:node:NAME)
+	// RBAC is a manifest of ServiceAccounts, ClusterRoles and bindings
+	// applied once the API server is ready (deploy/kubernetes/rbac.yaml:
+	// xlaned's identity, Kubeconfig); "": none.
+	RBAC string
+	// QPS of the clientset CS (default 200, burst twice that).
+	QPS float32
+}
+
+// ControlPlane is a running etcd + kube-apiserver.
+type ControlPlane struct {
+	Netns, Addr, Dir string
+	Token            string // system:masters
+	// Kubeconfig is xlaned's identity: the service account
+	// kube-system/xlane as a static token (what RBAC grants it).
+	Kubeconfig string
+	Admin      string            // a kubeconfig of Token
+	Kubelets   map[string]string // node name -> its kubelet's kubeconfig
+	CS         *kubernetes.Clientset
+	Ready      time.Duration // from the API server's start to /readyz ok
+
+	procs []*Proc
+}
+
+// Start starts etcd and kube-apiserver in o.Netns and waits until the API
+// server is ready. On an error it stops what it started.
+func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = "10.96.0.0/16"
+	}
+	if o.QPS == 0 {
+		o.QPS = 200
+	}
+	for field, v := range map[string]string{"Bins": o.Bins, "Netns": o.Netns, "Addr": o.Addr, "Dir": o.Dir} {
+		if v == "" {
+			return nil, fmt.Errorf("k8senv: Options.%s: empty", field)
+		}
+	}
+	cp := &ControlPlane{Netns: o.Netns, Addr: o.Addr, Dir: o.Dir, Token: randomHex(8), Kubelets: map[string]string{}}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	if out, err := nsCommand(o.Netns, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("lo up in %s: %w: %s", o.Netns, err, out)
+	}
+	etcd, err := cp.start("etcd", filepath.Join(o.Bins, "xlane-etcd"), "--data-dir", filepath.Join(o.Dir, "etcd"),
+		"--client-url", "http://127.0.0.1:2379", "--peer-url", "http://127.0.0.1:2380")
+	if err != nil {
+		return nil, err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	sa := filepath.Join(o.Dir, "sa.pem")
+	if err := writeFile(sa, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})); err != nil {
+		return nil, err
+	}
+	tokens := filepath.Join(o.Dir, "tokens.csv")
+	saToken := randomHex(8)
+	users := cp.Token + ",admin,admin,system:masters\n" +
+		saToken + ",system:serviceaccount:kube-system:xlane,xlane,system:serviceaccounts\n"
+	for _, name := range o.Kubelets {
+		tok := randomHex(8)
+		users += fmt.Sprintf("%s,system:node:%s,node-%s,system:nodes\n", tok, name, name)
+		cp.Kubelets[name] = filepath.Join(o.Dir, "kubelet-"+name+".kubeconfig")
+		if err := WriteKubeconfig(cp.Kubelets[name], o.Addr, tok); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeFile(tokens, []byte(users)); err != nil {
+		return nil, err
+	}
+	if err := etcd.WaitOutput(ctx, "ready", 2*time.Minute); err != nil {
+		return nil, err
+	}
+	apiserver, err := cp.start("kube-apiserver", filepath.Join(o.Bins, "kube-apiserver"),
+		"--etcd-servers=http://127.0.0.1:2379",
+		"--advertise-address="+o.Addr, "--bind-address="+o.Addr, "--secure-port=6443",
+		"--cert-dir="+filepath.Join(o.Dir, "certs"),
+		"--service-cluster-ip-range="+o.ServiceCIDR,
+		// Node: the kubelets' identities (system:node:NAME).
+		"--authorization-mode=Node,RBAC",
+		"--token-auth-file="+tokens,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+sa, "--service-account-signing-key-file="+sa,
+		// No controller manager makes the service accounts a pod
+		// would need.
+		"--disable-admission-plugins=ServiceAccount",
+		"--enable-priority-and-fairness=false",
+		"--v=0")
+	if err != nil {
+		return nil, err
+	}
+	cp.Kubeconfig = filepath.Join(o.Dir, "kubeconfig")
+	if err := WriteKubeconfig(cp.Kubeconfig, o.Addr, saToken); err != nil {
+		return nil, err
+	}
+	cp.Admin = filepath.Join(o.Dir, "admin.kubeconfig")
+	if err := WriteKubeconfig(cp.Admin, o.Addr, cp.Token); err != nil {
+		return nil, err
+	}
+	// The caller's client dials from the control plane's namespace.
+	rc := &rest.Config{Host: "https://" + o.Addr + ":6443", BearerToken: cp.Token, QPS: o.QPS, Burst: int(2 * o.QPS),
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			var c net.Conn
+			err := ns.WithNetNSPath(filepath.Join(NetnsDir, o.Netns), func(ns.NetNS) error {
+				var err error
+				c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+				return err
+			})
+			return c, err
+		}}
+	if cp.CS, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		body, err := cp.CS.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		cancel()
+		if err == nil && string(body) == "ok" {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Since(start) > 3*time.Minute || apiserver.Exited() {
+			return nil, fmt.Errorf("kube-apiserver not ready after %v: %v %s\n%s", time.Since(start).Round(time.Millisecond), err, body, apiserver.Tail(4000))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	cp.Ready = time.Since(start)
+	if o.RBAC != "" {
+		if err := ApplyManifest(ctx, cp.CS, o.RBAC); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// Stop stops the API server, then etcd (SIGTERM, SIGKILL after 10 s), by
+// pid. It may be called more than once.
+func (cp *ControlPlane) Stop() error {
+	var errs []error
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		errs = append(errs, cp.procs[i].Stop())
+	}
+	cp.procs = nil
+	return errors.Join(errs...)
+}
+
+// Logs returns the end of each process's output (n bytes each), for a
+// failure's log.
+func (cp *ControlPlane) Logs(n int) string {
+	var b strings.Builder
+	for _, p := range cp.procs {
+		fmt.Fprintf(&b, "%s log:\n%s\n", p.Name, p.Tail(n))
+	}
+	return b.String()
+}
+
+func (cp *ControlPlane) start(name string, argv ...string) (*Proc, error) {
+	p, err := StartProc(name, cp.Netns, argv...)
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, p)
+	return p, nil
+}
+
+// Proc is a process started in a network namespace (nsenter --net, which
+// keeps /sys and bpffs visible, and execs: its pid is the command's), its
+// output kept in memory.
+type Proc struct {
+	Name string
+	Cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+func (p *Proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+// Output is everything the process wrote so far.
+func (p *Proc) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// Tail is the last n bytes of Output.
+func (p *Proc) Tail(n int) string {
+	out := p.Output()
+	if len(out) > n {
+		out = "...\n" + out[len(out)-n:]
+	}
+	return out
+}
+
+// StartProc starts argv in netns ("": here).
+func StartProc(name, netns string, argv ...string) (*Proc, error) {
+	p := &Proc{Name: name, done: make(chan struct{})}
+	if netns != "" {
+		p.Cmd = nsCommand(netns, argv...)
+	} else {
+		p.Cmd = exec.Command(argv[0], argv[1:]...)
+	}
+	p.Cmd.Stdout, p.Cmd.Stderr = p, p
+	// Its own process group: a terminal's ^C reaches the caller, which
+	// stops it in order.
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.Cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { p.Cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitOutput waits until the output contains s; an error if the process
+// exits first or timeout passes.
+func (p *Proc) WaitOutput(ctx context.Context, s string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.Output(), s) {
+		if p.Exited() {
+			return fmt.Errorf("%s exited before saying %q:\n%s", p.Name, s, p.Tail(4000))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not say %q in %v:\n%s", p.Name, s, timeout, p.Tail(4000))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Stop sends SIGTERM to the pid, then SIGKILL after 10 s.
+func (p *Proc) Stop() error {
+	if p.Exited() {
+		return nil
+	}
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	p.Cmd.Process.Kill()
+	<-p.done
+	return fmt.Errorf("%s (pid %d) ignored SIGTERM for 10 s: killed", p.Name, p.Cmd.Process.Pid)
+}
+
+func nsCommand(netns string, argv ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=" + filepath.Join(NetnsDir, netns), "--"}, argv...)...)
+}
+
+// WriteKubeconfig writes a kubeconfig for the API server at addr:6443
+// with a bearer token.
+func WriteKubeconfig(path, addr, token string) error {
+	return writeFile(path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: https://%s:6443
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: test
+  context: {cluster: test, user: admin}
+current-context: test
+`, addr, token)))
+}
+
+func writeFile(path string, b []byte) error {
+	return os.WriteFile(path, b, 0o600)
+}
+
+// ApplyManifest creates the ServiceAccounts, ClusterRoles and
+// ClusterRoleBindings of a YAML file; any other kind is an error.
+func ApplyManifest(ctx context.Context, cs *kubernetes.Clientset, path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			return fmt.Errorf("%s: %T: not a kind ApplyManifest applies", path, obj)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: create %T: %w", path, obj, err)
+		}
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
