@@ -285,7 +285,7 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	t.daemon, err = harness.StartXlaned(ctx, &t.undo, harness.Xlaned{
 		Name: "xlaned " + t.variant, Netns: t.dns, Bins: t.bins, Dir: t.dir, PinDir: t.pinDir,
 		Args:    []string{"--docker-plugin-socket=", "--uplink", "d0", "--uplink-xdp-mode", mode},
-		Timeout: 15 * time.Second,
+		Timeout: 60 * time.Second, // loading and verifying every program: seconds, more on a loaded machine
 	})
 	if err != nil {
 		return err

@@ -180,6 +180,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_backends SEC(".maps");
 
+/* ClientIP session affinity: see struct affinity_key in abi.h. LRU and
+ * preallocated (~100 bytes an entry): a full table evicts the clients seen
+ * least recently, which then get a fresh choice. */
+#define XL_AFFINITY_SIZE 65536
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct affinity_key);
+	__type(value, struct affinity_val);
+	__uint(max_entries, XL_AFFINITY_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_affinity SEC(".maps");
+
 static __always_inline struct xl_config *xl_config(void)
 {
 	__u32 zero = 0;

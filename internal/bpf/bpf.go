@@ -52,11 +52,14 @@ type (
 	ServiceVal = tcServiceVal
 	BackendKey = tcBackendKey
 	BackendVal = tcBackendVal
-	CTNat      = tcCtNat
-	PeerKey    = tcPeerKey
-	PeerVal    = tcPeerVal
-	OverlayCfg = tcOverlayCfg
-	VlanVal    = tcVlanVal
+	// AffinityKey and AffinityVal are xlane_affinity's (ClientIP).
+	AffinityKey = tcAffinityKey
+	AffinityVal = tcAffinityVal
+	CTNat       = tcCtNat
+	PeerKey     = tcPeerKey
+	PeerVal     = tcPeerVal
+	OverlayCfg  = tcOverlayCfg
+	VlanVal     = tcVlanVal
 )
 
 // Peer flags (enum xl_peer_flags, bpf/lib/overlay.h).
@@ -87,6 +90,7 @@ const (
 	EPFlagNoPeer           = uint16(tcXlEpFlagsXL_EP_NO_PEER)
 	EPFlagVLAN             = uint16(tcXlEpFlagsXL_EP_VLAN)
 	SvcAffinity            = uint32(tcServiceFlagsSVC_AFFINITY)
+	BackendDraining        = uint16(tcBackendFlagsBACKEND_DRAINING)
 )
 
 // DefaultCTSize is xlane_ct's size unless the daemon is told otherwise.
@@ -435,6 +439,9 @@ func (o *Objects) Maglev() *ebpf.Map { return o.XlaneMaglev }
 
 // Backends is the xlane_backends map.
 func (o *Objects) Backends() *ebpf.Map { return o.XlaneBackends }
+
+// Affinity is the xlane_affinity map (ClientIP clients and their backends).
+func (o *Objects) Affinity() *ebpf.Map { return o.XlaneAffinity }
 
 // MaglevInnerSpec is the spec of one service's slot array.
 func MaglevInnerSpec(size uint32) *ebpf.MapSpec {

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type netkitAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type netkitAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type netkitBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type netkitBackendKey struct {
 }
 
 type netkitBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type netkitCtKey struct {
@@ -257,6 +272,13 @@ type netkitIcmpScratch struct {
 	Rk  netkitCtKey
 }
 
+type netkitLbScratch struct {
+	_ structs.HostLayout
+	K netkitAffinityKey
+	_ [4]byte
+	V netkitAffinityVal
+}
+
 type netkitMetricsDevVal struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -378,10 +400,11 @@ type netkitServiceKey struct {
 }
 
 type netkitServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type netkitSockRnatKey struct {
@@ -424,6 +447,7 @@ type netkitXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	netkitMapXlaneAffinity        = "xlane_affinity"
 	netkitMapXlaneBackends        = "xlane_backends"
 	netkitMapXlaneConfig          = "xlane_config"
 	netkitMapXlaneCt              = "xlane_ct"
@@ -446,6 +470,7 @@ const (
 	netkitMapXlaneFwScratch       = "xlane_fw_scratch"
 	netkitMapXlaneFwState         = "xlane_fw_state"
 	netkitMapXlaneIcmpScratch     = "xlane_icmp_scratch"
+	netkitMapXlaneLbScratch       = "xlane_lb_scratch"
 	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
 	netkitMapXlaneMetricsUplink   = "xlane_metrics_uplink"
@@ -464,6 +489,7 @@ const (
 	netkitMapXlaneVniNet          = "xlane_vni_net"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
+	netkitVarXlBtfBackendFlags    = "xl_btf_backend_flags"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
 	netkitVarXlBtfCtNat           = "xl_btf_ct_nat"
 	netkitVarXlBtfCtState         = "xl_btf_ct_state"
@@ -546,6 +572,7 @@ type netkitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -568,6 +595,7 @@ type netkitMapSpecs struct {
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
 	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch   *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
@@ -590,6 +618,7 @@ type netkitMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -642,6 +671,7 @@ func (o *netkitObjects) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
@@ -664,6 +694,7 @@ type netkitMaps struct {
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
 	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch   *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
@@ -684,6 +715,7 @@ type netkitMaps struct {
 
 func (m *netkitMaps) Close() error {
 	return _NetkitClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -706,6 +738,7 @@ func (m *netkitMaps) Close() error {
 		m.XlaneFwScratch,
 		m.XlaneFwState,
 		m.XlaneIcmpScratch,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneMetricsUplink,
@@ -729,6 +762,7 @@ func (m *netkitMaps) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type socklbAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type socklbAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type socklbBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type socklbBackendKey struct {
 }
 
 type socklbBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type socklbCtKey struct {
@@ -71,6 +86,13 @@ type socklbEndpointVal struct {
 	HostMac   [6]uint8
 	Mtu       uint16
 	Flags     uint16
+}
+
+type socklbLbScratch struct {
+	_ structs.HostLayout
+	K socklbAffinityKey
+	_ [4]byte
+	V socklbAffinityVal
 }
 
 type socklbMetricsDevVal struct {
@@ -159,10 +181,11 @@ type socklbServiceKey struct {
 }
 
 type socklbServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type socklbSockRnatKey struct {
@@ -197,12 +220,14 @@ type socklbXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	socklbMapXlaneAffinity      = "xlane_affinity"
 	socklbMapXlaneBackends      = "xlane_backends"
 	socklbMapXlaneConfig        = "xlane_config"
 	socklbMapXlaneCt            = "xlane_ct"
 	socklbMapXlaneCtScratch     = "xlane_ct_scratch"
 	socklbMapXlaneDevmap        = "xlane_devmap"
 	socklbMapXlaneEndpoints     = "xlane_endpoints"
+	socklbMapXlaneLbScratch     = "xlane_lb_scratch"
 	socklbMapXlaneMaglev        = "xlane_maglev"
 	socklbMapXlaneMetrics       = "xlane_metrics"
 	socklbMapXlaneMetricsUplink = "xlane_metrics_uplink"
@@ -219,6 +244,7 @@ const (
 	socklbProgXlaneRecvmsg6     = "xlane_recvmsg6"
 	socklbProgXlaneSendmsg4     = "xlane_sendmsg4"
 	socklbProgXlaneSendmsg6     = "xlane_sendmsg6"
+	socklbVarXlBtfBackendFlags  = "xl_btf_backend_flags"
 	socklbVarXlBtfCtDir         = "xl_btf_ct_dir"
 	socklbVarXlBtfCtNat         = "xl_btf_ct_nat"
 	socklbVarXlBtfCtState       = "xl_btf_ct_state"
@@ -300,12 +326,14 @@ type socklbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
@@ -322,6 +350,7 @@ type socklbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -369,12 +398,14 @@ func (o *socklbObjects) Close() error {
 //
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
@@ -389,12 +420,14 @@ type socklbMaps struct {
 
 func (m *socklbMaps) Close() error {
 	return _SocklbClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneMetricsUplink,
@@ -412,6 +445,7 @@ func (m *socklbMaps) Close() error {
 //
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -13,6 +13,27 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type tcAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
+type tcBackendFlags uint32
+
+const (
+	tcBackendFlagsBACKEND_DRAINING tcBackendFlags = 1
+)
+
 type tcBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +41,10 @@ type tcBackendKey struct {
 }
 
 type tcBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type tcCtDir uint32
@@ -362,6 +383,13 @@ type tcIcmpScratch struct {
 	Rk  tcCtKey
 }
 
+type tcLbScratch struct {
+	_ structs.HostLayout
+	K tcAffinityKey
+	_ [4]byte
+	V tcAffinityVal
+}
+
 type tcMetricsDevVal struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -538,10 +566,11 @@ type tcServiceKey struct {
 }
 
 type tcServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type tcSockRnatKey struct {
@@ -666,6 +695,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	tcMapXlaneAffinity      = "xlane_affinity"
 	tcMapXlaneBackends      = "xlane_backends"
 	tcMapXlaneConfig        = "xlane_config"
 	tcMapXlaneCt            = "xlane_ct"
@@ -688,6 +718,7 @@ const (
 	tcMapXlaneFwScratch     = "xlane_fw_scratch"
 	tcMapXlaneFwState       = "xlane_fw_state"
 	tcMapXlaneIcmpScratch   = "xlane_icmp_scratch"
+	tcMapXlaneLbScratch     = "xlane_lb_scratch"
 	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
 	tcMapXlaneMetricsUplink = "xlane_metrics_uplink"
@@ -706,6 +737,7 @@ const (
 	tcMapXlaneVniNet        = "xlane_vni_net"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
+	tcVarXlBtfBackendFlags  = "xl_btf_backend_flags"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
 	tcVarXlBtfCtNat         = "xl_btf_ct_nat"
 	tcVarXlBtfCtState       = "xl_btf_ct_state"
@@ -788,6 +820,7 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -810,6 +843,7 @@ type tcMapSpecs struct {
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
 	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch   *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
@@ -832,6 +866,7 @@ type tcMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -884,6 +919,7 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
@@ -906,6 +942,7 @@ type tcMaps struct {
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
 	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch   *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
@@ -926,6 +963,7 @@ type tcMaps struct {
 
 func (m *tcMaps) Close() error {
 	return _TcClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -948,6 +986,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneFwScratch,
 		m.XlaneFwState,
 		m.XlaneIcmpScratch,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneMetricsUplink,
@@ -971,6 +1010,7 @@ func (m *tcMaps) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcuplinkAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type tcuplinkAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type tcuplinkBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type tcuplinkBackendKey struct {
 }
 
 type tcuplinkBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type tcuplinkCtKey struct {
@@ -257,6 +272,13 @@ type tcuplinkIcmpScratch struct {
 	Rk  tcuplinkCtKey
 }
 
+type tcuplinkLbScratch struct {
+	_ structs.HostLayout
+	K tcuplinkAffinityKey
+	_ [4]byte
+	V tcuplinkAffinityVal
+}
+
 type tcuplinkMetricsDevVal struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -378,10 +400,11 @@ type tcuplinkServiceKey struct {
 }
 
 type tcuplinkServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type tcuplinkSockRnatKey struct {
@@ -424,6 +447,7 @@ type tcuplinkXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	tcuplinkMapXlaneAffinity      = "xlane_affinity"
 	tcuplinkMapXlaneBackends      = "xlane_backends"
 	tcuplinkMapXlaneConfig        = "xlane_config"
 	tcuplinkMapXlaneCt            = "xlane_ct"
@@ -446,6 +470,7 @@ const (
 	tcuplinkMapXlaneFwScratch     = "xlane_fw_scratch"
 	tcuplinkMapXlaneFwState       = "xlane_fw_state"
 	tcuplinkMapXlaneIcmpScratch   = "xlane_icmp_scratch"
+	tcuplinkMapXlaneLbScratch     = "xlane_lb_scratch"
 	tcuplinkMapXlaneMaglev        = "xlane_maglev"
 	tcuplinkMapXlaneMetrics       = "xlane_metrics"
 	tcuplinkMapXlaneMetricsUplink = "xlane_metrics_uplink"
@@ -466,6 +491,7 @@ const (
 	tcuplinkProgXlaneFromUplink   = "xlane_from_uplink"
 	tcuplinkProgXlaneToOverlay    = "xlane_to_overlay"
 	tcuplinkProgXlaneToVlan       = "xlane_to_vlan"
+	tcuplinkVarXlBtfBackendFlags  = "xl_btf_backend_flags"
 	tcuplinkVarXlBtfCtDir         = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat         = "xl_btf_ct_nat"
 	tcuplinkVarXlBtfCtState       = "xl_btf_ct_state"
@@ -550,6 +576,7 @@ type tcuplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -572,6 +599,7 @@ type tcuplinkMapSpecs struct {
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
 	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch   *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
@@ -594,6 +622,7 @@ type tcuplinkMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -646,6 +675,7 @@ func (o *tcuplinkObjects) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
@@ -668,6 +698,7 @@ type tcuplinkMaps struct {
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
 	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
 	XlaneIcmpScratch   *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
 	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
@@ -688,6 +719,7 @@ type tcuplinkMaps struct {
 
 func (m *tcuplinkMaps) Close() error {
 	return _TcuplinkClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -710,6 +742,7 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneFwScratch,
 		m.XlaneFwState,
 		m.XlaneIcmpScratch,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
 		m.XlaneMetricsUplink,
@@ -733,6 +766,7 @@ func (m *tcuplinkMaps) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type xdpAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type xdpBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type xdpBackendKey struct {
 }
 
 type xdpBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type xdpCtKey struct {
@@ -375,10 +390,11 @@ type xdpServiceKey struct {
 }
 
 type xdpServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type xdpSockRnatKey struct {
@@ -413,6 +429,7 @@ type xdpXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpMapXlaneAffinity                = "xlane_affinity"
 	xdpMapXlaneBackends                = "xlane_backends"
 	xdpMapXlaneConfig                  = "xlane_config"
 	xdpMapXlaneCt                      = "xlane_ct"
@@ -451,6 +468,7 @@ const (
 	xdpMapXlaneVniNet                  = "xlane_vni_net"
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
+	xdpVarXlBtfBackendFlags            = "xl_btf_backend_flags"
 	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
 	xdpVarXlBtfCtNat                   = "xl_btf_ct_nat"
 	xdpVarXlBtfCtState                 = "xl_btf_ct_state"
@@ -533,6 +551,7 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -575,6 +594,7 @@ type xdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -627,6 +647,7 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
@@ -667,6 +688,7 @@ type xdpMaps struct {
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -710,6 +732,7 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
 )
@@ -52,8 +53,9 @@ var dumpers = []dumper{
 	{"devmap", "xlane_devmap", "devices XDP may redirect to", []string{"ifindex", "device"}, (*BPF).dumpDevmap},
 	{"config", "xlane_config", "the node: uplink, masquerade addresses and ports", []string{"uplink_ifindex", "uplink", "nat_ports", "masquerade_v4", "masquerade_v6", "netns_cookie"}, (*BPF).dumpConfig},
 	{"publish", "xlane_publish", "published ports", []string{"proto", "family", "node_port", "target"}, (*BPF).dumpPublish},
-	{"services", "xlane_services", "service VIPs", []string{"vip", "proto", "id", "maglev_size", "flags"}, (*BPF).dumpServices},
-	{"backends", "xlane_backends", "service backends by (service id, index)", []string{"service_id", "index", "backend"}, (*BPF).dumpBackends},
+	{"services", "xlane_services", "service VIPs", []string{"vip", "proto", "id", "maglev_size", "flags", "affinity_timeout"}, (*BPF).dumpServices},
+	{"backends", "xlane_backends", "service backends by (service id, index)", []string{"service_id", "index", "backend", "flags"}, (*BPF).dumpBackends},
+	{"affinity", "xlane_affinity", "ClientIP affinity: each client's backend per service and the age of its last new flow", []string{"service_id", "client", "backend_index", "backend", "idle_s"}, (*BPF).dumpAffinity},
 	{"maglev", "xlane_maglev", "each service's Maglev table: slots per backend index", []string{"service_id", "slots", "per_backend"}, (*BPF).dumpMaglev},
 	{"fw-state", "xlane_fw_state", "the firewall's live generation", []string{"on", "active_slot", "generation"}, (*BPF).dumpFwState},
 	{"fw-gens", "xlane_fw_gens", "what each generation's classifier looks at", []string{"slot", "fields", "established", "uplink"}, (*BPF).dumpFwGens},
@@ -369,13 +371,39 @@ func (d *BPF) dumpServices(_ int, add func(...any) bool) error {
 		if v.Flags&bpf.SvcAffinity != 0 {
 			flags = "affinity"
 		}
-		return add(hostPort(k.Addr, k.Port), protoName(k.Proto), v.Id, v.MaglevSize, flags)
+		return add(hostPort(k.Addr, k.Port), protoName(k.Proto), v.Id, v.MaglevSize, flags, v.AffinityTimeout)
 	})
 }
 
 func (d *BPF) dumpBackends(_ int, add func(...any) bool) error {
 	return walk(d.objs.Backends(), func(k *bpf.BackendKey, v *bpf.BackendVal) bool {
-		return add(k.Service, k.Index, hostPort(v.Addr, v.Port))
+		flags := ""
+		if v.Flags&bpf.BackendDraining != 0 {
+			flags = "draining"
+		}
+		return add(k.Service, k.Index, hostPort(v.Addr, v.Port), flags)
+	})
+}
+
+// dumpAffinity lists xlane_affinity; idle_s is the seconds since the
+// client's last new flow (CLOCK_MONOTONIC, bpf_ktime_get_ns's clock). A
+// client of all zeros is the node's own processes.
+func (d *BPF) dumpAffinity(_ int, add func(...any) bool) error {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return fmt.Errorf("dump affinity: clock: %w", err)
+	}
+	now := uint64(ts.Nano())
+	return walk(d.objs.Affinity(), func(k *bpf.AffinityKey, v *bpf.AffinityVal) bool {
+		client := "node"
+		if k.Client != ([16]byte{}) {
+			client = netip.AddrFrom16(k.Client).Unmap().String()
+		}
+		idle := 0.0
+		if now > v.Last {
+			idle = float64(now-v.Last) / 1e9
+		}
+		return add(k.Service, client, v.Index, hostPort(v.Addr, v.Port), fmt.Sprintf("%.1f", idle))
 	})
 }
 
