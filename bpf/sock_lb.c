@@ -51,7 +51,9 @@ static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_k
 		}
 		/* else a service whose VIP is the node's address (NodePort) */
 	}
-	return lb_select(k, &l4, to) == LB_BACKEND;
+	/* ClientIP affinity: the node's processes are one client, as they
+	 * are to kube-proxy (the node's address). */
+	return lb_select(k, 0, &l4, to) == LB_BACKEND;
 }
 
 static __always_inline struct xl_config *sock_config(struct bpf_sock_addr *ctx)

@@ -100,7 +100,7 @@ static __always_inline int xdp_from_uplink(struct xdp_md *ctx)
 		metrics_count(dst_ifindex, reason, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 		return xdp_ret(ctx, FW_KIND_UPLINK, step, reason);
 	}
-	metrics_count(ctx->ingress_ifindex, reason, XL_DIR_INGRESS, XL_HOOK_XDP, len);
+	metrics_count_uplink(ctx->ingress_ifindex, reason, len);
 	if (reason == XL_FWD_PEER) /* not a reject's RST */
 		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_XDP, len);
 	return xdp_ret(ctx, FW_KIND_UPLINK, step, reason);

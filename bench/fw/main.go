@@ -285,7 +285,7 @@ func (t *fwTopo) Setup(ctx context.Context) error {
 	t.daemon, err = harness.StartXlaned(ctx, &t.undo, harness.Xlaned{
 		Name: "xlaned " + t.variant, Netns: t.dns, Bins: t.bins, Dir: t.dir, PinDir: t.pinDir,
 		Args:    []string{"--docker-plugin-socket=", "--uplink", "d0", "--uplink-xdp-mode", mode},
-		Timeout: 15 * time.Second,
+		Timeout: 60 * time.Second, // loading and verifying every program: seconds, more on a loaded machine
 	})
 	if err != nil {
 		return err
@@ -702,6 +702,63 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 	return rep, nil
 }
 
+// fwTargets is issue 14 §1's targets against this run, per xlane native
+// variant, at the smallest and the largest rule count: the drop rate at
+// least half the bare drop's (xdp-drop), 4x iptables raw, 3x nftables
+// netdev; allowed TCP through the largest set at least 0.9x no rules.
+func fwTargets(rep *fwReport, o fwOptions) string {
+	drop := func(s fwSample) float64 { return s.DroppedMpps }
+	var b strings.Builder
+	levels := []int{o.levels[0]}
+	if hi := slices.Max(o.levels); hi != levels[0] {
+		levels = append(levels, hi)
+	}
+	verdict := func(r, min float64) string {
+		switch {
+		case r != r:
+			return "–"
+		case r >= min:
+			return fmt.Sprintf("%.2f met", r)
+		}
+		return fmt.Sprintf("%.2f **missed**", r)
+	}
+	for _, v := range o.variants {
+		if !strings.HasPrefix(v, "xlane-native") {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nTargets (issue 14 §1; ratios of medians, this run):\n\n| variant | rules | vs xdp-drop ≥ 0.5 | vs iptables ≥ 4 | vs nftables ≥ 3 |\n|---|---:|---|---|---|\n")
+		}
+		for _, n := range levels {
+			dm := fwMedian(rep.Samples, v, n, drop)
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", v, n,
+				verdict(measure.Ratio(dm, fwMedian(rep.Samples, fwCeiling, n, drop)), 0.5),
+				verdict(measure.Ratio(dm, fwMedian(rep.Samples, "iptables", n, drop)), 4),
+				verdict(measure.Ratio(dm, fwMedian(rep.Samples, "nftables", n, drop)), 3))
+		}
+	}
+	if len(rep.TCP) > 0 {
+		hi := slices.Max(o.levels)
+		for _, v := range o.variants {
+			if !strings.HasPrefix(v, "xlane-native") {
+				continue
+			}
+			var a, c []float64
+			for _, r := range rep.TCP {
+				if r.Variant == v && r.Rules == 0 {
+					a = append(a, r.Gbps)
+				} else if r.Variant == v && r.Rules == hi {
+					c = append(c, r.Gbps)
+				}
+			}
+			fmt.Fprintf(&b, "\n%s allowed TCP through %d rules vs none ≥ 0.9: %s", v, hi,
+				verdict(measure.Ratio(measure.Median(c), measure.Median(a)), 0.9))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // fwMedian is the median of metric over the samples of variant at n rules.
 func fwMedian(ss []fwSample, variant string, n int, metric func(fwSample) float64) float64 {
 	var xs []float64
@@ -779,6 +836,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, a, c, measure.Ratio(c, a))
 		}
 	}
+	b.WriteString(fwTargets(rep, o))
 	b.WriteString("\nHow d0 took the frames in:\n")
 	for _, v := range o.variants {
 		for _, s := range rep.Samples {

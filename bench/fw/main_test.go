@@ -53,6 +53,8 @@ func TestFWMarkdownRatios(t *testing.T) {
 		"| 1 | xdp-drop | 8.000 |", "| 8.00× | 4.00× | 1 | 0 % | 20 |", "| 1 | nftables | 2.000 | 0.000 | 0 % | 0 | 2.00× | 1 | 0.25× | 0 % | – |",
 		"| 10000 | xlane-native | 4.000 |", "| 400.00× | 200.00× |",
 		"xlane-native 1.00", "iptables 0.01",
+		"| xlane-native | 1 | 0.50 met | 4.00 met | 2.00 **missed** |",
+		"| xlane-native | 10000 | 0.50 met | 400.00 met | 200.00 met |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -278,7 +278,7 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 				if err == nil && observing && x != nil && test.Kind != "latency" {
 					var after runStats
 					if after, err = x.runStats(); err == nil {
-						err = addRunStats(s, before, after)
+						err = addRunStats(s, before, after, o.Duration)
 					}
 				}
 				if err != nil {
@@ -290,6 +290,9 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 		}
 	}
 	rep.Tests = summarize(ts, o.modes, res)
+	if observing {
+		rep.Verdicts = judge(rep)
+	}
 	for _, t := range topos {
 		rep.Notes = append(rep.Notes, t.Notes(ctx)...)
 		p := t.Pair(o.mtus[0])

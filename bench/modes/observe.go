@@ -26,11 +26,13 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,6 +43,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
 // observeModes are the tc variants of the observability benchmark.
@@ -62,6 +65,10 @@ var observeMetrics = []Metric{
 	{Key: "bpf_ns_run", Label: "BPF ns/run", Digits: 1},
 	{Key: "ctl_cpu_ms_s", Label: "xlaned+client CPU ms/s", Digits: 1},
 }
+
+// observeTCPMetric is the programs' run time per byte, TCP tests only (a
+// run there is a GSO skb or an ACK, not a packet).
+var observeTCPMetric = Metric{Key: "bpf_ms_gbit", Label: "BPF ms/Gbit", Digits: 2}
 
 // observeSetup applies -observe's measurement changes: iperf3 pinned,
 // latency tests left out (not part of issue 19's benchmark; -only latency
@@ -165,13 +172,17 @@ func (x *xlaneTopo) runStats() (runStats, error) {
 	return st, nil
 }
 
-// addRunStats adds the counters' change from a to b to s.
-func addRunStats(s Sample, a, b runStats) error {
+// addRunStats adds the counters' change from a to b to s; with a TCP
+// sample (gbps over d), also the programs' run time per Gbit carried.
+func addRunStats(s Sample, a, b runStats, d time.Duration) error {
 	if b.runs <= a.runs {
 		return fmt.Errorf("bpf_stats: no program runs during the measurement (run counts %d -> %d): are BPF run statistics on?", a.runs, b.runs)
 	}
 	s["bpf_ns_run"] = float64(b.ns-a.ns) / float64(b.runs-a.runs)
 	s["ctl_cpu_ms_s"] = float64(b.ctlCPU-a.ctlCPU) / float64(time.Millisecond) / b.at.Sub(a.at).Seconds()
+	if g := s["gbps"]; g > 0 && d > 0 {
+		s["bpf_ms_gbit"] = float64(b.ns-a.ns) / 1e6 / (g * d.Seconds())
+	}
 	return nil
 }
 
@@ -324,4 +335,124 @@ func (x *xlaneTopo) startScraper() error {
 		return nil
 	})
 	return nil
+}
+
+// A target of issue 19 and the metric it is judged on (docs/benchmarks.md,
+// "Deciding the targets").
+type target struct {
+	name      string
+	variant   string // the mode whose cost is judged
+	reference string // against this mode
+	limit     float64
+	kind      string // the tests: "tcp" or "rate"
+	metric    string
+}
+
+var targets = []target{
+	{"no listener ≤ 2 %", "tc", "tc@base", 0.02, "rate", "bpf_ns_run"},
+	{"monitor, default types ≤ 10 %", "tc+monitor", "tc", 0.10, "rate", "forwarded_mpps"},
+	{"monitor, default types ≤ 10 %", "tc+monitor", "tc", 0.10, "tcp", "cpu_s_per_gbit"},
+	{"monitor, all types ≤ 10 %", "tc+monitor-all", "tc", 0.10, "rate", "forwarded_mpps"},
+	{"monitor, all types ≤ 10 %", "tc+monitor-all", "tc", 0.10, "tcp", "cpu_s_per_gbit"},
+}
+
+// costs are the per-repetition costs of mode a over mode b for metric m:
+// a/b - 1 where lower is better, b/a - 1 where higher is better (so a
+// positive cost is a's loss either way).
+func costs(m MetricResult, a, b string) []float64 {
+	sa, aok := m.Modes[a]
+	sb, bok := m.Modes[b]
+	if !aok || !bok {
+		return nil
+	}
+	var out []float64
+	for i := range min(len(sa.Samples), len(sb.Samples)) {
+		x, y := sa.Samples[i], sb.Samples[i]
+		if m.HigherBetter {
+			x, y = y, x
+		}
+		if y > 0 && x > 0 {
+			out = append(out, x/y-1)
+		}
+	}
+	return out
+}
+
+// Verdict is a target judged on one test of the run.
+type Verdict struct {
+	Target  string    `json:"target"`
+	Test    string    `json:"test"`
+	Metric  string    `json:"metric"`
+	Cost    float64   `json:"cost"`     // median of the per-repetition costs
+	Costs   []float64 `json:"costs"`    // per repetition
+	AANoise float64   `json:"aa_noise"` // largest |cost| of tc+aa over tc on the same test and metric
+	Result  string    `json:"result"`   // "met", "missed" or "not resolved"
+	// Note qualifies the result: a forwarded rate the generator may have
+	// paced (more than 85 % delivered) understates a cost.
+	Note string `json:"note,omitempty"`
+}
+
+// minVerdictReps is the fewest repetitions a verdict is given on.
+const minVerdictReps = 3
+
+// judge applies targets to the run: a cost is resolved where the A/A
+// control's largest per-repetition |cost| on the same row is below the
+// limit; then it is met when its median is within the limit.
+func judge(rep *Report) []Verdict {
+	var out []Verdict
+	for _, tg := range targets {
+		for _, t := range rep.Tests {
+			if t.Kind != tg.kind {
+				continue
+			}
+			for _, m := range t.Metrics {
+				if m.Key != tg.metric {
+					continue
+				}
+				cs, aa := costs(m, tg.variant, tg.reference), costs(m, "tc+aa", "tc")
+				if len(cs) == 0 || len(aa) == 0 {
+					continue
+				}
+				v := Verdict{Target: tg.name, Test: t.Title, Metric: m.Label, Cost: measure.Median(cs), Costs: cs}
+				for _, c := range aa {
+					v.AANoise = math.Max(v.AANoise, math.Abs(c))
+				}
+				switch {
+				case len(cs) < minVerdictReps || len(aa) < minVerdictReps:
+					v.Result = "not resolved"
+					v.Note = fmt.Sprintf("fewer than %d repetitions: one A/A sample can be small by chance", minVerdictReps)
+				case v.AANoise >= tg.limit:
+					v.Result = "not resolved"
+				case v.Cost <= tg.limit:
+					v.Result = "met"
+				default:
+					v.Result = "missed"
+				}
+				if tg.reference == "tc@base" && v.Note == "" {
+					v.Note = "tc@base differs from tc by every datapath change since its ref, not by the monitor's hooks alone"
+				}
+				if m.Key == "forwarded_mpps" && v.Note == "" {
+					for _, dm := range t.Metrics {
+						if dm.Key == "delivered_pct" && (dm.Modes[tg.variant].Median > 85 || dm.Modes[tg.reference].Median > 85) {
+							v.Note = "more than 85 % delivered: the generator may have set the pace, the cost may be understated"
+						}
+					}
+				}
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// verdictLines are the verdicts as text lines.
+func verdictLines(vs []Verdict) []string {
+	var out []string
+	for _, v := range vs {
+		lo, hi := slices.Min(v.Costs), slices.Max(v.Costs)
+		out = append(out, fmt.Sprintf("%s, %s, %s: cost %+.1f %% (per repetition %+.1f to %+.1f %%), A/A noise ±%.1f %%: %s",
+			v.Target, v.Test, v.Metric, 100*v.Cost, 100*lo, 100*hi, 100*v.AANoise, strings.ToUpper(v.Result))+
+			map[bool]string{true: " (" + v.Note + ")"}[v.Note != ""])
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,14 +31,25 @@ func TestAddRunStats(t *testing.T) {
 	a := runStats{runs: 100, ns: 50_000, ctlCPU: 10 * time.Millisecond, at: t0}
 	b := runStats{runs: 1100, ns: 650_000, ctlCPU: 30 * time.Millisecond, at: t0.Add(2 * time.Second)}
 	s := Sample{}
-	if err := addRunStats(s, a, b); err != nil {
+	if err := addRunStats(s, a, b, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if s["bpf_ns_run"] != 600 || s["ctl_cpu_ms_s"] != 10 {
 		t.Errorf("bpf_ns_run %v, ctl_cpu_ms_s %v; want 600, 10", s["bpf_ns_run"], s["ctl_cpu_ms_s"])
 	}
+	if _, ok := s["bpf_ms_gbit"]; ok {
+		t.Error("bpf_ms_gbit without a throughput")
+	}
+	// TCP: 0.6 ms of program time over 2 s at 0.15 Gbit/s = 2 ms/Gbit.
+	s = Sample{"gbps": 0.15}
+	if err := addRunStats(s, a, b, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := s["bpf_ms_gbit"]; v < 1.999 || v > 2.001 {
+		t.Errorf("bpf_ms_gbit %v, want 2", v)
+	}
 	// No runs: statistics off, or the wrong programs; an error, not 0 ns.
-	if err := addRunStats(Sample{}, a, a); err == nil {
+	if err := addRunStats(Sample{}, a, a, time.Second); err == nil {
 		t.Error("addRunStats without runs: no error")
 	}
 }
@@ -87,5 +99,59 @@ func TestObserveFlags(t *testing.T) {
 		if ms := ts.Metrics(); ts.Kind != "latency" && ms[len(ms)-1].Key != "ctl_cpu_ms_s" {
 			t.Errorf("%s: metrics %v lack -observe's", ts.ID, ms)
 		}
+	}
+}
+
+func TestJudge(t *testing.T) {
+	// Rate row: tc@base 500 ns/run, tc 505 (+1 %), A/A within 1 %: met.
+	// Forwarded rate: monitor-all 0.85 of tc: +17.6 % cost, missed; TCP
+	// row: A/A noise 20 %: not resolved.
+	rate := TestResult{Test: Test{Kind: "rate", Title: "rate"}, Metrics: []MetricResult{
+		{Metric: Metric{Key: "bpf_ns_run", Label: "BPF ns/run"}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{505, 505, 505}}, "tc+aa": {Samples: []float64{500, 510, 505}},
+			"tc@base": {Samples: []float64{500, 500, 500}}}},
+		{Metric: Metric{Key: "forwarded_mpps", Label: "Mpps", HigherBetter: true}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{1, 1, 1}}, "tc+aa": {Samples: []float64{1, 1.01, 0.99}},
+			"tc+monitor-all": {Samples: []float64{0.85, 0.85, 0.85}}}},
+		{Metric: Metric{Key: "delivered_pct", HigherBetter: true}, Modes: map[string]ModeStat{
+			"tc": {Median: 90}, "tc+monitor-all": {Median: 80}}},
+	}}
+	tcp := TestResult{Test: Test{Kind: "tcp", Title: "tcp"}, Metrics: []MetricResult{
+		{Metric: Metric{Key: "cpu_s_per_gbit", Label: "CPU-s/Gbit"}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{1, 1, 1}}, "tc+aa": {Samples: []float64{1.2, 1, 1}}, "tc+monitor-all": {Samples: []float64{1, 1, 1}}}},
+	}}
+	vs := judge(&Report{Tests: []TestResult{rate, tcp}})
+	got := map[string]string{}
+	for _, v := range vs {
+		got[v.Target+"/"+v.Test] = v.Result
+	}
+	want := map[string]string{
+		"no listener ≤ 2 %/rate":         "met",
+		"monitor, all types ≤ 10 %/rate": "missed",
+		"monitor, all types ≤ 10 %/tcp":  "not resolved",
+	}
+	if len(got) != len(want) {
+		t.Errorf("verdicts %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %q, want %q", k, got[k], w)
+		}
+	}
+	for _, v := range vs {
+		if noted := v.Metric == "Mpps" || strings.HasPrefix(v.Target, "no listener"); noted != (v.Note != "") {
+			t.Errorf("%s/%s: note %q", v.Target, v.Test, v.Note)
+		}
+	}
+	// Two repetitions: no verdict, whatever the numbers.
+	short := TestResult{Test: Test{Kind: "tcp", Title: "short"}, Metrics: []MetricResult{
+		{Metric: Metric{Key: "cpu_s_per_gbit", Label: "CPU-s/Gbit"}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{1, 1}}, "tc+aa": {Samples: []float64{1, 1}}, "tc+monitor-all": {Samples: []float64{2, 2}}}},
+	}}
+	if sv := judge(&Report{Tests: []TestResult{short}}); len(sv) != 1 || sv[0].Result != "not resolved" {
+		t.Errorf("2 repetitions: %+v, want one not resolved", sv)
+	}
+	if len(verdictLines(vs)) != len(vs) {
+		t.Error("verdictLines: one line per verdict")
 	}
 }

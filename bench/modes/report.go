@@ -32,6 +32,8 @@ type Report struct {
 	// Rate is every small-packet rate run: raw counts and where frames
 	// were lost.
 	Rate []RateDetail `json:"rate_runs,omitempty"`
+	// Verdicts are issue 19's targets judged on this run (-observe).
+	Verdicts []Verdict `json:"verdicts,omitempty"`
 }
 
 // RunConfig is what the run was asked to do.
@@ -306,6 +308,12 @@ func printTable(w io.Writer, rep *Report) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\n"+legendText())
+	if len(rep.Verdicts) > 0 {
+		fmt.Fprintln(w, "\nTargets (docs/benchmarks.md, Deciding the targets):")
+		for _, l := range verdictLines(rep.Verdicts) {
+			fmt.Fprintln(w, "  - "+l)
+		}
+	}
 	if len(rep.Notes) > 0 {
 		fmt.Fprintln(w, "\nNotes:")
 		for _, n := range rep.Notes {
@@ -334,6 +342,13 @@ func writeMarkdown(path string, rep *Report) error {
 		}
 	}
 	b.WriteString("\n" + legendText() + "\n")
+	if len(rep.Verdicts) > 0 {
+		b.WriteString("\n## Targets\n\nJudged as [benchmarks.md](../../docs/benchmarks.md#deciding-the-targets) says: " +
+			"cost = the median of the per-repetition costs; resolved where the A/A control's largest per-repetition |cost| on the same row is below the target.\n\n")
+		for _, l := range verdictLines(rep.Verdicts) {
+			b.WriteString("- " + l + "\n")
+		}
+	}
 	if len(rep.Notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range rep.Notes {

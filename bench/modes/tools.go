@@ -6,9 +6,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,7 +107,11 @@ type Test struct {
 func (t Test) Metrics() []Metric {
 	switch t.Kind {
 	case "tcp":
-		return t.withObserve(tcpMetrics)
+		ms := t.withObserve(tcpMetrics)
+		if observing {
+			ms = slices.Insert(ms, len(ms)-1, observeTCPMetric)
+		}
+		return ms
 	case "rate":
 		return t.withObserve(rateMetrics)
 	}
@@ -188,15 +194,35 @@ func (t Test) Run(ctx context.Context, p harness.Pair, d time.Duration) (Sample,
 		}
 		return Sample{"avg_us": l.AvgUs, "p50_us": l.P50Us, "p99_us": l.P99Us}, nil
 	}
-	before, err := measure.ReadCPU()
-	if err != nil {
-		return nil, err
+	var (
+		before, after measure.CPUTimes
+		r             measure.IperfResult
+		err, cerr     error
+		perr          error
+	)
+	// A server still closing the previous test (the same mode twice in a
+	// row, as with one mode) answers "busy": try again shortly.
+	for try := 1; ; try++ {
+		if before, err = measure.ReadCPU(); err != nil {
+			return nil, err
+		}
+		var out string
+		out, err = harness.Run(ctx, client("iperf3", "-c", p.ServerIP.String(), "-p", port,
+			"-t", secs, "-P", strconv.Itoa(t.Streams), "-J", "--connect-timeout", "3000")...)
+		after, cerr = measure.ReadCPU()
+		// iperf3 -J reports failures in its JSON, sometimes with exit status 0.
+		r, perr = measure.ParseIperf3([]byte(out))
+		busy := (err != nil && strings.Contains(err.Error(), "server is busy")) || (perr != nil && strings.Contains(perr.Error(), "server is busy"))
+		if !busy || try == 5 {
+			break
+		}
+		log.Printf("%s: iperf3 server busy (try %d of 5), again in 0.5 s", t.ID, try)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	out, err := harness.Run(ctx, client("iperf3", "-c", p.ServerIP.String(), "-p", port,
-		"-t", secs, "-P", strconv.Itoa(t.Streams), "-J", "--connect-timeout", "3000")...)
-	after, cerr := measure.ReadCPU()
-	// iperf3 -J reports failures in its JSON, sometimes with exit status 0.
-	r, perr := measure.ParseIperf3([]byte(out))
 	switch {
 	case err != nil && perr != nil:
 		return nil, fmt.Errorf("%w (%v)", err, perr)

@@ -339,13 +339,17 @@ struct service_key {
 };
 
 enum service_flags {
-	SVC_AFFINITY = 1,	/* hash the client address only (ClientIP) */
+	SVC_AFFINITY = 1,	/* ClientIP: a client's new flows go to one backend */
 };
 
 struct service_val {
 	__u32 id;
 	__u32 maglev_size;	/* slots in its xlane_maglev array */
 	__u32 flags;		/* enum service_flags */
+	/* With SVC_AFFINITY: seconds a client keeps its backend after its
+	 * last new flow (xlane_affinity; Kubernetes' timeoutSeconds). 0: no
+	 * state, the client address's hash alone picks the backend. */
+	__u32 affinity_timeout;
 };
 
 struct backend_key {
@@ -353,10 +357,36 @@ struct backend_key {
 	__u32 index;
 };
 
+enum backend_flags {
+	BACKEND_DRAINING = 1,	/* weight 0: no new flows (nor affinity) */
+};
+
 struct backend_val {
 	__u8 addr[16];
 	__u16 port;		/* network order */
+	__u16 flags;		/* enum backend_flags */
+};
+
+/*
+ * xlane_affinity: ClientIP session affinity. key = (service id, client
+ * address); value = the backend the client's last new flow to the service
+ * got, and when. Written and read by the datapath (lib/lb.h lb_select) on
+ * new flows to a service with SVC_AFFINITY and an affinity_timeout; an
+ * entry older than the timeout, or whose backend is gone, replaced or
+ * draining, is ignored and overwritten by a fresh choice. LRU: clients
+ * that stopped coming age out. The daemon only reads it (dumps).
+ */
+struct affinity_key {
+	__u32 service;
+	__u8 client[16];	/* IPv4 as ::ffff:a.b.c.d; all zero: the node's processes (sock_lb.c) */
+};
+
+struct affinity_val {
+	__u64 last;		/* bpf_ktime_get_ns() of the client's last new flow */
+	__u32 index;		/* backend_key.index of the backend */
+	__u16 port;		/* the backend's address and port when chosen: */
 	__u16 pad;
+	__u8 addr[16];		/* an index reused by another backend is not it */
 };
 
 /*
@@ -377,6 +407,18 @@ struct metrics_val {
 	__u64 bytes;
 };
 
+/* xlane_metrics_uplink: key = enum xl_reason, value per CPU: the
+ * counters of (ifindex, reason, ingress, XDP), the uplink program's, in
+ * an array instead of the hash (one lookup less per uplink packet). The
+ * daemon sets ifindex to the uplink's; a slot of another device (0: none)
+ * leaves the count to xlane_metrics. */
+struct metrics_dev_val {
+	__u64 packets;
+	__u64 bytes;
+	__u32 ifindex;
+	__u32 pad;
+};
+
 /* Keep enums that no program variable names in BTF, so bpf2go can emit
  * them for Go (enums only appear in BTF when something references them). */
 /* The structs below (and lib/parse.h's headers) are reached only through
@@ -395,6 +437,7 @@ struct metrics_val {
 	const enum ct_state *xl_btf_ct_state __attribute__((unused)); \
 	const enum ct_nat *xl_btf_ct_nat __attribute__((unused)); \
 	const enum service_flags *xl_btf_service_flags __attribute__((unused)); \
+	const enum backend_flags *xl_btf_backend_flags __attribute__((unused)); \
 	const enum fw_field *xl_btf_fw_field __attribute__((unused)); \
 	const enum fw_kind *xl_btf_fw_kind __attribute__((unused)); \
 	const enum fw_action *xl_btf_fw_action __attribute__((unused)); \
@@ -464,6 +507,11 @@ enum fw_limits {
 				 * (non-first fragment, other protocols) */
 	FW_CLASS_ALL = 0,	/* pool entry 0: every bit set */
 	FW_ADDR_V6 = 0x80,	/* fw_addr_key.field bit of IPv6 prefixes */
+	/* fw_exact_key.field of the uplink's IPv4 tuples (fw_gen.tuple4):
+	 * kind = protocol, data = source address (network order) and
+	 * destination port (class value, host order, u16 in memory order);
+	 * the value is the deciding rule's bit. */
+	FW_EXACT_TUPLE4 = 0x40,
 };
 
 /* xlane_fw_exact inner HASH: MACs and hook contexts. */
@@ -549,6 +597,15 @@ struct fw_gen {
 				 * them in order instead of the bitmaps;
 				 * 0: the set is not one for the list */
 	struct fw_lin lin_rules[FW_LIN_MAX];
+	__u32 tuple4;		/* 1: the uplink's IPv4 rules are all "one
+				 * protocol, one /32 source, one destination
+				 * port" (lists: their cross product), the
+				 * defaults aside: an IPv4 packet's rule is
+				 * one hash lookup of its tuple in the exact
+				 * map (FW_EXACT_TUPLE4, lib/fw_lin.h) */
+	__u32 tuple4_miss;	/* with tuple4: the bit + 1 of the uplink
+				 * default that decides an IPv4 packet no
+				 * tuple names; 0: none (allowed) */
 };
 
 /* fw_gen.any_class[FW_F_CTX] of a set without uplink rules. */

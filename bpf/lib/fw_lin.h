@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * fw_lin.h - the uplink's classifier for small rule sets: the generation's
+ * fw_lin.h - the uplink's classifiers for simple rule sets, inlined into
+ * the uplink program (they take the packet it parsed): the generation's
  * list of conjunctions (struct fw_lin, filled by the compiler when the
- * set's uplink rules fit FW_LIN_MAX of them) tried in order, without the
- * bitmaps' lookups (LPM trie, scalar arrays, pool) or the search. Conntrack
- * is consulted only once a rule matched: established packets pass before
- * any rule, so one that no rule matches passes either way, and the uplink
- * owns no conntrack entries to refresh. What the list cannot do — sets
- * beyond it, a monitor listening for rule events — is left to the bitmaps
- * (fw_prepare_xdp, fw_decide), which decide alike.
+ * set's uplink rules fit FW_LIN_MAX of them) tried in order, and for a
+ * larger set of "protocol, /32 source, destination port" rules the IPv4
+ * tuple hash (fw_gen.tuple4); without the bitmaps' lookups (LPM trie,
+ * scalar arrays, pool) or the search. Conntrack is consulted only once a
+ * rule matched: established packets pass before any rule, so one that no
+ * rule matches passes either way, and the uplink owns no conntrack
+ * entries to refresh. What these cannot do — other sets, IPv6 packets of
+ * a tuple set, a monitor listening for rule events — is left to the
+ * bitmaps (fw_prepare_xdp, fw_decide), which decide alike.
  */
 #ifndef XLANE_FW_LIN_H
 #define XLANE_FW_LIN_H
@@ -46,6 +49,21 @@ static __always_inline int fw_lin_match(const struct fw_lin *e, __u8 ip6, const 
 	return (l4->l4.tcp_flags & e->flags_mask) == e->flags_comp;
 }
 
+/* fw_lin_match4 is fw_lin_match for an IPv4 packet, its addresses s and
+ * d as in the IP header. */
+static __always_inline int fw_lin_match4(const struct fw_lin *e, __u32 s, __u32 d,
+					 const struct fw_l4 *l4)
+{
+	if (e->ip6 || ((s ^ e->src[3]) & e->src_mask[3]) || ((d ^ e->dst[3]) & e->dst_mask[3]))
+		return 0;
+	if (!e->any_proto && e->proto != l4->l4.proto)
+		return 0;
+	if (l4->sport < e->sport_lo || l4->sport > e->sport_hi || l4->dport < e->dport_lo ||
+	    l4->dport > e->dport_hi)
+		return 0;
+	return (l4->l4.tcp_flags & e->flags_mask) == e->flags_comp;
+}
+
 /* fw_lin_established is fw_established_late with the flow's key made. */
 static __always_inline int fw_lin_established(const struct pkt *p, struct fw_scratch *sc)
 {
@@ -58,82 +76,140 @@ static __always_inline int fw_lin_established(const struct pkt *p, struct fw_scr
 	return fw_established_late(sc);
 }
 
-/* fw_lin_ready: the live generation has a list and no monitor wants rule
- * events, the cheap test before fw_lin_xdp's call (a set beyond the list
- * goes to the bitmaps without it). */
-static __always_inline int fw_lin_ready(void)
-{
-	__u32 zero = 0, slot;
-	const struct fw_state *st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
-	const struct fw_gen *gen;
-
-	if (!st)
-		return 0;
-	slot = st->active & 1;
-	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
-	return gen && gen->lin && !mon_types();
-}
-
 /*
- * fw_lin_xdp classifies an uplink packet with the generation's list:
- * FW_V_ALLOW, FW_V_DROP or FW_V_REJECT (c->reason set), or FW_V_SEARCH
- * when the bitmaps must decide. A global function (verified once, see
- * fw_stage.h): it parses the frame again, as fw_prepare_xdp does.
+ * fw_lin_uplink classifies an uplink packet with gen's list (gen->lin not
+ * 0): FW_V_ALLOW, FW_V_DROP or FW_V_REJECT (c->reason set). Inlined into
+ * the uplink program, so the packet is the one the program parsed (p,
+ * PARSE_OK): no second L3 parse, no call, the live generation looked up
+ * once. Only the L4 header is parsed here (the program itself needs no
+ * ports before the firewall).
  */
-__noinline int fw_lin_xdp(struct xdp_md *ctx, struct fw_call *c)
+static __always_inline int fw_lin_uplink(void *data, void *data_end, const struct pkt *p,
+					 const struct fw_gen *gen, struct fw_call *c)
 {
-	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
-	__u32 zero = 0, slot, n, s[4], d[4];
+	__u32 zero = 0, n = gen->lin;
 	const struct fw_lin *e = 0;
 	enum xl_reason reason = 0;
-	enum fw_verdict v;
 	struct fw_scratch *sc;
-	struct fw_state *st;
-	struct fw_gen *gen;
-	struct pkt p = {};
-	__u8 ip6;
+	enum fw_verdict v;
 
-	if (!c)
-		return FW_V_ALLOW;
-	st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
-	if (!st || !st->on)
-		return FW_V_ALLOW;
-	slot = st->active & 1;
-	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
-	if (!gen)
-		return FW_V_ALLOW;
-	n = gen->lin;
-	if (!n || mon_types())
-		return FW_V_SEARCH;
 	sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
-	if (!sc || parse_l3(data, data_end, c->len, &p) != PARSE_OK)
+	if (!sc)
 		return FW_V_ALLOW;
 	__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
-	fw_parse_l4(data, data_end, &p, &sc->l4, &sc->rk);
+	fw_parse_l4(data, data_end, p, &sc->l4, &sc->rk);
 	/* Neighbour discovery is never filtered (fw_prepare). */
 	if (sc->l4.l4.proto == IPPROTO_ICMPV6 && sc->l4.dport >= 133 && sc->l4.dport <= 137)
 		return FW_V_ALLOW;
-	__builtin_memcpy(s, p.src.addr, 16);
-	__builtin_memcpy(d, p.dst.addr, 16);
-	ip6 = p.proto == ETH_P_IPV6;
+	if (p->ip4) {
+		/* IPv4 entries (ip6 0) hold ::ffff:0:0/96 in their first three
+		 * words, as the packet's address does: the last word decides. */
+		__u32 s = p->ip4->saddr, d = p->ip4->daddr;
+
 #pragma unroll
-	for (int i = 0; i < FW_LIN_MAX; i++) {
-		if (i + 1 >= n)
-			break;
-		if (fw_lin_match(&gen->lin_rules[i], ip6, s, d, &sc->l4)) {
-			e = &gen->lin_rules[i];
-			break;
+		for (int i = 0; i < FW_LIN_MAX; i++) {
+			if (i + 1 >= n)
+				break;
+			if (fw_lin_match4(&gen->lin_rules[i], s, d, &sc->l4)) {
+				e = &gen->lin_rules[i];
+				break;
+			}
+		}
+	} else {
+		const __u32 *s = (const __u32 *)p->src.addr, *d = (const __u32 *)p->dst.addr;
+
+#pragma unroll
+		for (int i = 0; i < FW_LIN_MAX; i++) {
+			if (i + 1 >= n)
+				break;
+			if (fw_lin_match(&gen->lin_rules[i], 1, s, d, &sc->l4)) {
+				e = &gen->lin_rules[i];
+				break;
+			}
 		}
 	}
 	if (!e)
 		return FW_V_ALLOW; /* no rule: allowed, established or not */
-	if (gen->established && fw_lin_established(&p, sc))
+	if (gen->established && fw_lin_established(p, sc))
 		return FW_V_ALLOW;
 	fw_count_slot(e->slot, c->len);
 	v = fw_action_verdict(e->action, e->is_default, &reason);
 	if (v != FW_V_ALLOW)
 		c->reason = reason;
 	return v;
+}
+
+/*
+ * fw_tuple4_uplink classifies an IPv4 uplink packet of a set with
+ * gen->tuple4 (live in slot): one lookup of (protocol, source, destination
+ * port) in the generation's exact map gives the deciding rule's bit; a
+ * tuple not there is decided by gen->tuple4_miss (the first uplink
+ * default), or allowed. The compiler (internal/firewall, compileTuple4)
+ * makes the set one for this only when the bitmaps would decide alike.
+ * Returns as fw_lin_uplink.
+ */
+static __always_inline int fw_tuple4_uplink(void *data, void *data_end, const struct pkt *p,
+					    const struct fw_gen *gen, __u32 slot, struct fw_call *c)
+{
+	__u32 zero = 0, bit = 0, *hit = 0;
+	enum xl_reason reason = 0;
+	const struct fw_rule *r;
+	struct fw_exact_key k;
+	struct fw_scratch *sc;
+	void *exact, *rules;
+	enum fw_verdict v;
+
+	sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
+	if (!sc || !p->ip4)
+		return FW_V_ALLOW;
+	__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
+	fw_parse_l4(data, data_end, p, &sc->l4, &sc->rk);
+	if (sc->l4.dport != FW_NO_L4) {
+		exact = bpf_map_lookup_elem(&xlane_fw_exact, &slot);
+		if (!exact)
+			return FW_V_ALLOW;
+		k.field = FW_EXACT_TUPLE4;
+		k.kind = sc->l4.l4.proto;
+		__builtin_memcpy(k.data, &p->ip4->saddr, 4);
+		*(__u16 *)&k.data[4] = sc->l4.dport;
+		hit = bpf_map_lookup_elem(exact, &k);
+	}
+	if (hit)
+		bit = *hit;
+	else if (gen->tuple4_miss)
+		bit = gen->tuple4_miss - 1;
+	else
+		return FW_V_ALLOW; /* no rule: allowed, established or not */
+	rules = bpf_map_lookup_elem(&xlane_fw_rules, &slot);
+	if (!rules)
+		return FW_V_ALLOW;
+	r = bpf_map_lookup_elem(rules, &bit);
+	if (!r)
+		return FW_V_ALLOW;
+	if (gen->established && fw_lin_established(p, sc))
+		return FW_V_ALLOW;
+	fw_count_slot(r->slot, c->len);
+	v = fw_action_verdict(r->action, r->is_default, &reason);
+	if (v != FW_V_ALLOW)
+		c->reason = reason;
+	return v;
+}
+
+/*
+ * fw_uplink_simple is the list (gen->lin) or the IPv4 tuples (gen->tuple4,
+ * p IPv4) for the uplink program: a static subprogram, not inlined, so its
+ * locals are in a frame of its own (the program's frame and that of the
+ * bitmaps' global functions share 512 bytes), and not global, so it reads
+ * the packet the program parsed (p) instead of parsing it again.
+ */
+static __noinline int fw_uplink_simple(struct xdp_md *ctx, const struct pkt *p,
+				       const struct fw_gen *gen, __u32 slot, struct fw_call *c)
+{
+	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
+
+	if (gen->lin)
+		return fw_lin_uplink(data, data_end, p, gen, c);
+	return fw_tuple4_uplink(data, data_end, p, gen, slot, c);
 }
 
 #endif /* XLANE_FW_LIN_H */

@@ -217,18 +217,27 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct fw_call c = { .len = len, .kind = FW_KIND_UPLINK };
+	const struct fw_state *st;
+	const struct fw_gen *gen;
+	__u32 zero = 0, slot;
 	int v;
 
 	if (fw_ddos_on() &&
 	    fw_ddos_check(data, data_end, p, parsed == PARSE_MALFORMED, reason) != XL_CONTINUE)
 		return XL_FINAL;
-	if (parsed != PARSE_OK || !fw_on())
+	if (parsed != PARSE_OK)
 		return XL_CONTINUE;
-	/* A small set: the generation's list (fw_lin.h); else the bitmaps. */
-	if (fw_lin_ready()) {
-		v = fw_lin_xdp(ctx, &c);
-		if (v != FW_V_SEARCH)
-			return fw_xdp_end(ctx, &c, v, reason);
+	st = bpf_map_lookup_elem(&xlane_fw_state, &zero);
+	if (!st || !st->on)
+		return XL_CONTINUE;
+	/* A small set: the generation's list (fw_lin.h); an IPv4 packet of
+	 * a set of tuples: one hash lookup; unless a monitor wants rule
+	 * events. Else the bitmaps. */
+	slot = st->active & 1;
+	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
+	if (gen && (gen->lin || (gen->tuple4 && p->ip4)) && !mon_types()) {
+		v = fw_uplink_simple(ctx, p, gen, slot, &c);
+		return fw_xdp_end(ctx, &c, v, reason);
 	}
 	return fw_xdp_run(ctx, &c, reason);
 }

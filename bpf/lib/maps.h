@@ -35,6 +35,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_metrics SEC(".maps");
 
+/* key: enum xl_reason; value: the uplink's ingress counters at XDP, per
+ * CPU (struct metrics_dev_val). Written by the uplink program; its ifindex
+ * set, read and zeroed by the daemon. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct metrics_dev_val);
+	__uint(max_entries, 64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_metrics_uplink SEC(".maps");
+
 /* key: ifindex; value: ifindex. The devices XDP programs may redirect to:
  * every host veth of an XDP-mode endpoint and the uplink. Written by the
  * daemon; read by bpf_redirect_map. */
@@ -168,6 +179,18 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_backends SEC(".maps");
+
+/* ClientIP session affinity: see struct affinity_key in abi.h. LRU and
+ * preallocated (~100 bytes an entry): a full table evicts the clients seen
+ * least recently, which then get a fresh choice. */
+#define XL_AFFINITY_SIZE 65536
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct affinity_key);
+	__type(value, struct affinity_val);
+	__uint(max_entries, XL_AFFINITY_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_affinity SEC(".maps");
 
 static __always_inline struct xl_config *xl_config(void)
 {

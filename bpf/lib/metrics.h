@@ -30,4 +30,21 @@ static __always_inline void metrics_count(__u32 ifindex, enum xl_reason reason, 
 	bpf_map_update_elem(&xlane_metrics, &key, &init, BPF_NOEXIST);
 }
 
+/* metrics_count_uplink is metrics_count of (ifindex, reason, ingress,
+ * XDP) for the uplink program: into xlane_metrics_uplink when the daemon
+ * gave its slot to ifindex, else into the hash. */
+static __always_inline void metrics_count_uplink(__u32 ifindex, enum xl_reason reason, __u32 bytes)
+{
+	__u32 k = reason;
+	struct metrics_dev_val *v = bpf_map_lookup_elem(&xlane_metrics_uplink, &k);
+
+	if (v && ifindex && v->ifindex == ifindex) {
+		/* Per-CPU value: no atomics needed. */
+		v->packets++;
+		v->bytes += bytes;
+		return;
+	}
+	metrics_count(ifindex, reason, XL_DIR_INGRESS, XL_HOOK_XDP, bytes);
+}
+
 #endif /* XLANE_METRICS_H */

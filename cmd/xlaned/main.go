@@ -63,6 +63,7 @@ func run() error {
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
 	kube := fs.Bool("kubernetes", false, "Kubernetes mode (docs/kubernetes.md): Nodes, Services and EndpointSlices from the API server program nodes and services (a kube-proxy replacement); needs --node-name, this node's Node name")
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
+	apiServer := fs.String("k8s-api-server", "", "with --kubernetes: the API server's address, https://HOST:PORT or HOST:PORT, instead of the kubeconfig's or the in-cluster one (the kubernetes Service's ClusterIP, which without kube-proxy nothing translates before xlaned runs); the DaemonSet takes it from its ConfigMap")
 	qemu := fs.String("qemu", daemon.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
 	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~12 s of TCP between throwaway namespaces) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
@@ -97,7 +98,7 @@ Flags:
 		if *nodeName == "" {
 			return fmt.Errorf("--kubernetes: --node-name is missing (this node's Node name)")
 		}
-		if _, err := k8s.RESTConfig(*kubeconfig); err != nil {
+		if _, err := k8s.RESTConfig(*kubeconfig, *apiServer); err != nil {
 			return fmt.Errorf("--kubernetes: %w", err)
 		}
 	}
@@ -157,7 +158,7 @@ Flags:
 		// In the background: the API (and the CNI plugin with it) serves
 		// while the API server is out of reach.
 		go func() {
-			cfg := k8s.Config{Kubeconfig: *kubeconfig, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log}
+			cfg := k8s.Config{Kubeconfig: *kubeconfig, APIServer: *apiServer, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log}
 			if err := k8s.Run(ctx, cfg, d); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes: first sync failed, retrying", "err", err)
 			}

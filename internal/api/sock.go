@@ -60,6 +60,11 @@ type ProxyRedirect struct {
 	// listens on Port and the proxy on To (a path such as
 	// /run/netns/NAME or /proc/PID/ns/net); empty: xlaned's own.
 	Netns string `json:"netns,omitempty"`
+	// Network: refused in both directions, with the reason and what to
+	// use instead (inbound: one redirect per endpoint namespace with
+	// Netns; outbound: Cgroup). Kept so that the request says so rather
+	// than silently redirecting in the wrong place.
+	Network string `json:"network,omitempty"`
 	// How the proxy's own connections are told apart: "mark" (SO_MARK ==
 	// Mark), "uid" (UID) or "cgroup" (ExemptCgroup, a cgroup2 path).
 	Exempt       string `json:"exempt"`

@@ -94,6 +94,10 @@ type ServiceCreate struct {
 	VIP      string   `json:"vip"`      // IP:PORT[/tcp|udp]
 	Backends []string `json:"backends"` // IP:PORT[@WEIGHT], weight 0 drains
 	Affinity bool     `json:"affinity,omitempty"`
+	// AffinityTimeout (seconds, with Affinity): how long a client keeps
+	// its backend after its last new flow; 0: 10800 (Kubernetes'
+	// default), at most 86400.
+	AffinityTimeout int `json:"affinity_timeout,omitempty"`
 }
 
 // ServiceApply is the body of POST /v1/services/apply: services to create
@@ -140,10 +144,12 @@ type ServicesMemory struct {
 }
 
 // ServiceUpdate is the body of PATCH /v1/services/{name}: the new backend
-// set (backends left out are removed, weight 0 drains).
+// set (backends left out are removed, weight 0 drains); with backends null
+// and an affinity field given, the backends stay.
 type ServiceUpdate struct {
-	Backends []string `json:"backends"`
-	Affinity *bool    `json:"affinity,omitempty"`
+	Backends        []string `json:"backends"`
+	Affinity        *bool    `json:"affinity,omitempty"`
+	AffinityTimeout *int     `json:"affinity_timeout,omitempty"`
 }
 
 // PortsUpdate is the body of POST and DELETE /v1/endpoints/{id}/ports:

@@ -20,9 +20,11 @@ type (
 	EndpointVal = tcEndpointVal
 	MetricsKey  = tcMetricsKey
 	MetricsVal  = tcMetricsVal
-	Reason      = tcXlReason
-	Dir         = tcXlDir
-	Hook        = tcXlHook
+	// MetricsDevVal is a slot of xlane_metrics_uplink.
+	MetricsDevVal = tcMetricsDevVal
+	Reason        = tcXlReason
+	Dir           = tcXlDir
+	Hook          = tcXlHook
 )
 
 const (
@@ -50,11 +52,14 @@ type (
 	ServiceVal = tcServiceVal
 	BackendKey = tcBackendKey
 	BackendVal = tcBackendVal
-	CTNat      = tcCtNat
-	PeerKey    = tcPeerKey
-	PeerVal    = tcPeerVal
-	OverlayCfg = tcOverlayCfg
-	VlanVal    = tcVlanVal
+	// AffinityKey and AffinityVal are xlane_affinity's (ClientIP).
+	AffinityKey = tcAffinityKey
+	AffinityVal = tcAffinityVal
+	CTNat       = tcCtNat
+	PeerKey     = tcPeerKey
+	PeerVal     = tcPeerVal
+	OverlayCfg  = tcOverlayCfg
+	VlanVal     = tcVlanVal
 )
 
 // Peer flags (enum xl_peer_flags, bpf/lib/overlay.h).
@@ -85,6 +90,7 @@ const (
 	EPFlagNoPeer           = uint16(tcXlEpFlagsXL_EP_NO_PEER)
 	EPFlagVLAN             = uint16(tcXlEpFlagsXL_EP_VLAN)
 	SvcAffinity            = uint32(tcServiceFlagsSVC_AFFINITY)
+	BackendDraining        = uint16(tcBackendFlagsBACKEND_DRAINING)
 )
 
 // DefaultCTSize is xlane_ct's size unless the daemon is told otherwise.
@@ -434,6 +440,9 @@ func (o *Objects) Maglev() *ebpf.Map { return o.XlaneMaglev }
 // Backends is the xlane_backends map.
 func (o *Objects) Backends() *ebpf.Map { return o.XlaneBackends }
 
+// Affinity is the xlane_affinity map (ClientIP clients and their backends).
+func (o *Objects) Affinity() *ebpf.Map { return o.XlaneAffinity }
+
 // MaglevInnerSpec is the spec of one service's slot array.
 func MaglevInnerSpec(size uint32) *ebpf.MapSpec {
 	return &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: size, Flags: unix.BPF_F_INNER_MAP}
@@ -456,6 +465,10 @@ func (o *Objects) Endpoints() *ebpf.Map { return o.XlaneEndpoints }
 
 // Metrics is the xlane_metrics map.
 func (o *Objects) Metrics() *ebpf.Map { return o.XlaneMetrics }
+
+// MetricsUplink is the xlane_metrics_uplink map: the uplink program's
+// counters by reason, per CPU, for the device each slot names.
+func (o *Objects) MetricsUplink() *ebpf.Map { return o.XlaneMetricsUplink }
 
 // KeyFromAddr builds an xlane_endpoints key: IPv6 as is, IPv4 v4-mapped.
 func KeyFromAddr(a netip.Addr) EndpointKey {

@@ -1002,6 +1002,7 @@ type testService struct {
 	vip      netip.AddrPort
 	proto    layers.IPProtocol
 	flags    uint32
+	timeout  uint32 // affinity_timeout (seconds), with SvcAffinity
 	backends []endpointPort
 	slots    []uint32 // backend index per slot; nil: slot i -> i % len(backends)
 	size     uint32   // table size when slots is nil (0: DefaultMaglevSize)
@@ -1047,7 +1048,7 @@ func (h *harness) putService(tb testing.TB, s testService) []uint32 {
 	}
 	h.putMaglev(tb, s.id, slots)
 	k := ServiceKey{Addr: s.vip.Addr().As16(), Port: nbo(s.vip.Port()), Proto: uint8(s.proto)}
-	v := ServiceVal{Id: s.id, MaglevSize: uint32(len(slots)), Flags: s.flags}
+	v := ServiceVal{Id: s.id, MaglevSize: uint32(len(slots)), Flags: s.flags, AffinityTimeout: s.timeout}
 	if err := h.objs.Services().Put(&k, &v); err != nil {
 		tb.Fatal(err)
 	}

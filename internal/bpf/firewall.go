@@ -57,6 +57,10 @@ const (
 	FwNoL4        = uint32(tcFwLimitsFW_NO_L4)
 	FwClassAll    = uint32(tcFwLimitsFW_CLASS_ALL)
 	FwAddrV6      = uint8(tcFwLimitsFW_ADDR_V6)
+	FwExactTuple4 = uint8(tcFwLimitsFW_EXACT_TUPLE4)
+	// FwTuple4Max bounds the uplink's IPv4 tuples of a set (the
+	// compiler's choice; the datapath has no limit of its own).
+	FwTuple4Max = 65536
 	// FwCtxNoUplink is FW_CTX_NO_UPLINK (a #define in bpf/lib/abi.h):
 	// FwGen.AnyClass[FwFieldCtx] of a set without uplink rules.
 	FwCtxNoUplink = ^uint32(0)

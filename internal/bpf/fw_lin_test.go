@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/fwtest"
@@ -33,8 +35,8 @@ func (h *fwHarness) counts(tb testing.TB, n int) []uint64 {
 	return out
 }
 
-// linGen returns the live generation's fw_gen.lin.
-func (h *fwHarness) linGen(tb testing.TB) uint32 {
+// gen returns the live generation's header.
+func (h *fwHarness) gen(tb testing.TB) bpf.FwGen {
 	tb.Helper()
 	var st bpf.FwState
 	var g bpf.FwGen
@@ -44,8 +46,11 @@ func (h *fwHarness) linGen(tb testing.TB) uint32 {
 	if err := h.objs.Firewall().Gens.Lookup(st.Active&1, &g); err != nil {
 		tb.Fatal(err)
 	}
-	return g.Lin
+	return g
 }
+
+// linGen returns the live generation's fw_gen.lin.
+func (h *fwHarness) linGen(tb testing.TB) uint32 { return h.gen(tb).Lin }
 
 // checkUplink runs pk through the uplink program and compares the verdict
 // and the counted rule with the model's.
@@ -174,8 +179,17 @@ func TestFirewallUplinkEstablishedLate(t *testing.T) {
 	s16, d16 := src.As16(), dst.As16()
 	k.Saddr, k.Daddr = s16, d16
 	k.Sport, k.Dport, k.Proto = htons(40000), htons(80), 6
-	for _, n := range []int{1, bpf.FwLinMax + 1} {
-		pol := h.install(t, linRules(n), false)
+	for _, n := range []int{1, bpf.FwLinMax + 1, -(bpf.FwLinMax + 1)} {
+		// 1: the list; FwLinMax+1: the IPv4 tuples; negative: the
+		// bitmaps (a /24 source is not a tuple).
+		rs := linRules(max(n, -n))
+		if n < 0 {
+			rs.Rules[len(rs.Rules)-1].Src = firewall.List{"198.51.100.0/24"}
+		}
+		pol := h.install(t, rs, false)
+		if g := h.gen(t); (n == 1) != (g.Lin != 0) || (n == bpf.FwLinMax+1) != (g.Tuple4 != 0) {
+			t.Fatalf("%d rules: fw_gen.lin %d, tuple4 %d: not the form the case is for", n, g.Lin, g.Tuple4)
+		}
 		// Not tracked: the first rule drops it.
 		h.checkUplink(t, pol, pk, fmt.Sprintf("%d rules, untracked", n))
 		// A reply of a tracked flow: established, passes uncounted.
@@ -202,3 +216,170 @@ func TestFirewallUplinkEstablishedLate(t *testing.T) {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// TestFirewallUplinkTuple4: a set beyond the list whose IPv4 uplink rules
+// are all "protocol, /32 source, destination port" takes the tuple hash
+// for IPv4 (fw_tuple4_uplink) and the bitmaps for IPv6; verdicts and
+// counted rules are the reference model's, stateless and with
+// established, and across swaps to and from the bitmaps and the list.
+func TestFirewallUplinkTuple4(t *testing.T) {
+	h := newFwHarness(t)
+	sets, packets := 24, 60
+	if testing.Short() {
+		sets, packets = 12, 40
+	}
+	tuples := 0
+	for seed := range sets {
+		rng := rand.New(rand.NewPCG(uint64(seed)+900, 5))
+		var rs *firewall.RuleSet
+		switch seed % 4 {
+		case 3: // not tuples: the bitmaps, then the list, between tuple sets
+			rs = fwtest.RandomRuleSet(rng, 1+rng.IntN(12))
+			for i := range rs.Rules {
+				rs.Rules[i].Scope, rs.Rules[i].Direction, rs.Rules[i].Log = "uplink", "", 0
+				if rs.Rules[i].Action == "log" {
+					rs.Rules[i].Action = "drop"
+				}
+			}
+		default:
+			rs = fwtest.RandomTupleSet(rng, bpf.FwLinMax+1+rng.IntN(40))
+		}
+		est := seed%2 == 0
+		rs.Established = &est
+		pol := h.install(t, rs, false)
+		g := h.gen(t)
+		if g.Tuple4 != 0 {
+			tuples++
+		}
+		what := fmt.Sprintf("seed %d, %d rules (lin %d, tuple4 %d, miss %d)", seed, len(rs.Rules), g.Lin, g.Tuple4, g.Tuple4Miss)
+		for checked := 0; checked < packets; {
+			pk := fwtest.RandomTuplePacket(rng)
+			if linkScope(pk.Dst) || linkScope(pk.Src) || isEndpoint(pk.Dst) {
+				continue
+			}
+			h.checkUplink(t, pol, pk, what)
+			checked++
+		}
+	}
+	if tuples < sets/2 {
+		t.Fatalf("%d of %d sets took the tuples", tuples, sets)
+	}
+	t.Logf("%d of %d sets on the tuples", tuples, sets)
+}
+
+// setUplinkCounters gives every slot of xlane_metrics_uplink to ifindex,
+// zeroed, as the daemon does for its uplink (datapath.SetUplinkCounters).
+func setUplinkCounters(tb testing.TB, objs *bpf.Objects, ifindex uint32) {
+	tb.Helper()
+	m := objs.MetricsUplink()
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	vals := make([]bpf.MetricsDevVal, ncpu)
+	for i := range vals {
+		vals[i].Ifindex = ifindex
+	}
+	for r := uint32(0); r < m.MaxEntries(); r++ {
+		if err := m.Put(r, vals); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// uplinkCount sums reason's slot of xlane_metrics_uplink over the CPUs
+// whose slot names ifindex.
+func uplinkCount(tb testing.TB, objs *bpf.Objects, reason string, ifindex uint32) (packets, bytes uint64) {
+	tb.Helper()
+	for r := bpf.Reason(0); r < bpf.ReasonMax; r++ {
+		if r.String() != reason {
+			continue
+		}
+		var vals []bpf.MetricsDevVal
+		if err := objs.MetricsUplink().Lookup(uint32(r), &vals); err != nil {
+			tb.Fatal(err)
+		}
+		for _, v := range vals {
+			if v.Ifindex == ifindex {
+				packets += v.Packets
+				bytes += v.Bytes
+			}
+		}
+		return packets, bytes
+	}
+	tb.Fatalf("no reason %s", reason)
+	return 0, 0
+}
+
+// TestUplinkMetricsArray: the uplink program counts its verdicts in
+// xlane_metrics_uplink when the daemon gave the slots to the device it
+// runs on (BPF_PROG_TEST_RUN: the test netns's lo, ifindex 1), in the
+// xlane_metrics hash otherwise, never in both.
+func TestUplinkMetricsArray(t *testing.T) {
+	h := newFwHarness(t)
+	h.install(t, linRules(1), false) // drop tcp from 203.0.113.1 to port 80
+	frame, err := fwtest.Frame(firewall.Packet{Kind: firewall.KindUplink, Src: netip.MustParseAddr("203.0.113.1"),
+		Dst: netip.MustParseAddr("192.0.2.1"), Proto: 6, SPort: 40000, DPort: 80, Flags: 0x10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, err := fwtest.Frame(firewall.Packet{Kind: firewall.KindUplink, Src: netip.MustParseAddr("203.0.113.9"),
+		Dst: netip.MustParseAddr("192.0.2.1"), Proto: 6, SPort: 40000, DPort: 80, Flags: 0x10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// run: the program's return and the reason it counted in the hash
+	// (emptied first), without RunVerdict, which reads only the hash.
+	run := func(frame []byte) (uint32, string) {
+		var k bpf.MetricsKey
+		var v []bpf.MetricsVal
+		var keys []bpf.MetricsKey
+		it := h.objs.Metrics().Iterate()
+		for it.Next(&k, &v) {
+			keys = append(keys, k)
+		}
+		for _, k := range keys {
+			h.objs.Metrics().Delete(k)
+		}
+		var ret uint32
+		if err := h.do(func() (err error) {
+			ret, err = h.objs.XDPFromUplink().Run(&ebpf.RunOptions{Data: frame})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		reason := ""
+		it = h.objs.Metrics().Iterate()
+		for it.Next(&k, &v) {
+			reason += bpf.Reason(k.Reason).String()
+		}
+		return ret, reason
+	}
+	for _, c := range []struct {
+		slots   uint32 // the device the slots are for
+		inArray bool
+	}{{0, false}, {1, true}, {7, false}, {1, true}} {
+		setUplinkCounters(t, h.objs, c.slots)
+		for _, f := range []struct {
+			frame  []byte
+			reason string
+			ret    uint32
+		}{{frame, "drop_fw", xdpDrop}, {pass, "pass_not_fwded", xdpPass}} {
+			ret, reason := run(f.frame)
+			if ret != f.ret {
+				t.Fatalf("slots for %d, %s: return %d, want %d", c.slots, f.reason, ret, f.ret)
+			}
+			ap, ab := uplinkCount(t, h.objs, f.reason, c.slots)
+			if c.inArray {
+				if reason != "" || ap != 1 || ab != uint64(len(f.frame)) {
+					t.Fatalf("slots for lo: %s counted in the hash as %q, in the array %d packets %d bytes; want the array only, 1 packet of %d bytes",
+						f.reason, reason, ap, ab, len(f.frame))
+				}
+				setUplinkCounters(t, h.objs, c.slots) // zero for the next frame
+			} else if reason != f.reason || ap != 0 {
+				t.Fatalf("slots for %d: %s counted in the hash as %q, %d packets in the array; want the hash only",
+					c.slots, f.reason, reason, ap)
+			}
+		}
+	}
+}

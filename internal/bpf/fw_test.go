@@ -1042,16 +1042,32 @@ func BenchmarkCompareFirewall(b *testing.B) {
 		rules int
 		last  bool
 		want  uint32
-	}{{"uplink fw off", 0, false, xdpPass}, {"uplink 1 rule pass", 1, false, xdpPass},
-		{"uplink 1 rule drop", 1, true, xdpDrop}, {"uplink 1000 rules pass", 1000, false, xdpPass},
-		{"uplink 1000 rules drop-by-last", 1000, true, xdpDrop}} {
+		exact bool // the last rule's source a /32: all tuples
+		state bool // established: true
+	}{{"uplink fw off", 0, false, xdpPass, false, true}, {"uplink 1 rule pass", 1, false, xdpPass, false, true},
+		{"uplink 1 rule drop", 1, true, xdpDrop, false, true},
+		{"uplink 1 rule drop stateless", 1, true, xdpDrop, false, false},
+		{"uplink 1000 rules pass", 1000, false, xdpPass, false, true},
+		{"uplink 1000 rules drop-by-last", 1000, true, xdpDrop, false, true},
+		{"uplink 1000 tuples drop-by-last", 1000, true, xdpDrop, true, true},
+		{"uplink 10000 tuples drop-by-last", 10000, true, xdpDrop, true, true}} {
 		p := &trio{name: c.name, want: c.want}
 		// "." (the package's own objects), not "": ObjectsFor("") is
 		// one shared set, and every trio installs its own rules.
 		for i, d := range []string{dir, ".", dir} {
 			p.h[i] = newFwHarnessFrom(b, d)
+			if d == "." && p.h[i].objs.MetricsUplink() != nil {
+				// As the daemon does: the uplink's counters in the
+				// array (the test run's device is the netns's lo).
+				setUplinkCounters(b, p.h[i].objs, 1)
+			}
 			if c.rules > 0 {
-				p.h[i].install(b, firewallRules(c.rules, c.last), false)
+				rs := firewallRules(c.rules, c.last)
+				if c.exact {
+					rs.Rules[c.rules-1].Src = firewall.List{"203.0.113.5"}
+				}
+				rs.Established = &c.state
+				p.h[i].install(b, rs, false)
 			}
 		}
 		trios = append(trios, p)

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type netkitAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type netkitAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type netkitBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type netkitBackendKey struct {
 }
 
 type netkitBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type netkitCtKey struct {
@@ -152,6 +167,8 @@ type netkitFwGen struct {
 		IsDefault uint8
 		Pad       uint8
 	}
+	Tuple4     uint32
+	Tuple4Miss uint32
 }
 
 type netkitFwRateKey struct {
@@ -253,6 +270,21 @@ type netkitIcmpScratch struct {
 	Nq  [48]uint8
 	Old [40]uint8
 	Rk  netkitCtKey
+}
+
+type netkitLbScratch struct {
+	_ structs.HostLayout
+	K netkitAffinityKey
+	_ [4]byte
+	V netkitAffinityVal
+}
+
+type netkitMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type netkitMetricsKey struct {
@@ -368,10 +400,11 @@ type netkitServiceKey struct {
 }
 
 type netkitServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type netkitSockRnatKey struct {
@@ -414,6 +447,7 @@ type netkitXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	netkitMapXlaneAffinity        = "xlane_affinity"
 	netkitMapXlaneBackends        = "xlane_backends"
 	netkitMapXlaneConfig          = "xlane_config"
 	netkitMapXlaneCt              = "xlane_ct"
@@ -436,8 +470,10 @@ const (
 	netkitMapXlaneFwScratch       = "xlane_fw_scratch"
 	netkitMapXlaneFwState         = "xlane_fw_state"
 	netkitMapXlaneIcmpScratch     = "xlane_icmp_scratch"
+	netkitMapXlaneLbScratch       = "xlane_lb_scratch"
 	netkitMapXlaneMaglev          = "xlane_maglev"
 	netkitMapXlaneMetrics         = "xlane_metrics"
+	netkitMapXlaneMetricsUplink   = "xlane_metrics_uplink"
 	netkitMapXlaneMonConfig       = "xlane_mon_config"
 	netkitMapXlaneMonEvents       = "xlane_mon_events"
 	netkitMapXlaneMonState        = "xlane_mon_state"
@@ -453,6 +489,7 @@ const (
 	netkitMapXlaneVniNet          = "xlane_vni_net"
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
+	netkitVarXlBtfBackendFlags    = "xl_btf_backend_flags"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
 	netkitVarXlBtfCtNat           = "xl_btf_ct_nat"
 	netkitVarXlBtfCtState         = "xl_btf_ct_state"
@@ -535,49 +572,53 @@ type netkitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitMapSpecs struct {
-	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.MapSpec `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
-	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.MapSpec `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.MapSpec `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // netkitVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -630,47 +671,51 @@ func (o *netkitObjects) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitMaps struct {
-	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.Map `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.Map `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.Map `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.Map `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.Map `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.Map `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.Map `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.Map `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.Map `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.Map `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.Map `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.Map `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.Map `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
-	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.Map `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.Map `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *netkitMaps) Close() error {
 	return _NetkitClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -693,8 +738,10 @@ func (m *netkitMaps) Close() error {
 		m.XlaneFwScratch,
 		m.XlaneFwState,
 		m.XlaneIcmpScratch,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
@@ -715,6 +762,7 @@ func (m *netkitMaps) Close() error {
 //
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type socklbAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type socklbAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type socklbBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type socklbBackendKey struct {
 }
 
 type socklbBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type socklbCtKey struct {
@@ -71,6 +86,21 @@ type socklbEndpointVal struct {
 	HostMac   [6]uint8
 	Mtu       uint16
 	Flags     uint16
+}
+
+type socklbLbScratch struct {
+	_ structs.HostLayout
+	K socklbAffinityKey
+	_ [4]byte
+	V socklbAffinityVal
+}
+
+type socklbMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type socklbMetricsKey struct {
@@ -151,10 +181,11 @@ type socklbServiceKey struct {
 }
 
 type socklbServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type socklbSockRnatKey struct {
@@ -189,52 +220,56 @@ type socklbXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	socklbMapXlaneBackends     = "xlane_backends"
-	socklbMapXlaneConfig       = "xlane_config"
-	socklbMapXlaneCt           = "xlane_ct"
-	socklbMapXlaneCtScratch    = "xlane_ct_scratch"
-	socklbMapXlaneDevmap       = "xlane_devmap"
-	socklbMapXlaneEndpoints    = "xlane_endpoints"
-	socklbMapXlaneMaglev       = "xlane_maglev"
-	socklbMapXlaneMetrics      = "xlane_metrics"
-	socklbMapXlaneMonConfig    = "xlane_mon_config"
-	socklbMapXlaneMonEvents    = "xlane_mon_events"
-	socklbMapXlaneMonState     = "xlane_mon_state"
-	socklbMapXlaneNeigh        = "xlane_neigh"
-	socklbMapXlanePublish      = "xlane_publish"
-	socklbMapXlaneServices     = "xlane_services"
-	socklbMapXlaneSockRnat     = "xlane_sock_rnat"
-	socklbProgXlaneConnect4    = "xlane_connect4"
-	socklbProgXlaneConnect6    = "xlane_connect6"
-	socklbProgXlaneRecvmsg4    = "xlane_recvmsg4"
-	socklbProgXlaneRecvmsg6    = "xlane_recvmsg6"
-	socklbProgXlaneSendmsg4    = "xlane_sendmsg4"
-	socklbProgXlaneSendmsg6    = "xlane_sendmsg6"
-	socklbVarXlBtfCtDir        = "xl_btf_ct_dir"
-	socklbVarXlBtfCtNat        = "xl_btf_ct_nat"
-	socklbVarXlBtfCtState      = "xl_btf_ct_state"
-	socklbVarXlBtfDir          = "xl_btf_dir"
-	socklbVarXlBtfEpFlags      = "xl_btf_ep_flags"
-	socklbVarXlBtfEthhdr       = "xl_btf_ethhdr"
-	socklbVarXlBtfFlowKeys     = "xl_btf_flow_keys"
-	socklbVarXlBtfFwAction     = "xl_btf_fw_action"
-	socklbVarXlBtfFwDdosFlags  = "xl_btf_fw_ddos_flags"
-	socklbVarXlBtfFwEvent      = "xl_btf_fw_event"
-	socklbVarXlBtfFwField      = "xl_btf_fw_field"
-	socklbVarXlBtfFwKind       = "xl_btf_fw_kind"
-	socklbVarXlBtfFwLimits     = "xl_btf_fw_limits"
-	socklbVarXlBtfHook         = "xl_btf_hook"
-	socklbVarXlBtfIphdr        = "xl_btf_iphdr"
-	socklbVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
-	socklbVarXlBtfMonConfig    = "xl_btf_mon_config"
-	socklbVarXlBtfMonEvent     = "xl_btf_mon_event"
-	socklbVarXlBtfMonState     = "xl_btf_mon_state"
-	socklbVarXlBtfMonType      = "xl_btf_mon_type"
-	socklbVarXlBtfMonVerdict   = "xl_btf_mon_verdict"
-	socklbVarXlBtfPeerFlags    = "xl_btf_peer_flags"
-	socklbVarXlBtfReason       = "xl_btf_reason"
-	socklbVarXlBtfServiceFlags = "xl_btf_service_flags"
-	socklbVarXlBtfSock         = "xl_btf_sock"
+	socklbMapXlaneAffinity      = "xlane_affinity"
+	socklbMapXlaneBackends      = "xlane_backends"
+	socklbMapXlaneConfig        = "xlane_config"
+	socklbMapXlaneCt            = "xlane_ct"
+	socklbMapXlaneCtScratch     = "xlane_ct_scratch"
+	socklbMapXlaneDevmap        = "xlane_devmap"
+	socklbMapXlaneEndpoints     = "xlane_endpoints"
+	socklbMapXlaneLbScratch     = "xlane_lb_scratch"
+	socklbMapXlaneMaglev        = "xlane_maglev"
+	socklbMapXlaneMetrics       = "xlane_metrics"
+	socklbMapXlaneMetricsUplink = "xlane_metrics_uplink"
+	socklbMapXlaneMonConfig     = "xlane_mon_config"
+	socklbMapXlaneMonEvents     = "xlane_mon_events"
+	socklbMapXlaneMonState      = "xlane_mon_state"
+	socklbMapXlaneNeigh         = "xlane_neigh"
+	socklbMapXlanePublish       = "xlane_publish"
+	socklbMapXlaneServices      = "xlane_services"
+	socklbMapXlaneSockRnat      = "xlane_sock_rnat"
+	socklbProgXlaneConnect4     = "xlane_connect4"
+	socklbProgXlaneConnect6     = "xlane_connect6"
+	socklbProgXlaneRecvmsg4     = "xlane_recvmsg4"
+	socklbProgXlaneRecvmsg6     = "xlane_recvmsg6"
+	socklbProgXlaneSendmsg4     = "xlane_sendmsg4"
+	socklbProgXlaneSendmsg6     = "xlane_sendmsg6"
+	socklbVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	socklbVarXlBtfCtDir         = "xl_btf_ct_dir"
+	socklbVarXlBtfCtNat         = "xl_btf_ct_nat"
+	socklbVarXlBtfCtState       = "xl_btf_ct_state"
+	socklbVarXlBtfDir           = "xl_btf_dir"
+	socklbVarXlBtfEpFlags       = "xl_btf_ep_flags"
+	socklbVarXlBtfEthhdr        = "xl_btf_ethhdr"
+	socklbVarXlBtfFlowKeys      = "xl_btf_flow_keys"
+	socklbVarXlBtfFwAction      = "xl_btf_fw_action"
+	socklbVarXlBtfFwDdosFlags   = "xl_btf_fw_ddos_flags"
+	socklbVarXlBtfFwEvent       = "xl_btf_fw_event"
+	socklbVarXlBtfFwField       = "xl_btf_fw_field"
+	socklbVarXlBtfFwKind        = "xl_btf_fw_kind"
+	socklbVarXlBtfFwLimits      = "xl_btf_fw_limits"
+	socklbVarXlBtfHook          = "xl_btf_hook"
+	socklbVarXlBtfIphdr         = "xl_btf_iphdr"
+	socklbVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
+	socklbVarXlBtfMonConfig     = "xl_btf_mon_config"
+	socklbVarXlBtfMonEvent      = "xl_btf_mon_event"
+	socklbVarXlBtfMonState      = "xl_btf_mon_state"
+	socklbVarXlBtfMonType       = "xl_btf_mon_type"
+	socklbVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	socklbVarXlBtfPeerFlags     = "xl_btf_peer_flags"
+	socklbVarXlBtfReason        = "xl_btf_reason"
+	socklbVarXlBtfServiceFlags  = "xl_btf_service_flags"
+	socklbVarXlBtfSock          = "xl_btf_sock"
 )
 
 // loadSocklb returns the embedded CollectionSpec for socklb.
@@ -291,27 +326,31 @@ type socklbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbMapSpecs struct {
-	XlaneBackends  *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap    *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneMonConfig *ebpf.MapSpec `ebpf:"xlane_mon_config"`
-	XlaneMonEvents *ebpf.MapSpec `ebpf:"xlane_mon_events"`
-	XlaneMonState  *ebpf.MapSpec `ebpf:"xlane_mon_state"`
-	XlaneNeigh     *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.MapSpec `ebpf:"xlane_services"`
-	XlaneSockRnat  *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
 }
 
 // socklbVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -359,33 +398,39 @@ func (o *socklbObjects) Close() error {
 //
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbMaps struct {
-	XlaneBackends  *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig    *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt        *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap    *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneMaglev    *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics   *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneMonConfig *ebpf.Map `ebpf:"xlane_mon_config"`
-	XlaneMonEvents *ebpf.Map `ebpf:"xlane_mon_events"`
-	XlaneMonState  *ebpf.Map `ebpf:"xlane_mon_state"`
-	XlaneNeigh     *ebpf.Map `ebpf:"xlane_neigh"`
-	XlanePublish   *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices  *ebpf.Map `ebpf:"xlane_services"`
-	XlaneSockRnat  *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
 }
 
 func (m *socklbMaps) Close() error {
 	return _SocklbClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
@@ -400,6 +445,7 @@ func (m *socklbMaps) Close() error {
 //
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

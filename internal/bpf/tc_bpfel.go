@@ -13,6 +13,27 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type tcAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
+type tcBackendFlags uint32
+
+const (
+	tcBackendFlagsBACKEND_DRAINING tcBackendFlags = 1
+)
+
 type tcBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +41,10 @@ type tcBackendKey struct {
 }
 
 type tcBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type tcCtDir uint32
@@ -208,6 +229,8 @@ type tcFwGen struct {
 	LogRules    uint32
 	Lin         uint32
 	LinRules    [8]tcFwLin
+	Tuple4      uint32
+	Tuple4Miss  uint32
 }
 
 type tcFwKind uint32
@@ -235,6 +258,7 @@ const (
 	tcFwLimitsFW_NO_L4         tcFwLimits = 65536
 	tcFwLimitsFW_CLASS_ALL     tcFwLimits = 0
 	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
+	tcFwLimitsFW_EXACT_TUPLE4  tcFwLimits = 64
 )
 
 type tcFwLin struct {
@@ -357,6 +381,21 @@ type tcIcmpScratch struct {
 	Nq  [48]uint8
 	Old [40]uint8
 	Rk  tcCtKey
+}
+
+type tcLbScratch struct {
+	_ structs.HostLayout
+	K tcAffinityKey
+	_ [4]byte
+	V tcAffinityVal
+}
+
+type tcMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type tcMetricsKey struct {
@@ -527,10 +566,11 @@ type tcServiceKey struct {
 }
 
 type tcServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type tcSockRnatKey struct {
@@ -655,6 +695,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	tcMapXlaneAffinity      = "xlane_affinity"
 	tcMapXlaneBackends      = "xlane_backends"
 	tcMapXlaneConfig        = "xlane_config"
 	tcMapXlaneCt            = "xlane_ct"
@@ -677,8 +718,10 @@ const (
 	tcMapXlaneFwScratch     = "xlane_fw_scratch"
 	tcMapXlaneFwState       = "xlane_fw_state"
 	tcMapXlaneIcmpScratch   = "xlane_icmp_scratch"
+	tcMapXlaneLbScratch     = "xlane_lb_scratch"
 	tcMapXlaneMaglev        = "xlane_maglev"
 	tcMapXlaneMetrics       = "xlane_metrics"
+	tcMapXlaneMetricsUplink = "xlane_metrics_uplink"
 	tcMapXlaneMonConfig     = "xlane_mon_config"
 	tcMapXlaneMonEvents     = "xlane_mon_events"
 	tcMapXlaneMonState      = "xlane_mon_state"
@@ -694,6 +737,7 @@ const (
 	tcMapXlaneVniNet        = "xlane_vni_net"
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
+	tcVarXlBtfBackendFlags  = "xl_btf_backend_flags"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
 	tcVarXlBtfCtNat         = "xl_btf_ct_nat"
 	tcVarXlBtfCtState       = "xl_btf_ct_state"
@@ -776,49 +820,53 @@ type tcProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcMapSpecs struct {
-	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.MapSpec `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
-	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.MapSpec `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.MapSpec `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -871,47 +919,51 @@ func (o *tcObjects) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcMaps struct {
-	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.Map `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.Map `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.Map `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.Map `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.Map `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.Map `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.Map `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.Map `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.Map `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.Map `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.Map `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.Map `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.Map `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
-	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.Map `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.Map `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcMaps) Close() error {
 	return _TcClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -934,8 +986,10 @@ func (m *tcMaps) Close() error {
 		m.XlaneFwScratch,
 		m.XlaneFwState,
 		m.XlaneIcmpScratch,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
@@ -956,6 +1010,7 @@ func (m *tcMaps) Close() error {
 //
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

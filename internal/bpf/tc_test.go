@@ -1075,6 +1075,39 @@ func allFrames(tb testing.TB) [][]byte {
 	return frames
 }
 
+// fuzzReason checks the counters of one fuzzed run of a from-endpoint
+// program on ifindex (prefix starts its failures): exactly one egress key
+// there, one packet of the frame's length, an ingress packet only for a
+// peer redirect. It returns the reason counted.
+func fuzzReason(t *testing.T, prefix string, ifindex int, frame []byte, m map[MetricsKey]MetricsVal) Reason {
+	t.Helper()
+	var egress []MetricsKey
+	var ingress uint64
+	for k, v := range m {
+		if Dir(k.Dir) == DirEgress {
+			egress = append(egress, k)
+		} else {
+			ingress += v.Packets
+		}
+	}
+	if len(egress) != 1 || egress[0].Ifindex != uint32(ifindex) {
+		t.Fatalf("%swant one egress key on ifindex %d, got %s", prefix, ifindex, formatMetrics(m))
+	}
+	k := egress[0]
+	if v := m[k]; v != (MetricsVal{Packets: 1, Bytes: uint64(len(frame))}) {
+		t.Fatalf("%segress count %d packets %d bytes, want 1 packet %d bytes", prefix, v.Packets, v.Bytes, len(frame))
+	}
+	reason := Reason(k.Reason)
+	wantIngress := uint64(0)
+	if reason == fwdPeer {
+		wantIngress = 1
+	}
+	if ingress != wantIngress {
+		t.Fatalf("%sreason %s with %d ingress packets counted: %s", prefix, reason, ingress, formatMetrics(m))
+	}
+	return reason
+}
+
 // FuzzFromEndpoint feeds arbitrary frames arriving on xl-ep0. Whatever the
 // input, the program must give a tc verdict consistent with the single
 // reason it counts, count exactly one packet of the frame's length (plus the
@@ -1104,30 +1137,7 @@ func FuzzFromEndpoint(f *testing.F) {
 			return
 		}
 
-		var egress []MetricsKey
-		var ingress uint64
-		for k, v := range m {
-			if Dir(k.Dir) == DirEgress {
-				egress = append(egress, k)
-			} else {
-				ingress += v.Packets
-			}
-		}
-		if len(egress) != 1 || egress[0].Ifindex != uint32(ifindex) {
-			t.Fatalf("want one egress key on ifindex %d, got %s", ifindex, formatMetrics(m))
-		}
-		k := egress[0]
-		if v := m[k]; v != (MetricsVal{Packets: 1, Bytes: uint64(len(frame))}) {
-			t.Fatalf("egress count %d packets %d bytes, want 1 packet %d bytes", v.Packets, v.Bytes, len(frame))
-		}
-		reason := Reason(k.Reason)
-		wantIngress := uint64(0)
-		if reason == fwdPeer {
-			wantIngress = 1
-		}
-		if ingress != wantIngress {
-			t.Fatalf("reason %s with %d ingress packets counted: %s", reason, ingress, formatMetrics(m))
-		}
+		reason := fuzzReason(t, "", ifindex, frame, m)
 
 		var wantRet int32
 		switch {

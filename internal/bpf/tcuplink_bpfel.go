@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcuplinkAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type tcuplinkAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type tcuplinkBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type tcuplinkBackendKey struct {
 }
 
 type tcuplinkBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type tcuplinkCtKey struct {
@@ -152,6 +167,8 @@ type tcuplinkFwGen struct {
 		IsDefault uint8
 		Pad       uint8
 	}
+	Tuple4     uint32
+	Tuple4Miss uint32
 }
 
 type tcuplinkFwRateKey struct {
@@ -253,6 +270,21 @@ type tcuplinkIcmpScratch struct {
 	Nq  [48]uint8
 	Old [40]uint8
 	Rk  tcuplinkCtKey
+}
+
+type tcuplinkLbScratch struct {
+	_ structs.HostLayout
+	K tcuplinkAffinityKey
+	_ [4]byte
+	V tcuplinkAffinityVal
+}
+
+type tcuplinkMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type tcuplinkMetricsKey struct {
@@ -368,10 +400,11 @@ type tcuplinkServiceKey struct {
 }
 
 type tcuplinkServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type tcuplinkSockRnatKey struct {
@@ -414,77 +447,81 @@ type tcuplinkXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	tcuplinkMapXlaneBackends     = "xlane_backends"
-	tcuplinkMapXlaneConfig       = "xlane_config"
-	tcuplinkMapXlaneCt           = "xlane_ct"
-	tcuplinkMapXlaneCtScratch    = "xlane_ct_scratch"
-	tcuplinkMapXlaneDevmap       = "xlane_devmap"
-	tcuplinkMapXlaneEndpoints    = "xlane_endpoints"
-	tcuplinkMapXlaneFwAddr       = "xlane_fw_addr"
-	tcuplinkMapXlaneFwBlock4     = "xlane_fw_block4"
-	tcuplinkMapXlaneFwBlock6     = "xlane_fw_block6"
-	tcuplinkMapXlaneFwCounters   = "xlane_fw_counters"
-	tcuplinkMapXlaneFwDdos       = "xlane_fw_ddos"
-	tcuplinkMapXlaneFwEvents     = "xlane_fw_events"
-	tcuplinkMapXlaneFwExact      = "xlane_fw_exact"
-	tcuplinkMapXlaneFwGens       = "xlane_fw_gens"
-	tcuplinkMapXlaneFwPool       = "xlane_fw_pool"
-	tcuplinkMapXlaneFwQuote      = "xlane_fw_quote"
-	tcuplinkMapXlaneFwRate       = "xlane_fw_rate"
-	tcuplinkMapXlaneFwRules      = "xlane_fw_rules"
-	tcuplinkMapXlaneFwScalar     = "xlane_fw_scalar"
-	tcuplinkMapXlaneFwScratch    = "xlane_fw_scratch"
-	tcuplinkMapXlaneFwState      = "xlane_fw_state"
-	tcuplinkMapXlaneIcmpScratch  = "xlane_icmp_scratch"
-	tcuplinkMapXlaneMaglev       = "xlane_maglev"
-	tcuplinkMapXlaneMetrics      = "xlane_metrics"
-	tcuplinkMapXlaneMonConfig    = "xlane_mon_config"
-	tcuplinkMapXlaneMonEvents    = "xlane_mon_events"
-	tcuplinkMapXlaneMonState     = "xlane_mon_state"
-	tcuplinkMapXlaneNeigh        = "xlane_neigh"
-	tcuplinkMapXlaneNetVni       = "xlane_net_vni"
-	tcuplinkMapXlaneOverlay      = "xlane_overlay"
-	tcuplinkMapXlanePeers        = "xlane_peers"
-	tcuplinkMapXlanePublish      = "xlane_publish"
-	tcuplinkMapXlaneServices     = "xlane_services"
-	tcuplinkMapXlaneSockRnat     = "xlane_sock_rnat"
-	tcuplinkMapXlaneVlanDev      = "xlane_vlan_dev"
-	tcuplinkMapXlaneVlans        = "xlane_vlans"
-	tcuplinkMapXlaneVniNet       = "xlane_vni_net"
-	tcuplinkProgXlaneFromOverlay = "xlane_from_overlay"
-	tcuplinkProgXlaneFromUplink  = "xlane_from_uplink"
-	tcuplinkProgXlaneToOverlay   = "xlane_to_overlay"
-	tcuplinkProgXlaneToVlan      = "xlane_to_vlan"
-	tcuplinkVarXlBtfCtDir        = "xl_btf_ct_dir"
-	tcuplinkVarXlBtfCtNat        = "xl_btf_ct_nat"
-	tcuplinkVarXlBtfCtState      = "xl_btf_ct_state"
-	tcuplinkVarXlBtfDir          = "xl_btf_dir"
-	tcuplinkVarXlBtfEpFlags      = "xl_btf_ep_flags"
-	tcuplinkVarXlBtfEthhdr       = "xl_btf_ethhdr"
-	tcuplinkVarXlBtfFlowKeys     = "xl_btf_flow_keys"
-	tcuplinkVarXlBtfFwAction     = "xl_btf_fw_action"
-	tcuplinkVarXlBtfFwAddrKey    = "xl_btf_fw_addr_key"
-	tcuplinkVarXlBtfFwBits       = "xl_btf_fw_bits"
-	tcuplinkVarXlBtfFwDdosFlags  = "xl_btf_fw_ddos_flags"
-	tcuplinkVarXlBtfFwEvent      = "xl_btf_fw_event"
-	tcuplinkVarXlBtfFwExactKey   = "xl_btf_fw_exact_key"
-	tcuplinkVarXlBtfFwField      = "xl_btf_fw_field"
-	tcuplinkVarXlBtfFwKind       = "xl_btf_fw_kind"
-	tcuplinkVarXlBtfFwLimits     = "xl_btf_fw_limits"
-	tcuplinkVarXlBtfFwRule       = "xl_btf_fw_rule"
-	tcuplinkVarXlBtfHook         = "xl_btf_hook"
-	tcuplinkVarXlBtfIphdr        = "xl_btf_iphdr"
-	tcuplinkVarXlBtfIpv6hdr      = "xl_btf_ipv6hdr"
-	tcuplinkVarXlBtfMonConfig    = "xl_btf_mon_config"
-	tcuplinkVarXlBtfMonEvent     = "xl_btf_mon_event"
-	tcuplinkVarXlBtfMonState     = "xl_btf_mon_state"
-	tcuplinkVarXlBtfMonType      = "xl_btf_mon_type"
-	tcuplinkVarXlBtfMonVerdict   = "xl_btf_mon_verdict"
-	tcuplinkVarXlBtfPeerFlags    = "xl_btf_peer_flags"
-	tcuplinkVarXlBtfReason       = "xl_btf_reason"
-	tcuplinkVarXlBtfServiceFlags = "xl_btf_service_flags"
-	tcuplinkVarXlBtfSock         = "xl_btf_sock"
-	tcuplinkVarXlCluster         = "xl_cluster"
+	tcuplinkMapXlaneAffinity      = "xlane_affinity"
+	tcuplinkMapXlaneBackends      = "xlane_backends"
+	tcuplinkMapXlaneConfig        = "xlane_config"
+	tcuplinkMapXlaneCt            = "xlane_ct"
+	tcuplinkMapXlaneCtScratch     = "xlane_ct_scratch"
+	tcuplinkMapXlaneDevmap        = "xlane_devmap"
+	tcuplinkMapXlaneEndpoints     = "xlane_endpoints"
+	tcuplinkMapXlaneFwAddr        = "xlane_fw_addr"
+	tcuplinkMapXlaneFwBlock4      = "xlane_fw_block4"
+	tcuplinkMapXlaneFwBlock6      = "xlane_fw_block6"
+	tcuplinkMapXlaneFwCounters    = "xlane_fw_counters"
+	tcuplinkMapXlaneFwDdos        = "xlane_fw_ddos"
+	tcuplinkMapXlaneFwEvents      = "xlane_fw_events"
+	tcuplinkMapXlaneFwExact       = "xlane_fw_exact"
+	tcuplinkMapXlaneFwGens        = "xlane_fw_gens"
+	tcuplinkMapXlaneFwPool        = "xlane_fw_pool"
+	tcuplinkMapXlaneFwQuote       = "xlane_fw_quote"
+	tcuplinkMapXlaneFwRate        = "xlane_fw_rate"
+	tcuplinkMapXlaneFwRules       = "xlane_fw_rules"
+	tcuplinkMapXlaneFwScalar      = "xlane_fw_scalar"
+	tcuplinkMapXlaneFwScratch     = "xlane_fw_scratch"
+	tcuplinkMapXlaneFwState       = "xlane_fw_state"
+	tcuplinkMapXlaneIcmpScratch   = "xlane_icmp_scratch"
+	tcuplinkMapXlaneLbScratch     = "xlane_lb_scratch"
+	tcuplinkMapXlaneMaglev        = "xlane_maglev"
+	tcuplinkMapXlaneMetrics       = "xlane_metrics"
+	tcuplinkMapXlaneMetricsUplink = "xlane_metrics_uplink"
+	tcuplinkMapXlaneMonConfig     = "xlane_mon_config"
+	tcuplinkMapXlaneMonEvents     = "xlane_mon_events"
+	tcuplinkMapXlaneMonState      = "xlane_mon_state"
+	tcuplinkMapXlaneNeigh         = "xlane_neigh"
+	tcuplinkMapXlaneNetVni        = "xlane_net_vni"
+	tcuplinkMapXlaneOverlay       = "xlane_overlay"
+	tcuplinkMapXlanePeers         = "xlane_peers"
+	tcuplinkMapXlanePublish       = "xlane_publish"
+	tcuplinkMapXlaneServices      = "xlane_services"
+	tcuplinkMapXlaneSockRnat      = "xlane_sock_rnat"
+	tcuplinkMapXlaneVlanDev       = "xlane_vlan_dev"
+	tcuplinkMapXlaneVlans         = "xlane_vlans"
+	tcuplinkMapXlaneVniNet        = "xlane_vni_net"
+	tcuplinkProgXlaneFromOverlay  = "xlane_from_overlay"
+	tcuplinkProgXlaneFromUplink   = "xlane_from_uplink"
+	tcuplinkProgXlaneToOverlay    = "xlane_to_overlay"
+	tcuplinkProgXlaneToVlan       = "xlane_to_vlan"
+	tcuplinkVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	tcuplinkVarXlBtfCtDir         = "xl_btf_ct_dir"
+	tcuplinkVarXlBtfCtNat         = "xl_btf_ct_nat"
+	tcuplinkVarXlBtfCtState       = "xl_btf_ct_state"
+	tcuplinkVarXlBtfDir           = "xl_btf_dir"
+	tcuplinkVarXlBtfEpFlags       = "xl_btf_ep_flags"
+	tcuplinkVarXlBtfEthhdr        = "xl_btf_ethhdr"
+	tcuplinkVarXlBtfFlowKeys      = "xl_btf_flow_keys"
+	tcuplinkVarXlBtfFwAction      = "xl_btf_fw_action"
+	tcuplinkVarXlBtfFwAddrKey     = "xl_btf_fw_addr_key"
+	tcuplinkVarXlBtfFwBits        = "xl_btf_fw_bits"
+	tcuplinkVarXlBtfFwDdosFlags   = "xl_btf_fw_ddos_flags"
+	tcuplinkVarXlBtfFwEvent       = "xl_btf_fw_event"
+	tcuplinkVarXlBtfFwExactKey    = "xl_btf_fw_exact_key"
+	tcuplinkVarXlBtfFwField       = "xl_btf_fw_field"
+	tcuplinkVarXlBtfFwKind        = "xl_btf_fw_kind"
+	tcuplinkVarXlBtfFwLimits      = "xl_btf_fw_limits"
+	tcuplinkVarXlBtfFwRule        = "xl_btf_fw_rule"
+	tcuplinkVarXlBtfHook          = "xl_btf_hook"
+	tcuplinkVarXlBtfIphdr         = "xl_btf_iphdr"
+	tcuplinkVarXlBtfIpv6hdr       = "xl_btf_ipv6hdr"
+	tcuplinkVarXlBtfMonConfig     = "xl_btf_mon_config"
+	tcuplinkVarXlBtfMonEvent      = "xl_btf_mon_event"
+	tcuplinkVarXlBtfMonState      = "xl_btf_mon_state"
+	tcuplinkVarXlBtfMonType       = "xl_btf_mon_type"
+	tcuplinkVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	tcuplinkVarXlBtfPeerFlags     = "xl_btf_peer_flags"
+	tcuplinkVarXlBtfReason        = "xl_btf_reason"
+	tcuplinkVarXlBtfServiceFlags  = "xl_btf_service_flags"
+	tcuplinkVarXlBtfSock          = "xl_btf_sock"
+	tcuplinkVarXlCluster          = "xl_cluster"
 )
 
 // loadTcuplink returns the embedded CollectionSpec for tcuplink.
@@ -539,49 +576,53 @@ type tcuplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkMapSpecs struct {
-	XlaneBackends    *ebpf.MapSpec `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.MapSpec `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.MapSpec `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.MapSpec `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.MapSpec `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.MapSpec `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.MapSpec `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
-	XlaneMaglev      *ebpf.MapSpec `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.MapSpec `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.MapSpec `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.MapSpec `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.MapSpec `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.MapSpec `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.MapSpec `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.MapSpec `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.MapSpec `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.MapSpec `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.MapSpec `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.MapSpec `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.MapSpec `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.MapSpec `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.MapSpec `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.MapSpec `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.MapSpec `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.MapSpec `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.MapSpec `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.MapSpec `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.MapSpec `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.MapSpec `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.MapSpec `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.MapSpec `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.MapSpec `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.MapSpec `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.MapSpec `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.MapSpec `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.MapSpec `ebpf:"xlane_vni_net"`
 }
 
 // tcuplinkVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -634,47 +675,51 @@ func (o *tcuplinkObjects) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkMaps struct {
-	XlaneBackends    *ebpf.Map `ebpf:"xlane_backends"`
-	XlaneConfig      *ebpf.Map `ebpf:"xlane_config"`
-	XlaneCt          *ebpf.Map `ebpf:"xlane_ct"`
-	XlaneCtScratch   *ebpf.Map `ebpf:"xlane_ct_scratch"`
-	XlaneDevmap      *ebpf.Map `ebpf:"xlane_devmap"`
-	XlaneEndpoints   *ebpf.Map `ebpf:"xlane_endpoints"`
-	XlaneFwAddr      *ebpf.Map `ebpf:"xlane_fw_addr"`
-	XlaneFwBlock4    *ebpf.Map `ebpf:"xlane_fw_block4"`
-	XlaneFwBlock6    *ebpf.Map `ebpf:"xlane_fw_block6"`
-	XlaneFwCounters  *ebpf.Map `ebpf:"xlane_fw_counters"`
-	XlaneFwDdos      *ebpf.Map `ebpf:"xlane_fw_ddos"`
-	XlaneFwEvents    *ebpf.Map `ebpf:"xlane_fw_events"`
-	XlaneFwExact     *ebpf.Map `ebpf:"xlane_fw_exact"`
-	XlaneFwGens      *ebpf.Map `ebpf:"xlane_fw_gens"`
-	XlaneFwPool      *ebpf.Map `ebpf:"xlane_fw_pool"`
-	XlaneFwQuote     *ebpf.Map `ebpf:"xlane_fw_quote"`
-	XlaneFwRate      *ebpf.Map `ebpf:"xlane_fw_rate"`
-	XlaneFwRules     *ebpf.Map `ebpf:"xlane_fw_rules"`
-	XlaneFwScalar    *ebpf.Map `ebpf:"xlane_fw_scalar"`
-	XlaneFwScratch   *ebpf.Map `ebpf:"xlane_fw_scratch"`
-	XlaneFwState     *ebpf.Map `ebpf:"xlane_fw_state"`
-	XlaneIcmpScratch *ebpf.Map `ebpf:"xlane_icmp_scratch"`
-	XlaneMaglev      *ebpf.Map `ebpf:"xlane_maglev"`
-	XlaneMetrics     *ebpf.Map `ebpf:"xlane_metrics"`
-	XlaneMonConfig   *ebpf.Map `ebpf:"xlane_mon_config"`
-	XlaneMonEvents   *ebpf.Map `ebpf:"xlane_mon_events"`
-	XlaneMonState    *ebpf.Map `ebpf:"xlane_mon_state"`
-	XlaneNeigh       *ebpf.Map `ebpf:"xlane_neigh"`
-	XlaneNetVni      *ebpf.Map `ebpf:"xlane_net_vni"`
-	XlaneOverlay     *ebpf.Map `ebpf:"xlane_overlay"`
-	XlanePeers       *ebpf.Map `ebpf:"xlane_peers"`
-	XlanePublish     *ebpf.Map `ebpf:"xlane_publish"`
-	XlaneServices    *ebpf.Map `ebpf:"xlane_services"`
-	XlaneSockRnat    *ebpf.Map `ebpf:"xlane_sock_rnat"`
-	XlaneVlanDev     *ebpf.Map `ebpf:"xlane_vlan_dev"`
-	XlaneVlans       *ebpf.Map `ebpf:"xlane_vlans"`
-	XlaneVniNet      *ebpf.Map `ebpf:"xlane_vni_net"`
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
+	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
+	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
+	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
+	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
+	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
+	XlaneFwBlock4      *ebpf.Map `ebpf:"xlane_fw_block4"`
+	XlaneFwBlock6      *ebpf.Map `ebpf:"xlane_fw_block6"`
+	XlaneFwCounters    *ebpf.Map `ebpf:"xlane_fw_counters"`
+	XlaneFwDdos        *ebpf.Map `ebpf:"xlane_fw_ddos"`
+	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
+	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
+	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
+	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
+	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
+	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
+	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
+	XlaneFwState       *ebpf.Map `ebpf:"xlane_fw_state"`
+	XlaneIcmpScratch   *ebpf.Map `ebpf:"xlane_icmp_scratch"`
+	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
+	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
+	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
+	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
+	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
+	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
+	XlaneNeigh         *ebpf.Map `ebpf:"xlane_neigh"`
+	XlaneNetVni        *ebpf.Map `ebpf:"xlane_net_vni"`
+	XlaneOverlay       *ebpf.Map `ebpf:"xlane_overlay"`
+	XlanePeers         *ebpf.Map `ebpf:"xlane_peers"`
+	XlanePublish       *ebpf.Map `ebpf:"xlane_publish"`
+	XlaneServices      *ebpf.Map `ebpf:"xlane_services"`
+	XlaneSockRnat      *ebpf.Map `ebpf:"xlane_sock_rnat"`
+	XlaneVlanDev       *ebpf.Map `ebpf:"xlane_vlan_dev"`
+	XlaneVlans         *ebpf.Map `ebpf:"xlane_vlans"`
+	XlaneVniNet        *ebpf.Map `ebpf:"xlane_vni_net"`
 }
 
 func (m *tcuplinkMaps) Close() error {
 	return _TcuplinkClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -697,8 +742,10 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneFwScratch,
 		m.XlaneFwState,
 		m.XlaneIcmpScratch,
+		m.XlaneLbScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
@@ -719,6 +766,7 @@ func (m *tcuplinkMaps) Close() error {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

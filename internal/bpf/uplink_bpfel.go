@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type uplinkAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type uplinkAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type uplinkBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type uplinkBackendKey struct {
 }
 
 type uplinkBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type uplinkCtKey struct {
@@ -152,6 +167,8 @@ type uplinkFwGen struct {
 		IsDefault uint8
 		Pad       uint8
 	}
+	Tuple4     uint32
+	Tuple4Miss uint32
 }
 
 type uplinkFwRateKey struct {
@@ -250,6 +267,14 @@ type uplinkFwState struct {
 type uplinkL4csumScratch struct {
 	_   structs.HostLayout
 	Buf [256]uint8
+}
+
+type uplinkMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type uplinkMetricsKey struct {
@@ -365,10 +390,11 @@ type uplinkServiceKey struct {
 }
 
 type uplinkServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type uplinkSockRnatKey struct {
@@ -403,6 +429,7 @@ type uplinkXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	uplinkMapXlaneAffinity              = "xlane_affinity"
 	uplinkMapXlaneBackends              = "xlane_backends"
 	uplinkMapXlaneConfig                = "xlane_config"
 	uplinkMapXlaneCt                    = "xlane_ct"
@@ -427,6 +454,7 @@ const (
 	uplinkMapXlaneL4csumScratch         = "xlane_l4csum_scratch"
 	uplinkMapXlaneMaglev                = "xlane_maglev"
 	uplinkMapXlaneMetrics               = "xlane_metrics"
+	uplinkMapXlaneMetricsUplink         = "xlane_metrics_uplink"
 	uplinkMapXlaneMonConfig             = "xlane_mon_config"
 	uplinkMapXlaneMonEvents             = "xlane_mon_events"
 	uplinkMapXlaneMonState              = "xlane_mon_state"
@@ -440,6 +468,7 @@ const (
 	uplinkMapXlaneVniNet                = "xlane_vni_net"
 	uplinkProgXlaneXdpFromUplink        = "xlane_xdp_from_uplink"
 	uplinkProgXlaneXdpGenericFromUplink = "xlane_xdp_generic_from_uplink"
+	uplinkVarXlBtfBackendFlags          = "xl_btf_backend_flags"
 	uplinkVarXlBtfCtDir                 = "xl_btf_ct_dir"
 	uplinkVarXlBtfCtNat                 = "xl_btf_ct_nat"
 	uplinkVarXlBtfCtState               = "xl_btf_ct_state"
@@ -522,6 +551,7 @@ type uplinkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -546,6 +576,7 @@ type uplinkMapSpecs struct {
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
@@ -563,6 +594,7 @@ type uplinkMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -615,6 +647,7 @@ func (o *uplinkObjects) Close() error {
 //
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
@@ -639,6 +672,7 @@ type uplinkMaps struct {
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
@@ -654,6 +688,7 @@ type uplinkMaps struct {
 
 func (m *uplinkMaps) Close() error {
 	return _UplinkClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -678,6 +713,7 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
@@ -696,6 +732,7 @@ func (m *uplinkMaps) Close() error {
 //
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type vmportAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type vmportAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type vmportBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type vmportBackendKey struct {
 }
 
 type vmportBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type vmportCtKey struct {
@@ -69,6 +84,14 @@ type vmportEndpointVal struct {
 type vmportL4csumScratch struct {
 	_   structs.HostLayout
 	Buf [256]uint8
+}
+
+type vmportMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type vmportMetricsKey struct {
@@ -149,10 +172,11 @@ type vmportServiceKey struct {
 }
 
 type vmportServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type vmportSockRnatKey struct {
@@ -187,6 +211,7 @@ type vmportXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	vmportMapXlaneAffinity      = "xlane_affinity"
 	vmportMapXlaneBackends      = "xlane_backends"
 	vmportMapXlaneConfig        = "xlane_config"
 	vmportMapXlaneCt            = "xlane_ct"
@@ -195,6 +220,7 @@ const (
 	vmportMapXlaneL4csumScratch = "xlane_l4csum_scratch"
 	vmportMapXlaneMaglev        = "xlane_maglev"
 	vmportMapXlaneMetrics       = "xlane_metrics"
+	vmportMapXlaneMetricsUplink = "xlane_metrics_uplink"
 	vmportMapXlaneMonConfig     = "xlane_mon_config"
 	vmportMapXlaneMonEvents     = "xlane_mon_events"
 	vmportMapXlaneMonState      = "xlane_mon_state"
@@ -204,6 +230,7 @@ const (
 	vmportMapXlaneSockRnat      = "xlane_sock_rnat"
 	vmportMapXlaneXsks          = "xlane_xsks"
 	vmportProgXlaneXdpToVm      = "xlane_xdp_to_vm"
+	vmportVarXlBtfBackendFlags  = "xl_btf_backend_flags"
 	vmportVarXlBtfCtDir         = "xl_btf_ct_dir"
 	vmportVarXlBtfCtNat         = "xl_btf_ct_nat"
 	vmportVarXlBtfCtState       = "xl_btf_ct_state"
@@ -280,6 +307,7 @@ type vmportProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type vmportMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -288,6 +316,7 @@ type vmportMapSpecs struct {
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
@@ -302,6 +331,7 @@ type vmportMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type vmportVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -349,6 +379,7 @@ func (o *vmportObjects) Close() error {
 //
 // It can be passed to loadVmportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type vmportMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
@@ -357,6 +388,7 @@ type vmportMaps struct {
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
@@ -369,6 +401,7 @@ type vmportMaps struct {
 
 func (m *vmportMaps) Close() error {
 	return _VmportClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -377,6 +410,7 @@ func (m *vmportMaps) Close() error {
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
@@ -392,6 +426,7 @@ func (m *vmportMaps) Close() error {
 //
 // It can be passed to loadVmportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type vmportVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

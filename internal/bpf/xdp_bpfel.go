@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpAffinityKey struct {
+	_       structs.HostLayout
+	Service uint32
+	Client  [16]uint8
+}
+
+type xdpAffinityVal struct {
+	_     structs.HostLayout
+	Last  uint64
+	Index uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
+}
+
 type xdpBackendKey struct {
 	_       structs.HostLayout
 	Service uint32
@@ -20,10 +35,10 @@ type xdpBackendKey struct {
 }
 
 type xdpBackendVal struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  uint16
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Flags uint16
 }
 
 type xdpCtKey struct {
@@ -152,6 +167,8 @@ type xdpFwGen struct {
 		IsDefault uint8
 		Pad       uint8
 	}
+	Tuple4     uint32
+	Tuple4Miss uint32
 }
 
 type xdpFwRateKey struct {
@@ -250,6 +267,14 @@ type xdpFwState struct {
 type xdpL4csumScratch struct {
 	_   structs.HostLayout
 	Buf [256]uint8
+}
+
+type xdpMetricsDevVal struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 type xdpMetricsKey struct {
@@ -365,10 +390,11 @@ type xdpServiceKey struct {
 }
 
 type xdpServiceVal struct {
-	_          structs.HostLayout
-	Id         uint32
-	MaglevSize uint32
-	Flags      uint32
+	_               structs.HostLayout
+	Id              uint32
+	MaglevSize      uint32
+	Flags           uint32
+	AffinityTimeout uint32
 }
 
 type xdpSockRnatKey struct {
@@ -403,6 +429,7 @@ type xdpXlConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpMapXlaneAffinity                = "xlane_affinity"
 	xdpMapXlaneBackends                = "xlane_backends"
 	xdpMapXlaneConfig                  = "xlane_config"
 	xdpMapXlaneCt                      = "xlane_ct"
@@ -427,6 +454,7 @@ const (
 	xdpMapXlaneL4csumScratch           = "xlane_l4csum_scratch"
 	xdpMapXlaneMaglev                  = "xlane_maglev"
 	xdpMapXlaneMetrics                 = "xlane_metrics"
+	xdpMapXlaneMetricsUplink           = "xlane_metrics_uplink"
 	xdpMapXlaneMonConfig               = "xlane_mon_config"
 	xdpMapXlaneMonEvents               = "xlane_mon_events"
 	xdpMapXlaneMonState                = "xlane_mon_state"
@@ -440,6 +468,7 @@ const (
 	xdpMapXlaneVniNet                  = "xlane_vni_net"
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
+	xdpVarXlBtfBackendFlags            = "xl_btf_backend_flags"
 	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
 	xdpVarXlBtfCtNat                   = "xl_btf_ct_nat"
 	xdpVarXlBtfCtState                 = "xl_btf_ct_state"
@@ -522,6 +551,7 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
+	XlaneAffinity      *ebpf.MapSpec `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
@@ -546,6 +576,7 @@ type xdpMapSpecs struct {
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.MapSpec `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.MapSpec `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.MapSpec `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.MapSpec `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.MapSpec `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.MapSpec `ebpf:"xlane_mon_state"`
@@ -563,6 +594,7 @@ type xdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
+	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -615,6 +647,7 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
+	XlaneAffinity      *ebpf.Map `ebpf:"xlane_affinity"`
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
@@ -639,6 +672,7 @@ type xdpMaps struct {
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
 	XlaneMaglev        *ebpf.Map `ebpf:"xlane_maglev"`
 	XlaneMetrics       *ebpf.Map `ebpf:"xlane_metrics"`
+	XlaneMetricsUplink *ebpf.Map `ebpf:"xlane_metrics_uplink"`
 	XlaneMonConfig     *ebpf.Map `ebpf:"xlane_mon_config"`
 	XlaneMonEvents     *ebpf.Map `ebpf:"xlane_mon_events"`
 	XlaneMonState      *ebpf.Map `ebpf:"xlane_mon_state"`
@@ -654,6 +688,7 @@ type xdpMaps struct {
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
+		m.XlaneAffinity,
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
@@ -678,6 +713,7 @@ func (m *xdpMaps) Close() error {
 		m.XlaneL4csumScratch,
 		m.XlaneMaglev,
 		m.XlaneMetrics,
+		m.XlaneMetricsUplink,
 		m.XlaneMonConfig,
 		m.XlaneMonEvents,
 		m.XlaneMonState,
@@ -696,6 +732,7 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
+	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -1018,30 +1018,7 @@ func FuzzXDPFromEndpoint(f *testing.F) {
 
 func checkXDPFuzzRun(t *testing.T, p xdpProg, ifindex int, frame []byte, ret int32, out []byte, m map[MetricsKey]MetricsVal) {
 	t.Helper()
-	var egress []MetricsKey
-	var ingress uint64
-	for k, v := range m {
-		if Dir(k.Dir) == DirEgress {
-			egress = append(egress, k)
-		} else {
-			ingress += v.Packets
-		}
-	}
-	if len(egress) != 1 || egress[0].Ifindex != uint32(ifindex) {
-		t.Fatalf("%s: want one egress key on ifindex %d, got %s", p.name, ifindex, formatMetrics(m))
-	}
-	k := egress[0]
-	if v := m[k]; v != (MetricsVal{Packets: 1, Bytes: uint64(len(frame))}) {
-		t.Fatalf("%s: egress count %d packets %d bytes, want 1 packet %d bytes", p.name, v.Packets, v.Bytes, len(frame))
-	}
-	reason := Reason(k.Reason)
-	wantIngress := uint64(0)
-	if reason == fwdPeer {
-		wantIngress = 1
-	}
-	if ingress != wantIngress {
-		t.Fatalf("%s: reason %s with %d ingress packets counted: %s", p.name, reason, ingress, formatMetrics(m))
-	}
+	reason := fuzzReason(t, p.name+": ", ifindex, frame, m) // tc_test.go
 
 	var wantRet int32
 	switch {

@@ -196,6 +196,7 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 	f.StringVar(&r.Cgroup, "cgroup", "", "cgroup2 path of the clients (and the proxy) (default xlane's own, \"xlane\")")
 	f.StringVar(&r.Direction, "direction", "out", "out: connections the cgroup's processes make; in: connections arriving at --port in --netns")
 	f.StringVar(&r.Netns, "netns", "", "with --direction in: the network namespace (path) where the app and the proxy listen (default xlaned's own)")
+	f.StringVar(&r.Network, "network", "", "refused, with the reason: a redirect acts in one network namespace (--netns) or on one cgroup (--cgroup), not on an xlane network")
 	f.StringVar(&r.Exempt, "exempt", "uid", "how the proxy's own connections are recognised: mark, uid or cgroup")
 	f.IntVar(&mark, "mark", 0, "with --exempt mark: the SO_MARK of the proxy's upstream sockets")
 	f.IntVar(&uid, "uid", 0, "with --exempt uid: the proxy's uid")

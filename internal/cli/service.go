@@ -43,7 +43,8 @@ weight 0 is draining: no new flows, its established ones run on.`,
 	}
 	create.Flags().StringVar(&req.VIP, "vip", "", "IP:PORT[/tcp|udp] (IPv6: [ADDR]:PORT)")
 	create.Flags().StringSliceVar(&req.Backends, "backend", nil, "IP:PORT[@WEIGHT] (repeatable; weight 0 drains)")
-	create.Flags().BoolVar(&req.Affinity, "affinity", false, "send a client's flows to one backend (hash the client address only)")
+	create.Flags().BoolVar(&req.Affinity, "affinity", false, "send a client's new flows to one backend (ClientIP affinity)")
+	create.Flags().IntVar(&req.AffinityTimeout, "affinity-timeout", 0, "with --affinity: seconds a client keeps its backend after its last new flow (0: 10800, at most 86400)")
 
 	var upd api.ServiceUpdate
 	update := &cobra.Command{
@@ -59,6 +60,18 @@ weight 0 is draining: no new flows, its established ones run on.`,
 		},
 	}
 	update.Flags().StringSliceVar(&upd.Backends, "backend", nil, "IP:PORT[@WEIGHT] (repeatable)")
+	var updAffinity bool
+	var updTimeout int
+	update.Flags().BoolVar(&updAffinity, "affinity", false, "ClientIP affinity on or off (unchanged if not given)")
+	update.Flags().IntVar(&updTimeout, "affinity-timeout", 0, "the affinity's timeout in seconds (unchanged if not given)")
+	update.PreRun = func(cmd *cobra.Command, _ []string) {
+		if cmd.Flags().Changed("affinity") {
+			upd.Affinity = &updAffinity
+		}
+		if cmd.Flags().Changed("affinity-timeout") {
+			upd.AffinityTimeout = &updTimeout
+		}
+	}
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -151,7 +164,11 @@ func serviceTable(w *tabwriter.Writer, svcs []model.Service) {
 		for _, b := range s.Backends {
 			bs = append(bs, fmt.Sprintf("%s@%d", b.Addr, b.Weight))
 		}
-		fmt.Fprintf(w, "%s\t%s/%s\t%v\t%s\n", s.Name, s.VIP, s.Proto, s.Affinity, strings.Join(bs, ","))
+		aff := "-"
+		if s.Affinity {
+			aff = fmt.Sprintf("ClientIP %ds", s.EffectiveAffinityTimeout())
+		}
+		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\n", s.Name, s.VIP, s.Proto, aff, strings.Join(bs, ","))
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 )
 
 func dpService(s *model.Service) datapath.Service {
-	out := datapath.Service{ID: s.ID, VIP: s.VIP, Proto: protoNumber(s.Proto), Affinity: s.Affinity}
+	out := datapath.Service{ID: s.ID, VIP: s.VIP, Proto: protoNumber(s.Proto), Affinity: s.Affinity,
+		AffinityTimeout: uint32(s.EffectiveAffinityTimeout())}
 	for _, b := range s.Backends {
 		out.Backends = append(out.Backends, datapath.Backend{Addr: b.Addr, Weight: b.Weight})
 	}
@@ -43,12 +44,26 @@ func parseBackends(specs []string, vip model.Service) ([]model.Backend, error) {
 	return out, nil
 }
 
+// checkAffinity validates a service's affinity timeout.
+func checkAffinity(s *model.Service) error {
+	switch t := s.AffinityTimeout; {
+	case t < 0 || t > model.MaxAffinityTimeout:
+		return model.Fieldf("affinity_timeout", "%d: want 1-%d seconds (0: %d)", t, model.MaxAffinityTimeout, model.DefaultAffinityTimeout)
+	case t != 0 && !s.Affinity:
+		return model.Fieldf("affinity_timeout", "%d: only with affinity", t)
+	}
+	return nil
+}
+
 // parseService validates a create request into a service (no ID yet).
 func parseService(req api.ServiceCreate) (*model.Service, error) {
 	if !nameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
 	}
-	s := &model.Service{Name: req.Name, Affinity: req.Affinity, Created: time.Now().UTC(), Proto: "tcp"}
+	s := &model.Service{Name: req.Name, Affinity: req.Affinity, AffinityTimeout: req.AffinityTimeout, Created: time.Now().UTC(), Proto: "tcp"}
+	if err := checkAffinity(s); err != nil {
+		return nil, err
+	}
 	vip, proto, hasProto := strings.Cut(req.VIP, "/")
 	if hasProto {
 		if proto != "tcp" && proto != "udp" {
@@ -122,11 +137,25 @@ func (d *Daemon) UpdateService(name string, req api.ServiceUpdate) (*model.Servi
 			return err
 		}
 		old := *s
-		if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
-			return err
+		// A request that changes only the affinity (backends null, not
+		// []) keeps the backends.
+		keep := req.Backends == nil && (req.Affinity != nil || req.AffinityTimeout != nil)
+		if !keep {
+			if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
+				return err
+			}
 		}
 		if req.Affinity != nil {
 			s.Affinity = *req.Affinity
+			if !s.Affinity {
+				s.AffinityTimeout = 0
+			}
+		}
+		if req.AffinityTimeout != nil {
+			s.AffinityTimeout = *req.AffinityTimeout
+		}
+		if err := checkAffinity(s); err != nil {
+			return err
 		}
 		if err := d.dp.PutService(dpService(s)); err != nil {
 			d.dp.PutService(dpService(&old))

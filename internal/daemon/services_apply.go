@@ -89,7 +89,7 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 				return err
 			case old.VIP != s.VIP || old.Proto != s.Proto:
 				return model.Conflictf("service %q has vip %s/%s, not %s/%s: remove it first", s.Name, old.VIP, old.Proto, s.VIP, s.Proto)
-			case old.Affinity == s.Affinity && slices.Equal(old.Backends, s.Backends):
+			case old.Affinity == s.Affinity && old.AffinityTimeout == s.AffinityTimeout && slices.Equal(old.Backends, s.Backends):
 				res.Unchanged++
 				continue
 			default:

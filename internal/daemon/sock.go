@@ -293,6 +293,21 @@ func listening(port uint16) bool {
 // req.To. Refused: a port already redirected, a redirect to itself, an
 // unknown exemption. Nobody listening on To is a warning (the proxy may
 // start later), not a refusal.
+// networkRefused: a redirect by network is refused in both directions.
+// Inbound, sk_lookup hands a connection only to a listening socket of the
+// namespace it runs in, and each endpoint of a network has its own
+// namespace: a proxy listening elsewhere (xlaned's namespace, another
+// endpoint's) cannot be given it, so a redirect "for network N" would need
+// a sidecar proxy in every endpoint namespace and one redirect per
+// namespace (docs/accel.md). Outbound, connect() hooks attach to cgroups,
+// and an endpoint's processes are in cgroups xlane does not know.
+func networkRefused(req api.ProxyRedirect) error {
+	if req.Direction == "in" {
+		return model.Fieldf("network", "%q: not supported with direction \"in\": sk_lookup can hand a connection only to a proxy listening in the same network namespace, and each endpoint of a network has its own; run the proxy as a sidecar in the endpoint's namespace and redirect there with --netns (the endpoint's namespace path, e.g. /run/netns/NAME or /proc/PID/ns/net), one redirect per endpoint", req.Network)
+	}
+	return model.Fieldf("network", "%q: not supported with direction \"out\": outbound redirects select their clients by cgroup (connect() hooks attach to cgroups, not networks): use --cgroup with the cgroup of the endpoint's processes", req.Network)
+}
+
 func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, error) {
 	if err := d.dp.Available(); err != nil {
 		return nil, err
@@ -305,6 +320,9 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 	}
 	if req.To == req.Port {
 		return nil, model.Fieldf("to", "%d: the proxy's port cannot be the redirected port (every connection to the proxy would be redirected to itself)", req.To)
+	}
+	if req.Network != "" {
+		return nil, networkRefused(req)
 	}
 	switch req.Direction {
 	case "", "out":

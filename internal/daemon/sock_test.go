@@ -128,6 +128,8 @@ func TestProxyRedirectChecks(t *testing.T) {
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in", Netns: "/nonexistent"}, "netns"},
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in"}, "nothing listens"},
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: filepath.Join(cg, "missing"), Exempt: "uid"}, "cgroup"},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in", Network: "pin"}, `network "pin": not supported with direction "in": sk_lookup`},
+		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Network: "pin"}, `network "pin": not supported with direction "out"`},
 	} {
 		if _, err := d.AddProxyRedirect(c.req); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("redirect %+v: %v, want an error naming %q", c.req, err, c.want)

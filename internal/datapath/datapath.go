@@ -442,7 +442,77 @@ func (d *BPF) Counters(ifindex int) (map[CounterKey]Counter, error) {
 		}
 		out[ck] = c
 	}
-	return out, it.Err()
+	if err := it.Err(); err != nil {
+		return out, err
+	}
+	err := d.uplinkCounters(func(dev int, ck CounterKey, c Counter) {
+		if ifindex == 0 || dev == ifindex {
+			o := out[ck]
+			o.Add(c)
+			out[ck] = o
+		}
+	})
+	return out, err
+}
+
+// uplinkCounters calls fn with the counts of xlane_metrics_uplink (the
+// uplink program's ingress counts by reason, per CPU, each slot for the
+// device it names), which the hash's readers add to its own.
+func (d *BPF) uplinkCounters(fn func(ifindex int, ck CounterKey, c Counter)) error {
+	m := d.objs.MetricsUplink()
+	if m == nil {
+		return nil
+	}
+	var (
+		k    uint32
+		vals []bpf.MetricsDevVal
+	)
+	it := m.Iterate()
+	for it.Next(&k, &vals) {
+		for _, v := range vals {
+			if v.Ifindex != 0 && (v.Packets != 0 || v.Bytes != 0) {
+				fn(int(v.Ifindex), CounterKey{Reason: bpf.Reason(k), Dir: bpf.DirIngress, Hook: bpf.HookXDP},
+					Counter{Packets: v.Packets, Bytes: v.Bytes})
+			}
+		}
+	}
+	return it.Err()
+}
+
+// SetUplinkCounters gives xlane_metrics_uplink to the uplink ifindex (0:
+// to none, the uplink program then counts in the hash). Counts of the
+// device the slots had are kept when it is the same, else zeroed (as
+// PruneCounters would remove them from the hash).
+func (d *BPF) SetUplinkCounters(ifindex int) error {
+	m := d.objs.MetricsUplink()
+	if m == nil {
+		return nil
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	for r := uint32(0); r < m.MaxEntries(); r++ {
+		var cur []bpf.MetricsDevVal
+		if err := m.Lookup(r, &cur); err != nil {
+			return fmt.Errorf("uplink counters: read reason %d: %w", r, err)
+		}
+		vals := make([]bpf.MetricsDevVal, ncpu)
+		same := len(cur) == ncpu
+		for i := range cur {
+			same = same && int(cur[i].Ifindex) == ifindex
+		}
+		if same {
+			continue
+		}
+		for i := range vals {
+			vals[i].Ifindex = uint32(ifindex)
+		}
+		if err := m.Put(r, vals); err != nil {
+			return fmt.Errorf("uplink counters: set reason %d to ifindex %d: %w", r, ifindex, err)
+		}
+	}
+	return nil
 }
 
 // CountersByIfindex sums the per-CPU metrics of every device at once (one
@@ -468,7 +538,20 @@ func (d *BPF) CountersByIfindex() (map[int]map[CounterKey]Counter, error) {
 		}
 		dev[ck] = c
 	}
-	return out, it.Err()
+	if err := it.Err(); err != nil {
+		return out, err
+	}
+	err := d.uplinkCounters(func(ifindex int, ck CounterKey, c Counter) {
+		dev := out[ifindex]
+		if dev == nil {
+			dev = map[CounterKey]Counter{}
+			out[ifindex] = dev
+		}
+		o := dev[ck]
+		o.Add(c)
+		dev[ck] = o
+	})
+	return out, err
 }
 
 // PruneCounters deletes the counters of every ifindex not in keep.
@@ -491,6 +574,16 @@ func (d *BPF) PruneCounters(keep map[int]bool) error {
 		if err := d.objs.Metrics().Delete(&del[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("delete metrics: %w", err)
 		}
+	}
+	// The uplink's array: zeroed, for no device, when its device goes.
+	gone := false
+	if err := d.uplinkCounters(func(ifindex int, _ CounterKey, _ Counter) {
+		gone = gone || !keep[ifindex]
+	}); err != nil {
+		return fmt.Errorf("read uplink counters: %w", err)
+	}
+	if gone {
+		return d.SetUplinkCounters(0)
 	}
 	return nil
 }
@@ -624,6 +717,9 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 			if err != nil {
 				return "", fmt.Errorf("update uplink program on %s: %w", ifname, err)
 			}
+			if err := d.SetUplinkCounters(ifindex); err != nil {
+				return "", err
+			}
 			return cur, d.PutDevice(ifindex)
 		}
 		// Another device, or another mode: the mode of a link cannot
@@ -690,6 +786,9 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 		return "", fmt.Errorf("pin uplink link of %s: %w", ifname, err)
 	}
 	l.Close()
+	if err := d.SetUplinkCounters(ifindex); err != nil {
+		return "", err
+	}
 	return mode, d.PutDevice(ifindex)
 }
 

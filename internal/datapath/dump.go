@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
 )
@@ -46,19 +49,20 @@ var dumpers = []dumper{
 	{"ct", "xlane_ct", "conntrack: one entry per direction of a flow", ctColumns, dumpCT(false)},
 	{"nat", "xlane_ct", "the conntrack entries that translate (SNAT, DNAT, both)", ctColumns, dumpCT(true)},
 	{"endpoints", "xlane_endpoints", "endpoint addresses and their devices", []string{"addr", "ifindex", "device", "network_id", "mac", "host_mac", "mtu", "flags"}, (*BPF).dumpEndpoints},
-	{"metrics", "xlane_metrics", "per-device counters by reason, direction and deciding attach point (summed over CPUs)", []string{"ifindex", "device", "reason", "direction", "hook", "packets", "bytes"}, (*BPF).dumpMetrics},
+	{"metrics", "xlane_metrics,xlane_metrics_uplink", "per-device counters by reason, direction and deciding attach point (summed over CPUs; the uplink program's from xlane_metrics_uplink)", []string{"ifindex", "device", "reason", "direction", "hook", "packets", "bytes"}, (*BPF).dumpMetrics},
 	{"neigh", "xlane_neigh", "the XDP datapath's copy of the neighbour table", []string{"addr", "ifindex", "device", "mac"}, (*BPF).dumpNeigh},
 	{"devmap", "xlane_devmap", "devices XDP may redirect to", []string{"ifindex", "device"}, (*BPF).dumpDevmap},
 	{"config", "xlane_config", "the node: uplink, masquerade addresses and ports", []string{"uplink_ifindex", "uplink", "nat_ports", "masquerade_v4", "masquerade_v6", "netns_cookie"}, (*BPF).dumpConfig},
 	{"publish", "xlane_publish", "published ports", []string{"proto", "family", "node_port", "target"}, (*BPF).dumpPublish},
-	{"services", "xlane_services", "service VIPs", []string{"vip", "proto", "id", "maglev_size", "flags"}, (*BPF).dumpServices},
-	{"backends", "xlane_backends", "service backends by (service id, index)", []string{"service_id", "index", "backend"}, (*BPF).dumpBackends},
-	{"maglev", "xlane_maglev", "each service's Maglev table: slots per backend index", []string{"service_id", "slots", "per_backend"}, (*BPF).dumpMaglev},
+	{"services", "xlane_services", "service VIPs", []string{"vip", "proto", "id", "maglev_size", "flags", "affinity_timeout"}, (*BPF).dumpServices},
+	{"backends", "xlane_backends", "service backends by (service id, index)", []string{"service_id", "index", "backend", "flags"}, (*BPF).dumpBackends},
+	{"affinity", "xlane_affinity", "ClientIP affinity: each client's backend per service and the age of its last new flow", []string{"service_id", "client", "backend_index", "backend", "idle_s"}, (*BPF).dumpAffinity},
+	{"maglev", "xlane_maglev", "each service's Maglev table: slots per backend index, and a digest of the whole table (equal on every node that has the same backends)", []string{"service_id", "slots", "per_backend", "digest"}, (*BPF).dumpMaglev},
 	{"fw-state", "xlane_fw_state", "the firewall's live generation", []string{"on", "active_slot", "generation"}, (*BPF).dumpFwState},
-	{"fw-gens", "xlane_fw_gens", "what each generation's classifier looks at", []string{"slot", "fields", "established"}, (*BPF).dumpFwGens},
+	{"fw-gens", "xlane_fw_gens", "what each generation's classifier looks at", []string{"slot", "fields", "established", "uplink"}, (*BPF).dumpFwGens},
 	{"fw-rules", "xlane_fw_rules", "the live generation's rules by bit (priority order)", []string{"bit", "counter_slot", "action", "default", "log_sample"}, (*BPF).dumpFwRules},
 	{"fw-counters", "xlane_fw_counters", "rule counters by slot (hit slots only, summed over CPUs)", []string{"slot", "packets", "bytes", "last_hit_ns"}, (*BPF).dumpFwCounters},
-	{"fw-exact", "xlane_fw_exact", "the live generation's exact-match classes (hook contexts, MACs)", []string{"field", "kind", "value", "class"}, (*BPF).dumpFwExact},
+	{"fw-exact", "xlane_fw_exact", "the live generation's exact-match classes (hook contexts, MACs) and the uplink's IPv4 tuples (class: the rule's bit)", []string{"field", "kind", "value", "class"}, (*BPF).dumpFwExact},
 	{"fw-addr", "xlane_fw_addr", "the live generation's address prefixes and their classes", []string{"field", "prefix", "class"}, (*BPF).dumpFwAddr},
 	{"fw-scalar", "xlane_fw_scalar", "the live generation's port, protocol and TCP flag classes, as ranges", []string{"field", "from", "to", "class"}, (*BPF).dumpFwScalar},
 	{"fw-pool", "xlane_fw_pool", "the live generation's classes: the rule bits each matches", []string{"class", "rules", "bits"}, (*BPF).dumpFwPool},
@@ -296,17 +300,39 @@ func (d *BPF) dumpMetrics(_ int, add func(...any) bool) error {
 		k    bpf.MetricsKey
 		vals []bpf.MetricsVal
 	)
+	// The uplink's array (xlane_metrics_uplink) adds to the hash's rows.
+	up := map[bpf.MetricsKey]Counter{}
+	if err := d.uplinkCounters(func(ifindex int, ck CounterKey, c Counter) {
+		key := bpf.MetricsKey{Ifindex: uint32(ifindex), Reason: uint8(ck.Reason), Dir: uint8(ck.Dir), Hook: uint8(ck.Hook)}
+		o := up[key]
+		o.Add(c)
+		up[key] = o
+	}); err != nil {
+		return err
+	}
+	row := func(k bpf.MetricsKey, c Counter) bool {
+		return add(k.Ifindex, devName(k.Ifindex), bpf.Reason(k.Reason).String(), bpf.Dir(k.Dir).String(), bpf.Hook(k.Hook).String(), c.Packets, c.Bytes)
+	}
 	it := d.objs.Metrics().Iterate()
 	for it.Next(&k, &vals) {
-		var c Counter
+		c := up[k]
+		delete(up, k)
 		for _, v := range vals {
 			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
 		}
-		if !add(k.Ifindex, devName(k.Ifindex), bpf.Reason(k.Reason).String(), bpf.Dir(k.Dir).String(), bpf.Hook(k.Hook).String(), c.Packets, c.Bytes) {
+		if !row(k, c) {
 			return nil
 		}
 	}
-	return it.Err()
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for k, c := range up {
+		if !row(k, c) {
+			return nil
+		}
+	}
+	return nil
 }
 
 func (d *BPF) dumpNeigh(_ int, add func(...any) bool) error {
@@ -346,17 +372,46 @@ func (d *BPF) dumpServices(_ int, add func(...any) bool) error {
 		if v.Flags&bpf.SvcAffinity != 0 {
 			flags = "affinity"
 		}
-		return add(hostPort(k.Addr, k.Port), protoName(k.Proto), v.Id, v.MaglevSize, flags)
+		return add(hostPort(k.Addr, k.Port), protoName(k.Proto), v.Id, v.MaglevSize, flags, v.AffinityTimeout)
 	})
 }
 
 func (d *BPF) dumpBackends(_ int, add func(...any) bool) error {
 	return walk(d.objs.Backends(), func(k *bpf.BackendKey, v *bpf.BackendVal) bool {
-		return add(k.Service, k.Index, hostPort(v.Addr, v.Port))
+		flags := ""
+		if v.Flags&bpf.BackendDraining != 0 {
+			flags = "draining"
+		}
+		return add(k.Service, k.Index, hostPort(v.Addr, v.Port), flags)
 	})
 }
 
-// dumpMaglev counts each table's slots per backend index ("0:511 1:510").
+// dumpAffinity lists xlane_affinity; idle_s is the seconds since the
+// client's last new flow (CLOCK_MONOTONIC, bpf_ktime_get_ns's clock). A
+// client of all zeros is the node's own processes.
+func (d *BPF) dumpAffinity(_ int, add func(...any) bool) error {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return fmt.Errorf("dump affinity: clock: %w", err)
+	}
+	now := uint64(ts.Nano())
+	return walk(d.objs.Affinity(), func(k *bpf.AffinityKey, v *bpf.AffinityVal) bool {
+		client := "node"
+		if k.Client != ([16]byte{}) {
+			client = netip.AddrFrom16(k.Client).Unmap().String()
+		}
+		idle := 0.0
+		if now > v.Last {
+			idle = float64(now-v.Last) / 1e9
+		}
+		return add(k.Service, client, v.Index, hostPort(v.Addr, v.Port), fmt.Sprintf("%.1f", idle))
+	})
+}
+
+// dumpMaglev counts each table's slots per backend index ("0:511 1:510")
+// and digests the table (SHA-256 of the backend index of every slot, in
+// slot order; the first 16 hex digits): two nodes pick the same backend
+// index for every flow exactly when their digests are equal.
 func (d *BPF) dumpMaglev(_ int, add func(...any) bool) error {
 	var (
 		id    uint32
@@ -366,7 +421,14 @@ func (d *BPF) dumpMaglev(_ int, add func(...any) bool) error {
 	for it.Next(&id, &inner) {
 		per := map[uint32]int{}
 		size := int(inner.MaxEntries())
-		err := walk(inner, func(_ *uint32, v *uint32) bool { per[*v]++; return true })
+		slots := make([]byte, 4*size)
+		err := walk(inner, func(k *uint32, v *uint32) bool {
+			per[*v]++
+			if int(*k) < size {
+				binary.LittleEndian.PutUint32(slots[4**k:], *v)
+			}
+			return true
+		})
 		inner.Close()
 		if err != nil {
 			return fmt.Errorf("service %d table: %w", id, err)
@@ -380,7 +442,8 @@ func (d *BPF) dumpMaglev(_ int, add func(...any) bool) error {
 		for j, i := range idx {
 			parts[j] = fmt.Sprintf("%d:%d", i, per[i])
 		}
-		if !add(id, size, strings.Join(parts, " ")) {
+		sum := sha256.Sum256(slots)
+		if !add(id, size, strings.Join(parts, " "), hex.EncodeToString(sum[:8])) {
 			return nil
 		}
 	}
@@ -419,7 +482,16 @@ func (d *BPF) dumpFwGens(_ int, add func(...any) bool) error {
 				fields = append(fields, fwFieldNames[i])
 			}
 		}
-		return add(*k, strings.Join(fields, ","), v.Established != 0)
+		uplink := "bitmaps"
+		switch {
+		case v.Lin != 0:
+			uplink = fmt.Sprintf("list of %d", v.Lin-1)
+		case v.Tuple4 != 0 && v.Tuple4Miss != 0:
+			uplink = fmt.Sprintf("tuple4 (miss: bit %d), IPv6 bitmaps", v.Tuple4Miss-1)
+		case v.Tuple4 != 0:
+			uplink = "tuple4 (miss: allowed), IPv6 bitmaps"
+		}
+		return add(*k, strings.Join(fields, ","), v.Established != 0, uplink)
 	})
 }
 
@@ -537,6 +609,12 @@ func (d *BPF) dumpFwExact(_ int, add func(...any) bool) error {
 	return d.withLive(d.objs.Firewall().Exact, func(m *ebpf.Map) error {
 		return walk(m, func(k *bpf.FwExactKey, class *uint32) bool {
 			var kind, val string
+			if k.Field == bpf.FwExactTuple4 {
+				// The uplink's IPv4 tuples: the class is the rule's bit.
+				src := netip.AddrFrom4([4]byte(k.Data[:4]))
+				return add("tuple4", fmt.Sprintf("proto %d", k.Kind),
+					fmt.Sprintf("%s dport %d", src, binary.NativeEndian.Uint16(k.Data[4:])), *class)
+			}
 			if k.Field == bpf.FwFieldCtx {
 				if int(k.Kind) < len(fwKindNames) {
 					kind = fwKindNames[k.Kind]

@@ -18,13 +18,18 @@ type Backend struct {
 	Weight uint32
 }
 
-// Service is a VIP balanced over backends.
+// Service is a VIP balanced over backends. With Affinity, a client's new
+// flows go to one backend: the one its last new flow got when that was
+// less than AffinityTimeout seconds ago and the backend still takes new
+// flows (xlane_affinity), else the client address's Maglev slot (with
+// AffinityTimeout 0, always the slot: no state).
 type Service struct {
-	ID       uint32
-	VIP      netip.AddrPort
-	Proto    uint8
-	Affinity bool
-	Backends []Backend
+	ID              uint32
+	VIP             netip.AddrPort
+	Proto           uint8
+	Affinity        bool
+	AffinityTimeout uint32
+	Backends        []Backend
 }
 
 func serviceKey(s Service) bpf.ServiceKey {
@@ -167,7 +172,11 @@ func (d *BPF) putServices(svcs []Service) error {
 		}
 		for j, b := range s.Backends {
 			bkeys = append(bkeys, bpf.BackendKey{Service: s.ID, Index: uint32(j)})
-			bvals = append(bvals, bpf.BackendVal{Addr: b.Addr.Addr().As16(), Port: htons(b.Addr.Port())})
+			bv := bpf.BackendVal{Addr: b.Addr.Addr().As16(), Port: htons(b.Addr.Port())}
+			if b.Weight == 0 {
+				bv.Flags = bpf.BackendDraining // no slot, and affinity to it ends
+			}
+			bvals = append(bvals, bv)
 		}
 	}
 	// Backends first: a table (old or new) only names indices that exist.
@@ -239,6 +248,7 @@ func (d *BPF) putServiceVals(plans []svcPlan) error {
 		sv := bpf.ServiceVal{Id: p.s.ID, MaglevSize: p.size}
 		if p.s.Affinity {
 			sv.Flags |= bpf.SvcAffinity
+			sv.AffinityTimeout = p.s.AffinityTimeout
 		}
 		keys, vals = append(keys, serviceKey(p.s)), append(vals, sv)
 	}

@@ -121,7 +121,117 @@ func Compile(pol *Policy, slots map[string]uint32) (*Tables, error) {
 	compileFlags(t, pl, atoms)
 	t.Pool = pl.list
 	compileLin(t, atoms)
+	if t.Gen.Lin == 0 {
+		compileTuple4(t, atoms)
+	}
 	return t, nil
+}
+
+// compileTuple4 gives a set beyond the list whose uplink rules for IPv4
+// are all of the shape "one protocol, one /32 source, one destination
+// port" (lists: their cross product; nothing else restricted, no log rule
+// or sampled events) the uplink's IPv4 tuple hash (bpf/lib/fw_lin.h): one
+// exact-map key per (protocol, source, port), valued with the first bit
+// that has it; a packet whose tuple is not there is decided by the first
+// uplink default, which the generation names (Gen.Tuple4Miss). Defaults
+// come after every rule in bit order and match every packet of their
+// scope, so the first bit with the packet's tuple is the model's rule.
+// Otherwise Gen.Tuple4 stays 0: the bitmaps decide.
+func compileTuple4(t *Tables, atoms []atom) {
+	type tuple struct {
+		key bpf.FwExactKey
+		bit uint32
+	}
+	var tuples []tuple
+	seen := map[bpf.FwExactKey]bool{}
+	miss := uint32(0)
+	for i, a := range atoms {
+		m := a.m
+		if !m.V4 || !slices.ContainsFunc(m.Ctx, func(c Ctx) bool { return c.Kind == KindUplink && c.Net == 0 }) {
+			continue // no IPv4 packet on the uplink matches it
+		}
+		r := t.Rules[i]
+		// (An address list holds 0.0.0.0/0 for "any"; nil matches
+		// nothing. A nil protocol or port list is "any".)
+		if r.Action == bpf.FwLog || r.Sample != 0 || m.SMAC != nil || m.DMAC != nil || m.FlagsMask != 0 ||
+			!anyPrefix(m.Dst4) || m.SPort != nil {
+			return
+		}
+		if r.IsDefault != 0 {
+			if !anyPrefix(m.Src4) || m.Proto != nil || m.DPort != nil {
+				return
+			}
+			if miss == 0 {
+				miss = uint32(i) + 1
+			}
+			continue
+		}
+		if miss != 0 || len(m.Src4) == 0 || len(m.Proto) == 0 || len(m.DPort) == 0 {
+			return // a rule after a default, or one without the shape
+		}
+		for _, src := range m.Src4 {
+			if src.Bits() != 32 {
+				return
+			}
+			for _, p := range m.Proto {
+				for _, dp := range m.DPort {
+					if dp.Lo != dp.Hi || dp.Lo >= NoL4 {
+						return
+					}
+					k := tuple4Key(p, src.Addr(), dp.Lo)
+					if seen[k] {
+						continue // an earlier bit has it
+					}
+					if len(tuples) == bpf.FwTuple4Max {
+						return
+					}
+					seen[k] = true
+					tuples = append(tuples, tuple{k, uint32(i)})
+				}
+			}
+		}
+	}
+	if len(tuples) == 0 {
+		return // no rule for IPv4 on the uplink: nothing to gain
+	}
+	for _, tp := range tuples {
+		t.Exact = append(t.Exact, ExactEntry{tp.key, tp.bit})
+	}
+	t.Gen.Tuple4 = 1
+	t.Gen.Tuple4Miss = miss
+}
+
+// anyPrefix: ps has a prefix of every address (/0).
+func anyPrefix(ps []netip.Prefix) bool {
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Bits() == 0 })
+}
+
+// tuple4Key is the exact-map key of an IPv4 tuple (FW_EXACT_TUPLE4).
+func tuple4Key(proto uint8, src netip.Addr, dport uint32) bpf.FwExactKey {
+	k := bpf.FwExactKey{Field: bpf.FwExactTuple4, Kind: proto}
+	a := src.As4()
+	copy(k.Data[:4], a[:])
+	binary.NativeEndian.PutUint16(k.Data[4:], uint16(dport))
+	return k
+}
+
+// ClassifyTuple4 runs the uplink's IPv4 tuple hash the way
+// bpf/lib/fw_lin.h does, for an IPv4 uplink packet of a set with
+// Gen.Tuple4: the deciding bit, or -1 (allowed).
+func (t *Tables) ClassifyTuple4(pk Packet) int {
+	if pk.DPort != NoL4 {
+		k := tuple4Key(pk.Proto, pk.Src, pk.DPort)
+		bit := -1
+		for _, e := range t.Exact {
+			if e.Key == k {
+				bit = int(e.Class) // the last one written, as in the map
+			}
+		}
+		if bit >= 0 {
+			return bit
+		}
+	}
+	return int(t.Gen.Tuple4Miss) - 1
 }
 
 // compileLin lists the uplink's conjunctions for the list classifier

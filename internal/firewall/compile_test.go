@@ -2,6 +2,7 @@ package firewall_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
@@ -81,3 +82,95 @@ func equalInts(a, b []int) bool {
 }
 
 var _ = bpf.FwAllow
+
+// TestCompileTuple4 checks the uplink's IPv4 tuple hash (compileTuple4,
+// run by ClassifyTuple4 as bpf/lib/fw_lin.h runs it) against the
+// reference model on random tuple sets, and that a set one rule beyond
+// the shape gets no tuples (the bitmaps decide it).
+func TestCompileTuple4(t *testing.T) {
+	sets, packets := 200, 2000
+	if testing.Short() {
+		sets, packets = 60, 500
+	}
+	tuples := 0
+	for seed := range sets {
+		rng := rand.New(rand.NewPCG(uint64(seed), 44))
+		n := bpf.FwLinMax + 1 + rng.IntN(60)
+		if seed%10 == 0 {
+			n = 1 + rng.IntN(3) // small: the list's
+		}
+		rs := fwtest.RandomTupleSet(rng, n)
+		pol, err := firewall.Validate(rs, fwtest.Resolver())
+		if err != nil {
+			t.Fatalf("seed %d: validate: %v", seed, err)
+		}
+		tab, err := firewall.Compile(pol, slotsFor(pol))
+		if err != nil {
+			t.Fatalf("seed %d: compile: %v", seed, err)
+		}
+		if tab.Gen.Lin != 0 {
+			if tab.Gen.Tuple4 != 0 {
+				t.Fatalf("seed %d: both the list and the tuples", seed)
+			}
+			continue
+		}
+		if tab.Gen.Tuple4 == 0 {
+			// Only a set without any IPv4 uplink rule has none.
+			for _, r := range pol.Rules {
+				for _, m := range r.Matches {
+					up := slices.ContainsFunc(m.Ctx, func(c firewall.Ctx) bool { return c.Kind == firewall.KindUplink })
+					if up && m.V4 && !r.Default && len(m.Src4) > 0 {
+						t.Fatalf("seed %d: a tuple set without tuples (rule %s)", seed, r.Name)
+					}
+				}
+			}
+			continue
+		}
+		tuples++
+		for range packets {
+			pk := fwtest.RandomTuplePacket(rng)
+			if !pk.Src.Is4() {
+				continue
+			}
+			want, _ := pol.Evaluate(pk)
+			got := -1
+			if bit := tab.ClassifyTuple4(pk); bit >= 0 {
+				got = tab.Bit[bit]
+			}
+			if got != want {
+				t.Fatalf("seed %d, %d rules, packet %+v: tuples decide rule %s, reference %s",
+					seed, n, pk, name(pol, got), name(pol, want))
+			}
+		}
+		// One rule beyond the shape: no tuples.
+		for _, mut := range []func(*firewall.Rule){
+			func(r *firewall.Rule) { r.Src = firewall.List{"203.0.113.0/24"} },
+			func(r *firewall.Rule) { r.SrcPort = firewall.List{"1000"} },
+			func(r *firewall.Rule) { r.Dst = firewall.List{"192.0.2.1"} },
+			func(r *firewall.Rule) { r.DstPort = firewall.List{"80-81"} },
+			func(r *firewall.Rule) { r.Proto, r.DstPort = nil, nil },
+			func(r *firewall.Rule) { r.Action, r.Log = "drop", 10 },
+			func(r *firewall.Rule) { r.TCPFlags = "syn" },
+		} {
+			rs2 := *rs
+			rs2.Rules = append([]firewall.Rule{{Name: "odd", Scope: "uplink", Action: "drop", Proto: firewall.List{"tcp"},
+				Src: firewall.List{"203.0.113.1"}, DstPort: firewall.List{"80"}}}, rs.Rules...)
+			mut(&rs2.Rules[0])
+			pol2, err := firewall.Validate(&rs2, fwtest.Resolver())
+			if err != nil {
+				t.Fatalf("seed %d: validate the odd rule: %v", seed, err)
+			}
+			tab2, err := firewall.Compile(pol2, slotsFor(pol2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tab2.Gen.Tuple4 != 0 {
+				t.Fatalf("seed %d: odd rule %+v: the set still has tuples", seed, rs2.Rules[0])
+			}
+		}
+	}
+	if tuples < sets/2 {
+		t.Fatalf("%d of %d sets had tuples", tuples, sets)
+	}
+	t.Logf("%d of %d sets on the tuples", tuples, sets)
+}

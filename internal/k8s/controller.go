@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +44,11 @@ type Config struct {
 	// Kubeconfig is a kubeconfig file; "" is the in-cluster config (the
 	// pod's service account).
 	Kubeconfig string
+	// APIServer, when set, is the API server's address (https://HOST:PORT
+	// or HOST:PORT) instead of the kubeconfig's or the in-cluster one (the
+	// `kubernetes` Service's ClusterIP, which on a cluster without
+	// kube-proxy nothing translates before xlaned has synced).
+	APIServer string
 	// NodeName is this node's Node name (xlaned --node-name).
 	NodeName string
 	// Nodes: the cluster's nodes follow the Node objects (xlaned joined a
@@ -57,15 +64,58 @@ const settle = 10 * time.Millisecond
 // retryAfter is when a sync that failed is tried again without an event.
 const retryAfter = 2 * time.Second
 
+// The pod's service account, as rest.InClusterConfig reads it.
+var (
+	saTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	saCAFile    = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+)
+
+// APIServerURL checks an API server address (https://HOST:PORT, or
+// HOST:PORT for https) and returns it as a URL; errors name
+// --k8s-api-server.
+func APIServerURL(s string) (string, error) {
+	u := s
+	if !strings.Contains(u, "://") {
+		u = "https://" + u
+	}
+	p, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--k8s-api-server %q: %w", s, err)
+	case p.Scheme != "https":
+		return "", fmt.Errorf("--k8s-api-server %q: the scheme must be https", s)
+	case p.Hostname() == "" || p.Port() == "":
+		return "", fmt.Errorf("--k8s-api-server %q: want https://HOST:PORT or HOST:PORT (IPv6: [ADDR]:PORT)", s)
+	case p.Path != "" && p.Path != "/" || p.RawQuery != "" || p.User != nil:
+		return "", fmt.Errorf("--k8s-api-server %q: want only a host and port", s)
+	}
+	return "https://" + p.Host, nil
+}
+
 // RESTConfig builds the client configuration: the kubeconfig file, or the
-// in-cluster one when the path is "".
-func RESTConfig(kubeconfig string) (*rest.Config, error) {
+// in-cluster one when the path is "". apiServer, when set, replaces the
+// address either would use (APIServerURL); in-cluster, the service
+// account's token and CA are still the pod's.
+func RESTConfig(kubeconfig, apiServer string) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
-	if kubeconfig == "" {
+	host := ""
+	if apiServer != "" {
+		if host, err = APIServerURL(apiServer); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case kubeconfig != "":
+		rc, err = clientcmd.BuildConfigFromFlags(host, kubeconfig)
+	case host != "":
+		// rest.InClusterConfig without its KUBERNETES_SERVICE_HOST.
+		if _, err = os.Stat(saTokenFile); err == nil {
+			_, err = os.Stat(saCAFile)
+		}
+		rc = &rest.Config{Host: host, BearerTokenFile: saTokenFile, TLSClientConfig: rest.TLSClientConfig{CAFile: saCAFile}}
+	default:
 		rc, err = rest.InClusterConfig()
-	} else {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
@@ -85,7 +135,7 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	if cfg.NodeName == "" {
 		return errors.New("kubernetes mode: --node-name is missing (this node's Node name)")
 	}
-	rc, err := RESTConfig(cfg.Kubeconfig)
+	rc, err := RESTConfig(cfg.Kubeconfig, cfg.APIServer)
 	if err != nil {
 		return err
 	}
@@ -406,7 +456,7 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 			old[sc.Name] = sc
 		}
 		for _, sc := range scs {
-			if o, had := old[sc.Name]; !had || o.VIP != sc.VIP || o.Affinity != sc.Affinity || !slices.Equal(o.Backends, sc.Backends) {
+			if o, had := old[sc.Name]; !had || o.VIP != sc.VIP || o.Affinity != sc.Affinity || o.AffinityTimeout != sc.AffinityTimeout || !slices.Equal(o.Backends, sc.Backends) {
 				if had && o.VIP != sc.VIP {
 					return req, false // a VIP changed: the daemon refuses to move it
 				}

@@ -21,7 +21,9 @@
 //     flows (as kube-proxy does). internalTrafficPolicy Local limits a
 //     ClusterIP to this node's endpoints, externalTrafficPolicy Local the
 //     external VIPs (NodePort, LoadBalancer, externalIPs).
-//     sessionAffinity ClientIP hashes the client address only. Headless
+//     sessionAffinity ClientIP keeps a client on its backend for
+//     sessionAffinityConfig.clientIP.timeoutSeconds (10800 by default)
+//     after its last new connection (the datapath's xlane_affinity). Headless
 //     and ExternalName Services have no VIP.
 //   - NetworkPolicies, with the Pods and Namespaces they select →
 //     firewall rules named with PolicyPrefix (Target.ApplyFirewallOwned:

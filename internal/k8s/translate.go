@@ -184,6 +184,13 @@ func translateService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, sel
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	affinity := svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP
+	var affinityTimeout int
+	if affinity {
+		affinityTimeout = int(corev1.DefaultClientIPServiceAffinitySeconds)
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			affinityTimeout = int(*c.ClientIP.TimeoutSeconds)
+		}
+	}
 	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 
 	var out []api.ServiceCreate
@@ -199,10 +206,11 @@ func translateService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, sel
 		portID := fmt.Sprintf("%s%d", proto, p.Port)
 		add := func(kind string, i int, ip netip.Addr, port int32, local bool) {
 			out = append(out, api.ServiceCreate{
-				Name:     serviceName(svc.Namespace, svc.Name, portID, fmt.Sprintf("%s%d", kind, i)),
-				VIP:      netip.AddrPortFrom(ip, uint16(port)).String() + "/" + proto,
-				Backends: backends(eps, ip.Is4(), local, self),
-				Affinity: affinity,
+				Name:            serviceName(svc.Namespace, svc.Name, portID, fmt.Sprintf("%s%d", kind, i)),
+				VIP:             netip.AddrPortFrom(ip, uint16(port)).String() + "/" + proto,
+				Backends:        backends(eps, ip.Is4(), local, self),
+				Affinity:        affinity,
+				AffinityTimeout: affinityTimeout,
 			})
 		}
 		for i, s := range clusterIPs {

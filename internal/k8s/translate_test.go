@@ -63,12 +63,23 @@ var (
 	v6 = discoveryv1.AddressTypeIPv6
 )
 
-// sc is an expected service: name, vip, backends, affinity.
+// sc is an expected service: name, vip, backends, affinity (with
+// Kubernetes' default timeout).
 func sc(name, vip string, affinity bool, backends ...string) api.ServiceCreate {
 	if backends == nil {
 		backends = []string{}
 	}
-	return api.ServiceCreate{Name: name, VIP: vip, Backends: backends, Affinity: affinity}
+	s := api.ServiceCreate{Name: name, VIP: vip, Backends: backends, Affinity: affinity}
+	if affinity {
+		s.AffinityTimeout = 10800
+	}
+	return s
+}
+
+// withTimeout is s with ClientIP affinity of timeout seconds.
+func withTimeout(s api.ServiceCreate, timeout int) api.ServiceCreate {
+	s.Affinity, s.AffinityTimeout = true, timeout
+	return s
 }
 
 func TestTranslate(t *testing.T) {
@@ -116,6 +127,17 @@ func TestTranslate(t *testing.T) {
 				sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", true, "10.244.1.5:8080@1", "10.244.2.5:8080@1"),
 				sc("k8s.default.web.tcp80.n0", "192.168.50.1:30080/tcp", true, "10.244.1.5:8080@1", "10.244.2.5:8080@1"),
 				sc("k8s.default.web.tcp80.n1", "[fd00:50::1]:30080/tcp", true),
+			},
+		},
+		{
+			name: "sessionAffinity ClientIP with sessionAffinityConfig.clientIP.timeoutSeconds",
+			services: []*corev1.Service{svc("web", func(s *corev1.Service) {
+				s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+			})},
+			slices: []*discoveryv1.EndpointSlice{twoNodes},
+			want: []api.ServiceCreate{
+				withTimeout(sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.2.5:8080@1"), 60),
 			},
 		},
 		{
@@ -241,7 +263,7 @@ func TestTranslate(t *testing.T) {
 func dump(s []api.ServiceCreate) string {
 	var b strings.Builder
 	for _, x := range s {
-		fmt.Fprintf(&b, "  %s %s %v affinity=%v\n", x.Name, x.VIP, x.Backends, x.Affinity)
+		fmt.Fprintf(&b, "  %s %s %v affinity=%v/%d\n", x.Name, x.VIP, x.Backends, x.Affinity, x.AffinityTimeout)
 	}
 	return b.String()
 }

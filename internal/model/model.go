@@ -239,8 +239,31 @@ type Service struct {
 	VIP      netip.AddrPort `json:"vip"`
 	Proto    string         `json:"proto"` // tcp or udp
 	Affinity bool           `json:"affinity,omitempty"`
-	Backends []Backend      `json:"backends"`
-	Created  time.Time      `json:"created"`
+	// AffinityTimeout is how long (seconds) a client keeps its backend
+	// after its last new flow, with Affinity; 0: DefaultAffinityTimeout.
+	AffinityTimeout int       `json:"affinity_timeout,omitempty"`
+	Backends        []Backend `json:"backends"`
+	Created         time.Time `json:"created"`
+}
+
+// DefaultAffinityTimeout is a ClientIP affinity's timeout when none is
+// given (seconds: 3 hours, Kubernetes' default); MaxAffinityTimeout the
+// longest (a day, Kubernetes' limit).
+const (
+	DefaultAffinityTimeout = 10800
+	MaxAffinityTimeout     = 86400
+)
+
+// EffectiveAffinityTimeout is the timeout the datapath applies: 0 without
+// affinity.
+func (s *Service) EffectiveAffinityTimeout() int {
+	switch {
+	case !s.Affinity:
+		return 0
+	case s.AffinityTimeout == 0:
+		return DefaultAffinityTimeout
+	}
+	return s.AffinityTimeout
 }
 
 // Backend is one service backend. Weight 0 drains it: no new flows, its

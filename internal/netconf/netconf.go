@@ -152,26 +152,36 @@ func DeleteNetwork(n *model.Network) error {
 	return nil
 }
 
+// ensureVethPair returns the host end of v (v.Name), creating the pair
+// unless a device of that name exists; one that is not a veth is a
+// conflict.
+func ensureVethPair(v *netlink.Veth) (netlink.Link, error) {
+	host, err := netlink.LinkByName(v.Name)
+	if isNotFound(err) {
+		if err := netlink.LinkAdd(v); err != nil {
+			return nil, fmt.Errorf("create veth %s: %w", v.Name, err)
+		}
+		host, err = netlink.LinkByName(v.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find veth %s: %w", v.Name, err)
+	}
+	if host.Type() != "veth" {
+		return nil, model.Conflictf("device %s exists and is a %s, not xlane's veth", v.Name, host.Type())
+	}
+	return host, nil
+}
+
 // EnsureVeth creates the endpoint's veth pair unless its host side exists.
 // It returns the host side and fills in e.HostMAC and, when the peer is
 // still in the node's namespace, e.MAC.
 func EnsureVeth(e *model.Endpoint, mtu int) (netlink.Link, error) {
-	host, err := netlink.LinkByName(e.HostIf)
-	if isNotFound(err) {
-		v := &netlink.Veth{
-			LinkAttrs: netlink.LinkAttrs{Name: e.HostIf, MTU: mtu},
-			PeerName:  e.PeerIf,
-		}
-		if err := netlink.LinkAdd(v); err != nil {
-			return nil, fmt.Errorf("create veth %s: %w", e.HostIf, err)
-		}
-		host, err = netlink.LinkByName(e.HostIf)
-	}
+	host, err := ensureVethPair(&netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{Name: e.HostIf, MTU: mtu},
+		PeerName:  e.PeerIf,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("find veth %s: %w", e.HostIf, err)
-	}
-	if host.Type() != "veth" {
-		return nil, model.Conflictf("device %s exists and is a %s, not xlane's veth", e.HostIf, host.Type())
+		return nil, err
 	}
 	e.HostMAC = host.Attrs().HardwareAddr.String()
 	if peer, err := netlink.LinkByName(e.PeerIf); err == nil {

@@ -21,24 +21,14 @@ func EnsurePort(e *model.Endpoint, mtu int) (netlink.Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s mac %q: %w", e.ID, e.MAC, err)
 	}
-	host, err := netlink.LinkByName(e.HostIf)
-	if isNotFound(err) {
-		q := max(e.Queues, 1)
-		v := &netlink.Veth{
-			LinkAttrs: netlink.LinkAttrs{Name: e.HostIf, MTU: mtu, NumTxQueues: q, NumRxQueues: q},
-			PeerName:  e.PeerIf, PeerHardwareAddr: mac, PeerMTU: uint32(mtu),
-			PeerNumTxQueues: uint32(q), PeerNumRxQueues: uint32(q),
-		}
-		if err := netlink.LinkAdd(v); err != nil {
-			return nil, fmt.Errorf("create veth %s: %w", e.HostIf, err)
-		}
-		host, err = netlink.LinkByName(e.HostIf)
-	}
+	q := max(e.Queues, 1)
+	host, err := ensureVethPair(&netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{Name: e.HostIf, MTU: mtu, NumTxQueues: q, NumRxQueues: q},
+		PeerName:  e.PeerIf, PeerHardwareAddr: mac, PeerMTU: uint32(mtu),
+		PeerNumTxQueues: uint32(q), PeerNumRxQueues: uint32(q),
+	}) // netconf.go
 	if err != nil {
-		return nil, fmt.Errorf("find veth %s: %w", e.HostIf, err)
-	}
-	if host.Type() != "veth" {
-		return nil, model.Conflictf("device %s exists and is a %s, not xlane's veth", e.HostIf, host.Type())
+		return nil, err
 	}
 	port, err := netlink.LinkByName(e.PeerIf)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -85,11 +84,7 @@ type relayArg struct {
 	DelayMs int    `json:"delay_ms"`
 }
 
-func helperRelay(arg string) error {
-	var a relayArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperRelay(a relayArg) error {
 	errc := make(chan error, 2)
 	for _, addr := range []string{"127.0.0.1", "::1"} {
 		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(a.Port)))
@@ -165,11 +160,7 @@ type chainTransfer struct {
 	PaceUs int `json:"pace_us,omitempty"`
 }
 
-func helperChain(arg string) error {
-	var a chainArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperChain(a chainArg) error {
 	if lo, err := net.InterfaceByName("lo"); err != nil {
 		return err
 	} else if lo.Flags&net.FlagUp == 0 {

@@ -35,31 +35,36 @@ func maybeHelper() {
 	if !ok {
 		return
 	}
-	arg := os.Getenv(helperArg)
-	var err error
-	switch mode {
-	case "cases":
-		err = helperCases(arg)
-	case "proxy":
-		err = helperProxy(arg)
-	case "http":
-		err = helperHTTP(arg)
-	case "httpsrv":
-		err = helperHTTPServer(arg)
-	case "httpget":
-		err = helperHTTPGet(arg)
-	case "relay":
-		err = helperRelay(arg)
-	case "chain":
-		err = helperChain(arg)
-	default:
-		err = fmt.Errorf("unknown helper %q", mode)
+	run, ok := map[string]func(arg string) error{
+		"cases":   jsonArg(helperCases),
+		"proxy":   jsonArg(helperProxy),
+		"http":    jsonArg(helperHTTP),
+		"httpsrv": jsonArg(helperHTTPServer),
+		"httpget": jsonArg(helperHTTPGet),
+		"relay":   jsonArg(helperRelay),
+		"chain":   jsonArg(helperChain),
+	}[mode]
+	err := fmt.Errorf("unknown helper %q", mode)
+	if ok {
+		err = run(os.Getenv(helperArg))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// jsonArg decodes a helper's JSON argument (XLANE_E2E_ARG) into its type
+// and runs it.
+func jsonArg[T any](f func(T) error) func(arg string) error {
+	return func(arg string) error {
+		var a T
+		if err := json.Unmarshal([]byte(arg), &a); err != nil {
+			return fmt.Errorf("argument %s: %w", arg, err)
+		}
+		return f(a)
+	}
 }
 
 // helper starts the test binary as helper mode in the cgroup at cg (and
@@ -92,11 +97,7 @@ type casesArg struct {
 	Large int      `json:"large"`
 }
 
-func helperCases(arg string) error {
-	var a casesArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperCases(a casesArg) error {
 	lo, err := net.InterfaceByName("lo")
 	if err == nil && lo.Flags&net.FlagUp == 0 {
 		err = exec.Command("ip", "link", "set", "lo", "up").Run()
@@ -127,11 +128,7 @@ type proxyArg struct {
 	PlainTCP bool `json:"plain_tcp"`
 }
 
-func helperProxy(arg string) error {
-	var a proxyArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperProxy(a proxyArg) error {
 	var ls []net.Listener
 	var lc net.ListenConfig
 	if a.PlainTCP {
@@ -217,11 +214,7 @@ type httpArg struct {
 	Paths []string `json:"paths"`
 }
 
-func helperHTTP(arg string) error {
-	var a httpArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperHTTP(a httpArg) error {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
 		body := accelPayload(n)
@@ -282,11 +275,7 @@ type httpSrvArg struct {
 	Port int `json:"port"`
 }
 
-func helperHTTPServer(arg string) error {
-	var a httpSrvArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperHTTPServer(a httpSrvArg) error {
 	l, err := net.Listen("tcp", ":"+strconv.Itoa(a.Port))
 	if err != nil {
 		return err
@@ -316,11 +305,7 @@ type httpGetArg struct {
 	Direct  bool     `json:"direct"`
 }
 
-func helperHTTPGet(arg string) error {
-	var a httpGetArg
-	if err := json.Unmarshal([]byte(arg), &a); err != nil {
-		return err
-	}
+func helperHTTPGet(a httpGetArg) error {
 	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	var errs []error
 	for _, hp := range a.Targets {

@@ -77,12 +77,12 @@ func accelStatus(n *node) api.AccelStatus {
 	return st
 }
 
-// enableAccel enables acceleration for cg; if the kernel fails known
+// enableAccel enables acceleration for cg (with extra flags); if the kernel fails known
 // kernel-bug cases, it checks that enable refused and names them, then
 // enables with them accepted. It returns the accepted cases.
-func enableAccel(t *testing.T, n *node, cg string) []string {
+func enableAccel(t *testing.T, n *node, cg string, extra ...string) []string {
 	t.Helper()
-	_, stderr, err := n.xlane("accel", "enable", "--cgroup", cg)
+	_, stderr, err := n.xlane(append([]string{"accel", "enable", "--cgroup", cg}, extra...)...)
 	if err == nil {
 		return nil
 	}
@@ -108,7 +108,7 @@ func enableAccel(t *testing.T, n *node, cg string) []string {
 	if len(failed) == 0 {
 		t.Fatalf("enable failed without a failing case: %v: %s", err, stderr)
 	}
-	n.mustXlane(nil, "accel", "enable", "--cgroup", cg, "--accept", strings.Join(failed, ","))
+	n.mustXlane(nil, append([]string{"accel", "enable", "--cgroup", cg, "--accept", strings.Join(failed, ",")}, extra...)...)
 	return failed
 }
 

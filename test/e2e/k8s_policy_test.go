@@ -154,6 +154,31 @@ func TestKubernetesNetworkPolicy(t *testing.T) {
 	}
 	check(t, tcase{client, web, 8080, true, "no policy: client to web"}, tcase{other, web, 8080, true, "no policy: other to web"})
 
+	// Masquerade: a pod reaching a host off the cluster (on the nodes'
+	// underlay, no route to the pod CIDRs) is seen with its node's
+	// address; pods between themselves keep theirs (the policies below
+	// match them by it).
+	t.Run("masquerade to a host off the cluster", func(t *testing.T) {
+		ext := newNetns(t, "ext")
+		attach(ext, "pext", "192.168.78.50/24", "fd00:78::50/64")
+		for _, c := range []struct {
+			pod  *k8sPod
+			node []string
+		}{{client, []string{"192.168.78.1", "fd00:78::1"}}, {web, []string{"192.168.78.2", "fd00:78::2"}}} {
+			for fam, dst := range []string{"192.168.78.50:7070", "[fd00:78::50]:7070"} {
+				if got := peerSeen(t, c.pod.netns, ext, netip.MustParseAddrPort(dst)); got.String() != c.node[fam] {
+					t.Errorf("pod %v to %s: seen as %s, want its node's %s", c.pod.ips[fam], dst, got, c.node[fam])
+				}
+			}
+		}
+		for fam := range 2 {
+			dst := netip.AddrPortFrom(web.ips[fam], 7070)
+			if got := peerSeen(t, client.netns, web.netns, dst); got != client.ips[fam] {
+				t.Errorf("client to web %s: seen as %s, want the pod's own %s", dst, got, client.ips[fam])
+			}
+		}
+	})
+
 	rules := func(n *node) map[string]api.FirewallRule {
 		var fw api.Firewall
 		n.mustXlane(&fw, "fw", "ls")

@@ -92,11 +92,7 @@ func testMode(t *testing.T, mode string) {
 			if c := reason(ep, "pass_non_ip", "from_endpoint"); c.Bytes > 64<<10 {
 				t.Errorf("pass_non_ip from %s = %d packets, %d bytes, want ARP only; counters %+v", eps[0].ID, c.Packets, c.Bytes, ep.Reasons)
 			}
-			for _, r := range ep.Reasons {
-				if r.Drop && r.Packets > 0 {
-					t.Errorf("drop counter %s = %d, want 0", r.Reason, r.Packets)
-				}
-			}
+			noDrops(t, ep)
 		})
 	}
 	t.Run("survives kill -9", func(t *testing.T) {
@@ -139,6 +135,16 @@ func testMode(t *testing.T, mode string) {
 		n.mustXlane(nil, "network", "rm", "blue")
 		assertClean(t, n)
 	})
+}
+
+// noDrops fails the test for every drop counter of ep that is not zero.
+func noDrops(t *testing.T, ep api.EndpointInfo) {
+	t.Helper()
+	for _, r := range ep.Reasons {
+		if r.Drop && r.Packets > 0 {
+			t.Errorf("drop counter %s = %d, want 0", r.Reason, r.Packets)
+		}
+	}
 }
 
 func reason(ep api.EndpointInfo, name, dir string) api.Counter {

@@ -186,6 +186,10 @@ func proxyInBadInput(t *testing.T, n *node) {
 	try("cgroup", "proxy", "redirect", "--direction", "in", "--netns", nsPath(pa), "--port", "8080", "--to", "15006", "--cgroup", "xle-missing-"+suffix(), "--exempt", "uid")
 	try("direction", "proxy", "redirect", "--direction", "sideways", "--port", "8080", "--to", "15006")
 	try("netns", "proxy", "redirect", "--direction", "out", "--netns", nsPath(pa), "--port", "8080", "--to", "15006")
+	// --network: refused in both directions, saying why and what instead.
+	try(`network "pin": not supported with direction "in"`, append(base(15006), "--network", "pin")...)
+	try("--netns", append(base(15006), "--network", "pin")...)
+	try(`network "pin": not supported with direction "out"`, "proxy", "redirect", "--network", "pin", "--port", "8080", "--to", "15006", "--cgroup", cg)
 
 	// A proxy listening with MPTCP (Go's default), and one in another
 	// cgroup.

@@ -78,11 +78,7 @@ func TestUplink(t *testing.T) {
 
 			var got api.EndpointInfo
 			n.mustXlane(&got, "endpoint", "inspect", ep.ID)
-			for _, r := range got.Reasons {
-				if r.Drop && r.Packets > 0 {
-					t.Errorf("drop counter %s = %d, want 0", r.Reason, r.Packets)
-				}
-			}
+			noDrops(t, got)
 			switch mode {
 			case "xdp":
 				if c := reason(got, "fwd_fib", "from_endpoint"); c.Packets < 1000 {

@@ -50,11 +50,7 @@ func TestXDPOffloadsAndMTU(t *testing.T) {
 					if c := reason(ep, "pass_non_ip", "from_endpoint"); c.Bytes > 64<<10 {
 						t.Errorf("pass_non_ip = %d packets, %d bytes, want ARP only; %+v", c.Packets, c.Bytes, ep.Reasons)
 					}
-					for _, r := range ep.Reasons {
-						if r.Drop && r.Packets > 0 {
-							t.Errorf("drop %s = %d", r.Reason, r.Packets)
-						}
-					}
+					noDrops(t, ep)
 				})
 			}
 		}

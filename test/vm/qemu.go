@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,7 +106,13 @@ func Run(ctx context.Context, img *Image, c Cmd) (int, error) {
 	}
 	var qerr strings.Builder
 	q.Stdout, q.Stderr = &qerr, &qerr
-	// The guest must not outlive us, whoever kills us.
+	// The guest must not outlive us, whoever kills us. Pdeathsig fires
+	// when the thread that started QEMU ends, not the process: that thread
+	// stays ours until QEMU is gone, so that no other goroutine can lock
+	// it and end it under a running guest (test code that enters
+	// namespaces does that).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	q.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := q.Start(); err != nil {
 		return -1, fmt.Errorf("start qemu (apt-get install qemu-system-x86): %w", err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/google/gopacket"
@@ -337,4 +338,79 @@ func Frame(pk firewall.Packet) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Pools of the tuple sets: few enough that rules share sources and ports
+// and packets hit them.
+var (
+	tupleSrcs  = []string{"203.0.113.1", "203.0.113.2", "203.0.113.3", "198.51.100.7", "192.0.2.9", "10.9.0.1"}
+	tuplePorts = []int{0, 9, 22, 53, 80, 443, 65535}
+)
+
+// RandomTupleSet makes n uplink rules of the uplink's tuple shape (one or
+// two protocols, /32 sources, destination ports; lists of them), actions
+// drop, allow and reject, and sometimes an uplink default, sometimes an
+// all-scope default behind it, sometimes IPv6 rules (other families do
+// not matter to the IPv4 tuples).
+func RandomTupleSet(r *rand.Rand, n int) *firewall.RuleSet {
+	rs := &firewall.RuleSet{}
+	for i := range n {
+		ru := firewall.Rule{Name: fmt.Sprintf("t%d", i), Scope: pick(r, []string{"uplink", "uplink", "all"}),
+			Action: pick(r, []string{"drop", "allow", "reject"}), Priority: r.IntN(3) * 100}
+		if ru.Scope == "all" {
+			ru.Direction = "any"
+		}
+		for range 1 + r.IntN(2) {
+			ru.Proto = append(ru.Proto, pick(r, []string{"tcp", "udp", "udp", "icmp"}))
+		}
+		if r.IntN(8) == 0 {
+			ru.Src = firewall.List{pick(r, bases6) + "/128"} // IPv6 only
+			ru.Proto = firewall.List{"tcp"}
+		} else {
+			for range 1 + r.IntN(2) {
+				ru.Src = append(ru.Src, pick(r, tupleSrcs))
+			}
+		}
+		if slices.Contains(ru.Proto, "icmp") {
+			ru.Proto = firewall.List{"icmp"}
+			ru.ICMPType = firewall.List{pick(r, []string{"8", "0", "3"})}
+		} else {
+			for range 1 + r.IntN(2) {
+				ru.DstPort = append(ru.DstPort, strconv.Itoa(pick(r, tuplePorts)))
+			}
+		}
+		rs.Rules = append(rs.Rules, ru)
+	}
+	switch r.IntN(3) {
+	case 0:
+		rs.Defaults = append(rs.Defaults, firewall.Default{Scope: "uplink", Action: pick(r, []string{"drop", "allow", "reject"})})
+	case 1:
+		rs.Defaults = append(rs.Defaults, firewall.Default{Scope: "all", Action: "drop"})
+	}
+	return rs
+}
+
+// RandomTuplePacket makes an uplink packet for a tuple set: mostly IPv4
+// from the tuple pools, some outside them, some without ports (GRE).
+func RandomTuplePacket(r *rand.Rand) firewall.Packet {
+	pk := RandomPacket(r, firewall.KindUplink)
+	if pk.Src.Is6() && r.IntN(2) == 0 {
+		pk.Src = addr(pick(r, bases6))
+		return pk
+	}
+	if pk.Src.Is6() {
+		pk = RandomPacket(r, firewall.KindUplink)
+		if pk.Src.Is6() {
+			return pk
+		}
+	}
+	if r.IntN(5) != 0 {
+		pk.Src = addr(pick(r, tupleSrcs))
+	}
+	if pk.Proto == 6 || pk.Proto == 17 {
+		if r.IntN(4) != 0 {
+			pk.DPort = uint32(pick(r, tuplePorts))
+		}
+	}
+	return pk
 }
