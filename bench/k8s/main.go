@@ -603,6 +603,22 @@ func measureChanges(ctx context.Context, o options, self string, cp *k8senv.Cont
 	}
 	for k := 0; k < o.changes; k++ {
 		b := 1 + (k+1)%2 // b2, b1, b2, ...
+		// Each proxy must have applied the previous change (the old
+		// backend answers) before the next is timed: after a change not
+		// seen in 10 s, the next would otherwise be "seen" at once.
+		for i, p := range probers {
+			if err := p.expect(byte('0' + 3 - b)); err != nil {
+				return err
+			}
+			if _, err := p.result(); err != nil {
+				if err := p.expect(byte('0' + 3 - b)); err != nil {
+					return err
+				}
+				if _, err := p.result(); err != nil {
+					return fmt.Errorf("%s: the probe Service's previous change not applied after 20 s: %w", nodes[i].mode, err)
+				}
+			}
+		}
 		for _, p := range probers {
 			if err := p.expect(byte('0' + b)); err != nil {
 				return err

@@ -246,9 +246,9 @@ func (n *k8sNode) startKubeProxy(ctx context.Context) error {
 }
 
 // stopProxy stops xlaned or kube-proxy and removes what it programmed:
-// kube-proxy --cleanup; for xlane, every Kubernetes service, through an
-// xlaned started without --kubernetes (a pruning apply of nothing), then
-// stopped. What the proxy programmed is gone afterwards.
+// kube-proxy --cleanup; for xlane, every Kubernetes service and its
+// connection tracking, through an xlaned started without --kubernetes (a
+// pruning apply of nothing, ct flush), then stopped. What the proxy programmed is gone afterwards.
 func (n *k8sNode) stopProxy(ctx context.Context) error {
 	if err := n.proxy.Stop(ctx); err != nil {
 		return err
@@ -262,6 +262,13 @@ func (n *k8sNode) stopProxy(ctx context.Context) error {
 	}
 	if _, err := harness.RunInput(ctx, `{"services": []}`, filepath.Join(n.bins, "xlane"), "--socket", filepath.Join(n.dir, "xlane.sock"),
 		"service", "apply", "-f", "-", "--prune"); err != nil {
+		return err
+	}
+	// And its connection tracking: a closed flow's entry keeps its
+	// translation (a SYN reusing the tuple reopens it, bpf/lib/ct.h), and
+	// without xlaned running nothing collects it, so a probe reusing a
+	// port of the last rate test could still reach a pruned Service.
+	if _, err := n.xlane(ctx, "ct", "flush"); err != nil {
 		return err
 	}
 	return n.proxy.Stop(ctx)
