@@ -38,8 +38,8 @@ func (n *k8sNode) load(ctx context.Context, self, targets string, d time.Duratio
 
 // startProbeReady starts probe-ready over the targets of file in the
 // client pod; wait returns when every target answered.
-func (n *k8sNode) startProbeReady(ctx context.Context, self, file string) (wait func() (time.Time, error), err error) {
-	argv := harness.NSExec(n.client, self, "probe-ready", "-targets", file, "-timeout", "3m")
+func (n *k8sNode) startProbeReady(ctx context.Context, self, file string, timeout time.Duration) (wait func() (time.Time, error), err error) {
+	argv := harness.NSExec(n.client, self, "probe-ready", "-targets", file, "-timeout", timeout.String())
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -60,7 +60,7 @@ func (n *k8sNode) startProbeReady(ctx context.Context, self, file string) (wait 
 }
 
 func (n *k8sNode) probeReady(ctx context.Context, self, file string) (time.Time, error) {
-	wait, err := n.startProbeReady(ctx, self, file)
+	wait, err := n.startProbeReady(ctx, self, file, 3*time.Minute)
 	if err != nil {
 		return time.Time{}, err
 	}

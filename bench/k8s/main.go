@@ -90,6 +90,10 @@ type options struct {
 	sample  int
 	workers int
 	pod2pod bool
+	// programTimeout: how long a proxy may take to program the largest
+	// level from nothing; one that takes longer is stopped, reported so
+	// and left out of the rest of the run.
+	programTimeout time.Duration
 }
 
 func parseFlags(args []string) (options, error) {
@@ -110,6 +114,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.changes, "changes", 24, "EndpointSlice changes timed at the largest level")
 	fs.IntVar(&o.sample, "sample", 200, "ClusterIPs probed to decide that a level is programmed")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent API calls creating the Services")
+	fs.DurationVar(&o.programTimeout, "program-timeout", 2*time.Minute, "how long a proxy may take to program the largest level from nothing (one that takes longer is stopped, reported and left out of the rest)")
 	fs.BoolVar(&o.pod2pod, "pod-to-pod", true, "first, the second table: pod to pod across two nodes, xlane vs the bridge plugin + kube-proxy + kernel VXLAN (pod2pod.go)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "2s", "levels": "1,1000", "changes": "5"}); err != nil {
 		return o, err
@@ -167,6 +172,9 @@ type report struct {
 	// Program: per mode, from the proxy's (re)start to the largest
 	// level's sampled ClusterIPs answering.
 	Program map[string]time.Duration
+	// NotProgrammed: per mode, why it is missing from Program (and from
+	// the largest level's other measurements).
+	NotProgrammed map[string]string
 	// ProgramFromAPI: xlane only, from its API answering (the daemon
 	// started: BPF objects loaded, pins adopted) to the same.
 	ProgramFromAPI time.Duration
@@ -221,7 +229,7 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 			"levels": fmt.Sprint(o.levels), "modes": strings.Join(o.modes, ","), "changes": fmt.Sprint(o.changes),
 			"sample": fmt.Sprint(o.sample), "pod-to-pod": fmt.Sprint(o.pod2pod)}},
 		Create: map[int]time.Duration{}, Lag: map[int]map[string]time.Duration{}, ChangeMs: map[string][]float64{},
-		ChangeLost: map[string]int{}, Program: map[string]time.Duration{}}
+		ChangeLost: map[string]int{}, Program: map[string]time.Duration{}, NotProgrammed: map[string]string{}}
 	if out, err := harness.Run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
 		rep.GitCommit = strings.TrimSpace(out)
 	}
@@ -356,7 +364,7 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 			if err := writeLines(sampleFile, sampleOf(vips, o.sample)); err != nil {
 				return nil, err
 			}
-			if err := programFromNothing(ctx, self, sampleFile, nodes, len(vips), rep); err != nil {
+			if nodes, err = programFromNothing(ctx, self, sampleFile, nodes, len(vips), o.programTimeout, rep); err != nil {
 				return nil, err
 			}
 		} else if err := waitLag(ctx, self, sampleFile, nodes, level, more, created, o, rep); err != nil {
@@ -485,20 +493,32 @@ func stopAll(ctx context.Context, self, tmp string, nodes []*k8sNode, gone []str
 
 // programFromNothing starts each proxy in turn (the others idle) with
 // every Service in the API and times, from its process start, until the
-// sampled ClusterIPs answer.
-func programFromNothing(ctx context.Context, self, sampleFile string, nodes []*k8sNode, count int, rep *report) error {
+// sampled ClusterIPs answer. A proxy that has not programmed them within
+// timeout is stopped, recorded in rep.NotProgrammed and left out of the
+// nodes returned (the rest of the run).
+func programFromNothing(ctx context.Context, self, sampleFile string, nodes []*k8sNode, count int, timeout time.Duration, rep *report) ([]*k8sNode, error) {
+	var kept []*k8sNode
 	for _, n := range nodes {
-		probe, err := n.startProbeReady(ctx, self, sampleFile)
+		probe, err := n.startProbeReady(ctx, self, sampleFile, timeout)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := n.startProxy(ctx); err != nil {
-			return fmt.Errorf("%s: start: %w", n.mode, err)
+			return nil, fmt.Errorf("%s: start: %w", n.mode, err)
 		}
 		done, err := probe()
-		if err != nil {
-			return fmt.Errorf("%s: after its start: %w", n.mode, err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
+		if err != nil {
+			rep.NotProgrammed[n.mode] = fmt.Sprintf("not programmed within %v of its start (%v); stopped, left out of the rest", timeout, err)
+			log.Printf("%s: %s", n.mode, rep.NotProgrammed[n.mode])
+			if err := n.proxy.Stop(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		kept = append(kept, n)
 		rep.Program[n.mode] = done.Sub(n.proxyStarted)
 		log.Printf("%s: %d Services programmed %.2f s after its start", n.mode, count, rep.Program[n.mode].Seconds())
 		if n.mode == "xlane" {
@@ -506,7 +526,7 @@ func programFromNothing(ctx context.Context, self, sampleFile string, nodes []*k
 			log.Printf("xlane: %.2f s after its API answered", rep.ProgramFromAPI.Seconds())
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 // createService creates a ClusterIP Service name (port servicePort) and

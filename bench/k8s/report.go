@@ -95,7 +95,7 @@ func markdown(rep *report, o options) string {
 	for _, m := range o.modes {
 		a, _ := median(rep.Samples, first, m, cps)
 		z, _ := median(rep.Samples, last, m, cps)
-		if a > 0 {
+		if a > 0 && z > 0 {
 			w(" %s %.2f;", short(m), z/a)
 		}
 	}
@@ -125,6 +125,8 @@ func markdown(rep *report, o options) string {
 		prog := "–"
 		if d, ok := rep.Program[m]; ok {
 			prog = fmtDur(d)
+		} else if why, ok := rep.NotProgrammed[m]; ok {
+			prog = why
 		}
 		if m == "xlane" && rep.ProgramFromAPI > 0 {
 			prog += fmt.Sprintf(" (%s after its API answered)", fmtDur(rep.ProgramFromAPI))

@@ -392,6 +392,9 @@ type Verdict struct {
 	Note string `json:"note,omitempty"`
 }
 
+// minVerdictReps is the fewest repetitions a verdict is given on.
+const minVerdictReps = 3
+
 // judge applies targets to the run: a cost is resolved where the A/A
 // control's largest per-repetition |cost| on the same row is below the
 // limit; then it is met when its median is within the limit.
@@ -415,6 +418,9 @@ func judge(rep *Report) []Verdict {
 					v.AANoise = math.Max(v.AANoise, math.Abs(c))
 				}
 				switch {
+				case len(cs) < minVerdictReps || len(aa) < minVerdictReps:
+					v.Result = "not resolved"
+					v.Note = fmt.Sprintf("fewer than %d repetitions: one A/A sample can be small by chance", minVerdictReps)
 				case v.AANoise >= tg.limit:
 					v.Result = "not resolved"
 				case v.Cost <= tg.limit:
@@ -422,7 +428,10 @@ func judge(rep *Report) []Verdict {
 				default:
 					v.Result = "missed"
 				}
-				if m.Key == "forwarded_mpps" {
+				if tg.reference == "tc@base" && v.Note == "" {
+					v.Note = "tc@base differs from tc by every datapath change since its ref, not by the monitor's hooks alone"
+				}
+				if m.Key == "forwarded_mpps" && v.Note == "" {
 					for _, dm := range t.Metrics {
 						if dm.Key == "delivered_pct" && (dm.Modes[tg.variant].Median > 85 || dm.Modes[tg.reference].Median > 85) {
 							v.Note = "more than 85 % delivered: the generator may have set the pace, the cost may be understated"

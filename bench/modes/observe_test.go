@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -117,7 +118,7 @@ func TestJudge(t *testing.T) {
 	}}
 	tcp := TestResult{Test: Test{Kind: "tcp", Title: "tcp"}, Metrics: []MetricResult{
 		{Metric: Metric{Key: "cpu_s_per_gbit", Label: "CPU-s/Gbit"}, Modes: map[string]ModeStat{
-			"tc": {Samples: []float64{1, 1}}, "tc+aa": {Samples: []float64{1.2, 1}}, "tc+monitor-all": {Samples: []float64{1, 1}}}},
+			"tc": {Samples: []float64{1, 1, 1}}, "tc+aa": {Samples: []float64{1.2, 1, 1}}, "tc+monitor-all": {Samples: []float64{1, 1, 1}}}},
 	}}
 	vs := judge(&Report{Tests: []TestResult{rate, tcp}})
 	got := map[string]string{}
@@ -138,9 +139,17 @@ func TestJudge(t *testing.T) {
 		}
 	}
 	for _, v := range vs {
-		if paced := v.Metric == "Mpps"; paced != (v.Note != "") {
+		if noted := v.Metric == "Mpps" || strings.HasPrefix(v.Target, "no listener"); noted != (v.Note != "") {
 			t.Errorf("%s/%s: note %q", v.Target, v.Test, v.Note)
 		}
+	}
+	// Two repetitions: no verdict, whatever the numbers.
+	short := TestResult{Test: Test{Kind: "tcp", Title: "short"}, Metrics: []MetricResult{
+		{Metric: Metric{Key: "cpu_s_per_gbit", Label: "CPU-s/Gbit"}, Modes: map[string]ModeStat{
+			"tc": {Samples: []float64{1, 1}}, "tc+aa": {Samples: []float64{1, 1}}, "tc+monitor-all": {Samples: []float64{2, 2}}}},
+	}}
+	if sv := judge(&Report{Tests: []TestResult{short}}); len(sv) != 1 || sv[0].Result != "not resolved" {
+		t.Errorf("2 repetitions: %+v, want one not resolved", sv)
 	}
 	if len(verdictLines(vs)) != len(vs) {
 		t.Error("verdictLines: one line per verdict")

@@ -349,7 +349,7 @@ func (x *xlaneTopo) Setup(ctx context.Context) (err error) {
 		return err
 	}
 	x.daemon, err = harness.StartXlaned(ctx, &x.undo, harness.Xlaned{
-		Name: "xlaned " + x.name, Netns: x.node, Bins: x.bins, Dir: x.dir, PinDir: x.pinDir, Timeout: 15 * time.Second,
+		Name: "xlaned " + x.name, Netns: x.node, Bins: x.bins, Dir: x.dir, PinDir: x.pinDir, Timeout: 45 * time.Second, // a loaded machine took > 15 s
 		Args: x.observeArgs(),
 	})
 	if err != nil {

@@ -11,6 +11,10 @@
 //	              pods on routed veths (flannel's vxlan backend)
 //	linux-bridge  the same VXLAN routing, pods on a Linux bridge with iptables
 //	              FORWARD rules and conntrack (Docker-style)
+//	xlane-tc-fw   (only when asked for, -setups) xlane-tc with a firewall rule
+//	              set on node 2 (a to-endpoint rule the traffic does not match):
+//	              a new flow from the overlay takes the Linux path to the
+//	              pod's firewall stage, its later packets the fast path
 //
 // iperf3 with 1 and 8 streams from the pod on node 1 to the pod on node 2.
 //
@@ -44,7 +48,11 @@ import (
 	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
-var setups = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
+// setups run by default; allSetups can be asked for.
+var (
+	setups    = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
+	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-fw")
+)
 
 type options struct {
 	harness.RunFlags
@@ -65,7 +73,7 @@ func parseFlags() (options, error) {
 		DefaultOut:      "bench/results",
 		KeepTmp:         "keep the temp dir (logs)",
 	})
-	flag.StringVar(&which, "setups", strings.Join(setups, ","), "setups to compare")
+	flag.StringVar(&which, "setups", strings.Join(setups, ","), "setups to compare ("+strings.Join(allSetups, ", ")+")")
 	flag.StringVar(&streams, "streams", "1,8", "iperf3 parallel streams, one run each")
 	flag.StringVar(&scenarios, "scenarios", "1,2", "the write-up's scenarios to run (1: one node's paths, 2: pod to pod across nodes)")
 	if err := o.Parse(flag.CommandLine, os.Args[1:], map[string]string{"reps": "1", "duration": "2s"}); err != nil {
@@ -75,7 +83,7 @@ func parseFlags() (options, error) {
 		return o, errors.New("-reps must be >= 1 and -duration >= 1s")
 	}
 	var err error
-	if o.setups, err = harness.ParseChoices("setups", which, setups); err != nil {
+	if o.setups, err = harness.ParseChoices("setups", which, allSetups); err != nil {
 		return o, err
 	}
 	if o.streams, err = harness.ParseLevels(streams, 128, false); err != nil {
@@ -299,14 +307,14 @@ func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup st
 		return nil, err
 	}
 	switch setup {
-	case "xlane-tc":
-		return c, buildXlane(ctx, undo, tmp, bins, nodes, c)
+	case "xlane-tc", "xlane-tc-fw":
+		return c, buildXlane(ctx, undo, tmp, bins, nodes, c, setup == "xlane-tc-fw")
 	default:
 		return c, buildLinux(ctx, nodes, c, setup == "linux-bridge")
 	}
 }
 
-func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, nodes [2]string, c *cluster) error {
+func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, nodes [2]string, c *cluster, fw bool) error {
 	var dirs [2]string
 	for i, n := range nodes {
 		dirs[i] = filepath.Join(tmp, n)
@@ -342,6 +350,11 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 			return fmt.Errorf("endpoint on %s has no address", n)
 		}
 		c.podIP[i] = ep.IPs[0].String()
+	}
+	if fw {
+		if _, err := harness.Xlane(ctx, bins, dirs[1], "fw", "add", "other", "--direction", "to-endpoint", "--proto", "tcp", "--dport", "9", "--action", "drop"); err != nil {
+			return err
+		}
 	}
 	c.vip = vipAddr
 	_, err := harness.Xlane(ctx, bins, dirs[0], "service", "create", "iperf", "--vip", vipAddr+":5201", "--backend", c.podIP[1]+":5201")

@@ -48,6 +48,14 @@ func (c *cluster) inCluster(subnets []netip.Prefix) bool {
 	return false
 }
 
+// cidrList is the cluster CIDRs, nil alone.
+func (c *cluster) cidrList() []netip.Prefix {
+	if c == nil {
+		return nil
+	}
+	return c.cidrs
+}
+
 // parseCluster reads the cluster flags; nil without --node-name.
 func parseCluster(cfg Config) (*cluster, error) {
 	if cfg.NodeName == "" {
@@ -137,10 +145,11 @@ func (d *Daemon) setupCluster() error {
 		}
 		errs = append(errs, d.applyNode(&nodes[i], self))
 	}
+	// Every mode's: what a peer tunnels to a kernel-mode pod carries its
+	// network's VNI, and xlane_from_overlay hands it to Linux, which
+	// routes it (a VNI no network has is drop_vni).
 	for i := range nets {
-		if nets[i].Mode.BPF() {
-			errs = append(errs, d.dp.SetNetworkVNI(nets[i].ID, networkVNI(&nets[i])))
-		}
+		errs = append(errs, d.dp.SetNetworkVNI(nets[i].ID, networkVNI(&nets[i])))
 	}
 	peers, err := d.dp.Peers()
 	errs = append(errs, err)

@@ -479,10 +479,11 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := netconf.EnsureInternal(n); err != nil {
 			return err
 		}
-		if err := netconf.EnsureGuard(n); err != nil {
+		if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
 			return err
 		}
-		if n.Mode.BPF() && d.dp.Available() == nil {
+		// Every mode's VNI (joinCluster): a kernel-mode pod's too.
+		if d.dp.Available() == nil {
 			if err := d.dp.SetNetworkVNI(n.ID, n.VNI); err != nil {
 				return err
 			}
@@ -687,7 +688,7 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	// Kernel mode's nftables guard (netconf/guard.go) is in place before
 	// the programs that did its job go, and goes after they are back.
 	if mode == model.ModeKernel {
-		if err := netconf.EnsureGuard(n); err != nil {
+		if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
 			return nil, err
 		}
 	}
@@ -701,12 +702,12 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 				d.log.Error("switch endpoint back", "endpoint", eps[j].ID, "mode", old.Mode, "err", rerr)
 			}
 		}
-		if gerr := netconf.EnsureGuard(&old); gerr != nil {
+		if gerr := netconf.EnsureGuard(&old, d.cluster.cidrList()); gerr != nil {
 			d.log.Error("restore the unsolicited-traffic guard", "network", name, "err", gerr)
 		}
 		return nil, fmt.Errorf("switch endpoint %s to %s: %w", eps[i].ID, mode, err)
 	}
-	if err := netconf.EnsureGuard(n); err != nil {
+	if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
 		return nil, err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutNetwork(n) }); err != nil {

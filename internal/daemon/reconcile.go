@@ -46,7 +46,7 @@ func (d *Daemon) Reconcile() error {
 		if err := netconf.EnsureInternal(n); err != nil {
 			errs = append(errs, err)
 		}
-		if err := netconf.EnsureGuard(n); err != nil {
+		if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -56,7 +57,7 @@ var dumpers = []dumper{
 	{"services", "xlane_services", "service VIPs", []string{"vip", "proto", "id", "maglev_size", "flags", "affinity_timeout"}, (*BPF).dumpServices},
 	{"backends", "xlane_backends", "service backends by (service id, index)", []string{"service_id", "index", "backend", "flags"}, (*BPF).dumpBackends},
 	{"affinity", "xlane_affinity", "ClientIP affinity: each client's backend per service and the age of its last new flow", []string{"service_id", "client", "backend_index", "backend", "idle_s"}, (*BPF).dumpAffinity},
-	{"maglev", "xlane_maglev", "each service's Maglev table: slots per backend index", []string{"service_id", "slots", "per_backend"}, (*BPF).dumpMaglev},
+	{"maglev", "xlane_maglev", "each service's Maglev table: slots per backend index, and a digest of the whole table (equal on every node that has the same backends)", []string{"service_id", "slots", "per_backend", "digest"}, (*BPF).dumpMaglev},
 	{"fw-state", "xlane_fw_state", "the firewall's live generation", []string{"on", "active_slot", "generation"}, (*BPF).dumpFwState},
 	{"fw-gens", "xlane_fw_gens", "what each generation's classifier looks at", []string{"slot", "fields", "established", "uplink"}, (*BPF).dumpFwGens},
 	{"fw-rules", "xlane_fw_rules", "the live generation's rules by bit (priority order)", []string{"bit", "counter_slot", "action", "default", "log_sample"}, (*BPF).dumpFwRules},
@@ -407,7 +408,10 @@ func (d *BPF) dumpAffinity(_ int, add func(...any) bool) error {
 	})
 }
 
-// dumpMaglev counts each table's slots per backend index ("0:511 1:510").
+// dumpMaglev counts each table's slots per backend index ("0:511 1:510")
+// and digests the table (SHA-256 of the backend index of every slot, in
+// slot order; the first 16 hex digits): two nodes pick the same backend
+// index for every flow exactly when their digests are equal.
 func (d *BPF) dumpMaglev(_ int, add func(...any) bool) error {
 	var (
 		id    uint32
@@ -417,7 +421,14 @@ func (d *BPF) dumpMaglev(_ int, add func(...any) bool) error {
 	for it.Next(&id, &inner) {
 		per := map[uint32]int{}
 		size := int(inner.MaxEntries())
-		err := walk(inner, func(_ *uint32, v *uint32) bool { per[*v]++; return true })
+		slots := make([]byte, 4*size)
+		err := walk(inner, func(k *uint32, v *uint32) bool {
+			per[*v]++
+			if int(*k) < size {
+				binary.LittleEndian.PutUint32(slots[4**k:], *v)
+			}
+			return true
+		})
 		inner.Close()
 		if err != nil {
 			return fmt.Errorf("service %d table: %w", id, err)
@@ -431,7 +442,8 @@ func (d *BPF) dumpMaglev(_ int, add func(...any) bool) error {
 		for j, i := range idx {
 			parts[j] = fmt.Sprintf("%d:%d", i, per[i])
 		}
-		if !add(id, size, strings.Join(parts, " ")) {
+		sum := sha256.Sum256(slots)
+		if !add(id, size, strings.Join(parts, " "), hex.EncodeToString(sum[:8])) {
 			return nil
 		}
 	}

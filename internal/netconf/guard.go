@@ -2,6 +2,7 @@ package netconf
 
 import (
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -17,9 +18,14 @@ import (
 //	table inet xlane_guard<ID>
 //	  chain forward (hook forward, before iptables' filter table)
 //	    iifname "xlh*" accept                 another endpoint of the node
+//	    ip saddr CLUSTER accept               a pod of another node (cluster nodes)
 //	    ip daddr SUBNET ct state established,related accept
 //	    ip daddr SUBNET counter drop          unsolicited, counted
 //
+// On a node of a cluster (xlaned --cluster-cidr) the pods of the other
+// nodes are of the cluster, not of the outside, as the BPF modes' check
+// holds (peer_remote in bpf/lib/unsolicited.h): what comes from the
+// cluster CIDRs (over the overlay, or natively routed) is accepted.
 // The node's own packets are not forwarded and never meet it. A table of
 // its own per network is replaced atomically, deleted whole, and loads
 // conntrack only while a kernel-mode network needs it. A network with
@@ -45,17 +51,17 @@ func nft(script string) error {
 
 // guardScript replaces n's table (the empty "table" line makes the delete
 // valid when there is none yet; one nft run is one transaction).
-func guardScript(n *model.Network) string {
+func guardScript(n *model.Network, cluster []netip.Prefix) string {
 	t := guardTable(n.ID)
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\ntable inet %s {\n", t, t, t)
 	b.WriteString("  chain forward {\n    type filter hook forward priority filter - 1; policy accept;\n")
 	b.WriteString("    iifname \"xlh*\" accept\n")
+	for _, p := range cluster {
+		fmt.Fprintf(&b, "    %s saddr %s accept\n", nftFamily(p), p.Masked())
+	}
 	for _, p := range n.Subnets {
-		fam := "ip"
-		if p.Addr().Is6() {
-			fam = "ip6"
-		}
+		fam := nftFamily(p)
 		fmt.Fprintf(&b, "    %s daddr %s ct state established,related accept\n", fam, p.Masked())
 		fmt.Fprintf(&b, "    %s daddr %s counter drop comment \"xlane: unsolicited from off the node\"\n", fam, p.Masked())
 	}
@@ -63,13 +69,21 @@ func guardScript(n *model.Network) string {
 	return b.String()
 }
 
+func nftFamily(p netip.Prefix) string {
+	if p.Addr().Is6() {
+		return "ip6"
+	}
+	return "ip"
+}
+
 // EnsureGuard installs (or replaces) n's table when n needs one, and
-// removes it otherwise. Idempotent.
-func EnsureGuard(n *model.Network) error {
+// removes it otherwise; cluster: the cluster CIDRs on a node of a cluster
+// (nil alone). Idempotent.
+func EnsureGuard(n *model.Network, cluster []netip.Prefix) error {
 	if !guarded(n) {
 		return DeleteGuard(n)
 	}
-	if err := nft(guardScript(n)); err != nil {
+	if err := nft(guardScript(n, cluster)); err != nil {
 		return fmt.Errorf("refuse unsolicited traffic to kernel-mode network %s (nftables): %w", n.Name, err)
 	}
 	return nil

@@ -181,6 +181,39 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("40 connections to n1's NodePort reached %v, want both pods (externalTrafficPolicy Cluster)", seen)
 		}
 	})
+	t.Run("sessionAffinity ClientIP with a timeout", func(t *testing.T) {
+		setAffinity := func(on bool) {
+			t.Helper()
+			s, err := cp.cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Spec.SessionAffinity, s.Spec.SessionAffinityConfig = corev1.ServiceAffinityNone, nil
+			if on {
+				s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+			}
+			if _, err := cp.cs.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range nodes {
+				waitFor(t, 10*time.Second, fmt.Sprintf("%s: web's affinity %v", k.name, on), func() bool {
+					var got model.Service
+					k.mustXlane(&got, "service", "inspect", "k8s.default.web.tcp80.c0")
+					return got.Affinity == on && (!on || got.AffinityTimeout == 60) && len(got.Backends) == 2
+				})
+			}
+		}
+		setAffinity(true)
+		seen := map[string]int{}
+		for range 20 {
+			seen[dialVIP(t, client, webVIP).backend]++
+		}
+		if len(seen) != 1 {
+			t.Errorf("20 connections from one pod to %s with ClientIP affinity reached %v, want one pod", webVIP, seen)
+		}
+		setAffinity(false)
+	})
 	t.Run("nodeport from outside, externalTrafficPolicy Local", func(t *testing.T) {
 		for _, k := range nodes {
 			for range 10 {

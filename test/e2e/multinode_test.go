@@ -33,7 +33,8 @@ import (
 // vxlan4: the overlay over the IPv4 underlay; vxlan6: over the IPv6 one
 // (nodes known by their IPv6 address only); native: routes via the
 // underlay addresses, no encapsulation. n1 and n2 run the variant's mode,
-// n3 another (every mode meets the others across nodes).
+// n3 another (every mode meets the others across nodes; kernel mode, no
+// BPF on its pod's veth, over the overlay and natively routed).
 func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
 		name, routing, mode, mode3 string
@@ -42,8 +43,8 @@ func TestMultiNode(t *testing.T) {
 	}{
 		{"vxlan4", "vxlan", "tc", "xdp-generic", false, 9000, 8950},
 		// XDP hands cross-node packets to the tc program (pass_overlay).
-		{"vxlan6-xdp", "vxlan", "xdp", "tc", true, 1500, 1430},
-		{"native", "native", "tc", "xdp-generic", false, 1500, 1500},
+		{"vxlan6-xdp", "vxlan", "xdp", "kernel", true, 1500, 1430},
+		{"native", "native", "tc", "kernel", false, 1500, 1500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testMultiNode(t, tc.routing, []string{tc.mode, tc.mode, tc.mode3}, tc.v6Underlay, tc.ulMTU, tc.mtu)
@@ -65,6 +66,7 @@ type clusterNode struct {
 	// not from the CLI.
 	nodesFile string
 	ul        string // the underlay's namespace
+	mode      string // the pod's network's
 }
 
 func (c *clusterNode) record() api.NodeAdd {
@@ -135,7 +137,7 @@ func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, u
 			under6:   netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
 			pod4:     netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
 			pod6:     netip.MustParsePrefix(fmt.Sprintf("fd00:244:0:%d::/64", i)),
-			v6Unders: v6Underlay, nodesFile: nodesFile}
+			v6Unders: v6Underlay, nodesFile: nodesFile, mode: modes[i-1]}
 		c.node = newNode(t, func(n *node) {
 			port := fmt.Sprintf("p%d", i)
 			run(t, "ip", "-n", ul, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", n.netns)
@@ -207,6 +209,9 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 	t.Run("tcp", func(t *testing.T) {
 		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 32<<20)
 		transfer(t, cs[2].pod, cs[0].pod, cs[0].ip6(), 32<<20)
+		// To n3's pod (another mode; kernel mode's too), both families.
+		transfer(t, cs[1].pod, cs[2].pod, cs[2].ip4(), 8<<20)
+		transfer(t, cs[0].pod, cs[2].pod, cs[2].ip6(), 8<<20)
 		// Big frames: no fragmentation, no loss at the MTU.
 		runIn(t, cs[1].pod, "ping", "-c", "1", "-W", "2", "-M", "do", "-s", fmt.Sprint(mtu-28), cs[2].ip4().String())
 	})
@@ -328,7 +333,20 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 		if r.Packets == 0 {
 			t.Errorf("n2's rule xnode counted no packet")
 		}
+		// Only the flow's first packets take the Linux path (pass_fw on
+		// n2's overlay device or uplink): the transfer's bytes reach the
+		// pod by the fast path (fwd_peer into n2's pod).
+		var before, after api.EndpointInfo
+		cs[1].mustXlane(&before, "endpoint", "inspect", cs[1].ep.ID)
 		transfer(t, cs[0].pod, cs[1].pod, cs[1].ip4(), 8<<20)
+		cs[1].mustXlane(&after, "endpoint", "inspect", cs[1].ep.ID)
+		b, a := reason(before, "fwd_peer", "to_endpoint"), reason(after, "fwd_peer", "to_endpoint")
+		// (7 of the 8 MiB: the flow's first packets may take the Linux
+		// path; a flow left on it would add nothing here.)
+		if a.Bytes-b.Bytes < 7<<20 {
+			t.Errorf("fwd_peer into n2's pod grew by %d bytes over an 8 MiB transfer with a rule set installed: its later packets did not take the fast path; counters %+v", a.Bytes-b.Bytes, after.Reasons)
+		}
+		t.Logf("with a rule set: fwd_peer into n2's pod +%d packets, +%d bytes over the transfer", a.Packets-b.Packets, a.Bytes-b.Bytes)
 	})
 	t.Run("service with one backend per node from every node", func(t *testing.T) {
 		testServiceEveryNode(t, cs)
@@ -423,6 +441,12 @@ func testServiceEveryNode(t *testing.T, cs []*clusterNode) {
 	}
 	seen := map[string]int{}
 	for _, c := range cs {
+		// A kernel-mode pod's packets meet no program: no service
+		// translation for them (its node's backend is reached by the
+		// others).
+		if c.mode == "kernel" {
+			continue
+		}
 		for i := 0; i < 12; i++ {
 			var got []byte
 			err := ns.WithNetNSPath(nsPath(c.pod), func(ns.NetNS) error {
@@ -442,9 +466,130 @@ func testServiceEveryNode(t *testing.T, cs []*clusterNode) {
 		}
 	}
 	if len(seen) != len(cs) {
-		t.Errorf("backends that answered: %v; want one on every node", seen)
+		t.Errorf("backends that answered: %v; want the one on every node", seen)
 	}
+	t.Run("maglev the same on every node", func(t *testing.T) { testMaglevAcrossNodes(t, cs, vip) })
 	for _, c := range cs {
 		c.mustXlane(nil, "service", "rm", "each")
+	}
+}
+
+// maglevView is a node's Maglev table for a VIP: its size, its digest
+// (xlane bpf dump maglev) and its backends by index.
+type maglevView struct {
+	slots, digest string
+	backends      map[string]string // index -> backend
+}
+
+func maglevOf(t *testing.T, c *clusterNode, vip netip.AddrPort) maglevView {
+	t.Helper()
+	dump := func(name string) []map[string]any {
+		var md api.MapDump
+		c.mustXlane(&md, "bpf", "dump", name, "--limit", "0")
+		return md.Entries
+	}
+	id := ""
+	for _, e := range dump("services") {
+		if fmt.Sprint(e["vip"]) == vip.String() {
+			id = fmt.Sprint(e["id"])
+		}
+	}
+	if id == "" {
+		t.Fatalf("%s: no service %s in bpf dump services", c.name, vip)
+	}
+	v := maglevView{backends: map[string]string{}}
+	for _, e := range dump("maglev") {
+		if fmt.Sprint(e["service_id"]) == id {
+			v.slots, v.digest = fmt.Sprint(e["slots"]), fmt.Sprint(e["digest"])
+		}
+	}
+	for _, e := range dump("backends") {
+		if fmt.Sprint(e["service_id"]) == id {
+			v.backends[fmt.Sprint(e["index"])] = fmt.Sprint(e["backend"])
+		}
+	}
+	if v.digest == "" || len(v.backends) == 0 {
+		t.Fatalf("%s: service %s (id %s): maglev %+v", c.name, vip, id, v)
+	}
+	return v
+}
+
+// testMaglevAcrossNodes: every node builds the same Maglev table for the
+// service from the same records (same size, digest and backend per
+// index), and picks the same backend for the same flow. The same flow on
+// every node: each node gets a pod with the same address in a node-local
+// network (outside the cluster CIDR, the same subnet everywhere, so the
+// same first address), which sends SYNs from fixed source ports to the
+// VIP; each node's conntrack entry of a port says the backend its LB
+// picked (whether the connection then completes does not matter).
+func testMaglevAcrossNodes(t *testing.T, cs []*clusterNode, vip netip.AddrPort) {
+	ref := maglevOf(t, cs[0], vip)
+	for _, c := range cs[1:] {
+		if v := maglevOf(t, c, vip); v.slots != ref.slots || v.digest != ref.digest || fmt.Sprint(v.backends) != fmt.Sprint(ref.backends) {
+			t.Errorf("Maglev table for %s on %s: %+v; on %s: %+v", vip, c.name, v, cs[0].name, ref)
+		}
+	}
+	const ports = 16
+	picked := map[uint16]map[string]string{} // source port -> node -> backend
+	var src netip.Addr
+	for _, c := range cs {
+		var ep api.EndpointInfo
+		c.mustXlane(nil, "network", "create", "same", "--subnet", "10.99.0.0/24", "--mode", "tc", "--masquerade=false")
+		client := newNetns(t, "same")
+		c.mustXlane(&ep, "endpoint", "add", "same", "--netns", client)
+		if src.IsValid() && ep.IPs[0] != src {
+			t.Fatalf("%s: the node-local pod got %s, not %s as on the others", c.name, ep.IPs[0], src)
+		}
+		src = ep.IPs[0]
+		// Each dial in the pod's namespace (a goroutine does not inherit
+		// its parent's).
+		done := make(chan error, ports)
+		for p := uint16(41000); p < 41000+ports; p++ {
+			go func(p uint16) {
+				done <- ns.WithNetNSPath(nsPath(client), func(ns.NetNS) error {
+					d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: src.AsSlice(), Port: int(p)}}
+					if conn, err := d.Dial("tcp", vip.String()); err == nil {
+						conn.Close()
+					}
+					return nil
+				})
+			}(p)
+		}
+		for range ports {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var flows []api.Flow
+		c.mustXlane(&flows, "ct", "ls", "--limit", "0")
+		for _, f := range flows {
+			ap, err := netip.ParseAddrPort(f.Src)
+			if err != nil || ap.Addr() != src || f.Dst != vip.String() || f.NATTo == "" {
+				continue
+			}
+			if picked[ap.Port()] == nil {
+				picked[ap.Port()] = map[string]string{}
+			}
+			picked[ap.Port()][c.name] = f.NATTo
+		}
+		c.mustXlane(nil, "endpoint", "rm", ep.ID)
+		c.mustXlane(nil, "network", "rm", "same")
+	}
+	backends := map[string]bool{}
+	for p := uint16(41000); p < 41000+ports; p++ {
+		if len(picked[p]) != len(cs) {
+			t.Errorf("source port %d: conntrack entries on %d nodes, want %d: %v", p, len(picked[p]), len(cs), picked[p])
+			continue
+		}
+		for _, c := range cs[1:] {
+			if picked[p][c.name] != picked[p][cs[0].name] {
+				t.Errorf("the flow %s:%d -> %s: %s picked %s, %s picked %s", src, p, vip, c.name, picked[p][c.name], cs[0].name, picked[p][cs[0].name])
+			}
+		}
+		backends[picked[p][cs[0].name]] = true
+	}
+	// 16 flows all on one of 3 backends: (1/3)^15, the spread is real.
+	if len(backends) < 2 {
+		t.Errorf("16 flows all went to %v: the hash does not spread them", backends)
 	}
 }
