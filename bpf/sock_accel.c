@@ -21,7 +21,7 @@
  *   ENOMEM instead of blocking. A direction whose peer has more than
  *   max_backlog unread, or that sends while the node's TCP memory is
  *   under pressure, falls back to the normal path, where TCP's flow control
- *   holds the writer (accel_peer_backlog, accel_mem_pressure);
+ *   holds the writer (accel_peer_queued, accel_mem_pressure);
  * - every failure passes (SK_PASS): the normal path, counted.
  * Kernel bugs that no program can fence (splice, FIONREAD on redirected
  * data) are found by the self-test (internal/accel), which keeps
@@ -213,28 +213,26 @@ static __always_inline int accel_mem_pressure(struct bpf_sock *sk)
 	return v != 0;
 }
 
-/* accel_peer_backlog: what the peer bpf_msg_redirect_hash just chose has
- * not read yet from its redirect queue (this message not included). Where
- * the kernel keeps no count (msg_tot_len, before 6.12) or the read fails,
- * the socket's whole redirected total counts as unread: a direction then
- * redirects at most max_backlog bytes in all. */
-static __always_inline __u64 accel_peer_backlog(struct sk_msg_md *msg, const struct accel_sk *st)
+/* accel_peer_queued: what the peer bpf_msg_redirect_hash just chose has
+ * not read yet from its redirect queue (this message not included), into
+ * *queued. -1 where the kernel keeps no count (msg_tot_len, before 6.12)
+ * or the read fails. */
+static __always_inline int accel_peer_queued(struct sk_msg_md *msg, __u32 *queued)
 {
 	struct sk_msg___xl *m = (struct sk_msg___xl *)msg;
 	struct sock___xl *peer = 0;
 	unsigned long ud = 0;
-	__u32 queued = 0;
 
 	if (!bpf_core_field_exists(struct sk_psock___xl, msg_tot_len))
-		return st->redirected;
+		return -1;
 	if (bpf_core_read(&peer, sizeof(peer), &m->sk_redir) || !peer)
-		return st->redirected;
+		return -1;
 	if (bpf_core_read(&ud, sizeof(ud), &peer->sk_user_data) || !(ud & ACCEL_USER_DATA_PTRMASK))
-		return st->redirected;
-	if (bpf_core_read(&queued, sizeof(queued),
+		return -1;
+	if (bpf_core_read(queued, sizeof(*queued),
 			  &((struct sk_psock___xl *)(ud & ACCEL_USER_DATA_PTRMASK))->msg_tot_len))
-		return st->redirected;
-	return queued;
+		return -1;
+	return 0;
 }
 
 static __always_inline int accel_fallback(struct accel_sk *st, enum accel_stat why, __u64 len)
@@ -245,6 +243,14 @@ static __always_inline int accel_fallback(struct accel_sk *st, enum accel_stat w
 	return SK_PASS;
 }
 
+/* accel_stop: this message was redirected; the next ones take the normal
+ * path. */
+static __always_inline void accel_stop(struct accel_sk *st, enum accel_stat why)
+{
+	st->flags |= ACCEL_SK_FALLBACK;
+	accel_count(why, 1);
+}
+
 SEC("sk_msg")
 int xlane_accel_msg(struct sk_msg_md *msg)
 {
@@ -253,6 +259,7 @@ int xlane_accel_msg(struct sk_msg_md *msg)
 	struct accel_config *cfg;
 	struct accel_key peer;
 	struct accel_sk *st;
+	__u32 queued = 0;
 
 	if (!sk)
 		return SK_PASS;
@@ -281,9 +288,22 @@ int xlane_accel_msg(struct sk_msg_md *msg)
 	 * first of the normal path; the peer reads what it has queued
 	 * first, so the order holds. The backlog overshoots max_backlog by
 	 * at most this message (at most MAX_SKB_FRAGS pages). */
-	if (accel_peer_backlog(msg, st) + len > max) {
-		st->flags |= ACCEL_SK_FALLBACK;
-		accel_count(ACCEL_FALLBACK_BACKLOG, 1);
+	if (accel_peer_queued(msg, &queued)) {
+		/* No count: the socket's whole redirected total counts as
+		 * unread (a direction redirects at most max_backlog bytes in
+		 * all); no small-stream rule. */
+		if (st->redirected + len > max)
+			accel_stop(st, ACCEL_FALLBACK_BACKLOG);
+	} else if (queued + len > max) {
+		accel_stop(st, ACCEL_FALLBACK_BACKLOG);
+	} else if (len < (cfg->small_msg ? cfg->small_msg : ACCEL_DEFAULT_SMALL_MSG) &&
+		   queued > (cfg->small_backlog ? cfg->small_backlog
+						: ACCEL_DEFAULT_SMALL_BACKLOG)) {
+		/* Small messages to a reader that is falling behind: a
+		 * stream, which the normal path carries faster (it
+		 * coalesces); ping-pong never leaves a backlog. Same order
+		 * argument as above. */
+		accel_stop(st, ACCEL_FALLBACK_SMALL_STREAM);
 	}
 	st->redirected += len;
 	accel_count(ACCEL_MSG_REDIRECTED, 1);

@@ -59,11 +59,23 @@ struct accel_config {
 	 * flow control holds the writer (the redirect path has none). 0:
 	 * ACCEL_DEFAULT_BACKLOG. */
 	__u32 max_backlog;
+	/* A stream of small messages to a reader that falls behind: a
+	 * message shorter than small_msg bytes, redirected while the peer
+	 * has more than small_backlog unread, makes its direction fall back
+	 * for good (ACCEL_FALLBACK_SMALL_STREAM). The normal path coalesces
+	 * small writes (autocork, GSO/GRO) where the redirect path moves and
+	 * wakes per message. Needs the peer's unread count (msg_tot_len,
+	 * 6.12+); without it nothing changes. 0: the ACCEL_DEFAULT_ ones. */
+	__u32 small_msg;
+	__u32 small_backlog;
 };
 
 /* The max_backlog when the daemon gives none (it writes the largest TCP
  * receive buffer, tcp_rmem[2]: 6 MiB on a default Debian). */
 #define ACCEL_DEFAULT_BACKLOG (4u << 20)
+/* The small_msg and small_backlog when the daemon gives none. */
+#define ACCEL_DEFAULT_SMALL_MSG (4u << 10)
+#define ACCEL_DEFAULT_SMALL_BACKLOG (128u << 10)
 
 enum accel_flags {
 	ACCEL_ON = 1,		/* off: no new socket is added, nothing redirects */
@@ -97,6 +109,7 @@ enum accel_stat {
 	ACCEL_FALLBACK_BACKLOG,	     /* the peer had more than max_backlog unread */
 	ACCEL_FALLBACK_MEM_PRESSURE, /* the node's TCP memory is under pressure */
 	ACCEL_FALLBACK_BYTES,	     /* bytes of every message that fell back */
+	ACCEL_FALLBACK_SMALL_STREAM, /* small messages, the peer more than small_backlog behind */
 	ACCEL_STAT_MAX,
 };
 

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf/btf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -49,6 +50,7 @@ var cases = []testCase{
 	{"leave-map", false, caseLeaveMap},
 	{"backpressure", true, caseBackpressure},
 	{"relay", true, caseRelay},
+	{"small-stream", true, caseSmallStream},
 }
 
 // CaseNames lists the self-test's cases in the order they run.
@@ -442,6 +444,7 @@ func casePingPong(e *env, timeout time.Duration) error {
 		s.Close()
 		echo <- err
 	}()
+	small := e.stat("fallback_small_stream")
 	b := make([]byte, 64)
 	for i := range 2000 {
 		p := payload(64, uint64(i))
@@ -456,7 +459,14 @@ func casePingPong(e *env, timeout time.Duration) error {
 		}
 	}
 	c.CloseWrite()
-	return <-echo
+	if err := <-echo; err != nil {
+		return err
+	}
+	// Ping-pong never leaves a backlog: no small-stream fallback.
+	if n := e.stat("fallback_small_stream") - small; n != 0 {
+		return fmt.Errorf("fallback_small_stream went up by %d in ping-pong", n)
+	}
+	return nil
 }
 
 // onlyReader and onlyWriter hide ReadFrom/WriteTo: a plain read/write
@@ -848,4 +858,66 @@ func caseRelay(e *env, timeout time.Duration) error {
 			}
 			return nil
 		})
+}
+
+// caseSmallStream: a stream of 64-byte writes to a reader that starts
+// 200 ms late. Its backlog passes small_backlog, so the direction falls
+// back for good (fallback_small_stream) where the kernel counts the
+// peer's unread bytes (msg_tot_len, 6.12+); elsewhere nothing changes.
+// Either way every byte arrives in order (SHA-256).
+func caseSmallStream(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	before := e.stat("fallback_small_stream")
+	p := payload(1<<20, 121)
+	got := make(chan chan readResult, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		got <- readAll(s)
+	}()
+	if err := writeChunks(c, p, 64); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	c.CloseWrite()
+	if err := received(<-got, "received", p); err != nil {
+		return err
+	}
+	if e.stats == nil {
+		return nil // the caller reads the daemon's counters
+	}
+	n := e.stat("fallback_small_stream") - before
+	counts, err := kernelCountsUnread()
+	if err != nil {
+		return err
+	}
+	if counts && n != 1 {
+		return fmt.Errorf("fallback_small_stream went up by %d, want 1 (the kernel has msg_tot_len)", n)
+	}
+	if !counts && n != 0 {
+		return fmt.Errorf("fallback_small_stream went up by %d without msg_tot_len", n)
+	}
+	return nil
+}
+
+// kernelCountsUnread: does the running kernel's struct sk_psock have
+// msg_tot_len (the count the small-stream and backlog rules read)?
+func kernelCountsUnread() (bool, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false, fmt.Errorf("kernel BTF: %w", err)
+	}
+	var st *btf.Struct
+	if err := spec.TypeByName("sk_psock", &st); err != nil {
+		return false, fmt.Errorf("kernel BTF: struct sk_psock: %w", err)
+	}
+	for _, m := range st.Members {
+		if m.Name == "msg_tot_len" {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -121,7 +121,10 @@ func RunCases(names []string, large int, timeout time.Duration) ([]CaseResult, e
 
 var mapCases = map[string]bool{"pre-existing": true, "disable-under-load": true, "leave-map": true}
 
-func (e *env) redirected() uint64 {
+func (e *env) redirected() uint64 { return e.stat("bytes_redirected") }
+
+// stat is counter name of the self-test's maps (0 without them).
+func (e *env) stat(name string) uint64 {
 	if e.stats == nil {
 		return 0
 	}
@@ -129,7 +132,7 @@ func (e *env) redirected() uint64 {
 	if err != nil {
 		return 0
 	}
-	return s["bytes_redirected"]
+	return s[name]
 }
 
 func (e *env) run(c testCase, timeout time.Duration) CaseResult {

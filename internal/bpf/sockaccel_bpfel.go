@@ -14,9 +14,11 @@ import (
 )
 
 type sockaccelAccelConfig struct {
-	_          structs.HostLayout
-	Flags      uint32
-	MaxBacklog uint32
+	_            structs.HostLayout
+	Flags        uint32
+	MaxBacklog   uint32
+	SmallMsg     uint32
+	SmallBacklog uint32
 }
 
 type sockaccelAccelFlags uint32
@@ -75,7 +77,8 @@ const (
 	sockaccelAccelStatACCEL_FALLBACK_BACKLOG      sockaccelAccelStat = 11
 	sockaccelAccelStatACCEL_FALLBACK_MEM_PRESSURE sockaccelAccelStat = 12
 	sockaccelAccelStatACCEL_FALLBACK_BYTES        sockaccelAccelStat = 13
-	sockaccelAccelStatACCEL_STAT_MAX              sockaccelAccelStat = 14
+	sockaccelAccelStatACCEL_FALLBACK_SMALL_STREAM sockaccelAccelStat = 14
+	sockaccelAccelStatACCEL_STAT_MAX              sockaccelAccelStat = 15
 )
 
 // Names of all BPF objects in the ELF.
