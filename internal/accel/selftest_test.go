@@ -27,6 +27,13 @@ func TestSelfTest(t *testing.T) {
 	// Slow machines (the kernel matrix's emulated guests) need more time
 	// per case: XLANE_ACCEL_CASE_TIMEOUT=30s; XLANE_ACCEL_CASES=a,b picks cases.
 	o := accel.Options{}
+	if os.Getenv("XLANE_VM_KERNEL") != "" {
+		// The kernel matrix's guests run under software emulation, where
+		// the default per-case limit reports slowness as a stall
+		// (short-conns and disable-under-load took longer than 6 s on
+		// 6.12 beside another guest); docs/accel.md, the self-test table.
+		o.CaseTimeout = 40 * time.Second
+	}
 	if v := os.Getenv("XLANE_ACCEL_CASE_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
