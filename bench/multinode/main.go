@@ -51,7 +51,7 @@ import (
 // setups run by default; allSetups can be asked for.
 var (
 	setups    = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
-	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-fw")
+	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
 )
 
 type options struct {
@@ -307,14 +307,24 @@ func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup st
 		return nil, err
 	}
 	switch setup {
-	case "xlane-tc", "xlane-tc-fw":
-		return c, buildXlane(ctx, undo, tmp, bins, nodes, c, setup == "xlane-tc-fw")
+	case "xlane-tc", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic":
+		return c, buildXlane(ctx, undo, tmp, bins, nodes, c, setup)
 	default:
 		return c, buildLinux(ctx, nodes, c, setup == "linux-bridge")
 	}
 }
 
-func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, nodes [2]string, c *cluster, fw bool) error {
+func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, nodes [2]string, c *cluster, setup string) error {
+	fw := setup == "xlane-tc-fw"
+	var uplink []string
+	switch setup {
+	case "xlane-tc-uplink":
+		uplink = []string{"--uplink", "ul0"}
+	case "xlane-tc-uplink-native":
+		uplink = []string{"--uplink", "ul0", "--uplink-xdp-mode", "native"}
+	case "xlane-tc-uplink-generic":
+		uplink = []string{"--uplink", "ul0", "--uplink-xdp-mode", "generic"}
+	}
 	var dirs [2]string
 	for i, n := range nodes {
 		dirs[i] = filepath.Join(tmp, n)
@@ -323,7 +333,7 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 		}
 		_, err := harness.StartXlaned(ctx, undo, harness.Xlaned{Name: "xlaned " + n, Netns: n, Bins: bins, Dir: dirs[i],
 			PinDir: "/sys/fs/bpf/" + n, Timeout: 30 * time.Second,
-			Args: []string{"--docker-plugin-socket=", "--node-name", fmt.Sprintf("n%d", i+1), "--cluster-cidr", "10.245.0.0/16"}})
+			Args: append([]string{"--docker-plugin-socket=", "--node-name", fmt.Sprintf("n%d", i+1), "--cluster-cidr", "10.245.0.0/16"}, uplink...)})
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,8 @@ import (
 
 // TestUplinkXDPMode: --uplink-xdp-mode native and generic attach the uplink
 // program in that mode (xlane status says which, ip link agrees), a restart
-// in the other mode moves it, and the outside reaches an xdp-mode endpoint
+// in the other mode moves it, auto on this veth uplink attaches generic
+// (replacing a native link; the peer keeps TSO), and the outside reaches an xdp-mode endpoint
 // through it; offload is refused at start, naming the device, the mode and
 // the driver, with nothing attached or written.
 func TestUplinkXDPMode(t *testing.T) {
@@ -43,6 +44,19 @@ func TestUplinkXDPMode(t *testing.T) {
 	n.flags[len(n.flags)-1] = "generic"
 	n.start()
 	check("generic", "xdpgeneric")
+	n.stop(syscall.SIGTERM)
+	// auto on a veth: generic (native would take TSO from the peer, which
+	// ethtool shows), and a restart in auto replaces a native link.
+	n.flags[len(n.flags)-1] = "native"
+	n.start()
+	check("native", "xdp ")
+	n.stop(syscall.SIGTERM)
+	n.flags[len(n.flags)-1] = "auto"
+	n.start()
+	check("generic", "xdpgeneric")
+	if o := runIn(t, out, "ethtool", "-k", "out0"); !strings.Contains(o, "tcp-segmentation-offload: on") {
+		t.Errorf("ethtool -k out0 (the uplink's peer) with auto's generic program: want TSO on:\n%s", o)
+	}
 	n.stop(syscall.SIGTERM)
 
 	// Offload: refused before anything changes.
