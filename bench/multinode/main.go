@@ -15,6 +15,11 @@
 //	              set on node 2 (a to-endpoint rule the traffic does not match):
 //	              a new flow from the overlay takes the Linux path to the
 //	              pod's firewall stage, its later packets the fast path
+//	xlane-tc-uplink, xlane-tc-uplink-native, xlane-tc-uplink-generic
+//	              (only when asked for) xlane-tc with --uplink ul0 (as
+//	              bench/k8s starts it), the uplink program attached in auto
+//	              mode (generic on a veth), native, generic: native XDP on
+//	              the veth takes TSO from its bridge port (docs/multinode.md)
 //
 // iperf3 with 1 and 8 streams from the pod on node 1 to the pod on node 2.
 //
