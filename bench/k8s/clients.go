@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
+	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 )
 

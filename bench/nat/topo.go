@@ -33,7 +33,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
+	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
 )

@@ -96,9 +96,10 @@ static __always_inline __u8 ct_next_state(__u8 state, __u8 dir, const struct l4 
 	if (l4->tcp_flags & TCP_FLAG_RST)
 		return CT_CLOSED;
 	/* A bare SYN from the originator of a closing or closed flow opens a
-	 * new connection on the same tuple (the client reused its port):
-	 * without this the new connection would live on the closing
-	 * timeout and lose its translation after seconds of quiet. */
+	 * new connection on the same tuple (the client reused its port).
+	 * ct_refresh starts such a flow over (ct_reopens); a caller that
+	 * only accounts (ct_hit) gets the new connection's state here, or
+	 * it would live on the closing timeout. */
 	if (dir == CT_DIR_ORIG && state >= CT_CLOSING &&
 	    (l4->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_FIN)) == TCP_FLAG_SYN)
 		return CT_NEW;
@@ -149,15 +150,54 @@ static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v, cons
 }
 
 /*
+ * ct_reopens says whether l4, a packet found under entry v, opens a new
+ * connection on the tuple of a finished one: a bare SYN from the flow's
+ * originator while the flow is closing or closed (FIN or RST seen; the
+ * client reused its port). Linux's conntrack kills such an entry and
+ * handles the SYN as new (nf_conntrack_proto_tcp.c, SYN in TIME_WAIT or
+ * CLOSE); so does xlane: the new connection gets a backend, a NAT port and
+ * firewall rules of its own, never the old flow's translation (to a
+ * backend since removed, of a service since deleted).
+ */
+static __always_inline int ct_reopens(const struct ct_val *v, const struct l4 *l4)
+{
+	return l4->proto == IPPROTO_TCP && v->dir == CT_DIR_ORIG && v->state >= CT_CLOSING &&
+	       (l4->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_FIN | TCP_FLAG_RST)) ==
+		       TCP_FLAG_SYN;
+}
+
+/* ct_forget deletes the flow of entry v (found under k): its partner, if
+ * that is v's, then k. A BPF-to-BPF call: its partner key is not on the
+ * frame of the tc pipeline's stages (at 6.1's 512-byte stack limit). */
+static __noinline void ct_forget(const struct ct_key *k, const struct ct_val *v)
+{
+	struct ct_key pk = {};
+	struct ct_val *pv;
+
+	ct_partner(k, v, &pk);
+	pv = bpf_map_lookup_elem(&xlane_ct, &pk);
+	if (pv && pv->dir != v->dir && pv->nat == ct_nat_mirror(v->nat))
+		bpf_map_delete_elem(&xlane_ct, &pk);
+	bpf_map_delete_elem(&xlane_ct, k);
+}
+
+/*
  * ct_refresh accounts the packet to v, the entry found under k (NULL:
- * none), and returns it; or, if v is half a flow (ct_hit), deletes it and
- * returns NULL: the packet starts the flow over. The one place a revived
- * half flow is forgotten.
+ * none), and returns it; or returns NULL, the packet starting a flow
+ * over, when v's flow is finished and the packet reopens its tuple
+ * (ct_reopens: both entries deleted) or v is half a flow (ct_hit: v
+ * deleted). The one place a finished or half flow is forgotten.
  */
 static __always_inline struct ct_val *ct_refresh(const struct ct_key *k, struct ct_val *v,
 						 const struct l4 *l4, __u32 len)
 {
-	if (!v || !ct_hit(k, v, l4, len))
+	if (!v)
+		return v;
+	if (ct_reopens(v, l4)) {
+		ct_forget(k, v);
+		return 0;
+	}
+	if (!ct_hit(k, v, l4, len))
 		return v;
 	bpf_map_delete_elem(&xlane_ct, k);
 	return 0;
