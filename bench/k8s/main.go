@@ -57,9 +57,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/test/k8senv"
 )
 

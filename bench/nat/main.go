@@ -32,9 +32,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/connrate"
 )
 
 func main() {

@@ -35,8 +35,6 @@ type Result struct {
 	OK       int            `json:"ok"`
 	Failed   int            `json:"failed"`
 	Errors   map[string]int `json:"errors,omitempty"` // failure kind -> count
-	// Examples: failure kind -> the first such error and when it came.
-	Examples map[string]string `json:"examples,omitempty"`
 	Seconds  float64        `json:"seconds"`
 	CPS      float64        `json:"cps"` // successful connections per second
 	P50Us    float64        `json:"p50_us"`
@@ -45,6 +43,8 @@ type Result struct {
 	Targets  int            `json:"targets"`
 	Conc     int            `json:"conc"`
 	Timeouts int            `json:"timeouts"`
+	// Examples: failure kind -> the first such error and when it came.
+	Examples map[string]string `json:"examples,omitempty"`
 }
 
 // Server listens on addr, ports [port, port+n), and answers every
