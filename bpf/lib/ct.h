@@ -167,14 +167,15 @@ static __always_inline int ct_reopens(const struct ct_val *v, const struct l4 *l
 }
 
 /*
- * ct_forget deletes the flow of entry v (found under k): its partner, if
- * that is v's, then k. A flow whose source was remapped (CT_NAT_BOTH: a
+ * ct_forget deletes the flow of entry v (found under k, the original
+ * direction's): its partner, if that is v's, then k. A flow whose source
+ * was translated (CT_NAT_SRC: masquerade, a remapped port; CT_NAT_BOTH: a
  * reply-tuple clash, a hairpin) keeps its reply entry until the GC takes
- * it: its translated tuple (client address and remapped port, backend)
- * is the backend's TIME_WAIT socket, which the GC holds it over for a
- * shared backend (internal/datapath/cthold.go); freed now, the client's
- * own next use of that port towards the backend would meet the TIME_WAIT
- * with sequence numbers computed for another destination. The new flow
+ * it, as any closed flow does: its translated tuple (the new source,
+ * the destination) is the far end's TIME_WAIT socket (which the GC holds
+ * a shared backend's over, internal/datapath/cthold.go); freed now, the
+ * next flow to take that port towards that end would meet the TIME_WAIT
+ * with sequence numbers computed for another connection. The new flow
  * takes another port. A BPF-to-BPF call: its partner key is not on the
  * frame of the tc pipeline's stages (at 6.1's 512-byte stack limit).
  */
@@ -183,7 +184,7 @@ static __noinline void ct_forget(const struct ct_key *k, const struct ct_val *v)
 	struct ct_key pk = {};
 	struct ct_val *pv;
 
-	if (v->nat != CT_NAT_BOTH) {
+	if (!(v->nat & CT_NAT_SRC)) {
 		ct_partner(k, v, &pk);
 		pv = bpf_map_lookup_elem(&xlane_ct, &pk);
 		if (pv && pv->dir != v->dir && pv->nat == ct_nat_mirror(v->nat))
