@@ -11,6 +11,10 @@
 //	              pods on routed veths (flannel's vxlan backend)
 //	linux-bridge  the same VXLAN routing, pods on a Linux bridge with iptables
 //	              FORWARD rules and conntrack (Docker-style)
+//	xlane-xdp     (only when asked for, -setups) xlane-tc's cluster with the
+//	              network in xdp mode (cross-node packets handed to tc,
+//	              pass_overlay): with xlane-tc, the issue's "tc and the
+//	              fastest mode"
 //	xlane-tc-fw   (only when asked for, -setups) xlane-tc with a firewall rule
 //	              set on node 2 (a to-endpoint rule the traffic does not match):
 //	              a new flow from the overlay takes the Linux path to the
@@ -66,7 +70,7 @@ import (
 // setups run by default; allSetups can be asked for.
 var (
 	setups    = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
-	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
+	allSetups = append(setups[:len(setups):len(setups)], "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
 )
 
 type options struct {
@@ -196,6 +200,7 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 		return err
 	}
 	runID = strings.Replace(runID, "xlb-", "xlbm-", 1)
+	log.Printf("this run's namespaces and pin dirs are named %s-* (not xlb-)", runID)
 	rep := report{RunHeader: harness.RunHeader{Started: time.Now(), Kernel: harness.KernelRelease(),
 		CPU: harness.CPUModel(), NProc: runtime.NumCPU(), LoadStart: harness.LoadAvg(),
 		Options: map[string]string{"reps": fmt.Sprint(o.Reps), "duration": o.Duration.String(), "streams": fmt.Sprint(o.streams)}}}
@@ -379,7 +384,7 @@ func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup st
 		return nil, err
 	}
 	switch setup {
-	case "xlane-tc", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic", "xlane-tc-vlan":
+	case "xlane-tc", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic", "xlane-tc-vlan":
 		return c, buildXlane(ctx, undo, tmp, bins, nodes, c, setup)
 	default:
 		return c, buildLinux(ctx, nodes, c, setup == "linux-bridge")
@@ -420,7 +425,10 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 		// The VLAN setup's one network: on VLAN 100 of node 1's uplink,
 		// node 2's pods behind VXLAN (the same name: the same VNI).
 		network, create := "pods", []string{"network", "create", "pods", "--mode", "tc"}
-		if setup == "xlane-tc-vlan" {
+		switch setup {
+		case "xlane-xdp":
+			create[len(create)-1] = "xdp"
+		case "xlane-tc-vlan":
 			network, create = "vl", []string{"network", "create", "vl", "--mode", "tc"}
 			if i == 0 {
 				create = append(create, "--vlan", fmt.Sprint(vlanID))

@@ -43,7 +43,7 @@ func TestMarkdown(t *testing.T) {
 		"| pod-pod | xlane-tc | 1 | 16.00 | 1.60x | 0.050 | 0.50x | 0 |",
 		"| pod-pod | linux-vxlan | 1 | 10.00 | 1.00x | 0.100 | 1.00x | 0 |",
 		"| pod-pod | xlane-tc | 30000 | 1.50x | 30.0 | 0.75x | 60.0 | 0.75x |",
-		"| nat-vxlan | xlane-tc | 1 | 14.00 | 1.40x |",        // median of 12 and 16
+		"| nat-vxlan | xlane-tc | 1 | 14.00 | 1.40x |",         // median of 12 and 16
 		"| vlan-vxlan | xlane-tc | 1 | 5.00 | - | 0.200 | - |", // no Linux row
 		"| s2 pod-pod xlane-tc: Gbit/s >= 1.5x linux-vxlan | 1 | 1.60x | met |",
 		"| s2 pod-pod xlane-tc: CPU-s/Gbit <= 0.6x linux-vxlan | 1 | 0.50x | met |",
