@@ -321,3 +321,81 @@ func BenchmarkMonitorCost(b *testing.B) {
 	c, _ := mon.Counters()
 	b.Logf("counters: %+v", c)
 }
+
+// BenchmarkCompareMonitor: the monitor's per-packet cost in two builds
+// (bench_compare_test.go: the embedded objects against XLANE_BENCH_OLD's,
+// a second copy of the old as the control), a forwarded packet (tc,
+// endpoint to peer) with the monitor off and with every type on at a rate
+// that gives a token per ~55 runs, as 1,000 events a second per CPU do
+// at the ~55,000 packets a second per CPU of bench/modes' TCP 4 streams:
+// the rate limit's regime there (lib/monitor.h), where the skipping
+// decides how many packets call the emitter and read the clock.
+//
+//	XLANE_BENCH_OLD=/path/to/old go test -run '^$' -bench CompareMonitor -benchtime 1x ./internal/bpf
+func BenchmarkCompareMonitor(b *testing.B) {
+	dir := os.Getenv("XLANE_BENCH_OLD")
+	if dir == "" {
+		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
+	}
+	hs := []*harness{newHarnessFrom(b, dir), newHarnessFrom(b, ""), newHarnessFrom(b, dir)}
+	for _, h := range hs {
+		rd, err := ringbuf.NewReader(h.objs.Monitor().Events)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { // drain, as xlaned does
+			defer close(done)
+			var rec ringbuf.Record
+			for {
+				rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+				if err := rd.ReadInto(&rec); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+					return
+				}
+			}
+		}()
+		defer func() { rd.Close(); <-done }()
+	}
+	frame := pktSpec{src: epLo.v4, dst: epPeer.v4, ttl: 255}.frame(b)
+	// The runs' pace, BPF_PROG_TEST_RUN's calls included: the rate that
+	// gives a token per 55 of them.
+	start := time.Now()
+	if _, err := sampleRuns(hs[1].do, hs[1].objs.FromEndpoint(), frame, actRedirect, compareCalls, compareBatch); err != nil {
+		b.Fatal(err)
+	}
+	perSec := float64(compareCalls*compareBatch) / time.Since(start).Seconds()
+	rate := uint32(max(perSec/55, 1))
+	b.Logf("%.0f runs/s: rate %d events/s", perSec, rate)
+	variants := []struct {
+		name  string
+		types MonType
+		rate  uint32
+	}{{"off", 0, 0}, {"all, a token per ~55 runs", MonAll, rate}}
+	samples := [3]map[string][]float64{{}, {}, {}}
+	var names []string
+	for _, v := range variants {
+		names = append(names, v.name)
+	}
+	for r := range compareRounds {
+		for _, v := range variants {
+			for j := range 3 {
+				i := (j + r) % 3 // each build leads in turn
+				h := hs[i]
+				if err := h.objs.Monitor().Set(v.types, v.rate, max(v.rate/10, 1)); err != nil {
+					b.Fatal(err)
+				}
+				ns, err := sampleRuns(h.do, h.objs.FromEndpoint(), frame, actRedirect, compareCalls, compareBatch)
+				if err != nil {
+					b.Fatalf("%s (%s): %v", v.name, []string{"old", "new", "control"}[i], err)
+				}
+				samples[i][v.name] = append(samples[i][v.name], ns)
+			}
+		}
+	}
+	for i, h := range hs {
+		c, _ := h.objs.Monitor().Counters()
+		b.Logf("%s counters: %+v", []string{"old", "new", "control"}[i], c)
+		h.objs.Monitor().Set(0, 0, 0)
+	}
+	compareReport(b, names, samples)
+}
