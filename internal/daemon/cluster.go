@@ -226,7 +226,7 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 		}
 		via := netip.Addr{}
 		if c.routing == model.RoutingNative {
-			peer.Flags = datapath.PeerNative
+			peer.Flags |= datapath.PeerNative // keeps PeerDown
 			a, ok := n.UnderlayOf(p.Addr().Is4())
 			if !ok {
 				return model.Fieldf("underlay", "node %q has no %s underlay address for its pod CIDR %s (native routing)", n.Name, family(p.Addr()), p)

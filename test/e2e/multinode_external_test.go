@@ -25,11 +25,11 @@ import (
 // n1's pod, or both, at an external VIP routed through n1, and at a port
 // n1's pod publishes; SHA-256-checked TCP both ways.
 //
-//	 out: 192.168.77.100, fd00:77::100 (no route to any pod; the VIPs 10.96.0.0/16, fd00:96::/64 via n1)
-//	  |
-//	 br0 (namespace "ul") ------------------------+
-//	  | ul0 192.168.77.1 (--uplink ul0)            | ul0 192.168.77.2 (--uplink ul0)
-//	 n1: pod 10.244.1.x, fd00:244:0:1::x          n2: pod 10.244.2.x, fd00:244:0:2::x
+//	out: 192.168.77.100, fd00:77::100 (no route to any pod; the VIPs 10.96.0.0/16, fd00:96::/64 via n1)
+//	 |
+//	br0 (namespace "ul") ------------------------+
+//	 | ul0 192.168.77.1 (--uplink ul0)            | ul0 192.168.77.2 (--uplink ul0)
+//	n1: pod 10.244.1.x, fd00:244:0:1::x          n2: pod 10.244.2.x, fd00:244:0:2::x
 //
 // A backend on the other node is reached from n1's cluster address (the
 // first of its pod CIDR: 10.244.1.0, fd00:244:0:1::), so its reply comes
@@ -85,11 +85,11 @@ func testMultiNodeExternal(t *testing.T, routing, mode string, v6Underlay bool) 
 	n1, n2 := cs[0], cs[1]
 	size := bulkSize(8<<20) / 2
 	type fam struct {
-		name             string
-		client           netip.Addr
-		node1, node2     netip.Addr // the nodes' uplink addresses
-		cluster1         netip.Addr // n1's cluster address (its SNAT source)
-		pod1, pod2       string // the pods' addresses, as in IP:PORT
+		name         string
+		client       netip.Addr
+		node1, node2 netip.Addr // the nodes' uplink addresses
+		cluster1     netip.Addr // n1's cluster address (its SNAT source)
+		pod1, pod2   string     // the pods' addresses, as in IP:PORT
 	}
 	fams := []fam{
 		{"ipv4", outside4, n1.under4, n2.under4, n1.pod4.Addr(), n1.ip4().String(), n2.ip4().String()},
