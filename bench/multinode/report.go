@@ -145,7 +145,8 @@ func (r *report) markdown(o options) string {
 	b.WriteString("CPU-s/Gbit: the whole machine's busy CPU time over each iperf3 run (/proc/stat, all CPUs: " +
 		"softirq, where forwarding, encapsulation and the BPF programs run, is charged to no process or namespace) " +
 		"per Gbit received; other load on the machine counts too, so it is an upper bound, and ratios are of runs interleaved in this run. " +
-		"TCP_RR: sockperf ping-pong, one message in flight, client and server on CPU " + rrCPU + ": transactions a second = round trips a second.\n\n")
+		"TCP_RR: sockperf ping-pong, one message in flight, client and server on CPU " + rrCPU + ": transactions a second = round trips a second. " +
+		"Ratios of CPU-s/Gbit and of latency: lower is better.\n\n")
 	var ts []target
 	if has(o.scenarios, 2) {
 		fmt.Fprintf(&b, "# Scenario 2: pod to pod across two nodes over VXLAN\n\nRatios to linux-vxlan.\n\n")

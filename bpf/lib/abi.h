@@ -745,10 +745,11 @@ struct mon_state {
 	 * lib/monitor.h. */
 	__u32 rule;		/* the deciding firewall rule's slot + 1 */
 	__u32 pending;		/* MON_FLOW_NEW, MON_FLOW_CLOSE bits */
-	/* The rate limit's events to suppress without reading the clock,
-	 * and the length of the next such run (lib/monitor.h). */
+	/* The rate limit's events still to suppress without reading the
+	 * clock, and those it suppressed so since the clock's last read
+	 * (lib/monitor.h). */
 	__u32 skip;
-	__u32 backoff;
+	__u32 seen;
 	struct ct_key new_key;	/* MON_FLOW_NEW: the flow as it opened */
 	struct ct_val new_val;	/* ... and its entry (NAT) */
 	struct ct_key close_key;	/* MON_FLOW_CLOSE */

@@ -320,7 +320,7 @@ type netkitMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     netkitCtKey
 	NewVal     netkitCtVal
 	CloseKey   netkitCtKey

@@ -136,7 +136,7 @@ type socklbMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     socklbCtKey
 	NewVal     socklbCtVal
 	CloseKey   socklbCtKey

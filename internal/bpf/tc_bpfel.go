@@ -458,7 +458,7 @@ type tcMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     tcCtKey
 	NewVal     tcCtVal
 	CloseKey   tcCtKey

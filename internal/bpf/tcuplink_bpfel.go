@@ -320,7 +320,7 @@ type tcuplinkMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     tcuplinkCtKey
 	NewVal     tcuplinkCtVal
 	CloseKey   tcuplinkCtKey

@@ -310,7 +310,7 @@ type uplinkMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     uplinkCtKey
 	NewVal     uplinkCtVal
 	CloseKey   uplinkCtKey

@@ -127,7 +127,7 @@ type vmportMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     vmportCtKey
 	NewVal     vmportCtVal
 	CloseKey   vmportCtKey

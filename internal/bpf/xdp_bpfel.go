@@ -310,7 +310,7 @@ type xdpMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     xdpCtKey
 	NewVal     xdpCtVal
 	CloseKey   xdpCtKey
