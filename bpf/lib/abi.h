@@ -248,6 +248,15 @@ struct xl_config {
 	__u16 clash_port_min;
 	__u16 clash_port_max;
 	__u32 pad;
+	/* This node's address in the cluster, per family: the first address
+	 * of its pod CIDR (never an endpoint's: ipam reserves a subnet's
+	 * first address; flannel gives its VXLAN device the same), or zero
+	 * (no cluster, no pod CIDR of the family). The source a flow from
+	 * off the node gets when its service backend is another node's pod
+	 * (lib/ct_nat.h ct_publish): peers route it back to this node, where
+	 * the reply is translated. Written by the daemon (its node record). */
+	__u8 cluster_v4[16];
+	__u8 cluster_v6[16];
 };
 
 /*
