@@ -381,7 +381,7 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 				return nil, fmt.Errorf("%s: %w", n.mode, err)
 			}
 			if r.OK == 0 || r.Failed > 0 {
-				return nil, fmt.Errorf("%s with %d Services: check run: %d ok, %d failed %v", n.mode, level, r.OK, r.Failed, r.Errors)
+				return nil, fmt.Errorf("%s with %d Services: check run: %d ok, %d failed %v, e.g. %v", n.mode, level, r.OK, r.Failed, r.Errors, r.Examples)
 			}
 		}
 		for r := 1; r <= o.Reps; r++ {
