@@ -49,6 +49,7 @@ type controlPlane struct {
 type cpOptions struct {
 	serviceCIDR string   // --service-cluster-ip-range; "": 10.96.0.0/16
 	kubelets    []string // node names that get a kubelet identity
+	qps         float32  // the test's clientset; 0: k8senv's default
 }
 
 // logProc is a process this test started, with its output kept for the
@@ -121,7 +122,7 @@ func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 func startControlPlaneWith(t *testing.T, bins, netns, addr string, opts cpOptions) *controlPlane {
 	t.Helper()
 	k, err := k8senv.Start(context.Background(), k8senv.Options{Bins: bins, Netns: netns, Addr: addr, Dir: t.TempDir(),
-		ServiceCIDR: opts.serviceCIDR, Kubelets: opts.kubelets, RBAC: "../../deploy/kubernetes/rbac.yaml"})
+		ServiceCIDR: opts.serviceCIDR, Kubelets: opts.kubelets, QPS: opts.qps, RBAC: "../../deploy/kubernetes/rbac.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}
