@@ -94,11 +94,12 @@ trap 'rm -rf "$list" "$tree" "$out.tmp"' EXIT
 		rel=${d#/}
 		echo "${rel:+$rel/}$b"
 	fi
-done | sort -u >"$list"
+done >"$list"
 for l in bin sbin lib lib32 lib64 libx32; do
 	[[ -L /$l ]] && echo "$l" >>"$list"
 done
 echo tmp >>"$list"
+sort -u -o "$list" "$list"
 # A link named (bin -> usr/bin) is archived as the link.
 tar -C / --no-recursion --numeric-owner -cf "$out.tmp" -T "$list"
 

@@ -107,6 +107,7 @@ func TestKubernetesDaemonSet(t *testing.T) {
 		ref = c.Image
 	}
 	archive := xlaneImage(t, ref)
+	t.Logf("image %s built, %v after the start", ref, time.Since(began).Round(time.Millisecond))
 	image := "docker.io/xlane-e2e/podserver:" + suffix()
 	var nodes []*kubeletNode
 	for i := 1; i <= 2; i++ {
@@ -138,6 +139,7 @@ func TestKubernetesDaemonSet(t *testing.T) {
 		}
 	}
 
+	t.Logf("nodes registered, no xlane on them, %v after the start: applying deploy/kubernetes", time.Since(began).Round(time.Millisecond))
 	if err := k8senv.Create(ctx, cp.cs, objs...); err != nil {
 		t.Fatalf("apply deploy/kubernetes: %v", err)
 	}

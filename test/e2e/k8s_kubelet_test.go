@@ -115,9 +115,10 @@ type kubeletOpts struct {
 
 // startKubeletNode starts node name (index i: underlay 192.168.78.i and
 // fd00:78::i on the bridge of namespace ul) with its xlaned, containerd
-// and kubelet. containerd and the kubelet share a mount namespace of the
-// node's (a kubelet's volume mounts are where containerd's runc binds
-// them from), whose /proc/sys files the kubelet writes are copies.
+// and kubelet. The kubelet runs in a mount namespace of the node's whose
+// /proc/sys files the kubelet writes are copies; for the DaemonSet,
+// containerd runs there too (a kubelet's volume mounts, such as a service
+// account token, are where containerd's runc binds them from).
 func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i int, image string, opts kubeletOpts) *kubeletNode {
 	t.Helper()
 	k := &kubeletNode{name: fmt.Sprintf("n%d", i),
@@ -174,8 +175,15 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		}
 		// Shared: the DaemonSet mounts /sys/fs/bpf Bidirectional and
 		// /var/run/netns HostToContainer (pins made after xlaned
-		// started reach it), which containerd checks.
-		binds = append(binds, "mount --make-shared /run/netns", "mount -t bpf bpf /sys/fs/bpf", "mount --make-shared /sys/fs/bpf")
+		// started reach it), which containerd checks (on the first
+		// mount it finds at the path: the machine's bpffs is unmounted
+		// here first, not stacked under the node's).
+		// containerd 1.6 checks /var/run/netns without following /var/run
+		// -> /run, on the mount of "/": shared, as on a node with
+		// systemd (the machine's is private; the node's copy is
+		// shared in its own namespace only).
+		binds = append(binds, "mount --make-shared /", "mount --make-shared /run/netns",
+			"(umount /sys/fs/bpf 2>/dev/null || true)", "mount -t bpf bpf /sys/fs/bpf", "mount --make-shared /sys/fs/bpf")
 		// The hostPath /lib/modules (type Directory): a node has one.
 		hostMountpoint(t, "/lib/modules")
 	}
@@ -196,7 +204,11 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		k.node.socket = filepath.Join(mdir, "host", "run-xlane", "xlane.sock")
 		k.node.pinDir = filepath.Join(k.root, "sys/fs/bpf/xlane")
 	} else {
-		k.cri = startCRIHostWith(t, k.node, criOpts{conflist: deployConflist(t, k.node.socket), mntns: k.mntns})
+		// containerd in the machine's mount namespace, where the test's
+		// xlaned opens the pods' namespaces it pins (the kubelet's mount
+		// namespace is a slave of it: it sees them too). The pods mount
+		// no volumes.
+		k.cri = startCRIHost(t, k.node, deployConflist(t, k.node.socket))
 	}
 	k.cri.importImage(image, "github.com/xlane-dev/xlane/test/e2e/podserver", "/podserver")
 	for _, a := range opts.images {

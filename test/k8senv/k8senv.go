@@ -185,6 +185,9 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+sa, "--service-account-signing-key-file="+sa,
 		admission,
+		// As kubeadm's clusters: the xlane DaemonSet's xlaned is
+		// privileged.
+		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--v=0")
 	if err != nil {
