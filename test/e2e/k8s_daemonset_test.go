@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/test/k8senv"
 )
 
@@ -163,6 +164,22 @@ func TestKubernetesDaemonSet(t *testing.T) {
 	}
 	kc.waitNodes(t, nodes, began)
 	pods := startWebPods(t, cp, nodes, image, began)
+	// The pods' network, made by the first pod's CNI ADD, runs the mode
+	// the ConfigMap's configuration asks for: a BPF one (kernel mode
+	// would leave Services untranslated: no kube-proxy here).
+	var conf struct {
+		Plugins []struct{ Mode string } `json:"plugins"`
+	}
+	if err := json.Unmarshal([]byte(cm.Data["10-xlane.conflist"]), &conf); err != nil || len(conf.Plugins) == 0 {
+		t.Fatalf("ConfigMap 10-xlane.conflist: %v", err)
+	}
+	for _, k := range nodes {
+		var n model.Network
+		k.mustXlane(&n, "network", "inspect", "pods")
+		if string(n.Mode) != conf.Plugins[0].Mode || !n.Mode.BPF() {
+			t.Errorf("%s: network pods runs mode %s (%s), the ConfigMap asks for %s", k.name, n.Mode, n.ModeReason, conf.Plugins[0].Mode)
+		}
+	}
 
 	t.Run("pod to pod across nodes", func(t *testing.T) { podToPod(t, pods) })
 
