@@ -92,7 +92,7 @@ test-k8s: build
 # node a kubelet, containerd and xlaned (xlane-cni), with kube-apiserver,
 # etcd and kube-controller-manager (TestKubernetesCluster), and the same
 # with kube-scheduler where deploy/kubernetes installs xlane
-# (TestKubernetesDaemonSet); ~1 and ~2 min once the binaries are
+# (TestKubernetesDaemonSet); ~1 and 1-3 min once the binaries are
 # cached (scripts/k8s-bins.sh builds the kubelet, the controller manager
 # and the scheduler first where they are not). `make test` skips them: it
 # would build those three more binaries on a machine without them.
