@@ -10,10 +10,15 @@ func TestParseFWFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf {
+	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf ||
+		len(o.genBatches) != 1 || o.genBatches[0] != fwGenBatch {
 		t.Fatalf("-quick: %+v", o)
 	}
-	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"}} {
+	if o, err = parseFWFlags([]string{"-gen-batch", "64, 256"}); err != nil || len(o.genBatches) != 2 || o.genBatches[0] != 64 || o.genBatches[1] != 256 {
+		t.Fatalf("-gen-batch 64,256: %v, %+v", err, o.genBatches)
+	}
+	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"},
+		{"-gen-batch", "0"}, {"-gen-batch", "257"}, {"-gen-batch", "64,64"}, {"-gen-batch", "x"}} {
 		if _, err := parseFWFlags(bad); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}
@@ -38,9 +43,11 @@ func TestFWMarkdownRatios(t *testing.T) {
 	o.Reps = 1
 	rep := &fwReport{Versions: map[string]string{}}
 	for _, s := range []fwSample{
-		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4, ProgNsPerPkt: 150, Offered: 100, RingFull: 40},
+		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4, ProgNsPerPkt: 150, Offered: 100, RingFull: 40,
+			NAPIBusyPct: 97, NAPINsPerDrop: 240, GenNsPerFrame: 110},
 		{Variant: "xlane-native", Rules: 10000, DroppedMpps: 4},
-		{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8, ProgNsPerPkt: 20}, {Variant: "xdp-drop", Rules: 10000, DroppedMpps: 8},
+		{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8, ProgNsPerPkt: 20, NAPIBusyPct: 70, NAPINsPerDrop: 88},
+		{Variant: "xdp-drop", Rules: 10000, DroppedMpps: 8},
 		{Variant: "xlane-generic", Rules: 1, DroppedMpps: 2}, {Variant: "xlane-generic", Rules: 10000, DroppedMpps: 2},
 		{Variant: "iptables", Rules: 1, DroppedMpps: 1}, {Variant: "iptables", Rules: 10000, DroppedMpps: 0.01},
 		{Variant: "nftables", Rules: 1, DroppedMpps: 2}, {Variant: "nftables", Rules: 10000, DroppedMpps: 0.02},
@@ -49,8 +56,11 @@ func TestFWMarkdownRatios(t *testing.T) {
 	}
 	md := fwMarkdown(rep, o)
 	for _, want := range []string{
-		"| 1 | xlane-native | 4.000 |", "| 4.00× | 2.00× | 0.50× | 40 % | 150 |", // vs iptables, nftables, the bare drop; ring full; program
-		"| 1 | xdp-drop | 8.000 |", "| 8.00× | 4.00× | 1 | 0 % | 20 |", "| 1 | nftables | 2.000 | 0.000 | 0 % | 0 | 2.00× | 1 | 0.25× | 0 % | – |",
+		// receiver busy and ns/drop; vs iptables, nftables, the bare drop; ring full; generator; program
+		"| 1 | xlane-native | 4.000 | 0.000 | 97 % | 240 | 4.00× | 2.00× | 0.50× | 40 % | 110 | 150 |",
+		"| 1 | xdp-drop | 8.000 ‡ | 0.000 | 70 % | 88 | 8.00× | 4.00× | 1 | 0 % | – | 20 |", // ‡: the receiver waited
+		"‡ The receiver was busy less than 90 %",
+		"| 1 | nftables | 2.000 | 0.000 | – | – | 2.00× | 1 | 0.25× | 0 % | – | – |",
 		"| 10000 | xlane-native | 4.000 |", "| 400.00× | 200.00× |",
 		"xlane-native 1.00", "iptables 0.01",
 		"| xlane-native | 1 | 0.50 met | 4.00 met | 2.00 **missed** |",
@@ -58,6 +68,39 @@ func TestFWMarkdownRatios(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// With two generator batches, each gets its own table and targets, from
+// its own samples.
+func TestFWMarkdownBatches(t *testing.T) {
+	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "iptables", "nftables", "xdp-drop"}, genBatches: []uint32{64, 256}}
+	o.Reps = 1
+	rep := &fwReport{Versions: map[string]string{}}
+	for _, b := range o.genBatches {
+		f := float64(b) / 64 // batch 256: everything 4x
+		rep.Samples = append(rep.Samples,
+			fwSample{Variant: "xlane-native", Rules: 1, DroppedMpps: 2 * f, GenBatch: b},
+			fwSample{Variant: "iptables", Rules: 1, DroppedMpps: 1, GenBatch: b},
+			fwSample{Variant: "nftables", Rules: 1, DroppedMpps: 1, GenBatch: b},
+			fwSample{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8 * f, GenBatch: b})
+	}
+	md := fwMarkdown(rep, o)
+	i64, i256 := strings.Index(md, "### Generator batch 64"), strings.Index(md, "### Generator batch 256")
+	if i64 < 0 || i256 < i64 {
+		t.Fatalf("want a section per batch, 64 then 256:\n%s", md)
+	}
+	for _, c := range []struct {
+		section, want string
+	}{
+		{md[i64:i256], "| 1 | xlane-native | 2.000 |"},
+		{md[i64:i256], "| xlane-native | 1 | 0.25 **missed** | 2.00 **missed** | 2.00 **missed** |"},
+		{md[i256:], "| 1 | xlane-native | 8.000 |"},
+		{md[i256:], "| xlane-native | 1 | 0.25 **missed** | 8.00 met | 8.00 met |"},
+	} {
+		if !strings.Contains(c.section, c.want) {
+			t.Errorf("section lacks %q:\n%s", c.want, c.section)
 		}
 	}
 }
