@@ -100,9 +100,12 @@ func Generate(ctx context.Context, objs *gen.Objects, p harness.Pair, d time.Dur
 	return run, err
 }
 
-// ThreadTimes are a thread's CPU time and sleeps so far.
+// ThreadTimes are a thread's CPU time, run-queue time and sleeps so far.
+// Over an interval, what is neither Run nor Wait the thread slept: for a
+// NAPI thread, it had no packets.
 type ThreadTimes struct {
 	Run    time.Duration // time on a CPU (/proc/PID/schedstat)
+	Wait   time.Duration // runnable but waiting for the CPU (other load, or a higher priority)
 	Sleeps uint64        // voluntary context switches: each a wait for work and a wake-up
 }
 
@@ -118,14 +121,16 @@ func ReadThread(pid int) (ThreadTimes, error) {
 		return t, fmt.Errorf("thread times: %w", err)
 	}
 	f := strings.Fields(string(b))
-	if len(f) < 1 {
+	if len(f) < 2 {
 		return t, fmt.Errorf("thread times: %s/schedstat: %q", dir, b)
 	}
-	ns, err := strconv.ParseUint(f[0], 10, 64)
-	if err != nil {
-		return t, fmt.Errorf("thread times: %s/schedstat: %w", dir, err)
+	for i, d := range []*time.Duration{&t.Run, &t.Wait} {
+		ns, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return t, fmt.Errorf("thread times: %s/schedstat: %w", dir, err)
+		}
+		*d = time.Duration(ns)
 	}
-	t.Run = time.Duration(ns)
 	b, err = os.ReadFile(dir + "/status")
 	if err != nil {
 		return t, fmt.Errorf("thread times: %w", err)
