@@ -118,14 +118,24 @@ type fwOptions struct {
 	levels           []int
 	variants         []string
 	iperf            bool
-	progStats        bool     // the filter program's own time per packet (BPF_ENABLE_STATS)
-	genBatches       []uint32 // the generator's frames per flush; more than one: each drop run once per batch, interleaved
+	progStats        bool    // the filter program's own time per packet (BPF_ENABLE_STATS)
+	gens             []fwGen // the generator's settings; more than one: each drop run once per setting, interleaved (an A/B)
+}
+
+// fwGen is one setting of the generator (-gen-batch, -gen-backfill).
+type fwGen struct {
+	batch    uint32
+	backfill bool
+}
+
+func (g fwGen) String() string {
+	return fmt.Sprintf("batch %d, backfill %s", g.batch, map[bool]string{true: "on", false: "off"}[g.backfill])
 }
 
 func parseFWFlags(args []string) (fwOptions, error) {
 	var o fwOptions
 	fs := flag.NewFlagSet("fw", flag.ContinueOnError)
-	var levels, variants, batches string
+	var levels, variants, batches, backfills string
 	o.Register(fs, harness.RunFlagsUsage{
 		Quick:           "1 repetition, 1 s drop runs and 2 s iperf3 runs (unless given)",
 		Reps:            "repetitions; each runs every variant once, interleaved",
@@ -140,6 +150,7 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
 	fs.StringVar(&batches, "gen-batch", strconv.Itoa(fwGenBatch), fmt.Sprintf("the generator's frames per flush (BPF_PROG_RUN batch_size, 1..%d; "+
 		"the kernel's default is %d); a list runs every drop run once per batch, interleaved (an A/B of the generator)", gen.MaxBatch, gen.DefaultBatch))
+	fs.StringVar(&backfills, "gen-backfill", "off", "a second generator thread on CPU 0 below the receiver's priority (on, off; off,on: an A/B)")
 	fs.BoolVar(&o.progStats, "prog-stats", false, "also the XDP filter program's own ns per packet (kernel BPF run statistics, "+
 		"on for the run: they add two clock reads to every BPF program run, so rates are lower than without)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
@@ -152,12 +163,22 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	if o.variants, err = harness.ParseChoices("variants", variants, fwVariants); err != nil {
 		return o, err
 	}
+	var bs []uint32
 	for _, f := range strings.Split(batches, ",") {
 		b, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
-		if err != nil || b < 1 || b > gen.MaxBatch || slices.Contains(o.genBatches, uint32(b)) {
+		if err != nil || b < 1 || b > gen.MaxBatch || slices.Contains(bs, uint32(b)) {
 			return o, fmt.Errorf("-gen-batch: %q: want distinct numbers from 1 to %d", f, gen.MaxBatch)
 		}
-		o.genBatches = append(o.genBatches, uint32(b))
+		bs = append(bs, uint32(b))
+	}
+	bf, err := harness.ParseChoices("gen-backfill", backfills, []string{"off", "on"})
+	if err != nil {
+		return o, err
+	}
+	for _, b := range bs {
+		for _, f := range bf {
+			o.gens = append(o.gens, fwGen{batch: b, backfill: f == "on"})
+		}
 	}
 	if o.Reps < 1 || o.Duration < 500*time.Millisecond || o.tcpDur < time.Second {
 		return o, errors.New("-reps >= 1, -duration >= 500ms, -tcp-duration >= 1s")
@@ -189,8 +210,11 @@ type fwSample struct {
 	NAPISleeps    uint64  `json:"napi_sleeps"`      // times it found d0's ring empty and slept until the generator woke it
 	// The generator: its batch (-gen-batch) and its thread's run time.
 	GenBatch      uint32  `json:"gen_batch"`
-	GenBusyPct    float64 `json:"gen_busy_pct"`     // run time / Seconds
-	GenNsPerFrame float64 `json:"gen_ns_per_frame"` // run time / Offered
+	GenBackfill   bool    `json:"gen_backfill"`
+	GenBackfillMs float64 `json:"gen_backfill_ms,omitempty"` // the backfill thread's run time
+	GenWaitPct    float64 `json:"gen_wait_pct"`              // the main generator thread runnable, not running / Seconds
+	GenBusyPct    float64 `json:"gen_busy_pct"`              // run time / Seconds
+	GenNsPerFrame float64 `json:"gen_ns_per_frame"`          // run time / Offered
 	// StealPct is the time the hypervisor ran something else on CPUs 0
 	// and 1 (/proc/stat steal), a share of both: a slower machine, not a
 	// slower filter.
@@ -486,8 +510,8 @@ func readCPUN(cpu int) (cpuTimes, error) {
 }
 
 // dropRun measures the drop rate of t's filter for d.
-func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, batch uint32, progStats bool) (fwSample, error) {
-	s := fwSample{Variant: t.variant, Rules: n, Rep: rep, GenBatch: batch}
+func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwGen, progStats bool) (fwSample, error) {
+	s := fwSample{Variant: t.variant, Rules: n, Rep: rep, GenBatch: g.batch, GenBackfill: g.backfill}
 	var undo harness.UndoStack
 	defer func() {
 		if err := undo.Run(); err != nil {
@@ -545,7 +569,7 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, batch
 			return s, err
 		}
 	}
-	run, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d, rate.Options{Batch: batch})
+	run, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d, rate.Options{Batch: g.batch, Backfill: g.backfill})
 	if err != nil {
 		return s, err
 	}
@@ -616,6 +640,8 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, batch
 		s.NAPISleeps = napi1.Sleeps - napi0.Sleeps
 	}
 	s.GenBusyPct = 100 * run.CPU.Seconds() / s.Seconds
+	s.GenWaitPct = 100 * run.Wait.Seconds() / s.Seconds
+	s.GenBackfillMs = float64(run.Backfill.Microseconds()) / 1000
 	s.GenNsPerFrame = float64(run.CPU.Nanoseconds()) / float64(s.Offered)
 	return s, nil
 }
@@ -651,8 +677,8 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 			"duration": o.Duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.Reps),
 			"levels": fmt.Sprint(o.levels), "variants": strings.Join(o.variants, ","), "iperf": strconv.FormatBool(o.iperf),
 			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)" +
-				map[bool]string{true: ", each once per generator batch", false: ""}[len(o.genBatches) > 1],
-			"gen-batch": fmt.Sprint(o.genBatches),
+				map[bool]string{true: ", each once per generator setting", false: ""}[len(o.gens) > 1],
+			"generator": fmt.Sprint(o.gens),
 		}},
 		Versions: map[string]string{}, LoadTimes: map[string]string{}}
 	for name, argv := range map[string][]string{"iptables": {"iptables", "-V"}, "nft": {"nft", "-v"}, "iperf3": {"iperf3", "--version"}} {
@@ -695,24 +721,24 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		}
 		return nil
 	}
-	total, k := len(o.levels)*o.Reps*len(topos)*len(o.genBatches), 0
+	total, k := len(o.levels)*o.Reps*len(topos)*len(o.gens), 0
 	for _, n := range o.levels {
 		if err := load(n); err != nil {
 			return nil, err
 		}
 		for r := 1; r <= o.Reps; r++ {
 			for _, t := range topos {
-				for _, b := range o.genBatches {
+				for _, g := range o.gens {
 					k++
-					s, err := t.dropRun(ctx, n, r, o.Duration, b, o.progStats)
+					s, err := t.dropRun(ctx, n, r, o.Duration, g, o.progStats)
 					if err != nil {
-						return nil, fmt.Errorf("%s %d rules (rep %d, batch %d): %w", t.variant, n, r, b, err)
+						return nil, fmt.Errorf("%s %d rules (rep %d, generator %s): %w", t.variant, n, r, g, err)
 					}
 					rep.Samples = append(rep.Samples, s)
-					log.Printf("[%d/%d] %5d rules rep %d %-13s batch %3d: dropped %.3f Mpps of %.3f offered (ring full %d); "+
+					log.Printf("[%d/%d] %5d rules rep %d %-13s %s: dropped %.3f Mpps of %.3f offered (ring full %d); "+
 						"receiver %.0f%% busy, %.0f%% waiting for the CPU, %.0f%% idle, %.0f ns/drop, %d sleeps; generator %.0f%% busy, %.0f ns/frame; "+
 						"cpu0 %.0f%% busy; steal %.1f%%; program %.0f ns/pkt",
-						k, total, n, r, t.variant, b, s.DroppedMpps, s.OfferedMpps, s.RingFull,
+						k, total, n, r, t.variant, g, s.DroppedMpps, s.OfferedMpps, s.RingFull,
 						s.NAPIBusyPct, s.NAPIWaitPct, s.NAPIIdlePct, s.NAPINsPerDrop, s.NAPISleeps, s.GenBusyPct, s.GenNsPerFrame,
 						s.CPU0BusyPct, s.StealPct, s.ProgNsPerPkt)
 				}
@@ -863,15 +889,15 @@ func fwMedian(ss []fwSample, variant string, n int, metric func(fwSample) float6
 	return measure.Median(xs)
 }
 
-// fwBatchSamples are the samples of generator batch b (all of them when
-// the run had one batch).
-func fwBatchSamples(ss []fwSample, o fwOptions, b uint32) []fwSample {
-	if len(o.genBatches) < 2 {
+// fwGenSamples are the samples of generator setting g (all of them when
+// the run had one).
+func fwGenSamples(ss []fwSample, o fwOptions, g fwGen) []fwSample {
+	if len(o.gens) < 2 {
 		return ss
 	}
 	var out []fwSample
 	for _, s := range ss {
-		if s.GenBatch == b {
+		if s.GenBatch == g.batch && s.GenBackfill == g.backfill {
 			out = append(out, s)
 		}
 	}
@@ -885,20 +911,20 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 		rep.Started.UTC().Format(time.RFC3339), rep.Kernel, rep.NProc, rep.CPU, rep.GitCommit, rep.LoadStart, rep.LoadEnd)
 	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
 		o.Reps, o.Duration, rep.Versions["iptables"], rep.Versions["nft"])
-	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1, batch %s) into a veth whose far side "+
+	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1; %s) into a veth whose far side "+
 		"(d0's NAPI thread, CPU 0, the receiver) carries the filter: N-1 non-matching rules, then the dropping one. "+
 		"Dropped = that rule's counter; ratios are medians of the same run. Receiver: d0's NAPI thread (schedstat): its share of the run "+
 		"on CPU 0 (busy) and asleep for want of frames (idle), and its run time per drop; idle above %.0f %% (‡): the rate is the generator's, "+
 		"not the filter's. Generator: its thread's run time per frame offered.\n",
-		strings.Trim(strings.Join(strings.Fields(fmt.Sprint(o.genBatches)), ", "), "[]"), fwIdleLimit)
-	batches := o.genBatches
-	if len(batches) < 2 {
-		batches = []uint32{0}
+		strings.Trim(fmt.Sprint(o.gens), "[]"), fwIdleLimit)
+	gens := o.gens
+	if len(gens) < 2 {
+		gens = []fwGen{{}}
 	}
-	for _, gb := range batches {
-		ss := fwBatchSamples(rep.Samples, o, gb)
-		if gb != 0 {
-			fmt.Fprintf(&b, "\n### Generator batch %d\n", gb)
+	for _, g := range gens {
+		ss := fwGenSamples(rep.Samples, o, g)
+		if len(o.gens) > 1 {
+			fmt.Fprintf(&b, "\n### Generator: %s\n", g)
 		}
 		b.WriteString(fwDropTable(ss, o))
 		b.WriteString(fwTargets(ss, o))

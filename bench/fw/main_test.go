@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,14 +12,15 @@ func TestParseFWFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf ||
-		len(o.genBatches) != 1 || o.genBatches[0] != fwGenBatch {
+		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: fwGenBatch}) {
 		t.Fatalf("-quick: %+v", o)
 	}
-	if o, err = parseFWFlags([]string{"-gen-batch", "64, 256"}); err != nil || len(o.genBatches) != 2 || o.genBatches[0] != 64 || o.genBatches[1] != 256 {
-		t.Fatalf("-gen-batch 64,256: %v, %+v", err, o.genBatches)
+	o, err = parseFWFlags([]string{"-gen-batch", "64, 256", "-gen-backfill", "off,on"})
+	if want := []fwGen{{64, false}, {64, true}, {256, false}, {256, true}}; err != nil || !slices.Equal(o.gens, want) {
+		t.Fatalf("-gen-batch 64,256 -gen-backfill off,on: %v, %v, want %v", err, o.gens, want)
 	}
 	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"},
-		{"-gen-batch", "0"}, {"-gen-batch", "257"}, {"-gen-batch", "64,64"}, {"-gen-batch", "x"}} {
+		{"-gen-batch", "0"}, {"-gen-batch", "257"}, {"-gen-batch", "64,64"}, {"-gen-batch", "x"}, {"-gen-backfill", "yes"}} {
 		if _, err := parseFWFlags(bad); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}
@@ -77,10 +79,11 @@ func TestFWMarkdownRatios(t *testing.T) {
 // With two generator batches, each gets its own table and targets, from
 // its own samples.
 func TestFWMarkdownBatches(t *testing.T) {
-	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "iptables", "nftables", "xdp-drop"}, genBatches: []uint32{64, 256}}
+	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "iptables", "nftables", "xdp-drop"}, gens: []fwGen{{64, false}, {256, false}}}
 	o.Reps = 1
 	rep := &fwReport{Versions: map[string]string{}}
-	for _, b := range o.genBatches {
+	for _, g := range o.gens {
+		b := g.batch
 		f := float64(b) / 64 // batch 256: everything 4x
 		rep.Samples = append(rep.Samples,
 			fwSample{Variant: "xlane-native", Rules: 1, DroppedMpps: 2 * f, GenBatch: b},
@@ -89,7 +92,7 @@ func TestFWMarkdownBatches(t *testing.T) {
 			fwSample{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8 * f, GenBatch: b})
 	}
 	md := fwMarkdown(rep, o)
-	i64, i256 := strings.Index(md, "### Generator batch 64"), strings.Index(md, "### Generator batch 256")
+	i64, i256 := strings.Index(md, "### Generator: batch 64, backfill off"), strings.Index(md, "### Generator: batch 256, backfill off")
 	if i64 < 0 || i256 < i64 {
 		t.Fatalf("want a section per batch, 64 then 256:\n%s", md)
 	}
