@@ -106,11 +106,15 @@ const fwDropPort = 9
 const fwGenBatch = 256
 
 // fwIdleLimit is the share of a drop run the receiver (d0's NAPI thread)
-// may sleep for want of frames and still count as saturated: above it the
-// rate is the generator's, not the filter's. Busy alone does not tell:
-// other load takes CPU 0 from the thread too (it then waits runnable,
-// which schedstat counts apart).
-const fwIdleLimit = 5.0
+// may go without frames (with the backfill thread: that thread's run time)
+// and still count as saturated: above it the rate is the generator's, not
+// the filter's. Busy alone does not tell: other load takes CPU 0 from the
+// thread too. Without the backfill thread, fwSleepLimit sleeps a second
+// stand in for it.
+const (
+	fwIdleLimit  = 5.0
+	fwSleepLimit = 100.0
+)
 
 type fwOptions struct {
 	harness.RunFlags               // Duration: each drop run (generator time)
@@ -150,7 +154,7 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
 	fs.StringVar(&batches, "gen-batch", strconv.Itoa(fwGenBatch), fmt.Sprintf("the generator's frames per flush (BPF_PROG_RUN batch_size, 1..%d; "+
 		"the kernel's default is %d); a list runs every drop run once per batch, interleaved (an A/B of the generator)", gen.MaxBatch, gen.DefaultBatch))
-	fs.StringVar(&backfills, "gen-backfill", "off", "a second generator thread on CPU 0 below the receiver's priority (on, off; off,on: an A/B)")
+	fs.StringVar(&backfills, "gen-backfill", "on", "a second generator thread on CPU 0 below the receiver's priority (on, off; off,on: an A/B)")
 	fs.BoolVar(&o.progStats, "prog-stats", false, "also the XDP filter program's own ns per packet (kernel BPF run statistics, "+
 		"on for the run: they add two clock reads to every BPF program run, so rates are lower than without)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
@@ -203,9 +207,14 @@ type fwSample struct {
 	// The receiver: d0's NAPI thread (threaded, CPU 0), which does all of
 	// the filter's work and nothing else (CPU 0's figures include other
 	// load on the machine).
-	NAPIBusyPct   float64 `json:"napi_busy_pct"`    // its run time / Seconds
-	NAPIWaitPct   float64 `json:"napi_wait_pct"`    // runnable, waiting for CPU 0 (other load) / Seconds
-	NAPIIdlePct   float64 `json:"napi_idle_pct"`    // the rest: asleep, no frames to take: the generator's limit
+	NAPIBusyPct float64 `json:"napi_busy_pct"` // its run time / Seconds
+	NAPIWaitPct float64 `json:"napi_wait_pct"` // runnable, waiting for CPU 0 (other load) / Seconds
+	// NAPIIdlePct is the share of the run the receiver had no frames to
+	// take (the generator's limit): with the backfill thread, which runs
+	// on CPU 0 exactly then, its run time; without, unknown (0): other
+	// load also takes CPU 0 from the thread without schedstat counting it
+	// as waiting, so the run time alone does not tell.
+	NAPIIdlePct   float64 `json:"napi_idle_pct"`
 	NAPINsPerDrop float64 `json:"napi_ns_per_drop"` // its run time / Dropped
 	NAPISleeps    uint64  `json:"napi_sleeps"`      // times it found d0's ring empty and slept until the generator woke it
 	// The generator: its batch (-gen-batch) and its thread's run time.
@@ -635,7 +644,9 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwG
 		busy, wait := napi1.Run-napi0.Run, napi1.Wait-napi0.Wait
 		s.NAPIBusyPct = 100 * busy.Seconds() / s.Seconds
 		s.NAPIWaitPct = 100 * wait.Seconds() / s.Seconds
-		s.NAPIIdlePct = max(0, 100-s.NAPIBusyPct-s.NAPIWaitPct)
+		if g.backfill {
+			s.NAPIIdlePct = 100 * run.Backfill.Seconds() / s.Seconds
+		}
 		s.NAPINsPerDrop = float64(busy.Nanoseconds()) / float64(s.Dropped)
 		s.NAPISleeps = napi1.Sleeps - napi0.Sleeps
 	}
@@ -914,9 +925,9 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1; %s) into a veth whose far side "+
 		"(d0's NAPI thread, CPU 0, the receiver) carries the filter: N-1 non-matching rules, then the dropping one. "+
 		"Dropped = that rule's counter; ratios are medians of the same run. Receiver: d0's NAPI thread (schedstat): its share of the run "+
-		"on CPU 0 (busy) and asleep for want of frames (idle), and its run time per drop; idle above %.0f %% (‡): the rate is the generator's, "+
-		"not the filter's. Generator: its thread's run time per frame offered.\n",
-		strings.Trim(fmt.Sprint(o.gens), "[]"), fwIdleLimit)
+		"on CPU 0 (busy), how long it had no frames (idle: the backfill thread's run time) or how often it ran dry (sleeps/s, without backfill), "+
+		"and its run time per drop; ‡: the rate is the generator's, not the filter's. Generator: its threads' run time per frame offered.\n",
+		strings.Trim(fmt.Sprint(o.gens), "[]"))
 	gens := o.gens
 	if len(gens) < 2 {
 		gens = []fwGen{{}}
@@ -969,7 +980,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 // batch, and the largest rule count against the smallest.
 func fwDropTable(ss []fwSample, o fwOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| rules | variant | dropped Mpps | offered Mpps | receiver busy, idle | receiver ns / drop | vs iptables | vs nftables | vs xdp-drop | ring full | generator ns / frame | program ns / pkt |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "\n| rules | variant | dropped Mpps | offered Mpps | receiver busy | receiver ns / drop | vs iptables | vs nftables | vs xdp-drop | ring full | generator ns / frame | program ns / pkt |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	drop := func(s fwSample) float64 { return s.DroppedMpps }
 	med := func(v string, n int, metric func(fwSample) float64) float64 { return fwMedian(ss, v, n, metric) }
 	idle := false
@@ -996,11 +1007,16 @@ func fwDropTable(ss []fwSample, o fwOptions) string {
 			}
 			busy := med(v, n, func(s fwSample) float64 { return s.NAPIBusyPct })
 			idlePct := med(v, n, func(s fwSample) float64 { return s.NAPIIdlePct })
+			sleeps := med(v, n, func(s fwSample) float64 { return float64(s.NAPISleeps) / max(s.Seconds, 1e-9) })
+			backfill := len(ss) > 0 && ss[0].GenBackfill
 			mark, receiver := "", "–"
-			if busy > 0 {
-				receiver = fmt.Sprintf("%.0f %%, %.0f %%", busy, idlePct)
+			switch {
+			case busy > 0 && backfill:
+				receiver = fmt.Sprintf("%.0f %%, idle %.0f %%", busy, idlePct)
+			case busy > 0:
+				receiver = fmt.Sprintf("%.0f %%, %.0f sleeps/s", busy, sleeps)
 			}
-			if busy > 0 && idlePct > fwIdleLimit {
+			if busy > 0 && (backfill && idlePct > fwIdleLimit || !backfill && sleeps > fwSleepLimit) {
 				mark, idle = " ‡", true
 			}
 			fmt.Fprintf(&b, "| %d | %s | %.3f%s | %.3f | %s | %s | %s | %s | %s | %.0f %% | %s | %s |\n", n, v, dm, mark,
@@ -1014,8 +1030,8 @@ func fwDropTable(ss []fwSample, o fwOptions) string {
 		}
 	}
 	if idle {
-		fmt.Fprintf(&b, "\n‡ The receiver slept for want of frames more than %.0f %% of the run: this rate is what the generator delivered, "+
-			"not the filter's capacity (roughly 1000 / receiver ns per drop Mpps).\n", fwIdleLimit)
+		fmt.Fprintf(&b, "\n‡ The receiver ran out of frames (idle above %.0f %% of the run; without the backfill thread: more than %.0f sleeps a second): "+
+			"this rate is what the generator delivered, not the filter's capacity (roughly 1000 / receiver ns per drop Mpps).\n", fwIdleLimit, fwSleepLimit)
 	}
 	var steal []float64
 	for _, s := range ss {

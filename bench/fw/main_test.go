@@ -12,7 +12,7 @@ func TestParseFWFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf ||
-		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: fwGenBatch}) {
+		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: fwGenBatch, backfill: true}) {
 		t.Fatalf("-quick: %+v", o)
 	}
 	o, err = parseFWFlags([]string{"-gen-batch", "64, 256", "-gen-backfill", "off,on"})
@@ -45,10 +45,10 @@ func TestFWMarkdownRatios(t *testing.T) {
 	o.Reps = 1
 	rep := &fwReport{Versions: map[string]string{}}
 	for _, s := range []fwSample{
-		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4, ProgNsPerPkt: 150, Offered: 100, RingFull: 40,
-			NAPIBusyPct: 80, NAPIWaitPct: 19, NAPIIdlePct: 1, NAPINsPerDrop: 240, GenNsPerFrame: 110, StealPct: 3},
+		{Variant: "xlane-native", Rules: 1, DroppedMpps: 4, ProgNsPerPkt: 150, Offered: 100, RingFull: 40, Seconds: 1,
+			NAPIBusyPct: 80, NAPISleeps: 6, NAPINsPerDrop: 240, GenNsPerFrame: 110, StealPct: 3},
 		{Variant: "xlane-native", Rules: 10000, DroppedMpps: 4},
-		{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8, ProgNsPerPkt: 20, NAPIBusyPct: 70, NAPIIdlePct: 30, NAPINsPerDrop: 88},
+		{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8, ProgNsPerPkt: 20, NAPIBusyPct: 70, Seconds: 2, NAPISleeps: 3000, NAPINsPerDrop: 88},
 		{Variant: "xdp-drop", Rules: 10000, DroppedMpps: 8},
 		{Variant: "xlane-generic", Rules: 1, DroppedMpps: 2}, {Variant: "xlane-generic", Rules: 10000, DroppedMpps: 2},
 		{Variant: "iptables", Rules: 1, DroppedMpps: 1}, {Variant: "iptables", Rules: 10000, DroppedMpps: 0.01},
@@ -59,10 +59,10 @@ func TestFWMarkdownRatios(t *testing.T) {
 	md := fwMarkdown(rep, o)
 	for _, want := range []string{
 		// receiver busy and ns/drop; vs iptables, nftables, the bare drop; ring full; generator; program
-		// busy 80 % but only 1 % idle: other load, not the generator: no ‡
-		"| 1 | xlane-native | 4.000 | 0.000 | 80 %, 1 % | 240 | 4.00× | 2.00× | 0.50× | 40 % | 110 | 150 |",
-		"| 1 | xdp-drop | 8.000 ‡ | 0.000 | 70 %, 30 % | 88 | 8.00× | 4.00× | 1 | 0 % | – | 20 |", // ‡: the receiver waited
-		"‡ The receiver slept for want of frames more than 5 %",
+		// busy 80 % but hardly ever asleep: other load, not the generator: no ‡
+		"| 1 | xlane-native | 4.000 | 0.000 | 80 %, 6 sleeps/s | 240 | 4.00× | 2.00× | 0.50× | 40 % | 110 | 150 |",
+		"| 1 | xdp-drop | 8.000 ‡ | 0.000 | 70 %, 1500 sleeps/s | 88 | 8.00× | 4.00× | 1 | 0 % | – | 20 |", // ‡: the receiver ran dry
+		"‡ The receiver ran out of frames",
 		"steal on CPUs 0 and 1 during the drop runs: median 0.0 %, at most 3.0 %",
 		"| 1 | nftables | 2.000 | 0.000 | – | – | 2.00× | 1 | 0.25× | 0 % | – | – |",
 		"| 10000 | xlane-native | 4.000 |", "| 400.00× | 200.00× |",
@@ -107,5 +107,25 @@ func TestFWMarkdownBatches(t *testing.T) {
 		if !strings.Contains(c.section, c.want) {
 			t.Errorf("section lacks %q:\n%s", c.want, c.section)
 		}
+	}
+}
+
+// With the backfill thread, the receiver's idle time is that thread's run
+// time, and above 5 % the rate is marked as the generator's.
+func TestFWMarkdownBackfillIdle(t *testing.T) {
+	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "xdp-drop"}, gens: []fwGen{{256, true}}}
+	o.Reps = 1
+	rep := &fwReport{Versions: map[string]string{}, Samples: []fwSample{
+		{Variant: "xlane-native", Rules: 1, DroppedMpps: 3, NAPIBusyPct: 96, NAPIIdlePct: 1, GenBackfill: true, GenBatch: 256},
+		{Variant: "xdp-drop", Rules: 1, DroppedMpps: 7, NAPIBusyPct: 88, NAPIIdlePct: 9, GenBackfill: true, GenBatch: 256},
+	}}
+	md := fwMarkdown(rep, o)
+	for _, want := range []string{"| 1 | xlane-native | 3.000 | 0.000 | 96 %, idle 1 % |", "| 1 | xdp-drop | 7.000 ‡ | 0.000 | 88 %, idle 9 % |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "### Generator") {
+		t.Errorf("one generator setting: no per-setting sections:\n%s", md)
 	}
 }
