@@ -100,10 +100,11 @@ var (
 
 const fwDropPort = 9
 
-// fwGenBatch is the generator's default batch (-gen-batch): frames per
-// flush of BPF_PROG_RUN, and so at most one wake-up of d0's NAPI thread
-// per this many frames (docs/benchmarks.md, "The generator").
-const fwGenBatch = 256
+// fwGenDefault is the generator's default setting (-gen): 256 frames per
+// flush of BPF_PROG_RUN (at most one wake-up of d0's NAPI thread per 256
+// frames), the backfill thread and the dispatcher anchor
+// (docs/benchmarks.md, "The generator").
+const fwGenDefault = "256+backfill+anchor"
 
 // fwIdleLimit is the share of a drop run the receiver (d0's NAPI thread)
 // may go without frames (with the backfill thread: that thread's run time)
@@ -126,20 +127,56 @@ type fwOptions struct {
 	gens             []fwGen // the generator's settings; more than one: each drop run once per setting, interleaved (an A/B)
 }
 
-// fwGen is one setting of the generator (-gen-batch, -gen-backfill).
+// fwGen is one setting of the generator (-gen): BATCH[+backfill][+anchor].
 type fwGen struct {
 	batch    uint32
-	backfill bool
+	backfill bool // rate.Options.Backfill
+	anchor   bool // rate.Options.Anchor
 }
 
 func (g fwGen) String() string {
-	return fmt.Sprintf("batch %d, backfill %s", g.batch, map[bool]string{true: "on", false: "off"}[g.backfill])
+	s := strconv.Itoa(int(g.batch))
+	if g.backfill {
+		s += "+backfill"
+	}
+	if g.anchor {
+		s += "+anchor"
+	}
+	return s
+}
+
+// parseFWGen parses a -gen list.
+func parseFWGen(value string) ([]fwGen, error) {
+	var out []fwGen
+	for _, item := range strings.Split(value, ",") {
+		f := strings.Split(strings.TrimSpace(item), "+")
+		b, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil || b < 1 || b > gen.MaxBatch {
+			return nil, fmt.Errorf("-gen: %q: want a batch from 1 to %d, then +backfill and/or +anchor", item, gen.MaxBatch)
+		}
+		g := fwGen{batch: uint32(b)}
+		for _, opt := range f[1:] {
+			switch {
+			case opt == "backfill" && !g.backfill:
+				g.backfill = true
+			case opt == "anchor" && !g.anchor:
+				g.anchor = true
+			default:
+				return nil, fmt.Errorf("-gen: %q: %q: want +backfill and/or +anchor, once each", item, opt)
+			}
+		}
+		if slices.Contains(out, g) {
+			return nil, fmt.Errorf("-gen: %q twice", item)
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 func parseFWFlags(args []string) (fwOptions, error) {
 	var o fwOptions
 	fs := flag.NewFlagSet("fw", flag.ContinueOnError)
-	var levels, variants, batches, backfills string
+	var levels, variants, gens string
 	o.Register(fs, harness.RunFlagsUsage{
 		Quick:           "1 repetition, 1 s drop runs and 2 s iperf3 runs (unless given)",
 		Reps:            "repetitions; each runs every variant once, interleaved",
@@ -152,9 +189,9 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	fs.StringVar(&levels, "levels", "1,1000,10000", "rule counts, in run order")
 	fs.StringVar(&variants, "variants", strings.Join(fwVariants, ","), "filters to compare")
 	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
-	fs.StringVar(&batches, "gen-batch", strconv.Itoa(fwGenBatch), fmt.Sprintf("the generator's frames per flush (BPF_PROG_RUN batch_size, 1..%d; "+
-		"the kernel's default is %d); a list runs every drop run once per batch, interleaved (an A/B of the generator)", gen.MaxBatch, gen.DefaultBatch))
-	fs.StringVar(&backfills, "gen-backfill", "on", "a second generator thread on CPU 0 below the receiver's priority (on, off; off,on: an A/B)")
+	fs.StringVar(&gens, "gen", fwGenDefault, fmt.Sprintf("the generator: BATCH (frames per flush of BPF_PROG_RUN, 1..%d; the kernel's default is %d), "+
+		"+backfill (a second thread on CPU 0 below the receiver's priority), +anchor (the program held in the XDP dispatcher: "+
+		"no RCU grace periods per call); a list runs every drop run once per setting, interleaved (an A/B: -gen 64,%s)", gen.MaxBatch, gen.DefaultBatch, fwGenDefault))
 	fs.BoolVar(&o.progStats, "prog-stats", false, "also the XDP filter program's own ns per packet (kernel BPF run statistics, "+
 		"on for the run: they add two clock reads to every BPF program run, so rates are lower than without)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
@@ -167,22 +204,8 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	if o.variants, err = harness.ParseChoices("variants", variants, fwVariants); err != nil {
 		return o, err
 	}
-	var bs []uint32
-	for _, f := range strings.Split(batches, ",") {
-		b, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
-		if err != nil || b < 1 || b > gen.MaxBatch || slices.Contains(bs, uint32(b)) {
-			return o, fmt.Errorf("-gen-batch: %q: want distinct numbers from 1 to %d", f, gen.MaxBatch)
-		}
-		bs = append(bs, uint32(b))
-	}
-	bf, err := harness.ParseChoices("gen-backfill", backfills, []string{"off", "on"})
-	if err != nil {
+	if o.gens, err = parseFWGen(gens); err != nil {
 		return o, err
-	}
-	for _, b := range bs {
-		for _, f := range bf {
-			o.gens = append(o.gens, fwGen{batch: b, backfill: f == "on"})
-		}
 	}
 	if o.Reps < 1 || o.Duration < 500*time.Millisecond || o.tcpDur < time.Second {
 		return o, errors.New("-reps >= 1, -duration >= 500ms, -tcp-duration >= 1s")
@@ -220,6 +243,7 @@ type fwSample struct {
 	// The generator: its batch (-gen-batch) and its thread's run time.
 	GenBatch      uint32  `json:"gen_batch"`
 	GenBackfill   bool    `json:"gen_backfill"`
+	GenAnchor     bool    `json:"gen_anchor"`
 	GenBackfillMs float64 `json:"gen_backfill_ms,omitempty"` // the backfill thread's run time
 	GenWaitPct    float64 `json:"gen_wait_pct"`              // the main generator thread runnable, not running / Seconds
 	GenBusyPct    float64 `json:"gen_busy_pct"`              // run time / Seconds
@@ -520,7 +544,7 @@ func readCPUN(cpu int) (cpuTimes, error) {
 
 // dropRun measures the drop rate of t's filter for d.
 func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwGen, progStats bool) (fwSample, error) {
-	s := fwSample{Variant: t.variant, Rules: n, Rep: rep, GenBatch: g.batch, GenBackfill: g.backfill}
+	s := fwSample{Variant: t.variant, Rules: n, Rep: rep, GenBatch: g.batch, GenBackfill: g.backfill, GenAnchor: g.anchor}
 	var undo harness.UndoStack
 	defer func() {
 		if err := undo.Run(); err != nil {
@@ -578,7 +602,7 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwG
 			return s, err
 		}
 	}
-	run, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d, rate.Options{Batch: g.batch, Backfill: g.backfill})
+	run, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d, rate.Options{Batch: g.batch, Backfill: g.backfill, Anchor: g.anchor})
 	if err != nil {
 		return s, err
 	}
@@ -908,7 +932,7 @@ func fwGenSamples(ss []fwSample, o fwOptions, g fwGen) []fwSample {
 	}
 	var out []fwSample
 	for _, s := range ss {
-		if s.GenBatch == g.batch && s.GenBackfill == g.backfill {
+		if s.GenBatch == g.batch && s.GenBackfill == g.backfill && s.GenAnchor == g.anchor {
 			out = append(out, s)
 		}
 	}
@@ -922,12 +946,12 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 		rep.Started.UTC().Format(time.RFC3339), rep.Kernel, rep.NProc, rep.CPU, rep.GitCommit, rep.LoadStart, rep.LoadEnd)
 	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
 		o.Reps, o.Duration, rep.Versions["iptables"], rep.Versions["nft"])
-	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1; %s) into a veth whose far side "+
+	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1; -gen %s) into a veth whose far side "+
 		"(d0's NAPI thread, CPU 0, the receiver) carries the filter: N-1 non-matching rules, then the dropping one. "+
 		"Dropped = that rule's counter; ratios are medians of the same run. Receiver: d0's NAPI thread (schedstat): its share of the run "+
 		"on CPU 0 (busy), how long it had no frames (idle: the backfill thread's run time) or how often it ran dry (sleeps/s, without backfill), "+
 		"and its run time per drop; ‡: the rate is the generator's, not the filter's. Generator: its threads' run time per frame offered.\n",
-		strings.Trim(fmt.Sprint(o.gens), "[]"))
+		strings.Trim(strings.ReplaceAll(fmt.Sprint(o.gens), " ", ","), "[]"))
 	gens := o.gens
 	if len(gens) < 2 {
 		gens = []fwGen{{}}
@@ -935,7 +959,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 	for _, g := range gens {
 		ss := fwGenSamples(rep.Samples, o, g)
 		if len(o.gens) > 1 {
-			fmt.Fprintf(&b, "\n### Generator: %s\n", g)
+			fmt.Fprintf(&b, "\n### Generator %s\n", g)
 		}
 		b.WriteString(fwDropTable(ss, o))
 		b.WriteString(fwTargets(ss, o))

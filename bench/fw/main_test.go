@@ -12,15 +12,15 @@ func TestParseFWFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf ||
-		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: fwGenBatch, backfill: true}) {
+		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: 256, backfill: true, anchor: true}) {
 		t.Fatalf("-quick: %+v", o)
 	}
-	o, err = parseFWFlags([]string{"-gen-batch", "64, 256", "-gen-backfill", "off,on"})
-	if want := []fwGen{{64, false}, {64, true}, {256, false}, {256, true}}; err != nil || !slices.Equal(o.gens, want) {
-		t.Fatalf("-gen-batch 64,256 -gen-backfill off,on: %v, %v, want %v", err, o.gens, want)
+	o, err = parseFWFlags([]string{"-gen", "64, 256+backfill, 256+anchor+backfill"})
+	if want := []fwGen{{64, false, false}, {256, true, false}, {256, true, true}}; err != nil || !slices.Equal(o.gens, want) {
+		t.Fatalf("-gen 64,256+backfill,256+anchor+backfill: %v, %v, want %v", err, o.gens, want)
 	}
 	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"},
-		{"-gen-batch", "0"}, {"-gen-batch", "257"}, {"-gen-batch", "64,64"}, {"-gen-batch", "x"}, {"-gen-backfill", "yes"}} {
+		{"-gen", "0"}, {"-gen", "257"}, {"-gen", "64,64"}, {"-gen", "x"}, {"-gen", "64+fast"}, {"-gen", "64+anchor+anchor"}} {
 		if _, err := parseFWFlags(bad); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}
@@ -79,7 +79,7 @@ func TestFWMarkdownRatios(t *testing.T) {
 // With two generator batches, each gets its own table and targets, from
 // its own samples.
 func TestFWMarkdownBatches(t *testing.T) {
-	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "iptables", "nftables", "xdp-drop"}, gens: []fwGen{{64, false}, {256, false}}}
+	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "iptables", "nftables", "xdp-drop"}, gens: []fwGen{{64, false, false}, {256, false, false}}}
 	o.Reps = 1
 	rep := &fwReport{Versions: map[string]string{}}
 	for _, g := range o.gens {
@@ -92,7 +92,7 @@ func TestFWMarkdownBatches(t *testing.T) {
 			fwSample{Variant: "xdp-drop", Rules: 1, DroppedMpps: 8 * f, GenBatch: b})
 	}
 	md := fwMarkdown(rep, o)
-	i64, i256 := strings.Index(md, "### Generator: batch 64, backfill off"), strings.Index(md, "### Generator: batch 256, backfill off")
+	i64, i256 := strings.Index(md, "### Generator 64\n"), strings.Index(md, "### Generator 256\n")
 	if i64 < 0 || i256 < i64 {
 		t.Fatalf("want a section per batch, 64 then 256:\n%s", md)
 	}
@@ -113,7 +113,7 @@ func TestFWMarkdownBatches(t *testing.T) {
 // With the backfill thread, the receiver's idle time is that thread's run
 // time, and above 5 % the rate is marked as the generator's.
 func TestFWMarkdownBackfillIdle(t *testing.T) {
-	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "xdp-drop"}, gens: []fwGen{{256, true}}}
+	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "xdp-drop"}, gens: []fwGen{{256, true, true}}}
 	o.Reps = 1
 	rep := &fwReport{Versions: map[string]string{}, Samples: []fwSample{
 		{Variant: "xlane-native", Rules: 1, DroppedMpps: 3, NAPIBusyPct: 96, NAPIIdlePct: 1, GenBackfill: true, GenBatch: 256},

@@ -212,6 +212,23 @@ func (o *Objects) Generate(ifindex int, repeat, batch uint32) error {
 	return err
 }
 
+// AttachAnchor attaches the generator program as generic XDP to ifindex,
+// a device that receives nothing, for the length of a run. Not
+// to run it there: BPF_PROG_RUN of an XDP program registers it with the
+// kernel's XDP dispatcher at the start of every call and removes it at the
+// end, and each change waits for an RCU grace period (two per call,
+// bpf_dispatcher_change_prog); a program attached to a device stays
+// registered, so the calls change nothing and wait for nothing. Under
+// load a grace period takes long enough to leave the generator asleep
+// most of the run.
+func (o *Objects) AttachAnchor(ifindex int) (link.Link, error) {
+	l, err := link.AttachXDP(link.XDPOptions{Program: o.objs.XlbGen, Interface: ifindex, Flags: link.XDPGenericMode})
+	if err != nil {
+		return nil, fmt.Errorf("attach generator as generic XDP (dispatcher anchor): %w", err)
+	}
+	return l, nil
+}
+
 // AttachCounter attaches the counter to tcx ingress of ifindex (in the
 // calling thread's network namespace). Closing the link detaches it.
 func (o *Objects) AttachCounter(ifindex int) (link.Link, error) {

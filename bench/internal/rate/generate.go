@@ -2,6 +2,7 @@ package rate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -12,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf/link"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/bench/gen"
@@ -30,6 +33,10 @@ type Options struct {
 	// one generator thread still gets frames, and one slower than it
 	// loses no time to it (beyond sharing CPU caches with it).
 	Backfill bool
+	// Anchor holds the generator program in the kernel's XDP dispatcher
+	// for the run (gen.Objects.AttachAnchor), so that no call waits for
+	// RCU grace periods.
+	Anchor bool
 }
 
 // BackfillPriority is the backfill generator thread's SCHED_FIFO
@@ -52,12 +59,24 @@ type GenRun struct {
 // GenCPU (and with o.Backfill a second thread on NAPICPU), for d.
 func Generate(ctx context.Context, objs *gen.Objects, p harness.Pair, d time.Duration, o Options) (GenRun, error) {
 	var run GenRun
-	deadline := time.Now().Add(d)
 	type result struct {
 		t   ThreadTimes
 		err error
 	}
+	if o.Anchor {
+		undo, err := anchor(objs, p)
+		if err != nil {
+			return run, err
+		}
+		defer func() {
+			if err := undo(); err != nil {
+				log.Printf("rate: remove the generator's dispatcher anchor: %v", err)
+			}
+		}()
+	}
 	var backfill chan result
+	start := time.Now()
+	deadline := start.Add(d)
 	if o.Backfill && runtime.NumCPU() >= 2 {
 		backfill = make(chan result, 1)
 		go func() {
@@ -66,11 +85,12 @@ func Generate(ctx context.Context, objs *gen.Objects, p harness.Pair, d time.Dur
 			backfill <- r
 		}()
 	}
-	start := time.Now()
 	t, err := generateThread(ctx, objs, p, deadline, o.Batch, GenCPU, GenPriority)
-	run.Elapsed = time.Since(start)
 	run.CPU, run.Wait = t.Run, t.Wait
 	if backfill != nil {
+		// The backfill thread runs only while the datapath idles: after
+		// the deadline it may still be in its last (short) call until
+		// the datapath drains its ring. The run lasts until both stop.
 		r := <-backfill
 		if err == nil {
 			err = r.err
@@ -78,7 +98,44 @@ func Generate(ctx context.Context, objs *gen.Objects, p harness.Pair, d time.Dur
 		run.Backfill = r.t.Run
 		run.CPU += r.t.Run
 	}
+	run.Elapsed = time.Since(start)
 	return run, err
+}
+
+// AnchorDev is the device in the client container that holds the
+// generator program as generic XDP during a run (gen.Objects.AttachAnchor):
+// one end of a veth pair of its own, down, so that it receives nothing
+// (no dummy device: not every kernel here has the module).
+const AnchorDev = "xlbanchor0"
+
+// anchor creates AnchorDev in the client container and attaches the
+// generator to it; the returned function undoes both.
+func anchor(objs *gen.Objects, p harness.Pair) (func() error, error) {
+	path := filepath.Join(harness.NetnsDir, p.Client)
+	var l link.Link
+	err := ns.WithNetNSPath(path, func(ns.NetNS) error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: AnchorDev}, PeerName: AnchorDev + "p"}); err != nil {
+			return fmt.Errorf("rate: add %s: %w", AnchorDev, err)
+		}
+		d, err := netlink.LinkByName(AnchorDev)
+		if err == nil {
+			l, err = objs.AttachAnchor(d.Attrs().Index)
+		}
+		if err != nil {
+			netlink.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: AnchorDev}})
+			return fmt.Errorf("rate: %s: %w", AnchorDev, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		err := l.Close()
+		return errors.Join(err, ns.WithNetNSPath(path, func(ns.NetNS) error {
+			return netlink.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: AnchorDev}})
+		}))
+	}, nil
 }
 
 // generateThread runs the generator on a thread of its own in the client
@@ -115,11 +172,17 @@ func generateThread(ctx context.Context, objs *gen.Objects, p harness.Pair, dead
 		if err != nil {
 			return err
 		}
-		// Long calls (each waits for an RCU grace period at its end),
-		// sized to ~200 ms from the rate so far, the last one cut to
-		// what is left.
-		const slice = 200 * time.Millisecond
-		repeat := uint32(1 << 17)
+		// Long calls (without the anchor each would wait for two RCU
+		// grace periods), sized to ~200 ms from the rate so far, the
+		// last one cut to what is left. The backfill thread (below the datapath's
+		// priority) gets CPU only while the datapath idles, which may
+		// be never: its calls are short, so that it stops near the
+		// deadline.
+		slice, repeat, most := 200*time.Millisecond, uint32(1<<17), uint32(1<<30)
+		if prio < NAPIPriority {
+			b := max(batch, gen.DefaultBatch)
+			repeat, most = 16*b, 16*b
+		}
 		for time.Until(deadline) > 0 && ctx.Err() == nil {
 			c0 := time.Now()
 			if err := objs.Generate(ifi.Index, repeat, batch); err != nil {
@@ -130,7 +193,7 @@ func generateThread(ctx context.Context, objs *gen.Objects, p harness.Pair, dead
 				log.Printf("generate on CPU %d: %d frames in %v", cpu, repeat, took)
 			}
 			rate := float64(repeat) / took.Seconds()
-			repeat = uint32(max(1024, min(rate*min(slice, time.Until(deadline)).Seconds(), 1<<30)))
+			repeat = uint32(max(1024, min(rate*min(slice, time.Until(deadline)).Seconds(), float64(most))))
 		}
 		t1, err := ReadThread(0)
 		if err != nil {
