@@ -10,7 +10,8 @@
 //
 //	gen netns                   dut netns
 //	generator --> g0 ==veth== d0 [filter: drop] --> (nothing)
-//	CPU 1 (SCHED_FIFO)          d0's NAPI: threaded, CPU 0, SCHED_FIFO
+//	CPU 1 (SCHED_FIFO 40)       d0's NAPI: threaded, CPU 0, SCHED_FIFO 50
+//	+ backfill: CPU 0, FIFO 1
 //
 // Variants, each in its own pair of namespaces, compared in one run with
 // their repetitions interleaved:
@@ -32,13 +33,19 @@
 // With N rules, every variant has the same rule set shape: N-1 rules
 // "drop udp from 10.a.b.c/32 to port 9" that do not match, then the one
 // that does (the generator's source); the filter's own counter of that
-// rule is the dropped count. The generator outruns one core, so what the
-// filter drops per second is the filter's capacity; frames that do not
-// fit d0's ring are lost before it (reported as offered vs dropped).
-// CPU: /proc/stat of CPU 0 (where d0's NAPI thread runs) during the run,
-// as busy % and CPU nanoseconds per dropped packet. Then iperf3 TCP
-// throughput from gen to dut (allowed traffic) with the largest rule set
-// loaded and with no rules.
+// rule is the dropped count. The generator (-gen, default
+// 256+backfill+anchor: 256 frames per flush, a second thread on CPU 0
+// below the NAPI thread's priority that fills only the receiver's idle
+// time, and the program held in the XDP dispatcher so that no
+// BPF_PROG_RUN call waits for RCU grace periods) outruns a filter, so what
+// the filter drops per second is its capacity; frames that do not fit
+// d0's ring are lost before it (offered vs dropped). Whether it did is
+// measured per run: the receiver's own time (d0's NAPI thread, schedstat:
+// busy share, ns per drop) and its idle time (the backfill thread's run
+// time); a rate with the receiver idle over 5 % is marked as the
+// generator's. Also CPU 0's /proc/stat and the hypervisor's steal. Then
+// iperf3 TCP throughput from gen to dut (allowed traffic) with the largest
+// rule set loaded and with no rules.
 //
 // Everything happens in namespaces named xlb-<random>-fw*, removed on exit,
 // ^C included; the bench exits non-zero only when the harness fails, never
