@@ -26,8 +26,10 @@
 //     QEMU would (tap writes with vnet headers, XSK TX), 64 B and 1514 B,
 //     CPU per packet, ratios (docs/vm.md).
 //   - bench/multinode: the write-up's two scenarios, xlane against Linux
-//     in one run: one node's paths (l2, l3, l3 with NAT, NAT over VXLAN)
-//     and pod to pod across two nodes over VXLAN (docs/benchmarks.md).
+//     in one run: one node's paths (l2, l3, l3 with NAT, NAT over VXLAN,
+//     VLAN to VXLAN) and pod to pod across two nodes over VXLAN; iperf3
+//     with CPU per Gbit, TCP_RR (sockperf), issue 16's targets
+//     (docs/benchmarks.md).
 //
 // Shared code: bench/internal/harness (run lifetime, cleanup, commands in
 // namespaces, flags, results, machine description), bench/internal/measure

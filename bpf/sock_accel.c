@@ -299,11 +299,15 @@ int xlane_accel_msg(struct sk_msg_md *msg)
 	} else if (len < (cfg->small_msg ? cfg->small_msg : ACCEL_DEFAULT_SMALL_MSG) &&
 		   queued > (cfg->small_backlog ? cfg->small_backlog
 						: ACCEL_DEFAULT_SMALL_BACKLOG)) {
-		/* Small messages to a reader that is falling behind: a
-		 * stream, which the normal path carries faster (it
-		 * coalesces); ping-pong never leaves a backlog. Same order
-		 * argument as above. */
-		accel_stop(st, ACCEL_FALLBACK_SMALL_STREAM);
+		/* Small messages to a reader that is falling behind, many
+		 * in a row: a stream, which the normal path carries faster
+		 * (it coalesces); ping-pong never leaves a backlog, and a
+		 * relay's odd short read is one message, not a run. Same
+		 * order argument as above. */
+		if (++st->small_run >= ACCEL_SMALL_RUN)
+			accel_stop(st, ACCEL_FALLBACK_SMALL_STREAM);
+	} else {
+		st->small_run = 0;
 	}
 	st->redirected += len;
 	accel_count(ACCEL_MSG_REDIRECTED, 1);

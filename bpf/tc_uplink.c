@@ -10,8 +10,18 @@
  * A packet whose tuple has a conntrack entry is translated as the entry
  * says (reply to a masqueraded flow: node address -> endpoint; an
  * established published-port flow: node port -> endpoint) and delivered
- * into the endpoint's namespace. A new flow to a published port creates its
- * entries first. A frame tagged with a VLAN network's VID (lib/vlan.h)
+ * into the endpoint's namespace. A new flow to a published port or a
+ * service VIP creates its entries first. A service backend on another
+ * node (a NodePort, externalTrafficPolicy Cluster) is reached over the
+ * overlay, or natively routed through the FIB, from this node's cluster
+ * address (lib/ct_nat.h ct_publish); its reply comes back here, over the
+ * overlay (xlane_from_overlay) or natively routed (this program), and
+ * leaves, translated back, through the FIB:
+ *
+ *   client --> uplink [DNAT + SNAT] --tunnel/route--> peer node --> backend pod
+ *   client <-- uplink <--FIB-- [reverse NAT] <--tunnel/route-- peer node <--'
+ *
+ * A frame tagged with a VLAN network's VID (lib/vlan.h)
  * loses its tag here: the VLAN's hosts reach the endpoints of its network
  * and, over the overlay, the pods of peer nodes; the rest of the VLAN's
  * traffic goes to Linux through the VLAN's port. Everything else passes
@@ -37,14 +47,14 @@
 #include "lib/overlay.h"
 #include "lib/overlay_fwd.h"
 #include "lib/fib.h"
+#include "lib/fib_fwd.h"
 #include "lib/vlan.h"
 
+/* deliver hands p to dst, a local endpoint (NULL: none, Linux's). */
 static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p,
-					    enum xl_reason *reason, __u32 *dst_ifindex,
-					    int established)
+					    const struct endpoint_val *dst, enum xl_reason *reason,
+					    __u32 *dst_ifindex, int established)
 {
-	struct endpoint_val *dst = ep_local(p);
-
 	if (!dst)
 		return xl_final(reason, XL_PASS_NOT_FWDED);
 	if (p->ttl <= 1)
@@ -90,7 +100,7 @@ static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt 
 		if (vlan_apart(vnet, dst))
 			return xl_final(reason, XL_DROP_VLAN);
 		if (vnet)
-			return deliver(skb, p, reason, dst_ifindex, 0);
+			return deliver(skb, p, dst, reason, dst_ifindex, 0);
 		return xl_final(reason, XL_PASS_NOT_FWDED);
 	}
 	if (!vnet)
@@ -101,6 +111,34 @@ static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt 
 	if (step != XL_CONTINUE)
 		return step;
 	return xl_final(reason, XL_PASS_NOT_FWDED);
+}
+
+/*
+ * forward sends on a packet from off the node that conntrack translated
+ * (a hit, or a new DNAT flow). To a local endpoint: delivered. Otherwise
+ * it is a flow of a service backend on another node: towards the backend
+ * (a peer's pod) over the overlay with the node's VNI, or natively
+ * routed through the FIB; the backend's reply, natively routed back and
+ * translated to come from the node's address, out through the FIB to the
+ * client. Linux could not: that reply's source is one of its own
+ * addresses (a martian on the way in). An untranslated packet for no
+ * endpoint is Linux's.
+ */
+static __always_inline enum xl_step forward(struct __sk_buff *skb, struct pkt *p,
+					    enum xl_reason *reason, __u32 *dst_ifindex,
+					    int established, int translated)
+{
+	struct endpoint_val *dst = ep_local(p);
+	enum xl_step step;
+
+	if (dst || !translated)
+		return deliver(skb, p, dst, reason, dst_ifindex, established);
+	if (p->ttl <= 1)
+		return xl_final(reason, XL_PASS_TTL);
+	step = overlay_forward(skb, p, 0, reason);
+	if (step != XL_CONTINUE)
+		return step;
+	return fib_forward(skb, p, reason);
 }
 
 static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_reason *reason,
@@ -131,7 +169,7 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 			return xl_final(reason, XL_DROP_MALFORMED);
 		if (rc == 0)
 			return xl_final(reason, XL_PASS_NOT_FWDED);
-		return deliver(skb, &p, reason, dst_ifindex, 1);
+		return deliver(skb, &p, ep_local(&p), reason, dst_ifindex, 1);
 	}
 	ct_key_init(&k, &p, &l4);
 	v = ct_refresh(&k, bpf_map_lookup_elem(&xlane_ct, &k), &l4, skb->len);
@@ -139,17 +177,17 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 		rc = ct_translate(skb, &p, &l4, v, reason);
 		if (rc != XL_CONTINUE)
 			return rc;
-		return deliver(skb, &p, reason, dst_ifindex,
-			       v->dir == CT_DIR_REPLY || v->state != CT_NEW);
+		return forward(skb, &p, reason, dst_ifindex,
+			       v->dir == CT_DIR_REPLY || v->state != CT_NEW, v->nat != CT_NAT_NONE);
 	}
-	rc = ct_publish(skb, &p, &l4, &k, cfg, &dnat, reason);
+	rc = ct_publish(skb, &p, &l4, &k, cfg, 1, &dnat, reason);
 	if (rc != XL_CONTINUE)
 		return rc;
 	if (dnat)
-		return deliver(skb, &p, reason, dst_ifindex, 0);
+		return forward(skb, &p, reason, dst_ifindex, 0, 1);
 	/* Natively routed from a peer node's pod: of the cluster. */
 	if (!vnet && peer_remote(&p.src))
-		return deliver(skb, &p, reason, dst_ifindex, 0);
+		return deliver(skb, &p, ep_local(&p), reason, dst_ifindex, 0);
 	return from_vlan(skb, &p, reason, dst_ifindex, vnet);
 }
 
@@ -214,11 +252,15 @@ static __noinline long overlay_network(struct __sk_buff *skb)
  * to a VLAN's device (a host of a VLAN network: VXLAN to VLAN) it must
  * carry that network's VNI (or the node's, XL_VNI_NODE), else XL_DROP_VNI,
  * and is forwarded there (bpf_redirect_neigh: the kernel's neighbour entry
- * on the VLAN; the port tags it). Anything else is Linux's: the node's own addresses, its
- * routes.
+ * on the VLAN; the port tags it). A packet conntrack translated
+ * (translated: the reply of an outside client's flow to a service backend
+ * on the peer, now from this node's address to the client) goes where the
+ * FIB says (lib/fib.h fib_redirect): Linux would drop it, its source being
+ * one of its own addresses. Anything else is Linux's: the node's own
+ * addresses, its routes.
  */
 static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long net,
-				      enum xl_reason *reason)
+				      int translated, enum xl_reason *reason)
 {
 	const struct vlan_val *vlan;
 	struct bpf_fib_lookup fib;
@@ -231,8 +273,13 @@ static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return xl_final(reason, XL_PASS_NOT_FWDED);
 	vlan = vlan_of_dev(fib.ifindex);
-	if (!vlan)
-		return xl_final(reason, XL_PASS_NOT_FWDED);
+	if (!vlan) {
+		if (!translated)
+			return xl_final(reason, XL_PASS_NOT_FWDED);
+		if (p->ttl <= 1)
+			return xl_final(reason, XL_PASS_TTL);
+		return fib_redirect(p, &fib, rc, reason);
+	}
 	if (net && vlan->network_id != net)
 		return xl_final(reason, XL_DROP_VNI);
 	if (p->ttl <= 1)
@@ -258,7 +305,7 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	struct ct_val *v;
 	struct l4 l4 = {};
 	struct pkt p = {};
-	int rc, established = 0;
+	int rc, established = 0, translated = 0;
 	long net;
 
 	net = overlay_network(skb);
@@ -277,11 +324,12 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 			rc = ct_translate(skb, &p, &l4, v, reason);
 			if (rc != XL_CONTINUE)
 				return rc;
+			translated = 1;
 		}
 	}
 	dst = ep_local(&p);
 	if (!dst)
-		return overlay_to_vlan(skb, &p, net, reason);
+		return overlay_to_vlan(skb, &p, net, translated, reason);
 	if (net && dst->network_id != net)
 		return xl_final(reason, XL_DROP_VNI);
 	/* A network's VNI comes from its pods on other nodes: with ICC off
@@ -290,7 +338,7 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 		return xl_final(reason, XL_DROP_ICC);
 	/* A new flow meets the pod's to-endpoint rules (NetworkPolicy
 	 * ingress) through Linux, as one from the uplink does (deliver). */
-	return deliver(skb, &p, reason, dst_ifindex, established);
+	return deliver(skb, &p, dst, reason, dst_ifindex, established);
 }
 
 SEC("tcx/ingress")

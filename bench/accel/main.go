@@ -446,9 +446,8 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 						}
 						gbps := r.ReceivedBps / 1e9
 						record(t, test, "Gbit/s", v.name, gbps)
-						cpuS := float64(c1.Busy-c0.Busy) / 100 // USER_HZ
 						if gbps > 0 {
-							record(t, test, "CPU-s/Gbit", v.name, cpuS/(gbps*r.Seconds))
+							record(t, test, "CPU-s/Gbit", v.name, measure.CPUPerGbit(c0, c1, gbps*r.Seconds))
 						}
 						// How much of the accelerated run the fast path
 						// carried, and how many directions fell back

@@ -71,7 +71,8 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.observe, "observe", false, "the cost of observability on the tc path (observe.go): modes "+observeDefault+
 		" (+ tc@base with -baseline), MTU 1500, TCP and the 64-byte rate, iperf3 pinned, modes rotated per repetition, "+
 		"per-repetition ratios, BPF run time per run (bpf_stats on for the run); defaults -reps 5 -duration 2s -rate-duration 1s (~10 min); results in observe-*")
-	flag.StringVar(&o.baseline, "baseline", "", "with -observe: also run tc@base, xlaned built from this git ref (e.g. the commit before the monitor)")
+	flag.StringVar(&o.baseline, "baseline", "", "with -observe: also run tc@base, xlaned built from this git ref (e.g. the commit before the monitor); "+
+		"-modes may name tc+metrics@base, tc+monitor@base, tc+monitor-all@base too (the variant on that build)")
 	// flag.CommandLine exits on a bad flag (status 2) and on -h (status 0).
 	quick := map[string]string{"reps": "1", "duration": "2s", "latency-duration": "2s", "rate-duration": "2s"}
 	if err := o.Parse(flag.CommandLine, os.Args[1:], quick); err != nil {
@@ -190,21 +191,25 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 	}
 
 	var topos []Topology
+	builtBase := false
 	for i, mode := range o.modes {
 		var t Topology
 		switch {
 		case mode == "docker":
 			t = newDocker(runID, 200+i, o.mtus)
-		case mode == "tc@base":
+		case strings.HasSuffix(mode, "@base"):
 			if o.baseline == "" {
-				return nil, fmt.Errorf("mode tc@base needs -baseline REF")
+				return nil, fmt.Errorf("mode %s needs -baseline REF", mode)
 			}
 			base := filepath.Join(tmp, "bin-base")
-			if err := buildBaseline(ctx, o.baseline, base); err != nil {
-				return nil, err
+			if !builtBase {
+				if err := buildBaseline(ctx, o.baseline, base); err != nil {
+					return nil, err
+				}
+				builtBase = true
 			}
 			x := newXlane(mode, runID, 200+i, o.mtus, base, tmp)
-			x.variant = "@" + o.baseline
+			x.ref = o.baseline
 			t = x
 		default:
 			t = newXlane(mode, runID, 200+i, o.mtus, bins, tmp)

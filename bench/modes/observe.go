@@ -46,8 +46,11 @@ import (
 	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
-// observeModes are the tc variants of the observability benchmark.
-var observeModes = []string{"tc+aa", "tc+metrics", "tc+monitor", "tc+monitor-all", "tc@base"}
+// observeModes are the tc variants of the observability benchmark. A
+// variant@base is the variant with xlaned built from -baseline's ref: with
+// the variant beside it, a before/after of a change in one run.
+var observeModes = []string{"tc+aa", "tc+metrics", "tc+monitor", "tc+monitor-all", "tc@base",
+	"tc+metrics@base", "tc+monitor@base", "tc+monitor-all@base"}
 
 // observeDefault is -observe's mode list (tc@base joins with -baseline).
 const observeDefault = "tc,tc+aa,tc+metrics,tc+monitor,tc+monitor-all"
@@ -217,7 +220,8 @@ func procCPU(pid int) (time.Duration, error) {
 // reportName prefixes the result files: modes, or observe with -observe.
 var reportName = "modes"
 
-// splitVariant splits "tc+monitor" into the network mode and the variant.
+// splitVariant splits "tc+monitor" into the network mode and the variant
+// ("tc+monitor@base": "monitor@base").
 func splitVariant(mode string) (netMode, variant string) {
 	if m, v, ok := strings.Cut(mode, "+"); ok {
 		return m, v

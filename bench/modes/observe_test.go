@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/harness"
 )
 
 func TestPairedRatio(t *testing.T) {
@@ -153,5 +155,27 @@ func TestJudge(t *testing.T) {
 	}
 	if len(verdictLines(vs)) != len(vs) {
 		t.Error("verdictLines: one line per verdict")
+	}
+}
+
+// TestBaseVariants: a variant@base is the variant (its daemon flags and
+// observer) on the -baseline build, and names that build.
+func TestBaseVariants(t *testing.T) {
+	for _, c := range []struct{ mode, variant string }{
+		{"tc@base", ""}, {"tc+monitor-all@base", "monitor-all"}, {"tc+metrics@base", "metrics"}, {"tc+monitor-all", "monitor-all"},
+	} {
+		x := newXlane(c.mode, "r", 200, []int{1500}, "/bins", "/tmp")
+		if x.mode != "tc" || x.variant != c.variant {
+			t.Errorf("%s: mode %q variant %q, want tc and %q", c.mode, x.mode, x.variant, c.variant)
+		}
+		if strings.HasSuffix(c.mode, "@base") {
+			x.ref = "abc123"
+		}
+		if d := x.Describe(); strings.Contains(d, "built from abc123") != (x.ref != "") {
+			t.Errorf("%s: Describe %q: the build's ref missing or extra", c.mode, d)
+		}
+	}
+	if _, err := harness.ParseChoices("modes", "tc,tc+monitor-all,tc+monitor-all@base", append(allModes, observeModes...)); err != nil {
+		t.Errorf("-modes with a variant@base: %v", err)
 	}
 }

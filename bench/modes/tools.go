@@ -238,8 +238,8 @@ func (t Test) Run(ctx context.Context, p harness.Pair, d time.Duration) (Sample,
 	return Sample{
 		"gbps":         gbps,
 		"cpu_busy_pct": busy * 100,
-		// CPU-seconds per second (busy share x cores) per Gbit per second.
-		"cpu_s_per_gbit": busy * float64(runtime.NumCPU()) / gbps,
+		// The machine's busy CPU-seconds per Gbit moved (measure.CPUPerGbit).
+		"cpu_s_per_gbit": measure.CPUPerGbit(before, after, gbps*r.Seconds),
 		"retransmits":    float64(r.Retransmits),
 	}, nil
 }

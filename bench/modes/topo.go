@@ -299,7 +299,8 @@ func sysctlIn(ctx context.Context, ns, key, val string) error {
 type xlaneTopo struct {
 	base
 	mode    string // the network's mode
-	variant string // observe.go: aa, metrics, monitor, monitor-all, @REF, or ""
+	variant string // observe.go: aa, metrics, monitor, monitor-all, or ""
+	ref     string // observe.go: the git ref xlaned was built from (@base), or "": the work tree
 	bins    string // directory with xlaned and xlane
 	dir     string // state file, socket and logs
 	pinDir  string
@@ -310,6 +311,7 @@ type xlaneTopo struct {
 
 func newXlane(mode, runID string, net int, mtus []int, bins, tmp string) *xlaneTopo {
 	netMode, variant := splitVariant(mode)
+	variant = strings.TrimSuffix(variant, "@base") // the build is x.ref
 	t := &xlaneTopo{base: newBase(safeName(mode), runID, net, mtus), mode: netMode, variant: variant, bins: bins}
 	t.name = mode
 	t.dir = filepath.Join(tmp, safeName(mode))
@@ -328,9 +330,9 @@ func (x *xlaneTopo) Describe() string {
 		d += ", xlane monitor attached (default types)"
 	case "monitor-all":
 		d += ", xlane monitor -t all attached (a verdict per packet, up to --monitor-rate)"
-	case "":
-	default:
-		d += ", xlaned built from " + strings.TrimPrefix(x.variant, "@")
+	}
+	if x.ref != "" {
+		d += ", xlaned built from " + x.ref
 	}
 	return d
 }

@@ -11,6 +11,10 @@
 //	              pods on routed veths (flannel's vxlan backend)
 //	linux-bridge  the same VXLAN routing, pods on a Linux bridge with iptables
 //	              FORWARD rules and conntrack (Docker-style)
+//	xlane-xdp     (only when asked for, -setups) xlane-tc's cluster with the
+//	              network in xdp mode (cross-node packets handed to tc,
+//	              pass_overlay): with xlane-tc, the issue's "tc and the
+//	              fastest mode"
 //	xlane-tc-fw   (only when asked for, -setups) xlane-tc with a firewall rule
 //	              set on node 2 (a to-endpoint rule the traffic does not match):
 //	              a new flow from the overlay takes the Linux path to the
@@ -21,18 +25,26 @@
 //	              mode (generic on a veth), native, generic: native XDP on
 //	              the veth takes TSO from its bridge port (docs/multinode.md)
 //
-// iperf3 with 1 and 8 streams from the pod on node 1 to the pod on node 2.
+// Every path gets, per repetition: iperf3 with 1 and 8 streams (from the
+// pod on node 1 to the pod on node 2 in scenario 2) with the machine's
+// CPU-seconds per Gbit moved (measure.CPUPerGbit: /proc/stat, all CPUs,
+// softirq included), and TCP_RR: sockperf ping-pong, 64-byte messages,
+// round trips (--full-rtt), client and server on CPU 0: transactions a
+// second and the round trip's p50/p99.
 //
 // Scenario 1: one node's paths, xlane against Linux for each
-// (scenario1.go): l2, l3, l3-nat on a node of their own, and nat-vxlan
-// (a service VIP on node 1 whose backend is node 2's pod) on the
-// xlane-tc and linux-vxlan setups of scenario 2.
+// (scenario1.go): l2, l3, l3-nat on a node of their own, nat-vxlan (a
+// service VIP on node 1 whose backend is node 2's pod) on the xlane-tc
+// and linux-vxlan setups of scenario 2, and vlan-vxlan (vlan.go: a host on
+// VLAN 100 of node 1's uplink to a pod on node 2; xlane only where the
+// kernel has no 802.1Q, the reason printed).
 //
 //	go run ./bench/multinode -out bench/results   # 3 reps, 5 s runs
-//	go run ./bench/multinode -quick               # 1 rep, 2 s runs
+//	go run ./bench/multinode -quick -out ""       # 1 rep, 2 s runs, no files
 //
-// It needs root, iperf3, iptables and nsenter; everything it makes is
-// named xlbm-<random>-* and removed on exit, ^C included.
+// It needs root, iperf3, sockperf, taskset, iptables and nsenter;
+// everything it makes is named xlbm-<random>-* and removed on exit, ^C
+// included.
 package main
 
 import (
@@ -42,10 +54,12 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"runtime"
 	"strings"
 	"time"
 
@@ -56,7 +70,7 @@ import (
 // setups run by default; allSetups can be asked for.
 var (
 	setups    = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
-	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
+	allSetups = append(setups[:len(setups):len(setups)], "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
 )
 
 type options struct {
@@ -72,7 +86,7 @@ func parseFlags() (options, error) {
 	o.Register(flag.CommandLine, harness.RunFlagsUsage{
 		Quick:           "development run: 1 repetition of 2 s (unless -reps/-duration are given)",
 		Reps:            "repetitions; each runs every setup once, interleaved",
-		Duration:        "length of each iperf3 run (whole seconds)",
+		Duration:        "length of each iperf3 and sockperf run (whole seconds)",
 		DefaultDuration: 5 * time.Second,
 		Out:             "directory for multinode-<date>.json and multinode-latest.md",
 		DefaultOut:      "bench/results",
@@ -109,7 +123,7 @@ func main() {
 		log.Print(err)
 		os.Exit(2)
 	}
-	for _, tool := range []string{"go", "iperf3", "iptables", "nsenter", "ip"} {
+	for _, tool := range []string{"go", "iperf3", "sockperf", "taskset", "iptables", "nsenter", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			log.Printf("%s not found (scripts/deps.sh installs what the benchmarks need)", tool)
 			os.Exit(1)
@@ -129,23 +143,47 @@ type result struct {
 	Rep      int
 	Gbps     float64
 	Retr     int64
+	// CPUSeconds is the whole machine's busy CPU time over the run
+	// (/proc/stat), CPUPerGbit that per Gbit received.
+	CPUSeconds, CPUPerGbit float64
+}
+
+// rrResult is one TCP_RR run (sockperf ping-pong, round trips).
+type rrResult struct {
+	Scenario            int
+	Path, Setup         string
+	Rep                 int
+	PerSec              float64 // transactions a second
+	AvgUs, P50Us, P99Us float64 // round trip
 }
 
 type report struct {
 	harness.RunHeader
 	Results []result
+	RR      []rrResult
+	Notes   []string
 }
 
 // cluster is one setup's two nodes: pod addresses and namespaces.
 type cluster struct {
 	setup string
+	ul    string    // the underlay bridge's namespace
+	nodes [2]string // namespaces
+	dirs  [2]string // xlaned state dirs (xlane setups)
 	pods  [2]string // namespaces
 	podIP [2]string
-	vip   string // a service VIP on node 1 for node 2's pod's iperf3 port
+	vip   string // a service VIP on node 1 for node 2's pod's iperf3 and sockperf ports
 }
 
-// vipAddr is every setup's service VIP (iperf3's port 5201).
+// vipAddr is every setup's service VIP (iperf3's port 5201, sockperf's 11111).
 const vipAddr = "10.96.0.10"
+
+const (
+	iperfPort = 5201
+	rrPort    = 11111
+	rrSize    = 64  // TCP_RR message size, bytes
+	rrCPU     = "0" // sockperf client and server (taskset), as bench/docker and bench/accel
+)
 
 func has(xs []int, x int) bool {
 	for _, v := range xs {
@@ -162,8 +200,9 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 		return err
 	}
 	runID = strings.Replace(runID, "xlb-", "xlbm-", 1)
+	log.Printf("this run's namespaces and pin dirs are named %s-* (not xlb-)", runID)
 	rep := report{RunHeader: harness.RunHeader{Started: time.Now(), Kernel: harness.KernelRelease(),
-		CPU: harness.CPUModel(), LoadStart: harness.LoadAvg(),
+		CPU: harness.CPUModel(), NProc: runtime.NumCPU(), LoadStart: harness.LoadAvg(),
 		Options: map[string]string{"reps": fmt.Sprint(o.Reps), "duration": o.Duration.String(), "streams": fmt.Sprint(o.streams)}}}
 	var cs []*cluster
 	for i, s := range o.setups {
@@ -183,120 +222,153 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 				ps = append(ps, &path1{impl: impl, path: "nat-vxlan", client: c.pods[0], server: c.pods[1], dst: c.vip, bind: c.podIP[1]})
 			}
 		}
+		vp, note, err := buildVLAN(ctx, undo, tmp, bins, runID+"-v")
+		if err != nil {
+			return fmt.Errorf("scenario 1 vlan-vxlan: %w", err)
+		}
+		ps = append(ps, vp...)
+		rep.Notes = append(rep.Notes, note)
+		log.Print(note)
 	}
 	servers := map[string]bool{}
-	measure := func(r, scenario int, path, setup, client, server, dst, bind string, n int) error {
-		if !servers[server+bind] {
-			if err := iperfServer(undo, server, bind); err != nil {
-				return err
-			}
-			servers[server+bind] = true
+	server := func(ns, bind string) error {
+		if servers[ns+bind] {
+			return nil
 		}
-		g, retr, err := iperf(ctx, client, dst, n, o.Duration)
+		servers[ns+bind] = true
+		return startServers(ctx, undo, ns, bind)
+	}
+	throughput := func(r, scenario int, path, setup, client, server_, dst, bind string, n int) error {
+		if err := server(server_, bind); err != nil {
+			return err
+		}
+		c0, err := measure.ReadCPU()
+		if err != nil {
+			return err
+		}
+		res, err := iperf(ctx, client, dst, n, o.Duration)
 		if err != nil {
 			return fmt.Errorf("%s %s, %d streams: %w", setup, path, n, err)
 		}
-		log.Printf("rep %d s%d %-9s %-12s P%-2d %6.2f Gbit/s (%d retransmits)", r+1, scenario, path, setup, n, g, retr)
-		rep.Results = append(rep.Results, result{scenario, path, setup, n, r, g, retr})
+		c1, err := measure.ReadCPU()
+		if err != nil {
+			return err
+		}
+		g := res.ReceivedBps / 1e9
+		x := result{Scenario: scenario, Path: path, Setup: setup, Streams: n, Rep: r, Gbps: g, Retr: res.Retransmits,
+			CPUSeconds: measure.CPUSeconds(c0, c1), CPUPerGbit: measure.CPUPerGbit(c0, c1, g*res.Seconds)}
+		log.Printf("rep %d s%d %-10s %-12s P%-2d %6.2f Gbit/s %6.3f CPU-s/Gbit (%d retransmits)", r+1, scenario, path, setup, n, g, x.CPUPerGbit, x.Retr)
+		rep.Results = append(rep.Results, x)
+		return nil
+	}
+	rr := func(r, scenario int, path, setup, client, server_, dst, bind string) error {
+		if err := server(server_, bind); err != nil {
+			return err
+		}
+		l, err := pingPong(ctx, client, dst, o.Duration)
+		if err != nil {
+			return fmt.Errorf("%s %s, TCP_RR: %w", setup, path, err)
+		}
+		log.Printf("rep %d s%d %-10s %-12s RR  %8.0f trans/s  RTT p50 %6.1f µs p99 %7.1f µs", r+1, scenario, path, setup, l.PerSec, l.P50Us, l.P99Us)
+		rep.RR = append(rep.RR, rrResult{scenario, path, setup, r, l.PerSec, l.AvgUs, l.P50Us, l.P99Us})
 		return nil
 	}
 	for r := 0; r < o.Reps; r++ {
 		for _, n := range o.streams {
 			if has(o.scenarios, 2) {
 				for _, c := range cs {
-					if err := measure(r, 2, "pod-pod", c.setup, c.pods[0], c.pods[1], c.podIP[1], c.podIP[1], n); err != nil {
+					if err := throughput(r, 2, "pod-pod", c.setup, c.pods[0], c.pods[1], c.podIP[1], c.podIP[1], n); err != nil {
 						return err
 					}
 				}
 			}
 			for _, p := range ps {
-				if err := measure(r, 1, p.path, p.impl, p.client, p.server, p.dst, p.bind, n); err != nil {
+				if err := throughput(r, 1, p.path, p.impl, p.client, p.server, p.dst, p.bind, n); err != nil {
 					return err
 				}
 			}
 		}
-	}
-	rep.Finished, rep.LoadEnd = time.Now(), harness.LoadAvg()
-	js, _ := json.MarshalIndent(rep, "", "  ")
-	return harness.PrintResults(o.Out, "multinode", rep.Started, rep.markdown(o), js)
-}
-
-func (r *report) markdown(o options) string {
-	var b strings.Builder
-	med := map[string]float64{}
-	for _, x := range r.Results {
-		k := fmt.Sprint(x.Scenario, x.Path, x.Setup, x.Streams)
-		if _, ok := med[k]; ok {
-			continue
-		}
-		var v []float64
-		for _, y := range r.Results {
-			if fmt.Sprint(y.Scenario, y.Path, y.Setup, y.Streams) == k {
-				v = append(v, y.Gbps)
-			}
-		}
-		sort.Float64s(v)
-		med[k] = v[len(v)/2]
-	}
-	table := func(scenario int, paths, setups []string, base string) {
-		fmt.Fprintf(&b, "| path | setup | streams | Gbit/s | x %s |\n|---|---|---|---|---|\n", base)
-		for _, p := range paths {
-			for _, s := range setups {
-				for _, n := range o.streams {
-					g, ok := med[fmt.Sprint(scenario, p, s, n)]
-					if !ok {
-						continue
-					}
-					ratio := "-"
-					if bg := med[fmt.Sprint(scenario, p, base, n)]; bg > 0 {
-						ratio = fmt.Sprintf("%.2f", g/bg)
-					}
-					fmt.Fprintf(&b, "| %s | %s | %d | %.2f | %s |\n", p, s, n, g, ratio)
+		if has(o.scenarios, 2) {
+			for _, c := range cs {
+				if err := rr(r, 2, "pod-pod", c.setup, c.pods[0], c.pods[1], c.podIP[1], c.podIP[1]); err != nil {
+					return err
 				}
 			}
 		}
+		for _, p := range ps {
+			if err := rr(r, 1, p.path, p.impl, p.client, p.server, p.dst, p.bind); err != nil {
+				return err
+			}
+		}
 	}
-	if has(o.scenarios, 2) {
-		fmt.Fprintf(&b, "# Scenario 2: pod to pod across two nodes over VXLAN\n\n%s, %s, %d reps of %s; medians, ratio to linux-vxlan in the same run\n\n",
-			r.Kernel, r.CPU, o.Reps, o.Duration)
-		table(2, []string{"pod-pod"}, o.setups, "linux-vxlan")
-	}
-	if has(o.scenarios, 1) {
-		fmt.Fprintf(&b, "\n# Scenario 1: one node's paths, xlane against Linux\n\n%d reps of %s; medians, ratio to linux in the same run (nat-vxlan: a service VIP on node 1, its backend on node 2; VLAN to VXLAN not measured: no 802.1Q on this kernel)\n\n",
-			o.Reps, o.Duration)
-		table(1, append(paths1, "nat-vxlan"), []string{"xlane-tc", "linux"}, "linux")
-	}
-	return b.String()
-}
-
-// iperfServer starts iperf3 in ns, bound to bind.
-func iperfServer(undo *harness.UndoStack, ns, bind string) error {
-	log := filepath.Join(os.TempDir(), ns+"-"+bind+"-iperf3.log")
-	p, err := harness.StartProc("iperf3 server "+ns+" "+bind, log, harness.NSExec(ns, "iperf3", "-s", "-B", bind)...)
+	rep.Finished, rep.LoadEnd = time.Now(), harness.LoadAvg()
+	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		os.Remove(log)
 		return err
 	}
-	// Undone in reverse: the server stops, then its log goes.
-	undo.Push("remove "+log, func(context.Context) error { return os.Remove(log) })
-	undo.Push("stop "+p.Name, p.Stop)
-	time.Sleep(300 * time.Millisecond)
+	return harness.PrintResults(o.Out, "multinode", rep.Started, rep.markdown(o), js)
+}
+
+// startServers starts iperf3 and sockperf (on CPU rrCPU) in ns, bound to
+// bind, and waits until both listen.
+func startServers(ctx context.Context, undo *harness.UndoStack, ns, bind string) error {
+	for _, s := range []struct {
+		name string
+		port int
+		argv []string
+	}{
+		{"iperf3", iperfPort, []string{"iperf3", "-s", "-B", bind, "-p", fmt.Sprint(iperfPort)}},
+		{"sockperf", rrPort, []string{"taskset", "-c", rrCPU, "sockperf", "sr", "--tcp", "-i", bind, "-p", fmt.Sprint(rrPort)}},
+	} {
+		log := filepath.Join(os.TempDir(), ns+"-"+bind+"-"+s.name+".log")
+		p, err := harness.StartProc(s.name+" server "+ns+" "+bind, log, harness.NSExec(ns, s.argv...)...)
+		if err != nil {
+			os.Remove(log)
+			return err
+		}
+		// Undone in reverse: the server stops, then its log goes.
+		undo.Push("remove "+log, func(context.Context) error { return os.Remove(log) })
+		undo.Push("stop "+p.Name, p.Stop)
+		ap, err := netip.ParseAddrPort(net.JoinHostPort(bind, fmt.Sprint(s.port)))
+		if err != nil {
+			return err
+		}
+		if err := harness.WaitFor(ctx, p.Name, 10*time.Second, p, func() bool { return harness.Listening(ctx, ns, ap) }); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-func iperf(ctx context.Context, client, dst string, streams int, d time.Duration) (float64, int64, error) {
-	out, err := harness.Run(ctx, harness.NSExec(client, "iperf3", "-J", "-c", dst, "-P", fmt.Sprint(streams), "-t", fmt.Sprint(int(d.Seconds())))...)
-	if err != nil {
-		return 0, 0, err
+func iperf(ctx context.Context, client, dst string, streams int, d time.Duration) (measure.IperfResult, error) {
+	out, err := harness.Run(ctx, harness.NSExec(client, "iperf3", "-J", "-c", dst, "-p", fmt.Sprint(iperfPort),
+		"-P", fmt.Sprint(streams), "-t", fmt.Sprint(int(d.Seconds())))...)
+	res, perr := measure.ParseIperf3([]byte(out))
+	if perr != nil {
+		return res, errors.Join(err, perr)
 	}
-	res, err := measure.ParseIperf3([]byte(out))
-	return res.ReceivedBps / 1e9, res.Retransmits, err
+	return res, err
+}
+
+// pingPong is TCP_RR: sockperf ping-pong with rrSize-byte messages, round
+// trips (--full-rtt), the client on CPU rrCPU.
+func pingPong(ctx context.Context, client, dst string, d time.Duration) (measure.Latency, error) {
+	out, err := harness.Run(ctx, harness.NSExec(client, "taskset", "-c", rrCPU, "sockperf", "pp", "--tcp", "-i", dst,
+		"-p", fmt.Sprint(rrPort), "-m", fmt.Sprint(rrSize), "--full-rtt", "-t", fmt.Sprint(int(d.Seconds())))...)
+	l, perr := measure.ParseSockperf(out)
+	if perr != nil {
+		return l, errors.Join(err, perr)
+	}
+	if !l.RTT || l.PerSec <= 0 {
+		return l, fmt.Errorf("sockperf: no round trips or no rate (--full-rtt ignored?) in\n%s", out)
+	}
+	return l, err
 }
 
 // build makes one setup's underlay bridge, two nodes and a pod on each.
 func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup string) (*cluster, error) {
 	ul, nodes := id+"-ul", [2]string{id + "-n1", id + "-n2"}
-	c := &cluster{setup: setup, pods: [2]string{id + "-p1", id + "-p2"}}
+	c := &cluster{setup: setup, ul: ul, nodes: nodes, pods: [2]string{id + "-p1", id + "-p2"}}
 	if err := harness.AddNamespaces(ctx, undo, ul, nodes[0], nodes[1], c.pods[0], c.pods[1]); err != nil {
 		return nil, err
 	}
@@ -312,7 +384,7 @@ func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup st
 		return nil, err
 	}
 	switch setup {
-	case "xlane-tc", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic":
+	case "xlane-tc", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic", "xlane-tc-vlan":
 		return c, buildXlane(ctx, undo, tmp, bins, nodes, c, setup)
 	default:
 		return c, buildLinux(ctx, nodes, c, setup == "linux-bridge")
@@ -323,14 +395,14 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 	fw := setup == "xlane-tc-fw"
 	var uplink []string
 	switch setup {
-	case "xlane-tc-uplink":
+	case "xlane-tc-uplink", "xlane-tc-vlan":
 		uplink = []string{"--uplink", "ul0"}
 	case "xlane-tc-uplink-native":
 		uplink = []string{"--uplink", "ul0", "--uplink-xdp-mode", "native"}
 	case "xlane-tc-uplink-generic":
 		uplink = []string{"--uplink", "ul0", "--uplink-xdp-mode", "generic"}
 	}
-	var dirs [2]string
+	dirs := &c.dirs
 	for i, n := range nodes {
 		dirs[i] = filepath.Join(tmp, n)
 		if err := os.MkdirAll(dirs[i], 0o700); err != nil {
@@ -350,10 +422,22 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 				return err
 			}
 		}
-		if _, err := harness.Xlane(ctx, bins, dirs[i], "network", "create", "pods", "--mode", "tc"); err != nil {
+		// The VLAN setup's one network: on VLAN 100 of node 1's uplink,
+		// node 2's pods behind VXLAN (the same name: the same VNI).
+		network, create := "pods", []string{"network", "create", "pods", "--mode", "tc"}
+		switch setup {
+		case "xlane-xdp":
+			create[len(create)-1] = "xdp"
+		case "xlane-tc-vlan":
+			network, create = "vl", []string{"network", "create", "vl", "--mode", "tc"}
+			if i == 0 {
+				create = append(create, "--vlan", fmt.Sprint(vlanID))
+			}
+		}
+		if _, err := harness.Xlane(ctx, bins, dirs[i], create...); err != nil {
 			return err
 		}
-		out, err := harness.Xlane(ctx, bins, dirs[i], "endpoint", "add", "pods", "--netns", c.pods[i], "-o", "json")
+		out, err := harness.Xlane(ctx, bins, dirs[i], "endpoint", "add", network, "--netns", c.pods[i], "-o", "json")
 		if err != nil {
 			return err
 		}
@@ -371,9 +455,17 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 			return err
 		}
 	}
+	if setup == "xlane-tc-vlan" {
+		return nil
+	}
 	c.vip = vipAddr
-	_, err := harness.Xlane(ctx, bins, dirs[0], "service", "create", "iperf", "--vip", vipAddr+":5201", "--backend", c.podIP[1]+":5201")
-	return err
+	for name, port := range map[string]int{"iperf": iperfPort, "rr": rrPort} {
+		if _, err := harness.Xlane(ctx, bins, dirs[0], "service", "create", name, "--vip", fmt.Sprintf("%s:%d", vipAddr, port),
+			"--backend", fmt.Sprintf("%s:%d", c.podIP[1], port)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildLinux is flannel's vxlan backend by hand: a VXLAN device per node,
@@ -419,9 +511,14 @@ func buildLinux(ctx context.Context, nodes [2]string, c *cluster, bridge bool) e
 			return err
 		}
 	}
-	// The service VIP on node 1: DNAT to node 2's pod, then routed over
-	// VXLAN; conntrack translates the replies back.
+	// The service VIP on node 1: DNAT to node 2's pod (iperf3's and
+	// sockperf's ports), then routed over VXLAN; conntrack translates the
+	// replies back.
 	c.vip = vipAddr
-	return harness.RunAll(ctx, []string{"ip", "netns", "exec", nodes[0], "iptables", "-t", "nat", "-A", "PREROUTING",
-		"-d", vipAddr, "-p", "tcp", "--dport", "5201", "-j", "DNAT", "--to-destination", c.podIP[1] + ":5201"})
+	var cmds [][]string
+	for _, port := range []int{iperfPort, rrPort} {
+		cmds = append(cmds, []string{"ip", "netns", "exec", nodes[0], "iptables", "-t", "nat", "-A", "PREROUTING",
+			"-d", vipAddr, "-p", "tcp", "--dport", fmt.Sprint(port), "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", c.podIP[1], port)})
+	}
+	return harness.RunAll(ctx, cmds...)
 }

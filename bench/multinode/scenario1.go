@@ -20,9 +20,9 @@ import (
 //	nat-vxlan  a pod to a service VIP    xlane: service (DNAT) + VXLAN  linux: iptables DNAT + VXLAN
 //	         whose backend is a pod on   (the scenario-2 clusters: "routing with NAT over VXLAN")
 //	         the other node
-//
-// The write-up's "VLAN to VXLAN" has no Linux side here: this kernel has
-// no 802.1Q support (docs/multinode.md); it is not measured.
+//	vlan-vxlan a host on VLAN 100 of     xlane: a --vlan network         linux: none on a kernel
+//	         node 1's uplink to a pod    (vlan.go)                      without 802.1Q (the
+//	         on node 2                                                  reason is printed)
 var paths1 = []string{"l2", "l3", "l3-nat"}
 
 // path1 is one path of one implementation: iperf3 from client to server.

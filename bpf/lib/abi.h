@@ -248,6 +248,15 @@ struct xl_config {
 	__u16 clash_port_min;
 	__u16 clash_port_max;
 	__u32 pad;
+	/* This node's address in the cluster, per family: the first address
+	 * of its pod CIDR (never an endpoint's: ipam reserves a subnet's
+	 * first address; flannel gives its VXLAN device the same), or zero
+	 * (no cluster, no pod CIDR of the family). The source a flow from
+	 * off the node gets when its service backend is another node's pod
+	 * (lib/ct_nat.h ct_publish): peers route it back to this node, where
+	 * the reply is translated. Written by the daemon (its node record). */
+	__u8 cluster_v4[16];
+	__u8 cluster_v6[16];
 };
 
 /*
@@ -736,10 +745,11 @@ struct mon_state {
 	 * lib/monitor.h. */
 	__u32 rule;		/* the deciding firewall rule's slot + 1 */
 	__u32 pending;		/* MON_FLOW_NEW, MON_FLOW_CLOSE bits */
-	/* The rate limit's events to suppress without reading the clock,
-	 * and the length of the next such run (lib/monitor.h). */
+	/* The rate limit's events still to suppress without reading the
+	 * clock, and those it suppressed so since the clock's last read
+	 * (lib/monitor.h). */
 	__u32 skip;
-	__u32 backoff;
+	__u32 seen;
 	struct ct_key new_key;	/* MON_FLOW_NEW: the flow as it opened */
 	struct ct_val new_val;	/* ... and its entry (NAT) */
 	struct ct_key close_key;	/* MON_FLOW_CLOSE */

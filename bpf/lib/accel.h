@@ -40,7 +40,9 @@ struct accel_key {
 struct accel_sk {
 	struct accel_key peer; /* the key of the socket at the other end */
 	__u32 flags;	       /* enum accel_sk_flags */
-	__u32 pad;
+	/* Small messages this socket redirected in a row while its peer
+	 * had more than small_backlog unread (the small-stream rule). */
+	__u32 small_run;
 	__u64 redirected; /* bytes this socket redirected to its peer */
 };
 
@@ -59,10 +61,13 @@ struct accel_config {
 	 * flow control holds the writer (the redirect path has none). 0:
 	 * ACCEL_DEFAULT_BACKLOG. */
 	__u32 max_backlog;
-	/* A stream of small messages to a reader that falls behind: a
-	 * message shorter than small_msg bytes, redirected while the peer
-	 * has more than small_backlog unread, makes its direction fall back
-	 * for good (ACCEL_FALLBACK_SMALL_STREAM). The normal path coalesces
+	/* A stream of small messages to a reader that falls behind:
+	 * ACCEL_SMALL_RUN messages in a row shorter than small_msg bytes,
+	 * each redirected while the peer has more than small_backlog
+	 * unread, make their direction fall back for good
+	 * (ACCEL_FALLBACK_SMALL_STREAM). One message alone does not: a
+	 * relay (a proxy copying between sockets) writes what it read, and
+	 * an odd short read is no stream. The normal path coalesces
 	 * small writes (autocork, GSO/GRO) where the redirect path moves and
 	 * wakes per message. Needs the peer's unread count (msg_tot_len,
 	 * 6.12+); without it nothing changes. 0: the ACCEL_DEFAULT_ ones. */
@@ -76,6 +81,8 @@ struct accel_config {
 /* The small_msg and small_backlog when the daemon gives none. */
 #define ACCEL_DEFAULT_SMALL_MSG (4u << 10)
 #define ACCEL_DEFAULT_SMALL_BACKLOG (128u << 10)
+/* Small messages in a row that make a stream (accel_sk.small_run). */
+#define ACCEL_SMALL_RUN 16
 
 enum accel_flags {
 	ACCEL_ON = 1,		/* off: no new socket is added, nothing redirects */

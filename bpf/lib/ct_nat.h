@@ -18,6 +18,7 @@
 #include "ct.h"
 #include "nat.h"
 #include "lb.h"
+#include "overlay.h"
 #include "stage.h"
 
 #define NAT_PORT_TRIES 16
@@ -50,6 +51,15 @@ static __always_inline int addr_eq(const __u8 *a, const __u8 *b)
 static __always_inline const __u8 *node_addr(const struct xl_config *cfg, const struct pkt *p)
 {
 	const __u8 *a = p->ip4 ? cfg->uplink_v4 : cfg->uplink_v6;
+
+	return key_is_zero(a) ? 0 : a;
+}
+
+/* cluster_addr returns this node's cluster address of p's family (the
+ * source of an outside flow to another node's pod), or NULL. */
+static __always_inline const __u8 *cluster_addr(const struct xl_config *cfg, const struct pkt *p)
+{
+	const __u8 *a = p->ip4 ? cfg->cluster_v4 : cfg->cluster_v6;
 
 	return key_is_zero(a) ? 0 : a;
 }
@@ -201,11 +211,21 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
  *   address and port (the same client port to two VIPs with a common
  *   backend, or to the backend directly): the source port is remapped to a
  *   free one of the clash range (1024-65535), the address kept.
- * No free port: pass_nat_ports, the packet goes to Linux untranslated.
+ * - from off the node (outside: the uplink's program, a constant that
+ *   prunes the case from the endpoint programs) to another node's pod (a
+ *   NodePort or external VIP whose Maglev pick is a peer's backend,
+ *   Kubernetes' externalTrafficPolicy Cluster): the source becomes this
+ *   node's cluster address (cluster_addr) and a port of the masquerade
+ *   range, so the backend answers this node, over the overlay or natively
+ *   routed, where the reply entry translates it back. A local backend
+ *   keeps the client's address (what externalTrafficPolicy Local, whose
+ *   services have local backends only, needs).
+ * No free port (or no cluster address of the family): pass_nat_ports,
+ * the packet goes to Linux untranslated.
  */
 static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt *p, struct l4 *l4,
 					       const struct ct_key *k, const struct xl_config *cfg,
-					       int *dnat, enum xl_reason *reason)
+					       int outside, int *dnat, enum xl_reason *reason)
 {
 	struct backend_val to = {};
 	struct ct_scratch *sc;
@@ -233,6 +253,10 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 	ports = clash_ports(cfg);
 	if (addr_eq(to.addr, k->saddr)) {
 		src = node_addr(cfg, p); /* hairpin */
+		ports = nat_ports(cfg);
+		err = -EEXIST;
+	} else if (outside && peer_remote((const struct endpoint_key *)to.addr)) {
+		src = cluster_addr(cfg, p); /* to another node's pod */
 		ports = nat_ports(cfg);
 		err = -EEXIST;
 	} else {

@@ -96,7 +96,7 @@ static __noinline int ct_from_endpoint(struct __sk_buff *skb, struct pkt *p, __u
 		if (ct_refresh(&k, v, &l4, skb->len))
 			return ct_translate(skb, p, &l4, v, reason);
 	}
-	rc = ct_publish(skb, p, &l4, &k, cfg, &dnat, reason);
+	rc = ct_publish(skb, p, &l4, &k, cfg, 0, &dnat, reason);
 	if (rc != XL_CONTINUE || dnat)
 		return rc;
 	if (masq) {

@@ -18,7 +18,10 @@
 
 /*
  * overlay_forward sends a packet for a peer node's pod over the overlay: the
- * tunnel key (the node's underlay address, the sending network's VNI),
+ * tunnel key (the node's underlay address, the sending network's VNI; for
+ * network_id 0, which no network has, the node's own, XL_VNI_NODE: what
+ * the uplink's program tunnels to a service backend there, from this
+ * node's cluster address),
  * then a redirect to the VXLAN device, which encapsulates. Natively routed
  * peers and this node's own prefix continue (to the FIB); an address of
  * the cluster CIDR no node owns, or no overlay device, is a counted drop
@@ -32,7 +35,7 @@ static __noinline int overlay_forward(struct __sk_buff *skb, struct pkt *p, __u3
 				      enum xl_reason *reason)
 {
 	const struct peer_val *peer = peer_lookup(&p->dst);
-	__u32 *vni, ifindex, mtu_len = 0;
+	__u32 vni = XL_VNI_NODE, *v, ifindex, mtu_len = 0;
 
 	if (!peer || (peer->flags & XL_PEER_SELF))
 		return XL_CONTINUE;
@@ -44,8 +47,13 @@ static __noinline int overlay_forward(struct __sk_buff *skb, struct pkt *p, __u3
 		return XL_CONTINUE; /* natively routed: the FIB */
 	}
 	ifindex = overlay_ifindex();
-	vni = bpf_map_lookup_elem(&xlane_net_vni, &network_id);
-	if (!ifindex || !vni)
+	if (network_id) {
+		v = bpf_map_lookup_elem(&xlane_net_vni, &network_id);
+		if (!v)
+			return xl_final(reason, XL_DROP_NO_PEER);
+		vni = *v;
+	}
+	if (!ifindex)
 		return xl_final(reason, XL_DROP_NO_PEER);
 	/* Too big for the overlay (an endpoint with a larger MTU than the
 	 * VXLAN device's): the redirect would drop it silently; Linux routes
@@ -53,7 +61,7 @@ static __noinline int overlay_forward(struct __sk_buff *skb, struct pkt *p, __u3
 	if (bpf_check_mtu(skb, ifindex, &mtu_len, 0, 0) == BPF_MTU_CHK_RET_FRAG_NEEDED)
 		return xl_final(reason, XL_PASS_TOO_BIG);
 	ep_forward_l3(p);
-	if (overlay_set_key(skb, p->eth, peer, *vni))
+	if (overlay_set_key(skb, p->eth, peer, vni))
 		return xl_final(reason, XL_DROP_REDIRECT);
 	return tc_forwarded(bpf_redirect(ifindex, 0), XL_FWD_OVERLAY, reason);
 }

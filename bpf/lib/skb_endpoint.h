@@ -26,6 +26,7 @@
 #include "parse.h"
 #include "csum.h"
 #include "fib.h"
+#include "fib_fwd.h"
 #include "endpoint.h"
 #include "ct_stage.h"
 #include "fw.h"
@@ -64,41 +65,6 @@ static __always_inline enum xl_step to_local_endpoint(struct __sk_buff *skb, str
 	 * packet: count its delivery here. */
 	metrics_count(dst->ifindex, XL_FWD_PEER, XL_DIR_INGRESS, cfg->hook, skb->len);
 	return tc_forwarded(bpf_redirect_peer(dst->ifindex, 0), XL_FWD_PEER, reason);
-}
-
-static __noinline int to_fib(struct __sk_buff *skb, struct pkt *p, enum xl_reason *reason)
-{
-	struct bpf_fib_lookup fib;
-	struct bpf_redir_neigh nh = {};
-	long rc;
-
-	fib_params_init(&fib, p, skb->ifindex);
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	switch (rc) {
-	case BPF_FIB_LKUP_RET_SUCCESS:
-		/* Route and neighbour known: write L2 ourselves. */
-		ep_forward_l3(p);
-		__builtin_memcpy(p->eth->h_dest, fib.dmac, ETH_ALEN);
-		__builtin_memcpy(p->eth->h_source, fib.smac, ETH_ALEN);
-		return tc_forwarded(bpf_redirect(fib.ifindex, 0), XL_FWD_FIB, reason);
-	case BPF_FIB_LKUP_RET_NO_NEIGH:
-		/* Route known, neighbour not (yet): let the kernel's neighbour
-		 * subsystem resolve and fill L2 for us. */
-		ep_forward_l3(p);
-		nh.nh_family = fib.family;
-		if (fib.family == AF_INET)
-			nh.ipv4_nh = fib.ipv4_dst;
-		else
-			__builtin_memcpy(nh.ipv6_nh, fib.ipv6_dst, 16);
-		return tc_forwarded(bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0),
-				    XL_FWD_NEIGH, reason);
-	case BPF_FIB_LKUP_RET_NOT_FWDED:
-		return xl_final(reason, XL_PASS_NOT_FWDED);
-	default:
-		/* Blackhole, unreachable, prohibit, MTU, forwarding disabled:
-		 * Linux does the right thing and sends the ICMP error. */
-		return xl_final(reason, XL_PASS_NO_ROUTE);
-	}
 }
 
 /*
@@ -187,7 +153,7 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 	step = overlay_forward(skb, &p, src->network_id, reason);
 	if (step != XL_CONTINUE)
 		return step;
-	return to_fib(skb, &p, reason);
+	return fib_forward(skb, &p, reason);
 }
 
 /*

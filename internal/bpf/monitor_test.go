@@ -154,6 +154,104 @@ func TestMonitorEvents(t *testing.T) {
 				len(evs), got, before, after)
 		}
 	})
+	// The rate limit's skipping (lib/monitor.h, mon_skip_after): each
+	// CPU's state is set, one forwarded packet runs, and the one CPU whose
+	// state moved is checked. Found empty, the bucket suppresses the
+	// events expected before its next token at the rate they came at.
+	states := func() []MonState {
+		t.Helper()
+		var per []MonState
+		if err := mon.State.Lookup(uint32(0), &per); err != nil {
+			t.Fatal(err)
+		}
+		return per
+	}
+	setStates := func(s MonState) []MonState {
+		t.Helper()
+		per := states()
+		for i := range per {
+			per[i] = s
+		}
+		if err := mon.State.Put(uint32(0), per); err != nil {
+			t.Fatal(err)
+		}
+		return per
+	}
+	moved := func(before []MonState) MonState {
+		t.Helper()
+		var got []MonState
+		for i, s := range states() {
+			if s != before[i] {
+				got = append(got, s)
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("one run moved the rate limit's state of %d CPUs, want 1", len(got))
+		}
+		return got[0]
+	}
+	fwd := tcp4(t, epPeer.v4)
+
+	t.Run("rate limit estimate", func(t *testing.T) {
+		// An empty bucket, the clock last read 200 ms ago, 9 events
+		// suppressed since (this one the 10th): at 1 a second the bucket
+		// holds 0.2 token, short of one unless the run comes 800 ms
+		// late, and the next is 0.8 s away: 40 more events at this rate.
+		set(MonVerdict, 1, 1)
+		last := monoNow(t) - 200_000_000
+		before := setStates(MonState{Last: last, Seen: 9})
+		run(fwd)
+		s := moved(before)
+		elapsed := s.Last - last
+		if s.Last <= last || s.Tokens >= 1_000_000_000 {
+			t.Fatalf("state %+v: the clock was not read, or the bucket filled (elapsed %d ns)", s, elapsed)
+		}
+		want := min(63, (1_000_000_000-s.Tokens)*10/1/elapsed)
+		if uint64(s.Skip) != want || s.Seen != 0 || s.Suppressed != 1 || s.Emitted != 0 {
+			t.Errorf("state %+v after %d ns: want skip %d (the events due before the next token), seen 0, 1 suppressed, none emitted",
+				s, elapsed, want)
+		}
+		if evs := monEvents(t, rd); len(evs) != 0 {
+			t.Errorf("suppressed, yet %d events: %+v", len(evs), evs)
+		}
+	})
+
+	t.Run("rate limit skip", func(t *testing.T) {
+		// A run of skips: suppressed and counted without the clock.
+		set(MonVerdict, 1000, 1)
+		before := setStates(MonState{Last: 12345, Skip: 5, Seen: 2})
+		run(fwd)
+		s := moved(before)
+		if s.Last != 12345 || s.Skip != 4 || s.Seen != 3 || s.Suppressed != 1 || s.Emitted != 0 {
+			t.Errorf("state %+v: want the clock unread (last 12345), skip 4, seen 3, 1 suppressed", s)
+		}
+	})
+
+	t.Run("rate limit flood", func(t *testing.T) {
+		// A verdict per packet, 1,000 packets as fast as BPF_PROG_TEST_RUN
+		// runs them: every event counted, no more through than a bucket
+		// of 2 and 1,000 a second allow on each CPU, some through.
+		set(MonVerdict, 1000, 2)
+		setStates(MonState{})
+		frame := pktSpec{src: epLo.v4, dst: epPeer.v4, ttl: 255}.frame(t)
+		start := time.Now()
+		if _, err := sampleRuns(h.do, h.objs.FromEndpoint(), frame, actRedirect, 4, 250); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		c, err := mon.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := monEvents(t, rd)
+		limit := uint64(len(states())) * (2 + uint64(took.Milliseconds()) + 1)
+		if c.Emitted+c.Suppressed != 1000 || c.Lost != 0 || c.Emitted != uint64(len(evs)) || c.Emitted == 0 ||
+			c.Emitted > limit {
+			t.Errorf("1,000 packets in %v at 1,000/s, burst 2: counters %+v, %d events; want them to add up to 1,000, "+
+				"between 1 and %d emitted", took, c, len(evs), limit)
+		}
+	})
+	setStates(MonState{})
 	set(0, 0, 0)
 }
 
@@ -222,4 +320,82 @@ func BenchmarkMonitorCost(b *testing.B) {
 	}
 	c, _ := mon.Counters()
 	b.Logf("counters: %+v", c)
+}
+
+// BenchmarkCompareMonitor: the monitor's per-packet cost in two builds
+// (bench_compare_test.go: the embedded objects against XLANE_BENCH_OLD's,
+// a second copy of the old as the control), a forwarded packet (tc,
+// endpoint to peer) with the monitor off and with every type on at a rate
+// that gives a token per ~55 runs, as 1,000 events a second per CPU do
+// at the ~55,000 packets a second per CPU of bench/modes' TCP 4 streams:
+// the rate limit's regime there (lib/monitor.h), where the skipping
+// decides how many packets call the emitter and read the clock.
+//
+//	XLANE_BENCH_OLD=/path/to/old go test -run '^$' -bench CompareMonitor -benchtime 1x ./internal/bpf
+func BenchmarkCompareMonitor(b *testing.B) {
+	dir := os.Getenv("XLANE_BENCH_OLD")
+	if dir == "" {
+		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
+	}
+	hs := []*harness{newHarnessFrom(b, dir), newHarnessFrom(b, ""), newHarnessFrom(b, dir)}
+	for _, h := range hs {
+		rd, err := ringbuf.NewReader(h.objs.Monitor().Events)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { // drain, as xlaned does
+			defer close(done)
+			var rec ringbuf.Record
+			for {
+				rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+				if err := rd.ReadInto(&rec); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+					return
+				}
+			}
+		}()
+		defer func() { rd.Close(); <-done }()
+	}
+	frame := pktSpec{src: epLo.v4, dst: epPeer.v4, ttl: 255}.frame(b)
+	// The runs' pace, BPF_PROG_TEST_RUN's calls included: the rate that
+	// gives a token per 55 of them.
+	start := time.Now()
+	if _, err := sampleRuns(hs[1].do, hs[1].objs.FromEndpoint(), frame, actRedirect, compareCalls, compareBatch); err != nil {
+		b.Fatal(err)
+	}
+	perSec := float64(compareCalls*compareBatch) / time.Since(start).Seconds()
+	rate := uint32(max(perSec/55, 1))
+	b.Logf("%.0f runs/s: rate %d events/s", perSec, rate)
+	variants := []struct {
+		name  string
+		types MonType
+		rate  uint32
+	}{{"off", 0, 0}, {"all, a token per ~55 runs", MonAll, rate}}
+	samples := [3]map[string][]float64{{}, {}, {}}
+	var names []string
+	for _, v := range variants {
+		names = append(names, v.name)
+	}
+	for r := range compareRounds {
+		for _, v := range variants {
+			for j := range 3 {
+				i := (j + r) % 3 // each build leads in turn
+				h := hs[i]
+				if err := h.objs.Monitor().Set(v.types, v.rate, max(v.rate/10, 1)); err != nil {
+					b.Fatal(err)
+				}
+				ns, err := sampleRuns(h.do, h.objs.FromEndpoint(), frame, actRedirect, compareCalls, compareBatch)
+				if err != nil {
+					b.Fatalf("%s (%s): %v", v.name, []string{"old", "new", "control"}[i], err)
+				}
+				samples[i][v.name] = append(samples[i][v.name], ns)
+			}
+		}
+	}
+	for i, h := range hs {
+		c, _ := h.objs.Monitor().Counters()
+		b.Logf("%s counters: %+v", []string{"old", "new", "control"}[i], c)
+		h.objs.Monitor().Set(0, 0, 0)
+	}
+	compareReport(b, names, samples)
 }

@@ -320,7 +320,7 @@ type netkitMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     netkitCtKey
 	NewVal     netkitCtVal
 	CloseKey   netkitCtKey
@@ -441,6 +441,8 @@ type netkitXlConfig struct {
 	ClashPortMin  uint16
 	ClashPortMax  uint16
 	Pad           uint32
+	ClusterV4     [16]uint8
+	ClusterV6     [16]uint8
 }
 
 // Names of all BPF objects in the ELF.

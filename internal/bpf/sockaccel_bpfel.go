@@ -50,7 +50,7 @@ type sockaccelAccelSk struct {
 	_          structs.HostLayout
 	Peer       sockaccelAccelKey
 	Flags      uint32
-	Pad        uint32
+	SmallRun   uint32
 	Redirected uint64
 }
 

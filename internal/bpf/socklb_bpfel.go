@@ -136,7 +136,7 @@ type socklbMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     socklbCtKey
 	NewVal     socklbCtVal
 	CloseKey   socklbCtKey
@@ -214,6 +214,8 @@ type socklbXlConfig struct {
 	ClashPortMin  uint16
 	ClashPortMax  uint16
 	Pad           uint32
+	ClusterV4     [16]uint8
+	ClusterV6     [16]uint8
 }
 
 // Names of all BPF objects in the ELF.

@@ -458,7 +458,7 @@ type tcMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     tcCtKey
 	NewVal     tcCtVal
 	CloseKey   tcCtKey
@@ -607,6 +607,8 @@ type tcXlConfig struct {
 	ClashPortMin  uint16
 	ClashPortMax  uint16
 	Pad           uint32
+	ClusterV4     [16]uint8
+	ClusterV6     [16]uint8
 }
 
 type tcXlDir uint32

@@ -320,7 +320,7 @@ type tcuplinkMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     tcuplinkCtKey
 	NewVal     tcuplinkCtVal
 	CloseKey   tcuplinkCtKey
@@ -441,6 +441,8 @@ type tcuplinkXlConfig struct {
 	ClashPortMin  uint16
 	ClashPortMax  uint16
 	Pad           uint32
+	ClusterV4     [16]uint8
+	ClusterV6     [16]uint8
 }
 
 // Names of all BPF objects in the ELF.

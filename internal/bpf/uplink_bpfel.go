@@ -310,7 +310,7 @@ type uplinkMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     uplinkCtKey
 	NewVal     uplinkCtVal
 	CloseKey   uplinkCtKey
@@ -423,6 +423,8 @@ type uplinkXlConfig struct {
 	ClashPortMin  uint16
 	ClashPortMax  uint16
 	Pad           uint32
+	ClusterV4     [16]uint8
+	ClusterV6     [16]uint8
 }
 
 // Names of all BPF objects in the ELF.

@@ -127,7 +127,7 @@ type vmportMonState struct {
 	Rule       uint32
 	Pending    uint32
 	Skip       uint32
-	Backoff    uint32
+	Seen       uint32
 	NewKey     vmportCtKey
 	NewVal     vmportCtVal
 	CloseKey   vmportCtKey
@@ -205,6 +205,8 @@ type vmportXlConfig struct {
 	ClashPortMin  uint16
 	ClashPortMax  uint16
 	Pad           uint32
+	ClusterV4     [16]uint8
+	ClusterV6     [16]uint8
 }
 
 // Names of all BPF objects in the ELF.

@@ -213,6 +213,9 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 				return err
 			}
 		}
+		if err := d.setClusterAddrs(n); err != nil {
+			return err
+		}
 		return d.setOverlayMTU(n)
 	}
 	under := peerUnderlay(n, self)
@@ -223,7 +226,7 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 		}
 		via := netip.Addr{}
 		if c.routing == model.RoutingNative {
-			peer.Flags = datapath.PeerNative
+			peer.Flags |= datapath.PeerNative // keeps PeerDown
 			a, ok := n.UnderlayOf(p.Addr().Is4())
 			if !ok {
 				return model.Fieldf("underlay", "node %q has no %s underlay address for its pod CIDR %s (native routing)", n.Name, family(p.Addr()), p)
@@ -237,6 +240,35 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// setClusterAddrs writes this node's cluster addresses into the
+// datapath's node configuration: the first address of each of self's pod
+// CIDRs (self nil: none). ipam never hands a subnet's first address to an
+// endpoint, and every peer routes it to this node: it is the source of a
+// flow from off the node whose service backend is another node's pod
+// (bpf/lib/ct_nat.h), so that the backend's reply comes back here.
+func (d *Daemon) setClusterAddrs(self *model.Node) error {
+	nc := d.node
+	nc.ClusterV4, nc.ClusterV6 = netip.Addr{}, netip.Addr{}
+	if self != nil {
+		for _, p := range self.PodCIDRs {
+			a := p.Masked().Addr()
+			if a.Is4() && !nc.ClusterV4.IsValid() {
+				nc.ClusterV4 = a
+			} else if a.Is6() && !nc.ClusterV6.IsValid() {
+				nc.ClusterV6 = a
+			}
+		}
+	}
+	if nc == d.node {
+		return nil
+	}
+	if err := d.dp.SetConfig(nc); err != nil {
+		return fmt.Errorf("cluster addresses: %w", err)
+	}
+	d.node = nc
 	return nil
 }
 
@@ -285,6 +317,9 @@ func (d *Daemon) setOverlayMTU(self *model.Node) error {
 func (d *Daemon) removeNodeState(n *model.Node) error {
 	d.peers.forget(n.ID)
 	var errs []error
+	if n.Self {
+		errs = append(errs, d.setClusterAddrs(nil))
+	}
 	for _, p := range n.PodCIDRs {
 		errs = append(errs, d.dp.DeletePeer(p))
 		if !n.Self {

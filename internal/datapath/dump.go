@@ -52,7 +52,7 @@ var dumpers = []dumper{
 	{"metrics", "xlane_metrics,xlane_metrics_uplink", "per-device counters by reason, direction and deciding attach point (summed over CPUs; the uplink program's from xlane_metrics_uplink)", []string{"ifindex", "device", "reason", "direction", "hook", "packets", "bytes"}, (*BPF).dumpMetrics},
 	{"neigh", "xlane_neigh", "the XDP datapath's copy of the neighbour table", []string{"addr", "ifindex", "device", "mac"}, (*BPF).dumpNeigh},
 	{"devmap", "xlane_devmap", "devices XDP may redirect to", []string{"ifindex", "device"}, (*BPF).dumpDevmap},
-	{"config", "xlane_config", "the node: uplink, masquerade addresses and ports", []string{"uplink_ifindex", "uplink", "nat_ports", "masquerade_v4", "masquerade_v6", "netns_cookie"}, (*BPF).dumpConfig},
+	{"config", "xlane_config", "the node: uplink, masquerade addresses and ports, cluster addresses", []string{"uplink_ifindex", "uplink", "nat_ports", "masquerade_v4", "masquerade_v6", "netns_cookie", "cluster_v4", "cluster_v6"}, (*BPF).dumpConfig},
 	{"publish", "xlane_publish", "published ports", []string{"proto", "family", "node_port", "target"}, (*BPF).dumpPublish},
 	{"services", "xlane_services", "service VIPs", []string{"vip", "proto", "id", "maglev_size", "flags", "affinity_timeout"}, (*BPF).dumpServices},
 	{"backends", "xlane_backends", "service backends by (service id, index)", []string{"service_id", "index", "backend", "flags"}, (*BPF).dumpBackends},
@@ -356,7 +356,7 @@ func (d *BPF) dumpConfig(_ int, add func(...any) bool) error {
 		}
 		return addr16(b)
 	}
-	add(v.UplinkIfindex, devName(v.UplinkIfindex), fmt.Sprintf("%d-%d", v.NatPortMin, v.NatPortMax), opt(v.UplinkV4), opt(v.UplinkV6), v.NetnsCookie)
+	add(v.UplinkIfindex, devName(v.UplinkIfindex), fmt.Sprintf("%d-%d", v.NatPortMin, v.NatPortMax), opt(v.UplinkV4), opt(v.UplinkV6), v.NetnsCookie, opt(v.ClusterV4), opt(v.ClusterV6))
 	return nil
 }
 

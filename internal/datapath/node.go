@@ -22,6 +22,12 @@ type NodeConfig struct {
 	NATPortMin, NATPortMax uint16
 	// NetnsCookie is the node netns' cookie: socket hooks act only there.
 	NetnsCookie uint64
+	// ClusterV4 and ClusterV6 are this node's addresses in the cluster
+	// (the first address of each of its pod CIDRs; invalid: none): the
+	// source of a flow from off the node whose service backend is another
+	// node's pod, so that the reply comes back through this node
+	// (bpf/lib/ct_nat.h ct_publish).
+	ClusterV4, ClusterV6 netip.Addr
 }
 
 // ClashPortMin and ClashPortMax bound the source ports a DNAT flow whose
@@ -43,6 +49,12 @@ func (d *BPF) SetConfig(c NodeConfig) error {
 	}
 	if c.MasqV6.IsValid() {
 		v.UplinkV6 = c.MasqV6.As16()
+	}
+	if c.ClusterV4.IsValid() {
+		v.ClusterV4 = c.ClusterV4.As16()
+	}
+	if c.ClusterV6.IsValid() {
+		v.ClusterV6 = c.ClusterV6.As16()
 	}
 	zero := uint32(0)
 	if err := d.objs.Config().Put(&zero, &v); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/nftables"
+
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -95,31 +97,40 @@ func DeleteGuard(n *model.Network) error {
 	return deleteGuardTable(guardTable(n.ID))
 }
 
+// deleteGuardTable deletes table t if it exists, in one nft run that
+// lists nothing (the empty "table" line makes the delete valid when there
+// is none).
 func deleteGuardTable(t string) error {
-	have, err := guardTables()
-	if err != nil || !have[t] {
-		return nil
+	if _, err := exec.LookPath("nft"); err != nil {
+		return nil // no nft: no guard table was ever made
 	}
-	if err := nft(fmt.Sprintf("delete table inet %s\n", t)); err != nil {
+	if err := nft(fmt.Sprintf("table inet %s\ndelete table inet %s\n", t, t)); err != nil {
 		return fmt.Errorf("delete nftables table %s: %w", t, err)
 	}
 	return nil
 }
 
-// guardTables lists xlane's guard tables (none without nft).
+// guardTables lists xlane's guard tables (none without nft) with one
+// netlink dump of the inet family's tables. Not `nft list tables`: nft
+// builds its whole cache first, every rule of every table, which took
+// 0.7 s beside 40,000 iptables-nft rules and ran for over 11 minutes
+// (1 GB) beside kube-proxy-style rules for 100,000 services (bench nat).
 func guardTables() (map[string]bool, error) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		return nil, nil
 	}
-	out, err := exec.Command("nft", "list", "tables", "inet").CombinedOutput()
+	c, err := nftables.New()
 	if err != nil {
-		return nil, fmt.Errorf("nft list tables: %w: %s", err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("nftables: %w", err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: list inet tables: %w", err)
 	}
 	have := map[string]bool{}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && strings.HasPrefix(f[2], guardTablePrefix) {
-			have[f[2]] = true
+	for _, t := range tables {
+		if strings.HasPrefix(t.Name, guardTablePrefix) {
+			have[t.Name] = true
 		}
 	}
 	return have, nil

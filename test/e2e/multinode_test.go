@@ -117,9 +117,10 @@ func (c *clusterNode) addArgs() []string {
 func (c *clusterNode) ip4() netip.Addr { return c.ep.IPs[0] }
 func (c *clusterNode) ip6() netip.Addr { return c.ep.IPs[1] }
 
-// newCluster starts three nodes on one underlay bridge, tells every node
-// about every node, and puts a pod on each.
-func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU int) []*clusterNode {
+// newCluster starts a node per mode (its pods' network's) on one underlay
+// bridge, with xlaned's extra flags, tells every node about every node,
+// and puts a pod on each.
+func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU int, flags ...string) []*clusterNode {
 	t.Helper()
 	// The native cluster takes its nodes from a file (--nodes), the
 	// others from the CLI.
@@ -131,8 +132,8 @@ func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, u
 	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
 	runIn(t, ul, "ip", "link", "set", "br0", "up")
 	var cs []*clusterNode
-	for i := 1; i <= 3; i++ {
-		c := &clusterNode{name: fmt.Sprintf("n%d", i),
+	for i := 1; i <= len(modes); i++ {
+		c := &clusterNode{name: fmt.Sprintf("n%d", i), ul: ul,
 			under4:   netip.MustParseAddr(fmt.Sprintf("192.168.77.%d", i)),
 			under6:   netip.MustParseAddr(fmt.Sprintf("fd00:77::%d", i)),
 			pod4:     netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
@@ -151,6 +152,7 @@ func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, u
 			if nodesFile != "" {
 				n.flags = append(n.flags, "--nodes", nodesFile)
 			}
+			n.flags = append(n.flags, flags...)
 		})
 		requireMode(t, c.node, modes[i-1]) // kernel_test.go
 		cs = append(cs, c)

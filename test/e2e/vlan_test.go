@@ -2,22 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/test/vlantag"
 )
 
 // VLAN networks (docs/multinode.md): n1's network "vl" is on VLAN 100 of
@@ -218,90 +210,14 @@ func uplinkCounter(t *testing.T, c *clusterNode, device, reason string) uint64 {
 	return n
 }
 
-// vlanTagger makes dev in netns an access port of VLAN vid: what it sends
-// leaves tagged (bpf_skb_vlan_push, tcx egress), what it receives must be
-// tagged vid and loses the tag (bpf_skb_vlan_pop, tcx ingress), anything
-// else is dropped. Written here, not taken from xlane, so the test does
-// not check xlane's tagging with itself.
+// vlanTagger makes dev in netns an access port of VLAN vid
+// (test/vlantag: tc programs of its own, not xlane's, so the test does
+// not check xlane's tagging with itself), until the test ends.
 func vlanTagger(t *testing.T, ns, dev string, vid uint16) {
 	t.Helper()
-	const (
-		tcOK, tcShot          = 0, 2
-		offVLANPresent        = 20 // struct __sk_buff
-		offVLANTCI            = 24
-		ethP8021QNetworkOrder = 0x0081 // htons(ETH_P_8021Q) on little-endian
-	)
-	push := asm.Instructions{
-		asm.Mov.Imm(asm.R2, ethP8021QNetworkOrder),
-		asm.Mov.Imm(asm.R3, int32(vid)),
-		asm.FnSkbVlanPush.Call(),
-		asm.Mov.Imm(asm.R0, tcOK),
-		asm.Return(),
-	}
-	pop := asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R1, offVLANPresent, asm.Word),
-		asm.JEq.Imm(asm.R2, 0, "drop"),
-		asm.LoadMem(asm.R2, asm.R1, offVLANTCI, asm.Word),
-		asm.And.Imm(asm.R2, 0xfff),
-		asm.JNE.Imm(asm.R2, int32(vid), "drop"),
-		asm.FnSkbVlanPop.Call(),
-		asm.Mov.Imm(asm.R0, tcOK),
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, tcShot).WithSymbol("drop"),
-		asm.Return(),
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
+	closeTagger, err := vlantag.Attach(nsPath(ns), dev, vid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer orig.Close()
-	target, err := netns.GetFromPath(nsPath(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(fmt.Sprintf("back to the test's netns: %v", err)) // the thread is unusable
-		}
-	}()
-	l, err := netlink.LinkByName(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []struct {
-		insns  asm.Instructions
-		attach ebpf.AttachType
-		parent uint32 // legacy tc (no tcx: before 6.6)
-	}{{push, ebpf.AttachTCXEgress, netlink.HANDLE_MIN_EGRESS}, {pop, ebpf.AttachTCXIngress, netlink.HANDLE_MIN_INGRESS}} {
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: p.insns})
-		if err != nil {
-			t.Fatalf("load vlan tagger: %v", err)
-		}
-		t.Cleanup(func() { prog.Close() })
-		lk, err := link.AttachTCX(link.TCXOptions{Interface: l.Attrs().Index, Program: prog, Attach: p.attach})
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			// The namespace goes with the test, and the filter with it.
-			q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index,
-				Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
-			if err := netlink.QdiscAdd(q); err != nil && !errors.Is(err, unix.EEXIST) {
-				t.Fatalf("vlan tagger: clsact: %v", err)
-			}
-			f := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: l.Attrs().Index, Parent: p.parent,
-				Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1}, Fd: prog.FD(), Name: "vlantag", DirectAction: true}
-			if err := netlink.FilterAdd(f); err != nil {
-				t.Fatalf("vlan tagger: tc filter: %v", err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("attach vlan tagger: %v", err)
-		}
-		t.Cleanup(func() { lk.Close() })
-	}
+	t.Cleanup(func() { closeTagger() })
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -61,15 +62,23 @@ func ParseIperf3(out []byte) (IperfResult, error) {
 	return r, nil
 }
 
-// Latency is what one `sockperf ping-pong` run measured, in microseconds.
+// Latency is what one `sockperf ping-pong` run measured, in microseconds:
+// half round trips (sockperf's default), or round trips with --full-rtt
+// (RTT set).
 type Latency struct {
 	AvgUs, P50Us, P99Us float64
 	Observations        int64
+	RTT                 bool // the run printed round trips (avg-rtt)
+	// PerSec is round trips a second over the valid duration (after
+	// warm-up): ping-pong has one message in flight, so these are
+	// TCP_RR's transactions a second.
+	PerSec float64
 }
 
 var (
 	ansiRE    = regexp.MustCompile(`\x1b\[[0-9;]*m`)
-	avgRE     = regexp.MustCompile(`avg-latency=\s*([0-9.]+)`)
+	avgRE     = regexp.MustCompile(`avg-(latency|rtt)=\s*([0-9.]+)`)
+	validRE   = regexp.MustCompile(`\[Valid Duration\] RunTime=([0-9.]+) sec;.*ReceivedMessages=([0-9]+)`)
 	pctRE     = regexp.MustCompile(`percentile\s+([0-9.]+)\s*=\s*([0-9.]+)`)
 	obsRE     = regexp.MustCompile(`Total\s+([0-9]+)\s+observations`)
 	sockErrRE = regexp.MustCompile(`(?m)^sockperf: ERROR: (.*)$`)
@@ -85,9 +94,17 @@ func ParseSockperf(out string) (Latency, error) {
 	var l Latency
 	m := avgRE.FindStringSubmatch(out)
 	if m == nil {
-		return l, errors.New("sockperf: no avg-latency in the output")
+		return l, errors.New("sockperf: no avg-latency or avg-rtt in the output")
 	}
-	l.AvgUs, _ = strconv.ParseFloat(m[1], 64)
+	l.RTT = m[1] == "rtt"
+	l.AvgUs, _ = strconv.ParseFloat(m[2], 64)
+	if m := validRE.FindStringSubmatch(out); m != nil {
+		secs, _ := strconv.ParseFloat(m[1], 64)
+		n, _ := strconv.ParseFloat(m[2], 64)
+		if secs > 0 {
+			l.PerSec = n / secs
+		}
+	}
 	have50, have99 := false, false
 	for _, m := range pctRE.FindAllStringSubmatch(out, -1) {
 		v, _ := strconv.ParseFloat(m[2], 64)
@@ -151,6 +168,31 @@ func BusyFraction(a, b CPUTimes) float64 {
 		return 0
 	}
 	return float64(b.Busy-a.Busy) / float64(b.Total-a.Total)
+}
+
+// UserHZ is the unit of /proc/stat's times (USER_HZ, 100 on Linux).
+const UserHZ = 100
+
+// CPUSeconds is the CPU time all CPUs were busy between a and b.
+func CPUSeconds(a, b CPUTimes) float64 {
+	if b.Busy <= a.Busy {
+		return 0
+	}
+	return float64(b.Busy-a.Busy) / UserHZ
+}
+
+// CPUPerGbit is the machine's busy CPU-seconds between a and b per Gbit
+// moved in that time (gbit: Gbit/s times the seconds of the transfer):
+// the benchmarks' "CPU-s/Gbit", CPU-seconds a second per Gbit/s. NaN when
+// nothing moved. Whole machine: softirq work (where forwarding,
+// encapsulation and the BPF programs run) is charged to no process or
+// namespace, so only /proc/stat sees all of it, and other load on the
+// machine with it (an upper bound).
+func CPUPerGbit(a, b CPUTimes, gbit float64) float64 {
+	if !(gbit > 0) {
+		return math.NaN()
+	}
+	return CPUSeconds(a, b) / gbit
 }
 
 // RuleCounter is one rule of `iptables-save -c` with its counters.

@@ -36,6 +36,35 @@ const sockperfPP = "" +
 	"sockperf: ---> percentile 25.000 =    7.581\n" +
 	"sockperf: ---> <MIN> observation =    6.454\n"
 
+// sockperf pp --tcp -i 127.0.0.1 -p 19999 -t 1 -m 64 --full-rtt (loopback,
+// loaded machine).
+const sockperfPPRTT = "" +
+	"sockperf: \x1b[2;35m== version #3.7-no.git == \x1b[0m\n" +
+	"sockperf[CLIENT] send on:sockperf: using recvfrom() to block on socket(s)\n" +
+	"\n" +
+	"[ 0] IP = 127.0.0.1       PORT = 19999 # TCP\n" +
+	"sockperf: Warmup stage (sending a few dummy messages)...\n" +
+	"sockperf: Starting test...\n" +
+	"sockperf: Test end (interrupted by timer)\n" +
+	"sockperf: Test ended\n" +
+	"sockperf: [Total Run] RunTime=1.000 sec; Warm up time=400 msec; SentMessages=26153; ReceivedMessages=26152\n" +
+	"sockperf: ========= Printing statistics for Server No: 0\n" +
+	"sockperf: [Valid Duration] RunTime=0.550 sec; SentMessages=14656; ReceivedMessages=14656\n" +
+	"sockperf: \x1b[2;35m====> avg-rtt=37.518 (std-dev=240.061)\x1b[0m\n" +
+	"sockperf: # dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0\n" +
+	"sockperf: Summary: Round trip is 37.518 usec\n" +
+	"sockperf: \x1b[2;35mTotal 14656 observations\x1b[0m; each percentile contains 146.56 observations\n" +
+	"sockperf: ---> <MAX> observation = 10625.911\n" +
+	"sockperf: ---> percentile 99.999 = 10625.911\n" +
+	"sockperf: ---> percentile 99.990 = 5914.025\n" +
+	"sockperf: ---> percentile 99.900 = 4012.297\n" +
+	"sockperf: ---> percentile 99.000 =  131.937\n" +
+	"sockperf: ---> percentile 90.000 =   19.837\n" +
+	"sockperf: ---> percentile 75.000 =   19.296\n" +
+	"sockperf: ---> percentile 50.000 =   18.464\n" +
+	"sockperf: ---> percentile 25.000 =   18.384\n" +
+	"sockperf: ---> <MIN> observation =   18.174\n"
+
 // sockperf pp against a port nobody listens on: exit status 0.
 const sockperfRefused = "" +
 	"sockperf: \x1b[2;35m== version #3.7-no.git == \x1b[0m\n" +
@@ -286,9 +315,20 @@ func TestParseSockperf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Latency{AvgUs: 8.371, P50Us: 7.831, P99Us: 25.187, Observations: 32813}
+	want := Latency{AvgUs: 8.371, P50Us: 7.831, P99Us: 25.187, Observations: 32813, PerSec: 59660}
+	l.PerSec = math.Round(l.PerSec) // 32813 / 0.550
 	if l != want {
 		t.Errorf("got %+v, want %+v", l, want)
+	}
+	// --full-rtt: round trips, "avg-rtt".
+	l, err = ParseSockperf(sockperfPPRTT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Latency{AvgUs: 37.518, P50Us: 18.464, P99Us: 131.937, Observations: 14656, RTT: true, PerSec: 26647}
+	l.PerSec = math.Round(l.PerSec) // 14656 / 0.550
+	if l != want {
+		t.Errorf("--full-rtt: got %+v, want %+v", l, want)
 	}
 	if _, err := ParseSockperf(sockperfRefused); err == nil || err.Error() != "sockperf: Can`t connect socket (errno=111 Connection refused)" {
 		t.Errorf("refused: got error %v", err)
@@ -334,6 +374,24 @@ func TestParseProcStat(t *testing.T) {
 	}
 	if _, err := ParseProcStat("cpu0 1 2 3 4\n"); err == nil {
 		t.Error("no aggregate line: no error")
+	}
+}
+
+// 150 busy ticks (1.5 CPU-seconds) for 3 Gbit moved: 0.5 CPU-s/Gbit.
+func TestCPUPerGbit(t *testing.T) {
+	a := CPUTimes{Busy: 1000, Total: 4000}
+	b := CPUTimes{Busy: 1150, Total: 4200}
+	if s := CPUSeconds(a, b); s != 1.5 {
+		t.Errorf("CPUSeconds = %v, want 1.5", s)
+	}
+	if c := CPUPerGbit(a, b, 3); c != 0.5 {
+		t.Errorf("CPUPerGbit = %v, want 0.5", c)
+	}
+	if s := CPUSeconds(b, a); s != 0 {
+		t.Errorf("CPUSeconds backwards = %v, want 0", s)
+	}
+	if c := CPUPerGbit(a, b, 0); !math.IsNaN(c) {
+		t.Errorf("CPUPerGbit of nothing moved = %v, want NaN", c)
 	}
 }
 
