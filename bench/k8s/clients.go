@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
+	"github.com/xlane-dev/xlane/internal/connrate"
 )
 
 // load runs the rate test against targets (a file) from the client pod.

@@ -30,7 +30,7 @@
 //
 // The Kubernetes binaries come from scripts/k8s-bins.sh (cached under
 // /var/cache/xlane/k8s), the control plane from test/k8senv (the e2e
-// tests' own), the load generator from bench/internal/connrate (bench/nat's).
+// tests' own), the load generator from internal/connrate (bench/nat's).
 // Everything is named xlbk-<random>-* and removed on exit, ^C included.
 package main
 
@@ -57,9 +57,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/test/k8senv"
 )
 

@@ -31,9 +31,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/bench/internal/measure"
+	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/test/k8senv"
 )
 

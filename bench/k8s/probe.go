@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
+	"github.com/xlane-dev/xlane/internal/connrate"
 )
 
 // probeOnce connects to target, reads its one byte and closes.

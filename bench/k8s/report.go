@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
+	"github.com/xlane-dev/xlane/internal/connrate"
 )
 
 // median is the median of metric over the samples of (level, mode).

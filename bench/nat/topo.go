@@ -33,9 +33,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlane-dev/xlane/bench/internal/connrate"
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/connrate"
 )
 
 const (

@@ -96,9 +96,10 @@ static __always_inline __u8 ct_next_state(__u8 state, __u8 dir, const struct l4 
 	if (l4->tcp_flags & TCP_FLAG_RST)
 		return CT_CLOSED;
 	/* A bare SYN from the originator of a closing or closed flow opens a
-	 * new connection on the same tuple (the client reused its port):
-	 * without this the new connection would live on the closing
-	 * timeout and lose its translation after seconds of quiet. */
+	 * new connection on the same tuple (the client reused its port).
+	 * ct_refresh starts such a flow over (ct_reopens); a caller that
+	 * only accounts (ct_hit) gets the new connection's state here, or
+	 * it would live on the closing timeout. */
 	if (dir == CT_DIR_ORIG && state >= CT_CLOSING &&
 	    (l4->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_FIN)) == TCP_FLAG_SYN)
 		return CT_NEW;
@@ -149,18 +150,20 @@ static __always_inline int ct_hit(const struct ct_key *k, struct ct_val *v, cons
 }
 
 /*
- * ct_refresh accounts the packet to v, the entry found under k (NULL:
- * none), and returns it; or, if v is half a flow (ct_hit), deletes it and
- * returns NULL: the packet starts the flow over. The one place a revived
- * half flow is forgotten.
+ * ct_reopens says whether l4, a packet found under entry v, opens a new
+ * connection on the tuple of a finished one: a bare SYN from the flow's
+ * originator while the flow is closing or closed (FIN or RST seen; the
+ * client reused its port). Linux's conntrack kills such an entry and
+ * handles the SYN as new (nf_conntrack_proto_tcp.c, SYN in TIME_WAIT or
+ * CLOSE); so does xlane: the new connection gets a backend, a NAT port and
+ * firewall rules of its own, never the old flow's translation (to a
+ * backend since removed, of a service since deleted).
  */
-static __always_inline struct ct_val *ct_refresh(const struct ct_key *k, struct ct_val *v,
-						 const struct l4 *l4, __u32 len)
+static __always_inline int ct_reopens(const struct ct_val *v, const struct l4 *l4)
 {
-	if (!v || !ct_hit(k, v, l4, len))
-		return v;
-	bpf_map_delete_elem(&xlane_ct, k);
-	return 0;
+	return l4->proto == IPPROTO_TCP && v->dir == CT_DIR_ORIG && v->state >= CT_CLOSING &&
+	       (l4->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_FIN | TCP_FLAG_RST)) ==
+		       TCP_FLAG_SYN;
 }
 
 /* The two values and the partner key of a flow being created: 184 bytes
@@ -187,6 +190,61 @@ static __always_inline struct ct_scratch *ct_scratch_get(void)
 	if (sc)
 		__builtin_memset(sc, 0, sizeof(*sc));
 	return sc;
+}
+
+/*
+ * ct_forget deletes the flow of entry v (found under k, the original
+ * direction's): its partner, if that is v's, then k. A flow whose source
+ * was translated (CT_NAT_SRC: masquerade, a remapped port; CT_NAT_BOTH: a
+ * reply-tuple clash, a hairpin) keeps its reply entry until the GC takes
+ * it, as any closed flow does: its translated tuple (the new source,
+ * the destination) is the far end's TIME_WAIT socket (which the GC holds
+ * a shared backend's over, internal/datapath/cthold.go); freed now, the
+ * next flow to take that port towards that end would meet the TIME_WAIT
+ * with sequence numbers computed for another connection. The new flow
+ * takes another port. The partner key is made in this CPU's scratch
+ * (free until the packet's new flow is made), not on the stack: the
+ * combined stack of the XDP endpoint program's calls is at 6.1's 512-byte
+ * limit (a 40-byte key, or a BPF-to-BPF call's 32-byte minimum frame,
+ * made it 576).
+ */
+static __always_inline void ct_forget(const struct ct_key *k, const struct ct_val *v)
+{
+	struct ct_scratch *sc;
+	struct ct_val *pv;
+
+	if (!(v->nat & CT_NAT_SRC)) {
+		sc = ct_scratch_get();
+		if (sc) {
+			ct_partner(k, v, &sc->rk);
+			pv = bpf_map_lookup_elem(&xlane_ct, &sc->rk);
+			if (pv && pv->dir != v->dir && pv->nat == ct_nat_mirror(v->nat))
+				bpf_map_delete_elem(&xlane_ct, &sc->rk);
+		}
+	}
+	bpf_map_delete_elem(&xlane_ct, k);
+}
+
+/*
+ * ct_refresh accounts the packet to v, the entry found under k (NULL:
+ * none), and returns it; or returns NULL, the packet starting a flow
+ * over, when v's flow is finished and the packet reopens its tuple
+ * (ct_reopens: both entries deleted) or v is half a flow (ct_hit: v
+ * deleted). The one place a finished or half flow is forgotten.
+ */
+static __always_inline struct ct_val *ct_refresh(const struct ct_key *k, struct ct_val *v,
+						 const struct l4 *l4, __u32 len)
+{
+	if (!v)
+		return v;
+	if (ct_reopens(v, l4)) {
+		ct_forget(k, v);
+		return 0;
+	}
+	if (!ct_hit(k, v, l4, len))
+		return v;
+	bpf_map_delete_elem(&xlane_ct, k);
+	return 0;
 }
 
 /*

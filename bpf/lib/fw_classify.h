@@ -494,7 +494,8 @@ static __always_inline int fw_established_late(struct fw_scratch *sc)
 
 	if (sc->l4.trackable) {
 		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
-		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW))
+		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW) &&
+		    !ct_reopens(v, &sc->l4.l4))
 			return 1;
 	}
 	return sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk);
@@ -561,8 +562,10 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 	if (gen->established && !late) {
 		/* ESTABLISHED as Linux means it: a reply, or a flow that has
 		 * seen both directions. The flow's first direction is
-		 * classified again until the other side answers. */
-		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW)) {
+		 * classified again until the other side answers; a SYN
+		 * reopening a finished flow's tuple is new (ct_reopens). */
+		if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW) &&
+		    !ct_reopens(v, &sc->l4.l4)) {
 			fw_track(sc, v);
 			return FW_V_ALLOW;
 		}

@@ -203,6 +203,43 @@ func TestCTServiceReplyClash(t *testing.T) {
 		wantVerdict(t, ret, actRedirect, in, out)
 		h.wantBoth(t, ctTCP, client, vip2, backend, client.Addr(), 30000, 30003)
 	})
+	t.Run("a remapped flow reopened leaves its tuple taken", func(t *testing.T) {
+		// The client's port, closed towards vip2 (remapped), opens a
+		// new connection to vip2 (ct_reopens): a new flow, on another
+		// remapped port; the old one's reply entry stays for the GC
+		// (the backend's TIME_WAIT is on that tuple: ct_forget).
+		c := Config{UplinkIfindex: uint32(h.links[devUp]), NatPortMin: natPortMin, NatPortMax: natPortMax,
+			ClashPortMin: 30010, ClashPortMax: 30013, UplinkV4: nodeV4.As16(), UplinkV6: nodeV6.As16()}
+		if err := h.objs.Config().Put(uint32(0), &c); err != nil {
+			t.Fatal(err)
+		}
+		defer h.setNode(t, natPortMin, natPortMax)
+		client := ap(epSrc.v4, 44005)
+		ret, in, out := h.ctRun(t, progFromEP, devEP0, ctPkt{src: client, dst: vip1, flags: "S"}.sentBy(epSrc))
+		wantVerdict(t, ret, actRedirect, in, out)
+		ret, in, out = h.ctRun(t, progFromEP, devEP0, ctPkt{src: client, dst: vip2, flags: "S"}.sentBy(epSrc))
+		wantVerdict(t, ret, actRedirect, in, out)
+		old := h.wantBoth(t, ctTCP, client, vip2, backend, client.Addr(), 30010, 30013)
+		// The backend resets it: closed.
+		rp := ctPkt{src: backend, dst: old, flags: "R"}.sentBy(epNoFwd)
+		ret, in, out = h.ctRun(t, progFromEP, devEP1, rp)
+		wantVerdict(t, ret, actRedirect, in, out)
+		if v, _ := h.ctLookup(ctKeyOf(ctTCP, client, vip2)); CTState(v.State) != ctStClosed {
+			t.Fatalf("after the RST: state %d, want closed", v.State)
+		}
+		ret, in, out = h.ctRun(t, progFromEP, devEP0, ctPkt{src: client, dst: vip2, flags: "S"}.sentBy(epSrc))
+		wantVerdict(t, ret, actRedirect, in, out)
+		from := h.wantBoth(t, ctTCP, client, vip2, backend, client.Addr(), 30010, 30013)
+		if from == old {
+			t.Errorf("the reopened flow took the old flow's remapped source %v", old)
+		}
+		if v, _ := h.ctLookup(ctKeyOf(ctTCP, client, vip2)); CTState(v.State) != ctStNew || v.Packets != 1 {
+			t.Errorf("reopened flow: state %d, %d packets; want new, 1", v.State, v.Packets)
+		}
+		if v, ok := h.ctLookup(ctKeyOf(ctTCP, backend, old)); !ok || v.Dir != uint8(CTDirReply) {
+			t.Errorf("the old flow's reply entry (%v -> %v) is gone (%v, %+v): its tuple came free", backend, old, ok, v)
+		}
+	})
 	t.Run("through a VIP, then to the backend directly", func(t *testing.T) {
 		// The direct flow needs no NAT, but its reply tuple is the
 		// VIP flow's: its source port is remapped (CT_NAT_SRC to the

@@ -848,6 +848,37 @@ func TestCTMasquerade(t *testing.T) {
 		wantVerdict(t, ret, actRedirect, in, out)
 		h.wantMetrics(t, len(in), ctMetric{h.links[devEP0], fwdFIB, DirEgress})
 	})
+	t.Run("a closed flow reopened takes another port", func(t *testing.T) {
+		// The container's port, closed (RST from outside), opens a new
+		// connection to the same destination (ct_reopens): a new flow,
+		// masqueraded anew; the old flow's reply entry stays for the GC,
+		// keeping its port off new flows (the server's TIME_WAIT is on
+		// that tuple: ct_forget).
+		f := ctFlow{src: ap(epSrc.v4, 40300), dst: ap(remoteV4, 80)}
+		port := func() netip.AddrPort {
+			t.Helper()
+			ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
+			wantVerdict(t, ret, actRedirect, in, out)
+			v, ok := h.ctLookup(f.origKey())
+			if !ok || CTNat(v.Nat) != CTNatSrc || v.Packets != 1 || CTState(v.State) != ctStNew {
+				t.Fatalf("entry %+v (found %v): want a new SNAT flow of one packet", v, ok)
+			}
+			return ap(netip.AddrFrom16(v.NatAddr).Unmap(), nbo(v.NatPort))
+		}
+		old := port()
+		rp := ctPkt{src: f.dst, dst: old, flags: "R"}.fromOutside()
+		ret, in, out := h.ctRun(t, progFromUplink, devUp, rp)
+		wantVerdict(t, ret, actRedirect, in, out)
+		if v, _ := h.ctLookup(f.origKey()); CTState(v.State) != ctStClosed {
+			t.Fatalf("after the RST: state %d, want closed", v.State)
+		}
+		if now := port(); now == old {
+			t.Errorf("the reopened flow took the old flow's port %v", old)
+		}
+		if v, ok := h.ctLookup(ctKeyOf(ctTCP, f.dst, old)); !ok || v.Dir != uint8(CTDirReply) {
+			t.Errorf("the old flow's reply entry (%v -> %v) is gone (%v): its port came free", f.dst, old, ok)
+		}
+	})
 	t.Run("uplink packet of no flow", func(t *testing.T) {
 		p := ctPkt{src: ap(remoteV4, 80), dst: ap(nodeV4, 61234), flags: "SA"}.fromOutside()
 		ret, in, out := h.ctRun(t, progFromUplink, devUp, p)

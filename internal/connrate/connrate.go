@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -42,6 +43,8 @@ type Result struct {
 	Targets  int            `json:"targets"`
 	Conc     int            `json:"conc"`
 	Timeouts int            `json:"timeouts"`
+	// Examples: failure kind -> the first such error and when it came.
+	Examples map[string]string `json:"examples,omitempty"`
 }
 
 // Server listens on addr, ports [port, port+n), and answers every
@@ -72,21 +75,8 @@ func Server(args []string) int {
 		}
 		lns = append(lns, ln)
 	}
-	one := []byte{byte('0' + *id)}
 	for _, ln := range lns {
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					if errors.Is(err, net.ErrClosed) {
-						return
-					}
-					continue // e.g. EMFILE: keep serving
-				}
-				c.Write(one)
-				c.Close()
-			}
-		}()
+		go Serve(ln, byte('0'+*id))
 	}
 	fmt.Println("ready")
 	sig := make(chan os.Signal, 1)
@@ -96,6 +86,23 @@ func Server(args []string) int {
 		ln.Close()
 	}
 	return 0
+}
+
+// Serve answers every connection ln accepts with the byte b and closes
+// it (the server closes first), until ln is closed.
+func Serve(ln net.Listener, b byte) {
+	one := []byte{b}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // e.g. EMFILE: keep serving
+		}
+		c.Write(one)
+		c.Close()
+	}
 }
 
 // Client is the load generator.
@@ -139,49 +146,89 @@ func ReadTargets(path string) ([]string, error) {
 	return out, sc.Err()
 }
 
+// Run is RunConfig of targets for duration with conc workers, each
+// connection given timeout for connect and first byte.
 func Run(targets []string, duration time.Duration, conc int, timeout time.Duration) Result {
+	return RunConfig(Config{Targets: targets, Duration: duration, Conc: conc, Timeout: timeout})
+}
+
+// Config is one run of the load generator.
+type Config struct {
+	Targets  []string
+	Duration time.Duration // how long to run
+	// Count, if not 0, ends the run once this many connections were
+	// tried (ok or failed), before Duration if it comes first.
+	Count   int
+	Conc    int
+	Timeout time.Duration // connect + first byte
+	// Worker, if not nil, runs each worker's loop (work), e.g. on a
+	// thread locked in a network namespace; it must call work once and
+	// return when it does. A run inside the caller's process (a test)
+	// needs it: the sockets are made on the worker's thread.
+	Worker func(work func())
+}
+
+// RunConfig runs c.Conc workers, each opening a connection to a random
+// target, reading the server's byte and closing, until c.Duration is over
+// (or c.Count connections were tried), and returns what they measured.
+func RunConfig(c Config) Result {
 	type worker struct {
 		ok, failed, timeouts int
 		errs                 map[string]int
+		examples             map[string]string
 		lat                  []time.Duration
 	}
-	ws := make([]worker, conc)
+	ws := make([]worker, c.Conc)
 	start := time.Now()
-	end := start.Add(duration)
+	end := start.Add(c.Duration)
+	var tried atomic.Int64
+	more := func() bool {
+		return time.Now().Before(end) && (c.Count == 0 || tried.Add(1) <= int64(c.Count))
+	}
 	var wg sync.WaitGroup
 	for i := range ws {
 		wg.Add(1)
 		go func(w *worker, seed uint64) {
 			defer wg.Done()
-			w.errs = map[string]int{}
+			w.errs, w.examples = map[string]int{}, map[string]string{}
 			rng := rand.New(rand.NewPCG(seed, 0x6e6174))
-			d := net.Dialer{Timeout: timeout}
+			d := net.Dialer{Timeout: c.Timeout}
 			buf := make([]byte, 1)
-			for time.Now().Before(end) {
-				t0 := time.Now()
-				c, err := d.Dial("tcp", targets[rng.IntN(len(targets))])
-				if err == nil {
-					c.SetReadDeadline(t0.Add(timeout))
-					_, err = io.ReadFull(c, buf)
-					c.Close()
-				}
-				if err != nil {
-					w.failed++
-					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() {
-						w.timeouts++
+			work := func() {
+				for more() {
+					t0 := time.Now()
+					conn, err := d.Dial("tcp", c.Targets[rng.IntN(len(c.Targets))])
+					if err == nil {
+						conn.SetReadDeadline(t0.Add(c.Timeout))
+						_, err = io.ReadFull(conn, buf)
+						conn.Close()
 					}
-					w.errs[ErrKind(err)]++
-					continue
+					if err != nil {
+						w.failed++
+						var ne net.Error
+						if errors.As(err, &ne) && ne.Timeout() {
+							w.timeouts++
+						}
+						k := ErrKind(err)
+						if w.errs[k]++; w.errs[k] == 1 {
+							w.examples[k] = fmt.Sprintf("%v (after %v)", err, time.Since(t0).Round(time.Millisecond))
+						}
+						continue
+					}
+					w.ok++
+					w.lat = append(w.lat, time.Since(t0))
 				}
-				w.ok++
-				w.lat = append(w.lat, time.Since(t0))
+			}
+			if c.Worker != nil {
+				c.Worker(work)
+			} else {
+				work()
 			}
 		}(&ws[i], uint64(i)+uint64(start.UnixNano()))
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res := Result{Errors: map[string]int{}, Seconds: elapsed.Seconds(), Targets: len(targets), Conc: conc}
+	res := Result{Errors: map[string]int{}, Seconds: elapsed.Seconds(), Targets: len(c.Targets), Conc: c.Conc}
 	var lat []time.Duration
 	for _, w := range ws {
 		res.OK += w.ok
@@ -189,6 +236,14 @@ func Run(targets []string, duration time.Duration, conc int, timeout time.Durati
 		res.Timeouts += w.timeouts
 		for k, v := range w.errs {
 			res.Errors[k] += v
+		}
+		for k, v := range w.examples {
+			if res.Examples == nil {
+				res.Examples = map[string]string{}
+			}
+			if _, had := res.Examples[k]; !had {
+				res.Examples[k] = v
+			}
 		}
 		lat = append(lat, w.lat...)
 	}
