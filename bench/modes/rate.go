@@ -178,7 +178,9 @@ func runRate(ctx context.Context, topo Topology, p harness.Pair, src gen.Source,
 	}
 	defer closeTPs()
 
-	run, err := rate.Generate(ctx, objs, p, d, rate.Options{})
+	// Anchor: no BPF_PROG_RUN call waits for RCU grace periods (bench fw
+	// found them idling the generator 95 % of the time; docs/benchmarks.md).
+	run, err := rate.Generate(ctx, objs, p, d, rate.Options{Anchor: true})
 	if err != nil {
 		return nil, det, err
 	}
