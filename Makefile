@@ -46,7 +46,7 @@ build: deps
 XLANE_REQUIRE_MODES ?= tc,kernel,xdp,xdp-generic
 test: check-generate check-format build
 	$(GO) vet ./...
-	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 25m -skip '^TestKubernetesCluster$$' ./...
+	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 25m -skip '^TestKubernetes(Cluster|DaemonSet)$$' ./...
 
 test-unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
@@ -90,13 +90,15 @@ test-k8s: build
 
 # Level 3 of issue 17 (docs/kubernetes.md): a real two-node cluster, each
 # node a kubelet, containerd and xlaned (xlane-cni), with kube-apiserver,
-# etcd and kube-controller-manager (TestKubernetesCluster, ~35 s once the
-# binaries are cached; scripts/k8s-bins.sh builds the kubelet and the
-# controller manager first where they are not). `make test` skips it: it
-# would build those two more binaries on a machine without them.
-K8S_CLUSTER_BINS := kube-apiserver xlane-etcd kubelet kube-controller-manager
+# etcd and kube-controller-manager (TestKubernetesCluster), and the same
+# with kube-scheduler where deploy/kubernetes installs xlane
+# (TestKubernetesDaemonSet); ~1 and 1-3 min once the binaries are
+# cached (scripts/k8s-bins.sh builds the kubelet, the controller manager
+# and the scheduler first where they are not). `make test` skips them: it
+# would build those three more binaries on a machine without them.
+K8S_CLUSTER_BINS := kube-apiserver xlane-etcd kubelet kube-controller-manager kube-scheduler
 test-k8s-cluster: build
-	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_CLUSTER_BINS)) $(GO) test -count=1 -timeout 10m -v -run '^TestKubernetesCluster$$' ./test/e2e/
+	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_CLUSTER_BINS)) $(GO) test -count=1 -timeout 15m -v -run '^TestKubernetes(Cluster|DaemonSet)$$' ./test/e2e/
 
 demo: build
 	@scripts/demo.sh

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components the real-cluster tests run
-# (kube-apiserver, kubelet, kube-controller-manager, kube-proxy) from the Go
-# module k8s.io/kubernetes into a cache outside the work tree, once per
-# machine, with xlane-etcd (scripts/k8s-etcd: etcd embedded, built in the
-# same tree, whose go.mod requires etcd's server module):
+# (kube-apiserver, kubelet, kube-controller-manager, kube-scheduler,
+# kube-proxy) from the Go module k8s.io/kubernetes into a cache outside the
+# work tree, once per machine, with xlane-etcd (scripts/k8s-etcd: etcd
+# embedded, built in the same tree, whose go.mod requires etcd's server
+# module):
 #
 #     /var/cache/xlane/k8s/<version>/bin/{kube-apiserver,kubelet,...,xlane-etcd}
 #
@@ -12,7 +13,7 @@
 # built here points those replaces at the published k8s.io/* v0.<minor>.<patch>
 # modules instead (the same source, published from the same tag).
 #
-# Arguments name the binaries wanted (default: all five); the services
+# Arguments name the binaries wanted (default: all six); the services
 # test needs kube-apiserver and xlane-etcd only. Prints the bin directory
 # on stdout; everything else goes to stderr. XLANE_K8S_VERSION picks the
 # release, XLANE_K8S_CACHE the cache root.
@@ -23,7 +24,7 @@ version=${XLANE_K8S_VERSION:-v1.34.4}
 cache=${XLANE_K8S_CACHE:-/var/cache/xlane/k8s}
 dir=$cache/$version
 # The API server and etcd first: the services test needs only them.
-bins=(kube-apiserver xlane-etcd kubelet kube-controller-manager kube-proxy)
+bins=(kube-apiserver xlane-etcd kubelet kube-controller-manager kube-scheduler kube-proxy)
 if (($#)); then
 	bins=("$@")
 fi

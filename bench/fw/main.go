@@ -10,7 +10,8 @@
 //
 //	gen netns                   dut netns
 //	generator --> g0 ==veth== d0 [filter: drop] --> (nothing)
-//	CPU 1 (SCHED_FIFO)          d0's NAPI: threaded, CPU 0, SCHED_FIFO
+//	CPU 1 (SCHED_FIFO 40)       d0's NAPI: threaded, CPU 0, SCHED_FIFO 50
+//	+ backfill: CPU 0, FIFO 1
 //
 // Variants, each in its own pair of namespaces, compared in one run with
 // their repetitions interleaved:
@@ -32,13 +33,19 @@
 // With N rules, every variant has the same rule set shape: N-1 rules
 // "drop udp from 10.a.b.c/32 to port 9" that do not match, then the one
 // that does (the generator's source); the filter's own counter of that
-// rule is the dropped count. The generator outruns one core, so what the
-// filter drops per second is the filter's capacity; frames that do not
-// fit d0's ring are lost before it (reported as offered vs dropped).
-// CPU: /proc/stat of CPU 0 (where d0's NAPI thread runs) during the run,
-// as busy % and CPU nanoseconds per dropped packet. Then iperf3 TCP
-// throughput from gen to dut (allowed traffic) with the largest rule set
-// loaded and with no rules.
+// rule is the dropped count. The generator (-gen, default
+// 256+backfill+anchor: 256 frames per flush, a second thread on CPU 0
+// below the NAPI thread's priority that fills only the receiver's idle
+// time, and the program held in the XDP dispatcher so that no
+// BPF_PROG_RUN call waits for RCU grace periods) outruns a filter, so what
+// the filter drops per second is its capacity; frames that do not fit
+// d0's ring are lost before it (offered vs dropped). Whether it did is
+// measured per run: the receiver's own time (d0's NAPI thread, schedstat:
+// busy share, ns per drop) and its idle time (the backfill thread's run
+// time); a rate with the receiver idle over 5 % is marked as the
+// generator's. Also CPU 0's /proc/stat and the hypervisor's steal. Then
+// iperf3 TCP throughput from gen to dut (allowed traffic) with the largest
+// rule set loaded and with no rules.
 //
 // Everything happens in namespaces named xlb-<random>-fw*, removed on exit,
 // ^C included; the bench exits non-zero only when the harness fails, never
@@ -100,19 +107,83 @@ var (
 
 const fwDropPort = 9
 
+// fwGenDefault is the generator's default setting (-gen): 256 frames per
+// flush of BPF_PROG_RUN (at most one wake-up of d0's NAPI thread per 256
+// frames), the backfill thread and the dispatcher anchor
+// (docs/benchmarks.md, "The generator").
+const fwGenDefault = "256+backfill+anchor"
+
+// fwIdleLimit is the share of a drop run the receiver (d0's NAPI thread)
+// may go without frames (with the backfill thread: that thread's run time)
+// and still count as saturated: above it the rate is the generator's, not
+// the filter's. Busy alone does not tell: other load takes CPU 0 from the
+// thread too. Without the backfill thread, fwSleepLimit sleeps a second
+// stand in for it.
+const (
+	fwIdleLimit  = 5.0
+	fwSleepLimit = 100.0
+)
+
 type fwOptions struct {
 	harness.RunFlags               // Duration: each drop run (generator time)
 	tcpDur           time.Duration // each iperf3 run
 	levels           []int
 	variants         []string
 	iperf            bool
-	progStats        bool // the filter program's own time per packet (BPF_ENABLE_STATS)
+	progStats        bool    // the filter program's own time per packet (BPF_ENABLE_STATS)
+	gens             []fwGen // the generator's settings; more than one: each drop run once per setting, interleaved (an A/B)
+}
+
+// fwGen is one setting of the generator (-gen): BATCH[+backfill][+anchor].
+type fwGen struct {
+	batch    uint32
+	backfill bool // rate.Options.Backfill
+	anchor   bool // rate.Options.Anchor
+}
+
+func (g fwGen) String() string {
+	s := strconv.Itoa(int(g.batch))
+	if g.backfill {
+		s += "+backfill"
+	}
+	if g.anchor {
+		s += "+anchor"
+	}
+	return s
+}
+
+// parseFWGen parses a -gen list.
+func parseFWGen(value string) ([]fwGen, error) {
+	var out []fwGen
+	for _, item := range strings.Split(value, ",") {
+		f := strings.Split(strings.TrimSpace(item), "+")
+		b, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil || b < 1 || b > gen.MaxBatch {
+			return nil, fmt.Errorf("-gen: %q: want a batch from 1 to %d, then +backfill and/or +anchor", item, gen.MaxBatch)
+		}
+		g := fwGen{batch: uint32(b)}
+		for _, opt := range f[1:] {
+			switch {
+			case opt == "backfill" && !g.backfill:
+				g.backfill = true
+			case opt == "anchor" && !g.anchor:
+				g.anchor = true
+			default:
+				return nil, fmt.Errorf("-gen: %q: %q: want +backfill and/or +anchor, once each", item, opt)
+			}
+		}
+		if slices.Contains(out, g) {
+			return nil, fmt.Errorf("-gen: %q twice", item)
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 func parseFWFlags(args []string) (fwOptions, error) {
 	var o fwOptions
 	fs := flag.NewFlagSet("fw", flag.ContinueOnError)
-	var levels, variants string
+	var levels, variants, gens string
 	o.Register(fs, harness.RunFlagsUsage{
 		Quick:           "1 repetition, 1 s drop runs and 2 s iperf3 runs (unless given)",
 		Reps:            "repetitions; each runs every variant once, interleaved",
@@ -125,6 +196,9 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	fs.StringVar(&levels, "levels", "1,1000,10000", "rule counts, in run order")
 	fs.StringVar(&variants, "variants", strings.Join(fwVariants, ","), "filters to compare")
 	fs.BoolVar(&o.iperf, "iperf", true, "iperf3 throughput of allowed traffic with the largest rule set and with none")
+	fs.StringVar(&gens, "gen", fwGenDefault, fmt.Sprintf("the generator: BATCH (frames per flush of BPF_PROG_RUN, 1..%d; the kernel's default is %d), "+
+		"+backfill (a second thread on CPU 0 below the receiver's priority), +anchor (the program held in the XDP dispatcher: "+
+		"no RCU grace periods per call); a list runs every drop run once per setting, interleaved (an A/B: -gen 64,%s)", gen.MaxBatch, gen.DefaultBatch, fwGenDefault))
 	fs.BoolVar(&o.progStats, "prog-stats", false, "also the XDP filter program's own ns per packet (kernel BPF run statistics, "+
 		"on for the run: they add two clock reads to every BPF program run, so rates are lower than without)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
@@ -135,6 +209,9 @@ func parseFWFlags(args []string) (fwOptions, error) {
 		return o, err
 	}
 	if o.variants, err = harness.ParseChoices("variants", variants, fwVariants); err != nil {
+		return o, err
+	}
+	if o.gens, err = parseFWGen(gens); err != nil {
 		return o, err
 	}
 	if o.Reps < 1 || o.Duration < 500*time.Millisecond || o.tcpDur < time.Second {
@@ -157,6 +234,31 @@ type fwSample struct {
 	CPU0BusyPct float64 `json:"cpu0_busy_pct"` // CPU 0 (d0's NAPI) busy
 	CPU0SoftPct float64 `json:"cpu0_softirq_pct"`
 	NsPerDrop   float64 `json:"cpu_ns_per_drop"` // CPU 0 busy time / Dropped
+	// The receiver: d0's NAPI thread (threaded, CPU 0), which does all of
+	// the filter's work and nothing else (CPU 0's figures include other
+	// load on the machine).
+	NAPIBusyPct float64 `json:"napi_busy_pct"` // its run time / Seconds
+	NAPIWaitPct float64 `json:"napi_wait_pct"` // runnable, waiting for CPU 0 (other load) / Seconds
+	// NAPIIdlePct is the share of the run the receiver had no frames to
+	// take (the generator's limit): with the backfill thread, which runs
+	// on CPU 0 exactly then, its run time; without, unknown (0): other
+	// load also takes CPU 0 from the thread without schedstat counting it
+	// as waiting, so the run time alone does not tell.
+	NAPIIdlePct   float64 `json:"napi_idle_pct"`
+	NAPINsPerDrop float64 `json:"napi_ns_per_drop"` // its run time / Dropped
+	NAPISleeps    uint64  `json:"napi_sleeps"`      // times it found d0's ring empty and slept until the generator woke it
+	// The generator: its batch (-gen-batch) and its thread's run time.
+	GenBatch      uint32  `json:"gen_batch"`
+	GenBackfill   bool    `json:"gen_backfill"`
+	GenAnchor     bool    `json:"gen_anchor"`
+	GenBackfillMs float64 `json:"gen_backfill_ms,omitempty"` // the backfill thread's run time
+	GenWaitPct    float64 `json:"gen_wait_pct"`              // the main generator thread runnable, not running / Seconds
+	GenBusyPct    float64 `json:"gen_busy_pct"`              // run time / Seconds
+	GenNsPerFrame float64 `json:"gen_ns_per_frame"`          // run time / Offered
+	// StealPct is the time the hypervisor ran something else on CPUs 0
+	// and 1 (/proc/stat steal), a share of both: a slower machine, not a
+	// slower filter.
+	StealPct float64 `json:"steal_pct"`
 	// -prog-stats: the XDP program's run time per run (every run is a
 	// frame), apart from the kernel's work around it.
 	ProgNsPerPkt float64 `json:"prog_ns_per_pkt,omitempty"`
@@ -415,7 +517,7 @@ func (t *fwTopo) Dropped(ctx context.Context) (uint64, error) {
 }
 
 // cpuTimes is one CPU's line of /proc/stat.
-type cpuTimes struct{ busy, softirq, total uint64 }
+type cpuTimes struct{ busy, softirq, steal, total uint64 }
 
 func readCPUN(cpu int) (cpuTimes, error) {
 	b, err := os.ReadFile("/proc/stat")
@@ -435,8 +537,11 @@ func readCPUN(cpu int) (cpuTimes, error) {
 			if i != 3 && i != 4 {
 				t.busy += n
 			}
-			if i == 6 {
+			switch i {
+			case 6:
 				t.softirq = n
+			case 7:
+				t.steal = n
 			}
 		}
 		return t, nil
@@ -445,18 +550,19 @@ func readCPUN(cpu int) (cpuTimes, error) {
 }
 
 // dropRun measures the drop rate of t's filter for d.
-func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, progStats bool) (fwSample, error) {
-	s := fwSample{Variant: t.variant, Rules: n, Rep: rep}
+func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwGen, progStats bool) (fwSample, error) {
+	s := fwSample{Variant: t.variant, Rules: n, Rep: rep, GenBatch: g.batch, GenBackfill: g.backfill, GenAnchor: g.anchor}
 	var undo harness.UndoStack
 	defer func() {
 		if err := undo.Run(); err != nil {
 			log.Printf("fw %s: restore: %v", t.variant, err)
 		}
 	}()
-	var err error
-	if s.Entry, _, err = rate.PrepareEntry(ctx, harness.Pair{Node: t.dns, ClientHostIf: "d0"}, gen.Frames, &undo); err != nil {
+	entry, err := rate.PrepareEntry(ctx, harness.Pair{Node: t.dns, ClientHostIf: "d0"}, gen.Frames, &undo)
+	if err != nil {
 		return s, err
 	}
+	s.Entry = entry.Desc
 	objs, err := gen.Load(gen.Flow{DstMAC: t.dmac, SrcMAC: t.gmac, Src: fwGenAddr, Dst: fwDUTAddr,
 		SrcPort: 40000, DstPort: fwDropPort, TTL: 64}, gen.Frames)
 	if err != nil {
@@ -493,9 +599,24 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, progS
 	if err != nil {
 		return s, err
 	}
-	elapsed, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d)
+	g0, err := readCPUN(rate.GenCPU)
 	if err != nil {
 		return s, err
+	}
+	var napi0, napi1 rate.ThreadTimes
+	if entry.NAPIThread != 0 {
+		if napi0, err = rate.ReadThread(entry.NAPIThread); err != nil {
+			return s, err
+		}
+	}
+	run, err := rate.Generate(ctx, objs, harness.Pair{Client: t.gns, ClientIf: "g0"}, d, rate.Options{Batch: g.batch, Backfill: g.backfill, Anchor: g.anchor})
+	if err != nil {
+		return s, err
+	}
+	if entry.NAPIThread != 0 {
+		if napi1, err = rate.ReadThread(entry.NAPIThread); err != nil {
+			return s, err
+		}
 	}
 	if prog != nil {
 		st1, err := prog.Stats()
@@ -507,6 +628,10 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, progS
 		}
 	}
 	c1, err := readCPUN(rate.NAPICPU)
+	if err != nil {
+		return s, err
+	}
+	g1, err := readCPUN(rate.GenCPU)
 	if err != nil {
 		return s, err
 	}
@@ -528,7 +653,7 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, progS
 			s.RingFull += e.Frames
 		}
 	}
-	s.Seconds = elapsed.Seconds()
+	s.Seconds = run.Elapsed.Seconds()
 	s.Offered, s.Dropped = c.Offered, d1-d0
 	if s.Offered == 0 {
 		return s, errors.New("the generator sent nothing")
@@ -543,6 +668,23 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, progS
 		s.CPU0SoftPct = 100 * float64(c1.softirq-c0.softirq) / float64(tot)
 		s.NsPerDrop = float64(c1.busy-c0.busy) * 1e9 / 100 / float64(s.Dropped) // USER_HZ 100
 	}
+	if tot := c1.total - c0.total + g1.total - g0.total; tot > 0 {
+		s.StealPct = 100 * float64(c1.steal-c0.steal+g1.steal-g0.steal) / float64(tot)
+	}
+	if entry.NAPIThread != 0 {
+		busy, wait := napi1.Run-napi0.Run, napi1.Wait-napi0.Wait
+		s.NAPIBusyPct = 100 * busy.Seconds() / s.Seconds
+		s.NAPIWaitPct = 100 * wait.Seconds() / s.Seconds
+		if g.backfill {
+			s.NAPIIdlePct = 100 * run.Backfill.Seconds() / s.Seconds
+		}
+		s.NAPINsPerDrop = float64(busy.Nanoseconds()) / float64(s.Dropped)
+		s.NAPISleeps = napi1.Sleeps - napi0.Sleeps
+	}
+	s.GenBusyPct = 100 * run.CPU.Seconds() / s.Seconds
+	s.GenWaitPct = 100 * run.Wait.Seconds() / s.Seconds
+	s.GenBackfillMs = float64(run.Backfill.Microseconds()) / 1000
+	s.GenNsPerFrame = float64(run.CPU.Nanoseconds()) / float64(s.Offered)
 	return s, nil
 }
 
@@ -576,7 +718,9 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		Options: map[string]string{
 			"duration": o.Duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.Reps),
 			"levels": fmt.Sprint(o.levels), "variants": strings.Join(o.variants, ","), "iperf": strconv.FormatBool(o.iperf),
-			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)",
+			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)" +
+				map[bool]string{true: ", each once per generator setting", false: ""}[len(o.gens) > 1],
+			"generator": fmt.Sprint(o.gens),
 		}},
 		Versions: map[string]string{}, LoadTimes: map[string]string{}}
 	for name, argv := range map[string][]string{"iptables": {"iptables", "-V"}, "nft": {"nft", "-v"}, "iperf3": {"iperf3", "--version"}} {
@@ -619,21 +763,27 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		}
 		return nil
 	}
-	total, k := len(o.levels)*o.Reps*len(topos), 0
+	total, k := len(o.levels)*o.Reps*len(topos)*len(o.gens), 0
 	for _, n := range o.levels {
 		if err := load(n); err != nil {
 			return nil, err
 		}
 		for r := 1; r <= o.Reps; r++ {
 			for _, t := range topos {
-				k++
-				s, err := t.dropRun(ctx, n, r, o.Duration, o.progStats)
-				if err != nil {
-					return nil, fmt.Errorf("%s %d rules (rep %d): %w", t.variant, n, r, err)
+				for _, g := range o.gens {
+					k++
+					s, err := t.dropRun(ctx, n, r, o.Duration, g, o.progStats)
+					if err != nil {
+						return nil, fmt.Errorf("%s %d rules (rep %d, generator %s): %w", t.variant, n, r, g, err)
+					}
+					rep.Samples = append(rep.Samples, s)
+					log.Printf("[%d/%d] %5d rules rep %d %-13s %s: dropped %.3f Mpps of %.3f offered (ring full %d); "+
+						"receiver %.0f%% busy, %.0f%% waiting for the CPU, %.0f%% idle, %.0f ns/drop, %d sleeps; generator %.0f%% busy, %.0f ns/frame; "+
+						"cpu0 %.0f%% busy; steal %.1f%%; program %.0f ns/pkt",
+						k, total, n, r, t.variant, g, s.DroppedMpps, s.OfferedMpps, s.RingFull,
+						s.NAPIBusyPct, s.NAPIWaitPct, s.NAPIIdlePct, s.NAPINsPerDrop, s.NAPISleeps, s.GenBusyPct, s.GenNsPerFrame,
+						s.CPU0BusyPct, s.StealPct, s.ProgNsPerPkt)
 				}
-				rep.Samples = append(rep.Samples, s)
-				log.Printf("[%d/%d] %5d rules rep %d %-13s dropped %.3f Mpps of %.3f offered (ring full %d); cpu0 %.0f%% busy, %.0f ns/drop, program %.0f ns/pkt",
-					k, total, n, r, t.variant, s.DroppedMpps, s.OfferedMpps, s.RingFull, s.CPU0BusyPct, s.NsPerDrop, s.ProgNsPerPkt)
 			}
 		}
 	}
@@ -702,25 +852,16 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 	return rep, nil
 }
 
-// fwTargets is issue 14 §1's targets against this run, per xlane native
-// variant, at the smallest and the largest rule count: the drop rate at
-// least half the bare drop's (xdp-drop), 4x iptables raw, 3x nftables
-// netdev; allowed TCP through the largest set at least 0.9x no rules.
-func fwTargets(rep *fwReport, o fwOptions) string {
+// fwTargets is issue 14 §1's targets against the samples of one run (one
+// generator batch), per xlane native variant, at the smallest and the
+// largest rule count: the drop rate at least half the bare drop's
+// (xdp-drop), 4x iptables raw, 3x nftables netdev.
+func fwTargets(ss []fwSample, o fwOptions) string {
 	drop := func(s fwSample) float64 { return s.DroppedMpps }
 	var b strings.Builder
 	levels := []int{o.levels[0]}
 	if hi := slices.Max(o.levels); hi != levels[0] {
 		levels = append(levels, hi)
-	}
-	verdict := func(r, min float64) string {
-		switch {
-		case r != r:
-			return "–"
-		case r >= min:
-			return fmt.Sprintf("%.2f met", r)
-		}
-		return fmt.Sprintf("%.2f **missed**", r)
 	}
 	for _, v := range o.variants {
 		if !strings.HasPrefix(v, "xlane-native") {
@@ -730,33 +871,53 @@ func fwTargets(rep *fwReport, o fwOptions) string {
 			b.WriteString("\nTargets (issue 14 §1; ratios of medians, this run):\n\n| variant | rules | vs xdp-drop ≥ 0.5 | vs iptables ≥ 4 | vs nftables ≥ 3 |\n|---|---:|---|---|---|\n")
 		}
 		for _, n := range levels {
-			dm := fwMedian(rep.Samples, v, n, drop)
+			dm := fwMedian(ss, v, n, drop)
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", v, n,
-				verdict(measure.Ratio(dm, fwMedian(rep.Samples, fwCeiling, n, drop)), 0.5),
-				verdict(measure.Ratio(dm, fwMedian(rep.Samples, "iptables", n, drop)), 4),
-				verdict(measure.Ratio(dm, fwMedian(rep.Samples, "nftables", n, drop)), 3))
+				fwVerdict(measure.Ratio(dm, fwMedian(ss, fwCeiling, n, drop)), 0.5),
+				fwVerdict(measure.Ratio(dm, fwMedian(ss, "iptables", n, drop)), 4),
+				fwVerdict(measure.Ratio(dm, fwMedian(ss, "nftables", n, drop)), 3))
 		}
 	}
-	if len(rep.TCP) > 0 {
-		hi := slices.Max(o.levels)
-		for _, v := range o.variants {
-			if !strings.HasPrefix(v, "xlane-native") {
-				continue
-			}
-			var a, c []float64
-			for _, r := range rep.TCP {
-				if r.Variant == v && r.Rules == 0 {
-					a = append(a, r.Gbps)
-				} else if r.Variant == v && r.Rules == hi {
-					c = append(c, r.Gbps)
-				}
-			}
-			fmt.Fprintf(&b, "\n%s allowed TCP through %d rules vs none ≥ 0.9: %s", v, hi,
-				verdict(measure.Ratio(measure.Median(c), measure.Median(a)), 0.9))
+	return b.String()
+}
+
+// fwTCPTargets is issue 14 §1's TCP target: allowed TCP through the largest
+// rule set at least 0.9x no rules, per xlane native variant.
+func fwTCPTargets(rep *fwReport, o fwOptions) string {
+	if len(rep.TCP) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	hi := slices.Max(o.levels)
+	for _, v := range o.variants {
+		if !strings.HasPrefix(v, "xlane-native") {
+			continue
 		}
+		var a, c []float64
+		for _, r := range rep.TCP {
+			if r.Variant == v && r.Rules == 0 {
+				a = append(a, r.Gbps)
+			} else if r.Variant == v && r.Rules == hi {
+				c = append(c, r.Gbps)
+			}
+		}
+		fmt.Fprintf(&b, "\n%s allowed TCP through %d rules vs none ≥ 0.9: %s", v, hi,
+			fwVerdict(measure.Ratio(measure.Median(c), measure.Median(a)), 0.9))
+	}
+	if b.Len() > 0 {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+func fwVerdict(r, min float64) string {
+	switch {
+	case r != r:
+		return "–"
+	case r >= min:
+		return fmt.Sprintf("%.2f met", r)
+	}
+	return fmt.Sprintf("%.2f **missed**", r)
 }
 
 // fwMedian is the median of metric over the samples of variant at n rules.
@@ -770,6 +931,21 @@ func fwMedian(ss []fwSample, variant string, n int, metric func(fwSample) float6
 	return measure.Median(xs)
 }
 
+// fwGenSamples are the samples of generator setting g (all of them when
+// the run had one).
+func fwGenSamples(ss []fwSample, o fwOptions, g fwGen) []fwSample {
+	if len(o.gens) < 2 {
+		return ss
+	}
+	var out []fwSample
+	for _, s := range ss {
+		if s.GenBatch == g.batch && s.GenBackfill == g.backfill && s.GenAnchor == g.anchor {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func fwMarkdown(rep *fwReport, o fwOptions) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Firewall drop rate (`go run ./bench/fw`)\n\n")
@@ -777,45 +953,23 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 		rep.Started.UTC().Format(time.RFC3339), rep.Kernel, rep.NProc, rep.CPU, rep.GitCommit, rep.LoadStart, rep.LoadEnd)
 	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
 		o.Reps, o.Duration, rep.Versions["iptables"], rep.Versions["nft"])
-	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1) into a veth whose far side (d0's NAPI thread, CPU 0) carries the filter: N-1 non-matching rules, then the dropping one. Dropped = that rule's counter; ratios are medians of the same run. CPU: CPU 0 from /proc/stat.\n\n")
-	fmt.Fprintf(&b, "| rules | variant | dropped Mpps | offered Mpps | CPU 0 busy | CPU ns / drop | vs iptables | vs nftables | vs xdp-drop | ring full | program ns / pkt |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	drop := func(s fwSample) float64 { return s.DroppedMpps }
-	for _, n := range o.levels {
-		ipt := fwMedian(rep.Samples, "iptables", n, drop)
-		nft := fwMedian(rep.Samples, "nftables", n, drop)
-		bare := fwMedian(rep.Samples, fwCeiling, n, drop)
-		for _, v := range o.variants {
-			dm := fwMedian(rep.Samples, v, n, drop)
-			ratio := func(base float64) string {
-				if v == "iptables" && base == ipt || v == "nftables" && base == nft || v == fwCeiling && base == bare {
-					return "1"
-				}
-				if r := measure.Ratio(dm, base); r == r {
-					return fmt.Sprintf("%.2f×", r)
-				}
-				return "–"
-			}
-			prog := "–"
-			if ns := fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.ProgNsPerPkt }); ns > 0 {
-				prog = fmt.Sprintf("%.0f", ns)
-			}
-			fmt.Fprintf(&b, "| %d | %s | %.3f | %.3f | %.0f %% | %.0f | %s | %s | %s | %.0f %% | %s |\n", n, v, dm,
-				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.OfferedMpps }),
-				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.CPU0BusyPct }),
-				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return s.NsPerDrop }),
-				ratio(ipt), ratio(nft), ratio(bare),
-				fwMedian(rep.Samples, v, n, func(s fwSample) float64 { return 100 * float64(s.RingFull) / float64(max(s.Offered, 1)) }),
-				prog)
-		}
+	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1; -gen %s) into a veth whose far side "+
+		"(d0's NAPI thread, CPU 0, the receiver) carries the filter: N-1 non-matching rules, then the dropping one. "+
+		"Dropped = that rule's counter; ratios are medians of the same run. Receiver: d0's NAPI thread (schedstat): its share of the run "+
+		"on CPU 0 (busy), how long it had no frames (idle: the backfill thread's run time) or how often it ran dry (sleeps/s, without backfill), "+
+		"and its run time per drop; ‡: the rate is the generator's, not the filter's. Generator: its threads' run time per frame offered.\n",
+		strings.Trim(strings.ReplaceAll(fmt.Sprint(o.gens), " ", ","), "[]"))
+	gens := o.gens
+	if len(gens) < 2 {
+		gens = []fwGen{{}}
 	}
-	if len(o.levels) > 1 {
-		lo, hi := o.levels[0], slices.Max(o.levels)
-		fmt.Fprintf(&b, "\n%d rules vs %d: ", hi, lo)
-		var parts []string
-		for _, v := range o.variants {
-			parts = append(parts, fmt.Sprintf("%s %.2f", v, measure.Ratio(fwMedian(rep.Samples, v, hi, drop), fwMedian(rep.Samples, v, lo, drop))))
+	for _, g := range gens {
+		ss := fwGenSamples(rep.Samples, o, g)
+		if len(o.gens) > 1 {
+			fmt.Fprintf(&b, "\n### Generator %s\n", g)
 		}
-		b.WriteString(strings.Join(parts, ", ") + " (drop rate ratio; 1 = no slowdown).\n")
+		b.WriteString(fwDropTable(ss, o))
+		b.WriteString(fwTargets(ss, o))
 	}
 	if len(rep.TCP) > 0 {
 		fmt.Fprintf(&b, "\niperf3 TCP, gen -> dut (allowed: no rule matches), %s per run, medians:\n\n| variant | no rules Gbit/s | %d rules Gbit/s | ratio |\n|---|---:|---:|---:|\n", o.tcpDur, slices.Max(o.levels))
@@ -836,7 +990,7 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, a, c, measure.Ratio(c, a))
 		}
 	}
-	b.WriteString(fwTargets(rep, o))
+	b.WriteString(fwTCPTargets(rep, o))
 	b.WriteString("\nHow d0 took the frames in:\n")
 	for _, v := range o.variants {
 		for _, s := range rep.Samples {
@@ -850,5 +1004,82 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 		fmt.Fprintf(&b, "\n- %s", n)
 	}
 	b.WriteString("\n")
+	return b.String()
+}
+
+// fwDropTable is the drop-rate table of the samples of one generator
+// batch, and the largest rule count against the smallest.
+func fwDropTable(ss []fwSample, o fwOptions) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| rules | variant | dropped Mpps | offered Mpps | receiver busy | receiver ns / drop | vs iptables | vs nftables | vs xdp-drop | ring full | generator ns / frame | program ns / pkt |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	drop := func(s fwSample) float64 { return s.DroppedMpps }
+	med := func(v string, n int, metric func(fwSample) float64) float64 { return fwMedian(ss, v, n, metric) }
+	idle := false
+	for _, n := range o.levels {
+		ipt := med("iptables", n, drop)
+		nft := med("nftables", n, drop)
+		bare := med(fwCeiling, n, drop)
+		for _, v := range o.variants {
+			dm := med(v, n, drop)
+			ratio := func(base float64) string {
+				if v == "iptables" && base == ipt || v == "nftables" && base == nft || v == fwCeiling && base == bare {
+					return "1"
+				}
+				if r := measure.Ratio(dm, base); r == r {
+					return fmt.Sprintf("%.2f×", r)
+				}
+				return "–"
+			}
+			orNone := func(x float64, format string) string {
+				if x > 0 {
+					return fmt.Sprintf(format, x)
+				}
+				return "–"
+			}
+			busy := med(v, n, func(s fwSample) float64 { return s.NAPIBusyPct })
+			idlePct := med(v, n, func(s fwSample) float64 { return s.NAPIIdlePct })
+			sleeps := med(v, n, func(s fwSample) float64 { return float64(s.NAPISleeps) / max(s.Seconds, 1e-9) })
+			backfill := len(ss) > 0 && ss[0].GenBackfill
+			mark, receiver := "", "–"
+			switch {
+			case busy > 0 && backfill:
+				receiver = fmt.Sprintf("%.0f %%, idle %.0f %%", busy, idlePct)
+			case busy > 0:
+				receiver = fmt.Sprintf("%.0f %%, %.0f sleeps/s", busy, sleeps)
+			}
+			if busy > 0 && (backfill && idlePct > fwIdleLimit || !backfill && sleeps > fwSleepLimit) {
+				mark, idle = " ‡", true
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.3f%s | %.3f | %s | %s | %s | %s | %s | %.0f %% | %s | %s |\n", n, v, dm, mark,
+				med(v, n, func(s fwSample) float64 { return s.OfferedMpps }),
+				receiver,
+				orNone(med(v, n, func(s fwSample) float64 { return s.NAPINsPerDrop }), "%.0f"),
+				ratio(ipt), ratio(nft), ratio(bare),
+				med(v, n, func(s fwSample) float64 { return 100 * float64(s.RingFull) / float64(max(s.Offered, 1)) }),
+				orNone(med(v, n, func(s fwSample) float64 { return s.GenNsPerFrame }), "%.0f"),
+				orNone(med(v, n, func(s fwSample) float64 { return s.ProgNsPerPkt }), "%.0f"))
+		}
+	}
+	if idle {
+		fmt.Fprintf(&b, "\n‡ The receiver ran out of frames (idle above %.0f %% of the run; without the backfill thread: more than %.0f sleeps a second): "+
+			"this rate is what the generator delivered, not the filter's capacity (roughly 1000 / receiver ns per drop Mpps).\n", fwIdleLimit, fwSleepLimit)
+	}
+	var steal []float64
+	for _, s := range ss {
+		steal = append(steal, s.StealPct)
+	}
+	if st := slices.Max(append(steal, 0)); st >= 1 {
+		fmt.Fprintf(&b, "\nHypervisor steal on CPUs 0 and 1 during the drop runs: median %.1f %%, at most %.1f %% (the machine, not the filter, was slower).\n",
+			measure.Median(steal), st)
+	}
+	if len(o.levels) > 1 {
+		lo, hi := o.levels[0], slices.Max(o.levels)
+		fmt.Fprintf(&b, "\n%d rules vs %d: ", hi, lo)
+		var parts []string
+		for _, v := range o.variants {
+			parts = append(parts, fmt.Sprintf("%s %.2f", v, measure.Ratio(med(v, hi, drop), med(v, lo, drop))))
+		}
+		b.WriteString(strings.Join(parts, ", ") + " (drop rate ratio; 1 = no slowdown).\n")
+	}
 	return b.String()
 }

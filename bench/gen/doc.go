@@ -9,7 +9,9 @@
 //     XDP_TX, which the kernel turns into a transmission out of the
 //     container's eth0 (or XDP_PASS: the frame becomes an skb received
 //     on eth0, and xlb_bounce, on eth0's tcx ingress, sends it out of
-//     eth0 as an skb).
+//     eth0 as an skb). Generate takes the batch (frames per flush);
+//     AttachAnchor keeps the program in the XDP dispatcher so that the
+//     calls do not wait for RCU grace periods.
 //   - xlb_count: tcx ingress on the receiving container's eth0; counts the
 //     generator's frames (routed ones and bad IPv4 checksums too) and
 //     drops them.

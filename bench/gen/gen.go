@@ -178,20 +178,55 @@ type xdpMd struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
+// MaxBatch is the largest batch BPF_PROG_RUN takes in live-frames mode
+// (the kernel's TEST_XDP_MAX_BATCH); DefaultBatch is what it uses when
+// asked for none (NAPI_POLL_WEIGHT).
+const (
+	MaxBatch     = 256
+	DefaultBatch = 64
+)
+
 // Generate runs the generator repeat times on live frames: every frame is
 // transmitted out of ifindex (in the calling thread's network namespace),
 // as a frame or, via an skb and the bounce program, as an skb.
+//
+// batch (1..MaxBatch; 0 is DefaultBatch) is how many frames the kernel
+// runs the program on before it flushes them to the device: one
+// ndo_xdp_xmit per 16 frames (the bulk queue), but one flush, and so at
+// most one wake-up of the receiving veth's NAPI, per batch.
+//
 // cilium/ebpf restarts a run interrupted by a signal, so the number of
 // frames sent is Counters().Offered, not repeat.
-func (o *Objects) Generate(ifindex int, repeat uint32) error {
+func (o *Objects) Generate(ifindex int, repeat, batch uint32) error {
+	if batch > MaxBatch {
+		return fmt.Errorf("generate: batch %d: want at most %d", batch, MaxBatch)
+	}
 	frame := make([]byte, FrameLen) // contents irrelevant: the program writes the frame
 	_, err := o.objs.XlbGen.Run(&ebpf.RunOptions{
-		Data:    frame,
-		Repeat:  repeat,
-		Flags:   unix.BPF_F_TEST_XDP_LIVE_FRAMES,
-		Context: xdpMd{DataEnd: FrameLen, IngressIfindex: uint32(ifindex)},
+		Data:      frame,
+		Repeat:    repeat,
+		Flags:     unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+		BatchSize: batch,
+		Context:   xdpMd{DataEnd: FrameLen, IngressIfindex: uint32(ifindex)},
 	})
 	return err
+}
+
+// AttachAnchor attaches the generator program as generic XDP to ifindex,
+// a device that receives nothing, for the length of a run. Not
+// to run it there: BPF_PROG_RUN of an XDP program registers it with the
+// kernel's XDP dispatcher at the start of every call and removes it at the
+// end, and each change waits for an RCU grace period (two per call,
+// bpf_dispatcher_change_prog); a program attached to a device stays
+// registered, so the calls change nothing and wait for nothing. Under
+// load a grace period takes long enough to leave the generator asleep
+// most of the run.
+func (o *Objects) AttachAnchor(ifindex int) (link.Link, error) {
+	l, err := link.AttachXDP(link.XDPOptions{Program: o.objs.XlbGen, Interface: ifindex, Flags: link.XDPGenericMode})
+	if err != nil {
+		return nil, fmt.Errorf("attach generator as generic XDP (dispatcher anchor): %w", err)
+	}
+	return l, nil
 }
 
 // AttachCounter attaches the counter to tcx ingress of ifindex (in the

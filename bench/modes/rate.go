@@ -112,10 +112,11 @@ func runRate(ctx context.Context, topo Topology, p harness.Pair, src gen.Source,
 			log.Printf("rate %s: restore: %v", topo.Name(), err)
 		}
 	}()
-	var err error
-	if det.Entry, det.GROForRun, err = rate.PrepareEntry(ctx, p, src, &undo); err != nil {
+	entry, err := rate.PrepareEntry(ctx, p, src, &undo)
+	if err != nil {
 		return nil, det, err
 	}
+	det.Entry, det.GROForRun = entry.Desc, entry.GROOn
 
 	objs, err := gen.Load(gen.Flow{
 		DstMAC: p.NextHopMAC, SrcMAC: p.ClientMAC,
@@ -177,10 +178,13 @@ func runRate(ctx context.Context, topo Topology, p harness.Pair, src gen.Source,
 	}
 	defer closeTPs()
 
-	elapsed, err := rate.Generate(ctx, objs, p, d)
+	// Anchor: no BPF_PROG_RUN call waits for RCU grace periods (bench fw
+	// found them idling the generator 95 % of the time; docs/benchmarks.md).
+	run, err := rate.Generate(ctx, objs, p, d, rate.Options{Anchor: true})
 	if err != nil {
 		return nil, det, err
 	}
+	elapsed := run.Elapsed
 	time.Sleep(100 * time.Millisecond) // frames still in rings
 	closeTPs()
 	after, err := snapshotCounters(ctx, topo, p)

@@ -114,7 +114,8 @@ Flags:
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
 		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
-		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), QEMU: *qemu})
+		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), QEMU: *qemu,
+		AutoBPFOnly: *kube})
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,11 @@ type Config struct {
 	// QEMU is the qemu-system-x86_64 whose netdev backends decide which
 	// VM endpoint backends this node offers (qemu.go; "": DefaultQEMU).
 	QEMU string
+	// AutoBPFOnly keeps `auto` among the BPF modes where the BPF datapath
+	// works, whatever the calibration measured fastest: set by xlaned
+	// --kubernetes, whose Services and NetworkPolicies kernel mode does
+	// not carry (no BPF: no service translation, no firewall).
+	AutoBPFOnly bool
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
@@ -629,6 +634,10 @@ func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
 		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
 		if c := d.calibration(); c != nil && d.modeMissing(model.Mode(c.Mode)) == nil {
+			if d.cfg.AutoBPFOnly && !model.Mode(c.Mode).BPF() {
+				return AutoMode, string(AutoMode) + ": the calibration measured " + c.Mode +
+					" fastest, but services and network policies need a BPF mode (xlaned --kubernetes)", nil
+			}
 			return model.Mode(c.Mode), c.Reason + " (calibrated " + c.At.Format(time.RFC3339) + ")", nil
 		}
 		return AutoMode, autoReason + "; not calibrated on this node yet (xlane calibrate)", nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/calibrate"
+	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -227,4 +230,27 @@ func TestReconcileOnFake(t *testing.T) {
 		t.Errorf("after reconcile on an empty store: endpoints %v, devices %v, ports %v", addrs, devs, ports)
 	}
 	checkPorts(t, d, fake)
+}
+
+// A calibration that measured kernel mode fastest gives auto kernel mode,
+// except in Kubernetes mode (AutoBPFOnly), whose Services and policies
+// need a BPF mode: there auto stays AutoMode and says why.
+func TestAutoBPFOnly(t *testing.T) {
+	d, _ := fakeDaemon(t)
+	d.feat = features.Probe() // tc must be able to run
+	if err := d.modeMissing(AutoMode); err != nil {
+		t.Fatalf("%s cannot run on this kernel: %v", AutoMode, err)
+	}
+	d.calib.choice = &calibrate.Choice{Mode: string(model.ModeKernel), Reason: "kernel: fastest here", At: time.Now()}
+	if m, why, err := d.resolveMode(model.ModeAuto); err != nil || m != model.ModeKernel {
+		t.Errorf("resolveMode(auto) after a kernel calibration = %s, %q, %v; want kernel", m, why, err)
+	}
+	d.cfg.AutoBPFOnly = true
+	m, why, err := d.resolveMode(model.ModeAuto)
+	if err != nil || m != AutoMode || !strings.Contains(why, "need a BPF mode") {
+		t.Errorf("resolveMode(auto) with AutoBPFOnly = %s, %q, %v; want %s saying why", m, why, err, AutoMode)
+	}
+	if m, _, err := d.resolveMode(model.ModeKernel); err != nil || m != model.ModeKernel {
+		t.Errorf("resolveMode(kernel) with AutoBPFOnly = %s, %v; an explicit mode still wins", m, err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -52,6 +53,27 @@ type criHost struct {
 	exited chan struct{}
 	log    *bytes.Buffer
 	links  []string // /var/run/netns links to pods' namespaces
+	opts   criOpts
+}
+
+// criOpts changes the containerd startCRIHostWith runs.
+type criOpts struct {
+	// conflist is the CNI configuration list (its "name" is replaced by
+	// the host's own, unique one); nil: xlane-cni on the network "pods"
+	// of 10.213.0.0/24 and fd00:213::/64.
+	conflist map[string]any
+	// mntns is a mount namespace containerd runs in (a /proc/PID/ns/mnt
+	// path: a kubelet node's, shared with its kubelet); "": the
+	// machine's. Pods' namespaces are then reached through their pause
+	// process (/proc/PID/ns/net), as their pins are in mntns.
+	mntns string
+	// nodeCNI: containerd reads the CNI configuration and plugins where
+	// a Kubernetes node's does, /etc/cni/net.d and /opt/cni/bin (of
+	// mntns, where they are the node's own), and pins pods' namespaces
+	// in /var/run/netns, where the DaemonSet's xlaned opens them. This
+	// test writes no configuration there: the DaemonSet installs
+	// xlane-cni and its configuration (conflist is not used).
+	nodeCNI bool
 }
 
 func newCRIHost(t *testing.T) *criHost {
@@ -65,6 +87,13 @@ func newCRIHost(t *testing.T) *criHost {
 // 10.213.0.0/24 and fd00:213::/64.
 func startCRIHost(t *testing.T, n *node, conflist map[string]any) *criHost {
 	t.Helper()
+	return startCRIHostWith(t, n, criOpts{conflist: conflist})
+}
+
+// startCRIHostWith is startCRIHost with opts: another mount namespace, a
+// node's CNI directories.
+func startCRIHostWith(t *testing.T, n *node, opts criOpts) *criHost {
+	t.Helper()
 	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s not found: install Debian's containerd and runc (scripts/deps.sh does)", bin)
@@ -77,10 +106,10 @@ func startCRIHost(t *testing.T, n *node, conflist map[string]any) *criHost {
 	}
 	sfx := suffix()
 	h := &criHost{t: t, dir: dir, sock: filepath.Join(dir, "c.sock"), cgroup: "xle-cri-" + sfx,
-		image: "docker.io/xlane-e2e/pause:" + sfx, crictl: crictl, cni: "xlane-cri-" + sfx, log: &bytes.Buffer{}}
+		image: "docker.io/xlane-e2e/pause:" + sfx, crictl: crictl, cni: "xlane-cri-" + sfx, log: &bytes.Buffer{}, opts: opts}
 	h.n = n
 	t.Cleanup(h.cleanup)
-	h.writeConfig(conflist)
+	h.writeConfig(opts.conflist)
 	h.start()
 	h.importImage(h.image, "github.com/xlane-dev/xlane/test/e2e/pause", "/pause")
 	return h
@@ -129,6 +158,58 @@ func crictlBinary(t *testing.T) string {
 func (h *criHost) writeConfig(list map[string]any) {
 	h.t.Helper()
 	confDir, binDir2 := filepath.Join(h.dir, "net.d"), filepath.Join(h.dir, "bin")
+	netnsUnderState := true
+	if h.opts.nodeCNI {
+		confDir, binDir2, netnsUnderState = "/etc/cni/net.d", "/opt/cni/bin", false
+	} else {
+		h.writeCNI(confDir, binDir2, list)
+	}
+	cri := `plugins."io.containerd.grpc.v1.cri"`
+	cfg := fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = %[4]q
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+[%[6]s]
+  sandbox_image = %[7]q
+  netns_mounts_under_state_dir = %[11]v
+  # The sandbox's oom_score_adj (-998) is below what this process may set
+  # where it lacks CAP_SYS_RESOURCE (runc fails in nsexec): clamp to ours.
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [%[6]s.cni]
+    bin_dir = %[8]q
+    conf_dir = %[9]q
+    max_conf_num = 1
+  [%[6]s.containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [%[6]s.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [%[6]s.containerd.runtimes.runc.options]
+        Root = %[10]q
+`, filepath.Join(h.dir, "root"), filepath.Join(h.dir, "state"), h.sock, h.sock+".ttrpc",
+		filepath.Join(h.dir, "opt"), cri, h.image, binDir2, confDir, filepath.Join(h.dir, "runc"), netnsUnderState)
+	if err := os.WriteFile(filepath.Join(h.dir, "config.toml"), []byte(cfg), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	// crictl's own configuration (without one it looks beside its binary).
+	crictlCfg := fmt.Sprintf("runtime-endpoint: unix://%[1]s\nimage-endpoint: unix://%[1]s\ntimeout: 60\n", h.sock)
+	if err := os.WriteFile(filepath.Join(h.dir, "crictl.yaml"), []byte(crictlCfg), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// writeCNI puts the CNI configuration list (nil: xlane-cni on
+// 10.213.0.0/24 and fd00:213::/64) in confDir and the plugins, xlane-cni
+// and loopback, in binDir2.
+func (h *criHost) writeCNI(confDir, binDir2 string, list map[string]any) {
+	h.t.Helper()
 	for _, d := range []string{confDir, binDir2} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			h.t.Fatal(err)
@@ -151,51 +232,16 @@ func (h *criHost) writeConfig(list map[string]any) {
 	if err := os.WriteFile(filepath.Join(confDir, "10-xlane.conflist"), b, 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	cri := `plugins."io.containerd.grpc.v1.cri"`
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-[grpc]
-  address = %[3]q
-[ttrpc]
-  address = %[4]q
-[plugins."io.containerd.internal.v1.opt"]
-  path = %[5]q
-[%[6]s]
-  sandbox_image = %[7]q
-  netns_mounts_under_state_dir = true
-  # The sandbox's oom_score_adj (-998) is below what this process may set
-  # where it lacks CAP_SYS_RESOURCE (runc fails in nsexec): clamp to ours.
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [%[6]s.cni]
-    bin_dir = %[8]q
-    conf_dir = %[9]q
-    max_conf_num = 1
-  [%[6]s.containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [%[6]s.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [%[6]s.containerd.runtimes.runc.options]
-        Root = %[10]q
-`, filepath.Join(h.dir, "root"), filepath.Join(h.dir, "state"), h.sock, h.sock+".ttrpc",
-		filepath.Join(h.dir, "opt"), cri, h.image, binDir2, confDir, filepath.Join(h.dir, "runc"))
-	if err := os.WriteFile(filepath.Join(h.dir, "config.toml"), []byte(cfg), 0o644); err != nil {
-		h.t.Fatal(err)
-	}
-	// crictl's own configuration (without one it looks beside its binary).
-	crictlCfg := fmt.Sprintf("runtime-endpoint: unix://%[1]s\nimage-endpoint: unix://%[1]s\ntimeout: 60\n", h.sock)
-	if err := os.WriteFile(filepath.Join(h.dir, "crictl.yaml"), []byte(crictlCfg), 0o644); err != nil {
-		h.t.Fatal(err)
-	}
 }
 
 // start runs containerd in the node's namespace and waits for its CRI.
 func (h *criHost) start() {
 	h.t.Helper()
-	h.cmd = inNS(h.n.netns, "containerd", "--config", filepath.Join(h.dir, "config.toml"))
+	argv := []string{"containerd", "--config", filepath.Join(h.dir, "config.toml")}
+	if h.opts.mntns != "" {
+		argv = append([]string{"nsenter", "--mount=" + h.opts.mntns, "--"}, argv...)
+	}
+	h.cmd = inNS(h.n.netns, argv...)
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := h.cmd.Start(); err != nil {
@@ -305,8 +351,15 @@ func (h *criHost) importImage(ref, pkg, path string) {
 	if err := os.WriteFile(path, archive, 0o644); err != nil {
 		h.t.Fatal(err)
 	}
+	h.importArchive(path)
+}
+
+// importArchive imports an image archive (OCI or docker save) into
+// containerd's k8s.io namespace, under the names it carries.
+func (h *criHost) importArchive(path string) {
+	h.t.Helper()
 	if out, err := exec.Command("ctr", "--address", h.sock, "-n", "k8s.io", "images", "import", path).CombinedOutput(); err != nil {
-		h.t.Fatalf("ctr images import: %v\n%s", err, out)
+		h.t.Fatalf("ctr images import %s: %v\n%s", path, err, out)
 	}
 }
 
@@ -314,11 +367,26 @@ func (h *criHost) importImage(ref, pkg, path string) {
 // (its entrypoint), for linux/amd64, named ref.
 func ociArchive(t *testing.T, ref, path string, exe []byte) []byte {
 	t.Helper()
+	return ociImage(t, ref, map[string]any{"Entrypoint": []string{path}}, tarLayer(map[string][]byte{path: exe}))
+}
+
+// tarLayer is a layer of executables (path -> content, mode 0755).
+func tarLayer(files map[string][]byte) []byte {
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
-	lw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(path, "/"), Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(exe))})
-	lw.Write(exe)
+	for _, path := range slices.Sorted(maps.Keys(files)) {
+		lw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(path, "/"), Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(files[path]))})
+		lw.Write(files[path])
+	}
 	lw.Close()
+	return layer.Bytes()
+}
+
+// ociImage is an OCI image layout, tarred, for linux/amd64, named ref:
+// the layers (uncompressed tars) in order, config the image
+// configuration's "config" (Entrypoint, Env, ...).
+func ociImage(t *testing.T, ref string, config map[string]any, layers ...[]byte) []byte {
+	t.Helper()
 	blobs := map[string][]byte{}
 	desc := func(mediaType string, b []byte) map[string]any {
 		sum := sha256.Sum256(b)
@@ -326,16 +394,22 @@ func ociArchive(t *testing.T, ref, path string, exe []byte) []byte {
 		blobs[d] = b
 		return map[string]any{"mediaType": mediaType, "digest": d, "size": len(b)}
 	}
-	layerDesc := desc("application/vnd.oci.image.layer.v1.tar", layer.Bytes())
-	config, _ := json.Marshal(map[string]any{
+	var layerDescs []any
+	var diffIDs []string
+	for _, l := range layers {
+		d := desc("application/vnd.oci.image.layer.v1.tar", l)
+		layerDescs = append(layerDescs, d)
+		diffIDs = append(diffIDs, d["digest"].(string))
+	}
+	imageConfig, _ := json.Marshal(map[string]any{
 		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Entrypoint": []string{path}},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDesc["digest"].(string)}},
+		"config": config,
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
 	manifest, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-		"config": desc("application/vnd.oci.image.config.v1+json", config),
-		"layers": []any{layerDesc},
+		"config": desc("application/vnd.oci.image.config.v1+json", imageConfig),
+		"layers": layerDescs,
 	})
 	md := desc("application/vnd.oci.image.manifest.v1+json", manifest)
 	md["annotations"] = map[string]string{"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:]}
@@ -389,6 +463,7 @@ func (h *criHost) inspect(p pod) pod {
 			}
 		}
 		Info struct {
+			Pid         int
 			RuntimeSpec struct {
 				Linux struct {
 					Namespaces []struct{ Type, Path string }
@@ -420,7 +495,16 @@ func (h *criHost) inspect(p pod) pod {
 		if ns.Type == "network" && p.netns == "" {
 			p.netns = "xle-pod-" + suffix()
 			h.links = append(h.links, p.netns)
-			if err := os.Symlink(ns.Path, nsPath(p.netns)); err != nil {
+			path := ns.Path
+			if h.opts.mntns != "" {
+				// Pinned in containerd's mount namespace: the pause
+				// process's is the same.
+				if st.Info.Pid <= 0 {
+					h.t.Fatalf("pod %s: no pid in %s", p.id, out)
+				}
+				path = fmt.Sprintf("/proc/%d/ns/net", st.Info.Pid)
+			}
+			if err := os.Symlink(path, nsPath(p.netns)); err != nil {
 				h.t.Fatal(err)
 			}
 		}

@@ -114,6 +114,10 @@ type node struct {
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
 	flags  []string
+	// external: xlaned is not this test's process (a DaemonSet's pod
+	// runs it): newNode does not start one, nor set socket and pinDir
+	// (the caller does, where that xlaned has them).
+	external bool
 }
 
 // nodeOpt prepares a node's namespace before its daemon starts, and may
@@ -125,6 +129,9 @@ func newNode(t *testing.T, opts ...nodeOpt) *node {
 	n := &node{t: t, netns: newNetns(t, "node"), dir: t.TempDir()}
 	for _, o := range opts {
 		o(n)
+	}
+	if n.external {
+		return n
 	}
 	n.socket = filepath.Join(n.dir, "xlane.sock")
 	n.pinDir = "/sys/fs/bpf/xle-" + suffix()

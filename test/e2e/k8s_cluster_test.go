@@ -43,12 +43,21 @@ type controlPlane struct {
 	// in system:nodes, authorized by the Node authorizer).
 	kubelets map[string]string
 	cs       *kubernetes.Clientset
+	rootCA   string // the API server's certificate and CA (k8senv.ControlPlane.RootCA)
 }
 
 // cpOptions changes the control plane startControlPlane makes.
 type cpOptions struct {
 	serviceCIDR string   // --service-cluster-ip-range; "": 10.96.0.0/16
 	kubelets    []string // node names that get a kubelet identity
+	qps         float32  // the test's clientset; 0: k8senv's default
+	// serviceAccounts: pods get their service account's token
+	// (k8senv.Options.ServiceAccounts; the controller manager must run
+	// the serviceaccount and root CA publisher controllers).
+	serviceAccounts bool
+	// noRBAC: deploy/kubernetes/rbac.yaml is not applied (the test
+	// applies deploy/kubernetes itself).
+	noRBAC bool
 }
 
 // logProc is a process this test started, with its output kept for the
@@ -120,8 +129,12 @@ func startControlPlane(t *testing.T, bins, netns, addr string) *controlPlane {
 // test ends, its logs shown if the test failed.
 func startControlPlaneWith(t *testing.T, bins, netns, addr string, opts cpOptions) *controlPlane {
 	t.Helper()
+	rbac := "../../deploy/kubernetes/rbac.yaml"
+	if opts.noRBAC {
+		rbac = ""
+	}
 	k, err := k8senv.Start(context.Background(), k8senv.Options{Bins: bins, Netns: netns, Addr: addr, Dir: t.TempDir(),
-		ServiceCIDR: opts.serviceCIDR, Kubelets: opts.kubelets, RBAC: "../../deploy/kubernetes/rbac.yaml"})
+		ServiceCIDR: opts.serviceCIDR, Kubelets: opts.kubelets, QPS: opts.qps, RBAC: rbac, ServiceAccounts: opts.serviceAccounts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +148,7 @@ func startControlPlaneWith(t *testing.T, bins, netns, addr string, opts cpOption
 	})
 	t.Logf("kube-apiserver ready in %v", k.Ready.Round(time.Millisecond))
 	return &controlPlane{netns: netns, addr: addr, dir: k.Dir, token: k.Token, kubeconfig: k.Kubeconfig, admin: k.Admin,
-		kubelets: k.Kubelets, cs: k.CS}
+		kubelets: k.Kubelets, cs: k.CS, rootCA: k.RootCA}
 }
 
 func writeFile(t *testing.T, path string, b []byte) {

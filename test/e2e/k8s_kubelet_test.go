@@ -42,6 +42,11 @@ type kubeletNode struct {
 	addr4   netip.Addr // underlay: the Node's InternalIPs
 	addr6   netip.Addr
 	kubelet *logProc
+	// mntns is the node's mount namespace (/proc/PID/ns/mnt), shared by
+	// its containerd and kubelet; root the node's root as the machine
+	// reaches it (/proc/PID/root).
+	mntns, root string
+	podLogs     string // the kubelet's podLogsDir
 }
 
 // clusterCIDR is the pods' prefixes of the cluster test (the controller
@@ -80,15 +85,41 @@ func deployConflist(t *testing.T, socket string) map[string]any {
 // kernelTunables are the sysctls the kubelet sets to its values at start
 // (pkg/kubelet/cm setupKernelTunables: vm.overcommit_memory=1,
 // kernel.panic_on_oops=1, ...). They are not namespaced: the test's
-// kubelets run in a mount namespace of their own where each is a copy
+// kubelets run in a mount namespace of their node's where each is a copy
 // (a plain file bound over it), so that the machine keeps its own.
 var kernelTunables = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
 
+// nodeHostDirs are the machine's directories a node running the
+// DaemonSet has its own of: the DaemonSet's hostPaths (xlaned's socket
+// and state, the CNI plugins and configuration, the pods' namespace
+// pins) and the CNI results containerd keeps. Each is a directory of the
+// node's bound over the machine's in the node's mount namespace; the
+// bpffs there is a new one.
+var nodeHostDirs = []string{"/run/xlane", "/var/lib/xlane", "/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/netns"}
+
+// kubeletOpts changes the node startKubeletNode makes.
+type kubeletOpts struct {
+	// daemonSet: the node is as deploy/kubernetes wants to find it,
+	// nothing of xlane on it: no xlaned of the test's and no CNI
+	// configuration (the DaemonSet installs xlane-cni and its
+	// configuration and runs xlaned); containerd reads the CNI
+	// directories every node has (/etc/cni/net.d, /opt/cni/bin with the
+	// reference loopback plugin) and pins pods' namespaces in
+	// /var/run/netns. nodeHostDirs and /sys/fs/bpf are the node's own.
+	daemonSet bool
+	// images are image archives imported into the node's containerd
+	// (the DaemonSet's: no registry here).
+	images []string
+}
+
 // startKubeletNode starts node name (index i: underlay 192.168.78.i and
 // fd00:78::i on the bridge of namespace ul) with its xlaned, containerd
-// and kubelet.
-func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i int, image string) *kubeletNode {
+// and kubelet. The kubelet runs in a mount namespace of the node's whose
+// /proc/sys files the kubelet writes are copies; for the DaemonSet,
+// containerd runs there too (a kubelet's volume mounts, such as a service
+// account token, are where containerd's runc binds them from).
+func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i int, image string, opts kubeletOpts) *kubeletNode {
 	t.Helper()
 	k := &kubeletNode{name: fmt.Sprintf("n%d", i),
 		addr4: netip.MustParseAddr(fmt.Sprintf("192.168.78.%d", i)), addr6: netip.MustParseAddr(fmt.Sprintf("fd00:78::%d", i))}
@@ -102,9 +133,87 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 		n.flags = append(n.flags, "--kubernetes", "--kubeconfig", cp.kubeconfig, "--node-name", k.name,
 			"--cluster-cidr", clusterCIDR, "--uplink", "ul0")
+		n.external = opts.daemonSet
 	})
-	k.cri = startCRIHost(t, k.node, deployConflist(t, k.node.socket))
+
+	// The node's mount namespace: a process holding it (started in a
+	// slave copy of the machine's: the machine's mounts reach it, its
+	// own stay in it), the sysctl copies and, for the DaemonSet, the
+	// node's own host directories bound in it.
+	mdir, err := os.MkdirTemp("", "xle-mnt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(mdir) })
+	if err := os.MkdirAll(filepath.Join(mdir, "sysctl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var binds []string
+	for _, s := range kernelTunables {
+		b, err := os.ReadFile("/proc/sys/" + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpy := filepath.Join(mdir, "sysctl", strings.ReplaceAll(s, "/", "."))
+		writeFile(t, cpy, b)
+		binds = append(binds, fmt.Sprintf("mount --bind %s /proc/sys/%s", cpy, s))
+	}
+	if opts.daemonSet {
+		for _, d := range nodeHostDirs {
+			own := filepath.Join(mdir, "host", strings.ReplaceAll(strings.TrimPrefix(d, "/"), "/", "-"))
+			if err := os.MkdirAll(own, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			hostMountpoint(t, d)
+			binds = append(binds, fmt.Sprintf("mount --bind %s %s", own, d))
+		}
+		// Every node has the reference loopback plugin, which
+		// containerd 1.6 runs for every pod (Debian's
+		// containernetworking-plugins here; kubeadm's kubernetes-cni).
+		if err := os.Symlink(filepath.Join(refPlugins, "loopback"), filepath.Join(mdir, "host", "opt-cni-bin", "loopback")); err != nil {
+			t.Fatal(err)
+		}
+		// Shared: the DaemonSet mounts /sys/fs/bpf Bidirectional and
+		// /var/run/netns HostToContainer (pins made after xlaned
+		// started reach it), which containerd checks (on the first
+		// mount it finds at the path: the machine's bpffs is unmounted
+		// here first, not stacked under the node's).
+		// containerd 1.6 checks /var/run/netns without following /var/run
+		// -> /run, on the mount of "/": shared, as on a node with
+		// systemd (the machine's is private; the node's copy is
+		// shared in its own namespace only).
+		binds = append(binds, "mount --make-shared /", "mount --make-shared /run/netns",
+			"(umount /sys/fs/bpf 2>/dev/null || true)", "mount -t bpf bpf /sys/fs/bpf", "mount --make-shared /sys/fs/bpf")
+		// The hostPath /lib/modules (type Directory): a node has one.
+		hostMountpoint(t, "/lib/modules")
+	}
+	holder := startProc(t, "mount namespace of "+k.name, k.netns, "unshare", "--mount", "--propagation", "slave", "--",
+		"sh", "-c", strings.Join(binds, " && ")+" && echo ready && exec sleep infinity")
+	waitFor(t, 10*time.Second, "the mount namespace of "+k.name, func() bool {
+		if holder.cmd.ProcessState != nil {
+			t.Fatalf("the mount namespace of %s: %s", k.name, holder)
+		}
+		return strings.Contains(holder.String(), "ready")
+	})
+	k.mntns = fmt.Sprintf("/proc/%d/ns/mnt", holder.cmd.Process.Pid)
+	k.root = fmt.Sprintf("/proc/%d/root", holder.cmd.Process.Pid)
+
+	if opts.daemonSet {
+		k.cri = startCRIHostWith(t, k.node, criOpts{mntns: k.mntns, nodeCNI: true})
+		// The DaemonSet's socket and pins, as the node has them.
+		k.node.socket = filepath.Join(mdir, "host", "run-xlane", "xlane.sock")
+		k.node.pinDir = filepath.Join(k.root, "sys/fs/bpf/xlane")
+	} else {
+		// containerd in the machine's mount namespace, where the test's
+		// xlaned opens the pods' namespaces it pins (the kubelet's mount
+		// namespace is a slave of it: it sees them too). The pods mount
+		// no volumes.
+		k.cri = startCRIHost(t, k.node, deployConflist(t, k.node.socket))
+	}
 	k.cri.importImage(image, "github.com/xlane-dev/xlane/test/e2e/podserver", "/podserver")
+	for _, a := range opts.images {
+		k.cri.importArchive(a)
+	}
 	h := k.cri
 	// The pods' cgroup parent (the kubelet's --cgroup-root) must exist
 	// in every hierarchy; criHost's cleanup removes it with what runc
@@ -119,7 +228,8 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 	}
 	root := filepath.Join(h.dir, "kubelet")
 	logs := filepath.Join(h.dir, "pod-logs")
-	for _, d := range []string{root, logs, filepath.Join(h.dir, "sysctl")} {
+	k.podLogs = logs
+	for _, d := range []string{root, logs} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -174,22 +284,32 @@ serializeImagePulls: false
 `, h.sock, h.cgroup, logs, filepath.Join(h.dir, "volume-plugins"), k.addr4)
 	cfgPath := filepath.Join(h.dir, "kubelet.yaml")
 	writeFile(t, cfgPath, []byte(cfg))
-	var binds []string
-	for _, s := range kernelTunables {
-		b, err := os.ReadFile("/proc/sys/" + s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cp := filepath.Join(h.dir, "sysctl", strings.ReplaceAll(s, "/", "."))
-		writeFile(t, cp, b)
-		binds = append(binds, fmt.Sprintf("mount --bind %s /proc/sys/%s", cp, s))
-	}
-	script := strings.Join(binds, " && ") + ` && exec "$@"`
-	k.kubelet = startProc(t, "kubelet "+k.name, k.netns, "unshare", "--mount", "--propagation", "slave", "--",
-		"sh", "-c", script, "kubelet",
+	k.kubelet = startProc(t, "kubelet "+k.name, k.netns, "nsenter", "--mount="+k.mntns, "--",
 		filepath.Join(bins, "kubelet"), "--config="+cfgPath, "--kubeconfig="+cp.kubelets[k.name],
 		"--root-dir="+root, "--hostname-override="+k.name, "--node-ip="+k.addr4.String()+","+k.addr6.String(), "--v=1")
 	return k
+}
+
+// hostMountpoint makes sure directory d exists on the machine (a mount
+// point in a node's mount namespace); what it makes is removed when the
+// test ends, if empty.
+func hostMountpoint(t *testing.T, d string) {
+	t.Helper()
+	var made []string
+	for p := d; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == "/" {
+			break
+		}
+		made = append(made, p)
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range made {
+			os.Remove(p)
+		}
+	})
 }
 
 // podNetns is the network namespace of the pod's sandbox on k (linked
@@ -235,177 +355,23 @@ func (k *kubeletNode) podNetns(t *testing.T, p *corev1.Pod) pod {
 func TestKubernetesCluster(t *testing.T) {
 	bins := k8sBins(t, "kube-apiserver", "xlane-etcd", "kubelet", "kube-controller-manager")
 	began := time.Now()
-	ul := newNetns(t, "ul")
-	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
-	runIn(t, ul, "ip", "link", "set", "br0", "up")
-	cpNS := newNetns(t, "cp")
-	run(t, "ip", "-n", ul, "link", "add", "pcp", "type", "veth", "peer", "name", "ul0", "netns", cpNS)
-	run(t, "ip", "-n", ul, "link", "set", "pcp", "master", "br0", "up")
-	runIn(t, cpNS, "ip", "addr", "add", "192.168.78.100/24", "dev", "ul0")
-	runIn(t, cpNS, "ip", "link", "set", "ul0", "up")
-	cp := startControlPlaneWith(t, bins, cpNS, "192.168.78.100", cpOptions{
-		serviceCIDR: "10.96.0.0/16,fd00:96::/108", kubelets: []string{"n1", "n2"}})
-	kcm := startProc(t, "kube-controller-manager", cpNS, filepath.Join(bins, "kube-controller-manager"),
-		"--kubeconfig="+cp.admin, "--leader-elect=false", "--secure-port=0",
-		"--controllers=endpointslice-controller,node-ipam-controller,pod-garbage-collector-controller",
-		"--allocate-node-cidrs=true", "--cluster-cidr="+clusterCIDR,
-		"--node-cidr-mask-size-ipv4=24", "--node-cidr-mask-size-ipv6=64",
-		"--service-cluster-ip-range=10.96.0.0/16,fd00:96::/108", "--v=1")
+	kc := startKubeCluster(t, bins, clusterCIDR, false)
+	cp := kc.cp
 	image := "docker.io/xlane-e2e/podserver:" + suffix()
 	var nodes []*kubeletNode
 	for i := 1; i <= 2; i++ {
-		nodes = append(nodes, startKubeletNode(t, bins, cp, ul, i, image))
+		nodes = append(nodes, startKubeletNode(t, bins, cp, kc.ul, i, image, kubeletOpts{}))
 	}
 	ctx := context.Background()
+	kc.waitNodes(t, nodes, began)
+	pods := startWebPods(t, cp, nodes, image, began)
 
-	// Registered by the kubelets, pod CIDRs from the node IPAM controller,
-	// Ready once containerd's CNI configuration is loaded.
-	for _, k := range nodes {
-		var n *corev1.Node
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			var err error
-			n, err = cp.cs.CoreV1().Nodes().Get(ctx, k.name, metav1.GetOptions{})
-			if err == nil && len(n.Spec.PodCIDRs) == 2 && nodeReady(n) {
-				break
-			}
-			if time.Now().After(deadline) || k.kubelet.cmd.ProcessState != nil || kcm.cmd.ProcessState != nil {
-				t.Fatalf("node %s not Ready with two pod CIDRs after 3 min (kubelet exited: %v): %v %s", k.name,
-					k.kubelet.cmd.ProcessState, err, nodeSummary(n))
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		t.Logf("node %s Ready, pod CIDRs %v, %v after the start", k.name, n.Spec.PodCIDRs, time.Since(began).Round(time.Millisecond))
-	}
-	for _, k := range nodes {
-		waitFor(t, 30*time.Second, k.name+": both Nodes as xlane nodes", func() bool {
-			var got []model.Node
-			k.mustXlane(&got, "node", "ls")
-			return len(got) == 2 && len(got[0].PodCIDRs) == 2 && len(got[1].PodCIDRs) == 2
-		})
-	}
+	t.Run("pod to pod across nodes", func(t *testing.T) { podToPod(t, pods) })
 
-	// One pod on each node, bound by nodeName.
-	type podOn struct {
-		*kubeletNode
-		pod  *corev1.Pod
-		sbx  pod // the sandbox: netns, addresses
-		ip4  netip.Addr
-		ip6  netip.Addr
-		host string // the xlane endpoint's host device
-	}
-	var pods []*podOn
-	for _, k := range nodes {
-		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "web-" + k.name, Labels: map[string]string{"app": "web", "node": k.name}},
-			Spec: corev1.PodSpec{
-				NodeName:                      k.name,
-				DNSPolicy:                     corev1.DNSDefault,
-				EnableServiceLinks:            ptr.To(false),
-				AutomountServiceAccountToken:  ptr.To(false),
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Containers: []corev1.Container{{Name: "server", Image: image, ImagePullPolicy: corev1.PullNever,
-					Args:  []string{"-name", k.name},
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "sink", ContainerPort: 9090}}}},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("create pod: %v", err)
-		}
-		pods = append(pods, &podOn{kubeletNode: k, pod: p})
-	}
-	for _, p := range pods {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			got, err := cp.cs.CoreV1().Pods("default").Get(ctx, p.pod.Name, metav1.GetOptions{})
-			if err == nil && got.Status.Phase == corev1.PodRunning && podReady(got) && len(got.Status.PodIPs) == 2 {
-				p.pod = got
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pod %s not Running and Ready with two addresses after 2 min: %v %s", p.pod.Name, err, podSummary(got))
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		p.sbx = p.podNetns(t, p.pod)
-		for _, a := range p.pod.Status.PodIPs {
-			ip := netip.MustParseAddr(a.IP)
-			var in bool
-			n, _ := cp.cs.CoreV1().Nodes().Get(ctx, p.name, metav1.GetOptions{})
-			for _, c := range n.Spec.PodCIDRs {
-				in = in || netip.MustParsePrefix(c).Contains(ip)
-			}
-			if !in {
-				t.Errorf("pod %s: address %s outside its node's pod CIDRs %v", p.pod.Name, ip, n.Spec.PodCIDRs)
-			}
-			if ip.Is4() {
-				p.ip4 = ip
-			} else {
-				p.ip6 = ip
-			}
-		}
-		if !slices.Contains(p.sbx.ips, p.ip4) || !slices.Contains(p.sbx.ips, p.ip6) {
-			t.Fatalf("pod %s: the API has %v, containerd %v", p.pod.Name, p.pod.Status.PodIPs, p.sbx.ips)
-		}
-		ep, err := p.client().Attachment(ctx, p.sbx.id, "eth0")
-		if err != nil || ep.State != "ready" {
-			t.Fatalf("pod %s: xlane attachment of sandbox %s: %+v %v", p.pod.Name, p.sbx.id, ep, err)
-		}
-		p.host = ep.HostIf
-		t.Logf("pod %s on %s: %s %s (sandbox %.12s, host device %s), %v after the start", p.pod.Name, p.name, p.ip4, p.ip6,
-			p.sbx.id, p.host, time.Since(began).Round(time.Millisecond))
-	}
-
-	t.Run("pod to pod across nodes", func(t *testing.T) {
-		for _, dst := range []netip.Addr{pods[1].ip4, pods[1].ip6} {
-			if got := dialVIP(t, pods[0].sbx.netns, netip.AddrPortFrom(dst, 8080)).backend; got != "n2" {
-				t.Errorf("%s:8080 answered %q, want n2's pod", dst, got)
-			}
-		}
-		sendChecked(t, pods[0].sbx.netns, netip.AddrPortFrom(pods[1].ip4, 9090), 16<<20, 0)()
-		sendChecked(t, pods[1].sbx.netns, netip.AddrPortFrom(pods[0].ip6, 9090), 16<<20, 0)()
-	})
-
-	// web: a dual-stack ClusterIP (80 -> http) and NodePort 30080, over
-	// the pods of both nodes; its EndpointSlices are the controller
-	// manager's.
-	svc, err := cp.cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
-			IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyRequireDualStack),
-			Ports: []corev1.ServicePort{
-				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080, TargetPort: intstr.FromString("http")},
-				{Name: "sink", Protocol: corev1.ProtocolTCP, Port: 90, NodePort: 30090, TargetPort: intstr.FromString("sink")},
-			}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create service: %v", err)
-	}
-	if len(svc.Spec.ClusterIPs) != 2 {
-		t.Fatalf("service web: ClusterIPs %v, want one per family", svc.Spec.ClusterIPs)
-	}
-	start := time.Now()
-	for _, k := range nodes {
-		for _, name := range []string{"k8s.default.web.tcp80.c0", "k8s.default.web.tcp80.c1", "k8s.default.web.tcp80.n0", "k8s.default.web.tcp90.c0"} {
-			waitService(t, k.node, name, 2)
-		}
-	}
-	t.Logf("service web on both nodes with both backends %v after its creation", time.Since(start).Round(time.Millisecond))
-	vips := []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIPs[0]), 80),
-		netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIPs[1]), 80)}
-	bothBackends := func(t *testing.T, from string, vip netip.AddrPort) {
-		t.Helper()
-		seen := map[string]int{}
-		for range 30 {
-			seen[dialVIP(t, from, vip).backend]++
-		}
-		if seen["n1"] == 0 || seen["n2"] == 0 || len(seen) != 2 {
-			t.Errorf("30 connections to %s reached %v, want the pods of both nodes", vip, seen)
-		}
-	}
+	svc, vips := createWebService(t, cp, nodes)
 	t.Run("clusterip", func(t *testing.T) {
 		for _, vip := range vips {
-			bothBackends(t, pods[0].sbx.netns, vip)
+			reachesBoth(t, pods[0].sbx.netns, vip)
 		}
 		// SHA-256-checked through the ClusterIP of the sink port (to
 		// either pod), IPv4 and IPv6.
@@ -422,7 +388,7 @@ func TestKubernetesCluster(t *testing.T) {
 		for i, k := range nodes {
 			waitService(t, k.node, "k8s.default.web.tcp80.n1", 2)
 			for _, a := range []netip.Addr{k.addr4, k.addr6} {
-				bothBackends(t, pods[i].sbx.netns, netip.AddrPortFrom(a, 30080))
+				reachesBoth(t, pods[i].sbx.netns, netip.AddrPortFrom(a, 30080))
 			}
 		}
 		sendChecked(t, pods[1].sbx.netns, netip.AddrPortFrom(nodes[1].addr4, 30090), 8<<20, 0)()
@@ -440,7 +406,7 @@ func TestKubernetesCluster(t *testing.T) {
 		nodes[1].start()
 		wait()
 		waitService(t, nodes[1].node, "k8s.default.web.tcp80.c0", 2)
-		bothBackends(t, pods[1].sbx.netns, vips[0])
+		reachesBoth(t, pods[1].sbx.netns, vips[0])
 		sendChecked(t, pods[1].sbx.netns, netip.AddrPortFrom(pods[0].ip6, 9090), 4<<20, 0)()
 	})
 
@@ -571,6 +537,238 @@ func TestKubernetesCluster(t *testing.T) {
 		}
 	})
 	t.Logf("the cluster test took %v", time.Since(began).Round(time.Millisecond))
+}
+
+// kubeCluster is the control plane of the cluster tests on an underlay
+// bridge: etcd, kube-apiserver, kube-controller-manager and, for the
+// DaemonSet, kube-scheduler, in namespace cpNS at 192.168.78.100.
+type kubeCluster struct {
+	cp        *controlPlane
+	ul        string // the underlay's namespace: bridge br0
+	cpNS      string
+	kcm       *logProc
+	scheduler *logProc // nil unless daemonSet
+}
+
+// startKubeCluster starts the control plane, pods' prefixes cidr. The
+// controller manager runs the node IPAM (each Node a /24 and a /64),
+// EndpointSlice and pod GC controllers. daemonSet adds what a DaemonSet
+// of pods with service account tokens needs: the ServiceAccount
+// admission plugin, the DaemonSet, serviceaccount and root CA publisher
+// controllers and kube-scheduler, which binds the DaemonSet's pods to
+// their nodes; rbac.yaml is then not applied (the test applies
+// deploy/kubernetes).
+func startKubeCluster(t *testing.T, bins, cidr string, daemonSet bool) *kubeCluster {
+	t.Helper()
+	kc := &kubeCluster{ul: newNetns(t, "ul"), cpNS: newNetns(t, "cp")}
+	runIn(t, kc.ul, "ip", "link", "add", "br0", "type", "bridge")
+	runIn(t, kc.ul, "ip", "link", "set", "br0", "up")
+	run(t, "ip", "-n", kc.ul, "link", "add", "pcp", "type", "veth", "peer", "name", "ul0", "netns", kc.cpNS)
+	run(t, "ip", "-n", kc.ul, "link", "set", "pcp", "master", "br0", "up")
+	runIn(t, kc.cpNS, "ip", "addr", "add", "192.168.78.100/24", "dev", "ul0")
+	runIn(t, kc.cpNS, "ip", "link", "set", "ul0", "up")
+	kc.cp = startControlPlaneWith(t, bins, kc.cpNS, "192.168.78.100", cpOptions{
+		serviceCIDR: "10.96.0.0/16,fd00:96::/108", kubelets: []string{"n1", "n2"},
+		serviceAccounts: daemonSet, noRBAC: daemonSet})
+	controllers := "endpointslice-controller,node-ipam-controller,pod-garbage-collector-controller"
+	args := []string{filepath.Join(bins, "kube-controller-manager"),
+		"--kubeconfig=" + kc.cp.admin, "--leader-elect=false", "--secure-port=0",
+		"--allocate-node-cidrs=true", "--cluster-cidr=" + cidr,
+		"--node-cidr-mask-size-ipv4=24", "--node-cidr-mask-size-ipv6=64",
+		"--service-cluster-ip-range=10.96.0.0/16,fd00:96::/108", "--v=1"}
+	if daemonSet {
+		controllers += ",daemonset-controller,serviceaccount-controller,root-ca-certificate-publisher-controller"
+		args = append(args, "--root-ca-file="+kc.cp.rootCA)
+	}
+	kc.kcm = startProc(t, "kube-controller-manager", kc.cpNS, append(args, "--controllers="+controllers)...)
+	if daemonSet {
+		kc.scheduler = startProc(t, "kube-scheduler", kc.cpNS, filepath.Join(bins, "kube-scheduler"),
+			"--kubeconfig="+kc.cp.admin, "--leader-elect=false", "--secure-port=0", "--v=1")
+	}
+	return kc
+}
+
+// waitNodes waits until the kubelets registered the Nodes, the node IPAM
+// controller gave each a pod CIDR of each family and they are Ready
+// (containerd's CNI configuration loaded), then until every node's
+// xlaned has both as xlane nodes.
+func (kc *kubeCluster) waitNodes(t *testing.T, nodes []*kubeletNode, began time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range nodes {
+		var n *corev1.Node
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			var err error
+			n, err = kc.cp.cs.CoreV1().Nodes().Get(ctx, k.name, metav1.GetOptions{})
+			if err == nil && len(n.Spec.PodCIDRs) == 2 && nodeReady(n) {
+				break
+			}
+			if time.Now().After(deadline) || k.kubelet.cmd.ProcessState != nil || kc.kcm.cmd.ProcessState != nil {
+				t.Fatalf("node %s not Ready with two pod CIDRs after 3 min (kubelet exited: %v): %v %s", k.name,
+					k.kubelet.cmd.ProcessState, err, nodeSummary(n))
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Logf("node %s Ready, pod CIDRs %v, %v after the start", k.name, n.Spec.PodCIDRs, time.Since(began).Round(time.Millisecond))
+	}
+	for _, k := range nodes {
+		waitFor(t, 30*time.Second, k.name+": both Nodes as xlane nodes", func() bool {
+			var got []model.Node
+			_, _, err := k.xlane("node", "ls")
+			if err != nil {
+				return false
+			}
+			k.mustXlane(&got, "node", "ls")
+			return len(got) == 2 && len(got[0].PodCIDRs) == 2 && len(got[1].PodCIDRs) == 2
+		})
+	}
+}
+
+// podOn is a pod of the cluster tests on its node.
+type podOn struct {
+	*kubeletNode
+	pod  *corev1.Pod
+	sbx  pod // the sandbox: netns, addresses
+	ip4  netip.Addr
+	ip6  netip.Addr
+	host string // the xlane endpoint's host device
+}
+
+// startWebPods creates pod web-NODE on each node (bound by nodeName,
+// labels app=web and node=NODE; podserver: its name and an echo on 8080
+// "http", a byte count and SHA-256 on 9090 "sink") and waits until each
+// is Running and Ready with an address of each family from its Node's pod
+// CIDRs, which containerd has too, and its xlane attachment is ready.
+func startWebPods(t *testing.T, cp *controlPlane, nodes []*kubeletNode, image string, began time.Time) []*podOn {
+	t.Helper()
+	ctx := context.Background()
+	var pods []*podOn
+	for _, k := range nodes {
+		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-" + k.name, Labels: map[string]string{"app": "web", "node": k.name}},
+			Spec: corev1.PodSpec{
+				NodeName:                      k.name,
+				DNSPolicy:                     corev1.DNSDefault,
+				EnableServiceLinks:            ptr.To(false),
+				AutomountServiceAccountToken:  ptr.To(false),
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []corev1.Container{{Name: "server", Image: image, ImagePullPolicy: corev1.PullNever,
+					Args:  []string{"-name", k.name},
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "sink", ContainerPort: 9090}}}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create pod: %v", err)
+		}
+		pods = append(pods, &podOn{kubeletNode: k, pod: p})
+	}
+	for _, p := range pods {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			got, err := cp.cs.CoreV1().Pods("default").Get(ctx, p.pod.Name, metav1.GetOptions{})
+			if err == nil && got.Status.Phase == corev1.PodRunning && podReady(got) && len(got.Status.PodIPs) == 2 {
+				p.pod = got
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s not Running and Ready with two addresses after 2 min: %v %s", p.pod.Name, err, podSummary(got))
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		p.sbx = p.podNetns(t, p.pod)
+		for _, a := range p.pod.Status.PodIPs {
+			ip := netip.MustParseAddr(a.IP)
+			var in bool
+			n, _ := cp.cs.CoreV1().Nodes().Get(ctx, p.name, metav1.GetOptions{})
+			for _, c := range n.Spec.PodCIDRs {
+				in = in || netip.MustParsePrefix(c).Contains(ip)
+			}
+			if !in {
+				t.Errorf("pod %s: address %s outside its node's pod CIDRs %v", p.pod.Name, ip, n.Spec.PodCIDRs)
+			}
+			if ip.Is4() {
+				p.ip4 = ip
+			} else {
+				p.ip6 = ip
+			}
+		}
+		if !slices.Contains(p.sbx.ips, p.ip4) || !slices.Contains(p.sbx.ips, p.ip6) {
+			t.Fatalf("pod %s: the API has %v, containerd %v", p.pod.Name, p.pod.Status.PodIPs, p.sbx.ips)
+		}
+		ep, err := p.client().Attachment(ctx, p.sbx.id, "eth0")
+		if err != nil || ep.State != "ready" {
+			t.Fatalf("pod %s: xlane attachment of sandbox %s: %+v %v", p.pod.Name, p.sbx.id, ep, err)
+		}
+		p.host = ep.HostIf
+		t.Logf("pod %s on %s: %s %s (sandbox %.12s, host device %s), %v after the start", p.pod.Name, p.name, p.ip4, p.ip6,
+			p.sbx.id, p.host, time.Since(began).Round(time.Millisecond))
+	}
+	return pods
+}
+
+// podToPod checks pods[0] and pods[1] (on two nodes) talking: each
+// answers the other over IPv4 and IPv6, and SHA-256-checked transfers.
+func podToPod(t *testing.T, pods []*podOn) {
+	t.Helper()
+	for _, dst := range []netip.Addr{pods[1].ip4, pods[1].ip6} {
+		if got := dialVIP(t, pods[0].sbx.netns, netip.AddrPortFrom(dst, 8080)).backend; got != pods[1].name {
+			t.Errorf("%s:8080 answered %q, want %s's pod", dst, got, pods[1].name)
+		}
+	}
+	for _, dst := range []netip.Addr{pods[0].ip4, pods[0].ip6} {
+		if got := dialVIP(t, pods[1].sbx.netns, netip.AddrPortFrom(dst, 8080)).backend; got != pods[0].name {
+			t.Errorf("%s:8080 answered %q, want %s's pod", dst, got, pods[0].name)
+		}
+	}
+	sendChecked(t, pods[0].sbx.netns, netip.AddrPortFrom(pods[1].ip4, 9090), 16<<20, 0)()
+	sendChecked(t, pods[1].sbx.netns, netip.AddrPortFrom(pods[0].ip6, 9090), 16<<20, 0)()
+}
+
+// createWebService creates web: a dual-stack ClusterIP (80 -> http, 90
+// -> sink) and NodePort (30080, 30090) Service over the pods app=web;
+// its EndpointSlices are the controller manager's. It waits until every
+// node has it with both backends and returns it with its ClusterIPs at
+// port 80.
+func createWebService(t *testing.T, cp *controlPlane, nodes []*kubeletNode) (*corev1.Service, []netip.AddrPort) {
+	t.Helper()
+	svc, err := cp.cs.CoreV1().Services("default").Create(context.Background(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
+			IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyRequireDualStack),
+			Ports: []corev1.ServicePort{
+				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080, TargetPort: intstr.FromString("http")},
+				{Name: "sink", Protocol: corev1.ProtocolTCP, Port: 90, NodePort: 30090, TargetPort: intstr.FromString("sink")},
+			}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create service: %v", err)
+	}
+	if len(svc.Spec.ClusterIPs) != 2 {
+		t.Fatalf("service web: ClusterIPs %v, want one per family", svc.Spec.ClusterIPs)
+	}
+	start := time.Now()
+	for _, k := range nodes {
+		for _, name := range []string{"k8s.default.web.tcp80.c0", "k8s.default.web.tcp80.c1", "k8s.default.web.tcp80.n0", "k8s.default.web.tcp90.c0"} {
+			waitService(t, k.node, name, 2)
+		}
+	}
+	t.Logf("service web on both nodes with both backends %v after its creation", time.Since(start).Round(time.Millisecond))
+	return svc, []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIPs[0]), 80),
+		netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIPs[1]), 80)}
+}
+
+// reachesBoth makes 30 connections from netns from to vip and checks
+// that the pods of both nodes (n1, n2), and nothing else, answered.
+func reachesBoth(t *testing.T, from string, vip netip.AddrPort) {
+	t.Helper()
+	seen := map[string]int{}
+	for range 30 {
+		seen[dialVIP(t, from, vip).backend]++
+	}
+	if seen["n1"] == 0 || seen["n2"] == 0 || len(seen) != 2 {
+		t.Errorf("30 connections to %s reached %v, want the pods of both nodes", vip, seen)
+	}
 }
 
 func nodeReady(n *corev1.Node) bool {

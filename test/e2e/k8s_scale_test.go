@@ -39,7 +39,9 @@ func TestKubernetesScale(t *testing.T) {
 	}
 	cpNS := newNetns(t, "cp")
 	attach(cpNS, "pcp", "192.168.78.100")
-	cp := startControlPlane(t, bins, cpNS, "192.168.78.100")
+	// 20,000 objects: at the clientset's default 200 requests/s that is
+	// 100 s of waiting on the client's rate limiter alone.
+	cp := startControlPlaneWith(t, bins, cpNS, "192.168.78.100", cpOptions{qps: 5000})
 	ctx := context.Background()
 	// The objects first, then xlaned: its first sync carries all of them.
 	var wg sync.WaitGroup

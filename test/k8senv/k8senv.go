@@ -32,9 +32,11 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -78,6 +80,14 @@ type Options struct {
 	// applied once the API server is ready (deploy/kubernetes/rbac.yaml:
 	// xlaned's identity, Kubeconfig); "": none.
 	RBAC string
+	// ServiceAccounts enables the ServiceAccount admission plugin: pods
+	// get their service account's token (a projected volume the kubelet
+	// fills through the TokenRequest API), and a pod is refused until its
+	// service account exists. Without a controller manager running the
+	// serviceaccount controller (every namespace's "default") and the
+	// root CA publisher (--root-ca-file RootCA: the kube-root-ca.crt
+	// ConfigMap the token volume holds), leave it off.
+	ServiceAccounts bool
 	// QPS of the clientset CS (default 200, burst twice that).
 	QPS float32
 }
@@ -93,6 +103,11 @@ type ControlPlane struct {
 	Kubelets   map[string]string // node name -> its kubelet's kubeconfig
 	CS         *kubernetes.Clientset
 	Ready      time.Duration // from the API server's start to /readyz ok
+	// RootCA holds the API server's self-signed serving certificate and
+	// the CA that signed it (--cert-dir's apiserver.crt): the controller
+	// manager's --root-ca-file, which pods get as their service account's
+	// ca.crt.
+	RootCA string
 
 	procs []*Proc
 }
@@ -151,19 +166,28 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 	if err := etcd.WaitOutput(ctx, "ready", 2*time.Minute); err != nil {
 		return nil, err
 	}
+	// No controller manager makes the service accounts a pod would need,
+	// unless the caller runs one.
+	admission := "--disable-admission-plugins=ServiceAccount"
+	if o.ServiceAccounts {
+		admission = "--enable-admission-plugins=ServiceAccount"
+	}
+	certDir := filepath.Join(o.Dir, "certs")
+	cp.RootCA = filepath.Join(certDir, "apiserver.crt")
 	apiserver, err := cp.start("kube-apiserver", filepath.Join(o.Bins, "kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--advertise-address="+o.Addr, "--bind-address="+o.Addr, "--secure-port=6443",
-		"--cert-dir="+filepath.Join(o.Dir, "certs"),
+		"--cert-dir="+certDir,
 		"--service-cluster-ip-range="+o.ServiceCIDR,
 		// Node: the kubelets' identities (system:node:NAME).
 		"--authorization-mode=Node,RBAC",
 		"--token-auth-file="+tokens,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+sa, "--service-account-signing-key-file="+sa,
-		// No controller manager makes the service accounts a pod
-		// would need.
-		"--disable-admission-plugins=ServiceAccount",
+		admission,
+		// As kubeadm's clusters: the xlane DaemonSet's xlaned is
+		// privileged.
+		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--v=0")
 	if err != nil {
@@ -178,7 +202,11 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	// The caller's client dials from the control plane's namespace.
+	// Protobuf, as kube-proxy and the kubelet talk: JSON costs the API
+	// server more per object.
 	rc := &rest.Config{Host: "https://" + o.Addr + ":6443", BearerToken: cp.Token, QPS: o.QPS, Burst: int(2 * o.QPS),
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf",
+			AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json"},
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
 		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
 			var c net.Conn
@@ -374,18 +402,42 @@ func writeFile(path string, b []byte) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
-// ApplyManifest creates the ServiceAccounts, ClusterRoles and
-// ClusterRoleBindings of a YAML file; any other kind is an error.
+// ApplyManifest creates the objects of a YAML file (Decode, Create).
 func ApplyManifest(ctx context.Context, cs *kubernetes.Clientset, path string) error {
-	raw, err := os.ReadFile(path)
+	objs, err := Decode(path)
 	if err != nil {
 		return err
 	}
+	if err := Create(ctx, cs, objs...); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Decode reads the objects of a YAML file of documents separated by
+// "---" lines.
+func Decode(path string) ([]runtime.Object, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var objs []runtime.Object
 	for _, doc := range strings.Split(string(raw), "\n---") {
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// Create creates ServiceAccounts, ClusterRoles, ClusterRoleBindings,
+// ConfigMaps and DaemonSets (what deploy/kubernetes holds), in order; any
+// other kind is an error.
+func Create(ctx context.Context, cs *kubernetes.Clientset, objs ...runtime.Object) error {
+	for _, obj := range objs {
+		var err error
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
 			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
@@ -393,11 +445,15 @@ func ApplyManifest(ctx context.Context, cs *kubernetes.Clientset, path string) e
 			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.ConfigMap:
+			_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.DaemonSet:
+			_, err = cs.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		default:
-			return fmt.Errorf("%s: %T: not a kind ApplyManifest applies", path, obj)
+			return fmt.Errorf("%T: not a kind Create creates", obj)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: create %T: %w", path, obj, err)
+			return fmt.Errorf("create %T: %w", obj, err)
 		}
 	}
 	return nil

@@ -33,26 +33,37 @@ const NAPIPriority = 50
 // GenPriority is the generator thread's SCHED_FIFO priority.
 const GenPriority = 40
 
+// Entry is how host veth A takes the generator's packets in for a run.
+type Entry struct {
+	Desc  string // e.g. "host veth NAPI (native XDP), threaded on CPU 0"
+	GROOn bool   // GRO was switched on for the run (undone by the undo stack)
+	// NAPIThread is the pid of the veth's NAPI thread (threaded NAPI),
+	// whose run time is the receiver's own work; 0 when the packets go
+	// through the RPS backlog (ksoftirqd, shared with the rest of CPU
+	// NAPICPU).
+	NAPIThread int
+}
+
 // PrepareEntry sets up how host veth A takes the generator's packets in
 // and gives that processing CPU NAPICPU at SCHED_FIFO (see the package doc and
 // bench/modes/rate.go). undo gets the restore steps.
-func PrepareEntry(ctx context.Context, p harness.Pair, src gen.Source, undo *harness.UndoStack) (entry string, groOn bool, err error) {
+func PrepareEntry(ctx context.Context, p harness.Pair, src gen.Source, undo *harness.UndoStack) (e Entry, err error) {
 	dev := p.ClientHostIf
 	native, err := nativeXDP(ctx, p.Node, dev)
 	if err != nil {
-		return "", false, err
+		return e, err
 	}
 	if !native && src == gen.Frames {
 		// ndo_xdp_xmit into a veth needs NAPI on its peer.
 		feats, err := EthtoolFeatures(ctx, p.Node, dev)
 		if err != nil {
-			return "", false, err
+			return e, err
 		}
 		if feats["generic-receive-offload"] != "on" {
 			if _, err := harness.Run(ctx, harness.NSExec(p.Node, "ethtool", "-K", dev, "gro", "on")...); err != nil {
-				return "", false, fmt.Errorf("rate: GRO on %s: %w", dev, err)
+				return e, fmt.Errorf("rate: GRO on %s: %w", dev, err)
 			}
-			groOn = true
+			e.GROOn = true
 			undo.Push("GRO off on "+dev, func(ctx context.Context) error {
 				_, err := harness.Run(ctx, harness.NSExec(p.Node, "ethtool", "-K", dev, "gro", "off")...)
 				return err
@@ -60,7 +71,8 @@ func PrepareEntry(ctx context.Context, p harness.Pair, src gen.Source, undo *har
 		}
 	}
 	if runtime.NumCPU() < 2 {
-		return "one CPU: generator and datapath share it", groOn, nil
+		e.Desc = "one CPU: generator and datapath share it"
+		return e, nil
 	}
 	// /sys/class/net shows the netns that mounted /sys: ip netns exec
 	// remounts it for the node netns (bpffs is not needed here).
@@ -71,7 +83,7 @@ func PrepareEntry(ctx context.Context, p harness.Pair, src gen.Source, undo *har
 	if native || src == gen.Frames {
 		old := napiThreads(dev)
 		if err := sysfs(ctx, "threaded", "1"); err != nil {
-			return "", groOn, fmt.Errorf("rate: threaded NAPI on %s: %w", dev, err)
+			return e, fmt.Errorf("rate: threaded NAPI on %s: %w", dev, err)
 		}
 		undo.Push("threaded NAPI off on "+dev, func(ctx context.Context) error { return sysfs(ctx, "threaded", "0") })
 		var pid int
@@ -85,46 +97,49 @@ func PrepareEntry(ctx context.Context, p harness.Pair, src gen.Source, undo *har
 			return false
 		})
 		if err != nil {
-			return "", groOn, err
+			return e, err
 		}
 		// The thread goes away with threaded NAPI: nothing to restore.
 		if err := pinFIFO(pid, NAPICPU, NAPIPriority); err != nil {
-			return "", groOn, fmt.Errorf("rate: NAPI thread %d of %s: %w", pid, dev, err)
+			return e, fmt.Errorf("rate: NAPI thread %d of %s: %w", pid, dev, err)
 		}
-		return fmt.Sprintf("host veth NAPI (%s), threaded on CPU %d", map[bool]string{true: "native XDP", false: "GRO"}[native], NAPICPU), groOn, nil
+		e.NAPIThread = pid
+		e.Desc = fmt.Sprintf("host veth NAPI (%s), threaded on CPU %d", map[bool]string{true: "native XDP", false: "GRO"}[native], NAPICPU)
+		return e, nil
 	}
 	// No NAPI: veth_xmit queues the skb on the backlog of the sending
 	// CPU; RPS sends it to NAPICPU's instead.
 	out, err := harness.Run(ctx, "ip", "netns", "exec", p.Node, "cat", "/sys/class/net/"+dev+"/queues/rx-0/rps_cpus")
 	if err != nil {
-		return "", groOn, err
+		return e, err
 	}
 	oldRPS := strings.TrimSpace(out)
 	if err := sysfs(ctx, "queues/rx-0/rps_cpus", fmt.Sprintf("%x", 1<<NAPICPU)); err != nil {
-		return "", groOn, fmt.Errorf("rate: RPS on %s: %w", dev, err)
+		return e, fmt.Errorf("rate: RPS on %s: %w", dev, err)
 	}
 	undo.Push("RPS off on "+dev, func(ctx context.Context) error { return sysfs(ctx, "queues/rx-0/rps_cpus", oldRPS) })
 	// Softirq work beyond its budget moves to ksoftirqd, an ordinary
 	// thread: make it as urgent as the NAPI thread for the run.
 	ksoftirqd, err := kthreadPID(fmt.Sprintf("ksoftirqd/%d", NAPICPU))
 	if err != nil {
-		return "", groOn, err
+		return e, err
 	}
 	var old unix.SchedAttr
 	if a, err := unix.SchedGetAttr(ksoftirqd, 0); err == nil {
 		old = *a
 	} else {
-		return "", groOn, fmt.Errorf("rate: ksoftirqd/%d: %w", NAPICPU, err)
+		return e, fmt.Errorf("rate: ksoftirqd/%d: %w", NAPICPU, err)
 	}
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: NAPIPriority}
 	if err := unix.SchedSetAttr(ksoftirqd, &attr, 0); err != nil {
-		return "", groOn, fmt.Errorf("rate: SCHED_FIFO for ksoftirqd/%d: %w", NAPICPU, err)
+		return e, fmt.Errorf("rate: SCHED_FIFO for ksoftirqd/%d: %w", NAPICPU, err)
 	}
 	undo.Push(fmt.Sprintf("restore ksoftirqd/%d", NAPICPU), func(context.Context) error {
 		old.Size = unix.SizeofSchedAttr
 		return unix.SchedSetAttr(ksoftirqd, &old, 0)
 	})
-	return fmt.Sprintf("backlog steered to CPU %d by RPS (softirq, ksoftirqd/%d SCHED_FIFO)", NAPICPU, NAPICPU), groOn, nil
+	e.Desc = fmt.Sprintf("backlog steered to CPU %d by RPS (softirq, ksoftirqd/%d SCHED_FIFO)", NAPICPU, NAPICPU)
+	return e, nil
 }
 
 // pinFIFO pins pid to cpu and makes it SCHED_FIFO prio.
