@@ -79,6 +79,7 @@ const (
 	CTNatSrc               = tcCtNatCT_NAT_SRC
 	CTNatDst               = tcCtNatCT_NAT_DST
 	CTNatBoth              = tcCtNatCT_NAT_BOTH
+	CTNew                  = tcCtStateCT_NEW
 	CTEstablished          = tcCtStateCT_ESTABLISHED
 	CTClosing              = tcCtStateCT_CLOSING
 	CTClosed               = tcCtStateCT_CLOSED

@@ -237,7 +237,46 @@ func (d *BPF) putServices(svcs []Service) error {
 			return fmt.Errorf("services: remove backend %d of service %d: %w", k.Index, k.Service, err)
 		}
 	}
+	var fresh []bpf.ServiceKey
+	for _, p := range plans {
+		if p.oldSize == 0 {
+			fresh = append(fresh, serviceKey(p.s))
+		}
+	}
+	if _, err := d.forgetUnanswered(fresh); err != nil {
+		return fmt.Errorf("services: %w", err)
+	}
 	return nil
+}
+
+// forgetUnanswered deletes the untranslated, never-answered flows (state
+// CT_NEW, no NAT: both entries) to the VIPs of vips, services just
+// programmed. A SYN sent to a VIP before its service was programmed (a
+// client trying a ClusterIP while xlaned starts or syncs) made such a
+// flow, 60 s (CT_TIMEOUT_TCP_SYN); a later connection whose client
+// reuses that port then found the entry and left untranslated, its SYN
+// and every retransmission unanswered until the entry expired: a connect
+// timeout, no drop counted (the bench k8s check run's one failure after
+// xlaned's start, docs/benchmarks.md). A flow that was answered (to an
+// address that became a VIP) keeps its way. One conntrack scan per call
+// with new services; none without.
+func (d *BPF) forgetUnanswered(vips []bpf.ServiceKey) (int, error) {
+	if len(vips) == 0 {
+		return 0, nil
+	}
+	want := make(map[bpf.ServiceKey]bool, len(vips))
+	for _, k := range vips {
+		want[k] = true
+	}
+	return d.deleteCT(func(k *bpf.CTKey, v *bpf.CTVal) bool {
+		if v.Nat != uint8(bpf.CTNatNone) || v.State != uint8(bpf.CTNew) {
+			return false
+		}
+		if v.Dir == uint8(bpf.CTDirOrig) {
+			return want[bpf.ServiceKey{Addr: k.Daddr, Port: k.Dport, Proto: k.Proto}]
+		}
+		return want[bpf.ServiceKey{Addr: k.Saddr, Port: k.Sport, Proto: k.Proto}]
+	})
 }
 
 // putServiceVals writes the services' xlane_services entries.

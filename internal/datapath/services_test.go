@@ -156,3 +156,68 @@ func TestMaglevSizeFor(t *testing.T) {
 		t.Errorf("fixed size: %d, want 1021", got)
 	}
 }
+
+// TestPutServiceForgetsUnanswered: a SYN sent to a VIP before its service
+// was programmed left an untranslated flow (CT_NEW, no NAT); programming
+// the service deletes it (both entries), so that a client reusing the
+// port gets a backend instead of 60 s of unanswered SYNs (bench k8s's
+// connect timeout after xlaned's start). An answered flow to the address
+// and flows to other addresses stay; a reprogrammed service scans nothing.
+func TestPutServiceForgetsUnanswered(t *testing.T) {
+	d := openTest(t, "unanswered")
+	defer d.FlushCT()
+	client := netip.MustParseAddr("10.9.0.2")
+	vip := netip.MustParseAddrPort("10.96.0.9:80")
+	other := netip.MustParseAddrPort("10.96.0.10:80")
+	now := d.now() + uint64(60*time.Second)
+	put := func(sport uint16, dst netip.AddrPort, st bpf.CTState) {
+		ok := bpf.CTKey{Proto: unix.IPPROTO_TCP, Saddr: client.As16(), Daddr: dst.Addr().As16(), Sport: htons(sport), Dport: htons(dst.Port())}
+		rk := bpf.CTKey{Proto: unix.IPPROTO_TCP, Saddr: ok.Daddr, Daddr: ok.Saddr, Sport: ok.Dport, Dport: ok.Sport}
+		ov := bpf.CTVal{Expires: now, State: uint8(st), Dir: uint8(bpf.CTDirOrig)}
+		rv := bpf.CTVal{Expires: now, State: uint8(st), Dir: uint8(bpf.CTDirReply)}
+		for _, e := range []struct {
+			k *bpf.CTKey
+			v *bpf.CTVal
+		}{{&ok, &ov}, {&rk, &rv}} {
+			if err := d.objs.CT().Update(e.k, e.v, ebpf.UpdateAny); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(40001, vip, bpf.CTNew)                                // SYN before the service: forgotten
+	put(40002, vip, bpf.CTEstablished)                        // answered: kept
+	put(40003, other, bpf.CTNew)                              // another address: kept
+	put(40004, netip.AddrPortFrom(vip.Addr(), 81), bpf.CTNew) // another port: kept
+	svc := Service{ID: 7, VIP: vip, Proto: unix.IPPROTO_TCP, Backends: []Backend{{Addr: netip.MustParseAddrPort("10.9.0.3:8080"), Weight: 1}}}
+	if err := d.PutService(svc); err != nil {
+		t.Fatal(err)
+	}
+	left := func() map[uint16]int {
+		flows, err := d.Flows(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports := map[uint16]int{}
+		for _, f := range flows {
+			p := f.Src.Port()
+			if f.Reply {
+				p = f.Dst.Port()
+			}
+			ports[p]++
+		}
+		return ports
+	}
+	if got := left(); len(got) != 3 || got[40001] != 0 || got[40002] != 2 || got[40003] != 2 || got[40004] != 2 {
+		t.Fatalf("entries per client port after PutService: %v, want 40002, 40003, 40004 with 2 each (40001's unanswered flow to the new VIP gone)", got)
+	}
+	// Reprogrammed (same table): an unanswered flow made meanwhile is
+	// not looked for (the service was there when it was made).
+	put(40005, vip, bpf.CTNew)
+	svc.Backends = append(svc.Backends, Backend{Addr: netip.MustParseAddrPort("10.9.0.4:8080"), Weight: 1})
+	if err := d.PutService(svc); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(); got[40005] != 2 {
+		t.Fatalf("entries per client port after reprogramming: %v, want 40005's 2 kept (no scan for a known service)", got)
+	}
+}
