@@ -171,41 +171,90 @@ func (p *profile) usPerConn(bucket string) float64 {
 	return ns / 1000 / float64(p.Result.OK)
 }
 
-// profiledLoad is one rate run of n under perf record -a -g; the samples
-// of this binary's processes (comm) and ksoftirqd are bucketed.
+// profiledLoad is one rate run of n under perf record -a -g, its
+// sampling enabled through perf's control fifo only once perf is ready
+// (its start, synthesizing every running task, takes seconds on a loaded
+// machine) and disabled when the run ends; the samples of this binary's
+// processes (comm) and ksoftirqd are bucketed.
 func (n *k8sNode) profiledLoad(ctx context.Context, self, targets, dir, label string, d time.Duration, conc int) (*profile, error) {
 	data := filepath.Join(dir, "perf-"+label+".data")
-	rec := exec.Command("perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", "999", "-o", data)
+	ctlPath, ackPath := filepath.Join(dir, "perf-ctl"), filepath.Join(dir, "perf-ack")
+	for _, f := range []string{ctlPath, ackPath} {
+		os.Remove(f)
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			return nil, fmt.Errorf("mkfifo %s: %w", f, err)
+		}
+	}
+	// O_RDWR: neither open waits for perf to open its end.
+	ctl, err := os.OpenFile(ctlPath, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.Close()
+	ackF, err := os.OpenFile(ackPath, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer ackF.Close()
+	acks := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(ackF)
+		for sc.Scan() {
+			acks <- sc.Text()
+		}
+		close(acks)
+	}()
+	rec := exec.Command("perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", "999", "-D", "-1",
+		"--control", "fifo:"+ctlPath+","+ackPath, "-o", data)
 	var recErr strings.Builder
 	rec.Stdout, rec.Stderr = io.Discard, &recErr
 	rec.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := rec.Start(); err != nil {
 		return nil, fmt.Errorf("perf record: %w", err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- rec.Wait() }()
 	stopRec := func() error {
 		rec.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- rec.Wait() }()
 		select {
-		case err := <-done:
+		case err := <-exited:
 			if _, serr := os.Stat(data); serr != nil {
 				return fmt.Errorf("perf record: %v: %s", err, strings.TrimSpace(recErr.String()))
 			}
 			return nil
 		case <-time.After(30 * time.Second):
 			rec.Process.Kill()
-			<-done
+			<-exited
 			return fmt.Errorf("perf record (pid %d) ignored SIGINT for 30 s; killed", rec.Process.Pid)
 		}
 	}
-	// perf record opens its events on every CPU before it samples.
-	select {
-	case <-ctx.Done():
+	command := func(c string) error {
+		if _, err := fmt.Fprintln(ctl, c); err != nil {
+			return err
+		}
+		select {
+		case a, ok := <-acks:
+			if !ok || a != "ack" {
+				return fmt.Errorf("perf record --control %s: %q", c, a)
+			}
+			return nil
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("perf record exited before %s: %v: %s", c, err, strings.TrimSpace(recErr.String()))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(60 * time.Second):
+			return fmt.Errorf("perf record --control %s: no ack in 60 s", c)
+		}
+	}
+	if err := command("enable"); err != nil {
 		stopRec()
-		return nil, ctx.Err()
-	case <-time.After(500 * time.Millisecond):
+		return nil, err
 	}
 	res, err := n.load(ctx, self, targets, d, conc)
+	if err == nil {
+		err = command("disable")
+	}
 	if serr := stopRec(); err == nil {
 		err = serr
 	}
