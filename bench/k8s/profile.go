@@ -200,7 +200,8 @@ func (n *k8sNode) profiledLoad(ctx context.Context, self, targets, dir, label st
 	go func() {
 		sc := bufio.NewScanner(ackF)
 		for sc.Scan() {
-			acks <- sc.Text()
+			// perf writes "ack\n" with its string's NUL.
+			acks <- strings.Trim(sc.Text(), "\x00 ")
 		}
 		close(acks)
 	}()
@@ -403,7 +404,8 @@ func parseProfile(r io.Reader, comm string) (*profile, error) {
 }
 
 // directMode is the profile of xlane's client connecting to the
-// backends' pod addresses (the ports of the same Services' endpoints), no
+// backends' pod addresses (every endpoint of the same Services: the same
+// servers, spread alike), no
 // Service in the way: what per-packet work would be left if the Service
 // were translated once at connect() (a socket-level load balancer in the
 // pod, as Cilium's), the flow being then a plain pod-to-pod one.
@@ -426,7 +428,9 @@ func profileModes(ctx context.Context, o options, self, targets, dir string, lev
 		if n.mode == "xlane" {
 			var direct []string
 			for i := range level {
-				direct = append(direct, fmt.Sprintf("%s:%d", n.backendIPs[i%len(n.backendIPs)], backendPort+i))
+				for _, b := range n.backendIPs {
+					direct = append(direct, fmt.Sprintf("%s:%d", b, backendPort+i))
+				}
 			}
 			f := filepath.Join(dir, "targets-direct")
 			if err := writeLines(f, direct); err != nil {
@@ -502,7 +506,7 @@ func profileMarkdown(w func(string, ...any), rep *report, o options) {
 	if x := byMode["xlane"]; x != nil {
 		w("- xlane: its BPF programs %.1f %%, netfilter %.1f %% of a connection's CPU.\n", 100*x.share(bucketBPF), 100*x.share(bucketNF))
 		if d := byMode[directMode]; d != nil && d.usPerConn("") > 0 {
-			w("- %s, xlane's client to the backends' pod addresses (no Service, no NAT; what translating the Service once at connect() in the pod, a socket-level load balancer, would leave per packet): %.1f µs per connection, its BPF %.1f µs, against %.1f µs and %.1f µs through the ClusterIPs: such a balancer would give at most %.2fx xlane's rate here.\n",
+			w("- %s, xlane's client to the backends' pod addresses (no Service, no NAT; what translating the Service once at connect() in the pod, a socket-level load balancer, would leave per packet): %.1f µs per connection, its BPF %.1f µs, against %.1f µs and %.1f µs through the ClusterIPs: such a balancer would give at most %.2fx xlane's rate here (when CPU-bound).\n",
 				directMode, d.usPerConn(""), d.usPerConn(bucketBPF), x.usPerConn(""), x.usPerConn(bucketBPF), x.usPerConn("")/d.usPerConn(""))
 		}
 		for _, m := range []string{"kube-proxy-nftables", "kube-proxy-iptables"} {
