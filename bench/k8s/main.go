@@ -27,6 +27,10 @@
 //     and p99 over -changes changes, every proxy seeing the same change);
 //   - first (pod2pod.go, -pod-to-pod): pod to pod across two nodes, xlane
 //     against the reference bridge plugin + kube-proxy + the kernel's VXLAN.
+//   - with -profile (profile.go), after the largest level's rate runs:
+//     where a connection's CPU goes, per mode, under perf record -a -g,
+//     bucketed (BPF, netfilter, TCP/IP, veth/skb, scheduler, userspace,
+//     other), and the bound 1/(1−S) a proxy of share S sets on the rate.
 //
 // The Kubernetes binaries come from scripts/k8s-bins.sh (cached under
 // /var/cache/xlane/k8s), the control plane from test/k8senv (the e2e
