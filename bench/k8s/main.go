@@ -549,13 +549,26 @@ func programFromNothing(ctx context.Context, self, sampleFile string, nodes []*k
 // its EndpointSlice: the backends on port, ready. It returns the
 // ClusterIP:port.
 func createService(ctx context.Context, cp *k8senv.ControlPlane, name string, port int, backends []netip.Addr) (string, error) {
-	s, err := cp.CS.CoreV1().Services(benchNS).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: name},
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: name},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: servicePort,
-			TargetPort: intstr.FromInt(port)}}}}, metav1.CreateOptions{})
-	if err != nil {
+			TargetPort: intstr.FromInt(port)}}}}
+	var s *corev1.Service
+	if err := k8senv.Retry(ctx, func() (err error) {
+		s, err = cp.CS.CoreV1().Services(benchNS).Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return "", fmt.Errorf("create service %s: %w", name, err)
 	}
-	if _, err := cp.CS.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, port, backends), metav1.CreateOptions{}); err != nil {
+	if s == nil || s.Spec.ClusterIP == "" { // a retry found it created: read its ClusterIP back
+		var err error
+		if s, err = cp.CS.CoreV1().Services(benchNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return "", fmt.Errorf("get service %s: %w", name, err)
+		}
+	}
+	if err := k8senv.Retry(ctx, func() error {
+		_, err := cp.CS.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, port, backends), metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return "", fmt.Errorf("create endpointslice of %s: %w", name, err)
 	}
 	return fmt.Sprintf("%s:%d", s.Spec.ClusterIP, servicePort), nil
