@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -250,60 +251,157 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		}
 	}
 	objs := Objects{replaced: replaced, opt: opt}
-	if err := spec.LoadAndAssign(&objs.tcObjects, opts); err != nil {
-		return nil, fmt.Errorf("load tc programs: %w", err)
+	// One kernel BTF decoding for every collection (CO-RE relocations).
+	opts.Cache = btf.NewCache()
+	// The tc collection declares every map of the node (bpf/lib/maps.h):
+	// they are created (and pinned) first, alone, so that every program,
+	// the tc ones included, can then be verified concurrently on the same
+	// maps. Verification is most of a start (seconds on a loaded 2-CPU
+	// machine); the kernel runs privileged verifications in parallel.
+	if err := spec.LoadAndAssign(&objs.tcMaps, opts); err != nil {
+		return nil, fmt.Errorf("load tc maps: %w", err)
 	}
 	objs.maps = objs.mapsByName()
-	xspec, err := loadSpec("xdp", loadXdp, opt)
-	if err != nil {
-		objs.tcObjects.Close()
-		return nil, err
+	tcOpts := &ebpf.CollectionOptions{MapReplacements: objs.mapsByName(), Cache: opts.Cache}
+	specs := map[string]*ebpf.CollectionSpec{"tc": spec}
+	for _, c := range []struct {
+		name string
+		load func() (*ebpf.CollectionSpec, error)
+	}{{"xdp", loadXdp}, {"uplink", loadUplink}, {"tcuplink", loadTcuplink}, {"socklb", loadSocklb}} {
+		s, err := loadSpec(c.name, c.load, opt)
+		if err != nil {
+			objs.tcMaps.Close()
+			return nil, fmt.Errorf("load %s programs: %w", c.name, err)
+		}
+		specs[c.name] = s
 	}
-	// Every later collection shares every map loaded before it by name
-	// (shareWith): one xlane_ct, one xlane_endpoints, ... for every program.
-	if err := objs.loadShared(xspec, &objs.xdp); err != nil {
+	// A map two later collections declare that tc does not is created
+	// before them too, from the first declaring spec (xdp's scratch).
+	for _, name := range []string{"xdp", "uplink", "tcuplink", "socklb"} {
+		for mname, ms := range specs[name].Maps {
+			if _, ok := objs.maps[mname]; ok || isDataSection(mname) || !declaredByTwo(specs, mname) {
+				continue
+			}
+			m, err := ebpf.NewMap(ms)
+			if err != nil {
+				objs.Close()
+				return nil, fmt.Errorf("create map %s: %w", mname, err)
+			}
+			objs.maps[mname], objs.own = m, append(objs.own, m)
+		}
+	}
+	var tcProgs struct {
+		tcPrograms
+		tcVariables
+	}
+	var up struct {
+		Prog    *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
+		Generic *ebpf.Program `ebpf:"xlane_xdp_generic_from_uplink"`
+	}
+	var tu struct {
+		Prog        *ebpf.Program `ebpf:"xlane_from_uplink"`
+		FromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
+		ToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
+		ToVLAN      *ebpf.Program `ebpf:"xlane_to_vlan"`
+	}
+	// Each collection loads on the maps above (shareWith); the maps a
+	// collection alone declares are its own, kept in objs.own.
+	loads := []struct {
+		name string
+		opts *ebpf.CollectionOptions
+		to   any
+		own  map[string]*ebpf.Map
+		err  error
+	}{
+		{name: "xdp", to: &objs.xdp}, {name: "uplink", to: &up}, {name: "tcuplink", to: &tu},
+		{name: "socklb", to: &objs.sock}, {name: "tc", opts: tcOpts, to: &tcProgs},
+	}
+	var wg sync.WaitGroup
+	for i := range loads {
+		l := &loads[i]
+		if l.opts == nil {
+			l.opts = objs.shareWith(specs[l.name])
+			l.opts.Cache = opts.Cache
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.own, l.err = loadCollection(specs[l.name], l.opts, l.to)
+		}()
+	}
+	wg.Wait()
+	for _, l := range loads {
+		for name, m := range l.own {
+			objs.maps[name], objs.own = m, append(objs.own, m)
+		}
+	}
+	objs.tcPrograms, objs.tcVariables = tcProgs.tcPrograms, tcProgs.tcVariables
+	objs.fromUplink, objs.genUplink = up.Prog, up.Generic
+	objs.tcFromUplink, objs.fromOverlay, objs.toOverlay, objs.toVLAN = tu.Prog, tu.FromOverlay, tu.ToOverlay, tu.ToVLAN
+	if err := loads[0].err; err != nil {
 		// A verifier that refuses the XDP programs (6.1's did, until the
 		// checksum pass's tail length was bounded for it) leaves the XDP
-		// modes unavailable (XDPErr); the rest works.
+		// modes unavailable (XDPErr), the uplink's XDP programs with them;
+		// the rest works.
 		objs.xdpErr = fmt.Errorf("load xdp programs: %w", err)
+		objs.fromUplink.Close()
+		objs.genUplink.Close()
+		objs.fromUplink, objs.genUplink = nil, nil
+		loads[1].err = nil
 	}
-	uspec, err := loadSpec("uplink", loadUplink, opt)
-	if err == nil && objs.xdpErr == nil {
-		var up struct {
-			Prog    *ebpf.Program `ebpf:"xlane_xdp_from_uplink"`
-			Generic *ebpf.Program `ebpf:"xlane_xdp_generic_from_uplink"`
+	for _, l := range loads[1:] {
+		if l.err != nil {
+			objs.Close()
+			what := map[string]string{"uplink": "uplink program", "tcuplink": "uplink tc program",
+				"socklb": "socket load-balancing programs", "tc": "tc programs"}[l.name]
+			return nil, fmt.Errorf("load %s: %w", what, l.err)
 		}
-		err = objs.loadShared(uspec, &up)
-		objs.fromUplink, objs.genUplink = up.Prog, up.Generic
-	}
-	if err != nil {
-		objs.Close()
-		return nil, fmt.Errorf("load uplink program: %w", err)
-	}
-	tuspec, err := loadSpec("tcuplink", loadTcuplink, opt)
-	if err == nil {
-		var tu struct {
-			Prog        *ebpf.Program `ebpf:"xlane_from_uplink"`
-			FromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
-			ToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
-			ToVLAN      *ebpf.Program `ebpf:"xlane_to_vlan"`
-		}
-		err = objs.loadShared(tuspec, &tu)
-		objs.tcFromUplink, objs.fromOverlay, objs.toOverlay, objs.toVLAN = tu.Prog, tu.FromOverlay, tu.ToOverlay, tu.ToVLAN
-	}
-	if err != nil {
-		objs.Close()
-		return nil, fmt.Errorf("load uplink tc program: %w", err)
-	}
-	sspec, err := loadSpec("socklb", loadSocklb, opt)
-	if err == nil {
-		err = objs.loadShared(sspec, &objs.sock)
-	}
-	if err != nil {
-		objs.Close()
-		return nil, fmt.Errorf("load socket load-balancing programs: %w", err)
 	}
 	return &objs, nil
+}
+
+// declaredByTwo says whether two collections of specs declare map name.
+func declaredByTwo(specs map[string]*ebpf.CollectionSpec, name string) bool {
+	n := 0
+	for _, s := range specs {
+		if _, ok := s.Maps[name]; ok {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// loadCollection loads spec with opts, assigns its programs and maps to to
+// (a struct with ebpf tags) and returns, by name, the maps it created (the
+// ones it alone declares, data sections aside), kept open for the
+// collections loaded later (netkit, vmport, tracers: shareWith).
+func loadCollection(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, to any) (map[string]*ebpf.Map, error) {
+	coll, err := ebpf.NewCollectionWithOptions(spec, *opts)
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close() // what to does not take: the kernel objects live on in the programs
+	own := map[string]*ebpf.Map{}
+	for name, m := range coll.Maps {
+		if _, ok := opts.MapReplacements[name]; ok || isDataSection(name) {
+			continue
+		}
+		c, err := m.Clone()
+		if err != nil {
+			for _, m := range own {
+				m.Close()
+			}
+			return nil, fmt.Errorf("keep map %s: %w", name, err)
+		}
+		own[name] = c
+	}
+	if err := coll.Assign(to); err != nil {
+		for _, m := range own {
+			m.Close()
+		}
+		return nil, err
+	}
+	return own, nil
 }
 
 // isDataSection: .rodata, .bss, .data hold one collection's own globals
@@ -328,28 +426,6 @@ func (o *Objects) shareWith(spec *ebpf.CollectionSpec) *ebpf.CollectionOptions {
 		opts.MapReplacements[name] = m
 	}
 	return opts
-}
-
-// loadShared loads spec on the maps already loaded (shareWith), assigns its
-// programs and maps to to (a struct with ebpf tags), and keeps the maps it
-// created for the collections loaded after it.
-func (o *Objects) loadShared(spec *ebpf.CollectionSpec, to any) error {
-	coll, err := ebpf.NewCollectionWithOptions(spec, *o.shareWith(spec))
-	if err != nil {
-		return err
-	}
-	defer coll.Close() // what to does not take: the kernel objects live on in the programs
-	for name, m := range coll.Maps {
-		if _, ok := o.maps[name]; ok || isDataSection(name) {
-			continue
-		}
-		c, err := m.Clone()
-		if err != nil {
-			return fmt.Errorf("keep map %s: %w", name, err)
-		}
-		o.maps[name], o.own = c, append(o.own, c)
-	}
-	return coll.Assign(to)
 }
 
 // replaceIncompatiblePins removes pinned maps whose type, key, value or

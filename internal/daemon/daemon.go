@@ -99,7 +99,7 @@ type Daemon struct {
 	log   *slog.Logger
 	store *store.Store
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
-	feat  *features.Set     // probed at start (kernel.go)
+	feat  *features.Set     // probed by New (kernel.go)
 	fw    *Firewall         // started by New, before the API serves (firewall.go)
 	mon   *monitor          // started by New (monitor.go)
 	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
@@ -156,7 +156,13 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.GCInterval = 10 * time.Second
 	}
 	d.cfg = cfg
+	// The kernel's features are probed while the datapath loads: the two
+	// are independent, and the probes wait on the kernel (namespaces,
+	// devices) more than they compute.
+	probed := make(chan *features.Set, 1)
+	go func() { probed <- features.Probe() }()
 	d.dp = openDatapath(cfg, d.cluster != nil, d.log)
+	d.feat = <-probed
 	return d.start()
 }
 

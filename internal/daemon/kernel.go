@@ -18,9 +18,12 @@ import (
 // refused with the reason (or, for auto, not chosen), and tc mode falls back
 // from tcx links to legacy tc filters. Nothing half-works.
 
-// probeKernel probes the kernel's features once, at start.
+// probeKernel logs the kernel's features (probed once, by New, unless
+// already set) and picks the tc attachment they allow.
 func (d *Daemon) probeKernel() {
-	d.feat = features.Probe()
+	if d.feat == nil {
+		d.feat = features.Probe()
+	}
 	var missing []string
 	for _, f := range d.feat.Features {
 		if !f.Available {
