@@ -18,37 +18,6 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// Services and published ports reached from off the cluster (issue 16,
-// docs/multinode.md "From outside the cluster"): a client namespace on
-// the underlay bridge, beside the two nodes, reaches n1's address (its
-// uplink's, ul0) at NodePort-style services whose backends are n2's pod,
-// n1's pod, or both, at an external VIP routed through n1, and at a port
-// n1's pod publishes; SHA-256-checked TCP both ways.
-//
-//	out: 192.168.77.100, fd00:77::100 (no route to any pod; the VIPs 10.96.0.0/16, fd00:96::/64 via n1)
-//	 |
-//	br0 (namespace "ul") ------------------------+
-//	 | ul0 192.168.77.1 (--uplink ul0)            | ul0 192.168.77.2 (--uplink ul0)
-//	n1: pod 10.244.1.x, fd00:244:0:1::x          n2: pod 10.244.2.x, fd00:244:0:2::x
-//
-// A backend on the other node is reached from n1's cluster address (the
-// first of its pod CIDR: 10.244.1.0, fd00:244:0:1::), so its reply comes
-// back through n1 (externalTrafficPolicy Cluster); a backend on n1 sees
-// the client's own address (what externalTrafficPolicy Local keeps). The
-// variants are TestMultiNode's, with two nodes in the variant's mode.
-func TestMultiNodeExternal(t *testing.T) {
-	for _, tc := range []struct {
-		name, routing, mode string
-		v6Underlay          bool
-	}{
-		{"vxlan4", "vxlan", "tc", false},
-		{"vxlan6-xdp", "vxlan", "xdp", true},
-		{"native", "native", "tc", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) { testMultiNodeExternal(t, tc.routing, tc.mode, tc.v6Underlay) })
-	}
-}
-
 var (
 	outside4 = netip.MustParseAddr("192.168.77.100")
 	outside6 = netip.MustParseAddr("fd00:77::100")
@@ -76,12 +45,29 @@ func routeVIPs(t *testing.T, out string, v4, v6 netip.Addr) {
 	runIn(t, out, "ip", "-6", "route", "add", "fd00:96::/64", "via", v6.String())
 }
 
-func testMultiNodeExternal(t *testing.T, routing, mode string, v6Underlay bool) {
-	start := time.Now()
-	cs := newCluster(t, routing, []string{mode, mode}, v6Underlay, 1500, "--uplink", "ul0")
+// Services and published ports reached from off the cluster (issue 16,
+// docs/multinode.md "From outside the cluster"): a client namespace on
+// the underlay bridge, beside the two nodes, reaches n1's address (its
+// uplink's, ul0) at NodePort-style services whose backends are n2's pod,
+// n1's pod, or both, at an external VIP routed through n1, and at a port
+// n1's pod publishes; SHA-256-checked TCP both ways.
+//
+//	out: 192.168.77.100, fd00:77::100 (no route to any pod; the VIPs 10.96.0.0/16, fd00:96::/64 via n1)
+//	 |
+//	br0 (namespace "ul") ------------------------+
+//	 | ul0 192.168.77.1 (--uplink ul0)            | ul0 192.168.77.2 (--uplink ul0)
+//	n1: pod 10.244.1.x, fd00:244:0:1::x          n2: pod 10.244.2.x, fd00:244:0:2::x
+//
+// A backend on the other node is reached from n1's cluster address (the
+// first of its pod CIDR: 10.244.1.0, fd00:244:0:1::), so its reply comes
+// back through n1 (externalTrafficPolicy Cluster); a backend on n1 sees
+// the client's own address (what externalTrafficPolicy Local keeps). It
+// runs on TestMultiNode's clusters (subtest "external" of each variant:
+// its first two nodes, in the variant's mode, every node with --uplink
+// ul0), which are set up once for both.
+func testMultiNodeExternal(t *testing.T, cs []*clusterNode, routing string) {
 	out := outsideClient(t, cs[0].ul)
 	routeVIPs(t, out, cs[0].under4, cs[0].under6)
-	t.Logf("two nodes and the outside client up in %v", time.Since(start))
 	n1, n2 := cs[0], cs[1]
 	size := bulkSize(8<<20) / 2
 	type fam struct {

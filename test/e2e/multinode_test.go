@@ -34,7 +34,10 @@ import (
 // (nodes known by their IPv6 address only); native: routes via the
 // underlay addresses, no encapsulation. n1 and n2 run the variant's mode,
 // n3 another (every mode meets the others across nodes; kernel mode, no
-// BPF on its pod's veth, over the overlay and natively routed).
+// BPF on its pod's veth, over the overlay and natively routed). Every
+// node has --uplink ul0: subtest "external" reaches the first two from a
+// client off the cluster (multinode_external_test.go; it was
+// TestMultiNodeExternal, on clusters of its own).
 func TestMultiNode(t *testing.T) {
 	for _, tc := range []struct {
 		name, routing, mode, mode3 string
@@ -186,7 +189,7 @@ func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, u
 
 func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU, mtu int) {
 	start := time.Now()
-	cs := newCluster(t, routing, modes, v6Underlay, ulMTU)
+	cs := newCluster(t, routing, modes, v6Underlay, ulMTU, "--uplink", "ul0")
 	t.Logf("three nodes up in %v", time.Since(start))
 	t.Run("mtu", func(t *testing.T) {
 		var net api.NetworkInfo
@@ -353,6 +356,7 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 	t.Run("service with one backend per node from every node", func(t *testing.T) {
 		testServiceEveryNode(t, cs)
 	})
+	t.Run("external", func(t *testing.T) { testMultiNodeExternal(t, cs[:2], routing) })
 	if routing != "vxlan" || v6Underlay {
 		return
 	}
