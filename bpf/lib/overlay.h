@@ -116,16 +116,6 @@ static __always_inline int peer_tunnelled(const struct endpoint_key *a)
 	return v && ((v->flags & XL_PEER_DOWN) || !(v->flags & (XL_PEER_SELF | XL_PEER_NATIVE)));
 }
 
-/* overlay_ifindex: the VXLAN device, 0 without one. */
-static __always_inline __u32 overlay_ifindex(void)
-{
-	const struct overlay_cfg *c;
-	__u32 zero = 0;
-
-	c = bpf_map_lookup_elem(&xlane_overlay, &zero);
-	return c ? c->ifindex : 0;
-}
-
 /*
  * overlay_set_key points the packet at peer's node: its underlay address
  * and vni. The inner frame is addressed to the receiving VXLAN device
