@@ -159,7 +159,7 @@ func TestOverlayEncap(t *testing.T) {
 	put("10.244.5.0/24", "2001:db8:203::7")
 	put("fd00:244:5::/64", "203.0.113.7")
 	put("10.244.6.0/24", "198.51.100.9")
-	cfg := OverlayCfg{Ifindex: uint32(h.links[devUp]), Flags: uint16(tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF), Port: 0xb512} // 4789, network order
+	cfg := OverlayCfg{Ifindex: uint32(h.links[devUp]), Flags: uint16(OverlayEncapBPF), Port: 0xb512} // 4789, network order
 	cfg.Src4 = addr("198.51.100.1").As4()
 	cfg.Src6 = addr("2001:db8:100::1").As16()
 	zero := uint32(0)

@@ -184,6 +184,24 @@ func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, u
 	return cs
 }
 
+// overlayTxBytes is what c's VXLAN device has sent (encapsulated in the
+// device, not in BPF).
+func overlayTxBytes(t *testing.T, c *clusterNode) uint64 {
+	t.Helper()
+	out := runIn(t, c.node.netns, "ip", "-s", "-j", "link", "show", "dev", "xlvx0")
+	var links []struct {
+		Stats struct {
+			TX struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		t.Fatalf("%s: ip -s -j link show xlvx0: %v\n%s", c.name, err, out)
+	}
+	return links[0].Stats.TX.Bytes
+}
+
 func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU, mtu int) {
 	start := time.Now()
 	cs := newCluster(t, routing, modes, v6Underlay, ulMTU)
@@ -226,6 +244,14 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 		}
 		if c := reason(ep, want, "from_endpoint"); c.Bytes < 32<<20 {
 			t.Errorf("%s from %s = %d bytes, want the transfer's; counters %+v", want, ep.ID, c.Bytes, ep.Reasons)
+		}
+		// Encapsulated in BPF (--overlay-encap auto): n1's VXLAN device
+		// carried next to nothing of its 40 MiB, TSO'd super-packets
+		// included (TestMultiNodeKernels has a device-encapsulating node).
+		if routing == "vxlan" {
+			if tx := overlayTxBytes(t, cs[0]); tx > 4<<20 {
+				t.Errorf("n1's VXLAN device sent %d bytes: the tc program's encapsulation was bypassed", tx)
+			}
 		}
 		for _, r := range ep.Reasons {
 			if r.Drop && r.Packets > 0 {
