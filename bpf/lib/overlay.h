@@ -2,7 +2,9 @@
 /*
  * overlay.h - traffic between nodes (docs/multinode.md). Every node owns
  * pod CIDRs; xlane_peers maps each to its node. A packet for a peer node's
- * pod leaves, over VXLAN, through one collect_md VXLAN device the daemon
+ * pod leaves over VXLAN: encapsulated by the tc program itself
+ * (lib/overlay_encap.h, XL_OVERLAY_ENCAP_BPF) and redirected to the
+ * underlay device, or through one collect_md VXLAN device the daemon
  * owns (xlvx0): the tc program sets the tunnel key (underlay address of
  * the node, VNI of the sender's network) and redirects to it; the device
  * encapsulates (UDP tunnel GSO and checksums by the kernel). What arrives
