@@ -94,6 +94,10 @@ struct fw_scratch {
 	/* The uplink (fw_prepare_xdp) tests established only for a packet a
 	 * rule matched; set for uplink packets only. */
 	__u32 late_ct;
+	/* The uplink's simple classifiers (fw_lin.h): the last flow found
+	 * without a conntrack entry, and xlane_ct_seq + 1 then (0: none). */
+	__u64 miss_seq;
+	struct ct_key miss;
 };
 
 struct {

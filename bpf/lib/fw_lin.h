@@ -64,16 +64,50 @@ static __always_inline int fw_lin_match4(const struct fw_lin *e, __u32 s, __u32 
 	return (l4->l4.tcp_flags & e->flags_mask) == e->flags_comp;
 }
 
-/* fw_lin_established is fw_established_late with the flow's key made. */
+/* fw_ct_key_eq: keys a and b (zero padded) are equal. */
+static __always_inline int fw_ct_key_eq(const struct ct_key *a, const struct ct_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return !((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4]));
+}
+
+/*
+ * fw_lin_established is fw_established_late with the flow's key made, and
+ * without the hash of the key for a flow this CPU found no entry for while
+ * no flow was created since (xlane_ct_seq): a flood of one flow that a rule
+ * drops costs a compare, not a lookup. The count is read before the lookup
+ * and ct_create bumps it after its inserts, so a remembered miss is never
+ * older than the table.
+ */
 static __always_inline int fw_lin_established(const struct pkt *p, struct fw_scratch *sc)
 {
+	__u32 zero = 0;
+	struct ct_val *v;
+	__u64 *seq, s;
+
 	__builtin_memset(&sc->k, 0, sizeof(sc->k));
 	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
 	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
 	sc->k.sport = sc->l4.l4.sport;
 	sc->k.dport = sc->l4.l4.dport;
 	sc->k.proto = sc->l4.l4.proto;
-	return fw_established_late(sc);
+	seq = bpf_map_lookup_elem(&xlane_ct_seq, &zero);
+	if (!seq || !sc->l4.trackable)
+		return fw_established_late(sc);
+	s = *(volatile __u64 *)seq + 1;
+	if (sc->miss_seq == s && fw_ct_key_eq(&sc->miss, &sc->k)) {
+		v = 0;
+	} else {
+		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+		if (!v) {
+			sc->miss = sc->k;
+			sc->miss_seq = s;
+		}
+	}
+	if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW) && !ct_reopens(v, &sc->l4.l4))
+		return 1;
+	return sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk);
 }
 
 /*
