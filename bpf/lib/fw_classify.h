@@ -98,6 +98,12 @@ struct fw_scratch {
 	 * without a conntrack entry, and xlane_ct_seq + 1 then (0: none). */
 	__u64 miss_seq;
 	struct ct_key miss;
+	/* The IPv4 tuples (fw_tuple4_uplink): the last tuple's key, its bit
+	 * + 1 (0: no tuple), and the tag + 1 of the generation (0: none). */
+	__u64 t4_key;
+	__u64 t4_tag;
+	__u32 t4_hit;
+	__u32 pad_t4;
 };
 
 struct {

@@ -257,6 +257,10 @@ type netkitFwScratch struct {
 	_       [4]byte
 	MissSeq uint64
 	Miss    netkitCtKey
+	T4Key   uint64
+	T4Tag   uint64
+	T4Hit   uint32
+	PadT4   uint32
 }
 
 type netkitFwState struct {

@@ -368,6 +368,10 @@ type tcFwScratch struct {
 	_       [4]byte
 	MissSeq uint64
 	Miss    tcCtKey
+	T4Key   uint64
+	T4Tag   uint64
+	T4Hit   uint32
+	PadT4   uint32
 }
 
 type tcFwState struct {
