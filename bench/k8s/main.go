@@ -27,6 +27,10 @@
 //     and p99 over -changes changes, every proxy seeing the same change);
 //   - first (pod2pod.go, -pod-to-pod): pod to pod across two nodes, xlane
 //     against the reference bridge plugin + kube-proxy + the kernel's VXLAN.
+//   - with -profile (profile.go), after the largest level's rate runs:
+//     where a connection's CPU goes, per mode, under perf record -a -g,
+//     bucketed (BPF, netfilter, TCP/IP, veth/skb, scheduler, userspace,
+//     other), and the bound 1/(1−S) a proxy of share S sets on the rate.
 //
 // The Kubernetes binaries come from scripts/k8s-bins.sh (cached under
 // /var/cache/xlane/k8s), the control plane from test/k8senv (the e2e
@@ -90,6 +94,7 @@ type options struct {
 	sample  int
 	workers int
 	pod2pod bool
+	profile bool
 	// programTimeout: how long a proxy may take to program the largest
 	// level from nothing; one that takes longer is stopped, reported so
 	// and left out of the rest of the run.
@@ -115,6 +120,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.sample, "sample", 200, "ClusterIPs probed to decide that a level is programmed")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent API calls creating the Services")
 	fs.DurationVar(&o.programTimeout, "program-timeout", 2*time.Minute, "how long a proxy may take to program the largest level from nothing (one that takes longer is stopped, reported and left out of the rest)")
+	fs.BoolVar(&o.profile, "profile", false, "after the largest level's rate runs, one more per mode under perf record -a -g: where a connection's CPU goes, bucketed (profile.go)")
 	fs.BoolVar(&o.pod2pod, "pod-to-pod", true, "first, the second table: pod to pod across two nodes, xlane vs the bridge plugin + kube-proxy + kernel VXLAN (pod2pod.go)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "2s", "levels": "1,1000", "changes": "5"}); err != nil {
 		return o, err
@@ -183,6 +189,8 @@ type report struct {
 	XlaneClient []api.ReasonCounter
 	// PodToPod: the second table (pod2pod.go).
 	PodToPod []p2pResult
+	// Profiles: -profile's breakdown, per mode (profile.go).
+	Profiles []*profile
 	Notes    []string
 }
 
@@ -193,6 +201,9 @@ func k8sMain(args []string) int {
 		return 2
 	}
 	tools := []string{"go", "ip", "nsenter", "sysctl", "iptables-restore", "nft"}
+	if o.profile {
+		tools = append(tools, "perf")
+	}
 	if err := harness.Preflight("network namespaces, BPF, kube-proxy's rules", true, tools...); err != nil {
 		log.Print(err)
 		return 1
@@ -227,7 +238,7 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 		Kernel: harness.KernelRelease(), CPU: harness.CPUModel(),
 		Options: map[string]string{"duration": o.Duration.String(), "reps": fmt.Sprint(o.Reps), "conc": fmt.Sprint(o.conc),
 			"levels": fmt.Sprint(o.levels), "modes": strings.Join(o.modes, ","), "changes": fmt.Sprint(o.changes),
-			"sample": fmt.Sprint(o.sample), "pod-to-pod": fmt.Sprint(o.pod2pod)}},
+			"sample": fmt.Sprint(o.sample), "pod-to-pod": fmt.Sprint(o.pod2pod), "profile": fmt.Sprint(o.profile)}},
 		Create: map[int]time.Duration{}, Lag: map[int]map[string]time.Duration{}, ChangeMs: map[string][]float64{},
 		ChangeLost: map[string]int{}, Program: map[string]time.Duration{}, NotProgrammed: map[string]string{}}
 	if out, err := harness.Run(ctx, "git", "rev-parse", "--short", "HEAD"); err == nil {
@@ -396,6 +407,11 @@ func run(ctx context.Context, o options, self, tmp string, undo *harness.UndoSta
 					level, r, n.mode, res.CPS, res.P50Us, res.P99Us, res.Failed, res.Errors)
 			}
 		}
+		if largest && o.profile {
+			if err := profileModes(ctx, o, self, targets, filepath.Join(tmp, "profile"), level, nodes, rep); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	if n := byMode["xlane"]; n != nil {
@@ -533,13 +549,26 @@ func programFromNothing(ctx context.Context, self, sampleFile string, nodes []*k
 // its EndpointSlice: the backends on port, ready. It returns the
 // ClusterIP:port.
 func createService(ctx context.Context, cp *k8senv.ControlPlane, name string, port int, backends []netip.Addr) (string, error) {
-	s, err := cp.CS.CoreV1().Services(benchNS).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: name},
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: name},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: servicePort,
-			TargetPort: intstr.FromInt(port)}}}}, metav1.CreateOptions{})
-	if err != nil {
+			TargetPort: intstr.FromInt(port)}}}}
+	var s *corev1.Service
+	if err := k8senv.Retry(ctx, func() (err error) {
+		s, err = cp.CS.CoreV1().Services(benchNS).Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return "", fmt.Errorf("create service %s: %w", name, err)
 	}
-	if _, err := cp.CS.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, port, backends), metav1.CreateOptions{}); err != nil {
+	if s == nil || s.Spec.ClusterIP == "" { // a retry found it created: read its ClusterIP back
+		var err error
+		if s, err = cp.CS.CoreV1().Services(benchNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return "", fmt.Errorf("get service %s: %w", name, err)
+		}
+	}
+	if err := k8senv.Retry(ctx, func() error {
+		_, err := cp.CS.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, port, backends), metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return "", fmt.Errorf("create endpointslice of %s: %w", name, err)
 	}
 	return fmt.Sprintf("%s:%d", s.Spec.ClusterIP, servicePort), nil

@@ -170,6 +170,7 @@ func markdown(rep *report, o options) string {
 			}
 		}
 	}
+	profileMarkdown(w, rep, o)
 	// The issue's targets.
 	w("\nIssue 17's targets, this run:\n\n")
 	if d, ok := rep.Program["xlane"]; ok {

@@ -4,7 +4,8 @@
  * mon_event, abi.h) in one ring buffer.
  *
  * Cost: every hook first reads xlane_mon_config's types word (an array
- * lookup the verifier inlines: no helper call) and branches on it. The
+ * lookup the verifier inlines: no helper call) and branches on it; loaded
+ * with the monitor switched off (xl_monitor, below), not even that. The
  * daemon keeps it 0 unless a client listens, so with nobody listening
  * that load and one never-taken branch are the whole cost; drops and
  * verdicts are tested once per packet, at the exit where a pipeline's
@@ -82,9 +83,22 @@ struct {
  */
 static const volatile __u32 mon_key0 = 0;
 
-/* mon_cfg is the monitor's configuration (NULL only to the verifier). */
+/*
+ * xl_monitor is the monitor's build switch, set by the loader (internal/bpf
+ * Options.NoMonitor; xlaned --monitor=false clears it) and fixed for the
+ * programs' life. Off, mon_cfg is NULL to every hook: the verifier, for
+ * which a frozen .rodata value is a known constant, removes the hooks as
+ * dead code, and the programs are what they would be without the monitor
+ * (observability off, the baseline of its cost: docs/observability.md).
+ */
+volatile const __u8 xl_monitor = 1;
+
+/* mon_cfg is the monitor's configuration: NULL with the monitor built out
+ * (xl_monitor), else only to the verifier. Every hook starts here. */
 static __always_inline const struct mon_config *mon_cfg(void)
 {
+	if (!xl_monitor)
+		return 0;
 	return bpf_map_lookup_elem(&xlane_mon_config, (const void *)&mon_key0);
 }
 
@@ -192,8 +206,7 @@ static __always_inline struct mon_event *mon_reserve_in(const struct mon_config 
 /* mon_reserve is mon_reserve_in for a hook that has neither at hand. */
 static __always_inline struct mon_event *mon_reserve(__u8 t)
 {
-	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
-							 (const void *)&mon_key0);
+	const struct mon_config *c = mon_cfg();
 	struct mon_state *st = mon_state();
 
 	if (!c || !st)
@@ -430,8 +443,7 @@ static __always_inline int mon_exit_call(const struct mon_config *c, __u8 v)
  */
 static __always_inline struct mon_event *mon_exit(__u32 meta, __u32 len)
 {
-	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
-							 (const void *)&mon_key0);
+	const struct mon_config *c = mon_cfg();
 	struct mon_state *st = mon_state();
 	struct mon_event *e;
 	__u8 reason = (meta >> 8) & 0xff;
@@ -495,8 +507,7 @@ __noinline int mon_xdp(struct xdp_md *ctx, __u32 meta)
  * connect hooks' backend choices, lib/lb.h). */
 __noinline int mon_sock(void)
 {
-	const struct mon_config *c = bpf_map_lookup_elem(&xlane_mon_config,
-							 (const void *)&mon_key0);
+	const struct mon_config *c = mon_cfg();
 	struct mon_state *st = mon_state();
 
 	if (c && st && st->pending)

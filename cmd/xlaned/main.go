@@ -49,6 +49,7 @@ func run() error {
 	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
 	accelCase := fs.Duration("accel-case-timeout", 5*time.Second, "time each case of the socket acceleration self-test may take before it counts as stalled (docs/accel.md); raise it on slow machines")
 	monRate := fs.Uint("monitor-rate", daemon.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")
+	monOn := fs.Bool("monitor", true, "load the programs with the monitor's hooks (for xlane monitor); false builds them out (the verifier removes them): packets pay nothing for the monitor, xlane monitor is refused, xlane trace still works (docs/observability.md)")
 	uninstall := fs.Bool("uninstall", false, "remove everything this instance made (networks, endpoints, services, programs, pins, the state file) and exit; stop the running xlaned first")
 	dockerSocket := fs.String("docker-plugin-socket", docker.DefaultSocket, "serve the Docker network driver here (Docker names it after the file; \"\" serves none)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (docs/observability.md) on HOST:PORT, loopback only (127.0.0.1:9643, [::1]:9643), or on unix:/PATH; \"\" serves none")
@@ -114,7 +115,7 @@ Flags:
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
 		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
-		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), QEMU: *qemu,
+		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
 		AutoBPFOnly: *kube})
 	if err != nil {
 		return err

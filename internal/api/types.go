@@ -269,6 +269,9 @@ type Status struct {
 	Networks      int             `json:"networks"`
 	Endpoints     int             `json:"endpoints"`
 	Counters      []ReasonCounter `json:"counters,omitempty"`
+	// Monitor: the programs have the monitor's hooks (xlaned --monitor,
+	// on by default); without them `xlane monitor` is refused.
+	Monitor bool `json:"monitor"`
 	// Services is what the programmed services cost (nil without the
 	// BPF datapath).
 	Services *ServicesMemory `json:"services,omitempty"`

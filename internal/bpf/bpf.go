@@ -166,6 +166,11 @@ type Options struct {
 	// the programs consult xlane_peers. Without it they never do, and
 	// skip its trie lookup (xl_cluster, bpf/lib/overlay.h).
 	Cluster bool
+	// NoMonitor loads the programs with the monitor's hooks built out
+	// (xl_monitor, bpf/lib/monitor.h; xlaned --monitor=false): no event
+	// is ever emitted, whatever xlane_mon_config says, and a packet pays
+	// nothing for the monitor. A Tracer's own programs keep theirs.
+	NoMonitor bool
 }
 
 // setConstants gives spec the load-time constants o asks for (the
@@ -176,8 +181,17 @@ func setConstants(spec *ebpf.CollectionSpec, o Options) error {
 			return fmt.Errorf("set xl_cluster: %w", err)
 		}
 	}
+	if v, ok := spec.Variables["xl_monitor"]; ok && o.NoMonitor {
+		if err := v.Set(uint8(0)); err != nil {
+			return fmt.Errorf("set xl_monitor: %w", err)
+		}
+	}
 	return nil
 }
+
+// MonitorBuiltIn says whether the loaded programs have the monitor's
+// hooks (Options.NoMonitor not set).
+func (o *Objects) MonitorBuiltIn() bool { return !o.opt.NoMonitor }
 
 // DefaultMaglevSize is the inner map template's size (BPF_F_INNER_MAP:
 // the tables themselves may differ) and the table size of the BPF tests.

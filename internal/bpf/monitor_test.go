@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 )
 
@@ -398,4 +399,88 @@ func BenchmarkCompareMonitor(b *testing.B) {
 		h.objs.Monitor().Set(0, 0, 0)
 	}
 	compareReport(b, names, samples)
+}
+
+// TestMonitorBuiltOut: loaded with the monitor switched off
+// (Options.NoMonitor: xl_monitor, bpf/lib/monitor.h), the programs emit
+// and count nothing with every event type wanted and no rate limit, and
+// give each packet the return code the programs with the monitor give it,
+// which emit for the same packets; the verifier removed the hooks, so the
+// programs are shorter.
+func TestMonitorBuiltOut(t *testing.T) {
+	on, off := newHarness(t), newHarness(t, Options{NoMonitor: true})
+	if !on.objs.MonitorBuiltIn() || off.objs.MonitorBuiltIn() {
+		t.Fatalf("MonitorBuiltIn: %v with the monitor, %v without", on.objs.MonitorBuiltIn(), off.objs.MonitorBuiltIn())
+	}
+	frames := []struct {
+		name  string
+		frame []byte
+		want  int32
+	}{
+		{"spoofed (drop)", pktSpec{src: addr("10.9.9.9"), dst: epPeer.v4}.frame(t), actShot},
+		{"spoofed v6 (drop)", pktSpec{src: addr("fd00::99"), dst: epPeer.v6}.frame(t), actShot},
+		{"to a peer (forward)", tcp4(t, epPeer.v4), actRedirect},
+		{"to a peer v6 (forward)", tcp6(t, epPeer.v6), actRedirect},
+	}
+	events := map[*harness]int{}
+	for _, h := range []*harness{on, off} {
+		mon := h.objs.Monitor()
+		rd, err := ringbuf.NewReader(mon.Events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		if err := mon.Set(MonAll, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames {
+			ret, _, err := h.run(f.frame, h.links[devEP0])
+			if err != nil {
+				t.Fatalf("%s: %v", f.name, err)
+			}
+			if ret != f.want {
+				t.Errorf("%s, monitor built in %v: return code %d, want %d", f.name, h.objs.MonitorBuiltIn(), ret, f.want)
+			}
+		}
+		for _, e := range monEvents(t, rd) {
+			if MonType(e.Type) == MonVerdict {
+				events[h]++
+			}
+		}
+		c, err := mon.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h == off && c != (MonCounters{}) {
+			t.Errorf("monitor built out: counters %+v, want none", c)
+		}
+	}
+	if events[on] != len(frames) || events[off] != 0 {
+		t.Errorf("every type wanted: %d verdict events with the monitor built in (want %d, one per packet), %d without (want 0)",
+			events[on], len(frames), events[off])
+	}
+	for _, p := range []struct {
+		name    string
+		on, off *ebpf.Program
+	}{
+		{"xlane_from_endpoint", on.objs.FromEndpoint(), off.objs.FromEndpoint()},
+		{"xlane_to_endpoint", on.objs.ToEndpoint(), off.objs.ToEndpoint()},
+	} {
+		n := [2]int{}
+		for i, prog := range []*ebpf.Program{p.on, p.off} {
+			info, err := prog.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			insns, err := info.Instructions()
+			if err != nil {
+				t.Fatalf("%s: xlated instructions: %v", p.name, err)
+			}
+			n[i] = len(insns)
+		}
+		t.Logf("%s: %d xlated instructions with the monitor, %d without", p.name, n[0], n[1])
+		if n[1] >= n[0] {
+			t.Errorf("%s: %d xlated instructions without the monitor, not fewer than with it (%d): the hooks were not removed", p.name, n[1], n[0])
+		}
+	}
 }

@@ -529,6 +529,7 @@ const (
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
 	netkitVarXlBtfSock            = "xl_btf_sock"
 	netkitVarXlCluster            = "xl_cluster"
+	netkitVarXlMonitor            = "xl_monitor"
 )
 
 // loadNetkit returns the embedded CollectionSpec for netkit.
@@ -659,6 +660,7 @@ type netkitVariableSpecs struct {
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.VariableSpec `ebpf:"xl_monitor"`
 }
 
 // netkitObjects contains all objects after they have been loaded into the kernel.
@@ -805,6 +807,7 @@ type netkitVariables struct {
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.Variable `ebpf:"xl_monitor"`
 }
 
 // netkitPrograms contains all programs after they have been loaded into the kernel.

@@ -273,6 +273,7 @@ const (
 	socklbVarXlBtfReason        = "xl_btf_reason"
 	socklbVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	socklbVarXlBtfSock          = "xl_btf_sock"
+	socklbVarXlMonitor          = "xl_monitor"
 )
 
 // loadSocklb returns the embedded CollectionSpec for socklb.
@@ -380,6 +381,7 @@ type socklbVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlMonitor         *ebpf.VariableSpec `ebpf:"xl_monitor"`
 }
 
 // socklbObjects contains all objects after they have been loaded into the kernel.
@@ -477,6 +479,7 @@ type socklbVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlMonitor         *ebpf.Variable `ebpf:"xl_monitor"`
 }
 
 // socklbPrograms contains all programs after they have been loaded into the kernel.

@@ -777,6 +777,7 @@ const (
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	tcVarXlBtfSock          = "xl_btf_sock"
 	tcVarXlCluster          = "xl_cluster"
+	tcVarXlMonitor          = "xl_monitor"
 )
 
 // loadTc returns the embedded CollectionSpec for tc.
@@ -907,6 +908,7 @@ type tcVariableSpecs struct {
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.VariableSpec `ebpf:"xl_monitor"`
 }
 
 // tcObjects contains all objects after they have been loaded into the kernel.
@@ -1053,6 +1055,7 @@ type tcVariables struct {
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.Variable `ebpf:"xl_monitor"`
 }
 
 // tcPrograms contains all programs after they have been loaded into the kernel.

@@ -531,6 +531,7 @@ const (
 	tcuplinkVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	tcuplinkVarXlBtfSock          = "xl_btf_sock"
 	tcuplinkVarXlCluster          = "xl_cluster"
+	tcuplinkVarXlMonitor          = "xl_monitor"
 )
 
 // loadTcuplink returns the embedded CollectionSpec for tcuplink.
@@ -663,6 +664,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.VariableSpec `ebpf:"xl_monitor"`
 }
 
 // tcuplinkObjects contains all objects after they have been loaded into the kernel.
@@ -809,6 +811,7 @@ type tcuplinkVariables struct {
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.Variable `ebpf:"xl_monitor"`
 }
 
 // tcuplinkPrograms contains all programs after they have been loaded into the kernel.

@@ -83,8 +83,12 @@ func (o *Objects) NewTracer() (*Tracer, error) {
 		return nil, err
 	}
 
-	// The live programs' constants (a cluster node's consult its peers).
-	tc, err := loadSpec("tc", loadTc, o.opt)
+	// The live programs' constants (a cluster node's consult its peers),
+	// with the monitor built in: its events are the trace's stages, also
+	// where the live programs are loaded without it (--monitor=false).
+	opt := o.opt
+	opt.NoMonitor = false
+	tc, err := loadSpec("tc", loadTc, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +102,7 @@ func (o *Objects) NewTracer() (*Tracer, error) {
 	if err := mon.Set(MonAll, 0, 0); err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	up, err := loadSpec("tcuplink", loadTcuplink, o.opt)
+	up, err := loadSpec("tcuplink", loadTcuplink, opt)
 	if err != nil {
 		return nil, err
 	}

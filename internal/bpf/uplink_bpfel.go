@@ -508,6 +508,7 @@ const (
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
 	uplinkVarXlBtfSock                  = "xl_btf_sock"
 	uplinkVarXlCluster                  = "xl_cluster"
+	uplinkVarXlMonitor                  = "xl_monitor"
 )
 
 // loadUplink returns the embedded CollectionSpec for uplink.
@@ -635,6 +636,7 @@ type uplinkVariableSpecs struct {
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.VariableSpec `ebpf:"xl_monitor"`
 }
 
 // uplinkObjects contains all objects after they have been loaded into the kernel.
@@ -775,6 +777,7 @@ type uplinkVariables struct {
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.Variable `ebpf:"xl_monitor"`
 }
 
 // uplinkPrograms contains all programs after they have been loaded into the kernel.

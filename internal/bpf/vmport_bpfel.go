@@ -259,6 +259,7 @@ const (
 	vmportVarXlBtfReason        = "xl_btf_reason"
 	vmportVarXlBtfServiceFlags  = "xl_btf_service_flags"
 	vmportVarXlBtfSock          = "xl_btf_sock"
+	vmportVarXlMonitor          = "xl_monitor"
 )
 
 // loadVmport returns the embedded CollectionSpec for vmport.
@@ -361,6 +362,7 @@ type vmportVariableSpecs struct {
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
+	XlMonitor         *ebpf.VariableSpec `ebpf:"xl_monitor"`
 }
 
 // vmportObjects contains all objects after they have been loaded into the kernel.
@@ -458,6 +460,7 @@ type vmportVariables struct {
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
+	XlMonitor         *ebpf.Variable `ebpf:"xl_monitor"`
 }
 
 // vmportPrograms contains all programs after they have been loaded into the kernel.

@@ -508,6 +508,7 @@ const (
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
 	xdpVarXlBtfSock                    = "xl_btf_sock"
 	xdpVarXlCluster                    = "xl_cluster"
+	xdpVarXlMonitor                    = "xl_monitor"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -635,6 +636,7 @@ type xdpVariableSpecs struct {
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.VariableSpec `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.VariableSpec `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.VariableSpec `ebpf:"xl_monitor"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -775,6 +777,7 @@ type xdpVariables struct {
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`
 	XlBtfSock         *ebpf.Variable `ebpf:"xl_btf_sock"`
 	XlCluster         *ebpf.Variable `ebpf:"xl_cluster"`
+	XlMonitor         *ebpf.Variable `ebpf:"xl_monitor"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.

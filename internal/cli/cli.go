@@ -117,6 +117,11 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "uplink:\t%s (XDP: %s)\n", st.Uplink, xdp)
 				}
 				fmt.Fprintf(w, "networks:\t%d\nendpoints:\t%d\n", st.Networks, st.Endpoints)
+				if st.Monitor {
+					fmt.Fprintln(w, "monitor:\tbuilt in (xlane monitor)")
+				} else {
+					fmt.Fprintln(w, "monitor:\toff (xlaned --monitor=false: hooks built out, xlane monitor refused)")
+				}
 				if c := st.Cluster; c != nil {
 					fmt.Fprintf(w, "cluster:\tnode %s of %s, routing %s", c.NodeName, strings.Join(c.ClusterCIDRs, ","), c.Routing)
 					if c.Device != "" {

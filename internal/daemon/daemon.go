@@ -57,6 +57,10 @@ type Config struct {
 	// MonitorRate bounds the datapath's monitor events per second per
 	// CPU while a client listens (0: DefaultMonitorRate).
 	MonitorRate uint32
+	// NoMonitor loads the programs with the monitor's hooks built out
+	// (xlaned --monitor=false): `xlane monitor` is refused, packets pay
+	// nothing for it; `xlane trace` works (its programs have them).
+	NoMonitor bool
 	// BPFStats turns the kernel's BPF run statistics on while the daemon
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
@@ -161,7 +165,7 @@ func New(cfg Config) (*Daemon, error) {
 // programs then consult the peers' prefixes).
 func openDatapath(cfg Config, cluster bool, log *slog.Logger) datapath.Datapath {
 	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize,
-		Cluster: cluster})
+		Cluster: cluster, NoMonitor: cfg.NoMonitor})
 	if err != nil {
 		log.Warn("BPF datapath unavailable; only kernel mode works", "err", err)
 		return datapath.NewUnavailable(err)
@@ -1262,6 +1266,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		return err
 	})
 	st.Counters = d.reasonCounters(0)
+	st.Monitor = !d.cfg.NoMonitor
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
 		st.NeighMirror = d.neigh.status()
 		if ci := d.ClusterInfo(); ci.NodeName != "" {

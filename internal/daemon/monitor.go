@@ -125,6 +125,10 @@ func (d *Daemon) startMonitor() *monitor {
 	return m
 }
 
+// ErrMonitorOff refuses a monitor client of a daemon whose programs were
+// loaded without the monitor's hooks (Config.NoMonitor).
+var ErrMonitorOff = fmt.Errorf("xlaned runs with --monitor=false: its programs have no monitor hooks, so no events (restart xlaned without the flag; xlane trace works either way): %w", model.ErrUnavailable)
+
 // Monitor subscribes to the datapath's events matching q. The caller
 // reads C and calls Close when done.
 func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
@@ -134,6 +138,9 @@ func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 			return nil, fmt.Errorf("monitor: not started: %w", model.ErrUnavailable)
 		}
 		return nil, m.err
+	}
+	if d.cfg.NoMonitor {
+		return nil, fmt.Errorf("monitor: %w", ErrMonitorOff)
 	}
 	types := bpf.MonAll &^ bpf.MonVerdict
 	if len(q.Types) > 0 {

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/xlane-dev/xlane/test/k8senv"
 )
 
 // TestKubernetesScale: 10,000 Services (two endpoints each) created
@@ -53,22 +55,32 @@ func TestKubernetesScale(t *testing.T) {
 			defer wg.Done()
 			for i := range jobs {
 				name := fmt.Sprintf("s%d", i)
-				_, err := cp.cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(8080)}}}}, metav1.CreateOptions{})
+				err := k8senv.Retry(ctx, func() error {
+					_, err := cp.cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+						Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(8080)}}}}, metav1.CreateOptions{})
+					return err
+				})
 				if err != nil {
 					t.Error(err)
+					for range jobs { // the feeder must not block on a worker that gave up
+					}
 					return
 				}
-				_, err = cp.cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
-					ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-					AddressType: discoveryv1.AddressTypeIPv4,
-					Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(int32(8080))}},
-					Endpoints: []discoveryv1.Endpoint{
-						{Addresses: []string{fmt.Sprintf("10.244.%d.%d", 1+i/250, i%250+1)}, NodeName: ptr.To("n1")},
-						{Addresses: []string{fmt.Sprintf("10.245.%d.%d", 1+i/250, i%250+1)}, NodeName: ptr.To("n2")}},
-				}, metav1.CreateOptions{})
+				err = k8senv.Retry(ctx, func() error {
+					_, err := cp.cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+						ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+						AddressType: discoveryv1.AddressTypeIPv4,
+						Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(int32(8080))}},
+						Endpoints: []discoveryv1.Endpoint{
+							{Addresses: []string{fmt.Sprintf("10.244.%d.%d", 1+i/250, i%250+1)}, NodeName: ptr.To("n1")},
+							{Addresses: []string{fmt.Sprintf("10.245.%d.%d", 1+i/250, i%250+1)}, NodeName: ptr.To("n2")}},
+					}, metav1.CreateOptions{})
+					return err
+				})
 				if err != nil {
 					t.Error(err)
+					for range jobs { // the feeder must not block on a worker that gave up
+					}
 					return
 				}
 			}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/netip"
@@ -99,9 +100,22 @@ func (m *monProc) stop() {
 }
 
 // monTypes reads the event types the node's datapath emits, from the
-// monitor's config map of the program on host device dev (xlane keeps it
-// unpinned: it is found through the pinned tcx link).
+// monitor's config map of the program on host device dev.
 func monTypes(t *testing.T, n *node, dev string) uint32 {
+	t.Helper()
+	m := progMap(t, n, dev, "xlane_mon_config")
+	defer m.Close()
+	var v [4]uint32 // struct mon_config
+	if err := m.Lookup(uint32(0), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v[0]
+}
+
+// progMap opens the map called name (the kernel keeps its first 15
+// characters) of the program on host device dev's ingress: the monitor's
+// maps are unpinned, found through the pinned tcx link.
+func progMap(t *testing.T, n *node, dev, name string) *ebpf.Map {
 	t.Helper()
 	l, err := link.LoadPinnedLink(filepath.Join(n.pinDir, "links", dev+"_ingress"), nil)
 	if err != nil {
@@ -128,19 +142,13 @@ func monTypes(t *testing.T, n *node, dev string) uint32 {
 			continue
 		}
 		mi, err := m.Info()
-		if err == nil && strings.HasPrefix("xlane_mon_config", mi.Name) && len(mi.Name) >= 12 {
-			var v [4]uint32 // struct mon_config
-			err := m.Lookup(uint32(0), &v)
-			m.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v[0]
+		if err == nil && strings.HasPrefix(name, mi.Name) && len(mi.Name) >= 12 {
+			return m
 		}
 		m.Close()
 	}
-	t.Fatalf("no xlane_mon_config among the maps of %s's program", dev)
-	return 0
+	t.Fatalf("no %s among the maps of %s's program", name, dev)
+	return nil
 }
 
 func waitMonTypes(t *testing.T, n *node, dev string, want func(uint32) bool) uint32 {
@@ -424,3 +432,74 @@ func dialSpoofed(netns string, src netip.Addr, dst netip.AddrPort) error {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestMonitorOff: xlaned --monitor=false loads its programs with the
+// monitor's hooks built out: status says so, `xlane monitor` is refused
+// with a reason, the live program emits nothing even with every event
+// type switched on in its config map by hand, traffic flows, and `xlane
+// trace` still shows the stages (its programs have the hooks).
+func TestMonitorOff(t *testing.T) {
+	n := newNode(t, func(n *node) { n.flags = append(n.flags, "--monitor=false") })
+	n.mustXlane(nil, "network", "create", "moff", "--subnet", "10.84.0.0/24", "--mode", "tc")
+	var cs []string
+	var eps []api.EndpointInfo
+	for range 2 {
+		c := newNetns(t, "c")
+		var ep api.EndpointInfo
+		n.mustXlane(&ep, "endpoint", "add", "moff", "--netns", c)
+		cs, eps = append(cs, c), append(eps, ep)
+	}
+	dst := eps[0].IPs[0]
+	listen(t, cs[0], dst, 80)
+
+	var st api.Status
+	n.mustXlane(&st, "status")
+	if st.Monitor {
+		t.Errorf("status: monitor %v with --monitor=false, want false", st.Monitor)
+	}
+	if human, _, err := n.xlane("status"); err != nil || !strings.Contains(human, "monitor:") || !strings.Contains(human, "--monitor=false") {
+		t.Errorf("xlane status (%v) does not say the monitor is off:\n%s", err, human)
+	}
+	// Accepted, the client would run until stopped: 10 s is plenty for
+	// a refusal.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mon := exec.CommandContext(ctx, filepath.Join(binDir, "xlane"), "--socket", n.socket, "monitor", "-o", "json")
+	var stderr strings.Builder
+	mon.Stderr = &stderr
+	err := mon.Run()
+	if err == nil || ctx.Err() != nil || !strings.Contains(stderr.String(), "--monitor=false") {
+		t.Errorf("xlane monitor against --monitor=false: err %v (timeout: %v), stderr %q; want a refusal naming --monitor=false", err, ctx.Err(), stderr.String())
+	}
+
+	// Every type on, no rate limit, as a client would set it: the
+	// program has no hooks to read it.
+	cfg := progMap(t, n, eps[1].HostIf, "xlane_mon_config")
+	defer cfg.Close()
+	if err := cfg.Put(uint32(0), [4]uint32{uint32(bpf.MonAll), 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err = dial(cs[1], dst, 80, 2*time.Second); err != nil {
+		t.Fatalf("TCP to %s:80 with the monitor built out: %v", dst, err)
+	}
+	state := progMap(t, n, eps[1].HostIf, "xlane_mon_state")
+	defer state.Close()
+	var per []bpf.MonState
+	if err := state.Lookup(uint32(0), &per); err != nil {
+		t.Fatal(err)
+	}
+	for cpu, s := range per {
+		if s.Emitted != 0 || s.Suppressed != 0 || s.Lost != 0 {
+			t.Errorf("CPU %d: monitor state %+v after a connection with every type on, want nothing emitted", cpu, s)
+		}
+	}
+	if err := cfg.Put(uint32(0), [4]uint32{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var res api.TraceResult
+	n.mustXlane(&res, "trace", "--from", eps[1].ID, "--to", netip.AddrPortFrom(dst, 80).String())
+	if res.Verdict != "forward" || res.Reason != "fwd_peer" || len(res.Hops) == 0 || len(res.Hops[0].Stages) < 2 {
+		t.Errorf("trace with --monitor=false: %s (%s), hops %+v; want forward (fwd_peer) with its stages", res.Verdict, res.Reason, res.Hops)
+	}
+}

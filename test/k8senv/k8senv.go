@@ -35,6 +35,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -457,6 +458,41 @@ func Create(ctx context.Context, cs *kubernetes.Clientset, objs ...runtime.Objec
 		}
 	}
 	return nil
+}
+
+// Retry runs call, an API write, again while it fails with a transient
+// error: the API server or its etcd timed out, was unavailable or throttled
+// (under load, 20,000 creates draw "etcdserver: request timed out" now and
+// then). After such a failure the write may have landed all the same, so
+// AlreadyExists on a later try counts as success. It gives up after 6
+// tries or when ctx ends, returning the last error.
+func Retry(ctx context.Context, call func() error) error {
+	var err error
+	for try := 0; try < 6; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w (after %d tries; last: %v)", ctx.Err(), try, err)
+			case <-time.After(time.Duration(100<<try) * time.Millisecond):
+			}
+		}
+		err = call()
+		switch {
+		case err == nil:
+			return nil
+		case try > 0 && apierrors.IsAlreadyExists(err):
+			return nil
+		case !transient(err):
+			return err
+		}
+	}
+	return fmt.Errorf("after 6 tries: %w", err)
+}
+
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		strings.Contains(err.Error(), "etcdserver: request timed out") || errors.Is(err, syscall.ECONNRESET)
 }
 
 func randomHex(n int) string {
