@@ -49,6 +49,7 @@ type options struct {
 	only             string
 	observe          bool   // observe.go: the observability variants of tc
 	baseline         string // observe.go: git ref of tc@base
+	progRunRounds    int    // progrun.go: BPF_PROG_RUN rounds (0: none)
 }
 
 func parseFlags() (options, error) {
@@ -70,11 +71,12 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
 	flag.BoolVar(&o.observe, "observe", false, "the cost of observability on the tc path (observe.go): modes "+observeDefault+
 		" (+ tc@base with -baseline), MTU 1500, TCP and the 64-byte rate, iperf3 pinned, modes rotated per repetition, "+
-		"per-repetition ratios, BPF run time per run (bpf_stats on for the run); defaults -reps 5 -duration 2s -rate-duration 1s (~10 min); results in observe-*")
+		"per-repetition ratios, BPF run time per run (bpf_stats on for the run), then BPF_PROG_RUN per packet (-progrun-rounds); defaults -reps 5 -duration 2s -rate-duration 1s (~12 min); results in observe-*")
 	flag.StringVar(&o.baseline, "baseline", "", "with -observe: also run tc@base, xlaned built from this git ref (e.g. the commit before the monitor); "+
 		"-modes may name tc+metrics@base, tc+monitor@base, tc+monitor-all@base too (the variant on that build)")
+	flag.IntVar(&o.progRunRounds, "progrun-rounds", 41, "with -observe: rounds of the per-packet BPF_PROG_RUN measurement after the end-to-end tests (progrun.go; ~1 s each, -quick 5); 0 skips it")
 	// flag.CommandLine exits on a bad flag (status 2) and on -h (status 0).
-	quick := map[string]string{"reps": "1", "duration": "2s", "latency-duration": "2s", "rate-duration": "2s"}
+	quick := map[string]string{"reps": "1", "duration": "2s", "latency-duration": "2s", "rate-duration": "2s", "progrun-rounds": "5"}
 	if err := o.Parse(flag.CommandLine, os.Args[1:], quick); err != nil {
 		return o, err
 	}
@@ -296,7 +298,12 @@ func benchmark(ctx context.Context, o options, tmp string, cleanup *harness.Undo
 	}
 	rep.Tests = summarize(ts, o.modes, res)
 	if observing {
-		rep.Verdicts = judge(rep)
+		if o.progRunRounds > 0 {
+			if rep.ProgRun, err = runProgRun(ctx, tmp, o.progRunRounds, rep); err != nil {
+				return nil, err
+			}
+		}
+		rep.Verdicts = append(judge(rep), judgeProgRun(rep.ProgRun)...)
 	}
 	for _, t := range topos {
 		rep.Notes = append(rep.Notes, t.Notes(ctx)...)

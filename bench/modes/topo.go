@@ -299,7 +299,7 @@ func sysctlIn(ctx context.Context, ns, key, val string) error {
 type xlaneTopo struct {
 	base
 	mode    string // the network's mode
-	variant string // observe.go: aa, metrics, monitor, monitor-all, or ""
+	variant string // observe.go: aa, off, metrics, monitor, monitor-all, or ""
 	ref     string // observe.go: the git ref xlaned was built from (@base), or "": the work tree
 	bins    string // directory with xlaned and xlane
 	dir     string // state file, socket and logs
@@ -324,6 +324,8 @@ func (x *xlaneTopo) Describe() string {
 	switch x.variant {
 	case "aa":
 		d += ", configured as tc: the A/A control, its ratio to tc is this run's noise floor"
+	case "off":
+		d += ", xlaned --monitor=false: the monitor's hooks built out (observability off, the targets' reference)"
 	case "metrics":
 		d += ", --metrics-addr scraped every second"
 	case "monitor":
