@@ -227,6 +227,7 @@ const (
 	socklbMapXlaneConfig        = "xlane_config"
 	socklbMapXlaneCt            = "xlane_ct"
 	socklbMapXlaneCtScratch     = "xlane_ct_scratch"
+	socklbMapXlaneCtSeq         = "xlane_ct_seq"
 	socklbMapXlaneDevmap        = "xlane_devmap"
 	socklbMapXlaneEndpoints     = "xlane_endpoints"
 	socklbMapXlaneLbScratch     = "xlane_lb_scratch"
@@ -335,6 +336,7 @@ type socklbMapSpecs struct {
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
@@ -409,6 +411,7 @@ type socklbMaps struct {
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
@@ -431,6 +434,7 @@ func (m *socklbMaps) Close() error {
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneLbScratch,

@@ -352,20 +352,26 @@ type tcFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls    [9]uint32
-	Key    uint32
-	Slot   uint32
-	Fields uint32
-	Reason tcXlReason
-	C0     uint64
-	C1     uint64
-	C2     uint64
-	C3     uint64
-	Acc    uint64
-	Base   uint32
-	Found  uint32
-	LateCt uint32
-	_      [4]byte
+	Cls     [9]uint32
+	Key     uint32
+	Slot    uint32
+	Fields  uint32
+	Reason  tcXlReason
+	C0      uint64
+	C1      uint64
+	C2      uint64
+	C3      uint64
+	Acc     uint64
+	Base    uint32
+	Found   uint32
+	LateCt  uint32
+	_       [4]byte
+	MissSeq uint64
+	Miss    tcCtKey
+	T4Key   uint64
+	T4Tag   uint64
+	T4Hit   uint32
+	PadT4   uint32
 }
 
 type tcFwState struct {
@@ -711,6 +717,7 @@ const (
 	tcMapXlaneConfig        = "xlane_config"
 	tcMapXlaneCt            = "xlane_ct"
 	tcMapXlaneCtScratch     = "xlane_ct_scratch"
+	tcMapXlaneCtSeq         = "xlane_ct_seq"
 	tcMapXlaneDevmap        = "xlane_devmap"
 	tcMapXlaneEndpoints     = "xlane_endpoints"
 	tcMapXlaneFwAddr        = "xlane_fw_addr"
@@ -838,6 +845,7 @@ type tcMapSpecs struct {
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
@@ -939,6 +947,7 @@ type tcMaps struct {
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
@@ -983,6 +992,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneFwAddr,

@@ -217,6 +217,7 @@ const (
 	vmportMapXlaneBackends      = "xlane_backends"
 	vmportMapXlaneConfig        = "xlane_config"
 	vmportMapXlaneCt            = "xlane_ct"
+	vmportMapXlaneCtSeq         = "xlane_ct_seq"
 	vmportMapXlaneDevmap        = "xlane_devmap"
 	vmportMapXlaneEndpoints     = "xlane_endpoints"
 	vmportMapXlaneL4csumScratch = "xlane_l4csum_scratch"
@@ -315,6 +316,7 @@ type vmportMapSpecs struct {
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
@@ -389,6 +391,7 @@ type vmportMaps struct {
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
@@ -411,6 +414,7 @@ func (m *vmportMaps) Close() error {
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneL4csumScratch,

@@ -241,20 +241,26 @@ type xdpFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls    [9]uint32
-	Key    uint32
-	Slot   uint32
-	Fields uint32
-	Reason uint32
-	C0     uint64
-	C1     uint64
-	C2     uint64
-	C3     uint64
-	Acc    uint64
-	Base   uint32
-	Found  uint32
-	LateCt uint32
-	_      [4]byte
+	Cls     [9]uint32
+	Key     uint32
+	Slot    uint32
+	Fields  uint32
+	Reason  uint32
+	C0      uint64
+	C1      uint64
+	C2      uint64
+	C3      uint64
+	Acc     uint64
+	Base    uint32
+	Found   uint32
+	LateCt  uint32
+	_       [4]byte
+	MissSeq uint64
+	Miss    xdpCtKey
+	T4Key   uint64
+	T4Tag   uint64
+	T4Hit   uint32
+	PadT4   uint32
 }
 
 type xdpFwState struct {
@@ -439,6 +445,7 @@ const (
 	xdpMapXlaneConfig                  = "xlane_config"
 	xdpMapXlaneCt                      = "xlane_ct"
 	xdpMapXlaneCtScratch               = "xlane_ct_scratch"
+	xdpMapXlaneCtSeq                   = "xlane_ct_seq"
 	xdpMapXlaneDevmap                  = "xlane_devmap"
 	xdpMapXlaneEndpoints               = "xlane_endpoints"
 	xdpMapXlaneFwAddr                  = "xlane_fw_addr"
@@ -563,6 +570,7 @@ type xdpMapSpecs struct {
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
@@ -661,6 +669,7 @@ type xdpMaps struct {
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
@@ -702,6 +711,7 @@ func (m *xdpMaps) Close() error {
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneFwAddr,
