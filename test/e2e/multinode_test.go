@@ -252,6 +252,12 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 			if tx := overlayTxBytes(t, cs[0]); tx > 4<<20 {
 				t.Errorf("n1's VXLAN device sent %d bytes: the tc program's encapsulation was bypassed", tx)
 			}
+			// In tc mode the pod's TSO stays on: the encapsulation took
+			// GSO super-packets, and the transfers' SHA-256 says their
+			// segments arrived intact (xdp mode turns the pod's TSO off).
+			if c := reason(ep, "fwd_overlay", "from_endpoint"); modes[0] == "tc" && c.Packets > 0 && c.Bytes/c.Packets <= 1500 {
+				t.Errorf("fwd_overlay from %s: %d packets of %d bytes on average, want GSO super-packets (above the MTU)", ep.ID, c.Packets, c.Bytes/c.Packets)
+			}
 		}
 		for _, r := range ep.Reasons {
 			if r.Drop && r.Packets > 0 {
