@@ -247,6 +247,17 @@ static __always_inline struct ct_val *ct_refresh(const struct ct_key *k, struct 
 	return 0;
 }
 
+/* ct_seq_bump counts a creation in xlane_ct_seq, after its inserts: what
+ * a reader found missing before may be there now (fw_lin.h). */
+static __always_inline void ct_seq_bump(void)
+{
+	__u32 zero = 0;
+	__u64 *s = bpf_map_lookup_elem(&xlane_ct_seq, &zero);
+
+	if (s)
+		__sync_fetch_and_add(s, 1);
+}
+
 /*
  * ct_create inserts both entries of a new flow seen in direction ORIG with
  * key k: sc->orig is what to do to ORIG packets, sc->reply its partner's
@@ -277,6 +288,7 @@ static __always_inline int ct_create(const struct ct_key *k, struct ct_scratch *
 	err = bpf_map_update_elem(&xlane_ct, k, &sc->orig, BPF_NOEXIST);
 	if (err)
 		bpf_map_delete_elem(&xlane_ct, &sc->rk);
+	ct_seq_bump();
 	mon_flow_new(err, k, &sc->orig);
 	return err;
 }

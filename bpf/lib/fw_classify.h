@@ -94,6 +94,16 @@ struct fw_scratch {
 	/* The uplink (fw_prepare_xdp) tests established only for a packet a
 	 * rule matched; set for uplink packets only. */
 	__u32 late_ct;
+	/* The uplink's simple classifiers (fw_lin.h): the last flow found
+	 * without a conntrack entry, and xlane_ct_seq + 1 then (0: none). */
+	__u64 miss_seq;
+	struct ct_key miss;
+	/* The IPv4 tuples (fw_tuple4_uplink): the last tuple's key, its bit
+	 * + 1 (0: no tuple), and the tag + 1 of the generation (0: none). */
+	__u64 t4_key;
+	__u64 t4_tag;
+	__u32 t4_hit;
+	__u32 pad_t4;
 };
 
 struct {

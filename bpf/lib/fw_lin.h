@@ -64,16 +64,50 @@ static __always_inline int fw_lin_match4(const struct fw_lin *e, __u32 s, __u32 
 	return (l4->l4.tcp_flags & e->flags_mask) == e->flags_comp;
 }
 
-/* fw_lin_established is fw_established_late with the flow's key made. */
+/* fw_ct_key_eq: keys a and b (zero padded) are equal. */
+static __always_inline int fw_ct_key_eq(const struct ct_key *a, const struct ct_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return !((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4]));
+}
+
+/*
+ * fw_lin_established is fw_established_late with the flow's key made, and
+ * without the hash of the key for a flow this CPU found no entry for while
+ * no flow was created since (xlane_ct_seq): a flood of one flow that a rule
+ * drops costs a compare, not a lookup. The count is read before the lookup
+ * and ct_create bumps it after its inserts, so a remembered miss is never
+ * older than the table.
+ */
 static __always_inline int fw_lin_established(const struct pkt *p, struct fw_scratch *sc)
 {
+	__u32 zero = 0;
+	struct ct_val *v;
+	__u64 *seq, s;
+
 	__builtin_memset(&sc->k, 0, sizeof(sc->k));
 	__builtin_memcpy(sc->k.saddr, p->src.addr, 16);
 	__builtin_memcpy(sc->k.daddr, p->dst.addr, 16);
 	sc->k.sport = sc->l4.l4.sport;
 	sc->k.dport = sc->l4.l4.dport;
 	sc->k.proto = sc->l4.l4.proto;
-	return fw_established_late(sc);
+	seq = bpf_map_lookup_elem(&xlane_ct_seq, &zero);
+	if (!seq || !sc->l4.trackable)
+		return fw_established_late(sc);
+	s = *(volatile __u64 *)seq + 1;
+	if (sc->miss_seq == s && fw_ct_key_eq(&sc->miss, &sc->k)) {
+		v = 0;
+	} else {
+		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
+		if (!v) {
+			sc->miss = sc->k;
+			sc->miss_seq = s;
+		}
+	}
+	if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW) && !ct_reopens(v, &sc->l4.l4))
+		return 1;
+	return sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk);
 }
 
 /*
@@ -141,23 +175,27 @@ static __always_inline int fw_lin_uplink(void *data, void *data_end, const struc
 
 /*
  * fw_tuple4_uplink classifies an IPv4 uplink packet of a set with
- * gen->tuple4 (live in slot): one lookup of (protocol, source, destination
- * port) in the generation's exact map gives the deciding rule's bit; a
- * tuple not there is decided by gen->tuple4_miss (the first uplink
- * default), or allowed. The compiler (internal/firewall, compileTuple4)
- * makes the set one for this only when the bitmaps would decide alike.
- * Returns as fw_lin_uplink.
+ * gen->tuple4 (live in slot tag & 1, tag: fw_uplink_simple's): one lookup
+ * of (protocol, source, destination port) in the generation's exact map
+ * gives the deciding rule's bit; a tuple not there is decided by
+ * gen->tuple4_miss (the first uplink default), or allowed. The compiler
+ * (internal/firewall, compileTuple4) makes the set one for this only when
+ * the bitmaps would decide alike. Each CPU remembers the last tuple and
+ * what the lookup gave, under the tag: a generation never changes, so the
+ * next packet of that tuple in the same generation needs no hash. Returns
+ * as fw_lin_uplink.
  */
 static __always_inline int fw_tuple4_uplink(void *data, void *data_end, const struct pkt *p,
-					    const struct fw_gen *gen, __u32 slot, struct fw_call *c)
+					    const struct fw_gen *gen, __u64 tag, struct fw_call *c)
 {
-	__u32 zero = 0, bit = 0, *hit = 0;
+	__u32 zero = 0, bit = 0, slot = tag & 1, *hit;
 	enum xl_reason reason = 0;
 	const struct fw_rule *r;
 	struct fw_exact_key k;
 	struct fw_scratch *sc;
 	void *exact, *rules;
 	enum fw_verdict v;
+	__u64 kw;
 
 	sc = bpf_map_lookup_elem(&xlane_fw_scratch, &zero);
 	if (!sc || !p->ip4)
@@ -165,17 +203,24 @@ static __always_inline int fw_tuple4_uplink(void *data, void *data_end, const st
 	__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
 	fw_parse_l4(data, data_end, p, &sc->l4, &sc->rk);
 	if (sc->l4.dport != FW_NO_L4) {
-		exact = bpf_map_lookup_elem(&xlane_fw_exact, &slot);
-		if (!exact)
-			return FW_V_ALLOW;
 		k.field = FW_EXACT_TUPLE4;
 		k.kind = sc->l4.l4.proto;
 		__builtin_memcpy(k.data, &p->ip4->saddr, 4);
 		*(__u16 *)&k.data[4] = sc->l4.dport;
-		hit = bpf_map_lookup_elem(exact, &k);
+		__builtin_memcpy(&kw, &k, sizeof(kw));
+		if (sc->t4_tag != tag + 1 || sc->t4_key != kw) {
+			exact = bpf_map_lookup_elem(&xlane_fw_exact, &slot);
+			if (!exact)
+				return FW_V_ALLOW;
+			hit = bpf_map_lookup_elem(exact, &k);
+			sc->t4_hit = hit ? *hit + 1 : 0;
+			sc->t4_key = kw;
+			sc->t4_tag = tag + 1;
+		}
+		bit = sc->t4_hit;
 	}
-	if (hit)
-		bit = *hit;
+	if (bit)
+		bit--;
 	else if (gen->tuple4_miss)
 		bit = gen->tuple4_miss - 1;
 	else
@@ -200,16 +245,17 @@ static __always_inline int fw_tuple4_uplink(void *data, void *data_end, const st
  * p IPv4) for the uplink program: a static subprogram, not inlined, so its
  * locals are in a frame of its own (the program's frame and that of the
  * bitmaps' global functions share 512 bytes), and not global, so it reads
- * the packet the program parsed (p) instead of parsing it again.
+ * the packet the program parsed (p) instead of parsing it again. tag: the
+ * live state's generation << 1 | its slot (gen's), read together.
  */
 static __noinline int fw_uplink_simple(struct xdp_md *ctx, const struct pkt *p,
-				       const struct fw_gen *gen, __u32 slot, struct fw_call *c)
+				       const struct fw_gen *gen, __u64 tag, struct fw_call *c)
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 
 	if (gen->lin)
 		return fw_lin_uplink(data, data_end, p, gen, c);
-	return fw_tuple4_uplink(data, data_end, p, gen, slot, c);
+	return fw_tuple4_uplink(data, data_end, p, gen, tag, c);
 }
 
 #endif /* XLANE_FW_LIN_H */

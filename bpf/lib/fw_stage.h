@@ -236,7 +236,7 @@ static __always_inline enum xl_step fw_xdp_uplink(struct xdp_md *ctx, const stru
 	slot = st->active & 1;
 	gen = bpf_map_lookup_elem(&xlane_fw_gens, &slot);
 	if (gen && (gen->lin || (gen->tuple4 && p->ip4)) && !mon_types()) {
-		v = fw_uplink_simple(ctx, p, gen, slot, &c);
+		v = fw_uplink_simple(ctx, p, gen, st->generation << 1 | slot, &c);
 		return fw_xdp_end(ctx, &c, v, reason);
 	}
 	return fw_xdp_run(ctx, &c, reason);

@@ -84,6 +84,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_ct SEC(".maps");
 
+/* key: 0; value: a count of the flows created in xlane_ct (ct_create
+ * bumps it after its inserts; user space, by 1 << 32, after writing
+ * entries itself: bpf.Objects.CTWritten). The uplink's firewall remembers
+ * per CPU the last flow it found no entry for, valid while this count is
+ * unchanged (fw_lin.h): a flood of one flow is not hashed per packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_ct_seq SEC(".maps");
+
 /* key: 0; value: the node's uplink and masquerade settings.
  * Written by the daemon; read by the datapath. */
 struct {

@@ -63,6 +63,10 @@ type (
 	VlanVal     = tcVlanVal
 )
 
+// OverlayEncapBPF is overlay_cfg's flag for encapsulation in BPF (enum
+// xl_overlay_flags, bpf/lib/overlay_encap.h).
+const OverlayEncapBPF = tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF
+
 // Peer flags (enum xl_peer_flags, bpf/lib/overlay.h).
 const (
 	PeerFlagV6     = uint16(tcXlPeerFlagsXL_PEER_V6)
@@ -515,6 +519,28 @@ func (o *Objects) Overlay() *ebpf.Map { return o.XlaneOverlay }
 
 // CT is the xlane_ct map.
 func (o *Objects) CT() *ebpf.Map { return o.XlaneCt }
+
+// CTWritten tells the datapath that xlane_ct may hold entries it did not
+// create itself (written from user space, or by programs of an older build
+// that do not count their creations): it moves xlane_ct_seq on by 1 << 32,
+// so no flow the uplink remembers as missing (bpf/lib/fw_lin.h) is trusted
+// any more. Call it after the writes. A jump, not an increment: the
+// datapath adds to the count meanwhile, and the value written must be one
+// no CPU can have remembered.
+func (o *Objects) CTWritten() error {
+	if o.XlaneCtSeq == nil {
+		return nil // objects of a build without the count
+	}
+	var zero uint32
+	var n uint64
+	if err := o.XlaneCtSeq.Lookup(&zero, &n); err != nil {
+		return fmt.Errorf("read xlane_ct_seq: %w", err)
+	}
+	if err := o.XlaneCtSeq.Update(&zero, n+1<<32, ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("write xlane_ct_seq: %w", err)
+	}
+	return nil
+}
 
 // Config is the xlane_config map.
 func (o *Objects) Config() *ebpf.Map { return o.XlaneConfig }

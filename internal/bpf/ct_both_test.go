@@ -496,6 +496,9 @@ func TestCTHalfFlow(t *testing.T) {
 		if err := h.objs.CT().Put(f.replyKey(), &other); err != nil {
 			t.Fatal(err)
 		}
+		if err := h.objs.CTWritten(); err != nil {
+			t.Fatal(err)
+		}
 		p := f.orig("S").sentBy(epSrc)
 		ret, in, out := h.ctRun(t, progFromEP, devEP0, p)
 		wantVerdict(t, ret, actRedirect, in, out)

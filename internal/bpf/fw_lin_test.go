@@ -196,6 +196,9 @@ func TestFirewallUplinkEstablishedLate(t *testing.T) {
 		if err := h.objs.CT().Put(k, bpf.CTVal{Expires: ^uint64(0), Dir: 1}); err != nil {
 			t.Fatal(err)
 		}
+		if err := h.objs.CTWritten(); err != nil {
+			t.Fatal(err)
+		}
 		frame, err := fwtest.Frame(pk)
 		if err != nil {
 			t.Fatal(err)
@@ -379,6 +382,156 @@ func TestUplinkMetricsArray(t *testing.T) {
 			} else if reason != f.reason || ap != 0 {
 				t.Fatalf("slots for %d: %s counted in the hash as %q, %d packets in the array; want the hash only",
 					c.slots, f.reason, reason, ap)
+			}
+		}
+	}
+}
+
+// TestFirewallUplinkMissMemory: the uplink's simple classifiers remember
+// the last flow they found no conntrack entry for (bpf/lib/fw_lin.h,
+// xlane_ct_seq). A flow the datapath creates afterwards (an endpoint's
+// packet, ct_create) is established on the uplink at once, in the list and
+// in the IPv4 tuples, IPv4 and IPv6 (list); and one user space writes is,
+// after bpf.Objects.CTWritten.
+func TestFirewallUplinkMissMemory(t *testing.T) {
+	h := newFwHarness(t)
+	for _, c := range []struct {
+		name     string
+		n        int // rules: 1 the list, FwLinMax+1 the tuples
+		remote   string
+		ep       string
+		viaEP    bool // the flow made by the endpoint's program, else user space
+		wantForm string
+	}{
+		{"list v4, endpoint opens", 1, "203.0.113.1", "10.1.0.2", true, "lin"},
+		{"list v6, endpoint opens", 1, "2001:db8::1", "fd00:1::2", true, "lin"},
+		{"tuples v4, endpoint opens", bpf.FwLinMax + 1, "203.0.113.1", "10.1.0.2", true, "tuple4"},
+		{"list v4, user space writes", 1, "203.0.113.1", "10.1.0.2", false, "lin"},
+		{"tuples v4, user space writes", bpf.FwLinMax + 1, "203.0.113.1", "10.1.0.2", false, "tuple4"},
+	} {
+		remote, ep := netip.MustParseAddr(c.remote), netip.MustParseAddr(c.ep)
+		rs := linRules(c.n)
+		rs.Rules[0].Src = firewall.List{c.remote + "/" + fmt.Sprint(remote.BitLen())}
+		h.install(t, rs, false)
+		g := h.gen(t)
+		if form := map[bool]string{true: "lin", false: "tuple4"}[g.Lin != 0]; form != c.wantForm || (form == "tuple4" && g.Tuple4 == 0) {
+			t.Fatalf("%s: fw_gen.lin %d, tuple4 %d: not the form the case is for", c.name, g.Lin, g.Tuple4)
+		}
+		in := firewall.Packet{Kind: firewall.KindUplink, Src: remote, Dst: ep, Proto: 6, SPort: 40001, DPort: 80, Flags: 0x10}
+		frame, err := fwtest.Frame(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Twice: the second is decided by the remembered miss.
+		for i := range 2 {
+			if refused, _, err := h.run(firewall.KindUplink, frame); err != nil || !refused {
+				t.Fatalf("%s: untracked packet %d: refused %v, %v; want dropped by rule l0", c.name, i, refused, err)
+			}
+		}
+		var k bpf.CTKey                             // the endpoint's direction
+		k.Saddr, k.Daddr = ep.As16(), remote.As16() // IPv4 as ::ffff:a.b.c.d
+		k.Sport, k.Dport, k.Proto = htons(80), htons(40001), 6
+		if c.viaEP {
+			out := firewall.Packet{Kind: firewall.KindFromEP, Src: ep, Dst: remote, Proto: 6, SPort: 80, DPort: 40001, Flags: 0x02}
+			f, err := fwtest.Frame(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refused, _, err := h.run(firewall.KindFromEP, f); err != nil || refused {
+				t.Fatalf("%s: endpoint's packet refused %v, %v", c.name, refused, err)
+			}
+			var v bpf.CTVal
+			if err := h.objs.CT().Lookup(&k, &v); err != nil {
+				t.Fatalf("%s: the endpoint's program made no conntrack entry for %v: %v", c.name, k, err)
+			}
+		} else {
+			if err := h.objs.CT().Put(&k, &bpf.CTVal{Expires: ^uint64(0), Dir: uint8(bpf.CTDirOrig), State: 1}); err != nil {
+				t.Fatal(err)
+			}
+			rk := k
+			rk.Saddr, rk.Daddr, rk.Sport, rk.Dport = k.Daddr, k.Saddr, k.Dport, k.Sport
+			if err := h.objs.CT().Put(&rk, &bpf.CTVal{Expires: ^uint64(0), Dir: uint8(bpf.CTDirReply), State: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.objs.CTWritten(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if refused, _, err := h.run(firewall.KindUplink, frame); err != nil || refused {
+			t.Fatalf("%s: reply of the flow the endpoint opened: refused %v, %v; want passed (established)", c.name, refused, err)
+		}
+		var keys []bpf.CTKey
+		var ck bpf.CTKey
+		var cv bpf.CTVal
+		for it := h.objs.CT().Iterate(); it.Next(&ck, &cv); {
+			keys = append(keys, ck)
+		}
+		for i := range keys {
+			if err := h.objs.CT().Delete(&keys[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestFirewallUplinkTupleMemory: each CPU remembers the last IPv4 tuple
+// and what its lookup gave, under the generation (fw_tuple4_uplink). The
+// same packet, twice per set, across swaps between sets that decide its
+// tuple differently (drop, allow, reject, no tuple, no tuple but a
+// default) and the firewall turned off and on: verdict and counted rule
+// are the reference model's every time, stateless and with established.
+func TestFirewallUplinkTupleMemory(t *testing.T) {
+	h := newFwHarness(t)
+	pk := firewall.Packet{Kind: firewall.KindUplink, Src: netip.MustParseAddr("203.0.113.1"),
+		Dst: netip.MustParseAddr("192.0.2.1"), Proto: 6, SPort: 40002, DPort: 80, Flags: 0x10}
+	sets := map[string]func() *firewall.RuleSet{
+		"drop": func() *firewall.RuleSet { return linRules(bpf.FwLinMax + 1) },
+		"allow": func() *firewall.RuleSet {
+			rs := linRules(bpf.FwLinMax + 1)
+			rs.Rules[0].Action = "allow"
+			return rs
+		},
+		"reject": func() *firewall.RuleSet {
+			rs := linRules(bpf.FwLinMax + 1)
+			rs.Rules[0].Action = "reject"
+			return rs
+		},
+		"later rule": func() *firewall.RuleSet { // the tuple at bit 4, not 0
+			rs := linRules(bpf.FwLinMax + 1)
+			rs.Rules[0].Src = firewall.List{"203.0.113.200/32"}
+			rs.Rules[4].Src, rs.Rules[4].DstPort = firewall.List{"203.0.113.1/32"}, firewall.List{"80"}
+			return rs
+		},
+		"no tuple": func() *firewall.RuleSet {
+			rs := linRules(bpf.FwLinMax + 1)
+			rs.Rules[0].DstPort = firewall.List{"81"}
+			return rs
+		},
+	}
+	order := []string{"drop", "allow", "drop", "reject", "later rule", "no tuple", "drop", "off", "drop", "allow"}
+	for _, est := range []bool{false, true} {
+		for _, name := range order {
+			if name == "off" {
+				if err := h.in.Disable(); err != nil {
+					t.Fatal(err)
+				}
+				frame, err := fwtest.Frame(pk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if refused, _, err := h.run(firewall.KindUplink, frame); err != nil || refused {
+					t.Fatalf("firewall off: refused %v, %v", refused, err)
+				}
+				continue
+			}
+			rs := sets[name]()
+			rs.Established = &est
+			pol := h.install(t, rs, false)
+			if g := h.gen(t); g.Tuple4 == 0 {
+				t.Fatalf("%s: fw_gen.tuple4 0: not the tuples", name)
+			}
+			for i := range 2 {
+				h.checkUplink(t, pol, pk, fmt.Sprintf("established %v, set %q, packet %d", est, name, i))
 			}
 		}
 	}

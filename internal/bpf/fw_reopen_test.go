@@ -39,6 +39,9 @@ func TestFirewallReopenedFlowIsNew(t *testing.T) {
 			if err := h.objs.CT().Put(k, bpf.CTVal{Expires: ^uint64(0), Dir: uint8(bpf.CTDirOrig), State: uint8(c.state)}); err != nil {
 				t.Fatal(err)
 			}
+			if err := h.objs.CTWritten(); err != nil {
+				t.Fatal(err)
+			}
 			pk.Flags = c.flags
 			frame, err := fwtest.Frame(pk)
 			if err != nil {

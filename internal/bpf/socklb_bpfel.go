@@ -227,6 +227,7 @@ const (
 	socklbMapXlaneConfig        = "xlane_config"
 	socklbMapXlaneCt            = "xlane_ct"
 	socklbMapXlaneCtScratch     = "xlane_ct_scratch"
+	socklbMapXlaneCtSeq         = "xlane_ct_seq"
 	socklbMapXlaneDevmap        = "xlane_devmap"
 	socklbMapXlaneEndpoints     = "xlane_endpoints"
 	socklbMapXlaneLbScratch     = "xlane_lb_scratch"
@@ -268,6 +269,7 @@ const (
 	socklbVarXlBtfMonState      = "xl_btf_mon_state"
 	socklbVarXlBtfMonType       = "xl_btf_mon_type"
 	socklbVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	socklbVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	socklbVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	socklbVarXlBtfReason        = "xl_btf_reason"
 	socklbVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -334,6 +336,7 @@ type socklbMapSpecs struct {
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneLbScratch     *ebpf.MapSpec `ebpf:"xlane_lb_scratch"`
@@ -375,6 +378,7 @@ type socklbVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -407,6 +411,7 @@ type socklbMaps struct {
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneLbScratch     *ebpf.Map `ebpf:"xlane_lb_scratch"`
@@ -429,6 +434,7 @@ func (m *socklbMaps) Close() error {
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneLbScratch,
@@ -471,6 +477,7 @@ type socklbVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -352,20 +352,26 @@ type tcFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls    [9]uint32
-	Key    uint32
-	Slot   uint32
-	Fields uint32
-	Reason tcXlReason
-	C0     uint64
-	C1     uint64
-	C2     uint64
-	C3     uint64
-	Acc    uint64
-	Base   uint32
-	Found  uint32
-	LateCt uint32
-	_      [4]byte
+	Cls     [9]uint32
+	Key     uint32
+	Slot    uint32
+	Fields  uint32
+	Reason  tcXlReason
+	C0      uint64
+	C1      uint64
+	C2      uint64
+	C3      uint64
+	Acc     uint64
+	Base    uint32
+	Found   uint32
+	LateCt  uint32
+	_       [4]byte
+	MissSeq uint64
+	Miss    tcCtKey
+	T4Key   uint64
+	T4Tag   uint64
+	T4Hit   uint32
+	PadT4   uint32
 }
 
 type tcFwState struct {
@@ -505,7 +511,10 @@ type tcNeighVal struct {
 type tcOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type tcPeerKey struct {
@@ -638,6 +647,12 @@ const (
 	tcXlHookXL_HOOK_NETKIT tcXlHook = 2
 )
 
+type tcXlOverlayFlags uint32
+
+const (
+	tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF tcXlOverlayFlags = 1
+)
+
 type tcXlPeerFlags uint32
 
 const (
@@ -702,6 +717,7 @@ const (
 	tcMapXlaneConfig        = "xlane_config"
 	tcMapXlaneCt            = "xlane_ct"
 	tcMapXlaneCtScratch     = "xlane_ct_scratch"
+	tcMapXlaneCtSeq         = "xlane_ct_seq"
 	tcMapXlaneDevmap        = "xlane_devmap"
 	tcMapXlaneEndpoints     = "xlane_endpoints"
 	tcMapXlaneFwAddr        = "xlane_fw_addr"
@@ -765,6 +781,7 @@ const (
 	tcVarXlBtfMonState      = "xl_btf_mon_state"
 	tcVarXlBtfMonType       = "xl_btf_mon_type"
 	tcVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	tcVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	tcVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -828,6 +845,7 @@ type tcMapSpecs struct {
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
@@ -895,6 +913,7 @@ type tcVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -928,6 +947,7 @@ type tcMaps struct {
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
@@ -972,6 +992,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneFwAddr,
@@ -1040,6 +1061,7 @@ type tcVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -241,20 +241,26 @@ type tcuplinkFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls    [9]uint32
-	Key    uint32
-	Slot   uint32
-	Fields uint32
-	Reason uint32
-	C0     uint64
-	C1     uint64
-	C2     uint64
-	C3     uint64
-	Acc    uint64
-	Base   uint32
-	Found  uint32
-	LateCt uint32
-	_      [4]byte
+	Cls     [9]uint32
+	Key     uint32
+	Slot    uint32
+	Fields  uint32
+	Reason  uint32
+	C0      uint64
+	C1      uint64
+	C2      uint64
+	C3      uint64
+	Acc     uint64
+	Base    uint32
+	Found   uint32
+	LateCt  uint32
+	_       [4]byte
+	MissSeq uint64
+	Miss    tcuplinkCtKey
+	T4Key   uint64
+	T4Tag   uint64
+	T4Hit   uint32
+	PadT4   uint32
 }
 
 type tcuplinkFwState struct {
@@ -345,7 +351,10 @@ type tcuplinkNeighVal struct {
 type tcuplinkOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type tcuplinkPeerKey struct {
@@ -454,6 +463,7 @@ const (
 	tcuplinkMapXlaneConfig        = "xlane_config"
 	tcuplinkMapXlaneCt            = "xlane_ct"
 	tcuplinkMapXlaneCtScratch     = "xlane_ct_scratch"
+	tcuplinkMapXlaneCtSeq         = "xlane_ct_seq"
 	tcuplinkMapXlaneDevmap        = "xlane_devmap"
 	tcuplinkMapXlaneEndpoints     = "xlane_endpoints"
 	tcuplinkMapXlaneFwAddr        = "xlane_fw_addr"
@@ -519,6 +529,7 @@ const (
 	tcuplinkVarXlBtfMonState      = "xl_btf_mon_state"
 	tcuplinkVarXlBtfMonType       = "xl_btf_mon_type"
 	tcuplinkVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	tcuplinkVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	tcuplinkVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	tcuplinkVarXlBtfReason        = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -584,6 +595,7 @@ type tcuplinkMapSpecs struct {
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
@@ -651,6 +663,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -684,6 +697,7 @@ type tcuplinkMaps struct {
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
@@ -728,6 +742,7 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneFwAddr,
@@ -796,6 +811,7 @@ type tcuplinkVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -47,6 +47,9 @@ func TestToEndpointUnsolicited(t *testing.T) {
 					if err := h.objs.CT().Put(tc.entry, CTVal{Dir: uint8(CTDirReply)}); err != nil {
 						t.Fatal(err)
 					}
+					if err := h.objs.CTWritten(); err != nil {
+						t.Fatal(err)
+					}
 				}
 				ret, err := RunVerdict(h.do, h.objs.ToEndpoint(), h.objs.Metrics(),
 					&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256),

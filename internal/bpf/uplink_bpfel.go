@@ -241,20 +241,26 @@ type uplinkFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls    [9]uint32
-	Key    uint32
-	Slot   uint32
-	Fields uint32
-	Reason uint32
-	C0     uint64
-	C1     uint64
-	C2     uint64
-	C3     uint64
-	Acc    uint64
-	Base   uint32
-	Found  uint32
-	LateCt uint32
-	_      [4]byte
+	Cls     [9]uint32
+	Key     uint32
+	Slot    uint32
+	Fields  uint32
+	Reason  uint32
+	C0      uint64
+	C1      uint64
+	C2      uint64
+	C3      uint64
+	Acc     uint64
+	Base    uint32
+	Found   uint32
+	LateCt  uint32
+	_       [4]byte
+	MissSeq uint64
+	Miss    uplinkCtKey
+	T4Key   uint64
+	T4Tag   uint64
+	T4Hit   uint32
+	PadT4   uint32
 }
 
 type uplinkFwState struct {
@@ -335,7 +341,10 @@ type uplinkNeighVal struct {
 type uplinkOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type uplinkPeerKey struct {
@@ -436,6 +445,7 @@ const (
 	uplinkMapXlaneConfig                = "xlane_config"
 	uplinkMapXlaneCt                    = "xlane_ct"
 	uplinkMapXlaneCtScratch             = "xlane_ct_scratch"
+	uplinkMapXlaneCtSeq                 = "xlane_ct_seq"
 	uplinkMapXlaneDevmap                = "xlane_devmap"
 	uplinkMapXlaneEndpoints             = "xlane_endpoints"
 	uplinkMapXlaneFwAddr                = "xlane_fw_addr"
@@ -496,6 +506,7 @@ const (
 	uplinkVarXlBtfMonState              = "xl_btf_mon_state"
 	uplinkVarXlBtfMonType               = "xl_btf_mon_type"
 	uplinkVarXlBtfMonVerdict            = "xl_btf_mon_verdict"
+	uplinkVarXlBtfOverlayFlags          = "xl_btf_overlay_flags"
 	uplinkVarXlBtfPeerFlags             = "xl_btf_peer_flags"
 	uplinkVarXlBtfReason                = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
@@ -559,6 +570,7 @@ type uplinkMapSpecs struct {
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.MapSpec `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.MapSpec `ebpf:"xlane_fw_addr"`
@@ -623,6 +635,7 @@ type uplinkVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -656,6 +669,7 @@ type uplinkMaps struct {
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
 	XlaneCtScratch     *ebpf.Map `ebpf:"xlane_ct_scratch"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneFwAddr        *ebpf.Map `ebpf:"xlane_fw_addr"`
@@ -697,6 +711,7 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneConfig,
 		m.XlaneCt,
 		m.XlaneCtScratch,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneFwAddr,
@@ -762,6 +777,7 @@ type uplinkVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

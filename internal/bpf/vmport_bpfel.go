@@ -217,6 +217,7 @@ const (
 	vmportMapXlaneBackends      = "xlane_backends"
 	vmportMapXlaneConfig        = "xlane_config"
 	vmportMapXlaneCt            = "xlane_ct"
+	vmportMapXlaneCtSeq         = "xlane_ct_seq"
 	vmportMapXlaneDevmap        = "xlane_devmap"
 	vmportMapXlaneEndpoints     = "xlane_endpoints"
 	vmportMapXlaneL4csumScratch = "xlane_l4csum_scratch"
@@ -254,6 +255,7 @@ const (
 	vmportVarXlBtfMonState      = "xl_btf_mon_state"
 	vmportVarXlBtfMonType       = "xl_btf_mon_type"
 	vmportVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	vmportVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	vmportVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	vmportVarXlBtfReason        = "xl_btf_reason"
 	vmportVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -314,6 +316,7 @@ type vmportMapSpecs struct {
 	XlaneBackends      *ebpf.MapSpec `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.MapSpec `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.MapSpec `ebpf:"xlane_ct"`
+	XlaneCtSeq         *ebpf.MapSpec `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.MapSpec `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.MapSpec `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.MapSpec `ebpf:"xlane_l4csum_scratch"`
@@ -356,6 +359,7 @@ type vmportVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -387,6 +391,7 @@ type vmportMaps struct {
 	XlaneBackends      *ebpf.Map `ebpf:"xlane_backends"`
 	XlaneConfig        *ebpf.Map `ebpf:"xlane_config"`
 	XlaneCt            *ebpf.Map `ebpf:"xlane_ct"`
+	XlaneCtSeq         *ebpf.Map `ebpf:"xlane_ct_seq"`
 	XlaneDevmap        *ebpf.Map `ebpf:"xlane_devmap"`
 	XlaneEndpoints     *ebpf.Map `ebpf:"xlane_endpoints"`
 	XlaneL4csumScratch *ebpf.Map `ebpf:"xlane_l4csum_scratch"`
@@ -409,6 +414,7 @@ func (m *vmportMaps) Close() error {
 		m.XlaneBackends,
 		m.XlaneConfig,
 		m.XlaneCt,
+		m.XlaneCtSeq,
 		m.XlaneDevmap,
 		m.XlaneEndpoints,
 		m.XlaneL4csumScratch,
@@ -452,6 +458,7 @@ type vmportVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -19,7 +19,7 @@ import (
 // selects (both of a flow's), before it is deleted.
 func (d *BPF) GCCT(graceNanos uint64, collected func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
 	now := d.now()
-	return d.deleteCT(func(k *bpf.CTKey, v *bpf.CTVal) bool {
+	n, err := d.deleteCT(func(k *bpf.CTKey, v *bpf.CTVal) bool {
 		if !ctCollectable(v.Expires, now, graceNanos) || d.ctHeld(k, v, now) {
 			return false
 		}
@@ -28,6 +28,14 @@ func (d *BPF) GCCT(graceNanos uint64, collected func(*bpf.CTKey, *bpf.CTVal)) (i
 		}
 		return true
 	})
+	// Entries the programs of an older build created during an upgrade
+	// are not counted in xlane_ct_seq: every pass forgets the flows the
+	// uplink remembers as missing (bpf.Objects.CTWritten), which bounds
+	// that window to one interval.
+	if werr := d.objs.CTWritten(); err == nil {
+		err = werr
+	}
+	return n, err
 }
 
 // deleteCT deletes the entries match selects, chunk by chunk as scanCT
