@@ -6,7 +6,13 @@
 // namespaces and underlay bridge, against Linux's VXLAN device with
 // routing (flannel-style):
 //
-//	xlane-tc      xlaned on each node (--node-name, --routing vxlan), network in tc mode
+//	xlane-tc      xlaned on each node (--node-name, --routing vxlan), network in tc mode,
+//	              encapsulation auto (--overlay-encap: what auto resolves to)
+//	xlane-tc-device  xlane-tc with --overlay-encap device: the tc program sets
+//	              the tunnel key and the VXLAN device encapsulates
+//	xlane-tc-bpf  (only when asked for) xlane-tc with --overlay-encap bpf: the
+//	              tc program pushes the outer headers (with auto = bpf, the
+//	              same as xlane-tc)
 //	linux-vxlan   a VXLAN device per node, routes and fdb/neighbour entries per peer,
 //	              pods on routed veths (flannel's vxlan backend)
 //	linux-bridge  the same VXLAN routing, pods on a Linux bridge with iptables
@@ -69,8 +75,8 @@ import (
 
 // setups run by default; allSetups can be asked for.
 var (
-	setups    = []string{"xlane-tc", "linux-vxlan", "linux-bridge"}
-	allSetups = append(setups[:len(setups):len(setups)], "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
+	setups    = []string{"xlane-tc", "xlane-tc-device", "linux-vxlan", "linux-bridge"}
+	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
 )
 
 type options struct {
@@ -384,7 +390,7 @@ func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup st
 		return nil, err
 	}
 	switch setup {
-	case "xlane-tc", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic", "xlane-tc-vlan":
+	case "xlane-tc", "xlane-tc-device", "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic", "xlane-tc-vlan":
 		return c, buildXlane(ctx, undo, tmp, bins, nodes, c, setup)
 	default:
 		return c, buildLinux(ctx, nodes, c, setup == "linux-bridge")
@@ -401,6 +407,10 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 		uplink = []string{"--uplink", "ul0", "--uplink-xdp-mode", "native"}
 	case "xlane-tc-uplink-generic":
 		uplink = []string{"--uplink", "ul0", "--uplink-xdp-mode", "generic"}
+	case "xlane-tc-device":
+		uplink = []string{"--overlay-encap", "device"}
+	case "xlane-tc-bpf":
+		uplink = []string{"--overlay-encap", "bpf"}
 	}
 	dirs := &c.dirs
 	for i, n := range nodes {

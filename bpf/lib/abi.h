@@ -290,13 +290,28 @@ struct peer_val {
 	__u16 pad;
 };
 
+/* How the tc programs put a packet on the overlay (overlay_cfg.flags). */
+enum xl_overlay_flags {
+	XL_OVERLAY_ENCAP_BPF = 1, /* push the outer headers in BPF and
+				   * redirect to the underlay device
+				   * (lib/overlay_encap.h), where this
+				   * node has an underlay address of the
+				   * peer's family; else the device */
+};
+
 /*
  * xlane_overlay: one entry: the collect_md VXLAN device the tc programs
- * redirect cross-node traffic to (0: no overlay). Written by the daemon.
+ * redirect cross-node traffic to (0: no overlay), and what encapsulation
+ * in BPF needs: the VXLAN UDP port (network order) and this node's
+ * underlay addresses, the outer source (all zero: none of that family).
+ * Written by the daemon.
  */
 struct overlay_cfg {
 	__u32 ifindex;
-	__u32 pad;
+	__u16 flags; /* enum xl_overlay_flags */
+	__u16 port;  /* network order */
+	__u8 src4[4];
+	__u8 src6[16];
 };
 
 /*
@@ -453,6 +468,7 @@ struct metrics_dev_val {
 	const enum fw_limits *xl_btf_fw_limits __attribute__((unused)); \
 	const enum fw_ddos_flags *xl_btf_fw_ddos_flags __attribute__((unused)); \
 	const enum xl_peer_flags *xl_btf_peer_flags __attribute__((unused)); \
+	const enum xl_overlay_flags *xl_btf_overlay_flags __attribute__((unused)); \
 	const struct fw_event *xl_btf_fw_event __attribute__((unused)); \
 	const enum mon_type *xl_btf_mon_type __attribute__((unused)); \
 	const enum mon_verdict *xl_btf_mon_verdict __attribute__((unused)); \

@@ -2,7 +2,9 @@
 /*
  * overlay.h - traffic between nodes (docs/multinode.md). Every node owns
  * pod CIDRs; xlane_peers maps each to its node. A packet for a peer node's
- * pod leaves, over VXLAN, through one collect_md VXLAN device the daemon
+ * pod leaves over VXLAN: encapsulated by the tc program itself
+ * (lib/overlay_encap.h, XL_OVERLAY_ENCAP_BPF) and redirected to the
+ * underlay device, or through one collect_md VXLAN device the daemon
  * owns (xlvx0): the tc program sets the tunnel key (underlay address of
  * the node, VNI of the sender's network) and redirects to it; the device
  * encapsulates (UDP tunnel GSO and checksums by the kernel). What arrives
@@ -114,16 +116,6 @@ static __always_inline int peer_tunnelled(const struct endpoint_key *a)
 	const struct peer_val *v = peer_lookup(a);
 
 	return v && ((v->flags & XL_PEER_DOWN) || !(v->flags & (XL_PEER_SELF | XL_PEER_NATIVE)));
-}
-
-/* overlay_ifindex: the VXLAN device, 0 without one. */
-static __always_inline __u32 overlay_ifindex(void)
-{
-	const struct overlay_cfg *c;
-	__u32 zero = 0;
-
-	c = bpf_map_lookup_elem(&xlane_overlay, &zero);
-	return c ? c->ifindex : 0;
 }
 
 /*

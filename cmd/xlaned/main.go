@@ -60,6 +60,7 @@ func run() error {
 	fs.Var(&clusterCIDRs, "cluster-cidr", "the cluster's pod prefix, every node's pod CIDR inside it (repeatable, or comma-separated: one IPv4, one IPv6); addresses in it no node owns are dropped (drop_no_peer)")
 	routing := fs.String("routing", "", "vxlan (default) or native: how pods reach other nodes' pods: vxlan (overlay through xlaned's VXLAN device, a VNI per network) or native (routes to each node's pod CIDRs via its underlay address; nodes share an L2 underlay)")
 	vxlanPort := fs.Int("vxlan-port", daemon.DefaultVXLANPort, "UDP port of the VXLAN overlay (the same on every node)")
+	overlayEncap := fs.String("overlay-encap", "", "bpf, device or auto (default): how this node puts pod traffic on the VXLAN overlay: bpf (the tc program pushes the outer headers and redirects to the underlay device) or device (it sets the tunnel key and the VXLAN device encapsulates); auto is what measured faster (docs/multinode.md). Receiving is the VXLAN device's either way")
 	peerProbe := fs.Duration("peer-probe", daemon.DefaultPeerProbeInterval, "how often each peer node's underlay address is probed (ICMP echo); a peer silent for 3 intervals is down: its pods' packets are dropped (drop_peer_down) until it answers again; 0: never probe")
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
 	kube := fs.Bool("kubernetes", false, "Kubernetes mode (docs/kubernetes.md): Nodes, Services and EndpointSlices from the API server program nodes and services (a kube-proxy replacement); needs --node-name, this node's Node name")
@@ -114,7 +115,7 @@ Flags:
 	}
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
-		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
+		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
 		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
 		AutoBPFOnly: *kube})
 	if err != nil {

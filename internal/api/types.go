@@ -38,6 +38,9 @@ type ClusterInfo struct {
 	Routing      string   `json:"routing,omitempty"`
 	Device       string   `json:"device,omitempty"`
 	VXLANPort    int      `json:"vxlan_port,omitempty"`
+	// OverlayEncap is how this node tunnels: bpf (outer headers pushed
+	// by the tc program) or device (the VXLAN device encapsulates).
+	OverlayEncap string `json:"overlay_encap,omitempty"`
 	// MTU is the containers' default MTU (the underlay's less VXLAN's
 	// overhead); 0 until this node's own record is added.
 	MTU int `json:"mtu,omitempty"`

@@ -62,6 +62,10 @@ type (
 	VlanVal     = tcVlanVal
 )
 
+// OverlayEncapBPF is overlay_cfg's flag for encapsulation in BPF (enum
+// xl_overlay_flags, bpf/lib/overlay_encap.h).
+const OverlayEncapBPF = tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF
+
 // Peer flags (enum xl_peer_flags, bpf/lib/overlay.h).
 const (
 	PeerFlagV6     = uint16(tcXlPeerFlagsXL_PEER_V6)

@@ -351,7 +351,10 @@ type netkitNeighVal struct {
 type netkitOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type netkitPeerKey struct {
@@ -524,6 +527,7 @@ const (
 	netkitVarXlBtfMonState        = "xl_btf_mon_state"
 	netkitVarXlBtfMonType         = "xl_btf_mon_type"
 	netkitVarXlBtfMonVerdict      = "xl_btf_mon_verdict"
+	netkitVarXlBtfOverlayFlags    = "xl_btf_overlay_flags"
 	netkitVarXlBtfPeerFlags       = "xl_btf_peer_flags"
 	netkitVarXlBtfReason          = "xl_btf_reason"
 	netkitVarXlBtfServiceFlags    = "xl_btf_service_flags"
@@ -655,6 +659,7 @@ type netkitVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -802,6 +807,7 @@ type netkitVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

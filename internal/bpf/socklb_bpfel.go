@@ -269,6 +269,7 @@ const (
 	socklbVarXlBtfMonState      = "xl_btf_mon_state"
 	socklbVarXlBtfMonType       = "xl_btf_mon_type"
 	socklbVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	socklbVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	socklbVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	socklbVarXlBtfReason        = "xl_btf_reason"
 	socklbVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -377,6 +378,7 @@ type socklbVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -475,6 +477,7 @@ type socklbVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -511,7 +511,10 @@ type tcNeighVal struct {
 type tcOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type tcPeerKey struct {
@@ -644,6 +647,12 @@ const (
 	tcXlHookXL_HOOK_NETKIT tcXlHook = 2
 )
 
+type tcXlOverlayFlags uint32
+
+const (
+	tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF tcXlOverlayFlags = 1
+)
+
 type tcXlPeerFlags uint32
 
 const (
@@ -772,6 +781,7 @@ const (
 	tcVarXlBtfMonState      = "xl_btf_mon_state"
 	tcVarXlBtfMonType       = "xl_btf_mon_type"
 	tcVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	tcVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	tcVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	tcVarXlBtfReason        = "xl_btf_reason"
 	tcVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -903,6 +913,7 @@ type tcVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -1050,6 +1061,7 @@ type tcVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -351,7 +351,10 @@ type tcuplinkNeighVal struct {
 type tcuplinkOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type tcuplinkPeerKey struct {
@@ -526,6 +529,7 @@ const (
 	tcuplinkVarXlBtfMonState      = "xl_btf_mon_state"
 	tcuplinkVarXlBtfMonType       = "xl_btf_mon_type"
 	tcuplinkVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	tcuplinkVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	tcuplinkVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	tcuplinkVarXlBtfReason        = "xl_btf_reason"
 	tcuplinkVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -659,6 +663,7 @@ type tcuplinkVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -806,6 +811,7 @@ type tcuplinkVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -341,7 +341,10 @@ type uplinkNeighVal struct {
 type uplinkOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type uplinkPeerKey struct {
@@ -503,6 +506,7 @@ const (
 	uplinkVarXlBtfMonState              = "xl_btf_mon_state"
 	uplinkVarXlBtfMonType               = "xl_btf_mon_type"
 	uplinkVarXlBtfMonVerdict            = "xl_btf_mon_verdict"
+	uplinkVarXlBtfOverlayFlags          = "xl_btf_overlay_flags"
 	uplinkVarXlBtfPeerFlags             = "xl_btf_peer_flags"
 	uplinkVarXlBtfReason                = "xl_btf_reason"
 	uplinkVarXlBtfServiceFlags          = "xl_btf_service_flags"
@@ -631,6 +635,7 @@ type uplinkVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -772,6 +777,7 @@ type uplinkVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

@@ -255,6 +255,7 @@ const (
 	vmportVarXlBtfMonState      = "xl_btf_mon_state"
 	vmportVarXlBtfMonType       = "xl_btf_mon_type"
 	vmportVarXlBtfMonVerdict    = "xl_btf_mon_verdict"
+	vmportVarXlBtfOverlayFlags  = "xl_btf_overlay_flags"
 	vmportVarXlBtfPeerFlags     = "xl_btf_peer_flags"
 	vmportVarXlBtfReason        = "xl_btf_reason"
 	vmportVarXlBtfServiceFlags  = "xl_btf_service_flags"
@@ -358,6 +359,7 @@ type vmportVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -456,6 +458,7 @@ type vmportVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

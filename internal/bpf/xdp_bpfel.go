@@ -341,7 +341,10 @@ type xdpNeighVal struct {
 type xdpOverlayCfg struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Pad     uint32
+	Flags   uint16
+	Port    uint16
+	Src4    [4]uint8
+	Src6    [16]uint8
 }
 
 type xdpPeerKey struct {
@@ -503,6 +506,7 @@ const (
 	xdpVarXlBtfMonState                = "xl_btf_mon_state"
 	xdpVarXlBtfMonType                 = "xl_btf_mon_type"
 	xdpVarXlBtfMonVerdict              = "xl_btf_mon_verdict"
+	xdpVarXlBtfOverlayFlags            = "xl_btf_overlay_flags"
 	xdpVarXlBtfPeerFlags               = "xl_btf_peer_flags"
 	xdpVarXlBtfReason                  = "xl_btf_reason"
 	xdpVarXlBtfServiceFlags            = "xl_btf_service_flags"
@@ -631,6 +635,7 @@ type xdpVariableSpecs struct {
 	XlBtfMonState     *ebpf.VariableSpec `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.VariableSpec `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.VariableSpec `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.VariableSpec `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.VariableSpec `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.VariableSpec `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.VariableSpec `ebpf:"xl_btf_service_flags"`
@@ -772,6 +777,7 @@ type xdpVariables struct {
 	XlBtfMonState     *ebpf.Variable `ebpf:"xl_btf_mon_state"`
 	XlBtfMonType      *ebpf.Variable `ebpf:"xl_btf_mon_type"`
 	XlBtfMonVerdict   *ebpf.Variable `ebpf:"xl_btf_mon_verdict"`
+	XlBtfOverlayFlags *ebpf.Variable `ebpf:"xl_btf_overlay_flags"`
 	XlBtfPeerFlags    *ebpf.Variable `ebpf:"xl_btf_peer_flags"`
 	XlBtfReason       *ebpf.Variable `ebpf:"xl_btf_reason"`
 	XlBtfServiceFlags *ebpf.Variable `ebpf:"xl_btf_service_flags"`

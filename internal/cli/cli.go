@@ -125,7 +125,7 @@ func statusCmd(e *env) *cobra.Command {
 				if c := st.Cluster; c != nil {
 					fmt.Fprintf(w, "cluster:\tnode %s of %s, routing %s", c.NodeName, strings.Join(c.ClusterCIDRs, ","), c.Routing)
 					if c.Device != "" {
-						fmt.Fprintf(w, " (%s, UDP %d)", c.Device, c.VXLANPort)
+						fmt.Fprintf(w, " (%s, UDP %d, encapsulation %s)", c.Device, c.VXLANPort, c.OverlayEncap)
 					}
 					if c.MTU != 0 {
 						fmt.Fprintf(w, ", pod MTU %d", c.MTU)

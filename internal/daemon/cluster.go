@@ -25,6 +25,8 @@ type cluster struct {
 	cidrs   []netip.Prefix
 	routing model.Routing
 	port    int
+	// encap is how this node tunnels (vxlan routing): bpf or device.
+	encap model.Encap
 	// overlayIfindex is the VXLAN device (vxlan routing), mtu the
 	// containers' default MTU (the underlay's, less VXLAN's overhead).
 	overlayIfindex int
@@ -59,8 +61,8 @@ func (c *cluster) cidrList() []netip.Prefix {
 // parseCluster reads the cluster flags; nil without --node-name.
 func parseCluster(cfg Config) (*cluster, error) {
 	if cfg.NodeName == "" {
-		if len(cfg.ClusterCIDRs) > 0 || cfg.Routing != "" || cfg.NodesFile != "" {
-			return nil, model.Fieldf("node-name", "missing: --cluster-cidr, --routing and --nodes need --node-name")
+		if len(cfg.ClusterCIDRs) > 0 || cfg.Routing != "" || cfg.NodesFile != "" || cfg.OverlayEncap != "" {
+			return nil, model.Fieldf("node-name", "missing: --cluster-cidr, --routing, --overlay-encap and --nodes need --node-name")
 		}
 		return nil, nil
 	}
@@ -74,6 +76,15 @@ func parseCluster(cfg Config) (*cluster, error) {
 	var err error
 	if c.routing, err = model.ParseRouting(cfg.Routing); err != nil {
 		return nil, err
+	}
+	if c.encap, err = model.ParseEncap(cfg.OverlayEncap); err != nil {
+		return nil, err
+	}
+	if c.routing == model.RoutingNative {
+		if cfg.OverlayEncap != "" && model.Encap(cfg.OverlayEncap) != model.EncapAuto {
+			return nil, model.Fieldf("overlay-encap", "%q: native routing does not encapsulate (it needs --routing vxlan)", cfg.OverlayEncap)
+		}
+		c.encap = ""
 	}
 	for _, s := range cfg.ClusterCIDRs {
 		p, err := netip.ParsePrefix(s)
@@ -106,6 +117,9 @@ func (d *Daemon) setupCluster() error {
 		}
 		c.overlayIfindex = l.Attrs().Index
 		if err := d.dp.AttachOverlay(datapath.OverlayDevice, c.overlayIfindex); err != nil {
+			return err
+		}
+		if err := d.setOverlayEncap(nil); err != nil {
 			return err
 		}
 	} else {
@@ -216,6 +230,9 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 		if err := d.setClusterAddrs(n); err != nil {
 			return err
 		}
+		if err := d.setOverlayEncap(n); err != nil {
+			return err
+		}
 		return d.setOverlayMTU(n)
 	}
 	under := peerUnderlay(n, self)
@@ -272,6 +289,26 @@ func (d *Daemon) setClusterAddrs(self *model.Node) error {
 	return nil
 }
 
+// setOverlayEncap tells the datapath how to tunnel (vxlan routing): with
+// bpf encapsulation, the VXLAN port and self's underlay addresses, the
+// outer sources (self nil: none yet, so the device tunnels until this
+// node's record is added).
+func (d *Daemon) setOverlayEncap(self *model.Node) error {
+	c := d.cluster
+	if c.routing != model.RoutingVXLAN {
+		return nil
+	}
+	e := datapath.OverlayEncap{BPF: c.encap == model.EncapBPF, Port: uint16(c.port)}
+	if self != nil {
+		e.Src4, _ = self.UnderlayOf(true)
+		e.Src6, _ = self.UnderlayOf(false)
+	}
+	if err := d.dp.SetOverlayEncap(e); err != nil {
+		return fmt.Errorf("overlay encapsulation: %w", err)
+	}
+	return nil
+}
+
 func family(a netip.Addr) string {
 	if a.Is4() {
 		return "IPv4"
@@ -318,7 +355,7 @@ func (d *Daemon) removeNodeState(n *model.Node) error {
 	d.peers.forget(n.ID)
 	var errs []error
 	if n.Self {
-		errs = append(errs, d.setClusterAddrs(nil))
+		errs = append(errs, d.setClusterAddrs(nil), d.setOverlayEncap(nil))
 	}
 	for _, p := range n.PodCIDRs {
 		errs = append(errs, d.dp.DeletePeer(p))
@@ -569,7 +606,7 @@ func (d *Daemon) ClusterInfo() api.ClusterInfo {
 		info.ClusterCIDRs = append(info.ClusterCIDRs, p.String())
 	}
 	if c.routing == model.RoutingVXLAN {
-		info.Device, info.VXLANPort = datapath.OverlayDevice, c.port
+		info.Device, info.VXLANPort, info.OverlayEncap = datapath.OverlayDevice, c.port, string(c.encap)
 	}
 	return info
 }

@@ -70,11 +70,13 @@ type Config struct {
 	NodeName string
 	// ClusterCIDRs are the cluster's pod prefixes (every node's pod CIDR
 	// lies inside one); Routing is vxlan ("") or native; VXLANPort the
-	// overlay's UDP port (0: 4789); NodesFile a file of node records,
+	// overlay's UDP port (0: 4789); OverlayEncap how this node tunnels
+	// (bpf, device, auto: ""); NodesFile a file of node records,
 	// watched.
 	ClusterCIDRs []string
 	Routing      string
 	VXLANPort    int
+	OverlayEncap string
 	NodesFile    string
 	// PeerProbeInterval is how often each peer's underlay address is
 	// probed (peerprobe.go; 0: never, peers are never marked down).

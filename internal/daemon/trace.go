@@ -289,6 +289,14 @@ func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev s
 	ot, ok := trace.Parse(out)
 	if ok && hop.Verdict == "forward" {
 		th.Route = traceRoute(ot, eps, d.traceNode(ot.Dst))
+		// Encapsulated in BPF (--overlay-encap bpf): the node is the
+		// inner packet's, the device and next hop the outer one's.
+		if c := d.cluster; c != nil && hop.Reason == "fwd_overlay" {
+			if inner, vni, ok := trace.Decap(out, uint16(c.port)); ok {
+				it, _ := trace.Parse(inner)
+				th.Route = fmt.Sprintf("encapsulated in BPF, VNI %d, from %s: %s", vni, ot.Src, traceRoute(ot, eps, d.traceNode(it.Dst)))
+			}
+		}
 	}
 	hop.Stages = trace.Stages(th)
 	hop.Output, hop.Packet = trace.Summary(out), out

@@ -145,9 +145,59 @@ func (d *BPF) DetachOverlay(ifname string) error {
 		d.detachHook(ifname, hook{suffix: overlayOutSuffix, kind: "tcx", attach: ebpf.AttachTCXEgress}))
 }
 
+// OverlayEncap is how the endpoint programs put a packet on the overlay
+// (xlane_overlay, bpf/lib/overlay_encap.h): BPF pushes the outer headers
+// (UDP destination Port, source Src4 or Src6, this node's underlay
+// address of the peer's family; without one, the device tunnels that
+// family); otherwise the VXLAN device encapsulates.
+type OverlayEncap struct {
+	BPF        bool
+	Port       uint16
+	Src4, Src6 netip.Addr
+}
+
+func (e OverlayEncap) cfg(ifindex uint32) bpf.OverlayCfg {
+	c := bpf.OverlayCfg{Ifindex: ifindex}
+	if e.BPF {
+		c.Flags = uint16(bpf.OverlayEncapBPF)
+		c.Port = e.Port<<8 | e.Port>>8 // network order
+		if e.Src4.Is4() {
+			c.Src4 = e.Src4.As4()
+		}
+		if e.Src6.Is6() && !e.Src6.Is4In6() {
+			c.Src6 = e.Src6.As16()
+		}
+	}
+	return c
+}
+
+// SetOverlayEncap sets how cross-node packets are encapsulated; the VXLAN
+// device stays what AttachOverlay set.
+func (d *BPF) SetOverlayEncap(e OverlayEncap) error {
+	var (
+		zero = uint32(0)
+		cur  bpf.OverlayCfg
+	)
+	if err := d.objs.Overlay().Lookup(&zero, &cur); err != nil {
+		return fmt.Errorf("read overlay configuration: %w", err)
+	}
+	c := e.cfg(cur.Ifindex)
+	if err := d.objs.Overlay().Put(&zero, &c); err != nil {
+		return fmt.Errorf("write overlay encapsulation: %w", err)
+	}
+	return nil
+}
+
 func (d *BPF) setOverlay(ifindex uint32) error {
-	zero := uint32(0)
-	if err := d.objs.Overlay().Put(&zero, &bpf.OverlayCfg{Ifindex: ifindex}); err != nil {
+	var (
+		zero = uint32(0)
+		c    bpf.OverlayCfg
+	)
+	if err := d.objs.Overlay().Lookup(&zero, &c); err != nil {
+		return fmt.Errorf("read overlay configuration: %w", err)
+	}
+	c.Ifindex = ifindex
+	if err := d.objs.Overlay().Put(&zero, &c); err != nil {
 		return fmt.Errorf("write overlay device: %w", err)
 	}
 	return nil

@@ -131,6 +131,7 @@ type Datapath interface {
 	DeleteNetworkVNI(networkID, vni uint32) error
 	AttachOverlay(ifname string, ifindex int) error
 	DetachOverlay(ifname string) error
+	SetOverlayEncap(e OverlayEncap) error
 	DeleteFlowsOf(prefixes []netip.Prefix) (int, error)
 
 	// VLAN networks (vlan.go): each VLAN's network, uplink and port.

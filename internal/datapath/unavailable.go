@@ -160,7 +160,10 @@ func (u *Unavailable) VLANs() ([]VLAN, error)             { return nil, nil }
 func (u *Unavailable) AttachOverlay(ifname string, _ int) error {
 	return u.err("attach overlay programs to " + ifname)
 }
-func (u *Unavailable) DetachOverlay(string) error                { return nil }
+func (u *Unavailable) DetachOverlay(string) error { return nil }
+func (u *Unavailable) SetOverlayEncap(OverlayEncap) error {
+	return u.err("set overlay encapsulation")
+}
 func (u *Unavailable) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }
 func (u *Unavailable) MonitorMaps() (bpf.MonitorMaps, error) {
 	return bpf.MonitorMaps{}, u.err("monitor maps")

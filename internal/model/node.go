@@ -30,6 +30,39 @@ func ParseRouting(s string) (Routing, error) {
 	return "", Fieldf("routing", "%q: want vxlan or native", s)
 }
 
+// Encap is how a node puts pod traffic on the VXLAN overlay (xlaned
+// --overlay-encap). Either way the receiving node decapsulates in its
+// VXLAN device (its UDP socket gives VXLAN GRO), so nodes of either kind
+// interoperate.
+type Encap string
+
+const (
+	// EncapBPF pushes the outer headers in the endpoint's tc program and
+	// redirects to the underlay device (bpf/lib/overlay_encap.h).
+	EncapBPF Encap = "bpf"
+	// EncapDevice sets the tunnel key and redirects to the collect_md
+	// VXLAN device, which encapsulates.
+	EncapDevice Encap = "device"
+	// EncapAuto is what measured faster here (docs/multinode.md).
+	EncapAuto Encap = "auto"
+)
+
+// EncapAutoChoice is what auto resolves to: the winner of bench/multinode
+// scenario 2's interleaved comparison (docs/multinode.md).
+const EncapAutoChoice = EncapBPF
+
+// ParseEncap validates an encapsulation name and resolves auto ("" is
+// auto).
+func ParseEncap(s string) (Encap, error) {
+	switch Encap(s) {
+	case "", EncapAuto:
+		return EncapAutoChoice, nil
+	case EncapBPF, EncapDevice:
+		return Encap(s), nil
+	}
+	return "", Fieldf("overlay-encap", "%q: want bpf, device or auto", s)
+}
+
 // Node is one xlaned of the cluster: this one (Self) or a peer.
 type Node struct {
 	Name string `json:"name"`

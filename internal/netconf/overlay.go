@@ -30,10 +30,13 @@ const (
 // (routes to peers' pod CIDRs resolve to its own MAC), up, with mtu.
 // One device serves IPv4 and IPv6 underlays: the kernel allows one
 // collect_md device per UDP port and namespace and opens both families.
+// It accepts IPv6 UDP with a zero checksum (udp6zerocsumrx): what a node
+// encapsulating in BPF sends (bpf/lib/overlay_encap.h); it still sends
+// checksummed IPv6 UDP itself.
 func EnsureOverlay(name string, port, mtu int) (netlink.Link, error) {
 	l, err := netlink.LinkByName(name)
 	if err == nil {
-		if vx, ok := l.(*netlink.Vxlan); !ok || !vx.FlowBased || vx.Port != port {
+		if vx, ok := l.(*netlink.Vxlan); !ok || !vx.FlowBased || vx.Port != port || !vx.UDP6ZeroCSumRx {
 			if err := netlink.LinkDel(l); err != nil {
 				return nil, fmt.Errorf("replace %s: %w", name, err)
 			}
@@ -46,7 +49,7 @@ func EnsureOverlay(name string, port, mtu int) (netlink.Link, error) {
 	}
 	if l == nil {
 		vx := &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu, HardwareAddr: OverlayMAC},
-			FlowBased: true, Port: port, Learning: false}
+			FlowBased: true, Port: port, Learning: false, UDP6ZeroCSumRx: true}
 		if err := netlink.LinkAdd(vx); err != nil {
 			return nil, fmt.Errorf("create vxlan device %s (port %d): %w", name, port, err)
 		}

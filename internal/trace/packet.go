@@ -241,3 +241,32 @@ func Summary(frame []byte) string {
 	}
 	return t.String()
 }
+
+// Decap returns the inner frame and VNI of frame if it is VXLAN to UDP
+// port (what the tc program sends when it encapsulates in BPF,
+// bpf/lib/overlay_encap.h); ok is false for anything else.
+func Decap(frame []byte, port uint16) (inner []byte, vni uint32, ok bool) {
+	if len(frame) < 14 {
+		return nil, 0, false
+	}
+	off := 14
+	switch uint16(frame[12])<<8 | uint16(frame[13]) {
+	case 0x0800:
+		if len(frame) < off+20 || frame[off]>>4 != 4 || frame[off+9] != 17 {
+			return nil, 0, false
+		}
+		off += int(frame[off]&0x0f) * 4
+	case 0x86dd:
+		if len(frame) < off+40 || frame[off+6] != 17 {
+			return nil, 0, false
+		}
+		off += 40
+	default:
+		return nil, 0, false
+	}
+	if len(frame) < off+8+8+14 || uint16(frame[off+2])<<8|uint16(frame[off+3]) != port || frame[off+8]&0x08 == 0 {
+		return nil, 0, false
+	}
+	vx := frame[off+8:]
+	return frame[off+16:], uint32(vx[4])<<16 | uint32(vx[5])<<8 | uint32(vx[6]), true
+}

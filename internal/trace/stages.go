@@ -39,7 +39,7 @@ var reasonStage = map[string][2]string{
 	"fwd_peer":         {"route", "to a local endpoint (peer redirect into its namespace)"},
 	"fwd_fib":          {"route", "FIB lookup: route and neighbour known, redirected to the next hop"},
 	"fwd_neigh":        {"route", "FIB lookup: route known, neighbour not: bpf_redirect_neigh resolves it"},
-	"fwd_overlay":      {"route", "to another node's pod: tunnel key set, redirected to the VXLAN device"},
+	"fwd_overlay":      {"route", "to another node's pod over VXLAN: encapsulated in BPF and redirected to the underlay device, or the tunnel key set and redirected to the VXLAN device"},
 	"pass_overlay":     {"route", "XDP: for another node's pod: to the tc program, which tunnels it"},
 	"drop_no_peer":     {"route", "an address of the cluster CIDR that no node has: dropped"},
 	"drop_peer_down":   {"route", "a pod of a node that does not answer this node's probes: dropped"},

@@ -184,6 +184,24 @@ func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, u
 	return cs
 }
 
+// overlayTxBytes is what c's VXLAN device has sent (encapsulated in the
+// device, not in BPF).
+func overlayTxBytes(t *testing.T, c *clusterNode) uint64 {
+	t.Helper()
+	out := runIn(t, c.node.netns, "ip", "-s", "-j", "link", "show", "dev", "xlvx0")
+	var links []struct {
+		Stats struct {
+			TX struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		t.Fatalf("%s: ip -s -j link show xlvx0: %v\n%s", c.name, err, out)
+	}
+	return links[0].Stats.TX.Bytes
+}
+
 func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool, ulMTU, mtu int) {
 	start := time.Now()
 	cs := newCluster(t, routing, modes, v6Underlay, ulMTU)
@@ -226,6 +244,20 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 		}
 		if c := reason(ep, want, "from_endpoint"); c.Bytes < 32<<20 {
 			t.Errorf("%s from %s = %d bytes, want the transfer's; counters %+v", want, ep.ID, c.Bytes, ep.Reasons)
+		}
+		// Encapsulated in BPF (--overlay-encap auto): n1's VXLAN device
+		// carried next to nothing of its 40 MiB, TSO'd super-packets
+		// included (TestMultiNodeKernels has a device-encapsulating node).
+		if routing == "vxlan" {
+			if tx := overlayTxBytes(t, cs[0]); tx > 4<<20 {
+				t.Errorf("n1's VXLAN device sent %d bytes: the tc program's encapsulation was bypassed", tx)
+			}
+			// In tc mode the pod's TSO stays on: the encapsulation took
+			// GSO super-packets, and the transfers' SHA-256 says their
+			// segments arrived intact (xdp mode turns the pod's TSO off).
+			if c := reason(ep, "fwd_overlay", "from_endpoint"); modes[0] == "tc" && c.Packets > 0 && c.Bytes/c.Packets <= 1500 {
+				t.Errorf("fwd_overlay from %s: %d packets of %d bytes on average, want GSO super-packets (above the MTU)", ep.ID, c.Packets, c.Bytes/c.Packets)
+			}
 		}
 		for _, r := range ep.Reasons {
 			if r.Drop && r.Packets > 0 {

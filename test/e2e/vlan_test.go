@@ -156,6 +156,12 @@ func TestMultiNodeVLAN(t *testing.T) {
 // about both) on an underlay bridge, with xlaned's extra flags.
 func newNodePair(t *testing.T, flags ...string) []*clusterNode {
 	t.Helper()
+	return newNodePairEach(t, flags, flags)
+}
+
+// newNodePairEach is newNodePair with each node's own extra flags.
+func newNodePairEach(t *testing.T, each ...[]string) []*clusterNode {
+	t.Helper()
 	ul := newNetns(t, "ul")
 	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
 	runIn(t, ul, "ip", "link", "set", "br0", "up")
@@ -175,7 +181,7 @@ func newNodePair(t *testing.T, flags ...string) []*clusterNode {
 			runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
 			runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 			n.flags = append(n.flags, "--node-name", c.name, "--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--routing", "vxlan")
-			n.flags = append(n.flags, flags...)
+			n.flags = append(n.flags, each[i-1]...)
 		})
 		cs = append(cs, c)
 	}

@@ -63,6 +63,7 @@ type Fake struct {
 	vnis           map[uint32]uint32 // network id -> VNI
 	vlans          map[uint16]datapath.VLAN
 	overlay        string
+	encap          datapath.OverlayEncap
 }
 
 // New returns an empty fake datapath.
@@ -440,6 +441,17 @@ func (f *Fake) DeleteNetworkVNI(networkID, _ uint32) error {
 
 func (f *Fake) AttachOverlay(ifname string, _ int) error {
 	return f.change("attach-overlay", ifname, func() { f.overlay = ifname })
+}
+
+func (f *Fake) SetOverlayEncap(e datapath.OverlayEncap) error {
+	return f.change("set-overlay-encap", e.BPF, func() { f.encap = e })
+}
+
+// OverlayEncap is what SetOverlayEncap last wrote.
+func (f *Fake) OverlayEncap() datapath.OverlayEncap {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.encap
 }
 
 func (f *Fake) DetachOverlay(ifname string) error {
