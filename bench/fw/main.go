@@ -1,6 +1,6 @@
 // Command fw is the firewall drop-rate benchmark (`make bench BENCH=fw`).
 //
-//	go run ./bench/fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, 1 and 256 flows, iperf3; ~12 min
+//	go run ./bench/fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, 1 and 256 flows, iperf3; ~16 min
 //	go run ./bench/fw -quick                   # 1 rep x 1 s, for development
 //	go run ./bench/fw -levels 1,1000 -variants xlane-native,iptables -iperf=false -flows 256
 //
