@@ -1,12 +1,17 @@
 // Command fw is the firewall drop-rate benchmark (`make bench BENCH=fw`).
 //
-//	go run ./bench/fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, iperf3; ~6 min
+//	go run ./bench/fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, 1 and 256 flows, iperf3; ~16 min
 //	go run ./bench/fw -quick                   # 1 rep x 1 s, for development
-//	go run ./bench/fw -levels 1,1000 -variants xlane-native,iptables -iperf=false
+//	go run ./bench/fw -levels 1,1000 -variants xlane-native,iptables -iperf=false -flows 256
 //
 // Dropped packets per second at 64 bytes: the bench/gen live-frames
 // generator (BPF_PROG_RUN, XDP_TX) in a "gen" namespace writes frames into
-// a veth whose far side, in a "dut" namespace, carries the filter:
+// a veth whose far side, in a "dut" namespace, carries the filter. The
+// frames are UDP from one source address to port 9, as one flow (source
+// port 40000) or as N (-flows: the source port cycles over 40000..40000+N-1,
+// one step per frame, so consecutive frames are different flows); every
+// drop run is made once per flow count, interleaved, so each flow count's
+// ratios are same-run, same-traffic:
 //
 //	gen netns                   dut netns
 //	generator --> g0 ==veth== d0 [filter: drop] --> (nothing)
@@ -132,6 +137,41 @@ type fwOptions struct {
 	iperf            bool
 	progStats        bool    // the filter program's own time per packet (BPF_ENABLE_STATS)
 	gens             []fwGen // the generator's settings; more than one: each drop run once per setting, interleaved (an A/B)
+	flows            []int   // UDP flows (source ports) per drop run; more than one: each drop run once per count, interleaved
+}
+
+// fwSrcPort is the generator's (first) source port; -flows N uses
+// fwSrcPort..fwSrcPort+N-1.
+const fwSrcPort = 40000
+
+// fwFlowsDefault: one flow (every frame the same 5-tuple: per-flow and
+// per-tuple memories in a filter hit on every frame) and 256 (the source
+// port changes every frame: a one-entry memory of the last flow misses on
+// every frame).
+const fwFlowsDefault = "1,256"
+
+// parseFWFlows parses a -flows list.
+func parseFWFlows(value string) ([]int, error) {
+	var out []int
+	for _, item := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(item))
+		if err != nil || n < 1 || n > 0xffff-fwSrcPort+1 || slices.Contains(out, n) {
+			return nil, fmt.Errorf("-flows: %q: want distinct numbers from 1 to %d", item, 0xffff-fwSrcPort+1)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// fwFlowsOf is the flow count of s (samples from before -flows: 1).
+func fwFlowsOf(s fwSample) int { return max(s.Flows, 1) }
+
+// flowCounts is o.flows, or the one flow of options without them.
+func (o fwOptions) flowCounts() []int {
+	if len(o.flows) == 0 {
+		return []int{1}
+	}
+	return o.flows
 }
 
 // fwGen is one setting of the generator (-gen): BATCH[+backfill][+anchor].
@@ -183,7 +223,7 @@ func parseFWGen(value string) ([]fwGen, error) {
 func parseFWFlags(args []string) (fwOptions, error) {
 	var o fwOptions
 	fs := flag.NewFlagSet("fw", flag.ContinueOnError)
-	var levels, variants, gens string
+	var levels, variants, gens, flows string
 	o.Register(fs, harness.RunFlagsUsage{
 		Quick:           "1 repetition, 1 s drop runs and 2 s iperf3 runs (unless given)",
 		Reps:            "repetitions; each runs every variant once, interleaved",
@@ -199,6 +239,8 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	fs.StringVar(&gens, "gen", fwGenDefault, fmt.Sprintf("the generator: BATCH (frames per flush of BPF_PROG_RUN, 1..%d; the kernel's default is %d), "+
 		"+backfill (a second thread on CPU 0 below the receiver's priority), +anchor (the program held in the XDP dispatcher: "+
 		"no RCU grace periods per call); a list runs every drop run once per setting, interleaved (an A/B: -gen 64,%s)", gen.MaxBatch, gen.DefaultBatch, fwGenDefault))
+	fs.StringVar(&flows, "flows", fwFlowsDefault, fmt.Sprintf("UDP flows per drop run: the source port cycles over %d..%d+N-1, one step per frame; "+
+		"a list runs every drop run once per count, interleaved", fwSrcPort, fwSrcPort))
 	fs.BoolVar(&o.progStats, "prog-stats", false, "also the XDP filter program's own ns per packet (kernel BPF run statistics, "+
 		"on for the run: they add two clock reads to every BPF program run, so rates are lower than without)")
 	if err := o.Parse(fs, args, map[string]string{"reps": "1", "duration": "1s", "tcp-duration": "2s"}); err != nil {
@@ -214,6 +256,9 @@ func parseFWFlags(args []string) (fwOptions, error) {
 	if o.gens, err = parseFWGen(gens); err != nil {
 		return o, err
 	}
+	if o.flows, err = parseFWFlows(flows); err != nil {
+		return o, err
+	}
 	if o.Reps < 1 || o.Duration < 500*time.Millisecond || o.tcpDur < time.Second {
 		return o, errors.New("-reps >= 1, -duration >= 500ms, -tcp-duration >= 1s")
 	}
@@ -225,6 +270,7 @@ type fwSample struct {
 	Variant     string  `json:"variant"`
 	Rules       int     `json:"rules"`
 	Rep         int     `json:"rep"`
+	Flows       int     `json:"flows"` // UDP source ports, one after another
 	Seconds     float64 `json:"seconds"`
 	Offered     uint64  `json:"offered"`      // frames the generator sent
 	RingFull    uint64  `json:"ring_full"`    // lost before the filter (d0's ring full)
@@ -550,8 +596,8 @@ func readCPUN(cpu int) (cpuTimes, error) {
 }
 
 // dropRun measures the drop rate of t's filter for d.
-func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwGen, progStats bool) (fwSample, error) {
-	s := fwSample{Variant: t.variant, Rules: n, Rep: rep, GenBatch: g.batch, GenBackfill: g.backfill, GenAnchor: g.anchor}
+func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwGen, flows int, progStats bool) (fwSample, error) {
+	s := fwSample{Variant: t.variant, Rules: n, Rep: rep, Flows: flows, GenBatch: g.batch, GenBackfill: g.backfill, GenAnchor: g.anchor}
 	var undo harness.UndoStack
 	defer func() {
 		if err := undo.Run(); err != nil {
@@ -564,7 +610,7 @@ func (t *fwTopo) dropRun(ctx context.Context, n, rep int, d time.Duration, g fwG
 	}
 	s.Entry = entry.Desc
 	objs, err := gen.Load(gen.Flow{DstMAC: t.dmac, SrcMAC: t.gmac, Src: fwGenAddr, Dst: fwDUTAddr,
-		SrcPort: 40000, DstPort: fwDropPort, TTL: 64}, gen.Frames)
+		SrcPort: fwSrcPort, DstPort: fwDropPort, TTL: 64, Flows: uint16(flows)}, gen.Frames)
 	if err != nil {
 		return s, err
 	}
@@ -719,8 +765,10 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 			"duration": o.Duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.Reps),
 			"levels": fmt.Sprint(o.levels), "variants": strings.Join(o.variants, ","), "iperf": strconv.FormatBool(o.iperf),
 			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)" +
-				map[bool]string{true: ", each once per generator setting", false: ""}[len(o.gens) > 1],
+				map[bool]string{true: ", each once per generator setting", false: ""}[len(o.gens) > 1] +
+				map[bool]string{true: ", each once per flow count", false: ""}[len(o.flows) > 1],
 			"generator": fmt.Sprint(o.gens),
+			"flows":     fmt.Sprint(o.flows),
 		}},
 		Versions: map[string]string{}, LoadTimes: map[string]string{}}
 	for name, argv := range map[string][]string{"iptables": {"iptables", "-V"}, "nft": {"nft", "-v"}, "iperf3": {"iperf3", "--version"}} {
@@ -763,7 +811,7 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		}
 		return nil
 	}
-	total, k := len(o.levels)*o.Reps*len(topos)*len(o.gens), 0
+	total, k := len(o.levels)*o.Reps*len(topos)*len(o.gens)*len(o.flows), 0
 	for _, n := range o.levels {
 		if err := load(n); err != nil {
 			return nil, err
@@ -771,18 +819,20 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		for r := 1; r <= o.Reps; r++ {
 			for _, t := range topos {
 				for _, g := range o.gens {
-					k++
-					s, err := t.dropRun(ctx, n, r, o.Duration, g, o.progStats)
-					if err != nil {
-						return nil, fmt.Errorf("%s %d rules (rep %d, generator %s): %w", t.variant, n, r, g, err)
+					for _, fl := range o.flows {
+						k++
+						s, err := t.dropRun(ctx, n, r, o.Duration, g, fl, o.progStats)
+						if err != nil {
+							return nil, fmt.Errorf("%s %d rules %d flows (rep %d, generator %s): %w", t.variant, n, fl, r, g, err)
+						}
+						rep.Samples = append(rep.Samples, s)
+						log.Printf("[%d/%d] %5d rules %3d flows rep %d %-13s %s: dropped %.3f Mpps of %.3f offered (ring full %d); "+
+							"receiver %.0f%% busy, %.0f%% waiting for the CPU, %.0f%% idle, %.0f ns/drop, %d sleeps; generator %.0f%% busy, %.0f ns/frame; "+
+							"cpu0 %.0f%% busy; steal %.1f%%; program %.0f ns/pkt",
+							k, total, n, fl, r, t.variant, g, s.DroppedMpps, s.OfferedMpps, s.RingFull,
+							s.NAPIBusyPct, s.NAPIWaitPct, s.NAPIIdlePct, s.NAPINsPerDrop, s.NAPISleeps, s.GenBusyPct, s.GenNsPerFrame,
+							s.CPU0BusyPct, s.StealPct, s.ProgNsPerPkt)
 					}
-					rep.Samples = append(rep.Samples, s)
-					log.Printf("[%d/%d] %5d rules rep %d %-13s %s: dropped %.3f Mpps of %.3f offered (ring full %d); "+
-						"receiver %.0f%% busy, %.0f%% waiting for the CPU, %.0f%% idle, %.0f ns/drop, %d sleeps; generator %.0f%% busy, %.0f ns/frame; "+
-						"cpu0 %.0f%% busy; steal %.1f%%; program %.0f ns/pkt",
-						k, total, n, r, t.variant, g, s.DroppedMpps, s.OfferedMpps, s.RingFull,
-						s.NAPIBusyPct, s.NAPIWaitPct, s.NAPIIdlePct, s.NAPINsPerDrop, s.NAPISleeps, s.GenBusyPct, s.GenNsPerFrame,
-						s.CPU0BusyPct, s.StealPct, s.ProgNsPerPkt)
 				}
 			}
 		}
@@ -854,11 +904,13 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 
 // fwTargets is issue 14 §1's targets against the samples of one run (one
 // generator batch), per xlane native variant, at the smallest and the
-// largest rule count: the drop rate at least half the bare drop's
-// (xdp-drop), 4x iptables raw, 3x nftables netdev.
+// largest rule count, per flow count (each against the others at the same
+// flow count): the drop rate at least half the bare drop's (xdp-drop), 4x
+// iptables raw, 3x nftables netdev.
 func fwTargets(ss []fwSample, o fwOptions) string {
 	drop := func(s fwSample) float64 { return s.DroppedMpps }
 	var b strings.Builder
+	flows := o.flowCounts()
 	levels := []int{o.levels[0]}
 	if hi := slices.Max(o.levels); hi != levels[0] {
 		levels = append(levels, hi)
@@ -868,15 +920,22 @@ func fwTargets(ss []fwSample, o fwOptions) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\nTargets (issue 14 §1; ratios of medians, this run):\n\n| variant | rules | vs xdp-drop ≥ 0.5 | vs iptables ≥ 4 | vs nftables ≥ 3 |\n|---|---:|---|---|---|\n")
+			b.WriteString("\nTargets (issue 14 §1; ratios of medians, this run, each against the others at the same flow count):\n\n" +
+				"| variant | rules | flows | vs xdp-drop ≥ 0.5 | vs iptables ≥ 4 | vs nftables ≥ 3 |\n|---|---:|---|---|---|---|\n")
 		}
 		for _, n := range levels {
-			dm := fwMedian(ss, v, n, drop)
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", v, n,
-				fwVerdict(measure.Ratio(dm, fwMedian(ss, fwCeiling, n, drop)), 0.5),
-				fwVerdict(measure.Ratio(dm, fwMedian(ss, "iptables", n, drop)), 4),
-				fwVerdict(measure.Ratio(dm, fwMedian(ss, "nftables", n, drop)), 3))
+			for _, fl := range flows {
+				fs := fwFlowSamples(ss, fl)
+				dm := fwMedian(fs, v, n, drop)
+				fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", v, n, fwFlowLabel(fl, len(flows) > 1),
+					fwVerdict(measure.Ratio(dm, fwMedian(fs, fwCeiling, n, drop)), 0.5),
+					fwVerdict(measure.Ratio(dm, fwMedian(fs, "iptables", n, drop)), 4),
+					fwVerdict(measure.Ratio(dm, fwMedian(fs, "nftables", n, drop)), 3))
+			}
 		}
+	}
+	if b.Len() > 0 && len(flows) > 1 {
+		b.WriteString("\n" + fwFlowsNote + "\n")
 	}
 	return b.String()
 }
@@ -931,6 +990,36 @@ func fwMedian(ss []fwSample, variant string, n int, metric func(fwSample) float6
 	return measure.Median(xs)
 }
 
+// fwFlowsNote says what the flow counts mean for xlane's firewall.
+const fwFlowsNote = "Flows: 1 = every frame the same 5-tuple, so xlane's per-CPU one-entry memories (the last flow with no conntrack entry; " +
+	"the last rule tuple's answer, keyed by protocol, source address and destination port) hit on every frame: their best case. " +
+	"More = the source port changes every frame, so the remembered conntrack miss misses on every frame and the lookup is paid " +
+	"plus a compare and a store: its worst case (for xlane-native; -stateless does no conntrack lookup). " +
+	"The tuple memory still hits here (same source address, same port 9): a flood from many source addresses would miss it too " +
+	"(not measured by this bench: the dropping rule is a /32; docs/firewall.md has BPF_PROG_RUN figures)."
+
+// fwFlowLabel names flow count n in a table ("1 (best case)").
+func fwFlowLabel(n int, several bool) string {
+	switch {
+	case !several:
+		return strconv.Itoa(n)
+	case n == 1:
+		return "1 (memories' best case)"
+	}
+	return fmt.Sprintf("%d (conntrack memory's worst case)", n)
+}
+
+// fwFlowSamples are the samples of flow count n.
+func fwFlowSamples(ss []fwSample, n int) []fwSample {
+	var out []fwSample
+	for _, s := range ss {
+		if fwFlowsOf(s) == n {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // fwGenSamples are the samples of generator setting g (all of them when
 // the run had one).
 func fwGenSamples(ss []fwSample, o fwOptions, g fwGen) []fwSample {
@@ -953,12 +1042,15 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 		rep.Started.UTC().Format(time.RFC3339), rep.Kernel, rep.NProc, rep.CPU, rep.GitCommit, rep.LoadStart, rep.LoadEnd)
 	fmt.Fprintf(&b, "%d repetitions of %s per variant and rule count, variants interleaved; %s; %s.\n\n",
 		o.Reps, o.Duration, rep.Versions["iptables"], rep.Versions["nft"])
-	fmt.Fprintf(&b, "64-byte UDP frames from the bench/gen live-frames generator (XDP_TX, CPU 1; -gen %s) into a veth whose far side "+
-		"(d0's NAPI thread, CPU 0, the receiver) carries the filter: N-1 non-matching rules, then the dropping one. "+
+	fmt.Fprintf(&b, "64-byte UDP frames from one source address to port 9 from the bench/gen live-frames generator (XDP_TX, CPU 1; -gen %s) "+
+		"into a veth whose far side (d0's NAPI thread, CPU 0, the receiver) carries the filter: N-1 non-matching rules, then the dropping one. "+
+		"Flows (-flows %s): 1 = one source port; N = the source port cycles over N values, one step per frame "+
+		"(consecutive frames are different flows); every variant is measured at each flow count, interleaved. "+
 		"Dropped = that rule's counter; ratios are medians of the same run. Receiver: d0's NAPI thread (schedstat): its share of the run "+
 		"on CPU 0 (busy), how long it had no frames (idle: the backfill thread's run time) or how often it ran dry (sleeps/s, without backfill), "+
 		"and its run time per drop; ‡: the rate is the generator's, not the filter's. Generator: its threads' run time per frame offered.\n",
-		strings.Trim(strings.ReplaceAll(fmt.Sprint(o.gens), " ", ","), "[]"))
+		strings.Trim(strings.ReplaceAll(fmt.Sprint(o.gens), " ", ","), "[]"),
+		strings.Trim(strings.ReplaceAll(fmt.Sprint(o.flowCounts()), " ", ","), "[]"))
 	gens := o.gens
 	if len(gens) < 2 {
 		gens = []fwGen{{}}
@@ -968,7 +1060,16 @@ func fwMarkdown(rep *fwReport, o fwOptions) string {
 		if len(o.gens) > 1 {
 			fmt.Fprintf(&b, "\n### Generator %s\n", g)
 		}
-		b.WriteString(fwDropTable(ss, o))
+		for _, fl := range o.flowCounts() {
+			if len(o.flowCounts()) > 1 {
+				if fl == 1 {
+					fmt.Fprintf(&b, "\n#### 1 flow (source port %d)\n", fwSrcPort)
+				} else {
+					fmt.Fprintf(&b, "\n#### %d flows (source ports %d–%d, one after another)\n", fl, fwSrcPort, fwSrcPort+fl-1)
+				}
+			}
+			b.WriteString(fwDropTable(fwFlowSamples(ss, fl), o))
+		}
 		b.WriteString(fwTargets(ss, o))
 	}
 	if len(rep.TCP) > 0 {

@@ -12,7 +12,7 @@ func TestParseFWFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf ||
-		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: 256, backfill: true, anchor: true}) {
+		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: 256, backfill: true, anchor: true}) || !slices.Equal(o.flows, []int{1, 256}) {
 		t.Fatalf("-quick: %+v", o)
 	}
 	o, err = parseFWFlags([]string{"-gen", "64, 256+backfill, 256+anchor+backfill"})
@@ -20,9 +20,53 @@ func TestParseFWFlags(t *testing.T) {
 		t.Fatalf("-gen 64,256+backfill,256+anchor+backfill: %v, %v, want %v", err, o.gens, want)
 	}
 	for _, bad := range [][]string{{"-levels", "0"}, {"-variants", "pf"}, {"-variants", "iptables,iptables"}, {"-reps", "0"},
+		{"-flows", "0"}, {"-flows", "1,1"}, {"-flows", "25537"}, {"-flows", "x"},
 		{"-gen", "0"}, {"-gen", "257"}, {"-gen", "64,64"}, {"-gen", "x"}, {"-gen", "64+fast"}, {"-gen", "64+anchor+anchor"}} {
 		if _, err := parseFWFlags(bad); err == nil {
 			t.Errorf("%v: accepted", bad)
+		}
+	}
+}
+
+func TestParseFWFlows(t *testing.T) {
+	o, err := parseFWFlags([]string{"-flows", "256, 1,25536"})
+	if err != nil || !slices.Equal(o.flows, []int{256, 1, 25536}) {
+		t.Fatalf("-flows 256,1,25536: %v, %v", err, o.flows)
+	}
+}
+
+// With two flow counts, each gets its own drop table, and the targets
+// judge each against the other variants at the same flow count, labelled.
+func TestFWMarkdownFlows(t *testing.T) {
+	o := fwOptions{levels: []int{1}, variants: []string{"xlane-native", "iptables", "nftables", "xdp-drop"}, flows: []int{1, 256}}
+	o.Reps = 1
+	rep := &fwReport{Versions: map[string]string{}}
+	for _, fl := range o.flows {
+		f := float64(fl) // 256 flows: the baselines 256x faster, xlane-native the same
+		rep.Samples = append(rep.Samples,
+			fwSample{Variant: "xlane-native", Rules: 1, Flows: fl, DroppedMpps: 4},
+			fwSample{Variant: "iptables", Rules: 1, Flows: fl, DroppedMpps: 1 * f},
+			fwSample{Variant: "nftables", Rules: 1, Flows: fl, DroppedMpps: 1 * f},
+			fwSample{Variant: "xdp-drop", Rules: 1, Flows: fl, DroppedMpps: 8 * f})
+	}
+	md := fwMarkdown(rep, o)
+	i1, i256 := strings.Index(md, "#### 1 flow (source port 40000)\n"), strings.Index(md, "#### 256 flows (source ports 40000–40255, one after another)\n")
+	it := strings.Index(md, "Targets")
+	if i1 < 0 || i256 < i1 || it < i256 {
+		t.Fatalf("want a drop table per flow count, 1 then 256, then the targets:\n%s", md)
+	}
+	for _, c := range []struct {
+		section, want string
+	}{
+		{md[i1:i256], "| 1 | xlane-native | 4.000 | 0.000 | – | – | 4.00× | 4.00× | 0.50× |"},
+		{md[i256:it], "| 1 | xlane-native | 4.000 | 0.000 | – | – | 0.02× | 0.02× | 0.00× |"},
+		{md[it:], "| xlane-native | 1 | 1 (memories' best case) | 0.50 met | 4.00 met | 4.00 met |"},
+		{md[it:], "| xlane-native | 1 | 256 (conntrack memory's worst case) | 0.00 **missed** | 0.02 **missed** | 0.02 **missed** |"},
+		{md[it:], "The tuple memory still hits here"},
+		{md, "Flows (-flows 1,256)"},
+	} {
+		if !strings.Contains(c.section, c.want) {
+			t.Errorf("section lacks %q:\n%s", c.want, c.section)
 		}
 	}
 }
@@ -67,8 +111,8 @@ func TestFWMarkdownRatios(t *testing.T) {
 		"| 1 | nftables | 2.000 | 0.000 | – | – | 2.00× | 1 | 0.25× | 0 % | – | – |",
 		"| 10000 | xlane-native | 4.000 |", "| 400.00× | 200.00× |",
 		"xlane-native 1.00", "iptables 0.01",
-		"| xlane-native | 1 | 0.50 met | 4.00 met | 2.00 **missed** |",
-		"| xlane-native | 10000 | 0.50 met | 400.00 met | 200.00 met |",
+		"| xlane-native | 1 | 1 | 0.50 met | 4.00 met | 2.00 **missed** |",
+		"| xlane-native | 10000 | 1 | 0.50 met | 400.00 met | 200.00 met |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -100,9 +144,9 @@ func TestFWMarkdownBatches(t *testing.T) {
 		section, want string
 	}{
 		{md[i64:i256], "| 1 | xlane-native | 2.000 |"},
-		{md[i64:i256], "| xlane-native | 1 | 0.25 **missed** | 2.00 **missed** | 2.00 **missed** |"},
+		{md[i64:i256], "| xlane-native | 1 | 1 | 0.25 **missed** | 2.00 **missed** | 2.00 **missed** |"},
 		{md[i256:], "| 1 | xlane-native | 8.000 |"},
-		{md[i256:], "| xlane-native | 1 | 0.25 **missed** | 8.00 met | 8.00 met |"},
+		{md[i256:], "| xlane-native | 1 | 1 | 0.25 **missed** | 8.00 met | 8.00 met |"},
 	} {
 		if !strings.Contains(c.section, c.want) {
 			t.Errorf("section lacks %q:\n%s", c.want, c.section)

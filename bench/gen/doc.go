@@ -5,7 +5,9 @@
 //
 //   - xlb_gen: an XDP program run with BPF_PROG_RUN and
 //     BPF_F_TEST_XDP_LIVE_FRAMES in the sending container; it writes a
-//     whole 64-byte UDP frame from the gen_frame template and returns
+//     whole 64-byte UDP frame from the gen_frame template (with
+//     Flow.Flows > 1, the source port cycling over that many values, one
+//     step per frame, per CPU: xlb_gen_seq) and returns
 //     XDP_TX, which the kernel turns into a transmission out of the
 //     container's eth0 (or XDP_PASS: the frame becomes an skb received
 //     on eth0, and xlb_bounce, on eth0's tcx ingress, sends it out of

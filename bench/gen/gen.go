@@ -25,6 +25,11 @@ type Flow struct {
 	Src, Dst         netip.Addr // IPv4
 	SrcPort, DstPort uint16
 	TTL              uint8
+	// Flows > 1: the generator cycles the source port over SrcPort,
+	// SrcPort+1, ..., SrcPort+Flows-1, one step per frame (per CPU), so
+	// consecutive frames are different flows; 0 or 1: one flow. The
+	// counter and the bounce program match any source port.
+	Flows uint16
 }
 
 // Frame builds the FrameLen-byte frame of f. The IPv4 header checksum is
@@ -123,6 +128,9 @@ func (s *Source) UnmarshalText(b []byte) error {
 // Load loads the programs with the frame of f as the generator's template
 // and f as what the counter (and the bounce program) match.
 func Load(f Flow, src Source) (*Objects, error) {
+	if f.Flows > 1 && int(f.SrcPort)+int(f.Flows)-1 > 0xffff {
+		return nil, fmt.Errorf("flow: source ports %d + %d flows past 65535", f.SrcPort, f.Flows)
+	}
 	frame, err := f.Frame()
 	if err != nil {
 		return nil, err
@@ -152,6 +160,8 @@ func Load(f Flow, src Source) (*Objects, error) {
 		"match_daddr":    be32(f.Dst),
 		"match_dport":    be16(f.DstPort),
 		"match_sent_ttl": f.TTL,
+		"gen_flows":      uint32(f.Flows),
+		"gen_sport":      f.SrcPort,
 		"gen_verdict":    map[Source]uint32{Frames: 3, SKBs: 2}[src], // XDP_TX, XDP_PASS
 	} {
 		vs, ok := spec.Variables[name]

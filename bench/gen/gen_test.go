@@ -6,7 +6,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 var testFlow = Flow{
@@ -135,5 +138,62 @@ func TestSKBSourcePasses(t *testing.T) {
 	}
 	if ret != 2 { // XDP_PASS
 		t.Errorf("generator returned %d, want XDP_PASS (2)", ret)
+	}
+}
+
+// TestFlows: with Flows 3 the generator cycles the source port over
+// SrcPort..SrcPort+2, one step per frame, and writes the rest of the frame
+// as for one flow; the counter takes every one of them.
+func TestFlows(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load BPF programs")
+	}
+	// The flow index is per CPU: stay on one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &cpus)
+	var one unix.CPUSet
+	for c := 0; c < 1024; c++ {
+		if cpus.IsSet(c) {
+			one.Set(c)
+			break
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	f := testFlow
+	f.Flows = 3
+	o, err := Load(f, Frames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	want, _ := testFlow.Frame()
+	for k := range 7 {
+		_, out, err := o.objs.XlbGen.Test(bytes.Repeat([]byte{0xee}, FrameLen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := binary.BigEndian.Uint16(out[34:])
+		if wp := testFlow.SrcPort + uint16(k%3); port != wp {
+			t.Errorf("frame %d: source port %d, want %d", k, port, wp)
+		}
+		w := append([]byte(nil), want...)
+		binary.BigEndian.PutUint16(w[34:], port)
+		if !bytes.Equal(out[:FrameLen], w) {
+			t.Errorf("frame %d: wrote\n%x\nwant\n%x", k, out[:FrameLen], w)
+		}
+		if ret, _, err := o.objs.XlbCount.Test(out[:FrameLen]); err != nil || ret != 2 {
+			t.Errorf("frame %d: counter returned %d (%v), want TC_ACT_SHOT (2)", k, int32(ret), err)
+		}
+	}
+	f.SrcPort, f.Flows = 65535, 2
+	if _, err := Load(f, Frames); err == nil {
+		t.Error("Load: source ports past 65535 accepted")
 	}
 }

@@ -43,13 +43,16 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xdpgenMapXlbCounters     = "xlb_counters"
+	xdpgenMapXlbGenSeq       = "xlb_gen_seq"
 	xdpgenMapXlbXdpErrs      = "xlb_xdp_errs"
 	xdpgenProgXlbBounce      = "xlb_bounce"
 	xdpgenProgXlbCount       = "xlb_count"
 	xdpgenProgXlbDevmapXmit  = "xlb_devmap_xmit"
 	xdpgenProgXlbGen         = "xlb_gen"
 	xdpgenProgXlbRedirectErr = "xlb_redirect_err"
+	xdpgenVarGenFlows        = "gen_flows"
 	xdpgenVarGenFrame        = "gen_frame"
+	xdpgenVarGenSport        = "gen_sport"
 	xdpgenVarGenVerdict      = "gen_verdict"
 	xdpgenVarMatchDaddr      = "match_daddr"
 	xdpgenVarMatchDport      = "match_dport"
@@ -113,6 +116,7 @@ type xdpgenProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpgenMapSpecs struct {
 	XlbCounters *ebpf.MapSpec `ebpf:"xlb_counters"`
+	XlbGenSeq   *ebpf.MapSpec `ebpf:"xlb_gen_seq"`
 	XlbXdpErrs  *ebpf.MapSpec `ebpf:"xlb_xdp_errs"`
 }
 
@@ -120,7 +124,9 @@ type xdpgenMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpgenVariableSpecs struct {
+	GenFlows      *ebpf.VariableSpec `ebpf:"gen_flows"`
 	GenFrame      *ebpf.VariableSpec `ebpf:"gen_frame"`
+	GenSport      *ebpf.VariableSpec `ebpf:"gen_sport"`
 	GenVerdict    *ebpf.VariableSpec `ebpf:"gen_verdict"`
 	MatchDaddr    *ebpf.VariableSpec `ebpf:"match_daddr"`
 	MatchDport    *ebpf.VariableSpec `ebpf:"match_dport"`
@@ -151,12 +157,14 @@ func (o *xdpgenObjects) Close() error {
 // It can be passed to loadXdpgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpgenMaps struct {
 	XlbCounters *ebpf.Map `ebpf:"xlb_counters"`
+	XlbGenSeq   *ebpf.Map `ebpf:"xlb_gen_seq"`
 	XlbXdpErrs  *ebpf.Map `ebpf:"xlb_xdp_errs"`
 }
 
 func (m *xdpgenMaps) Close() error {
 	return _XdpgenClose(
 		m.XlbCounters,
+		m.XlbGenSeq,
 		m.XlbXdpErrs,
 	)
 }
@@ -165,7 +173,9 @@ func (m *xdpgenMaps) Close() error {
 //
 // It can be passed to loadXdpgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpgenVariables struct {
+	GenFlows      *ebpf.Variable `ebpf:"gen_flows"`
 	GenFrame      *ebpf.Variable `ebpf:"gen_frame"`
+	GenSport      *ebpf.Variable `ebpf:"gen_sport"`
 	GenVerdict    *ebpf.Variable `ebpf:"gen_verdict"`
 	MatchDaddr    *ebpf.Variable `ebpf:"match_daddr"`
 	MatchDport    *ebpf.Variable `ebpf:"match_dport"`

@@ -59,6 +59,13 @@ volatile const __u64 gen_frame[8];
  * container's socket would (an skb, not a frame, reaches the host veth). */
 volatile const __u32 gen_verdict = XDP_TX;
 
+/* gen_flows > 1: frame k (per CPU) gets the UDP source port
+ * gen_sport + k % gen_flows, so consecutive frames are different flows
+ * (the UDP checksum field holds only the pseudo-header sum, which has no
+ * ports). 0 or 1: every frame is gen_frame. */
+volatile const __u32 gen_flows = 1;
+volatile const __u16 gen_sport;
+
 /* What xlb_count matches, in network byte order. */
 volatile const __u32 match_saddr;
 volatile const __u32 match_daddr;
@@ -82,6 +89,14 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, XLB_COUNTER_MAX);
 } xlb_counters SEC(".maps");
+
+/* xlb_gen_seq: the index of the next frame's flow (gen_flows), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} xlb_gen_seq SEC(".maps");
 
 static __always_inline void add(__u32 what, __u64 n)
 {
@@ -114,6 +129,17 @@ int xlb_gen(struct xdp_md *ctx)
 	d[5] = gen_frame[5];
 	d[6] = gen_frame[6];
 	*(__u32 *)(data + 56) = (__u32)gen_frame[7];
+	if (gen_flows > 1) {
+		__u32 zero = 0, *seq = bpf_map_lookup_elem(&xlb_gen_seq, &zero);
+
+		if (seq) {
+			__u32 i = *seq;
+
+			*seq = i + 1 >= gen_flows ? 0 : i + 1;
+			/* Ethernet 14 + IPv4 20: the UDP source port. */
+			*(__u16 *)(data + 34) = bpf_htons((__u16)(gen_sport + i));
+		}
+	}
 	count(XLB_OFFERED);
 	return gen_verdict;
 }
