@@ -92,14 +92,7 @@ func observeRef(modes []string) string {
 func perToken(rep *Report, ref string) (udp, tcp int) {
 	var udps, tcps []float64
 	for _, t := range rep.Tests {
-		med := func(key string) float64 {
-			for _, m := range t.Metrics {
-				if m.Key == key {
-					return m.Modes[ref].Median
-				}
-			}
-			return 0
-		}
+		med := func(key string) float64 { return t.median(key, ref) }
 		switch t.Kind {
 		case "rate":
 			if mpps := med("forwarded_mpps"); mpps > 0 {
@@ -237,14 +230,7 @@ func progRunRows(r bpf.ObserveResult) []ProgRunRow {
 func denominators(rep *Report, ref string) []Denominator {
 	var out []Denominator
 	for _, t := range rep.Tests {
-		med := func(key string) float64 {
-			for _, m := range t.Metrics {
-				if m.Key == key {
-					return m.Modes[ref].Median
-				}
-			}
-			return 0
-		}
+		med := func(key string) float64 { return t.median(key, ref) }
 		switch t.Kind {
 		case "rate":
 			if mpps := med("forwarded_mpps"); mpps > 0 {

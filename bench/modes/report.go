@@ -62,6 +62,16 @@ type TestResult struct {
 	Metrics []MetricResult `json:"metrics"`
 }
 
+// median is mode's median of the metric key in t; 0 where t has none.
+func (t TestResult) median(key, mode string) float64 {
+	for _, m := range t.Metrics {
+		if m.Key == key {
+			return m.Modes[mode].Median
+		}
+	}
+	return 0
+}
+
 // MetricResult is one metric of one test: per-mode statistics and the
 // ratios between the modes' medians.
 type MetricResult struct {
