@@ -36,7 +36,10 @@ build: deps
 # tests in network namespaces. -p 1: the e2e suites move real traffic and
 # two cores are easily disturbed. TestKubernetes runs a real kube-apiserver:
 # on a machine without it cached, scripts/k8s-bins.sh builds it first (and
-# its etcd; many minutes, once).
+# its etcd; many minutes, once). TestKubernetesScale runs with 3,000
+# Services here (XLANE_K8S_SCALE; kube-apiserver 1.34's creates are
+# quadratic in the Services: 10,000 take minutes of setup), with the
+# issue's 10,000 in make test-k8s.
 #
 # The host kernel must run every datapath mode, as every leg of the kernel
 # matrix must (test/vm/kernels.go): a mode the daemon or the BPF objects
@@ -46,7 +49,7 @@ build: deps
 XLANE_REQUIRE_MODES ?= tc,kernel,xdp,xdp-generic
 test: check-generate check-format build
 	$(GO) vet ./...
-	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 40m -skip '^TestKubernetes(Cluster|DaemonSet)$$' ./...
+	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 40m -skip '^TestKubernetes(Cluster|DaemonSet)$$' ./...
 
 test-unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)

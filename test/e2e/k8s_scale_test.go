@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,8 +34,22 @@ import (
 // a label selector, 55 % of the API server's CPU at ~4,000 Services
 // (pprof, 2026-11-25); MultiCIDRServiceAllocator, which brings it, is locked
 // on in 1.34 (--emulated-version=1.33 could turn it off: not adopted).
+//
+// So `make test` runs it with XLANE_K8S_SCALE=3000 (about 20 s of creates
+// instead of two minutes or more, and the deadline scaled with N: 3 s),
+// and `make test-k8s` and a plain go test with the issue's 10,000 and 10 s;
+// bench/k8s measures 10,000 against kube-proxy (docs/benchmarks.md).
 func TestKubernetesScale(t *testing.T) {
-	const N = 10000
+	N := 10000
+	if v := os.Getenv("XLANE_K8S_SCALE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 {
+			t.Fatalf("XLANE_K8S_SCALE=%q: want a number of Services >= 100", v)
+		}
+		N = n
+	}
+	// The issue's 10 s for 10,000, scaled with N (at least 3 s).
+	deadline := max(time.Duration(N)*time.Millisecond, 3*time.Second)
 	bins := k8sBins(t, "kube-apiserver", "xlane-etcd")
 	ul := newNetns(t, "ul")
 	runIn(t, ul, "ip", "link", "add", "br0", "type", "bridge")
@@ -108,16 +124,17 @@ func TestKubernetesScale(t *testing.T) {
 		if err == nil && len(svcs) >= N+1 {
 			break
 		}
-		if time.Since(st) > 10*time.Second {
-			t.Fatalf("%d of %d services programmed 10 s after xlaned answered", len(svcs), N+1)
+		if time.Since(st) > deadline {
+			t.Fatalf("%d of %d services programmed %v after xlaned answered", len(svcs), N+1, deadline)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("%d services (the API server's own too) programmed %v after xlaned answered", N+1, time.Since(st))
-	// One change at a time: s5000's slice gets another endpoint.
+	// One change at a time: the middle Service's slice gets another endpoint.
+	mid := fmt.Sprintf("s%d", N/2)
 	var lat []time.Duration
 	for k := 0; k < 5; k++ {
-		es, _ := cp.cs.DiscoveryV1().EndpointSlices("default").Get(ctx, "s5000-1", metav1.GetOptions{})
+		es, _ := cp.cs.DiscoveryV1().EndpointSlices("default").Get(ctx, mid+"-1", metav1.GetOptions{})
 		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.246.0.%d", k+1)}})
 		t0 := time.Now()
 		if _, err := cp.cs.DiscoveryV1().EndpointSlices("default").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
@@ -125,7 +142,7 @@ func TestKubernetesScale(t *testing.T) {
 		}
 		want := netip.MustParseAddrPort(fmt.Sprintf("10.246.0.%d:8080", k+1))
 		for {
-			s, err := n.client().Service(ctx, "k8s.default.s5000.tcp80.c0")
+			s, err := n.client().Service(ctx, "k8s.default."+mid+".tcp80.c0")
 			found := false
 			if err == nil {
 				for _, b := range s.Backends {
