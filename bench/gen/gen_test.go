@@ -3,6 +3,7 @@ package gen
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -11,6 +12,17 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// TestMain refuses to run without root instead of skipping test by test:
+// every test here loads the generator, and a skipped test in CI (root)
+// would hide a failure.
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench/gen: these tests load BPF programs: run them as root (make test does)")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 var testFlow = Flow{
 	DstMAC:  net.HardwareAddr{0x02, 0, 0, 0, 0, 1},
@@ -49,9 +61,6 @@ func TestFrame(t *testing.T) {
 // BPF_PROG_RUN (not live): the generator must write the whole frame over
 // stale data, the counter must take routed frames and leave others.
 func TestPrograms(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs")
-	}
 	o, err := Load(testFlow, Frames)
 	if err != nil {
 		t.Fatal(err)
@@ -124,9 +133,6 @@ func TestPrograms(t *testing.T) {
 }
 
 func TestSKBSourcePasses(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs")
-	}
 	o, err := Load(testFlow, SKBs)
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +151,6 @@ func TestSKBSourcePasses(t *testing.T) {
 // SrcPort..SrcPort+2, one step per frame, and writes the rest of the frame
 // as for one flow; the counter takes every one of them.
 func TestFlows(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs")
-	}
 	// The flow index is per CPU: stay on one.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
