@@ -38,9 +38,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 )
 
 // NetnsDir is where `ip netns add` names namespaces.
@@ -464,29 +466,21 @@ func Create(ctx context.Context, cs *kubernetes.Clientset, objs ...runtime.Objec
 // error: the API server or its etcd timed out, was unavailable or throttled
 // (under load, 20,000 creates draw "etcdserver: request timed out" now and
 // then). After such a failure the write may have landed all the same, so
-// AlreadyExists on a later try counts as success. It gives up after 6
-// tries or when ctx ends, returning the last error.
+// AlreadyExists on a later try counts as success. client-go's
+// retry.OnError does the backoff (6 tries, 200 ms doubling); it gives up
+// early when ctx ends.
 func Retry(ctx context.Context, call func() error) error {
-	var err error
-	for try := 0; try < 6; try++ {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%w (after %d tries; last: %v)", ctx.Err(), try, err)
-			case <-time.After(time.Duration(100<<try) * time.Millisecond):
-			}
+	tries := 0
+	return retry.OnError(wait.Backoff{Steps: 6, Duration: 200 * time.Millisecond, Factor: 2}, transient, func() error {
+		if tries++; tries > 1 && ctx.Err() != nil {
+			return ctx.Err()
 		}
-		err = call()
-		switch {
-		case err == nil:
+		err := call()
+		if tries > 1 && apierrors.IsAlreadyExists(err) {
 			return nil
-		case try > 0 && apierrors.IsAlreadyExists(err):
-			return nil
-		case !transient(err):
-			return err
 		}
-	}
-	return fmt.Errorf("after 6 tries: %w", err)
+		return err
+	})
 }
 
 func transient(err error) bool {
