@@ -865,13 +865,18 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 				return nil, err
 			}
 		}
-		for _, n := range []int{big, 0} {
-			if n != o.levels[len(o.levels)-1] { // else loaded already
-				if err := load(n); err != nil {
-					return nil, err
+		// Interleaved: every repetition runs both sets, in turn first
+		// (the largest set first in odd ones), so drift in the machine's
+		// load hits both alike.
+		loaded := o.levels[len(o.levels)-1]
+		for r := 1; r <= o.Reps; r++ {
+			for _, n := range fwTCPOrder(big, r) {
+				if n != loaded {
+					if err := load(n); err != nil {
+						return nil, err
+					}
+					loaded = n
 				}
-			}
-			for r := 1; r <= o.Reps; r++ {
 				for _, t := range tcpTopos {
 					res, err := t.tcpRun(ctx, n, r, o.tcpDur)
 					if err != nil {
@@ -1004,6 +1009,15 @@ const fwFlowsNote = "Flows: 1 = every frame the same 5-tuple, so xlane's per-CPU
 	"and the lookup is paid plus a compare and a store: its worst case (for xlane-native; -stateless does no conntrack lookup). " +
 	"The tuple memory still hits here (same source address, same port 9): a flood from many source addresses would miss it too " +
 	"(not measured by this bench: the dropping rule is a /32; docs/firewall.md has BPF_PROG_RUN figures)."
+
+// fwTCPOrder is the order of the rule counts in iperf3 repetition r:
+// the largest set (big) and none, each first in every other repetition.
+func fwTCPOrder(big, r int) []int {
+	if r%2 == 1 {
+		return []int{big, 0}
+	}
+	return []int{0, big}
+}
 
 // fwFlowLabel names flow count n in a table ("1 (best case)").
 func fwFlowLabel(n int, several bool) string {

@@ -173,3 +173,11 @@ func TestFWMarkdownBackfillIdle(t *testing.T) {
 		t.Errorf("one generator setting: no per-setting sections:\n%s", md)
 	}
 }
+
+// The iperf3 runs alternate which set goes first, repetition by repetition.
+func TestFWTCPOrder(t *testing.T) {
+	if got := [][]int{fwTCPOrder(10000, 1), fwTCPOrder(10000, 2), fwTCPOrder(10000, 3)}; !slices.Equal(got[0], []int{10000, 0}) ||
+		!slices.Equal(got[1], []int{0, 10000}) || !slices.Equal(got[2], []int{10000, 0}) {
+		t.Fatalf("fwTCPOrder: %v", got)
+	}
+}
