@@ -770,7 +770,7 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		Options: map[string]string{
 			"duration": o.Duration.String(), "tcp-duration": o.tcpDur.String(), "reps": strconv.Itoa(o.Reps),
 			"levels": fmt.Sprint(o.levels), "variants": strings.Join(o.variants, ","), "iperf": strconv.FormatBool(o.iperf),
-			"order": "per rule count, per repetition: " + strings.Join(o.variants, ", ") + " (interleaved)" +
+			"order": "per repetition, per rule count (loaded anew, the first count rotating with the repetition): " + strings.Join(o.variants, ", ") + " (interleaved)" +
 				map[bool]string{true: ", each once per generator setting", false: ""}[len(o.gens) > 1] +
 				map[bool]string{true: ", each once per flow count", false: ""}[len(o.flows) > 1],
 			"generator": fmt.Sprint(o.gens),
@@ -818,11 +818,18 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		return nil
 	}
 	total, k := len(o.levels)*o.Reps*len(topos)*len(o.gens)*len(o.flows), 0
-	for _, n := range o.levels {
-		if err := load(n); err != nil {
-			return nil, err
-		}
-		for r := 1; r <= o.Reps; r++ {
+	// Per repetition, every rule count (loaded anew), in an order that
+	// rotates with the repetition (fwLevelOrder): drift of the machine
+	// over the run hits every count alike, not one block of it.
+	loaded := -1
+	for r := 1; r <= o.Reps; r++ {
+		for _, n := range fwLevelOrder(o.levels, r) {
+			if n != loaded {
+				if err := load(n); err != nil {
+					return nil, err
+				}
+				loaded = n
+			}
 			for _, t := range topos {
 				for _, g := range o.gens {
 					for _, fl := range o.flows {
@@ -868,7 +875,6 @@ func fwBenchmark(ctx context.Context, o fwOptions, tmp string, cleanup *harness.
 		// Interleaved: every repetition runs both sets, in turn first
 		// (the largest set first in odd ones), so drift in the machine's
 		// load hits both alike.
-		loaded := o.levels[len(o.levels)-1]
 		for r := 1; r <= o.Reps; r++ {
 			for _, n := range fwTCPOrder(big, r) {
 				if n != loaded {
@@ -1009,6 +1015,13 @@ const fwFlowsNote = "Flows: 1 = every frame the same 5-tuple, so xlane's per-CPU
 	"and the lookup is paid plus a compare and a store: its worst case (for xlane-native; -stateless does no conntrack lookup). " +
 	"The tuple memory still hits here (same source address, same port 9): a flood from many source addresses would miss it too " +
 	"(not measured by this bench: the dropping rule is a /32; docs/firewall.md has BPF_PROG_RUN figures)."
+
+// fwLevelOrder is the order of the rule counts in drop repetition r
+// (from 1): levels rotated left by r-1, so each count comes first in turn.
+func fwLevelOrder(levels []int, r int) []int {
+	i := (r - 1) % len(levels)
+	return append(slices.Clone(levels[i:]), levels[:i]...)
+}
 
 // fwTCPOrder is the order of the rule counts in iperf3 repetition r:
 // the largest set (big) and none, each first in every other repetition.

@@ -181,3 +181,16 @@ func TestFWTCPOrder(t *testing.T) {
 		t.Fatalf("fwTCPOrder: %v", got)
 	}
 }
+
+// The drop runs take every rule count per repetition, the first rotating.
+func TestFWLevelOrder(t *testing.T) {
+	levels := []int{1, 1000, 10000}
+	for r, want := range [][]int{{1, 1000, 10000}, {1000, 10000, 1}, {10000, 1, 1000}, {1, 1000, 10000}} {
+		if got := fwLevelOrder(levels, r+1); !slices.Equal(got, want) {
+			t.Errorf("repetition %d: %v, want %v", r+1, got, want)
+		}
+	}
+	if !slices.Equal(levels, []int{1, 1000, 10000}) {
+		t.Errorf("levels changed: %v", levels)
+	}
+}
