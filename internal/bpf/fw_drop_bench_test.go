@@ -19,9 +19,11 @@ import (
 // rule sets and frames of `bench fw` (bench/fw): N-1 rules "drop udp from
 // a /32 to port 9" that do not match, then the one that drops the
 // sender's /32; UDP frames to port 9 from one source port (1 flow: one
-// BPF_PROG_RUN call of compareDropRepeat runs) or cycling over 256
-// (256 flows: one run per call, one call per frame, as bench fw's
-// generator steps the port per frame). IPv4 and IPv6.
+// BPF_PROG_RUN call of compareDropRepeat runs) or cycling over 256 or
+// 4096 (one run per call, one call per frame, as bench fw's generator
+// steps the port per frame; each build's cycle goes on across samples).
+// A call per run leaves the caches colder than a live flood: those paths'
+// ns are upper bounds, comparable between builds only. IPv4 and IPv6.
 // XLANE_BENCH_PATHS (a regexp) picks paths, XLANE_BENCH_ROUNDS the rounds
 // (default 31).
 //
@@ -47,13 +49,14 @@ func BenchmarkCompareUplinkDrop(b *testing.B) {
 	type path struct {
 		name   string
 		frames [][]byte
+		next   [3]int // the next frame of each build's cycle
 		h      [3]*fwHarness
 		ns     [3][]float64
 	}
 	var paths []*path
 	for _, v6 := range []bool{false, true} {
 		for _, n := range []int{1, 10000} {
-			for _, flows := range []int{1, 256} {
+			for _, flows := range []int{1, 256, 4096} {
 				for _, state := range []bool{true, false} {
 					fam := "v4"
 					if v6 {
@@ -116,8 +119,9 @@ func BenchmarkCompareUplinkDrop(b *testing.B) {
 						d = dk
 						return err
 					}
-					for k := range flowCalls {
-						ret, dk, err := prog.Benchmark(p.frames[k%len(p.frames)], 1, nil)
+					for range flowCalls {
+						ret, dk, err := prog.Benchmark(p.frames[p.next[i]], 1, nil)
+						p.next[i] = (p.next[i] + 1) % len(p.frames)
 						if err == nil && ret != xdpDrop {
 							err = fmt.Errorf("return value %d", ret)
 						}
