@@ -87,8 +87,8 @@ struct {
 /* key: 0; value: a count of the flows created in xlane_ct (ct_create
  * bumps it after its inserts; user space, by 1 << 32, after writing
  * entries itself: bpf.Objects.CTWritten). The uplink's firewall remembers
- * per CPU the last flow it found no entry for, valid while this count is
- * unchanged (fw_lin.h): a flood of one flow is not hashed per packet. */
+ * per CPU the flows it found no entry for (xlane_fw_miss), valid while
+ * this count is unchanged (fw_lin.h): a flood is not hashed per packet. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
