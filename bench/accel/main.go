@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -467,6 +468,14 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 								record(t, test, "fast path % of bytes", v.name, 100*red/(red+fb))
 							}
 							record(t, test, "fallback_backlog", v.name, float64(k1["fallback_backlog"]-k0["fallback_backlog"]))
+							// Every other reason that fired during the
+							// run, to tell why a row falls back.
+							for _, c := range slices.Sorted(maps.Keys(k1)) {
+								if d := k1[c] - k0[c]; strings.HasPrefix(c, "fallback_") && c != "fallback_backlog" &&
+									c != "fallback_bytes" && d > 0 {
+									record(t, test, c, v.name, float64(d))
+								}
+							}
 						}
 					}
 				}

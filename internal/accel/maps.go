@@ -81,10 +81,13 @@ func MaxBacklog() uint32 {
 // (a reader falling behind a stream of small writes, which ping-pong
 // never is), makes its direction fall back to the normal path for good
 // (fallback_small_stream), which coalesces small writes and is faster for
-// them. 4 KiB: iperf3's 1448-byte writes are small, 16 KiB ones are not;
-// 128 KiB: far above any request/response exchange, far below max_backlog.
+// them. 1 KiB: 64-byte writes are small, iperf3's 1448-byte ones are not
+// (measured, docs/accel.md: with 4 KiB their streams fell back and cost
+// 1.1-1.6x plain TCP's CPU per byte, on the fast path 0.8-1.2x, except the
+// proxied chain with one stream); 128 KiB: far above any request/response
+// exchange, far below max_backlog.
 const (
-	SmallMsg     = 4 << 10
+	SmallMsg     = 1 << 10
 	SmallBacklog = 128 << 10
 )
 
