@@ -1,6 +1,6 @@
 // Command fw is the firewall drop-rate benchmark (`make bench BENCH=fw`).
 //
-//	go run ./bench/fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, 1 and 256 flows, iperf3; ~16 min
+//	go run ./bench/fw -out bench/results       # 3 reps x 5 s, 1/1,000/10,000 rules, 1, 256 and 4096 flows, iperf3 (~16 min with two flow counts; the third adds half the drop runs again)
 //	go run ./bench/fw -quick                   # 1 rep x 1 s, for development
 //	go run ./bench/fw -levels 1,1000 -variants xlane-native,iptables -iperf=false -flows 256
 //
@@ -145,10 +145,16 @@ type fwOptions struct {
 const fwSrcPort = 40000
 
 // fwFlowsDefault: one flow (every frame the same 5-tuple: per-flow and
-// per-tuple memories in a filter hit on every frame) and 256 (the source
+// per-tuple memories in a filter hit on every frame), 256 (the source
 // port changes every frame: a one-entry memory of the last flow misses on
-// every frame).
-const fwFlowsDefault = "1,256"
+// every frame; xlane's conntrack memory has fwMissSlots slots, and 256
+// consecutive ports fill them without taking one another's) and 4096
+// (sixteen flows per slot: that memory misses on every frame).
+const fwFlowsDefault = "1,256,4096"
+
+// fwMissSlots is the slot count of xlane's per-CPU conntrack miss memory
+// (bpf/lib/fw_lin.h, FW_MISS_SLOTS).
+const fwMissSlots = 256
 
 // parseFWFlows parses a -flows list.
 func parseFWFlows(value string) ([]int, error) {
@@ -991,10 +997,11 @@ func fwMedian(ss []fwSample, variant string, n int, metric func(fwSample) float6
 }
 
 // fwFlowsNote says what the flow counts mean for xlane's firewall.
-const fwFlowsNote = "Flows: 1 = every frame the same 5-tuple, so xlane's per-CPU one-entry memories (the last flow with no conntrack entry; " +
+const fwFlowsNote = "Flows: 1 = every frame the same 5-tuple, so xlane's per-CPU memories (the flows with no conntrack entry, 256 slots; " +
 	"the last rule tuple's answer, keyed by protocol, source address and destination port) hit on every frame: their best case. " +
-	"More = the source port changes every frame, so the remembered conntrack miss misses on every frame and the lookup is paid " +
-	"plus a compare and a store: its worst case (for xlane-native; -stateless does no conntrack lookup). " +
+	"More = the source port changes every frame: up to 256 consecutive ports each keep a slot of the conntrack miss memory " +
+	"(it hits on every frame after the first round); beyond 256 flows share slots, so the remembered miss misses on every frame " +
+	"and the lookup is paid plus a compare and a store: its worst case (for xlane-native; -stateless does no conntrack lookup). " +
 	"The tuple memory still hits here (same source address, same port 9): a flood from many source addresses would miss it too " +
 	"(not measured by this bench: the dropping rule is a /32; docs/firewall.md has BPF_PROG_RUN figures)."
 
@@ -1005,6 +1012,8 @@ func fwFlowLabel(n int, several bool) string {
 		return strconv.Itoa(n)
 	case n == 1:
 		return "1 (memories' best case)"
+	case n <= fwMissSlots:
+		return fmt.Sprintf("%d (within the conntrack memory's %d slots)", n, fwMissSlots)
 	}
 	return fmt.Sprintf("%d (conntrack memory's worst case)", n)
 }

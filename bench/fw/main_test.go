@@ -12,7 +12,7 @@ func TestParseFWFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Reps != 1 || o.Duration.Seconds() != 1 || len(o.levels) != 3 || len(o.variants) != len(fwVariants) || !o.iperf ||
-		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: 256, backfill: true, anchor: true}) || !slices.Equal(o.flows, []int{1, 256}) {
+		len(o.gens) != 1 || o.gens[0] != (fwGen{batch: 256, backfill: true, anchor: true}) || !slices.Equal(o.flows, []int{1, 256, 4096}) {
 		t.Fatalf("-quick: %+v", o)
 	}
 	o, err = parseFWFlags([]string{"-gen", "64, 256+backfill, 256+anchor+backfill"})
@@ -61,7 +61,7 @@ func TestFWMarkdownFlows(t *testing.T) {
 		{md[i1:i256], "| 1 | xlane-native | 4.000 | 0.000 | – | – | 4.00× | 4.00× | 0.50× |"},
 		{md[i256:it], "| 1 | xlane-native | 4.000 | 0.000 | – | – | 0.02× | 0.02× | 0.00× |"},
 		{md[it:], "| xlane-native | 1 | 1 (memories' best case) | 0.50 met | 4.00 met | 4.00 met |"},
-		{md[it:], "| xlane-native | 1 | 256 (conntrack memory's worst case) | 0.00 **missed** | 0.02 **missed** | 0.02 **missed** |"},
+		{md[it:], "| xlane-native | 1 | 256 (within the conntrack memory's 256 slots) | 0.00 **missed** | 0.02 **missed** | 0.02 **missed** |"},
 		{md[it:], "The tuple memory still hits here"},
 		{md, "Flows (-flows 1,256)"},
 	} {

@@ -94,10 +94,11 @@ struct fw_scratch {
 	/* The uplink (fw_prepare_xdp) tests established only for a packet a
 	 * rule matched; set for uplink packets only. */
 	__u32 late_ct;
-	/* The uplink's simple classifiers (fw_lin.h): the last flow found
-	 * without a conntrack entry, and xlane_ct_seq + 1 then (0: none). */
-	__u64 miss_seq;
-	struct ct_key miss;
+	/* fw_count_slot: the counter slot whose last hit this CPU wrote
+	 * last, and the jiffies then. */
+	__u64 lh_jiffies;
+	__u32 lh_slot;
+	__u32 pad_lh;
 	/* The IPv4 tuples (fw_tuple4_uplink): the last tuple's key, its bit
 	 * + 1 (0: no tuple), and the tag + 1 of the generation (0: none). */
 	__u64 t4_key;
@@ -123,21 +124,37 @@ static __always_inline int fw_ctz(__u64 x)
 	return __builtin_ctzll(x); /* de Bruijn multiply in BPF */
 }
 
-static __always_inline void fw_count_slot(__u32 slot, __u32 len)
+/*
+ * fw_count_slot counts a hit of the rule with counter slot slot (len
+ * bytes) on this CPU. Its last hit is the coarse clock, which moves only
+ * with the tick (jiffies): the clock is read when this CPU's last counted
+ * slot (sc->lh_slot) or the jiffies (bpf_jiffies64, inlined: a load)
+ * changed since it was last read, or when the daemon reset the counter;
+ * a flood of one rule reads it once per tick, not per packet. The last
+ * hit is the tick's, as before, or the one before when the tick moved
+ * jiffies but not yet the clock.
+ */
+static __always_inline void fw_count_slot(__u32 slot, __u32 len, struct fw_scratch *sc)
 {
 	struct fw_counter *c = bpf_map_lookup_elem(&xlane_fw_counters, &slot);
+	__u64 j;
 
 	if (!c)
 		return;
 	/* Per-CPU value: no atomics needed. */
 	c->packets++;
 	c->bytes += len;
-	c->last_hit = bpf_ktime_get_coarse_ns();
+	j = bpf_jiffies64();
+	if (sc->lh_jiffies != j || sc->lh_slot != slot || !c->last_hit) {
+		c->last_hit = bpf_ktime_get_coarse_ns();
+		sc->lh_jiffies = j;
+		sc->lh_slot = slot;
+	}
 }
 
-static __always_inline void fw_count(const struct fw_rule *r, __u32 len)
+static __always_inline void fw_count(const struct fw_rule *r, struct fw_scratch *sc)
 {
-	fw_count_slot(r->slot, len);
+	fw_count_slot(r->slot, sc->hk.len, sc);
 }
 
 static __always_inline void fw_log(const struct fw_rule *r, const struct fw_scratch *sc)
@@ -270,7 +287,7 @@ static long fw_step(__u64 n, void *ctx)
 		sc->found = sc->key + 1;
 		return 1;
 	}
-	fw_count(r, sc->hk.len);
+	fw_count(r, sc);
 	fw_log(r, sc);
 	return 0;
 }
@@ -601,7 +618,7 @@ static __always_inline int fw_verdict(struct fw_scratch *sc)
 	if (r && sc->hk.kind == FW_KIND_UPLINK && sc->late_ct && fw_established_late(sc))
 		return FW_V_ALLOW; /* the uplink tracks nothing: no fw_track */
 	if (r) {
-		fw_count(r, sc->hk.len);
+		fw_count(r, sc);
 		fw_log(r, sc);
 		fw_monitor(r, sc);
 		if (r->action != FW_ALLOW)

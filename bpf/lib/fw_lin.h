@@ -73,16 +73,50 @@ static __always_inline int fw_ct_key_eq(const struct ct_key *a, const struct ct_
 }
 
 /*
+ * The conntrack misses each CPU remembers (fw_lin_established): a slot
+ * per fold of the flow's key (fw_miss_slot), holding the last flow found
+ * there without an entry and xlane_ct_seq + 1 then (0: none).
+ */
+#define FW_MISS_SLOTS 256
+
+struct fw_miss {
+	struct ct_key k;
+	__u64 seq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct fw_miss);
+	__uint(max_entries, FW_MISS_SLOTS);
+} xlane_fw_miss SEC(".maps");
+
+/* fw_miss_slot folds key k's ten words to a slot of xlane_fw_miss: flows
+ * that differ in a port's low byte (a run of source ports) get slots of
+ * their own. */
+static __always_inline __u32 fw_miss_slot(const struct ct_key *k)
+{
+	const __u32 *w = (const __u32 *)k;
+	__u32 h = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5] ^ w[6] ^ w[7] ^ w[8] ^ w[9];
+
+	h ^= h >> 16;
+	h ^= h >> 8;
+	return h & (FW_MISS_SLOTS - 1);
+}
+
+/*
  * fw_lin_established is fw_established_late with the flow's key made, and
  * without the hash of the key for a flow this CPU found no entry for while
- * no flow was created since (xlane_ct_seq): a flood of one flow that a rule
- * drops costs a compare, not a lookup. The count is read before the lookup
- * and ct_create bumps it after its inserts, so a remembered miss is never
- * older than the table.
+ * no flow was created since (xlane_ct_seq): a flood of up to
+ * FW_MISS_SLOTS flows (those whose keys fold to slots of their own) that a
+ * rule drops costs a compare, not a lookup. The count is read before the
+ * lookup and ct_create bumps it after its inserts, so a remembered miss is
+ * never older than the table.
  */
 static __always_inline int fw_lin_established(const struct pkt *p, struct fw_scratch *sc)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, i;
+	struct fw_miss *m;
 	struct ct_val *v;
 	__u64 *seq, s;
 
@@ -96,13 +130,15 @@ static __always_inline int fw_lin_established(const struct pkt *p, struct fw_scr
 	if (!seq || !sc->l4.trackable)
 		return fw_established_late(sc);
 	s = *(volatile __u64 *)seq + 1;
-	if (sc->miss_seq == s && fw_ct_key_eq(&sc->miss, &sc->k)) {
+	i = fw_miss_slot(&sc->k);
+	m = bpf_map_lookup_elem(&xlane_fw_miss, &i);
+	if (m && m->seq == s && fw_ct_key_eq(&m->k, &sc->k)) {
 		v = 0;
 	} else {
 		v = bpf_map_lookup_elem(&xlane_ct, &sc->k);
-		if (!v) {
-			sc->miss = sc->k;
-			sc->miss_seq = s;
+		if (!v && m) {
+			m->k = sc->k;
+			m->seq = s;
 		}
 	}
 	if (v && (v->dir == CT_DIR_REPLY || v->state != CT_NEW) && !ct_reopens(v, &sc->l4.l4))
@@ -166,7 +202,7 @@ static __always_inline int fw_lin_uplink(void *data, void *data_end, const struc
 		return FW_V_ALLOW; /* no rule: allowed, established or not */
 	if (gen->established && fw_lin_established(p, sc))
 		return FW_V_ALLOW;
-	fw_count_slot(e->slot, c->len);
+	fw_count_slot(e->slot, c->len, sc);
 	v = fw_action_verdict(e->action, e->is_default, &reason);
 	if (v != FW_V_ALLOW)
 		c->reason = reason;
@@ -233,7 +269,7 @@ static __always_inline int fw_tuple4_uplink(void *data, void *data_end, const st
 		return FW_V_ALLOW;
 	if (gen->established && fw_lin_established(p, sc))
 		return FW_V_ALLOW;
-	fw_count_slot(r->slot, c->len);
+	fw_count_slot(r->slot, c->len, sc);
 	v = fw_action_verdict(r->action, r->is_default, &reason);
 	if (v != FW_V_ALLOW)
 		c->reason = reason;

@@ -388,11 +388,11 @@ func TestUplinkMetricsArray(t *testing.T) {
 }
 
 // TestFirewallUplinkMissMemory: the uplink's simple classifiers remember
-// the last flow they found no conntrack entry for (bpf/lib/fw_lin.h,
-// xlane_ct_seq). A flow the datapath creates afterwards (an endpoint's
+// the flows they found no conntrack entry for, per slot of xlane_fw_miss
+// (bpf/lib/fw_lin.h, xlane_ct_seq). A flow the datapath creates afterwards (an endpoint's
 // packet, ct_create) is established on the uplink at once, in the list and
 // in the IPv4 tuples, IPv4 and IPv6 (list); and one user space writes is,
-// after bpf.Objects.CTWritten.
+// after bpf.Objects.CTWritten; the other flows remembered stay dropped.
 func TestFirewallUplinkMissMemory(t *testing.T) {
 	h := newFwHarness(t)
 	for _, c := range []struct {
@@ -422,10 +422,23 @@ func TestFirewallUplinkMissMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Twice: the second is decided by the remembered miss.
+		// Four flows (source ports 40001-40004), twice each: the second
+		// round is decided by the remembered misses, one slot per flow.
+		var others [][]byte
+		for sp := uint32(40002); sp <= 40004; sp++ {
+			o := in
+			o.SPort = sp
+			f, err := fwtest.Frame(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			others = append(others, f)
+		}
 		for i := range 2 {
-			if refused, _, err := h.run(firewall.KindUplink, frame); err != nil || !refused {
-				t.Fatalf("%s: untracked packet %d: refused %v, %v; want dropped by rule l0", c.name, i, refused, err)
+			for j, f := range append([][]byte{frame}, others...) {
+				if refused, _, err := h.run(firewall.KindUplink, f); err != nil || !refused {
+					t.Fatalf("%s: untracked packet %d of flow %d: refused %v, %v; want dropped by rule l0", c.name, i, j, refused, err)
+				}
 			}
 		}
 		var k bpf.CTKey                             // the endpoint's direction
@@ -459,6 +472,11 @@ func TestFirewallUplinkMissMemory(t *testing.T) {
 		}
 		if refused, _, err := h.run(firewall.KindUplink, frame); err != nil || refused {
 			t.Fatalf("%s: reply of the flow the endpoint opened: refused %v, %v; want passed (established)", c.name, refused, err)
+		}
+		for j, f := range others {
+			if refused, _, err := h.run(firewall.KindUplink, f); err != nil || !refused {
+				t.Fatalf("%s: untracked flow %d after the creation: refused %v, %v; want dropped by rule l0", c.name, j+1, refused, err)
+			}
 		}
 		var keys []bpf.CTKey
 		var ck bpf.CTKey

@@ -171,6 +171,12 @@ type netkitFwGen struct {
 	Tuple4Miss uint32
 }
 
+type netkitFwMiss struct {
+	_   structs.HostLayout
+	K   netkitCtKey
+	Seq uint64
+}
+
 type netkitFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -241,26 +247,27 @@ type netkitFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls     [9]uint32
-	Key     uint32
-	Slot    uint32
-	Fields  uint32
-	Reason  uint32
-	C0      uint64
-	C1      uint64
-	C2      uint64
-	C3      uint64
-	Acc     uint64
-	Base    uint32
-	Found   uint32
-	LateCt  uint32
-	_       [4]byte
-	MissSeq uint64
-	Miss    netkitCtKey
-	T4Key   uint64
-	T4Tag   uint64
-	T4Hit   uint32
-	PadT4   uint32
+	Cls       [9]uint32
+	Key       uint32
+	Slot      uint32
+	Fields    uint32
+	Reason    uint32
+	C0        uint64
+	C1        uint64
+	C2        uint64
+	C3        uint64
+	Acc       uint64
+	Base      uint32
+	Found     uint32
+	LateCt    uint32
+	_         [4]byte
+	LhJiffies uint64
+	LhSlot    uint32
+	PadLh     uint32
+	T4Key     uint64
+	T4Tag     uint64
+	T4Hit     uint32
+	PadT4     uint32
 }
 
 type netkitFwState struct {
@@ -474,6 +481,7 @@ const (
 	netkitMapXlaneFwEvents        = "xlane_fw_events"
 	netkitMapXlaneFwExact         = "xlane_fw_exact"
 	netkitMapXlaneFwGens          = "xlane_fw_gens"
+	netkitMapXlaneFwMiss          = "xlane_fw_miss"
 	netkitMapXlaneFwPool          = "xlane_fw_pool"
 	netkitMapXlaneFwQuote         = "xlane_fw_quote"
 	netkitMapXlaneFwRate          = "xlane_fw_rate"
@@ -602,6 +610,7 @@ type netkitMapSpecs struct {
 	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.MapSpec `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
@@ -704,6 +713,7 @@ type netkitMaps struct {
 	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.Map `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
@@ -749,6 +759,7 @@ func (m *netkitMaps) Close() error {
 		m.XlaneFwEvents,
 		m.XlaneFwExact,
 		m.XlaneFwGens,
+		m.XlaneFwMiss,
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,

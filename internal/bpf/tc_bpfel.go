@@ -282,6 +282,12 @@ type tcFwLin struct {
 	Pad       uint8
 }
 
+type tcFwMiss struct {
+	_   structs.HostLayout
+	K   tcCtKey
+	Seq uint64
+}
+
 type tcFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -352,26 +358,27 @@ type tcFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls     [9]uint32
-	Key     uint32
-	Slot    uint32
-	Fields  uint32
-	Reason  tcXlReason
-	C0      uint64
-	C1      uint64
-	C2      uint64
-	C3      uint64
-	Acc     uint64
-	Base    uint32
-	Found   uint32
-	LateCt  uint32
-	_       [4]byte
-	MissSeq uint64
-	Miss    tcCtKey
-	T4Key   uint64
-	T4Tag   uint64
-	T4Hit   uint32
-	PadT4   uint32
+	Cls       [9]uint32
+	Key       uint32
+	Slot      uint32
+	Fields    uint32
+	Reason    tcXlReason
+	C0        uint64
+	C1        uint64
+	C2        uint64
+	C3        uint64
+	Acc       uint64
+	Base      uint32
+	Found     uint32
+	LateCt    uint32
+	_         [4]byte
+	LhJiffies uint64
+	LhSlot    uint32
+	PadLh     uint32
+	T4Key     uint64
+	T4Tag     uint64
+	T4Hit     uint32
+	PadT4     uint32
 }
 
 type tcFwState struct {
@@ -729,6 +736,7 @@ const (
 	tcMapXlaneFwEvents      = "xlane_fw_events"
 	tcMapXlaneFwExact       = "xlane_fw_exact"
 	tcMapXlaneFwGens        = "xlane_fw_gens"
+	tcMapXlaneFwMiss        = "xlane_fw_miss"
 	tcMapXlaneFwPool        = "xlane_fw_pool"
 	tcMapXlaneFwQuote       = "xlane_fw_quote"
 	tcMapXlaneFwRate        = "xlane_fw_rate"
@@ -857,6 +865,7 @@ type tcMapSpecs struct {
 	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.MapSpec `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
@@ -959,6 +968,7 @@ type tcMaps struct {
 	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.Map `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
@@ -1004,6 +1014,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneFwEvents,
 		m.XlaneFwExact,
 		m.XlaneFwGens,
+		m.XlaneFwMiss,
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,

@@ -171,6 +171,12 @@ type tcuplinkFwGen struct {
 	Tuple4Miss uint32
 }
 
+type tcuplinkFwMiss struct {
+	_   structs.HostLayout
+	K   tcuplinkCtKey
+	Seq uint64
+}
+
 type tcuplinkFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -241,26 +247,27 @@ type tcuplinkFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls     [9]uint32
-	Key     uint32
-	Slot    uint32
-	Fields  uint32
-	Reason  uint32
-	C0      uint64
-	C1      uint64
-	C2      uint64
-	C3      uint64
-	Acc     uint64
-	Base    uint32
-	Found   uint32
-	LateCt  uint32
-	_       [4]byte
-	MissSeq uint64
-	Miss    tcuplinkCtKey
-	T4Key   uint64
-	T4Tag   uint64
-	T4Hit   uint32
-	PadT4   uint32
+	Cls       [9]uint32
+	Key       uint32
+	Slot      uint32
+	Fields    uint32
+	Reason    uint32
+	C0        uint64
+	C1        uint64
+	C2        uint64
+	C3        uint64
+	Acc       uint64
+	Base      uint32
+	Found     uint32
+	LateCt    uint32
+	_         [4]byte
+	LhJiffies uint64
+	LhSlot    uint32
+	PadLh     uint32
+	T4Key     uint64
+	T4Tag     uint64
+	T4Hit     uint32
+	PadT4     uint32
 }
 
 type tcuplinkFwState struct {
@@ -474,6 +481,7 @@ const (
 	tcuplinkMapXlaneFwEvents      = "xlane_fw_events"
 	tcuplinkMapXlaneFwExact       = "xlane_fw_exact"
 	tcuplinkMapXlaneFwGens        = "xlane_fw_gens"
+	tcuplinkMapXlaneFwMiss        = "xlane_fw_miss"
 	tcuplinkMapXlaneFwPool        = "xlane_fw_pool"
 	tcuplinkMapXlaneFwQuote       = "xlane_fw_quote"
 	tcuplinkMapXlaneFwRate        = "xlane_fw_rate"
@@ -606,6 +614,7 @@ type tcuplinkMapSpecs struct {
 	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.MapSpec `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
@@ -708,6 +717,7 @@ type tcuplinkMaps struct {
 	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.Map `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
@@ -753,6 +763,7 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneFwEvents,
 		m.XlaneFwExact,
 		m.XlaneFwGens,
+		m.XlaneFwMiss,
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,

@@ -171,6 +171,12 @@ type uplinkFwGen struct {
 	Tuple4Miss uint32
 }
 
+type uplinkFwMiss struct {
+	_   structs.HostLayout
+	K   uplinkCtKey
+	Seq uint64
+}
+
 type uplinkFwRateKey struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -241,26 +247,27 @@ type uplinkFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
-	Cls     [9]uint32
-	Key     uint32
-	Slot    uint32
-	Fields  uint32
-	Reason  uint32
-	C0      uint64
-	C1      uint64
-	C2      uint64
-	C3      uint64
-	Acc     uint64
-	Base    uint32
-	Found   uint32
-	LateCt  uint32
-	_       [4]byte
-	MissSeq uint64
-	Miss    uplinkCtKey
-	T4Key   uint64
-	T4Tag   uint64
-	T4Hit   uint32
-	PadT4   uint32
+	Cls       [9]uint32
+	Key       uint32
+	Slot      uint32
+	Fields    uint32
+	Reason    uint32
+	C0        uint64
+	C1        uint64
+	C2        uint64
+	C3        uint64
+	Acc       uint64
+	Base      uint32
+	Found     uint32
+	LateCt    uint32
+	_         [4]byte
+	LhJiffies uint64
+	LhSlot    uint32
+	PadLh     uint32
+	T4Key     uint64
+	T4Tag     uint64
+	T4Hit     uint32
+	PadT4     uint32
 }
 
 type uplinkFwState struct {
@@ -456,6 +463,7 @@ const (
 	uplinkMapXlaneFwEvents              = "xlane_fw_events"
 	uplinkMapXlaneFwExact               = "xlane_fw_exact"
 	uplinkMapXlaneFwGens                = "xlane_fw_gens"
+	uplinkMapXlaneFwMiss                = "xlane_fw_miss"
 	uplinkMapXlaneFwPool                = "xlane_fw_pool"
 	uplinkMapXlaneFwQuote               = "xlane_fw_quote"
 	uplinkMapXlaneFwRate                = "xlane_fw_rate"
@@ -581,6 +589,7 @@ type uplinkMapSpecs struct {
 	XlaneFwEvents      *ebpf.MapSpec `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.MapSpec `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.MapSpec `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.MapSpec `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
@@ -680,6 +689,7 @@ type uplinkMaps struct {
 	XlaneFwEvents      *ebpf.Map `ebpf:"xlane_fw_events"`
 	XlaneFwExact       *ebpf.Map `ebpf:"xlane_fw_exact"`
 	XlaneFwGens        *ebpf.Map `ebpf:"xlane_fw_gens"`
+	XlaneFwMiss        *ebpf.Map `ebpf:"xlane_fw_miss"`
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
@@ -722,6 +732,7 @@ func (m *uplinkMaps) Close() error {
 		m.XlaneFwEvents,
 		m.XlaneFwExact,
 		m.XlaneFwGens,
+		m.XlaneFwMiss,
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,
