@@ -29,7 +29,12 @@
 //     in one run: one node's paths (l2, l3, l3 with NAT, NAT over VXLAN,
 //     VLAN to VXLAN) and pod to pod across two nodes over VXLAN; iperf3
 //     with CPU per Gbit, TCP_RR (sockperf), issue 16's targets
-//     (docs/benchmarks.md).
+//     (docs/benchmarks.md); -hold builds its setups and waits, for
+//     profiling one path by hand.
+//   - bench/perfbuckets: not a benchmark (not in `make bench`): sorts a
+//     system-wide perf profile of a benchmark's traffic into buckets (BPF
+//     programs and their helpers, netfilter, VXLAN, copies, TCP, ...) and
+//     prints each one's share (docs/benchmarks.md, scenario 1's profile).
 //
 // Shared code: bench/internal/harness (run lifetime, cleanup, commands in
 // namespaces, flags, results, machine description), bench/internal/measure

@@ -49,6 +49,7 @@
 #include "lib/fib.h"
 #include "lib/fib_fwd.h"
 #include "lib/vlan.h"
+#include "lib/nat_too_big.h"
 
 /* deliver hands p to dst, a local endpoint (NULL: none, Linux's). */
 static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p,
@@ -114,6 +115,34 @@ static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt 
 }
 
 /*
+ * uplink_too_big answers a translated packet from off the node too big for
+ * the overlay (overlay_forward said XL_PASS_TOO_BIG): the ICMP error
+ * naming the overlay's MTU, to the client, about its packet as it sent it,
+ * back out of the uplink (XL_DROP_TOO_BIG, XL_REPLIED); over the answer
+ * rate or half-rewritten, XL_DROP_TOO_BIG dropped. What nat_too_big does
+ * not answer (an IPv4 packet without DF, which Linux fragments; a GSO
+ * packet) stays XL_PASS_TOO_BIG.
+ */
+static __noinline int uplink_too_big(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	const struct overlay_cfg *c;
+	__u32 zero = 0, mtu = 0;
+	int rc;
+
+	c = bpf_map_lookup_elem(&xlane_overlay, &zero);
+	if (!c || bpf_check_mtu(skb, c->ifindex, &mtu, 0, 0) != BPF_MTU_CHK_RET_FRAG_NEEDED)
+		return xl_final(reason, XL_PASS_TOO_BIG);
+	rc = nat_too_big(skb, mtu);
+	if (rc == NAT_TOO_BIG_NO)
+		return xl_final(reason, XL_PASS_TOO_BIG);
+	if (rc == NAT_TOO_BIG_OK && bpf_redirect(skb->ifindex, 0) == TC_ACT_REDIRECT) {
+		*reason = XL_DROP_TOO_BIG;
+		return XL_REPLIED;
+	}
+	return xl_final(reason, XL_DROP_TOO_BIG);
+}
+
+/*
  * forward sends on a packet from off the node that conntrack translated
  * (a hit, or a new DNAT flow). To a local endpoint: delivered. Otherwise
  * it is a flow of a service backend on another node: towards the backend
@@ -126,7 +155,7 @@ static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt 
  */
 static __always_inline enum xl_step forward(struct __sk_buff *skb, struct pkt *p,
 					    enum xl_reason *reason, __u32 *dst_ifindex,
-					    int established, int translated)
+					    int established, int translated, __u32 vnet)
 {
 	struct endpoint_val *dst = ep_local(p);
 	enum xl_step step;
@@ -136,6 +165,11 @@ static __always_inline enum xl_step forward(struct __sk_buff *skb, struct pkt *p
 	if (p->ttl <= 1)
 		return xl_final(reason, XL_PASS_TTL);
 	step = overlay_forward(skb, p, 0, reason);
+	/* Too big for the overlay: the client gets the ICMP error about its
+	 * own packet (lib/nat_too_big.h). A VLAN's host would get it
+	 * untagged: Linux's, as before. */
+	if (step == XL_FINAL && *reason == XL_PASS_TOO_BIG && !vnet)
+		return uplink_too_big(skb, reason);
 	if (step != XL_CONTINUE)
 		return step;
 	return fib_forward(skb, p, reason);
@@ -169,7 +203,11 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 			return xl_final(reason, XL_DROP_MALFORMED);
 		if (rc == 0)
 			return xl_final(reason, XL_PASS_NOT_FWDED);
-		return deliver(skb, &p, ep_local(&p), reason, dst_ifindex, 1);
+		/* Translated to a local endpoint, a peer's pod (a service
+		 * flow's backend on another node) or an address off the node
+		 * (its client, when the error came natively routed from the
+		 * backend's node): forwarded as the flow's packets are. */
+		return forward(skb, &p, reason, dst_ifindex, 1, 1, vnet);
 	}
 	ct_key_init(&k, &p, &l4);
 	v = ct_refresh(&k, bpf_map_lookup_elem(&xlane_ct, &k), &l4, skb->len);
@@ -178,13 +216,14 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 		if (rc != XL_CONTINUE)
 			return rc;
 		return forward(skb, &p, reason, dst_ifindex,
-			       v->dir == CT_DIR_REPLY || v->state != CT_NEW, v->nat != CT_NAT_NONE);
+			       v->dir == CT_DIR_REPLY || v->state != CT_NEW, v->nat != CT_NAT_NONE,
+			       vnet);
 	}
 	rc = ct_publish(skb, &p, &l4, &k, cfg, 1, &dnat, reason);
 	if (rc != XL_CONTINUE)
 		return rc;
 	if (dnat)
-		return forward(skb, &p, reason, dst_ifindex, 0, 1);
+		return forward(skb, &p, reason, dst_ifindex, 0, 1, vnet);
 	/* Natively routed from a peer node's pod: of the cluster. */
 	if (!vnet && peer_remote(&p.src))
 		return deliver(skb, &p, ep_local(&p), reason, dst_ifindex, 0);
@@ -326,6 +365,14 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 				return rc;
 			translated = 1;
 		}
+	} else if (l4.proto == IPPROTO_ICMP || l4.proto == IPPROTO_ICMPV6) {
+		/* An ICMP error about a translated flow (a service backend's
+		 * port unreachable, sent to this node's cluster address):
+		 * translated as its flow, to the client (lib/nat_icmp.h). */
+		rc = ct_icmp_error(skb, &p, &l4);
+		if (rc < 0)
+			return xl_final(reason, XL_DROP_MALFORMED);
+		established = translated = rc;
 	}
 	dst = ep_local(&p);
 	if (!dst)

@@ -84,6 +84,7 @@ type options struct {
 	setups    []string
 	streams   []int
 	scenarios []int
+	hold      bool
 }
 
 func parseFlags() (options, error) {
@@ -100,6 +101,7 @@ func parseFlags() (options, error) {
 	})
 	flag.StringVar(&which, "setups", strings.Join(setups, ","), "setups to compare ("+strings.Join(allSetups, ", ")+")")
 	flag.StringVar(&streams, "streams", "1,8", "iperf3 parallel streams, one run each")
+	flag.BoolVar(&o.hold, "hold", false, "build the setups, start their servers, print each path's iperf3 command and wait for ^C instead of measuring (for profiling one path by hand)")
 	flag.StringVar(&scenarios, "scenarios", "1,2", "the write-up's scenarios to run (1: one node's paths, 2: pod to pod across nodes)")
 	if err := o.Parse(flag.CommandLine, os.Args[1:], map[string]string{"reps": "1", "duration": "2s"}); err != nil {
 		return o, err
@@ -279,6 +281,9 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 		rep.RR = append(rep.RR, rrResult{scenario, path, setup, r, l.PerSec, l.AvgUs, l.P50Us, l.P99Us})
 		return nil
 	}
+	if o.hold {
+		return hold(ctx, cs, ps, server)
+	}
 	for r := 0; r < o.Reps; r++ {
 		for _, n := range o.streams {
 			if has(o.scenarios, 2) {
@@ -313,6 +318,26 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) er
 		return err
 	}
 	return harness.PrintResults(o.Out, "multinode", rep.Started, rep.markdown(o), js)
+}
+
+// hold starts every path's servers, prints how to reach each and waits
+// for ^C (-hold).
+func hold(ctx context.Context, cs []*cluster, ps []*path1, server func(ns, bind string) error) error {
+	for _, c := range cs {
+		ps = append(ps, &path1{impl: c.setup, path: "pod-pod", client: c.pods[0], server: c.pods[1], dst: c.podIP[1], bind: c.podIP[1]})
+	}
+	for _, p := range ps {
+		if err := server(p.server, p.bind); err != nil {
+			return err
+		}
+		log.Printf("hold: %-10s %-12s ip netns exec %s iperf3 -c %s -p %d  (server in %s)", p.path, p.impl, p.client, p.dst, iperfPort, p.server)
+	}
+	for i, c := range cs {
+		log.Printf("hold: setup %d %s: nodes %s %s, underlay bridge %s", i, c.setup, c.nodes[0], c.nodes[1], c.ul)
+	}
+	log.Print("hold: ^C (SIGINT/SIGTERM) to tear down")
+	<-ctx.Done()
+	return nil
 }
 
 // startServers starts iperf3 and sockperf (on CPU rrCPU) in ns, bound to

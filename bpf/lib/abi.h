@@ -95,6 +95,13 @@ enum xl_reason {
 	XL_DROP_PEER_DOWN,	/* for a pod of a peer node the daemon's
 				 * liveness probe found down (XL_PEER_DOWN):
 				 * dropped here, not lost on the underlay */
+	XL_DROP_TOO_BIG,	/* from off the node, too big for the overlay
+				 * after a service's translation (a backend on
+				 * another node): answered with ICMP
+				 * fragmentation needed / packet too big
+				 * quoting the packet as the client sent it
+				 * (lib/nat_too_big.h); dropped unanswered over
+				 * the rate limit */
 	XL_REASON_MAX,
 };
 

@@ -199,9 +199,11 @@ struct {
 } xlane_fw_quote SEC(".maps");
 
 /* reply_icmp_read fills qb from the refused packet (frame_len bytes); -1
- * when it must not be answered (see above) or is TCP (reply_rst_read's). */
+ * when it must not be answered (see above) or is TCP (reply_rst_read's)
+ * unless tcp (a constant: a packet too big, lib/nat_too_big.h, is answered
+ * with ICMP whatever its protocol). */
 static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 frame_len,
-					   struct reply_quote *qb)
+					   struct reply_quote *qb, const int tcp)
 {
 	struct ethhdr *eth = data;
 	__u32 q;
@@ -215,7 +217,7 @@ static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 fra
 		__u8 *l4;
 
 		if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5 ||
-		    (ip->frag_off & bpf_htons(0x1fff)) || ip->protocol == IPPROTO_TCP)
+		    (ip->frag_off & bpf_htons(0x1fff)) || (!tcp && ip->protocol == IPPROTO_TCP))
 			return -1;
 		hl = ip->ihl * 4;
 		s = bpf_ntohl(ip->saddr);
@@ -245,8 +247,8 @@ static __always_inline int reply_icmp_read(void *data, void *data_end, __u32 fra
 		if ((void *)(ip6 + 1) > data_end)
 			return -1;
 		nh = ip6->nexthdr;
-		if (nh == IPPROTO_TCP || ipv6_is_ext(nh) || nh == 50 || nh == 135 || nh == 139 ||
-		    nh == 140)
+		if ((!tcp && nh == IPPROTO_TCP) || ipv6_is_ext(nh) || nh == 50 || nh == 135 ||
+		    nh == 139 || nh == 140)
 			return -1; /* TCP; extension headers in the way */
 		if (ip6->saddr.in6_u.u6_addr8[0] == 0xff || ip6->daddr.in6_u.u6_addr8[0] == 0xff ||
 		    !(ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |
@@ -326,9 +328,11 @@ static __always_inline __u32 reply_quote_sum(struct reply_quote *qb)
 }
 
 /* reply_icmp_write writes the headers in front of the quote: the frame is
- * Ethernet + room for the new IP and ICMP headers + the quote. */
+ * Ethernet + room for the new IP and ICMP headers + the quote. mtu 0 (a
+ * constant there): port unreachable; else fragmentation needed (IPv4 type
+ * 3 code 4) or packet too big (ICMPv6 type 2) naming that MTU. */
 static __always_inline int reply_icmp_write(void *data, void *data_end, struct reply_quote *qb,
-					    __u32 qsum)
+					    __u32 qsum, __u32 mtu)
 {
 	struct ethhdr *eth = data;
 	__u32 sum = qsum, q = qb->q;
@@ -360,6 +364,12 @@ static __always_inline int reply_icmp_write(void *data, void *data_end, struct r
 		__builtin_memset(ic, 0, 8);
 		ic[0] = 3; /* destination unreachable */
 		ic[1] = 3; /* port unreachable */
+		if (mtu) {
+			__u16 m = bpf_htons(mtu);
+
+			ic[1] = 4; /* fragmentation needed and DF set */
+			__builtin_memcpy(ic + 6, &m, 2);
+		}
 		sum = csum_add(sum, ic, 8);
 		c = csum_finish(sum);
 		__builtin_memcpy(ic + 2, &c, 2);
@@ -379,6 +389,13 @@ static __always_inline int reply_icmp_write(void *data, void *data_end, struct r
 		__builtin_memset(ic, 0, 8);
 		ic[0] = 1; /* destination unreachable */
 		ic[1] = 4; /* port unreachable */
+		if (mtu) {
+			__u32 m = bpf_htonl(mtu);
+
+			ic[0] = 2; /* packet too big */
+			ic[1] = 0;
+			__builtin_memcpy(ic + 4, &m, 4);
+		}
 		sum = csum_add(sum, &ip6->saddr, 32);
 		sum += bpf_htons(8 + q) + bpf_htons(IPPROTO_ICMPV6);
 		sum = csum_add(sum, ic, 8);
@@ -398,7 +415,7 @@ static __noinline int reply_skb_icmp(struct __sk_buff *skb, __u64 flags)
 	struct reply_quote *qb = bpf_map_lookup_elem(&xlane_fw_quote, &zero);
 
 	if (!qb || skb->gso_size ||
-	    reply_icmp_read((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, qb))
+	    reply_icmp_read((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, qb, 0))
 		return -1;
 	q = qb->q;
 	if (q < 28 || q > REPLY_QUOTE6 || !reply_icmp_allow(qb) ||
@@ -408,7 +425,7 @@ static __noinline int reply_skb_icmp(struct __sk_buff *skb, __u64 flags)
 	if (bpf_skb_change_tail(skb, sizeof(struct ethhdr) + q, 0) ||
 	    bpf_skb_adjust_room(skb, REPLY_ICMP_HDR(qb), BPF_ADJ_ROOM_MAC, 0))
 		return -1;
-	if (reply_icmp_write((void *)(long)skb->data, (void *)(long)skb->data_end, qb, qsum))
+	if (reply_icmp_write((void *)(long)skb->data, (void *)(long)skb->data_end, qb, qsum, 0))
 		return -1;
 	return bpf_redirect(skb->ifindex, flags) == TC_ACT_REDIRECT ? 0 : -1;
 }
@@ -419,7 +436,8 @@ static __noinline int reply_xdp_icmp(struct xdp_md *ctx)
 	__u32 zero = 0, qsum, q, len = bpf_xdp_get_buff_len(ctx);
 	struct reply_quote *qb = bpf_map_lookup_elem(&xlane_fw_quote, &zero);
 
-	if (!qb || reply_icmp_read((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, qb))
+	if (!qb ||
+	    reply_icmp_read((void *)(long)ctx->data, (void *)(long)ctx->data_end, len, qb, 0))
 		return -1;
 	q = qb->q;
 	if (q < 28 || q > REPLY_QUOTE6 || !reply_icmp_allow(qb) ||
@@ -429,7 +447,7 @@ static __noinline int reply_xdp_icmp(struct xdp_md *ctx)
 	if (bpf_xdp_adjust_tail(ctx, -(int)(len - sizeof(struct ethhdr) - q)) ||
 	    bpf_xdp_adjust_head(ctx, -(int)REPLY_ICMP_HDR(qb)))
 		return -1;
-	return reply_icmp_write((void *)(long)ctx->data, (void *)(long)ctx->data_end, qb, qsum);
+	return reply_icmp_write((void *)(long)ctx->data, (void *)(long)ctx->data_end, qb, qsum, 0);
 }
 
 /* reply_skb answers the refused segment in skb with an RST (other

@@ -132,10 +132,10 @@ func metricsSnapshot(m *ebpf.Map) (map[MetricsKey]uint64, error) {
 
 // verdictAgrees says whether a program of type typ that returned ret may
 // have counted the packet under reason r: a drop reason with a drop (or,
-// for a reject, the answer sent back), a pass reason with a pass, a
-// forward reason with a redirect.
+// for a reject or a packet too big answered with ICMP, the answer sent
+// back), a pass reason with a pass, a forward reason with a redirect.
 func verdictAgrees(typ ebpf.ProgramType, ret uint32, r Reason) bool {
-	reject := r.String() == "drop_fw_reject"
+	reject := r.String() == "drop_fw_reject" || r.String() == "drop_too_big"
 	if typ == ebpf.XDP {
 		switch r.Class() {
 		case ClassPass:

@@ -712,7 +712,8 @@ const (
 	tcXlReasonXL_FWD_XSK          tcXlReason = 36
 	tcXlReasonXL_DROP_NO_XSK      tcXlReason = 37
 	tcXlReasonXL_DROP_PEER_DOWN   tcXlReason = 38
-	tcXlReasonXL_REASON_MAX       tcXlReason = 39
+	tcXlReasonXL_DROP_TOO_BIG     tcXlReason = 39
+	tcXlReasonXL_REASON_MAX       tcXlReason = 40
 )
 
 // Names of all BPF objects in the ELF.

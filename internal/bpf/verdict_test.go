@@ -45,6 +45,8 @@ func TestReasonClasses(t *testing.T) {
 		{ebpf.SchedCLS, retTCUnspec, tcXlReasonXL_PASS_TTL, true},
 		{ebpf.SchedCLS, retTCRedirect, tcXlReasonXL_DROP_FW_REJECT, true},
 		{ebpf.SchedCLS, retTCRedirect, tcXlReasonXL_DROP_FW, false},
+		{ebpf.SchedCLS, retTCRedirect, tcXlReasonXL_DROP_TOO_BIG, true},
+		{ebpf.SchedCLS, retTCShot, tcXlReasonXL_DROP_TOO_BIG, true},
 		{ebpf.SchedCLS, retTCShot, tcXlReasonXL_FWD_PEER, false},
 		{ebpf.XDP, retXDPPass, tcXlReasonXL_PASS_NO_TARGET, true},
 		{ebpf.XDP, retXDPTX, tcXlReasonXL_DROP_FW_REJECT, true},

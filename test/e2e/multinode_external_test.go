@@ -166,6 +166,33 @@ func testMultiNodeExternal(t *testing.T, cs []*clusterNode, routing string) {
 		t.Run(f.name+"/maglev over both nodes", func(t *testing.T) {
 			testExternalSpread(t, out, cs, f.name, f.client, []netip.Addr{f.node1, f.node2}, []string{f.pod1, f.pod2})
 		})
+		if routing != "native" { // natively routed, no overlay narrows the path
+			t.Run(f.name+"/pmtu, backend on the other node", func(t *testing.T) {
+				testExternalPMTU(t, out, n1, n2, f.name, f.node1, f.pod2, size)
+			})
+		}
+		t.Run(f.name+"/port unreachable from the other node's backend", func(t *testing.T) {
+			testExternalRefused(t, out, n1, f.name, f.node1, f.pod2)
+		})
+		t.Run(f.name+"/every node's pod to the outside, masqueraded", func(t *testing.T) {
+			for _, c := range cs {
+				dst := netip.AddrPortFrom(f.client, 9200)
+				seen := exchangeVia(t, c.pod, out, dst, dst, 1<<20)
+				if want := pick(f.name, c.under4, c.under6); seen.Addr() != want {
+					t.Errorf("the outside client saw %s's pod from %s, want its node's address %s", c.name, seen, want)
+				}
+			}
+		})
+		t.Run(f.name+"/a pod through another node's NodePort, backend on its own node", func(t *testing.T) {
+			// n2's pod to n1's NodePort (remote-<family>, backend n2's
+			// pod): masqueraded to n2's address out of n2, DNATed and
+			// SNATed on n1, tunnelled (or routed) back to n2; the reply
+			// retraces it. The flow crosses the nodes twice.
+			seen := exchangeVia(t, n2.pod, n2.pod, netip.AddrPortFrom(pick(f.name, n2.ip4(), n2.ip6()), 9090), netip.AddrPortFrom(f.node1, 30080), size)
+			if seen.Addr() != f.cluster1 {
+				t.Errorf("n2's pod saw its own connection through n1 from %s, want n1's cluster address %s", seen, f.cluster1)
+			}
+		})
 	}
 	t.Run("backend on a peer found down", func(t *testing.T) {
 		// n2 leaves the underlay without being removed: n1's probes mark

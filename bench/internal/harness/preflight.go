@@ -1,17 +1,20 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Preflight checks what a benchmark needs before it touches anything:
-// root (rootFor says what for), the tools on PATH, with bpffs a bpffs
-// mounted at /sys/fs/bpf; and it makes NetnsDir.
+// root (rootFor says what for), the tools on PATH, with bpffs a bpffs at
+// /sys/fs/bpf, which it mounts there when nothing is (a freshly booted
+// Debian has none; xlaned does the same, internal/datapath); and it makes
+// NetnsDir.
 func Preflight(rootFor string, bpffs bool, tools ...string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (%s)", rootFor)
@@ -27,8 +30,13 @@ func Preflight(rootFor string, bpffs bool, tools ...string) error {
 	}
 	if bpffs {
 		var st syscall.Statfs_t
-		if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != 0xcafe4a11 {
-			return errors.New("/sys/fs/bpf is not a mounted bpffs")
+		if err := syscall.Statfs("/sys/fs/bpf", &st); err != nil {
+			return fmt.Errorf("bpffs: %w", err)
+		}
+		if st.Type != unix.BPF_FS_MAGIC {
+			if err := unix.Mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"); err != nil {
+				return fmt.Errorf("mount bpffs on /sys/fs/bpf: %w", err)
+			}
 		}
 	}
 	return os.MkdirAll(NetnsDir, 0o755)
