@@ -160,14 +160,25 @@ func TestKubernetesScale(t *testing.T) {
 		lat = append(lat, time.Since(t0))
 	}
 	t.Logf("one EndpointSlice change, from the update call to the service's new backend (5 tries): %v", lat)
-	incremental := 0
-	for _, l := range strings.Split(n.log.String(), "\n") {
-		if strings.Contains(l, "kubernetes sync") || strings.Contains(l, "caches synced") {
-			t.Log(l)
+	// The sync's log line follows its apply, so the last change can be
+	// visible through the API before its line reaches n.log: wait for it.
+	incremental, lines := 0, []string(nil)
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		incremental, lines = 0, nil
+		for _, l := range strings.Split(n.log.String(), "\n") {
+			if strings.Contains(l, "kubernetes sync") || strings.Contains(l, "caches synced") {
+				lines = append(lines, l)
+			}
+			if strings.Contains(l, "kubernetes sync") && strings.Contains(l, "changed_k8s_services=1 ") {
+				incremental++
+			}
 		}
-		if strings.Contains(l, "kubernetes sync") && strings.Contains(l, "changed_k8s_services=1 ") {
-			incremental++
+		if incremental >= len(lat) || time.Now().After(deadline) {
+			break
 		}
+	}
+	for _, l := range lines {
+		t.Log(l)
 	}
 	// Each change is applied alone (internal/k8s: the changed Service's
 	// translation and apply), not by a sync of all 10,000.
