@@ -263,6 +263,9 @@ func (d *Daemon) attachUplink() error {
 	if err != nil {
 		return fmt.Errorf("uplink %q: %w", d.cfg.Uplink, err)
 	}
+	if err := d.uplinkForwarding(d.cfg.Uplink); err != nil {
+		return fmt.Errorf("uplink %q: %w", d.cfg.Uplink, err)
+	}
 	if err := d.dp.XDPErr(); err != nil {
 		// No XDP programs on this kernel (kernel.go): the uplink keeps no
 		// XDP fast path; its tc program (NAT) is attached on its own.

@@ -19,7 +19,9 @@ func rememberSysctls(tx *store.Tx, n *model.Network) (map[string]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	if len(saved) > 0 {
+	// (The uplink's IPv4 forwarding may be recorded already:
+	// uplinkForwarding.)
+	if _, ok := saved[netconf.Forwarding6All]; ok {
 		return nil, nil
 	}
 	before, err := netconf.Forwarding6Before()
@@ -41,4 +43,29 @@ func (d *Daemon) restoreSysctls() error {
 		return err
 	}
 	return netconf.RestoreSysctls(saved)
+}
+
+// uplinkForwarding lets Linux forward IPv4 packets that arrive on the
+// uplink (net.ipv4.conf.<uplink>.forwarding; IPv6 forwarding is the
+// node's, on with its first IPv6 network). The uplink's programs hand
+// Linux packets for endpoints it must forward: a new flow's first packets
+// to an endpoint with a firewall rule set (pass_fw: its to-endpoint rules
+// run on the endpoint's tcx egress), translated (a published port, a
+// NodePort's local backend) or not, and whatever they pass (pass_ttl,
+// pass_too_big, ...). Without it Linux drops them (IpInAddrErrors): with
+// any rule set installed, an outside client's IPv4 connections to a
+// node's local endpoints failed. The value before xlane's first change
+// is recorded for `xlaned --uninstall`.
+func (d *Daemon) uplinkForwarding(dev string) error {
+	key := netconf.Forwarding4(dev)
+	before, err := netconf.ReadSysctl(key)
+	if err != nil {
+		return err
+	}
+	if err := d.store.Update(func(tx *store.Tx) error {
+		return tx.SaveSysctls(map[string]string{key: before})
+	}); err != nil {
+		return err
+	}
+	return netconf.EnableForwarding(dev)
 }

@@ -113,10 +113,11 @@ func UnderlayLink(addr netip.Addr) netlink.Link {
 func IsLocalAddr(addr netip.Addr) bool { return UnderlayLink(addr) != nil }
 
 // EnableForwarding lets Linux forward IPv4 packets that arrive on dev
-// (native routing: peers' pods' packets come in by the underlay device).
-// IPv6 forwarding is the node's (set with its first IPv6 network).
+// (the uplink: what its programs pass to Linux for an endpoint; native
+// routing: peers' pods' packets come in by the underlay device). IPv6
+// forwarding is the node's (set with its first IPv6 network).
 func EnableForwarding(dev string) error {
-	return sysctl("net/ipv4/conf/"+dev+"/forwarding", "1")
+	return sysctl(Forwarding4(dev), "1")
 }
 
 // EnsurePeerRoute routes a peer's pod CIDR: through the VXLAN device

@@ -9,11 +9,24 @@ import (
 	"strings"
 )
 
-// forwarding6All is the sysctl EnsureNetwork sets for an IPv6 subnet.
+// Forwarding6All is the sysctl EnsureNetwork sets for an IPv6 subnet.
 // Writing it also sets default/forwarding and every interface's
 // forwarding (addrconf_fixup_forwarding), so all of them are what it
 // changes.
-const forwarding6All = "net/ipv6/conf/all/forwarding"
+const Forwarding6All = "net/ipv6/conf/all/forwarding"
+
+// Forwarding4 is the sysctl that lets Linux forward IPv4 packets arriving
+// on dev (EnableForwarding sets it).
+func Forwarding4(dev string) string { return "net/ipv4/conf/" + dev + "/forwarding" }
+
+// ReadSysctl returns the value of sysctl p (a path under /proc/sys).
+func ReadSysctl(p string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join("/proc/sys", p))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	return strings.TrimSpace(string(raw)), nil
+}
 
 // Forwarding6Before returns the values that setting
 // net.ipv6.conf.all.forwarding changes: all, default and every existing
@@ -34,8 +47,8 @@ func Forwarding6Before() (map[string]string, error) {
 		}
 		out[strings.TrimPrefix(p, "/proc/sys/")] = strings.TrimSpace(string(raw))
 	}
-	if _, ok := out[forwarding6All]; !ok {
-		return nil, fmt.Errorf("read %s: IPv6 is not there", forwarding6All)
+	if _, ok := out[Forwarding6All]; !ok {
+		return nil, fmt.Errorf("read %s: IPv6 is not there", Forwarding6All)
 	}
 	return out, nil
 }

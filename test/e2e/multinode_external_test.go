@@ -130,6 +130,27 @@ func testMultiNodeExternal(t *testing.T, cs []*clusterNode, routing string) {
 				t.Errorf("drop_no_backend on n1's ul0: %d, want more than %d", n, before)
 			}
 		})
+		t.Run(f.name+"/nodeport, local backend, with a rule set on the node", func(t *testing.T) {
+			// With a firewall rule set on n1, a new flow's first
+			// packets to its pod take the Linux path to the pod's
+			// firewall stage (pass_fw on the uplink): Linux forwards
+			// them from the uplink, where xlaned turns IPv4 forwarding
+			// on (a node's default is off; the maglev subtest's
+			// connections through n2 to its own pod once failed there,
+			// n2 keeping a rule set from TestMultiNode's firewall
+			// subtest).
+			rule := "outside-" + f.name
+			n1.mustXlane(nil, "fw", "add", rule, "--direction", "to-endpoint", "--proto", "tcp", "--dport", "9", "--action", "drop")
+			defer n1.mustXlane(nil, "fw", "rm", rule)
+			before := uplinkCounter(t, n1, "ul0", "pass_fw")
+			seen := exchangeVia(t, out, n1.pod, netip.AddrPortFrom(pick(f.name, n1.ip4(), n1.ip6()), 9092), netip.AddrPortFrom(f.node1, 30082), 1<<20)
+			if seen.Addr() != f.client {
+				t.Errorf("n1's pod saw the connection from %s, want the client's %s", seen, f.client)
+			}
+			if n := uplinkCounter(t, n1, "ul0", "pass_fw"); n <= before {
+				t.Errorf("pass_fw on n1's ul0: %d, want more than %d (the flow did not take the Linux path)", n, before)
+			}
+		})
 		t.Run(f.name+"/trace agrees", func(t *testing.T) {
 			var res api.TraceResult
 			n1.mustXlane(&res, "trace", "--from-ip", f.client.String(), "--to", vip(30080))

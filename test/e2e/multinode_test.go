@@ -432,6 +432,16 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 	})
 	t.Run("uninstall", func(t *testing.T) {
 		n := cs[2]
+		// xlaned turns IPv4 forwarding on on the uplink (what its
+		// programs pass to Linux for an endpoint); --uninstall puts the
+		// node's value back (ul0's when it was made: its namespace's
+		// default, which xlaned leaves alone).
+		sysctl := func(k string) string { return strings.TrimSpace(runIn(t, n.netns, "sysctl", "-n", k)) }
+		fwd := func() string { return sysctl("net.ipv4.conf.ul0.forwarding") }
+		orig := sysctl("net.ipv4.conf.default.forwarding")
+		if v := fwd(); v != "1" {
+			t.Errorf("net.ipv4.conf.ul0.forwarding with xlaned running: %s, want 1", v)
+		}
 		n.stop(syscall.SIGTERM)
 		args := []string{filepath.Join(binDir, "xlaned"), "--uninstall",
 			"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}
@@ -445,6 +455,9 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 			if routes := runIn(t, n.netns, "ip", fam, "route", "show", "proto", "120"); strings.TrimSpace(routes) != "" {
 				t.Errorf("peer routes left behind:\n%s", routes)
 			}
+		}
+		if v := fwd(); v != orig {
+			t.Errorf("net.ipv4.conf.ul0.forwarding after --uninstall: %s, want the node's %s back", v, orig)
 		}
 	})
 }
