@@ -324,28 +324,6 @@ func TestCTICMPErrors(t *testing.T) {
 	up, ep0, ep1 := h.links[devUp], h.links[devEP0], h.links[devEP1]
 	router4, router6 := addr("203.0.113.254"), addr("2001:db8:203::fe")
 
-	// run sends e in on dev through prog and checks the result is want.
-	run := func(t *testing.T, prog ctProg, dev string, e, want icmpErr, metrics ...ctMetric) {
-		t.Helper()
-		in := e.frame(t)
-		h.resetMetrics(t)
-		pr := h.objs.FromEndpoint()
-		if prog == progFromUplink {
-			pr = h.objs.TCFromUplink()
-		}
-		ret, out, err := h.runProg(pr, in, h.links[dev])
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantVerdict(t, ret, actRedirect, in, out)
-		if err := ctChecksums(out); err != nil {
-			t.Errorf("output: %v", err)
-		}
-		if w := want.frame(t); string(out) != string(w) {
-			t.Errorf("output differs from the expected error %v -> %v: %s", want.src, want.dst, frameDiff(out, w))
-		}
-		h.wantMetrics(t, len(in), metrics...)
-	}
 	// masq opens a masqueraded flow from epSrc and returns its node port.
 	masq := func(t *testing.T, proto layers.IPProtocol, src, dst netip.AddrPort) netip.AddrPort {
 		t.Helper()
@@ -387,7 +365,7 @@ func TestCTICMPErrors(t *testing.T) {
 			want := e
 			want.dst = c.client.Addr()
 			want.quote.src = c.client
-			run(t, progFromUplink, devUp, e, toEP0(want),
+			h.icmpForwarded(t, progFromUplink, devUp, e, toEP0(want),
 				ctMetric{up, fwdPeer, DirIngress}, ctMetric{ep0, fwdPeer, DirIngress})
 		})
 	}
@@ -409,7 +387,7 @@ func TestCTICMPErrors(t *testing.T) {
 			want := e
 			want.src, want.quote.dst = node, ap(node, 5353)
 			want.srcMAC, want.dstMAC, want.ttl = upMAC, gwMAC, 63
-			run(t, progFromEP, devEP0, e, want, ctMetric{ep0, fwdFIB, DirEgress})
+			h.icmpForwarded(t, progFromEP, devEP0, e, want, ctMetric{ep0, fwdFIB, DirEgress})
 		})
 	}
 
@@ -422,7 +400,7 @@ func TestCTICMPErrors(t *testing.T) {
 			srcMAC: epNoFwd.mac, dstMAC: epNoFwd.hostMAC}
 		want := e
 		want.src, want.quote.dst = vip.Addr(), vip
-		run(t, progFromEP, devEP1, e, toEP0(want), ctMetric{ep1, fwdPeer, DirEgress}, ctMetric{ep0, fwdPeer, DirIngress})
+		h.icmpForwarded(t, progFromEP, devEP1, e, toEP0(want), ctMetric{ep1, fwdPeer, DirEgress}, ctMetric{ep0, fwdPeer, DirIngress})
 	})
 
 	t.Run("hairpin/ipv4/port unreachable from the container itself", func(t *testing.T) {
@@ -436,7 +414,7 @@ func TestCTICMPErrors(t *testing.T) {
 		want := e
 		want.src, want.dst = nodeV4, epSrc.v4
 		want.quote.src, want.quote.dst = client, ap(nodeV4, 5454)
-		run(t, progFromEP, devEP0, e, toEP0(want), ctMetric{ep0, fwdPeer, DirEgress}, ctMetric{ep0, fwdPeer, DirIngress})
+		h.icmpForwarded(t, progFromEP, devEP0, e, toEP0(want), ctMetric{ep0, fwdPeer, DirEgress}, ctMetric{ep0, fwdPeer, DirIngress})
 	})
 
 	t.Run("error about no flow passes", func(t *testing.T) {
@@ -527,4 +505,29 @@ func TestCTHalfFlow(t *testing.T) {
 			t.Errorf("orphaned reply entry still translates: %+v", v)
 		}
 	})
+}
+
+// icmpForwarded sends the ICMP error e in on dev through prog and checks
+// that it leaves redirected as want, with checksums right and metrics
+// counted.
+func (h *harness) icmpForwarded(t *testing.T, prog ctProg, dev string, e, want icmpErr, metrics ...ctMetric) {
+	t.Helper()
+	in := e.frame(t)
+	h.resetMetrics(t)
+	pr := h.objs.FromEndpoint()
+	if prog == progFromUplink {
+		pr = h.objs.TCFromUplink()
+	}
+	ret, out, err := h.runProg(pr, in, h.links[dev])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantVerdict(t, ret, actRedirect, in, out)
+	if err := ctChecksums(out); err != nil {
+		t.Errorf("output: %v", err)
+	}
+	if w := want.frame(t); string(out) != string(w) {
+		t.Errorf("output differs from the expected error %v -> %v: %s", want.src, want.dst, frameDiff(out, w))
+	}
+	h.wantMetrics(t, len(in), metrics...)
 }

@@ -153,16 +153,7 @@ func TestUplinkRemoteTooBig(t *testing.T) {
 			want.src, want.dst = node, client.Addr()
 			want.quote.src, want.quote.dst = client, vip
 			want.srcMAC, want.dstMAC, want.ttl = upMAC, gwMAC, 63
-			in := e.frame(t)
-			ret, out := run(t, in)
-			wantVerdict(t, ret, actRedirect, in, out)
-			if err := ctChecksums(out); err != nil {
-				t.Errorf("output: %v", err)
-			}
-			if w := want.frame(t); !bytes.Equal(out, w) {
-				t.Errorf("output differs: %s", frameDiff(out, w))
-			}
-			h.wantMetrics(t, len(in), ctMetric{up, fwdFIB, DirIngress})
+			h.icmpForwarded(t, progFromUplink, devUp, e, want, ctMetric{up, fwdFIB, DirIngress})
 		})
 		t.Run(name+"/a router's frag needed about the reply: to the backend", func(t *testing.T) {
 			e := icmpErr{src: router, dst: node, typ: tooBig, code: tooBigCode, rest: 1280,
@@ -171,16 +162,7 @@ func TestUplinkRemoteTooBig(t *testing.T) {
 			want.dst = backend.Addr()
 			want.quote.src, want.quote.dst = backend, from
 			want.srcMAC, want.dstMAC, want.ttl = overlaySrcMAC, overlayMAC, 63
-			in := e.frame(t)
-			ret, out := run(t, in)
-			wantVerdict(t, ret, actRedirect, in, out)
-			if err := ctChecksums(out); err != nil {
-				t.Errorf("output: %v", err)
-			}
-			if w := want.frame(t); !bytes.Equal(out, w) {
-				t.Errorf("output differs: %s", frameDiff(out, w))
-			}
-			h.wantMetrics(t, len(in), ctMetric{up, tcXlReasonXL_FWD_OVERLAY, DirIngress})
+			h.icmpForwarded(t, progFromUplink, devUp, e, want, ctMetric{up, tcXlReasonXL_FWD_OVERLAY, DirIngress})
 		})
 	}
 }
