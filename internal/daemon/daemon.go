@@ -851,6 +851,21 @@ func (d *Daemon) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
 // addEndpoint is AddEndpoint for an endpoint that is att's (a CNI
 // attachment, attachment.go) or nobody's (nil).
 func (d *Daemon) addEndpoint(req api.EndpointAdd, att *model.Attachment) (*model.Endpoint, error) {
+	e, err := d.addEndpointLocked(req, att)
+	if err == nil && !e.VM && !e.VethOnly() {
+		// Both ends are up, but the kernel reports the host side's
+		// carrier from a work queue: wait for it, outside the lock, so
+		// that the caller sees "ready" and traffic can flow at once.
+		netconf.WaitHostUp(e, hostUpWait)
+	}
+	return e, err
+}
+
+// hostUpWait bounds WaitHostUp; on a loaded node the kernel's link watch
+// runs late (seen: more than the time an API call takes, in an emulated VM).
+const hostUpWait = 5 * time.Second
+
+func (d *Daemon) addEndpointLocked(req api.EndpointAdd, att *model.Attachment) (*model.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var e *model.Endpoint

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/safchain/ethtool"
@@ -402,6 +403,27 @@ func HostLink(e *model.Endpoint) (netlink.Link, error) {
 		return nil, model.NotFoundf("veth %s", e.HostIf)
 	}
 	return l, err
+}
+
+// WaitHostUp waits up to timeout for the operational state of the
+// endpoint's host-side device to be up, and reports whether it is. The
+// kernel turns a veth's carrier on when both ends are up, but publishes the
+// operational state later, from its link watch work.
+func WaitHostUp(e *model.Endpoint, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := HostLink(e)
+		if err != nil {
+			return false
+		}
+		if s := l.Attrs().OperState; s == netlink.OperUp || s == netlink.OperUnknown {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // inContainerSide runs fn with the name of the endpoint's container-side
