@@ -24,8 +24,10 @@ func endpointCmd(e *env) *cobra.Command {
 		Short: "Attach a network namespace or a QEMU guest to a network",
 		Long: `Create a veth pair, move one end into the namespace as --ifname, give it
 an address from each subnet of NETWORK (or the --ip given), and program the
-datapath. With --veth-only the container side stays in the node's namespace
-under the printed peer name, for runtimes that move it themselves.
+datapath. It returns once the kernel reports the host side up (at most 5 s;
+the printed state says "ready", or what is wrong). With --veth-only the
+container side stays in the node's namespace under the printed peer name,
+for runtimes that move it themselves.
 
 With --vm the endpoint is a QEMU guest's port: xlane creates a persistent
 tap (virtio-net headers; multi-queue with --queues N > 1) with the same
