@@ -350,6 +350,29 @@ func (d *Daemon) setOverlayMTU(self *model.Node) error {
 	return err
 }
 
+// rememberUnderlayForwarding records, for `xlaned --uninstall`, the IPv4
+// forwarding of the devices that carry this node's underlay addresses
+// before native routing turns it on (setOverlayMTU, in AddNode's
+// transaction). Nothing changes here; a request that fails validation
+// leaves a record of the value as it is.
+func (d *Daemon) rememberUnderlayForwarding(req api.NodeAdd) error {
+	if d.cluster.routing != model.RoutingNative || req.Name != d.cluster.name {
+		return nil
+	}
+	for _, s := range req.Underlay {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			continue // validateNode names it
+		}
+		if l := netconf.UnderlayLink(a); l != nil {
+			if err := d.rememberForwarding4(l.Attrs().Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // removeNodeState undoes applyNode and forgets the node's flows.
 func (d *Daemon) removeNodeState(n *model.Node) error {
 	d.peers.forget(n.ID)
@@ -487,6 +510,9 @@ func (d *Daemon) AddNode(req api.NodeAdd) (*model.Node, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.needCluster("add node"); err != nil {
+		return nil, err
+	}
+	if err := d.rememberUnderlayForwarding(req); err != nil {
 		return nil, err
 	}
 	var n *model.Node

@@ -263,7 +263,7 @@ func (d *Daemon) attachUplink() error {
 	if err != nil {
 		return fmt.Errorf("uplink %q: %w", d.cfg.Uplink, err)
 	}
-	if err := d.uplinkForwarding(d.cfg.Uplink); err != nil {
+	if err := d.forwarding4(d.cfg.Uplink); err != nil {
 		return fmt.Errorf("uplink %q: %w", d.cfg.Uplink, err)
 	}
 	if err := d.dp.XDPErr(); err != nil {

@@ -28,6 +28,13 @@ import (
 // daemon whose state and pins are private to the test.
 func inNode(t *testing.T, fn func(d *Daemon)) {
 	t.Helper()
+	inNodeWith(t, Config{}, fn)
+}
+
+// inNodeWith is inNode with cfg's flags (its state and pin paths are the
+// test's).
+func inNodeWith(t *testing.T, cfg Config, fn func(d *Daemon)) {
+	t.Helper()
 	node, err := testutils.NewNS()
 	if err != nil {
 		t.Fatalf("new netns: %v", err)
@@ -36,7 +43,8 @@ func inNode(t *testing.T, fn func(d *Daemon)) {
 	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-%d", os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pinDir) })
 	err = node.Do(func(ns.NetNS) error {
-		d, err := New(Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)})
+		cfg.StatePath, cfg.PinDir, cfg.Log = filepath.Join(t.TempDir(), "state.db"), pinDir, slog.New(slog.DiscardHandler)
+		d, err := New(cfg)
 		if err != nil {
 			return err
 		}

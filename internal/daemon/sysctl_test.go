@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -81,5 +82,46 @@ func TestUninstallRestoresSysctls(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("after uninstall")
+	})
+}
+
+// With native routing, adding this node turns IPv4 forwarding on on the
+// device that carries its underlay address (peers' pods' packets come in
+// there); `xlaned --uninstall` puts the value from before back, also where
+// that device is not the uplink (this daemon has none).
+func TestUninstallRestoresUnderlayForwarding(t *testing.T) {
+	cfg := Config{NodeName: "n1", ClusterCIDRs: []string{"10.244.0.0/16"}, Routing: "native"}
+	inNodeWith(t, cfg, func(d *Daemon) {
+		ul := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "und0"}, PeerName: "und0p"}
+		if err := netlink.LinkAdd(ul); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.AddrAdd(ul, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("192.0.2.10"), Mask: net.CIDRMask(24, 32)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(ul); err != nil {
+			t.Fatal(err)
+		}
+		const key = "net/ipv4/conf/und0/forwarding"
+		writeSysctl(t, key, "0")
+		// A request that fails validation changes nothing.
+		if _, err := d.AddNode(api.NodeAdd{Name: "n1", Underlay: []string{"192.0.2.10"}, PodCIDRs: []string{"10.99.0.0/24"}}); err == nil {
+			t.Fatal("a pod CIDR outside the cluster CIDR was accepted")
+		}
+		if got := readSysctl(t, key); got != "0" {
+			t.Fatalf("after a refused node add: %s = %s, want 0", key, got)
+		}
+		if _, err := d.AddNode(api.NodeAdd{Name: "n1", Underlay: []string{"192.0.2.10"}, PodCIDRs: []string{"10.244.1.0/24"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := readSysctl(t, key); got != "1" {
+			t.Fatalf("native routing, this node added: %s = %s, want 1", key, got)
+		}
+		if err := d.Uninstall(); err != nil {
+			t.Fatal(err)
+		}
+		if got := readSysctl(t, key); got != "0" {
+			t.Errorf("after uninstall: %s = %s, want the 0 from before", key, got)
+		}
 	})
 }
