@@ -512,16 +512,7 @@ func TestCTHalfFlow(t *testing.T) {
 // counted.
 func (h *harness) icmpForwarded(t *testing.T, prog ctProg, dev string, e, want icmpErr, metrics ...ctMetric) {
 	t.Helper()
-	in := e.frame(t)
-	h.resetMetrics(t)
-	pr := h.objs.FromEndpoint()
-	if prog == progFromUplink {
-		pr = h.objs.TCFromUplink()
-	}
-	ret, out, err := h.runProg(pr, in, h.links[dev])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ret, in, out := h.ctRunFrame(t, prog, dev, e.frame(t))
 	wantVerdict(t, ret, actRedirect, in, out)
 	if err := ctChecksums(out); err != nil {
 		t.Errorf("output: %v", err)

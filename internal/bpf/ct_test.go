@@ -441,7 +441,13 @@ const (
 // ctRun runs p, arriving on dev, through prog with fresh metrics.
 func (h *harness) ctRun(t *testing.T, prog ctProg, dev string, p ctPkt) (ret int32, in, out []byte) {
 	t.Helper()
-	in = p.frame(t)
+	return h.ctRunFrame(t, prog, dev, p.frame(t))
+}
+
+// ctRunFrame runs the frame in, arriving on dev, through prog with fresh
+// metrics; it returns the verdict, in and the frame that came out.
+func (h *harness) ctRunFrame(t *testing.T, prog ctProg, dev string, in []byte) (int32, []byte, []byte) {
+	t.Helper()
 	h.resetMetrics(t)
 	pr := h.objs.FromEndpoint()
 	if prog == progFromUplink {
