@@ -599,9 +599,15 @@ func startKubeClusterWith(t *testing.T, bins, cidr string, opts clusterOpts) *ku
 	run(t, "ip", "-n", kc.ul, "link", "set", "pcp", "master", "br0", "up")
 	runIn(t, kc.cpNS, "ip", "addr", "add", "192.168.78.100/24", "dev", "ul0")
 	runIn(t, kc.cpNS, "ip", "link", "set", "ul0", "up")
-	kc.cp = startControlPlaneWith(t, bins, kc.cpNS, "192.168.78.100", cpOptions{
-		serviceCIDR: "10.96.0.0/16,fd00:96::/108", kubelets: []string{"n1", "n2"},
-		serviceAccounts: daemonSet, noRBAC: daemonSet})
+	cpo := cpOptions{serviceCIDR: "10.96.0.0/16,fd00:96::/108", kubelets: []string{"n1", "n2"},
+		serviceAccounts: daemonSet, noRBAC: daemonSet}
+	if opts.allControllers {
+		// The API server reaches the kubelets (exec, logs, proxy) at
+		// their InternalIP, as kubeadm's does: the Nodes' Hostname
+		// addresses (n1, n2) resolve nowhere here.
+		cpo.apiserverArgs = []string{"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}
+	}
+	kc.cp = startControlPlaneWith(t, bins, kc.cpNS, "192.168.78.100", cpo)
 	controllers := "endpointslice-controller,node-ipam-controller,pod-garbage-collector-controller"
 	args := []string{filepath.Join(bins, "kube-controller-manager"),
 		"--kubeconfig=" + kc.cp.admin, "--leader-elect=false", "--secure-port=0",
