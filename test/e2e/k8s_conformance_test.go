@@ -365,24 +365,31 @@ func e2eImages(t *testing.T, bins string) []string {
 	if err != nil {
 		t.Fatalf("e2e.test --list-images: %v", err)
 	}
-	names := map[string]string{} // agnhost -> registry.k8s.io/e2e-test-images/agnhost:2.56
+	// agnhost -> registry.k8s.io/e2e-test-images/agnhost:2.56; nginx
+	// has two tags (Nginx, NginxNew). The images of other registries
+	// (gcr.io's authenticated ones, invalid.registry.k8s.io) are for
+	// specs of registries, none of the suites'.
+	names := map[string][]string{}
 	for _, ref := range strings.Fields(string(out)) {
-		repo, _, _ := strings.Cut(ref, ":")
-		names[path.Base(repo)] = ref
+		if repo, _, _ := strings.Cut(ref, ":"); strings.HasPrefix(ref, "registry.k8s.io/") {
+			names[path.Base(repo)] = append(names[path.Base(repo)], ref)
+		}
 	}
-	ref := func(name string) string {
+	refs := func(name string) []string {
 		r, ok := names[name]
 		if !ok {
-			t.Fatalf("e2e.test --list-images names no %s image:\n%s", name, out)
+			t.Fatalf("e2e.test --list-images names no registry.k8s.io %s image:\n%s", name, out)
 		}
 		return r
 	}
 	dir := t.TempDir()
 	var archives []string
-	add := func(ref string, config map[string]any, layers ...[]byte) {
-		p := filepath.Join(dir, fmt.Sprintf("image-%d.tar", len(archives)))
-		writeFile(t, p, ociImage(t, ref, config, layers...))
-		archives = append(archives, p)
+	add := func(refs []string, config map[string]any, layers ...[]byte) {
+		for _, ref := range refs {
+			p := filepath.Join(dir, fmt.Sprintf("image-%d.tar", len(archives)))
+			writeFile(t, p, ociImage(t, ref, config, layers...))
+			archives = append(archives, p)
+		}
 	}
 	script := func(env []string, name string, args ...string) string {
 		cmd := exec.Command("../../scripts/"+name, args...)
@@ -417,9 +424,9 @@ func e2eImages(t *testing.T, bins string) []string {
 		{name: "agnhost-2", link: "agnhost"},
 		{name: "uploads/", mode: 0o755},
 	})
-	add(ref("agnhost"), map[string]any{"Entrypoint": []string{"/agnhost"}, "Cmd": []string{"pause"}, "Env": []string{path}},
+	add(refs("agnhost"), map[string]any{"Entrypoint": []string{"/agnhost"}, "Cmd": []string{"pause"}, "Env": []string{path}},
 		tools, passwd, agnhost)
-	add(ref("jessie-dnsutils"), map[string]any{"Cmd": []string{"/bin/sh"}, "Env": []string{path}}, tools, passwd)
+	add(refs("jessie-dnsutils"), map[string]any{"Cmd": []string{"/bin/sh"}, "Env": []string{path}}, tools, passwd)
 
 	bb := []tarEntry{{name: "bin/busybox", body: string(readFile("/bin/busybox")), mode: 0o755}, {name: "tmp/", mode: 0o1777}}
 	list, err := exec.Command("/bin/busybox", "--list").Output()
@@ -431,10 +438,10 @@ func e2eImages(t *testing.T, bins string) []string {
 			bb = append(bb, tarEntry{name: "bin/" + a, link: "busybox"})
 		}
 	}
-	add(ref("busybox"), map[string]any{"Cmd": []string{"sh"}, "Env": []string{path}}, tarTree(bb), passwd)
+	add(refs("busybox"), map[string]any{"Cmd": []string{"sh"}, "Env": []string{path}}, tarTree(bb), passwd)
 
 	nginx := readFile(script([]string{"XLANE_ROOTFS_CHECK=nginx -V"}, "k8s-image-rootfs.sh", "base-files", "dash", "nginx-light"))
-	add(ref("nginx"), map[string]any{"Entrypoint": []string{"nginx", "-g", "daemon off;"}, "Env": []string{path}}, nginx, passwd)
+	add(refs("nginx"), map[string]any{"Entrypoint": []string{"nginx", "-g", "daemon off;"}, "Env": []string{path}}, nginx, passwd)
 
 	pauseBin := filepath.Join(dir, "pause")
 	build := exec.Command("go", "build", "-o", pauseBin, "github.com/xlane-dev/xlane/test/e2e/pause")
@@ -442,10 +449,10 @@ func e2eImages(t *testing.T, bins string) []string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build test/e2e/pause: %v\n%s", err, out)
 	}
-	add(ref("pause"), map[string]any{"Entrypoint": []string{"/pause"}}, tarTree([]tarEntry{{name: "pause", body: string(readFile(pauseBin)), mode: 0o755}}))
+	add(refs("pause"), map[string]any{"Entrypoint": []string{"/pause"}}, tarTree([]tarEntry{{name: "pause", body: string(readFile(pauseBin)), mode: 0o755}}))
 
 	coredns := script(nil, "k8s-coredns.sh")
-	add(coreDNSImage, map[string]any{"Entrypoint": []string{"/coredns"}},
+	add([]string{coreDNSImage}, map[string]any{"Entrypoint": []string{"/coredns"}},
 		tarTree([]tarEntry{{name: "coredns", body: string(readFile(coredns)), mode: 0o755}, {name: "etc/coredns/", mode: 0o755}}))
 	return archives
 }
