@@ -209,7 +209,7 @@ func runE2ESuite(t *testing.T, bins string, kc *kubeCluster, name, focus, skip s
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	args := []string{filepath.Join(bins, "ginkgo"), "--procs=" + strconv.Itoa(procs), "--timeout=80m", "--no-color",
+	args := []string{filepath.Join(bins, "ginkgo"), "--procs=" + strconv.Itoa(procs), "--timeout=80m", "--no-color", "--silence-skips",
 		"--focus=" + focus, "--junit-report=" + junit}
 	if skip != "" {
 		args = append(args, "--skip="+skip)
