@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"os"
@@ -351,7 +352,8 @@ func firstLines(s string, n int) string {
 //     test/images/agnhost at the cluster's version (scripts/k8s-bins.sh
 //     agnhost), on a root file system of this machine's Debian packages
 //     with the tools its Dockerfile installs from Alpine (a shell, dig,
-//     curl, nc, ip; scripts/k8s-image-rootfs.sh) and /uploads;
+//     curl, nc, ip; scripts/k8s-image-rootfs.sh), /uploads and the
+//     porter's TLS certificate and key (the Proxy specs' https ports);
 //   - jessie-dnsutils: the same root file system (dig, the DNS specs'
 //     second querier);
 //   - busybox: Debian's busybox-static, its applets linked in /bin;
@@ -419,10 +421,27 @@ func e2eImages(t *testing.T, bins string) []string {
 	tools := readFile(script([]string{"XLANE_ROOTFS_CHECK=bash --version && dig -v && curl --version && nc -h 2>&1 | grep -q OpenBSD && ip -V && getent --version && seq 1 2"},
 		"k8s-image-rootfs.sh", "base-files", "dash", "bash", "coreutils", "grep", "sed", "libc-bin",
 		"bind9-dnsutils", "curl", "netcat-openbsd", "iproute2", "iputils-ping", "wget"))
+	// The porter's TLS certificate and key, which its Dockerfile adds
+	// to / (its working directory): from the module's source.
+	version := os.Getenv("XLANE_K8S_VERSION")
+	if version == "" {
+		version = "v1.34.4" // scripts/k8s-bins.sh's
+	}
+	dl, err := exec.Command("go", "mod", "download", "-json", "k8s.io/kubernetes@"+version).Output()
+	if err != nil {
+		t.Fatalf("go mod download k8s.io/kubernetes@%s: %v", version, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(dl, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download k8s.io/kubernetes@%s: %v %s", version, err, dl)
+	}
+	porter := filepath.Join(mod.Dir, "test/images/agnhost/porter")
 	agnhost := tarTree([]tarEntry{
 		{name: "agnhost", body: string(readFile(filepath.Join(bins, "agnhost"))), mode: 0o755},
 		{name: "agnhost-2", link: "agnhost"},
 		{name: "uploads/", mode: 0o755},
+		{name: "localhost.crt", body: string(readFile(filepath.Join(porter, "localhost.crt")))},
+		{name: "localhost.key", body: string(readFile(filepath.Join(porter, "localhost.key")))},
 	})
 	add(refs("agnhost"), map[string]any{"Entrypoint": []string{"/agnhost"}, "Cmd": []string{"pause"}, "Env": []string{path}},
 		tools, passwd, agnhost)
