@@ -315,12 +315,28 @@ func readJUnit(file string) ([]junitCase, error) {
 			if !strings.HasPrefix(c.Name, "[It] ") || (c.Skipped != nil && c.Skipped.Message == "skipped") {
 				continue
 			}
-			c.Name = strings.TrimPrefix(c.Name, "[It] ")
+			c.Name = withoutLabels(strings.TrimPrefix(c.Name, "[It] "))
 			specs = append(specs, c)
 		}
 	}
 	slices.SortFunc(specs, func(a, b junitCase) int { return strings.Compare(a.Name, b.Name) })
 	return specs, nil
+}
+
+// withoutLabels is a JUnit spec name without the list of its labels
+// ginkgo appends (" [sig-network, Conformance]") where the e2e framework
+// has them in the name already ("[sig-network] ... [Conformance]").
+func withoutLabels(name string) string {
+	i := strings.LastIndex(name, " [")
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return name
+	}
+	for _, l := range strings.Split(name[i+2:len(name)-1], ", ") {
+		if !strings.Contains(name[:i], "["+l+"]") {
+			return name
+		}
+	}
+	return name[:i]
 }
 
 // junitSummary is one line per spec (state, duration, name) under a line
