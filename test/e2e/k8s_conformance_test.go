@@ -647,3 +647,35 @@ func saveNodeLogs(t *testing.T, nodes []*kubeletNode, results string) {
 		}
 	}
 }
+
+// TestConformanceSummary checks the reading of ginkgo's JUnit report
+// (TestKubernetesConformance's summary) on a report of each state: a
+// spec the focus left out is not listed, one that skipped itself is.
+func TestConformanceSummary(t *testing.T) {
+	report := `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="5"><testsuite name="Kubernetes e2e suite" tests="5">
+<testcase name="[SynchronizedBeforeSuite]" status="passed" time="1"></testcase>
+<testcase name="[It] [sig-network] B spec [Conformance] [sig-network, Conformance]" status="failed" time="12.5"><failure message="wrong results&#xA;second line" type="failed">body</failure></testcase>
+<testcase name="[It] [sig-network] A spec [Conformance] [sig-network, Conformance]" status="passed" time="3.25"></testcase>
+<testcase name="[It] [sig-apps] left out [sig-apps]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-network] C spec [Feature:SCTPConnectivity] [sig-network, Feature:SCTPConnectivity, Other]" status="skipped" time="0.5"><skipped message="skipped - no SCTP"></skipped></testcase>
+</testsuite></testsuites>`
+	file := filepath.Join(t.TempDir(), "r.xml")
+	writeFile(t, file, []byte(report))
+	specs, err := readJUnit(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := junitSummary("s", specs)
+	want := `# s: 3 specs, 1 passed, 1 failed, 1 skipped
+PASS     3.2s  [sig-network] A spec [Conformance]
+FAIL    12.5s  [sig-network] B spec [Conformance]
+SKIP     0.5s  [sig-network] C spec [Feature:SCTPConnectivity] [sig-network, Feature:SCTPConnectivity, Other]
+`
+	if got != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", got, want)
+	}
+	if m := specs[1].message(); m != "wrong results\nsecond line" {
+		t.Errorf("failure message %q", m)
+	}
+}
