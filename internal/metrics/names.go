@@ -8,22 +8,25 @@ package metrics
 
 // Label names.
 const (
-	LabelEndpoint  = "endpoint"  // endpoint ID ("" for the uplink and the node)
-	LabelNetwork   = "network"   // network name ("" for the uplink and the node)
-	LabelDirection = "direction" // from_endpoint (sent by it) or to_endpoint
-	LabelHook      = "hook"      // the attach point whose program decided: tc, xdp, netkit
-	LabelDevice    = "device"    // the device the count was taken on: endpoint, uplink, node
-	LabelReason    = "reason"    // enum xl_reason as in bpf/lib/abi.h: fwd_peer, drop_fw, ...
-	LabelVerdict   = "verdict"   // forwarded, passed (to Linux) or dropped
-	LabelMap       = "map"       // BPF map name: xlane_ct, ...
-	LabelRule      = "rule"      // firewall rule name (default:SCOPE:DIR for default policies)
-	LabelAction    = "action"    // firewall action: allow, drop, reject, log
-	LabelService   = "service"   // service name
-	LabelBackend   = "backend"   // backend ADDR:PORT
-	LabelState     = "state"     // backend state: active or draining
-	LabelProgram   = "program"   // BPF program name: xlane_from_endpoint, ...
-	LabelSource    = "source"    // what a scrape failed to read
-	LabelVersion   = "version"
+	LabelEndpoint  = "endpoint"   // endpoint ID ("" for the uplink and the node)
+	LabelNetwork   = "network"    // network name ("" for the uplink and the node)
+	LabelDirection = "direction"  // from_endpoint (sent by it) or to_endpoint
+	LabelHook      = "hook"       // the attach point whose program decided: tc, xdp, netkit
+	LabelDevice    = "device"     // the device the count was taken on: endpoint, uplink, node
+	LabelReason    = "reason"     // enum xl_reason as in bpf/lib/abi.h: fwd_peer, drop_fw, ...
+	LabelVerdict   = "verdict"    // forwarded, passed (to Linux) or dropped
+	LabelMap       = "map"        // BPF map name: xlane_ct, ...
+	LabelRule      = "rule"       // firewall rule name (default:SCOPE:DIR for default policies)
+	LabelAction    = "action"     // firewall action: allow, drop, reject, log
+	LabelService   = "service"    // service name
+	LabelBackend   = "backend"    // backend ADDR:PORT
+	LabelState     = "state"      // backend state: active or draining
+	LabelProgram   = "program"    // BPF program name: xlane_from_endpoint, ...
+	LabelSource    = "source"     // what a scrape failed to read
+	LabelVersion   = "version"    // git describe of the build (internal/version)
+	LabelCommit    = "commit"     // the git commit it was built from
+	LabelBuildDate = "build_date" // when it was built (RFC 3339)
+	LabelGoVersion = "goversion"
 	LabelMethod    = "method"
 	LabelRoute     = "route"   // the API route pattern: GET /v1/endpoints/{id}
 	LabelCode      = "code"    // HTTP status code
@@ -134,8 +137,8 @@ var (
 		"Time the daemon took to answer API requests."}
 	ScrapeErrors = Metric{"xlane_scrape_errors_total", Counter, []string{LabelSource},
 		"Scrapes that could not read part of the state (its series are missing from that scrape)."}
-	BuildInfo = Metric{"xlane_build_info", Gauge, []string{LabelVersion},
-		"Always 1; the version of xlaned."}
+	BuildInfo = Metric{"xlane_build_info", Gauge, []string{LabelVersion, LabelCommit, LabelBuildDate, LabelGoVersion},
+		"Always 1; the version, commit and build date of xlaned (xlaned --version)."}
 )
 
 // All lists every xlane_ metric; the Go runtime's go_* and the process'
