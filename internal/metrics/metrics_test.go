@@ -238,3 +238,24 @@ func TestBuildInfoNamesTheCommit(t *testing.T) {
 		t.Errorf("%s labels %v, want %v", BuildInfo.Name, got, want)
 	}
 }
+
+// A streaming handler behind Instrument can flush (xlane monitor's events
+// never arrived while xlaned served --metrics-addr: the timing wrapper hid
+// the server's http.Flusher).
+func TestInstrumentFlushes(t *testing.T) {
+	r := New(&fakeSource{s: full()}, version.Info{Version: "test"}, quiet())
+	h := r.Instrument(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fl, ok := w.(http.Flusher)
+		if !ok {
+			t.Error("the instrumented ResponseWriter is no http.Flusher")
+			return
+		}
+		w.Write([]byte("event\n"))
+		fl.Flush()
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/monitor", nil))
+	if !rec.Flushed {
+		t.Error("Flush did not reach the server's writer")
+	}
+}

@@ -80,6 +80,16 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Flush passes a streaming handler's flushes on (xlane monitor's events):
+// without it the wrapped writer is no http.Flusher and a stream sat in
+// the server's buffer until it filled.
+func (w *statusWriter) Flush() {
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // ErrNotLoopback: a TCP --metrics-addr that is not a loopback address,
 // without --metrics-allow-remote.
 var ErrNotLoopback = errors.New("not a loopback address")
