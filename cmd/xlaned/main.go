@@ -81,6 +81,15 @@ network namespace with its own --state, --socket and --pin-dir.
 xlaned is also Docker's network driver "xlane" (see --docker-plugin-socket
 and docs/docker.md).
 
+Examples:
+  xlaned --uplink eth0                                   # the defaults: /var/lib/xlane/state.db, /run/xlane/xlane.sock, /sys/fs/bpf/xlane
+  xlaned --uplink eth0 --metrics-addr 127.0.0.1:9643     # with Prometheus metrics
+  xlaned --state /tmp/n1/state.db --socket /tmp/n1/xlane.sock --pin-dir /sys/fs/bpf/n1 --docker-plugin-socket= --calibrate-at-start=false   # a second daemon (in its own netns)
+  xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
+  xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
+  xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
+  xlaned --version
+
 Flags:
 `)
 		fs.PrintDefaults()
