@@ -28,9 +28,10 @@ const (
 	LabelBuildDate = "build_date" // when it was built (RFC 3339)
 	LabelGoVersion = "goversion"
 	LabelMethod    = "method"
-	LabelRoute     = "route"   // the API route pattern: GET /v1/endpoints/{id}
-	LabelCode      = "code"    // HTTP status code
-	LabelCounter   = "counter" // a socket-layer counter: sock_added, bytes_redirected, ... (bpf/lib/accel.h, proxy.h)
+	LabelRoute     = "route"  // the API route pattern: GET /v1/endpoints/{id}
+	LabelCode      = "code"   // HTTP status code
+	LabelEvent     = "event"  // what a socket-layer counter counts: added, redirected, fallback_no_peer, ... (sock.go)
+	LabelResult    = "result" // found or missed
 )
 
 // Type is a Prometheus metric type.
@@ -125,12 +126,25 @@ var (
 	// The socket layer (docs/accel.md).
 	AccelOn = Metric{"xlane_accel_on", Gauge, nil,
 		"1 while socket acceleration is attached and on, else 0."}
-	AccelSockets = Metric{"xlane_accel_sockets", Gauge, nil,
+	// Counters by unit (sockets, messages, bytes, directions, connections,
+	// lookups, listeners: one metric each, Prometheus' naming); sock.go
+	// maps the BPF counters (enum accel_stat, enum proxy_stat) to them.
+	AccelMapSockets = Metric{"xlane_accel_map_sockets", Gauge, nil,
 		"Sockets in the acceleration socket map (both ends of each accelerated connection)."}
-	AccelCounters = Metric{"xlane_accel_total", Counter, []string{LabelCounter},
-		"Socket acceleration counters: sockets added or skipped and why, messages and bytes redirected, fallbacks by reason."}
-	ProxyCounters = Metric{"xlane_proxy_total", Counter, []string{LabelCounter},
-		"Transparent proxy redirect counters: connections redirected, exempted, SO_ORIGINAL_DST answered or missed."}
+	AccelSockets = Metric{"xlane_accel_sockets_total", Counter, []string{LabelEvent},
+		"Sockets socket acceleration saw established: added to the map, or skipped (skip_filter, skip_inflight, skip_off) or add_failed."}
+	AccelMessages = Metric{"xlane_accel_messages_total", Counter, []string{LabelEvent},
+		"Messages (sendmsg calls) of accelerated sockets: redirected socket to socket, or fallback_REASON (no_peer, sticky, off, no_state, mem_pressure) through TCP."}
+	AccelBytes = Metric{"xlane_accel_bytes_total", Counter, []string{LabelEvent},
+		"Bytes of the messages in xlane_accel_messages_total: redirected, or fallback (every reason)."}
+	AccelDirections = Metric{"xlane_accel_fallback_directions_total", Counter, []string{LabelReason},
+		"Directions of accelerated connections that stopped redirecting: backlog (the peer had more than max_backlog unread) or small_stream."}
+	ProxyConnections = Metric{"xlane_proxy_connections_total", Counter, []string{LabelDirection, LabelEvent},
+		"Connections the transparent redirect saw: out (connect) redirected, exempted, track_failed; in (arriving) redirected, exempted, no_listener."}
+	ProxyOrigDst = Metric{"xlane_proxy_origdst_lookups_total", Counter, []string{LabelResult},
+		"getsockopt(SO_ORIGINAL_DST) calls of the proxy: found (answered) or missed (an unknown connection)."}
+	ProxyListeners = Metric{"xlane_proxy_listeners_added_total", Counter, nil,
+		"Proxy listen() calls put into xlane_proxy_listeners for inbound redirects."}
 
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
@@ -151,6 +165,7 @@ var All = []Metric{
 	ServiceBackends, ServiceBackendFlows,
 	ProgramRuns, ProgramRunTime, BPFStatsEnabled,
 	NeighEvents, NeighResyncs,
-	AccelOn, AccelSockets, AccelCounters, ProxyCounters,
+	AccelOn, AccelMapSockets, AccelSockets, AccelMessages, AccelBytes, AccelDirections,
+	ProxyConnections, ProxyOrigDst, ProxyListeners,
 	APIRequestDuration, ScrapeErrors, BuildInfo,
 }
