@@ -26,10 +26,10 @@ func doubledWord(msg string) string {
 
 func TestDoubledWord(t *testing.T) {
 	for msg, want := range map[string]string{
-		"cgroup cgroup /x: no such file":             "cgroup",
-		"cgroup /x: no such file":                    "",
-		"port 80: port 80 is in use":                 "",
-		"to 15006: nothing listens on it":            "",
+		"cgroup cgroup /x: no such file":            "cgroup",
+		"cgroup /x: no such file":                   "",
+		"port 80: port 80 is in use":                "",
+		"to 15006: nothing listens on it":           "",
 		"network \"blue\": the the subnet overlaps": "the",
 	} {
 		if got := doubledWord(msg); got != want {

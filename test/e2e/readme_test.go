@@ -43,9 +43,9 @@ func readmeBlock(t *testing.T, readme string) string {
 // bash -e: every line must succeed, in order. It stands for a fresh
 // machine: a network namespace of its own (only lo, up), a private mount
 // namespace where /run (netns names, the API socket, the Docker plugin
-// socket), /var/lib/xlane and /sys/fs/bpf are empty mounts of their own,
-// and a cgroup namespace rooted at a cgroup of the test's (its cgroup2
-// mounted anew), so xlaned's defaults, the block's names (c1, wan, ...)
+// socket) and /sys/fs/bpf are empty mounts of their own, /var/lib an
+// overlay without /var/lib/xlane, and a cgroup namespace rooted at a
+// cgroup of the test's (its cgroup2 mounted anew), so xlaned's defaults, the block's names (c1, wan, ...)
 // and xlane's cgroup collide with nothing else on the machine. The
 // block's last lines clean up: afterwards the namespace holds nothing but
 // lo. Whatever happens, the cgroup's processes are killed (cgroup.kill)
@@ -69,8 +69,9 @@ func TestReadmeUsing(t *testing.T) {
 	}
 	cg := newCgroup(t, "")
 	t.Cleanup(func() { killCgroup(t, cg) }) // runs before newCgroup's removal
-	// /var/lib as an overlay whose writes land here: xlaned's default
-	// state directory appears in it only, and make build still finds dpkg.
+	// /var/lib as an overlay whose writes land here, without the
+	// machine's /var/lib/xlane (removed in the overlay only): xlaned's
+	// default state starts empty, and make build still finds dpkg.
 	for _, d := range []string{"upper", "work"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -84,6 +85,7 @@ func TestReadmeUsing(t *testing.T) {
 	setup := `set -e
 mount -t tmpfs tmpfs /run
 mount -t overlay overlay -o lowerdir=/var/lib,upperdir="$4/upper",workdir="$4/work" /var/lib
+rm -rf /var/lib/xlane
 mount -t bpf bpf /sys/fs/bpf
 umount -l "$1"; mount -t cgroup2 cgroup2 "$1"
 cd "$2"
