@@ -199,7 +199,7 @@ func (c *Choice) ChooseBigTCP(mode string) {
 		} else {
 			c.BigTCP6 = won
 		}
-		c.Reason += fmt.Sprintf("; BIG TCP %s %s on %s (on %s vs off %s Gbit/s)", f, onOff(won), mode, spread(on), spread(off))
+		c.Reason += fmt.Sprintf("; BIG TCP %s: %s (measured on %s: on %s vs off %s Gbit/s)", f, onOff(won), mode, spread(on), spread(off))
 	}
 }
 

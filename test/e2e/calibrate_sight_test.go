@@ -32,6 +32,23 @@ func TestCalibrateOutOfSight(t *testing.T) {
 		done <- r
 	}()
 	var res result
+	// A user flushing in a tight loop beside it, and one flush per
+	// listing below.
+	stopFlush, flushed := make(chan struct{}), make(chan []string)
+	go func() {
+		var errs []string
+		for {
+			select {
+			case <-stopFlush:
+				flushed <- errs
+				return
+			default:
+			}
+			if _, e, err := n.xlane("ct", "flush"); err != nil {
+				errs = append(errs, err.Error()+": "+e)
+			}
+		}
+	}()
 	running, flushes := 0, 0
 	for finished := false; !finished; {
 		select {
@@ -62,6 +79,10 @@ func TestCalibrateOutOfSight(t *testing.T) {
 			t.Errorf("ct flush during the calibration: %v: %s", err, e)
 		}
 		flushes++
+	}
+	close(stopFlush)
+	for _, e := range <-flushed {
+		t.Errorf("ct flush during the calibration: %s", e)
 	}
 	if res.err != nil {
 		t.Fatalf("calibrate with ct flushes beside it: %v: %s", res.err, res.stderr)
