@@ -217,11 +217,11 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 		err = errors.Join(err, d.removeCalibration(id))
 		d.setCalibID("")
 	}()
-	for i, m := range []model.Mode{model.ModeKernel, model.ModeTC, model.ModeXDPGeneric, model.ModeXDP} {
+	for _, m := range []model.Mode{model.ModeKernel, model.ModeTC, model.ModeXDPGeneric, model.ModeXDP} {
 		if d.modeMissing(m) != nil {
 			continue
 		}
-		b, err := d.newCalibBed(id, m, i)
+		b, err := d.newCalibBed(id, m)
 		if b != nil {
 			beds = append(beds, b)
 		}
@@ -339,14 +339,19 @@ func (d *Daemon) calibReserved(name string) error {
 	return model.Fieldf("name", "%q: names starting with %s are reserved for xlane calibrate's throwaway networks", name, calibPrefix)
 }
 
-// newCalibBed makes mode's throwaway network (198.18.0.0/15, the
-// benchmarking range, and a ULA) and its two endpoints. The bed is
-// returned, partly built, with an error too, for removeCalibBed.
-func (d *Daemon) newCalibBed(id string, m model.Mode, i int) (*calibBed, error) {
+// newCalibBed makes mode's throwaway network (a free /24 of
+// 198.18.0.0/15, the benchmarking range, and a free /64 of a ULA:
+// calibSubnets) and its two endpoints. The bed is returned, partly built,
+// with an error too, for removeCalibBed.
+func (d *Daemon) newCalibBed(id string, m model.Mode) (*calibBed, error) {
 	no := false
+	v4, v6, err := d.calibSubnets()
+	if err != nil {
+		return nil, err
+	}
 	req := api.NetworkCreate{
 		Name:       fmt.Sprintf("%s%s-%s", calibPrefix, id, m),
-		Subnets:    []string{fmt.Sprintf("198.18.%d.0/24", 200+i), fmt.Sprintf("fd78:6c63:616c:%x::/64", 0xc8+i)},
+		Subnets:    []string{v4.String(), v6.String()},
 		Mode:       string(m),
 		Masquerade: &no,
 		Device:     string(model.DeviceVeth),
@@ -378,6 +383,42 @@ func (d *Daemon) newCalibBed(id string, m model.Mode, i int) (*calibBed, error) 
 	// The listeners bind the endpoint's addresses: IPv6 ones must have
 	// left duplicate address detection.
 	return b, waitAddrs(b.nsB, b.b.IPs)
+}
+
+// calibSubnets picks a calibration network's subnets: the first /24 of
+// 198.18.0.0/15 from 198.18.200.0 on, and the /64 of fd78:6c63:616c::/48
+// with the same number, that no network holds and the node neither has an
+// address in nor routes: a user's network in the benchmarking range does
+// not fail a calibration.
+func (d *Daemon) calibSubnets() (v4, v6 netip.Prefix, err error) {
+	var used []netip.Prefix
+	err = d.store.View(func(tx *store.Tx) error {
+		nets, err := tx.Networks()
+		for _, n := range nets {
+			used = append(used, n.Subnets...)
+		}
+		return err
+	})
+	if err != nil {
+		return v4, v6, err
+	}
+	free := func(p netip.Prefix) bool {
+		for _, u := range used {
+			if u.Overlaps(p) {
+				return false
+			}
+		}
+		return netconf.CheckSubnetFree(p) == nil
+	}
+	for k := 0; k < 512; k++ {
+		i := (200 + k) % 512
+		v4 = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18 + byte(i/256), byte(i % 256), 0}), 24)
+		v6 = netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0x78, 0x6c, 0x63, 0x61, 0x6c, byte(i >> 8), byte(i)}), 64)
+		if free(v4) && free(v6) {
+			return v4, v6, nil
+		}
+	}
+	return v4, v6, fmt.Errorf("no free /24 in 198.18.0.0/15 with a free /64 in fd78:6c63:616c::/48 for a calibration network")
 }
 
 func (d *Daemon) setCalibBigTCP(b *calibBed, v4, v6 bool) error {

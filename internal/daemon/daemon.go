@@ -433,6 +433,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		}
 		for _, op := range o.Subnets {
 			for _, p := range n.Subnets {
+				if op.Overlaps(p) && isCalibName(o.Name) { // calibrate.go
+					return nil, model.Conflictf("subnet %s overlaps %s, taken for a few seconds by the calibration under way (xlane calibrate --show): try again when it ends", p, op)
+				}
 				if op.Overlaps(p) {
 					return nil, model.Conflictf("subnet %s overlaps %s of network %q", p, op, o.Name)
 				}
