@@ -87,10 +87,10 @@ type Config struct {
 	// QEMU is the qemu-system-x86_64 whose netdev backends decide which
 	// VM endpoint backends this node offers (qemu.go; "": DefaultQEMU).
 	QEMU string
-	// AutoBPFOnly keeps `auto` among the BPF modes where the BPF datapath
-	// works, whatever the calibration measured fastest: set by xlaned
-	// --kubernetes, whose Services and NetworkPolicies kernel mode does
-	// not carry (no BPF: no service translation, no firewall).
+	// AutoBPFOnly: every network asks for Services and NetworkPolicies,
+	// which kernel mode does not carry (no BPF: no service translation, no
+	// firewall), so `auto` keeps to the BPF modes whatever the calibration
+	// measured (automode.go's needKube): set by xlaned --kubernetes.
 	AutoBPFOnly bool
 }
 
