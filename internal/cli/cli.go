@@ -186,6 +186,7 @@ func statusCmd(e *env) *cobra.Command {
 					default:
 						fmt.Fprintln(w, "auto:\tnot calibrated on this node yet (xlane calibrate)")
 					}
+					fmt.Fprintf(w, "auto rule:\t%s\n", c.Rule)
 				}
 				printHealth(w, st.Health)
 				qemu := st.VM.QEMU

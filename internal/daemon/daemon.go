@@ -89,10 +89,10 @@ type Config struct {
 	// QEMU is the qemu-system-x86_64 whose netdev backends decide which
 	// VM endpoint backends this node offers (qemu.go; "": DefaultQEMU).
 	QEMU string
-	// AutoBPFOnly keeps `auto` among the BPF modes where the BPF datapath
-	// works, whatever the calibration measured fastest: set by xlaned
-	// --kubernetes, whose Services and NetworkPolicies kernel mode does
-	// not carry (no BPF: no service translation, no firewall).
+	// AutoBPFOnly: every network asks for Services and NetworkPolicies,
+	// which kernel mode does not carry (no BPF: no service translation, no
+	// firewall), so `auto` keeps to the BPF modes whatever the calibration
+	// measured (automode.go's needKube): set by xlaned --kubernetes.
 	AutoBPFOnly bool
 }
 
@@ -324,11 +324,14 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if !nameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
+	if err := d.calibReserved(req.Name); err != nil {
+		return nil, err
+	}
 	requested, err := model.ParseMode(req.Mode)
 	if err != nil {
 		return nil, err
 	}
-	mode, why, err := d.resolveMode(requested)
+	mode, why, err := d.resolveMode(requested, d.createNeeds(req))
 	if err != nil {
 		return nil, err
 	}
@@ -432,6 +435,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		}
 		for _, op := range o.Subnets {
 			for _, p := range n.Subnets {
+				if op.Overlaps(p) && isCalibName(o.Name) { // calibrate.go
+					return nil, model.Conflictf("subnet %s overlaps %s, taken for a few seconds by the calibration under way (xlane calibrate --show): try again when it ends", p, op)
+				}
 				if op.Overlaps(p) {
 					return nil, model.Conflictf("subnet %s overlaps %s of network %q", p, op, o.Name)
 				}
@@ -550,8 +556,16 @@ func (d *Daemon) networkWithEndpoints(name string) (n *model.Network, eps []mode
 }
 
 // DeleteNetwork removes a network. A missing network is not an error. With
-// endpoints it fails unless force, which removes them first.
+// endpoints it fails unless force, which removes them first. A
+// calibration's networks are not the user's to delete (calibrate.go).
 func (d *Daemon) DeleteNetwork(name string, force bool) error {
+	if isCalibName(name) {
+		return nil
+	}
+	return d.deleteNetwork(name, force)
+}
+
+func (d *Daemon) deleteNetwork(name string, force bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n, eps, err := d.networkWithEndpoints(name)
@@ -604,6 +618,9 @@ func (d *Daemon) Networks() ([]api.NetworkInfo, error) {
 			return err
 		}
 		for _, n := range nets {
+			if isCalibName(n.Name) { // the calibration's (calibrate.go)
+				continue
+			}
 			info := api.NetworkInfo{Network: n}
 			for _, e := range eps {
 				if e.Network == n.Name {
@@ -639,10 +656,12 @@ const (
 		"(TCP 1.09-1.26x kernel routing, lowest latency; native XDP loses TCP: TSO off on the peer and a checksum pass; docs/benchmarks.md)"
 )
 
-// resolveMode turns a requested mode into the one to run: auto picks
-// AutoMode, or kernel where BPF cannot load; an explicit BPF mode on a node
-// without the BPF datapath is refused.
-func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
+// resolveMode turns a requested mode into the one to run: auto picks, for
+// a network asking for needs, what the calibration ranks first among the
+// modes that give it all of them (automode.go), AutoMode before a
+// calibration, or kernel where BPF cannot load; an explicit BPF mode on a
+// node without the BPF datapath is refused.
+func (d *Daemon) resolveMode(m model.Mode, needs []need) (model.Mode, string, error) {
 	dpErr := d.dp.Available()
 	switch {
 	case m == model.ModeAuto && dpErr != nil:
@@ -650,14 +669,8 @@ func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
 	case m == model.ModeAuto && d.modeMissing(AutoMode) != nil:
 		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
-		if c := d.calibration(); c != nil && d.modeMissing(model.Mode(c.Mode)) == nil {
-			if d.cfg.AutoBPFOnly && !model.Mode(c.Mode).BPF() {
-				return AutoMode, string(AutoMode) + ": the calibration measured " + c.Mode +
-					" fastest, but services and network policies need a BPF mode (xlaned --kubernetes)", nil
-			}
-			return model.Mode(c.Mode), c.Reason + " (calibrated " + c.At.Format(time.RFC3339) + ")", nil
-		}
-		return AutoMode, autoReason + "; not calibrated on this node yet (xlane calibrate)", nil
+		mode, why := d.autoFrom(d.calibration(), needs)
+		return mode, why, nil
 	case m.BPF() && dpErr != nil:
 		return "", "", fmt.Errorf("mode %s: %w", m, dpErr)
 	case m.BPF() && d.modeMissing(m) != nil:
@@ -684,7 +697,7 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	if err != nil {
 		return nil, err
 	}
-	mode, why, err := d.resolveMode(requested)
+	mode, why, err := d.resolveMode(requested, d.networkNeeds(n, eps))
 	if err != nil {
 		return nil, err
 	}
@@ -769,7 +782,7 @@ func randomID() string {
 
 func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.Endpoint, *model.Network, error) {
 	n, err := tx.Network(req.Network)
-	if errors.Is(err, model.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) || d.calibReserved(req.Network) != nil {
 		return nil, nil, model.Fieldf("network", "%q: no such network", req.Network)
 	}
 	if err != nil {
@@ -1080,7 +1093,7 @@ func (d *Daemon) RemoveEndpoint(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, n, err := d.endpointAndNetwork(id)
-	if errors.Is(err, model.ErrNotFound) && e == nil {
+	if errors.Is(err, model.ErrNotFound) && e == nil || e != nil && isCalibName(e.Network) {
 		return nil
 	}
 	if err != nil {
@@ -1130,7 +1143,7 @@ func (d *Daemon) Endpoints(network string) ([]api.EndpointInfo, error) {
 			}
 		}
 		for _, e := range eps {
-			if network != "" && e.Network != network {
+			if network != "" && e.Network != network || isCalibName(e.Network) {
 				continue
 			}
 			n, err := tx.Network(e.Network)
@@ -1151,6 +1164,9 @@ func (d *Daemon) Endpoint(id string) (*api.EndpointInfo, error) {
 		e, err := tx.Endpoint(id)
 		if err != nil {
 			return err
+		}
+		if isCalibName(e.Network) { // the calibration's (calibrate.go)
+			return model.NotFoundf("endpoint %q", id)
 		}
 		n, err := tx.Network(e.Network)
 		if err != nil {
@@ -1290,7 +1306,17 @@ func (d *Daemon) Status() (*api.Status, error) {
 			return err
 		}
 		eps, err := tx.Endpoints()
-		st.Networks, st.Endpoints = len(nets), len(eps)
+		// The calibration's are not the user's (calibrate.go).
+		for _, n := range nets {
+			if !isCalibName(n.Name) {
+				st.Networks++
+			}
+		}
+		for _, e := range eps {
+			if !isCalibName(e.Network) {
+				st.Endpoints++
+			}
+		}
 		return err
 	})
 	st.Counters = d.reasonCounters(0)

@@ -45,7 +45,7 @@ func (d *Daemon) health() *api.Health {
 	}
 	for _, e := range eps {
 		n := nets[e.Network]
-		if n == nil || !n.Mode.BPF() {
+		if n == nil || !n.Mode.BPF() || isCalibName(n.Name) { // a calibration's: not the user's (calibrate.go)
 			continue
 		}
 		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit())

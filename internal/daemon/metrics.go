@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		s.Errors["store"] = err
 		return s
 	}
+	eps = slices.DeleteFunc(eps, func(e model.Endpoint) bool { return isCalibName(e.Network) }) // calibrate.go
 	s.Counters, err = d.reasonCounts(eps)
 	if err != nil {
 		s.Errors["counters"] = err
