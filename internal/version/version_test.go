@@ -45,6 +45,12 @@ func TestBinariesStamped(t *testing.T) {
 		t.Fatalf("make print-ldflags = %q: no commit %s", ldflags, commit)
 	}
 	dir := t.TempDir()
+	// One go build for the three: they share the compile.
+	build := exec.Command("go", "build", "-ldflags", ldflags, "-o", dir+"/", "./cmd/xlane", "./cmd/xlaned", "./cmd/xlane-cni")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
 	for _, b := range []struct {
 		pkg  string
 		args []string
@@ -53,7 +59,7 @@ func TestBinariesStamped(t *testing.T) {
 		{"xlaned", []string{"--version"}},
 		{"xlane-cni", []string{"--version"}},
 	} {
-		got := buildRun(t, root, nil, ldflags, b.pkg, b.args...)
+		got := runBin(filepath.Join(dir, b.pkg), b.args...)
 		if !strings.Contains(got, commit) || strings.Contains(got, "dev ") {
 			t.Errorf("%s %v: %q, want commit %s and no dev", b.pkg, b.args, got, commit)
 		}
@@ -104,6 +110,11 @@ func buildRun(t *testing.T, root string, env []string, ldflags, pkg string, args
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
+	return runBin(bin, args...)
+}
+
+// runBin is what bin prints when run with args (with no CNI_COMMAND).
+func runBin(bin string, args ...string) string {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(cmd.Environ(), "CNI_COMMAND=")
 	out, _ := cmd.CombinedOutput()
