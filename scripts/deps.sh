@@ -8,6 +8,7 @@ pkgs=(clang-19 clang-format-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute
       docker.io busybox-static
       containernetworking-plugins containerd runc   # CNI: portmap/loopback, and a containerd for crictl (test/e2e/cni*_test.go)
       prometheus   # scrapes xlaned in test/e2e/metrics_test.go (the test starts its own)
+      systemd      # systemd-analyze verify of deploy/systemd/xlaned.service (deploy/systemd_test.go)
       qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -24,6 +24,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/k8s"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/server"
+	"github.com/xlane-dev/xlane/internal/version"
 )
 
 func main() {
@@ -67,6 +68,7 @@ func run() error {
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
 	apiServer := fs.String("k8s-api-server", "", "with --kubernetes: the API server's address, https://HOST:PORT or HOST:PORT, instead of the kubeconfig's or the in-cluster one (the kubernetes Service's ClusterIP, which without kube-proxy nothing translates before xlaned runs); the DaemonSet takes it from its ConfigMap")
 	qemu := fs.String("qemu", daemon.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
+	showVersion := fs.Bool("version", false, "print the version, the git commit and the build date, and exit")
 	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~14 s of TCP between throwaway namespaces, hidden from listings) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
@@ -79,6 +81,15 @@ network namespace with its own --state, --socket and --pin-dir.
 xlaned is also Docker's network driver "xlane" (see --docker-plugin-socket
 and docs/docker.md).
 
+Examples:
+  xlaned --uplink eth0                                   # the defaults: /var/lib/xlane/state.db, /run/xlane/xlane.sock, /sys/fs/bpf/xlane
+  xlaned --uplink eth0 --metrics-addr 127.0.0.1:9643     # with Prometheus metrics
+  xlaned --state /tmp/n1/state.db --socket /tmp/n1/xlane.sock --pin-dir /sys/fs/bpf/n1 --docker-plugin-socket= --calibrate-at-start=false   # a second daemon (in its own netns)
+  xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
+  xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
+  xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
+  xlaned --version
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -88,6 +99,10 @@ Flags:
 			return nil
 		}
 		return err
+	}
+	if *showVersion {
+		fmt.Println("xlaned", version.Get())
+		return nil
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
@@ -132,7 +147,7 @@ Flags:
 	}
 	handler := server.Handler(d, log)
 	if ml != nil {
-		reg := metrics.New(d, daemon.Version, log)
+		reg := metrics.New(d, version.Get(), log)
 		handler = reg.Instrument(handler)
 		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
@@ -167,7 +182,7 @@ Flags:
 			}
 		}()
 	}
-	log.Info("xlaned ready", "version", daemon.Version, "socket", *socket, "state", *state, "pin_dir", *pinDir)
+	log.Info("xlaned ready", "version", daemon.Version, "commit", version.Get().Commit, "socket", *socket, "state", *state, "pin_dir", *pinDir)
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

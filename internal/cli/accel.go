@@ -61,9 +61,10 @@ tests again at every start.`,
 	enable.Flags().IntSliceVar(&ports, "port", nil, "accelerate only connections with one end on this port; repeatable")
 	enable.Flags().StringSliceVar(&req.Accept, "accept", nil, "self-test case whose failure your applications can live with (e.g. splice if none splices from a socket); one of "+strings.Join(accel.CaseNames(), ", "))
 	disable := &cobra.Command{
-		Use:   "disable",
-		Short: "Stop accelerating (open connections carry on over the normal path)",
-		Args:  cobra.NoArgs,
+		Use:     "disable",
+		Short:   "Stop accelerating (open connections carry on over the normal path)",
+		Example: `  xlane accel disable`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := e.client().DisableAccel(cmd.Context())
 			if err != nil {
@@ -75,7 +76,9 @@ tests again at every start.`,
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "State, the last self-test case by case, and the counters",
-		Args:  cobra.NoArgs,
+		Example: `  xlane accel status
+  xlane accel status -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := e.client().AccelStatus(cmd.Context())
 			if err != nil {
@@ -205,7 +208,9 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List redirects and their counters",
-		Args:    cobra.NoArgs,
+		Example: `  xlane proxy ls
+  xlane proxy ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := e.client().ProxyRedirects(cmd.Context())
 			if err != nil {
@@ -239,9 +244,10 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 		},
 	}
 	rm := &cobra.Command{
-		Use:   "rm PORT",
-		Short: "Remove the redirect of PORT (connections already redirected carry on)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "rm PORT",
+		Short:   "Remove the redirect of PORT (connections already redirected carry on)",
+		Example: `  xlane proxy rm 80`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := strconv.ParseUint(args[0], 10, 16)
 			if err != nil || p == 0 {

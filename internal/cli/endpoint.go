@@ -81,7 +81,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List endpoints with their counters",
-		Args:    cobra.NoArgs,
+		Example: `  xlane endpoint ls
+  xlane endpoint ls --network blue -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eps, err := e.client().Endpoints(cmd.Context(), network)
 			if err != nil {
@@ -94,7 +96,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 	inspect := &cobra.Command{
 		Use:   "inspect ID",
 		Short: "Show an endpoint with per-reason datapath counters",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane endpoint inspect web1
+  xlane endpoint inspect web1 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ep, err := e.client().Endpoint(cmd.Context(), args[0])
 			if err != nil {
@@ -139,7 +143,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Use:     "rm ID...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove endpoints (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane endpoint rm web1
+  xlane endpoint rm web1 web2 ctr42`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, id := range args {
 				if err := e.client().DeleteEndpoint(cmd.Context(), id); err != nil {
@@ -170,7 +176,9 @@ BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
 	unpublish := &cobra.Command{
 		Use:   "unpublish ID --port NODEPORT[:PORT][/tcp|udp]...",
 		Short: "Withdraw published ports (withdrawing a missing one succeeds)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane endpoint unpublish web1 --port 8080
+  xlane endpoint unpublish web1 --port 8080:80/tcp --port 5353:53/udp`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ep, err := e.client().PublishPorts(cmd.Context(), args[0], ports, true)
 			if err != nil {

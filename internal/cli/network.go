@@ -64,7 +64,9 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List networks",
-		Args:    cobra.NoArgs,
+		Example: `  xlane network ls
+  xlane network ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nets, err := e.client().Networks(cmd.Context())
 			if err != nil {
@@ -76,7 +78,9 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	inspect := &cobra.Command{
 		Use:   "inspect NAME",
 		Short: "Show a network",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane network inspect blue
+  xlane network inspect blue -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := e.client().Network(cmd.Context(), args[0])
 			if err != nil {
@@ -126,7 +130,9 @@ removed, so established connections carry on.`,
 		Use:     "rm NAME...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove networks (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane network rm blue
+  xlane network rm blue --force   # and its endpoints`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, name := range args {
 				if err := e.client().DeleteNetwork(cmd.Context(), name, force); err != nil {

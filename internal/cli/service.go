@@ -50,7 +50,10 @@ weight 0 is draining: no new flows, its established ones run on.`,
 	update := &cobra.Command{
 		Use:   "update NAME --backend IP:PORT[@WEIGHT]...",
 		Short: "Replace a service's backends (left out: removed; @0: draining)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane service update web --backend 10.10.0.2:8080 --backend 10.10.0.3:8080
+  xlane service update web --backend 10.10.0.2:8080@0 --backend 10.10.0.3:8080   # drain 10.10.0.2
+  xlane service update sticky --affinity=false`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := e.client().UpdateService(cmd.Context(), args[0], upd)
 			if err != nil {
@@ -76,7 +79,9 @@ weight 0 is draining: no new flows, its established ones run on.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List services",
-		Args:    cobra.NoArgs,
+		Example: `  xlane service ls
+  xlane service ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			svcs, err := e.client().Services(cmd.Context())
 			if err != nil {
@@ -88,7 +93,9 @@ weight 0 is draining: no new flows, its established ones run on.`,
 	inspect := &cobra.Command{
 		Use:   "inspect NAME",
 		Short: "Show a service",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane service inspect web
+  xlane service inspect web -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := e.client().Service(cmd.Context(), args[0])
 			if err != nil {
@@ -101,7 +108,9 @@ weight 0 is draining: no new flows, its established ones run on.`,
 		Use:     "rm NAME...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove services (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane service rm web
+  xlane service rm web sticky`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, n := range args {
 				if err := e.client().DeleteService(cmd.Context(), n); err != nil {

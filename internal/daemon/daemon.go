@@ -25,10 +25,12 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
+	"github.com/xlane-dev/xlane/internal/version"
 )
 
-// Version is set at build time.
-var Version = "dev"
+// Version is the build's (internal/version: stamped by the Makefile,
+// else the VCS information of the build).
+var Version = version.Get().Version
 
 // Config is how xlaned was started.
 type Config struct {

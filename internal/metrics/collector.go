@@ -133,13 +133,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			on = 1
 		}
 		gauge(AccelOn, on)
-		gauge(AccelSockets, float64(a.Sockets))
+		gauge(AccelMapSockets, float64(a.Sockets))
 		for n, v := range a.Counters {
-			counter(AccelCounters, float64(v), n)
+			if u, ok := accelUnits[n]; ok {
+				counter(u.metric, float64(v), u.labels...)
+			}
 		}
 	}
 	for n, v := range s.Proxy {
-		counter(ProxyCounters, float64(v), n)
+		if u, ok := proxyUnits[n]; ok {
+			counter(u.metric, float64(v), u.labels...)
+		}
 	}
 }
 

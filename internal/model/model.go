@@ -214,7 +214,15 @@ type FieldError struct {
 	Reason string
 }
 
-func (e *FieldError) Error() string { return e.Field + " " + e.Reason }
+// Error is the field's name and the reason; a reason that starts with the
+// name already (accel's "cgroup /x: no such file or directory") is not
+// prefixed again: it read "cgroup cgroup /x: ...".
+func (e *FieldError) Error() string {
+	if rest, ok := strings.CutPrefix(e.Reason, e.Field); ok && e.Field != "" && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
+		return e.Reason
+	}
+	return e.Field + " " + e.Reason
+}
 
 // Fieldf builds a FieldError: Fieldf("subnet", "%q: invalid prefix length", s)
 // reads `subnet "10.0.0.0/33": invalid prefix length`.
