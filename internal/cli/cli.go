@@ -45,6 +45,19 @@ func (e *env) print(v any, table func(w *tabwriter.Writer)) error {
 // Main runs the CLI and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	e := &env{out: stdout}
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(stderr, "Error:", describe(err))
+		return 1
+	}
+	return 0
+}
+
+// newRoot builds the command tree.
+func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "xlane",
 		Short: "Manage xlane networks and endpoints",
@@ -77,14 +90,24 @@ Quick start:
 	root.PersistentFlags().StringVar(&e.socket, "socket", def, "daemon API socket (env XLANE_SOCKET)")
 	root.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "output format: table or json")
 	root.AddCommand(networkCmd(e), nodeCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e))
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(stderr, "Error:", describe(err))
-		return 1
+	refuseStrayArgs(root)
+	return root
+}
+
+// refuseStrayArgs makes every command group (a command that only holds
+// subcommands) refuse words that name none of them: cobra's default for a
+// group below the root prints its help and exits 0, so `xlane network
+// craete x` did nothing and "succeeded". cobra checks Args of runnable
+// commands only, so a group runs: its help, when no word follows it.
+// Commands that run say their own argument count (Args).
+func refuseStrayArgs(c *cobra.Command) {
+	if !c.Runnable() {
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	}
-	return 0
+	for _, sub := range c.Commands() {
+		refuseStrayArgs(sub)
+	}
 }
 
 // describe phrases an API error for people: the message already names the
