@@ -75,6 +75,9 @@ func parseService(req api.ServiceCreate) (*model.Service, error) {
 	if err != nil {
 		return nil, model.Fieldf("vip", "%q: want IP:PORT[/tcp|udp] (IPv6: [ADDR]:PORT)", req.VIP)
 	}
+	if p := model.VIPAddrProblem(ap.Addr()); p != "" {
+		return nil, model.Fieldf("vip", "%q: %s", req.VIP, p)
+	}
 	s.VIP = ap
 	if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
 		return nil, err
@@ -102,6 +105,9 @@ func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 			return err
 		} else if other != "" {
 			return model.Conflictf("vip %s/%s is service %q's", s.VIP, s.Proto, other)
+		}
+		if err := checkVIPSubnets(tx, "vip", s.VIP.Addr()); err != nil {
+			return err
 		}
 		if s.ID, err = tx.NextServiceID(); err != nil {
 			return err

@@ -59,6 +59,11 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 		}
 	}
 	err := d.store.Update(func(tx *store.Tx) error {
+		for i, s := range want {
+			if err := checkVIPSubnets(tx, fmt.Sprintf("services[%d].vip", i), s.VIP.Addr()); err != nil {
+				return err
+			}
+		}
 		for _, s := range want {
 			old, err := tx.Service(s.Name)
 			switch {

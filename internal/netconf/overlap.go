@@ -106,3 +106,26 @@ func linkName(ifindex int) string {
 	}
 	return "no device"
 }
+
+// BroadcastOf names the device whose IPv4 subnet has a as its broadcast
+// address (the address's IFA_BROADCAST, or the last address of its
+// prefix), in the namespace of the calling thread; "" for none.
+func BroadcastOf(a netip.Addr) string {
+	if !a.Is4() {
+		return ""
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
+	if err != nil {
+		return ""
+	}
+	for _, ad := range addrs {
+		if b, ok := netip.AddrFromSlice(ad.Broadcast); ok && b.Unmap() == a {
+			return linkName(ad.LinkIndex)
+		}
+		ip, ok := netip.AddrFromSlice(ad.IP)
+		if ones, _ := ad.Mask.Size(); ok && ones < 31 && model.BroadcastAddr(netip.PrefixFrom(ip.Unmap(), ones)) == a {
+			return linkName(ad.LinkIndex)
+		}
+	}
+	return ""
+}

@@ -112,3 +112,39 @@ func TestCNIAddOwnNetns(t *testing.T) {
 		t.Errorf("refused ADDs changed the node's links:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// Service VIPs that are no single service's unicast address are refused by
+// `service create` and `service apply` (all or none), naming the field:
+// 0.0.0.0:80 used to take the node's own connections to any local port 80
+// to the backends.
+func TestServiceVIPRefused(t *testing.T) {
+	n := newNode(t)
+	n.mustXlane(nil, "network", "create", "vipnet", "--subnet", "10.214.0.0/24")
+	// A subnet of the node's own, with its broadcast address.
+	runIn(t, n.netns, "ip", "addr", "add", "198.51.100.1/24", "brd", "+", "dev", "lo")
+	for _, vip := range []string{
+		"0.0.0.0:80", "[::]:80", "255.255.255.255:80/udp", "224.0.0.251:5353/udp", "[ff02::1]:80",
+		"127.0.0.1:80", "[::1]:80", "169.254.169.254:80", "[fe80::1]:80",
+		"10.214.0.255:80", "198.51.100.255:80/udp",
+	} {
+		backend := "10.214.0.2:8080"
+		if strings.HasPrefix(vip, "[") {
+			backend = "[fd00:214::2]:8080"
+		}
+		_, stderr, err := n.xlane("service", "create", "bad", "--vip", vip, "--backend", backend)
+		if err == nil || !strings.Contains(stderr, "Error: vip ") {
+			t.Errorf("service create --vip %s: %v %q, want an error naming vip", vip, err, stderr)
+		}
+		file := filepath.Join(t.TempDir(), "svcs.json")
+		os.WriteFile(file, []byte(`[{"name": "good", "vip": "10.96.0.1:80", "backends": ["10.214.0.2:8080"]},
+			{"name": "bad", "vip": "`+vip+`", "backends": ["`+backend+`"]}]`), 0o644)
+		if _, stderr, err := n.xlane("service", "apply", "-f", file); err == nil || !strings.Contains(stderr, "services[1]") || !strings.Contains(stderr, "vip") {
+			t.Errorf("service apply with VIP %s: %v %q, want an error naming services[1]", vip, err, stderr)
+		}
+	}
+	var svcs []model.Service
+	n.mustXlane(&svcs, "service", "ls")
+	if len(svcs) != 0 {
+		t.Errorf("services after refused requests: %+v", svcs)
+	}
+}
