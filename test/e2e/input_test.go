@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,4 +148,34 @@ func TestServiceVIPRefused(t *testing.T) {
 	if len(svcs) != 0 {
 		t.Errorf("services after refused requests: %+v", svcs)
 	}
+}
+
+// The uplink blocklist refuses prefixes that cut the node off (every
+// source, its own addresses, its default gateway), naming the field and
+// the value, and adds nothing of the request; narrower prefixes are taken.
+func TestBlocklistRefusesSelfHarm(t *testing.T) {
+	var out string
+	n := newNode(t, withOutside(&out, "1500"))
+	for _, tc := range []struct{ prefix, says string }{
+		{"0.0.0.0/0", "every source"},
+		{"::/0", "every source"},
+		{"192.0.2.0/24", "192.0.2.2"},
+		{"192.0.2.1", "default gateway 192.0.2.1"},
+		{"2001:db8:83::/64", "2001:db8:83::2"},
+	} {
+		_, stderr, err := n.xlane("fw", "block", "add", "198.51.100.0/24", tc.prefix)
+		if err == nil || !strings.Contains(stderr, "add[1]") || !strings.Contains(stderr, tc.says) {
+			t.Errorf("fw block add %s: %v %q, want an error naming add[1] and %q", tc.prefix, err, stderr, tc.says)
+		}
+	}
+	var bl api.FirewallBlocklist
+	n.mustXlane(&bl, "fw", "block", "ls")
+	if bl.Count != 0 {
+		t.Errorf("blocklist holds %d prefixes after refused requests, want 0", bl.Count)
+	}
+	n.mustXlane(&bl, "fw", "block", "add", "198.51.100.0/24", "192.0.2.3/32")
+	if bl.Count != 2 {
+		t.Errorf("blocklist holds %d prefixes, want 2", bl.Count)
+	}
+	ping(t, out, netip.MustParseAddr("192.0.2.2")) // the node still hears its gateway
 }
