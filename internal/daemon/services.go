@@ -30,16 +30,16 @@ func parseBackends(specs []string, vip model.Service) ([]model.Backend, error) {
 			return nil, err
 		}
 		if b.Addr.Addr().Is4() != vip.VIP.Addr().Is4() {
-			return nil, model.Fieldf("backend", "%q: address family differs from the VIP %s", s, vip.VIP)
+			return nil, model.Fieldf("backends", "%q: address family differs from the VIP %s", s, vip.VIP)
 		}
 		if seen[b.Addr.String()] {
-			return nil, model.Fieldf("backend", "%q: listed twice", s)
+			return nil, model.Fieldf("backends", "%q: listed twice", s)
 		}
 		seen[b.Addr.String()] = true
 		out = append(out, b)
 	}
 	if len(out) > int(1<<20) {
-		return nil, model.Fieldf("backend", "too many backends (%d)", len(out))
+		return nil, model.Fieldf("backends", "too many backends (%d)", len(out))
 	}
 	return out, nil
 }

@@ -37,11 +37,11 @@ func Allocate(tx *store.Tx, n *model.Network, owner string, requested []netip.Ad
 		}
 		switch {
 		case idx < 0:
-			return nil, model.Fieldf("ip", "%q: not in any subnet of network %q (%v)", r, n.Name, n.Subnets)
+			return nil, model.Fieldf("ips", "%q: not in any subnet of network %q (%v)", r, n.Name, n.Subnets)
 		case want[idx].IsValid():
-			return nil, model.Fieldf("ip", "%q: network %q already got an address from subnet %s", r, n.Name, n.Subnets[idx])
+			return nil, model.Fieldf("ips", "%q: network %q already got an address from subnet %s", r, n.Name, n.Subnets[idx])
 		case Reserved(n.Subnets[idx], n.Gateways[idx], r):
-			return nil, model.Fieldf("ip", "%q: reserved in subnet %s (subnet, gateway or broadcast address)", r, n.Subnets[idx])
+			return nil, model.Fieldf("ips", "%q: reserved in subnet %s (subnet, gateway or broadcast address)", r, n.Subnets[idx])
 		}
 		if o := tx.LeaseOwner(n.Name, r); o != "" {
 			return nil, model.Conflictf("ip %q: already leased to endpoint %s", r, o)

@@ -36,7 +36,7 @@ const (
 // store's overlap check between networks runs first and says it better.
 func CheckSubnetFree(p netip.Prefix) error {
 	if p.Addr().Is4() && p.Bits() < MinSubnetBits4 || p.Addr().Is6() && p.Bits() < MinSubnetBits6 {
-		return model.Fieldf("subnet", "%s: shorter than /%d (IPv4) or /%d (IPv6): it would cover the node's own routes", p, MinSubnetBits4, MinSubnetBits6)
+		return model.Fieldf("subnets", "%s: shorter than /%d (IPv4) or /%d (IPv6): it would cover the node's own routes", p, MinSubnetBits4, MinSubnetBits6)
 	}
 	family := netlink.FAMILY_V4
 	if p.Addr().Is6() {
@@ -52,7 +52,7 @@ func CheckSubnetFree(p netip.Prefix) error {
 			continue
 		}
 		if p.Contains(ip.Unmap()) {
-			return model.Fieldf("subnet", "%s: holds the node's address %s (%s)", p, ip.Unmap(), linkName(a.LinkIndex))
+			return model.Fieldf("subnets", "%s: holds the node's address %s (%s)", p, ip.Unmap(), linkName(a.LinkIndex))
 		}
 	}
 	routes, err := retryDump(func() ([]netlink.Route, error) {
@@ -68,9 +68,9 @@ func CheckSubnetFree(p netip.Prefix) error {
 		}
 		switch {
 		case p.Bits() <= dst.Bits() && p.Contains(dst.Addr()):
-			return model.Fieldf("subnet", "%s: covers the node's route %s (%s)", p, dst, linkName(r.LinkIndex))
+			return model.Fieldf("subnets", "%s: covers the node's route %s (%s)", p, dst, linkName(r.LinkIndex))
 		case onLink(r) && dst.Contains(p.Addr()):
-			return model.Fieldf("subnet", "%s: inside the node's on-link prefix %s (%s)", p, dst, linkName(r.LinkIndex))
+			return model.Fieldf("subnets", "%s: inside the node's on-link prefix %s (%s)", p, dst, linkName(r.LinkIndex))
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -178,4 +179,39 @@ func TestBlocklistRefusesSelfHarm(t *testing.T) {
 		t.Errorf("blocklist holds %d prefixes, want 2", bl.Count)
 	}
 	ping(t, out, netip.MustParseAddr("192.0.2.2")) // the node still hears its gateway
+}
+
+// API errors name the JSON key of the request (the node API said pod-cidr
+// for pod_cidrs; networks said subnet for subnets, endpoints ip for ips).
+func TestAPIErrorFieldsAreJSONKeys(t *testing.T) {
+	n := newNode(t)
+	ctx := context.Background()
+	cl := n.client()
+	c := newNetns(t, "c")
+	field := func(err error) string {
+		var re *api.RemoteError
+		if !errors.As(err, &re) {
+			return fmt.Sprintf("not an API error: %v", err)
+		}
+		return re.Error_.Field
+	}
+	if _, err := cl.CreateNetwork(ctx, api.NetworkCreate{Name: "f"}); field(err) != "subnets" {
+		t.Errorf("network without subnets: field %q, want subnets", field(err))
+	}
+	if _, err := cl.CreateNetwork(ctx, api.NetworkCreate{Name: "f", Subnets: []string{"10.215.0.0/24"}, Gateways: []string{"10.9.0.1"}}); field(err) != "gateways" {
+		t.Errorf("gateway outside: field %q, want gateways", field(err))
+	}
+	if _, err := cl.CreateNetwork(ctx, api.NetworkCreate{Name: "f", Subnets: []string{"10.215.0.0/24"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.AddEndpoint(ctx, api.EndpointAdd{Network: "f", Netns: nsPath(c), IPs: []string{"10.9.0.5"}}); field(err) != "ips" {
+		t.Errorf("endpoint ip outside: field %q, want ips", field(err))
+	}
+	if _, err := cl.CreateService(ctx, api.ServiceCreate{Name: "s", VIP: "10.96.0.1:80", Backends: []string{"nope"}}); field(err) != "backends" {
+		t.Errorf("bad backend: field %q, want backends", field(err))
+	}
+	_, err := cl.ApplyServices(ctx, api.ServiceApply{Services: []api.ServiceCreate{{Name: "a", VIP: "10.96.0.1:80"}, {Name: "b", VIP: "0.0.0.0:80"}}})
+	if field(err) != "services[1].vip" {
+		t.Errorf("apply with a bad VIP: field %q, want services[1].vip", field(err))
+	}
 }
