@@ -2,6 +2,7 @@ package netconf
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
@@ -16,9 +17,11 @@ type Landmark struct {
 }
 
 // NodeLandmarks lists, in the namespace of the calling thread, the node's
-// own addresses (loopback left out: nothing arrives from them on a
-// device) and the gateways of its default routes: sources a blocklist on
-// the uplink must not cover.
+// own addresses and the gateways of its default routes: sources a
+// blocklist on the uplink must not cover. Addresses on lo are left out
+// (networks' gateways and the like: nothing arrives from them on a device,
+// and blocking a network's subnet on the uplink is anti-spoofing, not a
+// cut-off).
 func NodeLandmarks() ([]Landmark, error) {
 	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
@@ -27,7 +30,7 @@ func NodeLandmarks() ([]Landmark, error) {
 	var out []Landmark
 	for _, a := range addrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok || ip.Unmap().IsLoopback() {
+		if !ok || ip.Unmap().IsLoopback() || onLoopback(a.LinkIndex) {
 			continue
 		}
 		out = append(out, Landmark{ip.Unmap(), fmt.Sprintf("the node's address %s (%s)", ip.Unmap(), linkName(a.LinkIndex))})
@@ -55,4 +58,9 @@ func NodeLandmarks() ([]Landmark, error) {
 		}
 	}
 	return out, nil
+}
+
+func onLoopback(ifindex int) bool {
+	l, err := netlink.LinkByIndex(ifindex)
+	return err == nil && l.Attrs().Flags&net.FlagLoopback != 0
 }

@@ -174,9 +174,12 @@ func TestBlocklistRefusesSelfHarm(t *testing.T) {
 	if bl.Count != 0 {
 		t.Errorf("blocklist holds %d prefixes after refused requests, want 0", bl.Count)
 	}
-	n.mustXlane(&bl, "fw", "block", "add", "198.51.100.0/24", "192.0.2.3/32")
-	if bl.Count != 2 {
-		t.Errorf("blocklist holds %d prefixes, want 2", bl.Count)
+	// A network's subnet (its gateway is the node's, on lo): spoofed
+	// sources on the uplink, fine to block.
+	n.mustXlane(nil, "network", "create", "bl", "--subnet", "10.216.0.0/24")
+	n.mustXlane(&bl, "fw", "block", "add", "198.51.100.0/24", "192.0.2.3/32", "10.216.0.0/24")
+	if bl.Count != 3 {
+		t.Errorf("blocklist holds %d prefixes, want 3", bl.Count)
 	}
 	ping(t, out, netip.MustParseAddr("192.0.2.2")) // the node still hears its gateway
 }
