@@ -100,6 +100,12 @@ Flags:
 		}
 		return err
 	}
+	// flag stops at the first word that is not a flag and leaves it and
+	// every flag after it unparsed: `xlaned --metrics-addr ADDR stray
+	// --uplink eth0` would start without its uplink.
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: xlaned takes flags only (the flags after a word that is not one are not read); see xlaned --help", fs.Arg(0))
+	}
 	if *showVersion {
 		fmt.Println("xlaned", version.Get())
 		return nil

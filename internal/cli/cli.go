@@ -45,7 +45,7 @@ func (e *env) print(v any, table func(w *tabwriter.Writer)) error {
 // Main runs the CLI and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	e := &env{out: stdout}
-	root := rootCmd(e)
+	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(context.Background()); err != nil {
@@ -55,8 +55,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// rootCmd is the xlane command with every subcommand.
-func rootCmd(e *env) *cobra.Command {
+// newRoot builds the command tree.
+func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "xlane",
 		Short: "Manage xlane networks and endpoints",
@@ -92,6 +92,7 @@ Quick start:
 	// Before the completion command is made: it takes its output then.
 	root.SetOut(e.out)
 	completionExamples(root)
+	refuseStrayArgs(root)
 	return root
 }
 
@@ -116,6 +117,29 @@ func completionExamples(root *cobra.Command) {
 		for _, sh := range c.Commands() {
 			sh.Example = ex[sh.Name()]
 		}
+	}
+}
+
+// groupAnnotation marks a command group: it runs only to show its help.
+const groupAnnotation = "xlane/group"
+
+// refuseStrayArgs makes every command group (a command that only holds
+// subcommands) refuse words that name none of them: cobra's default for a
+// group below the root prints its help and exits 0, so `xlane network
+// craete x` did nothing and "succeeded". cobra checks Args of runnable
+// commands only, so a group runs: its help, when no word follows it.
+// Commands that run say their own argument count (Args).
+func refuseStrayArgs(c *cobra.Command) {
+	if !c.Runnable() {
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[groupAnnotation] = "true"
+	}
+	for _, sub := range c.Commands() {
+		refuseStrayArgs(sub)
 	}
 }
 

@@ -29,6 +29,14 @@ weight 0 is draining: no new flows, its established ones run on.`,
 	create := &cobra.Command{
 		Use:   "create NAME --vip IP:PORT[/tcp|udp] --backend IP:PORT[@WEIGHT]...",
 		Short: "Create a service",
+		Long: `Create a service: connections to VIP (from endpoints, the node and, with
+--uplink, off the node) are balanced over the backends with Maglev.
+
+The VIP is one unicast address: the unspecified address (0.0.0.0, ::: it
+would take the node's own connections to every local address of the
+port), 0.0.0.0/8, broadcast (255.255.255.255, the subnet and broadcast
+addresses of a network of this node or of the node's own subnets),
+multicast, loopback and link-local addresses are refused.`,
 		Example: `  xlane service create web --vip 10.96.0.10:80/tcp --backend 10.10.0.2:8080 --backend 10.10.0.3:8080@2
   xlane service create dns6 --vip [fd00:96::53]:53/udp --backend [fd00:10::5]:53 --affinity`,
 		Args: cobra.ExactArgs(1),

@@ -94,7 +94,7 @@ func TestAPIError(t *testing.T) {
 		msg  string
 	}{
 		{fmt.Errorf("dial: %w", api.ErrUnreachable), types.ErrTryAgainLater, `"socket"`},
-		{&api.RemoteError{Error_: api.Error{Code: api.CodeInvalid, Field: "subnet", Message: "subnet missing"}}, types.ErrInvalidNetworkConfig, `configuration key "subnets"`},
+		{&api.RemoteError{Error_: api.Error{Code: api.CodeInvalid, Field: "subnets", Message: "subnets missing"}}, types.ErrInvalidNetworkConfig, `configuration key "subnets"`},
 		{&api.RemoteError{Error_: api.Error{Code: api.CodeInvalid, Field: "netns", Message: "netns gone"}}, types.ErrInvalidEnvironmentVariables, "CNI_NETNS"},
 		{&api.RemoteError{Error_: api.Error{Code: api.CodeUnavailable, Message: "device netkit: no netkit"}}, types.ErrInvalidNetworkConfig, "netkit"},
 		{&api.RemoteError{Error_: api.Error{Code: api.CodeConflict, Message: "taken"}}, types.ErrInternal, "taken"},

@@ -357,7 +357,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	if len(req.Subnets) == 0 {
-		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
+		return nil, model.Fieldf("subnets", "missing: give one IPv4 and/or one IPv6 subnet")
 	}
 	var have4, have6 bool
 	for _, s := range req.Subnets {
@@ -366,32 +366,32 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 			return nil, err
 		}
 		if p.Addr().Is4() && have4 || p.Addr().Is6() && have6 {
-			return nil, model.Fieldf("subnet", "%q: a network takes at most one IPv4 and one IPv6 subnet", s)
+			return nil, model.Fieldf("subnets", "%q: a network takes at most one IPv4 and one IPv6 subnet", s)
 		}
 		have4 = have4 || p.Addr().Is4()
 		have6 = have6 || p.Addr().Is6()
 		n.Subnets = append(n.Subnets, p)
 	}
 	if len(req.Gateways) > len(n.Subnets) {
-		return nil, model.Fieldf("gateway", "%v: more gateways than subnets", req.Gateways)
+		return nil, model.Fieldf("gateways", "%v: more gateways than subnets", req.Gateways)
 	}
 	n.Gateways = make([]netip.Addr, len(n.Subnets))
 	for _, g := range req.Gateways {
 		a, err := netip.ParseAddr(g)
 		if err != nil {
-			return nil, model.Fieldf("gateway", "%q: not an IP address", g)
+			return nil, model.Fieldf("gateways", "%q: not an IP address", g)
 		}
 		placed := false
 		for i, p := range n.Subnets {
 			if p.Contains(a) && !n.Gateways[i].IsValid() {
 				if ipam.Reserved(p, netip.Addr{}, a) {
-					return nil, model.Fieldf("gateway", "%q: is the subnet or broadcast address of %s", g, p)
+					return nil, model.Fieldf("gateways", "%q: is the subnet or broadcast address of %s", g, p)
 				}
 				n.Gateways[i], placed = a, true
 			}
 		}
 		if !placed {
-			return nil, model.Fieldf("gateway", "%q: not in any subnet %v (or a second gateway for one)", g, n.Subnets)
+			return nil, model.Fieldf("gateways", "%q: not in any subnet %v (or a second gateway for one)", g, n.Subnets)
 		}
 	}
 	for i, p := range n.Subnets {
@@ -466,16 +466,16 @@ func parseSubnet(s string) (netip.Prefix, error) {
 				msg = "invalid prefix length"
 			}
 		}
-		return p, model.Fieldf("subnet", "%q: %s", s, msg)
+		return p, model.Fieldf("subnets", "%q: %s", s, msg)
 	}
 	if p != p.Masked() {
-		return p, model.Fieldf("subnet", "%q: host bits set (did you mean %s?)", s, p.Masked())
+		return p, model.Fieldf("subnets", "%q: host bits set (did you mean %s?)", s, p.Masked())
 	}
 	if p.Addr().Is4() && p.Bits() > 30 || p.Addr().Is6() && p.Bits() > 126 {
-		return p, model.Fieldf("subnet", "%q: too small for a gateway and an endpoint", s)
+		return p, model.Fieldf("subnets", "%q: too small for a gateway and an endpoint", s)
 	}
 	if p.Addr().Is4In6() || p.Addr().IsLoopback() || p.Addr().IsMulticast() || p.Addr().IsLinkLocalUnicast() {
-		return p, model.Fieldf("subnet", "%q: not a unicast range endpoints can use", s)
+		return p, model.Fieldf("subnets", "%q: not a unicast range endpoints can use", s)
 	}
 	return p, nil
 }
@@ -828,7 +828,7 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	for _, s := range req.IPs {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
-			return nil, nil, model.Fieldf("ip", "%q: not an IP address", s)
+			return nil, nil, model.Fieldf("ips", "%q: not an IP address", s)
 		}
 		e.IPs = append(e.IPs, a.Unmap())
 	}

@@ -53,7 +53,7 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 			return err
 		}
 		if len(req.Ports) == 0 {
-			return model.Fieldf("port", "missing: give NODEPORT:PORT[/tcp|udp]")
+			return model.Fieldf("ports", "missing: give NODEPORT:PORT[/tcp|udp]")
 		}
 		old := portEntries(e)
 		for _, s := range req.Ports {

@@ -178,7 +178,7 @@ func ParsePortMapping(s string) (PortMapping, error) {
 	spec, proto, ok := strings.Cut(s, "/")
 	if ok {
 		if proto != "tcp" && proto != "udp" {
-			return pm, Fieldf("port", "%q: protocol %q is not tcp or udp", s, proto)
+			return pm, Fieldf("ports", "%q: protocol %q is not tcp or udp", s, proto)
 		}
 		pm.Proto = proto
 	}
@@ -189,7 +189,7 @@ func ParsePortMapping(s string) (PortMapping, error) {
 	np, err1 := strconv.ParseUint(node, 10, 16)
 	cp, err2 := strconv.ParseUint(cport, 10, 16)
 	if err1 != nil || err2 != nil || np == 0 || cp == 0 {
-		return pm, Fieldf("port", "%q: want NODEPORT:PORT[/tcp|udp] with ports 1-65535", s)
+		return pm, Fieldf("ports", "%q: want NODEPORT:PORT[/tcp|udp] with ports 1-65535", s)
 	}
 	pm.NodePort, pm.Port = uint16(np), uint16(cp)
 	return pm, nil
@@ -224,8 +224,9 @@ func (e *FieldError) Error() string {
 	return e.Field + " " + e.Reason
 }
 
-// Fieldf builds a FieldError: Fieldf("subnet", "%q: invalid prefix length", s)
-// reads `subnet "10.0.0.0/33": invalid prefix length`.
+// Fieldf builds a FieldError: Fieldf("subnets", "%q: invalid prefix length", s)
+// reads `subnets "10.0.0.0/33": invalid prefix length`. field is the
+// request's JSON key (TestFieldNamesAreJSONKeys).
 func Fieldf(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
@@ -287,13 +288,13 @@ func ParseBackend(s string) (Backend, error) {
 	b := Backend{Weight: 1}
 	ap, err := netip.ParseAddrPort(spec)
 	if err != nil || ap.Port() == 0 {
-		return b, Fieldf("backend", "%q: want IP:PORT[@WEIGHT] (IPv6: [ADDR]:PORT)", s)
+		return b, Fieldf("backends", "%q: want IP:PORT[@WEIGHT] (IPv6: [ADDR]:PORT)", s)
 	}
 	b.Addr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	if hasW {
 		v, err := strconv.ParseUint(w, 10, 32)
 		if err != nil || v > 1000000 {
-			return b, Fieldf("backend", "%q: weight %q is not a number from 0 (drain) to 1000000", s, w)
+			return b, Fieldf("backends", "%q: weight %q is not a number from 0 (drain) to 1000000", s, w)
 		}
 		b.Weight = uint32(v)
 	}
