@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/xlane-dev/xlane/internal/accel"
@@ -277,18 +275,6 @@ func proxyRule(r store.ProxyRecord) (datapath.ProxyRule, error) {
 	return rule, nil
 }
 
-// listening says whether something listens on port on loopback.
-func listening(port uint16) bool {
-	for _, a := range []string{"127.0.0.1", "::1"} {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(a, strconv.Itoa(int(port))), 200e6)
-		if err == nil {
-			c.Close()
-			return true
-		}
-	}
-	return false
-}
-
 // AddProxyRedirect redirects connections to req.Port to the proxy on
 // req.To. Refused: a port already redirected, a redirect to itself, an
 // unknown exemption. Nobody listening on To is a warning (the proxy may
@@ -391,7 +377,7 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 		return nil, err
 	}
 	out := proxyAPI(rec)
-	if !listening(req.To) {
+	if !accel.Listening(req.To) {
 		out.Warning = fmt.Sprintf("nothing listens on 127.0.0.1:%d or [::1]:%d yet: redirected connections are refused until the proxy runs", req.To, req.To)
 		d.log.Warn("proxy redirect: nobody listens on the proxy port", "port", req.Port, "to", req.To)
 	}
