@@ -217,7 +217,7 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 				return err
 			}
 			return e.print(l, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "PORT\tDIRECTION\tTO\tNETNS\tCGROUP\tEXEMPT")
+				fmt.Fprintln(w, "KEY\tPORT\tDIRECTION\tTO\tNETNS\tCGROUP\tEXEMPT")
 				for _, r := range l.Redirects {
 					ex := r.Exempt
 					switch r.Exempt {
@@ -232,7 +232,7 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 					if r.Direction == "in" {
 						ns = netnsName(r.Netns)
 					}
-					fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\n", r.Port, r.Direction, r.To, ns, r.Cgroup, ex)
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Port, r.Direction, r.To, ns, r.Cgroup, ex)
 				}
 				for _, n := range []string{"redirected", "exempted", "origdst_found", "origdst_missed", "track_failed",
 					"in_redirected", "in_exempted", "in_no_listener", "in_listener_added"} {
@@ -244,16 +244,25 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 		},
 	}
 	rm := &cobra.Command{
-		Use:     "rm PORT",
-		Short:   "Remove the redirect of PORT (connections already redirected carry on)",
-		Example: `  xlane proxy rm 80`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "rm PORT|KEY",
+		Short: "Remove a redirect (connections already redirected carry on)",
+		Long: `Removes the redirect named by KEY (DIRECTION:WHERE:PORT, the KEY column of
+'xlane proxy ls'), or the only redirect of PORT. Where several redirects
+share a port (inbound ones in different network namespaces), PORT alone is
+refused with their keys.`,
+		Example: `  xlane proxy rm 80
+  xlane proxy rm in:/run/netns/app:80`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := strconv.ParseUint(args[0], 10, 16)
-			if err != nil || p == 0 {
-				return fmt.Errorf("PORT %q: not a TCP port", args[0])
+			port, key := args[0], ""
+			if i := strings.LastIndex(args[0], ":"); i >= 0 {
+				port, key = args[0][i+1:], args[0]
 			}
-			return e.client().DeleteProxyRedirect(cmd.Context(), uint16(p))
+			p, err := strconv.ParseUint(port, 10, 16)
+			if err != nil || p == 0 {
+				return fmt.Errorf("PORT|KEY %q: not a TCP port nor a key DIRECTION:WHERE:PORT", args[0])
+			}
+			return e.client().DeleteProxyRedirect(cmd.Context(), uint16(p), key)
 		},
 	}
 	cmd.AddCommand(redirect, ls, rm)

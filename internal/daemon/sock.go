@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/xlane-dev/xlane/internal/accel"
@@ -277,18 +275,6 @@ func proxyRule(r store.ProxyRecord) (datapath.ProxyRule, error) {
 	return rule, nil
 }
 
-// listening says whether something listens on port on loopback.
-func listening(port uint16) bool {
-	for _, a := range []string{"127.0.0.1", "::1"} {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(a, strconv.Itoa(int(port))), 200e6)
-		if err == nil {
-			c.Close()
-			return true
-		}
-	}
-	return false
-}
-
 // AddProxyRedirect redirects connections to req.Port to the proxy on
 // req.To. Refused: a port already redirected, a redirect to itself, an
 // unknown exemption. Nobody listening on To is a warning (the proxy may
@@ -365,16 +351,8 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return nil, err
 	}
-	for _, h := range have {
-		if h.Port == req.Port {
-			return nil, model.Conflictf("port %d is already redirected (to %d); xlane proxy rm %d first", h.Port, h.To, h.Port)
-		}
-		if h.Port == req.To {
-			return nil, model.Fieldf("to", "%d: is itself redirected (to %d): a loop", req.To, h.To)
-		}
-		if h.To == req.Port {
-			return nil, model.Fieldf("port", "%d: is the proxy port of the redirect of %d: a loop", req.Port, h.Port)
-		}
+	if err := proxyClash(rec, have); err != nil {
+		return nil, err
 	}
 	if rec.Direction == "in" {
 		return d.addProxyIn(rec, rule, have)
@@ -399,7 +377,7 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 		return nil, err
 	}
 	out := proxyAPI(rec)
-	if !listening(req.To) {
+	if !accel.Listening(req.To) {
 		out.Warning = fmt.Sprintf("nothing listens on 127.0.0.1:%d or [::1]:%d yet: redirected connections are refused until the proxy runs", req.To, req.To)
 		d.log.Warn("proxy redirect: nobody listens on the proxy port", "port", req.Port, "to", req.To)
 	}
@@ -412,7 +390,7 @@ func proxyAPI(r store.ProxyRecord) api.ProxyRedirect {
 		dir = "out"
 	}
 	return api.ProxyRedirect{Port: r.Port, To: r.To, Cgroup: r.Cgroup, Direction: dir, Netns: r.Netns, Exempt: r.Exempt,
-		Mark: r.Mark, UID: r.UID, ExemptCgroup: r.ExemptCgroup}
+		Mark: r.Mark, UID: r.UID, ExemptCgroup: r.ExemptCgroup, Key: r.Key()}
 }
 
 // netnsPath is the network namespace of an inbound redirect: the daemon's
@@ -526,23 +504,25 @@ func (d *Daemon) ProxyRedirects() (*api.ProxyList, error) {
 	return out, nil
 }
 
-// DeleteProxyRedirect removes a redirect (missing is fine) and the
-// programs of its cgroup when no other redirect uses it.
-func (d *Daemon) DeleteProxyRedirect(port uint16) error {
+// DeleteProxyRedirect removes the redirect of port named by key (its Key;
+// "": the only redirect of port, refused naming the candidates when there
+// are several; none is fine), and the programs of its cgroup and its
+// network namespace when no other redirect uses them.
+func (d *Daemon) DeleteProxyRedirect(port uint16, key string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var have []store.ProxyRecord
 	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return err
 	}
-	i := slices.IndexFunc(have, func(h store.ProxyRecord) bool { return h.Port == port })
-	if i < 0 {
-		return nil
+	gone, ok, err := proxyPick(have, port, key)
+	if err != nil || !ok {
+		return err
 	}
-	gone := have[i]
+	others := slices.DeleteFunc(slices.Clone(have), func(h store.ProxyRecord) bool { return h.Key() == gone.Key() })
 	if gone.Direction == "in" {
-		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool {
-			return h.Port != port && h.Direction == "in" && h.NetnsCookie == gone.NetnsCookie
+		if !slices.ContainsFunc(others, func(h store.ProxyRecord) bool {
+			return h.Direction == "in" && h.NetnsCookie == gone.NetnsCookie
 		}) {
 			if err := d.dp.DetachProxyIn(gone.NetnsCookie); err != nil {
 				return err
@@ -556,10 +536,10 @@ func (d *Daemon) DeleteProxyRedirect(port uint16) error {
 	} else if err := d.dp.DeleteProxyRule(port); err != nil {
 		return err
 	}
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(port) }); err != nil {
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(gone) }); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Port != port && h.Cgroup == gone.Cgroup }) {
+	if !slices.ContainsFunc(others, func(h store.ProxyRecord) bool { return h.Cgroup == gone.Cgroup }) {
 		if id, err := datapath.CgroupID(gone.Cgroup); err == nil {
 			return d.dp.DetachProxy(id)
 		}
