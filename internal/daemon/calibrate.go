@@ -211,10 +211,13 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 	d.setCalibID(id)
 	var beds []*calibBed
 	defer func() {
+		// The networks first: closing a bed's handles tears its
+		// namespace down, and the kernel deletes its veths in the
+		// background, racing the endpoints' removal.
+		err = errors.Join(err, d.removeCalibration(id))
 		for _, b := range beds {
 			b.close()
 		}
-		err = errors.Join(err, d.removeCalibration(id))
 		d.setCalibID("")
 	}()
 	for _, m := range []model.Mode{model.ModeKernel, model.ModeTC, model.ModeXDPGeneric, model.ModeXDP} {

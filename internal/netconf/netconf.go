@@ -389,7 +389,9 @@ func DeleteVeth(e *model.Endpoint) error {
 		if err != nil {
 			return fmt.Errorf("find %s: %w", name, err)
 		}
-		if err := netlink.LinkDel(link); err != nil {
+		// ENODEV: gone since the lookup (its namespace was torn down,
+		// the peer's deletion took it): what was asked.
+		if err := netlink.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
 			return fmt.Errorf("delete %s: %w", name, err)
 		}
 	}
