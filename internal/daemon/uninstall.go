@@ -41,9 +41,9 @@ func (d *Daemon) Uninstall() error {
 		}
 	}
 	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice))
-	// Guard tables and VLAN ports of networks a crash left without a
-	// record.
-	errs = append(errs, netconf.PruneGuards(nil))
+	// Guard tables, VLAN ports, gateway addresses and unreachable routes
+	// of networks a crash left without a record.
+	errs = append(errs, netconf.PruneGuards(nil), netconf.PruneNetworks(nil))
 	if ports, err := netconf.VLANPorts(); err == nil {
 		for _, name := range ports {
 			errs = append(errs, netconf.DeleteLink(name))
