@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,10 +24,6 @@ const pressureWarn = 0.9
 // up, and the last warning or error xlaned logged.
 func (d *Daemon) health() *api.Health {
 	h := &api.Health{}
-	if d.dp.Available() != nil {
-		h.LastError = d.lastErr.get()
-		return h // kernel mode only: no programs, pins or maps to check
-	}
 	var eps []model.Endpoint
 	nets := map[string]*model.Network{}
 	err := d.store.View(func(tx *store.Tx) error {
@@ -42,6 +39,17 @@ func (d *Daemon) health() *api.Health {
 	})
 	if err != nil {
 		h.Problems = append(h.Problems, "read the store: "+err.Error())
+	}
+	// What the last reconcile could not apply, of objects still there.
+	h.Problems = append(h.Problems, d.objErrs.problems(func(kind, name string) bool {
+		if kind == objNetwork {
+			return nets[name] != nil
+		}
+		return slices.ContainsFunc(eps, func(e model.Endpoint) bool { return e.ID == name })
+	})...)
+	if d.dp.Available() != nil {
+		h.LastError = d.lastErr.get()
+		return h // kernel mode only: no programs, pins or maps to check
 	}
 	for _, e := range eps {
 		n := nets[e.Network]
