@@ -256,6 +256,7 @@ func (d *Daemon) start() (*Daemon, error) {
 			d.log.Error("reconcile proxy redirects", "err", err)
 		}
 		d.reconcileAccel()
+		d.releaseOwnCgroup() // left by an older xlaned, or a crash (owncgroup.go)
 		if cfg.CalibrateAtStart && d.calibration() == nil {
 			d.calibrateAtStart()
 		}

@@ -62,6 +62,10 @@ func (d *Daemon) Uninstall() error {
 	if err := datapath.RemovePins(d.cfg.PinDir); err != nil {
 		return err
 	}
+	// With the pins gone, the links to it are too.
+	if own, err := ownCgroup(); err == nil {
+		removeOwnCgroup(own, d.log)
+	}
 	if err := os.Remove(d.cfg.StatePath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove state %s: %w", d.cfg.StatePath, err)
 	}

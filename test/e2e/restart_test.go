@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/features"
 )
@@ -154,5 +155,52 @@ func TestRefusesIPNetnsExec(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state.db")); err == nil {
 		t.Errorf("the refused start created its state file")
+	}
+}
+
+// xlane's own cgroup (proxy redirects and acceleration without --cgroup)
+// is not created by a request that is refused, and --uninstall removes it.
+func TestOwnCgroupLeftovers(t *testing.T) {
+	root, err := accel.Cgroup2Root()
+	if err != nil {
+		skipInMatrixGuest(t, "the guests mount no cgroup2")
+		t.Fatal(err)
+	}
+	own := filepath.Join(root, accel.DefaultCgroup)
+	if _, err := os.Stat(own); err == nil {
+		t.Skipf("%s exists already (another xlaned on this machine uses it): this test cannot tell who made it", own)
+	}
+	n := newNode(t)
+	if _, stderr, err := n.xlane("proxy", "redirect", "--port", "8080", "--to", "15001", "--exempt", "mark"); err == nil || !strings.Contains(stderr, "mark") {
+		t.Fatalf("redirect without its mark: %v %s, want it refused", err, stderr)
+	}
+	if _, err := os.Stat(own); err == nil {
+		os.Remove(own)
+		t.Fatalf("a refused request created %s", own)
+	}
+	for i := range 2 {
+		n.mustXlane(nil, "proxy", "redirect", "--port", "8080", "--to", "15001", "--exempt", "uid", "--uid", "1337")
+		if _, err := os.Stat(own); err != nil {
+			t.Fatalf("redirect on xlane's cgroup: %v", err)
+		}
+		if i == 1 {
+			break // the second one stays for --uninstall
+		}
+		// The last redirect on it gone, it goes.
+		n.mustXlane(nil, "proxy", "rm", "8080")
+		if _, err := os.Stat(own); err == nil {
+			t.Fatalf("%s left after the last redirect on it went", own)
+		}
+	}
+	n.stop(syscall.SIGTERM)
+	args := []string{filepath.Join(binDir, "xlaned"), "--uninstall",
+		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}
+	o, err := inNS(n.netns, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
+	}
+	if _, err := os.Stat(own); err == nil {
+		os.Remove(own)
+		t.Errorf("--uninstall left %s:\n%s", own, o)
 	}
 }
