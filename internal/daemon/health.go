@@ -42,10 +42,13 @@ func (d *Daemon) health() *api.Health {
 	}
 	// What the last reconcile could not apply, of objects still there.
 	h.Problems = append(h.Problems, d.objErrs.problems(func(kind, name string) bool {
-		if kind == objNetwork {
+		switch kind {
+		case objNetwork:
 			return nets[name] != nil
+		case objEndpoint:
+			return slices.ContainsFunc(eps, func(e model.Endpoint) bool { return e.ID == name })
 		}
-		return slices.ContainsFunc(eps, func(e model.Endpoint) bool { return e.ID == name })
+		return true
 	})...)
 	if d.dp.Available() != nil {
 		h.LastError = d.lastErr.get()

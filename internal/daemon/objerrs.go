@@ -22,7 +22,8 @@ type objectKey struct{ kind, name string }
 const (
 	objNetwork  = "network"
 	objEndpoint = "endpoint"
-	objNode     = "node" // node-wide steps (pruning stale objects, socket load balancing)
+	objPeer     = "node"      // another node of the cluster (cluster.go)
+	objNode     = "this node" // node-wide steps (pruning stale objects, socket load balancing)
 )
 
 // reset forgets the networks' and endpoints' errors (a reconcile
@@ -57,13 +58,14 @@ func (o *objectErrors) get(kind, name string) string {
 }
 
 // problems lists the errors as health problems, one line each, of the
-// objects exists says are still there.
+// objects exists says are still there (networks and endpoints removed
+// since are left out).
 func (o *objectErrors) problems(exists func(kind, name string) bool) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []string
 	for k, e := range o.m {
-		if k.kind == objNode || exists(k.kind, k.name) {
+		if exists(k.kind, k.name) {
 			out = append(out, k.kind+" "+k.name+": "+e)
 		}
 	}
