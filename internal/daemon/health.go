@@ -59,7 +59,7 @@ func (d *Daemon) health() *api.Health {
 		if n == nil || !n.Mode.BPF() {
 			continue
 		}
-		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit())
+		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit() && !e.VM) // a VM tap has tc hooks (attachPrograms)
 		have := d.dp.Hooks(e.HostIf)
 		h.Programs.Expected += len(want)
 		for _, w := range want {
