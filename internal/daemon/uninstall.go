@@ -42,8 +42,9 @@ func (d *Daemon) Uninstall() error {
 	}
 	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice))
 	// Guard tables, VLAN ports, gateway addresses and unreachable routes
-	// of networks a crash left without a record.
-	errs = append(errs, netconf.PruneGuards(nil), netconf.PruneNetworks(nil))
+	// of networks a crash left without a record; devices, links and map
+	// entries of endpoints a crash left, or whose removal above failed.
+	errs = append(errs, netconf.PruneGuards(nil), netconf.PruneNetworks(nil), d.removeStale(nil, nil, nil))
 	if ports, err := netconf.VLANPorts(); err == nil {
 		for _, name := range ports {
 			errs = append(errs, netconf.DeleteLink(name))
