@@ -591,6 +591,7 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNetwork(name) }); err != nil {
 		return err
 	}
+	d.objErrs.set(objNetwork, name, nil)
 	d.log.Info("network deleted", "network", name)
 	return nil
 }
@@ -1114,6 +1115,7 @@ func (d *Daemon) removeEndpoint(e *model.Endpoint, n *model.Network) error {
 		return tx.DeleteEndpoint(e.ID)
 	})
 	if err == nil {
+		d.objErrs.set(objEndpoint, e.ID, nil)
 		d.log.Info("endpoint removed", "endpoint", e.ID, "network", e.Network)
 	}
 	return err

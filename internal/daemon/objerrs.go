@@ -57,6 +57,18 @@ func (o *objectErrors) get(kind, name string) string {
 	return o.m[objectKey{kind, name}]
 }
 
+// counts counts the errors by kind (every kind, 0 or not, so that the
+// series stay).
+func (o *objectErrors) counts() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]int{objNetwork: 0, objEndpoint: 0, objPeer: 0, objNode: 0}
+	for k := range o.m {
+		out[k.kind]++
+	}
+	return out
+}
+
 // problems lists the errors as health problems, one line each, of the
 // objects exists says are still there (networks and endpoints removed
 // since are left out).

@@ -70,9 +70,15 @@ func TestReconcileFailsPerEndpoint(t *testing.T) {
 		if h.OK || !strings.Contains(strings.Join(h.Problems, "\n"), "endpoint bad: "+errInjected.Error()) {
 			t.Errorf("health ok=%v problems %q, want the endpoint's failure", h.OK, h.Problems)
 		}
+		if n := d.Snapshot().Unapplied[objEndpoint]; n != 1 {
+			t.Errorf("xlane_unapplied_objects{kind=endpoint} = %d, want 1", n)
+		}
 		// The next reconcile that applies it clears it.
 		if err := d.Reconcile(); err != nil {
 			t.Fatal(err)
+		}
+		if n := d.Snapshot().Unapplied[objEndpoint]; n != 0 {
+			t.Errorf("xlane_unapplied_objects{kind=endpoint} after a clean reconcile = %d, want 0", n)
 		}
 		if info, _ := d.Endpoint("bad"); info.State != "ready" {
 			t.Errorf("endpoint bad after a clean reconcile: state %q error %q", info.State, info.Error)

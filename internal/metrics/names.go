@@ -28,6 +28,7 @@ const (
 	LabelRoute     = "route"   // the API route pattern: GET /v1/endpoints/{id}
 	LabelCode      = "code"    // HTTP status code
 	LabelCounter   = "counter" // a socket-layer counter: sock_added, bytes_redirected, ... (bpf/lib/accel.h, proxy.h)
+	LabelKind      = "kind"    // what the start could not apply: network, endpoint, node (a peer), this node
 )
 
 // Type is a Prometheus metric type.
@@ -132,6 +133,8 @@ var (
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
 		"Time the daemon took to answer API requests."}
+	Unapplied = Metric{"xlane_unapplied_objects", Gauge, []string{LabelKind},
+		"Networks, endpoints, peer nodes and node-wide steps the daemon could not fully apply at its last start (it runs on; xlane status' health lists them)."}
 	ScrapeErrors = Metric{"xlane_scrape_errors_total", Counter, []string{LabelSource},
 		"Scrapes that could not read part of the state (its series are missing from that scrape)."}
 	BuildInfo = Metric{"xlane_build_info", Gauge, []string{LabelVersion},
@@ -149,5 +152,5 @@ var All = []Metric{
 	ProgramRuns, ProgramRunTime, BPFStatsEnabled,
 	NeighEvents, NeighResyncs,
 	AccelOn, AccelSockets, AccelCounters, ProxyCounters,
-	APIRequestDuration, ScrapeErrors, BuildInfo,
+	APIRequestDuration, Unapplied, ScrapeErrors, BuildInfo,
 }
