@@ -115,11 +115,7 @@ func testRestartEndpoints(t *testing.T, device, bigTCP string) {
 
 	// kill -9 again and uninstall: it runs, and leaves nothing.
 	n.stop(syscall.SIGKILL)
-	args := append([]string{filepath.Join(binDir, "xlaned"), "--uninstall",
-		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}, n.flags...)
-	if o, err := inNS(n.netns, args...).CombinedOutput(); err != nil {
-		t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
-	}
+	n.uninstall()
 	assertCleanNamed(t, n, "10.93.", "fd00:93")
 }
 
@@ -193,14 +189,22 @@ func TestOwnCgroupLeftovers(t *testing.T) {
 		}
 	}
 	n.stop(syscall.SIGTERM)
-	args := []string{filepath.Join(binDir, "xlaned"), "--uninstall",
-		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}
-	o, err := inNS(n.netns, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
-	}
+	o := n.uninstall()
 	if _, err := os.Stat(own); err == nil {
 		os.Remove(own)
 		t.Errorf("--uninstall left %s:\n%s", own, o)
 	}
+}
+
+// uninstall runs xlaned --uninstall on the node (its daemon stopped) and
+// returns what it printed.
+func (n *node) uninstall() string {
+	n.t.Helper()
+	args := append([]string{filepath.Join(binDir, "xlaned"), "--uninstall",
+		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir}, n.flags...)
+	o, err := inNS(n.netns, args...).CombinedOutput()
+	if err != nil {
+		n.t.Fatalf("xlaned --uninstall: %v\n%s", err, o)
+	}
+	return string(o)
 }
