@@ -111,6 +111,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 				fmt.Fprintf(w, "id:\t%s\nnetwork:\t%s (mode %s)\nstate:\t%s\nnetns:\t%s\nifname:\t%s (mac %s)\nhost ifname:\t%s (mac %s)\npeer ifname:\t%s\nips:\t%s\nsent:\t%d packets, %d bytes\nreceived:\t%d packets, %d bytes\n",
 					ep.ID, ep.Network, ep.Mode, ep.State, ep.Netns, ep.IfName, ep.MAC, ep.HostIf, ep.HostMAC, ep.PeerIf,
 					joinAny(ep.IPs), ep.Sent.Packets, ep.Sent.Bytes, ep.Received.Packets, ep.Received.Bytes)
+				if ep.Error != "" {
+					fmt.Fprintf(w, "error:\t%s\n", ep.Error)
+				}
 				if len(ep.Datapath) > 0 {
 					fmt.Fprintf(w, "datapath:\t%s\n", strings.Join(ep.Datapath, ", "))
 				}

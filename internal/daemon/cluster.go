@@ -157,7 +157,13 @@ func (d *Daemon) setupCluster() error {
 				wantRoutes[p] = true
 			}
 		}
-		errs = append(errs, d.applyNode(&nodes[i], self))
+		// One peer's state does not stop the start (objerrs.go).
+		if err := d.applyNode(&nodes[i], self); err != nil {
+			d.log.Error("join cluster: node not applied; the daemon runs on", "node", nodes[i].Name, "err", err)
+			d.objErrs.set(objPeer, nodes[i].Name, err)
+		} else {
+			d.objErrs.set(objPeer, nodes[i].Name, nil)
+		}
 	}
 	// Every mode's: what a peer tunnels to a kernel-mode pod carries its
 	// network's VNI, and xlane_from_overlay hands it to Linux, which

@@ -120,9 +120,10 @@ type Daemon struct {
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 	calib     calibState  // calibrate.go
 	started   time.Time
-	lastErr   lastError   // the last warning or error logged (health.go)
-	dhcp      dhcpServers // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
-	qemu      qemuProbe   // what the node's QEMU offers VM endpoints (qemu.go)
+	lastErr   lastError    // the last warning or error logged (health.go)
+	objErrs   objectErrors // what the last reconcile could not apply (objerrs.go)
+	dhcp      dhcpServers  // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
+	qemu      qemuProbe    // what the node's QEMU offers VM endpoints (qemu.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -134,6 +135,10 @@ type Daemon struct {
 func New(cfg Config) (*Daemon, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	// Before anything is mounted or pinned (mountns.go).
+	if err := checkMounts(); err != nil {
+		return nil, err
 	}
 	if cfg.Uplink != "" {
 		// A mode the uplink cannot run fails here, before anything changes.
@@ -253,6 +258,7 @@ func (d *Daemon) start() (*Daemon, error) {
 			d.log.Error("reconcile proxy redirects", "err", err)
 		}
 		d.reconcileAccel()
+		d.releaseOwnCgroup() // left by an older xlaned, or a crash (owncgroup.go)
 		if cfg.CalibrateAtStart && d.calibration() == nil {
 			d.calibrateAtStart()
 		}
@@ -601,6 +607,7 @@ func (d *Daemon) deleteNetwork(name string, force bool) error {
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNetwork(name) }); err != nil {
 		return err
 	}
+	d.objErrs.set(objNetwork, name, nil)
 	d.log.Info("network deleted", "network", name)
 	return nil
 }
@@ -1123,6 +1130,7 @@ func (d *Daemon) removeEndpoint(e *model.Endpoint, n *model.Network) error {
 		return tx.DeleteEndpoint(e.ID)
 	})
 	if err == nil {
+		d.objErrs.set(objEndpoint, e.ID, nil)
 		d.log.Info("endpoint removed", "endpoint", e.ID, "network", e.Network)
 	}
 	return err
@@ -1183,6 +1191,9 @@ func (d *Daemon) Endpoint(id string) (*api.EndpointInfo, error) {
 
 func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointInfo {
 	info := api.EndpointInfo{Endpoint: e, Mode: n.Mode, State: "ready"}
+	if msg := d.objErrs.get(objEndpoint, e.ID); msg != "" {
+		info.State, info.Error = "degraded", msg
+	}
 	host, err := netconf.HostLink(&e)
 	if err != nil {
 		info.State = "host veth missing"

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -36,17 +34,15 @@ func (d *Daemon) selfTest() *accel.Report {
 }
 
 // accelCgroup resolves the cgroup of a request: empty is xlane's own
-// (created if missing); a named one must exist.
+// (created only when the request is applied: owncgroup.go); a named one
+// must exist.
 func accelCgroup(path, field string) (string, error) {
 	if path == "" {
-		root, err := accel.Cgroup2Root()
+		own, err := ownCgroup()
 		if err != nil {
 			return "", model.Fieldf(field, "%v", err)
 		}
-		path = filepath.Join(root, accel.DefaultCgroup)
-		if err := os.MkdirAll(path, 0o755); err != nil {
-			return "", fmt.Errorf("create xlane's cgroup %s: %w", path, err)
-		}
+		return own, nil
 	}
 	p, err := accel.CheckCgroup(path)
 	if err != nil {
@@ -73,7 +69,11 @@ func accelConfig(req api.AccelEnable) (accel.Config, error) {
 		}
 		c.Nets = append(c.Nets, p)
 	}
-	if err := c.Validate(); err != nil {
+	validate := c.Validate
+	if req.Cgroup == "" {
+		validate = c.ValidateSettings // xlane's cgroup: made when applied
+	}
+	if err := validate(); err != nil {
 		field := "nets"
 		for _, a := range c.Accept {
 			if !slices.Contains(accel.CaseNames(), a) {
@@ -124,12 +124,17 @@ func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
 		d.log.Warn("socket acceleration stays off: self-test failed", "kernel", r.Kernel, "result", r.Summary(c.Accept))
 		return nil, model.Conflictf("acceleration stays off: the self-test on kernel %s %s (xlane accel status shows each case; --accept CASE takes a case your applications do not depend on)", r.Kernel, r.Summary(c.Accept))
 	}
+	if err := ensureOwnCgroup(c.Cgroup); err != nil {
+		return nil, err
+	}
 	if err := d.dp.EnableAccel(settings(c)); err != nil {
 		d.dp.DisableAccel()
+		d.releaseOwnCgroup()
 		return nil, err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
 		d.dp.DisableAccel()
+		d.releaseOwnCgroup()
 		return nil, err
 	}
 	d.log.Info("socket acceleration on", "cgroup", c.Cgroup, "nets", c.Nets, "ports", c.Ports, "self_test", r.Summary(c.Accept))
@@ -155,6 +160,7 @@ func (d *Daemon) DisableAccel() (*api.AccelStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.releaseOwnCgroup()
 	return d.accelStatusLocked()
 }
 
@@ -236,7 +242,11 @@ func (d *Daemon) reconcileAccel() {
 			}
 			return
 		}
-		if err := d.dp.EnableAccel(settings(rec.Config)); err != nil {
+		err := ensureOwnCgroup(rec.Config.Cgroup)
+		if err == nil {
+			err = d.dp.EnableAccel(settings(rec.Config))
+		}
+		if err != nil {
 			d.log.Error("socket acceleration off", "err", err)
 			d.accel.err = fmt.Errorf("attach at start: %w", err)
 			d.dp.DisableAccel()
@@ -354,13 +364,22 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 	if err := proxyClash(rec, have); err != nil {
 		return nil, err
 	}
+	if err := ensureOwnCgroup(cg); err != nil {
+		return nil, err
+	}
 	if rec.Direction == "in" {
-		return d.addProxyIn(rec, rule, have)
+		out, err := d.addProxyIn(rec, rule, have)
+		if err != nil {
+			d.releaseOwnCgroup()
+		}
+		return out, err
 	}
 	if err := d.dp.AttachProxy(cg); err != nil {
+		d.releaseOwnCgroup()
 		return nil, err
 	}
 	undo := func() {
+		defer d.releaseOwnCgroup()
 		d.dp.DeleteProxyRule(req.Port)
 		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Cgroup == cg }) {
 			if id, err := datapath.CgroupID(cg); err == nil {
@@ -539,6 +558,7 @@ func (d *Daemon) DeleteProxyRedirect(port uint16, key string) error {
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(gone) }); err != nil {
 		return err
 	}
+	defer d.releaseOwnCgroup()
 	if !slices.ContainsFunc(others, func(h store.ProxyRecord) bool { return h.Cgroup == gone.Cgroup }) {
 		if id, err := datapath.CgroupID(gone.Cgroup); err == nil {
 			return d.dp.DetachProxy(id)
@@ -564,6 +584,9 @@ func (d *Daemon) reconcileProxy() error {
 	wantIn, wantNetns := map[inKey]bool{}, map[uint64]bool{}
 	for _, h := range have {
 		rule, err := proxyRule(h)
+		if err == nil {
+			err = ensureOwnCgroup(h.Cgroup)
+		}
 		if err == nil {
 			err = d.dp.AttachProxy(h.Cgroup)
 		}

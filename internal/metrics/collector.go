@@ -123,6 +123,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		enabled = 1
 	}
 	gauge(BPFStatsEnabled, enabled)
+	for kind, n := range s.Unapplied {
+		gauge(Unapplied, float64(n), kind)
+	}
 	if n := s.Neigh; n != nil {
 		counter(NeighEvents, float64(n.Events))
 		counter(NeighResyncs, float64(n.Resyncs))

@@ -32,6 +32,7 @@ const (
 	LabelCode      = "code"   // HTTP status code
 	LabelEvent     = "event"  // what a socket-layer counter counts: added, redirected, fallback_no_peer, ... (sock.go)
 	LabelResult    = "result" // found or missed
+	LabelKind      = "kind"   // what the start could not apply: network, endpoint, node (a peer), this node
 )
 
 // Type is a Prometheus metric type.
@@ -149,6 +150,8 @@ var (
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
 		"Time the daemon took to answer API requests."}
+	Unapplied = Metric{"xlane_unapplied_objects", Gauge, []string{LabelKind},
+		"Networks, endpoints, peer nodes and node-wide steps the daemon could not fully apply at its last start (it runs on; xlane status' health lists them)."}
 	ScrapeErrors = Metric{"xlane_scrape_errors_total", Counter, []string{LabelSource},
 		"Scrapes that could not read part of the state (its series are missing from that scrape)."}
 	BuildInfo = Metric{"xlane_build_info", Gauge, []string{LabelVersion, LabelCommit, LabelBuildDate, LabelGoVersion},
@@ -167,5 +170,5 @@ var All = []Metric{
 	NeighEvents, NeighResyncs,
 	AccelOn, AccelMapSockets, AccelSockets, AccelMessages, AccelBytes, AccelDirections,
 	ProxyConnections, ProxyOrigDst, ProxyListeners,
-	APIRequestDuration, ScrapeErrors, BuildInfo,
+	APIRequestDuration, Unapplied, ScrapeErrors, BuildInfo,
 }
