@@ -132,6 +132,10 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 	step = ct_from_endpoint(skb, &p, src->flags, reason);
 	if (step != XL_CONTINUE)
 		return step;
+	/* A new flow to a service VIP: judged on its backend. */
+	step = fw_skb_post_nat(skb, reason);
+	if (step != XL_CONTINUE)
+		return step;
 	dst = ep_local(&p);
 	if (dst) {
 		/* After NAT: a published port's flow passes the policy, as

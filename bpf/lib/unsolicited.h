@@ -31,22 +31,6 @@
  * options, an ICMP header and the quoted IP header and ports. */
 #define XL_UNSOL_LEN (sizeof(struct ethhdr) + 60 + 8 + 60 + 8)
 
-/* unsol_reverse: the key of the other direction of an untranslated flow
- * (echo keys carry the identifier in sport both ways). */
-static __always_inline void unsol_reverse(const struct ct_key *k, struct ct_key *out)
-{
-	__builtin_memcpy(out->saddr, k->daddr, 16);
-	__builtin_memcpy(out->daddr, k->saddr, 16);
-	out->proto = k->proto;
-	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6) {
-		out->sport = k->sport;
-		out->dport = 0;
-	} else {
-		out->sport = k->dport;
-		out->dport = k->sport;
-	}
-}
-
 /* unsol_known: k or its reverse is a conntrack entry. */
 static __always_inline int unsol_known(const struct ct_key *k)
 {
@@ -54,7 +38,7 @@ static __always_inline int unsol_known(const struct ct_key *k)
 
 	if (bpf_map_lookup_elem(&xlane_ct, k))
 		return 1;
-	unsol_reverse(k, &r);
+	ct_reverse(k, &r);
 	return bpf_map_lookup_elem(&xlane_ct, &r) != 0;
 }
 

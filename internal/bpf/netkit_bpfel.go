@@ -201,6 +201,7 @@ type netkitFwScratch struct {
 	_  structs.HostLayout
 	K  netkitCtKey
 	Rk netkitCtKey
+	Ok netkitCtKey
 	L4 struct {
 		_  structs.HostLayout
 		L4 struct {
@@ -232,7 +233,8 @@ type netkitFwScratch struct {
 		Len     uint32
 		Kind    uint8
 		Track   uint8
-		Pad     uint16
+		PostNat uint8
+		Pad     uint8
 	}
 	Ek struct {
 		_     structs.HostLayout
@@ -267,7 +269,7 @@ type netkitFwScratch struct {
 	T4Key     uint64
 	T4Tag     uint64
 	T4Hit     uint32
-	PadT4     uint32
+	Deferred  uint32
 }
 
 type netkitFwState struct {

@@ -312,6 +312,7 @@ type tcFwScratch struct {
 	_  structs.HostLayout
 	K  tcCtKey
 	Rk tcCtKey
+	Ok tcCtKey
 	L4 struct {
 		_  structs.HostLayout
 		L4 struct {
@@ -343,7 +344,8 @@ type tcFwScratch struct {
 		Len     uint32
 		Kind    uint8
 		Track   uint8
-		Pad     uint16
+		PostNat uint8
+		Pad     uint8
 	}
 	Ek struct {
 		_     structs.HostLayout
@@ -378,7 +380,7 @@ type tcFwScratch struct {
 	T4Key     uint64
 	T4Tag     uint64
 	T4Hit     uint32
-	PadT4     uint32
+	Deferred  uint32
 }
 
 type tcFwState struct {
