@@ -20,6 +20,7 @@
 #include "lb.h"
 #include "overlay.h"
 #include "stage.h"
+#include "reply.h"
 
 #define NAT_PORT_TRIES 16
 
@@ -196,10 +197,29 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
 }
 
 /*
+ * ct_no_backend ends a new flow to a VIP without backends: answered as
+ * kube-proxy answers it (a TCP RST, an ICMP port unreachable for the
+ * rest, lib/reply.h, back out of the device it came in by: to the
+ * endpoint, or out of the uplink) where the node says so
+ * (XL_CFG_NO_BACKEND_REJECT), else dropped; XL_DROP_NO_BACKEND either
+ * way (answered: XL_REPLIED; over reply.h's rate, dropped). The packet
+ * is rewritten: the caller's pointers into it are stale.
+ */
+static __always_inline enum xl_step ct_no_backend(struct __sk_buff *skb,
+						  const struct xl_config *cfg,
+						  enum xl_reason *reason)
+{
+	*reason = XL_DROP_NO_BACKEND;
+	if ((cfg->flags & XL_CFG_NO_BACKEND_REJECT) && !reply_skb(skb, 0))
+		return XL_REPLIED;
+	return XL_FINAL;
+}
+
+/*
  * ct_publish creates a DNAT flow if p is addressed to a published port or
  * a service VIP. Returns XL_CONTINUE, with *dnat 1 if it did (p
  * translated) and 0 if p is for neither, or a final step (a VIP without
- * backends, no entry or port to be had).
+ * backends, ct_no_backend; no entry or port to be had).
  *
  * Two cases also translate the source (CT_NAT_BOTH), as Linux's NAT does:
  * - hairpin: the target is the client itself (a container reaching its own
@@ -237,7 +257,7 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 	*dnat = 0;
 	rc = ct_dnat_target(p, l4, k, cfg, &to);
 	if (rc < 0)
-		return xl_final(reason, XL_DROP_NO_BACKEND);
+		return ct_no_backend(skb, cfg, reason);
 	if (rc == 0)
 		return XL_CONTINUE;
 	sc = ct_scratch_get();

@@ -458,7 +458,7 @@ type netkitXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -512,6 +512,7 @@ const (
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
 	netkitVarXlBtfBackendFlags    = "xl_btf_backend_flags"
+	netkitVarXlBtfConfigFlags     = "xl_btf_config_flags"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
 	netkitVarXlBtfCtNat           = "xl_btf_ct_nat"
 	netkitVarXlBtfCtState         = "xl_btf_ct_state"
@@ -645,6 +646,7 @@ type netkitMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -795,6 +797,7 @@ func (m *netkitMaps) Close() error {
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -624,10 +624,16 @@ type tcXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
+
+type tcXlConfigFlags uint32
+
+const (
+	tcXlConfigFlagsXL_CFG_NO_BACKEND_REJECT tcXlConfigFlags = 1
+)
 
 type tcXlDir uint32
 
@@ -767,6 +773,7 @@ const (
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	tcVarXlBtfConfigFlags   = "xl_btf_config_flags"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
 	tcVarXlBtfCtNat         = "xl_btf_ct_nat"
 	tcVarXlBtfCtState       = "xl_btf_ct_state"
@@ -900,6 +907,7 @@ type tcMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -1050,6 +1058,7 @@ func (m *tcMaps) Close() error {
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

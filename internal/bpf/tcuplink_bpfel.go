@@ -458,7 +458,7 @@ type tcuplinkXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -514,6 +514,7 @@ const (
 	tcuplinkProgXlaneToOverlay    = "xlane_to_overlay"
 	tcuplinkProgXlaneToVlan       = "xlane_to_vlan"
 	tcuplinkVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	tcuplinkVarXlBtfConfigFlags   = "xl_btf_config_flags"
 	tcuplinkVarXlBtfCtDir         = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat         = "xl_btf_ct_nat"
 	tcuplinkVarXlBtfCtState       = "xl_btf_ct_state"
@@ -649,6 +650,7 @@ type tcuplinkMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -799,6 +801,7 @@ func (m *tcuplinkMaps) Close() error {
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -440,7 +440,7 @@ type uplinkXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -491,6 +491,7 @@ const (
 	uplinkProgXlaneXdpFromUplink        = "xlane_xdp_from_uplink"
 	uplinkProgXlaneXdpGenericFromUplink = "xlane_xdp_generic_from_uplink"
 	uplinkVarXlBtfBackendFlags          = "xl_btf_backend_flags"
+	uplinkVarXlBtfConfigFlags           = "xl_btf_config_flags"
 	uplinkVarXlBtfCtDir                 = "xl_btf_ct_dir"
 	uplinkVarXlBtfCtNat                 = "xl_btf_ct_nat"
 	uplinkVarXlBtfCtState               = "xl_btf_ct_state"
@@ -621,6 +622,7 @@ type uplinkMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -765,6 +767,7 @@ func (m *uplinkMaps) Close() error {
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -440,7 +440,7 @@ type xdpXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -491,6 +491,7 @@ const (
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
 	xdpVarXlBtfBackendFlags            = "xl_btf_backend_flags"
+	xdpVarXlBtfConfigFlags             = "xl_btf_config_flags"
 	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
 	xdpVarXlBtfCtNat                   = "xl_btf_ct_nat"
 	xdpVarXlBtfCtState                 = "xl_btf_ct_state"
@@ -621,6 +622,7 @@ type xdpMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -765,6 +767,7 @@ func (m *xdpMaps) Close() error {
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`
