@@ -55,6 +55,8 @@ func udpAsk(netns string, dst netip.AddrPort, timeout time.Duration) error {
 //	VIP 10.96.0.10:80/tcp, [fd00:96::10]:80/tcp -> c2:8080
 //	VIP 10.96.0.10:53/udp, [fd00:96::10]:53/udp -> c2:5353
 //	VIP 10.96.0.20:80/tcp, :53/udp: no backend
+//	VIP 10.96.0.30:443/tcp, [fd00:96::30]:443/tcp -> the node's own
+//	    192.0.2.2:6443, [2001:db8:83::2]:6443 (a hostNetwork backend)
 func TestServicePolicyFlows(t *testing.T) {
 	var out string
 	n := newNode(t, withOutside(&out, "1500"))
@@ -68,13 +70,15 @@ func TestServicePolicyFlows(t *testing.T) {
 	n.mustXlane(&e2, "endpoint", "add", "k8s", "--netns", c2)
 	env := &fwEnv{n: n, dir: t.TempDir()}
 	type fam struct {
-		name       string
-		srv        netip.Addr
-		vip, empty netip.Addr
+		name             string
+		srv, node        netip.Addr
+		vip, empty, host netip.Addr
 	}
 	fams := []fam{
-		{"ipv4", e2.IPs[0], netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("10.96.0.20")},
-		{"ipv6", e2.IPs[1], netip.MustParseAddr("fd00:96::10"), netip.MustParseAddr("fd00:96::20")},
+		{"ipv4", e2.IPs[0], netip.MustParseAddr("192.0.2.2"),
+			netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("10.96.0.20"), netip.MustParseAddr("10.96.0.30")},
+		{"ipv6", e2.IPs[1], netip.MustParseAddr("2001:db8:83::2"),
+			netip.MustParseAddr("fd00:96::10"), netip.MustParseAddr("fd00:96::20"), netip.MustParseAddr("fd00:96::30")},
 	}
 	for i, f := range fams {
 		listen(t, c2, f.srv, 8080)
@@ -86,6 +90,9 @@ func TestServicePolicyFlows(t *testing.T) {
 		// A backend of weight 0 takes no new flows: none to be had.
 		n.mustXlane(nil, "service", "create", fmt.Sprintf("empty%d", i), "--vip", netip.AddrPortFrom(f.empty, 80).String()+"/tcp",
 			"--backend", netip.AddrPortFrom(f.srv, 8080).String()+"@0")
+		listen(t, n.netns, f.node, 6443)
+		n.mustXlane(nil, "service", "create", fmt.Sprintf("host%d", i), "--vip", netip.AddrPortFrom(f.host, 443).String()+"/tcp",
+			"--backend", netip.AddrPortFrom(f.node, 6443).String())
 		n.mustXlane(nil, "service", "create", fmt.Sprintf("emptyu%d", i), "--vip", netip.AddrPortFrom(f.empty, 53).String()+"/udp",
 			"--backend", netip.AddrPortFrom(f.srv, 5353).String()+"@0")
 	}
@@ -98,6 +105,13 @@ func TestServicePolicyFlows(t *testing.T) {
 			}
 			if err := udpAsk(out, netip.AddrPortFrom(f.srv, 5353), 2*time.Second); err != nil {
 				t.Errorf("%s: outside -> c2 %v:5353/udp: %v", f.name, f.srv, err)
+			}
+		}
+	})
+	t.Run("a backend on the node's own address", func(t *testing.T) {
+		for _, f := range fams {
+			if err := dial(c1, f.host, 443, 3*time.Second); err != nil {
+				t.Errorf("%s: c1 -> VIP %v:443 -> the node's %v:6443: %v (the answer from the node's address?)", f.name, f.host, f.node, err)
 			}
 		}
 	})
