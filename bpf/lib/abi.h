@@ -346,12 +346,16 @@ struct vlan_val {
 };
 
 /*
- * xlane_publish: published ports (DNAT). key = (protocol, node port,
- * family); value = the endpoint address and port behind it. Written by the
- * daemon (`xlane endpoint publish`); read by the datapath on new flows to a
- * node address.
+ * xlane_publish: published ports (DNAT). key = (host address, protocol,
+ * node port, family); value = the endpoint address and port behind it.
+ * Written by the daemon (`xlane endpoint publish`, CNI portMappings); read
+ * by the datapath on new flows (lib/publish.h publish_find).
  */
 struct publish_key {
+	__u8 addr[16];		/* the one host address it is published on
+				 * (IPv4 as ::ffff:a.b.c.d: a hostIP), or zero:
+				 * every node address (the uplink's; for the
+				 * node's own processes, loopback too) */
 	__u16 port;		/* network order */
 	__u8 proto;
 	__u8 family;		/* 4 or 6 */

@@ -190,6 +190,7 @@ struct ct_scratch {
 	struct ct_val orig;
 	struct ct_val reply;
 	struct ct_key rk;
+	struct publish_key pk; /* ct_dnat_target's, before the flow's */
 };
 
 struct {

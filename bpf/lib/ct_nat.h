@@ -18,6 +18,7 @@
 #include "ct.h"
 #include "nat.h"
 #include "lb.h"
+#include "publish.h"
 #include "overlay.h"
 #include "stage.h"
 #include "reply.h"
@@ -164,22 +165,26 @@ static __noinline int ct_create_ports(const struct ct_key *k, struct ct_scratch 
 }
 
 /* ct_dnat_target finds where a new flow's destination translates to: a
- * published port on the node's address, or a service VIP's backend (a VIP
- * may be the node's address too: Kubernetes' NodePorts; a published port
- * comes first). Returns 1 with *to filled, 0 if neither, -1 for a VIP
- * without backends. */
+ * published port (lib/publish.h: on the destination alone, or on every
+ * node address), or a service VIP's backend (a VIP may be the node's
+ * address too: Kubernetes' NodePorts; a published port comes first).
+ * Returns 1 with *to filled, 0 if neither, -1 for a VIP without
+ * backends. sc: this CPU's zeroed ct scratch (its pk is written). */
 static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *l4,
 					  const struct ct_key *k, const struct xl_config *cfg,
-					  struct backend_val *to)
+					  struct ct_scratch *sc, struct backend_val *to)
 {
 	const __u8 *na = node_addr(cfg, p);
 
-	if (na && addr_eq(k->daddr, na) && !l4->icmp_echo) {
-		struct publish_key pk = { .port = l4->dport,
-					  .proto = l4->proto,
-					  .family = p->ip4 ? 4 : 6 };
-		const struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
+	/* The key in this CPU's scratch (sc), not on the stack: the tc
+	 * pipeline's chain of calls is at the 512-byte limit. */
+	if (!l4->icmp_echo) {
+		const struct publish_val *pv;
 
+		sc->pk.port = l4->dport;
+		sc->pk.proto = l4->proto;
+		sc->pk.family = p->ip4 ? 4 : 6;
+		pv = publish_find(&sc->pk, k->daddr, na && addr_eq(k->daddr, na));
 		if (pv) {
 			__builtin_memcpy(to->addr, pv->addr, 16);
 			to->port = pv->port;
@@ -255,14 +260,14 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 	int rc;
 
 	*dnat = 0;
-	rc = ct_dnat_target(p, l4, k, cfg, &to);
+	sc = ct_scratch_get();
+	if (!sc)
+		return xl_final(reason, XL_PASS_CT_FULL);
+	rc = ct_dnat_target(p, l4, k, cfg, sc, &to);
 	if (rc < 0)
 		return ct_no_backend(skb, cfg, reason);
 	if (rc == 0)
 		return XL_CONTINUE;
-	sc = ct_scratch_get();
-	if (!sc)
-		return xl_final(reason, XL_PASS_CT_FULL);
 	sc->orig.nat = CT_NAT_DST;
 	__builtin_memcpy(sc->orig.nat_addr, to.addr, 16);
 	sc->orig.nat_port = to.port;

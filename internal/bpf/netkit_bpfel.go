@@ -56,6 +56,8 @@ type netkitCtScratch struct {
 	Orig  netkitCtVal
 	Reply netkitCtVal
 	Rk    netkitCtKey
+	Pk    netkitPublishKey
+	_     [4]byte
 }
 
 type netkitCtVal struct {
@@ -382,6 +384,7 @@ type netkitPeerVal struct {
 
 type netkitPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8

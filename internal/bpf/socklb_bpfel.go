@@ -56,6 +56,8 @@ type socklbCtScratch struct {
 	Orig  socklbCtVal
 	Reply socklbCtVal
 	Rk    socklbCtKey
+	Pk    socklbPublishKey
+	_     [4]byte
 }
 
 type socklbCtVal struct {
@@ -160,6 +162,7 @@ type socklbNeighVal struct {
 
 type socklbPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8

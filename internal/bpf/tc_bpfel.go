@@ -78,6 +78,8 @@ type tcCtScratch struct {
 	Orig  tcCtVal
 	Reply tcCtVal
 	Rk    tcCtKey
+	Pk    tcPublishKey
+	_     [4]byte
 }
 
 type tcCtState uint32
@@ -542,6 +544,7 @@ type tcPeerVal struct {
 
 type tcPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8

@@ -56,6 +56,8 @@ type tcuplinkCtScratch struct {
 	Orig  tcuplinkCtVal
 	Reply tcuplinkCtVal
 	Rk    tcuplinkCtKey
+	Pk    tcuplinkPublishKey
+	_     [4]byte
 }
 
 type tcuplinkCtVal struct {
@@ -382,6 +384,7 @@ type tcuplinkPeerVal struct {
 
 type tcuplinkPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8

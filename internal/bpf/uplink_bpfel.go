@@ -56,6 +56,8 @@ type uplinkCtScratch struct {
 	Orig  uplinkCtVal
 	Reply uplinkCtVal
 	Rk    uplinkCtKey
+	Pk    uplinkPublishKey
+	_     [4]byte
 }
 
 type uplinkCtVal struct {
@@ -372,6 +374,7 @@ type uplinkPeerVal struct {
 
 type uplinkPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8

@@ -151,6 +151,7 @@ type vmportNeighVal struct {
 
 type vmportPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8

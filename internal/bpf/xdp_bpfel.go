@@ -56,6 +56,8 @@ type xdpCtScratch struct {
 	Orig  xdpCtVal
 	Reply xdpCtVal
 	Rk    xdpCtKey
+	Pk    xdpPublishKey
+	_     [4]byte
 }
 
 type xdpCtVal struct {
@@ -372,6 +374,7 @@ type xdpPeerVal struct {
 
 type xdpPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8

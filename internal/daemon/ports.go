@@ -16,7 +16,10 @@ func portEntries(e *model.Endpoint) []datapath.Port {
 	var out []datapath.Port
 	for _, pm := range e.Ports {
 		for _, a := range e.IPs {
-			out = append(out, datapath.Port{Proto: protoNumber(pm.Proto), NodePort: pm.NodePort, Addr: a, Port: pm.Port})
+			if pm.HostIP.IsValid() && pm.HostIP.Is4() != a.Is4() {
+				continue // published on an address of the other family
+			}
+			out = append(out, datapath.Port{Proto: protoNumber(pm.Proto), NodePort: pm.NodePort, Addr: a, Port: pm.Port, HostIP: pm.HostIP})
 		}
 	}
 	return out
@@ -61,7 +64,9 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 			if err != nil {
 				return err
 			}
-			idx := slices.IndexFunc(e.Ports, func(x model.PortMapping) bool { return x.NodePort == pm.NodePort && x.Proto == pm.Proto })
+			idx := slices.IndexFunc(e.Ports, func(x model.PortMapping) bool {
+				return x.NodePort == pm.NodePort && x.Proto == pm.Proto && x.HostIP == pm.HostIP
+			})
 			if withdraw {
 				if idx >= 0 {
 					e.Ports = slices.Delete(e.Ports, idx, idx+1)
@@ -73,8 +78,8 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 					continue
 				}
 				for _, op := range o.Ports {
-					if op.NodePort == pm.NodePort && op.Proto == pm.Proto {
-						return model.Conflictf("node port %d/%s is published by endpoint %s", pm.NodePort, pm.Proto, o.ID)
+					if op.SameHostPort(pm) {
+						return model.Conflictf("node port %s is published by endpoint %s (%s)", pm, o.ID, op)
 					}
 				}
 			}
