@@ -36,19 +36,7 @@ func TestCTServiceNoBackendReject(t *testing.T) {
 		for _, proto := range []layers.IPProtocol{ctTCP, ctUDP} {
 			for _, from := range []string{"container", "outside"} {
 				t.Run(family4or6(vip.Addr())+"/"+proto.String()+"/"+from, func(t *testing.T) {
-					src := ap(epSrc.v4, 40000)
-					if vip.Addr().Is6() {
-						src = ap(epSrc.v6, 40000)
-					}
-					f := ctFlow{proto: proto, src: src, dst: vip}
-					p, prog, dev, dir := f.orig("S").sentBy(epSrc), progFromEP, devEP0, DirEgress
-					if from == "outside" {
-						f.src = ap(remoteV4, 40000)
-						if vip.Addr().Is6() {
-							f.src = ap(remoteV6, 40000)
-						}
-						p, prog, dev, dir = f.orig("S").fromOutside(), progFromUplink, devUp, DirIngress
-					}
+					p, prog, dev, dir := firstToVIP(proto, vip, from)
 					before := len(h.ctEntries(t))
 					ret, in, out := h.ctRun(t, prog, dev, p)
 					if ret != actRedirect {
@@ -63,6 +51,20 @@ func TestCTServiceNoBackendReject(t *testing.T) {
 			}
 		}
 	}
+}
+
+// firstToVIP is the first packet (a SYN) of a flow to vip from epSrc
+// (from "container") or from off the node ("outside"), with the program,
+// device and direction that see it.
+func firstToVIP(proto layers.IPProtocol, vip netip.AddrPort, from string) (ctPkt, ctProg, string, Dir) {
+	src, remote := epSrc.v4, remoteV4
+	if vip.Addr().Is6() {
+		src, remote = epSrc.v6, remoteV6
+	}
+	if from == "outside" {
+		return ctFlow{proto: proto, src: ap(remote, 40000), dst: vip}.orig("S").fromOutside(), progFromUplink, devUp, DirIngress
+	}
+	return ctFlow{proto: proto, src: ap(src, 40000), dst: vip}.orig("S").sentBy(epSrc), progFromEP, devEP0, DirEgress
 }
 
 // wantNoBackendAnswer checks out is the answer to p: an RST (TCP) or an
