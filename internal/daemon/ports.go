@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -72,6 +73,9 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 					e.Ports = slices.Delete(e.Ports, idx, idx+1)
 				}
 				continue
+			}
+			if pm.HostIP.IsValid() && !slices.ContainsFunc(e.IPs, func(a netip.Addr) bool { return a.Is4() == pm.HostIP.Is4() }) {
+				return model.Fieldf("port", "%s: host address %s: the endpoint has no address of its family", pm, pm.HostIP)
 			}
 			for _, o := range all {
 				if o.ID == e.ID {
