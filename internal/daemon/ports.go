@@ -83,7 +83,7 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 				}
 				for _, op := range o.Ports {
 					if op.SameHostPort(pm) {
-						return model.Conflictf("node port %s is published by endpoint %s (%s)", pm, o.ID, op)
+						return model.Conflictf("node port %s is published by endpoint %s", pm.HostPort(), o.ID)
 					}
 				}
 			}

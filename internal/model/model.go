@@ -182,6 +182,15 @@ func (p PortMapping) String() string {
 	return fmt.Sprintf("%d:%d/%s", p.NodePort, p.Port, p.Proto)
 }
 
+// HostPort is the host side of p: NODEPORT/PROTO, or HOSTIP:NODEPORT/PROTO
+// (IPv6 in brackets).
+func (p PortMapping) HostPort() string {
+	if p.HostIP.IsValid() {
+		return fmt.Sprintf("%s/%s", netip.AddrPortFrom(p.HostIP, p.NodePort), p.Proto)
+	}
+	return fmt.Sprintf("%d/%s", p.NodePort, p.Proto)
+}
+
 // SameHostPort says whether p and o hold the same host port: the same
 // node port and protocol on the same host address, or on every address
 // (no HostIP) and any.
