@@ -161,7 +161,7 @@ may then be published on other addresses. Needs a BPF mode (tc, xdp,
 xdp-generic) and xlaned --uplink.`,
 		Example: `  xlane endpoint publish web --port 8080:80/tcp --port 5353:53/udp
   xlane endpoint publish web --port 127.0.0.1:8081:80 --port [fd00::1]:8081:80`,
-		Args:    cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ep, err := e.client().PublishPorts(cmd.Context(), args[0], ports, false)
 			if err != nil {
