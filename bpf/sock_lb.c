@@ -27,17 +27,17 @@
 
 #define SOCK_ALLOW 1
 
-/* sock_loopback: a is 127.0.0.0/8 (as ::ffff:127.x.y.z) or ::1. */
-static __always_inline int sock_loopback(const __u8 *a)
+/* sock_loopback4: a is 127.0.0.0/8 (as ::ffff:127.x.y.z). IPv6's ::1 is
+ * left to what holds the port there (the Docker driver's relay, which
+ * reaches a container's IPv4 address as docker-proxy does). */
+static __always_inline int sock_loopback4(const __u8 *a)
 {
 	__u64 hi, lo;
 
 	__builtin_memcpy(&hi, a, 8);
 	__builtin_memcpy(&lo, a + 8, 8);
-	if (hi)
-		return 0;
 	/* little-endian loads: bytes 8-11 are 00 00 ff ff, byte 12 is 127 */
-	return (lo & 0xffffffffffULL) == 0x7fffff0000ULL || lo == 0x0100000000000000ULL;
+	return !hi && (lo & 0xffffffffffULL) == 0x7fffff0000ULL;
 }
 
 /* sock_translate finds where dst:dport of a new connection goes, from a
@@ -56,12 +56,12 @@ static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_k
 		struct publish_key pk = { .port = k->dport,
 					  .proto = k->proto,
 					  .family = k->daddr[10] == 0xff ? 4 : 6 };
-		/* A port published on every address is the node's loopback's
+		/* A port published on every address is the node's 127.0.0.1's
 		 * too, for the node's processes (as docker-proxy and the
 		 * portmap plugin make it). */
 		const struct publish_val *pv = publish_find(
 			&pk, k->daddr,
-			__builtin_memcmp(k->daddr, na, 16) == 0 || sock_loopback(k->daddr));
+			__builtin_memcmp(k->daddr, na, 16) == 0 || sock_loopback4(k->daddr));
 
 		if (pv) {
 			__builtin_memcpy(to->addr, pv->addr, 16);

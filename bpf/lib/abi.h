@@ -355,7 +355,7 @@ struct publish_key {
 	__u8 addr[16];		/* the one host address it is published on
 				 * (IPv4 as ::ffff:a.b.c.d: a hostIP), or zero:
 				 * every node address (the uplink's; for the
-				 * node's own processes, loopback too) */
+				 * node's own processes, 127.0.0.0/8 too) */
 	__u16 port;		/* network order */
 	__u8 proto;
 	__u8 family;		/* 4 or 6 */

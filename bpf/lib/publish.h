@@ -16,7 +16,7 @@
  * port, proto and family set; its address is the function's to write):
  * the one published on daddr alone, else, when daddr is an address of
  * the node's every published port (node: the uplink's address; for the
- * node's own processes, loopback too), the one published on every
+ * node's own processes, 127.0.0.0/8 too), the one published on every
  * address. NULL: none.
  */
 static __always_inline const struct publish_val *publish_find(struct publish_key *pk,

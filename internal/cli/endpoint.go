@@ -155,7 +155,7 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Short: "Publish endpoint ports on the node's address (DNAT)",
 		Long: `Make PORT of the endpoint reachable as NODEPORT on the node's uplink
 address, from outside and from other containers, like docker run -p, and on
-the node's loopback for its own processes. With HOSTIP (IPv6 in brackets),
+127.0.0.1 for the node's own processes. With HOSTIP (IPv6 in brackets),
 on that address alone (Kubernetes' hostPort with hostIP): the same NODEPORT
 may then be published on other addresses. Needs a BPF mode (tc, xdp,
 xdp-generic) and xlaned --uplink.`,

@@ -171,7 +171,7 @@ type PortMapping struct {
 	Port     uint16 `json:"port"`
 	// HostIP is the one address the port is published on; the zero
 	// Addr: the node's address (and, for the node's own processes,
-	// loopback).
+	// 127.0.0.1).
 	HostIP netip.Addr `json:"host_ip,omitzero"`
 }
 
