@@ -658,7 +658,7 @@ func TestCNIHostPortHostIP(t *testing.T) {
 		addrs := resultAddrs(t, parseResult(t, "1.1.0", h.mustCNITool(capArgs, "add", name, nsPath(c))), "eth0")
 		t.Cleanup(func() { h.cnitool(capArgs, "del", name, nsPath(c)) })
 		if p.proto == "udp" {
-			udpEchoServer(t, c, netip.AddrPortFrom(addrs[0].Addr(), 8080))
+			udpEchoIn(t, c, netip.AddrPortFrom(addrs[0].Addr(), 8080))
 		} else {
 			startNameServer(t, c, p.name, netip.AddrPortFrom(addrs[0].Addr(), 8080))
 		}

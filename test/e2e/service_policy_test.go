@@ -3,42 +3,13 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/containernetworking/plugins/pkg/ns"
-
 	"github.com/xlane-dev/xlane/internal/api"
 )
-
-// udpEchoServer answers every datagram on addr in netns with its own payload,
-// until the test ends.
-func udpEchoServer(t *testing.T, netns string, addr netip.AddrPort) {
-	t.Helper()
-	var c *net.UDPConn
-	err := ns.WithNetNSPath(nsPath(netns), func(ns.NetNS) error {
-		var err error
-		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen udp %s in %s: %v", addr, netns, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		b := make([]byte, 1500)
-		for {
-			n, from, err := c.ReadFromUDPAddrPort(b)
-			if err != nil {
-				return
-			}
-			c.WriteToUDPAddrPort(b[:n], from)
-		}
-	}()
-}
 
 // udpAsk sends a datagram from netns to dst on a connected socket and
 // waits for the answer (nil: answered).
@@ -82,7 +53,7 @@ func TestServicePolicyFlows(t *testing.T) {
 	}
 	for i, f := range fams {
 		listen(t, c2, f.srv, 8080)
-		udpEchoServer(t, c2, netip.AddrPortFrom(f.srv, 5353))
+		udpEchoIn(t, c2, netip.AddrPortFrom(f.srv, 5353))
 		n.mustXlane(nil, "service", "create", fmt.Sprintf("web%d", i), "--vip", netip.AddrPortFrom(f.vip, 80).String()+"/tcp",
 			"--backend", netip.AddrPortFrom(f.srv, 8080).String())
 		n.mustXlane(nil, "service", "create", fmt.Sprintf("dns%d", i), "--vip", netip.AddrPortFrom(f.vip, 53).String()+"/udp",
