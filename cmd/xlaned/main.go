@@ -47,6 +47,7 @@ func run() error {
 	xdpMode := fs.String("uplink-xdp-mode", datapath.XDPModeAuto, "XDP attach mode of the uplink program: native, generic, offload (refused: no driver offloads xlane's program), or auto (native, generic where the driver has no native XDP and on a veth: native XDP on a veth takes GSO/TSO from its peer)")
 	ctSize := fs.Uint("ct-size", 1<<20, "conntrack table size (entries; two per flow); changing it needs the pinned table removed")
 	natPorts := fs.String("nat-ports", daemon.DefaultNATPorts, "masquerade source-port range MIN-MAX; must not overlap net.ipv4.ip_local_port_range")
+	noBackend := fs.String("service-no-backend", daemon.NoBackendReject, "what a new flow to a service VIP without backends gets: reject (a TCP RST, an ICMP port unreachable for UDP and the rest, as kube-proxy answers) or drop; counted as drop_no_backend either way")
 	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
 	accelCase := fs.Duration("accel-case-timeout", 5*time.Second, "time each case of the socket acceleration self-test may take before it counts as stalled (docs/accel.md); raise it on slow machines")
 	monRate := fs.Uint("monitor-rate", daemon.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")
@@ -135,7 +136,7 @@ Flags:
 		defer ml.Close()
 	}
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
-		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
+		CTSize: uint32(*ctSize), NATPorts: *natPorts, ServiceNoBackend: *noBackend, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
 		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
 		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
 		AutoBPFOnly: *kube})

@@ -156,7 +156,7 @@ type ServiceUpdate struct {
 }
 
 // PortsUpdate is the body of POST and DELETE /v1/endpoints/{id}/ports:
-// NODEPORT:PORT[/tcp|udp] mappings to publish or withdraw.
+// [HOSTIP:]NODEPORT:PORT[/tcp|udp] mappings to publish or withdraw.
 type PortsUpdate struct {
 	Ports []string `json:"ports"`
 }

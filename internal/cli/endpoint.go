@@ -160,13 +160,17 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 	}
 	var ports []string
 	publish := &cobra.Command{
-		Use:   "publish ID --port NODEPORT:PORT[/tcp|udp]...",
+		Use:   "publish ID --port [HOSTIP:]NODEPORT:PORT[/tcp|udp]...",
 		Short: "Publish endpoint ports on the node's address (DNAT)",
 		Long: `Make PORT of the endpoint reachable as NODEPORT on the node's uplink
-address, from outside and from other containers, like docker run -p. Needs a
-BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
-		Example: `  xlane endpoint publish web --port 8080:80/tcp --port 5353:53/udp`,
-		Args:    cobra.ExactArgs(1),
+address, from outside and from other containers, like docker run -p, and on
+127.0.0.1 for the node's own processes. With HOSTIP (IPv6 in brackets),
+on that address alone (Kubernetes' hostPort with hostIP): the same NODEPORT
+may then be published on other addresses. Needs a BPF mode (tc, xdp,
+xdp-generic) and xlaned --uplink.`,
+		Example: `  xlane endpoint publish web --port 8080:80/tcp --port 5353:53/udp
+  xlane endpoint publish web --port 127.0.0.1:8081:80 --port [fd00::1]:8081:80`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ep, err := e.client().PublishPorts(cmd.Context(), args[0], ports, false)
 			if err != nil {
@@ -175,9 +179,9 @@ BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
 			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
 		},
 	}
-	publish.Flags().StringSliceVar(&ports, "port", nil, "NODEPORT:PORT[/tcp|udp] (repeatable)")
+	publish.Flags().StringSliceVar(&ports, "port", nil, "[HOSTIP:]NODEPORT:PORT[/tcp|udp] (repeatable)")
 	unpublish := &cobra.Command{
-		Use:   "unpublish ID --port NODEPORT[:PORT][/tcp|udp]...",
+		Use:   "unpublish ID --port [HOSTIP:]NODEPORT[:PORT][/tcp|udp]...",
 		Short: "Withdraw published ports (withdrawing a missing one succeeds)",
 		Example: `  xlane endpoint unpublish web1 --port 8080
   xlane endpoint unpublish web1 --port 8080:80/tcp --port 5353:53/udp`,
@@ -190,7 +194,7 @@ BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
 			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
 		},
 	}
-	unpublish.Flags().StringSliceVar(&ports, "port", nil, "NODEPORT[:PORT][/tcp|udp] (repeatable)")
+	unpublish.Flags().StringSliceVar(&ports, "port", nil, "[HOSTIP:]NODEPORT[:PORT][/tcp|udp] (repeatable)")
 	cmd.AddCommand(add, ls, inspect, publish, unpublish, rm)
 	return cmd
 }

@@ -52,6 +52,9 @@ type Config struct {
 	MaglevSize uint32
 	// NATPorts is masquerade's source-port range, "MIN-MAX" ("" default).
 	NATPorts string
+	// ServiceNoBackend is what a new flow to a service VIP without
+	// backends gets: NoBackendReject ("", the default) or NoBackendDrop.
+	ServiceNoBackend string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
 	// AccelCaseTimeout is how long each self-test case may take (0: 5 s).
@@ -148,6 +151,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	cl, err := parseCluster(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := noBackendReject(cfg.ServiceNoBackend); err != nil {
 		return nil, err
 	}
 	st, err := store.Open(cfg.StatePath)

@@ -50,6 +50,9 @@ func (d *Daemon) setupNode() error {
 		return err
 	}
 	nc := datapath.NodeConfig{NATPortMin: lo, NATPortMax: hi}
+	if nc.NoBackendReject, err = noBackendReject(d.cfg.ServiceNoBackend); err != nil {
+		return err
+	}
 	if d.cfg.Uplink != "" {
 		l, err := netlink.LinkByName(d.cfg.Uplink)
 		if err != nil {

@@ -163,18 +163,47 @@ type Endpoint struct {
 	Created    time.Time   `json:"created"`
 }
 
-// PortMapping publishes an endpoint's port on the node's address.
+// PortMapping publishes an endpoint's port on the node's address, or on
+// one host address (HostIP: Kubernetes' hostPort with a hostIP).
 type PortMapping struct {
 	Proto    string `json:"proto"` // tcp or udp
 	NodePort uint16 `json:"node_port"`
 	Port     uint16 `json:"port"`
+	// HostIP is the one address the port is published on; the zero
+	// Addr: the node's address (and, for the node's own processes,
+	// 127.0.0.1).
+	HostIP netip.Addr `json:"host_ip,omitzero"`
 }
 
-func (p PortMapping) String() string { return fmt.Sprintf("%d:%d/%s", p.NodePort, p.Port, p.Proto) }
+func (p PortMapping) String() string {
+	if p.HostIP.IsValid() {
+		return fmt.Sprintf("%s:%d/%s", netip.AddrPortFrom(p.HostIP, p.NodePort), p.Port, p.Proto)
+	}
+	return fmt.Sprintf("%d:%d/%s", p.NodePort, p.Port, p.Proto)
+}
 
-// ParsePortMapping reads NODEPORT:PORT[/tcp|udp] (or PORT, same on both).
+// HostPort is the host side of p: NODEPORT/PROTO, or HOSTIP:NODEPORT/PROTO
+// (IPv6 in brackets).
+func (p PortMapping) HostPort() string {
+	if p.HostIP.IsValid() {
+		return fmt.Sprintf("%s/%s", netip.AddrPortFrom(p.HostIP, p.NodePort), p.Proto)
+	}
+	return fmt.Sprintf("%d/%s", p.NodePort, p.Proto)
+}
+
+// SameHostPort says whether p and o hold the same host port: the same
+// node port and protocol on the same host address, or on every address
+// (no HostIP) and any.
+func (p PortMapping) SameHostPort(o PortMapping) bool {
+	return p.NodePort == o.NodePort && p.Proto == o.Proto &&
+		(!p.HostIP.IsValid() || !o.HostIP.IsValid() || p.HostIP == o.HostIP)
+}
+
+// ParsePortMapping reads [HOSTIP:]NODEPORT:PORT[/tcp|udp] (or PORT, same
+// on both; an IPv6 HOSTIP in brackets; 0.0.0.0 and :: mean every address).
 func ParsePortMapping(s string) (PortMapping, error) {
 	pm := PortMapping{Proto: "tcp"}
+	bad := Fieldf("ports", "%q: want [HOSTIP:]NODEPORT:PORT[/tcp|udp] with ports 1-65535", s)
 	spec, proto, ok := strings.Cut(s, "/")
 	if ok {
 		if proto != "tcp" && proto != "udp" {
@@ -182,14 +211,24 @@ func ParsePortMapping(s string) (PortMapping, error) {
 		}
 		pm.Proto = proto
 	}
-	node, cport, ok := strings.Cut(spec, ":")
-	if !ok {
-		cport = node
+	node, cport := spec, spec
+	if i := strings.LastIndex(spec, ":"); i >= 0 {
+		node, cport = spec[:i], spec[i+1:]
+		if strings.ContainsAny(node, ":]") {
+			hp, err := netip.ParseAddrPort(node)
+			if err != nil {
+				return pm, bad
+			}
+			if !hp.Addr().IsUnspecified() {
+				pm.HostIP = hp.Addr().Unmap()
+			}
+			node = strconv.Itoa(int(hp.Port()))
+		}
 	}
 	np, err1 := strconv.ParseUint(node, 10, 16)
 	cp, err2 := strconv.ParseUint(cport, 10, 16)
 	if err1 != nil || err2 != nil || np == 0 || cp == 0 {
-		return pm, Fieldf("ports", "%q: want NODEPORT:PORT[/tcp|udp] with ports 1-65535", s)
+		return pm, bad
 	}
 	pm.NodePort, pm.Port = uint16(np), uint16(cp)
 	return pm, nil

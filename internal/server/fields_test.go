@@ -26,16 +26,17 @@ var requestTypes = []any{
 // notRequestKeys are field names of errors about something other than a
 // request body, and where they come from.
 var notRequestKeys = map[string]string{
-	"body":          "the request body itself (not JSON, too large)",
-	"limit":         "a query parameter (?limit=)",
-	"file":          "a firewall rule file (xlane fw apply -f), parsed before any request",
-	"prefix":        "Firewall.ApplyOwned's owned prefix (an in-process caller: Kubernetes mode)",
-	"node-name":     "xlaned --node-name",
-	"cluster-cidr":  "xlaned --cluster-cidr",
-	"overlay-encap": "xlaned --overlay-encap",
-	"routing":       "xlaned --routing",
-	"nat-ports":     "xlaned --nat-ports",
-	"nodes":         "xlaned --nodes (a file of node records)",
+	"body":               "the request body itself (not JSON, too large)",
+	"limit":              "a query parameter (?limit=)",
+	"file":               "a firewall rule file (xlane fw apply -f), parsed before any request",
+	"prefix":             "Firewall.ApplyOwned's owned prefix (an in-process caller: Kubernetes mode)",
+	"node-name":          "xlaned --node-name",
+	"cluster-cidr":       "xlaned --cluster-cidr",
+	"overlay-encap":      "xlaned --overlay-encap",
+	"routing":            "xlaned --routing",
+	"nat-ports":          "xlaned --nat-ports",
+	"nodes":              "xlaned --nodes (a file of node records)",
+	"service-no-backend": "xlaned --service-no-backend",
 }
 
 func jsonKeys(t reflect.Type, keys map[string]bool) {
