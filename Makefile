@@ -4,7 +4,17 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin
 
-.PHONY: all deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp k8s-bins test-k8s test-k8s-cluster test-k8s-conformance demo bench clean
+# The build's identity (internal/version): xlane version, xlaned --version,
+# xlane-cni --version, xlane status and xlane_build_info show it. Without
+# git (a tarball) the values are empty and a plain build's VCS info, or
+# "dev", stands in.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG := github.com/xlane-dev/xlane/internal/version
+LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(BUILD_DATE)
+
+.PHONY: all print-ldflags deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp k8s-bins test-k8s test-k8s-cluster test-k8s-conformance demo bench clean
 
 all: build
 
@@ -28,9 +38,13 @@ check-format: deps
 	@scripts/check-format.sh
 
 build: deps
-	$(GO) build -o $(BIN)/xlaned ./cmd/xlaned
-	$(GO) build -o $(BIN)/xlane ./cmd/xlane
-	$(GO) build -o $(BIN)/xlane-cni ./cmd/xlane-cni
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/xlaned ./cmd/xlaned
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/xlane ./cmd/xlane
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/xlane-cni ./cmd/xlane-cni
+
+# The -ldflags build uses (internal/version's test builds with them).
+print-ldflags:
+	@echo '$(LDFLAGS)'
 
 # Everything, as root: BPF unit tests (prog.Run), package tests, end-to-end
 # tests in network namespaces. -p 1: the e2e suites move real traffic and

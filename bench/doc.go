@@ -1,6 +1,8 @@
 // Package bench holds xlane's benchmarks, one command each, and what they
 // share. `make bench` runs them all; `make bench BENCH="fw nat"` some. See
-// docs/benchmarks.md for what each measures and the latest figures.
+// docs/benchmarks.md for what each measures, how to rerun it and the latest
+// figures; bench/results/CHANGELOG.md has a line per run and
+// bench/results/notebook-2026-11.md the dated history until 2026-11-25.
 //
 //   - bench/modes: container to container on one node, a Docker-style
 //     bridge against xlane's kernel, tc, xdp-generic and xdp modes (iperf3,
@@ -34,7 +36,8 @@
 //   - bench/perfbuckets: not a benchmark (not in `make bench`): sorts a
 //     system-wide perf profile of a benchmark's traffic into buckets (BPF
 //     programs and their helpers, netfilter, VXLAN, copies, TCP, ...) and
-//     prints each one's share (docs/benchmarks.md, scenario 1's profile).
+//     prints each one's share (bench/results/notebook-2026-11.md, "Where
+//     the CPU goes").
 //
 // Shared code: bench/internal/harness (run lifetime, cleanup, commands in
 // namespaces, flags, results, machine description), bench/internal/measure

@@ -23,8 +23,22 @@
 #include "lib/l4.h"
 #include "lib/ct.h"
 #include "lib/lb.h"
+#include "lib/publish.h"
 
 #define SOCK_ALLOW 1
+
+/* sock_loopback4: a is 127.0.0.0/8 (as ::ffff:127.x.y.z). IPv6's ::1 is
+ * left to what holds the port there (the Docker driver's relay, which
+ * reaches a container's IPv4 address as docker-proxy does). */
+static __always_inline int sock_loopback4(const __u8 *a)
+{
+	__u64 hi, lo;
+
+	__builtin_memcpy(&hi, a, 8);
+	__builtin_memcpy(&lo, a + 8, 8);
+	/* little-endian loads: bytes 8-11 are 00 00 ff ff, byte 12 is 127 */
+	return !hi && (lo & 0xffffffffffULL) == 0x7fffff0000ULL;
+}
 
 /* sock_translate finds where dst:dport of a new connection goes, from a
  * published port on the node's address or a service's backend (a VIP may
@@ -38,18 +52,23 @@ static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_k
 
 	/* Hash entropy for Maglev: the socket, as the 5-tuple is not known. */
 	__builtin_memcpy(k->saddr, &cookie, sizeof(cookie));
-	if (__builtin_memcmp(k->daddr, na, 16) == 0) {
+	{
 		struct publish_key pk = { .port = k->dport,
 					  .proto = k->proto,
 					  .family = k->daddr[10] == 0xff ? 4 : 6 };
-		struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
+		/* A port published on every address is the node's 127.0.0.1's
+		 * too, for the node's processes (as docker-proxy and the
+		 * portmap plugin make it). */
+		const struct publish_val *pv = publish_find(
+			&pk, k->daddr,
+			__builtin_memcmp(k->daddr, na, 16) == 0 || sock_loopback4(k->daddr));
 
 		if (pv) {
 			__builtin_memcpy(to->addr, pv->addr, 16);
 			to->port = pv->port;
 			return 1;
 		}
-		/* else a service whose VIP is the node's address (NodePort) */
+		/* else maybe a service whose VIP is the node's address (NodePort) */
 	}
 	/* ClientIP affinity: the node's processes are one client, as they
 	 * are to kube-proxy (the node's address). */

@@ -69,6 +69,11 @@ static __always_inline enum xl_step from_uplink(struct xdp_md *ctx, __u32 len,
 			*dst_ifindex = dst->ifindex;
 			return xl_final(reason, XL_DROP_UNSOLICITED);
 		}
+	} else {
+		struct l4 l4 = {};
+		int r = parse_l4_xdp(ctx, &l4);
+
+		ep_track_inbound(&p, &l4, r, dst, len, XL_HOOK_XDP);
 	}
 	step = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 1, reason);
 	if (step != XL_CONTINUE)

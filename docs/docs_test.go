@@ -60,6 +60,9 @@ func TestLinksAndPaths(t *testing.T) {
 			}
 		}
 		for _, p := range mentionedPaths(text) {
+			if strings.HasPrefix(p, "../") { // a link's target, from the document's directory
+				p = filepath.Join(filepath.Dir(rel), p)
+			}
 			if !pathExists(root, p) {
 				t.Errorf("%s: %q: no such path in the repository", rel, p)
 			}

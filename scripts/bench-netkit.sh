@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The netkit benchmark (docs/benchmarks.md, "netkit vs veth+tc"): tc mode on
+# The netkit benchmark (docs/benchmarks.md, "netkit against veth+tc"): tc mode on
 # veth endpoints against netkit endpoints, interleaved in one run, inside the
 # kernel matrix's 6.12 guest (the host kernel has no netkit). QEMU runs in
 # software emulation: absolute figures mean little, the same-run ratio is

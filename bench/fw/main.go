@@ -115,7 +115,7 @@ const fwDropPort = 9
 // fwGenDefault is the generator's default setting (-gen): 256 frames per
 // flush of BPF_PROG_RUN (at most one wake-up of d0's NAPI thread per 256
 // frames), the backfill thread and the dispatcher anchor
-// (docs/benchmarks.md, "The generator").
+// (bench/results/notebook-2026-11.md, "The generator").
 const fwGenDefault = "256+backfill+anchor"
 
 // fwIdleLimit is the share of a drop run the receiver (d0's NAPI thread)

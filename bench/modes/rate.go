@@ -179,7 +179,8 @@ func runRate(ctx context.Context, topo Topology, p harness.Pair, src gen.Source,
 	defer closeTPs()
 
 	// Anchor: no BPF_PROG_RUN call waits for RCU grace periods (bench fw
-	// found them idling the generator 95 % of the time; docs/benchmarks.md).
+	// found them idling the generator 95 % of the time;
+	// bench/results/notebook-2026-11.md, "The generator").
 	run, err := rate.Generate(ctx, objs, p, d, rate.Options{Anchor: true})
 	if err != nil {
 		return nil, det, err

@@ -240,6 +240,16 @@ struct ct_val {
  * xlane_config: one entry, written by the daemon: the node's uplink and
  * its masquerade addresses and port range.
  */
+/* xl_config.flags */
+enum xl_config_flags {
+	/* A new flow to a service VIP without backends is answered, as
+	 * kube-proxy answers it: a TCP RST, an ICMP port unreachable for
+	 * the rest (lib/ct_nat.h ct_no_backend); without it, dropped.
+	 * Counted as XL_DROP_NO_BACKEND either way. xlaned
+	 * --service-no-backend (reject, the default; drop). */
+	XL_CFG_NO_BACKEND_REJECT = 1,
+};
+
 struct xl_config {
 	__u32 uplink_ifindex;
 	__u16 nat_port_min;	/* host order, inclusive */
@@ -254,7 +264,7 @@ struct xl_config {
 	 * shared backends stay taken for the backend's TIME_WAIT. */
 	__u16 clash_port_min;
 	__u16 clash_port_max;
-	__u32 pad;
+	__u32 flags;		/* enum xl_config_flags */
 	/* This node's address in the cluster, per family: the first address
 	 * of its pod CIDR (never an endpoint's: ipam reserves a subnet's
 	 * first address; flannel gives its VXLAN device the same), or zero
@@ -336,12 +346,16 @@ struct vlan_val {
 };
 
 /*
- * xlane_publish: published ports (DNAT). key = (protocol, node port,
- * family); value = the endpoint address and port behind it. Written by the
- * daemon (`xlane endpoint publish`); read by the datapath on new flows to a
- * node address.
+ * xlane_publish: published ports (DNAT). key = (host address, protocol,
+ * node port, family); value = the endpoint address and port behind it.
+ * Written by the daemon (`xlane endpoint publish`, CNI portMappings); read
+ * by the datapath on new flows (lib/publish.h publish_find).
  */
 struct publish_key {
+	__u8 addr[16];		/* the one host address it is published on
+				 * (IPv4 as ::ffff:a.b.c.d: a hostIP), or zero:
+				 * every node address (the uplink's; for the
+				 * node's own processes, 127.0.0.0/8 too) */
 	__u16 port;		/* network order */
 	__u8 proto;
 	__u8 family;		/* 4 or 6 */
@@ -476,6 +490,7 @@ struct metrics_dev_val {
 	const enum fw_ddos_flags *xl_btf_fw_ddos_flags __attribute__((unused)); \
 	const enum xl_peer_flags *xl_btf_peer_flags __attribute__((unused)); \
 	const enum xl_overlay_flags *xl_btf_overlay_flags __attribute__((unused)); \
+	const enum xl_config_flags *xl_btf_config_flags __attribute__((unused)); \
 	const struct fw_event *xl_btf_fw_event __attribute__((unused)); \
 	const enum mon_type *xl_btf_mon_type __attribute__((unused)); \
 	const enum mon_verdict *xl_btf_mon_verdict __attribute__((unused)); \

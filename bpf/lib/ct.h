@@ -35,6 +35,24 @@ static __always_inline void ct_key_init(struct ct_key *k, const struct pkt *p, c
 	k->proto = l4->proto;
 }
 
+/* ct_reverse: k's tuple the other way round, the key of an untranslated
+ * flow's other direction (echo keys carry the identifier in sport both
+ * ways). */
+static __always_inline void ct_reverse(const struct ct_key *k, struct ct_key *out)
+{
+	__builtin_memset(out, 0, sizeof(*out)); /* the padding is key */
+	__builtin_memcpy(out->saddr, k->daddr, 16);
+	__builtin_memcpy(out->daddr, k->saddr, 16);
+	out->proto = k->proto;
+	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6) {
+		out->sport = k->sport;
+		out->dport = 0;
+	} else {
+		out->sport = k->dport;
+		out->dport = k->sport;
+	}
+}
+
 /* ct_partner computes the key of the other direction's entry. */
 static __always_inline void ct_partner(const struct ct_key *k, const struct ct_val *v,
 				       struct ct_key *out)
@@ -172,6 +190,7 @@ struct ct_scratch {
 	struct ct_val orig;
 	struct ct_val reply;
 	struct ct_key rk;
+	struct publish_key pk; /* ct_dnat_target's, before the flow's */
 };
 
 struct {

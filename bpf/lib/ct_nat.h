@@ -18,8 +18,10 @@
 #include "ct.h"
 #include "nat.h"
 #include "lb.h"
+#include "publish.h"
 #include "overlay.h"
 #include "stage.h"
+#include "reply.h"
 
 #define NAT_PORT_TRIES 16
 
@@ -163,22 +165,26 @@ static __noinline int ct_create_ports(const struct ct_key *k, struct ct_scratch 
 }
 
 /* ct_dnat_target finds where a new flow's destination translates to: a
- * published port on the node's address, or a service VIP's backend (a VIP
- * may be the node's address too: Kubernetes' NodePorts; a published port
- * comes first). Returns 1 with *to filled, 0 if neither, -1 for a VIP
- * without backends. */
+ * published port (lib/publish.h: on the destination alone, or on every
+ * node address), or a service VIP's backend (a VIP may be the node's
+ * address too: Kubernetes' NodePorts; a published port comes first).
+ * Returns 1 with *to filled, 0 if neither, -1 for a VIP without
+ * backends. sc: this CPU's zeroed ct scratch (its pk is written). */
 static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *l4,
 					  const struct ct_key *k, const struct xl_config *cfg,
-					  struct backend_val *to)
+					  struct ct_scratch *sc, struct backend_val *to)
 {
 	const __u8 *na = node_addr(cfg, p);
 
-	if (na && addr_eq(k->daddr, na) && !l4->icmp_echo) {
-		struct publish_key pk = { .port = l4->dport,
-					  .proto = l4->proto,
-					  .family = p->ip4 ? 4 : 6 };
-		const struct publish_val *pv = bpf_map_lookup_elem(&xlane_publish, &pk);
+	/* The key in this CPU's scratch (sc), not on the stack: the tc
+	 * pipeline's chain of calls is at the 512-byte limit. */
+	if (!l4->icmp_echo) {
+		const struct publish_val *pv;
 
+		sc->pk.port = l4->dport;
+		sc->pk.proto = l4->proto;
+		sc->pk.family = p->ip4 ? 4 : 6;
+		pv = publish_find(&sc->pk, k->daddr, na && addr_eq(k->daddr, na));
 		if (pv) {
 			__builtin_memcpy(to->addr, pv->addr, 16);
 			to->port = pv->port;
@@ -196,10 +202,29 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
 }
 
 /*
+ * ct_no_backend ends a new flow to a VIP without backends: answered as
+ * kube-proxy answers it (a TCP RST, an ICMP port unreachable for the
+ * rest, lib/reply.h, back out of the device it came in by: to the
+ * endpoint, or out of the uplink) where the node says so
+ * (XL_CFG_NO_BACKEND_REJECT), else dropped; XL_DROP_NO_BACKEND either
+ * way (answered: XL_REPLIED; over reply.h's rate, dropped). The packet
+ * is rewritten: the caller's pointers into it are stale.
+ */
+static __always_inline enum xl_step ct_no_backend(struct __sk_buff *skb,
+						  const struct xl_config *cfg,
+						  enum xl_reason *reason)
+{
+	*reason = XL_DROP_NO_BACKEND;
+	if ((cfg->flags & XL_CFG_NO_BACKEND_REJECT) && !reply_skb(skb, 0))
+		return XL_REPLIED;
+	return XL_FINAL;
+}
+
+/*
  * ct_publish creates a DNAT flow if p is addressed to a published port or
  * a service VIP. Returns XL_CONTINUE, with *dnat 1 if it did (p
  * translated) and 0 if p is for neither, or a final step (a VIP without
- * backends, no entry or port to be had).
+ * backends, ct_no_backend; no entry or port to be had).
  *
  * Two cases also translate the source (CT_NAT_BOTH), as Linux's NAT does:
  * - hairpin: the target is the client itself (a container reaching its own
@@ -235,14 +260,14 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 	int rc;
 
 	*dnat = 0;
-	rc = ct_dnat_target(p, l4, k, cfg, &to);
-	if (rc < 0)
-		return xl_final(reason, XL_DROP_NO_BACKEND);
-	if (rc == 0)
-		return XL_CONTINUE;
 	sc = ct_scratch_get();
 	if (!sc)
 		return xl_final(reason, XL_PASS_CT_FULL);
+	rc = ct_dnat_target(p, l4, k, cfg, sc, &to);
+	if (rc < 0)
+		return ct_no_backend(skb, cfg, reason);
+	if (rc == 0)
+		return XL_CONTINUE;
 	sc->orig.nat = CT_NAT_DST;
 	__builtin_memcpy(sc->orig.nat_addr, to.addr, 16);
 	sc->orig.nat_port = to.port;

@@ -31,7 +31,9 @@ struct fw_hook {
 			* refresh its entry, or create one for an
 			* allowed new flow (hooks no ct stage runs
 			* behind: tcx egress, XDP) */
-	__u16 pad;
+	__u8 post_nat; /* FW_KIND_FROM_EP after conntrack's DNAT: the
+			* flow fw_prepare deferred (FW_CALL_POST_NAT) */
+	__u8 pad;
 };
 
 /* Between the halves of the stage (the global functions); the hooks see
@@ -59,13 +61,19 @@ static __always_inline enum fw_verdict fw_action_verdict(__u8 action, __u8 is_de
 	return FW_V_DROP;
 }
 
+/* fw_call.flags */
+#define FW_CALL_POST_NAT \
+	1 /* the from-endpoint stage after conntrack
+			    * (fw_skb_post_nat): judge the packet only
+			    * if the stage before deferred it */
+
 /* In and out of the stage's global functions (fw_stage.h, fw_lin.h). */
 struct fw_call {
 	__u32 len;   /* in: bytes, for counters */
 	__u8 kind;   /* in: enum fw_kind */
 	__u8 track;  /* in: struct fw_hook.track */
 	__u8 reason; /* out: enum xl_reason of a refusal */
-	__u8 pad;
+	__u8 flags;  /* in: FW_CALL_* */
 };
 
 /*
@@ -75,7 +83,10 @@ struct fw_call {
 struct fw_scratch {
 	struct ct_key k;  /* the packet's flow, as conntrack keys it
 			   * (addresses always set: events use them) */
-	struct ct_key rk; /* ICMP error: the flow it is about */
+	struct ct_key rk; /* ICMP error: the flow it is about; else
+			   * k reversed (fw_translated) */
+	struct ct_key ok; /* a refused translated flow's original
+			   * key (fw_forget_translated) */
 	struct fw_l4 l4;
 	struct fw_hook hk;
 	struct fw_exact_key ek;
@@ -104,7 +115,10 @@ struct fw_scratch {
 	__u64 t4_key;
 	__u64 t4_tag;
 	__u32 t4_hit;
-	__u32 pad_t4;
+	/* A new flow from an endpoint to a service VIP, passed by the
+	 * stage before conntrack, to be judged on its backend after the
+	 * DNAT (fw_prepare, fw_skb_post_nat); reset by every run. */
+	__u32 deferred;
 };
 
 struct {
@@ -512,6 +526,65 @@ static __always_inline void fw_track(struct fw_scratch *sc, struct ct_val *v)
 	}
 }
 
+/*
+ * fw_translated says whether sc's packet, whose own tuple (sc->k) has no
+ * entry, is a packet of a translated flow after its translation: its
+ * tuple reversed (left in sc->rk) is the key of the flow's entry for the
+ * other direction. Conntrack keys each direction by the tuple it arrives
+ * with, so a service flow's reply, once translated back to come from the
+ * VIP, and its original direction, once DNATed to the backend, carry no
+ * key of their own. It is established as Linux means it: a reply (the
+ * reversed entry is the original direction's), or the original direction
+ * of a flow whose other side has answered. A bare SYN never is.
+ */
+static __always_inline int fw_translated(struct fw_scratch *sc)
+{
+	const struct ct_val *rv;
+
+	if (sc->l4.l4.proto == IPPROTO_TCP &&
+	    (sc->l4.l4.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_RST)) == TCP_FLAG_SYN)
+		return 0;
+	ct_reverse(&sc->k, &sc->rk);
+	rv = bpf_map_lookup_elem(&xlane_ct, &sc->rk);
+	if (!rv || rv->nat == CT_NAT_NONE)
+		return 0;
+	return rv->dir == CT_DIR_ORIG || rv->state != CT_NEW;
+}
+
+/*
+ * fw_forget_translated deletes the entries of the new flow whose
+ * translated packet (sc->k, the original direction after DNAT) the stage
+ * after conntrack refused: a refused flow keeps no entries, as when the
+ * stage before conntrack refuses it. The reversed tuple is the reply
+ * entry; its partner, the original entry.
+ */
+static __always_inline void fw_forget_translated(struct fw_scratch *sc)
+{
+	struct ct_val *rv, *ov;
+
+	ct_reverse(&sc->k, &sc->rk);
+	rv = bpf_map_lookup_elem(&xlane_ct, &sc->rk);
+	if (!rv || rv->dir != CT_DIR_REPLY || rv->state != CT_NEW)
+		return;
+	__builtin_memset(&sc->ok, 0, sizeof(sc->ok));
+	ct_partner(&sc->rk, rv, &sc->ok);
+	ov = bpf_map_lookup_elem(&xlane_ct, &sc->ok);
+	if (ov && ov->dir == CT_DIR_ORIG)
+		ct_forget(&sc->ok, ov);
+}
+
+/* fw_to_service: sc's packet is addressed to a service VIP and port. */
+static __always_inline int fw_to_service(struct fw_scratch *sc)
+{
+	struct service_key sk = { .port = sc->k.dport, .proto = sc->k.proto };
+
+	if (!sc->l4.trackable || sc->l4.l4.proto == IPPROTO_ICMP ||
+	    sc->l4.l4.proto == IPPROTO_ICMPV6)
+		return 0;
+	__builtin_memcpy(sk.addr, sc->k.daddr, 16);
+	return bpf_map_lookup_elem(&xlane_services, &sk) != 0;
+}
+
 /* fw_established_late: sc's packet (its key in sc->k, set by
  * fw_prepare) belongs to an established flow, or is an ICMP error about a
  * tracked one: fw_prepare's test, made after the search. */
@@ -596,8 +669,21 @@ static __always_inline int fw_prepare(void *data, void *data_end, const struct p
 			fw_track(sc, v);
 			return FW_V_ALLOW;
 		}
+		/* The stage that translated it accounted it: no fw_track. */
+		if (!v && sc->l4.trackable && fw_translated(sc))
+			return FW_V_ALLOW;
 		if (sc->l4.related && bpf_map_lookup_elem(&xlane_ct, &sc->rk))
 			return FW_V_ALLOW;
+	}
+	/* Kubernetes judges an egress policy on a service flow's backend,
+	 * not its VIP: a new flow from an endpoint to a VIP passes the stage
+	 * before conntrack, and the one after (fw_skb_post_nat) judges its
+	 * translated packet. Only the tc pipeline defers (track 0): XDP
+	 * hands flows to VIPs to it before its firewall runs. */
+	if (sc->hk.kind == FW_KIND_FROM_EP && !sc->hk.track && !sc->hk.post_nat &&
+	    fw_to_service(sc)) {
+		sc->deferred = 1;
+		return FW_V_ALLOW;
 	}
 	if (fw_classes(slot, gen, p, sc, xdp)) {
 		fw_track(sc, v);
@@ -621,8 +707,11 @@ static __always_inline int fw_verdict(struct fw_scratch *sc)
 		fw_count(r, sc);
 		fw_log(r, sc);
 		fw_monitor(r, sc);
-		if (r->action != FW_ALLOW)
+		if (r->action != FW_ALLOW) {
+			if (sc->hk.post_nat)
+				fw_forget_translated(sc);
 			return fw_action_verdict(r->action, r->is_default, &sc->reason);
+		}
 	}
 	fw_track(sc, 0);
 	return FW_V_ALLOW;

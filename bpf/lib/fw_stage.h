@@ -51,6 +51,7 @@ static __always_inline int fw_ep_hook(const struct pkt *p, __u8 kind, __u32 len,
 	hk->len = len;
 	hk->kind = kind;
 	hk->track = track;
+	hk->post_nat = 0;
 	return 0;
 }
 
@@ -62,7 +63,14 @@ static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u
 	struct pkt p = {};
 	int v;
 
-	if (!sc || parse_l3(data, data_end, pkt_len, &p) != PARSE_OK)
+	if (!sc)
+		return FW_V_ALLOW;
+	/* The stage after conntrack judges only what the one before
+	 * deferred (fw_prepare), once. */
+	if ((c->flags & FW_CALL_POST_NAT) && !sc->deferred)
+		return FW_V_ALLOW;
+	sc->deferred = 0;
+	if (parse_l3(data, data_end, pkt_len, &p) != PARSE_OK)
 		return FW_V_ALLOW;
 	if (c->kind == FW_KIND_UPLINK) {
 		__builtin_memset(&sc->hk, 0, sizeof(sc->hk));
@@ -72,6 +80,7 @@ static __always_inline int fw_run(void *data, void *data_end, __u32 pkt_len, __u
 	} else if (fw_ep_hook(&p, c->kind, c->len, c->track, &sc->hk)) {
 		return FW_V_ALLOW;
 	}
+	sc->hk.post_nat = c->flags & FW_CALL_POST_NAT;
 	v = fw_prepare(data, data_end, &p, sc, xdp);
 	if (v == FW_V_DROP)
 		c->reason = sc->reason;
@@ -126,6 +135,26 @@ static __always_inline int fw_on(void)
 	return st && st->on;
 }
 
+/* fw_skb_call runs the stage's halves for call c of a tc program.
+ * bounce: how a reject's RST leaves (reply_skb). */
+static __always_inline enum xl_step fw_skb_call(struct __sk_buff *skb, struct fw_call *c,
+						__u64 bounce, enum xl_reason *reason)
+{
+	int v;
+
+	if (!fw_on())
+		return XL_CONTINUE;
+	v = fw_prepare_skb(skb, c);
+	if (v == FW_V_SEARCH)
+		v = fw_decide(c);
+	if (v == FW_V_ALLOW)
+		return XL_CONTINUE;
+	*reason = c->reason;
+	if (v == FW_V_REJECT && !reply_skb(skb, bounce))
+		return XL_REPLIED;
+	return XL_FINAL;
+}
+
 /* fw_skb_ep is the stage for a packet of a tc program leaving or
  * reaching an endpoint (p: as the caller parsed it; the stage parses
  * again). track: this hook owns the packet's conntrack (struct fw_hook).
@@ -134,19 +163,23 @@ static __always_inline enum xl_step fw_skb_ep(struct __sk_buff *skb, const struc
 					      __u8 track, __u64 bounce, enum xl_reason *reason)
 {
 	struct fw_call c = { .len = skb->len, .kind = kind, .track = track };
-	int v;
 
-	if (!fw_on())
-		return XL_CONTINUE;
-	v = fw_prepare_skb(skb, &c);
-	if (v == FW_V_SEARCH)
-		v = fw_decide(&c);
-	if (v == FW_V_ALLOW)
-		return XL_CONTINUE;
-	*reason = c.reason;
-	if (v == FW_V_REJECT && !reply_skb(skb, bounce))
-		return XL_REPLIED;
-	return XL_FINAL;
+	return fw_skb_call(skb, &c, bounce, reason);
+}
+
+/*
+ * fw_skb_post_nat is the from-endpoint stage after conntrack: a new flow
+ * to a service VIP, which the stage before passed (fw_prepare deferred
+ * it), is judged on its translated packet, to the backend, as Kubernetes
+ * judges egress policy. A refusal deletes the flow's new entries
+ * (fw_forget_translated); a reject's answer comes from the backend's
+ * address, which the client's socket, connected to the VIP, ignores.
+ */
+static __always_inline enum xl_step fw_skb_post_nat(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	struct fw_call c = { .len = skb->len, .kind = FW_KIND_FROM_EP, .flags = FW_CALL_POST_NAT };
+
+	return fw_skb_call(skb, &c, 0, reason);
 }
 
 /* fw_xdp_end ends the stage of an XDP program on verdict v (c: the call

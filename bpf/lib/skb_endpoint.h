@@ -132,6 +132,10 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 	step = ct_from_endpoint(skb, &p, src->flags, reason);
 	if (step != XL_CONTINUE)
 		return step;
+	/* A new flow to a service VIP: judged on its backend. */
+	step = fw_skb_post_nat(skb, reason);
+	if (step != XL_CONTINUE)
+		return step;
 	dst = ep_local(&p);
 	if (dst) {
 		/* After NAT: a published port's flow passes the policy, as
@@ -191,16 +195,54 @@ static __always_inline enum xl_step skb_to_endpoint_apart(struct __sk_buff *skb,
 }
 
 /*
+ * skb_to_endpoint_rnat translates the node's own answer to an endpoint's
+ * service flow whose backend is the node (a hostNetwork backend, the
+ * kubernetes Service on a control-plane node): the endpoint's program
+ * DNATed the flow to the node's address, Linux delivered it to a local
+ * socket, and the answer comes back through Linux, here, where the flow's
+ * reply entry makes it come from the VIP again. Only the node's own
+ * packets (no ingress device): what reaches Linux through an xlane program
+ * was translated there. Headers as the node's stack built them, linear
+ * (no pull: a pull beyond them would copy every segment it sends). A
+ * stage; a BPF-to-BPF call, its keys on a frame of its own.
+ */
+static __noinline int skb_to_endpoint_rnat(struct __sk_buff *skb, enum xl_reason *reason)
+{
+	struct ct_key k = {};
+	struct l4 l4 = {};
+	struct pkt p = {};
+	struct ct_val *v;
+
+	if (!skb || !reason || skb->ingress_ifindex)
+		return XL_CONTINUE;
+	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
+		    PARSE_OK ||
+	    parse_l4_skb(skb, &l4) != L4_OK)
+		return XL_CONTINUE;
+	ct_key_init(&k, &p, &l4);
+	v = bpf_map_lookup_elem(&xlane_ct, &k);
+	if (!v || v->dir != CT_DIR_REPLY || v->nat == CT_NAT_NONE)
+		return XL_CONTINUE;
+	v = ct_refresh(&k, v, &l4, skb->len);
+	if (!v)
+		return XL_CONTINUE;
+	return ct_translate(skb, &p, &l4, v, reason);
+}
+
+/*
  * skb_to_endpoint runs the stages for what Linux delivers to an endpoint
- * (tcx egress of a host veth, netkit's primary program): network policy,
- * then unsolicited off-node traffic, then the firewall's to-endpoint rules
+ * (tcx egress of a host veth, netkit's primary program): the node's
+ * answers to service flows translated back, network policy, then
+ * unsolicited off-node traffic, then the firewall's to-endpoint rules
  * (whose reject answers with XL_REPLIED).
  */
 static __always_inline enum xl_step skb_to_endpoint(struct __sk_buff *skb, enum xl_reason *reason)
 {
 	enum xl_step step;
 
-	step = skb_to_endpoint_apart(skb, reason);
+	step = skb_to_endpoint_rnat(skb, reason);
+	if (step == XL_CONTINUE)
+		step = skb_to_endpoint_apart(skb, reason);
 	if (step == XL_CONTINUE)
 		step = skb_to_endpoint_unsolicited(skb, reason);
 	if (step == XL_CONTINUE)

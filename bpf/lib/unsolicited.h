@@ -23,6 +23,7 @@
 #include "l4.h"
 #include "icmp_quote.h"
 #include "ct.h"
+#include "metrics.h"
 #include "endpoint.h"
 #include "fw.h"
 #include "overlay.h"
@@ -31,22 +32,6 @@
  * options, an ICMP header and the quoted IP header and ports. */
 #define XL_UNSOL_LEN (sizeof(struct ethhdr) + 60 + 8 + 60 + 8)
 
-/* unsol_reverse: the key of the other direction of an untranslated flow
- * (echo keys carry the identifier in sport both ways). */
-static __always_inline void unsol_reverse(const struct ct_key *k, struct ct_key *out)
-{
-	__builtin_memcpy(out->saddr, k->daddr, 16);
-	__builtin_memcpy(out->daddr, k->saddr, 16);
-	out->proto = k->proto;
-	if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6) {
-		out->sport = k->sport;
-		out->dport = 0;
-	} else {
-		out->sport = k->dport;
-		out->dport = k->sport;
-	}
-}
-
 /* unsol_known: k or its reverse is a conntrack entry. */
 static __always_inline int unsol_known(const struct ct_key *k)
 {
@@ -54,7 +39,7 @@ static __always_inline int unsol_known(const struct ct_key *k)
 
 	if (bpf_map_lookup_elem(&xlane_ct, k))
 		return 1;
-	unsol_reverse(k, &r);
+	ct_reverse(k, &r);
 	return bpf_map_lookup_elem(&xlane_ct, &r) != 0;
 }
 
@@ -118,6 +103,40 @@ static __always_inline int ep_solicited(void *data, void *data_end, const struct
 }
 
 /*
+ * ep_track_inbound tracks a new flow from off the node to dst, an
+ * endpoint that lets such flows in and masquerades its own: its replies
+ * then leave as that flow's, untranslated, rather than as new flows of
+ * the endpoint's to masquerade (to the node's address, which the client
+ * answers with an RST). Masquerade applies to the flows the endpoint
+ * opens, as Linux's MASQUERADE applies to conntrack's NEW connections
+ * only. With a rule set on, the firewall's to-endpoint stage tracks the
+ * flow (fw_track). r: parse_l4's result for l4. A BPF-to-BPF call: its
+ * keys are on a frame of its own.
+ */
+static __noinline int ep_track_inbound(const struct pkt *p, const struct l4 *l4, int r,
+				       const struct endpoint_val *dst, __u32 len, enum xl_hook hook)
+{
+	const __u16 both = XL_EP_ALLOW_UNSOLICITED | XL_EP_MASQUERADE;
+	struct ct_scratch *sc;
+	struct ct_key k = {};
+	struct ct_val *v;
+
+	if (!p || !l4 || !dst || r != L4_OK || (dst->flags & both) != both ||
+	    addr_is_link_scope(&p->dst) || fw_on())
+		return 0;
+	ct_key_init(&k, p, l4);
+	v = bpf_map_lookup_elem(&xlane_ct, &k);
+	if (ct_refresh(&k, v, l4, len))
+		return 0;
+	if (unsol_known(&k))
+		return 0; /* a reply to the endpoint's flow, translated back */
+	sc = ct_scratch_get();
+	if (sc && ct_create(&k, sc, l4, len))
+		metrics_count(0, XL_PASS_CT_FULL, XL_DIR_INGRESS, hook, len);
+	return 0;
+}
+
+/*
  * skb_to_endpoint_unsolicited is the check for what Linux delivers to an
  * endpoint (tcx egress, netkit primary). The node's own packets have no
  * ingress device; another endpoint's come in by its own host device (a
@@ -148,9 +167,13 @@ static __always_inline enum xl_step skb_to_endpoint_unsolicited(struct __sk_buff
 	if (peer_remote(&p.src))
 		return XL_CONTINUE;
 	dst = ep_local(&p);
-	if (!dst || !ep_unsol_checked(&p, dst))
+	if (!dst)
 		return XL_CONTINUE;
 	r = parse_l4_skb(skb, &l4);
+	if (!ep_unsol_checked(&p, dst)) {
+		ep_track_inbound(&p, &l4, r, dst, skb->len, XL_HOOK_TC);
+		return XL_CONTINUE;
+	}
 	if (ep_solicited((void *)(long)skb->data, (void *)(long)skb->data_end, &p, &l4, r,
 			 skb->len))
 		return XL_CONTINUE;

@@ -3,15 +3,24 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
+	cniversion "github.com/containernetworking/cni/pkg/version"
 
 	"github.com/xlane-dev/xlane/internal/cni"
+	"github.com/xlane-dev/xlane/internal/version"
 )
 
-// version_ is set at build time (-ldflags "-X main.version_=...").
-var version_ = "dev"
-
 func main() {
-	skel.PluginMainFuncs(cni.Funcs(), version.All, "xlane-cni "+version_+": xlane's CNI plugin (calls xlaned)")
+	// The CNI VERSION command answers the spec versions it speaks; the
+	// build's own version is --version's, and the about text's (the
+	// plugin run with no CNI_COMMAND).
+	about := "xlane-cni " + version.Get().String() + ": xlane's CNI plugin (calls xlaned)"
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") && os.Getenv("CNI_COMMAND") == "" {
+		fmt.Println(about)
+		return
+	}
+	skel.PluginMainFuncs(cni.Funcs(), cniversion.All, about)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/k8s"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/server"
+	"github.com/xlane-dev/xlane/internal/version"
 )
 
 func main() {
@@ -46,6 +47,7 @@ func run() error {
 	xdpMode := fs.String("uplink-xdp-mode", datapath.XDPModeAuto, "XDP attach mode of the uplink program: native, generic, offload (refused: no driver offloads xlane's program), or auto (native, generic where the driver has no native XDP and on a veth: native XDP on a veth takes GSO/TSO from its peer)")
 	ctSize := fs.Uint("ct-size", 1<<20, "conntrack table size (entries; two per flow); changing it needs the pinned table removed")
 	natPorts := fs.String("nat-ports", daemon.DefaultNATPorts, "masquerade source-port range MIN-MAX; must not overlap net.ipv4.ip_local_port_range")
+	noBackend := fs.String("service-no-backend", daemon.NoBackendReject, "what a new flow to a service VIP without backends gets: reject (a TCP RST, an ICMP port unreachable for UDP and the rest, as kube-proxy answers) or drop; counted as drop_no_backend either way")
 	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
 	accelCase := fs.Duration("accel-case-timeout", 5*time.Second, "time each case of the socket acceleration self-test may take before it counts as stalled (docs/accel.md); raise it on slow machines")
 	monRate := fs.Uint("monitor-rate", daemon.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")
@@ -67,7 +69,8 @@ func run() error {
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
 	apiServer := fs.String("k8s-api-server", "", "with --kubernetes: the API server's address, https://HOST:PORT or HOST:PORT, instead of the kubeconfig's or the in-cluster one (the kubernetes Service's ClusterIP, which without kube-proxy nothing translates before xlaned runs); the DaemonSet takes it from its ConfigMap")
 	qemu := fs.String("qemu", daemon.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
-	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~12 s of TCP between throwaway namespaces) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
+	showVersion := fs.Bool("version", false, "print the version, the git commit and the build date, and exit")
+	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~14 s of TCP between throwaway namespaces, hidden from listings) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
 
@@ -79,6 +82,15 @@ network namespace with its own --state, --socket and --pin-dir.
 xlaned is also Docker's network driver "xlane" (see --docker-plugin-socket
 and docs/docker.md).
 
+Examples:
+  xlaned --uplink eth0                                   # the defaults: /var/lib/xlane/state.db, /run/xlane/xlane.sock, /sys/fs/bpf/xlane
+  xlaned --uplink eth0 --metrics-addr 127.0.0.1:9643     # with Prometheus metrics
+  xlaned --state /tmp/n1/state.db --socket /tmp/n1/xlane.sock --pin-dir /sys/fs/bpf/n1 --docker-plugin-socket= --calibrate-at-start=false   # a second daemon (in its own netns)
+  xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
+  xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
+  xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
+  xlaned --version
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -88,6 +100,16 @@ Flags:
 			return nil
 		}
 		return err
+	}
+	// flag stops at the first word that is not a flag and leaves it and
+	// every flag after it unparsed: `xlaned --metrics-addr ADDR stray
+	// --uplink eth0` would start without its uplink.
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: xlaned takes flags only (the flags after a word that is not one are not read); see xlaned --help", fs.Arg(0))
+	}
+	if *showVersion {
+		fmt.Println("xlaned", version.Get())
+		return nil
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
@@ -114,7 +136,7 @@ Flags:
 		defer ml.Close()
 	}
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
-		CTSize: uint32(*ctSize), NATPorts: *natPorts, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
+		CTSize: uint32(*ctSize), NATPorts: *natPorts, ServiceNoBackend: *noBackend, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
 		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
 		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
 		AutoBPFOnly: *kube})
@@ -132,7 +154,7 @@ Flags:
 	}
 	handler := server.Handler(d, log)
 	if ml != nil {
-		reg := metrics.New(d, daemon.Version, log)
+		reg := metrics.New(d, version.Get(), log)
 		handler = reg.Instrument(handler)
 		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
@@ -167,7 +189,7 @@ Flags:
 			}
 		}()
 	}
-	log.Info("xlaned ready", "version", daemon.Version, "socket", *socket, "state", *state, "pin_dir", *pinDir)
+	log.Info("xlaned ready", "version", daemon.Version, "commit", version.Get().Commit, "socket", *socket, "state", *state, "pin_dir", *pinDir)
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,7 @@ var cases = []testCase{
 	{"backpressure", true, caseBackpressure},
 	{"relay", true, caseRelay},
 	{"small-stream", true, caseSmallStream},
+	{"epollet", true, caseEpollET},
 }
 
 // CaseNames lists the self-test's cases in the order they run.
@@ -778,6 +780,113 @@ func caseBackpressure(e *env, timeout time.Duration) error {
 	got := readAll(s)
 	c.Close()
 	return received(got, "received", p[:sent])
+}
+
+// caseEpollET: a reader as nginx reads (epoll, EPOLLET; at most 1 MiB per
+// turn of its loop, at a client's pace; a short read or EAGAIN taken as
+// "drained" until the next edge) behind a writer that got max_backlog
+// ahead of it (its direction falls back, fallback_backlog) and then
+// finished: every byte must arrive, with no wait of more than `stall` for
+// an edge. Issue 36 §1: nginx stalled for good so. On 6.18 the read that
+// empties the redirect queue is short while the rest waits in the TCP
+// receive queue, whose edges came while the reader was still reading the
+// redirect queue, and the writer has nothing left to send: no edge comes.
+func caseEpollET(e *env, timeout time.Duration) error {
+	c, s, err := pair("tcp4", "127.0.0.1:0", timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer s.Close()
+	rc, err := s.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var fd int
+	rc.Control(func(f uintptr) { fd = int(f) })
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ep)
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return err
+	}
+	stall := max(time.Second, timeout/4)
+	p := payload(e.backlog+8<<20, 103)
+	var written atomic.Int64
+	werr := make(chan error, 1)
+	go func() {
+		for off := 0; off < len(p); off += 64 << 10 {
+			n, err := c.Write(p[off:min(off+64<<10, len(p))])
+			written.Add(int64(n))
+			if err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- nil
+	}()
+	// The reader starts once the writer is max_backlog ahead, or stopped
+	// by the window (100 ms without progress: the normal path, where it
+	// never gets that far).
+	for last, since := int64(-1), time.Now(); written.Load() < int64(e.backlog); time.Sleep(5 * time.Millisecond) {
+		if w := written.Load(); w != last {
+			last, since = w, time.Now()
+		} else if time.Since(since) > 100*time.Millisecond {
+			break
+		}
+	}
+	sent := len(p)
+	got := make([]byte, 0, sent)
+	buf := make([]byte, 65521) // a prime: the last read of a queue is short
+	evs := make([]unix.EpollEvent, 1)
+	ready := false
+	for len(got) < sent {
+		wait := int(stall.Milliseconds())
+		if ready {
+			wait = 0
+		}
+		n, err := unix.EpollWait(ep, evs, wait)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 && !ready {
+			return fmt.Errorf("an edge-triggered reader got %d of %d bytes, then no wakeup for %v (a short read taken as drained, the rest in the TCP receive queue: nginx stalls so)", len(got), sent, stall)
+		}
+		ready = true
+		for quota := 1 << 20; quota > 0 && len(got) < sent; {
+			r, err := unix.Read(fd, buf)
+			if errors.Is(err, unix.EAGAIN) {
+				ready = false
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read after %d bytes: %w", len(got), err)
+			}
+			if r == 0 {
+				return fmt.Errorf("EOF after %d of %d bytes", len(got), sent)
+			}
+			got = append(got, buf[:r]...)
+			quota -= r
+			if r < len(buf) {
+				ready = false
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // the client's pace
+	}
+	if err := <-werr; err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if !bytes.Equal(got, p) {
+		return fmt.Errorf("%d bytes received differ from the %d sent", len(got), sent)
+	}
+	return nil
 }
 
 // sendUntilFull writes p in pieces of n bytes without blocking until the

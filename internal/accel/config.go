@@ -96,6 +96,12 @@ func (c *Config) Validate() error {
 		return err
 	}
 	c.Cgroup = p
+	return c.ValidateSettings()
+}
+
+// ValidateSettings is Validate without the cgroup check: for a cgroup
+// that is created only once the request is applied (xlane's own).
+func (c *Config) ValidateSettings() error {
 	if len(c.Nets) == 0 {
 		c.Nets = slices.Clone(Loopback)
 	}

@@ -83,6 +83,16 @@ func FindListeners(netnsPath string, port uint16) ([]Listener, error) {
 	return out, nil
 }
 
+// Listening says whether a TCP socket listens on port in this process's
+// network namespace, from /proc/self/net/tcp{,6}: without connecting to it
+// (a proxy in intercept mode asks SO_ORIGINAL_DST of every connection it
+// accepts, and a probe that was not redirected has none: squid 5.7 stops
+// accepting on the port after that one ENOENT).
+func Listening(port uint16) bool {
+	in, err := listeningInodes("/proc/self", port)
+	return err == nil && len(in) > 0
+}
+
 func closeListeners(ls []Listener) {
 	for _, l := range ls {
 		l.File.Close()

@@ -30,7 +30,7 @@ type AttachmentAdd struct {
 	IPs []string `json:"ips,omitempty"`
 	// MAC of the container's interface; empty: a random one.
 	MAC string `json:"mac,omitempty"`
-	// Ports to publish on the node's addresses, NODEPORT:PORT[/tcp|udp]
+	// Ports to publish on the node's addresses, [HOSTIP:]NODEPORT:PORT[/tcp|udp]
 	// (the CNI portMappings capability; BPF modes).
 	Ports []string `json:"ports,omitempty"`
 }

@@ -17,6 +17,8 @@ type Calibration struct {
 	// Running: a calibration is under way (at first start, or asked for).
 	Running   bool   `json:"running,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// Rule is how a calibration decides (calibrate.Rule).
+	Rule string `json:"rule"`
 }
 
 // Calibrate measures the modes on this node and stores the choice.

@@ -4,6 +4,9 @@
 // in-process instead.
 //
 // Errors travel as {"error": {"code", "field", "message"}} with an HTTP
-// status to match; the client turns them back into errors that satisfy
+// status to match. field is the request's JSON key ("pod_cidrs",
+// "services[3].vip", "rules[web].dport"), and the message starts with it;
+// values echoed in a message are clipped (at most 2 KiB a message). The
+// client turns them back into errors that satisfy
 // errors.Is(err, model.ErrNotFound) and friends.
 package api

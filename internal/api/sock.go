@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/xlane-dev/xlane/internal/accel"
 )
@@ -71,6 +72,10 @@ type ProxyRedirect struct {
 	Mark         uint32 `json:"mark,omitempty"`
 	UID          uint32 `json:"uid,omitempty"`
 	ExemptCgroup string `json:"exempt_cgroup,omitempty"`
+	// Key, in answers: what names the redirect, "DIRECTION:WHERE:PORT"
+	// (WHERE: the network namespace path inbound, "" for xlaned's own;
+	// the cgroup outbound), as DeleteProxyRedirect takes it.
+	Key string `json:"key,omitempty"`
 	// Warning, in answers: something the daemon noticed but did not
 	// refuse (nobody listens on To yet).
 	Warning string `json:"warning,omitempty"`
@@ -107,6 +112,13 @@ func (c *Client) ProxyRedirects(ctx context.Context) (*ProxyList, error) {
 	return &out, c.do(ctx, http.MethodGet, PathProxy, nil, &out)
 }
 
-func (c *Client) DeleteProxyRedirect(ctx context.Context, port uint16) error {
-	return c.do(ctx, http.MethodDelete, fmt.Sprintf("%s/%d", PathProxy, port), nil, nil)
+// DeleteProxyRedirect removes the redirect of port named by key (its Key),
+// or, with key "", the only redirect of port (refused, naming the
+// candidates' keys, when several redirect port).
+func (c *Client) DeleteProxyRedirect(ctx context.Context, port uint16, key string) error {
+	p := fmt.Sprintf("%s/%d", PathProxy, port)
+	if key != "" {
+		p += "?key=" + url.QueryEscape(key)
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil)
 }

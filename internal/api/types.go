@@ -156,7 +156,7 @@ type ServiceUpdate struct {
 }
 
 // PortsUpdate is the body of POST and DELETE /v1/endpoints/{id}/ports:
-// NODEPORT:PORT[/tcp|udp] mappings to publish or withdraw.
+// [HOSTIP:]NODEPORT:PORT[/tcp|udp] mappings to publish or withdraw.
 type PortsUpdate struct {
 	Ports []string `json:"ports"`
 }
@@ -229,8 +229,12 @@ type ReasonCounter struct {
 type EndpointInfo struct {
 	model.Endpoint
 	Mode model.Mode `json:"mode"`
-	// State is "ready", or what is wrong ("host veth missing", ...).
+	// State is "ready", or what is wrong ("host veth missing", ...);
+	// "degraded" when the last reconcile could not apply all of it (Error
+	// says what failed; the rest is applied and traffic flows as far as
+	// it can).
 	State string `json:"state"`
+	Error string `json:"error,omitempty"`
 	// Link counters of the host veth: what the endpoint sent (rx on the
 	// host side) and what it was given (tx on the host side). Packets the
 	// tc datapath redirects straight into the container are in Reasons.

@@ -83,6 +83,7 @@ const (
 	CTNatNone              = tcCtNatCT_NAT_NONE
 	CTNatSrc               = tcCtNatCT_NAT_SRC
 	CTNatDst               = tcCtNatCT_NAT_DST
+	ConfigNoBackendReject  = uint32(tcXlConfigFlagsXL_CFG_NO_BACKEND_REJECT)
 	CTNatBoth              = tcCtNatCT_NAT_BOTH
 	CTNew                  = tcCtStateCT_NEW
 	CTEstablished          = tcCtStateCT_ESTABLISHED

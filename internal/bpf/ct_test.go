@@ -1264,20 +1264,8 @@ func TestCTServiceNoBackend(t *testing.T) {
 		ap(addr("10.96.1.1"), 80), ap(addr("fd00:96::1:1"), 80), ap(addr("10.96.1.3"), 80), ap(addr("10.96.1.4"), 80),
 	} {
 		t.Run(vip.String(), func(t *testing.T) {
-			src := epSrc.v4
-			if vip.Addr().Is6() {
-				src = epSrc.v6
-			}
 			for _, from := range []string{"container", "outside"} {
-				f := ctFlow{src: ap(src, 40000), dst: vip}
-				p, prog, dev, dir := f.orig("S").sentBy(epSrc), progFromEP, devEP0, DirEgress
-				if from == "outside" {
-					f.src = ap(remoteV4, 40000)
-					if vip.Addr().Is6() {
-						f.src = ap(remoteV6, 40000)
-					}
-					p, prog, dev, dir = f.orig("S").fromOutside(), progFromUplink, devUp, DirIngress
-				}
+				p, prog, dev, dir := firstToVIP(ctTCP, vip, from)
 				before := len(h.ctEntries(t))
 				ret, in, out := h.ctRun(t, prog, dev, p)
 				wantVerdict(t, ret, actShot, in, out)

@@ -132,10 +132,11 @@ func metricsSnapshot(m *ebpf.Map) (map[MetricsKey]uint64, error) {
 
 // verdictAgrees says whether a program of type typ that returned ret may
 // have counted the packet under reason r: a drop reason with a drop (or,
-// for a reject or a packet too big answered with ICMP, the answer sent
-// back), a pass reason with a pass, a forward reason with a redirect.
+// for a reject, a packet too big answered with ICMP or a VIP without
+// backends answered, the answer sent back), a pass reason with a pass, a
+// forward reason with a redirect.
 func verdictAgrees(typ ebpf.ProgramType, ret uint32, r Reason) bool {
-	reject := r.String() == "drop_fw_reject" || r.String() == "drop_too_big"
+	reject := r.String() == "drop_fw_reject" || r.String() == "drop_too_big" || r.String() == "drop_no_backend"
 	if typ == ebpf.XDP {
 		switch r.Class() {
 		case ClassPass:

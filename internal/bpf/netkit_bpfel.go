@@ -56,6 +56,8 @@ type netkitCtScratch struct {
 	Orig  netkitCtVal
 	Reply netkitCtVal
 	Rk    netkitCtKey
+	Pk    netkitPublishKey
+	_     [4]byte
 }
 
 type netkitCtVal struct {
@@ -201,6 +203,7 @@ type netkitFwScratch struct {
 	_  structs.HostLayout
 	K  netkitCtKey
 	Rk netkitCtKey
+	Ok netkitCtKey
 	L4 struct {
 		_  structs.HostLayout
 		L4 struct {
@@ -232,7 +235,8 @@ type netkitFwScratch struct {
 		Len     uint32
 		Kind    uint8
 		Track   uint8
-		Pad     uint16
+		PostNat uint8
+		Pad     uint8
 	}
 	Ek struct {
 		_     structs.HostLayout
@@ -267,7 +271,7 @@ type netkitFwScratch struct {
 	T4Key     uint64
 	T4Tag     uint64
 	T4Hit     uint32
-	PadT4     uint32
+	Deferred  uint32
 }
 
 type netkitFwState struct {
@@ -380,6 +384,7 @@ type netkitPeerVal struct {
 
 type netkitPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -456,7 +461,7 @@ type netkitXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -510,6 +515,7 @@ const (
 	netkitProgXlaneNkFromEndpoint = "xlane_nk_from_endpoint"
 	netkitProgXlaneNkToEndpoint   = "xlane_nk_to_endpoint"
 	netkitVarXlBtfBackendFlags    = "xl_btf_backend_flags"
+	netkitVarXlBtfConfigFlags     = "xl_btf_config_flags"
 	netkitVarXlBtfCtDir           = "xl_btf_ct_dir"
 	netkitVarXlBtfCtNat           = "xl_btf_ct_nat"
 	netkitVarXlBtfCtState         = "xl_btf_ct_state"
@@ -643,6 +649,7 @@ type netkitMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type netkitVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -793,6 +800,7 @@ func (m *netkitMaps) Close() error {
 // It can be passed to loadNetkitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netkitVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

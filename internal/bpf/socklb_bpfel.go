@@ -56,6 +56,8 @@ type socklbCtScratch struct {
 	Orig  socklbCtVal
 	Reply socklbCtVal
 	Rk    socklbCtKey
+	Pk    socklbPublishKey
+	_     [4]byte
 }
 
 type socklbCtVal struct {
@@ -160,6 +162,7 @@ type socklbNeighVal struct {
 
 type socklbPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -213,7 +216,7 @@ type socklbXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -248,6 +251,7 @@ const (
 	socklbProgXlaneSendmsg4     = "xlane_sendmsg4"
 	socklbProgXlaneSendmsg6     = "xlane_sendmsg6"
 	socklbVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	socklbVarXlBtfConfigFlags   = "xl_btf_config_flags"
 	socklbVarXlBtfCtDir         = "xl_btf_ct_dir"
 	socklbVarXlBtfCtNat         = "xl_btf_ct_nat"
 	socklbVarXlBtfCtState       = "xl_btf_ct_state"
@@ -357,6 +361,7 @@ type socklbMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -456,6 +461,7 @@ func (m *socklbMaps) Close() error {
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

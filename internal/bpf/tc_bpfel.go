@@ -78,6 +78,8 @@ type tcCtScratch struct {
 	Orig  tcCtVal
 	Reply tcCtVal
 	Rk    tcCtKey
+	Pk    tcPublishKey
+	_     [4]byte
 }
 
 type tcCtState uint32
@@ -312,6 +314,7 @@ type tcFwScratch struct {
 	_  structs.HostLayout
 	K  tcCtKey
 	Rk tcCtKey
+	Ok tcCtKey
 	L4 struct {
 		_  structs.HostLayout
 		L4 struct {
@@ -343,7 +346,8 @@ type tcFwScratch struct {
 		Len     uint32
 		Kind    uint8
 		Track   uint8
-		Pad     uint16
+		PostNat uint8
+		Pad     uint8
 	}
 	Ek struct {
 		_     structs.HostLayout
@@ -378,7 +382,7 @@ type tcFwScratch struct {
 	T4Key     uint64
 	T4Tag     uint64
 	T4Hit     uint32
-	PadT4     uint32
+	Deferred  uint32
 }
 
 type tcFwState struct {
@@ -540,6 +544,7 @@ type tcPeerVal struct {
 
 type tcPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -622,10 +627,16 @@ type tcXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
+
+type tcXlConfigFlags uint32
+
+const (
+	tcXlConfigFlagsXL_CFG_NO_BACKEND_REJECT tcXlConfigFlags = 1
+)
 
 type tcXlDir uint32
 
@@ -765,6 +776,7 @@ const (
 	tcProgXlaneFromEndpoint = "xlane_from_endpoint"
 	tcProgXlaneToEndpoint   = "xlane_to_endpoint"
 	tcVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	tcVarXlBtfConfigFlags   = "xl_btf_config_flags"
 	tcVarXlBtfCtDir         = "xl_btf_ct_dir"
 	tcVarXlBtfCtNat         = "xl_btf_ct_nat"
 	tcVarXlBtfCtState       = "xl_btf_ct_state"
@@ -898,6 +910,7 @@ type tcMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -1048,6 +1061,7 @@ func (m *tcMaps) Close() error {
 // It can be passed to loadTcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

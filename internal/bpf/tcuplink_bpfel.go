@@ -56,6 +56,8 @@ type tcuplinkCtScratch struct {
 	Orig  tcuplinkCtVal
 	Reply tcuplinkCtVal
 	Rk    tcuplinkCtKey
+	Pk    tcuplinkPublishKey
+	_     [4]byte
 }
 
 type tcuplinkCtVal struct {
@@ -201,6 +203,7 @@ type tcuplinkFwScratch struct {
 	_  structs.HostLayout
 	K  tcuplinkCtKey
 	Rk tcuplinkCtKey
+	Ok tcuplinkCtKey
 	L4 struct {
 		_  structs.HostLayout
 		L4 struct {
@@ -232,7 +235,8 @@ type tcuplinkFwScratch struct {
 		Len     uint32
 		Kind    uint8
 		Track   uint8
-		Pad     uint16
+		PostNat uint8
+		Pad     uint8
 	}
 	Ek struct {
 		_     structs.HostLayout
@@ -267,7 +271,7 @@ type tcuplinkFwScratch struct {
 	T4Key     uint64
 	T4Tag     uint64
 	T4Hit     uint32
-	PadT4     uint32
+	Deferred  uint32
 }
 
 type tcuplinkFwState struct {
@@ -380,6 +384,7 @@ type tcuplinkPeerVal struct {
 
 type tcuplinkPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -456,7 +461,7 @@ type tcuplinkXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -512,6 +517,7 @@ const (
 	tcuplinkProgXlaneToOverlay    = "xlane_to_overlay"
 	tcuplinkProgXlaneToVlan       = "xlane_to_vlan"
 	tcuplinkVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	tcuplinkVarXlBtfConfigFlags   = "xl_btf_config_flags"
 	tcuplinkVarXlBtfCtDir         = "xl_btf_ct_dir"
 	tcuplinkVarXlBtfCtNat         = "xl_btf_ct_nat"
 	tcuplinkVarXlBtfCtState       = "xl_btf_ct_state"
@@ -647,6 +653,7 @@ type tcuplinkMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -797,6 +804,7 @@ func (m *tcuplinkMaps) Close() error {
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

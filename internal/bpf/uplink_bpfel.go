@@ -56,6 +56,8 @@ type uplinkCtScratch struct {
 	Orig  uplinkCtVal
 	Reply uplinkCtVal
 	Rk    uplinkCtKey
+	Pk    uplinkPublishKey
+	_     [4]byte
 }
 
 type uplinkCtVal struct {
@@ -201,6 +203,7 @@ type uplinkFwScratch struct {
 	_  structs.HostLayout
 	K  uplinkCtKey
 	Rk uplinkCtKey
+	Ok uplinkCtKey
 	L4 struct {
 		_  structs.HostLayout
 		L4 struct {
@@ -232,7 +235,8 @@ type uplinkFwScratch struct {
 		Len     uint32
 		Kind    uint8
 		Track   uint8
-		Pad     uint16
+		PostNat uint8
+		Pad     uint8
 	}
 	Ek struct {
 		_     structs.HostLayout
@@ -267,7 +271,7 @@ type uplinkFwScratch struct {
 	T4Key     uint64
 	T4Tag     uint64
 	T4Hit     uint32
-	PadT4     uint32
+	Deferred  uint32
 }
 
 type uplinkFwState struct {
@@ -370,6 +374,7 @@ type uplinkPeerVal struct {
 
 type uplinkPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -438,7 +443,7 @@ type uplinkXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -489,6 +494,7 @@ const (
 	uplinkProgXlaneXdpFromUplink        = "xlane_xdp_from_uplink"
 	uplinkProgXlaneXdpGenericFromUplink = "xlane_xdp_generic_from_uplink"
 	uplinkVarXlBtfBackendFlags          = "xl_btf_backend_flags"
+	uplinkVarXlBtfConfigFlags           = "xl_btf_config_flags"
 	uplinkVarXlBtfCtDir                 = "xl_btf_ct_dir"
 	uplinkVarXlBtfCtNat                 = "xl_btf_ct_nat"
 	uplinkVarXlBtfCtState               = "xl_btf_ct_state"
@@ -619,6 +625,7 @@ type uplinkMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type uplinkVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -763,6 +770,7 @@ func (m *uplinkMaps) Close() error {
 // It can be passed to loadUplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type uplinkVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

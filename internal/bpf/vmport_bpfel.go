@@ -151,6 +151,7 @@ type vmportNeighVal struct {
 
 type vmportPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -204,7 +205,7 @@ type vmportXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -234,6 +235,7 @@ const (
 	vmportMapXlaneXsks          = "xlane_xsks"
 	vmportProgXlaneXdpToVm      = "xlane_xdp_to_vm"
 	vmportVarXlBtfBackendFlags  = "xl_btf_backend_flags"
+	vmportVarXlBtfConfigFlags   = "xl_btf_config_flags"
 	vmportVarXlBtfCtDir         = "xl_btf_ct_dir"
 	vmportVarXlBtfCtNat         = "xl_btf_ct_nat"
 	vmportVarXlBtfCtState       = "xl_btf_ct_state"
@@ -338,6 +340,7 @@ type vmportMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type vmportVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -437,6 +440,7 @@ func (m *vmportMaps) Close() error {
 // It can be passed to loadVmportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type vmportVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

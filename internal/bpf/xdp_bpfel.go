@@ -56,6 +56,8 @@ type xdpCtScratch struct {
 	Orig  xdpCtVal
 	Reply xdpCtVal
 	Rk    xdpCtKey
+	Pk    xdpPublishKey
+	_     [4]byte
 }
 
 type xdpCtVal struct {
@@ -201,6 +203,7 @@ type xdpFwScratch struct {
 	_  structs.HostLayout
 	K  xdpCtKey
 	Rk xdpCtKey
+	Ok xdpCtKey
 	L4 struct {
 		_  structs.HostLayout
 		L4 struct {
@@ -232,7 +235,8 @@ type xdpFwScratch struct {
 		Len     uint32
 		Kind    uint8
 		Track   uint8
-		Pad     uint16
+		PostNat uint8
+		Pad     uint8
 	}
 	Ek struct {
 		_     structs.HostLayout
@@ -267,7 +271,7 @@ type xdpFwScratch struct {
 	T4Key     uint64
 	T4Tag     uint64
 	T4Hit     uint32
-	PadT4     uint32
+	Deferred  uint32
 }
 
 type xdpFwState struct {
@@ -370,6 +374,7 @@ type xdpPeerVal struct {
 
 type xdpPublishKey struct {
 	_      structs.HostLayout
+	Addr   [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -438,7 +443,7 @@ type xdpXlConfig struct {
 	NetnsCookie   uint64
 	ClashPortMin  uint16
 	ClashPortMax  uint16
-	Pad           uint32
+	Flags         uint32
 	ClusterV4     [16]uint8
 	ClusterV6     [16]uint8
 }
@@ -489,6 +494,7 @@ const (
 	xdpProgXlaneXdpFromEndpoint        = "xlane_xdp_from_endpoint"
 	xdpProgXlaneXdpGenericFromEndpoint = "xlane_xdp_generic_from_endpoint"
 	xdpVarXlBtfBackendFlags            = "xl_btf_backend_flags"
+	xdpVarXlBtfConfigFlags             = "xl_btf_config_flags"
 	xdpVarXlBtfCtDir                   = "xl_btf_ct_dir"
 	xdpVarXlBtfCtNat                   = "xl_btf_ct_nat"
 	xdpVarXlBtfCtState                 = "xl_btf_ct_state"
@@ -619,6 +625,7 @@ type xdpMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
 	XlBtfBackendFlags *ebpf.VariableSpec `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.VariableSpec `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.VariableSpec `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.VariableSpec `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.VariableSpec `ebpf:"xl_btf_ct_state"`
@@ -763,6 +770,7 @@ func (m *xdpMaps) Close() error {
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
 	XlBtfBackendFlags *ebpf.Variable `ebpf:"xl_btf_backend_flags"`
+	XlBtfConfigFlags  *ebpf.Variable `ebpf:"xl_btf_config_flags"`
 	XlBtfCtDir        *ebpf.Variable `ebpf:"xl_btf_ct_dir"`
 	XlBtfCtNat        *ebpf.Variable `ebpf:"xl_btf_ct_nat"`
 	XlBtfCtState      *ebpf.Variable `ebpf:"xl_btf_ct_state"`

@@ -61,9 +61,10 @@ tests again at every start.`,
 	enable.Flags().IntSliceVar(&ports, "port", nil, "accelerate only connections with one end on this port; repeatable")
 	enable.Flags().StringSliceVar(&req.Accept, "accept", nil, "self-test case whose failure your applications can live with (e.g. splice if none splices from a socket); one of "+strings.Join(accel.CaseNames(), ", "))
 	disable := &cobra.Command{
-		Use:   "disable",
-		Short: "Stop accelerating (open connections carry on over the normal path)",
-		Args:  cobra.NoArgs,
+		Use:     "disable",
+		Short:   "Stop accelerating (open connections carry on over the normal path)",
+		Example: `  xlane accel disable`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := e.client().DisableAccel(cmd.Context())
 			if err != nil {
@@ -75,7 +76,9 @@ tests again at every start.`,
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "State, the last self-test case by case, and the counters",
-		Args:  cobra.NoArgs,
+		Example: `  xlane accel status
+  xlane accel status -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := e.client().AccelStatus(cmd.Context())
 			if err != nil {
@@ -205,14 +208,16 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List redirects and their counters",
-		Args:    cobra.NoArgs,
+		Example: `  xlane proxy ls
+  xlane proxy ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := e.client().ProxyRedirects(cmd.Context())
 			if err != nil {
 				return err
 			}
 			return e.print(l, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "PORT\tDIRECTION\tTO\tNETNS\tCGROUP\tEXEMPT")
+				fmt.Fprintln(w, "KEY\tPORT\tDIRECTION\tTO\tNETNS\tCGROUP\tEXEMPT")
 				for _, r := range l.Redirects {
 					ex := r.Exempt
 					switch r.Exempt {
@@ -227,7 +232,7 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 					if r.Direction == "in" {
 						ns = netnsName(r.Netns)
 					}
-					fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\n", r.Port, r.Direction, r.To, ns, r.Cgroup, ex)
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Port, r.Direction, r.To, ns, r.Cgroup, ex)
 				}
 				for _, n := range []string{"redirected", "exempted", "origdst_found", "origdst_missed", "track_failed",
 					"in_redirected", "in_exempted", "in_no_listener", "in_listener_added"} {
@@ -239,15 +244,25 @@ TCP, not MPTCP), and run in --cgroup or below it.`,
 		},
 	}
 	rm := &cobra.Command{
-		Use:   "rm PORT",
-		Short: "Remove the redirect of PORT (connections already redirected carry on)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "rm PORT|KEY",
+		Short: "Remove a redirect (connections already redirected carry on)",
+		Long: `Removes the redirect named by KEY (DIRECTION:WHERE:PORT, the KEY column of
+'xlane proxy ls'), or the only redirect of PORT. Where several redirects
+share a port (inbound ones in different network namespaces), PORT alone is
+refused with their keys.`,
+		Example: `  xlane proxy rm 80
+  xlane proxy rm in:/run/netns/app:80`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := strconv.ParseUint(args[0], 10, 16)
-			if err != nil || p == 0 {
-				return fmt.Errorf("PORT %q: not a TCP port", args[0])
+			port, key := args[0], ""
+			if i := strings.LastIndex(args[0], ":"); i >= 0 {
+				port, key = args[0][i+1:], args[0]
 			}
-			return e.client().DeleteProxyRedirect(cmd.Context(), uint16(p))
+			p, err := strconv.ParseUint(port, 10, 16)
+			if err != nil || p == 0 {
+				return fmt.Errorf("PORT|KEY %q: not a TCP port nor a key DIRECTION:WHERE:PORT", args[0])
+			}
+			return e.client().DeleteProxyRedirect(cmd.Context(), uint16(p), key)
 		},
 	}
 	cmd.AddCommand(redirect, ls, rm)

@@ -18,9 +18,10 @@ neighbour mirror, the firewall's tables, counters. These commands read them
 through xlaned, decoded (addresses, ports, protocols, flags, reasons).`,
 	}
 	maps := &cobra.Command{
-		Use:   "maps",
-		Short: "List the maps `xlane bpf dump` reads",
-		Args:  cobra.NoArgs,
+		Use:     "maps",
+		Short:   "List the maps `xlane bpf dump` reads",
+		Example: `  xlane bpf maps`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ms, err := e.client().BPFMaps(cmd.Context())
 			if err != nil {
@@ -42,6 +43,8 @@ through xlaned, decoded (addresses, ports, protocols, flags, reasons).`,
 	dump := &cobra.Command{
 		Use:   "dump MAP",
 		Short: "Show one map's entries in readable form",
+		Example: `  xlane bpf dump endpoints
+  xlane bpf dump ct --limit 0 -o json   # every entry`,
 		Long: `Show the entries of one of the datapath's maps, decoded. MAP is one of
 ` + "`xlane bpf maps`" + `: ct (conntrack), nat (conntrack entries that translate),
 endpoints, metrics, neigh, devmap, config, publish, services, backends,

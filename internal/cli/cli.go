@@ -45,6 +45,18 @@ func (e *env) print(v any, table func(w *tabwriter.Writer)) error {
 // Main runs the CLI and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	e := &env{out: stdout}
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(stderr, "Error:", describe(err))
+		return 1
+	}
+	return 0
+}
+
+// newRoot builds the command tree.
+func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "xlane",
 		Short: "Manage xlane networks and endpoints",
@@ -76,15 +88,59 @@ Quick start:
 	}
 	root.PersistentFlags().StringVar(&e.socket, "socket", def, "daemon API socket (env XLANE_SOCKET)")
 	root.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(networkCmd(e), nodeCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e))
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(stderr, "Error:", describe(err))
-		return 1
+	root.AddCommand(networkCmd(e), nodeCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e), versionCmd(e))
+	// Before the completion command is made: it takes its output then.
+	root.SetOut(e.out)
+	completionExamples(root)
+	refuseStrayArgs(root)
+	return root
+}
+
+// completionExamples adds cobra's completion command now (it would at
+// Execute) and gives each shell's an example: where to install the script.
+func completionExamples(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	ex := map[string]string{
+		"bash": `  xlane completion bash > /etc/bash_completion.d/xlane          # every new shell (Debian's bash-completion)
+  source <(xlane completion bash)                                  # this shell only`,
+		"zsh": `  xlane completion zsh > "${fpath[1]}/_xlane"                     # every new shell (compinit must be on)
+  source <(xlane completion zsh)                                   # this shell only`,
+		"fish": `  xlane completion fish > ~/.config/fish/completions/xlane.fish   # every new shell
+  xlane completion fish | source                                   # this shell only`,
+		"powershell": `  xlane completion powershell | Out-String | Invoke-Expression`,
 	}
-	return 0
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Example = "  xlane completion bash > /etc/bash_completion.d/xlane"
+		for _, sh := range c.Commands() {
+			sh.Example = ex[sh.Name()]
+		}
+	}
+}
+
+// groupAnnotation marks a command group: it runs only to show its help.
+const groupAnnotation = "xlane/group"
+
+// refuseStrayArgs makes every command group (a command that only holds
+// subcommands) refuse words that name none of them: cobra's default for a
+// group below the root prints its help and exits 0, so `xlane network
+// craete x` did nothing and "succeeded". cobra checks Args of runnable
+// commands only, so a group runs: its help, when no word follows it.
+// Commands that run say their own argument count (Args).
+func refuseStrayArgs(c *cobra.Command) {
+	if !c.Runnable() {
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[groupAnnotation] = "true"
+	}
+	for _, sub := range c.Commands() {
+		refuseStrayArgs(sub)
+	}
 }
 
 // describe phrases an API error for people: the message already names the
@@ -101,7 +157,9 @@ func statusCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show what the daemon can do and the datapath's counters",
-		Args:  cobra.NoArgs,
+		Example: `  xlane status
+  xlane status -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := e.client().Status(cmd.Context())
 			if err != nil {
@@ -152,6 +210,7 @@ func statusCmd(e *env) *cobra.Command {
 					default:
 						fmt.Fprintln(w, "auto:\tnot calibrated on this node yet (xlane calibrate)")
 					}
+					fmt.Fprintf(w, "auto rule:\t%s\n", c.Rule)
 				}
 				printHealth(w, st.Health)
 				qemu := st.VM.QEMU

@@ -21,7 +21,9 @@ it may stay idle. Expired entries are collected by the daemon.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List tracked flows",
-		Args:    cobra.NoArgs,
+		Example: `  xlane ct ls
+  xlane ct ls --limit 0 -o json   # every flow`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs, err := e.client().Flows(cmd.Context(), limit)
 			if err != nil {
@@ -41,9 +43,10 @@ it may stay idle. Expired entries are collected by the daemon.`,
 	}
 	ls.Flags().IntVar(&limit, "limit", 1000, "at most this many entries (0: all)")
 	flush := &cobra.Command{
-		Use:   "flush",
-		Short: "Delete every tracked flow (translated connections break)",
-		Args:  cobra.NoArgs,
+		Use:     "flush",
+		Short:   "Delete every tracked flow (translated connections break)",
+		Example: `  xlane ct flush`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := e.client().FlushFlows(cmd.Context())
 			if err != nil {
@@ -53,9 +56,10 @@ it may stay idle. Expired entries are collected by the daemon.`,
 		},
 	}
 	stats := &cobra.Command{
-		Use:   "stats",
-		Short: "Show table size, use, memory per entry and GC activity",
-		Args:  cobra.NoArgs,
+		Use:     "stats",
+		Short:   "Show table size, use, memory per entry and GC activity",
+		Example: `  xlane ct stats`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := e.client().CTStats(cmd.Context())
 			if err != nil {

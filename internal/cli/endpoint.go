@@ -81,7 +81,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List endpoints with their counters",
-		Args:    cobra.NoArgs,
+		Example: `  xlane endpoint ls
+  xlane endpoint ls --network blue -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eps, err := e.client().Endpoints(cmd.Context(), network)
 			if err != nil {
@@ -94,7 +96,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 	inspect := &cobra.Command{
 		Use:   "inspect ID",
 		Short: "Show an endpoint with per-reason datapath counters",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane endpoint inspect web1
+  xlane endpoint inspect web1 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ep, err := e.client().Endpoint(cmd.Context(), args[0])
 			if err != nil {
@@ -107,6 +111,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 				fmt.Fprintf(w, "id:\t%s\nnetwork:\t%s (mode %s)\nstate:\t%s\nnetns:\t%s\nifname:\t%s (mac %s)\nhost ifname:\t%s (mac %s)\npeer ifname:\t%s\nips:\t%s\nsent:\t%d packets, %d bytes\nreceived:\t%d packets, %d bytes\n",
 					ep.ID, ep.Network, ep.Mode, ep.State, ep.Netns, ep.IfName, ep.MAC, ep.HostIf, ep.HostMAC, ep.PeerIf,
 					joinAny(ep.IPs), ep.Sent.Packets, ep.Sent.Bytes, ep.Received.Packets, ep.Received.Bytes)
+				if ep.Error != "" {
+					fmt.Fprintf(w, "error:\t%s\n", ep.Error)
+				}
 				if len(ep.Datapath) > 0 {
 					fmt.Fprintf(w, "datapath:\t%s\n", strings.Join(ep.Datapath, ", "))
 				}
@@ -139,7 +146,9 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 		Use:     "rm ID...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove endpoints (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane endpoint rm web1
+  xlane endpoint rm web1 web2 ctr42`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, id := range args {
 				if err := e.client().DeleteEndpoint(cmd.Context(), id); err != nil {
@@ -151,13 +160,17 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 	}
 	var ports []string
 	publish := &cobra.Command{
-		Use:   "publish ID --port NODEPORT:PORT[/tcp|udp]...",
+		Use:   "publish ID --port [HOSTIP:]NODEPORT:PORT[/tcp|udp]...",
 		Short: "Publish endpoint ports on the node's address (DNAT)",
 		Long: `Make PORT of the endpoint reachable as NODEPORT on the node's uplink
-address, from outside and from other containers, like docker run -p. Needs a
-BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
-		Example: `  xlane endpoint publish web --port 8080:80/tcp --port 5353:53/udp`,
-		Args:    cobra.ExactArgs(1),
+address, from outside and from other containers, like docker run -p, and on
+127.0.0.1 for the node's own processes. With HOSTIP (IPv6 in brackets),
+on that address alone (Kubernetes' hostPort with hostIP): the same NODEPORT
+may then be published on other addresses. Needs a BPF mode (tc, xdp,
+xdp-generic) and xlaned --uplink.`,
+		Example: `  xlane endpoint publish web --port 8080:80/tcp --port 5353:53/udp
+  xlane endpoint publish web --port 127.0.0.1:8081:80 --port [fd00::1]:8081:80`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ep, err := e.client().PublishPorts(cmd.Context(), args[0], ports, false)
 			if err != nil {
@@ -166,11 +179,13 @@ BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
 			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
 		},
 	}
-	publish.Flags().StringSliceVar(&ports, "port", nil, "NODEPORT:PORT[/tcp|udp] (repeatable)")
+	publish.Flags().StringSliceVar(&ports, "port", nil, "[HOSTIP:]NODEPORT:PORT[/tcp|udp] (repeatable)")
 	unpublish := &cobra.Command{
-		Use:   "unpublish ID --port NODEPORT[:PORT][/tcp|udp]...",
+		Use:   "unpublish ID --port [HOSTIP:]NODEPORT[:PORT][/tcp|udp]...",
 		Short: "Withdraw published ports (withdrawing a missing one succeeds)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane endpoint unpublish web1 --port 8080
+  xlane endpoint unpublish web1 --port 8080:80/tcp --port 5353:53/udp`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ep, err := e.client().PublishPorts(cmd.Context(), args[0], ports, true)
 			if err != nil {
@@ -179,7 +194,7 @@ BPF mode (tc, xdp, xdp-generic) and xlaned --uplink.`,
 			return e.print(ep, func(w *tabwriter.Writer) { endpointTable(w, []api.EndpointInfo{*ep}) })
 		},
 	}
-	unpublish.Flags().StringSliceVar(&ports, "port", nil, "NODEPORT[:PORT][/tcp|udp] (repeatable)")
+	unpublish.Flags().StringSliceVar(&ports, "port", nil, "[HOSTIP:]NODEPORT[:PORT][/tcp|udp] (repeatable)")
 	cmd.AddCommand(add, ls, inspect, publish, unpublish, rm)
 	return cmd
 }

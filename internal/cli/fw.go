@@ -121,7 +121,9 @@ func fwDiffCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "diff FILE",
 		Short: "Show what applying FILE would change (after validating it)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane fw diff rules.yaml
+  xlane fw export | xlane fw diff -`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rs, err := readRuleSet(args[0])
 			if err != nil {
@@ -141,7 +143,9 @@ func fwLsCmd(e *env) *cobra.Command {
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List the rules in evaluation order, with counters and drop reasons",
-		Args:    cobra.NoArgs,
+		Example: `  xlane fw ls
+  xlane fw ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fw, err := e.client().Firewall(cmd.Context())
 			if err != nil {
@@ -199,7 +203,9 @@ func fwGetCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show one rule (YAML) with its counters",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane fw get web
+  xlane fw get web -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := e.client().FirewallRule(cmd.Context(), args[0])
 			if err != nil {
@@ -392,7 +398,9 @@ func fwRmCmd(e *env) *cobra.Command {
 		Use:     "rm NAME...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove rules (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane fw rm web
+  xlane fw rm web no-telnet`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, n := range args {
 				if err := e.client().FirewallRemove(cmd.Context(), n); err != nil {
@@ -408,7 +416,9 @@ func fwExportCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "export",
 		Short: "Print the rule set in force as YAML (apply's input)",
-		Args:  cobra.NoArgs,
+		Example: `  xlane fw export > rules.yaml
+  xlane fw export -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fw, err := e.client().Firewall(cmd.Context())
 			if err != nil {
@@ -586,20 +596,25 @@ func fwBlockCmd(e *env) *cobra.Command {
 	add := &cobra.Command{
 		Use:   "add CIDR...",
 		Short: "Block sources",
-		Args:  cobra.MinimumNArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return send(cmd, args, nil) },
+		Example: `  xlane fw block add 198.51.100.0/24
+  xlane fw block add 203.0.113.7 2001:db8:bad::/48`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return send(cmd, args, nil) },
 	}
 	rm := &cobra.Command{
 		Use:     "rm CIDR...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Unblock sources",
+		Example: `  xlane fw block rm 198.51.100.0/24`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return send(cmd, nil, args) },
 	}
 	load := &cobra.Command{
 		Use:   "load FILE",
 		Short: "Block every prefix of FILE (one per line, # comments; - reads stdin)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane fw block load blocklist.txt
+  curl -s https://example.org/drop.txt | xlane fw block load -`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r io.Reader = os.Stdin
 			if args[0] != "-" {
@@ -631,7 +646,9 @@ func fwBlockCmd(e *env) *cobra.Command {
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "Show the blocklist's size (and entries with --limit)",
-		Args:  cobra.NoArgs,
+		Example: `  xlane fw block ls
+  xlane fw block ls --limit 100`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, err := e.client().FirewallBlocklist(cmd.Context(), limit)
 			if err != nil {
@@ -647,9 +664,10 @@ func fwBlockCmd(e *env) *cobra.Command {
 	}
 	ls.Flags().IntVar(&limit, "limit", 0, "list up to N entries")
 	flush := &cobra.Command{
-		Use:   "flush",
-		Short: "Empty the blocklist",
-		Args:  cobra.NoArgs,
+		Use:     "flush",
+		Short:   "Empty the blocklist",
+		Example: `  xlane fw block flush`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return e.client().FlushFirewallBlocklist(cmd.Context())
 		},

@@ -40,12 +40,10 @@ The programs emit events only while a monitor listens (the last one to
 leave switches them off) and at most --monitor-rate per second per CPU
 (xlaned's flag): every second a "stats" line counts what was suppressed by
 that limit, lost to a full ring, or dropped because this client read too
-slowly. Filters apply in the daemon.
-
-Examples:
-  xlane monitor                                 # every type but verdict
+slowly. Filters apply in the daemon.`,
+		Example: `  xlane monitor                                 # every type but verdict
   xlane monitor -t drop --reason drop_fw,drop_fw_default -o json
-  xlane monitor --endpoint 3f2a... --port 443 --proto tcp
+  xlane monitor --endpoint web1 --port 443 --proto tcp
   xlane monitor --network blue -t flow_new,flow_close,nat`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

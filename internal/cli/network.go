@@ -39,8 +39,8 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	}
 	create.Flags().StringSliceVar(&req.Subnets, "subnet", nil, "subnet in CIDR form (repeat for IPv4 and IPv6); on a node of a cluster, default: this node's free pod CIDRs")
 	create.Flags().StringSliceVar(&req.Gateways, "gateway", nil, "gateway address per subnet (default: first address)")
-	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: what measured fastest on this node, see xlane calibrate; tc before the first calibration), tc, kernel, xdp or xdp-generic")
-	create.Flags().StringVar(&req.BigTCP, "big-tcp", "", "BIG TCP (192 KiB GSO/GRO aggregates) on the endpoints' veths: auto (default: where xlane calibrate measured it faster on this node), on, or off")
+	create.Flags().StringVar(&req.Mode, "mode", "", "datapath mode: auto (default: tc, or a mode this node measured faster by a repeated margin that gives the network every feature it asks for; see xlane calibrate), tc, kernel, xdp or xdp-generic")
+	create.Flags().StringVar(&req.BigTCP, "big-tcp", "", "BIG TCP (192 KiB GSO/GRO aggregates) on the endpoints' veths: auto (default: where xlane calibrate measured it faster on this node by a repeated margin), on, or off")
 	create.Flags().IntVar(&req.MTU, "mtu", 0, "MTU of the endpoints' interfaces (default 1500; on a node of a vxlan cluster the underlay's less 50 (IPv4 underlay) or 70 (IPv6))")
 	create.Flags().Uint16Var(&req.VLAN, "vlan", 0, "put the network on this 802.1Q VLAN of the uplink (1-4094): its hosts there reach the endpoints and, over the overlay, the network's pods on other nodes; untagged traffic does not start flows into it")
 	create.Flags().Uint32Var(&req.VNI, "vni", 0, "VXLAN network identifier between nodes, 2-16777215 (default: derived from the name, the same on every node)")
@@ -64,7 +64,9 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List networks",
-		Args:    cobra.NoArgs,
+		Example: `  xlane network ls
+  xlane network ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nets, err := e.client().Networks(cmd.Context())
 			if err != nil {
@@ -76,7 +78,9 @@ on a device named xlnet<ID>; endpoints route everything through it.`,
 	inspect := &cobra.Command{
 		Use:   "inspect NAME",
 		Short: "Show a network",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane network inspect blue
+  xlane network inspect blue -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := e.client().Network(cmd.Context(), args[0])
 			if err != nil {
@@ -126,7 +130,9 @@ removed, so established connections carry on.`,
 		Use:     "rm NAME...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove networks (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane network rm blue
+  xlane network rm blue --force   # and its endpoints`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, name := range args {
 				if err := e.client().DeleteNetwork(cmd.Context(), name, force); err != nil {

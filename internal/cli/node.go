@@ -47,7 +47,9 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List nodes",
-		Args:    cobra.NoArgs,
+		Example: `  xlane node ls
+  xlane node ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nodes, err := e.client().Nodes(cmd.Context())
 			if err != nil {
@@ -57,9 +59,10 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 		},
 	}
 	inspect := &cobra.Command{
-		Use:   "inspect NAME",
-		Short: "Show a node",
-		Args:  cobra.ExactArgs(1),
+		Use:     "inspect NAME",
+		Short:   "Show a node",
+		Example: `  xlane node inspect node2`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := e.client().Node(cmd.Context(), args[0])
 			if err != nil {
@@ -72,7 +75,9 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 		Use:     "rm NAME...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove nodes: their routes, datapath entries and flows (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane node rm node2
+  xlane node rm node2 node3`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, n := range args {
 				if err := e.client().DeleteNode(cmd.Context(), n); err != nil {

@@ -29,6 +29,14 @@ weight 0 is draining: no new flows, its established ones run on.`,
 	create := &cobra.Command{
 		Use:   "create NAME --vip IP:PORT[/tcp|udp] --backend IP:PORT[@WEIGHT]...",
 		Short: "Create a service",
+		Long: `Create a service: connections to VIP (from endpoints, the node and, with
+--uplink, off the node) are balanced over the backends with Maglev.
+
+The VIP is one unicast address: the unspecified address (0.0.0.0, ::: it
+would take the node's own connections to every local address of the
+port), 0.0.0.0/8, broadcast (255.255.255.255, the subnet and broadcast
+addresses of a network of this node or of the node's own subnets),
+multicast, loopback and link-local addresses are refused.`,
 		Example: `  xlane service create web --vip 10.96.0.10:80/tcp --backend 10.10.0.2:8080 --backend 10.10.0.3:8080@2
   xlane service create dns6 --vip [fd00:96::53]:53/udp --backend [fd00:10::5]:53 --affinity`,
 		Args: cobra.ExactArgs(1),
@@ -50,7 +58,10 @@ weight 0 is draining: no new flows, its established ones run on.`,
 	update := &cobra.Command{
 		Use:   "update NAME --backend IP:PORT[@WEIGHT]...",
 		Short: "Replace a service's backends (left out: removed; @0: draining)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane service update web --backend 10.10.0.2:8080 --backend 10.10.0.3:8080
+  xlane service update web --backend 10.10.0.2:8080@0 --backend 10.10.0.3:8080   # drain 10.10.0.2
+  xlane service update sticky --affinity=false`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := e.client().UpdateService(cmd.Context(), args[0], upd)
 			if err != nil {
@@ -76,7 +87,9 @@ weight 0 is draining: no new flows, its established ones run on.`,
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List services",
-		Args:    cobra.NoArgs,
+		Example: `  xlane service ls
+  xlane service ls -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			svcs, err := e.client().Services(cmd.Context())
 			if err != nil {
@@ -88,7 +101,9 @@ weight 0 is draining: no new flows, its established ones run on.`,
 	inspect := &cobra.Command{
 		Use:   "inspect NAME",
 		Short: "Show a service",
-		Args:  cobra.ExactArgs(1),
+		Example: `  xlane service inspect web
+  xlane service inspect web -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := e.client().Service(cmd.Context(), args[0])
 			if err != nil {
@@ -101,7 +116,9 @@ weight 0 is draining: no new flows, its established ones run on.`,
 		Use:     "rm NAME...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove services (removing a missing one succeeds)",
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  xlane service rm web
+  xlane service rm web sticky`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, n := range args {
 				if err := e.client().DeleteService(cmd.Context(), n); err != nil {

@@ -35,12 +35,10 @@ Nothing is sent and the live datapath is not changed: the programs run in a
 second instance that reads the live configuration (endpoints, services,
 published ports, firewall rules) and a copy of the conntrack table, with
 its own counters. A flow the packet would open shows as "new flow" but is
-not created.
-
-Examples:
-  xlane trace --from 3f2a... --to 10.10.0.3:80            # TCP SYN from an endpoint
-  xlane trace --from 3f2a... --to '[fd00:10::3]:53' --proto udp
-  xlane trace --from 3f2a... --from-ip 10.10.0.99 --to 10.10.0.3:80   # spoofed source
+not created.`,
+		Example: `  xlane trace --from web1 --to 10.10.0.3:80              # TCP SYN from an endpoint
+  xlane trace --from web1 --to '[fd00:10::3]:53' --proto udp
+  xlane trace --from web1 --from-ip 10.10.0.99 --to 10.10.0.3:80   # spoofed source
   xlane trace --from-ip 203.0.113.7 --to 198.51.100.1:8080          # to a published port
   xlane trace --from-ip 10.10.0.2 --to 10.96.0.10:80 --flags S      # to a service VIP
   xlane trace --pcap syn.pcap -o json`,

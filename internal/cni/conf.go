@@ -60,18 +60,26 @@ type PortMapping struct {
 }
 
 // ports turns the portMappings capability into the API's
-// NODEPORT:PORT/PROTO; the daemon checks the numbers.
+// [HOSTIP:]NODEPORT:PORT/PROTO (a hostIP: published on that address
+// only); the daemon checks the numbers.
 func (c *Conf) ports() ([]string, error) {
 	var out []string
 	for _, m := range c.RuntimeConfig.PortMappings {
-		if m.HostIP != "" && m.HostIP != "0.0.0.0" && m.HostIP != "::" {
-			return nil, invalidf("runtimeConfig.portMappings", "hostIP %q: xlane publishes on every address of the node (leave hostIP empty)", m.HostIP)
-		}
 		proto := strings.ToLower(m.Protocol)
 		if proto == "" {
 			proto = "tcp"
 		}
-		out = append(out, fmt.Sprintf("%d:%d/%s", m.HostPort, m.ContainerPort, proto))
+		spec := fmt.Sprintf("%d:%d/%s", m.HostPort, m.ContainerPort, proto)
+		if m.HostIP != "" {
+			a, err := netip.ParseAddr(m.HostIP)
+			if err != nil {
+				return nil, invalidf("runtimeConfig.portMappings", "hostIP %q: not an IP address", m.HostIP)
+			}
+			if !a.IsUnspecified() {
+				spec = fmt.Sprintf("%s:%d/%s", netip.AddrPortFrom(a.Unmap(), uint16(m.HostPort)), m.ContainerPort, proto)
+			}
+		}
+		out = append(out, spec)
 	}
 	return out, nil
 }

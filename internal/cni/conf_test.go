@@ -80,9 +80,16 @@ func TestRequested(t *testing.T) {
 	if _, _, err := c.requested("IP=ten"); !errors.As(err, &e) || e.Code != types.ErrInvalidEnvironmentVariables || !strings.Contains(e.Msg, "CNI_ARGS IP") {
 		t.Errorf("bad CNI_ARGS IP: %v", err)
 	}
-	c.RuntimeConfig.PortMappings = []PortMapping{{HostPort: 80, ContainerPort: 80, HostIP: "10.0.0.1"}}
+	// A hostIP publishes on that address alone (Kubernetes' hostPort
+	// with hostIP).
+	c.RuntimeConfig.PortMappings = []PortMapping{{HostPort: 80, ContainerPort: 8080, HostIP: "10.0.0.1"},
+		{HostPort: 80, ContainerPort: 8080, Protocol: "UDP", HostIP: "fd00::1"}, {HostPort: 81, ContainerPort: 81, HostIP: "::"}}
+	if ports, err := c.ports(); err != nil || !slices.Equal(ports, []string{"10.0.0.1:80:8080/tcp", "[fd00::1]:80:8080/udp", "81:81/tcp"}) {
+		t.Errorf("hostIP: %v %v", ports, err)
+	}
+	c.RuntimeConfig.PortMappings = []PortMapping{{HostPort: 80, ContainerPort: 80, HostIP: "node"}}
 	if _, err := c.ports(); !errors.As(err, &e) || !strings.Contains(e.Msg, "runtimeConfig.portMappings") {
-		t.Errorf("hostIP: %v", err)
+		t.Errorf("hostIP not an address: %v", err)
 	}
 }
 
@@ -94,7 +101,7 @@ func TestAPIError(t *testing.T) {
 		msg  string
 	}{
 		{fmt.Errorf("dial: %w", api.ErrUnreachable), types.ErrTryAgainLater, `"socket"`},
-		{&api.RemoteError{Error_: api.Error{Code: api.CodeInvalid, Field: "subnet", Message: "subnet missing"}}, types.ErrInvalidNetworkConfig, `configuration key "subnets"`},
+		{&api.RemoteError{Error_: api.Error{Code: api.CodeInvalid, Field: "subnets", Message: "subnets missing"}}, types.ErrInvalidNetworkConfig, `configuration key "subnets"`},
 		{&api.RemoteError{Error_: api.Error{Code: api.CodeInvalid, Field: "netns", Message: "netns gone"}}, types.ErrInvalidEnvironmentVariables, "CNI_NETNS"},
 		{&api.RemoteError{Error_: api.Error{Code: api.CodeUnavailable, Message: "device netkit: no netkit"}}, types.ErrInvalidNetworkConfig, "netkit"},
 		{&api.RemoteError{Error_: api.Error{Code: api.CodeConflict, Message: "taken"}}, types.ErrInternal, "taken"},

@@ -15,16 +15,16 @@ import (
 var confKeys = map[string]string{
 	"name":        "network",
 	"network":     "network",
-	"subnet":      "subnets",
-	"gateway":     "gateways",
+	"subnets":     "subnets",
+	"gateways":    "gateways",
 	"mode":        "mode",
 	"device":      "device",
 	"mtu":         "mtu",
 	"masquerade":  "masquerade",
 	"cni_network": "name",
-	"ip":          "runtimeConfig.ips",
+	"ips":         "runtimeConfig.ips",
 	"mac":         "runtimeConfig.mac",
-	"port":        "runtimeConfig.portMappings",
+	"ports":       "runtimeConfig.portMappings",
 }
 
 // envVars names, for a field the daemon rejects, the environment variable

@@ -40,6 +40,9 @@ func Add(args *skel.CmdArgs) error {
 	if args.Netns == "" {
 		return types.NewError(types.ErrInvalidEnvironmentVariables, "xlane-cni: ADD: CNI_NETNS: missing", "")
 	}
+	if err := ownNetns(args.Netns); err != nil {
+		return err
+	}
 	ips, mac, err := c.requested(args.Args)
 	if err != nil {
 		return err

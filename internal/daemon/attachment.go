@@ -34,6 +34,11 @@ func (d *Daemon) AddAttachment(req api.AttachmentAdd) (*model.Endpoint, error) {
 	case req.Netns == "":
 		return nil, model.Fieldf("netns", "missing")
 	}
+	// Before the network is made: a namespace an endpoint must not get
+	// (xlaned's own, the root one) leaves nothing behind.
+	if _, err := netconf.ResolveNetns(req.Netns); err != nil {
+		return nil, err
+	}
 	if err := d.attachmentNetwork(req); err != nil {
 		return nil, err
 	}

@@ -71,7 +71,8 @@ func TestAttachmentStatusAndLeases(t *testing.T) {
 func TestAttachmentValidation(t *testing.T) {
 	d, _ := fakeDaemon(t)
 	attachmentStore(t, d, model.Endpoint{ID: "abc:eth0", Network: "n"})
-	ok := api.AttachmentAdd{ContainerID: "c1", IfName: "eth0", Netns: "/proc/self/ns/net", CNINetwork: "cni", Network: "n"}
+	// A namespace of its own: xlaned's (this test's) is refused first.
+	ok := api.AttachmentAdd{ContainerID: "c1", IfName: "eth0", Netns: container(t), CNINetwork: "cni", Network: "n"}
 	for _, tc := range []struct {
 		field string
 		edit  func(*api.AttachmentAdd)

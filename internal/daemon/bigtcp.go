@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netlink"
@@ -12,8 +13,11 @@ import (
 
 // BIG TCP (GSO/GRO aggregates above 64 KiB) on a network's veths: on where
 // asked and the kernel has it, off where asked, and for auto where this
-// node's calibration measured it faster (Cilium users have reported
-// regressions with it: a constant would be a guess).
+// node's calibration measured it faster by its rule (calibrate.Rule: every
+// "on" round beats every "off" round by calibrate.Margin) on the network's
+// mode (Cilium users have reported regressions with it: a constant would
+// be a guess). A network keeps what it got: a later calibration changes
+// new networks only.
 
 // resolveBigTCP fills in n.BigTCP* from what the network asked for.
 func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
@@ -54,6 +58,9 @@ func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
 		n.BigTCPReason = fmt.Sprintf("off: %s endpoints", n.DeviceType)
 	case c == nil:
 		n.BigTCPReason = "off: not calibrated on this node yet (xlane calibrate)"
+	case c.BigTCPMode != "" && model.Mode(c.BigTCPMode) != n.Mode:
+		// Measured on another mode's endpoints: no measurement for this one.
+		n.BigTCPReason = fmt.Sprintf("off: the calibration measured BIG TCP on mode %s, this network runs %s", c.BigTCPMode, n.Mode)
 	default:
 		n.BigTCP4 = has4 && c.BigTCP4 && d.feat.Has(features.BigTCPv4)
 		n.BigTCP6 = has6 && c.BigTCP6 && d.feat.Has(features.BigTCPv6)
@@ -70,10 +77,18 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// applyBigTCP sets an endpoint's veth to its network's BIG TCP sizes.
+// applyBigTCP sets an endpoint's veth to its network's BIG TCP sizes. A
+// veth-only endpoint's container side got them when xlane created the
+// pair, before the runtime moved it where xlane cannot reach (a restart
+// re-applying them then finds it out of reach): the host side is set and
+// that is not an error.
 func applyBigTCP(e *model.Endpoint, n *model.Network, host netlink.Link) error {
 	if host.Type() != "veth" || (!n.BigTCP4 && !n.BigTCP6) {
 		return nil
 	}
-	return netconf.SetBigTCP(e, host, n.BigTCP4, n.BigTCP6)
+	err := netconf.SetBigTCP(e, host, n.BigTCP4, n.BigTCP6)
+	if e.VethOnly() && errors.Is(err, netconf.ErrPeerUnreachable) {
+		return nil
+	}
+	return err
 }

@@ -23,27 +23,47 @@ import (
 
 // What `auto` means on this node is measured, not assumed: a calibration
 // builds a throwaway network per mode that can run here, with two endpoints
-// in throwaway namespaces, measures TCP between them (IPv4 and IPv6, every
-// mode twice, interleaved), then BIG TCP on and off on the fastest mode,
-// and stores the choice (calibrate.Choose). `auto` networks created
-// afterwards take it; an explicit mode always wins. Until a calibration
-// has run, auto is AutoMode with the reason saying so.
+// in throwaway namespaces, and measures TCP between them in
+// calibrate.Rounds interleaved rounds (IPv4 and IPv6, every mode once a
+// round, the order reversed every other round). A mode is ranked before
+// the default (AutoMode) only where the rule lets it: its slowest round
+// beats the default's fastest by calibrate.Margin (calibrate.Rule says it
+// in full; noise on a shared machine once made kernel mode "win" by 1-35 %
+// in 5 of 7 first starts). BIG TCP is then measured off and on in
+// alternation, as many rounds, on the mode a network created with no
+// flags gets, and turned on per family by the same rule. `auto` networks
+// created afterwards take the first mode of the ranking that gives them
+// every feature they ask for (automode.go); an explicit mode always wins,
+// and existing networks keep what they have. Until a calibration has run,
+// auto is AutoMode with the reason saying so.
+//
+// A calibration's networks and endpoints are its own: their names start
+// with calibPrefix, which no other network may take; user listings (network
+// ls, endpoint ls, status, metrics) leave them out; a crash leaves them in
+// the store under the calibration's id, for the next start to remove. A
+// user's `ct flush` waits for the probe under way (calibState.probe), so
+// no probe's connection loses its conntrack entries mid-stream.
 
 // calibPrefix and a calibration's id name its networks; a daemon killed
 // mid-calibration removes them at the next start.
 const calibPrefix = "xlcal-"
 
-// calibSample is how long each TCP probe runs: 8 mode samples per round,
-// two rounds, 8 BIG TCP samples: ~10 s, ~13 s with setup.
-const calibSample = 400 * time.Millisecond
+// calibSample is how long each TCP probe runs: 8 mode samples per round
+// (4 modes, 2 families), 3 rounds, then 12 BIG TCP samples (2 families,
+// off and on, 3 rounds): 36 samples, ~11 s; ~14 s with setup.
+const calibSample = 300 * time.Millisecond
 
 type calibState struct {
 	run     sync.Mutex // one calibration at a time
 	mu      sync.Mutex // guards the fields below
 	choice  *calibrate.Choice
 	running bool
+	id      string // the running calibration's, in its networks' names
 	lastErr string
 	wg      sync.WaitGroup // the calibration at start, waited for by Close
+	// probe is held for each probe's TCP connection, and by a user's ct
+	// flush (FlushFlows): a flush goes between probes.
+	probe sync.Mutex
 }
 
 // calibration returns the stored choice (nil before the first).
@@ -57,7 +77,7 @@ func (d *Daemon) calibration() *calibrate.Choice {
 func (d *Daemon) Calibration() *api.Calibration {
 	d.calib.mu.Lock()
 	defer d.calib.mu.Unlock()
-	return &api.Calibration{Choice: d.calib.choice, Running: d.calib.running, LastError: d.calib.lastErr}
+	return &api.Calibration{Choice: d.calib.choice, Running: d.calib.running, LastError: d.calib.lastErr, Rule: calibrate.Rule}
 }
 
 // loadCalibration reads the stored choice at start and removes what a
@@ -78,6 +98,11 @@ func (d *Daemon) loadCalibration() error {
 	})
 	if err != nil {
 		return err
+	}
+	if c != nil && c.Version != calibrate.RuleVersion {
+		d.log.Info("stored calibration made by an older rule: auto is the default until a calibration by the current rule",
+			"rule_version", c.Version, "current", calibrate.RuleVersion, "mode", c.Mode)
+		c = nil
 	}
 	d.calib.choice = c
 	if id == "" {
@@ -106,7 +131,7 @@ func (d *Daemon) removeCalibration(id string) error {
 	}
 	for _, n := range nets {
 		if strings.HasPrefix(n.Name, prefix) {
-			err = errors.Join(err, d.DeleteNetwork(n.Name, true))
+			err = errors.Join(err, d.deleteNetwork(n.Name, true))
 		}
 	}
 	if err != nil {
@@ -183,18 +208,23 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutCalibrationRunning(id) }); err != nil {
 		return nil, err
 	}
+	d.setCalibID(id)
 	var beds []*calibBed
 	defer func() {
+		// The networks first: closing a bed's handles tears its
+		// namespace down, and the kernel deletes its veths in the
+		// background, racing the endpoints' removal.
+		err = errors.Join(err, d.removeCalibration(id))
 		for _, b := range beds {
 			b.close()
 		}
-		err = errors.Join(err, d.removeCalibration(id))
+		d.setCalibID("")
 	}()
-	for i, m := range []model.Mode{model.ModeKernel, model.ModeTC, model.ModeXDPGeneric, model.ModeXDP} {
+	for _, m := range []model.Mode{model.ModeKernel, model.ModeTC, model.ModeXDPGeneric, model.ModeXDP} {
 		if d.modeMissing(m) != nil {
 			continue
 		}
-		b, err := d.newCalibBed(id, m, i)
+		b, err := d.newCalibBed(id, m)
 		if b != nil {
 			beds = append(beds, b)
 		}
@@ -203,54 +233,59 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 		}
 	}
 	var samples []calibrate.Sample
-	probe := func(b *calibBed, big bool) error {
+	probe := func(b *calibBed, series string, round int, big bool) error {
 		for _, dst := range b.b.IPs {
 			fam := "ipv4"
 			if dst.Is6() {
 				fam = "ipv6"
 			}
-			bps, err := calibrate.TCP(ctx, b.nsB, b.nsA, netip.AddrPortFrom(dst, 5201), calibSample)
+			bps, err := d.calibProbe(ctx, b, dst)
 			if err != nil {
 				return fmt.Errorf("calibrate %s %s: %w", b.mode, fam, err)
 			}
-			samples = append(samples, calibrate.Sample{Mode: string(b.mode), Family: fam, BigTCP: big, Gbps: bps / 1e9})
+			samples = append(samples, calibrate.Sample{Mode: string(b.mode), Family: fam, BigTCP: big, Gbps: bps / 1e9, Probe: series, Round: round})
 		}
 		return nil
 	}
-	for round := 0; round < 2; round++ {
+	for round := 0; round < calibrate.Rounds; round++ {
 		for i := range beds {
 			b := beds[i]
-			if round == 1 {
+			if round%2 == 1 {
 				b = beds[len(beds)-1-i]
 			}
-			if err := probe(b, false); err != nil {
+			if err := probe(b, calibrate.ProbeMode, round, false); err != nil {
 				return nil, err
 			}
 		}
 	}
-	choice, err := calibrate.Choose(samples)
+	choice, err := calibrate.Choose(samples, string(AutoMode))
 	if err != nil {
 		return nil, err
 	}
-	// BIG TCP, on the chosen mode's endpoints: off and on alternately.
+	// BIG TCP, on the endpoints of the mode a network created with no
+	// flags gets: off and on alternately, the order swapped every round.
+	bigMode, _ := d.autoFrom(&choice, d.createNeeds(api.NetworkCreate{}))
 	v4, v6 := d.feat.Has(features.BigTCPv4), d.feat.Has(features.BigTCPv6)
 	for _, b := range beds {
-		if string(b.mode) != choice.Mode || (!v4 && !v6) {
+		if b.mode != bigMode || (!v4 && !v6) {
 			continue
 		}
-		for round := 0; round < 2; round++ {
-			for _, big := range []bool{false, true} {
+		for round := 0; round < calibrate.Rounds; round++ {
+			order := []bool{false, true}
+			if round%2 == 1 {
+				order = []bool{true, false}
+			}
+			for _, big := range order {
 				if err := d.setCalibBigTCP(b, big && v4, big && v6); err != nil {
 					return nil, err
 				}
-				if err := probe(b, big); err != nil {
+				if err := probe(b, calibrate.ProbeBigTCP, round, big); err != nil {
 					return nil, err
 				}
 			}
 		}
-	}
-	if choice, err = calibrate.Choose(samples); err != nil {
-		return nil, err
+		choice.Samples = samples
+		choice.ChooseBigTCP(string(bigMode))
 	}
 	choice.At = time.Now().UTC().Truncate(time.Second)
 	choice.Took = time.Since(start).Round(100 * time.Millisecond).String()
@@ -260,14 +295,66 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 	return &choice, nil
 }
 
-// newCalibBed makes mode's throwaway network (198.18.0.0/15, the
-// benchmarking range, and a ULA) and its two endpoints. The bed is
-// returned, partly built, with an error too, for removeCalibBed.
-func (d *Daemon) newCalibBed(id string, m model.Mode, i int) (*calibBed, error) {
+// calibProbe measures TCP from b's a to dst on b's b, holding the probe
+// lock (a user's ct flush waits for it). A probe that fails is tried once
+// more: a user's command beside a calibration (a firewall change, a
+// flush that came between a probe's connect and its lock) costs a sample,
+// not the calibration.
+func (d *Daemon) calibProbe(ctx context.Context, b *calibBed, dst netip.Addr) (float64, error) {
+	var err error
+	for try := 0; try < 2 && ctx.Err() == nil; try++ {
+		d.calib.probe.Lock()
+		var bps float64
+		bps, err = calibrate.TCP(ctx, b.nsB, b.nsA, netip.AddrPortFrom(dst, 5201), calibSample)
+		d.calib.probe.Unlock()
+		if err == nil {
+			return bps, nil
+		}
+		d.log.Info("calibration probe failed, trying once more", "mode", b.mode, "dst", dst, "err", err)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return 0, err
+}
+
+func (d *Daemon) setCalibID(id string) {
+	d.calib.mu.Lock()
+	d.calib.id = id
+	d.calib.mu.Unlock()
+}
+
+// isCalibName: the name is a calibration's (hidden from user listings).
+func isCalibName(name string) bool { return strings.HasPrefix(name, calibPrefix) }
+
+// calibReserved refuses a network name in the calibration's namespace
+// unless it is the running calibration's own.
+func (d *Daemon) calibReserved(name string) error {
+	if !isCalibName(name) {
+		return nil
+	}
+	d.calib.mu.Lock()
+	id := d.calib.id
+	d.calib.mu.Unlock()
+	if id != "" && strings.HasPrefix(name, calibPrefix+id+"-") {
+		return nil
+	}
+	return model.Fieldf("name", "%q: names starting with %s are reserved for xlane calibrate's throwaway networks", name, calibPrefix)
+}
+
+// newCalibBed makes mode's throwaway network (a free /24 of
+// 198.18.0.0/15, the benchmarking range, and a free /64 of a ULA:
+// calibSubnets) and its two endpoints. The bed is returned, partly built,
+// with an error too, for removeCalibBed.
+func (d *Daemon) newCalibBed(id string, m model.Mode) (*calibBed, error) {
 	no := false
+	v4, v6, err := d.calibSubnets()
+	if err != nil {
+		return nil, err
+	}
 	req := api.NetworkCreate{
 		Name:       fmt.Sprintf("%s%s-%s", calibPrefix, id, m),
-		Subnets:    []string{fmt.Sprintf("198.18.%d.0/24", 200+i), fmt.Sprintf("fd78:6c63:616c:%x::/64", 0xc8+i)},
+		Subnets:    []string{v4.String(), v6.String()},
 		Mode:       string(m),
 		Masquerade: &no,
 		Device:     string(model.DeviceVeth),
@@ -299,6 +386,42 @@ func (d *Daemon) newCalibBed(id string, m model.Mode, i int) (*calibBed, error) 
 	// The listeners bind the endpoint's addresses: IPv6 ones must have
 	// left duplicate address detection.
 	return b, waitAddrs(b.nsB, b.b.IPs)
+}
+
+// calibSubnets picks a calibration network's subnets: the first /24 of
+// 198.18.0.0/15 from 198.18.200.0 on, and the /64 of fd78:6c63:616c::/48
+// with the same number, that no network holds and the node neither has an
+// address in nor routes: a user's network in the benchmarking range does
+// not fail a calibration.
+func (d *Daemon) calibSubnets() (v4, v6 netip.Prefix, err error) {
+	var used []netip.Prefix
+	err = d.store.View(func(tx *store.Tx) error {
+		nets, err := tx.Networks()
+		for _, n := range nets {
+			used = append(used, n.Subnets...)
+		}
+		return err
+	})
+	if err != nil {
+		return v4, v6, err
+	}
+	free := func(p netip.Prefix) bool {
+		for _, u := range used {
+			if u.Overlaps(p) {
+				return false
+			}
+		}
+		return netconf.CheckSubnetFree(p) == nil
+	}
+	for k := 0; k < 512; k++ {
+		i := (200 + k) % 512
+		v4 = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18 + byte(i/256), byte(i % 256), 0}), 24)
+		v6 = netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0x78, 0x6c, 0x63, 0x61, 0x6c, byte(i >> 8), byte(i)}), 64)
+		if free(v4) && free(v6) {
+			return v4, v6, nil
+		}
+	}
+	return v4, v6, fmt.Errorf("no free /24 in 198.18.0.0/15 with a free /64 in fd78:6c63:616c::/48 for a calibration network")
 }
 
 func (d *Daemon) setCalibBigTCP(b *calibBed, v4, v6 bool) error {

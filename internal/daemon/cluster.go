@@ -157,7 +157,13 @@ func (d *Daemon) setupCluster() error {
 				wantRoutes[p] = true
 			}
 		}
-		errs = append(errs, d.applyNode(&nodes[i], self))
+		// One peer's state does not stop the start (objerrs.go).
+		if err := d.applyNode(&nodes[i], self); err != nil {
+			d.log.Error("join cluster: node not applied; the daemon runs on", "node", nodes[i].Name, "err", err)
+			d.objErrs.set(objPeer, nodes[i].Name, err)
+		} else {
+			d.objErrs.set(objPeer, nodes[i].Name, nil)
+		}
 	}
 	// Every mode's: what a peer tunnels to a kernel-mode pod carries its
 	// network's VNI, and xlane_from_overlay hands it to Linux, which
@@ -439,21 +445,21 @@ func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error
 		n.Underlay = append(n.Underlay, a)
 	}
 	if len(req.PodCIDRs) == 0 {
-		return nil, model.Fieldf("pod-cidr", "missing: give the node's pod prefix (IPv4 and/or IPv6) inside the cluster CIDR %v", c.cidrs)
+		return nil, model.Fieldf("pod_cidrs", "missing: give the node's pod prefix (IPv4 and/or IPv6) inside the cluster CIDR %v", c.cidrs)
 	}
 	for _, s := range req.PodCIDRs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, model.Fieldf("pod-cidr", "%q: not a CIDR prefix like 10.244.1.0/24", s)
+			return nil, model.Fieldf("pod_cidrs", "%q: not a CIDR prefix like 10.244.1.0/24", s)
 		}
 		if p != p.Masked() {
-			return nil, model.Fieldf("pod-cidr", "%q: host bits set (did you mean %s?)", s, p.Masked())
+			return nil, model.Fieldf("pod_cidrs", "%q: host bits set (did you mean %s?)", s, p.Masked())
 		}
 		if _, dup := n.PodCIDR(p.Addr().Is4()); dup {
-			return nil, model.Fieldf("pod-cidr", "%q: a node takes at most one IPv4 and one IPv6 pod CIDR", s)
+			return nil, model.Fieldf("pod_cidrs", "%q: a node takes at most one IPv4 and one IPv6 pod CIDR", s)
 		}
 		if !slices.ContainsFunc(c.cidrs, func(cc netip.Prefix) bool { return cc.Bits() < p.Bits() && cc.Contains(p.Addr()) }) {
-			return nil, model.Fieldf("pod-cidr", "%s: not inside the cluster CIDR %v", p, c.cidrs)
+			return nil, model.Fieldf("pod_cidrs", "%s: not inside the cluster CIDR %v", p, c.cidrs)
 		}
 		if c.routing == model.RoutingNative && !n.Self {
 			if _, ok := n.UnderlayOf(p.Addr().Is4()); !ok {
@@ -481,7 +487,7 @@ func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error
 		for _, p := range n.PodCIDRs {
 			for _, op := range o.PodCIDRs {
 				if op.Overlaps(p) {
-					return nil, model.Fieldf("pod-cidr", "%s overlaps %s of node %q", p, op, o.Name)
+					return nil, model.Fieldf("pod_cidrs", "%s overlaps %s of node %q", p, op, o.Name)
 				}
 			}
 		}
@@ -495,7 +501,7 @@ func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error
 			for _, s := range nw.Subnets {
 				for _, p := range n.PodCIDRs {
 					if s.Overlaps(p) {
-						return nil, model.Fieldf("pod-cidr", "%s overlaps the subnet %s of this node's network %q", p, s, nw.Name)
+						return nil, model.Fieldf("pod_cidrs", "%s overlaps the subnet %s of this node's network %q", p, s, nw.Name)
 					}
 				}
 			}
@@ -664,7 +670,7 @@ func (d *Daemon) clusterSubnets(tx *store.Tx, req *api.NetworkCreate) error {
 			}
 		}
 		if len(req.Subnets) == 0 {
-			return model.Fieldf("subnet", "missing, and this node's pod CIDRs %v are taken by other networks", self.PodCIDRs)
+			return model.Fieldf("subnets", "missing, and this node's pod CIDRs %v are taken by other networks", self.PodCIDRs)
 		}
 		return nil
 	}
@@ -686,7 +692,7 @@ func (d *Daemon) clusterSubnets(tx *store.Tx, req *api.NetworkCreate) error {
 				}
 			}
 			if !inside {
-				return model.Fieldf("subnet", "%s is in the cluster CIDR %s but not in this node's pod CIDRs [%s]", p, cc, strings.Join(own, " "))
+				return model.Fieldf("subnets", "%s is in the cluster CIDR %s but not in this node's pod CIDRs [%s]", p, cc, strings.Join(own, " "))
 			}
 		}
 	}

@@ -25,10 +25,12 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
+	"github.com/xlane-dev/xlane/internal/version"
 )
 
-// Version is set at build time.
-var Version = "dev"
+// Version is the build's (internal/version: stamped by the Makefile,
+// else the VCS information of the build).
+var Version = version.Get().Version
 
 // Config is how xlaned was started.
 type Config struct {
@@ -50,6 +52,9 @@ type Config struct {
 	MaglevSize uint32
 	// NATPorts is masquerade's source-port range, "MIN-MAX" ("" default).
 	NATPorts string
+	// ServiceNoBackend is what a new flow to a service VIP without
+	// backends gets: NoBackendReject ("", the default) or NoBackendDrop.
+	ServiceNoBackend string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
 	// AccelCaseTimeout is how long each self-test case may take (0: 5 s).
@@ -87,10 +92,10 @@ type Config struct {
 	// QEMU is the qemu-system-x86_64 whose netdev backends decide which
 	// VM endpoint backends this node offers (qemu.go; "": DefaultQEMU).
 	QEMU string
-	// AutoBPFOnly keeps `auto` among the BPF modes where the BPF datapath
-	// works, whatever the calibration measured fastest: set by xlaned
-	// --kubernetes, whose Services and NetworkPolicies kernel mode does
-	// not carry (no BPF: no service translation, no firewall).
+	// AutoBPFOnly: every network asks for Services and NetworkPolicies,
+	// which kernel mode does not carry (no BPF: no service translation, no
+	// firewall), so `auto` keeps to the BPF modes whatever the calibration
+	// measured (automode.go's needKube): set by xlaned --kubernetes.
 	AutoBPFOnly bool
 }
 
@@ -118,9 +123,10 @@ type Daemon struct {
 	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
 	calib     calibState  // calibrate.go
 	started   time.Time
-	lastErr   lastError   // the last warning or error logged (health.go)
-	dhcp      dhcpServers // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
-	qemu      qemuProbe   // what the node's QEMU offers VM endpoints (qemu.go)
+	lastErr   lastError    // the last warning or error logged (health.go)
+	objErrs   objectErrors // what the last reconcile could not apply (objerrs.go)
+	dhcp      dhcpServers  // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
+	qemu      qemuProbe    // what the node's QEMU offers VM endpoints (qemu.go)
 
 	// fault, when set by tests, is called between apply steps; an error
 	// from it fails the operation there.
@@ -133,6 +139,10 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	// Before anything is mounted or pinned (mountns.go).
+	if err := checkMounts(); err != nil {
+		return nil, err
+	}
 	if cfg.Uplink != "" {
 		// A mode the uplink cannot run fails here, before anything changes.
 		if err := datapath.CheckUplinkXDPMode(cfg.Uplink, cfg.UplinkXDPMode); err != nil {
@@ -141,6 +151,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	cl, err := parseCluster(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := noBackendReject(cfg.ServiceNoBackend); err != nil {
 		return nil, err
 	}
 	st, err := store.Open(cfg.StatePath)
@@ -251,6 +264,7 @@ func (d *Daemon) start() (*Daemon, error) {
 			d.log.Error("reconcile proxy redirects", "err", err)
 		}
 		d.reconcileAccel()
+		d.releaseOwnCgroup() // left by an older xlaned, or a crash (owncgroup.go)
 		if cfg.CalibrateAtStart && d.calibration() == nil {
 			d.calibrateAtStart()
 		}
@@ -322,11 +336,14 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if !nameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
+	if err := d.calibReserved(req.Name); err != nil {
+		return nil, err
+	}
 	requested, err := model.ParseMode(req.Mode)
 	if err != nil {
 		return nil, err
 	}
-	mode, why, err := d.resolveMode(requested)
+	mode, why, err := d.resolveMode(requested, d.createNeeds(req))
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +369,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	if len(req.Subnets) == 0 {
-		return nil, model.Fieldf("subnet", "missing: give one IPv4 and/or one IPv6 subnet")
+		return nil, model.Fieldf("subnets", "missing: give one IPv4 and/or one IPv6 subnet")
 	}
 	var have4, have6 bool
 	for _, s := range req.Subnets {
@@ -361,32 +378,32 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 			return nil, err
 		}
 		if p.Addr().Is4() && have4 || p.Addr().Is6() && have6 {
-			return nil, model.Fieldf("subnet", "%q: a network takes at most one IPv4 and one IPv6 subnet", s)
+			return nil, model.Fieldf("subnets", "%q: a network takes at most one IPv4 and one IPv6 subnet", s)
 		}
 		have4 = have4 || p.Addr().Is4()
 		have6 = have6 || p.Addr().Is6()
 		n.Subnets = append(n.Subnets, p)
 	}
 	if len(req.Gateways) > len(n.Subnets) {
-		return nil, model.Fieldf("gateway", "%v: more gateways than subnets", req.Gateways)
+		return nil, model.Fieldf("gateways", "%v: more gateways than subnets", req.Gateways)
 	}
 	n.Gateways = make([]netip.Addr, len(n.Subnets))
 	for _, g := range req.Gateways {
 		a, err := netip.ParseAddr(g)
 		if err != nil {
-			return nil, model.Fieldf("gateway", "%q: not an IP address", g)
+			return nil, model.Fieldf("gateways", "%q: not an IP address", g)
 		}
 		placed := false
 		for i, p := range n.Subnets {
 			if p.Contains(a) && !n.Gateways[i].IsValid() {
 				if ipam.Reserved(p, netip.Addr{}, a) {
-					return nil, model.Fieldf("gateway", "%q: is the subnet or broadcast address of %s", g, p)
+					return nil, model.Fieldf("gateways", "%q: is the subnet or broadcast address of %s", g, p)
 				}
 				n.Gateways[i], placed = a, true
 			}
 		}
 		if !placed {
-			return nil, model.Fieldf("gateway", "%q: not in any subnet %v (or a second gateway for one)", g, n.Subnets)
+			return nil, model.Fieldf("gateways", "%q: not in any subnet %v (or a second gateway for one)", g, n.Subnets)
 		}
 	}
 	for i, p := range n.Subnets {
@@ -430,6 +447,9 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		}
 		for _, op := range o.Subnets {
 			for _, p := range n.Subnets {
+				if op.Overlaps(p) && isCalibName(o.Name) { // calibrate.go
+					return nil, model.Conflictf("subnet %s overlaps %s, taken for a few seconds by the calibration under way (xlane calibrate --show): try again when it ends", p, op)
+				}
 				if op.Overlaps(p) {
 					return nil, model.Conflictf("subnet %s overlaps %s of network %q", p, op, o.Name)
 				}
@@ -458,16 +478,16 @@ func parseSubnet(s string) (netip.Prefix, error) {
 				msg = "invalid prefix length"
 			}
 		}
-		return p, model.Fieldf("subnet", "%q: %s", s, msg)
+		return p, model.Fieldf("subnets", "%q: %s", s, msg)
 	}
 	if p != p.Masked() {
-		return p, model.Fieldf("subnet", "%q: host bits set (did you mean %s?)", s, p.Masked())
+		return p, model.Fieldf("subnets", "%q: host bits set (did you mean %s?)", s, p.Masked())
 	}
 	if p.Addr().Is4() && p.Bits() > 30 || p.Addr().Is6() && p.Bits() > 126 {
-		return p, model.Fieldf("subnet", "%q: too small for a gateway and an endpoint", s)
+		return p, model.Fieldf("subnets", "%q: too small for a gateway and an endpoint", s)
 	}
 	if p.Addr().Is4In6() || p.Addr().IsLoopback() || p.Addr().IsMulticast() || p.Addr().IsLinkLocalUnicast() {
-		return p, model.Fieldf("subnet", "%q: not a unicast range endpoints can use", s)
+		return p, model.Fieldf("subnets", "%q: not a unicast range endpoints can use", s)
 	}
 	return p, nil
 }
@@ -548,8 +568,16 @@ func (d *Daemon) networkWithEndpoints(name string) (n *model.Network, eps []mode
 }
 
 // DeleteNetwork removes a network. A missing network is not an error. With
-// endpoints it fails unless force, which removes them first.
+// endpoints it fails unless force, which removes them first. A
+// calibration's networks are not the user's to delete (calibrate.go).
 func (d *Daemon) DeleteNetwork(name string, force bool) error {
+	if isCalibName(name) {
+		return nil
+	}
+	return d.deleteNetwork(name, force)
+}
+
+func (d *Daemon) deleteNetwork(name string, force bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n, eps, err := d.networkWithEndpoints(name)
@@ -585,6 +613,7 @@ func (d *Daemon) DeleteNetwork(name string, force bool) error {
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNetwork(name) }); err != nil {
 		return err
 	}
+	d.objErrs.set(objNetwork, name, nil)
 	d.log.Info("network deleted", "network", name)
 	return nil
 }
@@ -602,6 +631,9 @@ func (d *Daemon) Networks() ([]api.NetworkInfo, error) {
 			return err
 		}
 		for _, n := range nets {
+			if isCalibName(n.Name) { // the calibration's (calibrate.go)
+				continue
+			}
 			info := api.NetworkInfo{Network: n}
 			for _, e := range eps {
 				if e.Network == n.Name {
@@ -637,10 +669,12 @@ const (
 		"(TCP 1.09-1.26x kernel routing, lowest latency; native XDP loses TCP: TSO off on the peer and a checksum pass; docs/benchmarks.md)"
 )
 
-// resolveMode turns a requested mode into the one to run: auto picks
-// AutoMode, or kernel where BPF cannot load; an explicit BPF mode on a node
-// without the BPF datapath is refused.
-func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
+// resolveMode turns a requested mode into the one to run: auto picks, for
+// a network asking for needs, what the calibration ranks first among the
+// modes that give it all of them (automode.go), AutoMode before a
+// calibration, or kernel where BPF cannot load; an explicit BPF mode on a
+// node without the BPF datapath is refused.
+func (d *Daemon) resolveMode(m model.Mode, needs []need) (model.Mode, string, error) {
 	dpErr := d.dp.Available()
 	switch {
 	case m == model.ModeAuto && dpErr != nil:
@@ -648,14 +682,8 @@ func (d *Daemon) resolveMode(m model.Mode) (model.Mode, string, error) {
 	case m == model.ModeAuto && d.modeMissing(AutoMode) != nil:
 		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
-		if c := d.calibration(); c != nil && d.modeMissing(model.Mode(c.Mode)) == nil {
-			if d.cfg.AutoBPFOnly && !model.Mode(c.Mode).BPF() {
-				return AutoMode, string(AutoMode) + ": the calibration measured " + c.Mode +
-					" fastest, but services and network policies need a BPF mode (xlaned --kubernetes)", nil
-			}
-			return model.Mode(c.Mode), c.Reason + " (calibrated " + c.At.Format(time.RFC3339) + ")", nil
-		}
-		return AutoMode, autoReason + "; not calibrated on this node yet (xlane calibrate)", nil
+		mode, why := d.autoFrom(d.calibration(), needs)
+		return mode, why, nil
 	case m.BPF() && dpErr != nil:
 		return "", "", fmt.Errorf("mode %s: %w", m, dpErr)
 	case m.BPF() && d.modeMissing(m) != nil:
@@ -682,7 +710,7 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	if err != nil {
 		return nil, err
 	}
-	mode, why, err := d.resolveMode(requested)
+	mode, why, err := d.resolveMode(requested, d.networkNeeds(n, eps))
 	if err != nil {
 		return nil, err
 	}
@@ -767,7 +795,7 @@ func randomID() string {
 
 func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.Endpoint, *model.Network, error) {
 	n, err := tx.Network(req.Network)
-	if errors.Is(err, model.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) || d.calibReserved(req.Network) != nil {
 		return nil, nil, model.Fieldf("network", "%q: no such network", req.Network)
 	}
 	if err != nil {
@@ -813,7 +841,7 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	for _, s := range req.IPs {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
-			return nil, nil, model.Fieldf("ip", "%q: not an IP address", s)
+			return nil, nil, model.Fieldf("ips", "%q: not an IP address", s)
 		}
 		e.IPs = append(e.IPs, a.Unmap())
 	}
@@ -1078,7 +1106,7 @@ func (d *Daemon) RemoveEndpoint(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, n, err := d.endpointAndNetwork(id)
-	if errors.Is(err, model.ErrNotFound) && e == nil {
+	if errors.Is(err, model.ErrNotFound) && e == nil || e != nil && isCalibName(e.Network) {
 		return nil
 	}
 	if err != nil {
@@ -1108,6 +1136,7 @@ func (d *Daemon) removeEndpoint(e *model.Endpoint, n *model.Network) error {
 		return tx.DeleteEndpoint(e.ID)
 	})
 	if err == nil {
+		d.objErrs.set(objEndpoint, e.ID, nil)
 		d.log.Info("endpoint removed", "endpoint", e.ID, "network", e.Network)
 	}
 	return err
@@ -1128,7 +1157,7 @@ func (d *Daemon) Endpoints(network string) ([]api.EndpointInfo, error) {
 			}
 		}
 		for _, e := range eps {
-			if network != "" && e.Network != network {
+			if network != "" && e.Network != network || isCalibName(e.Network) {
 				continue
 			}
 			n, err := tx.Network(e.Network)
@@ -1150,6 +1179,9 @@ func (d *Daemon) Endpoint(id string) (*api.EndpointInfo, error) {
 		if err != nil {
 			return err
 		}
+		if isCalibName(e.Network) { // the calibration's (calibrate.go)
+			return model.NotFoundf("endpoint %q", id)
+		}
 		n, err := tx.Network(e.Network)
 		if err != nil {
 			return err
@@ -1165,6 +1197,9 @@ func (d *Daemon) Endpoint(id string) (*api.EndpointInfo, error) {
 
 func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointInfo {
 	info := api.EndpointInfo{Endpoint: e, Mode: n.Mode, State: "ready"}
+	if msg := d.objErrs.get(objEndpoint, e.ID); msg != "" {
+		info.State, info.Error = "degraded", msg
+	}
 	host, err := netconf.HostLink(&e)
 	if err != nil {
 		info.State = "host veth missing"
@@ -1288,7 +1323,17 @@ func (d *Daemon) Status() (*api.Status, error) {
 			return err
 		}
 		eps, err := tx.Endpoints()
-		st.Networks, st.Endpoints = len(nets), len(eps)
+		// The calibration's are not the user's (calibrate.go).
+		for _, n := range nets {
+			if !isCalibName(n.Name) {
+				st.Networks++
+			}
+		}
+		for _, e := range eps {
+			if !isCalibName(e.Network) {
+				st.Endpoints++
+			}
+		}
 		return err
 	})
 	st.Counters = d.reasonCounters(0)

@@ -695,6 +695,17 @@ func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) 
 	defer f.d.mu.Unlock()
 	out := &api.FirewallBlocklist{}
 	err = f.d.store.Update(func(tx *store.Tx) error {
+		if len(add) > 0 {
+			g, err := f.d.newBlockGuard(tx)
+			if err != nil {
+				return err
+			}
+			for i, p := range add {
+				if err := g.check(fmt.Sprintf("add[%d]", i), p); err != nil {
+					return err
+				}
+			}
+		}
 		if err := tx.PutBlocked(add); err != nil {
 			return err
 		}

@@ -25,8 +25,13 @@ func (d *Daemon) Flows(limit int) ([]api.Flow, error) {
 	return out, err
 }
 
-// FlushFlows deletes every conntrack entry.
+// FlushFlows deletes every conntrack entry. Beside a calibration it waits
+// for the probe under way (at most one probe, calibSample long): a
+// connection whose entries vanish mid-stream is reset, and a calibration
+// must not fail over a user's flush (calibrate.go).
 func (d *Daemon) FlushFlows() (int, error) {
+	d.calib.probe.Lock()
+	defer d.calib.probe.Unlock()
 	return d.dp.FlushCT()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,10 +24,6 @@ const pressureWarn = 0.9
 // up, and the last warning or error xlaned logged.
 func (d *Daemon) health() *api.Health {
 	h := &api.Health{}
-	if d.dp.Available() != nil {
-		h.LastError = d.lastErr.get()
-		return h // kernel mode only: no programs, pins or maps to check
-	}
 	var eps []model.Endpoint
 	nets := map[string]*model.Network{}
 	err := d.store.View(func(tx *store.Tx) error {
@@ -43,12 +40,26 @@ func (d *Daemon) health() *api.Health {
 	if err != nil {
 		h.Problems = append(h.Problems, "read the store: "+err.Error())
 	}
+	// What the last reconcile could not apply, of objects still there.
+	h.Problems = append(h.Problems, d.objErrs.problems(func(kind, name string) bool {
+		switch kind {
+		case objNetwork:
+			return nets[name] != nil
+		case objEndpoint:
+			return slices.ContainsFunc(eps, func(e model.Endpoint) bool { return e.ID == name })
+		}
+		return true
+	})...)
+	if d.dp.Available() != nil {
+		h.LastError = d.lastErr.get()
+		return h // kernel mode only: no programs, pins or maps to check
+	}
 	for _, e := range eps {
 		n := nets[e.Network]
-		if n == nil || !n.Mode.BPF() {
+		if n == nil || !n.Mode.BPF() || isCalibName(n.Name) { // a calibration's: not the user's (calibrate.go)
 			continue
 		}
-		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit())
+		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit() && !e.VM) // a VM tap has tc hooks (attachPrograms)
 		have := d.dp.Hooks(e.HostIf)
 		h.Programs.Expected += len(want)
 		for _, w := range want {

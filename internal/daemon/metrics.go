@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 // left out, so a removed endpoint's series end with it. It takes no
 // daemon lock: a scrape never waits for a change in progress.
 func (d *Daemon) Snapshot() *metrics.Snapshot {
-	s := &metrics.Snapshot{Errors: map[string]error{}}
+	s := &metrics.Snapshot{Errors: map[string]error{}, Unapplied: d.objErrs.counts()}
 	if d.dp.Available() != nil {
 		return s // kernel mode only: no maps, nothing counted
 	}
@@ -46,6 +47,7 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		s.Errors["store"] = err
 		return s
 	}
+	eps = slices.DeleteFunc(eps, func(e model.Endpoint) bool { return isCalibName(e.Network) }) // calibrate.go
 	s.Counters, err = d.reasonCounts(eps)
 	if err != nil {
 		s.Errors["counters"] = err

@@ -50,6 +50,9 @@ func (d *Daemon) setupNode() error {
 		return err
 	}
 	nc := datapath.NodeConfig{NATPortMin: lo, NATPortMax: hi}
+	if nc.NoBackendReject, err = noBackendReject(d.cfg.ServiceNoBackend); err != nil {
+		return err
+	}
 	if d.cfg.Uplink != "" {
 		l, err := netlink.LinkByName(d.cfg.Uplink)
 		if err != nil {
@@ -68,6 +71,7 @@ func (d *Daemon) setupNode() error {
 	if err := d.dp.SetConfig(nc); err != nil {
 		return err
 	}
+	var sockErr error
 	if nc.NetnsCookie != 0 {
 		root, err := cgroup2Root()
 		if err == nil {
@@ -75,8 +79,11 @@ func (d *Daemon) setupNode() error {
 		}
 		if err != nil {
 			d.log.Warn("socket load balancing off: the node's own processes will not reach services or published ports", "err", err)
+			sockErr = fmt.Errorf("off, the node's own processes reach no service or published port: %w", err)
 		}
 	}
+	// The health summary says so for as long as it lasts.
+	d.objErrs.set(objNode, "socket load balancing", sockErr)
 	return nil
 }
 

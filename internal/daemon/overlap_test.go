@@ -75,7 +75,7 @@ func routeTable(t *testing.T) []string {
 }
 
 // A network whose subnet is, holds or sits inside the node's own addresses
-// and routes is refused in validation (field "subnet"), before anything is
+// and routes is refused in validation (field "subnets"), before anything is
 // applied: its unreachable route would have replaced the node's route, and
 // `network rm` would then have deleted it.
 func TestNetworkRefusesNodeSubnets(t *testing.T) {
@@ -90,7 +90,7 @@ func TestNetworkRefusesNodeSubnets(t *testing.T) {
 		} {
 			_, err := d.CreateNetwork(api.NetworkCreate{Name: "bad", Subnets: []string{s}})
 			var fe *model.FieldError
-			if !errors.As(err, &fe) || fe.Field != "subnet" {
+			if !errors.As(err, &fe) || fe.Field != "subnets" {
 				t.Errorf("subnet %s: CreateNetwork = %v, want an error naming field subnet", s, err)
 				d.DeleteNetwork("bad", true)
 			}

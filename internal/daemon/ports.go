@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -16,7 +17,10 @@ func portEntries(e *model.Endpoint) []datapath.Port {
 	var out []datapath.Port
 	for _, pm := range e.Ports {
 		for _, a := range e.IPs {
-			out = append(out, datapath.Port{Proto: protoNumber(pm.Proto), NodePort: pm.NodePort, Addr: a, Port: pm.Port})
+			if pm.HostIP.IsValid() && pm.HostIP.Is4() != a.Is4() {
+				continue // published on an address of the other family
+			}
+			out = append(out, datapath.Port{Proto: protoNumber(pm.Proto), NodePort: pm.NodePort, Addr: a, Port: pm.Port, HostIP: pm.HostIP})
 		}
 	}
 	return out
@@ -53,7 +57,7 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 			return err
 		}
 		if len(req.Ports) == 0 {
-			return model.Fieldf("port", "missing: give NODEPORT:PORT[/tcp|udp]")
+			return model.Fieldf("ports", "missing: give NODEPORT:PORT[/tcp|udp]")
 		}
 		old := portEntries(e)
 		for _, s := range req.Ports {
@@ -61,20 +65,25 @@ func (d *Daemon) PublishPorts(id string, req api.PortsUpdate, withdraw bool) (*m
 			if err != nil {
 				return err
 			}
-			idx := slices.IndexFunc(e.Ports, func(x model.PortMapping) bool { return x.NodePort == pm.NodePort && x.Proto == pm.Proto })
+			idx := slices.IndexFunc(e.Ports, func(x model.PortMapping) bool {
+				return x.NodePort == pm.NodePort && x.Proto == pm.Proto && x.HostIP == pm.HostIP
+			})
 			if withdraw {
 				if idx >= 0 {
 					e.Ports = slices.Delete(e.Ports, idx, idx+1)
 				}
 				continue
 			}
+			if pm.HostIP.IsValid() && !slices.ContainsFunc(e.IPs, func(a netip.Addr) bool { return a.Is4() == pm.HostIP.Is4() }) {
+				return model.Fieldf("ports", "%s: host address %s: the endpoint has no address of its family", pm, pm.HostIP)
+			}
 			for _, o := range all {
 				if o.ID == e.ID {
 					continue
 				}
 				for _, op := range o.Ports {
-					if op.NodePort == pm.NodePort && op.Proto == pm.Proto {
-						return model.Conflictf("node port %d/%s is published by endpoint %s", pm.NodePort, pm.Proto, o.ID)
+					if op.SameHostPort(pm) {
+						return model.Conflictf("node port %s is published by endpoint %s", pm.HostPort(), o.ID)
 					}
 				}
 			}

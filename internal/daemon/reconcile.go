@@ -19,7 +19,14 @@ import (
 // Reconcile makes the kernel match the store: networks and endpoints are
 // (re)built where parts are missing, pinned links are re-attached or their
 // programs swapped for this binary's, and xlane objects the store does not
-// know (links, pins, map entries, devices) are removed.
+// know (links, pins, map entries, devices, marked routes and addresses)
+// are removed.
+//
+// Reconcile never fails over one object's state: the daemon must start
+// (and --uninstall run) whatever one network or endpoint looks like. What
+// it cannot apply to a network or an endpoint is logged, kept per object
+// (objerrs.go: `endpoint ls` shows it "degraded", the status' health
+// lists it) and the rest goes on. Only an unreadable store is an error.
 //
 // An endpoint whose container namespace is gone keeps its record (the
 // runtime will remove it) and is reported; it is not an error.
@@ -30,12 +37,19 @@ func (d *Daemon) Reconcile() error {
 	if err != nil {
 		return err
 	}
-
-	var errs []error
+	d.objErrs.reset()
+	failed := func(kind, name string, err error) {
+		d.objErrs.set(kind, name, err)
+		if err == nil {
+			return
+		}
+		d.log.Error("reconcile: "+kind+" not fully applied; the daemon runs on", kind, name, "err", err)
+	}
 	byName := map[string]*model.Network{}
 	for i := range nets {
 		n := &nets[i]
 		byName[n.Name] = n
+		var errs []error
 		// A route the node got at the subnet since is left alone and the
 		// daemon still starts, so the network can be removed.
 		if err := netconf.EnsureNetwork(n); errors.Is(err, netconf.ErrRouteTaken) {
@@ -43,19 +57,15 @@ func (d *Daemon) Reconcile() error {
 		} else if err != nil {
 			errs = append(errs, err)
 		}
-		if err := netconf.EnsureInternal(n); err != nil {
-			errs = append(errs, err)
-		}
-		if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, netconf.EnsureInternal(n), netconf.EnsureGuard(n, d.cluster.cidrList()))
+		failed(objNetwork, n.Name, errors.Join(errs...))
 	}
-	errs = append(errs, netconf.PruneInternal(nets), netconf.PruneGuards(nets))
+	failed(objNode, "prune", errors.Join(netconf.PruneInternal(nets), netconf.PruneGuards(nets), netconf.PruneNetworks(nets)))
 	for i := range eps {
 		e := &eps[i]
 		n := byName[e.Network]
 		if n == nil {
-			errs = append(errs, model.NotFoundf("network %q of endpoint %s", e.Network, e.ID))
+			failed(objEndpoint, e.ID, model.NotFoundf("network %q of endpoint %s", e.Network, e.ID))
 			continue
 		}
 		switch {
@@ -73,13 +83,11 @@ func (d *Daemon) Reconcile() error {
 				continue
 			}
 		}
-		if err := d.applyEndpoint(e, n); err != nil {
-			errs = append(errs, err)
-		}
+		failed(objEndpoint, e.ID, d.applyEndpoint(e, n))
 	}
-	errs = append(errs, d.removeUnaccountedFor(accountFor(nets, eps)))
+	failed(objNode, "remove stale", d.removeUnaccountedFor(accountFor(nets, eps)))
 	d.log.Info("reconciled", "networks", len(nets), "endpoints", len(eps))
-	return errors.Join(errs...)
+	return nil
 }
 
 // accounted is what the records account for in the kernel.

@@ -179,10 +179,10 @@ func TestPublishPortsRollbackLeavesDatapathAsStore(t *testing.T) {
 func TestUnavailableDatapath(t *testing.T) {
 	d, _ := fakeDaemon(t)
 	d.dp = datapath.NewUnavailable(errors.New("no bpffs"))
-	if m, why, err := d.resolveMode(model.ModeAuto); err != nil || m != model.ModeKernel {
+	if m, why, err := d.resolveMode(model.ModeAuto, nil); err != nil || m != model.ModeKernel {
 		t.Errorf("resolveMode(auto) = %s, %q, %v; want kernel", m, why, err)
 	}
-	if _, _, err := d.resolveMode(model.ModeTC); !errors.Is(err, datapath.ErrUnavailable) {
+	if _, _, err := d.resolveMode(model.ModeTC, nil); !errors.Is(err, datapath.ErrUnavailable) {
 		t.Errorf("resolveMode(tc) = %v, want ErrUnavailable", err)
 	}
 	_, errSvc := d.CreateService(api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}})
@@ -232,25 +232,67 @@ func TestReconcileOnFake(t *testing.T) {
 	checkPorts(t, d, fake)
 }
 
-// A calibration that measured kernel mode fastest gives auto kernel mode,
-// except in Kubernetes mode (AutoBPFOnly), whose Services and policies
-// need a BPF mode: there auto stays AutoMode and says why.
-func TestAutoBPFOnly(t *testing.T) {
+// auto takes the first mode of the calibration's ranking that gives the
+// network every feature it asks for: kernel mode only for a network that
+// asks for nothing it lacks, never in Kubernetes mode (AutoBPFOnly), whose
+// Services and policies need a BPF mode; an explicit mode always wins.
+func TestAutoNeeds(t *testing.T) {
 	d, _ := fakeDaemon(t)
 	d.feat = features.Probe() // tc must be able to run
 	if err := d.modeMissing(AutoMode); err != nil {
 		t.Fatalf("%s cannot run on this kernel: %v", AutoMode, err)
 	}
-	d.calib.choice = &calibrate.Choice{Mode: string(model.ModeKernel), Reason: "kernel: fastest here", At: time.Now()}
-	if m, why, err := d.resolveMode(model.ModeAuto); err != nil || m != model.ModeKernel {
-		t.Errorf("resolveMode(auto) after a kernel calibration = %s, %q, %v; want kernel", m, why, err)
+	off := false
+	plain := api.NetworkCreate{Masquerade: &off, Internal: true}
+	kernelFirst := &calibrate.Choice{Mode: "kernel", Ranked: []string{"kernel", "tc"}, Reason: "kernel: beat tc", At: time.Now()}
+	xdpFirst := &calibrate.Choice{Mode: "xdp", Ranked: []string{"xdp", "kernel", "tc"}, Reason: "xdp: beat tc", At: time.Now()}
+	legacy := &calibrate.Choice{Mode: "kernel", Reason: "kernel: fastest here", At: time.Now()}
+	vm := []model.Endpoint{{VM: true}}
+	for _, c := range []struct {
+		name   string
+		choice *calibrate.Choice
+		kube   bool
+		needs  func() []need
+		want   model.Mode
+		reason string
+	}{
+		{"uncalibrated", nil, false, func() []need { return d.createNeeds(plain) }, AutoMode, "not calibrated"},
+		{"plain network takes kernel", kernelFirst, false, func() []need { return d.createNeeds(plain) }, model.ModeKernel, "kernel: beat tc"},
+		{"default CLI network masquerades", kernelFirst, false, func() []need { return d.createNeeds(api.NetworkCreate{}) }, AutoMode, "kernel has no masquerade, published ports and services"},
+		{"routed network publishes ports", kernelFirst, false, func() []need { return d.createNeeds(api.NetworkCreate{Masquerade: &off}) }, AutoMode, "kernel has no published ports"},
+		{"isolated", kernelFirst, false, func() []need {
+			return d.createNeeds(api.NetworkCreate{Masquerade: &off, Internal: true, Isolated: true})
+		}, AutoMode, "kernel has no isolation"},
+		{"icc off", kernelFirst, false, func() []need {
+			return d.createNeeds(api.NetworkCreate{Masquerade: &off, Internal: true, ICC: &off})
+		}, AutoMode, "kernel has no ICC off"},
+		{"vlan", kernelFirst, false, func() []need {
+			return d.createNeeds(api.NetworkCreate{Masquerade: &off, Internal: true, VLAN: 7})
+		}, AutoMode, "kernel has no VLAN tagging"},
+		{"kubernetes", kernelFirst, true, func() []need { return d.createNeeds(plain) }, AutoMode, "Kubernetes Services"},
+		{"a choice without a ranking", legacy, false, func() []need { return d.createNeeds(api.NetworkCreate{}) }, AutoMode, "kernel has no masquerade"},
+		{"xdp first where it fits", xdpFirst, false, func() []need { return d.createNeeds(api.NetworkCreate{}) }, model.ModeXDP, "xdp: beat tc"},
+		{"netkit skips xdp", xdpFirst, false, func() []need {
+			return d.createNeeds(api.NetworkCreate{Masquerade: &off, Internal: true, Device: "netkit"})
+		}, model.ModeKernel, "xdp has no netkit devices"},
+		{"a network with a VM endpoint keeps it", xdpFirst, false, func() []need {
+			return d.networkNeeds(&model.Network{Masquerade: true}, vm)
+		}, AutoMode, "xdp has no VM endpoints"},
+		{"an existing network keeps its ports", kernelFirst, false, func() []need {
+			return d.networkNeeds(&model.Network{Internal: true}, []model.Endpoint{{Ports: []model.PortMapping{{NodePort: 80}}}})
+		}, AutoMode, "kernel has no published ports"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d.cfg.AutoBPFOnly = c.kube
+			d.calib.choice = c.choice
+			m, why, err := d.resolveMode(model.ModeAuto, c.needs())
+			if err != nil || m != c.want || !strings.Contains(why, c.reason) {
+				t.Errorf("resolveMode(auto) = %s, %q, %v; want %s, a reason saying %q", m, why, err, c.want, c.reason)
+			}
+		})
 	}
 	d.cfg.AutoBPFOnly = true
-	m, why, err := d.resolveMode(model.ModeAuto)
-	if err != nil || m != AutoMode || !strings.Contains(why, "need a BPF mode") {
-		t.Errorf("resolveMode(auto) with AutoBPFOnly = %s, %q, %v; want %s saying why", m, why, err, AutoMode)
-	}
-	if m, _, err := d.resolveMode(model.ModeKernel); err != nil || m != model.ModeKernel {
+	if m, _, err := d.resolveMode(model.ModeKernel, d.createNeeds(api.NetworkCreate{})); err != nil || m != model.ModeKernel {
 		t.Errorf("resolveMode(kernel) with AutoBPFOnly = %s, %v; an explicit mode still wins", m, err)
 	}
 }

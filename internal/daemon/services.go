@@ -30,16 +30,16 @@ func parseBackends(specs []string, vip model.Service) ([]model.Backend, error) {
 			return nil, err
 		}
 		if b.Addr.Addr().Is4() != vip.VIP.Addr().Is4() {
-			return nil, model.Fieldf("backend", "%q: address family differs from the VIP %s", s, vip.VIP)
+			return nil, model.Fieldf("backends", "%q: address family differs from the VIP %s", s, vip.VIP)
 		}
 		if seen[b.Addr.String()] {
-			return nil, model.Fieldf("backend", "%q: listed twice", s)
+			return nil, model.Fieldf("backends", "%q: listed twice", s)
 		}
 		seen[b.Addr.String()] = true
 		out = append(out, b)
 	}
 	if len(out) > int(1<<20) {
-		return nil, model.Fieldf("backend", "too many backends (%d)", len(out))
+		return nil, model.Fieldf("backends", "too many backends (%d)", len(out))
 	}
 	return out, nil
 }
@@ -75,6 +75,9 @@ func parseService(req api.ServiceCreate) (*model.Service, error) {
 	if err != nil {
 		return nil, model.Fieldf("vip", "%q: want IP:PORT[/tcp|udp] (IPv6: [ADDR]:PORT)", req.VIP)
 	}
+	if p := model.VIPAddrProblem(ap.Addr()); p != "" {
+		return nil, model.Fieldf("vip", "%q: %s", req.VIP, p)
+	}
 	s.VIP = ap
 	if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
 		return nil, err
@@ -102,6 +105,9 @@ func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 			return err
 		} else if other != "" {
 			return model.Conflictf("vip %s/%s is service %q's", s.VIP, s.Proto, other)
+		}
+		if err := checkVIPSubnets(tx, "vip", s.VIP.Addr()); err != nil {
+			return err
 		}
 		if s.ID, err = tx.NextServiceID(); err != nil {
 			return err

@@ -29,6 +29,10 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 	byVIP := make(map[string]int, len(req.Services))
 	for i, r := range req.Services {
 		s, err := parseService(r)
+		var fe *model.FieldError
+		if errors.As(err, &fe) {
+			return nil, model.Fieldf(fmt.Sprintf("services[%d].%s", i, fe.Field), "%s", fe.Reason)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("services[%d]: %w", i, err)
 		}
@@ -59,6 +63,11 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 		}
 	}
 	err := d.store.Update(func(tx *store.Tx) error {
+		for i, s := range want {
+			if err := checkVIPSubnets(tx, fmt.Sprintf("services[%d].vip", i), s.VIP.Addr()); err != nil {
+				return err
+			}
+		}
 		for _, s := range want {
 			old, err := tx.Service(s.Name)
 			switch {

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/xlane-dev/xlane/internal/accel"
@@ -38,17 +34,15 @@ func (d *Daemon) selfTest() *accel.Report {
 }
 
 // accelCgroup resolves the cgroup of a request: empty is xlane's own
-// (created if missing); a named one must exist.
+// (created only when the request is applied: owncgroup.go); a named one
+// must exist.
 func accelCgroup(path, field string) (string, error) {
 	if path == "" {
-		root, err := accel.Cgroup2Root()
+		own, err := ownCgroup()
 		if err != nil {
 			return "", model.Fieldf(field, "%v", err)
 		}
-		path = filepath.Join(root, accel.DefaultCgroup)
-		if err := os.MkdirAll(path, 0o755); err != nil {
-			return "", fmt.Errorf("create xlane's cgroup %s: %w", path, err)
-		}
+		return own, nil
 	}
 	p, err := accel.CheckCgroup(path)
 	if err != nil {
@@ -75,7 +69,11 @@ func accelConfig(req api.AccelEnable) (accel.Config, error) {
 		}
 		c.Nets = append(c.Nets, p)
 	}
-	if err := c.Validate(); err != nil {
+	validate := c.Validate
+	if req.Cgroup == "" {
+		validate = c.ValidateSettings // xlane's cgroup: made when applied
+	}
+	if err := validate(); err != nil {
 		field := "nets"
 		for _, a := range c.Accept {
 			if !slices.Contains(accel.CaseNames(), a) {
@@ -126,12 +124,17 @@ func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
 		d.log.Warn("socket acceleration stays off: self-test failed", "kernel", r.Kernel, "result", r.Summary(c.Accept))
 		return nil, model.Conflictf("acceleration stays off: the self-test on kernel %s %s (xlane accel status shows each case; --accept CASE takes a case your applications do not depend on)", r.Kernel, r.Summary(c.Accept))
 	}
+	if err := ensureOwnCgroup(c.Cgroup); err != nil {
+		return nil, err
+	}
 	if err := d.dp.EnableAccel(settings(c)); err != nil {
 		d.dp.DisableAccel()
+		d.releaseOwnCgroup()
 		return nil, err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
 		d.dp.DisableAccel()
+		d.releaseOwnCgroup()
 		return nil, err
 	}
 	d.log.Info("socket acceleration on", "cgroup", c.Cgroup, "nets", c.Nets, "ports", c.Ports, "self_test", r.Summary(c.Accept))
@@ -157,6 +160,7 @@ func (d *Daemon) DisableAccel() (*api.AccelStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.releaseOwnCgroup()
 	return d.accelStatusLocked()
 }
 
@@ -238,7 +242,11 @@ func (d *Daemon) reconcileAccel() {
 			}
 			return
 		}
-		if err := d.dp.EnableAccel(settings(rec.Config)); err != nil {
+		err := ensureOwnCgroup(rec.Config.Cgroup)
+		if err == nil {
+			err = d.dp.EnableAccel(settings(rec.Config))
+		}
+		if err != nil {
 			d.log.Error("socket acceleration off", "err", err)
 			d.accel.err = fmt.Errorf("attach at start: %w", err)
 			d.dp.DisableAccel()
@@ -275,18 +283,6 @@ func proxyRule(r store.ProxyRecord) (datapath.ProxyRule, error) {
 		}
 	}
 	return rule, nil
-}
-
-// listening says whether something listens on port on loopback.
-func listening(port uint16) bool {
-	for _, a := range []string{"127.0.0.1", "::1"} {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(a, strconv.Itoa(int(port))), 200e6)
-		if err == nil {
-			c.Close()
-			return true
-		}
-	}
-	return false
 }
 
 // AddProxyRedirect redirects connections to req.Port to the proxy on
@@ -365,24 +361,25 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return nil, err
 	}
-	for _, h := range have {
-		if h.Port == req.Port {
-			return nil, model.Conflictf("port %d is already redirected (to %d); xlane proxy rm %d first", h.Port, h.To, h.Port)
-		}
-		if h.Port == req.To {
-			return nil, model.Fieldf("to", "%d: is itself redirected (to %d): a loop", req.To, h.To)
-		}
-		if h.To == req.Port {
-			return nil, model.Fieldf("port", "%d: is the proxy port of the redirect of %d: a loop", req.Port, h.Port)
-		}
+	if err := proxyClash(rec, have); err != nil {
+		return nil, err
+	}
+	if err := ensureOwnCgroup(cg); err != nil {
+		return nil, err
 	}
 	if rec.Direction == "in" {
-		return d.addProxyIn(rec, rule, have)
+		out, err := d.addProxyIn(rec, rule, have)
+		if err != nil {
+			d.releaseOwnCgroup()
+		}
+		return out, err
 	}
 	if err := d.dp.AttachProxy(cg); err != nil {
+		d.releaseOwnCgroup()
 		return nil, err
 	}
 	undo := func() {
+		defer d.releaseOwnCgroup()
 		d.dp.DeleteProxyRule(req.Port)
 		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Cgroup == cg }) {
 			if id, err := datapath.CgroupID(cg); err == nil {
@@ -399,7 +396,7 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 		return nil, err
 	}
 	out := proxyAPI(rec)
-	if !listening(req.To) {
+	if !accel.Listening(req.To) {
 		out.Warning = fmt.Sprintf("nothing listens on 127.0.0.1:%d or [::1]:%d yet: redirected connections are refused until the proxy runs", req.To, req.To)
 		d.log.Warn("proxy redirect: nobody listens on the proxy port", "port", req.Port, "to", req.To)
 	}
@@ -412,7 +409,7 @@ func proxyAPI(r store.ProxyRecord) api.ProxyRedirect {
 		dir = "out"
 	}
 	return api.ProxyRedirect{Port: r.Port, To: r.To, Cgroup: r.Cgroup, Direction: dir, Netns: r.Netns, Exempt: r.Exempt,
-		Mark: r.Mark, UID: r.UID, ExemptCgroup: r.ExemptCgroup}
+		Mark: r.Mark, UID: r.UID, ExemptCgroup: r.ExemptCgroup, Key: r.Key()}
 }
 
 // netnsPath is the network namespace of an inbound redirect: the daemon's
@@ -526,23 +523,25 @@ func (d *Daemon) ProxyRedirects() (*api.ProxyList, error) {
 	return out, nil
 }
 
-// DeleteProxyRedirect removes a redirect (missing is fine) and the
-// programs of its cgroup when no other redirect uses it.
-func (d *Daemon) DeleteProxyRedirect(port uint16) error {
+// DeleteProxyRedirect removes the redirect of port named by key (its Key;
+// "": the only redirect of port, refused naming the candidates when there
+// are several; none is fine), and the programs of its cgroup and its
+// network namespace when no other redirect uses them.
+func (d *Daemon) DeleteProxyRedirect(port uint16, key string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var have []store.ProxyRecord
 	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return err
 	}
-	i := slices.IndexFunc(have, func(h store.ProxyRecord) bool { return h.Port == port })
-	if i < 0 {
-		return nil
+	gone, ok, err := proxyPick(have, port, key)
+	if err != nil || !ok {
+		return err
 	}
-	gone := have[i]
+	others := slices.DeleteFunc(slices.Clone(have), func(h store.ProxyRecord) bool { return h.Key() == gone.Key() })
 	if gone.Direction == "in" {
-		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool {
-			return h.Port != port && h.Direction == "in" && h.NetnsCookie == gone.NetnsCookie
+		if !slices.ContainsFunc(others, func(h store.ProxyRecord) bool {
+			return h.Direction == "in" && h.NetnsCookie == gone.NetnsCookie
 		}) {
 			if err := d.dp.DetachProxyIn(gone.NetnsCookie); err != nil {
 				return err
@@ -556,10 +555,11 @@ func (d *Daemon) DeleteProxyRedirect(port uint16) error {
 	} else if err := d.dp.DeleteProxyRule(port); err != nil {
 		return err
 	}
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(port) }); err != nil {
+	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(gone) }); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Port != port && h.Cgroup == gone.Cgroup }) {
+	defer d.releaseOwnCgroup()
+	if !slices.ContainsFunc(others, func(h store.ProxyRecord) bool { return h.Cgroup == gone.Cgroup }) {
 		if id, err := datapath.CgroupID(gone.Cgroup); err == nil {
 			return d.dp.DetachProxy(id)
 		}
@@ -584,6 +584,9 @@ func (d *Daemon) reconcileProxy() error {
 	wantIn, wantNetns := map[inKey]bool{}, map[uint64]bool{}
 	for _, h := range have {
 		rule, err := proxyRule(h)
+		if err == nil {
+			err = ensureOwnCgroup(h.Cgroup)
+		}
 		if err == nil {
 			err = d.dp.AttachProxy(h.Cgroup)
 		}

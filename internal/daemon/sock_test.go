@@ -16,6 +16,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
 	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
 )
 
 // testCgroup is a throwaway cgroup2 directory (root only).
@@ -145,10 +146,10 @@ func TestProxyRedirectChecks(t *testing.T) {
 	if len(l.Redirects) != 1 || len(rules) != 1 {
 		t.Fatalf("after a failed redirect: store %+v, datapath %+v", l.Redirects, rules)
 	}
-	if err := d.DeleteProxyRedirect(80); err != nil {
+	if err := d.DeleteProxyRedirect(80, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DeleteProxyRedirect(80); err != nil {
+	if err := d.DeleteProxyRedirect(80, ""); err != nil {
 		t.Fatalf("deleting a missing redirect: %v", err)
 	}
 	if rules, _ := fake.ProxyRules(); len(rules) != 0 {
@@ -214,7 +215,7 @@ func TestProxyRedirectInRollback(t *testing.T) {
 	if rules, _ := fake.ProxyInRules(); len(rules) != 1 || !fake.ProxyListener(rules[0].Netns, to, 4) {
 		t.Errorf("after a good redirect: rules %+v", rules)
 	}
-	if err := d.DeleteProxyRedirect(8080); err != nil {
+	if err := d.DeleteProxyRedirect(8080, ""); err != nil {
 		t.Fatal(err)
 	}
 	empty("after rm")
@@ -227,4 +228,44 @@ func rulesNetns(t *testing.T) uint64 {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestProxyKeys: two inbound redirects of a port in two namespaces do not
+// clash (the same namespace, an outbound one of the port, and loops within
+// a namespace do); rm by port alone is refused naming both keys, by key
+// picks one.
+func TestProxyKeys(t *testing.T) {
+	a := store.ProxyRecord{Port: 80, To: 15006, Direction: "in", Netns: "/run/netns/a", NetnsCookie: 1}
+	b := store.ProxyRecord{Port: 80, To: 15006, Direction: "in", Netns: "/run/netns/b", NetnsCookie: 2}
+	out := store.ProxyRecord{Port: 80, To: 15001, Cgroup: "/sys/fs/cgroup/x"}
+	if err := proxyClash(b, []store.ProxyRecord{a}); err != nil {
+		t.Fatalf("second namespace refused: %v", err)
+	}
+	for _, c := range []struct {
+		rec  store.ProxyRecord
+		want string
+	}{
+		{store.ProxyRecord{Port: 80, To: 15007, Direction: "in", Netns: "/proc/1/ns/net", NetnsCookie: 1}, "already redirected in network namespace /run/netns/a (to 15006, key in:/run/netns/a:80)"},
+		{out, "already redirected in network namespace /run/netns/a"},
+		{store.ProxyRecord{Port: 15006, To: 15010, Direction: "in", NetnsCookie: 1}, "port"},
+	} {
+		if err := proxyClash(c.rec, []store.ProxyRecord{a}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.rec, err, c.want)
+		}
+	}
+	have := []store.ProxyRecord{a, b}
+	if _, _, err := proxyPick(have, 80, ""); err == nil || !strings.Contains(err.Error(), "in:/run/netns/a:80, in:/run/netns/b:80") {
+		t.Errorf("rm 80 with two: %v, want the keys named", err)
+	}
+	if r, ok, err := proxyPick(have, 80, "in:/run/netns/b:80"); err != nil || !ok || r.Netns != "/run/netns/b" {
+		t.Errorf("rm by key: %+v %v %v", r, ok, err)
+	}
+	if _, ok, err := proxyPick(have, 81, ""); err != nil || ok {
+		t.Errorf("rm of a port nobody redirects: %v %v", ok, err)
+	}
+	for _, k := range []string{"in:/run/netns/a:81", "sideways:x:80", "80"} {
+		if _, _, err := proxyPick(have, 80, k); err == nil || !strings.Contains(err.Error(), "key") {
+			t.Errorf("key %q: %v, want an error naming key", k, err)
+		}
+	}
 }

@@ -41,9 +41,10 @@ func (d *Daemon) Uninstall() error {
 		}
 	}
 	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice))
-	// Guard tables and VLAN ports of networks a crash left without a
-	// record.
-	errs = append(errs, netconf.PruneGuards(nil))
+	// Guard tables, VLAN ports, gateway addresses and unreachable routes
+	// of networks a crash left without a record; devices, links and map
+	// entries of endpoints a crash left, or whose removal above failed.
+	errs = append(errs, netconf.PruneGuards(nil), netconf.PruneNetworks(nil), d.removeStale(nil, nil, nil))
 	if ports, err := netconf.VLANPorts(); err == nil {
 		for _, name := range ports {
 			errs = append(errs, netconf.DeleteLink(name))
@@ -61,6 +62,10 @@ func (d *Daemon) Uninstall() error {
 	d.Close()
 	if err := datapath.RemovePins(d.cfg.PinDir); err != nil {
 		return err
+	}
+	// With the pins gone, the links to it are too.
+	if own, err := ownCgroup(); err == nil {
+		removeOwnCgroup(own, d.log)
 	}
 	if err := os.Remove(d.cfg.StatePath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove state %s: %w", d.cfg.StatePath, err)

@@ -28,6 +28,10 @@ type NodeConfig struct {
 	// node's pod, so that the reply comes back through this node
 	// (bpf/lib/ct_nat.h ct_publish).
 	ClusterV4, ClusterV6 netip.Addr
+	// NoBackendReject answers a new flow to a service VIP without
+	// backends (a TCP RST, an ICMP port unreachable) instead of dropping
+	// it (bpf/lib/ct_nat.h ct_no_backend).
+	NoBackendReject bool
 }
 
 // ClashPortMin and ClashPortMax bound the source ports a DNAT flow whose
@@ -55,6 +59,9 @@ func (d *BPF) SetConfig(c NodeConfig) error {
 	}
 	if c.ClusterV6.IsValid() {
 		v.ClusterV6 = c.ClusterV6.As16()
+	}
+	if c.NoBackendReject {
+		v.Flags |= bpf.ConfigNoBackendReject
 	}
 	zero := uint32(0)
 	if err := d.objs.Config().Put(&zero, &v); err != nil {

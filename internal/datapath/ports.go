@@ -15,6 +15,9 @@ type Port struct {
 	NodePort uint16
 	Addr     netip.Addr
 	Port     uint16
+	// HostIP is the one host address it is published on; the zero
+	// Addr: every node address (bpf/lib/publish.h).
+	HostIP netip.Addr
 }
 
 func publishKey(p Port) bpf.PublishKey {
@@ -22,7 +25,11 @@ func publishKey(p Port) bpf.PublishKey {
 	if p.Addr.Is4() {
 		fam = 4
 	}
-	return bpf.PublishKey{Port: htons(p.NodePort), Proto: p.Proto, Family: fam}
+	k := bpf.PublishKey{Port: htons(p.NodePort), Proto: p.Proto, Family: fam}
+	if p.HostIP.IsValid() {
+		k.Addr = p.HostIP.As16()
+	}
+	return k
 }
 
 // PutPort publishes p.
@@ -50,7 +57,11 @@ func (d *BPF) PublishedPorts() ([]Port, error) {
 	)
 	it := d.objs.Publish().Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, Port{Proto: k.Proto, NodePort: ntohs(k.Port), Addr: netip.AddrFrom16(v.Addr).Unmap(), Port: ntohs(v.Port)})
+		p := Port{Proto: k.Proto, NodePort: ntohs(k.Port), Addr: netip.AddrFrom16(v.Addr).Unmap(), Port: ntohs(v.Port)}
+		if k.Addr != ([16]byte{}) {
+			p.HostIP = netip.AddrFrom16(k.Addr).Unmap()
+		}
+		out = append(out, p)
 	}
 	return out, it.Err()
 }

@@ -103,6 +103,9 @@ func (m MapResolver) Endpoint(id string) (uint32, []netip.Addr, bool) {
 	return e.Network, e.Addrs, ok
 }
 
+// MaxComment is the longest rule comment (bytes).
+const MaxComment = 1024
+
 var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 
 // liveResolver resolves missing scopes to a network and endpoint id that
@@ -165,7 +168,14 @@ func validate(rs *RuleSet, res Resolver, live bool) (*Policy, error) {
 			return nil, model.Fieldf(fmt.Sprintf("rules[%d].name", i), "missing: every rule needs a unique name")
 		}
 		if !ruleNameRE.MatchString(name) || strings.HasPrefix(name, "default:") {
-			return nil, ferr(name, "name", "%q: must be 1-64 letters, digits, '_', '.', ':' or '-', not starting with \"default:\"", name)
+			key := name
+			if len(name) > 64 {
+				key = strconv.Itoa(i) // not a 10 MB field name
+			}
+			return nil, ferr(key, "name", "%s: must be 1-64 letters, digits, '_', '.', ':' or '-', not starting with \"default:\"", model.Quote(name))
+		}
+		if len(r.Comment) > MaxComment {
+			return nil, ferr(name, "comment", "%d bytes: at most %d", len(r.Comment), MaxComment)
 		}
 		if seen[name] {
 			return nil, ferr(name, "name", "%q: used by two rules", name)

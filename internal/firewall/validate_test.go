@@ -37,6 +37,8 @@ func TestValidateErrorsNameRuleAndField(t *testing.T) {
 		{"rules: [{name: a, action: drop}, {name: a, action: allow}]", "rules[a].name", "two rules"},
 		{"rules: [{name: 'a b', action: drop}]", "rules[a b].name", "a b"},
 		{"rules: [{action: drop}]", "rules[0].name", "missing"},
+		{"rules: [{name: a, action: drop}, {name: " + strings.Repeat("n", 65) + ", action: drop}]", "rules[1].name", "(65 bytes)"},
+		{"rules: [{name: a, action: drop, comment: " + strings.Repeat("c", 1025) + "}]", "rules[a].comment", "1025 bytes: at most 1024"},
 		{"defaults: [{scope: network:blue, action: log}]", "defaults[0].action", "log"},
 		{"defaults: [{action: drop}, {action: allow}]", "defaults[1].scope", "already"},
 		{"rules: [{name: a, action: drop, prot: tcp}]", "file", "prot"},
@@ -51,7 +53,7 @@ func TestValidateErrorsNameRuleAndField(t *testing.T) {
 			t.Errorf("%s: error %v, want a field error", c.yaml, err)
 			continue
 		}
-		if fe.Field != c.field || !strings.Contains(err.Error(), c.says) {
+		if fe.Field != c.field || !strings.Contains(err.Error(), c.says) || len(err.Error()) > 300 {
 			t.Errorf("%s:\n\terror %q (field %q)\n\twant field %q saying %q", c.yaml, err, fe.Field, c.field, c.says)
 		}
 	}

@@ -20,14 +20,7 @@ func Reserved(p netip.Prefix, gw, a netip.Addr) bool {
 	if a == p.Masked().Addr() || a == gw {
 		return true
 	}
-	return a.Is4() && p.Bits() < 31 && a == lastAddr(p)
-}
-
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().As4()
-	host := uint32(1)<<(32-p.Bits()) - 1
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	return a.Is4() && p.Bits() < 31 && a == model.BroadcastAddr(p)
 }
 
 // Allocate leases one address per subnet of n to owner. A requested address
@@ -44,11 +37,11 @@ func Allocate(tx *store.Tx, n *model.Network, owner string, requested []netip.Ad
 		}
 		switch {
 		case idx < 0:
-			return nil, model.Fieldf("ip", "%q: not in any subnet of network %q (%v)", r, n.Name, n.Subnets)
+			return nil, model.Fieldf("ips", "%q: not in any subnet of network %q (%v)", r, n.Name, n.Subnets)
 		case want[idx].IsValid():
-			return nil, model.Fieldf("ip", "%q: network %q already got an address from subnet %s", r, n.Name, n.Subnets[idx])
+			return nil, model.Fieldf("ips", "%q: network %q already got an address from subnet %s", r, n.Name, n.Subnets[idx])
 		case Reserved(n.Subnets[idx], n.Gateways[idx], r):
-			return nil, model.Fieldf("ip", "%q: reserved in subnet %s (subnet, gateway or broadcast address)", r, n.Subnets[idx])
+			return nil, model.Fieldf("ips", "%q: reserved in subnet %s (subnet, gateway or broadcast address)", r, n.Subnets[idx])
 		}
 		if o := tx.LeaseOwner(n.Name, r); o != "" {
 			return nil, model.Conflictf("ip %q: already leased to endpoint %s", r, o)

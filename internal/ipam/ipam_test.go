@@ -81,7 +81,7 @@ func TestAllocateRequested(t *testing.T) {
 	} {
 		_, err := alloc(t, st, "x", netip.MustParseAddr(tc.req))
 		var fe *model.FieldError
-		if got := errors.As(err, &fe) && fe.Field == "ip"; got != tc.field {
+		if got := errors.As(err, &fe) && fe.Field == "ips"; got != tc.field {
 			t.Errorf("request %s: err %v, want field error %v", tc.req, err, tc.field)
 		}
 	}

@@ -443,6 +443,9 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 		}
 		scs := translateService(svc, eps, c.cfg.NodeName, self)
 		for _, sc := range scs {
+			if vipProblem(sc.VIP) != "" {
+				return req, false // the full sync leaves it out and says why
+			}
 			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key || claimed[sc.VIP] {
 				return req, false
 			}

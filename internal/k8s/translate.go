@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // NamePrefix starts the name of every xlane service this package
@@ -140,6 +141,11 @@ func translateAll(in Input) (out []api.ServiceCreate, skipped []Skipped, byKey m
 	for _, svc := range svcs {
 		key := svc.Namespace + "/" + svc.Name
 		for _, sc := range translateService(svc, byService[key], in.NodeName, in.NodeAddrs) {
+			if why := vipProblem(sc.VIP); why != "" {
+				// The daemon refuses it, and with it the whole apply.
+				skipped = append(skipped, Skipped{Service: key, VIP: sc.VIP, Reason: why})
+				continue
+			}
 			if other, taken := vips[sc.VIP]; taken {
 				skipped = append(skipped, Skipped{Service: key, VIP: sc.VIP, Reason: "also " + other + "'s", Owner: other})
 				continue
@@ -151,6 +157,16 @@ func translateAll(in Input) (out []api.ServiceCreate, skipped []Skipped, byKey m
 	}
 	slices.SortFunc(out, func(a, b api.ServiceCreate) int { return cmp.Compare(a.Name, b.Name) })
 	return out, skipped, byKey
+}
+
+// vipProblem is model.VIPAddrProblem of a translated VIP (ADDR:PORT/PROTO).
+func vipProblem(vip string) string {
+	addrPort, _, _ := strings.Cut(vip, "/")
+	ap, err := netip.ParseAddrPort(addrPort)
+	if err != nil {
+		return "not ADDR:PORT"
+	}
+	return model.VIPAddrProblem(ap.Addr())
 }
 
 // ServiceKey is the namespace/name of the Service an EndpointSlice

@@ -247,6 +247,24 @@ func TestTranslate(t *testing.T) {
 			},
 			skipped: 1,
 		},
+		{
+			// The API server's validation leaves such external IPs and
+			// ingress out, but a VIP the daemon refuses would fail the
+			// whole apply: left out, and reported.
+			name: "external IPs and ingress no service can have are left out",
+			services: []*corev1.Service{
+				svc("odd", func(s *corev1.Service) {
+					s.Spec.Type = corev1.ServiceTypeLoadBalancer
+					s.Spec.ExternalIPs = []string{"0.0.0.0", "203.0.113.8", "224.0.0.1", "127.0.0.1"}
+					s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "::"}, {IP: "255.255.255.255"}, {IP: "fe80::1"}}
+				}),
+			},
+			want: []api.ServiceCreate{
+				sc("k8s.default.odd.tcp80.c0", "10.96.0.10:80/tcp", false),
+				sc("k8s.default.odd.tcp80.x1", "203.0.113.8:80/tcp", false),
+			},
+			skipped: 6,
+		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, skipped := Translate(Input{Services: c.services, Slices: c.slices, NodeName: self, NodeAddrs: nodeAddrs})

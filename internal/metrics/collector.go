@@ -123,6 +123,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		enabled = 1
 	}
 	gauge(BPFStatsEnabled, enabled)
+	for kind, n := range s.Unapplied {
+		gauge(Unapplied, float64(n), kind)
+	}
 	if n := s.Neigh; n != nil {
 		counter(NeighEvents, float64(n.Events))
 		counter(NeighResyncs, float64(n.Resyncs))
@@ -133,13 +136,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			on = 1
 		}
 		gauge(AccelOn, on)
-		gauge(AccelSockets, float64(a.Sockets))
+		gauge(AccelMapSockets, float64(a.Sockets))
 		for n, v := range a.Counters {
-			counter(AccelCounters, float64(v), n)
+			if u, ok := accelUnits[n]; ok {
+				counter(u.metric, float64(v), u.labels...)
+			}
 		}
 	}
 	for n, v := range s.Proxy {
-		counter(ProxyCounters, float64(v), n)
+		if u, ok := proxyUnits[n]; ok {
+			counter(u.metric, float64(v), u.labels...)
+		}
 	}
 }
 

@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"errors"
+	"github.com/xlane-dev/xlane/internal/version"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,16 +38,17 @@ func full() Snapshot {
 			{Endpoint: "b", Network: "blue", Hook: "tc", Device: DeviceEndpoint, Direction: "to_endpoint", Reason: "deliver", Verdict: VerdictPassed, Packets: 4, Bytes: 400},
 			{Hook: "xdp", Device: DeviceUplink, Direction: "to_endpoint", Reason: "drop_blocklist", Verdict: VerdictDropped, Packets: 7, Bytes: 700},
 		},
-		CT:       &CT{Entries: 10, MaxEntries: 100, Expired: 1, GCRuns: 2, GCDeleted: 5, GCDuration: time.Millisecond, GCLast: time.Unix(1700000000, 0)},
-		Maps:     []MapCount{{Name: "xlane_ct", Entries: 10, MaxEntries: 100}},
-		Rules:    []RuleCount{{Rule: "deny-dns", Action: "drop", Packets: 3, Bytes: 180}},
-		Services: []ServiceCount{{Service: "web", Active: 2, Draining: 1}},
-		Backends: []BackendFlows{{Service: "web", Backend: "10.0.0.2:80", Flows: 4}},
-		Programs: []ProgramCount{{Program: "xlane_from_endpoint", Runs: 9, Runtime: time.Microsecond}},
-		Neigh:    &Neigh{Events: 3, Resyncs: 1},
-		Accel:    &Accel{On: true, Sockets: 2, Counters: map[string]uint64{"sock_added": 2, "bytes_redirected": 1000}},
-		Proxy:    map[string]uint64{"redirected": 1},
-		Errors:   map[string]error{"firewall": errors.New("test")},
+		CT:        &CT{Entries: 10, MaxEntries: 100, Expired: 1, GCRuns: 2, GCDeleted: 5, GCDuration: time.Millisecond, GCLast: time.Unix(1700000000, 0)},
+		Maps:      []MapCount{{Name: "xlane_ct", Entries: 10, MaxEntries: 100}},
+		Rules:     []RuleCount{{Rule: "deny-dns", Action: "drop", Packets: 3, Bytes: 180}},
+		Services:  []ServiceCount{{Service: "web", Active: 2, Draining: 1}},
+		Backends:  []BackendFlows{{Service: "web", Backend: "10.0.0.2:80", Flows: 4}},
+		Unapplied: map[string]int{"endpoint": 1, "network": 0},
+		Programs:  []ProgramCount{{Program: "xlane_from_endpoint", Runs: 9, Runtime: time.Microsecond}},
+		Neigh:     &Neigh{Events: 3, Resyncs: 1},
+		Accel:     &Accel{On: true, Sockets: 2, Counters: map[string]uint64{"sock_added": 2, "msg_redirected": 10, "bytes_redirected": 1000, "fallback_backlog": 1}},
+		Proxy:     map[string]uint64{"redirected": 1, "origdst_found": 1, "in_listener_added": 1},
+		Errors:    map[string]error{"firewall": errors.New("test")},
 	}
 }
 
@@ -89,7 +92,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // nothing xlane_ is registered that names.go does not list.
 func TestRegisteredAreNamed(t *testing.T) {
 	src := &fakeSource{s: full()}
-	r := New(src, "test", quiet())
+	r := New(src, version.Info{Version: "test"}, quiet())
 	// One API request, so the histogram has a series.
 	h := r.Instrument(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/status", nil))
@@ -161,7 +164,7 @@ func sorted(s []string) []string {
 // snapshot is gone from the next scrape, every metric of it.
 func TestRemovedEndpointSeriesVanish(t *testing.T) {
 	src := &fakeSource{s: full()}
-	r := New(src, "test", quiet())
+	r := New(src, version.Info{Version: "test"}, quiet())
 	if n := seriesOf(gather(t, r), "a"); n == 0 {
 		t.Fatal("no series of endpoint a")
 	}
@@ -216,4 +219,44 @@ func TestListenRefusesRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
+}
+
+// xlane_build_info carries the build's version, commit and date (it said
+// "dev" and nothing else before internal/version).
+func TestBuildInfoNamesTheCommit(t *testing.T) {
+	build := version.Info{Version: "v1.2.3-4-gabc", Commit: "abcdef0123", Date: "2026-11-29T09:00:00Z", GoVersion: "go1.99"}
+	mfs := gather(t, New(&fakeSource{s: full()}, build, quiet()))
+	want := map[string]string{LabelVersion: build.Version, LabelCommit: build.Commit, LabelBuildDate: build.Date, LabelGoVersion: build.GoVersion}
+	mf := mfs[BuildInfo.Name]
+	if mf == nil || len(mf.GetMetric()) != 1 {
+		t.Fatalf("%s: %v", BuildInfo.Name, mf)
+	}
+	got := map[string]string{}
+	for _, lp := range mf.GetMetric()[0].GetLabel() {
+		got[lp.GetName()] = lp.GetValue()
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s labels %v, want %v", BuildInfo.Name, got, want)
+	}
+}
+
+// A streaming handler behind Instrument can flush (xlane monitor's events
+// never arrived while xlaned served --metrics-addr: the timing wrapper hid
+// the server's http.Flusher).
+func TestInstrumentFlushes(t *testing.T) {
+	r := New(&fakeSource{s: full()}, version.Info{Version: "test"}, quiet())
+	h := r.Instrument(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fl, ok := w.(http.Flusher)
+		if !ok {
+			t.Error("the instrumented ResponseWriter is no http.Flusher")
+			return
+		}
+		w.Write([]byte("event\n"))
+		fl.Flush()
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/monitor", nil))
+	if !rec.Flushed {
+		t.Error("Flush did not reach the server's writer")
+	}
 }

@@ -8,26 +8,31 @@ package metrics
 
 // Label names.
 const (
-	LabelEndpoint  = "endpoint"  // endpoint ID ("" for the uplink and the node)
-	LabelNetwork   = "network"   // network name ("" for the uplink and the node)
-	LabelDirection = "direction" // from_endpoint (sent by it) or to_endpoint
-	LabelHook      = "hook"      // the attach point whose program decided: tc, xdp, netkit
-	LabelDevice    = "device"    // the device the count was taken on: endpoint, uplink, node
-	LabelReason    = "reason"    // enum xl_reason as in bpf/lib/abi.h: fwd_peer, drop_fw, ...
-	LabelVerdict   = "verdict"   // forwarded, passed (to Linux) or dropped
-	LabelMap       = "map"       // BPF map name: xlane_ct, ...
-	LabelRule      = "rule"      // firewall rule name (default:SCOPE:DIR for default policies)
-	LabelAction    = "action"    // firewall action: allow, drop, reject, log
-	LabelService   = "service"   // service name
-	LabelBackend   = "backend"   // backend ADDR:PORT
-	LabelState     = "state"     // backend state: active or draining
-	LabelProgram   = "program"   // BPF program name: xlane_from_endpoint, ...
-	LabelSource    = "source"    // what a scrape failed to read
-	LabelVersion   = "version"
+	LabelEndpoint  = "endpoint"   // endpoint ID ("" for the uplink and the node)
+	LabelNetwork   = "network"    // network name ("" for the uplink and the node)
+	LabelDirection = "direction"  // from_endpoint (sent by it) or to_endpoint
+	LabelHook      = "hook"       // the attach point whose program decided: tc, xdp, netkit
+	LabelDevice    = "device"     // the device the count was taken on: endpoint, uplink, node
+	LabelReason    = "reason"     // enum xl_reason as in bpf/lib/abi.h: fwd_peer, drop_fw, ...
+	LabelVerdict   = "verdict"    // forwarded, passed (to Linux) or dropped
+	LabelMap       = "map"        // BPF map name: xlane_ct, ...
+	LabelRule      = "rule"       // firewall rule name (default:SCOPE:DIR for default policies)
+	LabelAction    = "action"     // firewall action: allow, drop, reject, log
+	LabelService   = "service"    // service name
+	LabelBackend   = "backend"    // backend ADDR:PORT
+	LabelState     = "state"      // backend state: active or draining
+	LabelProgram   = "program"    // BPF program name: xlane_from_endpoint, ...
+	LabelSource    = "source"     // what a scrape failed to read
+	LabelVersion   = "version"    // git describe of the build (internal/version)
+	LabelCommit    = "commit"     // the git commit it was built from
+	LabelBuildDate = "build_date" // when it was built (RFC 3339)
+	LabelGoVersion = "goversion"
 	LabelMethod    = "method"
-	LabelRoute     = "route"   // the API route pattern: GET /v1/endpoints/{id}
-	LabelCode      = "code"    // HTTP status code
-	LabelCounter   = "counter" // a socket-layer counter: sock_added, bytes_redirected, ... (bpf/lib/accel.h, proxy.h)
+	LabelRoute     = "route"  // the API route pattern: GET /v1/endpoints/{id}
+	LabelCode      = "code"   // HTTP status code
+	LabelEvent     = "event"  // what a socket-layer counter counts: added, redirected, fallback_no_peer, ... (sock.go)
+	LabelResult    = "result" // found or missed
+	LabelKind      = "kind"   // what the start could not apply: network, endpoint, node (a peer), this node
 )
 
 // Type is a Prometheus metric type.
@@ -122,20 +127,35 @@ var (
 	// The socket layer (docs/accel.md).
 	AccelOn = Metric{"xlane_accel_on", Gauge, nil,
 		"1 while socket acceleration is attached and on, else 0."}
-	AccelSockets = Metric{"xlane_accel_sockets", Gauge, nil,
+	// Counters by unit (sockets, messages, bytes, directions, connections,
+	// lookups, listeners: one metric each, Prometheus' naming); sock.go
+	// maps the BPF counters (enum accel_stat, enum proxy_stat) to them.
+	AccelMapSockets = Metric{"xlane_accel_map_sockets", Gauge, nil,
 		"Sockets in the acceleration socket map (both ends of each accelerated connection)."}
-	AccelCounters = Metric{"xlane_accel_total", Counter, []string{LabelCounter},
-		"Socket acceleration counters: sockets added or skipped and why, messages and bytes redirected, fallbacks by reason."}
-	ProxyCounters = Metric{"xlane_proxy_total", Counter, []string{LabelCounter},
-		"Transparent proxy redirect counters: connections redirected, exempted, SO_ORIGINAL_DST answered or missed."}
+	AccelSockets = Metric{"xlane_accel_sockets_total", Counter, []string{LabelEvent},
+		"Sockets socket acceleration saw established: added to the map, or skipped (skip_filter, skip_inflight, skip_off) or add_failed."}
+	AccelMessages = Metric{"xlane_accel_messages_total", Counter, []string{LabelEvent},
+		"Messages (sendmsg calls) of accelerated sockets: redirected socket to socket, or fallback_REASON (no_peer, sticky, off, no_state, mem_pressure) through TCP."}
+	AccelBytes = Metric{"xlane_accel_bytes_total", Counter, []string{LabelEvent},
+		"Bytes of the messages in xlane_accel_messages_total: redirected, or fallback (every reason)."}
+	AccelDirections = Metric{"xlane_accel_fallback_directions_total", Counter, []string{LabelReason},
+		"Directions of accelerated connections that stopped redirecting: backlog (the peer had more than max_backlog unread) or small_stream."}
+	ProxyConnections = Metric{"xlane_proxy_connections_total", Counter, []string{LabelDirection, LabelEvent},
+		"Connections the transparent redirect saw: out (connect) redirected, exempted, track_failed; in (arriving) redirected, exempted, no_listener."}
+	ProxyOrigDst = Metric{"xlane_proxy_origdst_lookups_total", Counter, []string{LabelResult},
+		"getsockopt(SO_ORIGINAL_DST) calls of the proxy: found (answered) or missed (an unknown connection)."}
+	ProxyListeners = Metric{"xlane_proxy_listeners_added_total", Counter, nil,
+		"Proxy listen() calls put into xlane_proxy_listeners for inbound redirects."}
 
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
 		"Time the daemon took to answer API requests."}
+	Unapplied = Metric{"xlane_unapplied_objects", Gauge, []string{LabelKind},
+		"Networks, endpoints, peer nodes and node-wide steps the daemon could not fully apply at its last start (it runs on; xlane status' health lists them)."}
 	ScrapeErrors = Metric{"xlane_scrape_errors_total", Counter, []string{LabelSource},
 		"Scrapes that could not read part of the state (its series are missing from that scrape)."}
-	BuildInfo = Metric{"xlane_build_info", Gauge, []string{LabelVersion},
-		"Always 1; the version of xlaned."}
+	BuildInfo = Metric{"xlane_build_info", Gauge, []string{LabelVersion, LabelCommit, LabelBuildDate, LabelGoVersion},
+		"Always 1; the version, commit and build date of xlaned (xlaned --version)."}
 )
 
 // All lists every xlane_ metric; the Go runtime's go_* and the process'
@@ -148,6 +168,7 @@ var All = []Metric{
 	ServiceBackends, ServiceBackendFlows,
 	ProgramRuns, ProgramRunTime, BPFStatsEnabled,
 	NeighEvents, NeighResyncs,
-	AccelOn, AccelSockets, AccelCounters, ProxyCounters,
-	APIRequestDuration, ScrapeErrors, BuildInfo,
+	AccelOn, AccelMapSockets, AccelSockets, AccelMessages, AccelBytes, AccelDirections,
+	ProxyConnections, ProxyOrigDst, ProxyListeners,
+	APIRequestDuration, Unapplied, ScrapeErrors, BuildInfo,
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"github.com/xlane-dev/xlane/internal/version"
 	"os"
 	"regexp"
 	"slices"
@@ -23,7 +24,7 @@ func TestDocListsEveryMetric(t *testing.T) {
 	if i := strings.Index(sec, "\n## "); i >= 0 {
 		sec = sec[:i]
 	}
-	row := regexp.MustCompile("(?m)^\\| `(xlane_[a-z_]+)` \\| ([a-z]+) \\|\\s*([a-z, ]*?)\\s*\\|")
+	row := regexp.MustCompile("(?m)^\\| `(xlane_[a-z_]+)` \\| ([a-z]+) \\|\\s*([a-z_, ]*?)\\s*\\|")
 	documented := map[string]bool{}
 	for _, m := range row.FindAllStringSubmatch(sec, -1) {
 		name, typ := m[1], m[2]
@@ -87,7 +88,7 @@ func TestDashboardQueriesExist(t *testing.T) {
 			exists[m.Name+"_sum"], exists[m.Name+"_count"] = true, true
 		}
 	}
-	mfs, err := New(&fakeSource{s: full()}, "test", quiet()).Gatherer().Gather()
+	mfs, err := New(&fakeSource{s: full()}, version.Info{Version: "test"}, quiet()).Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/xlane-dev/xlane/internal/version"
 )
 
 // Registry holds every metric xlaned exports: the datapath collector, the
@@ -27,7 +29,7 @@ type Registry struct {
 }
 
 // New registers the collectors; src is read at every scrape.
-func New(src Source, version string, log *slog.Logger) *Registry {
+func New(src Source, build version.Info, log *slog.Logger) *Registry {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -38,7 +40,7 @@ func New(src Source, version string, log *slog.Logger) *Registry {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
 	}, APIRequestDuration.Labels)
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: BuildInfo.Name, Help: BuildInfo.Help}, BuildInfo.Labels)
-	info.WithLabelValues(version).Set(1)
+	info.WithLabelValues(build.Version, build.Commit, build.Date, build.GoVersion).Set(1)
 	reg.MustRegister(newCollector(src, log), api, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &Registry{reg: reg, api: api}
@@ -77,6 +79,16 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Flush passes a streaming handler's flushes on (xlane monitor's events):
+// without it the wrapped writer is no http.Flusher and a stream sat in
+// the server's buffer until it filled.
+func (w *statusWriter) Flush() {
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ErrNotLoopback: a TCP --metrics-addr that is not a loopback address,
 // without --metrics-allow-remote.

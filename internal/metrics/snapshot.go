@@ -26,6 +26,8 @@ type Snapshot struct {
 	Accel *Accel
 	// Proxy: the redirect counters, nil where redirects were never used.
 	Proxy map[string]uint64
+	// Unapplied counts what the last start could not apply, by kind.
+	Unapplied map[string]int
 	// Errors: what could not be read (source -> error), counted in
 	// xlane_scrape_errors_total.
 	Errors map[string]error

@@ -163,33 +163,72 @@ type Endpoint struct {
 	Created    time.Time   `json:"created"`
 }
 
-// PortMapping publishes an endpoint's port on the node's address.
+// PortMapping publishes an endpoint's port on the node's address, or on
+// one host address (HostIP: Kubernetes' hostPort with a hostIP).
 type PortMapping struct {
 	Proto    string `json:"proto"` // tcp or udp
 	NodePort uint16 `json:"node_port"`
 	Port     uint16 `json:"port"`
+	// HostIP is the one address the port is published on; the zero
+	// Addr: the node's address (and, for the node's own processes,
+	// 127.0.0.1).
+	HostIP netip.Addr `json:"host_ip,omitzero"`
 }
 
-func (p PortMapping) String() string { return fmt.Sprintf("%d:%d/%s", p.NodePort, p.Port, p.Proto) }
+func (p PortMapping) String() string {
+	if p.HostIP.IsValid() {
+		return fmt.Sprintf("%s:%d/%s", netip.AddrPortFrom(p.HostIP, p.NodePort), p.Port, p.Proto)
+	}
+	return fmt.Sprintf("%d:%d/%s", p.NodePort, p.Port, p.Proto)
+}
 
-// ParsePortMapping reads NODEPORT:PORT[/tcp|udp] (or PORT, same on both).
+// HostPort is the host side of p: NODEPORT/PROTO, or HOSTIP:NODEPORT/PROTO
+// (IPv6 in brackets).
+func (p PortMapping) HostPort() string {
+	if p.HostIP.IsValid() {
+		return fmt.Sprintf("%s/%s", netip.AddrPortFrom(p.HostIP, p.NodePort), p.Proto)
+	}
+	return fmt.Sprintf("%d/%s", p.NodePort, p.Proto)
+}
+
+// SameHostPort says whether p and o hold the same host port: the same
+// node port and protocol on the same host address, or on every address
+// (no HostIP) and any.
+func (p PortMapping) SameHostPort(o PortMapping) bool {
+	return p.NodePort == o.NodePort && p.Proto == o.Proto &&
+		(!p.HostIP.IsValid() || !o.HostIP.IsValid() || p.HostIP == o.HostIP)
+}
+
+// ParsePortMapping reads [HOSTIP:]NODEPORT:PORT[/tcp|udp] (or PORT, same
+// on both; an IPv6 HOSTIP in brackets; 0.0.0.0 and :: mean every address).
 func ParsePortMapping(s string) (PortMapping, error) {
 	pm := PortMapping{Proto: "tcp"}
+	bad := Fieldf("ports", "%q: want [HOSTIP:]NODEPORT:PORT[/tcp|udp] with ports 1-65535", s)
 	spec, proto, ok := strings.Cut(s, "/")
 	if ok {
 		if proto != "tcp" && proto != "udp" {
-			return pm, Fieldf("port", "%q: protocol %q is not tcp or udp", s, proto)
+			return pm, Fieldf("ports", "%q: protocol %q is not tcp or udp", s, proto)
 		}
 		pm.Proto = proto
 	}
-	node, cport, ok := strings.Cut(spec, ":")
-	if !ok {
-		cport = node
+	node, cport := spec, spec
+	if i := strings.LastIndex(spec, ":"); i >= 0 {
+		node, cport = spec[:i], spec[i+1:]
+		if strings.ContainsAny(node, ":]") {
+			hp, err := netip.ParseAddrPort(node)
+			if err != nil {
+				return pm, bad
+			}
+			if !hp.Addr().IsUnspecified() {
+				pm.HostIP = hp.Addr().Unmap()
+			}
+			node = strconv.Itoa(int(hp.Port()))
+		}
 	}
 	np, err1 := strconv.ParseUint(node, 10, 16)
 	cp, err2 := strconv.ParseUint(cport, 10, 16)
 	if err1 != nil || err2 != nil || np == 0 || cp == 0 {
-		return pm, Fieldf("port", "%q: want NODEPORT:PORT[/tcp|udp] with ports 1-65535", s)
+		return pm, bad
 	}
 	pm.NodePort, pm.Port = uint16(np), uint16(cp)
 	return pm, nil
@@ -214,10 +253,19 @@ type FieldError struct {
 	Reason string
 }
 
-func (e *FieldError) Error() string { return e.Field + " " + e.Reason }
+// Error is the field's name and the reason; a reason that starts with the
+// name already (accel's "cgroup /x: no such file or directory") is not
+// prefixed again: it read "cgroup cgroup /x: ...".
+func (e *FieldError) Error() string {
+	if rest, ok := strings.CutPrefix(e.Reason, e.Field); ok && e.Field != "" && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
+		return e.Reason
+	}
+	return e.Field + " " + e.Reason
+}
 
-// Fieldf builds a FieldError: Fieldf("subnet", "%q: invalid prefix length", s)
-// reads `subnet "10.0.0.0/33": invalid prefix length`.
+// Fieldf builds a FieldError: Fieldf("subnets", "%q: invalid prefix length", s)
+// reads `subnets "10.0.0.0/33": invalid prefix length`. field is the
+// request's JSON key (TestFieldNamesAreJSONKeys).
 func Fieldf(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
@@ -279,13 +327,13 @@ func ParseBackend(s string) (Backend, error) {
 	b := Backend{Weight: 1}
 	ap, err := netip.ParseAddrPort(spec)
 	if err != nil || ap.Port() == 0 {
-		return b, Fieldf("backend", "%q: want IP:PORT[@WEIGHT] (IPv6: [ADDR]:PORT)", s)
+		return b, Fieldf("backends", "%q: want IP:PORT[@WEIGHT] (IPv6: [ADDR]:PORT)", s)
 	}
 	b.Addr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	if hasW {
 		v, err := strconv.ParseUint(w, 10, 32)
 		if err != nil || v > 1000000 {
-			return b, Fieldf("backend", "%q: weight %q is not a number from 0 (drain) to 1000000", s, w)
+			return b, Fieldf("backends", "%q: weight %q is not a number from 0 (drain) to 1000000", s, w)
 		}
 		b.Weight = uint32(v)
 	}

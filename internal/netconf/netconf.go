@@ -91,7 +91,9 @@ func isNotFound(err error) bool {
 // endpoint are refused on the node instead of leaking off it. Loopback
 // rather than a dummy device: it exists on every kernel (dummy is a module
 // that is not always there), and a local address is answered for on every
-// host veth (ARP) or reached through fe80::1 (IPv6) all the same.
+// host veth (ARP) or reached through fe80::1 (IPv6) all the same. Both
+// carry xlane's mark (mark.go), so that a crash before the network's
+// record is stored leaves nothing the next start cannot find.
 func EnsureNetwork(n *model.Network) error {
 	lo, err := netlink.LinkByName("lo")
 	if err != nil {
@@ -107,7 +109,7 @@ func EnsureNetwork(n *model.Network) error {
 				return err
 			}
 		}
-		if err := netlink.AddrReplace(lo, addr); err != nil {
+		if err := addrReplaceMarked(lo, addr); err != nil {
 			return fmt.Errorf("add gateway %s to lo: %w", gw, err)
 		}
 		// A VLAN network's subnets are on its VLAN (EnsureVLAN).
@@ -389,7 +391,9 @@ func DeleteVeth(e *model.Endpoint) error {
 		if err != nil {
 			return fmt.Errorf("find %s: %w", name, err)
 		}
-		if err := netlink.LinkDel(link); err != nil {
+		// ENODEV: gone since the lookup (its namespace was torn down,
+		// the peer's deletion took it): what was asked.
+		if err := netlink.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
 			return fmt.Errorf("delete %s: %w", name, err)
 		}
 	}

@@ -36,7 +36,7 @@ const (
 // store's overlap check between networks runs first and says it better.
 func CheckSubnetFree(p netip.Prefix) error {
 	if p.Addr().Is4() && p.Bits() < MinSubnetBits4 || p.Addr().Is6() && p.Bits() < MinSubnetBits6 {
-		return model.Fieldf("subnet", "%s: shorter than /%d (IPv4) or /%d (IPv6): it would cover the node's own routes", p, MinSubnetBits4, MinSubnetBits6)
+		return model.Fieldf("subnets", "%s: shorter than /%d (IPv4) or /%d (IPv6): it would cover the node's own routes", p, MinSubnetBits4, MinSubnetBits6)
 	}
 	family := netlink.FAMILY_V4
 	if p.Addr().Is6() {
@@ -52,7 +52,7 @@ func CheckSubnetFree(p netip.Prefix) error {
 			continue
 		}
 		if p.Contains(ip.Unmap()) {
-			return model.Fieldf("subnet", "%s: holds the node's address %s (%s)", p, ip.Unmap(), linkName(a.LinkIndex))
+			return model.Fieldf("subnets", "%s: holds the node's address %s (%s)", p, ip.Unmap(), linkName(a.LinkIndex))
 		}
 	}
 	routes, err := retryDump(func() ([]netlink.Route, error) {
@@ -68,9 +68,9 @@ func CheckSubnetFree(p netip.Prefix) error {
 		}
 		switch {
 		case p.Bits() <= dst.Bits() && p.Contains(dst.Addr()):
-			return model.Fieldf("subnet", "%s: covers the node's route %s (%s)", p, dst, linkName(r.LinkIndex))
+			return model.Fieldf("subnets", "%s: covers the node's route %s (%s)", p, dst, linkName(r.LinkIndex))
 		case onLink(r) && dst.Contains(p.Addr()):
-			return model.Fieldf("subnet", "%s: inside the node's on-link prefix %s (%s)", p, dst, linkName(r.LinkIndex))
+			return model.Fieldf("subnets", "%s: inside the node's on-link prefix %s (%s)", p, dst, linkName(r.LinkIndex))
 		}
 	}
 	return nil
@@ -105,4 +105,27 @@ func linkName(ifindex int) string {
 		return "dev " + l.Attrs().Name
 	}
 	return "no device"
+}
+
+// BroadcastOf names the device whose IPv4 subnet has a as its broadcast
+// address (the address's IFA_BROADCAST, or the last address of its
+// prefix), in the namespace of the calling thread; "" for none.
+func BroadcastOf(a netip.Addr) string {
+	if !a.Is4() {
+		return ""
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
+	if err != nil {
+		return ""
+	}
+	for _, ad := range addrs {
+		if b, ok := netip.AddrFromSlice(ad.Broadcast); ok && b.Unmap() == a {
+			return linkName(ad.LinkIndex)
+		}
+		ip, ok := netip.AddrFromSlice(ad.IP)
+		if ones, _ := ad.Mask.Size(); ok && ones < 31 && model.BroadcastAddr(netip.PrefixFrom(ip.Unmap(), ones)) == a {
+			return linkName(ad.LinkIndex)
+		}
+	}
+	return ""
 }

@@ -47,7 +47,7 @@ func delUnreachable(p netip.Prefix) error {
 }
 
 func unreachableRoute(p netip.Prefix) *netlink.Route {
-	return &netlink.Route{Dst: ipnet(p), Type: unix.RTN_UNREACHABLE, Table: unix.RT_TABLE_MAIN}
+	return &netlink.Route{Dst: ipnet(p), Type: unix.RTN_UNREACHABLE, Table: unix.RT_TABLE_MAIN, Protocol: Proto}
 }
 
 // findUnreachable returns the main table's unreachable route to exactly p.

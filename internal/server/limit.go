@@ -27,7 +27,9 @@ const (
 	// (~2.3 MB).
 	maxFirewallBody = 16 << 20
 	// maxServicesBody bounds a services apply: 262,144 services
-	// (the datapath's most) of ~250 bytes of JSON.
+	// (the datapath's most) of ~250 bytes of JSON. (Measured: 100,000
+	// services of three backends are 15 MB, 21 MB indented; 16,384 rules
+	// of six prefixes, three port ranges and a comment 5.7 MB.)
 	maxServicesBody = 64 << 20
 )
 

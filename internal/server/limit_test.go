@@ -134,3 +134,44 @@ func rss(t *testing.T) int64 {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// Errors echo what they refuse clipped: a 10 MB firewall rule name made a
+// 31 MB error reply (the name twice, quoted, in field and message) and
+// left xlaned ~120 MB larger.
+func TestErrorsEchoLittle(t *testing.T) {
+	inDaemon(t, func(h http.Handler) {
+		name := strings.Repeat("n", 10<<20)
+		cases := []struct {
+			name, method, path, body, field string
+		}{
+			{"10 MB rule name", "POST", api.PathFirewallRules, `{"name":"` + name + `","action":"drop"}`, "rules[0].name"},
+			{"10 MB rule name in a set", "PUT", api.PathFirewall, `{"ruleset":{"rules":[{"name":"` + name + `","action":"drop"}]}}`, "rules[0].name"},
+			{"10 MB rule comment", "POST", api.PathFirewallRules, `{"name":"a","action":"drop","comment":"` + name + `"}`, "rules[a].comment"},
+			{"1 MB network name", "POST", api.PathNetworks, `{"name":"` + name[:1<<20-100] + `","subnets":["10.1.0.0/24"]}`, "name"},
+		}
+		rss0 := rss(t)
+		for _, tc := range cases {
+			w := httptest.NewRecorder()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			h.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+			runtime.ReadMemStats(&after)
+			var body api.ErrorBody
+			json.Unmarshal(w.Body.Bytes(), &body)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%s: %d, %d-byte reply, %d MB allocated: %.200s", tc.name, w.Code, w.Body.Len(), alloc>>20, w.Body)
+			if w.Code != 400 || body.Error.Field != tc.field || w.Body.Len() > 4096 {
+				t.Errorf("%s: %d, field %q, %d-byte reply; want 400 naming %s in at most 4 KB", tc.name, w.Code, body.Error.Field, w.Body.Len(), tc.field)
+			}
+			// Decoding costs a few times the body (the rule set path reads it
+			// whole, counts its rules, then decodes it): 42-116 MB for these,
+			// 183-454 MB before, when the errors echoed the whole value.
+			if limit := uint64(len(tc.body)) * 12; alloc > limit {
+				t.Errorf("%s: allocated %d MB to refuse a %d MB body, want at most %d MB", tc.name, alloc>>20, len(tc.body)>>20, limit>>20)
+			}
+		}
+		runtime.GC()
+		t.Logf("RSS after the refused requests: %+d MB", (rss(t)-rss0)>>20)
+	})
+}

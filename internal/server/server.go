@@ -244,15 +244,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// Longest message and field of an error reply (bytes): errors echo the
+// values they refuse, and a request may carry megabytes of one.
+const (
+	maxErrMessage = 2048
+	maxErrField   = 256
+)
+
 func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
-	e := api.Error{Code: api.CodeInternal, Message: err.Error()}
+	e := api.Error{Code: api.CodeInternal, Message: model.Clip(err.Error(), maxErrMessage)}
 	status := http.StatusInternalServerError
 	var fe *model.FieldError
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		e.Code, e.Field, status = api.CodeTooLarge, "body", http.StatusRequestEntityTooLarge
 	case errors.As(err, &fe):
-		e.Code, e.Field, status = api.CodeInvalid, fe.Field, http.StatusBadRequest
+		e.Code, e.Field, status = api.CodeInvalid, model.Clip(fe.Field, maxErrField), http.StatusBadRequest
 	case errors.Is(err, model.ErrNotFound):
 		e.Code, status = api.CodeNotFound, http.StatusNotFound
 	case errors.Is(err, model.ErrConflict):
@@ -261,7 +268,7 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 		e.Code, status = api.CodeUnavailable, http.StatusServiceUnavailable
 	}
 	if status == http.StatusInternalServerError {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.Error("request failed", "method", r.Method, "path", model.Clip(r.URL.Path, maxErrField), "err", e.Message)
 	}
 	writeJSON(w, status, api.ErrorBody{Error: e})
 }

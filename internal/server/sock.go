@@ -39,6 +39,6 @@ func sockRoutes(route func(string, int, func(*http.Request) (any, error)), d *da
 		if err != nil || p == 0 {
 			return nil, model.Fieldf("port", "%q: not a TCP port", r.PathValue("port"))
 		}
-		return nil, d.DeleteProxyRedirect(uint16(p))
+		return nil, d.DeleteProxyRedirect(uint16(p), r.URL.Query().Get("key"))
 	})
 }

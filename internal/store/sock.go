@@ -10,7 +10,10 @@ import (
 	"github.com/xlane-dev/xlane/internal/accel"
 )
 
-// sock: "accel" -> AccelRecord, "proxy/<port>" -> ProxyRecord (JSON).
+// sock: "accel" -> AccelRecord, "proxy/<direction>:<netns or cgroup>:<port>"
+// (ProxyRecord.Key) -> ProxyRecord (JSON). Records written before
+// redirects had a key of their own sit under "proxy/<port>"; they are read
+// as well and replaced by the keyed one at their next write or delete.
 var bucketSock = []byte("sock")
 
 // AccelRecord is the acceleration the user asked for.
@@ -59,9 +62,39 @@ func (t *Tx) PutAccel(r AccelRecord) error {
 	return put(b, "accel", r)
 }
 
-func proxyKey(port uint16) string { return "proxy/" + strconv.Itoa(int(port)) }
+// Key names a redirect: its direction, where it acts (the network
+// namespace path of an inbound one, "" for xlaned's own; the cgroup of an
+// outbound one) and its port, as "in:/run/netns/app:80" or
+// "out:/sys/fs/cgroup/xlane:80". `xlane proxy ls` shows it, `xlane proxy
+// rm` takes it.
+func (r ProxyRecord) Key() string {
+	if r.Direction == "in" {
+		return "in:" + r.Netns + ":" + strconv.Itoa(int(r.Port))
+	}
+	return "out:" + r.Cgroup + ":" + strconv.Itoa(int(r.Port))
+}
 
-// ProxyRedirects lists the redirects by port.
+func proxyKey(r ProxyRecord) string { return "proxy/" + r.Key() }
+
+// legacyProxyKey is where a record written before keys lived.
+func legacyProxyKey(port uint16) string { return "proxy/" + strconv.Itoa(int(port)) }
+
+// dropLegacyProxy deletes the record of r written under its port alone,
+// if it is r's.
+func dropLegacyProxy(b *bolt.Bucket, r ProxyRecord) error {
+	k := []byte(legacyProxyKey(r.Port))
+	raw := b.Get(k)
+	if raw == nil {
+		return nil
+	}
+	var old ProxyRecord
+	if err := json.Unmarshal(raw, &old); err != nil || old.Key() == r.Key() {
+		return b.Delete(k)
+	}
+	return nil
+}
+
+// ProxyRedirects lists the redirects by key.
 func (t *Tx) ProxyRedirects() ([]ProxyRecord, error) {
 	b, err := t.sockBucket()
 	if err != nil || b == nil {
@@ -85,14 +118,20 @@ func (t *Tx) PutProxyRedirect(r ProxyRecord) error {
 	if err != nil {
 		return err
 	}
-	return put(b, proxyKey(r.Port), r)
+	if err := dropLegacyProxy(b, r); err != nil {
+		return err
+	}
+	return put(b, proxyKey(r), r)
 }
 
 // DeleteProxyRedirect removes one (missing is fine).
-func (t *Tx) DeleteProxyRedirect(port uint16) error {
+func (t *Tx) DeleteProxyRedirect(r ProxyRecord) error {
 	b, err := t.sockBucket()
 	if err != nil || b == nil {
 		return err
 	}
-	return b.Delete([]byte(proxyKey(port)))
+	if err := dropLegacyProxy(b, r); err != nil {
+		return err
+	}
+	return b.Delete([]byte(proxyKey(r)))
 }

@@ -31,7 +31,7 @@ var reasonStage = map[string][2]string{
 	"drop_icc":         {"policy", "between endpoints of a network with ICC off: dropped"},
 	"drop_isolated":    {"policy", "between an isolated network and another: dropped"},
 	"drop_unsolicited": {"policy", "from off the node, in no tracked flow and to no published port: dropped"},
-	"drop_no_backend":  {"nat", "a service VIP without an active backend: dropped"},
+	"drop_no_backend":  {"nat", "a service VIP without an active backend: answered with a TCP RST or ICMP port unreachable (xlaned --service-no-backend reject, the default), or dropped"},
 	"pass_untracked":   {"conntrack", "needs NAT but cannot be tracked: to Linux"},
 	"pass_ct_full":     {"conntrack", "conntrack table full: to Linux, untranslated"},
 	"pass_nat_ports":   {"nat", "no free masquerade port: to Linux"},

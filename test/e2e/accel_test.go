@@ -19,8 +19,9 @@ import (
 
 // knownKernelBugs are the self-test cases a kernel may fail that xlane
 // cannot fence (docs/accel.md): the e2e tests accept them, anything else
-// fails the test.
-var knownKernelBugs = []string{"splice", "fionread"}
+// fails the test. epollet: an edge-triggered reader after
+// fallback_backlog (issue 36 §1, open; fails on 6.18).
+var knownKernelBugs = []string{"splice", "fionread", "epollet"}
 
 // newCgroup makes a cgroup2 directory for one test (below parent, or the
 // cgroup2 root), removed at the end.

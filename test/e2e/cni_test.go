@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -601,7 +602,7 @@ func TestCNIErrors(t *testing.T) {
 // portMappings capability on xlane-cni, Kubernetes' hostPort) in tc mode,
 // where portmap's iptables DNAT cannot work (TestCNIChain): reached from
 // outside the node, IPv4 and IPv6, SHA-256-checked; withdrawn by DEL; a
-// hostIP is refused naming the key.
+// hostIP that is no address is refused naming the key.
 func TestCNIPortMappings(t *testing.T) {
 	var out string
 	n := newNode(t, withOutsideRoutes(&out, "1500", false))
@@ -618,11 +619,75 @@ func TestCNIPortMappings(t *testing.T) {
 	if err := dialOnce(out, netip.AddrPortFrom(node4, 18080)); err == nil {
 		t.Errorf("port 18080 still answers after DEL")
 	}
-	bad := []string{`CAP_ARGS={"portMappings":[{"hostPort":18080,"containerPort":8080,"protocol":"tcp","hostIP":"192.0.2.2"}]}`}
+	bad := []string{`CAP_ARGS={"portMappings":[{"hostPort":18080,"containerPort":8080,"protocol":"tcp","hostIP":"the-node"}]}`}
 	if _, stderr, err := h.cnitool(bad, "add", name, nsPath(c)); err == nil || !strings.Contains(stderr, "runtimeConfig.portMappings") {
-		t.Errorf("hostIP: err %v %q, want a refusal naming runtimeConfig.portMappings", err, stderr)
+		t.Errorf("hostIP not an address: err %v %q, want a refusal naming runtimeConfig.portMappings", err, stderr)
 	}
 	if eps, err := n.client().Endpoints(context.Background(), ""); err != nil || len(eps) != 0 {
 		t.Errorf("endpoints after a refused ADD: %+v %v", eps, err)
+	}
+}
+
+// TestCNIHostPortHostIP is Kubernetes' Conformance spec "HostPort validates
+// that there is no conflict between pods with same hostPort but different
+// hostIP and protocol" on xlane-cni's portMappings: pod p1 publishes 54323
+// on 127.0.0.1, p2 on the node's address (TCP), p3 on the node's address
+// (UDP); the node's own processes (a hostNetwork pod) reach each one on its
+// address, the outside reaches p2; and a pod's hostPort without a hostIP
+// is reachable on the node's 127.0.0.1 too (as docker-proxy makes a
+// Docker -p port), not only on its address.
+func TestCNIHostPortHostIP(t *testing.T) {
+	var out string
+	n := newNode(t, withOutsideRoutes(&out, "1500", false))
+	h := newCNIHost(t, n)
+	name := "hostip-" + suffix()
+	h.conf(name, "1.1.0", h.xlanePlugin("hostip"+suffix(), map[string]any{"mode": "tc", "capabilities": map[string]any{"portMappings": true}}))
+	node4 := netip.MustParseAddr("192.0.2.2")
+	pods := []struct {
+		name, proto, hostIP string
+		hostPort            int
+	}{
+		{"p1", "tcp", "127.0.0.1", 54323},
+		{"p2", "tcp", "192.0.2.2", 54323},
+		{"p3", "udp", "192.0.2.2", 54323},
+		{"p4", "tcp", "", 54324},
+	}
+	for _, p := range pods {
+		c := newNetns(t, p.name)
+		capArgs := []string{fmt.Sprintf(`CAP_ARGS={"portMappings":[{"hostPort":%d,"containerPort":8080,"protocol":%q,"hostIP":%q}]}`, p.hostPort, p.proto, p.hostIP)}
+		addrs := resultAddrs(t, parseResult(t, "1.1.0", h.mustCNITool(capArgs, "add", name, nsPath(c))), "eth0")
+		t.Cleanup(func() { h.cnitool(capArgs, "del", name, nsPath(c)) })
+		if p.proto == "udp" {
+			udpEchoIn(t, c, netip.AddrPortFrom(addrs[0].Addr(), 8080))
+		} else {
+			startNameServer(t, c, p.name, netip.AddrPortFrom(addrs[0].Addr(), 8080))
+		}
+	}
+	for _, c := range []struct {
+		from, want string
+		dst        netip.AddrPort
+	}{
+		{n.netns, "p1", netip.MustParseAddrPort("127.0.0.1:54323")},
+		{n.netns, "p2", netip.AddrPortFrom(node4, 54323)},
+		{out, "p2", netip.AddrPortFrom(node4, 54323)},
+		{n.netns, "p4", netip.MustParseAddrPort("127.0.0.1:54324")},
+		{n.netns, "p4", netip.AddrPortFrom(node4, 54324)},
+	} {
+		if got := dialVIP(t, c.from, c.dst).backend; got != c.want {
+			t.Errorf("%v from %s: answered by %s, want %s", c.dst, c.from, got, c.want)
+		}
+	}
+	if err := udpAsk(n.netns, netip.AddrPortFrom(node4, 54323), 2*time.Second); err != nil {
+		t.Errorf("udp %v:54323 from the node: %v", node4, err)
+	}
+	// 127.0.0.1 is p1's alone: the outside's 192.0.2.2:54323/udp is p3's.
+	if err := udpAsk(out, netip.AddrPortFrom(node4, 54323), 2*time.Second); err != nil {
+		t.Errorf("udp %v:54323 from outside: %v", node4, err)
+	}
+	// A fifth pod asking for p2's hostIP, port and protocol is refused.
+	c := newNetns(t, "p5")
+	capArgs := []string{`CAP_ARGS={"portMappings":[{"hostPort":54323,"containerPort":8080,"protocol":"tcp","hostIP":"192.0.2.2"}]}`}
+	if _, stderr, err := h.cnitool(capArgs, "add", name, nsPath(c)); err == nil || !strings.Contains(stderr, "published by endpoint") {
+		t.Errorf("a second pod on p2's hostIP:hostPort/tcp: err %v %q, want a conflict", err, stderr)
 	}
 }

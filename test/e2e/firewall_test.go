@@ -441,16 +441,27 @@ func TestFirewallUplink(t *testing.T) {
 			t.Fatalf("blocklist holds %d prefixes, want 1000000", bl.Count)
 		}
 		t.Logf("1,000,000 prefixes loaded through the CLI in %v", time.Since(begin).Round(time.Millisecond))
-		ping(t, out, dst) // the outside is not blocked
-		n.mustXlane(nil, "fw", "block", "add", "192.0.2.0/24")
-		if o, err := inNS(out, "ping", "-c", "2", "-i", "0.2", "-W", "1", dst.String()).CombinedOutput(); err == nil {
-			t.Fatalf("ping from a blocked source got through:\n%s", o)
+		// A source behind the outside (the node's gateway, which the
+		// blocklist may not cover: it would cut the node off).
+		runIn(t, out, "ip", "addr", "add", "198.51.100.7/32", "dev", "lo")
+		pingFrom := func() error {
+			return inNS(out, "ping", "-c", "2", "-i", "0.2", "-W", "1", "-I", "198.51.100.7", dst.String()).Run()
+		}
+		if err := pingFrom(); err != nil { // the outside is not blocked
+			t.Fatalf("ping from 198.51.100.7 before blocking it: %v", err)
+		}
+		n.mustXlane(nil, "fw", "block", "add", "198.51.100.0/24")
+		if err := pingFrom(); err == nil {
+			t.Fatalf("ping from a blocked source got through")
 		}
 		if d := drops()["drop_blocklist"]; d == 0 {
 			t.Fatalf("no drop_blocklist counted")
 		}
-		n.mustXlane(nil, "fw", "block", "rm", "192.0.2.0/24")
-		ping(t, out, dst)
+		ping(t, out, dst) // the gateway's own address is not blocked
+		n.mustXlane(nil, "fw", "block", "rm", "198.51.100.0/24")
+		if err := pingFrom(); err != nil {
+			t.Fatalf("ping from 198.51.100.7 after unblocking it: %v", err)
+		}
 		n.mustXlane(nil, "fw", "block", "flush")
 		n.mustXlane(&bl, "fw", "block", "ls")
 		if bl.Count != 0 {

@@ -397,12 +397,12 @@ func testMultiNode(t *testing.T, routing string, modes []string, v6Underlay bool
 			args  []string
 			field string
 		}{
-			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.244.1.128/25"}, "pod-cidr"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.244.1.128/25"}, "pod_cidrs"},
 			{[]string{"node", "add", "n4", "--underlay", "192.168.77.2", "--pod-cidr", "10.244.4.0/24"}, "underlay"},
 			{[]string{"node", "add", "n4", "--underlay", "192.168.77.1", "--pod-cidr", "10.244.4.0/24"}, "underlay"},
 			{[]string{"node", "add", "n4", "--underlay", "not-an-ip", "--pod-cidr", "10.244.4.0/24"}, "underlay"},
-			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.99.0.0/24"}, "pod-cidr"},
-			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4"}, "pod-cidr"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4", "--pod-cidr", "10.99.0.0/24"}, "pod_cidrs"},
+			{[]string{"node", "add", "n4", "--underlay", "192.168.77.4"}, "pod_cidrs"},
 			{[]string{"network", "create", "other", "--subnet", "10.244.3.0/24"}, "subnet"},
 			// MTU mismatch: a peer whose underlay (1500) cannot carry
 			// the pods' 8950-byte packets; this node's record saying

@@ -22,9 +22,11 @@ import (
 // ErrFake is what Fail usually returns in tests.
 var ErrFake = errors.New("fake datapath: injected failure")
 
-// PortKey is what xlane_publish is keyed by: a node port, its protocol and
-// the family of the endpoint address.
+// PortKey is what xlane_publish is keyed by: the host address (invalid:
+// every address), a node port, its protocol and the family of the
+// endpoint address.
 type PortKey struct {
+	HostIP   netip.Addr
 	Proto    uint8
 	NodePort uint16
 	V4       bool
@@ -240,7 +242,7 @@ func (f *Fake) SetConfig(c datapath.NodeConfig) error {
 func (f *Fake) AttachSockLB(path string) error { return f.change("attach-socklb", path, func() {}) }
 
 func portKey(p datapath.Port) PortKey {
-	return PortKey{Proto: p.Proto, NodePort: p.NodePort, V4: p.Addr.Is4()}
+	return PortKey{HostIP: p.HostIP, Proto: p.Proto, NodePort: p.NodePort, V4: p.Addr.Is4()}
 }
 
 func (f *Fake) PutPort(p datapath.Port) error {
@@ -267,6 +269,9 @@ func SortPorts(ps []datapath.Port) []datapath.Port {
 		}
 		if a.Proto != b.Proto {
 			return a.Proto < b.Proto
+		}
+		if a.HostIP != b.HostIP {
+			return a.HostIP.Less(b.HostIP)
 		}
 		return a.Addr.Less(b.Addr)
 	})

@@ -1,0 +1,88 @@
+package docs
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadmeLayoutNamesEverything fails when README.md's "Layout" section
+// does not name a Go package of cmd/, internal/ or test/, or a BPF entry
+// file of bpf/: a package or attach point added must be placed on the map
+// newcomers read first.
+func TestReadmeLayoutNamesEverything(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := section(string(b), "## Layout")
+	if layout == "" {
+		t.Fatal("README.md has no \"## Layout\" section")
+	}
+	named := map[string]bool{}
+	for _, m := range codeRE.FindAllStringSubmatch(layout, -1) {
+		named[strings.TrimSuffix(m[1], "/")] = true
+	}
+	for _, top := range []string{"cmd", "internal", "test"} {
+		err := filepath.WalkDir(filepath.Join("..", top), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			if d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if !hasGoSource(t, p) {
+				return nil
+			}
+			rel := strings.TrimPrefix(filepath.ToSlash(p), "../")
+			if !named[rel] {
+				t.Errorf("README.md Layout does not name package `%s`", rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := filepath.Glob("../bpf/*.c")
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no bpf/*.c (%v)", err)
+	}
+	for _, e := range entries {
+		if name := filepath.Base(e); !named[name] {
+			t.Errorf("README.md Layout does not name BPF entry file `%s`", name)
+		}
+	}
+}
+
+// section returns the text of the markdown section that starts with the
+// heading line head, up to the next heading of the same level.
+func section(text, head string) string {
+	i := strings.Index(text, "\n"+head+"\n")
+	if i < 0 {
+		return ""
+	}
+	rest := text[i+len(head)+2:]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// hasGoSource reports whether dir holds a non-test Go file (a package).
+func hasGoSource(t *testing.T, dir string) bool {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if !e.IsDir() && strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			return true
+		}
+	}
+	return false
+}
