@@ -14,7 +14,7 @@ BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG := github.com/xlane-dev/xlane/internal/version
 LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(BUILD_DATE)
 
-.PHONY: all print-ldflags deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp k8s-bins test-k8s test-k8s-cluster demo bench clean
+.PHONY: all print-ldflags deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp k8s-bins test-k8s test-k8s-cluster test-k8s-conformance demo bench clean
 
 all: build
 
@@ -63,7 +63,7 @@ print-ldflags:
 XLANE_REQUIRE_MODES ?= tc,kernel,xdp,xdp-generic
 test: check-generate check-format build
 	$(GO) vet ./...
-	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 40m -skip '^TestKubernetes(Cluster|DaemonSet)$$' ./...
+	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 40m -skip '^TestKubernetes(Cluster|DaemonSet|Conformance)$$' ./...
 
 test-unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
@@ -116,6 +116,16 @@ test-k8s: build
 K8S_CLUSTER_BINS := kube-apiserver xlane-etcd kubelet kube-controller-manager kube-scheduler
 test-k8s-cluster: build
 	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_CLUSTER_BINS)) $(GO) test -count=1 -timeout 15m -v -run '^TestKubernetes(Cluster|DaemonSet)$$' ./test/e2e/
+
+# Kubernetes' own network e2e suites against xlane (issue 34,
+# docs/kubernetes.md): the sig-network Conformance specs and the
+# NetworkPolicy suite, e2e.test built from k8s.io/kubernetes at the
+# cluster's version, on the DaemonSet cluster with CoreDNS
+# (scripts/k8s-conformance.sh: TestKubernetesConformance; results under
+# /var/cache/xlane/conformance). The first run builds e2e.test, kubectl,
+# ginkgo, agnhost and CoreDNS beside the cluster binaries.
+test-k8s-conformance: build
+	@scripts/k8s-conformance.sh
 
 demo: build
 	@scripts/demo.sh

@@ -10,6 +10,7 @@ pkgs=(clang-19 clang-format-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute
       prometheus   # scrapes xlaned in test/e2e/metrics_test.go (the test starts its own)
       systemd      # systemd-analyze verify of deploy/systemd/xlaned.service (deploy/systemd_test.go)
       squid   # a real intercepting proxy behind proxy redirect (test/e2e/proxy_squid_test.go starts its own)
+      bind9-dnsutils netcat-openbsd curl wget nginx-light   # the e2e suites' test images (test/e2e/k8s_conformance_test.go)
       qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -13,8 +13,16 @@
 # built here points those replaces at the published k8s.io/* v0.<minor>.<patch>
 # modules instead (the same source, published from the same tag).
 #
-# Arguments name the binaries wanted (default: all six); the services
-# test needs kube-apiserver and xlane-etcd only. Prints the bin directory
+# Arguments name the binaries wanted (default: the six above); the
+# services test needs kube-apiserver and xlane-etcd only. Three more are
+# built only when named, for Kubernetes' own e2e suites
+# (scripts/k8s-conformance.sh): e2e.test (`go test -c ./test/e2e`, the
+# suites at the cluster's version), kubectl (which e2e.test runs for
+# `kubectl exec` and friends), ginkgo (the CLI that runs e2e.test's specs
+# in parallel processes; the version k8s.io/kubernetes' go.mod pins) and
+# agnhost (test/images/agnhost, the e2e suites' test server, stamped with
+# the version of the module's test/images/agnhost/VERSION, the image tag
+# the e2e framework names). Prints the bin directory
 # on stdout; everything else goes to stderr. XLANE_K8S_VERSION picks the
 # release, XLANE_K8S_CACHE the cache root.
 set -euo pipefail
@@ -85,9 +93,26 @@ export GOWORK=off
 # interrupted leaves none half-written, and the next run builds the rest.
 for b in "${bins[@]}"; do
 	[[ -x $dir/bin/$b ]] && continue
-	echo "k8s-bins: go build ./cmd/$b" >&2
-	GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/bin/.$b.new" "./cmd/$b"
-	mv "$dir/bin/.$b.new" "$dir/bin/$b"
+	new=$dir/bin/.$b.new
+	case $b in
+	e2e.test)
+		echo "k8s-bins: go test -c ./test/e2e" >&2
+		GOFLAGS=-mod=mod CGO_ENABLED=0 go test -c -trimpath -ldflags "$ldflags" -o "$new" ./test/e2e
+		;;
+	agnhost)
+		echo "k8s-bins: go build ./test/images/agnhost" >&2
+		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=$(cat test/images/agnhost/VERSION)" -o "$new" ./test/images/agnhost
+		;;
+	ginkgo)
+		echo "k8s-bins: go build github.com/onsi/ginkgo/v2/ginkgo" >&2
+		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$new" github.com/onsi/ginkgo/v2/ginkgo
+		;;
+	*)
+		echo "k8s-bins: go build ./cmd/$b" >&2
+		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$new" "./cmd/$b"
+		;;
+	esac
+	mv "$new" "$dir/bin/$b"
 done
 rm -rf "$src"
 echo "k8s-bins: done" >&2

@@ -18,11 +18,21 @@
 # the closure fails here, not in a pod. Prints the tar's path on stdout.
 # The test that runs the DaemonSet (test/e2e TestKubernetesDaemonSet) adds
 # the static binaries as a second layer. XLANE_IMAGE_CACHE: the cache dir.
+#
+# Arguments, if any, name other packages than the five above (with their
+# closure too), and XLANE_ROOTFS_CHECK a shell command the tree must run
+# instead: Kubernetes' e2e suites' test images (scripts/k8s-conformance.sh)
+# take their shell and tools (dig, curl, nc, ip) from here.
 set -euo pipefail
 
 cache=${XLANE_IMAGE_CACHE:-/var/cache/xlane/image}
 want=(base-files dash coreutils nftables iptables)
-alternatives=(iptables ip6tables iptables-restore iptables-save ip6tables-restore ip6tables-save)
+check='cp --version && mv --version && nft --version && iptables --version && ip6tables --version'
+if (($#)); then
+	want=("$@")
+	check=${XLANE_ROOTFS_CHECK:-true}
+fi
+alternatives=(iptables ip6tables iptables-restore iptables-save ip6tables-restore ip6tables-save nc netcat)
 
 command -v dpkg-query >/dev/null || { echo "k8s-image-rootfs: no dpkg-query: this needs a Debian machine" >&2; exit 1; }
 
@@ -54,7 +64,7 @@ while ((${#queue[@]})); do
 	done
 done
 pkgs=$(printf '%s\n' "${!seen[@]}" | sort)
-key=$( (cat "$0"; dpkg-query -W -f='${Package} ${Version} ${Architecture}\n' $pkgs) | sha256sum | cut -c1-16)
+key=$( (cat "$0"; echo "$check"; dpkg-query -W -f='${Package} ${Version} ${Architecture}\n' $pkgs) | sha256sum | cut -c1-16)
 out=$cache/rootfs-$key.tar
 if [[ -s $out ]]; then
 	echo "$out"
@@ -74,7 +84,7 @@ trap 'rm -rf "$list" "$tree" "$out.tmp"' EXIT
 {
 	for p in $pkgs; do dpkg-query -L "$p"; done
 	for a in "${alternatives[@]}"; do
-		for f in /usr/sbin/$a /etc/alternatives/$a; do
+		for f in /usr/sbin/$a /usr/bin/$a /etc/alternatives/$a; do
 			[[ -L $f ]] && echo "$f"
 		done
 	done
@@ -105,8 +115,8 @@ tar -C / --no-recursion --numeric-owner -cf "$out.tmp" -T "$list"
 
 # The tree must run what the image is for.
 tar -C "$tree" -xf "$out.tmp"
-if ! chroot "$tree" /bin/sh -c 'cp --version && mv --version && nft --version && iptables --version && ip6tables --version' >/dev/null; then
-	echo "k8s-image-rootfs: the root file system does not run sh, cp, mv, nft and iptables (a library missing?)" >&2
+if ! chroot "$tree" /bin/sh -c "$check" >/dev/null; then
+	echo "k8s-image-rootfs: the root file system does not run $check (a library missing?)" >&2
 	exit 1
 fi
 mv "$out.tmp" "$out"

@@ -57,7 +57,8 @@ type cpOptions struct {
 	serviceAccounts bool
 	// noRBAC: deploy/kubernetes/rbac.yaml is not applied (the test
 	// applies deploy/kubernetes itself).
-	noRBAC bool
+	noRBAC        bool
+	apiserverArgs []string // more kube-apiserver flags
 }
 
 // logProc is a process this test started, with its output kept for the
@@ -134,7 +135,7 @@ func startControlPlaneWith(t *testing.T, bins, netns, addr string, opts cpOption
 		rbac = ""
 	}
 	k, err := k8senv.Start(context.Background(), k8senv.Options{Bins: bins, Netns: netns, Addr: addr, Dir: t.TempDir(),
-		ServiceCIDR: opts.serviceCIDR, Kubelets: opts.kubelets, QPS: opts.qps, RBAC: rbac, ServiceAccounts: opts.serviceAccounts})
+		ServiceCIDR: opts.serviceCIDR, Kubelets: opts.kubelets, QPS: opts.qps, RBAC: rbac, ServiceAccounts: opts.serviceAccounts, APIServerArgs: opts.apiserverArgs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,47 +68,14 @@ func TestKubernetesDaemonSet(t *testing.T) {
 	began := time.Now()
 	ctx := context.Background()
 
-	// deploy/kubernetes as `kubectl apply -f deploy/kubernetes/` reads it.
-	files, err := filepath.Glob("../../deploy/kubernetes/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no deploy/kubernetes/*.yaml: %v", err)
-	}
-	var objs []runtime.Object
-	var cm *corev1.ConfigMap
-	var ds *appsv1.DaemonSet
-	for _, f := range files {
-		o, err := k8senv.Decode(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, o...)
-	}
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *corev1.ConfigMap:
-			cm = o
-		case *appsv1.DaemonSet:
-			ds = o
-		}
-	}
-	if cm == nil || ds == nil {
-		t.Fatalf("deploy/kubernetes: no ConfigMap or no DaemonSet in %v", files)
-	}
+	objs, cm, ds := deployObjects(t)
 	kc := startKubeCluster(t, bins, cm.Data["cluster-cidr"], true)
 	cp := kc.cp
 	cm.Data["k8s-api-server"] = cp.addr + ":6443"
 	cm.Data["uplink"] = "ul0"
 
-	// The DaemonSet's image, under the name its containers give.
-	ref := ""
-	for _, c := range append(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers...) {
-		if ref != "" && c.Image != ref {
-			t.Fatalf("DaemonSet: containers of two images, %s and %s", ref, c.Image)
-		}
-		ref = c.Image
-	}
-	archive := xlaneImage(t, ref)
-	t.Logf("image %s built, %v after the start", ref, time.Since(began).Round(time.Millisecond))
+	archive := xlaneImage(t, daemonSetImage(t, ds))
+	t.Logf("image %s built, %v after the start", daemonSetImage(t, ds), time.Since(began).Round(time.Millisecond))
 	image := "docker.io/xlane-e2e/podserver:" + suffix()
 	var nodes []*kubeletNode
 	for i := 1; i <= 2; i++ {
@@ -224,6 +191,53 @@ func TestKubernetesDaemonSet(t *testing.T) {
 		sendChecked(t, pods[0].sbx.netns, netip.AddrPortFrom(pods[1].ip4, 9090), 4<<20, 0)()
 	})
 	t.Logf("the DaemonSet test took %v", time.Since(began).Round(time.Millisecond))
+}
+
+// deployObjects reads deploy/kubernetes as `kubectl apply -f
+// deploy/kubernetes/` does: every object, and among them the ConfigMap
+// and the DaemonSet.
+func deployObjects(t *testing.T) ([]runtime.Object, *corev1.ConfigMap, *appsv1.DaemonSet) {
+	t.Helper()
+	files, err := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no deploy/kubernetes/*.yaml: %v", err)
+	}
+	var objs []runtime.Object
+	var cm *corev1.ConfigMap
+	var ds *appsv1.DaemonSet
+	for _, f := range files {
+		o, err := k8senv.Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o...)
+	}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ConfigMap:
+			cm = o
+		case *appsv1.DaemonSet:
+			ds = o
+		}
+	}
+	if cm == nil || ds == nil {
+		t.Fatalf("deploy/kubernetes: no ConfigMap or no DaemonSet in %v", files)
+	}
+	return objs, cm, ds
+}
+
+// daemonSetImage is the image of the DaemonSet's containers (one for
+// all), as they name it.
+func daemonSetImage(t *testing.T, ds *appsv1.DaemonSet) string {
+	t.Helper()
+	ref := ""
+	for _, c := range append(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers...) {
+		if ref != "" && c.Image != ref {
+			t.Fatalf("DaemonSet: containers of two images, %s and %s", ref, c.Image)
+		}
+		ref = c.Image
+	}
+	return ref
 }
 
 // daemonSetPods returns the pods of ds by node name (not being deleted).

@@ -111,7 +111,17 @@ type kubeletOpts struct {
 	// images are image archives imported into the node's containerd
 	// (the DaemonSet's: no registry here).
 	images []string
+	// e2e: the kubelet as Kubernetes' e2e suites need it
+	// (TestKubernetesConformance): pods' DNS is the cluster's (clusterDNS
+	// e2eClusterDNS, domain cluster.local), and the kubelet's API takes
+	// the API server's requests (exec, logs, port-forward, proxy), which
+	// come without credentials here (anonymous, authorized AlwaysAllow).
+	e2e bool
 }
+
+// e2eClusterDNS is the cluster DNS Service's ClusterIP (kube-dns) of the
+// e2e suites' cluster, in the service range startKubeCluster gives.
+const e2eClusterDNS = "10.96.0.10"
 
 // startKubeletNode starts node name (index i: underlay 192.168.78.i and
 // fd00:78::i on the bridge of namespace ul) with its xlaned, containerd
@@ -252,7 +262,12 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 	// QoS cgroups or allocatable enforcement (the pods go straight under
 	// --cgroup-root), no eviction or image GC thresholds (the machine's
 	// disk is not the test's), no DNS (dnsPolicy Default, no resolv.conf),
-	// the kubelet's API on the node's address, open to no one.
+	// the kubelet's API on the node's address, open to no one (e2e: the
+	// cluster DNS, the API open to anyone on the underlay).
+	anonymous, dns := "false", ""
+	if opts.e2e {
+		anonymous, dns = "true", "clusterDNS: ["+e2eClusterDNS+"]\nclusterDomain: cluster.local\n"
+	}
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://%[1]s
@@ -275,13 +290,13 @@ readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 authentication:
-  anonymous: {enabled: false}
+  anonymous: {enabled: %[6]s}
   webhook: {enabled: false}
 authorization:
   mode: AlwaysAllow
 nodeStatusUpdateFrequency: 2s
 serializeImagePulls: false
-`, h.sock, h.cgroup, logs, filepath.Join(h.dir, "volume-plugins"), k.addr4)
+%[7]s`, h.sock, h.cgroup, logs, filepath.Join(h.dir, "volume-plugins"), k.addr4, anonymous, dns)
 	cfgPath := filepath.Join(h.dir, "kubelet.yaml")
 	writeFile(t, cfgPath, []byte(cfg))
 	k.kubelet = startProc(t, "kubelet "+k.name, k.netns, "nsenter", "--mount="+k.mntns, "--",
@@ -560,6 +575,23 @@ type kubeCluster struct {
 // deploy/kubernetes).
 func startKubeCluster(t *testing.T, bins, cidr string, daemonSet bool) *kubeCluster {
 	t.Helper()
+	return startKubeClusterWith(t, bins, cidr, clusterOpts{daemonSet: daemonSet})
+}
+
+// clusterOpts changes the control plane startKubeClusterWith makes.
+type clusterOpts struct {
+	daemonSet bool // as startKubeCluster's
+	// allControllers: the controller manager runs its default set
+	// ("*": namespaces, deployments, replica sets, jobs, garbage
+	// collection, Endpoints, ...), as a kubeadm cluster's does: what
+	// Kubernetes' e2e suites create needs them. With daemonSet.
+	allControllers bool
+}
+
+// startKubeClusterWith is startKubeCluster with opts.
+func startKubeClusterWith(t *testing.T, bins, cidr string, opts clusterOpts) *kubeCluster {
+	t.Helper()
+	daemonSet := opts.daemonSet
 	kc := &kubeCluster{ul: newNetns(t, "ul"), cpNS: newNetns(t, "cp")}
 	runIn(t, kc.ul, "ip", "link", "add", "br0", "type", "bridge")
 	runIn(t, kc.ul, "ip", "link", "set", "br0", "up")
@@ -567,9 +599,15 @@ func startKubeCluster(t *testing.T, bins, cidr string, daemonSet bool) *kubeClus
 	run(t, "ip", "-n", kc.ul, "link", "set", "pcp", "master", "br0", "up")
 	runIn(t, kc.cpNS, "ip", "addr", "add", "192.168.78.100/24", "dev", "ul0")
 	runIn(t, kc.cpNS, "ip", "link", "set", "ul0", "up")
-	kc.cp = startControlPlaneWith(t, bins, kc.cpNS, "192.168.78.100", cpOptions{
-		serviceCIDR: "10.96.0.0/16,fd00:96::/108", kubelets: []string{"n1", "n2"},
-		serviceAccounts: daemonSet, noRBAC: daemonSet})
+	cpo := cpOptions{serviceCIDR: "10.96.0.0/16,fd00:96::/108", kubelets: []string{"n1", "n2"},
+		serviceAccounts: daemonSet, noRBAC: daemonSet}
+	if opts.allControllers {
+		// The API server reaches the kubelets (exec, logs, proxy) at
+		// their InternalIP, as kubeadm's does: the Nodes' Hostname
+		// addresses (n1, n2) resolve nowhere here.
+		cpo.apiserverArgs = []string{"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}
+	}
+	kc.cp = startControlPlaneWith(t, bins, kc.cpNS, "192.168.78.100", cpo)
 	controllers := "endpointslice-controller,node-ipam-controller,pod-garbage-collector-controller"
 	args := []string{filepath.Join(bins, "kube-controller-manager"),
 		"--kubeconfig=" + kc.cp.admin, "--leader-elect=false", "--secure-port=0",
@@ -579,6 +617,12 @@ func startKubeCluster(t *testing.T, bins, cidr string, daemonSet bool) *kubeClus
 	if daemonSet {
 		controllers += ",daemonset-controller,serviceaccount-controller,root-ca-certificate-publisher-controller"
 		args = append(args, "--root-ca-file="+kc.cp.rootCA)
+	}
+	if opts.allControllers {
+		// The service account token controller signs with the API
+		// server's key (k8senv writes it as sa.pem).
+		controllers = "*"
+		args = append(args, "--service-account-private-key-file="+filepath.Join(kc.cp.dir, "sa.pem"))
 	}
 	kc.kcm = startProc(t, "kube-controller-manager", kc.cpNS, append(args, "--controllers="+controllers)...)
 	if daemonSet {

@@ -93,6 +93,9 @@ type Options struct {
 	ServiceAccounts bool
 	// QPS of the clientset CS (default 200, burst twice that).
 	QPS float32
+	// APIServerArgs are more flags of kube-apiserver's, after the ones
+	// Start gives.
+	APIServerArgs []string
 }
 
 // ControlPlane is a running etcd + kube-apiserver.
@@ -177,22 +180,22 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 	}
 	certDir := filepath.Join(o.Dir, "certs")
 	cp.RootCA = filepath.Join(certDir, "apiserver.crt")
-	apiserver, err := cp.start("kube-apiserver", filepath.Join(o.Bins, "kube-apiserver"),
+	apiserver, err := cp.start("kube-apiserver", append([]string{filepath.Join(o.Bins, "kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
-		"--advertise-address="+o.Addr, "--bind-address="+o.Addr, "--secure-port=6443",
-		"--cert-dir="+certDir,
-		"--service-cluster-ip-range="+o.ServiceCIDR,
+		"--advertise-address=" + o.Addr, "--bind-address=" + o.Addr, "--secure-port=6443",
+		"--cert-dir=" + certDir,
+		"--service-cluster-ip-range=" + o.ServiceCIDR,
 		// Node: the kubelets' identities (system:node:NAME).
 		"--authorization-mode=Node,RBAC",
-		"--token-auth-file="+tokens,
+		"--token-auth-file=" + tokens,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+sa, "--service-account-signing-key-file="+sa,
+		"--service-account-key-file=" + sa, "--service-account-signing-key-file=" + sa,
 		admission,
 		// As kubeadm's clusters: the xlane DaemonSet's xlaned is
 		// privileged.
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
-		"--v=0")
+		"--v=0"}, o.APIServerArgs...)...)
 	if err != nil {
 		return nil, err
 	}
