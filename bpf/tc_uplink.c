@@ -142,6 +142,31 @@ static __noinline int uplink_too_big(struct __sk_buff *skb, enum xl_reason *reas
 	return xl_final(reason, XL_DROP_TOO_BIG);
 }
 
+/* uplink_publish's return when it translated the packet (ct_publish's
+ * *dnat), beside the enum xl_step values. */
+#define UPLINK_DNAT 0x100
+
+/*
+ * uplink_publish is ct_publish for a new flow from off the node (outside):
+ * an enum xl_step, or UPLINK_DNAT. A BPF-to-BPF call: inlined, its
+ * lookups' spills made xlane_from_uplink's frame 48 bytes larger, and 6.1
+ * bounds the chain through overlay_forward by 512 bytes (each frame
+ * rounded up to 32).
+ */
+static __noinline int uplink_publish(struct __sk_buff *skb, struct pkt *p, struct l4 *l4,
+				     const struct ct_key *k, enum xl_reason *reason)
+{
+	const struct xl_config *cfg = xl_config();
+	int dnat = 0, rc;
+
+	if (!skb || !p || !l4 || !k || !reason || !cfg)
+		return XL_CONTINUE;
+	rc = ct_publish(skb, p, l4, k, cfg, 1, &dnat, reason);
+	if (rc != XL_CONTINUE)
+		return rc;
+	return dnat ? UPLINK_DNAT : XL_CONTINUE;
+}
+
 /*
  * forward sends on a packet from off the node that conntrack translated
  * (a hit, or a new DNAT flow). To a local endpoint: delivered. Otherwise
@@ -219,9 +244,12 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 			       v->dir == CT_DIR_REPLY || v->state != CT_NEW, v->nat != CT_NAT_NONE,
 			       vnet);
 	}
-	rc = ct_publish(skb, &p, &l4, &k, cfg, 1, &dnat, reason);
+	rc = uplink_publish(skb, &p, &l4, &k, reason);
+	dnat = rc == UPLINK_DNAT;
+	if (dnat)
+		rc = XL_CONTINUE;
 	if (rc != XL_CONTINUE)
-		return rc;
+		return ct_no_backend_answer(skb, rc, *reason);
 	if (dnat)
 		return forward(skb, &p, reason, dst_ifindex, 0, 1, vnet);
 	/* Natively routed from a peer node's pod: of the cluster. */

@@ -202,22 +202,37 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
 }
 
 /*
- * ct_no_backend ends a new flow to a VIP without backends: answered as
- * kube-proxy answers it (a TCP RST, an ICMP port unreachable for the
- * rest, lib/reply.h, back out of the device it came in by: to the
- * endpoint, or out of the uplink) where the node says so
- * (XL_CFG_NO_BACKEND_REJECT), else dropped; XL_DROP_NO_BACKEND either
- * way (answered: XL_REPLIED; over reply.h's rate, dropped). The packet
- * is rewritten: the caller's pointers into it are stale.
+ * ct_no_backend ends a new flow to a VIP without backends:
+ * XL_DROP_NO_BACKEND, final. The pipeline answers it (ct_no_backend_answer)
+ * after the stage returns, not here: reply.h's frames below the conntrack
+ * stage's pass 6.1's 512-byte bound on a call chain's stack (it rounds
+ * each frame up to 32 bytes: 544 in xlane_from_endpoint).
  */
-static __always_inline enum xl_step ct_no_backend(struct __sk_buff *skb,
-						  const struct xl_config *cfg,
-						  enum xl_reason *reason)
+static __always_inline enum xl_step ct_no_backend(enum xl_reason *reason)
 {
-	*reason = XL_DROP_NO_BACKEND;
-	if ((cfg->flags & XL_CFG_NO_BACKEND_REJECT) && !reply_skb(skb, 0))
+	return xl_final(reason, XL_DROP_NO_BACKEND);
+}
+
+/*
+ * ct_no_backend_answer answers a flow ct_no_backend ended as kube-proxy
+ * does (a TCP RST, an ICMP port unreachable for the rest, lib/reply.h,
+ * back out of the device it came in by: to the endpoint, or out of the
+ * uplink) where the node says so (XL_CFG_NO_BACKEND_REJECT), else leaves
+ * it dropped; XL_DROP_NO_BACKEND either way (answered: XL_REPLIED; over
+ * reply.h's rate, dropped). Any other step is returned as it is. The
+ * packet is rewritten: the caller's pointers into it are stale.
+ */
+static __always_inline enum xl_step ct_no_backend_answer(struct __sk_buff *skb, enum xl_step step,
+							 enum xl_reason reason)
+{
+	const struct xl_config *cfg;
+
+	if (step != XL_FINAL || reason != XL_DROP_NO_BACKEND)
+		return step;
+	cfg = xl_config();
+	if (cfg && (cfg->flags & XL_CFG_NO_BACKEND_REJECT) && !reply_skb(skb, 0))
 		return XL_REPLIED;
-	return XL_FINAL;
+	return step;
 }
 
 /*
@@ -265,7 +280,7 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 		return xl_final(reason, XL_PASS_CT_FULL);
 	rc = ct_dnat_target(p, l4, k, cfg, sc, &to);
 	if (rc < 0)
-		return ct_no_backend(skb, cfg, reason);
+		return ct_no_backend(reason);
 	if (rc == 0)
 		return XL_CONTINUE;
 	sc->orig.nat = CT_NAT_DST;

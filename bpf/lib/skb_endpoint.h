@@ -131,7 +131,7 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 		return step; /* a reject's RST goes back out */
 	step = ct_from_endpoint(skb, &p, src->flags, reason);
 	if (step != XL_CONTINUE)
-		return step;
+		return ct_no_backend_answer(skb, step, *reason);
 	/* A new flow to a service VIP: judged on its backend. */
 	step = fw_skb_post_nat(skb, reason);
 	if (step != XL_CONTINUE)

@@ -62,8 +62,8 @@ func TestPublishPortsHostIP(t *testing.T) {
 		}
 	}
 	var fe *model.FieldError
-	if err := publish("e2", "[fd00::1]:80:80"); !errors.As(err, &fe) || fe.Field != "port" {
-		t.Errorf("an IPv6 host address for an IPv4-only endpoint: %v, want a port field error", err)
+	if err := publish("e2", "[fd00::1]:80:80"); !errors.As(err, &fe) || fe.Field != "ports" {
+		t.Errorf("an IPv6 host address for an IPv4-only endpoint: %v, want a ports field error", err)
 	}
 	checkPorts(t, d, fake)
 	ps, _ := fake.PublishedPorts()

@@ -263,6 +263,11 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 	receivers := selected
 	if !in {
 		receivers = peerPods
+		if anyPeer {
+			// No `to`: every pod of the cluster is a peer, and a
+			// named port resolves in each.
+			receivers = pods
+		}
 	}
 	byProto := map[string][]string{}
 	allPorts := map[string]bool{}
@@ -331,9 +336,16 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 			r.Proto = spec.List{pr.proto}
 			r.DstPort = pr.ports
 		}
+		// An egress named port limits even "every destination" to the
+		// pods that name it.
+		restricted := !anyPeer || pr.recv != nil && !in
 		var peerAddrs spec.List
-		if !anyPeer {
-			for _, p := range peerPods {
+		if restricted {
+			cands := peerPods
+			if anyPeer {
+				cands = pr.recv
+			}
+			for _, p := range cands {
 				if pr.recv != nil && !in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
 					continue
 				}
@@ -358,7 +370,7 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 		if len(own) == 0 {
 			continue
 		}
-		if !anyPeer && !shareFamily(own, peerAddrs) {
+		if restricted && !shareFamily(own, peerAddrs) {
 			continue // e.g. IPv6 pods and an IPv4 ipBlock: nothing to match
 		}
 		if in {

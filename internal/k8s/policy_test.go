@@ -257,6 +257,23 @@ func TestTranslatePolicies(t *testing.T) {
 			},
 		},
 		{
+			// The upstream suite's "should allow egress access on one
+			// named port": no `to`, so every pod of the cluster is a
+			// peer, and the name resolves in each.
+			name: "egress named port without peers resolved in every pod",
+			policies: []*networkingv1.NetworkPolicy{netpol("team-a", "out", map[string]string{"app": "client"}, func(s *networkingv1.NetworkPolicySpec) {
+				s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+				s.Egress = []networkingv1.NetworkPolicyEgressRule{{
+					Ports: []networkingv1.NetworkPolicyPort{tcpPort(intstr.FromString("http"))}}}
+			})},
+			conns: []conn{
+				{from: "client", to: "web", port: 8080, want: "allow"},
+				{from: "client", to: "db", port: 5432, v6: true, want: "allow"},
+				{from: "client", to: "db", port: 8080, want: "k8s.np.team-a.out.eg-deny"},
+				{from: "client", to: "web", port: 9100, want: "k8s.np.team-a.out.eg-deny"},
+			},
+		},
+		{
 			name: "two policies OR-ed; an empty rule allows all",
 			policies: []*networkingv1.NetworkPolicy{
 				netpol("default", "a-web", map[string]string{"app": "web"}, func(s *networkingv1.NetworkPolicySpec) {
