@@ -49,7 +49,13 @@ func testRestartEndpoints(t *testing.T, device, bigTCP string) {
 	c1, c2, c3 := newNetns(t, "c"), newNetns(t, "c"), newNetns(t, "c")
 	var ep1, ep2, vm api.EndpointInfo
 	n.mustXlane(&ep1, "endpoint", "add", "bt", "--netns", c1, "--id", "ctr")
-	n.mustXlane(&vm, "endpoint", "add", "bt", "--vm", "--id", "vm1")
+	// A VM's tap needs /dev/net/tun: the host has it (make test runs the
+	// VM kind there); the kernel matrix's guests do not.
+	if _, err := os.Stat("/dev/net/tun"); err == nil {
+		n.mustXlane(&vm, "endpoint", "add", "bt", "--vm", "--id", "vm1")
+	} else {
+		t.Logf("no VM tap endpoint in this run: %v", err)
+	}
 	h := newCNIHost(t, n)
 	cniName := "xlrestart-" + suffix()
 	h.conf(cniName, "1.0.0", h.xlanePlugin("bt", map[string]any{"subnets": []string{"10.93.0.0/24", "fd00:93::/64"}}))
