@@ -51,17 +51,28 @@ func testRestartEndpoints(t *testing.T, device, bigTCP string) {
 	n.mustXlane(&ep1, "endpoint", "add", "bt", "--netns", c1, "--id", "ctr")
 	// A VM's tap needs /dev/net/tun: the host has it (make test runs the
 	// VM kind there); the kernel matrix's guests do not.
-	if _, err := os.Stat("/dev/net/tun"); err == nil {
+	_, tunErr := os.Stat("/dev/net/tun")
+	if tunErr == nil {
 		n.mustXlane(&vm, "endpoint", "add", "bt", "--vm", "--id", "vm1")
 	} else {
-		t.Logf("no VM tap endpoint in this run: %v", err)
+		t.Logf("no VM tap endpoint in this run: %v", tunErr)
 	}
-	h := newCNIHost(t, n)
-	cniName := "xlrestart-" + suffix()
-	h.conf(cniName, "1.0.0", h.xlanePlugin("bt", map[string]any{"subnets": []string{"10.93.0.0/24", "fd00:93::/64"}}))
-	h.mustCNITool(nil, "add", cniName, nsPath(c3))
+	// cnitool caches its results under /var/lib/cni: the kernel matrix's
+	// guests run on a read-only root, so the CNI kind runs on the host.
+	cniErr := writableDir("/var/lib/cni/results")
+	if cniErr == nil {
+		h := newCNIHost(t, n)
+		cniName := "xlrestart-" + suffix()
+		h.conf(cniName, "1.0.0", h.xlanePlugin("bt", map[string]any{"subnets": []string{"10.93.0.0/24", "fd00:93::/64"}}))
+		h.mustCNITool(nil, "add", cniName, nsPath(c3))
+	} else {
+		t.Logf("no CNI endpoint in this run: %v", cniErr)
+	}
 	var ep3 *api.EndpointInfo
-	if device == "veth" {
+	if device != "veth" {
+		// A second endpoint of the device's own kind to send from.
+		n.mustXlane(&ep2, "endpoint", "add", "bt", "--netns", c2, "--id", "ctr2")
+	} else {
 		n.mustXlane(&ep2, "endpoint", "add", "bt", "--veth-only", "--id", "runtime-ctr")
 		// Play the runtime: move the peer where xlane does not look, and
 		// configure it.
@@ -77,7 +88,7 @@ func testRestartEndpoints(t *testing.T, device, bigTCP string) {
 			ep3 = &eps[i]
 		}
 	}
-	if ep3 == nil {
+	if ep3 == nil && cniErr == nil {
 		t.Fatalf("no CNI attachment among %d endpoints", len(eps))
 	}
 
@@ -85,7 +96,7 @@ func testRestartEndpoints(t *testing.T, device, bigTCP string) {
 	n.start()
 
 	n.mustXlane(&eps, "endpoint", "ls")
-	if len(eps) != 3+btoi(device == "veth") {
+	if len(eps) != 2+btoi(tunErr == nil)+btoi(cniErr == nil) {
 		t.Fatalf("after restart: %d endpoints, want all of them", len(eps))
 	}
 	for _, e := range eps {
@@ -99,12 +110,14 @@ func testRestartEndpoints(t *testing.T, device, bigTCP string) {
 	}
 	gw := netip.MustParseAddr("10.93.0.1")
 	ping(t, c1, gw)
-	ping(t, c3, ep1.IPs[0])
-	transfer(t, c3, c1, ep1.IPs[0], bulk/8)
+	if cniErr == nil {
+		ping(t, c3, ep1.IPs[0])
+		transfer(t, c3, c1, ep1.IPs[0], bulk/8)
+	}
+	ping(t, c2, ep1.IPs[0])
+	ping(t, c1, ep2.IPs[0])
+	transfer(t, c2, c1, ep1.IPs[0], bulk/8)
 	if device == "veth" {
-		ping(t, c2, ep1.IPs[0])
-		ping(t, c1, ep2.IPs[0])
-		transfer(t, c2, c1, ep1.IPs[0], bulk/8)
 		// The host side of the veth-only endpoint still has the
 		// network's BIG TCP sizes (IPv6's: Debian 12's ip shows no
 		// gso_ipv4_max_size).
@@ -123,6 +136,20 @@ func testRestartEndpoints(t *testing.T, device, bigTCP string) {
 	n.stop(syscall.SIGKILL)
 	n.uninstall()
 	assertCleanNamed(t, n, "10.93.", "fd00:93")
+}
+
+// writableDir makes dir if it is missing and says whether a file can be
+// created in it.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".xlane-probe-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func btoi(b bool) int {
