@@ -1206,8 +1206,8 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		return info
 	}
 	if s := host.Attrs().Statistics; s != nil {
-		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
-		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
+		info.Sent = model.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
+		info.Received = model.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
 	}
 	if e.VM {
 		info.QEMUArgs = e.QEMUArgs("n0")
@@ -1273,7 +1273,7 @@ func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
 		r bpf.Reason
 		d bpf.Dir
 	}
-	sum := map[rd]datapath.Counter{}
+	sum := map[rd]model.Counter{}
 	for k, c := range cs {
 		s := sum[rd{k.Reason, k.Dir}]
 		s.Add(c)
@@ -1285,7 +1285,7 @@ func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
 			if c, ok := sum[rd{r, dir}]; ok {
 				out = append(out, api.ReasonCounter{
 					Reason: r.String(), Direction: dir.String(), Drop: r.IsDrop(),
-					Counter: api.Counter{Packets: c.Packets, Bytes: c.Bytes},
+					Counter: c,
 				})
 			}
 		}

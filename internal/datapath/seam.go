@@ -45,8 +45,8 @@ type Datapath interface {
 	EndpointAddrs() ([]netip.Addr, error)
 
 	// Counters (datapath.go).
-	Counters(ifindex int) (map[CounterKey]Counter, error)
-	CountersByIfindex() (map[int]map[CounterKey]Counter, error)
+	Counters(ifindex int) (map[CounterKey]model.Counter, error)
+	CountersByIfindex() (map[int]map[CounterKey]model.Counter, error)
 	PruneCounters(keep map[int]bool) error
 
 	// Inventory (inventory.go): how full the maps are, what the programs
@@ -113,14 +113,14 @@ type Datapath interface {
 	GCCT(graceNanos uint64, collected func(*bpf.CTKey, *bpf.CTVal)) (int, error)
 
 	// Services (services.go).
-	PutService(s Service) error
-	DeleteService(s Service) error
+	PutService(s model.Service) error
+	DeleteService(s model.Service) error
 	// PutServices and DeleteServices are the batched forms: on error,
 	// part may be applied (the caller puts back what was).
-	PutServices(s []Service) error
-	DeleteServices(s []Service) error
+	PutServices(s []model.Service) error
+	DeleteServices(s []model.Service) error
 	ServicesMemory() (ServicesMemory, error)
-	ServiceIDs() (map[uint32]Service, error)
+	ServiceIDs() (map[uint32]model.Service, error)
 
 	// Nodes (overlay.go): the cluster's prefixes, the networks' VNIs,
 	// the VXLAN device's programs, a removed node's flows.

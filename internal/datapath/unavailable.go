@@ -51,31 +51,33 @@ func (u *Unavailable) DeleteNeigh(netip.Addr, int) error                     { r
 func (u *Unavailable) Neigh(netip.Addr, int) (net.HardwareAddr, bool, error) { return nil, false, nil }
 func (u *Unavailable) FlushNeigh() error                                     { return nil }
 func (u *Unavailable) DeletePort(Port) error                                 { return nil }
-func (u *Unavailable) DeleteService(Service) error                           { return nil }
-func (u *Unavailable) DeleteServices([]Service) error                        { return nil }
+func (u *Unavailable) DeleteService(model.Service) error                     { return nil }
+func (u *Unavailable) DeleteServices([]model.Service) error                  { return nil }
 func (u *Unavailable) ServicesMemory() (ServicesMemory, error)               { return ServicesMemory{}, nil }
 func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
-func (u *Unavailable) AttachedDevices() ([]string, error)              { return nil, nil }
-func (u *Unavailable) VMPorts() ([]string, error)                      { return nil, nil }
-func (u *Unavailable) DetachVMPort(string) error                       { return nil }
-func (u *Unavailable) AttachVMPort(string, int) (string, error)        { return "", u.err("vm port") }
-func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)            { return nil, nil }
-func (u *Unavailable) PublishedPorts() ([]Port, error)                 { return nil, nil }
-func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)         { return nil, nil }
-func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error)    { return nil, nil }
-func (u *Unavailable) MapUsage(map[string]int) ([]MapUsage, error)     { return nil, nil }
-func (u *Unavailable) ProgramStats() ([]ProgramStats, error)           { return nil, nil }
-func (u *Unavailable) DumpNames() []string                             { return nil }
-func (u *Unavailable) ExpectedHooks(model.Mode, bool) []string         { return nil }
-func (u *Unavailable) UplinkHooks(string) (expected, present []string) { return nil, nil }
-func (u *Unavailable) MissingPins() (int, []string)                    { return 0, nil }
+func (u *Unavailable) AttachedDevices() ([]string, error)                 { return nil, nil }
+func (u *Unavailable) VMPorts() ([]string, error)                         { return nil, nil }
+func (u *Unavailable) DetachVMPort(string) error                          { return nil }
+func (u *Unavailable) AttachVMPort(string, int) (string, error)           { return "", u.err("vm port") }
+func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)               { return nil, nil }
+func (u *Unavailable) PublishedPorts() ([]Port, error)                    { return nil, nil }
+func (u *Unavailable) ServiceIDs() (map[uint32]model.Service, error)      { return nil, nil }
+func (u *Unavailable) Counters(int) (map[CounterKey]model.Counter, error) { return nil, nil }
+func (u *Unavailable) MapUsage(map[string]int) ([]MapUsage, error)        { return nil, nil }
+func (u *Unavailable) ProgramStats() ([]ProgramStats, error)              { return nil, nil }
+func (u *Unavailable) DumpNames() []string                                { return nil }
+func (u *Unavailable) ExpectedHooks(model.Mode, bool) []string            { return nil }
+func (u *Unavailable) UplinkHooks(string) (expected, present []string)    { return nil, nil }
+func (u *Unavailable) MissingPins() (int, []string)                       { return 0, nil }
 
 func (u *Unavailable) DumpMap(name string, _ int) (*MapDump, error) {
 	return nil, u.err("dump map " + name)
 }
 
-func (u *Unavailable) CountersByIfindex() (map[int]map[CounterKey]Counter, error) { return nil, nil }
+func (u *Unavailable) CountersByIfindex() (map[int]map[CounterKey]model.Counter, error) {
+	return nil, nil
+}
 
 func (u *Unavailable) Attach(ifname string, _ int, mode model.Mode) error {
 	return u.err(fmt.Sprintf("attach %s programs to %s", mode, ifname))
@@ -140,8 +142,10 @@ func (u *Unavailable) CTStats() (CTStats, error) { return CTStats{}, u.err("conn
 func (u *Unavailable) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
 	return 0, u.err("conntrack gc")
 }
-func (u *Unavailable) PutService(s Service) error { return u.err(fmt.Sprintf("service %d", s.ID)) }
-func (u *Unavailable) PutServices(s []Service) error {
+func (u *Unavailable) PutService(s model.Service) error {
+	return u.err(fmt.Sprintf("service %d", s.ID))
+}
+func (u *Unavailable) PutServices(s []model.Service) error {
 	if len(s) == 0 {
 		return nil
 	}

@@ -50,7 +50,7 @@ type Fake struct {
 	endpoints  map[netip.Addr]bpf.EndpointVal
 	devices    map[string]model.Mode // attached host devices -> mode ("netkit": netkit)
 	ports      map[PortKey]datapath.Port
-	services   map[uint32]datapath.Service
+	services   map[uint32]model.Service
 	neigh      map[neighKey]net.HardwareAddr
 	config     datapath.NodeConfig
 	legacyTC   bool
@@ -74,7 +74,7 @@ func New() *Fake {
 		endpoints: map[netip.Addr]bpf.EndpointVal{},
 		devices:   map[string]model.Mode{},
 		ports:     map[PortKey]datapath.Port{},
-		services:  map[uint32]datapath.Service{},
+		services:  map[uint32]model.Service{},
 		neigh:     map[neighKey]net.HardwareAddr{},
 		peers:     map[netip.Prefix]datapath.Peer{},
 		vnis:      map[uint32]uint32{},
@@ -185,12 +185,12 @@ func (f *Fake) EndpointAddrs() ([]netip.Addr, error) {
 	return slices.SortedFunc(maps.Keys(f.endpoints), netip.Addr.Compare), nil
 }
 
-func (f *Fake) Counters(int) (map[datapath.CounterKey]datapath.Counter, error) {
-	return map[datapath.CounterKey]datapath.Counter{}, nil
+func (f *Fake) Counters(int) (map[datapath.CounterKey]model.Counter, error) {
+	return map[datapath.CounterKey]model.Counter{}, nil
 }
 func (f *Fake) PruneCounters(map[int]bool) error { return nil }
 
-func (f *Fake) CountersByIfindex() (map[int]map[datapath.CounterKey]datapath.Counter, error) {
+func (f *Fake) CountersByIfindex() (map[int]map[datapath.CounterKey]model.Counter, error) {
 	return nil, nil
 }
 func (f *Fake) MapUsage(map[string]int) ([]datapath.MapUsage, error) { return nil, nil }
@@ -283,17 +283,25 @@ func (f *Fake) FlushCT() (int, error)                                  { return 
 func (f *Fake) CTStats() (datapath.CTStats, error)                     { return datapath.CTStats{}, nil }
 func (f *Fake) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) { return 0, nil }
 
-func (f *Fake) PutService(s datapath.Service) error {
-	s.Backends = slices.Clone(s.Backends)
+// Programmed is what the datapath keeps of a service: its ID, VIP,
+// protocol, affinity with the timeout it applies, and backends (not its
+// name or creation time).
+func Programmed(s model.Service) model.Service {
+	return model.Service{ID: s.ID, VIP: s.VIP, Proto: s.Proto, Affinity: s.Affinity,
+		AffinityTimeout: s.EffectiveAffinityTimeout(), Backends: slices.Clone(s.Backends)}
+}
+
+func (f *Fake) PutService(s model.Service) error {
+	s = Programmed(s)
 	return f.change("put-service", s, func() { f.services[s.ID] = s })
 }
 
-func (f *Fake) DeleteService(s datapath.Service) error {
+func (f *Fake) DeleteService(s model.Service) error {
 	return f.change("delete-service", s, func() { delete(f.services, s.ID) })
 }
 
 // PutServices puts one after the other, as far as Fail lets it.
-func (f *Fake) PutServices(svcs []datapath.Service) error {
+func (f *Fake) PutServices(svcs []model.Service) error {
 	for _, s := range svcs {
 		if err := f.PutService(s); err != nil {
 			return err
@@ -309,7 +317,7 @@ func (f *Fake) ServicesMemory() (datapath.ServicesMemory, error) {
 	return datapath.ServicesMemory{Services: len(f.services)}, nil
 }
 
-func (f *Fake) DeleteServices(svcs []datapath.Service) error {
+func (f *Fake) DeleteServices(svcs []model.Service) error {
 	var errs []error
 	for _, s := range svcs {
 		errs = append(errs, f.DeleteService(s))
@@ -317,7 +325,7 @@ func (f *Fake) DeleteServices(svcs []datapath.Service) error {
 	return errors.Join(errs...)
 }
 
-func (f *Fake) ServiceIDs() (map[uint32]datapath.Service, error) {
+func (f *Fake) ServiceIDs() (map[uint32]model.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.services), nil
