@@ -14,7 +14,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/calibrate"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
@@ -239,7 +238,7 @@ func TestReconcileOnFake(t *testing.T) {
 	d, fake := fakeDaemon(t)
 	stale := netip.MustParseAddr("10.77.0.2")
 	for _, err := range []error{
-		fake.PutEndpoint(stale, bpf.EndpointVal{}),
+		fake.PutEndpoint(stale, model.EndpointEntry{}),
 		fake.Attach("xlh0123456789", 7, model.ModeTC),
 		fake.PutPort(datapath.Port{Proto: 6, NodePort: 8080, Addr: stale, Port: 80}),
 	} {

@@ -364,48 +364,6 @@ func (d *BPF) AttachedDevices() ([]string, error) {
 	return out, nil
 }
 
-// PutEndpoint maps addr to the host veth that reaches it.
-func (d *BPF) PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error {
-	k := bpf.KeyFromAddr(addr)
-	if err := d.objs.Endpoints().Put(&k, &v); err != nil {
-		return fmt.Errorf("put endpoint %s: %w", addr, err)
-	}
-	return nil
-}
-
-// Endpoint returns what the endpoint map holds for addr.
-func (d *BPF) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
-	k := bpf.KeyFromAddr(addr)
-	var v bpf.EndpointVal
-	if err := d.objs.Endpoints().Lookup(&k, &v); err != nil {
-		return v, fmt.Errorf("endpoint %s: %w", addr, err)
-	}
-	return v, nil
-}
-
-// DeleteEndpoint removes addr. Missing is fine.
-func (d *BPF) DeleteEndpoint(addr netip.Addr) error {
-	k := bpf.KeyFromAddr(addr)
-	if err := d.objs.Endpoints().Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("delete endpoint %s: %w", addr, err)
-	}
-	return nil
-}
-
-// EndpointAddrs lists the addresses in the endpoint map.
-func (d *BPF) EndpointAddrs() ([]netip.Addr, error) {
-	var (
-		k   bpf.EndpointKey
-		v   bpf.EndpointVal
-		out []netip.Addr
-	)
-	it := d.objs.Endpoints().Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, bpf.AddrFromKey(k))
-	}
-	return out, it.Err()
-}
-
 // CounterKey names one counter: the reason and direction of bpf/lib/abi.h.
 type CounterKey struct {
 	Reason bpf.Reason

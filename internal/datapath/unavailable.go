@@ -87,12 +87,12 @@ func (u *Unavailable) AttachNetkit(ifname string, _ int) error {
 	return u.err("attach netkit programs to " + ifname)
 }
 
-func (u *Unavailable) PutEndpoint(addr netip.Addr, _ bpf.EndpointVal) error {
+func (u *Unavailable) PutEndpoint(addr netip.Addr, _ model.EndpointEntry) error {
 	return u.err("put endpoint " + addr.String())
 }
 
-func (u *Unavailable) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
-	return bpf.EndpointVal{}, u.err("endpoint " + addr.String())
+func (u *Unavailable) Endpoint(addr netip.Addr) (model.EndpointEntry, error) {
+	return model.EndpointEntry{}, u.err("endpoint " + addr.String())
 }
 
 func (u *Unavailable) PutNeigh(addr netip.Addr, _ int, _ net.HardwareAddr) error {
@@ -136,10 +136,10 @@ func (u *Unavailable) PutProxyListener(uint64, uint16, uint8, int) error {
 func (u *Unavailable) PutPort(p Port) error {
 	return u.err(fmt.Sprintf("publish %d/%d", p.NodePort, p.Proto))
 }
-func (u *Unavailable) Flows(int) ([]Flow, error) { return nil, u.err("conntrack") }
-func (u *Unavailable) FlushCT() (int, error)     { return 0, u.err("conntrack") }
-func (u *Unavailable) CTStats() (CTStats, error) { return CTStats{}, u.err("conntrack") }
-func (u *Unavailable) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
+func (u *Unavailable) Flows(int) ([]model.Flow, error) { return nil, u.err("conntrack") }
+func (u *Unavailable) FlushCT() (int, error)           { return 0, u.err("conntrack") }
+func (u *Unavailable) CTStats() (CTStats, error)       { return CTStats{}, u.err("conntrack") }
+func (u *Unavailable) GCCT(uint64, func(model.Flow)) (int, error) {
 	return 0, u.err("conntrack gc")
 }
 func (u *Unavailable) PutService(s model.Service) error {
