@@ -2,7 +2,10 @@ package bpf
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf/btf"
 
@@ -35,4 +38,29 @@ func enumNames(load func() (*ebpf.CollectionSpec, error), name string) ([]string
 		names[v.Value] = strings.ToLower(n)
 	}
 	return names, nil
+}
+
+// The names of enum ct_state and enum fw_action (bpf/lib/abi.h), read once
+// from the tc object's BTF rather than mirrored by hand: CT_ESTABLISHED is
+// "established", FW_DROP "drop". Nil when the BTF cannot be read (the
+// tests fail then).
+var (
+	ctStateNames  = sync.OnceValue(func() []string { n, _ := enumNames(loadTc, "ct_state"); return n })
+	fwActionNames = sync.OnceValue(func() []string { n, _ := enumNames(loadTc, "fw_action"); return n })
+)
+
+// CTStateNames are the conntrack states' names, indexed by enum ct_state.
+func CTStateNames() []string { return slices.Clone(ctStateNames()) }
+
+// CTStateName names a conntrack state ("established"), or gives its number.
+func CTStateName(s uint8) string { return nameOf(ctStateNames(), uint64(s)) }
+
+// FwActionName names a firewall action ("drop"), or gives its number.
+func FwActionName(a uint8) string { return nameOf(fwActionNames(), uint64(a)) }
+
+func nameOf(names []string, v uint64) string {
+	if v < uint64(len(names)) && names[v] != "" {
+		return names[v]
+	}
+	return strconv.FormatUint(v, 10)
 }

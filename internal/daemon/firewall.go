@@ -585,17 +585,7 @@ func defaultScope(name string) (scope, dir string) {
 	return scope, dir
 }
 
-func actionName(a uint8) string {
-	switch a {
-	case bpf.FwDrop:
-		return "drop"
-	case bpf.FwReject:
-		return "reject"
-	case bpf.FwLog:
-		return "log"
-	}
-	return "allow"
-}
+func actionName(a uint8) string { return bpf.FwActionName(a) }
 
 // Diff says what applying rs would change (after validating it).
 func (f *Firewall) Diff(rs rules.RuleSet) (*api.FirewallApplied, error) {
