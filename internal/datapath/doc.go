@@ -11,7 +11,7 @@
 //
 // The daemon sees the datapath through the Datapath interface (seam.go),
 // composed of role interfaces (Endpoints, Services, Conntrack, Overlay,
-// Socket, Observe, ...) that take internal/model types: map keys, values
+// Accel, Proxy, Observe, ...) that take internal/model types: map keys, values
 // and flags are encoded here, and no other product package imports
 // internal/bpf (imports_test.go). *BPF (Open) is the real one; Unavailable
 // (unavailable.go) stands in where BPF cannot load, failing every change

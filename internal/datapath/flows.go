@@ -12,8 +12,6 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-var stateNames = map[bpf.CTState]string{0: "new", 1: "established", 2: "closing", 3: "closed"}
-
 // Flows lists up to limit conntrack entries (0: all).
 func (d *BPF) Flows(limit int) ([]model.Flow, error) {
 	var out []model.Flow
@@ -37,7 +35,7 @@ func flowOf(k *bpf.CTKey, v *bpf.CTVal, now uint64) model.Flow {
 		Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
 		Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
 		Reply:   v.Dir == uint8(bpf.CTDirReply),
-		State:   stateNames[bpf.CTState(v.State)],
+		State:   bpf.CTStateName(v.State),
 		Packets: v.Packets, Bytes: v.Bytes,
 		ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
 	}

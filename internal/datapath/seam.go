@@ -28,7 +28,8 @@ type Datapath interface {
 	Neighbours
 	Observe
 	Node
-	Socket
+	Accel
+	Proxy
 	Ports
 	Conntrack
 	Services
@@ -133,13 +134,17 @@ type Node interface {
 	AttachSockLB(cgroupPath string) error
 }
 
-// Socket is the socket layer (sock.go): acceleration and transparent
-// proxy redirect, attached to cgroups; inbound redirects by sk_lookup per
-// network namespace (cookie).
-type Socket interface {
+// Accel is socket acceleration (accel.go): sockops and sk_msg programs
+// attached to a cgroup.
+type Accel interface {
 	EnableAccel(s AccelSettings) error
 	DisableAccel() error
 	AccelStatus() (AccelStatus, error)
+}
+
+// Proxy is transparent proxy redirect (proxy.go): outbound by cgroup
+// connect hooks, inbound by sk_lookup per network namespace (cookie).
+type Proxy interface {
 	AttachProxy(cgroupPath string) error
 	DetachProxy(cgroupID uint64) error
 	ProxyCgroups() ([]uint64, error)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -26,7 +26,7 @@ import (
 type recorder struct {
 	mu       sync.Mutex
 	applies  []model.ServiceApply
-	policies [][]spec.Rule
+	policies [][]rules.Rule
 }
 
 func (r *recorder) SyncNodes([]api.NodeAdd) error { return nil }
@@ -38,10 +38,10 @@ func (r *recorder) ApplyServices(req model.ServiceApply) (*model.ServiceApplyRes
 	return &model.ServiceApplyResult{}, nil
 }
 
-func (r *recorder) ApplyFirewallOwned(prefix string, rules []spec.Rule) error {
+func (r *recorder) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.policies = append(r.policies, rules)
+	r.policies = append(r.policies, owned)
 	return nil
 }
 
