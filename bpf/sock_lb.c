@@ -81,14 +81,7 @@ static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_k
 	}
 	/* ClientIP affinity: the node's processes are one client, as they
 	 * are to kube-proxy (the node's address). */
-	switch (lb_select(k, 0, &l4, to)) {
-	case LB_BACKEND:
-		return 1;
-	case LB_NO_BACKEND:
-		return -1;
-	default:
-		return 0;
-	}
+	return lb_target(k, 0, &l4, to);
 }
 
 /* sock_no_backend ends a connect() or sendmsg() to a VIP without backends

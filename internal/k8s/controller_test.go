@@ -50,17 +50,30 @@ func (r *recorder) ApplyFirewallOwned(prefix string, rules []spec.Rule) error {
 // wait returns the next apply after the first n.
 func (r *recorder) wait(t *testing.T, n int) api.ServiceApply {
 	t.Helper()
+	return waitNth(t, r, &r.applies, n, "apply")
+}
+
+// waitPolicies returns the next policy apply after the first n.
+func (r *recorder) waitPolicies(t *testing.T, n int) []spec.Rule {
+	t.Helper()
+	return waitNth(t, r, &r.policies, n, "policy apply")
+}
+
+// waitNth returns (*list)[n] once the recorder has it.
+func waitNth[T any](t *testing.T, r *recorder, list *[]T, n int, what string) T {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		r.mu.Lock()
-		if len(r.applies) > n {
-			req := r.applies[n]
+		if len(*list) > n {
+			v := (*list)[n]
 			r.mu.Unlock()
-			return req
+			return v
 		}
 		r.mu.Unlock()
 	}
-	t.Fatalf("no apply after %d", n)
-	return api.ServiceApply{}
+	t.Fatalf("no %s after %d", what, n)
+	var zero T
+	return zero
 }
 
 // TestControllerIncremental: the first sync applies every Service with a
@@ -267,20 +280,4 @@ func TestControllerPolicyRulesNameNoVIP(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d policy applies after an EndpointSlice change, want the first alone", n)
 	}
-}
-
-// waitPolicies returns the next policy apply after the first n.
-func (r *recorder) waitPolicies(t *testing.T, n int) []spec.Rule {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		r.mu.Lock()
-		if len(r.policies) > n {
-			rules := r.policies[n]
-			r.mu.Unlock()
-			return rules
-		}
-		r.mu.Unlock()
-	}
-	t.Fatalf("no policy apply after %d", n)
-	return nil
 }
