@@ -21,14 +21,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // recorder is a Target that keeps every request.
 type recorder struct {
 	mu       sync.Mutex
 	applies  []api.ServiceApply
-	policies [][]spec.Rule
+	policies [][]rules.Rule
 }
 
 func (r *recorder) SyncNodes([]api.NodeAdd) error { return nil }
@@ -40,10 +40,10 @@ func (r *recorder) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult,
 	return &api.ServiceApplyResult{}, nil
 }
 
-func (r *recorder) ApplyFirewallOwned(prefix string, rules []spec.Rule) error {
+func (r *recorder) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.policies = append(r.policies, rules)
+	r.policies = append(r.policies, owned)
 	return nil
 }
 
@@ -54,7 +54,7 @@ func (r *recorder) wait(t *testing.T, n int) api.ServiceApply {
 }
 
 // waitPolicies returns the next policy apply after the first n.
-func (r *recorder) waitPolicies(t *testing.T, n int) []spec.Rule {
+func (r *recorder) waitPolicies(t *testing.T, n int) []rules.Rule {
 	t.Helper()
 	return waitNth(t, r, &r.policies, n, "policy apply")
 }
@@ -255,17 +255,17 @@ func TestControllerPolicyRulesNameNoVIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.wait(t, 0)
-	rules := r.waitPolicies(t, 0)
-	if len(rules) == 0 {
+	got := r.waitPolicies(t, 0)
+	if len(got) == 0 {
 		t.Fatal("no rules for the policy")
 	}
-	for _, rule := range rules {
+	for _, rule := range got {
 		if slices.Contains(rule.Dst, "10.96.0.10") {
 			t.Errorf("rule %s names the ClusterIP 10.96.0.10: %+v", rule.Name, rule)
 		}
 	}
-	if !slices.ContainsFunc(rules, func(r spec.Rule) bool { return slices.Contains(r.Dst, "10.244.2.10") }) {
-		t.Errorf("no rule allows the backend pod web (10.244.2.10):\n%s", ruleDump(rules))
+	if !slices.ContainsFunc(got, func(r rules.Rule) bool { return slices.Contains(r.Dst, "10.244.2.10") }) {
+		t.Errorf("no rule allows the backend pod web (10.244.2.10):\n%s", ruleDump(got))
 	}
 
 	es := slice("websvc", "websvc-4", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.2.10", "n2", "r"}, ep{"10.244.2.20", "n2", "r"})

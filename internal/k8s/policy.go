@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // PolicyPrefix starts the name of every firewall rule this package
@@ -75,7 +75,7 @@ type pod struct {
 // A peer list that selects nothing matches nothing (the rule is left out);
 // SCTP ports are left out (the firewall matches TCP and UDP ports): a policy
 // allowing only SCTP allows nothing.
-func TranslatePolicies(in PolicyInput) []spec.Rule {
+func TranslatePolicies(in PolicyInput) []rules.Rule {
 	nsLabels := map[string]labels.Set{}
 	for _, n := range in.Namespaces {
 		nsLabels[n.Name] = labels.Set(n.Labels)
@@ -105,7 +105,7 @@ func TranslatePolicies(in PolicyInput) []spec.Rule {
 	}
 	slices.SortFunc(pods, func(a, b pod) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name)) })
 
-	var out []spec.Rule
+	var out []rules.Rule
 	var selectedAll []netip.Addr
 	for _, np := range in.Policies {
 		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -150,12 +150,12 @@ func TranslatePolicies(in PolicyInput) []spec.Rule {
 	node, eps := addrList(in.NodeAddrs), addrList(selectedAll)
 	if shareFamily(node, eps) {
 		out = append(out,
-			spec.Rule{Name: PolicyPrefix + "node.in", Priority: PolicyNodePriority, Action: "allow", Direction: "to-endpoint",
+			rules.Rule{Name: PolicyPrefix + "node.in", Priority: PolicyNodePriority, Action: "allow", Direction: "to-endpoint",
 				Src: node, Dst: eps, Comment: "NetworkPolicy: a pod's own node reaches it"},
-			spec.Rule{Name: PolicyPrefix + "node.eg", Priority: PolicyNodePriority, Action: "allow", Direction: "from-endpoint",
+			rules.Rule{Name: PolicyPrefix + "node.eg", Priority: PolicyNodePriority, Action: "allow", Direction: "from-endpoint",
 				Src: eps, Dst: node, Comment: "NetworkPolicy: a pod reaches its own node"})
 	}
-	slices.SortFunc(out, func(a, b spec.Rule) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b rules.Rule) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -178,7 +178,7 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 
 // directionRules translates one ingress (in) or egress rule of a policy.
 func directionRules(base, suffix, comment string, in bool, selected []pod, peers []networkingv1.NetworkPolicyPeer,
-	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set) []spec.Rule {
+	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set) []rules.Rule {
 	peerPods, peerNets := resolvePeers(peers, ns, pods, nsLabels)
 	anyPeer := len(peers) == 0
 	if !anyPeer && len(peerPods) == 0 && len(peerNets) == 0 {
@@ -260,21 +260,21 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 		}
 	}
 
-	var out []spec.Rule
+	var out []rules.Rule
 	for j, pr := range prs {
-		r := spec.Rule{Priority: PolicyAllowPriority, Action: "allow", Comment: comment}
+		r := rules.Rule{Priority: PolicyAllowPriority, Action: "allow", Comment: comment}
 		r.Name = policyRuleName(base, suffix)
 		if len(prs) > 1 {
 			r.Name = policyRuleName(base, fmt.Sprintf("%s.%d", suffix, j))
 		}
 		if pr.proto != "" {
-			r.Proto = spec.List{pr.proto}
+			r.Proto = rules.List{pr.proto}
 			r.DstPort = pr.ports
 		}
 		// An egress named port limits even "every destination" to the
 		// pods that name it.
 		restricted := !anyPeer || pr.recv != nil && !in
-		var peerAddrs spec.List
+		var peerAddrs rules.List
 		if restricted {
 			cands := peerPods
 			if anyPeer {
@@ -295,7 +295,7 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 				continue
 			}
 		}
-		var own spec.List
+		var own rules.List
 		for _, p := range selected {
 			if pr.recv != nil && in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
 				continue
@@ -364,12 +364,12 @@ func resolvePeers(peers []networkingv1.NetworkPolicyPeer, ns string, pods []pod,
 }
 
 // denyRule isolates the selected pods in one direction.
-func denyRule(base, suffix, comment string, in bool, selected []pod) spec.Rule {
-	var own spec.List
+func denyRule(base, suffix, comment string, in bool, selected []pod) rules.Rule {
+	var own rules.List
 	for _, p := range selected {
 		own = append(own, addrList(p.addrs)...)
 	}
-	r := spec.Rule{Name: policyRuleName(base, suffix), Priority: PolicyDenyPriority, Action: "drop", Comment: comment}
+	r := rules.Rule{Name: policyRuleName(base, suffix), Priority: PolicyDenyPriority, Action: "drop", Comment: comment}
 	if in {
 		r.Direction, r.Dst = "to-endpoint", own
 	} else {
@@ -390,8 +390,8 @@ func namedPort(p pod, name, proto string) int32 {
 }
 
 // shareFamily reports whether two address lists have a family in common.
-func shareFamily(a, b spec.List) bool {
-	fams := func(l spec.List) (v4, v6 bool) {
+func shareFamily(a, b rules.List) bool {
+	fams := func(l rules.List) (v4, v6 bool) {
 		for _, s := range l {
 			if strings.Contains(s, ":") {
 				v6 = true
@@ -406,8 +406,8 @@ func shareFamily(a, b spec.List) bool {
 	return a4 && b4 || a6 && b6
 }
 
-func addrList(as []netip.Addr) spec.List {
-	out := make(spec.List, 0, len(as))
+func addrList(as []netip.Addr) rules.List {
+	out := make(rules.List, 0, len(as))
 	for _, a := range as {
 		out = append(out, a.String())
 	}
