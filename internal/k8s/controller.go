@@ -177,7 +177,7 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 		},
 		c.services.Informer(): func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				c.mark(func(d *dirty) { d.services[key], d.policies = true, d.policies || c.havePolicies() })
+				c.mark(func(d *dirty) { d.services[key] = true })
 			}
 		},
 		c.slices.Informer(): func(obj any) {
@@ -185,7 +185,7 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 				obj = t.Obj
 			}
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok && ServiceKey(s) != "" {
-				c.mark(func(d *dirty) { d.services[ServiceKey(s)], d.policies = true, d.policies || c.havePolicies() })
+				c.mark(func(d *dirty) { d.services[ServiceKey(s)] = true })
 			}
 		},
 		c.pods.Informer():       func(any) { c.mark(func(d *dirty) { d.policies = true }) },
@@ -490,12 +490,6 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req m
 	return req, true
 }
 
-// havePolicies reports whether any NetworkPolicy exists: then Service
-// changes change the policies' rules too (egress through ClusterIPs).
-func (c *controller) havePolicies() bool {
-	return len(c.policies.Informer().GetStore().ListKeys()) > 0
-}
-
 // slicesOf returns the EndpointSlices of a Service (namespace/name).
 func (c *controller) slicesOf(key string) []*discoveryv1.EndpointSlice {
 	objs, _ := c.slices.Informer().GetIndexer().ByIndex(sliceIndex, key)
@@ -521,16 +515,7 @@ func (c *controller) syncPolicies(self []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	in := PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self}
-	if len(pols) > 0 {
-		if in.Services, err = c.services.Lister().List(labels.Everything()); err != nil {
-			return err
-		}
-		if in.Slices, err = c.slices.Lister().List(labels.Everything()); err != nil {
-			return err
-		}
-	}
-	rules := TranslatePolicies(in)
+	rules := TranslatePolicies(PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self})
 	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
 		return err
 	}
