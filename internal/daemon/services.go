@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -57,7 +58,7 @@ func checkAffinity(s *model.Service) error {
 
 // parseService validates a create request into a service (no ID yet).
 func parseService(req api.ServiceCreate) (*model.Service, error) {
-	if !nameRE.MatchString(req.Name) {
+	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
 	}
 	s := &model.Service{Name: req.Name, Affinity: req.Affinity, AffinityTimeout: req.AffinityTimeout, Created: time.Now().UTC(), Proto: "tcp"}
