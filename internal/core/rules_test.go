@@ -22,7 +22,6 @@ var foundation = map[string]bool{
 	"internal/datapath":       true,
 	"internal/features":       true, // kernel feature probes
 	"internal/firewall/rules": true, // the rule model (API types)
-	"internal/firewall/spec":  true, // its name before the rename
 	"internal/ipam":           true,
 	"internal/maglev":         true,
 	"internal/model":          true,
