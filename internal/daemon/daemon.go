@@ -120,7 +120,7 @@ type Daemon struct {
 	neigh     neighMirror         // neigh.go
 	cluster   *cluster            // nil: alone (cluster.go)
 	peers     peerHealth          // the peers' liveness (peerprobe.go)
-	accel     accelState          // sock.go
+	accel     accelState          // accel.go
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time

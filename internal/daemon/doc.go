@@ -19,7 +19,7 @@
 // vip.go, nobackend.go, ports.go), the firewall's control (firewall.go,
 // lasthit.go, policy.go), the cluster (cluster.go, nodesfile.go,
 // nodesync.go, peerprobe.go, mtu.go), socket acceleration and proxy
-// redirects (sock.go, proxykey.go, owncgroup.go), observability
+// redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability
 // (monitor.go, trace.go, metrics.go, health.go, bpfdump.go, flows.go).
 //
 // The core's own files: daemon.go (start, networks, endpoints, status),
