@@ -16,7 +16,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/calibration"
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
@@ -47,7 +46,7 @@ type Config struct {
 	// UplinkXDPMode is the uplink program's XDP attach mode: auto (""),
 	// native, generic or offload (datapath.XDPMode*).
 	UplinkXDPMode string
-	// CTSize is the conntrack table's size (0: bpf.DefaultCTSize).
+	// CTSize is the conntrack table's size (0: datapath.DefaultCTSize).
 	CTSize uint32
 	// MaglevSize is every service's Maglev table size (0: default).
 	MaglevSize uint32
@@ -185,7 +184,7 @@ func New(cfg Config) (*Daemon, error) {
 // says why) where it cannot load. cluster: the node joins a cluster (its
 // programs then consult the peers' prefixes).
 func openDatapath(cfg Config, cluster bool, log *slog.Logger) datapath.Datapath {
-	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize,
+	dp, err := datapath.Open(cfg.PinDir, datapath.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize,
 		Cluster: cluster, NoMonitor: cfg.NoMonitor})
 	if err != nil {
 		log.Warn("BPF datapath unavailable; only kernel mode works", "err", err)
@@ -283,7 +282,7 @@ func (d *Daemon) attachUplink() error {
 	if err := d.dp.XDPErr(); err != nil {
 		// No XDP programs on this kernel (kernel.go): the uplink keeps no
 		// XDP fast path; its tc program (NAT) is attached on its own.
-		d.log.Warn("uplink XDP fast path unavailable on this kernel", "uplink", d.cfg.Uplink, "err", bpf.VerifierSummary(err))
+		d.log.Warn("uplink XDP fast path unavailable on this kernel", "uplink", d.cfg.Uplink, "err", datapath.VerifierSummary(err))
 		return nil
 	}
 	var foreign uint32
@@ -1003,25 +1002,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	// program redirects into its veth before the devmap entry and the
 	// peer's NAPI are in place; the flag comes last.
 	put := func(target bool) error {
-		val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr, n.MTU, target)
-		if n.Masquerade {
-			val.Flags |= bpf.EPFlagMasquerade
-		}
-		if n.ICCOff {
-			val.Flags |= bpf.EPFlagNoICC
-		}
-		if n.Isolated {
-			val.Flags |= bpf.EPFlagIsolated
-		}
-		if n.AllowUnsolicited {
-			val.Flags |= bpf.EPFlagAllowUnsolicited
-		}
-		if e.VM {
-			val.Flags |= bpf.EPFlagNoPeer
-		}
-		if n.VLAN != 0 {
-			val.Flags |= bpf.EPFlagVLAN
-		}
+		val := model.NewEndpointEntry(n, e, host.Attrs().Index, mac, host.Attrs().HardwareAddr, target)
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -1187,8 +1168,8 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		return info
 	}
 	if s := host.Attrs().Statistics; s != nil {
-		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
-		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
+		info.Sent = model.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
+		info.Received = model.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
 	}
 	if e.VM {
 		info.QEMUArgs = e.QEMUArgs("n0")
@@ -1234,7 +1215,7 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		// Packets redirected into the container skip the host veth's
 		// transmit path; count them as received too.
 		for _, r := range info.Reasons {
-			if r.Reason == "fwd_peer" && r.Direction == bpf.DirIngress.String() {
+			if r.Reason == "fwd_peer" && r.Direction == datapath.DirIngress.String() {
 				info.Received.Packets += r.Packets
 				info.Received.Bytes += r.Bytes
 			}
@@ -1251,22 +1232,22 @@ func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
 	}
 	// One line per reason and direction, whichever programs counted.
 	type rd struct {
-		r bpf.Reason
-		d bpf.Dir
+		r datapath.Reason
+		d datapath.Dir
 	}
-	sum := map[rd]datapath.Counter{}
+	sum := map[rd]model.Counter{}
 	for k, c := range cs {
 		s := sum[rd{k.Reason, k.Dir}]
 		s.Add(c)
 		sum[rd{k.Reason, k.Dir}] = s
 	}
 	var out []api.ReasonCounter
-	for r := bpf.Reason(0); r < bpf.ReasonMax; r++ {
-		for _, dir := range []bpf.Dir{bpf.DirEgress, bpf.DirIngress} {
+	for r := datapath.Reason(0); r < datapath.ReasonMax; r++ {
+		for _, dir := range []datapath.Dir{datapath.DirEgress, datapath.DirIngress} {
 			if c, ok := sum[rd{r, dir}]; ok {
 				out = append(out, api.ReasonCounter{
 					Reason: r.String(), Direction: dir.String(), Drop: r.IsDrop(),
-					Counter: api.Counter{Packets: c.Packets, Bytes: c.Bytes},
+					Counter: c,
 				})
 			}
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/metrics"
@@ -145,11 +144,11 @@ func (d *Daemon) reasonCounts(eps []model.Endpoint) ([]metrics.ReasonCount, erro
 	return out, nil
 }
 
-func verdict(r bpf.Reason) string {
+func verdict(r datapath.Reason) string {
 	switch r.Class() {
-	case bpf.ClassForward:
+	case datapath.ClassForward:
 		return metrics.VerdictForwarded
-	case bpf.ClassDrop:
+	case datapath.ClassDrop:
 		return metrics.VerdictDropped
 	}
 	return metrics.VerdictPassed

@@ -7,7 +7,6 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -20,11 +19,11 @@ import (
 func exemptKind(s string) (uint8, error) {
 	switch s {
 	case "mark":
-		return bpf.ProxyExemptMark, nil
+		return datapath.ProxyExemptMark, nil
 	case "cgroup":
-		return bpf.ProxyExemptCgroup, nil
+		return datapath.ProxyExemptCgroup, nil
 	case "uid":
-		return bpf.ProxyExemptUID, nil
+		return datapath.ProxyExemptUID, nil
 	}
 	return 0, model.Fieldf("exempt", "%q: want mark, uid or cgroup (how the proxy's own connections are recognised)", s)
 }
@@ -36,7 +35,7 @@ func proxyRule(r store.ProxyRecord) (datapath.ProxyRule, error) {
 		return datapath.ProxyRule{}, err
 	}
 	rule := datapath.ProxyRule{Port: r.Port, ToPort: r.To, Exempt: k, Mark: r.Mark, UID: r.UID}
-	if k == bpf.ProxyExemptCgroup {
+	if k == datapath.ProxyExemptCgroup {
 		if rule.CgroupID, err = datapath.CgroupID(r.ExemptCgroup); err != nil {
 			return rule, model.Fieldf("exempt_cgroup", "%v", err)
 		}

@@ -19,22 +19,23 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // recorder is a Target that keeps every request.
 type recorder struct {
 	mu       sync.Mutex
-	applies  []api.ServiceApply
+	applies  []model.ServiceApply
 	policies [][]rules.Rule
 }
 
 func (r *recorder) SyncNodes([]api.NodeAdd) error { return nil }
 
-func (r *recorder) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error) {
+func (r *recorder) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.applies = append(r.applies, req)
-	return &api.ServiceApplyResult{}, nil
+	return &model.ServiceApplyResult{}, nil
 }
 
 func (r *recorder) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
@@ -45,7 +46,7 @@ func (r *recorder) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
 }
 
 // wait returns the next apply after the first n.
-func (r *recorder) wait(t *testing.T, n int) api.ServiceApply {
+func (r *recorder) wait(t *testing.T, n int) model.ServiceApply {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		r.mu.Lock()
@@ -57,7 +58,7 @@ func (r *recorder) wait(t *testing.T, n int) api.ServiceApply {
 		r.mu.Unlock()
 	}
 	t.Fatalf("no apply after %d", n)
-	return api.ServiceApply{}
+	return model.ServiceApply{}
 }
 
 // TestControllerIncremental: the first sync applies every Service with a
@@ -89,7 +90,7 @@ func TestControllerIncremental(t *testing.T) {
 	}
 	req := r.wait(t, 1)
 	if req.Prune || len(req.Services) != 1 || req.Services[0].Name != "k8s.default.a.tcp80.c0" ||
-		!slices.Equal(req.Services[0].Backends, []string{"10.244.1.2:8080@1", "10.244.1.4:8080@1"}) || len(req.Delete) != 0 {
+		!slices.Equal(api.BackendSpecs(req.Services[0].Backends), []string{"10.244.1.2:8080@1", "10.244.1.4:8080@1"}) || len(req.Delete) != 0 {
 		t.Errorf("slice update: %+v, want a alone with two backends", req)
 	}
 
