@@ -94,7 +94,7 @@ func TestAddEndpointRollsBack(t *testing.T) {
 					t.Fatal(err)
 				}
 				c := container(t)
-				d.fault = func(s string) error {
+				d.faults.Hook = func(s string) error {
 					if s == step {
 						return errInjected
 					}
@@ -104,7 +104,7 @@ func TestAddEndpointRollsBack(t *testing.T) {
 				if !errors.Is(err, errInjected) {
 					t.Fatalf("AddEndpoint = %v, want the injected failure", err)
 				}
-				d.fault = nil
+				d.faults.Hook = nil
 				if l := xlaneLinks(t); len(l) != 0 {
 					t.Errorf("links left after failed add: %v", l)
 				}
@@ -134,7 +134,7 @@ func TestAddEndpointRollsBack(t *testing.T) {
 
 func TestCreateNetworkRollsBack(t *testing.T) {
 	inNode(t, func(d *Daemon) {
-		d.fault = func(s string) error { return errInjected }
+		d.faults.Hook = func(s string) error { return errInjected }
 		_, err := d.CreateNetwork(api.NetworkCreate{Name: "n", Subnets: []string{"10.51.0.0/24", "fd00:51::/64"}})
 		if !errors.Is(err, errInjected) {
 			t.Fatalf("CreateNetwork = %v, want the injected failure", err)

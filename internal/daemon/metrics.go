@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -46,7 +47,7 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		s.Errors["store"] = err
 		return s
 	}
-	eps = slices.DeleteFunc(eps, func(e model.Endpoint) bool { return isCalibName(e.Network) }) // calibrate.go
+	eps = slices.DeleteFunc(eps, func(e model.Endpoint) bool { return core.Hidden(e.Network) }) // the calibration's (internal/calibration)
 	s.Counters, err = d.reasonCounts(eps)
 	if err != nil {
 		s.Errors["counters"] = err

@@ -33,6 +33,7 @@ func fakeDaemon(t testing.TB) (*Daemon, *datapathtest.Fake) {
 	}
 	fake := datapathtest.New()
 	d := &Daemon{cfg: Config{NATPorts: DefaultNATPorts}, log: slog.New(slog.DiscardHandler), store: st, dp: fake, done: make(chan struct{})}
+	d.wireFeatures()
 	t.Cleanup(func() { d.Close() })
 	return d, fake
 }
@@ -310,7 +311,7 @@ func TestAutoNeeds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d.cfg.AutoBPFOnly = c.kube
-			d.calib.choice = c.choice
+			d.calib.SetChoice(c.choice)
 			m, why, err := d.resolveMode(model.ModeAuto, c.needs())
 			if err != nil || m != c.want || !strings.Contains(why, c.reason) {
 				t.Errorf("resolveMode(auto) = %s, %q, %v; want %s, a reason saying %q", m, why, err, c.want, c.reason)

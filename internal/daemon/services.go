@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -14,7 +15,7 @@ import (
 // model.Service.Validate) and returns it with its addresses unmapped and
 // its creation time; it has no ID yet.
 func newService(req model.Service) (*model.Service, error) {
-	if !nameRE.MatchString(req.Name) {
+	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
 	}
 	s := req

@@ -208,13 +208,13 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.DumpMap(r.PathValue("name"), limit)
 	})
 	route("GET "+api.PathCalibration, http.StatusOK, func(r *http.Request) (any, error) {
-		return d.Calibration(), nil
+		return d.Calibrator().Calibration(), nil
 	})
 	route("POST "+api.PathCalibration, http.StatusOK, func(r *http.Request) (any, error) {
-		if _, err := d.Calibrate(r.Context()); err != nil {
+		if _, err := d.Calibrator().Calibrate(r.Context()); err != nil {
 			return nil, err
 		}
-		return d.Calibration(), nil
+		return d.Calibrator().Calibration(), nil
 	})
 	firewallRoutes(route, d)
 	mux.HandleFunc("GET "+api.PathMonitor, serveMonitor(d, log))
