@@ -86,3 +86,27 @@ func hasGoSource(t *testing.T, dir string) bool {
 	}
 	return false
 }
+
+// TestEveryInternalPackageHasDoc fails when a package of internal/ has no
+// doc.go that opens with "// Package NAME": the package's purpose is read
+// in one place, the same place in every package.
+func TestEveryInternalPackageHasDoc(t *testing.T) {
+	err := filepath.WalkDir("../internal", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || d.Name() == "testdata" || !hasGoSource(t, p) {
+			return err
+		}
+		rel := strings.TrimPrefix(filepath.ToSlash(p), "../")
+		b, err := os.ReadFile(filepath.Join(p, "doc.go"))
+		if err != nil {
+			t.Errorf("%s has no doc.go", rel)
+			return nil
+		}
+		if want := "// Package " + filepath.Base(p) + " "; !strings.HasPrefix(string(b), want) {
+			t.Errorf("%s/doc.go does not open with %q", rel, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
