@@ -23,6 +23,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/docker"
 	"github.com/xlane-dev/xlane/internal/k8s"
 	"github.com/xlane-dev/xlane/internal/metrics"
+	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/server"
 	"github.com/xlane-dev/xlane/internal/version"
 	"github.com/xlane-dev/xlane/internal/vm"
@@ -51,7 +52,7 @@ func run() error {
 	noBackend := fs.String("service-no-backend", daemon.NoBackendReject, "what a new flow to a service VIP without backends gets: reject (a TCP RST, an ICMP port unreachable for UDP and the rest, as kube-proxy answers) or drop; counted as drop_no_backend either way")
 	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
 	accelCase := fs.Duration("accel-case-timeout", 5*time.Second, "time each case of the socket acceleration self-test may take before it counts as stalled (docs/accel.md); raise it on slow machines")
-	monRate := fs.Uint("monitor-rate", daemon.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")
+	monRate := fs.Uint("monitor-rate", observe.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")
 	monOn := fs.Bool("monitor", true, "load the programs with the monitor's hooks (for xlane monitor); false builds them out (the verifier removes them): packets pay nothing for the monitor, xlane monitor is refused, xlane trace still works (docs/observability.md)")
 	uninstall := fs.Bool("uninstall", false, "remove everything this instance made (networks, endpoints, services, programs, pins, the state file) and exit; stop the running xlaned first")
 	dockerSocket := fs.String("docker-plugin-socket", docker.DefaultSocket, "serve the Docker network driver here (Docker names it after the file; \"\" serves none)")

@@ -38,6 +38,9 @@ type Core interface {
 	// ReasonCounters reads the datapath's counters of one device (0: the
 	// node's), one line per reason and direction.
 	ReasonCounters(ifindex int) []api.ReasonCounter
+	// CTGC is what the conntrack garbage collector did: passes run and
+	// entries deleted.
+	CTGC() (runs, deleted uint64)
 
 	// CreateNetwork and AddEndpoint are the API's operations (each takes
 	// the lock).

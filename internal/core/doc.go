@@ -19,7 +19,8 @@
 //	internal/vm           VM endpoints: taps, DHCP/RA, QEMU probe   (moved)
 //	internal/calibration  what auto means on this node: the test bed,
 //	                      the probes, the stored choice              (moved)
-//	internal/observe      monitor, trace, metrics, health, dumps    (to move)
+//	internal/observe      monitor, trace, flows, dumps      (moved;
+//	                      metrics and health still in the daemon)
 //	internal/cluster      nodes, peers, probes, overlay MTU          (to move)
 //	internal/sockaccel    socket acceleration and proxy redirects   (to move)
 //	internal/fwcontrol    the firewall's control: rule sets → tables (to move)

@@ -10,6 +10,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/vm"
 )
@@ -31,6 +32,25 @@ func (d *Daemon) wireFeatures() {
 	d.calib = calibration.New(c)
 }
 
+// Observe is the observability feature (monitor, trace, flows, dumps).
+func (d *Daemon) Observe() *observe.Observer { return d.obs }
+
+// startObserve makes the observability feature once the datapath is open
+// and the firewall started (its events name the firewall's rules).
+func (d *Daemon) startObserve() {
+	deps := observe.Deps{Nodes: d.Nodes}
+	if d.calib != nil {
+		deps.Probe = d.calib
+	}
+	if d.fw != nil {
+		deps.RuleName = d.fw.ruleName
+	}
+	if cl := d.cluster; cl != nil {
+		deps.OverlayPort = func() (uint16, bool) { return uint16(cl.port), true }
+	}
+	d.obs = observe.New(coreView{d}, observe.Config{Uplink: d.cfg.Uplink, MonitorRate: d.cfg.MonitorRate, NoMonitor: d.cfg.NoMonitor}, deps)
+}
+
 func (c coreView) Lock()                         { c.d.mu.Lock() }
 func (c coreView) Unlock()                       { c.d.mu.Unlock() }
 func (c coreView) Log() *slog.Logger             { return c.d.log }
@@ -41,6 +61,9 @@ func (c coreView) Done() <-chan struct{}         { return c.d.done }
 func (c coreView) FaultPoint(point string) error { return c.d.faults.At(point) }
 func (c coreView) ModeMissing(m model.Mode) error {
 	return c.d.modeMissing(m)
+}
+func (c coreView) CTGC() (runs, deleted uint64) {
+	return c.d.ct.gcRuns.Load(), c.d.ct.gcDeleted.Load()
 }
 func (c coreView) ReasonCounters(ifindex int) []api.ReasonCounter {
 	return c.d.reasonCounters(ifindex)

@@ -38,12 +38,12 @@ func (d *Daemon) gcLoop(interval time.Duration, done <-chan struct{}) {
 			start := time.Now()
 			// Flows that end by timing out get their flow_close here.
 			var collected func(model.Flow)
-			closes := d.mon.gcCloses()
+			closes := d.obs.GCCloses()
 			if closes != nil {
-				collected = closes.add
+				collected = closes.Add
 			}
 			n, err := d.dp.GCCT(uint64(ctGrace), collected)
-			closes.send()
+			closes.Send()
 			end := time.Now()
 			d.ct.gcNanos.Add(uint64(end.Sub(start)))
 			d.ct.lastUnixNano.Store(end.UnixNano())

@@ -23,6 +23,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/ipam"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
+	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/version"
 	"github.com/xlane-dev/xlane/internal/vm"
@@ -108,9 +109,7 @@ type Daemon struct {
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
 	feat  *features.Set     // probed by New (kernel.go)
 	fw    *Firewall         // started by New, before the API serves (firewall.go)
-	mon   *monitor          // started by New (monitor.go)
-	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
-	tracer tracerCache
+	obs   *observe.Observer // monitor, trace, flows, dumps: started by New (core.go)
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
@@ -212,7 +211,7 @@ func (d *Daemon) start() (*Daemon, error) {
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
 	d.fw = d.startFirewall()
-	d.mon = d.startMonitor()
+	d.startObserve()
 	// Without the BPF datapath there is no node-wide datapath work: no
 	// uplink program, node configuration, services or neighbour mirror.
 	if d.dp.Available() == nil && cfg.Uplink != "" {
@@ -308,7 +307,7 @@ func (d *Daemon) close() error {
 	close(d.done)
 	d.vms.Close()
 	d.calib.Close() // a calibration at start removes its networks first
-	d.tracer.close()
+	d.obs.Close()
 	if d.runStats != nil {
 		d.runStats.Close()
 	}

@@ -13,14 +13,17 @@
 //
 // Feature packages take the core as a core.Core (core.go: coreView, and
 // wireFeatures, which makes them) and never import this package: VM
-// endpoints (internal/vm) and the calibration (internal/calibration) so
-// far. The features still here, to move the same way (internal/core/doc.go
-// has the target layout): services (services.go, services_apply.go,
+// endpoints (internal/vm), the calibration (internal/calibration) and
+// observability's monitor, trace, flows and dumps (internal/observe, made
+// by startObserve once the datapath is open) so far. The features still
+// here, to move the same way (internal/core/doc.go has the target
+// layout): services (services.go, services_apply.go,
 // vip.go, nobackend.go, ports.go), the firewall's control (firewall.go,
 // lasthit.go, policy.go), the cluster (cluster.go, nodesfile.go,
 // nodesync.go, peerprobe.go, mtu.go), socket acceleration and proxy
-// redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability
-// (monitor.go, trace.go, metrics.go, health.go, bpfdump.go, flows.go).
+// redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability's
+// metrics snapshot and health (metrics.go, health.go: they read most of the
+// core's state, so they stay until the core offers them a view).
 //
 // The core's own files: daemon.go (start, networks, endpoints, status),
 // core.go (what features get), attachment.go (CNI attachments: endpoints

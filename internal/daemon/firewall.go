@@ -849,3 +849,12 @@ func addrOf(b [16]uint8) netip.Addr { return netip.AddrFrom16(b).Unmap() }
 func (d *Daemon) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
 	return d.fw.ApplyOwned(prefix, owned)
 }
+
+// ruleName is the rule in slot (the monitor's events name it).
+func (f *Firewall) ruleName(slot uint32) (string, bool) {
+	name, ok := f.names.Load(slot)
+	if !ok {
+		return "", false
+	}
+	return name.(string), true
+}

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"strconv"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -11,18 +9,4 @@ func protoNumber(p string) uint8 {
 		return unix.IPPROTO_UDP
 	}
 	return unix.IPPROTO_TCP
-}
-
-func protoName(p uint8) string {
-	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_ICMP:
-		return "icmp"
-	case unix.IPPROTO_ICMPV6:
-		return "icmpv6"
-	}
-	return strconv.Itoa(int(p))
 }

@@ -206,6 +206,7 @@ func TestPublishPortsRollbackLeavesDatapathAsStore(t *testing.T) {
 func TestUnavailableDatapath(t *testing.T) {
 	d, _ := fakeDaemon(t)
 	d.dp = datapath.NewUnavailable(errors.New("no bpffs"))
+	d.startObserve()
 	if m, why, err := d.resolveMode(model.ModeAuto, nil); err != nil || m != model.ModeKernel {
 		t.Errorf("resolveMode(auto) = %s, %q, %v; want kernel", m, why, err)
 	}
@@ -213,8 +214,8 @@ func TestUnavailableDatapath(t *testing.T) {
 		t.Errorf("resolveMode(tc) = %v, want ErrUnavailable", err)
 	}
 	_, errSvc := createService(d, api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}})
-	_, errFlows := d.Flows(0)
-	_, errStats := d.CTStats()
+	_, errFlows := d.Observe().Flows(0)
+	_, errStats := d.Observe().CTStats()
 	_, errPorts := d.PublishPorts("e1", api.PortsUpdate{Ports: []string{"8080:80"}}, false)
 	for _, err := range []error{errSvc, errFlows, errStats, errPorts} {
 		if !errors.Is(err, datapath.ErrUnavailable) || !errors.Is(err, model.ErrUnavailable) {

@@ -29,13 +29,17 @@ var bpfImporters = map[string]string{
 	"internal/accel": "loads the socket programs for its self-test",
 }
 
-// daemonBPFFiles are the daemon's files that still import internal/bpf:
-// the event monitor and the tracer decode the programs' events and trace
-// records (bpf.MonEvent, bpf.Tracer), the firewall control reads the
-// firewall's event and rule-kind constants. They go with the observe and
-// firewall roles; no other daemon file may import it, and the test fails
-// once one of these no longer does (take it off the list).
-var daemonBPFFiles = []string{"firewall.go", "monitor.go", "trace.go"}
+// bpfFiles are the control plane's files that still import internal/bpf,
+// by package: the event monitor and the tracer (internal/observe) decode
+// the programs' events and trace records (bpf.MonEvent, bpf.Tracer), the
+// firewall control (internal/daemon) reads the firewall's event and
+// rule-kind constants. No other file of these packages may import it, and
+// the test fails once one of these no longer does (take it off the list):
+// the list only shrinks.
+var bpfFiles = map[string][]string{
+	"internal/daemon":  {"firewall.go"},
+	"internal/observe": {"monitor.go", "trace.go"},
+}
 
 // TestOnlyDatapathImportsBPF: among the non-test packages under cmd/ and
 // internal/, only the datapath implementation imports internal/bpf
@@ -59,26 +63,27 @@ func TestOnlyDatapathImportsBPF(t *testing.T) {
 		seen++
 		rel := strings.TrimPrefix(p.ImportPath, modPath+"/")
 		if !slices.Contains(p.Imports, modPath+"/internal/bpf") || rel == "internal/datapath" {
-			if rel == "internal/daemon" && len(daemonBPFFiles) > 0 {
-				t.Errorf("internal/daemon no longer imports internal/bpf: empty daemonBPFFiles")
+			if len(bpfFiles[rel]) > 0 && rel != "internal/datapath" {
+				t.Errorf("%s no longer imports internal/bpf: take it off bpfFiles", rel)
 			}
 			continue
 		}
 		if _, ok := bpfImporters[rel]; ok {
 			continue
 		}
-		if rel != "internal/daemon" {
+		files, ok := bpfFiles[rel]
+		if !ok {
 			t.Errorf("%s imports internal/bpf: go through internal/datapath's role interfaces (model types), or say in bpfImporters why it must", rel)
 			continue
 		}
 		for _, f := range p.GoFiles {
 			imp := importsBPF(t, filepath.Join(p.Dir, f))
-			listed := slices.Contains(daemonBPFFiles, f)
+			listed := slices.Contains(files, f)
 			switch {
 			case imp && !listed:
-				t.Errorf("internal/daemon/%s imports internal/bpf: go through internal/datapath's role interfaces (model types)", f)
+				t.Errorf("%s/%s imports internal/bpf: go through internal/datapath's role interfaces (model types)", rel, f)
 			case !imp && listed:
-				t.Errorf("internal/daemon/%s no longer imports internal/bpf: take it off daemonBPFFiles", f)
+				t.Errorf("%s/%s no longer imports internal/bpf: take it off bpfFiles", rel, f)
 			}
 		}
 	}

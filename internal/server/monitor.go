@@ -15,7 +15,7 @@ import (
 
 // monitorStatsEvery is how often a monitor stream carries its counters;
 // monitorFlushEvery how often its events are flushed to the client: the
-// daemon reads the datapath's ring in batches (internal/daemon/monitor.go),
+// daemon reads the datapath's ring in batches (internal/observe/monitor.go),
 // and a write and a client wakeup per event would cost more than the
 // event.
 const (
@@ -60,7 +60,7 @@ func serveMonitor(d *daemon.Daemon, log *slog.Logger) http.HandlerFunc {
 			writeError(w, log, r, err)
 			return
 		}
-		sub, err := d.Monitor(q)
+		sub, err := d.Observe().Monitor(q)
 		if err != nil {
 			writeError(w, log, r, err)
 			return

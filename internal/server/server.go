@@ -116,14 +116,14 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("DELETE "+api.PathEndpoints+"/{id}/ports", http.StatusOK, ports(true))
 	route("GET "+api.PathConntrack, http.StatusOK, func(r *http.Request) (any, error) {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-		return d.Flows(limit)
+		return d.Observe().Flows(limit)
 	})
 	route("DELETE "+api.PathConntrack, http.StatusOK, func(r *http.Request) (any, error) {
-		n, err := d.FlushFlows()
+		n, err := d.Observe().FlushFlows()
 		return map[string]int{"deleted": n}, err
 	})
 	route("GET "+api.PathConntrack+"/stats", http.StatusOK, func(r *http.Request) (any, error) {
-		return d.CTStats()
+		return d.Observe().CTStats()
 	})
 	route("POST "+api.PathNodes, http.StatusCreated, func(r *http.Request) (any, error) {
 		var req api.NodeAdd
@@ -189,7 +189,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.Status()
 	})
 	route("GET "+api.PathBPFMaps, http.StatusOK, func(r *http.Request) (any, error) {
-		maps, err := d.BPFMaps()
+		maps, err := d.Observe().BPFMaps()
 		return orEmpty(maps), err
 	})
 	route("GET "+api.PathBPFMaps+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
@@ -201,7 +201,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 			}
 			limit = n
 		}
-		return d.DumpMap(r.PathValue("name"), limit)
+		return d.Observe().DumpMap(r.PathValue("name"), limit)
 	})
 	route("GET "+api.PathCalibration, http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Calibrator().Calibration(), nil
@@ -219,7 +219,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err := decodeLarge(r, &req); err != nil {
 			return nil, err
 		}
-		return d.Trace(req)
+		return d.Observe().Trace(req)
 	})
 	accelRoutes(route, d)
 	proxyRoutes(route, d)

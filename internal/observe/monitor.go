@@ -1,4 +1,4 @@
-package daemon
+package observe
 
 import (
 	"errors"
@@ -63,7 +63,7 @@ const (
 // listens: the types word is the union of the clients' types, 0 when the
 // last one leaves (or the daemon starts).
 type monitor struct {
-	d    *Daemon
+	o    *Observer
 	maps bpf.MonitorMaps
 	err  error // why there is no monitor
 
@@ -102,9 +102,9 @@ type MonitorSub struct {
 
 // startMonitor sets the datapath's monitor off and reads its ring until
 // Close (New calls it once).
-func (d *Daemon) startMonitor() *monitor {
-	m := &monitor{d: d, subs: map[*MonitorSub]struct{}{}, wake: make(chan struct{}, 1)}
-	if m.maps, m.err = d.dp.MonitorMaps(); m.err != nil {
+func (o *Observer) startMonitor() *monitor {
+	m := &monitor{o: o, subs: map[*MonitorSub]struct{}{}, wake: make(chan struct{}, 1)}
+	if m.maps, m.err = o.c.Datapath().MonitorMaps(); m.err != nil {
 		m.err = fmt.Errorf("monitor: %w", m.err)
 		return m
 	}
@@ -118,7 +118,7 @@ func (d *Daemon) startMonitor() *monitor {
 	}
 	m.rd = rd
 	go func() {
-		<-d.done
+		<-o.c.Done()
 		rd.Close()
 	}()
 	go m.read()
@@ -131,15 +131,15 @@ var ErrMonitorOff = fmt.Errorf("xlaned runs with --monitor=false: its programs h
 
 // Monitor subscribes to the datapath's events matching q. The caller
 // reads C and calls Close when done.
-func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
-	m := d.mon
+func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
+	m := o.mon
 	if m == nil || m.err != nil {
 		if m == nil {
 			return nil, fmt.Errorf("monitor: not started: %w", model.ErrUnavailable)
 		}
 		return nil, m.err
 	}
-	if d.cfg.NoMonitor {
+	if o.cfg.NoMonitor {
 		return nil, fmt.Errorf("monitor: %w", ErrMonitorOff)
 	}
 	types := bpf.MonAll &^ bpf.MonVerdict
@@ -149,7 +149,7 @@ func (d *Daemon) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 			return nil, &model.FieldError{Field: "types", Reason: err.Error()}
 		}
 	}
-	f, err := d.monFilter(q)
+	f, err := o.monFilter(q)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (s *MonitorSub) Close() {
 		defer s.m.mu.Unlock()
 		delete(s.m.subs, s)
 		if err := s.m.apply(); err != nil {
-			s.m.d.log.Error("monitor: switch events", "err", err)
+			s.m.o.c.Log().Error("monitor: switch events", "err", err)
 		}
 	})
 }
@@ -201,7 +201,7 @@ func (s *MonitorSub) Stats() api.MonitorEvent {
 	}
 	if n := s.m.names.Load(); n == nil || time.Since(n.read) > monitorNamesEvery {
 		if err := s.m.refreshNames(); err != nil {
-			s.m.d.log.Warn("monitor: refresh names", "err", err)
+			s.m.o.c.Log().Warn("monitor: refresh names", "err", err)
 		}
 	}
 	return api.MonitorEvent{Time: time.Now(), Type: "stats", Counters: &api.MonitorCounters{
@@ -221,28 +221,28 @@ func (m *monitor) counters() (bpf.MonCounters, error) {
 // carries the flow's state, CT_CLOSED).
 const monExpired = 0xff
 
-// gcCloses are the flow_close events of one GC pass: the flows it
+// GCCloses are the flow_close events of one GC pass: the flows it
 // collects that never closed (UDP, ICMP and other protocols, which end by
 // timing out, and TCP flows that went idle unclosed). Nil (a no-op) while
 // no client wants flow_close.
-type gcCloses struct {
+type GCCloses struct {
 	m   *monitor
 	ts  uint64 // the pass's CLOCK_MONOTONIC time, as the datapath's events
 	evs []bpf.MonEvent
 }
 
 // gcCloses starts collecting a GC pass's flow_close events.
-func (m *monitor) gcCloses() *gcCloses {
+func (m *monitor) gcCloses() *GCCloses {
 	if m == nil || m.err != nil || bpf.MonType(m.types.Load())&bpf.MonFlowClose == 0 {
 		return nil
 	}
-	return &gcCloses{m: m, ts: monotonicNow()}
+	return &GCCloses{m: m, ts: monotonicNow()}
 }
 
-// add is the GC's callback for an entry it collects: a flow's original
+// Add is the GC's callback for an entry it collects: a flow's original
 // direction makes an event, unless the flow closed (the datapath reported
 // that) or the pass has enough.
-func (g *gcCloses) add(f model.Flow) {
+func (g *GCCloses) Add(f model.Flow) {
 	if g == nil || f.Reply || f.State == "closed" {
 		return
 	}
@@ -258,8 +258,8 @@ func (g *gcCloses) add(f model.Flow) {
 	g.evs = append(g.evs, e)
 }
 
-// send hands the pass's events to the clients.
-func (g *gcCloses) send() {
+// Send hands the pass's events to the clients.
+func (g *GCCloses) Send() {
 	if g == nil {
 		return
 	}
@@ -276,7 +276,7 @@ func (m *monitor) apply() error {
 	for s := range m.subs {
 		types |= s.types
 	}
-	rate := m.d.cfg.MonitorRate
+	rate := m.o.cfg.MonitorRate
 	if rate == 0 {
 		rate = DefaultMonitorRate
 	}
@@ -307,7 +307,7 @@ func (m *monitor) read() {
 		if m.types.Load() == 0 {
 			select {
 			case <-m.wake:
-			case <-m.d.done:
+			case <-m.o.c.Done():
 				return
 			}
 			every = m.pollEvery(0)
@@ -316,7 +316,7 @@ func (m *monitor) read() {
 		timer.Reset(every)
 		select {
 		case <-timer.C:
-		case <-m.d.done:
+		case <-m.o.c.Done():
 			return
 		}
 		m.rd.SetDeadline(time.Now()) // drain what is there, no waiting
@@ -328,7 +328,7 @@ func (m *monitor) read() {
 			}
 			if err != nil {
 				if !errors.Is(err, ringbuf.ErrClosed) {
-					m.d.log.Error("monitor: read events", "err", err)
+					m.o.c.Log().Error("monitor: read events", "err", err)
 				}
 				return
 			}
@@ -353,7 +353,7 @@ func (m *monitor) read() {
 // the bytes the last one found): pollInterval for this ring, these CPUs
 // and the configured rate.
 func (m *monitor) pollEvery(read int) time.Duration {
-	rate := m.d.cfg.MonitorRate
+	rate := m.o.cfg.MonitorRate
 	if rate == 0 {
 		rate = DefaultMonitorRate
 	}
@@ -452,7 +452,7 @@ type epRef struct{ id, network string }
 func (m *monitor) refreshNames() error {
 	n := &monNames{read: time.Now(), byIfindex: map[uint32]epRef{}, byAddr: map[netip.Addr]epRef{},
 		subnets: map[string][]netip.Prefix{}, services: map[uint32]string{}, devices: map[uint32]string{}}
-	err := m.d.store.View(func(tx *store.Tx) error {
+	err := m.o.c.Store().View(func(tx *store.Tx) error {
 		eps, err := tx.Endpoints()
 		if err != nil {
 			return err
@@ -606,9 +606,9 @@ func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
 }
 
 func (m *monitor) ruleName(slot uint32) string {
-	if m.d.fw != nil {
-		if name, ok := m.d.fw.names.Load(slot); ok {
-			return name.(string)
+	if m.o.deps.RuleName != nil {
+		if name, ok := m.o.deps.RuleName(slot); ok {
+			return name
 		}
 	}
 	return "slot " + strconv.Itoa(int(slot))
@@ -635,9 +635,9 @@ type monFilter struct {
 	reasons           map[string]bool
 }
 
-func (d *Daemon) monFilter(q api.MonitorQuery) (monFilter, error) {
+func (o *Observer) monFilter(q api.MonitorQuery) (monFilter, error) {
 	f := monFilter{endpoint: q.Endpoint, network: q.Network, port: q.Port, proto: -1}
-	err := d.store.View(func(tx *store.Tx) error {
+	err := o.c.Store().View(func(tx *store.Tx) error {
 		if q.Endpoint != "" {
 			if _, err := tx.Endpoint(q.Endpoint); err != nil {
 				return err

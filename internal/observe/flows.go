@@ -1,12 +1,12 @@
-package daemon
+package observe
 
 import (
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
 // Flows lists conntrack entries.
-func (d *Daemon) Flows(limit int) ([]api.Flow, error) {
-	fs, err := d.dp.Flows(limit)
+func (o *Observer) Flows(limit int) ([]api.Flow, error) {
+	fs, err := o.c.Datapath().Flows(limit)
 	out := make([]api.Flow, 0, len(fs))
 	for _, f := range fs {
 		af := api.Flow{Proto: protoName(f.Proto), Src: f.Src.String(), Dst: f.Dst.String(), Direction: "original",
@@ -29,21 +29,24 @@ func (d *Daemon) Flows(limit int) ([]api.Flow, error) {
 // for the probe under way (at most one probe, calibSample long): a
 // connection whose entries vanish mid-stream is reset, and a calibration
 // must not fail over a user's flush (internal/calibration).
-func (d *Daemon) FlushFlows() (int, error) {
-	d.calib.LockProbe()
-	defer d.calib.UnlockProbe()
-	return d.dp.FlushCT()
+func (o *Observer) FlushFlows() (int, error) {
+	if p := o.deps.Probe; p != nil {
+		p.LockProbe()
+		defer p.UnlockProbe()
+	}
+	return o.c.Datapath().FlushCT()
 }
 
 // CTStats summarises the conntrack table.
-func (d *Daemon) CTStats() (*api.CTStats, error) {
-	s, err := d.dp.CTStats()
+func (o *Observer) CTStats() (*api.CTStats, error) {
+	s, err := o.c.Datapath().CTStats()
 	if err != nil {
 		return nil, err
 	}
+	gcRuns, gcDeleted := o.c.CTGC()
 	out := &api.CTStats{Entries: s.Entries, MaxEntries: s.MaxEntries, Expired: s.Expired, BytesPerEntry: s.BytesPerEntry,
-		GCRuns: d.ct.gcRuns.Load(), GCDeleted: d.ct.gcDeleted.Load()}
-	if cs, err := d.dp.Counters(0); err == nil {
+		GCRuns: gcRuns, GCDeleted: gcDeleted}
+	if cs, err := o.c.Datapath().Counters(0); err == nil {
 		for k, c := range cs {
 			if k.Reason.String() == "pass_ct_full" {
 				out.TableFull += c.Packets

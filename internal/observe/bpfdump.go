@@ -1,4 +1,4 @@
-package daemon
+package observe
 
 import (
 	"errors"
@@ -9,12 +9,12 @@ import (
 )
 
 // BPFMaps lists the names DumpMap takes.
-func (d *Daemon) BPFMaps() ([]api.BPFMap, error) {
-	if err := d.dp.Available(); err != nil {
+func (o *Observer) BPFMaps() ([]api.BPFMap, error) {
+	if err := o.c.Datapath().Available(); err != nil {
 		return nil, err
 	}
 	var out []api.BPFMap
-	for _, n := range d.dp.DumpNames() {
+	for _, n := range o.c.Datapath().DumpNames() {
 		out = append(out, api.BPFMap{Name: n, Help: datapath.DumpHelp(n)})
 	}
 	return out, nil
@@ -22,11 +22,11 @@ func (d *Daemon) BPFMaps() ([]api.BPFMap, error) {
 
 // DumpMap reads one map of the datapath in readable form (at most limit
 // entries; 0: all). An unknown name is not found, with the valid names.
-func (d *Daemon) DumpMap(name string, limit int) (*api.MapDump, error) {
+func (o *Observer) DumpMap(name string, limit int) (*api.MapDump, error) {
 	if limit < 0 {
 		return nil, model.Fieldf("limit", "%d: want 0 (all) or more", limit)
 	}
-	md, err := d.dp.DumpMap(name, limit)
+	md, err := o.c.Datapath().DumpMap(name, limit)
 	if errors.Is(err, datapath.ErrNoSuchMap) {
 		return nil, model.NotFoundf("%s", err.Error())
 	}

@@ -1,4 +1,4 @@
-package daemon
+package observe
 
 import (
 	"errors"
@@ -40,12 +40,12 @@ type traceEP struct {
 // Nothing is sent and nothing of the live datapath changes. A packet
 // passed to Linux for a local endpoint then meets that endpoint's egress
 // program, which the trace runs next.
-func (d *Daemon) Trace(req api.TraceRequest) (*api.TraceResult, error) {
-	eps, err := d.traceEndpoints()
+func (o *Observer) Trace(req api.TraceRequest) (*api.TraceResult, error) {
+	eps, err := o.traceEndpoints()
 	if err != nil {
 		return nil, err
 	}
-	frame, from, err := d.tracePacket(req, eps)
+	frame, from, err := o.tracePacket(req, eps)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (d *Daemon) Trace(req api.TraceRequest) (*api.TraceResult, error) {
 		return nil, &model.FieldError{Field: "packet", Reason: "not an IPv4 or IPv6 frame"}
 	}
 	res := &api.TraceResult{Input: tup.String(), Hops: []api.TraceHop{}}
-	hook, ifindex, dev := bpf.TraceFromUplink, 0, d.cfg.Uplink
+	hook, ifindex, dev := bpf.TraceFromUplink, 0, o.cfg.Uplink
 	if from != nil {
 		if !from.mode.BPF() {
 			return nil, &model.FieldError{Field: "from", Reason: fmt.Sprintf("endpoint %s is in kernel mode: no programs to trace", from.ID)}
@@ -64,29 +64,29 @@ func (d *Daemon) Trace(req api.TraceRequest) (*api.TraceResult, error) {
 		}
 		hook, ifindex, dev = bpf.TraceFromEndpoint, from.ifindex, from.HostIf
 	} else {
-		if d.cfg.Uplink == "" {
+		if o.cfg.Uplink == "" {
 			return nil, &model.FieldError{Field: "from_ip", Reason: fmt.Sprintf("%s is no endpoint's address and xlaned has no --uplink: a packet from off the node meets no program", tup.Src)}
 		}
-		l, err := netlink.LinkByName(d.cfg.Uplink)
+		l, err := netlink.LinkByName(o.cfg.Uplink)
 		if err != nil {
-			return nil, fmt.Errorf("trace: uplink %s: %w", d.cfg.Uplink, err)
+			return nil, fmt.Errorf("trace: uplink %s: %w", o.cfg.Uplink, err)
 		}
 		ifindex = l.Attrs().Index
 	}
-	if d.mon == nil || d.mon.err != nil {
+	if o.mon == nil || o.mon.err != nil {
 		return nil, fmt.Errorf("trace: the monitor is unavailable: %w", model.ErrUnavailable)
 	}
-	if err := d.mon.refreshNames(); err != nil {
+	if err := o.mon.refreshNames(); err != nil {
 		return nil, err
 	}
-	d.tracer.mu.Lock()
-	defer d.tracer.mu.Unlock()
-	tr, err := d.tracer.get(d)
+	o.tracer.mu.Lock()
+	defer o.tracer.mu.Unlock()
+	tr, err := o.tracer.get(o)
 	if err != nil {
 		return nil, err
 	}
 	for range traceMaxHops {
-		hop, out, err := d.traceHop(tr, hook, ifindex, dev, frame, eps)
+		hop, out, err := o.traceHop(tr, hook, ifindex, dev, frame, eps)
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +118,7 @@ type tracerCache struct {
 }
 
 // get returns the tracer, loaded or reset (under mu).
-func (c *tracerCache) get(d *Daemon) (*bpf.Tracer, error) {
+func (c *tracerCache) get(o *Observer) (*bpf.Tracer, error) {
 	if c.t != nil {
 		if err := c.t.Reset(); err == nil {
 			return c.t, nil
@@ -126,7 +126,7 @@ func (c *tracerCache) get(d *Daemon) (*bpf.Tracer, error) {
 		c.t.Close()
 		c.t = nil
 	}
-	t, err := d.dp.NewTracer()
+	t, err := o.c.Datapath().NewTracer()
 	if err != nil {
 		return nil, err
 	}
@@ -145,9 +145,9 @@ func (c *tracerCache) close() {
 }
 
 // traceEndpoints maps every endpoint address to its endpoint.
-func (d *Daemon) traceEndpoints() (map[netip.Addr]*traceEP, error) {
+func (o *Observer) traceEndpoints() (map[netip.Addr]*traceEP, error) {
 	out := map[netip.Addr]*traceEP{}
-	err := d.store.View(func(tx *store.Tx) error {
+	err := o.c.Store().View(func(tx *store.Tx) error {
 		eps, err := tx.Endpoints()
 		if err != nil {
 			return err
@@ -172,7 +172,7 @@ func (d *Daemon) traceEndpoints() (map[netip.Addr]*traceEP, error) {
 
 // tracePacket builds req's frame (or takes its captured one) and finds the
 // endpoint that sends it (nil: it comes from off the node).
-func (d *Daemon) tracePacket(req api.TraceRequest, eps map[netip.Addr]*traceEP) ([]byte, *traceEP, error) {
+func (o *Observer) tracePacket(req api.TraceRequest, eps map[netip.Addr]*traceEP) ([]byte, *traceEP, error) {
 	if len(req.Packet) > 0 {
 		t, ok := trace.Parse(req.Packet)
 		if !ok {
@@ -225,7 +225,7 @@ func (d *Daemon) tracePacket(req api.TraceRequest, eps map[netip.Addr]*traceEP) 
 		spec.DstMAC, _ = net.ParseMAC(from.HostMAC)
 	} else {
 		spec.SrcMAC = outsideMAC
-		if l, err := netlink.LinkByName(d.cfg.Uplink); err == nil {
+		if l, err := netlink.LinkByName(o.cfg.Uplink); err == nil {
 			spec.DstMAC = l.Attrs().HardwareAddr
 		}
 	}
@@ -255,7 +255,7 @@ func parseTraceTo(s string) (netip.Addr, uint16, error) {
 }
 
 // traceHop runs one program and describes what it did.
-func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev string, frame []byte,
+func (o *Observer) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev string, frame []byte,
 	eps map[netip.Addr]*traceEP) (api.TraceHop, []byte, error) {
 	hop := api.TraceHop{Hook: hook.String(), Device: dev}
 	t, _ := trace.Parse(frame)
@@ -266,7 +266,7 @@ func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev s
 			}
 		}
 	}
-	existing := d.traceCTEntry(tr, t)
+	existing := o.traceCTEntry(tr, t)
 	run, err := tr.Run(hook, ifindex, frame)
 	if err != nil {
 		return hop, nil, err
@@ -274,7 +274,7 @@ func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev s
 	hop.Return = run.Ret
 	th := trace.Hop{Hook: hop.Hook, Existing: existing}
 	for _, e := range run.Events {
-		ev, _ := d.mon.describe(e)
+		ev, _ := o.mon.describe(e)
 		ev.Time = ev.Time.Truncate(0)
 		hop.Events = append(hop.Events, ev)
 		if bpf.MonType(e.Type) == bpf.MonVerdict {
@@ -288,13 +288,13 @@ func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev s
 	out := run.Out
 	ot, ok := trace.Parse(out)
 	if ok && hop.Verdict == "forward" {
-		th.Route = traceRoute(ot, eps, d.traceNode(ot.Dst))
+		th.Route = traceRoute(ot, eps, o.traceNode(ot.Dst))
 		// Encapsulated in BPF (--overlay-encap bpf): the node is the
 		// inner packet's, the device and next hop the outer one's.
-		if c := d.cluster; c != nil && hop.Reason == "fwd_overlay" {
-			if inner, vni, ok := trace.Decap(out, uint16(c.port)); ok {
+		if port, ok := o.overlayPort(); ok && hop.Reason == "fwd_overlay" {
+			if inner, vni, ok := trace.Decap(out, port); ok {
 				it, _ := trace.Parse(inner)
-				th.Route = fmt.Sprintf("encapsulated in BPF, VNI %d, from %s: %s", vni, ot.Src, traceRoute(ot, eps, d.traceNode(it.Dst)))
+				th.Route = fmt.Sprintf("encapsulated in BPF, VNI %d, from %s: %s", vni, ot.Src, traceRoute(ot, eps, o.traceNode(it.Dst)))
 			}
 		}
 	}
@@ -305,7 +305,7 @@ func (d *Daemon) traceHop(tr *bpf.Tracer, hook bpf.TraceHook, ifindex int, dev s
 
 // traceCTEntry describes the conntrack entry of t's tuple in the
 // tracer's copy, before a run ("" none).
-func (d *Daemon) traceCTEntry(tr *bpf.Tracer, t trace.Tuple) string {
+func (o *Observer) traceCTEntry(tr *bpf.Tracer, t trace.Tuple) string {
 	if t.Proto != 6 && t.Proto != 17 {
 		return "" // ICMP: the echo identifier is keyed, not type/code
 	}
@@ -337,8 +337,11 @@ func (d *Daemon) traceCTEntry(tr *bpf.Tracer, t trace.Tuple) string {
 func htons(v uint16) uint16 { return v>>8 | v<<8 }
 
 // traceNode is the other node whose pods have address a (nil: none).
-func (d *Daemon) traceNode(a netip.Addr) *model.Node {
-	nodes, err := d.Nodes()
+func (o *Observer) traceNode(a netip.Addr) *model.Node {
+	if o.deps.Nodes == nil {
+		return nil
+	}
+	nodes, err := o.deps.Nodes()
 	if err != nil {
 		return nil
 	}

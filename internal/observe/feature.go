@@ -1,0 +1,77 @@
+package observe
+
+import (
+	"github.com/xlane-dev/xlane/internal/core"
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// Config is what observability takes from xlaned's configuration.
+type Config struct {
+	// Uplink is the node's device towards other nodes (trace's default
+	// entry point).
+	Uplink string
+	// MonitorRate bounds the monitor's events per second per CPU while a
+	// client listens (0: DefaultMonitorRate).
+	MonitorRate uint32
+	// NoMonitor: the programs were loaded without the monitor's hooks.
+	NoMonitor bool
+}
+
+// Deps are what other features tell observability so that events and
+// traces name things; a nil field is a feature this daemon does not run.
+type Deps struct {
+	// RuleName is the firewall rule in a rule slot.
+	RuleName func(slot uint32) (string, bool)
+	// Nodes are the cluster's nodes (trace's route to another node).
+	Nodes func() ([]model.Node, error)
+	// OverlayPort is the cluster's VXLAN port (false: no cluster).
+	OverlayPort func() (uint16, bool)
+	// Probe is the calibration's probe lock: a conntrack flush waits for
+	// the probe under way.
+	Probe interface {
+		LockProbe()
+		UnlockProbe()
+	}
+}
+
+// Observer is the observability feature: the monitor's event fan-out,
+// `xlane trace`, the conntrack listing and the BPF map dumps.
+type Observer struct {
+	c    core.Core
+	cfg  Config
+	deps Deps
+	mon  *monitor
+	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
+	tracer tracerCache
+}
+
+// New starts the monitor on c's datapath (which must be open) and reads
+// its ring until c is done.
+func New(c core.Core, cfg Config, deps Deps) *Observer {
+	o := &Observer{c: c, cfg: cfg, deps: deps}
+	o.mon = o.startMonitor()
+	return o
+}
+
+// Close releases the tracer's programs.
+func (o *Observer) Close() {
+	if o != nil {
+		o.tracer.close()
+	}
+}
+
+// GCCloses starts collecting a conntrack GC pass's flow_close events (nil,
+// a no-op, while no client wants them).
+func (o *Observer) GCCloses() *GCCloses {
+	if o == nil {
+		return nil
+	}
+	return o.mon.gcCloses()
+}
+
+func (o *Observer) overlayPort() (uint16, bool) {
+	if o.deps.OverlayPort == nil {
+		return 0, false
+	}
+	return o.deps.OverlayPort()
+}
