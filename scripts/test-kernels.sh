@@ -22,9 +22,8 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 legs=${XLANE_KERNELS:-"6.1 6.12 host"}
 
-# What each leg runs, one `go test` (one guest boot) per line: a package,
-# and the tests of it that depend on the kernel ("" = all of it), each
-# named with why it is here.
+# What each leg runs: per package (one guest boot each), all of it or the
+# tests of it that depend on the kernel, each named with why it is here.
 #
 # internal/bpf: every BPF unit test (prog.Run tables on the kernel's
 #   verifier and helpers, real devices) and TestVerifierHeadroom (each
@@ -52,20 +51,20 @@ legs=${XLANE_KERNELS:-"6.1 6.12 host"}
 #   TestServiceLoadBalancer     the service attach points: DNAT in the
 #                               endpoint's tc program, the uplink's, and the
 #                               cgroup socket hooks (from the node)
-#   TestVethOnlyEndpoint/xdp    XDP redirects into a veth whose peer the
-#                               runtime moved (the veth's NAPI, per kernel)
 #   TestRestartWhateverEndpointState/veth/big-tcp-on
 #                               BIG TCP as the kernel has it (6.1: IPv6
 #                               only) after kill -9, and the health summary
 # Left to make test (the host): TestCLIBadInput, TestIdempotentDeletes,
-# the daemon's rollback, store, API and services tests, the datapath's
-# service-table and clock tests: none of them reaches the kernel in a
-# way that differs between kernels.
+# TestVethOnlyEndpoint (the attach points of TestDatapathModes; which
+# endpoint is a redirect target is the daemon's choice), the daemon's
+# rollback, store, API and services tests, the datapath's service-table
+# and clock tests: none reaches the kernel in a way that differs between
+# kernels.
 datapath_run='^(TestLegacyTCPinsPerDevice|TestCTHoldSharedBackends)$'
 daemon_run='^(TestReconcile|TestReconcileFailsPerEndpoint)$'
-e2e_run='^(TestDatapathModes|TestKernelFeatures|TestNetkitEndpoints|TestMultiNodeKernels|TestServiceLoadBalancer|TestVethOnlyEndpoint|TestRestartWhateverEndpointState)$'
+e2e_run='^(TestDatapathModes|TestKernelFeatures|TestNetkitEndpoints|TestMultiNodeKernels|TestServiceLoadBalancer|TestRestartWhateverEndpointState)$'
 # (-skip: top-level alternatives, each split at its slashes into levels)
-e2e_skip='TestVethOnlyEndpoint/^tc$|TestRestartWhateverEndpointState/^veth$/^big-tcp-off$|TestRestartWhateverEndpointState/^netkit$'
+e2e_skip='TestRestartWhateverEndpointState/^veth$/^big-tcp-off$|TestRestartWhateverEndpointState/^netkit$'
 # The steps of a leg: name, packages, -run, -skip ("": none).
 step_name=(bpf+features datapath daemon e2e)
 step_pkgs=("./internal/bpf ./internal/features" ./internal/datapath ./internal/daemon ./test/e2e)
