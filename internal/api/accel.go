@@ -20,9 +20,6 @@ type AccelEnable struct {
 	Nets []string `json:"nets,omitempty"`
 	// Ports: one end's port must be one of them; empty: any.
 	Ports []uint16 `json:"ports,omitempty"`
-	// Accept: self-test cases whose failure does not keep acceleration
-	// off (the user's applications do not do what they test).
-	Accept []string `json:"accept,omitempty"`
 }
 
 // AccelStatus is GET /v1/accel.
