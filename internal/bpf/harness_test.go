@@ -98,19 +98,26 @@ func buildHarness(tb testing.TB, c harnessCfg) *harness {
 // skb in the calling thread's netns, so every run goes through here.
 func (h *harness) do(fn func() error) error { return h.net.Do(fn) }
 
-func (h *harness) setupNetwork(tb testing.TB) {
+// netlinkIn returns a netlink handle in h's netns and a check that fails
+// tb naming what failed.
+func (h *harness) netlinkIn(tb testing.TB) (*netlink.Handle, func(what string, err error)) {
 	tb.Helper()
 	nl, err := netlink.NewHandleAt(h.ns)
 	if err != nil {
 		tb.Fatalf("netlink handle: %v", err)
 	}
-	defer nl.Close()
-	must := func(what string, err error) {
+	return nl, func(what string, err error) {
 		tb.Helper()
 		if err != nil {
 			tb.Fatalf("%s: %v", what, err)
 		}
 	}
+}
+
+func (h *harness) setupNetwork(tb testing.TB) {
+	tb.Helper()
+	nl, must := h.netlinkIn(tb)
+	defer nl.Close()
 
 	for name, hw := range map[string]net.HardwareAddr{devEP0: ep0MAC, devEP1: ep1MAC, devUp: upMAC} {
 		must("add veth "+name, nl.LinkAdd(&netlink.Veth{

@@ -130,17 +130,8 @@ func (p xdpProg) of(o *Objects) *ebpf.Program {
 func (h *harness) addXDP(tb testing.TB) {
 	tb.Helper()
 	requireXDPPrograms(tb, h.objs) // compat_test.go
-	nl, err := netlink.NewHandleAt(h.ns)
-	if err != nil {
-		tb.Fatalf("netlink handle: %v", err)
-	}
+	nl, must := h.netlinkIn(tb)
 	defer nl.Close()
-	must := func(what string, err error) {
-		tb.Helper()
-		if err != nil {
-			tb.Fatalf("%s: %v", what, err)
-		}
-	}
 
 	eps := []struct {
 		ep     endpoint
