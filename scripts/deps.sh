@@ -10,6 +10,7 @@ pkgs=(clang-19 clang-format-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute
       prometheus   # scrapes xlaned in test/e2e/metrics_test.go (the test starts its own)
       systemd      # systemd-analyze verify of deploy/systemd/xlaned.service (deploy/systemd_test.go)
       squid   # a real intercepting proxy behind proxy redirect (test/e2e/proxy_squid_test.go starts its own)
+      haproxy wrk   # real proxies under socket acceleration (test/e2e/accel_proxies_test.go, with nginx-light below) and bench/accel's requests/s rows
       bind9-dnsutils netcat-openbsd curl wget nginx-light   # the e2e suites' test images (test/e2e/k8s_conformance_test.go)
       qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)
 missing=()
@@ -19,7 +20,7 @@ done
 if ((${#missing[@]})); then
 	echo "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	# docker.io, prometheus and squid would start their daemons in this namespace
+	# docker.io, prometheus, squid, haproxy and nginx would start their daemons in this namespace
 	# (a dockerd's bridge and iptables rules); the tests start their own in
 	# namespaces of their own.
 	if [ ! -e /usr/sbin/policy-rc.d ]; then

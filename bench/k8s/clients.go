@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
-	"github.com/xlane-dev/xlane/internal/connrate"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 // load runs the rate test against targets (a file) from the client pod.

@@ -34,7 +34,7 @@
 //
 // The Kubernetes binaries come from scripts/k8s-bins.sh (cached under
 // /var/cache/xlane/k8s), the control plane from test/k8senv (the e2e
-// tests' own), the load generator from internal/connrate (bench/nat's).
+// tests' own), the load generator from test/tools/connrate (bench/nat's).
 // Everything is named xlbk-<random>-* and removed on exit, ^C included.
 package main
 
@@ -63,8 +63,8 @@ import (
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/test/k8senv"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 func main() {

@@ -33,8 +33,8 @@ import (
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/bench/internal/measure"
-	"github.com/xlane-dev/xlane/internal/connrate"
 	"github.com/xlane-dev/xlane/test/k8senv"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 var podSetups = []string{"xlane", "bridge-vxlan"}

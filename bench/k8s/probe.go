@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlane-dev/xlane/internal/connrate"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 // probeOnce connects to target, reads its one byte and closes.

@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xlane-dev/xlane/internal/connrate"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 // Buckets, in the order of the table.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlane-dev/xlane/internal/connrate"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 // median is the median of metric over the samples of (level, mode).

@@ -13,7 +13,7 @@
 // backend-change latency and kernel memory per service; 1,000 services
 // sharing three backends beside the distinct-backend rate. Then memory
 // per conntrack entry and the GC's CPU at a million entries. See
-// topo.go for the topology, internal/connrate for the load generator (this binary
+// topo.go for the topology, test/tools/connrate for the load generator (this binary
 // run as `nat nat-client` and `nat nat-server` inside the namespaces) and
 // gc.go for the conntrack GC measurement.
 package main
@@ -34,14 +34,14 @@ import (
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/connrate"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("bench: ")
 	// The load generator and its backends are this binary too, run in the
-	// namespaces by natNode (internal/connrate).
+	// namespaces by natNode (test/tools/connrate).
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "nat-client":

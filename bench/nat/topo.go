@@ -35,7 +35,7 @@ import (
 
 	"github.com/xlane-dev/xlane/bench/internal/harness"
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/connrate"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 const (

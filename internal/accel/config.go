@@ -41,10 +41,6 @@ type Config struct {
 	Nets []netip.Prefix `json:"nets,omitempty"`
 	// Ports: one end's port must be one of them. Empty: any port.
 	Ports []uint16 `json:"ports,omitempty"`
-	// Accept names self-test cases the user accepts to fail (their
-	// applications do not use what the case tests, e.g. splice): they do
-	// not keep acceleration off.
-	Accept []string `json:"accept,omitempty"`
 }
 
 // Loopback are the default Nets.
@@ -117,11 +113,6 @@ func (c *Config) ValidateSettings() error {
 	for _, p := range c.Ports {
 		if p == 0 {
 			return fmt.Errorf("%w: port 0", ErrBadConfig)
-		}
-	}
-	for _, a := range c.Accept {
-		if !slices.Contains(CaseNames(), a) {
-			return fmt.Errorf("%w: accept %q: no such self-test case (cases: %v)", ErrBadConfig, a, CaseNames())
 		}
 	}
 	return nil

@@ -59,11 +59,12 @@ type Report struct {
 	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
-// Failed are the cases that failed, minus the accepted ones.
-func (r *Report) Failed(accept []string) []string {
+// Failed are the cases that failed, minus the ignored ones
+// (IgnoredCases).
+func (r *Report) Failed(ignored []string) []string {
 	var f []string
 	for _, c := range r.Cases {
-		if !c.OK && !slices.Contains(accept, c.Name) {
+		if !c.OK && !slices.Contains(ignored, c.Name) {
 			f = append(f, c.Name)
 		}
 	}
@@ -71,14 +72,30 @@ func (r *Report) Failed(accept []string) []string {
 }
 
 // Passed says whether acceleration may be enabled: the test ran and no
-// case failed but the accepted ones.
-func (r *Report) Passed(accept []string) bool {
-	return r.Error == "" && len(r.Cases) > 0 && len(r.Failed(accept)) == 0
+// case failed but the ignored ones.
+func (r *Report) Passed(ignored []string) bool {
+	return r.Error == "" && len(r.Cases) > 0 && len(r.Failed(ignored)) == 0
+}
+
+// Unavailable is the reason acceleration is off on this kernel, for
+// errors and status: "acceleration is unavailable on this kernel
+// (6.18.0): self-test case splice failed: ...".
+func (r *Report) Unavailable(ignored []string) string {
+	if r.Error != "" {
+		return fmt.Sprintf("acceleration is unavailable: the self-test on kernel %s could not run: %s", r.Kernel, r.Error)
+	}
+	f := r.Failed(ignored)
+	word := "case"
+	if len(f) > 1 {
+		word = "cases"
+	}
+	return fmt.Sprintf("acceleration is unavailable on this kernel (%s): self-test %s %s failed; %s",
+		r.Kernel, word, strings.Join(f, ", "), r.Summary(ignored))
 }
 
 // Summary is one line for logs and errors: "passed (13 cases, 812 ms)" or
 // "failed: splice (copied 0 of 4194304 bytes), fionread (...)".
-func (r *Report) Summary(accept []string) string {
+func (r *Report) Summary(ignored []string) string {
 	if r.Error != "" {
 		return "could not run: " + r.Error
 	}
@@ -86,8 +103,8 @@ func (r *Report) Summary(accept []string) string {
 	for _, c := range r.Cases {
 		if !c.OK {
 			s := c.Name + " (" + c.Error + ")"
-			if slices.Contains(accept, c.Name) {
-				s += " [accepted]"
+			if slices.Contains(ignored, c.Name) {
+				s += " [ignored: " + IgnoreCasesEnv + "]"
 			}
 			bad = append(bad, s)
 		}
@@ -96,8 +113,8 @@ func (r *Report) Summary(accept []string) string {
 		return fmt.Sprintf("passed (%d cases, %d ms)", len(r.Cases), r.Millis)
 	}
 	verdict := "failed"
-	if r.Passed(accept) {
-		verdict = "passed with accepted failures"
+	if r.Passed(ignored) {
+		verdict = "passed with ignored failures (tests only)"
 	}
 	return fmt.Sprintf("%s: %s (%d cases, %d ms)", verdict, strings.Join(bad, "; "), len(r.Cases), r.Millis)
 }

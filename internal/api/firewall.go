@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // Firewall paths.
@@ -21,7 +21,7 @@ const (
 // FirewallRule is a rule (or a default policy, named default:SCOPE:DIR)
 // with its counters.
 type FirewallRule struct {
-	spec.Rule
+	rules.Rule
 	// Default: a scope's default policy (Scope, Direction, Action set).
 	Default bool `json:"default,omitempty"`
 	// Position in evaluation order, from 1.
@@ -47,22 +47,22 @@ type Firewall struct {
 	// Classes x 2 KiB).
 	Classes   int             `json:"classes"`
 	Drops     []ReasonCounter `json:"drops,omitempty"` // firewall and DDoS drop reasons
-	DDoS      spec.DDoS       `json:"ddos"`
+	DDoS      rules.DDoS      `json:"ddos"`
 	Blocklist int             `json:"blocklist"` // prefixes
 }
 
 // FirewallApply is the body of PUT /v1/firewall and POST
 // /v1/firewall/diff.
 type FirewallApply struct {
-	RuleSet spec.RuleSet `json:"ruleset"`
-	DryRun  bool         `json:"dry_run,omitempty"`
+	RuleSet rules.RuleSet `json:"ruleset"`
+	DryRun  bool          `json:"dry_run,omitempty"`
 }
 
 // FirewallApplied says what an apply changed (or would: dry run, diff).
 type FirewallApplied struct {
-	Diff       spec.Diff `json:"diff"`
-	Applied    bool      `json:"applied"`
-	Generation uint64    `json:"generation"`
+	Diff       rules.Diff `json:"diff"`
+	Applied    bool       `json:"applied"`
+	Generation uint64     `json:"generation"`
 }
 
 // FirewallBlock is the body of POST /v1/firewall/blocklist.
@@ -85,19 +85,19 @@ func (c *Client) Firewall(ctx context.Context) (*Firewall, error) {
 
 // FirewallApply replaces the rule set (atomically), or with dryRun only
 // validates it and says what would change.
-func (c *Client) FirewallApply(ctx context.Context, rs spec.RuleSet, dryRun bool) (*FirewallApplied, error) {
+func (c *Client) FirewallApply(ctx context.Context, rs rules.RuleSet, dryRun bool) (*FirewallApplied, error) {
 	var out FirewallApplied
 	return &out, c.do(ctx, http.MethodPut, PathFirewall, FirewallApply{RuleSet: rs, DryRun: dryRun}, &out)
 }
 
 // FirewallDiff says what applying rs would change.
-func (c *Client) FirewallDiff(ctx context.Context, rs spec.RuleSet) (*FirewallApplied, error) {
+func (c *Client) FirewallDiff(ctx context.Context, rs rules.RuleSet) (*FirewallApplied, error) {
 	var out FirewallApplied
 	return &out, c.do(ctx, http.MethodPost, PathFirewallDiff, FirewallApply{RuleSet: rs}, &out)
 }
 
 // FirewallAdd adds one rule.
-func (c *Client) FirewallAdd(ctx context.Context, r spec.Rule) (*FirewallRule, error) {
+func (c *Client) FirewallAdd(ctx context.Context, r rules.Rule) (*FirewallRule, error) {
 	var out FirewallRule
 	return &out, c.do(ctx, http.MethodPost, PathFirewallRules, r, &out)
 }
@@ -109,7 +109,7 @@ func (c *Client) FirewallRule(ctx context.Context, name string) (*FirewallRule, 
 }
 
 // FirewallUpdate replaces one rule (its name may change).
-func (c *Client) FirewallUpdate(ctx context.Context, name string, r spec.Rule) (*FirewallRule, error) {
+func (c *Client) FirewallUpdate(ctx context.Context, name string, r rules.Rule) (*FirewallRule, error) {
 	var out FirewallRule
 	return &out, c.do(ctx, http.MethodPut, PathFirewallRules+"/"+url.PathEscape(name), r, &out)
 }
@@ -120,14 +120,14 @@ func (c *Client) FirewallRemove(ctx context.Context, name string) error {
 }
 
 // FirewallDDoS returns the uplink's DDoS settings.
-func (c *Client) FirewallDDoS(ctx context.Context) (*spec.DDoS, error) {
-	var out spec.DDoS
+func (c *Client) FirewallDDoS(ctx context.Context) (*rules.DDoS, error) {
+	var out rules.DDoS
 	return &out, c.do(ctx, http.MethodGet, PathFirewallDDoS, nil, &out)
 }
 
 // SetFirewallDDoS replaces them.
-func (c *Client) SetFirewallDDoS(ctx context.Context, d spec.DDoS) (*spec.DDoS, error) {
-	var out spec.DDoS
+func (c *Client) SetFirewallDDoS(ctx context.Context, d rules.DDoS) (*rules.DDoS, error) {
+	var out rules.DDoS
 	return &out, c.do(ctx, http.MethodPut, PathFirewallDDoS, d, &out)
 }
 

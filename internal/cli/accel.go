@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
@@ -30,8 +28,12 @@ loopback) and, with --port, one of whose ports is listed.
 
 sockmap has a history of kernel bugs, so 'enable' first runs a self-test on
 this kernel (docs/accel.md lists the cases): if any case corrupts, loses or
-stalls data, acceleration stays off and 'status' names the case. The daemon
-tests again at every start.`,
+stalls data, acceleration is unavailable on this kernel: 'enable' fails
+naming the case and 'status' shows every case. No case can be accepted: a
+failing case loses or stalls data for every program that does what it
+tests (splice(2), edge-triggered epoll readers such as nginx), and which
+programs do is not visible from outside. The daemon tests again at every
+start.`,
 	}
 	var req api.AccelEnable
 	var ports []int
@@ -40,7 +42,7 @@ tests again at every start.`,
 		Short: "Run the self-test, then accelerate",
 		Example: `  xlane accel enable                                  # xlane's cgroup, loopback
   xlane accel enable --cgroup system.slice/app.service --port 8080
-  xlane accel enable --net 10.88.0.0/16 --net 127.0.0.0/8 --accept splice`,
+  xlane accel enable --net 10.88.0.0/16 --net 127.0.0.0/8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, p := range ports {
@@ -59,7 +61,6 @@ tests again at every start.`,
 	enable.Flags().StringVar(&req.Cgroup, "cgroup", "", "cgroup2 path (absolute or under the cgroup2 mount) whose processes are accelerated (default xlane's own, \"xlane\")")
 	enable.Flags().StringSliceVar(&req.Nets, "net", nil, "CIDR both ends must be in; repeatable (default 127.0.0.0/8 and ::1/128)")
 	enable.Flags().IntSliceVar(&ports, "port", nil, "accelerate only connections with one end on this port; repeatable")
-	enable.Flags().StringSliceVar(&req.Accept, "accept", nil, "self-test case whose failure your applications can live with (e.g. splice if none splices from a socket); one of "+strings.Join(accel.CaseNames(), ", "))
 	disable := &cobra.Command{
 		Use:     "disable",
 		Short:   "Stop accelerating (open connections carry on over the normal path)",
@@ -105,9 +106,6 @@ func printAccel(e *env, st *api.AccelStatus) error {
 			} else {
 				fmt.Fprintf(w, "ports:\tany\n")
 			}
-			if len(c.Accept) > 0 {
-				fmt.Fprintf(w, "accepted failures:\t%v\n", c.Accept)
-			}
 		}
 		fmt.Fprintf(w, "sockets in map:\t%d\n", st.Sockets)
 		names := make([]string, 0, len(st.Counters))
@@ -127,9 +125,6 @@ func printAccel(e *env, st *api.AccelStatus) error {
 				res := "pass"
 				if !c.OK {
 					res = "FAIL: " + c.Error
-					if st.Config != nil && slices.Contains(st.Config.Accept, c.Name) {
-						res += " (accepted)"
-					}
 				}
 				fmt.Fprintf(w, "  %s\t%s\t%d ms\n", c.Name, res, c.Millis)
 			}

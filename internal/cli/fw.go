@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 func fwCmd(e *env) *cobra.Command {
@@ -68,7 +68,7 @@ nothing, and the error names the rule and the field.`,
 	return cmd
 }
 
-func readRuleSet(path string) (*spec.RuleSet, error) {
+func readRuleSet(path string) (*rules.RuleSet, error) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -79,7 +79,7 @@ func readRuleSet(path string) (*spec.RuleSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs, err := spec.Parse(data)
+	rs, err := rules.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -193,9 +193,9 @@ func ago(t *time.Time) string {
 	return time.Since(*t).Truncate(time.Second).String() + " ago"
 }
 
-// matchSummary is spec.Summary without the action.
-func matchSummary(r spec.Rule) string {
-	s := spec.Summary(r)
+// matchSummary is rules.Summary without the action.
+func matchSummary(r rules.Rule) string {
+	s := rules.Summary(r)
 	return strings.TrimPrefix(s, r.Action+" ")
 }
 
@@ -212,7 +212,7 @@ func fwGetCmd(e *env) *cobra.Command {
 				return err
 			}
 			return e.print(r, func(w *tabwriter.Writer) {
-				y, _ := spec.Marshal(&spec.RuleSet{Rules: []spec.Rule{r.Rule}})
+				y, _ := rules.Marshal(&rules.RuleSet{Rules: []rules.Rule{r.Rule}})
 				fmt.Fprintf(w, "%s", strings.TrimPrefix(string(y), "rules:\n"))
 				fmt.Fprintf(w, "# position %d, %d classifier bit(s), %d packets, %d bytes, last hit %s\n",
 					r.Position, r.Bits, r.Packets, r.Bytes, ago(r.LastHit))
@@ -223,7 +223,7 @@ func fwGetCmd(e *env) *cobra.Command {
 
 // ruleFlags binds a rule's fields to flags; set reports which were given.
 type ruleFlags struct {
-	r    spec.Rule
+	r    rules.Rule
 	file string
 }
 
@@ -249,27 +249,27 @@ func (f *ruleFlags) bind(c *cobra.Command) {
 }
 
 // rule returns the rule of the flags (or the file), named name.
-func (f *ruleFlags) rule(c *cobra.Command, name string) (spec.Rule, error) {
+func (f *ruleFlags) rule(c *cobra.Command, name string) (rules.Rule, error) {
 	if f.file == "" {
 		f.r.Name = name
 		return f.r, nil
 	}
 	data, err := os.ReadFile(f.file)
 	if err != nil {
-		return spec.Rule{}, err
+		return rules.Rule{}, err
 	}
-	rs, err := spec.Parse(data)
+	rs, err := rules.Parse(data)
 	if err == nil && len(rs.Rules) != 1 {
 		err = fmt.Errorf("holds %d rules, want one", len(rs.Rules))
 	}
 	if err != nil {
 		// A bare rule (a mapping, not a rule set).
-		if r, rerr := spec.Parse(append([]byte("rules:\n- "), bytes.ReplaceAll(data, []byte("\n"), []byte("\n  "))...)); rerr == nil && len(r.Rules) == 1 {
+		if r, rerr := rules.Parse(append([]byte("rules:\n- "), bytes.ReplaceAll(data, []byte("\n"), []byte("\n  "))...)); rerr == nil && len(r.Rules) == 1 {
 			rs, err = r, nil
 		}
 	}
 	if err != nil {
-		return spec.Rule{}, fmt.Errorf("%s: %w", f.file, err)
+		return rules.Rule{}, fmt.Errorf("%s: %w", f.file, err)
 	}
 	r := rs.Rules[0]
 	if name != "" {
@@ -301,7 +301,7 @@ func fwAddCmd(e *env) *cobra.Command {
 				return err
 			}
 			return e.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "added %s at position %d: %s\n", out.Name, out.Position, spec.Summary(out.Rule))
+				fmt.Fprintf(w, "added %s at position %d: %s\n", out.Name, out.Position, rules.Summary(out.Rule))
 			})
 		},
 	}
@@ -319,7 +319,7 @@ func fwUpdateCmd(e *env) *cobra.Command {
   xlane fw update web --action drop --log 10`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r spec.Rule
+			var r rules.Rule
 			if f.file != "" {
 				var err error
 				if r, err = f.rule(cmd, args[0]); err != nil {
@@ -341,7 +341,7 @@ func fwUpdateCmd(e *env) *cobra.Command {
 				return err
 			}
 			return e.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "updated %s at position %d: %s\n", out.Name, out.Position, spec.Summary(out.Rule))
+				fmt.Fprintf(w, "updated %s at position %d: %s\n", out.Name, out.Position, rules.Summary(out.Rule))
 			})
 		},
 	}
@@ -351,7 +351,7 @@ func fwUpdateCmd(e *env) *cobra.Command {
 }
 
 // merge copies the fields whose flags were given.
-func merge(c *cobra.Command, dst *spec.Rule, src spec.Rule) {
+func merge(c *cobra.Command, dst *rules.Rule, src rules.Rule) {
 	ch := func(n string) bool { return c.Flags().Changed(n) }
 	if ch("action") {
 		dst.Action = src.Action
@@ -373,7 +373,7 @@ func merge(c *cobra.Command, dst *spec.Rule, src spec.Rule) {
 	}
 	lists := []struct {
 		flag     string
-		dst, src *spec.List
+		dst, src *rules.List
 	}{{"proto", &dst.Proto, &src.Proto}, {"src", &dst.Src, &src.Src}, {"dst", &dst.Dst, &src.Dst},
 		{"sport", &dst.SrcPort, &src.SrcPort}, {"dport", &dst.DstPort, &src.DstPort},
 		{"icmp-type", &dst.ICMPType, &src.ICMPType}, {"src-mac", &dst.SrcMAC, &src.SrcMAC}, {"dst-mac", &dst.DstMAC, &src.DstMAC}}
@@ -424,7 +424,7 @@ func fwExportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rs := spec.RuleSet{}
+			rs := rules.RuleSet{}
 			if !fw.Established {
 				f := false
 				rs.Established = &f
@@ -433,12 +433,12 @@ func fwExportCmd(e *env) *cobra.Command {
 				rs.Rules = append(rs.Rules, r.Rule)
 			}
 			for _, d := range fw.Defaults {
-				rs.Defaults = append(rs.Defaults, spec.Default{Scope: d.Scope, Direction: d.Direction, Action: d.Action})
+				rs.Defaults = append(rs.Defaults, rules.Default{Scope: d.Scope, Direction: d.Direction, Action: d.Action})
 			}
 			if e.output == "json" {
 				return e.print(rs, nil)
 			}
-			y, err := spec.Marshal(&rs)
+			y, err := rules.Marshal(&rs)
 			if err != nil {
 				return err
 			}
@@ -474,7 +474,7 @@ applied (only when everything translated).`,
 			if err != nil {
 				return err
 			}
-			rs, bad, err := spec.ImportIPTables(data, family, spec.ImportOptions{Uplink: uplink})
+			rs, bad, err := rules.ImportIPTables(data, family, rules.ImportOptions{Uplink: uplink})
 			if err != nil {
 				return err
 			}
@@ -498,11 +498,11 @@ applied (only when everything translated).`,
 			}
 			if e.output == "json" {
 				return e.print(struct {
-					RuleSet      *spec.RuleSet       `json:"ruleset"`
-					Untranslated []spec.Untranslated `json:"untranslated"`
+					RuleSet      *rules.RuleSet       `json:"ruleset"`
+					Untranslated []rules.Untranslated `json:"untranslated"`
 				}{rs, bad}, nil)
 			}
-			y, err := spec.Marshal(rs)
+			y, err := rules.Marshal(rs)
 			if err != nil {
 				return err
 			}
@@ -517,7 +517,7 @@ applied (only when everything translated).`,
 }
 
 func fwDDoSCmd(e *env) *cobra.Command {
-	var d spec.DDoS
+	var d rules.DDoS
 	var off bool
 	c := &cobra.Command{
 		Use:   "ddos [--pps N] [--burst N] [--syn-pps N] [--syn-burst N] [--malformed] | ddos --off",
@@ -531,7 +531,7 @@ TCP/UDP headers or impossible TCP flags. Without flags: show the settings.`,
   xlane fw ddos --off`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out *spec.DDoS
+			var out *rules.DDoS
 			var err error
 			set := false
 			for _, n := range []string{"pps", "burst", "syn-pps", "syn-burst", "v4-prefix", "v6-prefix", "malformed", "off"} {
@@ -541,7 +541,7 @@ TCP/UDP headers or impossible TCP flags. Without flags: show the settings.`,
 				out, err = e.client().FirewallDDoS(cmd.Context())
 			} else {
 				if off {
-					d = spec.DDoS{}
+					d = rules.DDoS{}
 				}
 				out, err = e.client().SetFirewallDDoS(cmd.Context(), d)
 			}

@@ -20,7 +20,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/firewall"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -308,7 +308,7 @@ func TestFirewallStartedByNew(t *testing.T) {
 			d.Close()
 			return fmt.Errorf("firewall after New: %v", d.Firewall())
 		}
-		_, err = d.Firewall().Apply(spec.RuleSet{Rules: []spec.Rule{{Name: "no-ssh", Action: "drop", Proto: spec.List{"tcp"}, DstPort: spec.List{"22"}}}}, false)
+		_, err = d.Firewall().Apply(rules.RuleSet{Rules: []rules.Rule{{Name: "no-ssh", Action: "drop", Proto: rules.List{"tcp"}, DstPort: rules.List{"22"}}}}, false)
 		d.Close()
 		if err != nil {
 			return fmt.Errorf("apply: %w", err)

@@ -19,7 +19,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/firewall"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -83,8 +83,8 @@ func (d *Daemon) startFirewall() *Firewall {
 // reconcile reinstalls what the store says. Called with d.mu held.
 func (f *Firewall) reconcile() error {
 	var (
-		rs    *spec.RuleSet
-		ddos  spec.DDoS
+		rs    *rules.RuleSet
+		ddos  rules.DDoS
 		count int
 	)
 	err := f.d.store.View(func(tx *store.Tx) error {
@@ -184,7 +184,7 @@ func (f *Firewall) ready() error {
 // counter slots, in one store transaction: an error leaves the live set
 // and the store as they were. live: rs was accepted before (scopes that
 // vanished since make rules inactive instead of failing).
-func (f *Firewall) store(rs *spec.RuleSet, live, dryRun bool) error {
+func (f *Firewall) store(rs *rules.RuleSet, live, dryRun bool) error {
 	res, fp, err := f.resolver()
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ func allocSlots(old map[string]uint32, pol *firewall.Policy) (map[string]uint32,
 
 // Apply replaces the rule set; with dryRun it only validates and says
 // what would change.
-func (f *Firewall) Apply(rs spec.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
+func (f *Firewall) Apply(rs rules.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
 	if err := f.ready(); err != nil {
 		return nil, err
 	}
@@ -289,8 +289,8 @@ func (f *Firewall) Apply(rs spec.RuleSet, dryRun bool) (*api.FirewallApplied, er
 }
 
 // apply, with d.mu held.
-func (f *Firewall) apply(rs *spec.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
-	var old *spec.RuleSet
+func (f *Firewall) apply(rs *rules.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
+	var old *rules.RuleSet
 	err := f.d.store.View(func(tx *store.Tx) error {
 		var err error
 		old, err = tx.FirewallRules()
@@ -299,7 +299,7 @@ func (f *Firewall) apply(rs *spec.RuleSet, dryRun bool) (*api.FirewallApplied, e
 	if err != nil {
 		return nil, err
 	}
-	out := &api.FirewallApplied{Diff: spec.Compare(old, rs)}
+	out := &api.FirewallApplied{Diff: rules.Compare(old, rs)}
 	if err := f.store(rs, false, dryRun); err != nil {
 		return nil, err
 	}
@@ -315,15 +315,15 @@ func (f *Firewall) apply(rs *spec.RuleSet, dryRun bool) (*api.FirewallApplied, e
 	return out, nil
 }
 
-// ApplyOwned replaces the rules whose names start with prefix by rules
+// ApplyOwned replaces the rules whose names start with prefix by owned
 // (which must all have it), keeping every other rule and the defaults, in
 // one atomic apply; nothing happens when they are already the set's. The
 // prefix becomes owned: Kubernetes mode's NetworkPolicies ("k8s.np.").
-func (f *Firewall) ApplyOwned(prefix string, rules []spec.Rule) error {
+func (f *Firewall) ApplyOwned(prefix string, owned []rules.Rule) error {
 	if prefix == "" {
 		return model.Fieldf("prefix", "missing")
 	}
-	for i, r := range rules {
+	for i, r := range owned {
 		if !strings.HasPrefix(r.Name, prefix) {
 			return model.Fieldf(fmt.Sprintf("rules[%d].name", i), "%q: does not start with %q", r.Name, prefix)
 		}
@@ -332,7 +332,7 @@ func (f *Firewall) ApplyOwned(prefix string, rules []spec.Rule) error {
 	defer f.d.mu.Unlock()
 	f.owned = prefix
 	if f.err != nil {
-		if len(rules) == 0 {
+		if len(owned) == 0 {
 			return nil // nothing to enforce: no firewall needed
 		}
 		return f.err
@@ -342,9 +342,9 @@ func (f *Firewall) ApplyOwned(prefix string, rules []spec.Rule) error {
 		return err
 	}
 	next := rs.Clone()
-	next.Rules = slices.DeleteFunc(next.Rules, func(r spec.Rule) bool { return strings.HasPrefix(r.Name, prefix) })
-	next.Rules = append(next.Rules, rules...)
-	if spec.Compare(rs, next).Empty() {
+	next.Rules = slices.DeleteFunc(next.Rules, func(r rules.Rule) bool { return strings.HasPrefix(r.Name, prefix) })
+	next.Rules = append(next.Rules, owned...)
+	if rules.Compare(rs, next).Empty() {
 		return nil
 	}
 	_, err = f.apply(next, false)
@@ -354,7 +354,7 @@ func (f *Firewall) ApplyOwned(prefix string, rules []spec.Rule) error {
 // keepOwned makes rs keep the live rules of the owned prefix, whatever it
 // says about them (a file exported with them, or written without them):
 // they are the owner's. A single-rule change of such a rule is refused.
-func (f *Firewall) keepOwned(rs *spec.RuleSet) error {
+func (f *Firewall) keepOwned(rs *rules.RuleSet) error {
 	if f.owned == "" {
 		return nil
 	}
@@ -362,7 +362,7 @@ func (f *Firewall) keepOwned(rs *spec.RuleSet) error {
 	if err != nil {
 		return err
 	}
-	rs.Rules = slices.DeleteFunc(rs.Rules, func(r spec.Rule) bool { return strings.HasPrefix(r.Name, f.owned) })
+	rs.Rules = slices.DeleteFunc(rs.Rules, func(r rules.Rule) bool { return strings.HasPrefix(r.Name, f.owned) })
 	for _, r := range live.Rules {
 		if strings.HasPrefix(r.Name, f.owned) {
 			rs.Rules = append(rs.Rules, r)
@@ -380,8 +380,8 @@ func (f *Firewall) refuseOwned(name string) error {
 }
 
 // current returns the stored rule set (d.mu held or not: a read).
-func (f *Firewall) current() (*spec.RuleSet, error) {
-	var rs *spec.RuleSet
+func (f *Firewall) current() (*rules.RuleSet, error) {
+	var rs *rules.RuleSet
 	err := f.d.store.View(func(tx *store.Tx) error {
 		var err error
 		rs, err = tx.FirewallRules()
@@ -391,7 +391,7 @@ func (f *Firewall) current() (*spec.RuleSet, error) {
 }
 
 // Add adds one rule to the set in force.
-func (f *Firewall) Add(r spec.Rule) (*api.FirewallRule, error) {
+func (f *Firewall) Add(r rules.Rule) (*api.FirewallRule, error) {
 	if err := f.ready(); err != nil {
 		return nil, err
 	}
@@ -415,7 +415,7 @@ func (f *Firewall) Add(r spec.Rule) (*api.FirewallRule, error) {
 }
 
 // Update replaces the rule called name with r (which may rename it).
-func (f *Firewall) Update(name string, r spec.Rule) (*api.FirewallRule, error) {
+func (f *Firewall) Update(name string, r rules.Rule) (*api.FirewallRule, error) {
 	if err := f.ready(); err != nil {
 		return nil, err
 	}
@@ -503,8 +503,8 @@ func (f *Firewall) List() (*api.Firewall, error) {
 
 func (f *Firewall) list() (*api.Firewall, error) {
 	var (
-		rs    *spec.RuleSet
-		ddos  spec.DDoS
+		rs    *rules.RuleSet
+		ddos  rules.DDoS
 		count int
 	)
 	err := f.d.store.View(func(tx *store.Tx) error {
@@ -534,7 +534,7 @@ func (f *Firewall) list() (*api.Firewall, error) {
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]spec.Rule{}
+	byName := map[string]rules.Rule{}
 	for _, r := range rs.Rules {
 		byName[r.Name] = r
 	}
@@ -543,7 +543,7 @@ func (f *Firewall) list() (*api.Firewall, error) {
 		fr := api.FirewallRule{Position: i + 1, Bits: len(pr.Matches), Default: pr.Default}
 		if pr.Default {
 			scope, dir := defaultScope(pr.Name)
-			fr.Rule = spec.Rule{Name: pr.Name, Scope: scope, Direction: dir, Action: actionName(pr.Action)}
+			fr.Rule = rules.Rule{Name: pr.Name, Scope: scope, Direction: dir, Action: actionName(pr.Action)}
 		} else {
 			fr.Rule = byName[pr.Name]
 		}
@@ -585,29 +585,19 @@ func defaultScope(name string) (scope, dir string) {
 	return scope, dir
 }
 
-func actionName(a uint8) string {
-	switch a {
-	case bpf.FwDrop:
-		return "drop"
-	case bpf.FwReject:
-		return "reject"
-	case bpf.FwLog:
-		return "log"
-	}
-	return "allow"
-}
+func actionName(a uint8) string { return bpf.FwActionName(a) }
 
 // Diff says what applying rs would change (after validating it).
-func (f *Firewall) Diff(rs spec.RuleSet) (*api.FirewallApplied, error) {
+func (f *Firewall) Diff(rs rules.RuleSet) (*api.FirewallApplied, error) {
 	return f.Apply(rs, true)
 }
 
 // DDoS returns the uplink's DDoS settings.
-func (f *Firewall) DDoS() (*spec.DDoS, error) {
+func (f *Firewall) DDoS() (*rules.DDoS, error) {
 	if err := f.ready(); err != nil {
 		return nil, err
 	}
-	var d spec.DDoS
+	var d rules.DDoS
 	err := f.d.store.View(func(tx *store.Tx) error {
 		var err error
 		d, err = tx.FirewallDDoS()
@@ -617,7 +607,7 @@ func (f *Firewall) DDoS() (*spec.DDoS, error) {
 }
 
 // SetDDoS replaces the uplink's DDoS settings.
-func (f *Firewall) SetDDoS(d spec.DDoS) (*spec.DDoS, error) {
+func (f *Firewall) SetDDoS(d rules.DDoS) (*rules.DDoS, error) {
 	if err := f.ready(); err != nil {
 		return nil, err
 	}
@@ -641,7 +631,7 @@ func (f *Firewall) SetDDoS(d spec.DDoS) (*spec.DDoS, error) {
 
 // ddosVal is the datapath's view of the settings; the blocklist is
 // consulted only when it holds something (a lookup per packet).
-func (f *Firewall) ddosVal(d spec.DDoS, blocked int) bpf.FwDdos {
+func (f *Firewall) ddosVal(d rules.DDoS, blocked int) bpf.FwDdos {
 	d.Normalize()
 	v := bpf.FwDdos{Pps: d.PPS, Burst: d.Burst, SynPps: d.SYNPPS, SynBurst: d.SYNBurst,
 		V4Prefix: d.V4Prefix, V6Prefix: d.V6Prefix}
@@ -723,7 +713,7 @@ func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) 
 	}
 	// Counted after the commit: a bucket's statistics in a write
 	// transaction miss what it added.
-	var d spec.DDoS
+	var d rules.DDoS
 	err = f.d.store.View(func(tx *store.Tx) error {
 		out.Count = tx.BlockedCount()
 		d, err = tx.FirewallDDoS()
@@ -807,7 +797,7 @@ func (f *Firewall) watch() {
 }
 
 // namesScopes reports whether rs has network or endpoint scopes.
-func (f *Firewall) namesScopes(rs *spec.RuleSet) bool {
+func (f *Firewall) namesScopes(rs *rules.RuleSet) bool {
 	for _, r := range rs.Rules {
 		if strings.HasPrefix(r.Scope, "network:") || strings.HasPrefix(r.Scope, "endpoint:") {
 			return true
@@ -856,6 +846,6 @@ func addrOf(b [16]uint8) netip.Addr { return netip.AddrFrom16(b).Unmap() }
 
 // ApplyFirewallOwned is Firewall.ApplyOwned (Kubernetes mode's
 // NetworkPolicies).
-func (d *Daemon) ApplyFirewallOwned(prefix string, rules []spec.Rule) error {
-	return d.fw.ApplyOwned(prefix, rules)
+func (d *Daemon) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
+	return d.fw.ApplyOwned(prefix, owned)
 }

@@ -512,11 +512,9 @@ type monRefs struct {
 var monHooks = map[uint8]string{bpf.FwKindFromEP: "from_endpoint", bpf.FwKindToEP: "to_endpoint",
 	bpf.FwKindUplink: "uplink", bpf.FwKindUplink + 1: "socket"}
 
-var ctStateNames = []string{"new", "established", "closing", "closed"}
+var ctStateNames = bpf.CTStateNames() // enum ct_state, from BTF
 
 var natNames = map[uint8]string{uint8(bpf.CTNatSrc): "src", uint8(bpf.CTNatDst): "dst", uint8(bpf.CTNatBoth): "both"}
-
-var fwActionNames = map[uint8]string{bpf.FwAllow: "allow", bpf.FwDrop: "drop", bpf.FwReject: "reject", bpf.FwLog: "log"}
 
 // describe turns a datapath event into the API's (with the wall clock,
 // names of endpoints, rules and services) and lists what it involves.
@@ -564,7 +562,7 @@ func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
 		}
 	case bpf.MonFW:
 		ev.Rule = m.ruleName(e.Rule - 1)
-		ev.Action = fwActionNames[e.Action]
+		ev.Action = bpf.FwActionName(e.Action)
 	case bpf.MonFlowNew, bpf.MonFlowClose:
 		if int(e.Action) < len(ctStateNames) {
 			ev.Action = ctStateNames[e.Action]

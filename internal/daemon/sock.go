@@ -57,7 +57,7 @@ func badConfig(err error) string {
 }
 
 func accelConfig(req api.AccelEnable) (accel.Config, error) {
-	c := accel.Config{Ports: req.Ports, Accept: req.Accept}
+	c := accel.Config{Ports: req.Ports}
 	var err error
 	if c.Cgroup, err = accelCgroup(req.Cgroup, "cgroup"); err != nil {
 		return c, err
@@ -75,11 +75,6 @@ func accelConfig(req api.AccelEnable) (accel.Config, error) {
 	}
 	if err := validate(); err != nil {
 		field := "nets"
-		for _, a := range c.Accept {
-			if !slices.Contains(accel.CaseNames(), a) {
-				field = "accept"
-			}
-		}
 		for _, p := range c.Ports {
 			if p == 0 {
 				field = "ports"
@@ -95,8 +90,8 @@ func settings(c accel.Config) datapath.AccelSettings {
 }
 
 // EnableAccel validates the request, runs the self-test on this kernel
-// and, only if it passes (failures of accepted cases aside), attaches
-// acceleration. The request is recorded either way: a daemon restart
+// and, only if every case passes (xlane's own tests aside:
+// accel.IgnoredCases), attaches acceleration. The request is recorded either way: a daemon restart
 // tests again.
 func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
 	if err := d.dp.Available(); err != nil {
@@ -114,15 +109,16 @@ func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
 	r := d.selfTest()
 	d.accel.report, d.accel.err = r, nil
 	rec := store.AccelRecord{Enabled: true, Config: c}
-	if !r.Passed(c.Accept) {
+	ign := accel.IgnoredCases()
+	if !r.Passed(ign) {
 		if err := d.dp.DisableAccel(); err != nil {
 			d.log.Error("disable acceleration", "err", err)
 		}
 		if err := d.store.Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
 			return nil, err
 		}
-		d.log.Warn("socket acceleration stays off: self-test failed", "kernel", r.Kernel, "result", r.Summary(c.Accept))
-		return nil, model.Conflictf("acceleration stays off: the self-test on kernel %s %s (xlane accel status shows each case; --accept CASE takes a case your applications do not depend on)", r.Kernel, r.Summary(c.Accept))
+		d.log.Warn("socket acceleration stays off: self-test failed", "kernel", r.Kernel, "result", r.Summary(ign))
+		return nil, model.Conflictf("%s (xlane accel status shows each case; docs/accel.md, results by kernel)", r.Unavailable(ign))
 	}
 	if err := ensureOwnCgroup(c.Cgroup); err != nil {
 		return nil, err
@@ -137,7 +133,7 @@ func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
 		d.releaseOwnCgroup()
 		return nil, err
 	}
-	d.log.Info("socket acceleration on", "cgroup", c.Cgroup, "nets", c.Nets, "ports", c.Ports, "self_test", r.Summary(c.Accept))
+	d.log.Info("socket acceleration on", "cgroup", c.Cgroup, "nets", c.Nets, "ports", c.Ports, "self_test", r.Summary(ign))
 	return d.accelStatusLocked()
 }
 
@@ -199,7 +195,7 @@ func (d *Daemon) accelStatusLocked() (*api.AccelStatus, error) {
 		if d.accel.err != nil {
 			st.Reason = d.accel.err.Error()
 		} else if r := d.accel.report; r != nil {
-			st.Reason = fmt.Sprintf("self-test on kernel %s %s", r.Kernel, r.Summary(rec.Config.Accept))
+			st.Reason = r.Unavailable(accel.IgnoredCases())
 		} else if d.dp.Available() != nil {
 			st.Reason = d.dp.Available().Error()
 		}
@@ -235,8 +231,9 @@ func (d *Daemon) reconcileAccel() {
 			return
 		default:
 		}
-		if !r.Passed(rec.Config.Accept) {
-			d.log.Warn("socket acceleration off: self-test failed on this kernel", "kernel", r.Kernel, "result", r.Summary(rec.Config.Accept))
+		ign := accel.IgnoredCases()
+		if !r.Passed(ign) {
+			d.log.Warn("socket acceleration off: self-test failed on this kernel", "kernel", r.Kernel, "result", r.Summary(ign))
 			if err := d.dp.DisableAccel(); err != nil {
 				d.log.Error("disable acceleration", "err", err)
 			}
@@ -252,7 +249,7 @@ func (d *Daemon) reconcileAccel() {
 			d.dp.DisableAccel()
 			return
 		}
-		d.log.Info("socket acceleration on", "cgroup", rec.Config.Cgroup, "self_test", r.Summary(rec.Config.Accept))
+		d.log.Info("socket acceleration on", "cgroup", rec.Config.Cgroup, "self_test", r.Summary(ign))
 	}()
 }
 

@@ -39,7 +39,7 @@ type BPF struct {
 	legacyTC bool
 	// nk: the netkit programs, loaded on first use; netkit.go.
 	nk *bpf.NetkitObjects
-	// accel, proxy: the socket layer, loaded on first use; sock.go.
+	// accel, proxy: the socket layer, loaded on first use; accel.go, proxy.go.
 	accel *bpf.AccelObjects
 	proxy *bpf.ProxyObjects
 	// clock overrides monotonicNow (tests: a clock a few seconds past

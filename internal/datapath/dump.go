@@ -518,20 +518,6 @@ func (d *BPF) withLive(outer *ebpf.Map, fn func(*ebpf.Map) error) error {
 	return fn(inner)
 }
 
-func fwActionName(a uint8) string {
-	switch a {
-	case bpf.FwAllow:
-		return "allow"
-	case bpf.FwDrop:
-		return "drop"
-	case bpf.FwReject:
-		return "reject"
-	case bpf.FwLog:
-		return "log"
-	}
-	return fmt.Sprint(a)
-}
-
 // dumpFwRules lists the live generation's rules. The array has room for
 // FW_MAX_RULES; the set's end is the last bit some class other than
 // FW_CLASS_ALL matches (every rule's bit is in the classes of the values
@@ -572,7 +558,7 @@ func (d *BPF) dumpFwRules(_ int, add func(...any) bool) error {
 		}
 		for bit := 0; bit <= n && bit < got; bit++ {
 			r := rules[bit]
-			if !add(keys[bit], r.Slot, fwActionName(r.Action), r.IsDefault != 0, r.Sample) {
+			if !add(keys[bit], r.Slot, bpf.FwActionName(r.Action), r.IsDefault != 0, r.Sample) {
 				return nil
 			}
 		}

@@ -24,8 +24,6 @@ type Flow struct {
 	ExpiresInSeconds int64
 }
 
-var stateNames = map[bpf.CTState]string{0: "new", 1: "established", 2: "closing", 3: "closed"}
-
 // Flows lists up to limit conntrack entries (0: all).
 func (d *BPF) Flows(limit int) ([]Flow, error) {
 	var out []Flow
@@ -38,7 +36,7 @@ func (d *BPF) Flows(limit int) ([]Flow, error) {
 				Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
 				Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
 				Reply:   v.Dir == uint8(bpf.CTDirReply),
-				State:   stateNames[bpf.CTState(v.State)],
+				State:   bpf.CTStateName(v.State),
 				Packets: v.Packets, Bytes: v.Bytes,
 				ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
 			}

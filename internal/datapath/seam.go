@@ -79,7 +79,7 @@ type Datapath interface {
 	SetConfig(c NodeConfig) error
 	AttachSockLB(cgroupPath string) error
 
-	// The socket layer (sock.go): acceleration and transparent proxy
+	// The socket layer (accel.go, proxy.go): acceleration and transparent proxy
 	// redirect, attached to cgroups.
 	EnableAccel(s AccelSettings) error
 	DisableAccel() error

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // Target is what the controller programs: the daemon.
@@ -36,7 +36,7 @@ type Target interface {
 	ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error)
 	// ApplyFirewallOwned makes the firewall rules named with prefix the
 	// given ones, atomically, leaving every other rule alone.
-	ApplyFirewallOwned(prefix string, rules []spec.Rule) error
+	ApplyFirewallOwned(prefix string, owned []rules.Rule) error
 }
 
 // Config says how to reach the API server and who this node is.

@@ -18,14 +18,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // recorder is a Target that keeps every request.
 type recorder struct {
 	mu       sync.Mutex
 	applies  []api.ServiceApply
-	policies [][]spec.Rule
+	policies [][]rules.Rule
 }
 
 func (r *recorder) SyncNodes([]api.NodeAdd) error { return nil }
@@ -37,10 +37,10 @@ func (r *recorder) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult,
 	return &api.ServiceApplyResult{}, nil
 }
 
-func (r *recorder) ApplyFirewallOwned(prefix string, rules []spec.Rule) error {
+func (r *recorder) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.policies = append(r.policies, rules)
+	r.policies = append(r.policies, owned)
 	return nil
 }
 

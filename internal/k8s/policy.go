@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // PolicyPrefix starts the name of every firewall rule this package
@@ -133,7 +133,7 @@ type pod struct {
 // A peer list that selects nothing matches nothing (the rule is left out);
 // SCTP ports are left out (the firewall matches TCP and UDP ports): a policy
 // allowing only SCTP allows nothing.
-func TranslatePolicies(in PolicyInput) []spec.Rule {
+func TranslatePolicies(in PolicyInput) []rules.Rule {
 	nsLabels := map[string]labels.Set{}
 	for _, n := range in.Namespaces {
 		nsLabels[n.Name] = labels.Set(n.Labels)
@@ -163,7 +163,7 @@ func TranslatePolicies(in PolicyInput) []spec.Rule {
 	}
 	slices.SortFunc(pods, func(a, b pod) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name)) })
 
-	var out []spec.Rule
+	var out []rules.Rule
 	var selectedAll []netip.Addr
 	var svcPorts []svcPort // computed for the first egress rule
 	svcDone := false
@@ -215,12 +215,12 @@ func TranslatePolicies(in PolicyInput) []spec.Rule {
 	node, eps := addrList(in.NodeAddrs), addrList(selectedAll)
 	if shareFamily(node, eps) {
 		out = append(out,
-			spec.Rule{Name: PolicyPrefix + "node.in", Priority: PolicyNodePriority, Action: "allow", Direction: "to-endpoint",
+			rules.Rule{Name: PolicyPrefix + "node.in", Priority: PolicyNodePriority, Action: "allow", Direction: "to-endpoint",
 				Src: node, Dst: eps, Comment: "NetworkPolicy: a pod's own node reaches it"},
-			spec.Rule{Name: PolicyPrefix + "node.eg", Priority: PolicyNodePriority, Action: "allow", Direction: "from-endpoint",
+			rules.Rule{Name: PolicyPrefix + "node.eg", Priority: PolicyNodePriority, Action: "allow", Direction: "from-endpoint",
 				Src: eps, Dst: node, Comment: "NetworkPolicy: a pod reaches its own node"})
 	}
-	slices.SortFunc(out, func(a, b spec.Rule) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b rules.Rule) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -243,7 +243,7 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 
 // directionRules translates one ingress (in) or egress rule of a policy.
 func directionRules(base, suffix, comment string, in bool, selected []pod, peers []networkingv1.NetworkPolicyPeer,
-	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set) []spec.Rule {
+	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set) []rules.Rule {
 	peerPods, peerNets := resolvePeers(peers, ns, pods, nsLabels)
 	anyPeer := len(peers) == 0
 	if !anyPeer && len(peerPods) == 0 && len(peerNets) == 0 {
@@ -325,21 +325,21 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 		}
 	}
 
-	var out []spec.Rule
+	var out []rules.Rule
 	for j, pr := range prs {
-		r := spec.Rule{Priority: PolicyAllowPriority, Action: "allow", Comment: comment}
+		r := rules.Rule{Priority: PolicyAllowPriority, Action: "allow", Comment: comment}
 		r.Name = policyRuleName(base, suffix)
 		if len(prs) > 1 {
 			r.Name = policyRuleName(base, fmt.Sprintf("%s.%d", suffix, j))
 		}
 		if pr.proto != "" {
-			r.Proto = spec.List{pr.proto}
+			r.Proto = rules.List{pr.proto}
 			r.DstPort = pr.ports
 		}
 		// An egress named port limits even "every destination" to the
 		// pods that name it.
 		restricted := !anyPeer || pr.recv != nil && !in
-		var peerAddrs spec.List
+		var peerAddrs rules.List
 		if restricted {
 			cands := peerPods
 			if anyPeer {
@@ -360,7 +360,7 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 				continue
 			}
 		}
-		var own spec.List
+		var own rules.List
 		for _, p := range selected {
 			if pr.recv != nil && in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
 				continue
@@ -434,7 +434,7 @@ func resolvePeers(peers []networkingv1.NetworkPolicyPeer, ns string, pods []pod,
 // `…egI.sJ`). A Service with a backend the rule does not allow is not
 // (its VIP would reach that backend too).
 func serviceRules(base, suffix, comment string, selected []pod, peers []networkingv1.NetworkPolicyPeer,
-	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set, svcs []svcPort) []spec.Rule {
+	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set, svcs []svcPort) []rules.Rule {
 	if len(svcs) == 0 || len(peers) == 0 && len(ports) == 0 {
 		return nil // nothing, or everything is allowed already
 	}
@@ -500,31 +500,31 @@ func serviceRules(base, suffix, comment string, selected []pod, peers []networki
 		}
 	}
 	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(cmp.Compare(a.proto, b.proto), cmp.Compare(a.port, b.port)) })
-	var own spec.List
+	var own rules.List
 	for _, p := range selected {
 		own = append(own, addrList(p.addrs)...)
 	}
-	var out []spec.Rule
+	var out []rules.Rule
 	for j, k := range keys {
 		dst := vips[k]
 		slices.Sort(dst)
 		if !shareFamily(own, dst) {
 			continue
 		}
-		out = append(out, spec.Rule{Name: policyRuleName(base, fmt.Sprintf("%s.s%d", suffix, j)), Priority: PolicyAllowPriority,
+		out = append(out, rules.Rule{Name: policyRuleName(base, fmt.Sprintf("%s.s%d", suffix, j)), Priority: PolicyAllowPriority,
 			Action: "allow", Comment: comment, Direction: "from-endpoint", Src: own, Dst: dst,
-			Proto: spec.List{k.proto}, DstPort: spec.List{strconv.Itoa(int(k.port))}})
+			Proto: rules.List{k.proto}, DstPort: rules.List{strconv.Itoa(int(k.port))}})
 	}
 	return out
 }
 
 // denyRule isolates the selected pods in one direction.
-func denyRule(base, suffix, comment string, in bool, selected []pod) spec.Rule {
-	var own spec.List
+func denyRule(base, suffix, comment string, in bool, selected []pod) rules.Rule {
+	var own rules.List
 	for _, p := range selected {
 		own = append(own, addrList(p.addrs)...)
 	}
-	r := spec.Rule{Name: policyRuleName(base, suffix), Priority: PolicyDenyPriority, Action: "drop", Comment: comment}
+	r := rules.Rule{Name: policyRuleName(base, suffix), Priority: PolicyDenyPriority, Action: "drop", Comment: comment}
 	if in {
 		r.Direction, r.Dst = "to-endpoint", own
 	} else {
@@ -545,8 +545,8 @@ func namedPort(p pod, name, proto string) int32 {
 }
 
 // shareFamily reports whether two address lists have a family in common.
-func shareFamily(a, b spec.List) bool {
-	fams := func(l spec.List) (v4, v6 bool) {
+func shareFamily(a, b rules.List) bool {
+	fams := func(l rules.List) (v4, v6 bool) {
 		for _, s := range l {
 			if strings.Contains(s, ":") {
 				v6 = true
@@ -561,8 +561,8 @@ func shareFamily(a, b spec.List) bool {
 	return a4 && b4 || a6 && b6
 }
 
-func addrList(as []netip.Addr) spec.List {
-	out := make(spec.List, 0, len(as))
+func addrList(as []netip.Addr) rules.List {
+	out := make(rules.List, 0, len(as))
 	for _, a := range as {
 		out = append(out, a.String())
 	}

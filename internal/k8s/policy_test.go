@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/xlane-dev/xlane/internal/firewall"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // The pods of the policy tests: web on n2 (container port "http" 8080,
@@ -317,19 +317,19 @@ func TestTranslatePolicies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pols := map[string]*firewall.Policy{}
 			for _, n := range []string{"n1", "n2"} {
-				rules := TranslatePolicies(PolicyInput{Policies: c.policies, Pods: pods, Namespaces: policyNamespaces(), NodeName: n, NodeAddrs: nodeAddrs[n],
+				got := TranslatePolicies(PolicyInput{Policies: c.policies, Pods: pods, Namespaces: policyNamespaces(), NodeName: n, NodeAddrs: nodeAddrs[n],
 					Services: services, Slices: endpointSlices})
-				if n == "n2" && c.rules != 0 && len(rules) != c.rules {
-					t.Errorf("%d rules on n2, want %d:\n%s", len(rules), c.rules, ruleDump(rules))
+				if n == "n2" && c.rules != 0 && len(got) != c.rules {
+					t.Errorf("%d rules on n2, want %d:\n%s", len(got), c.rules, ruleDump(got))
 				}
-				for _, r := range rules {
+				for _, r := range got {
 					if !strings.HasPrefix(r.Name, PolicyPrefix) || len(r.Name) > 64 {
 						t.Errorf("rule name %q", r.Name)
 					}
 				}
-				pol, err := firewall.Validate(&spec.RuleSet{Rules: rules}, firewall.MapResolver{})
+				pol, err := firewall.Validate(&rules.RuleSet{Rules: got}, firewall.MapResolver{})
 				if err != nil {
-					t.Fatalf("%s: validate: %v\n%s", n, err, ruleDump(rules))
+					t.Fatalf("%s: validate: %v\n%s", n, err, ruleDump(got))
 				}
 				pols[n] = pol
 			}
@@ -386,7 +386,7 @@ func decide(p *firewall.Policy, pk firewall.Packet) string {
 	return ""
 }
 
-func ruleDump(rs []spec.Rule) string {
+func ruleDump(rs []rules.Rule) string {
 	var b strings.Builder
 	for _, r := range rs {
 		fmt.Fprintf(&b, "  %s %s %s src=%v dst=%v proto=%v dport=%v\n", r.Name, r.Action, r.Direction, r.Src, r.Dst, r.Proto, r.DstPort)

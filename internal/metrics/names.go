@@ -30,7 +30,7 @@ const (
 	LabelMethod    = "method"
 	LabelRoute     = "route"  // the API route pattern: GET /v1/endpoints/{id}
 	LabelCode      = "code"   // HTTP status code
-	LabelEvent     = "event"  // what a socket-layer counter counts: added, redirected, fallback_no_peer, ... (sock.go)
+	LabelEvent     = "event"  // what a socket-layer counter counts: added, redirected, fallback_no_peer, ... (accel.go, proxy.go)
 	LabelResult    = "result" // found or missed
 	LabelKind      = "kind"   // what the start could not apply: network, endpoint, node (a peer), this node
 )
@@ -128,8 +128,8 @@ var (
 	AccelOn = Metric{"xlane_accel_on", Gauge, nil,
 		"1 while socket acceleration is attached and on, else 0."}
 	// Counters by unit (sockets, messages, bytes, directions, connections,
-	// lookups, listeners: one metric each, Prometheus' naming); sock.go
-	// maps the BPF counters (enum accel_stat, enum proxy_stat) to them.
+	// lookups, listeners: one metric each, Prometheus' naming); accel.go and proxy.go
+	// map the BPF counters (enum accel_stat, enum proxy_stat) to them.
 	AccelMapSockets = Metric{"xlane_accel_map_sockets", Gauge, nil,
 		"Sockets in the acceleration socket map (both ends of each accelerated connection)."}
 	AccelSockets = Metric{"xlane_accel_sockets_total", Counter, []string{LabelEvent},

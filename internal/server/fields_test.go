@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // requestTypes are the bodies the API decodes: an error's field names one
@@ -20,7 +20,7 @@ var requestTypes = []any{
 	api.NetworkCreate{}, api.NetworkUpdate{}, api.EndpointAdd{}, api.NodeAdd{}, api.PortsUpdate{},
 	api.ServiceCreate{}, api.ServiceUpdate{}, api.ServiceApply{}, api.AttachmentAdd{}, api.AttachmentGC{},
 	api.FirewallApply{}, api.FirewallBlock{}, api.AccelEnable{}, api.ProxyRedirect{}, api.TraceRequest{},
-	spec.Rule{}, spec.DDoS{},
+	rules.Rule{}, rules.DDoS{},
 }
 
 // notRequestKeys are field names of errors about something other than a
@@ -67,7 +67,7 @@ func TestFieldNamesAreJSONKeys(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	checked := 0
-	for _, dir := range []string{"../daemon", "../model", "../ipam", "../netconf", "../server", "../firewall", "../firewall/spec", "../k8s"} {
+	for _, dir := range []string{"../daemon", "../model", "../ipam", "../netconf", "../server", "../firewall", "../firewall/rules", "../k8s"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/daemon"
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // decodeLarge is decode within maxFirewallBody.
@@ -73,7 +73,7 @@ func firewallRoutes(route func(pattern string, status int, fn func(*http.Request
 		return fw.Diff(req.RuleSet)
 	})
 	route("POST "+api.PathFirewallRules, http.StatusCreated, func(r *http.Request) (any, error) {
-		var req spec.Rule
+		var req rules.Rule
 		if err := decodeLarge(r, &req); err != nil {
 			return nil, err
 		}
@@ -83,7 +83,7 @@ func firewallRoutes(route func(pattern string, status int, fn func(*http.Request
 		return fw.Rule(r.PathValue("name"))
 	})
 	route("PUT "+api.PathFirewallRules+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
-		var req spec.Rule
+		var req rules.Rule
 		if err := decodeLarge(r, &req); err != nil {
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func firewallRoutes(route func(pattern string, status int, fn func(*http.Request
 		return fw.DDoS()
 	})
 	route("PUT "+api.PathFirewallDDoS, http.StatusOK, func(r *http.Request) (any, error) {
-		var req spec.DDoS
+		var req rules.DDoS
 		if err := decodeLarge(r, &req); err != nil {
 			return nil, err
 		}

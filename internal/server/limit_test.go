@@ -46,8 +46,8 @@ func inDaemon(t *testing.T, fn func(h http.Handler)) {
 	}
 }
 
-// rules is a rule set of n rules as JSON, about 60 bytes a rule.
-func rules(n int) []byte {
+// ruleSetJSON is a rule set of n rules as JSON, about 60 bytes a rule.
+func ruleSetJSON(n int) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"ruleset":{"rules":[`)
 	for i := 0; i < n; i++ {
@@ -70,7 +70,7 @@ type chunked struct{ io.Reader }
 func TestHugeRequestsRefusedCheaply(t *testing.T) {
 	inDaemon(t, func(h http.Handler) {
 		big := bytes.Repeat([]byte(" "), 10<<20)
-		huge := rules(100_000)
+		huge := ruleSetJSON(100_000)
 		padded := append(append([]byte{}, huge[:len(huge)-1]...), big...)
 		padded = append(padded, '}')
 		cases := []struct {
@@ -111,7 +111,7 @@ func TestHugeRequestsRefusedCheaply(t *testing.T) {
 		t.Logf("RSS after the refused requests: %+d MB", (rss(t)-rss0)>>20)
 		// A legitimate rule set still goes through.
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("POST", api.PathFirewallDiff, bytes.NewReader(rules(100))))
+		h.ServeHTTP(w, httptest.NewRequest("POST", api.PathFirewallDiff, bytes.NewReader(ruleSetJSON(100))))
 		if w.Code != 200 {
 			t.Errorf("100-rule diff: %d %s", w.Code, w.Body)
 		}

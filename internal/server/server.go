@@ -213,7 +213,8 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		}
 		return d.Trace(req)
 	})
-	sockRoutes(route, d)
+	accelRoutes(route, d)
+	proxyRoutes(route, d)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, r, model.NotFoundf("%s %s: no such API path", r.Method, r.URL.Path))
 	})

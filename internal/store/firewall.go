@@ -7,12 +7,12 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/xlane-dev/xlane/internal/firewall/spec"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 var (
-	// firewall: "rules" -> spec.RuleSet, "slots" -> rule name -> counter
-	// slot, "ddos" -> spec.DDoS (JSON).
+	// firewall: "rules" -> rules.RuleSet, "slots" -> rule name -> counter
+	// slot, "ddos" -> rules.DDoS (JSON).
 	bucketFirewall = []byte("firewall")
 	// fw_blocklist: prefix (family byte, 16 address bytes, length) -> "".
 	bucketFwBlock = []byte("fw_blocklist")
@@ -52,14 +52,14 @@ func (t *Tx) fwPut(key string, v any) error {
 }
 
 // FirewallRules returns the rule set in force (empty when none).
-func (t *Tx) FirewallRules() (*spec.RuleSet, error) {
-	var rs spec.RuleSet
+func (t *Tx) FirewallRules() (*rules.RuleSet, error) {
+	var rs rules.RuleSet
 	_, err := t.fwGet("rules", &rs)
 	return &rs, err
 }
 
 // PutFirewallRules records the rule set in force.
-func (t *Tx) PutFirewallRules(rs *spec.RuleSet) error { return t.fwPut("rules", rs) }
+func (t *Tx) PutFirewallRules(rs *rules.RuleSet) error { return t.fwPut("rules", rs) }
 
 // FirewallSlots returns every rule's counter slot, by rule name.
 func (t *Tx) FirewallSlots() (map[string]uint32, error) {
@@ -72,14 +72,14 @@ func (t *Tx) FirewallSlots() (map[string]uint32, error) {
 func (t *Tx) PutFirewallSlots(s map[string]uint32) error { return t.fwPut("slots", s) }
 
 // FirewallDDoS returns the uplink's DDoS settings (zero: off).
-func (t *Tx) FirewallDDoS() (spec.DDoS, error) {
-	var d spec.DDoS
+func (t *Tx) FirewallDDoS() (rules.DDoS, error) {
+	var d rules.DDoS
 	_, err := t.fwGet("ddos", &d)
 	return d, err
 }
 
 // PutFirewallDDoS records them.
-func (t *Tx) PutFirewallDDoS(d spec.DDoS) error { return t.fwPut("ddos", d) }
+func (t *Tx) PutFirewallDDoS(d rules.DDoS) error { return t.fwPut("ddos", d) }
 
 func blockKey(p netip.Prefix) []byte {
 	k := make([]byte, 18)

@@ -26,7 +26,7 @@ import (
 // normal path (fallback_backlog) instead of queueing without limit, which
 // ended in write() failing with ENOMEM (docs/accel.md).
 func TestAccelChain(t *testing.T) {
-	n := newNode(t)
+	n := newNode(t, accelTestNode)
 	cg := newCgroup(t, "")
 	netns := newNetns(t, "ch")
 	runIn(t, netns, "ip", "link", "set", "lo", "up")

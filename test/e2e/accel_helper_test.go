@@ -36,13 +36,15 @@ func maybeHelper() {
 		return
 	}
 	run, ok := map[string]func(arg string) error{
-		"cases":   jsonArg(helperCases),
-		"proxy":   jsonArg(helperProxy),
-		"http":    jsonArg(helperHTTP),
-		"httpsrv": jsonArg(helperHTTPServer),
-		"httpget": jsonArg(helperHTTPGet),
-		"relay":   jsonArg(helperRelay),
-		"chain":   jsonArg(helperChain),
+		"cases":    jsonArg(helperCases),
+		"proxy":    jsonArg(helperProxy),
+		"http":     jsonArg(helperHTTP),
+		"httpsrv":  jsonArg(helperHTTPServer),
+		"httpget":  jsonArg(helperHTTPGet),
+		"relay":    jsonArg(helperRelay),
+		"chain":    jsonArg(helperChain),
+		"iocopy":   jsonArg(helperIOCopy),
+		"download": jsonArg(helperDownload),
 	}[mode]
 	err := fmt.Errorf("unknown helper %q", mode)
 	if ok {

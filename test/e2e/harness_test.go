@@ -114,6 +114,8 @@ type node struct {
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
 	flags  []string
+	// env: extra environment of xlaned (KEY=VALUE).
+	env []string
 	// external: xlaned is not this test's process (a DaemonSet's pod
 	// runs it): newNode does not start one, nor set socket and pinDir
 	// (the caller does, where that xlaned has them).
@@ -163,6 +165,9 @@ func (n *node) start() {
 		"--state", filepath.Join(n.dir, "state.db"), "--socket", n.socket, "--pin-dir", n.pinDir,
 		"--docker-plugin-socket=", "--calibrate-at-start=false"}, n.flags...)
 	n.cmd = inNS(n.netns, args...)
+	if len(n.env) > 0 {
+		n.cmd.Env = append(os.Environ(), n.env...)
+	}
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatalf("start xlaned: %v", err)

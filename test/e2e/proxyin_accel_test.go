@@ -23,7 +23,7 @@ import (
 // the app, with acceleration never enabled, on (client outside, then
 // inside the accelerated cgroup), and disabled.
 func TestProxyInAccel(t *testing.T) {
-	n := newNode(t)
+	n := newNode(t, accelTestNode)
 	cg := newCgroup(t, "")
 	pcg := newCgroup(t, cg)
 	other := newCgroup(t, "")

@@ -15,7 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/connrate"
+	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
 // reasonCounts sums xlane_metrics' packets per reason, every device and
@@ -41,7 +41,7 @@ func reasonCounts(t *testing.T, n *node) map[string]uint64 {
 
 // TestServiceSharedBackendsRate is bench nat's shared-backend case as a
 // test: 1,000 IPv4 and 1,000 IPv6 VIPs balanced over the same three
-// backends on one port, bench/nat's load generator (internal/connrate:
+// backends on one port, bench/nat's load generator (test/tools/connrate:
 // connect, read one byte, close, as fast as it goes, the backends closing
 // first) from one client, 24,000 connections in all. Every connection must
 // succeed (the bench counted 2-4 failures, EHOSTUNREACH and timeouts, per

@@ -9,7 +9,7 @@ import (
 
 // Every socket-layer counter the BPF objects define has a unit here, and
 // nothing here names a counter they do not define.
-func TestSockCountersHaveUnits(t *testing.T) {
+func TestAccelProxyCountersHaveUnits(t *testing.T) {
 	for _, c := range []struct {
 		enum  string
 		names func() ([]string, error)
@@ -27,7 +27,7 @@ func TestSockCountersHaveUnits(t *testing.T) {
 			seen[n] = true
 			u, ok := c.units[n]
 			if !ok {
-				t.Errorf("enum %s: %s has no metric (give it its unit in sock.go)", c.enum, n)
+				t.Errorf("enum %s: %s has no metric (give it its unit in accel.go or proxy.go)", c.enum, n)
 				continue
 			}
 			if len(u.labels) != len(u.metric.Labels) {
@@ -36,7 +36,7 @@ func TestSockCountersHaveUnits(t *testing.T) {
 		}
 		for n := range c.units {
 			if !seen[n] {
-				t.Errorf("sock.go maps %s, which enum %s does not define", n, c.enum)
+				t.Errorf("accel.go or proxy.go maps %s, which enum %s does not define", n, c.enum)
 			}
 		}
 	}
@@ -44,7 +44,7 @@ func TestSockCountersHaveUnits(t *testing.T) {
 
 // Sockets, messages and bytes are separate metrics (they shared
 // xlane_accel_total{counter}, a sum of which added sockets to bytes).
-func TestSockMetricsByUnit(t *testing.T) {
+func TestAccelProxyMetricsByUnit(t *testing.T) {
 	mfs := gather(t, New(&fakeSource{s: full()}, version.Info{Version: "test"}, quiet()))
 	for _, c := range []struct {
 		metric Metric

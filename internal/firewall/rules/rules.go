@@ -1,8 +1,8 @@
-// Package spec is the firewall's rule model as users write it (YAML, or
+// Package rules is the firewall's rule model as users write it (YAML, or
 // JSON through the API), with parsing, diffs and the iptables-save import.
 // It has no kernel dependencies: the CLI uses it; internal/firewall
 // validates and compiles it.
-package spec
+package rules
 
 import (
 	"bytes"
@@ -123,8 +123,8 @@ func yamlMessage(err error) string {
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
 	msg = strings.ReplaceAll(msg, "\n  ", "; ")
-	msg = strings.ReplaceAll(msg, "in type spec.Rule", "in a rule")
-	msg = strings.ReplaceAll(msg, "in type spec.RuleSet", "at the top level")
+	msg = strings.ReplaceAll(msg, "in type rules.Rule", "in a rule")
+	msg = strings.ReplaceAll(msg, "in type rules.RuleSet", "at the top level")
 	msg = strings.ReplaceAll(msg, "in type spec.Default", "in a default")
 	return msg
 }

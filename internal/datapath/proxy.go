@@ -3,7 +3,6 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,49 +17,12 @@ import (
 	"github.com/xlane-dev/xlane/internal/bpf"
 )
 
-// The socket layer (bpf/sock_accel.c, bpf/sock_proxy.c) keeps its pins
-// apart, under pinDir/sock: maps in sock/maps, cgroup links as
-// sock/accel_sockops and sock/proxy_<cgroup id>_<hook>. Links are pinned,
-// so acceleration and redirects outlive the daemon (kill -9 included);
-// RemovePins (uninstall) removes them with everything else.
-
-// AccelSettings is what EnableAccel attaches with.
-type AccelSettings struct {
-	Cgroup string         // a cgroup2 directory, checked by the caller
-	Nets   []netip.Prefix // both ends in one of them
-	Ports  []uint16       // one end's port among them; empty: any
-}
-
-// AccelStatus is the kernel's side of acceleration.
-type AccelStatus struct {
-	Attached bool   // the sockops link is pinned
-	CgroupID uint64 // the cgroup it is attached to
-	On       bool   // xlane_accel_config says on
-	Sockets  int    // sockets in the SOCKHASH (live connections' ends)
-	Counters map[string]uint64
-}
-
 // ProxyRule is one transparent redirect as the programs see it.
 type ProxyRule struct {
 	Port, ToPort uint16
 	Exempt       uint8 // bpf.ProxyExemptMark, ...Cgroup, ...UID
 	Mark, UID    uint32
 	CgroupID     uint64
-}
-
-func (d *BPF) sockDir(parts ...string) string {
-	return filepath.Join(append([]string{d.pinDir, "sock"}, parts...)...)
-}
-
-func (d *BPF) accelObjs() (*bpf.AccelObjects, error) {
-	if d.accel == nil {
-		o, err := bpf.LoadAccel(d.sockDir("maps"))
-		if err != nil {
-			return nil, err
-		}
-		d.accel = o
-	}
-	return d.accel, nil
 }
 
 func (d *BPF) proxyObjs() (*bpf.ProxyObjects, error) {
@@ -72,159 +34,6 @@ func (d *BPF) proxyObjs() (*bpf.ProxyObjects, error) {
 		d.proxy = o
 	}
 	return d.proxy, nil
-}
-
-// CgroupID is the id of the cgroup2 directory at path (its inode number).
-func CgroupID(path string) (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, fmt.Errorf("cgroup %s: %w", path, err)
-	}
-	return st.Ino, nil
-}
-
-// attachCgroupPinned attaches prog to the cgroup at path as pin, adopting
-// a pinned link to the same cgroup (its program replaced) and replacing
-// one to another cgroup. The old link goes only once the new one is in.
-func attachCgroupPinned(pin, path string, at ebpf.AttachType, prog *ebpf.Program) error {
-	id, err := CgroupID(path)
-	if err != nil {
-		return err
-	}
-	var old link.Link
-	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-		info, ierr := l.Info()
-		if ierr == nil && info.Cgroup() != nil && info.Cgroup().CgroupId == id {
-			err := l.Update(prog)
-			l.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		old = l
-	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: path, Attach: at, Program: prog})
-	if err != nil {
-		if old != nil {
-			old.Close()
-		}
-		return fmt.Errorf("attach %s to cgroup %s: %w", filepath.Base(pin), path, err)
-	}
-	if old != nil {
-		old.Unpin()
-		old.Close()
-	}
-	if err := os.MkdirAll(filepath.Dir(pin), 0o700); err != nil {
-		l.Close()
-		return err
-	}
-	err = l.Pin(pin)
-	l.Close()
-	if err != nil {
-		return fmt.Errorf("pin %s: %w", pin, err)
-	}
-	return nil
-}
-
-// unpinLink removes a pinned link (detaching it); missing is fine.
-func unpinLink(pin string) error {
-	l, err := link.LoadPinnedLink(pin, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		// Not a link we can load: the pin alone goes.
-		if rerr := os.Remove(pin); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return fmt.Errorf("remove %s: %w", pin, rerr)
-		}
-		return nil
-	}
-	defer l.Close()
-	return l.Unpin()
-}
-
-// EnableAccel writes the filters, attaches sk_msg to the socket map and
-// sockops to s.Cgroup, then turns acceleration on. A failure leaves it
-// off.
-func (d *BPF) EnableAccel(s AccelSettings) error {
-	o, err := d.accelObjs()
-	if err != nil {
-		return err
-	}
-	if err := accel.SetConfig(o, false, s.Nets, s.Ports); err != nil {
-		return err
-	}
-	if err := accel.AttachMsg(o); err != nil {
-		return err
-	}
-	if err := attachCgroupPinned(d.sockDir("accel_sockops"), s.Cgroup, ebpf.AttachCGroupSockOps, o.Sockops()); err != nil {
-		return err
-	}
-	if err := accel.SetConfig(o, true, s.Nets, s.Ports); err != nil {
-		unpinLink(d.sockDir("accel_sockops"))
-		return err
-	}
-	return nil
-}
-
-// DisableAccel turns acceleration off and detaches sockops. Accelerated
-// connections carry on: each falls back to the normal path at its next
-// message (sticky), after what it already redirected, and its sockets
-// leave the map as they close.
-func (d *BPF) DisableAccel() error {
-	if d.sockUnused("xlane_accel_config", d.accel != nil) {
-		return nil // never enabled
-	}
-	o, err := d.accelObjs()
-	if err != nil {
-		return err
-	}
-	if err := accel.SetConfig(o, false, nil, nil); err != nil {
-		return err
-	}
-	return unpinLink(d.sockDir("accel_sockops"))
-}
-
-// sockUnused: the socket layer's maps were never created here (nothing
-// to report, and reading must not create them).
-func (d *BPF) sockUnused(m string, loaded bool) bool {
-	if loaded {
-		return false
-	}
-	_, err := os.Stat(d.sockDir("maps", m))
-	return errors.Is(err, os.ErrNotExist)
-}
-
-// AccelStatus reads the pins and counters (zero, without counters, where
-// acceleration was never used).
-func (d *BPF) AccelStatus() (AccelStatus, error) {
-	var st AccelStatus
-	if d.sockUnused("xlane_accel_stats", d.accel != nil) {
-		return st, nil
-	}
-	if l, err := link.LoadPinnedLink(d.sockDir("accel_sockops"), nil); err == nil {
-		st.Attached = true
-		if info, err := l.Info(); err == nil && info.Cgroup() != nil {
-			st.CgroupID = info.Cgroup().CgroupId
-		}
-		l.Close()
-	}
-	o, err := d.accelObjs()
-	if err != nil {
-		return st, err
-	}
-	var c bpf.AccelConfig
-	if err := o.Config().Lookup(uint32(0), &c); err == nil {
-		st.On = c.Flags&bpf.AccelOn != 0
-	}
-	var k bpf.AccelKey
-	var v uint64
-	it := o.Socks().Iterate()
-	for it.Next(&k, &v) {
-		st.Sockets++
-	}
-	st.Counters, err = accel.ReadStats(o.Stats())
-	return st, err
 }
 
 func proxyPin(d *BPF, id uint64, hook string) string {

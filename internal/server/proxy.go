@@ -9,21 +9,8 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// sockRoutes: socket acceleration and transparent proxy redirect.
-func sockRoutes(route func(string, int, func(*http.Request) (any, error)), d *daemon.Daemon) {
-	route("POST "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
-		var req api.AccelEnable
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return d.EnableAccel(req)
-	})
-	route("DELETE "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
-		return d.DisableAccel()
-	})
-	route("GET "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
-		return d.AccelStatus()
-	})
+// proxyRoutes: transparent proxy redirect.
+func proxyRoutes(route func(string, int, func(*http.Request) (any, error)), d *daemon.Daemon) {
 	route("POST "+api.PathProxy, http.StatusCreated, func(r *http.Request) (any, error) {
 		var req api.ProxyRedirect
 		if err := decode(r, &req); err != nil {

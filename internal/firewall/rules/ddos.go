@@ -1,4 +1,4 @@
-package spec
+package rules
 
 import "github.com/xlane-dev/xlane/internal/model"
 

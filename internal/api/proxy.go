@@ -5,44 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-
-	"github.com/xlane-dev/xlane/internal/accel"
 )
 
-// The socket layer's API paths.
-const (
-	PathAccel = "/v1/accel"
-	PathProxy = "/v1/proxy"
-)
-
-// AccelEnable is POST /v1/accel: run the self-test, then accelerate.
-type AccelEnable struct {
-	// Cgroup: a cgroup2 path (absolute, or relative to the cgroup2
-	// mount); empty: xlane's own, "xlane", created if missing. The root
-	// cgroup is refused.
-	Cgroup string `json:"cgroup,omitempty"`
-	// Nets: CIDRs both ends must be in; empty: loopback only.
-	Nets []string `json:"nets,omitempty"`
-	// Ports: one end's port must be one of them; empty: any.
-	Ports []uint16 `json:"ports,omitempty"`
-	// Accept: self-test cases whose failure does not keep acceleration
-	// off (the user's applications do not do what they test).
-	Accept []string `json:"accept,omitempty"`
-}
-
-// AccelStatus is GET /v1/accel.
-type AccelStatus struct {
-	// State: "off", "on", "testing" (the self-test runs), or "failed"
-	// (wanted on, but the self-test failed on this kernel: Reason).
-	State    string        `json:"state"`
-	Reason   string        `json:"reason,omitempty"`
-	Config   *accel.Config `json:"config,omitempty"`
-	SelfTest *accel.Report `json:"self_test,omitempty"`
-	// Sockets in the socket map now (both ends of each accelerated
-	// connection, and ones that fell back but are still open).
-	Sockets  int               `json:"sockets"`
-	Counters map[string]uint64 `json:"counters,omitempty"`
-}
+// PathProxy is the API path of transparent proxy redirects.
+const PathProxy = "/v1/proxy"
 
 // ProxyRedirect is one transparent redirect (POST /v1/proxy, GET).
 type ProxyRedirect struct {
@@ -85,21 +51,6 @@ type ProxyRedirect struct {
 type ProxyList struct {
 	Redirects []ProxyRedirect   `json:"redirects"`
 	Counters  map[string]uint64 `json:"counters,omitempty"`
-}
-
-func (c *Client) EnableAccel(ctx context.Context, req AccelEnable) (*AccelStatus, error) {
-	var out AccelStatus
-	return &out, c.do(ctx, http.MethodPost, PathAccel, req, &out)
-}
-
-func (c *Client) DisableAccel(ctx context.Context) (*AccelStatus, error) {
-	var out AccelStatus
-	return &out, c.do(ctx, http.MethodDelete, PathAccel, nil, &out)
-}
-
-func (c *Client) AccelStatus(ctx context.Context) (*AccelStatus, error) {
-	var out AccelStatus
-	return &out, c.do(ctx, http.MethodGet, PathAccel, nil, &out)
 }
 
 func (c *Client) AddProxyRedirect(ctx context.Context, r ProxyRedirect) (*ProxyRedirect, error) {

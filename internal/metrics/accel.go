@@ -4,8 +4,9 @@ package metrics
 // enum proxy_stat in bpf/lib/proxy.h, named as bpf.AccelStatNames and
 // bpf.ProxyStatNames read them) mix units: sockets, messages, bytes,
 // directions, connections, lookups. Each goes to the metric of its unit
-// with the labels below; TestSockCountersHaveUnits fails on a BPF counter
-// missing here (a new counter must be given its unit).
+// with the labels below (proxy.go has proxy_stat's);
+// TestAccelProxyCountersHaveUnits fails on a BPF counter missing here (a
+// new counter must be given its unit).
 
 type unit struct {
 	metric Metric
@@ -31,16 +32,4 @@ var accelUnits = map[string]unit{
 
 	"fallback_backlog":      {AccelDirections, []string{"backlog"}},
 	"fallback_small_stream": {AccelDirections, []string{"small_stream"}},
-}
-
-var proxyUnits = map[string]unit{
-	"redirected":        {ProxyConnections, []string{"out", "redirected"}},
-	"exempted":          {ProxyConnections, []string{"out", "exempted"}},
-	"track_failed":      {ProxyConnections, []string{"out", "track_failed"}},
-	"in_redirected":     {ProxyConnections, []string{"in", "redirected"}},
-	"in_exempted":       {ProxyConnections, []string{"in", "exempted"}},
-	"in_no_listener":    {ProxyConnections, []string{"in", "no_listener"}},
-	"origdst_found":     {ProxyOrigDst, []string{"found"}},
-	"origdst_missed":    {ProxyOrigDst, []string{"missed"}},
-	"in_listener_added": {ProxyListeners, nil},
 }
