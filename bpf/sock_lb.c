@@ -10,6 +10,11 @@
  * without connecting is translated per datagram at sendmsg(), and what it
  * receives from the backend is given the address it sent to at recvmsg(),
  * through xlane_sock_rnat (so is a connected UDP socket's recvfrom()).
+ * A VIP without an active backend refuses the connect() or sendmsg() with
+ * ECONNREFUSED where the node rejects such flows (XL_CFG_NO_BACKEND_REJECT,
+ * xlaned --service-no-backend reject): what kube-proxy's TCP RST or ICMP
+ * port unreachable gives the node's processes; counted as
+ * XL_DROP_NO_BACKEND on the node (ifindex 0, XL_HOOK_SOCK).
  * cgroup hooks see every network namespace; these act only in the node's
  * (xlane_config's cookie).
  */
@@ -24,8 +29,11 @@
 #include "lib/ct.h"
 #include "lib/lb.h"
 #include "lib/publish.h"
+#include "lib/metrics.h"
 
 #define SOCK_ALLOW 1
+#define SOCK_REJECT 0
+#define ECONNREFUSED 111 /* asm-generic/errno.h */
 
 /* sock_loopback4: a is 127.0.0.0/8 (as ::ffff:127.x.y.z). IPv6's ::1 is
  * left to what holds the port there (the Docker driver's relay, which
@@ -42,7 +50,8 @@ static __always_inline int sock_loopback4(const __u8 *a)
 
 /* sock_translate finds where dst:dport of a new connection goes, from a
  * published port on the node's address or a service's backend (a VIP may
- * be the node's address: a NodePort). */
+ * be the node's address: a NodePort): 1 with *to, 0 for neither, -1 for a
+ * VIP without an active backend. */
 static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_key *k,
 					  const struct xl_config *cfg, struct backend_val *to)
 {
@@ -72,7 +81,19 @@ static __always_inline int sock_translate(struct bpf_sock_addr *ctx, struct ct_k
 	}
 	/* ClientIP affinity: the node's processes are one client, as they
 	 * are to kube-proxy (the node's address). */
-	return lb_select(k, 0, &l4, to) == LB_BACKEND;
+	return lb_target(k, 0, &l4, to);
+}
+
+/* sock_no_backend ends a connect() or sendmsg() to a VIP without backends
+ * as the node says (XL_CFG_NO_BACKEND_REJECT): refused with ECONNREFUSED,
+ * counted; else left to the VIP, untranslated (nothing answers it). */
+static __always_inline int sock_no_backend(const struct xl_config *cfg)
+{
+	if (!(cfg->flags & XL_CFG_NO_BACKEND_REJECT))
+		return SOCK_ALLOW;
+	metrics_count(0, XL_DROP_NO_BACKEND, XL_DIR_EGRESS, XL_HOOK_SOCK, 0);
+	bpf_set_retval(-ECONNREFUSED);
+	return SOCK_REJECT;
 }
 
 static __always_inline struct xl_config *sock_config(struct bpf_sock_addr *ctx)
@@ -105,13 +126,15 @@ static __always_inline int sock4_translate(struct bpf_sock_addr *ctx)
 	struct backend_val to = {};
 	struct ct_key k = {};
 	__u32 a;
+	int rc;
 
 	if (!cfg || (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP))
 		return SOCK_ALLOW;
 	key_from_ipv4((struct endpoint_key *)k.daddr, ctx->user_ip4);
 	k.dport = (__u16)ctx->user_port;
 	k.proto = ctx->protocol;
-	if (sock_translate(ctx, &k, cfg, &to)) {
+	rc = sock_translate(ctx, &k, cfg, &to);
+	if (rc > 0) {
 		sock_remember(ctx, &k, &to);
 		__builtin_memcpy(&a, &to.addr[12], 4);
 		ctx->user_ip4 = a;
@@ -119,7 +142,7 @@ static __always_inline int sock4_translate(struct bpf_sock_addr *ctx)
 	}
 	if (mon_types())
 		mon_sock();
-	return SOCK_ALLOW;
+	return rc < 0 ? sock_no_backend(cfg) : SOCK_ALLOW;
 }
 
 /* sock6_translate rewrites an IPv6 destination (connect, sendmsg). */
@@ -129,6 +152,7 @@ static __always_inline int sock6_translate(struct bpf_sock_addr *ctx)
 	struct backend_val to = {};
 	struct ct_key k = {};
 	__u32 a[4];
+	int rc;
 
 	if (!cfg || (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP))
 		return SOCK_ALLOW;
@@ -139,7 +163,8 @@ static __always_inline int sock6_translate(struct bpf_sock_addr *ctx)
 	__builtin_memcpy(k.daddr, a, 16);
 	k.dport = (__u16)ctx->user_port;
 	k.proto = ctx->protocol;
-	if (sock_translate(ctx, &k, cfg, &to)) {
+	rc = sock_translate(ctx, &k, cfg, &to);
+	if (rc > 0) {
 		sock_remember(ctx, &k, &to);
 		__builtin_memcpy(a, to.addr, 16);
 		ctx->user_ip6[0] = a[0];
@@ -150,7 +175,7 @@ static __always_inline int sock6_translate(struct bpf_sock_addr *ctx)
 	}
 	if (mon_types())
 		mon_sock();
-	return SOCK_ALLOW;
+	return rc < 0 ? sock_no_backend(cfg) : SOCK_ALLOW;
 }
 
 /* sock_rnat finds what the socket sent to for a datagram from addr:port. */

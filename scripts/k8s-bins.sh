@@ -89,31 +89,42 @@ cd "$src"
 rm -f go.work go.work.sum
 export GOWORK=off
 # -mod=mod: the published staging modules are not in the module's go.sum.
-# Each binary is moved into place whole once built: a build that is
-# interrupted leaves none half-written, and the next run builds the rest.
+# The missing binaries are built by one `go build` (e2e.test, a test
+# binary, by `go test -c` after it, on the same build cache): one load of
+# the package graph, and the go command schedules every compile and link
+# of them on all CPUs at once (a link no longer waits for the next
+# binary's compiles). agnhost's version is the one -X that only its main
+# package has. The binaries are moved into place whole once all are
+# built: a build that fails or is interrupted leaves none half-written,
+# and the next run builds the missing ones again (from the build cache,
+# for what was compiled).
+pkgs=()
+test=0
 for b in "${bins[@]}"; do
 	[[ -x $dir/bin/$b ]] && continue
-	new=$dir/bin/.$b.new
 	case $b in
-	e2e.test)
-		echo "k8s-bins: go test -c ./test/e2e" >&2
-		GOFLAGS=-mod=mod CGO_ENABLED=0 go test -c -trimpath -ldflags "$ldflags" -o "$new" ./test/e2e
-		;;
-	agnhost)
-		echo "k8s-bins: go build ./test/images/agnhost" >&2
-		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=$(cat test/images/agnhost/VERSION)" -o "$new" ./test/images/agnhost
-		;;
-	ginkgo)
-		echo "k8s-bins: go build github.com/onsi/ginkgo/v2/ginkgo" >&2
-		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$new" github.com/onsi/ginkgo/v2/ginkgo
-		;;
-	*)
-		echo "k8s-bins: go build ./cmd/$b" >&2
-		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$new" "./cmd/$b"
-		;;
+	e2e.test) test=1 ;;
+	agnhost) pkgs+=(./test/images/agnhost) ;;
+	ginkgo) pkgs+=(github.com/onsi/ginkgo/v2/ginkgo) ;;
+	*) pkgs+=("./cmd/$b") ;;
 	esac
-	mv "$new" "$dir/bin/$b"
 done
+new=$dir/bin/.new
+rm -rf "$new"
+mkdir -p "$new"
+if ((${#pkgs[@]})); then
+	echo "k8s-bins: go build ${pkgs[*]}" >&2
+	GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
+		-ldflags "$ldflags -X main.Version=$(cat test/images/agnhost/VERSION)" -o "$new/" "${pkgs[@]}"
+fi
+if ((test)); then
+	echo "k8s-bins: go test -c ./test/e2e" >&2
+	GOFLAGS=-mod=mod CGO_ENABLED=0 go test -c -trimpath -ldflags "$ldflags" -o "$new/e2e.test" ./test/e2e
+fi
+for f in "$new"/*; do
+	[[ -e $f ]] && mv "$f" "$dir/bin/"
+done
+rmdir "$new"
 rm -rf "$src"
 echo "k8s-bins: done" >&2
 echo "$dir/bin"

@@ -128,6 +128,8 @@ enum xl_hook {
 	XL_HOOK_TC = 0,		/* tcx, or tc cls_bpf where tcx is missing */
 	XL_HOOK_XDP = 1,
 	XL_HOOK_NETKIT = 2,
+	XL_HOOK_SOCK = 3,	/* a socket hook of the node's processes (sock_lb.c):
+				 * a refused connect() or sendmsg(), 0 bytes */
 };
 
 /*

@@ -191,14 +191,7 @@ static __always_inline int ct_dnat_target(const struct pkt *p, const struct l4 *
 			return 1;
 		}
 	}
-	switch (lb_select(k, k->saddr, l4, to)) {
-	case LB_BACKEND:
-		return 1;
-	case LB_NO_BACKEND:
-		return -1;
-	default:
-		return 0;
-	}
+	return lb_target(k, k->saddr, l4, to);
 }
 
 /*

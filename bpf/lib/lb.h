@@ -152,4 +152,20 @@ found:
 	return LB_BACKEND;
 }
 
+/* lb_target is lb_select as a translation of a new flow wants it: 1 with
+ * *out filled, 0 if k is no service's, -1 for a VIP without an active
+ * backend. */
+static __always_inline int lb_target(const struct ct_key *k, const __u8 *client,
+				     const struct l4 *l4, struct backend_val *out)
+{
+	switch (lb_select(k, client, l4, out)) {
+	case LB_BACKEND:
+		return 1;
+	case LB_NO_BACKEND:
+		return -1;
+	default:
+		return 0;
+	}
+}
+
 #endif /* XLANE_LB_H */

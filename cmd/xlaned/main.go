@@ -25,6 +25,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/server"
 	"github.com/xlane-dev/xlane/internal/version"
+	"github.com/xlane-dev/xlane/internal/vm"
 )
 
 func main() {
@@ -68,7 +69,7 @@ func run() error {
 	kube := fs.Bool("kubernetes", false, "Kubernetes mode (docs/kubernetes.md): Nodes, Services and EndpointSlices from the API server program nodes and services (a kube-proxy replacement); needs --node-name, this node's Node name")
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
 	apiServer := fs.String("k8s-api-server", "", "with --kubernetes: the API server's address, https://HOST:PORT or HOST:PORT, instead of the kubeconfig's or the in-cluster one (the kubernetes Service's ClusterIP, which without kube-proxy nothing translates before xlaned runs); the DaemonSet takes it from its ConfigMap")
-	qemu := fs.String("qemu", daemon.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
+	qemu := fs.String("qemu", vm.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
 	showVersion := fs.Bool("version", false, "print the version, the git commit and the build date, and exit")
 	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~14 s of TCP between throwaway namespaces, hidden from listings) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {

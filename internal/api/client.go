@@ -218,8 +218,8 @@ func (c *Client) CreateService(ctx context.Context, req ServiceCreate) (*model.S
 }
 
 // ApplyServices creates or updates services in one transaction.
-func (c *Client) ApplyServices(ctx context.Context, req ServiceApply) (*ServiceApplyResult, error) {
-	var out ServiceApplyResult
+func (c *Client) ApplyServices(ctx context.Context, req ServiceApply) (*model.ServiceApplyResult, error) {
+	var out model.ServiceApplyResult
 	return &out, c.do(ctx, http.MethodPost, PathServicesApply, req, &out)
 }
 

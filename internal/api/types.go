@@ -120,16 +120,6 @@ type ServiceApply struct {
 	Delete []string `json:"delete,omitempty"`
 }
 
-// ServiceApplyResult says what an apply changed.
-type ServiceApplyResult struct {
-	Created   int `json:"created"`
-	Updated   int `json:"updated"`
-	Unchanged int `json:"unchanged"`
-	Deleted   int `json:"deleted"`
-	// Services is how many services there are now.
-	Services int `json:"services"`
-}
-
 // ServicesMemory is the kernel memory of the programmed services, as the
 // kernel accounts the BPF maps (memlock).
 type ServicesMemory struct {
@@ -211,18 +201,12 @@ type EndpointAdd struct {
 	Backend string `json:"backend,omitempty"`
 }
 
-// Counter is a packet and byte count.
-type Counter struct {
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
-}
-
 // ReasonCounter is one datapath counter: why packets left a program.
 type ReasonCounter struct {
 	Reason    string `json:"reason"`    // as in bpf/lib/abi.h: fwd_peer, drop_spoofed, ...
 	Direction string `json:"direction"` // from_endpoint or to_endpoint
 	Drop      bool   `json:"drop"`
-	Counter
+	model.Counter
 }
 
 // EndpointInfo is an endpoint as the API shows it.
@@ -250,8 +234,8 @@ type EndpointInfo struct {
 	// QEMUArgs, for a VM endpoint, are the QEMU options that attach a
 	// guest to its tap (model.Endpoint.QEMUArgs).
 	QEMUArgs []string        `json:"qemu_args,omitempty"`
-	Sent     Counter         `json:"sent"`
-	Received Counter         `json:"received"`
+	Sent     model.Counter   `json:"sent"`
+	Received model.Counter   `json:"received"`
 	Reasons  []ReasonCounter `json:"reasons,omitempty"`
 }
 

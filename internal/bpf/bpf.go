@@ -36,7 +36,10 @@ const (
 	HookTC     = tcXlHookXL_HOOK_TC
 	HookXDP    = tcXlHookXL_HOOK_XDP
 	HookNetkit = tcXlHookXL_HOOK_NETKIT
-	ReasonMax  = tcXlReasonXL_REASON_MAX
+	// HookSock: a socket hook of the node's processes (sock_lb.c), no
+	// packet (a refused connect or sendmsg).
+	HookSock  = tcXlHookXL_HOOK_SOCK
+	ReasonMax = tcXlReasonXL_REASON_MAX
 )
 
 // Shared XDP and conntrack types, generated from bpf/lib/abi.h.
@@ -694,7 +697,7 @@ func (d Dir) String() string {
 }
 
 // String names an attach point as the metrics' hook label does: tc (tcx,
-// or tc cls_bpf where tcx is missing), xdp, netkit.
+// or tc cls_bpf where tcx is missing), xdp, netkit, sock.
 func (h Hook) String() string {
 	switch h {
 	case HookTC:
@@ -703,6 +706,8 @@ func (h Hook) String() string {
 		return "xdp"
 	case HookNetkit:
 		return "netkit"
+	case HookSock:
+		return "sock"
 	}
 	return fmt.Sprintf("hook_%d", uint32(h))
 }

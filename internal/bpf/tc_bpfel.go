@@ -663,6 +663,7 @@ const (
 	tcXlHookXL_HOOK_TC     tcXlHook = 0
 	tcXlHookXL_HOOK_XDP    tcXlHook = 1
 	tcXlHookXL_HOOK_NETKIT tcXlHook = 2
+	tcXlHookXL_HOOK_SOCK   tcXlHook = 3
 )
 
 type tcXlOverlayFlags uint32

@@ -3,6 +3,6 @@
 // `auto` takes from a set of such measurements (Choose, ChooseBigTCP: the
 // default is left only on a margin that repeats, as Rule states). The daemon builds
 // the throwaway networks and endpoints the probes run on
-// (internal/daemon/calibrate.go); nothing here leaves the namespaces it is
+// (internal/calibration); nothing here leaves the namespaces it is
 // given.
 package calibrate

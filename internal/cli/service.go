@@ -177,15 +177,11 @@ service costs a store transaction (two fsyncs) each.`,
 func serviceTable(w *tabwriter.Writer, svcs []model.Service) {
 	fmt.Fprintln(w, "NAME\tVIP\tAFFINITY\tBACKENDS")
 	for _, s := range svcs {
-		var bs []string
-		for _, b := range s.Backends {
-			bs = append(bs, fmt.Sprintf("%s@%d", b.Addr, b.Weight))
-		}
 		aff := "-"
 		if s.Affinity {
 			aff = fmt.Sprintf("ClientIP %ds", s.EffectiveAffinityTimeout())
 		}
-		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\n", s.Name, s.VIP, s.Proto, aff, strings.Join(bs, ","))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Name, s.Key(), aff, strings.Join(api.BackendSpecs(s.Backends), ","))
 	}
 }
 

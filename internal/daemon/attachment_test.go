@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -116,7 +117,7 @@ func TestAttachmentID(t *testing.T) {
 	}
 	long := strings.Repeat("a", 124) // with ":eth0", past 128
 	id := model.AttachmentID(long, "eth0")
-	if !strings.HasPrefix(id, "cni-") || len(id) > 128 || id == model.AttachmentID(long, "eth1") || !idRE.MatchString(id) {
+	if !strings.HasPrefix(id, "cni-") || len(id) > 128 || id == model.AttachmentID(long, "eth1") || !core.IDRE.MatchString(id) {
 		t.Errorf("AttachmentID of a long key = %q", id)
 	}
 }

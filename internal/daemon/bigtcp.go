@@ -52,7 +52,7 @@ func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
 		n.BigTCPReason = "on: asked for"
 		return nil
 	}
-	c := d.calibration()
+	c := d.calib.Choice()
 	switch {
 	case !veth:
 		n.BigTCPReason = fmt.Sprintf("off: %s endpoints", n.DeviceType)

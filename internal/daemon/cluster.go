@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -66,7 +67,7 @@ func parseCluster(cfg Config) (*cluster, error) {
 		}
 		return nil, nil
 	}
-	if !nameRE.MatchString(cfg.NodeName) {
+	if !core.NameRE.MatchString(cfg.NodeName) {
 		return nil, model.Fieldf("node-name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", cfg.NodeName)
 	}
 	c := &cluster{name: cfg.NodeName, port: cfg.VXLANPort}
@@ -416,7 +417,7 @@ func (d *Daemon) needCluster(what string) error {
 // other nodes.
 func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error) {
 	c := d.cluster
-	if !nameRE.MatchString(req.Name) {
+	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
 	n := &model.Node{Name: req.Name, Self: req.Name == c.name, Created: time.Now().UTC()}
@@ -539,7 +540,7 @@ func (d *Daemon) AddNode(req api.NodeAdd) (*model.Node, error) {
 		if err := d.applyNode(n, selfNode(nodes)); err != nil {
 			return err
 		}
-		if err := d.step("node-applied"); err != nil {
+		if err := d.faults.At("node-applied"); err != nil {
 			return err
 		}
 		if err := tx.PutNode(n); err != nil {

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // ctGrace is how long past its deadline an entry survives the GC.
@@ -37,7 +37,7 @@ func (d *Daemon) gcLoop(interval time.Duration, done <-chan struct{}) {
 		case <-t.C:
 			start := time.Now()
 			// Flows that end by timing out get their flow_close here.
-			var collected func(*bpf.CTKey, *bpf.CTVal)
+			var collected func(model.Flow)
 			closes := d.mon.gcCloses()
 			if closes != nil {
 				collected = closes.add

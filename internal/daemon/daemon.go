@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +16,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/calibration"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/ipam"
@@ -26,6 +25,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/version"
+	"github.com/xlane-dev/xlane/internal/vm"
 )
 
 // Version is the build's (internal/version: stamped by the Makefile,
@@ -46,7 +46,7 @@ type Config struct {
 	// UplinkXDPMode is the uplink program's XDP attach mode: auto (""),
 	// native, generic or offload (datapath.XDPMode*).
 	UplinkXDPMode string
-	// CTSize is the conntrack table's size (0: bpf.DefaultCTSize).
+	// CTSize is the conntrack table's size (0: datapath.DefaultCTSize).
 	CTSize uint32
 	// MaglevSize is every service's Maglev table size (0: default).
 	MaglevSize uint32
@@ -87,10 +87,10 @@ type Config struct {
 	// probed (peerprobe.go; 0: never, peers are never marked down).
 	PeerProbeInterval time.Duration
 	// CalibrateAtStart measures what auto means on this node in the
-	// background when no calibration is stored yet (calibrate.go).
+	// background when no calibration is stored yet (internal/calibration).
 	CalibrateAtStart bool
 	// QEMU is the qemu-system-x86_64 whose netdev backends decide which
-	// VM endpoint backends this node offers (qemu.go; "": DefaultQEMU).
+	// VM endpoint backends this node offers (internal/vm; "": vm.DefaultQEMU).
 	QEMU string
 	// AutoBPFOnly: every network asks for Services and NetworkPolicies,
 	// which kernel mode does not carry (no BPF: no service translation, no
@@ -116,21 +116,20 @@ type Daemon struct {
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
-	neigh     neighMirror // neigh.go
-	cluster   *cluster    // nil: alone (cluster.go)
-	peers     peerHealth  // the peers' liveness (peerprobe.go)
-	accel     accelState  // sock.go
-	runStats  io.Closer   // BPF run statistics held on (Config.BPFStats)
-	calib     calibState  // calibrate.go
+	neigh     neighMirror         // neigh.go
+	cluster   *cluster            // nil: alone (cluster.go)
+	peers     peerHealth          // the peers' liveness (peerprobe.go)
+	accel     accelState          // accel.go
+	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
+	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
 	lastErr   lastError    // the last warning or error logged (health.go)
 	objErrs   objectErrors // what the last reconcile could not apply (objerrs.go)
-	dhcp      dhcpServers  // DHCPv4/v6 and RAs on VM endpoints' taps (dhcp.go)
-	qemu      qemuProbe    // what the node's QEMU offers VM endpoints (qemu.go)
+	vms       *vm.VMs      // VM endpoints: taps, DHCP, QEMU (internal/vm)
 
-	// fault, when set by tests, is called between apply steps; an error
-	// from it fails the operation there.
-	fault func(step string) error
+	// faults are the apply steps' fault points (core.Faults): tests make
+	// one fail and check the rollback.
+	faults core.Faults
 }
 
 // New opens the store, loads the datapath and reconciles the kernel to the
@@ -163,7 +162,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now(), cluster: cl}
 	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
 	d.cfg, d.log = cfg, cfg.Log
-	d.dhcp.log = cfg.Log
+	d.wireFeatures()
 	if cfg.NATPorts == "" {
 		cfg.NATPorts = DefaultNATPorts
 	}
@@ -185,7 +184,7 @@ func New(cfg Config) (*Daemon, error) {
 // says why) where it cannot load. cluster: the node joins a cluster (its
 // programs then consult the peers' prefixes).
 func openDatapath(cfg Config, cluster bool, log *slog.Logger) datapath.Datapath {
-	dp, err := datapath.Open(cfg.PinDir, bpf.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize,
+	dp, err := datapath.Open(cfg.PinDir, datapath.Options{CTSize: cfg.CTSize, MaglevSize: cfg.MaglevSize,
 		Cluster: cluster, NoMonitor: cfg.NoMonitor})
 	if err != nil {
 		log.Warn("BPF datapath unavailable; only kernel mode works", "err", err)
@@ -202,7 +201,7 @@ func openDatapath(cfg Config, cluster bool, log *slog.Logger) datapath.Datapath 
 func (d *Daemon) start() (*Daemon, error) {
 	cfg := d.cfg
 	d.probeKernel()
-	if err := d.loadCalibration(); err != nil {
+	if err := d.calib.Load(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("calibration: %w", err)
 	}
@@ -265,8 +264,8 @@ func (d *Daemon) start() (*Daemon, error) {
 		}
 		d.reconcileAccel()
 		d.releaseOwnCgroup() // left by an older xlaned, or a crash (owncgroup.go)
-		if cfg.CalibrateAtStart && d.calibration() == nil {
-			d.calibrateAtStart()
+		if cfg.CalibrateAtStart && d.calib.Choice() == nil {
+			d.calib.AtStart()
 		}
 	}
 	return d, nil
@@ -283,7 +282,7 @@ func (d *Daemon) attachUplink() error {
 	if err := d.dp.XDPErr(); err != nil {
 		// No XDP programs on this kernel (kernel.go): the uplink keeps no
 		// XDP fast path; its tc program (NAT) is attached on its own.
-		d.log.Warn("uplink XDP fast path unavailable on this kernel", "uplink", d.cfg.Uplink, "err", bpf.VerifierSummary(err))
+		d.log.Warn("uplink XDP fast path unavailable on this kernel", "uplink", d.cfg.Uplink, "err", datapath.VerifierSummary(err))
 		return nil
 	}
 	var foreign uint32
@@ -307,8 +306,8 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
-	d.dhcp.stopAll()
-	d.calib.wg.Wait() // a calibration at start removes its networks first
+	d.vms.Close()
+	d.calib.Close() // a calibration at start removes its networks first
 	d.tracer.close()
 	if d.runStats != nil {
 		d.runStats.Close()
@@ -317,26 +316,13 @@ func (d *Daemon) close() error {
 	return d.store.Close()
 }
 
-func (d *Daemon) step(name string) error {
-	if d.fault != nil {
-		return d.fault(name)
-	}
-	return nil
-}
-
-var (
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	idRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-	ifnameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
-)
-
 // ---- networks ----
 
 func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Network, error) {
-	if !nameRE.MatchString(req.Name) {
+	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
-	if err := d.calibReserved(req.Name); err != nil {
+	if err := d.calib.Reserved(req.Name); err != nil {
 		return nil, err
 	}
 	requested, err := model.ParseMode(req.Mode)
@@ -447,7 +433,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		}
 		for _, op := range o.Subnets {
 			for _, p := range n.Subnets {
-				if op.Overlaps(p) && isCalibName(o.Name) { // calibrate.go
+				if op.Overlaps(p) && core.Hidden(o.Name) { // internal/calibration
 					return nil, model.Conflictf("subnet %s overlaps %s, taken for a few seconds by the calibration under way (xlane calibrate --show): try again when it ends", p, op)
 				}
 				if op.Overlaps(p) {
@@ -531,7 +517,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := d.applyVLAN(n); err != nil {
 			return err
 		}
-		if err := d.step("network-applied"); err != nil {
+		if err := d.faults.At("network-applied"); err != nil {
 			return err
 		}
 		return tx.PutNetwork(n)
@@ -569,9 +555,9 @@ func (d *Daemon) networkWithEndpoints(name string) (n *model.Network, eps []mode
 
 // DeleteNetwork removes a network. A missing network is not an error. With
 // endpoints it fails unless force, which removes them first. A
-// calibration's networks are not the user's to delete (calibrate.go).
+// calibration's networks are not the user's to delete (internal/calibration).
 func (d *Daemon) DeleteNetwork(name string, force bool) error {
-	if isCalibName(name) {
+	if core.Hidden(name) {
 		return nil
 	}
 	return d.deleteNetwork(name, force)
@@ -631,7 +617,7 @@ func (d *Daemon) Networks() ([]api.NetworkInfo, error) {
 			return err
 		}
 		for _, n := range nets {
-			if isCalibName(n.Name) { // the calibration's (calibrate.go)
+			if core.Hidden(n.Name) { // the calibration's (internal/calibration)
 				continue
 			}
 			info := api.NetworkInfo{Network: n}
@@ -661,10 +647,10 @@ func (d *Daemon) Network(name string) (*api.NetworkInfo, error) {
 	return nil, model.NotFoundf("network %q", name)
 }
 
-// AutoMode is the mode `auto` resolves to where the BPF datapath works, and
-// why: the figures behind it are in docs/benchmarks.md.
+// AutoMode is the mode `auto` resolves to where the BPF datapath works
+// (core.AutoMode), and why: the figures behind it are in docs/benchmarks.md.
 const (
-	AutoMode   = model.ModeTC
+	AutoMode   = core.AutoMode
 	autoReason = "tc: fastest and correct for container traffic on this kernel in the same-run benchmark " +
 		"(TCP 1.09-1.26x kernel routing, lowest latency; native XDP loses TCP: TSO off on the peer and a checksum pass; docs/benchmarks.md)"
 )
@@ -682,7 +668,7 @@ func (d *Daemon) resolveMode(m model.Mode, needs []need) (model.Mode, string, er
 	case m == model.ModeAuto && d.modeMissing(AutoMode) != nil:
 		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
-		mode, why := d.autoFrom(d.calibration(), needs)
+		mode, why := d.autoFrom(d.calib.Choice(), needs)
 		return mode, why, nil
 	case m.BPF() && dpErr != nil:
 		return "", "", fmt.Errorf("mode %s: %w", m, dpErr)
@@ -725,7 +711,7 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	}
 	for _, e := range eps {
 		if e.VM {
-			if err := vmMode(&e, mode); err != nil {
+			if err := vm.Mode(&e, mode); err != nil {
 				return nil, fmt.Errorf("endpoint %s is a VM's: %w", e.ID, err)
 			}
 		}
@@ -787,15 +773,9 @@ func hostIfNames(id string) (host, peer string) {
 	return "xlh" + h, "xlc" + h
 }
 
-func randomID() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.Endpoint, *model.Network, error) {
 	n, err := tx.Network(req.Network)
-	if errors.Is(err, model.ErrNotFound) || d.calibReserved(req.Network) != nil {
+	if errors.Is(err, model.ErrNotFound) || d.calib.Reserved(req.Network) != nil {
 		return nil, nil, model.Fieldf("network", "%q: no such network", req.Network)
 	}
 	if err != nil {
@@ -803,9 +783,9 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	}
 	e := &model.Endpoint{ID: req.ID, Network: n.Name, IfName: req.IfName, Created: time.Now().UTC()}
 	if e.ID == "" {
-		e.ID = randomID()
+		e.ID = core.RandomID()
 	}
-	if !idRE.MatchString(e.ID) {
+	if !core.IDRE.MatchString(e.ID) {
 		return nil, nil, model.Fieldf("id", "%q: must be 1-128 letters, digits, '_', '.', ':' or '-'", e.ID)
 	}
 	if _, err := tx.Endpoint(e.ID); err == nil {
@@ -814,12 +794,12 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	if e.IfName == "" {
 		e.IfName = "eth0"
 	}
-	if !ifnameRE.MatchString(e.IfName) || e.IfName == "." || e.IfName == ".." {
+	if !core.IfnameRE.MatchString(e.IfName) || e.IfName == "." || e.IfName == ".." {
 		return nil, nil, model.Fieldf("ifname", "%q: must be 1-15 letters, digits, '_', '.' or '-'", e.IfName)
 	}
 	switch {
 	case req.VM:
-		if err := d.validateVM(e, req); err != nil {
+		if err := d.vms.Validate(e, req); err != nil {
 			return nil, nil, err
 		}
 	case req.Queues != 0:
@@ -855,15 +835,15 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 	}
 	e.HostIf, e.PeerIf = hostIfNames(e.ID)
 	if e.VM {
-		if err := vmMode(e, n.Mode); err != nil {
+		if err := vm.Mode(e, n.Mode); err != nil {
 			return nil, nil, err
 		}
-		e.HostIf, e.PeerIf = tapName(e.ID), ""
+		e.HostIf, e.PeerIf = vm.TapName(e.ID), ""
 		if e.AFXDP() {
 			e.HostIf, e.PeerIf = hostIfNames(e.ID)
 		}
 		if e.MAC == "" {
-			e.MAC = randomMAC()
+			e.MAC = vm.RandomMAC()
 		}
 	}
 	return e, n, nil
@@ -941,7 +921,7 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 	if err := applyBigTCP(e, n, host); err != nil {
 		return err
 	}
-	if err := d.step("veth-created"); err != nil {
+	if err := d.faults.At("veth-created"); err != nil {
 		return err
 	}
 	if !e.VethOnly() && !e.VM {
@@ -949,7 +929,7 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 			return err
 		}
 	}
-	if err := d.step("container-configured"); err != nil {
+	if err := d.faults.At("container-configured"); err != nil {
 		return err
 	}
 	if err := netconf.ConfigureHost(e, host); err != nil {
@@ -964,7 +944,7 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 		return err
 	}
 	if e.VM {
-		return d.dhcp.start(e, n)
+		return d.vms.Serve(e, n)
 	}
 	return nil
 }
@@ -993,7 +973,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		return fmt.Errorf("network %q is in %s mode: %w", n.Name, n.Mode, err)
 	}
 	if e.VM {
-		if err := vmMode(e, n.Mode); err != nil {
+		if err := vm.Mode(e, n.Mode); err != nil {
 			return err
 		}
 	}
@@ -1022,25 +1002,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 	// program redirects into its veth before the devmap entry and the
 	// peer's NAPI are in place; the flag comes last.
 	put := func(target bool) error {
-		val := bpf.NewEndpointVal(host.Attrs().Index, n.ID, mac, host.Attrs().HardwareAddr, n.MTU, target)
-		if n.Masquerade {
-			val.Flags |= bpf.EPFlagMasquerade
-		}
-		if n.ICCOff {
-			val.Flags |= bpf.EPFlagNoICC
-		}
-		if n.Isolated {
-			val.Flags |= bpf.EPFlagIsolated
-		}
-		if n.AllowUnsolicited {
-			val.Flags |= bpf.EPFlagAllowUnsolicited
-		}
-		if e.VM {
-			val.Flags |= bpf.EPFlagNoPeer
-		}
-		if n.VLAN != 0 {
-			val.Flags |= bpf.EPFlagVLAN
-		}
+		val := model.NewEndpointEntry(n, e, host.Attrs().Index, mac, host.Attrs().HardwareAddr, target)
 		for _, a := range e.IPs {
 			if err := d.dp.PutEndpoint(a, val); err != nil {
 				return err
@@ -1056,14 +1018,14 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 			return err
 		}
 	}
-	if err := d.step("datapath-programmed"); err != nil {
+	if err := d.faults.At("datapath-programmed"); err != nil {
 		return err
 	}
 	if err := d.attachPrograms(e, n, host); err != nil {
 		return err
 	}
 	if e.AFXDP() {
-		if err := d.attachVMPort(e); err != nil {
+		if err := d.vms.AttachPort(e); err != nil {
 			return err
 		}
 	}
@@ -1080,7 +1042,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	var errs []error
 	if e.VM {
-		d.dhcp.stop(e.ID)
+		d.vms.Stop(e.ID)
 	}
 	ifindex := 0
 	if host, err := netconf.HostLink(e); err == nil {
@@ -1106,7 +1068,7 @@ func (d *Daemon) RemoveEndpoint(id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, n, err := d.endpointAndNetwork(id)
-	if errors.Is(err, model.ErrNotFound) && e == nil || e != nil && isCalibName(e.Network) {
+	if errors.Is(err, model.ErrNotFound) && e == nil || e != nil && core.Hidden(e.Network) {
 		return nil
 	}
 	if err != nil {
@@ -1157,7 +1119,7 @@ func (d *Daemon) Endpoints(network string) ([]api.EndpointInfo, error) {
 			}
 		}
 		for _, e := range eps {
-			if network != "" && e.Network != network || isCalibName(e.Network) {
+			if network != "" && e.Network != network || core.Hidden(e.Network) {
 				continue
 			}
 			n, err := tx.Network(e.Network)
@@ -1179,7 +1141,7 @@ func (d *Daemon) Endpoint(id string) (*api.EndpointInfo, error) {
 		if err != nil {
 			return err
 		}
-		if isCalibName(e.Network) { // the calibration's (calibrate.go)
+		if core.Hidden(e.Network) { // the calibration's (internal/calibration)
 			return model.NotFoundf("endpoint %q", id)
 		}
 		n, err := tx.Network(e.Network)
@@ -1206,8 +1168,8 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		return info
 	}
 	if s := host.Attrs().Statistics; s != nil {
-		info.Sent = api.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
-		info.Received = api.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
+		info.Sent = model.Counter{Packets: s.RxPackets, Bytes: s.RxBytes}
+		info.Received = model.Counter{Packets: s.TxPackets, Bytes: s.TxBytes}
 	}
 	if e.VM {
 		info.QEMUArgs = e.QEMUArgs("n0")
@@ -1219,9 +1181,9 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 			info.Reasons = d.reasonCounters(host.Attrs().Index)
 		}
 		if e.AFXDP() {
-			d.vmPortInfo(&info, n)
+			d.vms.PortInfo(&info, n)
 		}
-		info.Notes = append(info.Notes, d.dhcp.notes(e.ID)...)
+		info.Notes = append(info.Notes, d.vms.Notes(e.ID)...)
 		return info
 	}
 	off, offErr := netconf.ContainerOffloads(&e)
@@ -1253,7 +1215,7 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 		// Packets redirected into the container skip the host veth's
 		// transmit path; count them as received too.
 		for _, r := range info.Reasons {
-			if r.Reason == "fwd_peer" && r.Direction == bpf.DirIngress.String() {
+			if r.Reason == "fwd_peer" && r.Direction == datapath.DirIngress.String() {
 				info.Received.Packets += r.Packets
 				info.Received.Bytes += r.Bytes
 			}
@@ -1270,22 +1232,22 @@ func (d *Daemon) reasonCounters(ifindex int) []api.ReasonCounter {
 	}
 	// One line per reason and direction, whichever programs counted.
 	type rd struct {
-		r bpf.Reason
-		d bpf.Dir
+		r datapath.Reason
+		d datapath.Dir
 	}
-	sum := map[rd]datapath.Counter{}
+	sum := map[rd]model.Counter{}
 	for k, c := range cs {
 		s := sum[rd{k.Reason, k.Dir}]
 		s.Add(c)
 		sum[rd{k.Reason, k.Dir}] = s
 	}
 	var out []api.ReasonCounter
-	for r := bpf.Reason(0); r < bpf.ReasonMax; r++ {
-		for _, dir := range []bpf.Dir{bpf.DirEgress, bpf.DirIngress} {
+	for r := datapath.Reason(0); r < datapath.ReasonMax; r++ {
+		for _, dir := range []datapath.Dir{datapath.DirEgress, datapath.DirIngress} {
 			if c, ok := sum[rd{r, dir}]; ok {
 				out = append(out, api.ReasonCounter{
 					Reason: r.String(), Direction: dir.String(), Drop: r.IsDrop(),
-					Counter: api.Counter{Packets: c.Packets, Bytes: c.Bytes},
+					Counter: c,
 				})
 			}
 		}
@@ -1315,7 +1277,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Modes = d.modeStatuses()
-	st.Calibration = d.Calibration()
+	st.Calibration = d.calib.Calibration()
 	d.kernelStatus(st)
 	err := d.store.View(func(tx *store.Tx) error {
 		nets, err := tx.Networks()
@@ -1323,14 +1285,14 @@ func (d *Daemon) Status() (*api.Status, error) {
 			return err
 		}
 		eps, err := tx.Endpoints()
-		// The calibration's are not the user's (calibrate.go).
+		// The calibration's are not the user's (internal/calibration).
 		for _, n := range nets {
-			if !isCalibName(n.Name) {
+			if !core.Hidden(n.Name) {
 				st.Networks++
 			}
 		}
 		for _, e := range eps {
-			if !isCalibName(e.Network) {
+			if !core.Hidden(e.Network) {
 				st.Endpoints++
 			}
 		}
@@ -1349,6 +1311,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Health = d.health()
-	st.VM = d.vmStatus()
+	st.VM = d.vms.Status()
 	return st, err
 }

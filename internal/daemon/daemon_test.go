@@ -94,7 +94,7 @@ func TestAddEndpointRollsBack(t *testing.T) {
 					t.Fatal(err)
 				}
 				c := container(t)
-				d.fault = func(s string) error {
+				d.faults.Hook = func(s string) error {
 					if s == step {
 						return errInjected
 					}
@@ -104,7 +104,7 @@ func TestAddEndpointRollsBack(t *testing.T) {
 				if !errors.Is(err, errInjected) {
 					t.Fatalf("AddEndpoint = %v, want the injected failure", err)
 				}
-				d.fault = nil
+				d.faults.Hook = nil
 				if l := xlaneLinks(t); len(l) != 0 {
 					t.Errorf("links left after failed add: %v", l)
 				}
@@ -134,7 +134,7 @@ func TestAddEndpointRollsBack(t *testing.T) {
 
 func TestCreateNetworkRollsBack(t *testing.T) {
 	inNode(t, func(d *Daemon) {
-		d.fault = func(s string) error { return errInjected }
+		d.faults.Hook = func(s string) error { return errInjected }
 		_, err := d.CreateNetwork(api.NetworkCreate{Name: "n", Subnets: []string{"10.51.0.0/24", "fd00:51::/64"}})
 		if !errors.Is(err, errInjected) {
 			t.Fatalf("CreateNetwork = %v, want the injected failure", err)
@@ -242,19 +242,21 @@ func TestNetworkPolicy(t *testing.T) {
 			t.Fatalf("no BPF datapath (root on a kernel with BPF is required): %v", err)
 		}
 		off := false
+		// The entry's ICCOff and Isolated are its XL_EP_NO_ICC and
+		// XL_EP_ISOLATED flags (datapath.TestEndpointEncoding).
 		for _, c := range []struct {
-			req   api.NetworkCreate
-			flags uint16
+			req              api.NetworkCreate
+			iccOff, isolated bool
 		}{
-			{api.NetworkCreate{Name: "plain", Subnets: []string{"10.52.0.0/24"}, Mode: "tc"}, 0},
-			{api.NetworkCreate{Name: "quiet", Subnets: []string{"10.53.0.0/24"}, Mode: "tc", Masquerade: &off, ICC: &off}, bpf.EPFlagNoICC},
-			{api.NetworkCreate{Name: "apart", Subnets: []string{"10.54.0.0/24"}, Mode: "tc", ICC: &off, Isolated: true}, bpf.EPFlagNoICC | bpf.EPFlagIsolated},
+			{api.NetworkCreate{Name: "plain", Subnets: []string{"10.52.0.0/24"}, Mode: "tc"}, false, false},
+			{api.NetworkCreate{Name: "quiet", Subnets: []string{"10.53.0.0/24"}, Mode: "tc", Masquerade: &off, ICC: &off}, true, false},
+			{api.NetworkCreate{Name: "apart", Subnets: []string{"10.54.0.0/24"}, Mode: "tc", ICC: &off, Isolated: true}, true, true},
 		} {
 			n, err := d.CreateNetwork(c.req)
 			if err != nil {
 				t.Fatalf("create %s: %v", c.req.Name, err)
 			}
-			if n.ICCOff != (c.flags&bpf.EPFlagNoICC != 0) || n.Isolated != (c.flags&bpf.EPFlagIsolated != 0) {
+			if n.ICCOff != c.iccOff || n.Isolated != c.isolated {
 				t.Errorf("network %s: icc off %v isolated %v", n.Name, n.ICCOff, n.Isolated)
 			}
 			e, err := d.AddEndpoint(api.EndpointAdd{Network: c.req.Name, Netns: container(t)})
@@ -265,8 +267,8 @@ func TestNetworkPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := v.Flags & (bpf.EPFlagNoICC | bpf.EPFlagIsolated); got != c.flags || v.NetworkId != n.ID {
-				t.Errorf("network %s: endpoint flags %#x network %d, want %#x %d", n.Name, got, v.NetworkId, c.flags, n.ID)
+			if v.ICCOff != c.iccOff || v.Isolated != c.isolated || v.NetworkID != n.ID {
+				t.Errorf("network %s: endpoint icc off %v isolated %v network %d, want %v %v %d", n.Name, v.ICCOff, v.Isolated, v.NetworkID, c.iccOff, c.isolated, n.ID)
 			}
 		}
 		for _, c := range []struct {

@@ -2,7 +2,8 @@
 // the store, and makes the kernel match the store. Every change is checked
 // in full before anything is touched; a failure while applying undoes what
 // was applied and rolls the store transaction back, so nothing is left
-// half-created. Reconcile rebuilds the kernel side from the store at start.
+// half-created (the apply steps' fault points: core.Faults). Reconcile
+// rebuilds the kernel side from the store at start.
 //
 // The API server (internal/server) and the Docker driver (internal/docker)
 // call into this package; neither touches netlink or BPF directly. The
@@ -10,14 +11,25 @@
 // datapath, or datapath.Unavailable where it cannot load (only kernel mode
 // then), or a fake in tests (seam_test.go).
 //
-// Files by concern: daemon.go (start, networks, endpoints, status),
-// attachment.go (CNI attachments: endpoints keyed by container and
-// interface, their GC and status), reconcile.go, kernel.go (what this kernel can run), node.go (node
-// configuration for NAT and socket hooks), nat.go (which modes can NAT),
-// ports.go (published ports), flows.go (conntrack listing and statistics),
+// Feature packages take the core as a core.Core (core.go: coreView, and
+// wireFeatures, which makes them) and never import this package: VM
+// endpoints (internal/vm) and the calibration (internal/calibration) so
+// far. The features still here, to move the same way (internal/core/doc.go
+// has the target layout): services (services.go, services_apply.go,
+// vip.go, nobackend.go, ports.go), the firewall's control (firewall.go,
+// lasthit.go, policy.go), the cluster (cluster.go, nodesfile.go,
+// nodesync.go, peerprobe.go, mtu.go), socket acceleration and proxy
+// redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability
+// (monitor.go, trace.go, metrics.go, health.go, bpfdump.go, flows.go).
+//
+// The core's own files: daemon.go (start, networks, endpoints, status),
+// core.go (what features get), attachment.go (CNI attachments: endpoints
+// keyed by container and interface, their GC and status), reconcile.go,
+// objerrs.go (what the last reconcile could not apply), kernel.go (what
+// this kernel can run), automode.go and bigtcp.go (what auto and BIG TCP
+// resolve to), node.go (node configuration for NAT and socket hooks),
+// nat.go (which modes can NAT), vlan.go, neigh.go (the neighbour mirror),
 // ctgc.go (conntrack garbage collection), proto.go (address and protocol
-// parsing), services.go, neigh.go (the neighbour mirror), firewall.go and
-// lasthit.go (the firewall), policy.go, docker.go (the store for the Docker
-// driver), sysctl.go, uninstall.go and metrics.go (what a Prometheus
-// scrape reads: internal/metrics' Snapshot).
+// parsing), blockguard.go, mountns.go, sysctl.go, docker.go (the store for
+// the Docker driver) and uninstall.go.
 package daemon

@@ -73,7 +73,7 @@ func TestErrorsRepeatNoWord(t *testing.T) {
 				return err
 			},
 			"service, bad vip": func() error {
-				_, err := d.CreateService(api.ServiceCreate{Name: "xlt", VIP: "10.96.0.1", Backends: []string{"10.1.0.2:80"}})
+				_, err := createService(d, api.ServiceCreate{Name: "xlt", VIP: "10.96.0.1", Backends: []string{"10.1.0.2:80"}})
 				return err
 			},
 			"node, bad pod CIDR": func() error {

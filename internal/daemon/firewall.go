@@ -218,7 +218,7 @@ func (f *Firewall) store(rs *rules.RuleSet, live, dryRun bool) error {
 		if err != nil {
 			return err
 		}
-		if err := f.d.step("firewall-install"); err != nil {
+		if err := f.d.faults.At("firewall-install"); err != nil {
 			return err
 		}
 		if _, err := f.in.Install(tab); err != nil {

@@ -28,10 +28,10 @@ func (d *Daemon) Flows(limit int) ([]api.Flow, error) {
 // FlushFlows deletes every conntrack entry. Beside a calibration it waits
 // for the probe under way (at most one probe, calibSample long): a
 // connection whose entries vanish mid-stream is reset, and a calibration
-// must not fail over a user's flush (calibrate.go).
+// must not fail over a user's flush (internal/calibration).
 func (d *Daemon) FlushFlows() (int, error) {
-	d.calib.probe.Lock()
-	defer d.calib.probe.Unlock()
+	d.calib.LockProbe()
+	defer d.calib.UnlockProbe()
 	return d.dp.FlushCT()
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -56,7 +57,7 @@ func (d *Daemon) health() *api.Health {
 	}
 	for _, e := range eps {
 		n := nets[e.Network]
-		if n == nil || !n.Mode.BPF() || isCalibName(n.Name) { // a calibration's: not the user's (calibrate.go)
+		if n == nil || !n.Mode.BPF() || core.Hidden(n.Name) { // a calibration's: not the user's (internal/calibration)
 			continue
 		}
 		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit() && !e.VM) // a VM tap has tc hooks (attachPrograms)

@@ -7,7 +7,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -56,7 +56,7 @@ func (d *Daemon) modeMissing(m model.Mode) error {
 			}
 		}
 		if err := d.dp.XDPErr(); err != nil {
-			return fmt.Errorf("this kernel's verifier refuses the XDP programs: %s", bpf.VerifierSummary(err))
+			return fmt.Errorf("this kernel's verifier refuses the XDP programs: %s", datapath.VerifierSummary(err))
 		}
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -47,7 +47,7 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		s.Errors["store"] = err
 		return s
 	}
-	eps = slices.DeleteFunc(eps, func(e model.Endpoint) bool { return isCalibName(e.Network) }) // calibrate.go
+	eps = slices.DeleteFunc(eps, func(e model.Endpoint) bool { return core.Hidden(e.Network) }) // the calibration's (internal/calibration)
 	s.Counters, err = d.reasonCounts(eps)
 	if err != nil {
 		s.Errors["counters"] = err
@@ -144,11 +144,11 @@ func (d *Daemon) reasonCounts(eps []model.Endpoint) ([]metrics.ReasonCount, erro
 	return out, nil
 }
 
-func verdict(r bpf.Reason) string {
+func verdict(r datapath.Reason) string {
 	switch r.Class() {
-	case bpf.ClassForward:
+	case datapath.ClassForward:
 		return metrics.VerdictForwarded
-	case bpf.ClassDrop:
+	case datapath.ClassDrop:
 		return metrics.VerdictDropped
 	}
 	return metrics.VerdictPassed

@@ -242,17 +242,17 @@ func (m *monitor) gcCloses() *gcCloses {
 // add is the GC's callback for an entry it collects: a flow's original
 // direction makes an event, unless the flow closed (the datapath reported
 // that) or the pass has enough.
-func (g *gcCloses) add(k *bpf.CTKey, v *bpf.CTVal) {
-	if g == nil || v.Dir != uint8(bpf.CTDirOrig) || v.State == uint8(bpf.CTClosed) {
+func (g *gcCloses) add(f model.Flow) {
+	if g == nil || f.Reply || f.State == "closed" {
 		return
 	}
 	if len(g.evs) >= monitorQueue {
 		g.m.gcOver.Add(1)
 		return
 	}
-	e := bpf.MonEvent{Ts: g.ts, Type: uint8(bpf.MonFlowClose), Action: monExpired, Proto: k.Proto,
-		Sport: k.Sport, Dport: k.Dport, Saddr: k.Saddr, Daddr: k.Daddr, Family: 6}
-	if netip.AddrFrom16(k.Daddr).Is4In6() {
+	e := bpf.MonEvent{Ts: g.ts, Type: uint8(bpf.MonFlowClose), Action: monExpired, Proto: f.Proto,
+		Sport: htons(f.Src.Port()), Dport: htons(f.Dst.Port()), Saddr: f.Src.Addr().As16(), Daddr: f.Dst.Addr().As16(), Family: 6}
+	if f.Dst.Addr().Is4() {
 		e.Family = 4
 	}
 	g.evs = append(g.evs, e)

@@ -1,21 +1,10 @@
 package daemon
 
 import (
-	"fmt"
-	"net/netip"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
-
-// parseAddrPort reads IP:PORT ([v6]:PORT), unmapping IPv4.
-func parseAddrPort(s string) (netip.AddrPort, error) {
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil || ap.Port() == 0 {
-		return netip.AddrPort{}, fmt.Errorf("bad address and port %q", s)
-	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
-}
 
 func protoNumber(p string) uint8 {
 	if p == "udp" {

@@ -14,6 +14,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
+	"github.com/xlane-dev/xlane/internal/vm"
 )
 
 // Reconcile makes the kernel match the store: networks and endpoints are
@@ -158,7 +159,7 @@ func (d *Daemon) removeStale(keepDev, tcDevs map[string]bool, tcAddrs map[netip.
 		stale := !keepDev[name] &&
 			((strings.HasPrefix(name, "xlh") || strings.HasPrefix(name, "xlc")) &&
 				(l.Type() == "veth" || l.Type() == "netkit") ||
-				strings.HasPrefix(name, tapPrefix) && l.Type() == "tuntap")
+				strings.HasPrefix(name, vm.TapPrefix) && l.Type() == "tuntap")
 		if stale {
 			d.log.Info("removing stale device", "device", name)
 			// Deleting one end of a pair deletes the other too.

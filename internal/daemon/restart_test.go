@@ -40,7 +40,7 @@ func TestReconcileFailsPerEndpoint(t *testing.T) {
 			}
 		}
 		calls := 0
-		d.fault = func(s string) error {
+		d.faults.Hook = func(s string) error {
 			if s == "veth-created" {
 				if calls++; calls == 1 {
 					return errInjected
@@ -49,7 +49,7 @@ func TestReconcileFailsPerEndpoint(t *testing.T) {
 			return nil
 		}
 		err = d.Reconcile()
-		d.fault = nil
+		d.faults.Hook = nil
 		if err != nil {
 			t.Fatalf("Reconcile = %v, want nil (failures are per endpoint)", err)
 		}
@@ -125,7 +125,7 @@ func TestCrashedCreateNetworkSwept(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		d.fault = func(s string) error {
+		d.faults.Hook = func(s string) error {
 			if s == "network-applied" {
 				panic("crash")
 			}
@@ -135,7 +135,7 @@ func TestCrashedCreateNetworkSwept(t *testing.T) {
 			defer func() { recover() }()
 			d.CreateNetwork(req)
 		}()
-		d.fault = nil
+		d.faults.Hook = nil
 		d.Close()
 		// The gateways, the unreachable routes (and the IPv6 gateway's
 		// prefix route the kernel adds).

@@ -14,7 +14,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/calibrate"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
@@ -34,6 +33,7 @@ func fakeDaemon(t testing.TB) (*Daemon, *datapathtest.Fake) {
 	}
 	fake := datapathtest.New()
 	d := &Daemon{cfg: Config{NATPorts: DefaultNATPorts}, log: slog.New(slog.DiscardHandler), store: st, dp: fake, done: make(chan struct{})}
+	d.wireFeatures()
 	t.Cleanup(func() { d.Close() })
 	return d, fake
 }
@@ -46,9 +46,9 @@ func checkServices(t *testing.T, d *Daemon, fake *datapathtest.Fake) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[uint32]datapath.Service{}
+	want := map[uint32]model.Service{}
 	for i := range svcs {
-		want[svcs[i].ID] = dpService(&svcs[i])
+		want[svcs[i].ID] = datapathtest.Programmed(svcs[i])
 	}
 	have, _ := fake.ServiceIDs()
 	if !reflect.DeepEqual(have, want) {
@@ -77,6 +77,33 @@ func checkPorts(t *testing.T, d *Daemon, fake *datapathtest.Fake) {
 	}
 }
 
+// createService, updateService and applyServices call the daemon as the
+// server does: the request's text read into model types at the edge
+// (internal/api), then the daemon.
+func createService(d *Daemon, req api.ServiceCreate) (*model.Service, error) {
+	s, err := req.Service()
+	if err != nil {
+		return nil, err
+	}
+	return d.CreateService(s)
+}
+
+func updateService(d *Daemon, name string, req api.ServiceUpdate) (*model.Service, error) {
+	upd, err := req.Update()
+	if err != nil {
+		return nil, err
+	}
+	return d.UpdateService(name, upd)
+}
+
+func applyServices(d *Daemon, req api.ServiceApply) (*model.ServiceApplyResult, error) {
+	apply, err := req.Apply()
+	if err != nil {
+		return nil, err
+	}
+	return d.ApplyServices(apply)
+}
+
 func failOp(op string, when func(arg any) bool) func(string, any) error {
 	return func(o string, arg any) error {
 		if o == op && when(arg) {
@@ -90,22 +117,22 @@ func failOp(op string, when func(arg any) bool) func(string, any) error {
 // error) is rolled back: the datapath ends as the store says.
 func TestServiceRollbackLeavesDatapathAsStore(t *testing.T) {
 	d, fake := fakeDaemon(t)
-	if _, err := d.CreateService(api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080"}}); err != nil {
+	if _, err := createService(d, api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080"}}); err != nil {
 		t.Fatal(err)
 	}
 	checkServices(t, d, fake)
 
 	fake.FailAfterWrite = true
 	fake.Fail = failOp("put-service", func(any) bool { return true })
-	if _, err := d.CreateService(api.ServiceCreate{Name: "db", VIP: "10.96.0.2:5432", Backends: []string{"10.1.0.4:5432"}}); !errors.Is(err, datapathtest.ErrFake) {
+	if _, err := createService(d, api.ServiceCreate{Name: "db", VIP: "10.96.0.2:5432", Backends: []string{"10.1.0.4:5432"}}); !errors.Is(err, datapathtest.ErrFake) {
 		t.Fatalf("CreateService = %v, want the injected failure", err)
 	}
 	checkServices(t, d, fake)
 
 	// Fail the new backend set only: the rollback's put of the old set
 	// goes through.
-	fake.Fail = failOp("put-service", func(a any) bool { return len(a.(datapath.Service).Backends) == 3 })
-	_, err := d.UpdateService("web", api.ServiceUpdate{Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.5:8080"}})
+	fake.Fail = failOp("put-service", func(a any) bool { return len(a.(model.Service).Backends) == 3 })
+	_, err := updateService(d, "web", api.ServiceUpdate{Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.5:8080"}})
 	if !errors.Is(err, datapathtest.ErrFake) {
 		t.Fatalf("UpdateService = %v, want the injected failure", err)
 	}
@@ -119,15 +146,15 @@ func TestServiceRollbackLeavesDatapathAsStore(t *testing.T) {
 // ones are programmed, unknown ones removed.
 func TestReconcileServicesOnFake(t *testing.T) {
 	d, fake := fakeDaemon(t)
-	if _, err := d.CreateService(api.ServiceCreate{Name: "web", VIP: "[fd00:96::1]:443", Backends: []string{"[fd00:1::2]:8443"}}); err != nil {
+	if _, err := createService(d, api.ServiceCreate{Name: "web", VIP: "[fd00:96::1]:443", Backends: []string{"[fd00:1::2]:8443"}}); err != nil {
 		t.Fatal(err)
 	}
-	stale := datapath.Service{ID: 99, VIP: netip.MustParseAddrPort("10.96.9.9:53"), Proto: 17}
+	stale := model.Service{ID: 99, VIP: netip.MustParseAddrPort("10.96.9.9:53"), Proto: "udp"}
 	if err := fake.PutService(stale); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := d.Service("web")
-	if err := fake.DeleteService(dpService(s)); err != nil {
+	if err := fake.DeleteService(*s); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.reconcileServices(); err != nil {
@@ -185,7 +212,7 @@ func TestUnavailableDatapath(t *testing.T) {
 	if _, _, err := d.resolveMode(model.ModeTC, nil); !errors.Is(err, datapath.ErrUnavailable) {
 		t.Errorf("resolveMode(tc) = %v, want ErrUnavailable", err)
 	}
-	_, errSvc := d.CreateService(api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}})
+	_, errSvc := createService(d, api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}})
 	_, errFlows := d.Flows(0)
 	_, errStats := d.CTStats()
 	_, errPorts := d.PublishPorts("e1", api.PortsUpdate{Ports: []string{"8080:80"}}, false)
@@ -212,7 +239,7 @@ func TestReconcileOnFake(t *testing.T) {
 	d, fake := fakeDaemon(t)
 	stale := netip.MustParseAddr("10.77.0.2")
 	for _, err := range []error{
-		fake.PutEndpoint(stale, bpf.EndpointVal{}),
+		fake.PutEndpoint(stale, model.EndpointEntry{}),
 		fake.Attach("xlh0123456789", 7, model.ModeTC),
 		fake.PutPort(datapath.Port{Proto: 6, NodePort: 8080, Addr: stale, Port: 80}),
 	} {
@@ -284,7 +311,7 @@ func TestAutoNeeds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d.cfg.AutoBPFOnly = c.kube
-			d.calib.choice = c.choice
+			d.calib.SetChoice(c.choice)
 			m, why, err := d.resolveMode(model.ModeAuto, c.needs())
 			if err != nil || m != c.want || !strings.Contains(why, c.reason) {
 				t.Errorf("resolveMode(auto) = %s, %q, %v; want %s, a reason saying %q", m, why, err, c.want, c.reason)

@@ -3,96 +3,51 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"net/netip"
 	"time"
 
-	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
 
-func dpService(s *model.Service) datapath.Service {
-	out := datapath.Service{ID: s.ID, VIP: s.VIP, Proto: protoNumber(s.Proto), Affinity: s.Affinity,
-		AffinityTimeout: uint32(s.EffectiveAffinityTimeout())}
-	for _, b := range s.Backends {
-		out.Backends = append(out.Backends, datapath.Backend{Addr: b.Addr, Weight: b.Weight})
+// newService validates a service to create or apply (its name, then
+// model.Service.Validate) and returns it with its addresses unmapped and
+// its creation time; it has no ID yet.
+func newService(req model.Service) (*model.Service, error) {
+	if !core.NameRE.MatchString(req.Name) {
+		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
+	}
+	s := req
+	s.ID, s.Created = 0, time.Now().UTC()
+	s.VIP = netip.AddrPortFrom(s.VIP.Addr().Unmap(), s.VIP.Port())
+	s.Backends = unmapBackends(s.Backends)
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// unmapBackends copies bs with IPv4-mapped addresses unmapped.
+func unmapBackends(bs []model.Backend) []model.Backend {
+	if bs == nil {
+		return nil
+	}
+	out := make([]model.Backend, len(bs))
+	for i, b := range bs {
+		out[i] = model.Backend{Addr: netip.AddrPortFrom(b.Addr.Addr().Unmap(), b.Addr.Port()), Weight: b.Weight}
 	}
 	return out
 }
 
-func parseBackends(specs []string, vip model.Service) ([]model.Backend, error) {
-	var out []model.Backend
-	seen := map[string]bool{}
-	for _, s := range specs {
-		b, err := model.ParseBackend(s)
-		if err != nil {
-			return nil, err
-		}
-		if b.Addr.Addr().Is4() != vip.VIP.Addr().Is4() {
-			return nil, model.Fieldf("backends", "%q: address family differs from the VIP %s", s, vip.VIP)
-		}
-		if seen[b.Addr.String()] {
-			return nil, model.Fieldf("backends", "%q: listed twice", s)
-		}
-		seen[b.Addr.String()] = true
-		out = append(out, b)
-	}
-	if len(out) > int(1<<20) {
-		return nil, model.Fieldf("backends", "too many backends (%d)", len(out))
-	}
-	return out, nil
-}
-
-// checkAffinity validates a service's affinity timeout.
-func checkAffinity(s *model.Service) error {
-	switch t := s.AffinityTimeout; {
-	case t < 0 || t > model.MaxAffinityTimeout:
-		return model.Fieldf("affinity_timeout", "%d: want 1-%d seconds (0: %d)", t, model.MaxAffinityTimeout, model.DefaultAffinityTimeout)
-	case t != 0 && !s.Affinity:
-		return model.Fieldf("affinity_timeout", "%d: only with affinity", t)
-	}
-	return nil
-}
-
-// parseService validates a create request into a service (no ID yet).
-func parseService(req api.ServiceCreate) (*model.Service, error) {
-	if !nameRE.MatchString(req.Name) {
-		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", req.Name)
-	}
-	s := &model.Service{Name: req.Name, Affinity: req.Affinity, AffinityTimeout: req.AffinityTimeout, Created: time.Now().UTC(), Proto: "tcp"}
-	if err := checkAffinity(s); err != nil {
-		return nil, err
-	}
-	vip, proto, hasProto := strings.Cut(req.VIP, "/")
-	if hasProto {
-		if proto != "tcp" && proto != "udp" {
-			return nil, model.Fieldf("vip", "%q: protocol %q is not tcp or udp", req.VIP, proto)
-		}
-		s.Proto = proto
-	}
-	ap, err := parseAddrPort(vip)
-	if err != nil {
-		return nil, model.Fieldf("vip", "%q: want IP:PORT[/tcp|udp] (IPv6: [ADDR]:PORT)", req.VIP)
-	}
-	if p := model.VIPAddrProblem(ap.Addr()); p != "" {
-		return nil, model.Fieldf("vip", "%q: %s", req.VIP, p)
-	}
-	s.VIP = ap
-	if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // CreateService validates and programs a service VIP.
-func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
+func (d *Daemon) CreateService(req model.Service) (*model.Service, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.dp.Available(); err != nil {
 		return nil, fmt.Errorf("create service: %w", err)
 	}
-	s, err := parseService(req)
+	s, err := newService(req)
 	if err != nil {
 		return nil, err
 	}
@@ -113,14 +68,14 @@ func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 			return err
 		}
 		applied = true
-		if err := d.dp.PutService(dpService(s)); err != nil {
+		if err := d.dp.PutService(*s); err != nil {
 			return err
 		}
 		return tx.PutService(s)
 	})
 	if err != nil {
 		if applied {
-			d.dp.DeleteService(dpService(s))
+			d.dp.DeleteService(*s)
 		}
 		return nil, err
 	}
@@ -130,7 +85,7 @@ func (d *Daemon) CreateService(req api.ServiceCreate) (*model.Service, error) {
 
 // UpdateService replaces a service's backend set (weight 0 drains one;
 // a backend left out is removed). Established flows keep their backend.
-func (d *Daemon) UpdateService(name string, req api.ServiceUpdate) (*model.Service, error) {
+func (d *Daemon) UpdateService(name string, req model.ServiceUpdate) (*model.Service, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.dp.Available(); err != nil {
@@ -147,7 +102,8 @@ func (d *Daemon) UpdateService(name string, req api.ServiceUpdate) (*model.Servi
 		// []) keeps the backends.
 		keep := req.Backends == nil && (req.Affinity != nil || req.AffinityTimeout != nil)
 		if !keep {
-			if s.Backends, err = parseBackends(req.Backends, *s); err != nil {
+			s.Backends = unmapBackends(req.Backends)
+			if err := s.CheckBackends(); err != nil {
 				return err
 			}
 		}
@@ -160,11 +116,11 @@ func (d *Daemon) UpdateService(name string, req api.ServiceUpdate) (*model.Servi
 		if req.AffinityTimeout != nil {
 			s.AffinityTimeout = *req.AffinityTimeout
 		}
-		if err := checkAffinity(s); err != nil {
+		if err := s.CheckAffinity(); err != nil {
 			return err
 		}
-		if err := d.dp.PutService(dpService(s)); err != nil {
-			d.dp.PutService(dpService(&old))
+		if err := d.dp.PutService(*s); err != nil {
+			d.dp.PutService(old)
 			return err
 		}
 		return tx.PutService(s)
@@ -188,7 +144,7 @@ func (d *Daemon) DeleteService(name string) error {
 		if err != nil {
 			return err
 		}
-		if err := d.dp.DeleteService(dpService(s)); err != nil {
+		if err := d.dp.DeleteService(*s); err != nil {
 			return err
 		}
 		return tx.DeleteService(name)
@@ -225,15 +181,13 @@ func (d *Daemon) reconcileServices() error {
 		return err
 	}
 	want := map[uint32]bool{}
-	put := make([]datapath.Service, 0, len(svcs))
 	for i := range svcs {
 		want[svcs[i].ID] = true
-		put = append(put, dpService(&svcs[i]))
 	}
-	errs := []error{d.dp.PutServices(put)}
+	errs := []error{d.dp.PutServices(svcs)}
 	have, err := d.dp.ServiceIDs()
 	errs = append(errs, err)
-	var stale []datapath.Service
+	var stale []model.Service
 	for id, s := range have {
 		if !want[id] {
 			stale = append(stale, s)

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -18,7 +16,7 @@ import (
 // batch of datapath updates: all or nothing. A listed service that exists
 // keeps its VIP (a different one is refused: delete it first) and gets
 // the listed backends and affinity; one that is equal is left alone.
-func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error) {
+func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.dp.Available(); err != nil {
@@ -28,18 +26,14 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 	byName := make(map[string]int, len(req.Services))
 	byVIP := make(map[string]int, len(req.Services))
 	for i, r := range req.Services {
-		s, err := parseService(r)
-		var fe *model.FieldError
-		if errors.As(err, &fe) {
-			return nil, model.Fieldf(fmt.Sprintf("services[%d].%s", i, fe.Field), "%s", fe.Reason)
-		}
+		s, err := newService(r)
 		if err != nil {
-			return nil, fmt.Errorf("services[%d]: %w", i, err)
+			return nil, model.IndexedField("services", i, err)
 		}
 		if j, dup := byName[s.Name]; dup {
 			return nil, model.Fieldf(fmt.Sprintf("services[%d].name", i), "%q: listed twice (also services[%d])", s.Name, j)
 		}
-		vk := s.VIP.String() + "/" + s.Proto
+		vk := s.Key()
 		if j, dup := byVIP[vk]; dup {
 			return nil, model.Fieldf(fmt.Sprintf("services[%d].vip", i), "%s: listed twice (also services[%d], %q)", vk, j, want[j].Name)
 		}
@@ -47,7 +41,7 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 		want[i] = s
 	}
 
-	var res api.ServiceApplyResult
+	var res model.ServiceApplyResult
 	var created, pruned []*model.Service
 	var updated, olds []*model.Service // updated[i] replaces olds[i]
 	applied := false
@@ -169,14 +163,15 @@ func (d *Daemon) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, e
 }
 
 // prunable reports whether an apply removes the unlisted service name.
-func prunable(req api.ServiceApply, name string) bool {
+func prunable(req model.ServiceApply, name string) bool {
 	return req.Prune && strings.HasPrefix(name, req.PrunePrefix)
 }
 
-func dpServices(svcs []*model.Service) []datapath.Service {
-	out := make([]datapath.Service, 0, len(svcs))
+// dpServices is svcs by value, as the datapath takes them.
+func dpServices(svcs []*model.Service) []model.Service {
+	out := make([]model.Service, 0, len(svcs))
 	for _, s := range svcs {
-		out = append(out, dpService(s))
+		out = append(out, *s)
 	}
 	return out
 }

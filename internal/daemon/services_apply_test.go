@@ -19,22 +19,22 @@ func applySvc(name, vip string, backends ...string) api.ServiceCreate {
 // bad input names its field and changes nothing.
 func TestApplyServices(t *testing.T) {
 	d, fake := fakeDaemon(t)
-	res, err := d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{
+	res, err := applyServices(d, api.ServiceApply{Services: []api.ServiceCreate{
 		applySvc("a", "10.96.0.1:80", "10.1.0.2:8080"),
 		applySvc("b", "10.96.0.2:80/udp", "10.1.0.3:53", "10.1.0.4:53@0"),
 		applySvc("c", "[fd00:96::3]:443", "[fd00:1::5]:8443"),
 	}})
-	if err != nil || *res != (api.ServiceApplyResult{Created: 3, Services: 3}) {
+	if err != nil || *res != (model.ServiceApplyResult{Created: 3, Services: 3}) {
 		t.Fatalf("apply = %+v, %v", res, err)
 	}
 	checkServices(t, d, fake)
-	res, err = d.ApplyServices(api.ServiceApply{Prune: true, Services: []api.ServiceCreate{
+	res, err = applyServices(d, api.ServiceApply{Prune: true, Services: []api.ServiceCreate{
 		applySvc("a", "10.96.0.1:80", "10.1.0.2:8080"),                            // unchanged
 		applySvc("b", "10.96.0.2:80/udp", "10.1.0.3:53"),                          // updated
 		applySvc("d", "10.96.0.4:80", "10.1.0.6:8080"),                            // created; c pruned
 		applySvc("e", "[fd00:96::3]:443", "[fd00:1::7]:8443", "[fd00:1::8]:8443"), // c's VIP, c pruned
 	}})
-	if err != nil || *res != (api.ServiceApplyResult{Created: 2, Updated: 1, Unchanged: 1, Deleted: 1, Services: 4}) {
+	if err != nil || *res != (model.ServiceApplyResult{Created: 2, Updated: 1, Unchanged: 1, Deleted: 1, Services: 4}) {
 		t.Fatalf("apply --prune = %+v, %v", res, err)
 	}
 	checkServices(t, d, fake)
@@ -43,11 +43,11 @@ func TestApplyServices(t *testing.T) {
 	}
 	// An incremental apply: d updated, e deleted and its VIP taken by h,
 	// a deleted (twice) and a missing name deleted, nothing pruned.
-	res, err = d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{
+	res, err = applyServices(d, api.ServiceApply{Services: []api.ServiceCreate{
 		applySvc("d", "10.96.0.4:80", "10.1.0.9:8080"),
 		applySvc("h", "[fd00:96::3]:443", "[fd00:1::9]:8443"),
 	}, Delete: []string{"e", "a", "a", "missing"}})
-	if err != nil || *res != (api.ServiceApplyResult{Created: 1, Updated: 1, Deleted: 2, Services: 3}) {
+	if err != nil || *res != (model.ServiceApplyResult{Created: 1, Updated: 1, Deleted: 2, Services: 3}) {
 		t.Fatalf("apply with delete = %+v, %v", res, err)
 	}
 	checkServices(t, d, fake)
@@ -56,7 +56,7 @@ func TestApplyServices(t *testing.T) {
 			t.Errorf("deleted service %s: %v", gone, err)
 		}
 	}
-	if _, err := d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{applySvc("b", "10.96.0.2:80/udp")}, Delete: []string{"b"}}); err == nil || !strings.Contains(err.Error(), "delete[0]") {
+	if _, err := applyServices(d, api.ServiceApply{Services: []api.ServiceCreate{applySvc("b", "10.96.0.2:80/udp")}, Delete: []string{"b"}}); err == nil || !strings.Contains(err.Error(), "delete[0]") {
 		t.Errorf("a service both listed and deleted: %v, want an error naming delete[0]", err)
 	}
 	for _, c := range []struct {
@@ -70,7 +70,7 @@ func TestApplyServices(t *testing.T) {
 		{"another's vip", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("g", "10.96.0.2:80/udp")}, `service "b"`},
 		{"vip changed", []api.ServiceCreate{applySvc("f", "10.96.0.9:80"), applySvc("b", "10.96.0.7:80/udp")}, "remove it first"},
 	} {
-		if _, err := d.ApplyServices(api.ServiceApply{Services: c.req}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := applyServices(d, api.ServiceApply{Services: c.req}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.want)
 		}
 		if _, err := d.Service("f"); !errors.Is(err, model.ErrNotFound) {
@@ -89,7 +89,7 @@ func TestApplyServicesAtomic(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		base = append(base, applySvc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d:80", i+1), fmt.Sprintf("10.1.1.%d:8080", i+1)))
 	}
-	if _, err := d.ApplyServices(api.ServiceApply{Services: base}); err != nil {
+	if _, err := applyServices(d, api.ServiceApply{Services: base}); err != nil {
 		t.Fatal(err)
 	}
 	// s0-s2 updated, s3-s5 pruned, n0-n2 created.
@@ -106,7 +106,7 @@ func TestApplyServicesAtomic(t *testing.T) {
 				n := 0
 				fake.FailAfterWrite = after
 				fake.Fail = failOp(op, func(any) bool { n++; return n == k+1 })
-				_, err := d.ApplyServices(api.ServiceApply{Services: next, Prune: true})
+				_, err := applyServices(d, api.ServiceApply{Services: next, Prune: true})
 				fake.Fail = nil
 				if !errors.Is(err, datapathtest.ErrFake) {
 					t.Fatalf("%s #%d (written %v): apply = %v, want the injected failure", op, k+1, after, err)
@@ -124,7 +124,7 @@ func TestApplyServicesAtomic(t *testing.T) {
 			}
 		}
 	}
-	if _, err := d.ApplyServices(api.ServiceApply{Services: next, Prune: true}); err != nil {
+	if _, err := applyServices(d, api.ServiceApply{Services: next, Prune: true}); err != nil {
 		t.Fatal(err)
 	}
 	checkServices(t, d, fake)
@@ -138,25 +138,25 @@ func TestApplyServicesAtomic(t *testing.T) {
 // outside it is still a conflict.
 func TestApplyServicesPrunePrefix(t *testing.T) {
 	d, fake := fakeDaemon(t)
-	if _, err := d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{
+	if _, err := applyServices(d, api.ServiceApply{Services: []api.ServiceCreate{
 		applySvc("user", "10.96.0.1:80", "10.1.0.2:8080"),
 		applySvc("k8s.a", "10.96.0.2:80", "10.1.0.3:8080"),
 		applySvc("k8s.b", "10.96.0.3:80", "10.1.0.4:8080"),
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := d.ApplyServices(api.ServiceApply{Prune: true, PrunePrefix: "k8s.", Services: []api.ServiceCreate{
+	res, err := applyServices(d, api.ServiceApply{Prune: true, PrunePrefix: "k8s.", Services: []api.ServiceCreate{
 		applySvc("k8s.a", "10.96.0.2:80", "10.1.0.3:8080"),
 		applySvc("k8s.c", "10.96.0.3:80", "10.1.0.5:8080"), // b's VIP: b is pruned
 	}})
-	if err != nil || *res != (api.ServiceApplyResult{Created: 1, Unchanged: 1, Deleted: 1, Services: 3}) {
+	if err != nil || *res != (model.ServiceApplyResult{Created: 1, Unchanged: 1, Deleted: 1, Services: 3}) {
 		t.Fatalf("apply = %+v, %v", res, err)
 	}
 	checkServices(t, d, fake)
 	if _, err := d.Service("user"); err != nil {
 		t.Errorf("service outside the prefix: %v", err)
 	}
-	if _, err := d.ApplyServices(api.ServiceApply{Prune: true, PrunePrefix: "k8s.", Services: []api.ServiceCreate{
+	if _, err := applyServices(d, api.ServiceApply{Prune: true, PrunePrefix: "k8s.", Services: []api.ServiceCreate{
 		applySvc("k8s.d", "10.96.0.1:80", "10.1.0.6:8080"),
 	}}); err == nil || !strings.Contains(err.Error(), `service "user"`) {
 		t.Errorf("the VIP of a service outside the prefix: %v, want a conflict naming it", err)
@@ -165,18 +165,24 @@ func TestApplyServicesPrunePrefix(t *testing.T) {
 
 // tenKServices is a fake daemon with 10,000 services of two backends each
 // applied (k8s.default.sN.tcp80.c0), and the services.
-func tenKServices(b *testing.B) (*Daemon, []api.ServiceCreate) {
+// The services are model types, as Kubernetes mode's controller hands
+// them to the daemon: no text to read.
+func tenKServices(b *testing.B) (*Daemon, []model.Service) {
 	b.Helper()
 	d, _ := fakeDaemon(b)
-	svcs := make([]api.ServiceCreate, 10000)
-	for i := range svcs {
-		svcs[i] = applySvc(fmt.Sprintf("k8s.default.s%d.tcp80.c0", i), fmt.Sprintf("10.96.%d.%d:80", i/250, i%250+1),
+	req := make([]api.ServiceCreate, 10000)
+	for i := range req {
+		req[i] = applySvc(fmt.Sprintf("k8s.default.s%d.tcp80.c0", i), fmt.Sprintf("10.96.%d.%d:80", i/250, i%250+1),
 			fmt.Sprintf("10.244.%d.%d:8080@1", i/250, i%250+1), fmt.Sprintf("10.245.%d.%d:8080@1", i/250, i%250+1))
 	}
-	if _, err := d.ApplyServices(api.ServiceApply{Services: svcs, Prune: true, PrunePrefix: "k8s."}); err != nil {
+	apply, err := api.ServiceApply{Services: req, Prune: true, PrunePrefix: "k8s."}.Apply()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return d, svcs
+	if _, err := d.ApplyServices(apply); err != nil {
+		b.Fatal(err)
+	}
+	return d, apply.Services
 }
 
 // BenchmarkApplyServicesOneChange: a full-set apply of 10,000 services
@@ -188,8 +194,8 @@ func BenchmarkApplyServicesOneChange(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		n++
-		svcs[0].Backends[1] = fmt.Sprintf("10.245.0.1:8080@%d", (n+1)%2)
-		res, err := d.ApplyServices(api.ServiceApply{Services: svcs, Prune: true, PrunePrefix: "k8s."})
+		svcs[0].Backends[1].Weight = uint32((n + 1) % 2)
+		res, err := d.ApplyServices(model.ServiceApply{Services: svcs, Prune: true, PrunePrefix: "k8s."})
 		if err != nil || res.Updated != 1 || res.Unchanged != 9999 {
 			b.Fatalf("apply = %+v, %v", res, err)
 		}
@@ -204,8 +210,8 @@ func BenchmarkApplyServicesIncremental(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		n++
-		svcs[0].Backends[1] = fmt.Sprintf("10.245.0.1:8080@%d", (n+1)%2)
-		res, err := d.ApplyServices(api.ServiceApply{Services: svcs[:1]})
+		svcs[0].Backends[1].Weight = uint32((n + 1) % 2)
+		res, err := d.ApplyServices(model.ServiceApply{Services: svcs[:1]})
 		if err != nil || res.Updated != 1 {
 			b.Fatalf("apply = %+v, %v", res, err)
 		}

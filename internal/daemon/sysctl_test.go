@@ -54,7 +54,7 @@ func TestUninstallRestoresSysctls(t *testing.T) {
 		}
 
 		// A create that fails after turning forwarding on turns it off.
-		d.fault = func(s string) error {
+		d.faults.Hook = func(s string) error {
 			if s == "network-applied" {
 				return errInjected
 			}
@@ -63,7 +63,7 @@ func TestUninstallRestoresSysctls(t *testing.T) {
 		if _, err := d.CreateNetwork(api.NetworkCreate{Name: "doomed", Subnets: []string{"fd00:58::/64"}}); err == nil {
 			t.Fatal("create with an injected failure succeeded")
 		}
-		d.fault = nil
+		d.faults.Hook = nil
 		check("after a failed create")
 
 		for _, name := range []string{"v6", "v6b"} {

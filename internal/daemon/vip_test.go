@@ -27,12 +27,12 @@ func TestServiceVIPRefused(t *testing.T) {
 		"127.0.0.1:80", "[::1]:80", "169.254.169.254:80", "[fe80::1]:80",
 		"10.61.0.255:80", "10.61.0.0:80", // network blue's subnet and broadcast addresses
 	} {
-		_, err := d.CreateService(api.ServiceCreate{Name: "s", VIP: vip, Backends: []string{"10.1.0.2:8080"}})
+		_, err := createService(d, api.ServiceCreate{Name: "s", VIP: vip, Backends: []string{"10.1.0.2:8080"}})
 		var fe *model.FieldError
 		if !errors.As(err, &fe) || fe.Field != "vip" {
 			t.Errorf("create VIP %s: %v, want an error of field vip", vip, err)
 		}
-		_, err = d.ApplyServices(api.ServiceApply{Services: []api.ServiceCreate{
+		_, err = applyServices(d, api.ServiceApply{Services: []api.ServiceCreate{
 			applySvc("ok", "10.96.0.1:80", "10.1.0.2:8080"), applySvc("s", vip, "10.1.0.2:8080")}})
 		if !errors.As(err, &fe) || !strings.Contains(fe.Field, "services[1]") && !strings.Contains(err.Error(), "services[1]") {
 			t.Errorf("apply VIP %s: %v, want an error naming services[1]", vip, err)
@@ -42,7 +42,7 @@ func TestServiceVIPRefused(t *testing.T) {
 		}
 		checkServices(t, d, fake)
 	}
-	if _, err := d.CreateService(api.ServiceCreate{Name: "s", VIP: "10.61.0.7:80", Backends: []string{"10.1.0.2:8080"}}); err != nil {
+	if _, err := createService(d, api.ServiceCreate{Name: "s", VIP: "10.61.0.7:80", Backends: []string{"10.1.0.2:8080"}}); err != nil {
 		t.Errorf("a VIP inside a network's subnet (not its subnet or broadcast address): %v", err)
 	}
 }

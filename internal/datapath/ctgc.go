@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // GCCT deletes entries whose deadline passed more than grace ago: a flow
@@ -16,15 +17,15 @@ import (
 // batch delete per chunk that has expired entries. Closed flows to a
 // backend several services share are kept for its TIME_WAIT
 // (CTTimeWaitHold). collected, if not nil, is given every entry the pass
-// selects (both of a flow's), before it is deleted.
-func (d *BPF) GCCT(graceNanos uint64, collected func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
+// selects (both of a flow's), decoded, before it is deleted.
+func (d *BPF) GCCT(graceNanos uint64, collected func(model.Flow)) (int, error) {
 	now := d.now()
 	n, err := d.deleteCT(func(k *bpf.CTKey, v *bpf.CTVal) bool {
 		if !ctCollectable(v.Expires, now, graceNanos) || d.ctHeld(k, v, now) {
 			return false
 		}
 		if collected != nil {
-			collected(k, v)
+			collected(flowOf(k, v, now))
 		}
 		return true
 	})

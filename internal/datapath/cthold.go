@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // CTTimeWaitHold is how long past its deadline the GC keeps a closing or
@@ -92,10 +93,10 @@ func (s *sharedBackends) size(id uint32) (uint32, bool) {
 	return p.size, ok
 }
 
-func serviceBackendRefs(s Service) []backendRef {
+func serviceBackendRefs(s *model.Service) []backendRef {
 	refs := make([]backendRef, 0, len(s.Backends))
 	for _, b := range s.Backends {
-		refs = append(refs, backendRef{addr: b.Addr.Addr().As16(), port: htons(b.Addr.Port()), proto: s.Proto})
+		refs = append(refs, backendRef{addr: b.Addr.Addr().As16(), port: htons(b.Addr.Port()), proto: protoNumber(s.Proto)})
 	}
 	return refs
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // TestCTHoldSharedBackends: the GC keeps closed flows to a backend two
@@ -22,9 +23,9 @@ func TestCTHoldSharedBackends(t *testing.T) {
 	shared := netip.MustParseAddrPort("10.9.0.10:8080")
 	alone := netip.MustParseAddrPort("10.9.0.11:8080")
 	for i, bs := range [][]netip.AddrPort{{shared}, {shared, alone}} {
-		svc := Service{ID: uint32(i + 1), VIP: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, 0, byte(i + 1)}), 80), Proto: unix.IPPROTO_TCP}
+		svc := model.Service{ID: uint32(i + 1), VIP: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, 0, byte(i + 1)}), 80), Proto: "tcp"}
 		for _, b := range bs {
-			svc.Backends = append(svc.Backends, Backend{Addr: b, Weight: 1})
+			svc.Backends = append(svc.Backends, model.Backend{Addr: b, Weight: 1})
 		}
 		if err := d.PutService(svc); err != nil {
 			t.Fatal(err)
@@ -62,7 +63,7 @@ func TestCTHoldSharedBackends(t *testing.T) {
 		t.Errorf("left after GC: %+v, want the closed flow to the shared backend (both entries)", flows)
 	}
 	// Once the second service is gone the backend is no longer shared.
-	if err := d.DeleteService(Service{ID: 2, VIP: netip.MustParseAddrPort("10.96.0.2:80"), Proto: unix.IPPROTO_TCP}); err != nil {
+	if err := d.DeleteService(model.Service{ID: 2, VIP: netip.MustParseAddrPort("10.96.0.2:80"), Proto: "tcp"}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := d.GCCT(10*s, nil); err != nil || n != 2 {

@@ -364,57 +364,6 @@ func (d *BPF) AttachedDevices() ([]string, error) {
 	return out, nil
 }
 
-// PutEndpoint maps addr to the host veth that reaches it.
-func (d *BPF) PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error {
-	k := bpf.KeyFromAddr(addr)
-	if err := d.objs.Endpoints().Put(&k, &v); err != nil {
-		return fmt.Errorf("put endpoint %s: %w", addr, err)
-	}
-	return nil
-}
-
-// Endpoint returns what the endpoint map holds for addr.
-func (d *BPF) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
-	k := bpf.KeyFromAddr(addr)
-	var v bpf.EndpointVal
-	if err := d.objs.Endpoints().Lookup(&k, &v); err != nil {
-		return v, fmt.Errorf("endpoint %s: %w", addr, err)
-	}
-	return v, nil
-}
-
-// DeleteEndpoint removes addr. Missing is fine.
-func (d *BPF) DeleteEndpoint(addr netip.Addr) error {
-	k := bpf.KeyFromAddr(addr)
-	if err := d.objs.Endpoints().Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("delete endpoint %s: %w", addr, err)
-	}
-	return nil
-}
-
-// EndpointAddrs lists the addresses in the endpoint map.
-func (d *BPF) EndpointAddrs() ([]netip.Addr, error) {
-	var (
-		k   bpf.EndpointKey
-		v   bpf.EndpointVal
-		out []netip.Addr
-	)
-	it := d.objs.Endpoints().Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, bpf.AddrFromKey(k))
-	}
-	return out, it.Err()
-}
-
-// Counter is a packet and byte count.
-type Counter struct {
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
-}
-
-// Add adds o to c.
-func (c *Counter) Add(o Counter) { c.Packets += o.Packets; c.Bytes += o.Bytes }
-
 // CounterKey names one counter: the reason and direction of bpf/lib/abi.h.
 type CounterKey struct {
 	Reason bpf.Reason
@@ -424,8 +373,8 @@ type CounterKey struct {
 
 // Counters sums the per-CPU metrics of one host ifindex, or of all when
 // ifindex is 0.
-func (d *BPF) Counters(ifindex int) (map[CounterKey]Counter, error) {
-	out := map[CounterKey]Counter{}
+func (d *BPF) Counters(ifindex int) (map[CounterKey]model.Counter, error) {
+	out := map[CounterKey]model.Counter{}
 	var (
 		k    bpf.MetricsKey
 		vals []bpf.MetricsVal
@@ -438,14 +387,14 @@ func (d *BPF) Counters(ifindex int) (map[CounterKey]Counter, error) {
 		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir), Hook: bpf.Hook(k.Hook)}
 		c := out[ck]
 		for _, v := range vals {
-			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
+			c.Add(model.Counter{Packets: v.Packets, Bytes: v.Bytes})
 		}
 		out[ck] = c
 	}
 	if err := it.Err(); err != nil {
 		return out, err
 	}
-	err := d.uplinkCounters(func(dev int, ck CounterKey, c Counter) {
+	err := d.uplinkCounters(func(dev int, ck CounterKey, c model.Counter) {
 		if ifindex == 0 || dev == ifindex {
 			o := out[ck]
 			o.Add(c)
@@ -458,7 +407,7 @@ func (d *BPF) Counters(ifindex int) (map[CounterKey]Counter, error) {
 // uplinkCounters calls fn with the counts of xlane_metrics_uplink (the
 // uplink program's ingress counts by reason, per CPU, each slot for the
 // device it names), which the hash's readers add to its own.
-func (d *BPF) uplinkCounters(fn func(ifindex int, ck CounterKey, c Counter)) error {
+func (d *BPF) uplinkCounters(fn func(ifindex int, ck CounterKey, c model.Counter)) error {
 	m := d.objs.MetricsUplink()
 	if m == nil {
 		return nil
@@ -472,7 +421,7 @@ func (d *BPF) uplinkCounters(fn func(ifindex int, ck CounterKey, c Counter)) err
 		for _, v := range vals {
 			if v.Ifindex != 0 && (v.Packets != 0 || v.Bytes != 0) {
 				fn(int(v.Ifindex), CounterKey{Reason: bpf.Reason(k), Dir: bpf.DirIngress, Hook: bpf.HookXDP},
-					Counter{Packets: v.Packets, Bytes: v.Bytes})
+					model.Counter{Packets: v.Packets, Bytes: v.Bytes})
 			}
 		}
 	}
@@ -518,8 +467,8 @@ func (d *BPF) SetUplinkCounters(ifindex int) error {
 // CountersByIfindex sums the per-CPU metrics of every device at once (one
 // walk of xlane_metrics), by ifindex: 0 for counts of no device
 // (pass_ct_full from the XDP programs).
-func (d *BPF) CountersByIfindex() (map[int]map[CounterKey]Counter, error) {
-	out := map[int]map[CounterKey]Counter{}
+func (d *BPF) CountersByIfindex() (map[int]map[CounterKey]model.Counter, error) {
+	out := map[int]map[CounterKey]model.Counter{}
 	var (
 		k    bpf.MetricsKey
 		vals []bpf.MetricsVal
@@ -528,23 +477,23 @@ func (d *BPF) CountersByIfindex() (map[int]map[CounterKey]Counter, error) {
 	for it.Next(&k, &vals) {
 		dev := out[int(k.Ifindex)]
 		if dev == nil {
-			dev = map[CounterKey]Counter{}
+			dev = map[CounterKey]model.Counter{}
 			out[int(k.Ifindex)] = dev
 		}
 		ck := CounterKey{Reason: bpf.Reason(k.Reason), Dir: bpf.Dir(k.Dir), Hook: bpf.Hook(k.Hook)}
 		c := dev[ck]
 		for _, v := range vals {
-			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
+			c.Add(model.Counter{Packets: v.Packets, Bytes: v.Bytes})
 		}
 		dev[ck] = c
 	}
 	if err := it.Err(); err != nil {
 		return out, err
 	}
-	err := d.uplinkCounters(func(ifindex int, ck CounterKey, c Counter) {
+	err := d.uplinkCounters(func(ifindex int, ck CounterKey, c model.Counter) {
 		dev := out[ifindex]
 		if dev == nil {
-			dev = map[CounterKey]Counter{}
+			dev = map[CounterKey]model.Counter{}
 			out[ifindex] = dev
 		}
 		o := dev[ck]
@@ -577,7 +526,7 @@ func (d *BPF) PruneCounters(keep map[int]bool) error {
 	}
 	// The uplink's array: zeroed, for no device, when its device goes.
 	gone := false
-	if err := d.uplinkCounters(func(ifindex int, _ CounterKey, _ Counter) {
+	if err := d.uplinkCounters(func(ifindex int, _ CounterKey, _ model.Counter) {
 		gone = gone || !keep[ifindex]
 	}); err != nil {
 		return fmt.Errorf("read uplink counters: %w", err)

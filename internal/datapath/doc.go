@@ -9,13 +9,18 @@
 // the next daemon loads the same pinned maps, finds the pinned links and
 // atomically swaps their programs (bpf_link_update), so traffic never stops.
 //
-// The daemon sees the datapath through the Datapath interface (seam.go).
-// *BPF (Open) is the real one; Unavailable (unavailable.go) stands in where
-// BPF cannot load, failing every change with ErrUnavailable; datapathtest
-// has an in-memory fake for the daemon's tests.
+// The daemon sees the datapath through the Datapath interface (seam.go),
+// composed of role interfaces (Endpoints, Services, Conntrack, Overlay,
+// Accel, Proxy, Observe, ...) that take internal/model types: map keys, values
+// and flags are encoded here, and no other product package imports
+// internal/bpf (imports_test.go). *BPF (Open) is the real one; Unavailable
+// (unavailable.go) stands in where BPF cannot load, failing every change
+// with ErrUnavailable; datapathtest has an in-memory fake for the daemon's
+// tests, which embeds Unavailable for what it does not model.
 //
-// One concern per file: datapath.go (endpoint hooks, the endpoint and
-// metrics maps, the uplink's XDP program), legacytc.go (cls_bpf where tcx
+// One concern per file: datapath.go (endpoint hooks, the metrics maps,
+// the uplink's XDP program), endpoints.go (the endpoint map and its
+// flags), vocab.go (internal/bpf's names its callers use), legacytc.go (cls_bpf where tcx
 // is missing), netlink.go (netlink XDP detach), netkit.go, neigh.go, node.go (node configuration, the
 // uplink's tc program, socket hooks), ports.go (published ports),
 // flows.go (reading and flushing conntrack), ctgc.go (conntrack garbage

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // MapDump is one map in readable form (`xlane bpf dump`): addresses,
@@ -301,8 +302,8 @@ func (d *BPF) dumpMetrics(_ int, add func(...any) bool) error {
 		vals []bpf.MetricsVal
 	)
 	// The uplink's array (xlane_metrics_uplink) adds to the hash's rows.
-	up := map[bpf.MetricsKey]Counter{}
-	if err := d.uplinkCounters(func(ifindex int, ck CounterKey, c Counter) {
+	up := map[bpf.MetricsKey]model.Counter{}
+	if err := d.uplinkCounters(func(ifindex int, ck CounterKey, c model.Counter) {
 		key := bpf.MetricsKey{Ifindex: uint32(ifindex), Reason: uint8(ck.Reason), Dir: uint8(ck.Dir), Hook: uint8(ck.Hook)}
 		o := up[key]
 		o.Add(c)
@@ -310,7 +311,7 @@ func (d *BPF) dumpMetrics(_ int, add func(...any) bool) error {
 	}); err != nil {
 		return err
 	}
-	row := func(k bpf.MetricsKey, c Counter) bool {
+	row := func(k bpf.MetricsKey, c model.Counter) bool {
 		return add(k.Ifindex, devName(k.Ifindex), bpf.Reason(k.Reason).String(), bpf.Dir(k.Dir).String(), bpf.Hook(k.Hook).String(), c.Packets, c.Bytes)
 	}
 	it := d.objs.Metrics().Iterate()
@@ -318,7 +319,7 @@ func (d *BPF) dumpMetrics(_ int, add func(...any) bool) error {
 		c := up[k]
 		delete(up, k)
 		for _, v := range vals {
-			c.Add(Counter{Packets: v.Packets, Bytes: v.Bytes})
+			c.Add(model.Counter{Packets: v.Packets, Bytes: v.Bytes})
 		}
 		if !row(k, c) {
 			return nil

@@ -9,50 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// Flow is one conntrack entry (one direction of a flow).
-type Flow struct {
-	Proto            uint8
-	Src, Dst         netip.AddrPort
-	Reply            bool   // the entry of the reply direction
-	State            string // new, established, closing, closed
-	NAT              string // "", "snat", "dnat" or "dnat+snat"
-	NATTo            netip.AddrPort
-	NATSrc           netip.AddrPort // dnat+snat: the new source (hairpin, remapped port)
-	Packets, Bytes   uint64
-	ExpiresInSeconds int64
-}
-
 // Flows lists up to limit conntrack entries (0: all).
-func (d *BPF) Flows(limit int) ([]Flow, error) {
-	var out []Flow
+func (d *BPF) Flows(limit int) ([]model.Flow, error) {
+	var out []model.Flow
 	now := d.now()
 	err := d.scanCT(func(keys []bpf.CTKey, vals []bpf.CTVal) bool {
 		for i := range keys {
-			k, v := &keys[i], &vals[i]
-			f := Flow{
-				Proto:   k.Proto,
-				Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
-				Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
-				Reply:   v.Dir == uint8(bpf.CTDirReply),
-				State:   bpf.CTStateName(v.State),
-				Packets: v.Packets, Bytes: v.Bytes,
-				ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
-			}
-			switch bpf.CTNat(v.Nat) {
-			case bpf.CTNatSrc:
-				f.NAT = "snat"
-			case bpf.CTNatDst:
-				f.NAT = "dnat"
-			case bpf.CTNatBoth:
-				f.NAT = "dnat+snat"
-				f.NATSrc = netip.AddrPortFrom(netip.AddrFrom16(v.NatSaddr).Unmap(), ntohs(v.NatSport))
-			}
-			if f.NAT != "" {
-				f.NATTo = netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort))
-			}
-			out = append(out, f)
+			out = append(out, flowOf(&keys[i], &vals[i], now))
 			if limit > 0 && len(out) >= limit {
 				return false
 			}
@@ -60,6 +26,32 @@ func (d *BPF) Flows(limit int) ([]Flow, error) {
 		return true
 	})
 	return out, err
+}
+
+// flowOf decodes one conntrack entry; now is the conntrack clock's.
+func flowOf(k *bpf.CTKey, v *bpf.CTVal, now uint64) model.Flow {
+	f := model.Flow{
+		Proto:   k.Proto,
+		Src:     netip.AddrPortFrom(netip.AddrFrom16(k.Saddr).Unmap(), ntohs(k.Sport)),
+		Dst:     netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), ntohs(k.Dport)),
+		Reply:   v.Dir == uint8(bpf.CTDirReply),
+		State:   bpf.CTStateName(v.State),
+		Packets: v.Packets, Bytes: v.Bytes,
+		ExpiresInSeconds: (int64(v.Expires) - int64(now)) / 1e9,
+	}
+	switch bpf.CTNat(v.Nat) {
+	case bpf.CTNatSrc:
+		f.NAT = "snat"
+	case bpf.CTNatDst:
+		f.NAT = "dnat"
+	case bpf.CTNatBoth:
+		f.NAT = "dnat+snat"
+		f.NATSrc = netip.AddrPortFrom(netip.AddrFrom16(v.NatSaddr).Unmap(), ntohs(v.NatSport))
+	}
+	if f.NAT != "" {
+		f.NATTo = netip.AddrPortFrom(netip.AddrFrom16(v.NatAddr).Unmap(), ntohs(v.NatPort))
+	}
+	return f
 }
 
 // CTStats summarises the table.

@@ -20,7 +20,7 @@ import (
 // ProxyRule is one transparent redirect as the programs see it.
 type ProxyRule struct {
 	Port, ToPort uint16
-	Exempt       uint8 // bpf.ProxyExemptMark, ...Cgroup, ...UID
+	Exempt       uint8 // ProxyExemptMark, ...Cgroup, ...UID
 	Mark, UID    uint32
 	CgroupID     uint64
 }

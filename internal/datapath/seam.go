@@ -9,12 +9,38 @@ import (
 )
 
 // Datapath is what the daemon needs of the datapath: the seam between the
-// control plane (internal/daemon) and the BPF objects. *BPF implements it
-// where the programs load; Unavailable where they do not (every change
-// fails with ErrUnavailable, every removal and listing finds nothing); the
-// daemon's tests use a fake (datapathtest.Fake). Pin layout, map keys and
-// program attachment stay behind it.
+// control plane (internal/daemon) and the BPF objects, composed of one
+// role interface per concern below, each taking model types (map keys,
+// values and flag encodings stay behind it). *BPF implements it where the
+// programs load; Unavailable where they do not (every change fails with
+// ErrUnavailable, every removal and listing finds nothing); the daemon's
+// tests use a fake (datapathtest.Fake), which embeds Unavailable and
+// overrides only what it models. A feature takes the role it needs, not
+// the whole Datapath.
+//
+// A new operation goes into its role, *BPF and Unavailable; the fake
+// models it only when a test needs it.
 type Datapath interface {
+	Runtime
+	Devices
+	VMPorts
+	Endpoints
+	Neighbours
+	Observe
+	Node
+	Accel
+	Proxy
+	Ports
+	Conntrack
+	Services
+	Overlay
+	VLANs
+	Firewall
+}
+
+// Runtime is the datapath's own state: whether it runs here, in which
+// flavour, and closing it.
+type Runtime interface {
 	// Available is nil, or why the BPF datapath does not run here
 	// (wrapping ErrUnavailable).
 	Available() error
@@ -25,28 +51,51 @@ type Datapath interface {
 	UseLegacyTC(on bool) error
 	LegacyTC() bool
 	Close() error
+}
 
-	// Endpoint devices (datapath.go, legacytc.go, netkit.go).
+// Devices are the endpoints' host devices and their programs
+// (datapath.go, legacytc.go, netkit.go).
+type Devices interface {
 	Attach(ifname string, ifindex int, mode model.Mode) error
 	AttachNetkit(ifname string, ifindex int) error
 	Detach(ifname string, ifindex int) error
 	Hooks(ifname string) []string
 	AttachedDevices() ([]string, error)
-	// AF_XDP VM ports (vmport.go): the program and socket map of a
-	// port device; AttachVMPort returns the map's pin (QEMU's map-path=).
+}
+
+// VMPorts are AF_XDP VM ports (vmport.go): the program and socket map of
+// a port device; AttachVMPort returns the map's pin (QEMU's map-path=).
+type VMPorts interface {
 	AttachVMPort(ifname string, ifindex int) (string, error)
 	DetachVMPort(ifname string) error
 	VMPorts() ([]string, error)
+}
 
-	// The endpoint map.
-	PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error
-	Endpoint(addr netip.Addr) (bpf.EndpointVal, error)
+// Endpoints is the endpoint map: how the programs reach each endpoint
+// address and what they apply to its traffic (endpoints.go).
+type Endpoints interface {
+	PutEndpoint(addr netip.Addr, e model.EndpointEntry) error
+	Endpoint(addr netip.Addr) (model.EndpointEntry, error)
 	DeleteEndpoint(addr netip.Addr) error
 	EndpointAddrs() ([]netip.Addr, error)
+}
 
+// Neighbours is the neighbour mirror of the XDP datapath (datapath.go,
+// neigh.go).
+type Neighbours interface {
+	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
+	DeleteNeigh(addr netip.Addr, ifindex int) error
+	Neigh(addr netip.Addr, ifindex int) (mac net.HardwareAddr, ok bool, err error)
+	FlushNeigh() error
+}
+
+// Observe is what the datapath tells about itself: counters, map fill
+// and program cost, maps in readable form, health, the event monitor and
+// the tracer.
+type Observe interface {
 	// Counters (datapath.go).
-	Counters(ifindex int) (map[CounterKey]Counter, error)
-	CountersByIfindex() (map[int]map[CounterKey]Counter, error)
+	Counters(ifindex int) (map[CounterKey]model.Counter, error)
+	CountersByIfindex() (map[int]map[CounterKey]model.Counter, error)
 	PruneCounters(keep map[int]bool) error
 
 	// Inventory (inventory.go): how full the maps are, what the programs
@@ -65,25 +114,37 @@ type Datapath interface {
 	UplinkHooks(ifname string) (expected, present []string)
 	MissingPins() (pinned int, missing []string)
 
-	// The neighbour mirror of the XDP datapath (datapath.go, neigh.go).
-	PutNeigh(addr netip.Addr, ifindex int, mac net.HardwareAddr) error
-	DeleteNeigh(addr netip.Addr, ifindex int) error
-	Neigh(addr netip.Addr, ifindex int) (mac net.HardwareAddr, ok bool, err error)
-	FlushNeigh() error
+	// MonitorMaps are the event monitor's maps (bpf/lib/monitor.h): its
+	// switch, counters and ring, for the daemon's monitor.
+	MonitorMaps() (bpf.MonitorMaps, error)
+	// NewTracer loads a copy of the tc programs on the live configuration
+	// and a copy of the state, for `xlane trace` (bpf.Tracer). The caller
+	// closes it.
+	NewTracer() (*bpf.Tracer, error)
+}
 
-	// The node: uplink programs (datapath.go), node configuration, the
-	// uplink's tc program and the socket hooks (node.go).
+// Node is the node's own hooks and configuration: uplink programs
+// (datapath.go), node configuration, the uplink's tc program and the
+// socket load-balancing hooks (node.go).
+type Node interface {
 	OwnsXDP(ifname string) bool
 	AttachUplink(ifname string, ifindex int, foreignProgID uint32, takeover bool, mode string) (string, error)
 	AttachUplinkTC(ifname string, ifindex int) error
 	SetConfig(c NodeConfig) error
 	AttachSockLB(cgroupPath string) error
+}
 
-	// The socket layer (accel.go, proxy.go): acceleration and transparent proxy
-	// redirect, attached to cgroups.
+// Accel is socket acceleration (accel.go): sockops and sk_msg programs
+// attached to a cgroup.
+type Accel interface {
 	EnableAccel(s AccelSettings) error
 	DisableAccel() error
 	AccelStatus() (AccelStatus, error)
+}
+
+// Proxy is transparent proxy redirect (proxy.go): outbound by cgroup
+// connect hooks, inbound by sk_lookup per network namespace (cookie).
+type Proxy interface {
 	AttachProxy(cgroupPath string) error
 	DetachProxy(cgroupID uint64) error
 	ProxyCgroups() ([]uint64, error)
@@ -91,7 +152,6 @@ type Datapath interface {
 	DeleteProxyRule(port uint16) error
 	ProxyRules() (map[uint16]ProxyRule, error)
 	ProxyStats() (map[string]uint64, error)
-	// Inbound redirects: sk_lookup per network namespace (cookie).
 	AttachProxyIn(netnsPath string, netns uint64) error
 	DetachProxyIn(netns uint64) error
 	ProxyInNetns() ([]uint64, error)
@@ -100,30 +160,42 @@ type Datapath interface {
 	ProxyInRules() ([]ProxyInRule, error)
 	PutProxyListener(netns uint64, port uint16, family uint8, fd int) error
 	ProxyListener(netns uint64, port uint16, family uint8) bool
+}
 
-	// Published ports (ports.go).
+// Ports are the published ports (ports.go).
+type Ports interface {
 	PutPort(p Port) error
 	DeletePort(p Port) error
 	PublishedPorts() ([]Port, error)
+}
 
-	// Conntrack: reading and flushing (flows.go), collecting (ctgc.go).
-	Flows(limit int) ([]Flow, error)
+// Conntrack is reading and flushing the flow table (flows.go) and
+// collecting it (ctgc.go).
+type Conntrack interface {
+	Flows(limit int) ([]model.Flow, error)
 	FlushCT() (int, error)
 	CTStats() (CTStats, error)
-	GCCT(graceNanos uint64, collected func(*bpf.CTKey, *bpf.CTVal)) (int, error)
+	// GCCT deletes the entries expired more than graceNanos ago;
+	// collected, if not nil, is given each before it goes.
+	GCCT(graceNanos uint64, collected func(model.Flow)) (int, error)
+}
 
-	// Services (services.go).
-	PutService(s Service) error
-	DeleteService(s Service) error
+// Services are the service VIPs and their Maglev tables (services.go).
+type Services interface {
+	PutService(s model.Service) error
+	DeleteService(s model.Service) error
 	// PutServices and DeleteServices are the batched forms: on error,
 	// part may be applied (the caller puts back what was).
-	PutServices(s []Service) error
-	DeleteServices(s []Service) error
+	PutServices(s []model.Service) error
+	DeleteServices(s []model.Service) error
 	ServicesMemory() (ServicesMemory, error)
-	ServiceIDs() (map[uint32]Service, error)
+	// ServiceIDs lists the programmed services (ID, VIP, protocol).
+	ServiceIDs() (map[uint32]model.Service, error)
+}
 
-	// Nodes (overlay.go): the cluster's prefixes, the networks' VNIs,
-	// the VXLAN device's programs, a removed node's flows.
+// Overlay is the cluster's nodes (overlay.go): their prefixes, the
+// networks' VNIs, the VXLAN device's programs, a removed node's flows.
+type Overlay interface {
 	PutPeer(p Peer) error
 	DeletePeer(p netip.Prefix) error
 	Peers() ([]Peer, error)
@@ -133,24 +205,21 @@ type Datapath interface {
 	DetachOverlay(ifname string) error
 	SetOverlayEncap(e OverlayEncap) error
 	DeleteFlowsOf(prefixes []netip.Prefix) (int, error)
+}
 
-	// VLAN networks (vlan.go): each VLAN's network, uplink and port.
+// VLANs are the VLAN networks (vlan.go): each VLAN's network, uplink and
+// port.
+type VLANs interface {
 	PutVLAN(v VLAN, portName string) error
 	DeleteVLAN(id uint16, portName string) error
 	VLANs() ([]VLAN, error)
+}
 
-	// FirewallMaps are the firewall's maps (bpf/lib/fw.h), for
-	// internal/firewall's installer. They stay the datapath's: Close
-	// releases them.
+// Firewall hands the firewall's maps (bpf/lib/fw.h) to
+// internal/firewall's installer. They stay the datapath's: Close
+// releases them.
+type Firewall interface {
 	FirewallMaps() (bpf.FwMaps, error)
-
-	// MonitorMaps are the event monitor's maps (bpf/lib/monitor.h): its
-	// switch, counters and ring, for the daemon's monitor.
-	MonitorMaps() (bpf.MonitorMaps, error)
-	// NewTracer loads a copy of the tc programs on the live configuration
-	// and a copy of the state, for `xlane trace` (bpf.Tracer). The caller
-	// closes it.
-	NewTracer() (*bpf.Tracer, error)
 }
 
 var (

@@ -10,30 +10,29 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/maglev"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
-// Backend is one service backend; Weight 0 drains it (no new flows).
-type Backend struct {
-	Addr   netip.AddrPort
-	Weight uint32
+// Services are model.Service values: the datapath encodes them here. A
+// service's VIP, port and protocol key xlane_services (its ID, Maglev
+// size and affinity the value); its backends are xlane_backends entries
+// by (ID, index), a weight 0 one flagged draining; its Maglev table of
+// backend indices is an inner map of xlane_maglev. With Affinity, a
+// client's new flows go to one backend: the one its last new flow got
+// when that was less than the effective affinity timeout ago and the
+// backend still takes new flows (xlane_affinity), else the client
+// address's Maglev slot.
+
+func serviceKey(s *model.Service) bpf.ServiceKey {
+	return bpf.ServiceKey{Addr: s.VIP.Addr().As16(), Port: htons(s.VIP.Port()), Proto: protoNumber(s.Proto)}
 }
 
-// Service is a VIP balanced over backends. With Affinity, a client's new
-// flows go to one backend: the one its last new flow got when that was
-// less than AffinityTimeout seconds ago and the backend still takes new
-// flows (xlane_affinity), else the client address's Maglev slot (with
-// AffinityTimeout 0, always the slot: no state).
-type Service struct {
-	ID              uint32
-	VIP             netip.AddrPort
-	Proto           uint8
-	Affinity        bool
-	AffinityTimeout uint32
-	Backends        []Backend
-}
-
-func serviceKey(s Service) bpf.ServiceKey {
-	return bpf.ServiceKey{Addr: s.VIP.Addr().As16(), Port: htons(s.VIP.Port()), Proto: s.Proto}
+// protoNumber is a model protocol name's IP protocol number.
+func protoNumber(p string) uint8 {
+	if p == "udp" {
+		return unix.IPPROTO_UDP
+	}
+	return unix.IPPROTO_TCP
 }
 
 // MaglevSize is the slots of every service table of this datapath, 0
@@ -76,7 +75,7 @@ func isPrime(n uint64) bool {
 
 // svcPlan is one service of a PutServices call, prepared.
 type svcPlan struct {
-	s       Service
+	s       *model.Service
 	size    uint32
 	slots   []uint32
 	oldSize uint32    // 0: a new service (or one programmed before this daemon started: see below)
@@ -84,7 +83,7 @@ type svcPlan struct {
 }
 
 // PutService programs (or reprograms) a service; see PutServices.
-func (d *BPF) PutService(s Service) error { return d.PutServices([]Service{s}) }
+func (d *BPF) PutService(s model.Service) error { return d.PutServices([]model.Service{s}) }
 
 // PutServices programs (or reprograms) services, batched: a table per new
 // service (or per new size) is built aside and installed with one batch
@@ -95,7 +94,7 @@ func (d *BPF) PutService(s Service) error { return d.PutServices([]Service{s}) }
 // batch update each. Flows already tracked keep their backend whatever the
 // table says. On error, what was applied stays: the caller puts back the
 // old services or deletes the new ones.
-func (d *BPF) PutServices(svcs []Service) error {
+func (d *BPF) PutServices(svcs []model.Service) error {
 	// In chunks: every new table is a file descriptor until installed,
 	// and a chunk costs one RCU wait.
 	chunk := putChunkFor()
@@ -125,7 +124,7 @@ func putChunkFor() int {
 	return max(16, int(r.Cur/4))
 }
 
-func (d *BPF) putServices(svcs []Service) error {
+func (d *BPF) putServices(svcs []model.Service) error {
 	plans := make([]svcPlan, len(svcs))
 	defer func() {
 		for _, p := range plans {
@@ -136,7 +135,8 @@ func (d *BPF) putServices(svcs []Service) error {
 	}()
 	var bkeys []bpf.BackendKey
 	var bvals []bpf.BackendVal
-	for i, s := range svcs {
+	for i := range svcs {
+		s := &svcs[i]
 		p := &plans[i]
 		p.s, p.size = s, d.maglevSizeFor(len(s.Backends))
 		p.oldSize = d.programmedSize(s)
@@ -150,9 +150,9 @@ func (d *BPF) putServices(svcs []Service) error {
 		if err != nil {
 			return err
 		}
-		bs := make([]maglev.Backend, len(s.Backends))
+		bs := make([]maglev.Member, len(s.Backends))
 		for j, b := range s.Backends {
-			bs[j] = maglev.Backend{ID: b.Addr.String(), Weight: b.Weight}
+			bs[j] = maglev.Member{ID: b.Addr.String(), Weight: b.Weight}
 		}
 		slots, err := tbl.Populate(bs)
 		if err != nil && !errors.Is(err, maglev.ErrNoActiveBackends) {
@@ -287,7 +287,7 @@ func (d *BPF) putServiceVals(plans []svcPlan) error {
 		sv := bpf.ServiceVal{Id: p.s.ID, MaglevSize: p.size}
 		if p.s.Affinity {
 			sv.Flags |= bpf.SvcAffinity
-			sv.AffinityTimeout = p.s.AffinityTimeout
+			sv.AffinityTimeout = uint32(p.s.EffectiveAffinityTimeout())
 		}
 		keys, vals = append(keys, serviceKey(p.s)), append(vals, sv)
 	}
@@ -299,7 +299,7 @@ func (d *BPF) putServiceVals(plans []svcPlan) error {
 
 // programmedSize is the table size s has in the datapath now, 0 if it
 // has none (or another service has its VIP: then it gets a new table).
-func (d *BPF) programmedSize(s Service) uint32 {
+func (d *BPF) programmedSize(s *model.Service) uint32 {
 	if size, ok := d.shared.size(s.ID); ok {
 		return size
 	}
@@ -368,15 +368,16 @@ func batchPut[K, V any](m *ebpf.Map, keys []K, vals []V) error {
 }
 
 // DeleteService removes a service. Missing parts are fine.
-func (d *BPF) DeleteService(s Service) error { return d.DeleteServices([]Service{s}) }
+func (d *BPF) DeleteService(s model.Service) error { return d.DeleteServices([]model.Service{s}) }
 
 // DeleteServices removes services, batched as PutServices. Missing parts
 // are fine.
-func (d *BPF) DeleteServices(svcs []Service) error {
+func (d *BPF) DeleteServices(svcs []model.Service) error {
 	var skeys []bpf.ServiceKey
 	var ids []uint32
 	var bkeys []bpf.BackendKey
-	for _, s := range svcs {
+	for i := range svcs {
+		s := &svcs[i]
 		skeys, ids = append(skeys, serviceKey(s)), append(ids, s.ID)
 		n, known := d.shared.backends(s.ID)
 		if !known {
@@ -440,16 +441,17 @@ func deleteEach[K any](m *ebpf.Map, keys []K) error {
 	return errors.Join(errs...)
 }
 
-// ServiceIDs lists the ids of the programmed services.
-func (d *BPF) ServiceIDs() (map[uint32]Service, error) {
-	out := map[uint32]Service{}
+// ServiceIDs lists the programmed services by ID: their ID, VIP and
+// protocol.
+func (d *BPF) ServiceIDs() (map[uint32]model.Service, error) {
+	out := map[uint32]model.Service{}
 	var (
 		k bpf.ServiceKey
 		v bpf.ServiceVal
 	)
 	it := d.objs.Services().Iterate()
 	for it.Next(&k, &v) {
-		out[v.Id] = Service{ID: v.Id, VIP: netip.AddrPortFrom(netip.AddrFrom16(k.Addr).Unmap(), ntohs(k.Port)), Proto: k.Proto}
+		out[v.Id] = model.Service{ID: v.Id, VIP: netip.AddrPortFrom(netip.AddrFrom16(k.Addr).Unmap(), ntohs(k.Port)), Proto: protoName(k.Proto)}
 	}
 	return out, it.Err()
 }

@@ -9,15 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
-func testServices(n, backends, port int) []Service {
-	svcs := make([]Service, n)
+func testServices(n, backends, port int) []model.Service {
+	svcs := make([]model.Service, n)
 	for i := range svcs {
-		svcs[i] = Service{ID: uint32(i + 1), Proto: unix.IPPROTO_TCP,
+		svcs[i] = model.Service{ID: uint32(i + 1), Proto: "tcp",
 			VIP: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)}), 80)}
 		for j := 0; j < backends; j++ {
-			svcs[i].Backends = append(svcs[i].Backends, Backend{Weight: 1,
+			svcs[i].Backends = append(svcs[i].Backends, model.Backend{Weight: 1,
 				Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 80, 0, byte(j + 2)}), uint16(port))})
 		}
 	}
@@ -26,10 +27,10 @@ func testServices(n, backends, port int) []Service {
 
 // checkService reads service s back from the maps: its table's size and
 // that every slot names one of its backends, each backend entry present.
-func checkService(t *testing.T, d *BPF, s Service) {
+func checkService(t *testing.T, d *BPF, s model.Service) {
 	t.Helper()
 	var v bpf.ServiceVal
-	k := serviceKey(s)
+	k := serviceKey(&s)
 	if err := d.objs.Services().Lookup(&k, &v); err != nil || v.Id != s.ID {
 		t.Fatalf("service %d: %+v, %v", s.ID, v, err)
 	}
@@ -125,7 +126,7 @@ func TestPutServices(t *testing.T) {
 	}
 	// Deleting services of which some are gone: no batch per missing one.
 	start = time.Now()
-	if err := d.DeleteServices(append([]Service{svcs[5]}, svcs[4:200]...)); err != nil {
+	if err := d.DeleteServices(append([]model.Service{svcs[5]}, svcs[4:200]...)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("deleted 195 services, 1 missing, in %v", time.Since(start))
@@ -188,7 +189,7 @@ func TestPutServiceForgetsUnanswered(t *testing.T) {
 	put(40002, vip, bpf.CTEstablished)                        // answered: kept
 	put(40003, other, bpf.CTNew)                              // another address: kept
 	put(40004, netip.AddrPortFrom(vip.Addr(), 81), bpf.CTNew) // another port: kept
-	svc := Service{ID: 7, VIP: vip, Proto: unix.IPPROTO_TCP, Backends: []Backend{{Addr: netip.MustParseAddrPort("10.9.0.3:8080"), Weight: 1}}}
+	svc := model.Service{ID: 7, VIP: vip, Proto: "tcp", Backends: []model.Backend{{Addr: netip.MustParseAddrPort("10.9.0.3:8080"), Weight: 1}}}
 	if err := d.PutService(svc); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestPutServiceForgetsUnanswered(t *testing.T) {
 	// Reprogrammed (same table): an unanswered flow made meanwhile is
 	// not looked for (the service was there when it was made).
 	put(40005, vip, bpf.CTNew)
-	svc.Backends = append(svc.Backends, Backend{Addr: netip.MustParseAddrPort("10.9.0.4:8080"), Weight: 1})
+	svc.Backends = append(svc.Backends, model.Backend{Addr: netip.MustParseAddrPort("10.9.0.4:8080"), Weight: 1})
 	if err := d.PutService(svc); err != nil {
 		t.Fatal(err)
 	}

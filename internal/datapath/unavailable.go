@@ -51,31 +51,33 @@ func (u *Unavailable) DeleteNeigh(netip.Addr, int) error                     { r
 func (u *Unavailable) Neigh(netip.Addr, int) (net.HardwareAddr, bool, error) { return nil, false, nil }
 func (u *Unavailable) FlushNeigh() error                                     { return nil }
 func (u *Unavailable) DeletePort(Port) error                                 { return nil }
-func (u *Unavailable) DeleteService(Service) error                           { return nil }
-func (u *Unavailable) DeleteServices([]Service) error                        { return nil }
+func (u *Unavailable) DeleteService(model.Service) error                     { return nil }
+func (u *Unavailable) DeleteServices([]model.Service) error                  { return nil }
 func (u *Unavailable) ServicesMemory() (ServicesMemory, error)               { return ServicesMemory{}, nil }
 func (u *Unavailable) PruneCounters(map[int]bool) error                      { return nil }
 
-func (u *Unavailable) AttachedDevices() ([]string, error)              { return nil, nil }
-func (u *Unavailable) VMPorts() ([]string, error)                      { return nil, nil }
-func (u *Unavailable) DetachVMPort(string) error                       { return nil }
-func (u *Unavailable) AttachVMPort(string, int) (string, error)        { return "", u.err("vm port") }
-func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)            { return nil, nil }
-func (u *Unavailable) PublishedPorts() ([]Port, error)                 { return nil, nil }
-func (u *Unavailable) ServiceIDs() (map[uint32]Service, error)         { return nil, nil }
-func (u *Unavailable) Counters(int) (map[CounterKey]Counter, error)    { return nil, nil }
-func (u *Unavailable) MapUsage(map[string]int) ([]MapUsage, error)     { return nil, nil }
-func (u *Unavailable) ProgramStats() ([]ProgramStats, error)           { return nil, nil }
-func (u *Unavailable) DumpNames() []string                             { return nil }
-func (u *Unavailable) ExpectedHooks(model.Mode, bool) []string         { return nil }
-func (u *Unavailable) UplinkHooks(string) (expected, present []string) { return nil, nil }
-func (u *Unavailable) MissingPins() (int, []string)                    { return 0, nil }
+func (u *Unavailable) AttachedDevices() ([]string, error)                 { return nil, nil }
+func (u *Unavailable) VMPorts() ([]string, error)                         { return nil, nil }
+func (u *Unavailable) DetachVMPort(string) error                          { return nil }
+func (u *Unavailable) AttachVMPort(string, int) (string, error)           { return "", u.err("vm port") }
+func (u *Unavailable) EndpointAddrs() ([]netip.Addr, error)               { return nil, nil }
+func (u *Unavailable) PublishedPorts() ([]Port, error)                    { return nil, nil }
+func (u *Unavailable) ServiceIDs() (map[uint32]model.Service, error)      { return nil, nil }
+func (u *Unavailable) Counters(int) (map[CounterKey]model.Counter, error) { return nil, nil }
+func (u *Unavailable) MapUsage(map[string]int) ([]MapUsage, error)        { return nil, nil }
+func (u *Unavailable) ProgramStats() ([]ProgramStats, error)              { return nil, nil }
+func (u *Unavailable) DumpNames() []string                                { return nil }
+func (u *Unavailable) ExpectedHooks(model.Mode, bool) []string            { return nil }
+func (u *Unavailable) UplinkHooks(string) (expected, present []string)    { return nil, nil }
+func (u *Unavailable) MissingPins() (int, []string)                       { return 0, nil }
 
 func (u *Unavailable) DumpMap(name string, _ int) (*MapDump, error) {
 	return nil, u.err("dump map " + name)
 }
 
-func (u *Unavailable) CountersByIfindex() (map[int]map[CounterKey]Counter, error) { return nil, nil }
+func (u *Unavailable) CountersByIfindex() (map[int]map[CounterKey]model.Counter, error) {
+	return nil, nil
+}
 
 func (u *Unavailable) Attach(ifname string, _ int, mode model.Mode) error {
 	return u.err(fmt.Sprintf("attach %s programs to %s", mode, ifname))
@@ -85,12 +87,12 @@ func (u *Unavailable) AttachNetkit(ifname string, _ int) error {
 	return u.err("attach netkit programs to " + ifname)
 }
 
-func (u *Unavailable) PutEndpoint(addr netip.Addr, _ bpf.EndpointVal) error {
+func (u *Unavailable) PutEndpoint(addr netip.Addr, _ model.EndpointEntry) error {
 	return u.err("put endpoint " + addr.String())
 }
 
-func (u *Unavailable) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
-	return bpf.EndpointVal{}, u.err("endpoint " + addr.String())
+func (u *Unavailable) Endpoint(addr netip.Addr) (model.EndpointEntry, error) {
+	return model.EndpointEntry{}, u.err("endpoint " + addr.String())
 }
 
 func (u *Unavailable) PutNeigh(addr netip.Addr, _ int, _ net.HardwareAddr) error {
@@ -134,14 +136,16 @@ func (u *Unavailable) PutProxyListener(uint64, uint16, uint8, int) error {
 func (u *Unavailable) PutPort(p Port) error {
 	return u.err(fmt.Sprintf("publish %d/%d", p.NodePort, p.Proto))
 }
-func (u *Unavailable) Flows(int) ([]Flow, error) { return nil, u.err("conntrack") }
-func (u *Unavailable) FlushCT() (int, error)     { return 0, u.err("conntrack") }
-func (u *Unavailable) CTStats() (CTStats, error) { return CTStats{}, u.err("conntrack") }
-func (u *Unavailable) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) {
+func (u *Unavailable) Flows(int) ([]model.Flow, error) { return nil, u.err("conntrack") }
+func (u *Unavailable) FlushCT() (int, error)           { return 0, u.err("conntrack") }
+func (u *Unavailable) CTStats() (CTStats, error)       { return CTStats{}, u.err("conntrack") }
+func (u *Unavailable) GCCT(uint64, func(model.Flow)) (int, error) {
 	return 0, u.err("conntrack gc")
 }
-func (u *Unavailable) PutService(s Service) error { return u.err(fmt.Sprintf("service %d", s.ID)) }
-func (u *Unavailable) PutServices(s []Service) error {
+func (u *Unavailable) PutService(s model.Service) error {
+	return u.err(fmt.Sprintf("service %d", s.ID))
+}
+func (u *Unavailable) PutServices(s []model.Service) error {
 	if len(s) == 0 {
 		return nil
 	}

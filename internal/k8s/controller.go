@@ -26,6 +26,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // Target is what the controller programs: the daemon.
@@ -33,7 +34,7 @@ type Target interface {
 	// SyncNodes makes the cluster's nodes the given set.
 	SyncNodes(want []api.NodeAdd) error
 	// ApplyServices creates, updates and prunes services in one batch.
-	ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error)
+	ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error)
 	// ApplyFirewallOwned makes the firewall rules named with prefix the
 	// given ones, atomically, leaving every other rule alone.
 	ApplyFirewallOwned(prefix string, owned []rules.Rule) error
@@ -176,7 +177,7 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 		},
 		c.services.Informer(): func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				c.mark(func(d *dirty) { d.services[key], d.policies = true, d.policies || c.havePolicies() })
+				c.mark(func(d *dirty) { d.services[key] = true })
 			}
 		},
 		c.slices.Informer(): func(obj any) {
@@ -184,7 +185,7 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 				obj = t.Obj
 			}
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok && ServiceKey(s) != "" {
-				c.mark(func(d *dirty) { d.services[ServiceKey(s)], d.policies = true, d.policies || c.havePolicies() })
+				c.mark(func(d *dirty) { d.services[ServiceKey(s)] = true })
 			}
 		},
 		c.pods.Informer():       func(any) { c.mark(func(d *dirty) { d.policies = true }) },
@@ -244,11 +245,11 @@ type controller struct {
 	dirty dirty // what changed since the last sync
 
 	// Owned by the sync (one at a time): what the services are now.
-	self     []netip.Addr                   // this node's InternalIPs, as last synced
-	byKey    map[string][]api.ServiceCreate // Service namespace/name -> its xlane services
-	vipOwner map[string]string              // VIP -> the Service that has it
-	contest  map[string]bool                // Services in a VIP conflict (the winner and the others)
-	checks   map[string]HealthCheck         // Service namespace/name -> its health-check NodePort
+	self     []netip.Addr               // this node's InternalIPs, as last synced
+	byKey    map[string][]model.Service // Service namespace/name -> its xlane services
+	vipOwner map[string]string          // VIP/PROTO (Service.Key) -> the Service that has it
+	contest  map[string]bool            // Services in a VIP conflict (the winner and the others)
+	checks   map[string]HealthCheck     // Service namespace/name -> its health-check NodePort
 	health   healthServers
 }
 
@@ -393,7 +394,7 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 		contest[s.Owner] = true
 	}
 	translated := time.Since(start)
-	res, err := c.t.ApplyServices(api.ServiceApply{Services: want, Prune: true, PrunePrefix: NamePrefix})
+	res, err := c.t.ApplyServices(model.ServiceApply{Services: want, Prune: true, PrunePrefix: NamePrefix})
 	if err != nil {
 		c.byKey = nil
 		return fmt.Errorf("apply services: %w", err)
@@ -409,7 +410,7 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 	c.vipOwner = map[string]string{}
 	for k, scs := range byKey {
 		for _, sc := range scs {
-			c.vipOwner[sc.VIP] = k
+			c.vipOwner[sc.Key()] = k
 		}
 	}
 	c.cfg.Log.Info("kubernetes sync", "k8s_services", len(svcs), "vips", len(want),
@@ -421,8 +422,8 @@ func (c *controller) syncServices(d dirty, self []netip.Addr) error {
 // incremental translates the Services keys alone and returns the apply
 // of what changed. ok is false when that cannot be decided alone: a VIP
 // another Service has, a Service in a conflict.
-func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req api.ServiceApply, ok bool) {
-	next := map[string][]api.ServiceCreate{}
+func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req model.ServiceApply, ok bool) {
+	next := map[string][]model.Service{}
 	claimed := map[string]bool{} // VIPs of the Services translated here
 	for key := range keys {
 		if c.contest[key] {
@@ -443,24 +444,24 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 		}
 		scs := translateService(svc, eps, c.cfg.NodeName, self)
 		for _, sc := range scs {
-			if vipProblem(sc.VIP) != "" {
+			if model.VIPAddrProblem(sc.VIP.Addr()) != "" {
 				return req, false // the full sync leaves it out and says why
 			}
-			if owner, taken := c.vipOwner[sc.VIP]; taken && owner != key || claimed[sc.VIP] {
+			if owner, taken := c.vipOwner[sc.Key()]; taken && owner != key || claimed[sc.Key()] {
 				return req, false
 			}
-			claimed[sc.VIP] = true
+			claimed[sc.Key()] = true
 		}
 		next[key] = scs
 	}
 	for key, scs := range next {
-		old := map[string]api.ServiceCreate{}
+		old := map[string]model.Service{}
 		for _, sc := range c.byKey[key] {
 			old[sc.Name] = sc
 		}
 		for _, sc := range scs {
-			if o, had := old[sc.Name]; !had || o.VIP != sc.VIP || o.Affinity != sc.Affinity || o.AffinityTimeout != sc.AffinityTimeout || !slices.Equal(o.Backends, sc.Backends) {
-				if had && o.VIP != sc.VIP {
+			if o, had := old[sc.Name]; !had || o.Key() != sc.Key() || o.Affinity != sc.Affinity || o.AffinityTimeout != sc.AffinityTimeout || !slices.Equal(o.Backends, sc.Backends) {
+				if had && o.Key() != sc.Key() {
 					return req, false // a VIP changed: the daemon refuses to move it
 				}
 				req.Services = append(req.Services, sc)
@@ -475,7 +476,7 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 	// full sync.
 	for key, scs := range next {
 		for _, sc := range c.byKey[key] {
-			delete(c.vipOwner, sc.VIP)
+			delete(c.vipOwner, sc.Key())
 		}
 		if len(scs) == 0 {
 			delete(c.byKey, key)
@@ -483,16 +484,10 @@ func (c *controller) incremental(keys map[string]bool, self []netip.Addr) (req a
 		}
 		c.byKey[key] = scs
 		for _, sc := range scs {
-			c.vipOwner[sc.VIP] = key
+			c.vipOwner[sc.Key()] = key
 		}
 	}
 	return req, true
-}
-
-// havePolicies reports whether any NetworkPolicy exists: then Service
-// changes change the policies' rules too (egress through ClusterIPs).
-func (c *controller) havePolicies() bool {
-	return len(c.policies.Informer().GetStore().ListKeys()) > 0
 }
 
 // slicesOf returns the EndpointSlices of a Service (namespace/name).
@@ -520,16 +515,7 @@ func (c *controller) syncPolicies(self []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	in := PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self}
-	if len(pols) > 0 {
-		if in.Services, err = c.services.Lister().List(labels.Everything()); err != nil {
-			return err
-		}
-		if in.Slices, err = c.slices.Lister().List(labels.Everything()); err != nil {
-			return err
-		}
-	}
-	rules := TranslatePolicies(in)
+	rules := TranslatePolicies(PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self})
 	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
 		return err
 	}

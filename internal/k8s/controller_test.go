@@ -14,27 +14,31 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // recorder is a Target that keeps every request.
 type recorder struct {
 	mu       sync.Mutex
-	applies  []api.ServiceApply
+	applies  []model.ServiceApply
 	policies [][]rules.Rule
 }
 
 func (r *recorder) SyncNodes([]api.NodeAdd) error { return nil }
 
-func (r *recorder) ApplyServices(req api.ServiceApply) (*api.ServiceApplyResult, error) {
+func (r *recorder) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.applies = append(r.applies, req)
-	return &api.ServiceApplyResult{}, nil
+	return &model.ServiceApplyResult{}, nil
 }
 
 func (r *recorder) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
@@ -45,19 +49,32 @@ func (r *recorder) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
 }
 
 // wait returns the next apply after the first n.
-func (r *recorder) wait(t *testing.T, n int) api.ServiceApply {
+func (r *recorder) wait(t *testing.T, n int) model.ServiceApply {
+	t.Helper()
+	return waitNth(t, r, &r.applies, n, "apply")
+}
+
+// waitPolicies returns the next policy apply after the first n.
+func (r *recorder) waitPolicies(t *testing.T, n int) []rules.Rule {
+	t.Helper()
+	return waitNth(t, r, &r.policies, n, "policy apply")
+}
+
+// waitNth returns (*list)[n] once the recorder has it.
+func waitNth[T any](t *testing.T, r *recorder, list *[]T, n int, what string) T {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		r.mu.Lock()
-		if len(r.applies) > n {
-			req := r.applies[n]
+		if len(*list) > n {
+			v := (*list)[n]
 			r.mu.Unlock()
-			return req
+			return v
 		}
 		r.mu.Unlock()
 	}
-	t.Fatalf("no apply after %d", n)
-	return api.ServiceApply{}
+	t.Fatalf("no %s after %d", what, n)
+	var zero T
+	return zero
 }
 
 // TestControllerIncremental: the first sync applies every Service with a
@@ -89,7 +106,7 @@ func TestControllerIncremental(t *testing.T) {
 	}
 	req := r.wait(t, 1)
 	if req.Prune || len(req.Services) != 1 || req.Services[0].Name != "k8s.default.a.tcp80.c0" ||
-		!slices.Equal(req.Services[0].Backends, []string{"10.244.1.2:8080@1", "10.244.1.4:8080@1"}) || len(req.Delete) != 0 {
+		!slices.Equal(api.BackendSpecs(req.Services[0].Backends), []string{"10.244.1.2:8080@1", "10.244.1.4:8080@1"}) || len(req.Delete) != 0 {
 		t.Errorf("slice update: %+v, want a alone with two backends", req)
 	}
 
@@ -205,5 +222,63 @@ func TestHealthCheckOf(t *testing.T) {
 		if ok != c.ok || ok && (hc.Port != 32000 || hc.Local != 2) {
 			t.Errorf("%s: %+v %v, want ok %v and 2 local endpoints", c.name, hc, ok, c.ok)
 		}
+	}
+}
+
+// TestControllerPolicyRulesNameNoVIP: with a Service whose every
+// backend an egress rule allows, the policy's rules name the pods and no
+// ClusterIP (the datapath judges a flow to a VIP on the backend it picks,
+// after the DNAT: a rule on the VIP would never match), and a change of
+// the Service's EndpointSlice leaves the rules alone (no policy sync).
+func TestControllerPolicyRulesNameNoVIP(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.78.1"}}}}
+	objs := []runtime.Object{node,
+		svc("websvc", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0.10", []string{"10.96.0.10"} }),
+		slice("websvc", "websvc-4", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.2.10", "n2", "r"}),
+		netpol("team-a", "out", map[string]string{"app": "client"}, func(s *networkingv1.NetworkPolicySpec) {
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+			s.Egress = []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{tcpPort(intstr.FromString("http"))}}}
+		})}
+	for _, p := range policyPods() {
+		objs = append(objs, p)
+	}
+	for _, n := range policyNamespaces() {
+		objs = append(objs, n)
+	}
+	cs := fake.NewClientset(objs...)
+	r := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := run(ctx, Config{NodeName: "n1", Log: slog.New(slog.DiscardHandler)}, cs, r); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, 0)
+	got := r.waitPolicies(t, 0)
+	if len(got) == 0 {
+		t.Fatal("no rules for the policy")
+	}
+	for _, rule := range got {
+		if slices.Contains(rule.Dst, "10.96.0.10") {
+			t.Errorf("rule %s names the ClusterIP 10.96.0.10: %+v", rule.Name, rule)
+		}
+	}
+	if !slices.ContainsFunc(got, func(r rules.Rule) bool { return slices.Contains(r.Dst, "10.244.2.10") }) {
+		t.Errorf("no rule allows the backend pod web (10.244.2.10):\n%s", ruleDump(got))
+	}
+
+	es := slice("websvc", "websvc-4", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.2.10", "n2", "r"}, ep{"10.244.2.20", "n2", "r"})
+	if _, err := cs.DiscoveryV1().EndpointSlices("default").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, 1)
+	time.Sleep(100 * time.Millisecond)
+	r.mu.Lock()
+	n := len(r.policies)
+	r.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d policy applies after an EndpointSlice change, want the first alone", n)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -44,63 +43,6 @@ type PolicyInput struct {
 	// InternalIPs: traffic between a pod and its node is always allowed.
 	NodeName  string
 	NodeAddrs []netip.Addr
-	// Services and Slices, when given, let an egress rule reach a
-	// Service's ClusterIPs (the from-endpoint hook sees the VIP, before
-	// the datapath picks a backend): a port of a Service whose every
-	// backend the rule allows is allowed at the ClusterIPs and the
-	// Service's port.
-	Services []*corev1.Service
-	Slices   []*discoveryv1.EndpointSlice
-}
-
-// svcPort is a Service port as egress rules see it: its ClusterIPs and
-// port, and the backends behind them.
-type svcPort struct {
-	proto    string
-	port     int32
-	vips     []netip.Addr
-	backends []netip.AddrPort
-}
-
-// servicePorts lists the Service ports with ClusterIPs and backends.
-func servicePorts(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) []svcPort {
-	byService := map[string][]*discoveryv1.EndpointSlice{}
-	for _, s := range eps {
-		if k := ServiceKey(s); k != "" {
-			byService[k] = append(byService[k], s)
-		}
-	}
-	var out []svcPort
-	for _, svc := range svcs {
-		if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
-			continue
-		}
-		var vips []netip.Addr
-		for _, s := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {
-			if ip, err := netip.ParseAddr(s); err == nil && !slices.Contains(vips, ip.Unmap()) {
-				vips = append(vips, ip.Unmap())
-			}
-		}
-		if len(vips) == 0 {
-			continue
-		}
-		for _, p := range svc.Spec.Ports {
-			proto := strings.ToLower(string(cmp.Or(p.Protocol, corev1.ProtocolTCP)))
-			if proto != "tcp" && proto != "udp" {
-				continue
-			}
-			sp := svcPort{proto: proto, port: p.Port, vips: vips}
-			for _, e := range portEndpoints(byService[svc.Namespace+"/"+svc.Name], p) {
-				if e.ready || e.serving {
-					sp.backends = append(sp.backends, e.addr)
-				}
-			}
-			if len(sp.backends) > 0 {
-				out = append(out, sp)
-			}
-		}
-	}
-	return out
 }
 
 // pod is a Pod as policies see it: its addresses and labels.
@@ -165,8 +107,6 @@ func TranslatePolicies(in PolicyInput) []rules.Rule {
 
 	var out []rules.Rule
 	var selectedAll []netip.Addr
-	var svcPorts []svcPort // computed for the first egress rule
-	svcDone := false
 	for _, np := range in.Policies {
 		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 		if err != nil {
@@ -195,11 +135,6 @@ func TranslatePolicies(in PolicyInput) []rules.Rule {
 			for i, r := range np.Spec.Egress {
 				out = append(out, directionRules(base, fmt.Sprintf("eg%d", i), fmt.Sprintf("%s egress[%d]", comment, i),
 					false, selected, r.To, r.Ports, np.Namespace, pods, nsLabels)...)
-				if !svcDone {
-					svcPorts, svcDone = servicePorts(in.Services, in.Slices), true
-				}
-				out = append(out, serviceRules(base, fmt.Sprintf("eg%d", i), fmt.Sprintf("%s egress[%d], through Services", comment, i),
-					selected, r.To, r.Ports, np.Namespace, pods, nsLabels, svcPorts)...)
 			}
 			out = append(out, denyRule(base, "eg-deny", comment+": isolated for egress", false, selected))
 		}
@@ -426,96 +361,6 @@ func resolvePeers(peers []networkingv1.NetworkPolicyPeer, ns string, pods []pod,
 		}
 	}
 	return peerPods, peerNets
-}
-
-// serviceRules allows an egress rule's Services: for each Service port
-// whose every backend is a peer of the rule, at a port the rule allows,
-// the ClusterIPs at the Service's port (one rule per protocol and port,
-// `…egI.sJ`). A Service with a backend the rule does not allow is not
-// (its VIP would reach that backend too).
-func serviceRules(base, suffix, comment string, selected []pod, peers []networkingv1.NetworkPolicyPeer,
-	ports []networkingv1.NetworkPolicyPort, ns string, pods []pod, nsLabels map[string]labels.Set, svcs []svcPort) []rules.Rule {
-	if len(svcs) == 0 || len(peers) == 0 && len(ports) == 0 {
-		return nil // nothing, or everything is allowed already
-	}
-	peerPods, peerNets := resolvePeers(peers, ns, pods, nsLabels)
-	byAddr := map[netip.Addr]pod{}
-	for _, p := range peerPods {
-		for _, a := range p.addrs {
-			byAddr[a] = p
-		}
-	}
-	podAt := map[netip.Addr]pod{}
-	for _, p := range pods {
-		for _, a := range p.addrs {
-			podAt[a] = p
-		}
-	}
-	allowed := func(proto string, b netip.AddrPort) bool {
-		if len(peers) > 0 {
-			_, isPeer := byAddr[b.Addr()]
-			if !isPeer && !slices.ContainsFunc(peerNets, func(n netip.Prefix) bool { return n.Contains(b.Addr()) }) {
-				return false
-			}
-		}
-		if len(ports) == 0 {
-			return true
-		}
-		for _, p := range ports {
-			if !strings.EqualFold(string(ptrOr(p.Protocol, corev1.ProtocolTCP)), proto) {
-				continue
-			}
-			switch {
-			case p.Port == nil:
-				return true
-			case p.Port.Type == intstr.String:
-				if pp, ok := podAt[b.Addr()]; ok && namedPort(pp, p.Port.StrVal, proto) == int32(b.Port()) {
-					return true
-				}
-			default:
-				if hi := ptrOr(p.EndPort, p.Port.IntVal); int32(b.Port()) >= p.Port.IntVal && int32(b.Port()) <= max(hi, p.Port.IntVal) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	type key struct {
-		proto string
-		port  int32
-	}
-	vips := map[key][]string{}
-	var keys []key
-	for _, sp := range svcs {
-		if !slices.ContainsFunc(sp.backends, func(b netip.AddrPort) bool { return !allowed(sp.proto, b) }) {
-			k := key{sp.proto, sp.port}
-			if vips[k] == nil {
-				keys = append(keys, k)
-			}
-			for _, v := range sp.vips {
-				if !slices.Contains(vips[k], v.String()) {
-					vips[k] = append(vips[k], v.String())
-				}
-			}
-		}
-	}
-	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(cmp.Compare(a.proto, b.proto), cmp.Compare(a.port, b.port)) })
-	var own rules.List
-	for _, p := range selected {
-		own = append(own, addrList(p.addrs)...)
-	}
-	var out []rules.Rule
-	for j, k := range keys {
-		dst := vips[k]
-		slices.Sort(dst)
-		if !shareFamily(own, dst) {
-			continue
-		}
-		out = append(out, rules.Rule{Name: policyRuleName(base, fmt.Sprintf("%s.s%d", suffix, j)), Priority: PolicyAllowPriority,
-			Action: "allow", Comment: comment, Direction: "from-endpoint", Src: own, Dst: dst,
-			Proto: rules.List{k.proto}, DstPort: rules.List{strconv.Itoa(int(k.port))}})
-	}
-	return out
 }
 
 // denyRule isolates the selected pods in one direction.

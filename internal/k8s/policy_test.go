@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -94,22 +93,6 @@ func TestTranslatePolicies(t *testing.T) {
 		}
 	}
 	nodeAddrs := map[string][]netip.Addr{"n1": {netip.MustParseAddr("192.168.78.1")}, "n2": {netip.MustParseAddr("192.168.78.2")}}
-	// Services for egress through ClusterIPs: websvc is web's alone,
-	// mixed web's and db's, dbsvc db's (at its own port).
-	addr["websvc"] = [2]netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00:96::10")}
-	addr["mixed"] = [2]netip.Addr{netip.MustParseAddr("10.96.0.11"), netip.MustParseAddr("fd00:96::11")}
-	addr["dbsvc"] = [2]netip.Addr{netip.MustParseAddr("10.96.0.12"), netip.MustParseAddr("fd00:96::12")}
-	dual := func(v4, v6 string) func(*corev1.Service) {
-		return func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = v4, []string{v4, v6} }
-	}
-	services := []*corev1.Service{svc("websvc", dual("10.96.0.10", "fd00:96::10")), svc("mixed", dual("10.96.0.11", "fd00:96::11")),
-		svc("dbsvc", dual("10.96.0.12", "fd00:96::12"), func(s *corev1.Service) { s.Spec.Ports[0].Port = 5432 })}
-	endpointSlices := []*discoveryv1.EndpointSlice{
-		slice("websvc", "websvc-4", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.2.10", "n2", "r"}),
-		slice("websvc", "websvc-6", discoveryv1.AddressTypeIPv6, 8080, ep{"fd00:244:0:2::10", "n2", "r"}),
-		slice("mixed", "mixed-4", discoveryv1.AddressTypeIPv4, 8080, ep{"10.244.2.10", "n2", "r"}, ep{"10.244.2.20", "n2", "r"}),
-		slice("dbsvc", "dbsvc-4", discoveryv1.AddressTypeIPv4, 5432, ep{"10.244.2.20", "n2", "r"}),
-	}
 	for _, c := range []struct {
 		name     string
 		policies []*networkingv1.NetworkPolicy
@@ -117,7 +100,11 @@ func TestTranslatePolicies(t *testing.T) {
 		rules    int // on n2, 0: not checked
 	}{
 		{
-			name: "egress through ClusterIPs: a Service whose every backend is allowed",
+			// Egress through a Service is judged on the backend the
+			// datapath picked (the from-endpoint stage after the DNAT):
+			// the rules name pods, never a ClusterIP
+			// (TestControllerPolicyRulesNameNoVIP).
+			name: "egress to pods by a named port",
 			policies: []*networkingv1.NetworkPolicy{netpol("team-a", "out", map[string]string{"app": "client"}, func(s *networkingv1.NetworkPolicySpec) {
 				s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 				s.Egress = []networkingv1.NetworkPolicyEgressRule{{
@@ -126,24 +113,21 @@ func TestTranslatePolicies(t *testing.T) {
 			})},
 			conns: []conn{
 				{from: "client", to: "web", port: 8080, want: "allow"},
-				{from: "client", to: "websvc", port: 80, want: "allow"},
-				{from: "client", to: "websvc", port: 80, v6: true, want: "allow"},
-				{from: "client", to: "websvc", port: 81, want: "k8s.np.team-a.out.eg-deny"},
-				{from: "client", to: "mixed", port: 80, want: "k8s.np.team-a.out.eg-deny"}, // db behind it too
-				{from: "client", to: "dbsvc", port: 5432, want: "k8s.np.team-a.out.eg-deny"},
-				{from: "other", to: "dbsvc", port: 5432, want: "allow"},
+				{from: "client", to: "web", port: 8080, v6: true, want: "allow"},
+				{from: "client", to: "web", port: 9100, want: "k8s.np.team-a.out.eg-deny"},
+				{from: "client", to: "db", port: 5432, want: "k8s.np.team-a.out.eg-deny"}, // its "http", not web's
+				{from: "other", to: "db", port: 5432, want: "allow"},
 			},
 		},
 		{
-			name: "egress to any peer at a port: Services with that target port",
+			name: "egress to any peer at a port",
 			policies: []*networkingv1.NetworkPolicy{netpol("team-a", "out", map[string]string{"app": "client"}, func(s *networkingv1.NetworkPolicySpec) {
 				s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 				s.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{tcpPort(intstr.FromInt(8080))}}}
 			})},
 			conns: []conn{
-				{from: "client", to: "websvc", port: 80, want: "allow"},
-				{from: "client", to: "mixed", port: 80, want: "allow"},
-				{from: "client", to: "dbsvc", port: 5432, want: "k8s.np.team-a.out.eg-deny"},
+				{from: "client", to: "web", port: 8080, want: "allow"},
+				{from: "client", to: "db", port: 5432, want: "k8s.np.team-a.out.eg-deny"},
 				{from: "client", to: "db", port: 8080, want: "allow"},
 			},
 		},
@@ -317,8 +301,7 @@ func TestTranslatePolicies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pols := map[string]*firewall.Policy{}
 			for _, n := range []string{"n1", "n2"} {
-				got := TranslatePolicies(PolicyInput{Policies: c.policies, Pods: pods, Namespaces: policyNamespaces(), NodeName: n, NodeAddrs: nodeAddrs[n],
-					Services: services, Slices: endpointSlices})
+				got := TranslatePolicies(PolicyInput{Policies: c.policies, Pods: pods, Namespaces: policyNamespaces(), NodeName: n, NodeAddrs: nodeAddrs[n]})
 				if n == "n2" && c.rules != 0 && len(got) != c.rules {
 					t.Errorf("%d rules on n2, want %d:\n%s", len(got), c.rules, ruleDump(got))
 				}

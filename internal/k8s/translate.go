@@ -95,7 +95,7 @@ type Input struct {
 // Skipped is a VIP Translate left out, and why.
 type Skipped struct {
 	Service string // namespace/name
-	VIP     string
+	VIP     string // VIP/PROTO (model.Service.Key)
 	Reason  string
 	Owner   string // the Service that has the VIP
 }
@@ -112,15 +112,15 @@ type endpoint struct {
 // Translate computes the xlane services of in, sorted by name: the whole
 // set a sync applies. A VIP that two Services claim goes to the older
 // (then the first by namespace/name); the other is reported in skipped.
-func Translate(in Input) (out []api.ServiceCreate, skipped []Skipped) {
+func Translate(in Input) (out []model.Service, skipped []Skipped) {
 	out, skipped, _ = translateAll(in)
 	return out, skipped
 }
 
 // translateAll is Translate, with the xlane services of each Service
 // (namespace/name) as the result has them.
-func translateAll(in Input) (out []api.ServiceCreate, skipped []Skipped, byKey map[string][]api.ServiceCreate) {
-	byKey = map[string][]api.ServiceCreate{}
+func translateAll(in Input) (out []model.Service, skipped []Skipped, byKey map[string][]model.Service) {
+	byKey = map[string][]model.Service{}
 	byService := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range in.Slices {
 		name := s.Labels[discoveryv1.LabelServiceName]
@@ -141,32 +141,23 @@ func translateAll(in Input) (out []api.ServiceCreate, skipped []Skipped, byKey m
 	for _, svc := range svcs {
 		key := svc.Namespace + "/" + svc.Name
 		for _, sc := range translateService(svc, byService[key], in.NodeName, in.NodeAddrs) {
-			if why := vipProblem(sc.VIP); why != "" {
+			vip := sc.Key()
+			if why := model.VIPAddrProblem(sc.VIP.Addr()); why != "" {
 				// The daemon refuses it, and with it the whole apply.
-				skipped = append(skipped, Skipped{Service: key, VIP: sc.VIP, Reason: why})
+				skipped = append(skipped, Skipped{Service: key, VIP: vip, Reason: why})
 				continue
 			}
-			if other, taken := vips[sc.VIP]; taken {
-				skipped = append(skipped, Skipped{Service: key, VIP: sc.VIP, Reason: "also " + other + "'s", Owner: other})
+			if other, taken := vips[vip]; taken {
+				skipped = append(skipped, Skipped{Service: key, VIP: vip, Reason: "also " + other + "'s", Owner: other})
 				continue
 			}
-			vips[sc.VIP] = key
+			vips[vip] = key
 			out = append(out, sc)
 			byKey[key] = append(byKey[key], sc)
 		}
 	}
-	slices.SortFunc(out, func(a, b api.ServiceCreate) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b model.Service) int { return cmp.Compare(a.Name, b.Name) })
 	return out, skipped, byKey
-}
-
-// vipProblem is model.VIPAddrProblem of a translated VIP (ADDR:PORT/PROTO).
-func vipProblem(vip string) string {
-	addrPort, _, _ := strings.Cut(vip, "/")
-	ap, err := netip.ParseAddrPort(addrPort)
-	if err != nil {
-		return "not ADDR:PORT"
-	}
-	return model.VIPAddrProblem(ap.Addr())
 }
 
 // ServiceKey is the namespace/name of the Service an EndpointSlice
@@ -180,7 +171,7 @@ func ServiceKey(s *discoveryv1.EndpointSlice) string {
 }
 
 // translateService returns the xlane services of one Service.
-func translateService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, self string, nodeAddrs []netip.Addr) []api.ServiceCreate {
+func translateService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, self string, nodeAddrs []netip.Addr) []model.Service {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return nil
 	}
@@ -209,7 +200,7 @@ func translateService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, sel
 	}
 	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 
-	var out []api.ServiceCreate
+	var out []model.Service
 	for _, p := range svc.Spec.Ports {
 		proto := strings.ToLower(string(p.Protocol))
 		if proto == "" {
@@ -221,9 +212,10 @@ func translateService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, sel
 		eps := portEndpoints(eps, p)
 		portID := fmt.Sprintf("%s%d", proto, p.Port)
 		add := func(kind string, i int, ip netip.Addr, port int32, local bool) {
-			out = append(out, api.ServiceCreate{
+			out = append(out, model.Service{
 				Name:            serviceName(svc.Namespace, svc.Name, portID, fmt.Sprintf("%s%d", kind, i)),
-				VIP:             netip.AddrPortFrom(ip, uint16(port)).String() + "/" + proto,
+				VIP:             netip.AddrPortFrom(ip, uint16(port)),
+				Proto:           proto,
 				Backends:        backends(eps, ip.Is4(), local, self),
 				Affinity:        affinity,
 				AffinityTimeout: affinityTimeout,
@@ -296,11 +288,11 @@ func portEndpoints(eps []*discoveryv1.EndpointSlice, p corev1.ServicePort) []end
 	return out
 }
 
-// backends picks a VIP's backends (IP:PORT@WEIGHT) of one family: ready
+// backends picks a VIP's backends of one family: ready
 // endpoints at weight 1, serving terminating ones drained at weight 0;
 // without a ready one, the serving terminating ones at weight 1. local
 // keeps only this node's endpoints.
-func backends(eps []endpoint, v4, local bool, self string) []string {
+func backends(eps []endpoint, v4, local bool, self string) []model.Backend {
 	var cand []endpoint
 	anyReady := false
 	for _, e := range eps {
@@ -315,13 +307,13 @@ func backends(eps []endpoint, v4, local bool, self string) []string {
 		cand = append(cand, e)
 	}
 	slices.SortFunc(cand, func(a, b endpoint) int { return a.addr.Compare(b.addr) })
-	out := make([]string, 0, len(cand))
+	out := make([]model.Backend, 0, len(cand))
 	for _, e := range cand {
-		w := 1
+		w := uint32(1)
 		if anyReady && (e.terminating || !e.ready) {
 			w = 0
 		}
-		out = append(out, fmt.Sprintf("%s@%d", e.addr, w))
+		out = append(out, model.Backend{Addr: e.addr, Weight: w})
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 func svc(name string, mod ...func(*corev1.Service)) *corev1.Service {
@@ -65,19 +66,25 @@ var (
 
 // sc is an expected service: name, vip, backends, affinity (with
 // Kubernetes' default timeout).
-func sc(name, vip string, affinity bool, backends ...string) api.ServiceCreate {
+// It is written as text (read as the API edge reads it) for the table's
+// sake; Translate's output is model.Service.
+func sc(name, vip string, affinity bool, backends ...string) model.Service {
 	if backends == nil {
 		backends = []string{}
 	}
-	s := api.ServiceCreate{Name: name, VIP: vip, Backends: backends, Affinity: affinity}
+	req := api.ServiceCreate{Name: name, VIP: vip, Backends: backends, Affinity: affinity}
 	if affinity {
-		s.AffinityTimeout = 10800
+		req.AffinityTimeout = 10800
+	}
+	s, err := req.Service()
+	if err != nil {
+		panic(err)
 	}
 	return s
 }
 
 // withTimeout is s with ClientIP affinity of timeout seconds.
-func withTimeout(s api.ServiceCreate, timeout int) api.ServiceCreate {
+func withTimeout(s model.Service, timeout int) model.Service {
 	s.Affinity, s.AffinityTimeout = true, timeout
 	return s
 }
@@ -90,19 +97,19 @@ func TestTranslate(t *testing.T) {
 		name     string
 		services []*corev1.Service
 		slices   []*discoveryv1.EndpointSlice
-		want     []api.ServiceCreate
+		want     []model.Service
 		skipped  int
 	}{
 		{
 			name:     "clusterip",
 			services: []*corev1.Service{svc("web")},
 			slices:   []*discoveryv1.EndpointSlice{twoNodes},
-			want:     []api.ServiceCreate{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.2.5:8080@1")},
+			want:     []model.Service{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.2.5:8080@1")},
 		},
 		{
 			name:     "no endpoints: the vip exists without backends",
 			services: []*corev1.Service{svc("web")},
-			want:     []api.ServiceCreate{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false)},
+			want:     []model.Service{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false)},
 		},
 		{
 			name: "dual-stack: each family its slices",
@@ -110,7 +117,7 @@ func TestTranslate(t *testing.T) {
 				s.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
 			})},
 			slices: []*discoveryv1.EndpointSlice{twoNodes, slice("web", "web-6", v6, 8080, ep{"fd00:244:0:1::5", "n1", "rs"})},
-			want: []api.ServiceCreate{
+			want: []model.Service{
 				sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.2.5:8080@1"),
 				sc("k8s.default.web.tcp80.c1", "[fd00:96::10]:80/tcp", false, "[fd00:244:0:1::5]:8080@1"),
 			},
@@ -123,7 +130,7 @@ func TestTranslate(t *testing.T) {
 				s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 			})},
 			slices: []*discoveryv1.EndpointSlice{twoNodes},
-			want: []api.ServiceCreate{
+			want: []model.Service{
 				sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", true, "10.244.1.5:8080@1", "10.244.2.5:8080@1"),
 				sc("k8s.default.web.tcp80.n0", "192.168.50.1:30080/tcp", true, "10.244.1.5:8080@1", "10.244.2.5:8080@1"),
 				sc("k8s.default.web.tcp80.n1", "[fd00:50::1]:30080/tcp", true),
@@ -136,7 +143,7 @@ func TestTranslate(t *testing.T) {
 				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
 			})},
 			slices: []*discoveryv1.EndpointSlice{twoNodes},
-			want: []api.ServiceCreate{
+			want: []model.Service{
 				withTimeout(sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.2.5:8080@1"), 60),
 			},
 		},
@@ -150,7 +157,7 @@ func TestTranslate(t *testing.T) {
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.1"}, {Hostname: "lb.example"}}
 			})},
 			slices: []*discoveryv1.EndpointSlice{twoNodes},
-			want: []api.ServiceCreate{
+			want: []model.Service{
 				sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.2.5:8080@1"),
 				sc("k8s.default.web.tcp80.n0", "192.168.50.1:30080/tcp", false, "10.244.1.5:8080@1"),
 				sc("k8s.default.web.tcp80.n1", "[fd00:50::1]:30080/tcp", false),
@@ -164,7 +171,7 @@ func TestTranslate(t *testing.T) {
 				s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 			})},
 			slices: []*discoveryv1.EndpointSlice{twoNodes},
-			want:   []api.ServiceCreate{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1")},
+			want:   []model.Service{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1")},
 		},
 		{
 			name:     "terminating endpoints drained, not-serving ones left out, unset conditions ready",
@@ -172,13 +179,13 @@ func TestTranslate(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice("web", "web-1", v4, 8080,
 				ep{"10.244.1.5", "n1", "rs"}, ep{"10.244.1.6", "n1", "st"}, ep{"10.244.1.7", "n1", "t"},
 				ep{"10.244.1.8", "n1", ""}, ep{"10.244.1.9", "n2", "-"})},
-			want: []api.ServiceCreate{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.1.6:8080@0", "10.244.1.9:8080@1")},
+			want: []model.Service{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.5:8080@1", "10.244.1.6:8080@0", "10.244.1.9:8080@1")},
 		},
 		{
 			name:     "only terminating endpoints: the serving ones take new flows",
 			services: []*corev1.Service{svc("web")},
 			slices:   []*discoveryv1.EndpointSlice{slice("web", "web-1", v4, 8080, ep{"10.244.1.6", "n1", "st"}, ep{"10.244.1.7", "n1", "t"})},
-			want:     []api.ServiceCreate{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.6:8080@1")},
+			want:     []model.Service{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false, "10.244.1.6:8080@1")},
 		},
 		{
 			name: "ports matched by name and protocol, an address in two slices once, udp, sctp left out",
@@ -206,7 +213,7 @@ func TestTranslate(t *testing.T) {
 					Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.5"}}, {Addresses: []string{"10.244.2.5"}}},
 				},
 			},
-			want: []api.ServiceCreate{
+			want: []model.Service{
 				sc("k8s.default.dns.tcp53.c0", "10.96.0.10:53/tcp", false, "10.244.1.5:5354@1"),
 				sc("k8s.default.dns.udp53.c0", "10.96.0.10:53/udp", false, "10.244.1.5:5353@1", "10.244.2.5:5353@1"),
 			},
@@ -225,7 +232,7 @@ func TestTranslate(t *testing.T) {
 				s.Namespace = "other"
 				return s
 			}()},
-			want: []api.ServiceCreate{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false)},
+			want: []model.Service{sc("k8s.default.web.tcp80.c0", "10.96.0.10:80/tcp", false)},
 		},
 		{
 			name: "a vip claimed twice goes to the older service",
@@ -240,7 +247,7 @@ func TestTranslate(t *testing.T) {
 					s.Spec.ExternalIPs = []string{"203.0.113.7"}
 				}),
 			},
-			want: []api.ServiceCreate{
+			want: []model.Service{
 				sc("k8s.default.newer.tcp80.c0", "10.96.0.11:80/tcp", false),
 				sc("k8s.default.older.tcp80.c0", "10.96.0.10:80/tcp", false),
 				sc("k8s.default.older.tcp80.x0", "203.0.113.7:80/tcp", false),
@@ -259,7 +266,7 @@ func TestTranslate(t *testing.T) {
 					s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "::"}, {IP: "255.255.255.255"}, {IP: "fe80::1"}}
 				}),
 			},
-			want: []api.ServiceCreate{
+			want: []model.Service{
 				sc("k8s.default.odd.tcp80.c0", "10.96.0.10:80/tcp", false),
 				sc("k8s.default.odd.tcp80.x1", "203.0.113.8:80/tcp", false),
 			},
@@ -278,10 +285,10 @@ func TestTranslate(t *testing.T) {
 	}
 }
 
-func dump(s []api.ServiceCreate) string {
+func dump(s []model.Service) string {
 	var b strings.Builder
 	for _, x := range s {
-		fmt.Fprintf(&b, "  %s %s %v affinity=%v/%d\n", x.Name, x.VIP, x.Backends, x.Affinity, x.AffinityTimeout)
+		fmt.Fprintf(&b, "  %s %s %v affinity=%v/%d\n", x.Name, x.Key(), x.Backends, x.Affinity, x.AffinityTimeout)
 	}
 	return b.String()
 }

@@ -20,8 +20,9 @@ const (
 // -1, when no backend has Weight > 0.
 var ErrNoActiveBackends = errors.New("maglev: backends: no backend has weight > 0")
 
-// Backend is one endpoint of a service.
-type Backend struct {
+// Member is one member of a table: a service backend, named by a stable
+// ID (the datapath uses the model.Backend's address).
+type Member struct {
 	// ID identifies the backend stably across changes, e.g.
 	// "10.0.0.5:80/tcp". It seeds the backend's permutation, so the same
 	// ID keeps (mostly) the same slots when other backends come and go.
@@ -71,7 +72,7 @@ func (p *permutation) advance(m uint64) {
 
 // Populate returns the lookup table for backends: slot → index into
 // backends. See the package documentation for the guarantees.
-func (t *Table) Populate(backends []Backend) ([]int32, error) {
+func (t *Table) Populate(backends []Member) ([]int32, error) {
 	m := t.m
 	if uint64(len(backends)) > m {
 		return nil, fmt.Errorf("maglev: backends: %d backends exceed the table size m=%d", len(backends), m)

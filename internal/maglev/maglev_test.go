@@ -12,10 +12,10 @@ import (
 )
 
 // backendIDs returns n IPv4 backend IDs, "10.0.x.y:80/tcp".
-func backendIDs(n int) []Backend {
-	bs := make([]Backend, n)
+func backendIDs(n int) []Member {
+	bs := make([]Member, n)
 	for i := range bs {
-		bs[i] = Backend{ID: fmt.Sprintf("10.0.%d.%d:80/tcp", i/256, i%256), Weight: 1}
+		bs[i] = Member{ID: fmt.Sprintf("10.0.%d.%d:80/tcp", i/256, i%256), Weight: 1}
 	}
 	return bs
 }
@@ -31,7 +31,7 @@ func newTable(t testing.TB, m uint64) *Table {
 
 // owners populates the table and returns the owner ID of every slot,
 // checking that every slot holds a valid index of a backend with weight.
-func owners(t testing.TB, tb *Table, bs []Backend) []string {
+func owners(t testing.TB, tb *Table, bs []Member) []string {
 	t.Helper()
 	slots, err := tb.Populate(bs)
 	if err != nil {
@@ -63,7 +63,7 @@ func countByID(ids []string) map[string]int {
 
 // checkShares asserts every backend owns its weight share of the table
 // within ±tol (relative), and returns the largest relative deviation.
-func checkShares(t *testing.T, bs []Backend, ids []string, tol float64) float64 {
+func checkShares(t *testing.T, bs []Member, ids []string, tol float64) float64 {
 	t.Helper()
 	var sum float64
 	for _, b := range bs {
@@ -114,7 +114,7 @@ func TestWeightedSpread(t *testing.T) {
 		name    string
 		m       uint64
 		weights []uint32
-		bs      []Backend
+		bs      []Member
 	}{
 		{name: "1:2:3:4", m: 16381, weights: []uint32{1, 2, 3, 4}},
 		{name: "100:50:1", m: 16381, weights: []uint32{100, 50, 1}},
@@ -329,7 +329,7 @@ func TestAddDisruption(t *testing.T) {
 	for n := 10; n <= 100; n += 10 {
 		bs := backendIDs(n)
 		before := owners(t, tb, bs)
-		added := Backend{ID: fmt.Sprintf("192.168.0.%d:80/tcp", n), Weight: 1}
+		added := Member{ID: fmt.Sprintf("192.168.0.%d:80/tcp", n), Weight: 1}
 		after := owners(t, tb, append(slices.Clone(bs), added))
 		changed := 0
 		for s := range before {
@@ -388,7 +388,7 @@ func TestPopulateErrors(t *testing.T) {
 	for i := range drained {
 		drained[i].Weight = 0
 	}
-	for _, bs := range [][]Backend{nil, drained} {
+	for _, bs := range [][]Member{nil, drained} {
 		slots, err := tb.Populate(bs)
 		if !errors.Is(err, ErrNoActiveBackends) {
 			t.Errorf("%d backends, none with weight: err = %v, want ErrNoActiveBackends", len(bs), err)

@@ -11,7 +11,7 @@ const (
 	LabelEndpoint  = "endpoint"   // endpoint ID ("" for the uplink and the node)
 	LabelNetwork   = "network"    // network name ("" for the uplink and the node)
 	LabelDirection = "direction"  // from_endpoint (sent by it) or to_endpoint
-	LabelHook      = "hook"       // the attach point whose program decided: tc, xdp, netkit
+	LabelHook      = "hook"       // the attach point whose program decided: tc, xdp, netkit, sock
 	LabelDevice    = "device"     // the device the count was taken on: endpoint, uplink, node
 	LabelReason    = "reason"     // enum xl_reason as in bpf/lib/abi.h: fwd_peer, drop_fw, ...
 	LabelVerdict   = "verdict"    // forwarded, passed (to Linux) or dropped

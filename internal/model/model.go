@@ -280,62 +280,13 @@ func Conflictf(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrConflict)
 }
 
-// Service is an L4 load-balanced VIP.
-type Service struct {
-	Name     string         `json:"name"`
-	ID       uint32         `json:"id"`
-	VIP      netip.AddrPort `json:"vip"`
-	Proto    string         `json:"proto"` // tcp or udp
-	Affinity bool           `json:"affinity,omitempty"`
-	// AffinityTimeout is how long (seconds) a client keeps its backend
-	// after its last new flow, with Affinity; 0: DefaultAffinityTimeout.
-	AffinityTimeout int       `json:"affinity_timeout,omitempty"`
-	Backends        []Backend `json:"backends"`
-	Created         time.Time `json:"created"`
-}
-
-// DefaultAffinityTimeout is a ClientIP affinity's timeout when none is
-// given (seconds: 3 hours, Kubernetes' default); MaxAffinityTimeout the
-// longest (a day, Kubernetes' limit).
-const (
-	DefaultAffinityTimeout = 10800
-	MaxAffinityTimeout     = 86400
-)
-
-// EffectiveAffinityTimeout is the timeout the datapath applies: 0 without
-// affinity.
-func (s *Service) EffectiveAffinityTimeout() int {
-	switch {
-	case !s.Affinity:
-		return 0
-	case s.AffinityTimeout == 0:
-		return DefaultAffinityTimeout
+// IndexedField puts LIST[i]. before the field of a field error (and
+// LIST[i]: before any other error): the error of one element of a list
+// (services[3].vip).
+func IndexedField(list string, i int, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return Fieldf(fmt.Sprintf("%s[%d].%s", list, i, fe.Field), "%s", fe.Reason)
 	}
-	return s.AffinityTimeout
-}
-
-// Backend is one service backend. Weight 0 drains it: no new flows, its
-// established ones run on until they close.
-type Backend struct {
-	Addr   netip.AddrPort `json:"addr"`
-	Weight uint32         `json:"weight"`
-}
-
-// ParseBackend reads IP:PORT[@WEIGHT] ([v6]:PORT for IPv6); weight 1.
-func ParseBackend(s string) (Backend, error) {
-	spec, w, hasW := strings.Cut(s, "@")
-	b := Backend{Weight: 1}
-	ap, err := netip.ParseAddrPort(spec)
-	if err != nil || ap.Port() == 0 {
-		return b, Fieldf("backends", "%q: want IP:PORT[@WEIGHT] (IPv6: [ADDR]:PORT)", s)
-	}
-	b.Addr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	if hasW {
-		v, err := strconv.ParseUint(w, 10, 32)
-		if err != nil || v > 1000000 {
-			return b, Fieldf("backends", "%q: weight %q is not a number from 0 (drain) to 1000000", s, w)
-		}
-		b.Weight = uint32(v)
-	}
-	return b, nil
+	return fmt.Errorf("%s[%d]: %w", list, i, err)
 }

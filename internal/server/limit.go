@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -22,7 +22,7 @@ const (
 	// maxBody bounds request bodies of every path but the firewall's.
 	maxBody = 1 << 20
 	// maxFirewallBody bounds firewall request bodies: 16,384 rules
-	// (bpf.FwMaxRules) of ~1 KB of JSON each, names, comments and lists
+	// (firewall.MaxRules) of ~1 KB of JSON each, names, comments and lists
 	// included; the CLI sends blocklists in chunks of 50,000 prefixes
 	// (~2.3 MB).
 	maxFirewallBody = 16 << 20
@@ -93,8 +93,8 @@ func ruleCount(raw json.RawMessage, stopAfter int) int {
 // checkRuleCount refuses a "rules" array longer than the datapath holds
 // before it is decoded.
 func checkRuleCount(raw json.RawMessage) error {
-	if n := ruleCount(raw, bpf.FwMaxRules); n > bpf.FwMaxRules {
-		return model.Fieldf("rules", "over %d: the datapath holds at most %d rules", bpf.FwMaxRules, bpf.FwMaxRules)
+	if n := ruleCount(raw, firewall.MaxRules); n > firewall.MaxRules {
+		return model.Fieldf("rules", "over %d: the datapath holds at most %d rules", firewall.MaxRules, firewall.MaxRules)
 	}
 	return nil
 }

@@ -151,14 +151,22 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		return d.CreateService(req)
+		s, err := req.Service()
+		if err != nil {
+			return nil, err
+		}
+		return d.CreateService(s)
 	})
 	route("POST "+api.PathServicesApply, http.StatusOK, func(r *http.Request) (any, error) {
 		var req api.ServiceApply
 		if err := decodeSized(r, &req, maxServicesBody); err != nil {
 			return nil, err
 		}
-		return d.ApplyServices(req)
+		apply, err := req.Apply()
+		if err != nil {
+			return nil, err
+		}
+		return d.ApplyServices(apply)
 	})
 	route("GET "+api.PathServices, http.StatusOK, func(r *http.Request) (any, error) {
 		svcs, err := d.Services()
@@ -172,7 +180,11 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		return d.UpdateService(r.PathValue("name"), req)
+		upd, err := req.Update()
+		if err != nil {
+			return nil, err
+		}
+		return d.UpdateService(r.PathValue("name"), upd)
 	})
 	route("DELETE "+api.PathServices+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
 		return nil, d.DeleteService(r.PathValue("name"))
@@ -196,13 +208,13 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.DumpMap(r.PathValue("name"), limit)
 	})
 	route("GET "+api.PathCalibration, http.StatusOK, func(r *http.Request) (any, error) {
-		return d.Calibration(), nil
+		return d.Calibrator().Calibration(), nil
 	})
 	route("POST "+api.PathCalibration, http.StatusOK, func(r *http.Request) (any, error) {
-		if _, err := d.Calibrate(r.Context()); err != nil {
+		if _, err := d.Calibrator().Calibrate(r.Context()); err != nil {
 			return nil, err
 		}
-		return d.Calibration(), nil
+		return d.Calibrator().Calibration(), nil
 	})
 	firewallRoutes(route, d)
 	mux.HandleFunc("GET "+api.PathMonitor, serveMonitor(d, log))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 var bulk = bulkSize(100 << 20) // bytes per checked TCP transfer (kernel_test.go)
@@ -147,13 +148,13 @@ func noDrops(t *testing.T, ep api.EndpointInfo) {
 	}
 }
 
-func reason(ep api.EndpointInfo, name, dir string) api.Counter {
+func reason(ep api.EndpointInfo, name, dir string) model.Counter {
 	for _, r := range ep.Reasons {
 		if r.Reason == name && r.Direction == dir {
 			return r.Counter
 		}
 	}
-	return api.Counter{}
+	return model.Counter{}
 }
 
 // assertClean checks that the node has no xlane device, route, gateway

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // TestServiceApplyCLI: `xlane service apply -f` creates and updates many
@@ -16,13 +17,13 @@ import (
 func TestServiceApplyCLI(t *testing.T) {
 	n := newNode(t)
 	file := filepath.Join(t.TempDir(), "services.json")
-	apply := func(svcs []api.ServiceCreate, args ...string) (api.ServiceApplyResult, string, error) {
+	apply := func(svcs []api.ServiceCreate, args ...string) (model.ServiceApplyResult, string, error) {
 		raw, _ := json.Marshal(svcs)
 		if err := os.WriteFile(file, raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		out, stderr, err := n.xlane(append([]string{"service", "apply", "-f", file, "-o", "json"}, args...)...)
-		var res api.ServiceApplyResult
+		var res model.ServiceApplyResult
 		if err == nil {
 			json.Unmarshal([]byte(out), &res)
 		}

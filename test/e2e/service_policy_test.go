@@ -87,7 +87,10 @@ func TestServicePolicyFlows(t *testing.T) {
 		}
 	})
 	t.Run("no backend is refused", func(t *testing.T) {
-		for _, from := range []string{c1, out} {
+		// The node's own processes too: the socket hooks refuse the
+		// connect() (bpf/sock_lb.c), counted as drop_no_backend, hook sock.
+		before := sockNoBackend(t, n)
+		for _, from := range []string{c1, out, n.netns} {
 			for _, f := range fams {
 				start := time.Now()
 				err := dial(from, f.empty, 80, 3*time.Second)
@@ -100,6 +103,9 @@ func TestServicePolicyFlows(t *testing.T) {
 					t.Errorf("%s: UDP to %v:53 without backends from %s: %v, want connection refused (ICMP port unreachable)", f.name, f.empty, from, err)
 				}
 			}
+		}
+		if got := sockNoBackend(t, n) - before; got < 4 {
+			t.Errorf("drop_no_backend of the node's socket hooks: %d more, want 4 (TCP and UDP, IPv4 and IPv6)", got)
 		}
 	})
 	t.Run("an ingress-isolated pod's service flows", func(t *testing.T) {
@@ -156,4 +162,21 @@ rules:
 			}
 		}
 	})
+}
+
+// sockNoBackend is the count of the node's socket hooks' drop_no_backend
+// (a connect or sendmsg to a VIP without backends refused).
+func sockNoBackend(t *testing.T, n *node) uint64 {
+	t.Helper()
+	var d api.MapDump
+	n.mustXlane(&d, "bpf", "dump", "metrics")
+	var sum uint64
+	for _, e := range d.Entries {
+		if fmt.Sprint(e["hook"]) == "sock" && fmt.Sprint(e["reason"]) == "drop_no_backend" {
+			var p uint64
+			fmt.Sscan(fmt.Sprint(e["packets"]), &p)
+			sum += p
+		}
+	}
+	return sum
 }

@@ -2,6 +2,9 @@
 // of the BPF maps and links, so the daemon's apply, rollback and reconcile
 // logic is testable without root, BPF or a kernel. Fail makes any change
 // fail, before or after it is made (a partial write), to drive rollbacks.
+// What the fake does not model (observability, the firewall's maps,
+// conntrack collection) is datapath.Unavailable's, which it embeds: a new
+// datapath operation needs a fake only when a test needs one.
 package datapathtest
 
 import (
@@ -14,7 +17,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/xlane-dev/xlane/internal/bpf"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 )
@@ -39,6 +41,10 @@ type neighKey struct {
 
 // Fake is an in-memory datapath. The zero value is not usable: use New.
 type Fake struct {
+	// What the fake does not model: removals and listings find
+	// nothing, changes fail with datapath.ErrUnavailable.
+	*datapath.Unavailable
+
 	mu sync.Mutex
 	// Fail, when set, is asked before every change, with the operation's
 	// name ("put-service", "put-port", ...) and its argument. A non-nil
@@ -47,10 +53,10 @@ type Fake struct {
 	Fail           func(op string, arg any) error
 	FailAfterWrite bool
 
-	endpoints  map[netip.Addr]bpf.EndpointVal
+	endpoints  map[netip.Addr]model.EndpointEntry
 	devices    map[string]model.Mode // attached host devices -> mode ("netkit": netkit)
 	ports      map[PortKey]datapath.Port
-	services   map[uint32]datapath.Service
+	services   map[uint32]model.Service
 	neigh      map[neighKey]net.HardwareAddr
 	config     datapath.NodeConfig
 	legacyTC   bool
@@ -71,14 +77,15 @@ type Fake struct {
 // New returns an empty fake datapath.
 func New() *Fake {
 	return &Fake{
-		endpoints: map[netip.Addr]bpf.EndpointVal{},
-		devices:   map[string]model.Mode{},
-		ports:     map[PortKey]datapath.Port{},
-		services:  map[uint32]datapath.Service{},
-		neigh:     map[neighKey]net.HardwareAddr{},
-		peers:     map[netip.Prefix]datapath.Peer{},
-		vnis:      map[uint32]uint32{},
-		vlans:     map[uint16]datapath.VLAN{},
+		Unavailable: datapath.NewUnavailable(errors.New("the fake datapath does not model it")),
+		endpoints:   map[netip.Addr]model.EndpointEntry{},
+		devices:     map[string]model.Mode{},
+		ports:       map[PortKey]datapath.Port{},
+		services:    map[uint32]model.Service{},
+		neigh:       map[neighKey]net.HardwareAddr{},
+		peers:       map[netip.Prefix]datapath.Peer{},
+		vnis:        map[uint32]uint32{},
+		vlans:       map[uint16]datapath.VLAN{},
 	}
 }
 
@@ -161,11 +168,11 @@ func (f *Fake) AttachedDevices() ([]string, error) {
 	return out, nil
 }
 
-func (f *Fake) PutEndpoint(addr netip.Addr, v bpf.EndpointVal) error {
+func (f *Fake) PutEndpoint(addr netip.Addr, v model.EndpointEntry) error {
 	return f.change("put-endpoint", addr, func() { f.endpoints[addr] = v })
 }
 
-func (f *Fake) Endpoint(addr netip.Addr) (bpf.EndpointVal, error) {
+func (f *Fake) Endpoint(addr netip.Addr) (model.EndpointEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.endpoints[addr]
@@ -185,20 +192,9 @@ func (f *Fake) EndpointAddrs() ([]netip.Addr, error) {
 	return slices.SortedFunc(maps.Keys(f.endpoints), netip.Addr.Compare), nil
 }
 
-func (f *Fake) Counters(int) (map[datapath.CounterKey]datapath.Counter, error) {
-	return map[datapath.CounterKey]datapath.Counter{}, nil
+func (f *Fake) Counters(int) (map[datapath.CounterKey]model.Counter, error) {
+	return map[datapath.CounterKey]model.Counter{}, nil
 }
-func (f *Fake) PruneCounters(map[int]bool) error { return nil }
-
-func (f *Fake) CountersByIfindex() (map[int]map[datapath.CounterKey]datapath.Counter, error) {
-	return nil, nil
-}
-func (f *Fake) MapUsage(map[string]int) ([]datapath.MapUsage, error) { return nil, nil }
-func (f *Fake) ProgramStats() ([]datapath.ProgramStats, error)       { return nil, nil }
-func (f *Fake) DumpNames() []string                                  { return nil }
-func (f *Fake) ExpectedHooks(model.Mode, bool) []string              { return nil }
-func (f *Fake) UplinkHooks(string) (expected, present []string)      { return nil, nil }
-func (f *Fake) MissingPins() (int, []string)                         { return 0, nil }
 func (f *Fake) DumpMap(name string, _ int) (*datapath.MapDump, error) {
 	return nil, datapath.ErrNoSuchMap
 }
@@ -221,8 +217,6 @@ func (f *Fake) Neigh(addr netip.Addr, ifindex int) (net.HardwareAddr, bool, erro
 func (f *Fake) FlushNeigh() error {
 	return f.change("flush-neigh", nil, func() { clear(f.neigh) })
 }
-
-func (f *Fake) OwnsXDP(string) bool { return false }
 
 func (f *Fake) AttachUplink(ifname string, _ int, _ uint32, _ bool, mode string) (string, error) {
 	if mode == "" || mode == datapath.XDPModeAuto {
@@ -278,22 +272,30 @@ func SortPorts(ps []datapath.Port) []datapath.Port {
 	return ps
 }
 
-func (f *Fake) Flows(int) ([]datapath.Flow, error)                     { return nil, nil }
-func (f *Fake) FlushCT() (int, error)                                  { return 0, nil }
-func (f *Fake) CTStats() (datapath.CTStats, error)                     { return datapath.CTStats{}, nil }
-func (f *Fake) GCCT(uint64, func(*bpf.CTKey, *bpf.CTVal)) (int, error) { return 0, nil }
+func (f *Fake) Flows(int) ([]model.Flow, error)            { return nil, nil }
+func (f *Fake) FlushCT() (int, error)                      { return 0, nil }
+func (f *Fake) CTStats() (datapath.CTStats, error)         { return datapath.CTStats{}, nil }
+func (f *Fake) GCCT(uint64, func(model.Flow)) (int, error) { return 0, nil }
 
-func (f *Fake) PutService(s datapath.Service) error {
-	s.Backends = slices.Clone(s.Backends)
+// Programmed is what the datapath keeps of a service: its ID, VIP,
+// protocol, affinity with the timeout it applies, and backends (not its
+// name or creation time).
+func Programmed(s model.Service) model.Service {
+	return model.Service{ID: s.ID, VIP: s.VIP, Proto: s.Proto, Affinity: s.Affinity,
+		AffinityTimeout: s.EffectiveAffinityTimeout(), Backends: slices.Clone(s.Backends)}
+}
+
+func (f *Fake) PutService(s model.Service) error {
+	s = Programmed(s)
 	return f.change("put-service", s, func() { f.services[s.ID] = s })
 }
 
-func (f *Fake) DeleteService(s datapath.Service) error {
+func (f *Fake) DeleteService(s model.Service) error {
 	return f.change("delete-service", s, func() { delete(f.services, s.ID) })
 }
 
 // PutServices puts one after the other, as far as Fail lets it.
-func (f *Fake) PutServices(svcs []datapath.Service) error {
+func (f *Fake) PutServices(svcs []model.Service) error {
 	for _, s := range svcs {
 		if err := f.PutService(s); err != nil {
 			return err
@@ -309,7 +311,7 @@ func (f *Fake) ServicesMemory() (datapath.ServicesMemory, error) {
 	return datapath.ServicesMemory{Services: len(f.services)}, nil
 }
 
-func (f *Fake) DeleteServices(svcs []datapath.Service) error {
+func (f *Fake) DeleteServices(svcs []model.Service) error {
 	var errs []error
 	for _, s := range svcs {
 		errs = append(errs, f.DeleteService(s))
@@ -317,27 +319,10 @@ func (f *Fake) DeleteServices(svcs []datapath.Service) error {
 	return errors.Join(errs...)
 }
 
-func (f *Fake) ServiceIDs() (map[uint32]datapath.Service, error) {
+func (f *Fake) ServiceIDs() (map[uint32]model.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.services), nil
-}
-
-// FirewallMaps: the fake has no firewall; the daemon's firewall reports
-// itself unavailable.
-func (f *Fake) FirewallMaps() (bpf.FwMaps, error) {
-	return bpf.FwMaps{}, fmt.Errorf("fake datapath has no firewall maps: %w", model.ErrUnavailable)
-}
-
-// MonitorMaps: the fake has no BPF maps; the daemon's monitor reports
-// itself unavailable.
-func (f *Fake) MonitorMaps() (bpf.MonitorMaps, error) {
-	return bpf.MonitorMaps{}, fmt.Errorf("fake datapath has no monitor: %w", model.ErrUnavailable)
-}
-
-// NewTracer: the fake has no programs to run.
-func (f *Fake) NewTracer() (*bpf.Tracer, error) {
-	return nil, fmt.Errorf("fake datapath cannot trace: %w", model.ErrUnavailable)
 }
 
 // The socket layer: the fake records settings and rules; no counters.
@@ -353,9 +338,8 @@ func (f *Fake) AccelStatus() (datapath.AccelStatus, error) {
 	defer f.mu.Unlock()
 	return datapath.AccelStatus{Attached: f.accelOn, On: f.accelOn}, nil
 }
-func (f *Fake) AttachProxy(path string) error   { return f.change("attach-proxy", path, func() {}) }
-func (f *Fake) DetachProxy(id uint64) error     { return f.change("detach-proxy", id, func() {}) }
-func (f *Fake) ProxyCgroups() ([]uint64, error) { return nil, nil }
+func (f *Fake) AttachProxy(path string) error { return f.change("attach-proxy", path, func() {}) }
+func (f *Fake) DetachProxy(id uint64) error   { return f.change("detach-proxy", id, func() {}) }
 func (f *Fake) PutProxyRule(r datapath.ProxyRule) error {
 	return f.change("put-proxy-rule", r, func() {
 		if f.proxyRules == nil {
@@ -462,8 +446,6 @@ func (f *Fake) OverlayEncap() datapath.OverlayEncap {
 func (f *Fake) DetachOverlay(ifname string) error {
 	return f.change("detach-overlay", ifname, func() { f.overlay = "" })
 }
-
-func (f *Fake) DeleteFlowsOf([]netip.Prefix) (int, error) { return 0, nil }
 
 func (f *Fake) PutVLAN(v datapath.VLAN, _ string) error {
 	return f.change("put-vlan", v.ID, func() { f.vlans[v.ID] = v })

@@ -1,4 +1,4 @@
-package daemon
+package vm
 
 import (
 	"crypto/rand"
@@ -29,18 +29,18 @@ import (
 // QEMU binds its AF_XDP sockets there and puts them into the map
 // (map-path=): it loads and attaches nothing itself.
 
-// tapPrefix starts the name of every VM endpoint's tap.
-const tapPrefix = "xlv"
+// TapPrefix starts the name of every VM endpoint's tap.
+const TapPrefix = "xlv"
 
-// tapName derives the tap's name from the endpoint ID, stable across
-// restarts like hostIfNames.
-func tapName(id string) string {
+// TapName derives the tap's name from the endpoint ID, stable across
+// restarts like the host veth's.
+func TapName(id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return tapPrefix + hex.EncodeToString(sum[:])[:10]
+	return TapPrefix + hex.EncodeToString(sum[:])[:10]
 }
 
-// validateVM checks the VM-only fields of an endpoint request.
-func (d *Daemon) validateVM(e *model.Endpoint, req api.EndpointAdd) error {
+// Validate checks the VM-only fields of an endpoint request and sets e's.
+func (v *VMs) Validate(e *model.Endpoint, req api.EndpointAdd) error {
 	switch {
 	case req.Netns != "":
 		return model.Fieldf("netns", "%q: a VM endpoint takes no netns (the guest is behind a tap QEMU opens)", req.Netns)
@@ -49,7 +49,7 @@ func (d *Daemon) validateVM(e *model.Endpoint, req api.EndpointAdd) error {
 	case req.Queues < 0 || req.Queues > model.MaxVMQueues:
 		return model.Fieldf("queues", "%d: want 1-%d", req.Queues, model.MaxVMQueues)
 	}
-	if err := d.checkBackend(req.Backend); err != nil {
+	if err := v.checkBackend(req.Backend); err != nil {
 		return err
 	}
 	e.VM = true
@@ -60,10 +60,10 @@ func (d *Daemon) validateVM(e *model.Endpoint, req api.EndpointAdd) error {
 	return nil
 }
 
-// vmMode refuses network modes that cannot carry the VM endpoint e: XDP
+// Mode refuses network modes that cannot carry the VM endpoint e: XDP
 // modes for every VM endpoint, kernel mode for an AF_XDP port (only xlane's
 // XDP program puts frames into QEMU's sockets).
-func vmMode(e *model.Endpoint, m model.Mode) error {
+func Mode(e *model.Endpoint, m model.Mode) error {
 	if m.XDP() {
 		return errVMMode(m)
 	}
@@ -77,31 +77,31 @@ func errVMMode(m model.Mode) error {
 	return model.Fieldf("vm", "network mode %s: VM endpoints need mode tc (or kernel, for a tap) (XDP cannot redirect into a tap: it has no NAPI to take the frames)", m)
 }
 
-// attachVMPort gives an AF_XDP port its program and socket map and records
+// AttachPort gives an AF_XDP port its program and socket map and records
 // the map's pin for QEMU's map-path=.
-func (d *Daemon) attachVMPort(e *model.Endpoint) error {
+func (v *VMs) AttachPort(e *model.Endpoint) error {
 	port, err := netlink.LinkByName(e.PeerIf)
 	if err != nil {
 		return fmt.Errorf("find port %s: %w", e.PeerIf, err)
 	}
-	e.XSKMap, err = d.dp.AttachVMPort(e.PeerIf, port.Attrs().Index)
+	e.XSKMap, err = v.core.Datapath().AttachVMPort(e.PeerIf, port.Attrs().Index)
 	return err
 }
 
-// vmPortInfo adds an AF_XDP port's side to info: the port's program and
+// PortInfo adds an AF_XDP port's side to info: the port's program and
 // counters, and whether QEMU's sockets are bound.
-func (d *Daemon) vmPortInfo(info *api.EndpointInfo, n *model.Network) {
+func (v *VMs) PortInfo(info *api.EndpointInfo, n *model.Network) {
 	e := &info.Endpoint
 	port, err := netlink.LinkByName(e.PeerIf)
 	if err != nil {
 		info.State = "port " + e.PeerIf + " missing"
 		return
 	}
-	if ports, err := d.dp.VMPorts(); err == nil && slices.Contains(ports, e.PeerIf) {
+	if ports, err := v.core.Datapath().VMPorts(); err == nil && slices.Contains(ports, e.PeerIf) {
 		info.Datapath = append(info.Datapath, "xdp/vmport on "+e.PeerIf)
 	}
 	if n.Mode.BPF() {
-		info.Reasons = append(info.Reasons, d.reasonCounters(port.Attrs().Index)...)
+		info.Reasons = append(info.Reasons, v.core.ReasonCounters(port.Attrs().Index)...)
 	}
 	socks, err := netconf.PortSockets(port.Attrs().Index)
 	switch {
@@ -123,9 +123,9 @@ func (d *Daemon) vmPortInfo(info *api.EndpointInfo, n *model.Network) {
 	}
 }
 
-// randomMAC is a locally administered unicast MAC for a guest that was
+// RandomMAC is a locally administered unicast MAC for a guest that was
 // given none.
-func randomMAC() string {
+func RandomMAC() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	b[0] = b[0]&^1 | 2

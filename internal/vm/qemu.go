@@ -1,4 +1,4 @@
-package daemon
+package vm
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // VM endpoint backends: the tap, and the AF_XDP port where the node's QEMU
-// (Config.QEMU) has the af-xdp netdev backend with map-path= (QEMU >= 10.1
+// (New's qemu, xlaned --qemu) has the af-xdp netdev backend with map-path= (QEMU >= 10.1
 // built with libxdp >= 1.4; Debian's builds have no af-xdp:
 // scripts/qemu-afxdp.sh builds one). Status says which; an af-xdp port is
 // refused with the reason where QEMU lacks it.
@@ -29,9 +29,10 @@ type qemuProbe struct {
 	st   api.VMStatus
 }
 
-func (d *Daemon) vmStatus() api.VMStatus {
-	d.qemu.once.Do(func() { d.qemu.st = probeQEMU(d.cfg.QEMU) })
-	return d.qemu.st
+// Status says what the node's QEMU offers VM endpoints (probed once).
+func (v *VMs) Status() api.VMStatus {
+	v.qemu.once.Do(func() { v.qemu.st = probeQEMU(v.qemuPath) })
+	return v.qemu.st
 }
 
 var qemuVersionRE = regexp.MustCompile(`version (\d+)\.(\d+)`)
@@ -90,12 +91,12 @@ func afxdpMissing(path, ver string, hasBackend bool) string {
 }
 
 // checkBackend refuses a VM backend this node cannot run, with the reason.
-func (d *Daemon) checkBackend(b string) error {
+func (v *VMs) checkBackend(b string) error {
 	switch b {
 	case "", model.BackendTap:
 		return nil
 	case model.BackendAFXDP:
-		if st := d.vmStatus(); !st.AFXDP {
+		if st := v.Status(); !st.AFXDP {
 			return fmt.Errorf("backend %s: %s: %w", b, st.AFXDPReason, model.ErrUnavailable)
 		}
 		return nil

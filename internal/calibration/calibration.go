@@ -1,9 +1,10 @@
-package daemon
+package calibration
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/calibrate"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -44,9 +46,9 @@ import (
 // user's `ct flush` waits for the probe under way (calibState.probe), so
 // no probe's connection loses its conntrack entries mid-stream.
 
-// calibPrefix and a calibration's id name its networks; a daemon killed
-// mid-calibration removes them at the next start.
-const calibPrefix = "xlcal-"
+// calibPrefix and a calibration's id name its networks (the core's hidden
+// ones); a daemon killed mid-calibration removes them at the next start.
+const calibPrefix = core.HiddenPrefix
 
 // calibSample is how long each TCP probe runs: 8 mode samples per round
 // (4 modes, 2 families), 3 rounds, then 12 BIG TCP samples (2 families,
@@ -66,29 +68,47 @@ type calibState struct {
 	probe sync.Mutex
 }
 
-// calibration returns the stored choice (nil before the first).
-func (d *Daemon) calibration() *calibrate.Choice {
+// Runner is the feature: the stored choice and the calibration under way.
+type Runner struct {
+	core  core.Core
+	log   *slog.Logger
+	calib calibState
+}
+
+// New makes the feature; Load reads the stored choice.
+func New(c core.Core) *Runner { return &Runner{core: c, log: c.Log()} }
+
+// Choice returns the stored choice (nil before the first).
+func (d *Runner) Choice() *calibrate.Choice {
 	d.calib.mu.Lock()
 	defer d.calib.mu.Unlock()
 	return d.calib.choice
 }
 
+// SetChoice replaces the choice in memory, not in the store: the core's
+// tests of what auto resolves to under a given calibration.
+func (d *Runner) SetChoice(c *calibrate.Choice) {
+	d.calib.mu.Lock()
+	defer d.calib.mu.Unlock()
+	d.calib.choice = c
+}
+
 // Calibration is GET /v1/calibration.
-func (d *Daemon) Calibration() *api.Calibration {
+func (d *Runner) Calibration() *api.Calibration {
 	d.calib.mu.Lock()
 	defer d.calib.mu.Unlock()
 	return &api.Calibration{Choice: d.calib.choice, Running: d.calib.running, LastError: d.calib.lastErr, Rule: calibrate.Rule}
 }
 
-// loadCalibration reads the stored choice at start and removes what a
+// Load reads the stored choice at start and removes what a
 // calibration interrupted by a kill left: every network named after its
 // id, recorded before it made anything. It runs before Reconcile, which
 // would otherwise recreate those endpoints in namespaces that died with
 // the killed daemon.
-func (d *Daemon) loadCalibration() error {
+func (d *Runner) Load() error {
 	var c *calibrate.Choice
 	var id string
-	err := d.store.View(func(tx *store.Tx) error {
+	err := d.core.Store().View(func(tx *store.Tx) error {
 		var err error
 		if c, err = tx.Calibration(); err != nil {
 			return err
@@ -118,10 +138,10 @@ func (d *Daemon) loadCalibration() error {
 // removeCalibration removes the networks (with their endpoints) of
 // calibration id, then its record. Its namespaces are anonymous: they went
 // with the handles, or with the process that held them.
-func (d *Daemon) removeCalibration(id string) error {
+func (d *Runner) removeCalibration(id string) error {
 	prefix := calibPrefix + id + "-"
 	var nets []model.Network
-	err := d.store.View(func(tx *store.Tx) error {
+	err := d.core.Store().View(func(tx *store.Tx) error {
 		var err error
 		nets, err = tx.Networks()
 		return err
@@ -131,23 +151,24 @@ func (d *Daemon) removeCalibration(id string) error {
 	}
 	for _, n := range nets {
 		if strings.HasPrefix(n.Name, prefix) {
-			err = errors.Join(err, d.deleteNetwork(n.Name, true))
+			err = errors.Join(err, d.core.RemoveNetwork(n.Name))
 		}
 	}
 	if err != nil {
 		return err
 	}
-	return d.store.Update(func(tx *store.Tx) error { return tx.PutCalibrationRunning("") })
+	return d.core.Store().Update(func(tx *store.Tx) error { return tx.PutCalibrationRunning("") })
 }
 
-// calibrateAtStart runs the first calibration in the background.
-func (d *Daemon) calibrateAtStart() {
+// AtStart runs the first calibration in the background; Close waits for
+// it.
+func (d *Runner) AtStart() {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.calib.wg.Add(2)
 	go func() {
 		defer d.calib.wg.Done()
 		select {
-		case <-d.done:
+		case <-d.core.Done():
 			cancel()
 		case <-ctx.Done():
 		}
@@ -178,7 +199,7 @@ type calibBed struct {
 
 // Calibrate measures the modes that can run on this node and stores what
 // auto resolves to. Nothing is left behind, whatever fails.
-func (d *Daemon) Calibrate(ctx context.Context) (*calibrate.Choice, error) {
+func (d *Runner) Calibrate(ctx context.Context) (*calibrate.Choice, error) {
 	if !d.calib.run.TryLock() {
 		return nil, model.Conflictf("a calibration is running already")
 	}
@@ -199,13 +220,13 @@ func (d *Daemon) Calibrate(ctx context.Context) (*calibrate.Choice, error) {
 	return c, err
 }
 
-func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error) {
-	if err := d.dp.Available(); err != nil {
+func (d *Runner) calibrate(ctx context.Context) (_ *calibrate.Choice, err error) {
+	if err := d.core.Datapath().Available(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	start := time.Now()
-	id := randomID()[:6]
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutCalibrationRunning(id) }); err != nil {
+	id := core.RandomID()[:6]
+	if err := d.core.Store().Update(func(tx *store.Tx) error { return tx.PutCalibrationRunning(id) }); err != nil {
 		return nil, err
 	}
 	d.setCalibID(id)
@@ -221,7 +242,7 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 		d.setCalibID("")
 	}()
 	for _, m := range []model.Mode{model.ModeKernel, model.ModeTC, model.ModeXDPGeneric, model.ModeXDP} {
-		if d.modeMissing(m) != nil {
+		if d.core.ModeMissing(m) != nil {
 			continue
 		}
 		b, err := d.newCalibBed(id, m)
@@ -258,14 +279,14 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 			}
 		}
 	}
-	choice, err := calibrate.Choose(samples, string(AutoMode))
+	choice, err := calibrate.Choose(samples, string(core.AutoMode))
 	if err != nil {
 		return nil, err
 	}
 	// BIG TCP, on the endpoints of the mode a network created with no
 	// flags gets: off and on alternately, the order swapped every round.
-	bigMode, _ := d.autoFrom(&choice, d.createNeeds(api.NetworkCreate{}))
-	v4, v6 := d.feat.Has(features.BigTCPv4), d.feat.Has(features.BigTCPv6)
+	bigMode := d.core.DefaultMode(&choice)
+	v4, v6 := d.core.Kernel().Has(features.BigTCPv4), d.core.Kernel().Has(features.BigTCPv6)
 	for _, b := range beds {
 		if b.mode != bigMode || (!v4 && !v6) {
 			continue
@@ -289,7 +310,7 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 	}
 	choice.At = time.Now().UTC().Truncate(time.Second)
 	choice.Took = time.Since(start).Round(100 * time.Millisecond).String()
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutCalibration(&choice) }); err != nil {
+	if err := d.core.Store().Update(func(tx *store.Tx) error { return tx.PutCalibration(&choice) }); err != nil {
 		return nil, err
 	}
 	return &choice, nil
@@ -300,7 +321,7 @@ func (d *Daemon) calibrate(ctx context.Context) (_ *calibrate.Choice, err error)
 // more: a user's command beside a calibration (a firewall change, a
 // flush that came between a probe's connect and its lock) costs a sample,
 // not the calibration.
-func (d *Daemon) calibProbe(ctx context.Context, b *calibBed, dst netip.Addr) (float64, error) {
+func (d *Runner) calibProbe(ctx context.Context, b *calibBed, dst netip.Addr) (float64, error) {
 	var err error
 	for try := 0; try < 2 && ctx.Err() == nil; try++ {
 		d.calib.probe.Lock()
@@ -318,19 +339,27 @@ func (d *Daemon) calibProbe(ctx context.Context, b *calibBed, dst netip.Addr) (f
 	return 0, err
 }
 
-func (d *Daemon) setCalibID(id string) {
+// LockProbe waits for the probe under way and keeps the next from
+// starting until UnlockProbe: a user's ct flush goes between probes.
+func (d *Runner) LockProbe() { d.calib.probe.Lock() }
+
+// UnlockProbe lets the next probe start.
+func (d *Runner) UnlockProbe() { d.calib.probe.Unlock() }
+
+// Close waits for the calibration at start (it removes its networks first
+// when the core's Done closes).
+func (d *Runner) Close() { d.calib.wg.Wait() }
+
+func (d *Runner) setCalibID(id string) {
 	d.calib.mu.Lock()
 	d.calib.id = id
 	d.calib.mu.Unlock()
 }
 
-// isCalibName: the name is a calibration's (hidden from user listings).
-func isCalibName(name string) bool { return strings.HasPrefix(name, calibPrefix) }
-
-// calibReserved refuses a network name in the calibration's namespace
+// Reserved refuses a network name in the calibration's namespace
 // unless it is the running calibration's own.
-func (d *Daemon) calibReserved(name string) error {
-	if !isCalibName(name) {
+func (d *Runner) Reserved(name string) error {
+	if !core.Hidden(name) {
 		return nil
 	}
 	d.calib.mu.Lock()
@@ -346,7 +375,7 @@ func (d *Daemon) calibReserved(name string) error {
 // 198.18.0.0/15, the benchmarking range, and a free /64 of a ULA:
 // calibSubnets) and its two endpoints. The bed is returned, partly built,
 // with an error too, for removeCalibBed.
-func (d *Daemon) newCalibBed(id string, m model.Mode) (*calibBed, error) {
+func (d *Runner) newCalibBed(id string, m model.Mode) (*calibBed, error) {
 	no := false
 	v4, v6, err := d.calibSubnets()
 	if err != nil {
@@ -359,7 +388,7 @@ func (d *Daemon) newCalibBed(id string, m model.Mode) (*calibBed, error) {
 		Masquerade: &no,
 		Device:     string(model.DeviceVeth),
 	}
-	if _, err := d.CreateNetwork(req); err != nil {
+	if _, err := d.core.CreateNetwork(req); err != nil {
 		return nil, err
 	}
 	b := &calibBed{mode: m, network: req.Name, nsA: netns.None(), nsB: netns.None()}
@@ -373,7 +402,7 @@ func (d *Daemon) newCalibBed(id string, m model.Mode) (*calibBed, error) {
 		} else {
 			b.nsB = ns
 		}
-		e, err := d.AddEndpoint(api.EndpointAdd{Network: req.Name, Netns: path, IfName: "eth0"})
+		e, err := d.core.AddEndpoint(api.EndpointAdd{Network: req.Name, Netns: path, IfName: "eth0"})
 		if err != nil {
 			return b, err
 		}
@@ -393,9 +422,9 @@ func (d *Daemon) newCalibBed(id string, m model.Mode) (*calibBed, error) {
 // with the same number, that no network holds and the node neither has an
 // address in nor routes: a user's network in the benchmarking range does
 // not fail a calibration.
-func (d *Daemon) calibSubnets() (v4, v6 netip.Prefix, err error) {
+func (d *Runner) calibSubnets() (v4, v6 netip.Prefix, err error) {
 	var used []netip.Prefix
-	err = d.store.View(func(tx *store.Tx) error {
+	err = d.core.Store().View(func(tx *store.Tx) error {
 		nets, err := tx.Networks()
 		for _, n := range nets {
 			used = append(used, n.Subnets...)
@@ -424,7 +453,7 @@ func (d *Daemon) calibSubnets() (v4, v6 netip.Prefix, err error) {
 	return v4, v6, fmt.Errorf("no free /24 in 198.18.0.0/15 with a free /64 in fd78:6c63:616c::/48 for a calibration network")
 }
 
-func (d *Daemon) setCalibBigTCP(b *calibBed, v4, v6 bool) error {
+func (d *Runner) setCalibBigTCP(b *calibBed, v4, v6 bool) error {
 	for _, e := range []*model.Endpoint{b.a, b.b} {
 		host, err := netconf.HostLink(e)
 		if err != nil {

@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"log/slog"
+
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/calibrate"
+	"github.com/xlane-dev/xlane/internal/calibration"
+	"github.com/xlane-dev/xlane/internal/core"
+	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/features"
+	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
+	"github.com/xlane-dev/xlane/internal/vm"
+)
+
+// coreView is the daemon as its feature packages see it (core.Core): a
+// type of its own, so that the lock and the rest stay off *Daemon's API.
+type coreView struct{ d *Daemon }
+
+var _ core.Core = coreView{}
+
+// Calibrator is the calibration feature (GET/POST /v1/calibration).
+func (d *Daemon) Calibrator() *calibration.Runner { return d.calib }
+
+// wireFeatures makes the feature packages' parts of d, each handed the core
+// (d.cfg and d.log are set).
+func (d *Daemon) wireFeatures() {
+	c := coreView{d}
+	d.vms = vm.New(c, d.cfg.QEMU, d.log)
+	d.calib = calibration.New(c)
+}
+
+func (c coreView) Lock()                         { c.d.mu.Lock() }
+func (c coreView) Unlock()                       { c.d.mu.Unlock() }
+func (c coreView) Log() *slog.Logger             { return c.d.log }
+func (c coreView) Store() *store.Store           { return c.d.store }
+func (c coreView) Datapath() datapath.Datapath   { return c.d.dp }
+func (c coreView) Kernel() *features.Set         { return c.d.feat }
+func (c coreView) Done() <-chan struct{}         { return c.d.done }
+func (c coreView) FaultPoint(point string) error { return c.d.faults.At(point) }
+func (c coreView) ModeMissing(m model.Mode) error {
+	return c.d.modeMissing(m)
+}
+func (c coreView) ReasonCounters(ifindex int) []api.ReasonCounter {
+	return c.d.reasonCounters(ifindex)
+}
+func (c coreView) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
+	return c.d.CreateNetwork(req)
+}
+func (c coreView) AddEndpoint(req api.EndpointAdd) (*model.Endpoint, error) {
+	return c.d.AddEndpoint(req)
+}
+func (c coreView) RemoveNetwork(name string) error { return c.d.deleteNetwork(name, true) }
+func (c coreView) DefaultMode(choice *calibrate.Choice) model.Mode {
+	m, _ := c.d.autoFrom(choice, c.d.createNeeds(api.NetworkCreate{}))
+	return m
+}
