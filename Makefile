@@ -71,11 +71,12 @@ test-unit: deps
 test-e2e: build
 	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) $(GO) test -p 1 -count=1 -timeout 15m -v ./test/e2e/...
 
-# The kernel matrix (test/vm, docs/kernels.md): BPF unit tests, feature
-# probes, daemon and endpoint/datapath end-to-end tests on Debian's 6.1 and
-# 6.12 kernels under QEMU and on the host kernel; XLANE_KERNELS picks legs.
-# About 40 minutes here (software emulation), which would push `make test`
-# past 20: CI runs it as its own step.
+# The kernel matrix (test/vm, docs/kernels.md): what depends on the kernel
+# (BPF unit tests, feature probes, attach and reconcile code, a datapath
+# end-to-end per mode and attach point; scripts/test-kernels.sh names each
+# test and why) on Debian's 6.1 and 6.12 kernels under QEMU and on the host
+# kernel; XLANE_KERNELS picks legs. The 6.1 leg takes ~39 minutes of a core
+# (software emulation): CI runs the guests beside make test (.ci/run).
 test-kernels: check-generate
 	@scripts/test-kernels.sh
 

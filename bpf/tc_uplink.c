@@ -15,7 +15,8 @@
  * node (a NodePort, externalTrafficPolicy Cluster) is reached over the
  * overlay, or natively routed through the FIB, from this node's cluster
  * address (lib/ct_nat.h ct_publish); its reply comes back here, over the
- * overlay (xlane_from_overlay) or natively routed (this program), and
+ * overlay (xlane_from_overlay, tc_overlay.c) or natively routed (this
+ * program), and
  * leaves, translated back, through the FIB:
  *
  *   client --> uplink [DNAT + SNAT] --tunnel/route--> peer node --> backend pod
@@ -24,8 +25,8 @@
  * A frame tagged with a VLAN network's VID (lib/vlan.h)
  * loses its tag here: the VLAN's hosts reach the endpoints of its network
  * and, over the overlay, the pods of peer nodes; the rest of the VLAN's
- * traffic goes to Linux through the VLAN's port. Everything else passes
- * to Linux untouched.
+ * traffic goes to Linux through the VLAN's port (the way out is
+ * tc_vlan.c). Everything else passes to Linux untouched.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -50,36 +51,7 @@
 #include "lib/fib_fwd.h"
 #include "lib/vlan.h"
 #include "lib/nat_too_big.h"
-
-/* deliver hands p to dst, a local endpoint (NULL: none, Linux's). */
-static __always_inline enum xl_step deliver(struct __sk_buff *skb, struct pkt *p,
-					    const struct endpoint_val *dst, enum xl_reason *reason,
-					    __u32 *dst_ifindex, int established)
-{
-	if (!dst)
-		return xl_final(reason, XL_PASS_NOT_FWDED);
-	if (p->ttl <= 1)
-		return xl_final(reason, XL_PASS_TTL);
-	/* The peer redirect would skip the endpoint's tcx egress, where its
-	 * firewall runs (this program's frame leaves no stack for the stage,
-	 * lib/fw.h): with a rule set installed, packets of flows not yet
-	 * established take the Linux path there. */
-	if (!established && fw_on())
-		return xl_final(reason, XL_PASS_FW);
-	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
-	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
-	ep_forward_l3(p);
-	/* A VM's tap has no peer: its egress (tcx) counts the packet and
-	 * hands it to QEMU. */
-	if (dst->flags & XL_EP_NO_PEER)
-		return xl_final(reason, bpf_redirect(dst->ifindex, 0) == TC_ACT_REDIRECT
-						? XL_FWD_PEER
-						: XL_DROP_REDIRECT);
-	*dst_ifindex = dst->ifindex;
-	return xl_final(reason, bpf_redirect_peer(dst->ifindex, 0) == TC_ACT_REDIRECT
-					? XL_FWD_PEER
-					: XL_DROP_REDIRECT);
-}
+#include "lib/deliver.h"
 
 /*
  * from_vlan: a new flow from off the node (no conntrack entry, no
@@ -101,7 +73,7 @@ static __always_inline enum xl_step from_vlan(struct __sk_buff *skb, struct pkt 
 		if (vlan_apart(vnet, dst))
 			return xl_final(reason, XL_DROP_VLAN);
 		if (vnet)
-			return deliver(skb, p, dst, reason, dst_ifindex, 0);
+			return tc_deliver(skb, p, dst, reason, dst_ifindex, 0);
 		return xl_final(reason, XL_PASS_NOT_FWDED);
 	}
 	if (!vnet)
@@ -186,7 +158,7 @@ static __always_inline enum xl_step forward(struct __sk_buff *skb, struct pkt *p
 	enum xl_step step;
 
 	if (dst || !translated)
-		return deliver(skb, p, dst, reason, dst_ifindex, established);
+		return tc_deliver(skb, p, dst, reason, dst_ifindex, established);
 	if (p->ttl <= 1)
 		return xl_final(reason, XL_PASS_TTL);
 	step = overlay_forward(skb, p, 0, reason);
@@ -197,7 +169,7 @@ static __always_inline enum xl_step forward(struct __sk_buff *skb, struct pkt *p
 		return uplink_too_big(skb, reason);
 	if (step != XL_CONTINUE)
 		return step;
-	return fib_forward(skb, p, reason);
+	return skb_fib_forward(skb, p, reason);
 }
 
 static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_reason *reason,
@@ -254,7 +226,7 @@ static __always_inline enum xl_step from_uplink(struct __sk_buff *skb, enum xl_r
 		return forward(skb, &p, reason, dst_ifindex, 0, 1, vnet);
 	/* Natively routed from a peer node's pod: of the cluster. */
 	if (!vnet && peer_remote(&p.src))
-		return deliver(skb, &p, ep_local(&p), reason, dst_ifindex, 0);
+		return tc_deliver(skb, &p, ep_local(&p), reason, dst_ifindex, 0);
 	return from_vlan(skb, &p, reason, dst_ifindex, vnet);
 }
 
@@ -292,228 +264,7 @@ int xlane_from_uplink(struct __sk_buff *skb)
 	 * device: through the port, untagged. */
 	if (vlan && tc_code(step, reason) == XL_TC_PASS)
 		step = tc_forwarded(bpf_redirect(vlan->port, 0), XL_FWD_VLAN, &reason);
-	metrics_count(ifindex, reason, XL_DIR_INGRESS, XL_HOOK_TC, len);
-	if (reason == XL_FWD_PEER && dst_ifindex)
-		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_TC, len);
-	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
-}
-
-/* overlay_network: the network of the VNI a packet came with; 0 for the
- * node's own traffic (XL_VNI_NODE), -1 for an unknown VNI or none. */
-static __noinline long overlay_network(struct __sk_buff *skb)
-{
-	struct bpf_tunnel_key tk = {};
-	__u32 *net;
-
-	if (bpf_skb_get_tunnel_key(skb, &tk, sizeof(tk), 0) &&
-	    bpf_skb_get_tunnel_key(skb, &tk, sizeof(tk), BPF_F_TUNINFO_IPV6))
-		return -1;
-	if (tk.tunnel_id == XL_VNI_NODE)
-		return 0;
-	net = bpf_map_lookup_elem(&xlane_vni_net, &tk.tunnel_id);
-	return net ? *net : -1;
-}
-
-/*
- * overlay_to_vlan: a packet from the overlay for no local endpoint. Routed
- * to a VLAN's device (a host of a VLAN network: VXLAN to VLAN) it must
- * carry that network's VNI (or the node's, XL_VNI_NODE), else XL_DROP_VNI,
- * and is forwarded there (bpf_redirect_neigh: the kernel's neighbour entry
- * on the VLAN; the port tags it). A packet conntrack translated
- * (translated: the reply of an outside client's flow to a service backend
- * on the peer, now from this node's address to the client) goes where the
- * FIB says (lib/fib.h fib_redirect): Linux would drop it, its source being
- * one of its own addresses. Anything else is Linux's: the node's own
- * addresses, its routes.
- */
-static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long net,
-				      int translated, enum xl_reason *reason)
-{
-	const struct vlan_val *vlan;
-	struct bpf_fib_lookup fib;
-	long rc;
-
-	/* Both answers name the egress device; the neighbour is left to
-	 * bpf_redirect_neigh (6.1 has no BPF_FIB_LOOKUP_SKIP_NEIGH). */
-	fib_params_init(&fib, p, skb->ifindex);
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
-		return xl_final(reason, XL_PASS_NOT_FWDED);
-	vlan = vlan_of_dev(fib.ifindex);
-	if (!vlan) {
-		if (!translated)
-			return xl_final(reason, XL_PASS_NOT_FWDED);
-		if (p->ttl <= 1)
-			return xl_final(reason, XL_PASS_TTL);
-		return fib_redirect(p, &fib, rc, reason);
-	}
-	if (net && vlan->network_id != net)
-		return xl_final(reason, XL_DROP_VNI);
-	if (p->ttl <= 1)
-		return xl_final(reason, XL_PASS_TTL);
-	ep_forward_l3(p);
-	return tc_forwarded(bpf_redirect_neigh(fib.ifindex, 0, 0, 0), XL_FWD_NEIGH, reason);
-}
-
-/*
- * from_overlay: what a peer node tunnelled to this one (lib/overlay.h).
- * The VNI must be a network's, and a local destination must be an
- * endpoint of that network (a node's own traffic, XL_VNI_NODE, reaches
- * any): else XL_DROP_VNI. A conntrack hit is translated first (the reply
- * of a service flow DNATed on the other node). Anything else for the node
- * goes to Linux, and so does a flow not yet established while a rule set
- * is installed (its to-endpoint rules run at the pod's tcx egress).
- */
-static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_reason *reason,
-						 __u32 *dst_ifindex)
-{
-	struct endpoint_val *dst;
-	struct ct_key k = {};
-	struct ct_val *v;
-	struct l4 l4 = {};
-	struct pkt p = {};
-	int rc, established = 0, translated = 0;
-	long net;
-
-	net = overlay_network(skb);
-	if (net < 0)
-		return xl_final(reason, XL_DROP_VNI);
-	tc_pull_l4(skb);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
-	    PARSE_OK)
-		return xl_final(reason, XL_PASS_NON_IP);
-	if (parse_l4_skb(skb, &l4) == L4_OK) {
-		ct_key_init(&k, &p, &l4);
-		v = ct_refresh(&k, bpf_map_lookup_elem(&xlane_ct, &k), &l4, skb->len);
-		if (v)
-			established = v->dir == CT_DIR_REPLY || v->state != CT_NEW;
-		if (v && v->nat != CT_NAT_NONE) {
-			rc = ct_translate(skb, &p, &l4, v, reason);
-			if (rc != XL_CONTINUE)
-				return rc;
-			translated = 1;
-		}
-	} else if (l4.proto == IPPROTO_ICMP || l4.proto == IPPROTO_ICMPV6) {
-		/* An ICMP error about a translated flow (a service backend's
-		 * port unreachable, sent to this node's cluster address):
-		 * translated as its flow, to the client (lib/nat_icmp.h). */
-		rc = ct_icmp_error(skb, &p, &l4);
-		if (rc < 0)
-			return xl_final(reason, XL_DROP_MALFORMED);
-		established = translated = rc;
-	}
-	dst = ep_local(&p);
-	if (!dst)
-		return overlay_to_vlan(skb, &p, net, translated, reason);
-	if (net && dst->network_id != net)
-		return xl_final(reason, XL_DROP_VNI);
-	/* A network's VNI comes from its pods on other nodes: with ICC off
-	 * they do not reach this node's, as local ones do not (ep_apart). */
-	if (net && (dst->flags & XL_EP_NO_ICC))
-		return xl_final(reason, XL_DROP_ICC);
-	/* A new flow meets the pod's to-endpoint rules (NetworkPolicy
-	 * ingress) through Linux, as one from the uplink does (deliver). */
-	return deliver(skb, &p, dst, reason, dst_ifindex, established);
-}
-
-SEC("tcx/ingress")
-int xlane_from_overlay(struct __sk_buff *skb)
-{
-	enum xl_reason reason = XL_PASS_NON_IP;
-	__u32 len = skb->len, dst_ifindex = 0, ifindex = skb->ifindex;
-	int step;
-
-	step = from_overlay(skb, &reason, &dst_ifindex);
-	metrics_count(ifindex, reason, XL_DIR_INGRESS, XL_HOOK_TC, len);
-	if (reason == XL_FWD_PEER && dst_ifindex)
-		metrics_count(dst_ifindex, XL_FWD_PEER, XL_DIR_INGRESS, XL_HOOK_TC, len);
-	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
-}
-
-/*
- * xlane_to_overlay (tcx egress of the VXLAN device): what Linux routes to
- * a peer's pod CIDR (the node's own traffic, packets the endpoint programs
- * passed to Linux) gets its tunnel key here: an endpoint's packet its
- * network's VNI, the node's XL_VNI_NODE. No peer: XL_DROP_NO_PEER; a
- * peer found down: XL_DROP_PEER_DOWN.
- * Packets the endpoint programs redirected already carry a key and pass.
- */
-static __always_inline enum xl_step to_overlay(struct __sk_buff *skb, enum xl_reason *reason)
-{
-	const struct endpoint_val *src;
-	const struct peer_val *peer;
-	__u32 vni = XL_VNI_NODE, *v;
-	struct pkt p = {};
-
-	skb_pull_headers(skb, XL_PARSE_LEN);
-	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
-	    PARSE_OK)
-		return xl_final(reason, XL_DROP_NO_PEER);
-	/* The node's own chatter on the device (IPv6 router solicitations,
-	 * MLD): no tunnel to put it in; the device drops it. */
-	if (addr_is_link_scope(&p.dst))
-		return xl_final(reason, XL_PASS_LINK_LOCAL);
-	peer = peer_lookup(&p.dst);
-	if (peer && (peer->flags & XL_PEER_DOWN))
-		return xl_final(reason, XL_DROP_PEER_DOWN);
-	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE | XL_PEER_GONE)))
-		return xl_final(reason, XL_DROP_NO_PEER);
-	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);
-	if (src) {
-		v = bpf_map_lookup_elem(&xlane_net_vni, &src->network_id);
-		if (!v)
-			return xl_final(reason, XL_DROP_NO_PEER);
-		vni = *v;
-	}
-	if (overlay_set_key(skb, p.eth, peer, vni))
-		return xl_final(reason, XL_DROP_REDIRECT);
-	return xl_final(reason, XL_FWD_OVERLAY);
-}
-
-SEC("tcx/egress")
-int xlane_to_overlay(struct __sk_buff *skb)
-{
-	enum xl_reason reason = XL_FWD_OVERLAY;
-	__u32 len = skb->len;
-
-	/* Redirected by an endpoint program, its key set: counted there. */
-	if (overlay_network(skb) != -1)
-		return TC_ACT_UNSPEC;
-	to_overlay(skb, &reason);
-	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, XL_HOOK_TC, len);
-	return xl_reason_verdict(reason) == XL_V_DROP ? TC_ACT_SHOT : TC_ACT_UNSPEC;
-}
-
-/*
- * xlane_to_vlan (tcx ingress of a VLAN's port, xlvp<VID>): what Linux sent
- * out of the VLAN's device leaves the uplink tagged with the VID
- * (lib/vlan.h).
- */
-static __always_inline enum xl_step to_vlan(struct __sk_buff *skb, enum xl_reason *reason)
-{
-	__u32 ifindex = skb->ifindex;
-	const struct vlan_val *vlan;
-	const __u32 *vid;
-
-	vid = bpf_map_lookup_elem(&xlane_vlan_dev, &ifindex);
-	if (!vid)
-		return xl_final(reason, XL_DROP_REDIRECT);
-	vlan = bpf_map_lookup_elem(&xlane_vlans, vid);
-	if (!vlan || bpf_skb_vlan_push(skb, bpf_htons(ETH_P_8021Q), *vid))
-		return xl_final(reason, XL_DROP_REDIRECT);
-	return tc_forwarded(bpf_redirect(vlan->uplink, 0), XL_FWD_VLAN, reason);
-}
-
-SEC("tcx/ingress")
-int xlane_to_vlan(struct __sk_buff *skb)
-{
-	enum xl_reason reason = XL_FWD_VLAN;
-	__u32 len = skb->len;
-	int step;
-
-	step = to_vlan(skb, &reason);
-	metrics_count(skb->ifindex, reason, XL_DIR_EGRESS, XL_HOOK_TC, len);
-	return tc_ret(skb, FW_KIND_UPLINK, step, reason);
+	return tc_deliver_ret(skb, ifindex, len, dst_ifindex, step, reason);
 }
 
 XL_ABI_BTF_ANCHORS;

@@ -17,6 +17,10 @@
  * veth, which transmits it into the container; anything routable leaves
  * through bpf_fib_lookup and the neighbour MAC from xlane_neigh; the rest
  * goes to Linux unchanged (XDP_PASS keeps the original skb and its state).
+ *
+ * The stage functions are the XDP twins of the skb pipeline's
+ * (lib/skb_endpoint.h), named xdp_<stage> beside skb_<stage>; the comment
+ * above each names the pair ("xdp_X | skb_X") and how the two differ.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -70,10 +74,16 @@ static __always_inline enum xl_step xdp_prepare(struct xdp_md *ctx, const struct
 	return XL_CONTINUE;
 }
 
-static __always_inline enum xl_step to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
-						      const struct xdp_cfg *cfg,
-						      const struct endpoint_val *dst, __u32 len,
-						      enum xl_reason *reason)
+/*
+ * xdp_to_local_endpoint | skb_to_local_endpoint (lib/skb_endpoint.h): p to
+ * dst, a local endpoint. XDP redirects through xlane_devmap (a native
+ * redirect needs the target's peer NAPI, XL_EP_XDP_TARGET) and counts the
+ * delivery on dst's host device; too big for dst, or no target, is Linux's.
+ */
+static __always_inline enum xl_step xdp_to_local_endpoint(struct xdp_md *ctx, struct pkt *p,
+							  const struct xdp_cfg *cfg,
+							  const struct endpoint_val *dst, __u32 len,
+							  enum xl_reason *reason)
 {
 	if (len > dst->mtu + sizeof(struct ethhdr))
 		return xl_final(reason, XL_PASS_TOO_BIG);
@@ -92,9 +102,14 @@ static __always_inline enum xl_step to_local_endpoint(struct xdp_md *ctx, struct
 	return XL_FINAL;
 }
 
-static __always_inline enum xl_step to_fib(struct xdp_md *ctx, struct pkt *p,
-					   const struct xdp_cfg *cfg, __u32 ifindex, __u32 len,
-					   enum xl_reason *reason)
+/*
+ * xdp_fib_forward | skb_fib_forward (lib/fib_fwd.h): p off the node through
+ * the FIB. XDP needs the next hop's MAC from xlane_neigh (below) and the
+ * egress device in xlane_devmap; what it cannot send is Linux's.
+ */
+static __always_inline enum xl_step xdp_fib_forward(struct xdp_md *ctx, struct pkt *p,
+						    const struct xdp_cfg *cfg, __u32 ifindex,
+						    __u32 len, enum xl_reason *reason)
 {
 	struct bpf_fib_lookup fib;
 	struct neigh_key nk = {};
@@ -190,8 +205,15 @@ static __noinline int xdp_needs_nat(struct xdp_md *ctx, const struct pkt *p,
 	return (src->flags & XL_EP_MASQUERADE) && off_node;
 }
 
-static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg,
-						  __u32 len, enum xl_reason *reason)
+/*
+ * xdp_from_endpoint_stages | skb_from_endpoint_stages (lib/skb_endpoint.h):
+ * the stages of a packet an endpoint sends. XDP has no conntrack/NAT stage
+ * and no overlay: what needs them goes to the tc program behind it
+ * (XL_PASS_TO_TC, XL_PASS_OVERLAY).
+ */
+static __always_inline enum xl_step xdp_from_endpoint_stages(struct xdp_md *ctx,
+							     const struct xdp_cfg *cfg, __u32 len,
+							     enum xl_reason *reason)
 {
 	struct endpoint_val *src, *dst;
 	struct pkt p = {};
@@ -225,18 +247,20 @@ static __always_inline enum xl_step from_endpoint(struct xdp_md *ctx, const stru
 		step = fw_xdp_ep(ctx, &p, FW_KIND_TO_EP, len, 0, reason);
 		if (step != XL_CONTINUE)
 			return step;
-		return to_local_endpoint(ctx, &p, cfg, dst, len, reason);
+		return xdp_to_local_endpoint(ctx, &p, cfg, dst, len, reason);
 	}
-	return to_fib(ctx, &p, cfg, ctx->ingress_ifindex, len, reason);
+	return xdp_fib_forward(ctx, &p, cfg, ctx->ingress_ifindex, len, reason);
 }
 
+/* xdp_from_endpoint | skb_from_endpoint (lib/skb_endpoint.h): the stages,
+ * the verdict counted once, the step turned into the hook's return code. */
 static __always_inline int xdp_from_endpoint(struct xdp_md *ctx, const struct xdp_cfg *cfg)
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
 	__u32 len = bpf_xdp_get_buff_len(ctx);
 	int step;
 
-	step = from_endpoint(ctx, cfg, len, &reason);
+	step = xdp_from_endpoint_stages(ctx, cfg, len, &reason);
 	/* What goes to Linux meets the tcx program next, which counts it
 	 * (lib/handoff.h). */
 	if (xdp_code(step, reason) != XDP_PASS || xdp_handoff(ctx, reason))

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * abi.h - every type shared between the BPF programs and the Go control
- * plane. This is the single definition: Go gets these types from bpf2go
- * (-type ...), never from a hand-written mirror.
+ * abi.h - the types the datapath programs (the tc, netkit, XDP, uplink,
+ * overlay, VLAN and VM port entry files, and sock_lb.c's service lookup)
+ * share with the Go control plane: map keys and values, reasons,
+ * directions, flags. The socket layer's shared types
+ * are in the header of its feature, which only its programs include:
+ * lib/accel.h (sock_accel.c) and lib/proxy.h (sock_proxy.c). Each is the
+ * single definition: Go gets these types from bpf2go (-type ...,
+ * internal/bpf/gen.go), never from a hand-written mirror. Types only the
+ * programs use (scratch, parse state) live with their stage in lib/.
  */
 #ifndef XLANE_ABI_H
 #define XLANE_ABI_H
@@ -12,6 +18,11 @@
 /* clang-format off */
 
 #include <linux/types.h>
+
+/* One second in nanoseconds, the unit of every time the programs keep
+ * (bpf_ktime_get_ns: conntrack and affinity timestamps) and of the token
+ * buckets (lib/tokens.h). The one definition. */
+#define NSEC_PER_SEC 1000000000ULL
 
 /*
  * Why a packet left a program. Every packet is counted under exactly one

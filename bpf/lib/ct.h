@@ -18,13 +18,12 @@
 #include "l4.h"
 #include "monitor.h"
 
-#define NSEC 1000000000ULL
-#define CT_TIMEOUT_TCP_SYN (60 * NSEC)
-#define CT_TIMEOUT_TCP_EST (6 * 3600 * NSEC)
-#define CT_TIMEOUT_TCP_CLOSE (10 * NSEC)
-#define CT_TIMEOUT_UDP (30 * NSEC)
-#define CT_TIMEOUT_UDP_EST (180 * NSEC)
-#define CT_TIMEOUT_ICMP (30 * NSEC)
+#define CT_TIMEOUT_TCP_SYN (60 * NSEC_PER_SEC)
+#define CT_TIMEOUT_TCP_EST (6 * 3600 * NSEC_PER_SEC)
+#define CT_TIMEOUT_TCP_CLOSE (10 * NSEC_PER_SEC)
+#define CT_TIMEOUT_UDP (30 * NSEC_PER_SEC)
+#define CT_TIMEOUT_UDP_EST (180 * NSEC_PER_SEC)
+#define CT_TIMEOUT_ICMP (30 * NSEC_PER_SEC)
 
 static __always_inline void ct_key_init(struct ct_key *k, const struct pkt *p, const struct l4 *l4)
 {

@@ -53,9 +53,12 @@ static __always_inline enum xl_step fib_redirect(struct pkt *p, const struct bpf
 	}
 }
 
-/* fib_forward looks p (arrived on skb->ifindex) up in the FIB and
- * forwards it there (fib_redirect). A frame of its own. */
-static __noinline int fib_forward(struct __sk_buff *skb, struct pkt *p, enum xl_reason *reason)
+/* skb_fib_forward | xdp_fib_forward (xdp_endpoint.c) looks p (arrived on
+ * skb->ifindex) up in the FIB and forwards it there (fib_redirect). A frame
+ * of its own. Unused where a program includes this file for fib_redirect
+ * alone (tc_overlay.c). */
+static __noinline __attribute__((unused)) int skb_fib_forward(struct __sk_buff *skb, struct pkt *p,
+							      enum xl_reason *reason)
 {
 	struct bpf_fib_lookup fib;
 	long rc;

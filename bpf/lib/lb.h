@@ -56,8 +56,6 @@ enum lb_result {
 	LB_NO_BACKEND, /* a VIP without an active backend */
 };
 
-#define LB_NSEC_PER_SEC 1000000000ULL
-
 /* An affinity entry being looked up and written: 56 bytes that pushed
  * xlane_from_endpoint's combined stack past 512 (528) on the stack. */
 struct lb_scratch {
@@ -84,7 +82,7 @@ static __always_inline struct backend_val *lb_affinity_get(const struct service_
 	struct affinity_val *av = bpf_map_lookup_elem(&xlane_affinity, ak);
 	struct backend_val *be;
 
-	if (!av || now - av->last > (__u64)svc->affinity_timeout * LB_NSEC_PER_SEC)
+	if (!av || now - av->last > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
 		return 0;
 	bk->index = av->index;
 	be = bpf_map_lookup_elem(&xlane_backends, bk);

@@ -283,13 +283,13 @@ static __always_inline int reply_icmp_allow(struct reply_quote *qb)
 	__u64 now = bpf_ktime_get_ns();
 
 	if (!qb->last)
-		qb->tokens = (__u64)REPLY_ICMP_BURST * 1000000000ULL;
+		qb->tokens = (__u64)REPLY_ICMP_BURST * BUCKET_TOKEN;
 	else
 		bucket_refill(&qb->tokens, now - qb->last, REPLY_ICMP_RATE, REPLY_ICMP_BURST);
 	qb->last = now;
-	if (qb->tokens < 1000000000ULL)
+	if (qb->tokens < BUCKET_TOKEN)
 		return 0;
-	qb->tokens -= 1000000000ULL;
+	qb->tokens -= BUCKET_TOKEN;
 	return 1;
 }
 

@@ -11,6 +11,11 @@
  *
  * Stages: VLAN tag -> parse -> admit (anti-spoofing, link scope, TTL) -> firewall ->
  * conntrack/NAT -> local endpoint -> FIB. Every exit counts one reason.
+ *
+ * xdp_endpoint.c runs the same pipeline on XDP: its stage functions are
+ * the twins of these, xdp_<stage> beside skb_<stage> (skb_from_endpoint,
+ * skb_from_endpoint_stages, skb_to_local_endpoint, and skb_fib_forward in
+ * lib/fib_fwd.h); the comment above each XDP twin names the pair.
  */
 #ifndef XLANE_SKB_ENDPOINT_H
 #define XLANE_SKB_ENDPOINT_H
@@ -51,10 +56,12 @@ struct skb_cfg {
 	enum xl_hook hook; /* what the counters say decided (XL_HOOK_TC, _NETKIT) */
 };
 
-static __always_inline enum xl_step to_local_endpoint(struct __sk_buff *skb, struct pkt *p,
-						      const struct skb_cfg *cfg,
-						      const struct endpoint_val *dst,
-						      enum xl_reason *reason)
+/* skb_to_local_endpoint | xdp_to_local_endpoint (xdp_endpoint.c): p to dst,
+ * a local endpoint, as cfg says (peer redirect or the host device). */
+static __always_inline enum xl_step skb_to_local_endpoint(struct __sk_buff *skb, struct pkt *p,
+							  const struct skb_cfg *cfg,
+							  const struct endpoint_val *dst,
+							  enum xl_reason *reason)
 {
 	__builtin_memcpy(p->eth->h_dest, dst->mac, ETH_ALEN);
 	__builtin_memcpy(p->eth->h_source, dst->host_mac, ETH_ALEN);
@@ -106,8 +113,11 @@ static __noinline int skb_published_flow(struct __sk_buff *skb)
 	return v->nat == CT_NAT_BOTH && ep_is_node(cfg, (const struct endpoint_key *)v->nat_saddr);
 }
 
-static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb_cfg *cfg,
-					 enum xl_reason *reason)
+/* skb_from_endpoint_stages | xdp_from_endpoint_stages (xdp_endpoint.c): the
+ * stages of a packet an endpoint sends. */
+static __always_inline int skb_from_endpoint_stages(struct __sk_buff *skb,
+						    const struct skb_cfg *cfg,
+						    enum xl_reason *reason)
 {
 	struct endpoint_val *src, *dst;
 	struct pkt p = {};
@@ -152,12 +162,12 @@ static __always_inline int from_endpoint(struct __sk_buff *skb, const struct skb
 			if (step != XL_CONTINUE)
 				return step;
 		}
-		return to_local_endpoint(skb, &p, cfg, dst, reason);
+		return skb_to_local_endpoint(skb, &p, cfg, dst, reason);
 	}
 	step = overlay_forward(skb, &p, src->network_id, reason);
 	if (step != XL_CONTINUE)
 		return step;
-	return fib_forward(skb, &p, reason);
+	return skb_fib_forward(skb, &p, reason);
 }
 
 /*
@@ -250,8 +260,8 @@ static __always_inline enum xl_step skb_to_endpoint(struct __sk_buff *skb, enum 
 	return step;
 }
 
-/* skb_from_endpoint runs the pipeline and counts the verdict once, on the
- * sending endpoint's host device. */
+/* skb_from_endpoint | xdp_from_endpoint (xdp_endpoint.c) runs the pipeline
+ * and counts the verdict once, on the sending endpoint's host device. */
 static __always_inline int skb_from_endpoint(struct __sk_buff *skb, const struct skb_cfg *cfg)
 {
 	enum xl_reason reason = XL_PASS_NON_IP;
@@ -261,7 +271,7 @@ static __always_inline int skb_from_endpoint(struct __sk_buff *skb, const struct
 	enum xl_reason xdp;
 	enum xl_hook hook = cfg->hook;
 
-	step = from_endpoint(skb, cfg, &reason);
+	step = skb_from_endpoint_stages(skb, cfg, &reason);
 	/* XDP passed it here without counting (lib/handoff.h): what goes on
 	 * to Linux counts under XDP's reason (a pass reason, as this one
 	 * is) and as XDP's, the rest under this one's. */

@@ -42,7 +42,10 @@ enum xl_verdict {
  * The classification, by name rather than by position in enum xl_reason:
  * the build fails unless every reason is in exactly one set, so a new
  * reason cannot fall into a class by accident. internal/bpf checks the
- * same classes against the programs' verdicts (TestVerdictsFollowReasons).
+ * same classes from Go (TestReasonClasses, verdict_test.go) and every
+ * prog.Run of its tests against the verdict it returned (RunVerdict:
+ * a reason counted with a return code its class does not allow fails the
+ * table that reached it).
  */
 #define XL_R(r) (1ULL << (r))
 #define XL_REASONS_FWD                                                                      \

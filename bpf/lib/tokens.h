@@ -8,10 +8,11 @@
 
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
+#include "abi.h"
 
 /* One token, in the buckets' unit (tokens x 1e9: rates per second
  * refill per nanosecond without a division). */
-#define BUCKET_TOKEN 1000000000ULL
+#define BUCKET_TOKEN NSEC_PER_SEC
 
 /*
  * bucket_refill adds elapsed ns worth of rate/s tokens (x 1e9), up to burst.

@@ -77,7 +77,7 @@ func BenchmarkCompareDatapath(b *testing.B) {
 	if dir == "" {
 		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
 	}
-	hs := []*harness{newXDPHarnessFrom(b, dir), newXDPHarnessFrom(b, ""), newXDPHarnessFrom(b, dir)}
+	hs := []*harness{buildHarness(b, harnessCfg{dir: dir, xdp: true}), newXDPHarness(b), buildHarness(b, harnessCfg{dir: dir, xdp: true})}
 	xdpRedirect := int32(4)
 	paths := []comparePath{
 		{"tc endpoint->peer", func(h *harness) *ebpf.Program { return h.objs.FromEndpoint() },

@@ -113,9 +113,9 @@ type Objects struct {
 	fromUplink   *ebpf.Program // XDP on the uplink (uplink collection)
 	genUplink    *ebpf.Program // the same in generic mode (no frags)
 	tcFromUplink *ebpf.Program // tcx ingress on the uplink (tcuplink collection)
-	fromOverlay  *ebpf.Program // tcx ingress on the VXLAN device (tcuplink collection)
-	toOverlay    *ebpf.Program // tcx egress on the VXLAN device (tcuplink collection)
-	toVLAN       *ebpf.Program // tcx ingress on a VLAN's port (tcuplink collection)
+	fromOverlay  *ebpf.Program // tcx ingress on the VXLAN device (tcoverlay collection)
+	toOverlay    *ebpf.Program // tcx egress on the VXLAN device (tcoverlay collection)
+	toVLAN       *ebpf.Program // tcx ingress on a VLAN's port (tcvlan collection)
 	xdpErr       error         // why the XDP programs did not load (compat.go)
 	sock         socklbPrograms
 	replaced     []string // pins Load replaced (replaceIncompatiblePins)
@@ -207,7 +207,7 @@ func (o *Objects) MonitorBuiltIn() bool { return !o.opt.NoMonitor }
 const DefaultMaglevSize = 1021
 
 // adaptSpec adjusts a collection spec Load read (name: tc, xdp, uplink,
-// tcuplink, socklb) before it loads. It does nothing in the product; tests
+// tcuplink, tcoverlay, tcvlan, socklb) before it loads. It does nothing in the product; tests
 // comparing against an older build's objects (LoadFrom) give those the
 // maps and programs added since, which this build's loader assigns.
 var adaptSpec = func(name string, spec *ebpf.CollectionSpec) {}
@@ -275,7 +275,8 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	for _, c := range []struct {
 		name string
 		load func() (*ebpf.CollectionSpec, error)
-	}{{"xdp", loadXdp}, {"uplink", loadUplink}, {"tcuplink", loadTcuplink}, {"socklb", loadSocklb}} {
+	}{{"xdp", loadXdp}, {"uplink", loadUplink}, {"tcuplink", loadTcuplink}, {"tcoverlay", loadTcoverlay},
+		{"tcvlan", loadTcvlan}, {"socklb", loadSocklb}} {
 		s, err := loadSpec(c.name, c.load, opt)
 		if err != nil {
 			objs.tcMaps.Close()
@@ -285,7 +286,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	}
 	// A map two later collections declare that tc does not is created
 	// before them too, from the first declaring spec (xdp's scratch).
-	for _, name := range []string{"xdp", "uplink", "tcuplink", "socklb"} {
+	for _, name := range []string{"xdp", "uplink", "tcuplink", "tcoverlay", "tcvlan", "socklb"} {
 		for mname, ms := range specs[name].Maps {
 			if _, ok := objs.maps[mname]; ok || isDataSection(mname) || !declaredByTwo(specs, mname) {
 				continue
@@ -307,10 +308,14 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		Generic *ebpf.Program `ebpf:"xlane_xdp_generic_from_uplink"`
 	}
 	var tu struct {
-		Prog        *ebpf.Program `ebpf:"xlane_from_uplink"`
+		Prog *ebpf.Program `ebpf:"xlane_from_uplink"`
+	}
+	var tov struct {
 		FromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
 		ToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
-		ToVLAN      *ebpf.Program `ebpf:"xlane_to_vlan"`
+	}
+	var tvl struct {
+		ToVLAN *ebpf.Program `ebpf:"xlane_to_vlan"`
 	}
 	// Each collection loads on the maps above (shareWith); the maps a
 	// collection alone declares are its own, kept in objs.own.
@@ -322,7 +327,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		err  error
 	}{
 		{name: "xdp", to: &objs.xdp}, {name: "uplink", to: &up}, {name: "tcuplink", to: &tu},
-		{name: "socklb", to: &objs.sock}, {name: "tc", opts: tcOpts, to: &tcProgs},
+		{name: "tcoverlay", to: &tov}, {name: "tcvlan", to: &tvl}, {name: "socklb", to: &objs.sock}, {name: "tc", opts: tcOpts, to: &tcProgs},
 	}
 	var wg sync.WaitGroup
 	for i := range loads {
@@ -345,7 +350,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 	}
 	objs.tcPrograms, objs.tcVariables = tcProgs.tcPrograms, tcProgs.tcVariables
 	objs.fromUplink, objs.genUplink = up.Prog, up.Generic
-	objs.tcFromUplink, objs.fromOverlay, objs.toOverlay, objs.toVLAN = tu.Prog, tu.FromOverlay, tu.ToOverlay, tu.ToVLAN
+	objs.tcFromUplink, objs.fromOverlay, objs.toOverlay, objs.toVLAN = tu.Prog, tov.FromOverlay, tov.ToOverlay, tvl.ToVLAN
 	if err := loads[0].err; err != nil {
 		// A verifier that refuses the XDP programs (6.1's did, until the
 		// checksum pass's tail length was bounded for it) leaves the XDP
@@ -361,6 +366,7 @@ func Load(pinDir string, o ...Options) (*Objects, error) {
 		if l.err != nil {
 			objs.Close()
 			what := map[string]string{"uplink": "uplink program", "tcuplink": "uplink tc program",
+				"tcoverlay": "overlay tc programs", "tcvlan": "VLAN port program",
 				"socklb": "socket load-balancing programs", "tc": "tc programs"}[l.name]
 			return nil, fmt.Errorf("load %s: %w", what, l.err)
 		}

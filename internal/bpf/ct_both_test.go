@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlane-dev/xlane/internal/bpf/bpftest"
+
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 )
@@ -302,14 +304,14 @@ func (e icmpErr) frame(tb testing.TB) []byte {
 			SrcIP: e.src.AsSlice(), DstIP: e.dst.AsSlice()}
 		ic := &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(e.typ, e.code),
 			Id: uint16(e.rest >> 16), Seq: uint16(e.rest)}
-		return serialize(tb, &layers.Ethernet{SrcMAC: e.srcMAC, DstMAC: e.dstMAC, EthernetType: layers.EthernetTypeIPv4},
+		return bpftest.Serialize(tb, &layers.Ethernet{SrcMAC: e.srcMAC, DstMAC: e.dstMAC, EthernetType: layers.EthernetTypeIPv4},
 			ip, ic, gopacket.Payload(q))
 	}
 	ip := &layers.IPv6{Version: 6, HopLimit: ttl, NextHeader: ctICMP6,
 		SrcIP: e.src.AsSlice(), DstIP: e.dst.AsSlice()}
 	ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(e.typ, e.code)}
 	ic.SetNetworkLayerForChecksum(ip)
-	return serialize(tb, &layers.Ethernet{SrcMAC: e.srcMAC, DstMAC: e.dstMAC, EthernetType: layers.EthernetTypeIPv6},
+	return bpftest.Serialize(tb, &layers.Ethernet{SrcMAC: e.srcMAC, DstMAC: e.dstMAC, EthernetType: layers.EthernetTypeIPv6},
 		ip, ic, gopacket.Payload(append(restB, q...)))
 }
 

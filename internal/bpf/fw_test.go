@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/bpf/bpftest"
 	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/fwtest"
@@ -48,10 +48,11 @@ const (
 )
 
 type fwHarness struct {
-	objs     *bpf.Objects
-	ns, host netns.NsHandle
-	in       *firewall.Installer
-	events   *ringbuf.Reader
+	objs   *bpf.Objects
+	net    *bpftest.NS
+	ns     netns.NsHandle // net's handle
+	in     *firewall.Installer
+	events *ringbuf.Reader
 }
 
 func newFwHarness(tb testing.TB) *fwHarness {
@@ -62,28 +63,13 @@ func newFwHarness(tb testing.TB) *fwHarness {
 // newFwHarnessFrom is newFwHarness with the objects of dir (bpf.ObjectsFor).
 func newFwHarnessFrom(tb testing.TB, dir string) *fwHarness {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root for BPF_PROG_TEST_RUN and network namespaces")
-	}
+	ns := bpftest.NewNS(tb) // skips unless root
 	objs := bpf.ObjectsFor(tb, dir)
 	// The harness drives the XDP programs too: skipped (or failed, per
 	// the kernel matrix) where the verifier refuses them.
 	features.RequireMode(tb, "xdp", objs.XDPErr())
-	h := &fwHarness{objs: objs}
+	h := &fwHarness{objs: objs, net: ns, ns: ns.Handle()}
 	var err error
-	runtime.LockOSThread()
-	h.host, err = netns.Get()
-	if err == nil {
-		h.ns, err = netns.New()
-		if serr := netns.Set(h.host); serr != nil {
-			tb.Fatalf("back to host netns: %v", serr) // thread stays locked, dies
-		}
-	}
-	runtime.UnlockOSThread()
-	if err != nil {
-		tb.Fatalf("netns: %v", err)
-	}
-	tb.Cleanup(func() { h.ns.Close(); h.host.Close() })
 	for id, ep := range fwtest.Endpoints {
 		// No endpoint MAC (as netkit in L3 mode has none): the rules
 		// classify any source MAC, which anti-spoofing (its own tests)
@@ -106,19 +92,8 @@ func newFwHarnessFrom(tb testing.TB, dir string) *fwHarness {
 	return h
 }
 
-func (h *fwHarness) do(fn func() error) error {
-	runtime.LockOSThread()
-	if err := netns.Set(h.ns); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	err := fn()
-	if serr := netns.Set(h.host); serr != nil {
-		return errors.Join(err, serr)
-	}
-	runtime.UnlockOSThread()
-	return err
-}
+// do runs fn on a thread inside the test netns (bpftest.NS.Do).
+func (h *fwHarness) do(fn func() error) error { return h.net.Do(fn) }
 
 // install validates, compiles and installs rs; every rule logs every hit,
 // so the events name the deciding rule. Slot i is rule i of the policy.
@@ -653,29 +628,12 @@ func TestFirewallRejectICMP(t *testing.T) {
 // udpFrame is a UDP datagram to dport with n payload bytes.
 func udpFrame(t *testing.T, smac, dmac [6]byte, src, dst netip.Addr, dport uint16, n int) []byte {
 	t.Helper()
-	eth := &layers.Ethernet{SrcMAC: smac[:], DstMAC: dmac[:], EthernetType: layers.EthernetTypeIPv4}
-	var ip gopacket.SerializableLayer
-	udp := &layers.UDP{SrcPort: 40000, DstPort: layers.UDPPort(dport)}
-	if src.Is4() {
-		ip4 := &layers.IPv4{Version: 4, TTL: 64, SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), Protocol: layers.IPProtocolUDP}
-		udp.SetNetworkLayerForChecksum(ip4)
-		ip = ip4
-	} else {
-		eth.EthernetType = layers.EthernetTypeIPv6
-		ip6 := &layers.IPv6{Version: 6, HopLimit: 64, SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), NextHeader: layers.IPProtocolUDP}
-		udp.SetNetworkLayerForChecksum(ip6)
-		ip = ip6
-	}
 	payload := make([]byte, n)
 	for i := range payload {
 		payload[i] = byte(i*7 + 1)
 	}
-	buf := gopacket.NewSerializeBuffer()
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true},
-		eth, ip, udp, gopacket.Payload(payload)); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return bpftest.Frame{SrcMAC: smac[:], DstMAC: dmac[:], Src: netip.AddrPortFrom(src, 40000),
+		Dst: netip.AddrPortFrom(dst, dport), Proto: layers.IPProtocolUDP, Payload: payload}.Bytes(t)
 }
 
 // checkICMPUnreach checks, byte by byte, that out is the ICMP port

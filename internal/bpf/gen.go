@@ -6,6 +6,8 @@ package bpf
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf -type neigh_key -type neigh_val xdp ../../bpf/xdp_endpoint.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf uplink ../../bpf/xdp_uplink.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf tcuplink ../../bpf/tc_uplink.c
+//go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf tcoverlay ../../bpf/tc_overlay.c
+//go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf tcvlan ../../bpf/tc_vlan.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf netkit ../../bpf/netkit_endpoint.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf vmport ../../bpf/xdp_vmport.c
 //go:generate go tool bpf2go -cc clang-19 -no-strip -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package bpf socklb ../../bpf/sock_lb.c

@@ -3,8 +3,6 @@ package bpf
 import (
 	"sort"
 	"testing"
-
-	"github.com/cilium/ebpf"
 )
 
 // verifierLimit is the kernel's budget of processed instructions per
@@ -23,17 +21,9 @@ const verifierLimit = 1_000_000
 // code (xl_cluster).
 func TestVerifierHeadroom(t *testing.T) {
 	objs := ObjectsFor(t, "", Options{Cluster: true})
-	progs := map[string]*ebpf.Program{
-		"xlane_from_endpoint": objs.XlaneFromEndpoint, "xlane_to_endpoint": objs.XlaneToEndpoint,
-		"xlane_xdp_from_endpoint": objs.xdp.FromEndpoint, "xlane_xdp_generic_from_endpoint": objs.xdp.GenericFromEndpoint,
-		"xlane_xdp_from_uplink": objs.fromUplink, "xlane_xdp_generic_from_uplink": objs.genUplink,
-		"xlane_from_uplink": objs.tcFromUplink,
-	}
-	if nk, err := objs.LoadNetkit(); err == nil {
-		defer nk.Close()
-		progs["xlane_nk_from_endpoint"], progs["xlane_nk_to_endpoint"] = nk.FromEndpoint, nk.ToEndpoint
-	} else {
-		t.Errorf("netkit programs: %v", err)
+	progs := objs.Programs() // every attach point's (inventory.go)
+	for name, p := range NetkitFor(t, objs).Programs() {
+		progs[name] = p
 	}
 	names := make([]string, 0, len(progs))
 	for n := range progs {
@@ -42,9 +32,6 @@ func TestVerifierHeadroom(t *testing.T) {
 	sort.Strings(names)
 	for _, n := range names {
 		p := progs[n]
-		if p == nil {
-			continue // the XDP programs where the verifier refuses them: XDPErr's tests
-		}
 		info, err := p.Info()
 		if err != nil {
 			t.Fatal(err)

@@ -24,6 +24,9 @@ func (o *Objects) Programs() map[string]*ebpf.Program {
 		"xlane_xdp_from_uplink":         o.fromUplink,
 		"xlane_xdp_generic_from_uplink": o.genUplink,
 		"xlane_from_uplink":             o.tcFromUplink,
+		"xlane_from_overlay":            o.fromOverlay,
+		"xlane_to_overlay":              o.toOverlay,
+		"xlane_to_vlan":                 o.toVLAN,
 	} {
 		if p != nil {
 			out[name] = p

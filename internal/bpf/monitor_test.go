@@ -338,7 +338,7 @@ func BenchmarkCompareMonitor(b *testing.B) {
 	if dir == "" {
 		b.Skip("XLANE_BENCH_OLD names no directory of old objects")
 	}
-	hs := []*harness{newHarnessFrom(b, dir), newHarnessFrom(b, ""), newHarnessFrom(b, dir)}
+	hs := []*harness{buildHarness(b, harnessCfg{dir: dir}), newHarness(b), buildHarness(b, harnessCfg{dir: dir})}
 	for _, h := range hs {
 		rd, err := ringbuf.NewReader(h.objs.Monitor().Events)
 		if err != nil {

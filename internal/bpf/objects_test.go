@@ -12,24 +12,36 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 )
 
-// shared is the one set of objects the tests of this package run on.
-// Loading verifies five collections: ~1 s on the host, 10-15 s in the
-// kernel matrix's emulated guests, where loading once per test made this
-// package most of CI's time. Tests run one at a time (none is parallel), so
-// each takes the set with every map emptied, as a fresh load leaves them.
+// shared holds the sets of objects the tests of this package run on, one
+// per Options, loaded on first use and kept for the test binary. Loading
+// verifies seven collections: ~1 s on a quiet host, 10-15 s in the kernel
+// matrix's emulated guests (over a minute beside other guests), where
+// loading once per test made this package most of CI's time: the tests
+// that ask for Options (a cluster node's programs, a small conntrack
+// table, no monitor) loaded them anew each. Tests run one at a time (none
+// is parallel), so each takes its set with every map emptied, as a fresh
+// load leaves them. The maps are mostly BPF_F_NO_PREALLOC hashes: an idle
+// set costs little memory.
 var shared struct {
 	sync.Mutex
+	sets map[Options]*sharedSet
+}
+
+// sharedSet is one set of shared objects, the netkit programs loaded on it
+// (NetkitFor), or why it did not load.
+type sharedSet struct {
 	objs *Objects
 	nk   *NetkitObjects
 	err  error
 }
 
-// ObjectsFor returns the objects a test runs on: for dir "" and no options
-// the shared set with every map emptied; otherwise LoadFrom(dir, o...),
-// closed when the test ends.
+// ObjectsFor returns the objects a test runs on: for dir "" the shared set
+// of its Options (none: the defaults) with every map emptied; otherwise
+// LoadFrom(dir, o...), closed when the test ends. A test that changes what
+// a load decides (a map's size, a program) loads its own with Load.
 func ObjectsFor(tb testing.TB, dir string, o ...Options) *Objects {
 	tb.Helper()
-	if dir != "" || len(o) > 0 {
+	if dir != "" {
 		objs, err := LoadFrom(dir, o...)
 		if err != nil {
 			tb.Fatal(err)
@@ -37,48 +49,64 @@ func ObjectsFor(tb testing.TB, dir string, o ...Options) *Objects {
 		tb.Cleanup(func() { objs.Close() })
 		return objs
 	}
+	var opt Options
+	if len(o) > 0 {
+		opt = o[0]
+	}
 	shared.Lock()
 	defer shared.Unlock()
-	if shared.objs == nil && shared.err == nil {
-		shared.objs, shared.err = Load("")
+	if shared.sets == nil {
+		shared.sets = map[Options]*sharedSet{}
 	}
-	if shared.err != nil {
-		tb.Fatal(shared.err)
+	set := shared.sets[opt]
+	if set == nil {
+		set = &sharedSet{}
+		set.objs, set.err = Load("", opt)
+		shared.sets[opt] = set
 	}
-	err := resetMaps(shared.objs)
+	if set.err != nil {
+		tb.Fatal(set.err)
+	}
+	err := resetMaps(set.objs)
 	if errors.Is(err, errTooFull) {
 		// Deleting a blocklist's million prefixes one by one costs more
 		// than loading anew.
-		if shared.nk != nil {
-			shared.nk.Close()
-			shared.nk = nil
+		if set.nk != nil {
+			set.nk.Close()
+			set.nk = nil
 		}
-		shared.objs.Close()
-		if shared.objs, err = Load(""); err != nil {
-			shared.err = err
+		set.objs.Close()
+		if set.objs, err = Load("", opt); err != nil {
+			set.err = err
 			tb.Fatal(err)
 		}
 	}
 	if err != nil {
 		tb.Fatalf("empty the shared objects' maps: %v", err)
 	}
-	return shared.objs
+	return set.objs
 }
 
-// NetkitFor is objs.LoadNetkit, loaded once for the shared objects.
+// NetkitFor is objs.LoadNetkit, loaded once for a shared set.
 func NetkitFor(tb testing.TB, objs *Objects) *NetkitObjects {
 	tb.Helper()
 	shared.Lock()
 	defer shared.Unlock()
-	if objs == shared.objs && shared.nk != nil {
-		return shared.nk
+	var set *sharedSet
+	for _, s := range shared.sets {
+		if s.objs == objs {
+			set = s
+		}
+	}
+	if set != nil && set.nk != nil {
+		return set.nk
 	}
 	nk, err := objs.LoadNetkit()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if objs == shared.objs {
-		shared.nk = nk
+	if set != nil {
+		set.nk = nk
 	} else {
 		tb.Cleanup(func() { nk.Close() })
 	}

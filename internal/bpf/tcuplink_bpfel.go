@@ -512,10 +512,7 @@ const (
 	tcuplinkMapXlaneVlanDev       = "xlane_vlan_dev"
 	tcuplinkMapXlaneVlans         = "xlane_vlans"
 	tcuplinkMapXlaneVniNet        = "xlane_vni_net"
-	tcuplinkProgXlaneFromOverlay  = "xlane_from_overlay"
 	tcuplinkProgXlaneFromUplink   = "xlane_from_uplink"
-	tcuplinkProgXlaneToOverlay    = "xlane_to_overlay"
-	tcuplinkProgXlaneToVlan       = "xlane_to_vlan"
 	tcuplinkVarXlBtfBackendFlags  = "xl_btf_backend_flags"
 	tcuplinkVarXlBtfConfigFlags   = "xl_btf_config_flags"
 	tcuplinkVarXlBtfCtDir         = "xl_btf_ct_dir"
@@ -594,10 +591,7 @@ type tcuplinkSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcuplinkProgramSpecs struct {
-	XlaneFromOverlay *ebpf.ProgramSpec `ebpf:"xlane_from_overlay"`
-	XlaneFromUplink  *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
-	XlaneToOverlay   *ebpf.ProgramSpec `ebpf:"xlane_to_overlay"`
-	XlaneToVlan      *ebpf.ProgramSpec `ebpf:"xlane_to_vlan"`
+	XlaneFromUplink *ebpf.ProgramSpec `ebpf:"xlane_from_uplink"`
 }
 
 // tcuplinkMapSpecs contains maps before they are loaded into the kernel.
@@ -843,18 +837,12 @@ type tcuplinkVariables struct {
 //
 // It can be passed to loadTcuplinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcuplinkPrograms struct {
-	XlaneFromOverlay *ebpf.Program `ebpf:"xlane_from_overlay"`
-	XlaneFromUplink  *ebpf.Program `ebpf:"xlane_from_uplink"`
-	XlaneToOverlay   *ebpf.Program `ebpf:"xlane_to_overlay"`
-	XlaneToVlan      *ebpf.Program `ebpf:"xlane_to_vlan"`
+	XlaneFromUplink *ebpf.Program `ebpf:"xlane_from_uplink"`
 }
 
 func (p *tcuplinkPrograms) Close() error {
 	return _TcuplinkClose(
-		p.XlaneFromOverlay,
 		p.XlaneFromUplink,
-		p.XlaneToOverlay,
-		p.XlaneToVlan,
 	)
 }
 

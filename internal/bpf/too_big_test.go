@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/xlane-dev/xlane/internal/bpf/bpftest"
+
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/vishvananda/netlink"
@@ -204,7 +206,7 @@ func bigFrame(tb testing.TB, src, dst netip.AddrPort, proto layers.IPProtocol, n
 		u.SetNetworkLayerForChecksum(ip)
 		l4 = u
 	}
-	return serialize(tb, eth, ip, l4, gopacket.Payload(pl))
+	return bpftest.Serialize(tb, eth, ip, l4, gopacket.Payload(pl))
 }
 
 // tooBigAnswer is the error in must get, written field by field: from

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/xlane-dev/xlane/internal/bpf/bpftest"
+
 	"github.com/google/gopacket/layers"
 )
 
@@ -50,7 +52,7 @@ func TestVLAN(t *testing.T) {
 	}
 	out4, out6 := addr("203.0.113.9"), addr("2001:db8:203::9")
 	from := func(src, dst netip.Addr) []byte { return pktSpec{src: src, dst: dst}.frame(t) }
-	arp := serialize(t,
+	arp := bpftest.Serialize(t,
 		&layers.Ethernet{SrcMAC: gwMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
 		&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4,
 			HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPRequest,

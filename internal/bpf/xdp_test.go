@@ -20,7 +20,7 @@ import (
 
 // Tests for the XDP programs xlane_xdp_from_endpoint (native) and
 // xlane_xdp_generic_from_endpoint (generic), run with BPF_PROG_TEST_RUN in
-// the private netns of the tc tests (newHarness), which newXDPHarness extends:
+// the private netns of the tc tests (newHarness), which addXDP extends (newXDPHarness):
 //
 //	xl-pe0   host side of epPeer's veth (xdpPeer): XDP redirects need a real
 //	         device in xlane_devmap, so the peer gets one here
@@ -125,27 +125,13 @@ func (p xdpProg) of(o *Objects) *ebpf.Program {
 // ---------------------------------------------------------------------------
 // Harness.
 
-func newXDPHarness(tb testing.TB) *harness {
+// addXDP gives h the XDP tests' devices, routes, neighbours and devmap
+// entries (the topology above); buildHarness calls it for harnessCfg.xdp.
+func (h *harness) addXDP(tb testing.TB) {
 	tb.Helper()
-	return newXDPHarnessFrom(tb, "")
-}
-
-// newXDPHarnessFrom is newXDPHarness with the objects of dir (LoadFrom).
-func newXDPHarnessFrom(tb testing.TB, dir string) *harness {
-	tb.Helper()
-	h := newHarnessFrom(tb, dir)
 	requireXDPPrograms(tb, h.objs) // compat_test.go
-	nl, err := netlink.NewHandleAt(h.ns)
-	if err != nil {
-		tb.Fatalf("netlink handle: %v", err)
-	}
+	nl, must := h.netlinkIn(tb)
 	defer nl.Close()
-	must := func(what string, err error) {
-		tb.Helper()
-		if err != nil {
-			tb.Fatalf("%s: %v", what, err)
-		}
-	}
 
 	eps := []struct {
 		ep     endpoint
@@ -215,7 +201,6 @@ func newXDPHarnessFrom(tb testing.TB, dir string) *harness {
 		}
 		return nil
 	}))
-	return h
 }
 
 // runXDPCtx runs prog on frame with ctx as its context (nil: none).

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -40,16 +41,28 @@ func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
 		if !veth {
 			return model.Fieldf("big_tcp", "on: xlane sets BIG TCP on veth endpoints only, not %s", n.DeviceType)
 		}
+		// Per family where the kernel has it (IPv4 BIG TCP came in 6.3,
+		// IPv6's in 5.19: on 6.1 a dual-stack network gets IPv6 only);
+		// the reason names what stays off and why. Refused only when
+		// nothing of it can be on.
+		n.BigTCP4 = has4 && d.feat.Has(features.BigTCPv4)
+		n.BigTCP6 = has6 && d.feat.Has(features.BigTCPv6)
+		n.BigTCPReason = "on: asked for"
+		var off []string
 		for _, f := range []struct {
-			has  bool
-			feat string
-		}{{has4, features.BigTCPv4}, {has6, features.BigTCPv6}} {
+			has       bool
+			fam, feat string
+		}{{has4, "ipv4", features.BigTCPv4}, {has6, "ipv6", features.BigTCPv6}} {
 			if f.has && !d.feat.Has(f.feat) {
-				return model.Fieldf("big_tcp", "on: %v", d.feat.Missing(f.feat))
+				off = append(off, fmt.Sprintf("%s off: %v", f.fam, d.feat.Missing(f.feat)))
 			}
 		}
-		n.BigTCP4, n.BigTCP6 = has4, has6
-		n.BigTCPReason = "on: asked for"
+		if len(off) > 0 && !n.BigTCP4 && !n.BigTCP6 {
+			return model.Fieldf("big_tcp", "on: %s", strings.Join(off, "; "))
+		}
+		for _, o := range off {
+			n.BigTCPReason += "; " + o
+		}
 		return nil
 	}
 	c := d.calib.Choice()

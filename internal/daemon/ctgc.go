@@ -16,6 +16,11 @@ type ctCounters struct {
 	gcRuns, gcDeleted atomic.Uint64
 	gcNanos           atomic.Uint64 // the passes' total duration
 	lastUnixNano      atomic.Int64  // when the last pass ended (0: none yet)
+	// loopUnixNano is when the loop started: the lag's base before the
+	// first pass. Not the daemon's start: loading the programs (a minute
+	// on 6.1 under QEMU) and the reconcile come first, and a status
+	// asked for right after the start said "conntrack GC behind".
+	loopUnixNano atomic.Int64
 }
 
 // lastRun is when the last pass ended (zero: none yet).
@@ -28,6 +33,7 @@ func (c *ctCounters) lastRun() time.Time {
 
 // gcLoop collects expired conntrack entries every interval until done.
 func (d *Daemon) gcLoop(interval time.Duration, done <-chan struct{}) {
+	d.ct.loopUnixNano.Store(time.Now().UnixNano())
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -111,12 +111,15 @@ func (d *Daemon) health() *api.Health {
 }
 
 // gcHealth says how far the conntrack GC is behind: the time since its
-// last pass (since the start before the first) beyond its interval, and
-// the expired entries waiting; known has xlane_ct's entries, for
-// MapUsage (one walk of the table).
+// last pass (since the loop's start before the first) beyond its
+// interval, and the expired entries waiting; known has xlane_ct's
+// entries, for MapUsage (one walk of the table).
 func (d *Daemon) gcHealth() (*api.GCHealth, map[string]int) {
 	g := &api.GCHealth{IntervalSeconds: d.cfg.GCInterval.Seconds(), Runs: d.ct.gcRuns.Load()}
 	since := d.started
+	if n := d.ct.loopUnixNano.Load(); n != 0 {
+		since = time.Unix(0, n)
+	}
 	if last := d.ct.lastRun(); !last.IsZero() {
 		since = last
 		g.LastRun = &last

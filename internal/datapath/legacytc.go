@@ -64,7 +64,16 @@ func (d *BPF) attachClsact(ifname string, ifindex int, h hook, prog *ebpf.Progra
 	if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("replace pin %s: %w", pin, err)
 	}
-	if err := prog.Pin(pin); err != nil {
+	// Every device's filter runs the same *ebpf.Program, and Pin of a
+	// pinned Program moves its pin (a no-op when the path is the one it
+	// has): pinned directly, only the device attached last kept its pin.
+	// A clone (a new fd, never pinned) pins each device's own path.
+	c, err := prog.Clone()
+	if err != nil {
+		return fmt.Errorf("pin tc %s program of %s: %w", h.suffix, ifname, err)
+	}
+	defer c.Close()
+	if err := c.Pin(pin); err != nil {
 		return fmt.Errorf("pin tc %s program of %s: %w", h.suffix, ifname, err)
 	}
 	return nil

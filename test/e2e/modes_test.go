@@ -114,6 +114,14 @@ func testMode(t *testing.T, mode string) {
 				t.Errorf("endpoint %s state %q after restart, want ready", e.ID, e.State)
 			}
 		}
+		// Every endpoint has its programs again: on 6.1 (legacy tc)
+		// only the endpoint attached last had its pins before
+		// (datapath/legacytc.go), which "ready" did not show.
+		var st api.Status
+		n.mustXlane(&st, "status")
+		if h := st.Health; h == nil || len(h.Programs.Missing) > 0 || (mode != "kernel" && h.Programs.Attached == 0) {
+			t.Errorf("programs after restart: %+v, want every endpoint's", st.Health)
+		}
 		// Leases survived: a new endpoint gets a fresh address.
 		c := newNetns(t, "c")
 		var ep api.EndpointInfo
