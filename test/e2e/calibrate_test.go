@@ -59,8 +59,12 @@ func TestCalibrate(t *testing.T) {
 	}
 	ch := c.Choice
 	t.Logf("calibration took %s: %s", took.Round(time.Millisecond), ch.Reason)
-	if took > 25*time.Second { // ~13 s on an idle machine
-		t.Errorf("calibration took %s, want at most ~15 s", took)
+	// ~13 s on an idle machine, ~27 s with CI's kernel-matrix guests
+	// beside make test (.ci/run): the probes run for a fixed time, the
+	// setup around them stretches with the load. The bound catches a
+	// calibration that retries or hangs, not a slow machine.
+	if took > 60*time.Second {
+		t.Errorf("calibration took %s, want at most 60 s (~13 s idle)", took)
 	}
 	seen := map[string]bool{}
 	for _, s := range ch.Samples {
