@@ -12,6 +12,7 @@ pkgs=(clang-19 clang-format-19 llvm-19 libbpf-dev linux-libc-dev bpftool iproute
       squid   # a real intercepting proxy behind proxy redirect (test/e2e/proxy_squid_test.go starts its own)
       haproxy wrk   # real proxies under socket acceleration (test/e2e/accel_proxies_test.go, with nginx-light below) and bench/accel's requests/s rows
       bind9-dnsutils netcat-openbsd curl wget nginx-light   # the e2e suites' test images (test/e2e/k8s_conformance_test.go)
+      frr bird2   # real BGP routers peering with xlaned's speaker (test/e2e/bgp_test.go starts its own)
       qemu-system-x86 kmod xz-utils zstd)   # the kernel matrix (test/vm)
 missing=()
 for p in "${pkgs[@]}"; do

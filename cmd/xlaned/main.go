@@ -18,10 +18,12 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/bgp"
 	"github.com/xlane-dev/xlane/internal/daemon"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/docker"
 	"github.com/xlane-dev/xlane/internal/k8s"
+	"github.com/xlane-dev/xlane/internal/lbipam"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/server"
@@ -71,6 +73,7 @@ func run() error {
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
 	apiServer := fs.String("k8s-api-server", "", "with --kubernetes: the API server's address, https://HOST:PORT or HOST:PORT, instead of the kubeconfig's or the in-cluster one (the kubernetes Service's ClusterIP, which without kube-proxy nothing translates before xlaned runs); the DaemonSet takes it from its ConfigMap")
 	qemu := fs.String("qemu", vm.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
+	bgpFlags := addBGPFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version, the git commit and the build date, and exit")
 	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~14 s of TCP between throwaway namespaces, hidden from listings) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
@@ -90,6 +93,7 @@ Examples:
   xlaned --state /tmp/n1/state.db --socket /tmp/n1/xlane.sock --pin-dir /sys/fs/bpf/n1 --docker-plugin-socket= --calibrate-at-start=false   # a second daemon (in its own netns)
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
   xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
+  xlaned --uplink eth0 --bgp-asn 65001 --bgp-router-id 192.0.2.11   # a BGP speaker; peers: xlane bgp peer add (docs/bgp.md)
   xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
   xlaned --version
 
@@ -128,10 +132,13 @@ Flags:
 			return fmt.Errorf("--kubernetes: %w", err)
 		}
 	}
+	bgpCfg, err := bgpFlags.config(*uplink)
+	if err != nil && !*uninstall {
+		return err
+	}
 	var ml net.Listener
 	if *metricsAddr != "" && !*uninstall {
 		// Before anything is touched: a bad address fails the start.
-		var err error
 		if ml, err = metrics.Listen(*metricsAddr, *metricsRemote); err != nil {
 			return err
 		}
@@ -154,7 +161,14 @@ Flags:
 	if err != nil {
 		return err
 	}
-	handler := server.Handler(d, log)
+	var speaker *bgp.Speaker
+	if bgpCfg != nil {
+		if speaker, err = bgp.New(d.Core(), *bgpCfg); err != nil {
+			return err
+		}
+		defer speaker.Close()
+	}
+	handler := server.WithBGP(server.Handler(d, log), speaker, lbipam.New(d.Core().Store()), log)
 	if ml != nil {
 		reg := metrics.New(d, version.Get(), log)
 		handler = reg.Instrument(handler)

@@ -35,6 +35,7 @@ var foundation = map[string]bool{
 // went wrong; the rule above catches one that is not listed here too.
 var featurePackages = []string{
 	"internal/daemon", "internal/vm", "internal/calibration", "internal/observe",
+	"internal/bgp", "internal/lbipam",
 }
 
 // TestCoreImportsNoFeature fails when internal/core depends, directly or

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,6 +24,26 @@ var (
 // Store is an open state file.
 type Store struct {
 	db *bolt.DB
+	// onCommit runs after every committed write (OnCommit).
+	onCommit atomic.Pointer[[]func()]
+}
+
+// OnCommit registers fn to run after every committed write transaction,
+// outside the transaction: a feature that derives its state from the
+// store (the BGP speaker) learns that something changed. fn must not
+// block.
+func (s *Store) OnCommit(fn func()) {
+	for {
+		old := s.onCommit.Load()
+		var fns []func()
+		if old != nil {
+			fns = append(fns, *old...)
+		}
+		fns = append(fns, fn)
+		if s.onCommit.CompareAndSwap(old, &fns) {
+			return
+		}
+	}
 }
 
 // Open opens (or creates) the state file at path.
@@ -67,7 +88,14 @@ func (s *Store) View(fn func(*Tx) error) error {
 
 // Update runs fn in a read-write transaction; an error from fn rolls back.
 func (s *Store) Update(fn func(*Tx) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if fns := s.onCommit.Load(); fns != nil {
+			for _, f := range *fns {
+				tx.OnCommit(f)
+			}
+		}
+		return fn(&Tx{tx})
+	})
 }
 
 func get[T any](b *bolt.Bucket, key string, what string) (*T, error) {

@@ -1,0 +1,450 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+// frr is a real FRR (zebra + bgpd, Debian's frr package) in a network
+// namespace: the top-of-rack router of the BGP tests.
+type frr struct {
+	t     *testing.T
+	netns string
+	dir   string
+	procs []*exec.Cmd
+}
+
+// startFRR runs zebra and bgpd in netns with conf (frr.conf), their
+// sockets, pid files and logs in a directory of the test's; both are
+// stopped (by pid) when the test ends. They run as the package's frr user
+// (its vty sockets belong to the frrvty group, which root is not in).
+func startFRR(t *testing.T, netns, conf string) *frr {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
+		t.Fatalf("FRR is not installed (scripts/deps.sh installs the frr package): %v", err)
+	}
+	// Not t.TempDir(): its parent is closed to the frr user.
+	dir, err := os.MkdirTemp("", "xle-frr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	f := &frr{t: t, netns: netns, dir: dir}
+	cfg := filepath.Join(f.dir, "frr.conf")
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zserv := filepath.Join(f.dir, "zserv.api")
+	for _, d := range []string{"zebra", "bgpd"} {
+		args := []string{"/usr/lib/frr/" + d, "-f", cfg, "-i", filepath.Join(f.dir, d+".pid"), "-z", zserv,
+			"--vty_socket", f.dir, "-u", "frr", "-g", "frr", "-P", "0", "--log", "file:" + filepath.Join(f.dir, d+".log")}
+		if d == "bgpd" {
+			args = append(args, "-p", "179")
+		}
+		cmd := inNS(netns, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", d, err)
+		}
+		f.procs = append(f.procs, cmd)
+		// bgpd connects to zebra's socket: wait for it.
+		for deadline := time.Now().Add(10 * time.Second); d == "zebra" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(zserv); err == nil {
+				break
+			}
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, d := range []string{"zebra", "bgpd"} {
+				log, _ := os.ReadFile(filepath.Join(f.dir, d+".log"))
+				t.Logf("%s log (tail):\n%s", d, tail(string(log), 4000))
+			}
+			t.Logf("router: %s", f.vtysh("show bgp summary"))
+		}
+		for _, p := range f.procs {
+			p.Process.Signal(syscall.SIGTERM)
+		}
+		for _, p := range f.procs {
+			done := make(chan struct{})
+			go func() { p.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				p.Process.Kill()
+				<-done
+			}
+		}
+	})
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if out := f.vtysh("show bgp summary"); strings.Contains(out, "BGP router identifier") {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FRR did not come up: %s", f.vtysh("show bgp summary"))
+		}
+	}
+}
+
+// vtysh runs one vtysh command against this FRR.
+func (f *frr) vtysh(cmd string) string {
+	out, err := exec.Command("vtysh", "--vty_socket", f.dir, "-c", cmd).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("vtysh -c %q: %v: %s", cmd, err, out)
+	}
+	return string(out)
+}
+
+// frrPath is one path of a prefix in FRR's BGP table.
+type frrPath struct {
+	Valid     bool `json:"valid"`
+	Stale     bool `json:"stale"`
+	Multipath bool `json:"multipath"`
+	Bestpath  bool `json:"bestpath"`
+	Nexthops  []struct {
+		IP string `json:"ip"`
+	} `json:"nexthops"`
+}
+
+// routes is FRR's BGP table of a family (ipv4, ipv6): prefix → paths.
+func (f *frr) routes(fam string) map[string][]frrPath {
+	f.t.Helper()
+	out := f.vtysh("show bgp " + fam + " unicast json")
+	var tbl struct {
+		Routes map[string][]frrPath `json:"routes"`
+	}
+	if err := json.Unmarshal([]byte(out), &tbl); err != nil {
+		f.t.Fatalf("show bgp %s unicast json: %v: %s", fam, err, out)
+	}
+	return tbl.Routes
+}
+
+// nextHops lists the next hops of pfx's valid paths, sorted, each with
+// " (stale)" when FRR keeps it as stale (graceful restart).
+func (f *frr) nextHops(pfx netip.Prefix) []string {
+	fam := "ipv4"
+	if pfx.Addr().Is6() {
+		fam = "ipv6"
+	}
+	var out []string
+	for _, p := range f.routes(fam)[pfx.String()] {
+		if !p.Valid || len(p.Nexthops) == 0 {
+			continue
+		}
+		s := p.Nexthops[0].IP
+		if p.Stale {
+			s += " (stale)"
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitRoute waits until FRR has exactly the next hops want for pfx (none:
+// withdrawn) and returns how long that took.
+func (f *frr) waitRoute(pfx netip.Prefix, timeout time.Duration, want ...string) time.Duration {
+	f.t.Helper()
+	slices.Sort(want)
+	start := time.Now()
+	var got []string
+	for time.Since(start) < timeout {
+		if got = f.nextHops(pfx); slices.Equal(got, want) {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.t.Fatalf("router: %s has next hops %q after %s, want %q\n%s", pfx, got, timeout, want, f.vtysh("show bgp summary"))
+	return 0
+}
+
+// bgpNode is one xlaned of the BGP tests, on the rack's segment.
+type bgpNode struct {
+	*node
+	name           string
+	under4, under6 netip.Addr
+	pod4, pod6     netip.Prefix
+	pod            string // a pod's namespace
+	ep             api.EndpointInfo
+}
+
+// bgpRack is the rack: a router namespace ("tor") with FRR, a bridge to
+// the nodes (192.168.78.0/24, fd00:78::/64; the router .254) and a client
+// namespace behind the router (172.31.78.2, fd00:31:78::2) whose only
+// route is the router. The router knows the pods and the LoadBalancer
+// addresses only from BGP.
+//
+//	client 172.31.78.2 ── tor 172.31.78.1 (FRR, AS 65000, 192.168.78.254)
+//	                       │ br0
+//	     ┌─────────────────┴──────────────┐
+//	 n1 ul0 192.168.78.1 (AS 65001)   n2 ul0 192.168.78.2 (AS 65001)
+//	 pods 10.245.1.0/24               pods 10.245.2.0/24
+type bgpRack struct {
+	tor, client string
+	frr         *frr
+	nodes       []*bgpNode
+}
+
+var (
+	bgpClient4 = netip.MustParseAddr("172.31.78.2")
+	bgpClient6 = netip.MustParseAddr("fd00:31:78::2")
+)
+
+const bgpFRRConf = `frr defaults datacenter
+hostname tor
+log timestamp precision 3
+router bgp 65000
+ bgp router-id 192.168.78.254
+ no bgp ebgp-requires-policy
+ bgp graceful-restart
+ neighbor NODES peer-group
+ neighbor NODES remote-as 65001
+ neighbor NODES timers 3 9
+ neighbor NODES6 peer-group
+ neighbor NODES6 remote-as 65001
+ neighbor NODES6 timers 3 9
+%s address-family ipv4 unicast
+  neighbor NODES activate
+  no neighbor NODES6 activate
+  maximum-paths 8
+ exit-address-family
+ address-family ipv6 unicast
+  neighbor NODES6 activate
+  maximum-paths 8
+ exit-address-family
+`
+
+// newBGPRack starts the router and n nodes, each with xlaned --bgp-asn
+// 65001 and flags, a network "pods" on its pod CIDRs (unsolicited flows
+// allowed: the client reaches the pods) with one pod, and both sessions
+// (IPv4, IPv6) to the router added.
+func newBGPRack(t *testing.T, n int, flags ...string) *bgpRack {
+	t.Helper()
+	r := &bgpRack{tor: newNetns(t, "tor"), client: newNetns(t, "bcl")}
+	runIn(t, r.tor, "ip", "link", "add", "br0", "type", "bridge")
+	runIn(t, r.tor, "ip", "link", "set", "br0", "up")
+	runIn(t, r.tor, "ip", "addr", "add", "192.168.78.254/24", "dev", "br0")
+	runIn(t, r.tor, "ip", "addr", "add", "fd00:78::254/64", "dev", "br0", "nodad")
+	runIn(t, r.tor, "ip", "link", "set", "lo", "up")
+	runIn(t, r.tor, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	run(t, "ip", "-n", r.tor, "link", "add", "cl0", "type", "veth", "peer", "name", "eth0", "netns", r.client)
+	runIn(t, r.tor, "ip", "addr", "add", "172.31.78.1/24", "dev", "cl0")
+	runIn(t, r.tor, "ip", "addr", "add", "fd00:31:78::1/64", "dev", "cl0", "nodad")
+	runIn(t, r.tor, "ip", "link", "set", "cl0", "up")
+	runIn(t, r.client, "ip", "addr", "add", bgpClient4.String()+"/24", "dev", "eth0")
+	runIn(t, r.client, "ip", "addr", "add", bgpClient6.String()+"/64", "dev", "eth0", "nodad")
+	runIn(t, r.client, "ip", "link", "set", "eth0", "up")
+	runIn(t, r.client, "ip", "link", "set", "lo", "up")
+	runIn(t, r.client, "ip", "route", "add", "default", "via", "172.31.78.1")
+	runIn(t, r.client, "ip", "-6", "route", "add", "default", "via", "fd00:31:78::1")
+	var neigh strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&neigh, " neighbor 192.168.78.%d peer-group NODES\n neighbor fd00:78::%d peer-group NODES6\n", i, i)
+	}
+	r.frr = startFRR(t, r.tor, fmt.Sprintf(bgpFRRConf, neigh.String()))
+	for i := 1; i <= n; i++ {
+		b := &bgpNode{name: fmt.Sprintf("n%d", i),
+			under4: netip.MustParseAddr(fmt.Sprintf("192.168.78.%d", i)),
+			under6: netip.MustParseAddr(fmt.Sprintf("fd00:78::%d", i)),
+			pod4:   netip.MustParsePrefix(fmt.Sprintf("10.245.%d.0/24", i)),
+			pod6:   netip.MustParsePrefix(fmt.Sprintf("fd00:245:0:%d::/64", i))}
+		b.node = newNode(t, func(nd *node) {
+			port := fmt.Sprintf("p%d", i)
+			run(t, "ip", "-n", r.tor, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", nd.netns)
+			run(t, "ip", "-n", r.tor, "link", "set", port, "master", "br0", "up")
+			runIn(t, nd.netns, "ip", "addr", "add", b.under4.String()+"/24", "dev", "ul0")
+			runIn(t, nd.netns, "ip", "addr", "add", b.under6.String()+"/64", "dev", "ul0", "nodad")
+			runIn(t, nd.netns, "ip", "link", "set", "ul0", "up")
+			runIn(t, nd.netns, "ip", "link", "set", "lo", "up")
+			runIn(t, nd.netns, "ip", "route", "add", "default", "via", "192.168.78.254")
+			runIn(t, nd.netns, "ip", "-6", "route", "add", "default", "via", "fd00:78::254")
+			nd.flags = append(nd.flags, "--uplink", "ul0", "--node-name", b.name, "--cluster-cidr", "10.245.0.0/16,fd00:245::/48",
+				"--bgp-asn", "65001")
+			nd.flags = append(nd.flags, flags...)
+		})
+		b.mustXlane(nil, "node", "add", b.name, "--underlay", b.under4.String(), "--underlay", b.under6.String(),
+			"--pod-cidr", b.pod4.String(), "--pod-cidr", b.pod6.String())
+		b.mustXlane(nil, "network", "create", "pods", "--allow-unsolicited")
+		b.pod = newNetns(t, "bpod")
+		b.mustXlane(&b.ep, "endpoint", "add", "pods", "--netns", b.pod)
+		b.mustXlane(nil, "bgp", "peer", "add", "192.168.78.254", "--asn", "65000", "--hold-time", "9")
+		b.mustXlane(nil, "bgp", "peer", "add", "fd00:78::254", "--asn", "65000", "--hold-time", "9")
+		r.nodes = append(r.nodes, b)
+	}
+	return r
+}
+
+// waitEstablished waits until every node's two sessions are up.
+func (r *bgpRack) waitEstablished(t *testing.T) {
+	t.Helper()
+	for _, b := range r.nodes {
+		var st api.BGPStatus
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b.mustXlane(&st, "bgp", "status")
+			up := 0
+			for _, p := range st.Peers {
+				if p.State == "established" {
+					up++
+				}
+			}
+			if up == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: sessions not established after 30 s: %+v\nrouter: %s", b.name, st.Peers, r.frr.vtysh("show bgp summary"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestBGP: xlaned's embedded BGP speaker with a real FRR as the rack's
+// router (IPv4 and IPv6 sessions): the router's RIB shows each node's pod
+// CIDRs and the LoadBalancer addresses (VIPs inside an LB pool) with the
+// nodes as next hops (ECMP where several nodes serve one), a client
+// behind the router reaches a pod and a LoadBalancer VIP (SHA-256-checked
+// TCP), and the routes go when they should: the service deleted, its last
+// (local) backend gone, the peer removed, xlaned stopped with --bgp-stop
+// withdraw; kill -9 keeps them (graceful restart: stale in the router,
+// traffic flows) until the restarted xlaned refreshes them.
+func TestBGP(t *testing.T) {
+	skipInMatrixGuest(t, "FRR is not in the guests")
+	r := newBGPRack(t, 2)
+	r.waitEstablished(t)
+	n1, n2 := r.nodes[0], r.nodes[1]
+	size := bulkSize(4 << 20)
+
+	t.Run("pod cidrs", func(t *testing.T) {
+		for _, b := range r.nodes {
+			r.frr.waitRoute(b.pod4, 10*time.Second, b.under4.String())
+			r.frr.waitRoute(b.pod6, 10*time.Second, b.under6.String())
+		}
+		// The client reaches each node's pod through the router.
+		for _, b := range r.nodes {
+			seen := exchangeVia(t, r.client, b.pod, netip.AddrPortFrom(b.ep.IPs[0], 9100), netip.AddrPortFrom(b.ep.IPs[0], 9100), size)
+			if seen.Addr() != bgpClient4 {
+				t.Errorf("%s's pod saw %s, want the client %s", b.name, seen, bgpClient4)
+			}
+			exchangeVia(t, r.client, b.pod, netip.AddrPortFrom(b.ep.IPs[1], 9100), netip.AddrPortFrom(b.ep.IPs[1], 9100), size)
+		}
+	})
+
+	lb4 := netip.MustParseAddr("198.51.100.10")
+	lb6 := netip.MustParseAddr("2001:db8:100::10")
+	host := func(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+	for _, b := range r.nodes {
+		b.mustXlane(nil, "lb-pool", "create", "public", "--cidr", "198.51.100.0/28", "--cidr", "2001:db8:100::/120",
+			"--community", "65001:100", "--med", "20")
+	}
+
+	t.Run("loadbalancer vip", func(t *testing.T) {
+		// On n1 only, backend its own pod (what externalTrafficPolicy
+		// Local leaves on the node that has the endpoint).
+		n1.mustXlane(nil, "service", "create", "web4", "--vip", lb4.String()+":80", "--backend", n1.ep.IPs[0].String()+":9200")
+		n1.mustXlane(nil, "service", "create", "web6", "--vip", "["+lb6.String()+"]:80", "--backend", "["+n1.ep.IPs[1].String()+"]:9200")
+		took := r.frr.waitRoute(host(lb4), 10*time.Second, n1.under4.String())
+		t.Logf("service created → route in the router's RIB: %s", took)
+		r.frr.waitRoute(host(lb6), 10*time.Second, n1.under6.String())
+		if out := r.frr.vtysh("show bgp ipv4 unicast " + host(lb4).String()); !strings.Contains(out, "Community: 65001:100") || !strings.Contains(out, "metric 20") {
+			t.Errorf("router's path of %s:\n%s\nwant community 65001:100 and MED (metric) 20, the pool's", lb4, out)
+		}
+		seen := exchangeVia(t, r.client, n1.pod, netip.AddrPortFrom(n1.ep.IPs[0], 9200), netip.AddrPortFrom(lb4, 80), size)
+		if seen.Addr() != bgpClient4 {
+			t.Errorf("the pod saw %s, want the client %s", seen, bgpClient4)
+		}
+		exchangeVia(t, r.client, n1.pod, netip.AddrPortFrom(n1.ep.IPs[1], 9200), netip.AddrPortFrom(lb6, 80), size)
+	})
+
+	t.Run("ecmp", func(t *testing.T) {
+		// n2 serves it too (its own pod): both nodes are next hops.
+		n2.mustXlane(nil, "service", "create", "web4", "--vip", lb4.String()+":80", "--backend", n2.ep.IPs[0].String()+":9200")
+		r.frr.waitRoute(host(lb4), 10*time.Second, n1.under4.String(), n2.under4.String())
+		// zebra installs the multipath route in the router's kernel.
+		var out string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			out = runIn(t, r.tor, "ip", "route", "show", lb4.String())
+			if strings.Contains(out, "via 192.168.78.1") && strings.Contains(out, "via 192.168.78.2") {
+				return
+			}
+		}
+		t.Errorf("router's kernel route to %s: %q, want both nodes (ECMP)", lb4, out)
+	})
+
+	t.Run("withdraw when the last local backend goes", func(t *testing.T) {
+		n2.mustXlane(nil, "service", "update", "web4", "--backend", n2.ep.IPs[0].String()+":9200@0")
+		took := r.frr.waitRoute(host(lb4), 10*time.Second, n1.under4.String())
+		t.Logf("last backend drained → n2's route withdrawn in %s", took)
+		n2.mustXlane(nil, "service", "rm", "web4")
+	})
+
+	t.Run("withdraw on service delete", func(t *testing.T) {
+		n1.mustXlane(nil, "service", "rm", "web6")
+		took := r.frr.waitRoute(host(lb6), 10*time.Second)
+		t.Logf("service deleted → route withdrawn in %s", took)
+	})
+
+	t.Run("status", func(t *testing.T) {
+		var st api.BGPStatus
+		n1.mustXlane(&st, "bgp", "status")
+		if !st.Enabled || st.ASN != 65001 || st.RouterID != n1.under4.String() {
+			t.Errorf("status %+v: want enabled, AS 65001, router ID %s (the uplink's)", st, n1.under4)
+		}
+		for _, p := range st.Peers {
+			if p.State != "established" || p.Sent == 0 || p.Uptime < 0 {
+				t.Errorf("peer %+v: want established with prefixes sent", p)
+			}
+		}
+		var got []string
+		for _, a := range st.Announced {
+			got = append(got, a.Prefix.String())
+		}
+		want := []string{n1.pod4.String(), host(lb4).String(), n1.pod6.String()}
+		if !slices.Equal(got, want) {
+			t.Errorf("announced %q, want %q", got, want)
+		}
+		out, _, err := n1.xlane("bgp", "status")
+		if err != nil || !strings.Contains(out, "established") || !strings.Contains(out, "service web4 (pool public)") {
+			t.Errorf("xlane bgp status: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("graceful restart after kill -9", func(t *testing.T) {
+		n1.stop(syscall.SIGKILL)
+		// The router keeps n1's routes, stale, and traffic flows (the
+		// datapath outlives xlaned).
+		r.frr.waitRoute(host(lb4), 15*time.Second, n1.under4.String()+" (stale)")
+		r.frr.waitRoute(n1.pod4, 5*time.Second, n1.under4.String()+" (stale)")
+		exchangeVia(t, r.client, n1.pod, netip.AddrPortFrom(n1.ep.IPs[0], 9200), netip.AddrPortFrom(lb4, 80), size)
+		// Hold time 9 s: past it, the routes are still there.
+		time.Sleep(10 * time.Second)
+		if got := r.frr.nextHops(host(lb4)); !slices.Equal(got, []string{n1.under4.String() + " (stale)"}) {
+			t.Fatalf("router: %s → %q 10 s after kill -9, want kept as stale", lb4, got)
+		}
+		start := time.Now()
+		n1.start()
+		r.frr.waitRoute(host(lb4), 30*time.Second, n1.under4.String())
+		r.frr.waitRoute(n1.pod4, 5*time.Second, n1.under4.String())
+		r.frr.waitRoute(n1.pod6, 5*time.Second, n1.under6.String())
+		t.Logf("restarted xlaned refreshed its routes %s after its start", time.Since(start))
+		exchangeVia(t, r.client, n1.pod, netip.AddrPortFrom(n1.ep.IPs[0], 9200), netip.AddrPortFrom(lb4, 80), size)
+	})
+
+	t.Run("peer removed", func(t *testing.T) {
+		n2.mustXlane(nil, "bgp", "peer", "rm", "fd00:78::254")
+		took := r.frr.waitRoute(n2.pod6, 10*time.Second)
+		t.Logf("peer removed → its routes withdrawn in %s", took)
+		r.frr.waitRoute(n2.pod4, time.Second, n2.under4.String())
+	})
+}
