@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/xlane-dev/xlane/internal/bgp"
+	"github.com/xlane-dev/xlane/internal/k8s"
+	"github.com/xlane-dev/xlane/internal/lbipam"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -90,4 +97,20 @@ func firstIPv4(name string) netip.Addr {
 		}
 	}
 	return netip.Addr{}
+}
+
+// runLBIPAM runs Kubernetes mode's LoadBalancer address allocator
+// (internal/lbipam) until ctx ends.
+func runLBIPAM(ctx context.Context, pools *lbipam.Pools, kubeconfig, apiServer, nodeName string, log *slog.Logger) {
+	rc, err := k8s.RESTConfig(kubeconfig, apiServer)
+	if err == nil {
+		var cs *kubernetes.Clientset
+		if cs, err = kubernetes.NewForConfig(rc); err == nil {
+			ns := os.Getenv("POD_NAMESPACE")
+			err = pools.RunKubernetes(ctx, cs, lbipam.KubeConfig{Namespace: ns, Identity: nodeName, Log: log})
+		}
+	}
+	if err != nil {
+		log.Error("kubernetes: LoadBalancer address allocation stopped", "err", err)
+	}
 }

@@ -72,6 +72,7 @@ func run() error {
 	kube := fs.Bool("kubernetes", false, "Kubernetes mode (docs/kubernetes.md): Nodes, Services and EndpointSlices from the API server program nodes and services (a kube-proxy replacement); needs --node-name, this node's Node name")
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
 	apiServer := fs.String("k8s-api-server", "", "with --kubernetes: the API server's address, https://HOST:PORT or HOST:PORT, instead of the kubeconfig's or the in-cluster one (the kubernetes Service's ClusterIP, which without kube-proxy nothing translates before xlaned runs); the DaemonSet takes it from its ConfigMap")
+	lbIPAM := fs.Bool("k8s-lb-ipam", true, "with --kubernetes: hand LoadBalancer addresses to Services of type LoadBalancer (no loadBalancerClass, or xlane.dev/lb) from the pools of ConfigMap kube-system/xlane-lb-pools (docs/bgp.md); one xlaned of the cluster allocates at a time (Lease xlane-lb-ipam)")
 	qemu := fs.String("qemu", vm.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
 	bgpFlags := addBGPFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version, the git commit and the build date, and exit")
@@ -168,7 +169,8 @@ Flags:
 		}
 		defer speaker.Close()
 	}
-	handler := server.WithBGP(server.Handler(d, log), speaker, lbipam.New(d.Core().Store()), log)
+	pools := lbipam.New(d.Core().Store())
+	handler := server.WithBGP(server.Handler(d, log), speaker, pools, log)
 	if ml != nil {
 		reg := metrics.New(d, version.Get(), log)
 		handler = reg.Instrument(handler)
@@ -204,6 +206,9 @@ Flags:
 				log.Error("kubernetes: first sync failed, retrying", "err", err)
 			}
 		}()
+		if *lbIPAM {
+			go runLBIPAM(ctx, pools, *kubeconfig, *apiServer, *nodeName, log)
+		}
 	}
 	log.Info("xlaned ready", "version", daemon.Version, "commit", version.Get().Commit, "socket", *socket, "state", *state, "pin_dir", *pinDir)
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

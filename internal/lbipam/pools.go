@@ -23,10 +23,7 @@ func New(st *store.Store) *Pools { return &Pools{st: st} }
 // Create validates and stores a pool: a name of the naming rule, prefixes
 // that overlap no other pool's. All or nothing.
 func (p *Pools) Create(pool model.LBPool) (*model.LBPool, error) {
-	if !core.NameRE.MatchString(pool.Name) {
-		return nil, model.Fieldf("name", "%q: want 1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit", pool.Name)
-	}
-	if err := pool.Validate(); err != nil {
+	if err := checkPool(&pool); err != nil {
 		return nil, err
 	}
 	pool.Created = time.Now().UTC().Truncate(time.Second)
@@ -118,4 +115,11 @@ func Size(p netip.Prefix) uint64 {
 		return 1 << 32
 	}
 	return 1 << host
+}
+
+func nameOK(name string) error {
+	if !core.NameRE.MatchString(name) {
+		return model.Fieldf("name", "%q: want 1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit", name)
+	}
+	return nil
 }
