@@ -3,10 +3,10 @@ package lbipam
 import (
 	"context"
 	"fmt"
-	"net/netip"
-	"path/filepath"
 	"io"
 	"log/slog"
+	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
