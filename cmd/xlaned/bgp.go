@@ -24,6 +24,7 @@ type bgpFlags struct {
 	listenPort   *int
 	restartTime  *time.Duration
 	stop         *string
+	learn        *string
 	podCIDRs     *bool
 	lb           *bool
 	serviceCIDRs stringList
@@ -37,6 +38,7 @@ func addBGPFlags(fs *flag.FlagSet) *bgpFlags {
 		listenPort:  fs.Int("bgp-listen-port", 0, "with --bgp-asn: accept BGP sessions on this TCP port too (0: only connect out to the peers, on their port 179)"),
 		restartTime: fs.Duration("bgp-restart-time", 120*time.Second, "with --bgp-asn: the graceful restart time announced to peers: how long they keep this node's routes while xlaned restarts or after kill -9 (the datapath keeps serving); 0 turns graceful restart off"),
 		stop:        fs.String("bgp-stop", bgp.StopGraceful, "with --bgp-asn: what stopping xlaned does to its routes: graceful (the peers keep them for --bgp-restart-time: a restart) or withdraw (each session ends with a Cease and the peers drop them: the node leaves)"),
+		learn:       fs.String("bgp-learn", "auto", "with --bgp-asn: install the routes the peers send into the kernel (proto bgp; not a default route, nor a prefix the node has another route to): on, off, or auto (on with --routing native: pods of nodes on other segments are reached through the router)"),
 		podCIDRs:    fs.Bool("bgp-advertise-pod-cidrs", true, "with --bgp-asn: announce this node's pod CIDRs (its node record's, with --node-name; else its networks' subnets)"),
 		lb:          fs.Bool("bgp-advertise-lb", true, "with --bgp-asn: announce each service VIP inside an LB pool (xlane lb-pool create) as a host route while the service has a backend taking new flows"),
 	}
@@ -47,7 +49,7 @@ func addBGPFlags(fs *flag.FlagSet) *bgpFlags {
 
 // config is the speaker's configuration, nil without --bgp-asn.
 // Without --bgp-router-id the router ID is the uplink's first IPv4 address.
-func (f *bgpFlags) config(uplink string) (*bgp.Config, error) {
+func (f *bgpFlags) config(uplink, routing string) (*bgp.Config, error) {
 	if *f.asn == 0 {
 		return nil, nil
 	}
@@ -56,6 +58,15 @@ func (f *bgpFlags) config(uplink string) (*bgp.Config, error) {
 	}
 	cfg := &bgp.Config{ASN: uint32(*f.asn), ListenPort: *f.listenPort, RestartTime: *f.restartTime, Stop: *f.stop,
 		Advertise: bgp.Advertise{PodCIDRs: *f.podCIDRs, LoadBalancer: *f.lb}}
+	switch *f.learn {
+	case "on":
+		cfg.InstallRoutes = true
+	case "auto":
+		cfg.InstallRoutes = routing == string(model.RoutingNative)
+	case "off":
+	default:
+		return nil, model.Fieldf("bgp-learn", "%q: want on, off or auto", *f.learn)
+	}
 	var err error
 	switch {
 	case *f.routerID != "":

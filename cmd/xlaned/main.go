@@ -134,7 +134,7 @@ Flags:
 			return fmt.Errorf("--kubernetes: %w", err)
 		}
 	}
-	bgpCfg, err := bgpFlags.config(*uplink)
+	bgpCfg, err := bgpFlags.config(*uplink, *routing)
 	if err != nil && !*uninstall {
 		return err
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	ConnectRetry time.Duration
 	Stop         string
 	Advertise    Advertise
+	// InstallRoutes puts the best paths learned from the peers into the
+	// kernel's main table (proto bgp): native routing across segments.
+	InstallRoutes bool
 }
 
 // Validate checks the configuration; errors name the flag.
@@ -137,6 +140,10 @@ func New(c core.Core, cfg Config) (*Speaker, error) {
 	s.wg.Add(1)
 	go s.loop()
 	s.Kick()
+	if cfg.InstallRoutes {
+		s.wg.Add(1)
+		go s.installLoop()
+	}
 	return s, nil
 }
 

@@ -306,6 +306,12 @@ func (c *Cluster) applyNode(n, self *model.Node) error {
 		if err := c.dp().PutPeer(peer); err != nil {
 			return err
 		}
+		if via.IsValid() && netconf.BehindRouter(via) {
+			// Another segment, behind a router: the route to its pods
+			// is the router's to give (xlaned --bgp-asn learns it;
+			// docs/bgp.md), the FIB takes it.
+			continue
+		}
 		if err := netconf.EnsurePeerRoute(p, c.overlayIfindex, via); err != nil {
 			return err
 		}

@@ -228,14 +228,29 @@ router bgp 65000
 // newBGPRack starts the router and n nodes, each with xlaned --bgp-asn
 // 65001 and flags, a network "pods" on its pod CIDRs (unsolicited flows
 // allowed: the client reaches the pods) with one pod, and both sessions
-// (IPv4, IPv6) to the router added.
-func newBGPRack(t *testing.T, n int, flags ...string) *bgpRack {
+// (IPv4, IPv6) to the router added. segments puts node i on a segment of
+// its own (bridge br<i-1>, 192.168.<77+i>.0/24, fd00:<77+i>::/64), the
+// router redistributing its connected prefixes, with no route of the
+// nodes' but what BGP gives them; else every node is on br0.
+func newBGPRack(t *testing.T, n int, segments bool, flags ...string) *bgpRack {
 	t.Helper()
 	r := &bgpRack{tor: newNetns(t, "tor"), client: newNetns(t, "bcl")}
-	runIn(t, r.tor, "ip", "link", "add", "br0", "type", "bridge")
-	runIn(t, r.tor, "ip", "link", "set", "br0", "up")
-	runIn(t, r.tor, "ip", "addr", "add", "192.168.78.254/24", "dev", "br0")
-	runIn(t, r.tor, "ip", "addr", "add", "fd00:78::254/64", "dev", "br0", "nodad")
+	seg := func(i int) int {
+		if segments {
+			return 77 + i
+		}
+		return 78
+	}
+	for i := 1; i <= n; i++ {
+		br := fmt.Sprintf("br%d", i-1)
+		if i > 1 && !segments {
+			break
+		}
+		runIn(t, r.tor, "ip", "link", "add", br, "type", "bridge")
+		runIn(t, r.tor, "ip", "link", "set", br, "up")
+		runIn(t, r.tor, "ip", "addr", "add", fmt.Sprintf("192.168.%d.254/24", seg(i)), "dev", br)
+		runIn(t, r.tor, "ip", "addr", "add", fmt.Sprintf("fd00:%d::254/64", seg(i)), "dev", br, "nodad")
+	}
 	runIn(t, r.tor, "ip", "link", "set", "lo", "up")
 	runIn(t, r.tor, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
 	run(t, "ip", "-n", r.tor, "link", "add", "cl0", "type", "veth", "peer", "name", "eth0", "netns", r.client)
@@ -250,25 +265,37 @@ func newBGPRack(t *testing.T, n int, flags ...string) *bgpRack {
 	runIn(t, r.client, "ip", "-6", "route", "add", "default", "via", "fd00:31:78::1")
 	var neigh strings.Builder
 	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&neigh, " neighbor 192.168.78.%d peer-group NODES\n neighbor fd00:78::%d peer-group NODES6\n", i, i)
+		fmt.Fprintf(&neigh, " neighbor 192.168.%d.%d peer-group NODES\n neighbor fd00:%d::%d peer-group NODES6\n", seg(i), i, seg(i), i)
 	}
-	r.frr = startFRR(t, r.tor, fmt.Sprintf(bgpFRRConf, neigh.String()))
+	conf := fmt.Sprintf(bgpFRRConf, neigh.String())
+	if segments {
+		// Every node is AS 65001: the router replaces it in the paths
+		// it passes between them (else each rejects the others' pod
+		// CIDRs as an AS loop).
+		conf = strings.ReplaceAll(conf, "  maximum-paths 8\n", "  maximum-paths 8\n  redistribute connected\n  neighbor NODES as-override\n  neighbor NODES6 as-override\n")
+	}
+	r.frr = startFRR(t, r.tor, conf)
 	for i := 1; i <= n; i++ {
 		b := &bgpNode{name: fmt.Sprintf("n%d", i),
-			under4: netip.MustParseAddr(fmt.Sprintf("192.168.78.%d", i)),
-			under6: netip.MustParseAddr(fmt.Sprintf("fd00:78::%d", i)),
+			under4: netip.MustParseAddr(fmt.Sprintf("192.168.%d.%d", seg(i), i)),
+			under6: netip.MustParseAddr(fmt.Sprintf("fd00:%d::%d", seg(i), i)),
 			pod4:   netip.MustParsePrefix(fmt.Sprintf("10.245.%d.0/24", i)),
 			pod6:   netip.MustParsePrefix(fmt.Sprintf("fd00:245:0:%d::/64", i))}
 		b.node = newNode(t, func(nd *node) {
-			port := fmt.Sprintf("p%d", i)
+			port, br := fmt.Sprintf("p%d", i), "br0"
+			if segments {
+				br = fmt.Sprintf("br%d", i-1)
+			}
 			run(t, "ip", "-n", r.tor, "link", "add", port, "type", "veth", "peer", "name", "ul0", "netns", nd.netns)
-			run(t, "ip", "-n", r.tor, "link", "set", port, "master", "br0", "up")
+			run(t, "ip", "-n", r.tor, "link", "set", port, "master", br, "up")
 			runIn(t, nd.netns, "ip", "addr", "add", b.under4.String()+"/24", "dev", "ul0")
 			runIn(t, nd.netns, "ip", "addr", "add", b.under6.String()+"/64", "dev", "ul0", "nodad")
 			runIn(t, nd.netns, "ip", "link", "set", "ul0", "up")
 			runIn(t, nd.netns, "ip", "link", "set", "lo", "up")
-			runIn(t, nd.netns, "ip", "route", "add", "default", "via", "192.168.78.254")
-			runIn(t, nd.netns, "ip", "-6", "route", "add", "default", "via", "fd00:78::254")
+			if !segments {
+				runIn(t, nd.netns, "ip", "route", "add", "default", "via", "192.168.78.254")
+				runIn(t, nd.netns, "ip", "-6", "route", "add", "default", "via", "fd00:78::254")
+			}
 			nd.flags = append(nd.flags, "--uplink", "ul0", "--node-name", b.name, "--cluster-cidr", "10.245.0.0/16,fd00:245::/48",
 				"--bgp-asn", "65001")
 			nd.flags = append(nd.flags, flags...)
@@ -278,8 +305,8 @@ func newBGPRack(t *testing.T, n int, flags ...string) *bgpRack {
 		b.mustXlane(nil, "network", "create", "pods", "--allow-unsolicited")
 		b.pod = newNetns(t, "bpod")
 		b.mustXlane(&b.ep, "endpoint", "add", "pods", "--netns", b.pod)
-		b.mustXlane(nil, "bgp", "peer", "add", "192.168.78.254", "--asn", "65000", "--hold-time", "9")
-		b.mustXlane(nil, "bgp", "peer", "add", "fd00:78::254", "--asn", "65000", "--hold-time", "9")
+		b.mustXlane(nil, "bgp", "peer", "add", fmt.Sprintf("192.168.%d.254", seg(i)), "--asn", "65000", "--hold-time", "9")
+		b.mustXlane(nil, "bgp", "peer", "add", fmt.Sprintf("fd00:%d::254", seg(i)), "--asn", "65000", "--hold-time", "9")
 		r.nodes = append(r.nodes, b)
 	}
 	return r
@@ -321,7 +348,7 @@ func (r *bgpRack) waitEstablished(t *testing.T) {
 // traffic flows) until the restarted xlaned refreshes them.
 func TestBGP(t *testing.T) {
 	skipInMatrixGuest(t, "FRR is not in the guests")
-	r := newBGPRack(t, 2)
+	r := newBGPRack(t, 2, false)
 	r.waitEstablished(t)
 	n1, n2 := r.nodes[0], r.nodes[1]
 	size := bulkSize(4 << 20)
@@ -447,4 +474,70 @@ func TestBGP(t *testing.T) {
 		t.Logf("peer removed → its routes withdrawn in %s", took)
 		r.frr.waitRoute(n2.pod4, time.Second, n2.under4.String())
 	})
+}
+
+// TestBGPNative: native routing across two segments joined only by the
+// router (FRR redistributes its connected prefixes; the nodes have no
+// route of their own beyond their segment): each node learns the other's
+// pod CIDRs from the router (xlaned --routing native turns --bgp-learn
+// on) and pod ↔ pod TCP flows, SHA-256-checked, in both families, with no
+// overlay and no static route.
+//
+//	n1 ul0 192.168.78.1 ── br0 ─ tor (FRR) ─ br1 ── n2 ul0 192.168.79.2
+//	pods 10.245.1.0/24                              pods 10.245.2.0/24
+func TestBGPNative(t *testing.T) {
+	skipInMatrixGuest(t, "FRR is not in the guests")
+	r := newBGPRack(t, 2, true, "--routing", "native")
+	r.waitEstablished(t)
+	n1, n2 := r.nodes[0], r.nodes[1]
+	// The nodes learn the other segment, then each other's records.
+	for _, c := range []struct {
+		b    *bgpNode
+		peer *bgpNode
+	}{{n1, n2}, {n2, n1}} {
+		for _, a := range []netip.Addr{c.peer.under4, c.peer.under6} {
+			var out string
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				b, _ := inNS(c.b.netns, "ip", "route", "get", a.String()).CombinedOutput()
+				if out = string(b); strings.Contains(out, " via ") {
+					break
+				}
+			}
+			if !strings.Contains(out, " via ") {
+				t.Fatalf("%s: route to %s: %q, want one learned from the router", c.b.name, a, out)
+			}
+		}
+		c.b.mustXlane(nil, "node", "add", c.peer.name, "--underlay", c.peer.under4.String(), "--underlay", c.peer.under6.String(),
+			"--pod-cidr", c.peer.pod4.String(), "--pod-cidr", c.peer.pod6.String())
+	}
+	for _, c := range []struct{ b, peer *bgpNode }{{n1, n2}, {n2, n1}} {
+		for _, p := range []netip.Prefix{c.peer.pod4, c.peer.pod6} {
+			var out string
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				fam := "-4"
+				if p.Addr().Is6() {
+					fam = "-6"
+				}
+				if out = runIn(t, c.b.netns, "ip", fam, "route", "show", p.String()); strings.Contains(out, "proto bgp") {
+					break
+				}
+			}
+			if !strings.Contains(out, "proto bgp") {
+				st, _, _ := c.b.xlane("bgp", "status")
+				t.Fatalf("%s: route to %s's pods %s: %q, want one learned by BGP\n%s\n%s\nrouter:\n%s", c.b.name, c.peer.name, p, out, st,
+					runIn(t, c.b.netns, "ip", "-6", "route"), r.frr.vtysh("show bgp ipv6 unicast"))
+			}
+		}
+	}
+	size := bulkSize(8 << 20)
+	transfer(t, n1.pod, n2.pod, n2.ep.IPs[0], size)
+	transfer(t, n2.pod, n1.pod, n1.ep.IPs[1], size)
+	if out := runIn(t, n1.netns, "ip", "link", "show"); strings.Contains(out, "xlvx") {
+		t.Errorf("n1 has an overlay device with --routing native:\n%s", out)
+	}
+	var st api.BGPStatus
+	n1.mustXlane(&st, "bgp", "status")
+	if !slices.ContainsFunc(st.Learned, func(l api.BGPRoute) bool { return l.Prefix == n2.pod4 }) {
+		t.Errorf("n1's bgp status learned %+v, want %s", st.Learned, n2.pod4)
+	}
 }
