@@ -468,6 +468,70 @@ func TestBGP(t *testing.T) {
 		exchangeVia(t, r.client, n1.pod, netip.AddrPortFrom(n1.ep.IPs[0], 9200), netip.AddrPortFrom(lb4, 80), size)
 	})
 
+	t.Run("bad input", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"bgp", "peer", "add", "192.168.78.254", "--asn", "0"}, "asn 0: reserved AS number"},
+			{[]string{"bgp", "peer", "add", "192.168.78.254", "--asn", "65535"}, "asn 65535: reserved"},
+			{[]string{"bgp", "peer", "add", "not-an-ip", "--asn", "65000"}, `address "not-an-ip": not an IP address`},
+			{[]string{"bgp", "peer", "add", "192.168.78.254", "--asn", "65000"}, "bgp peer 192.168.78.254 exists"},
+			{[]string{"bgp", "peer", "add", "192.168.78.253", "--asn", "65000", "--hold-time", "2"}, "hold_time 2: want 3-65535"},
+			{[]string{"lb-pool", "create", "more", "--cidr", "198.51.100.8/29"}, `cidrs 198.51.100.8/29 overlaps 198.51.100.0/28 of pool "public"`},
+			{[]string{"lb-pool", "create", "wide", "--cidr", "10.0.0.0/7"}, "cidrs 10.0.0.0/7: too large"},
+			{[]string{"lb-pool", "create", "bits", "--cidr", "198.51.100.17/28"}, "cidrs 198.51.100.17/28: host bits set"},
+			{[]string{"lb-pool", "create", "comm", "--cidr", "198.51.100.64/28", "--community", "70000:1"}, `communities "70000:1"`},
+		} {
+			_, stderr, err := n1.xlane(c.args...)
+			if err == nil || !strings.Contains(stderr, c.want) {
+				t.Errorf("xlane %s: %v %q, want an error with %q", strings.Join(c.args, " "), err, stderr, c.want)
+			}
+		}
+		var pools []api.LBPoolInfo
+		n1.mustXlane(&pools, "lb-pool", "ls")
+		if len(pools) != 1 {
+			t.Errorf("pools after the refused creates: %+v, want public alone", pools)
+		}
+		// An unreachable peer retries in the background and disturbs
+		// nothing: the router's sessions stay up.
+		n1.mustXlane(nil, "bgp", "peer", "add", "192.168.78.99", "--asn", "65000")
+		time.Sleep(2 * time.Second)
+		var st api.BGPStatus
+		n1.mustXlane(&st, "bgp", "status")
+		for _, p := range st.Peers {
+			want := "established"
+			if p.Address.String() == "192.168.78.99" {
+				if p.State == want {
+					t.Errorf("peer %s (nobody there): established", p.Address)
+				}
+				continue
+			}
+			if p.State != want {
+				t.Errorf("peer %s: %s beside an unreachable peer, want %s", p.Address, p.State, want)
+			}
+		}
+		n1.mustXlane(nil, "bgp", "peer", "rm", "192.168.78.99")
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		// SIGTERM, graceful (the default): the routes stay, stale.
+		n2.stop(syscall.SIGTERM)
+		r.frr.waitRoute(n2.pod4, 15*time.Second, n2.under4.String()+" (stale)")
+		// --bgp-stop withdraw: the routes go with the daemon.
+		n2.flags = append(n2.flags, "--bgp-stop", "withdraw")
+		n2.start()
+		r.frr.waitRoute(n2.pod4, 30*time.Second, n2.under4.String())
+		r.frr.waitRoute(n2.pod6, 30*time.Second, n2.under6.String())
+		start := time.Now()
+		n2.stop(syscall.SIGTERM)
+		r.frr.waitRoute(n2.pod4, 10*time.Second)
+		r.frr.waitRoute(n2.pod6, 10*time.Second)
+		t.Logf("xlaned stopped with --bgp-stop withdraw: routes gone from the router %s after SIGTERM", time.Since(start))
+		n2.start()
+		r.frr.waitRoute(n2.pod4, 30*time.Second, n2.under4.String())
+	})
+
 	t.Run("peer removed", func(t *testing.T) {
 		n2.mustXlane(nil, "bgp", "peer", "rm", "fd00:78::254")
 		took := r.frr.waitRoute(n2.pod6, 10*time.Second)
