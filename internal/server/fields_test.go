@@ -12,6 +12,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // requestTypes are the bodies the API decodes: an error's field names one
@@ -20,7 +21,7 @@ var requestTypes = []any{
 	api.NetworkCreate{}, api.NetworkUpdate{}, api.EndpointAdd{}, api.NodeAdd{}, api.PortsUpdate{},
 	api.ServiceCreate{}, api.ServiceUpdate{}, api.ServiceApply{}, api.AttachmentAdd{}, api.AttachmentGC{},
 	api.FirewallApply{}, api.FirewallBlock{}, api.AccelEnable{}, api.ProxyRedirect{}, api.TraceRequest{},
-	rules.Rule{}, rules.DDoS{},
+	rules.Rule{}, rules.DDoS{}, model.BGPPeer{}, model.LBPool{},
 }
 
 // notRequestKeys are field names of errors about something other than a
