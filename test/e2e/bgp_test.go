@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // frr is a real FRR (zebra + bgpd, Debian's frr package) in a network
@@ -194,6 +195,10 @@ type bgpRack struct {
 	tor, client string
 	frr         *frr
 	nodes       []*bgpNode
+	// kube, when set before the nodes start (bgpKubeRack), makes them
+	// xlaned --kubernetes against it: their node records come from the
+	// Node objects.
+	kube *controlPlane
 }
 
 var (
@@ -233,6 +238,13 @@ router bgp 65000
 // router redistributing its connected prefixes, with no route of the
 // nodes' but what BGP gives them; else every node is on br0.
 func newBGPRack(t *testing.T, n int, segments bool, flags ...string) *bgpRack {
+	t.Helper()
+	return newBGPRackWith(t, n, segments, nil, flags...)
+}
+
+// newBGPRackWith is newBGPRack with a hook run once the router is up,
+// before the nodes start (bgpKubeRack starts a control plane there).
+func newBGPRackWith(t *testing.T, n int, segments bool, before func(*bgpRack), flags ...string) *bgpRack {
 	t.Helper()
 	r := &bgpRack{tor: newNetns(t, "tor"), client: newNetns(t, "bcl")}
 	seg := func(i int) int {
@@ -275,6 +287,9 @@ func newBGPRack(t *testing.T, n int, segments bool, flags ...string) *bgpRack {
 		conf = strings.ReplaceAll(conf, "  maximum-paths 8\n", "  maximum-paths 8\n  redistribute connected\n  neighbor NODES as-override\n  neighbor NODES6 as-override\n")
 	}
 	r.frr = startFRR(t, r.tor, conf)
+	if before != nil {
+		before(r)
+	}
 	for i := 1; i <= n; i++ {
 		b := &bgpNode{name: fmt.Sprintf("n%d", i),
 			under4: netip.MustParseAddr(fmt.Sprintf("192.168.%d.%d", seg(i), i)),
@@ -298,10 +313,21 @@ func newBGPRack(t *testing.T, n int, segments bool, flags ...string) *bgpRack {
 			}
 			nd.flags = append(nd.flags, "--uplink", "ul0", "--node-name", b.name, "--cluster-cidr", "10.245.0.0/16,fd00:245::/48",
 				"--bgp-asn", "65001")
+			if r.kube != nil {
+				nd.flags = append(nd.flags, "--kubernetes", "--kubeconfig", r.kube.kubeconfig)
+			}
 			nd.flags = append(nd.flags, flags...)
 		})
-		b.mustXlane(nil, "node", "add", b.name, "--underlay", b.under4.String(), "--underlay", b.under6.String(),
-			"--pod-cidr", b.pod4.String(), "--pod-cidr", b.pod6.String())
+		if r.kube != nil {
+			waitFor(t, 30*time.Second, b.name+": its Node as its node record", func() bool {
+				var got []model.Node
+				b.mustXlane(&got, "node", "ls")
+				return slices.ContainsFunc(got, func(n model.Node) bool { return n.Name == b.name && n.Self })
+			})
+		} else {
+			b.mustXlane(nil, "node", "add", b.name, "--underlay", b.under4.String(), "--underlay", b.under6.String(),
+				"--pod-cidr", b.pod4.String(), "--pod-cidr", b.pod6.String())
+		}
 		b.mustXlane(nil, "network", "create", "pods", "--allow-unsolicited")
 		b.pod = newNetns(t, "bpod")
 		b.mustXlane(&b.ep, "endpoint", "add", "pods", "--netns", b.pod)

@@ -439,8 +439,8 @@ func Decode(path string) ([]runtime.Object, error) {
 }
 
 // Create creates ServiceAccounts, ClusterRoles, ClusterRoleBindings,
-// ConfigMaps and DaemonSets (what deploy/kubernetes holds), in order; any
-// other kind is an error.
+// Roles, RoleBindings, ConfigMaps and DaemonSets (what deploy/kubernetes
+// holds), in order; any other kind is an error.
 func Create(ctx context.Context, cs *kubernetes.Clientset, objs ...runtime.Object) error {
 	for _, obj := range objs {
 		var err error
@@ -451,6 +451,10 @@ func Create(ctx context.Context, cs *kubernetes.Clientset, objs ...runtime.Objec
 			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = cs.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.ConfigMap:
 			_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *appsv1.DaemonSet:
