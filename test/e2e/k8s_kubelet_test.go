@@ -117,6 +117,13 @@ type kubeletOpts struct {
 	// the API server's requests (exec, logs, port-forward, proxy), which
 	// come without credentials here (anonymous, authorized AlwaysAllow).
 	e2e bool
+	// hostDirs are more directories of the machine's that a daemonSet
+	// node has its own of, as nodeHostDirs: another network plugin's
+	// (Cilium's /run/cilium and /var/lib/cilium, cilium_test.go).
+	hostDirs []string
+	// xlanedFlags are more flags of the node's xlaned (not daemonSet):
+	// bench/peers' --routing.
+	xlanedFlags []string
 }
 
 // e2eClusterDNS is the cluster DNS Service's ClusterIP (kube-dns) of the
@@ -143,6 +150,7 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 		n.flags = append(n.flags, "--kubernetes", "--kubeconfig", cp.kubeconfig, "--node-name", k.name,
 			"--cluster-cidr", clusterCIDR, "--uplink", "ul0")
+		n.flags = append(n.flags, opts.xlanedFlags...)
 		n.external = opts.daemonSet
 	})
 
@@ -169,7 +177,7 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		binds = append(binds, fmt.Sprintf("mount --bind %s /proc/sys/%s", cpy, s))
 	}
 	if opts.daemonSet {
-		for _, d := range nodeHostDirs {
+		for _, d := range append(slices.Clone(nodeHostDirs), opts.hostDirs...) {
 			own := filepath.Join(mdir, "host", strings.ReplaceAll(strings.TrimPrefix(d, "/"), "/", "-"))
 			if err := os.MkdirAll(own, 0o755); err != nil {
 				t.Fatal(err)
