@@ -82,11 +82,32 @@ cp -r "$gomod" "$src"
 chmod -R u+w "$src"
 cd "$src"
 export GOWORK=off CGO_ENABLED=0
-# v1.20.2 pins gobgp at a pseudo-version (v4.6.1-0.20260630022313-d6dee8360046,
-# a commit between releases) the module proxy here refuses ("403: This
-# module version is not available"); v4.8.0, the next release, is served
-# and builds (the BGP control plane is off in the benchmark's agents).
-go mod edit -replace github.com/osrg/gobgp/v4=github.com/osrg/gobgp/v4@v4.8.0
+# Modules the release pins that a module proxy may not serve (the one
+# here refuses both; proxy.golang.org serves them): each is replaced only
+# when its pinned version cannot be downloaded.
+#  - github.com/osrg/gobgp/v4 at a pseudo-version (a commit between
+#    releases; "403: This module version is not available"): v4.8.0, the
+#    next release (the BGP control plane is off in the benchmark's agents);
+#  - sigs.k8s.io/mcs-api/controllers v0.5.2 (not listed at all), of which
+#    Cilium uses one constant (DerivedServiceAnnotation): the module's
+#    source at tag controllers/v0.5.0 from a git repository of
+#    kubernetes-sigs/mcs-api, XLANE_CILIUM_MCS_API (a clone or its .git).
+pinned() { sed -n "s#^\s*$1 \(v[^ ]*\).*#\1#p" go.mod | head -1; }
+if ! go mod download "github.com/osrg/gobgp/v4@$(pinned github.com/osrg/gobgp/v4)" 2>/dev/null; then
+	echo "cilium-bins: github.com/osrg/gobgp/v4@$(pinned github.com/osrg/gobgp/v4) not served: replaced by v4.8.0" >&2
+	go mod edit -replace github.com/osrg/gobgp/v4=github.com/osrg/gobgp/v4@v4.8.0
+fi
+mcs=sigs.k8s.io/mcs-api/controllers
+if ! go mod download "$mcs@$(pinned $mcs)" 2>/dev/null; then
+	[[ -n ${XLANE_CILIUM_MCS_API:-} ]] || {
+		echo "cilium-bins: $mcs@$(pinned $mcs) not served by the module proxy: set XLANE_CILIUM_MCS_API to a git clone of github.com/kubernetes-sigs/mcs-api" >&2
+		exit 1
+	}
+	echo "cilium-bins: $mcs@$(pinned $mcs) not served: replaced by $XLANE_CILIUM_MCS_API at controllers/v0.5.0" >&2
+	mkdir -p "$src/.mcs-api"
+	git --git-dir="$(git -C "$XLANE_CILIUM_MCS_API" rev-parse --absolute-git-dir)" archive controllers/v0.5.0 controllers | tar -x -C "$src/.mcs-api"
+	go mod edit -replace "$mcs=./.mcs-api/controllers"
+fi
 ldflags="-s -w -X github.com/cilium/cilium/pkg/version.ciliumVersion=${version#v}"
 new=$dir/bin/.new
 rm -rf "$new"
@@ -107,6 +128,7 @@ if ((${#pkgs[@]})); then
 	echo "cilium-bins: go build ${pkgs[*]}" >&2
 	go build -mod=mod -trimpath -tags osusergo -ldflags "$ldflags" -o "$new/" "${pkgs[@]}"
 	[[ -e $new/daemon ]] && mv "$new/daemon" "$new/cilium-agent"
+	mv "$new"/* "$dir/bin/"
 fi
 if [[ ! -x $dir/bin/cilium-operator-generic ]]; then
 	echo "cilium-bins: go build ./operator -> cilium-operator-generic" >&2

@@ -135,7 +135,7 @@ func ciliumAgentArgs(kubeconfig string) []string {
 // ciliumOperatorArgs are the operator's flags.
 func ciliumOperatorArgs(kubeconfig string) []string {
 	return []string{"--k8s-kubeconfig-path=" + kubeconfig, "--cluster-name=default", "--cluster-id=0",
-		"--identity-allocation-mode=crd", "--enable-metrics=false", "--operator-api-serve-addr=127.0.0.1:9234"}
+		"--ipam=kubernetes", "--identity-allocation-mode=crd", "--enable-metrics=false", "--operator-api-serve-addr=127.0.0.1:9234"}
 }
 
 // ciliumCluster is a two-node cluster with Cilium as its network.
@@ -161,8 +161,9 @@ func startCiliumCluster(t *testing.T, k8sBins, cdir string, v ciliumVariant, ima
 	c.operator = startProc(t, "cilium-operator", c.kc.cpNS, append([]string{filepath.Join(cdir, "bin", "cilium-operator-generic")},
 		ciliumOperatorArgs(cp.admin)...)...)
 	cg := cgroup2Root(t)
+	var started []time.Time
 	for i := 1; i <= 2; i++ {
-		k := startKubeletNode(t, k8sBins, cp, c.kc.ul, i, image, kubeletOpts{daemonSet: true, hostDirs: ciliumHostDirs})
+		k := startKubeletNode(t, k8sBins, cp, c.kc.ul, i, image, kubeletOpts{daemonSet: true, hostDirs: ciliumHostDirs, podCgroups: true})
 		c.nodes = append(c.nodes, k)
 		// What Cilium's DaemonSet installs on the node: the CNI plugin
 		// (its init container) and the BPF sources (its image's
@@ -174,27 +175,37 @@ func startCiliumCluster(t *testing.T, k8sBins, cdir string, v ciliumVariant, ima
 		sub := filepath.Join(cg, k.cri.cgroup)
 		run(t, "mkdir", "-p", filepath.Join(k.root, "run/cilium/cgroupv2"))
 		run(t, "nsenter", "--mount="+k.mntns, "--", "mount", "--bind", sub, "/run/cilium/cgroupv2")
+		// The pods' namespaces, where the agent enters them (the
+		// DaemonSet's hostPath /var/run/netns at /var/run/cilium/netns).
+		run(t, "mkdir", "-p", filepath.Join(k.root, "run/cilium/netns"))
+		run(t, "nsenter", "--mount="+k.mntns, "--", "mount", "--bind", "/run/netns", "/run/cilium/netns")
 		// Before the cgroup is removed (cleanups run last first): a
 		// cgroup bound elsewhere cannot be.
 		t.Cleanup(func() {
-			exec.Command("nsenter", "--mount="+k.mntns, "--", "umount", "-l", "/run/cilium/cgroupv2").Run()
+			exec.Command("nsenter", "--mount="+k.mntns, "--", "umount", "-l", "/run/cilium/cgroupv2", "/run/cilium/netns").Run()
 		})
 		args := append([]string{"nsenter", "--mount=" + k.mntns, "--", "env", "PATH=" + filepath.Join(cdir, "bin") + ":" + os.Getenv("PATH"),
+			// The Node's name (as the DaemonSet's downward API gives
+			// it): the machine's hostname is no node's.
+			"K8S_NODE_NAME=" + k.name, "CILIUM_K8S_NAMESPACE=kube-system",
 			filepath.Join(cdir, "bin", "cilium-agent")}, ciliumAgentArgs(cp.admin)...)
 		args = append(args, v.args...)
+		started = append(started, time.Now())
 		c.agents = append(c.agents, startProc(t, "cilium-agent "+k.name, k.netns, args...))
 	}
-	began := time.Now()
 	c.ready = make([]time.Duration, len(c.nodes))
 	for i, k := range c.nodes {
 		waitFor(t, 5*time.Minute, "cilium-agent on "+k.name+" ready", func() bool {
 			if c.agents[i].cmd.ProcessState != nil {
 				t.Fatalf("cilium-agent on %s exited: %s", k.name, tail(c.agents[i].String(), 8000))
 			}
+			if c.operator.cmd.ProcessState != nil {
+				t.Fatalf("cilium-operator exited: %s", tail(c.operator.String(), 8000))
+			}
 			out, err := c.dbg(k, "status", "--brief")
 			return err == nil && strings.TrimSpace(out) == "OK"
 		})
-		c.ready[i] = time.Since(began)
+		c.ready[i] = time.Since(started[i])
 		t.Logf("%s: cilium-agent on %s ready %v after its start", v.name, k.name, c.ready[i].Round(time.Millisecond))
 	}
 	for _, k := range c.nodes {
@@ -220,6 +231,16 @@ func (c *ciliumCluster) dbg(k *kubeletNode, args ...string) (string, error) {
 	cmd := inNS(k.netns, append([]string{"nsenter", "--mount=" + k.mntns, "--", filepath.Join(c.cdir, "bin", "cilium-dbg")}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// statusField is the value of "KEY:" in cilium-dbg status output.
+func statusField(st, key string) string {
+	for _, l := range strings.Split(st, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), key+":"); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return ""
 }
 
 // cgroup2Root is where the machine mounts its cgroup2 hierarchy (the
@@ -376,9 +397,10 @@ func TestCiliumCluster(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: cilium-dbg status: %v\n%s", k.name, err, st)
 				}
-				for _, want := range []string{"KubeProxyReplacement:    True", "Host Routing:         BPF", "Masquerading:         BPF"} {
-					if !strings.Contains(st, want) {
-						t.Errorf("%s: cilium-dbg status --verbose has no %q:\n%s", k.name, want, st)
+				for key, want := range map[string]string{"KubeProxyReplacement": "True", "Routing": "Host: BPF",
+					"Masquerading": "BPF", "Socket LB": "Enabled", "Socket LB Coverage": "Full"} {
+					if got := statusField(st, key); !strings.Contains(got, want) {
+						t.Errorf("%s: cilium-dbg status --verbose: %s: %q, want %q", k.name, key, got, want)
 					}
 				}
 			}
@@ -399,11 +421,19 @@ func TestCiliumCluster(t *testing.T) {
 			}
 			vip := createBenchService(t, c.kc.cp, "web", "web", intstr.FromString("http"))
 			seen := map[string]int{}
-			waitFor(t, time.Minute, "ClusterIP "+vip.String()+" reaching the pods of both nodes", func() bool {
-				got, _ := client.name(vip)
+			deadline := time.Now().Add(time.Minute)
+			for seen["n1"] == 0 || seen["n2"] == 0 {
+				got, err := client.name(vip)
+				if err != nil {
+					got = err.Error() + ": " + got
+				}
 				seen[got]++
-				return seen["n1"] > 0 && seen["n2"] > 0
-			})
+				if time.Now().After(deadline) {
+					svc, _ := c.dbg(c.nodes[0], "service", "list")
+					t.Fatalf("ClusterIP %s from the client pod (cgroup %s) for 1 min: %v, want the pods of both nodes; n1's services:\n%s",
+						vip, client.cgroup, seen, svc)
+				}
+			}
 			t.Logf("%s: ClusterIP %s from the client pod reached %v", v.name, vip, seen)
 		})
 	}

@@ -124,6 +124,12 @@ type kubeletOpts struct {
 	// xlanedFlags are more flags of the node's xlaned (not daemonSet):
 	// bench/peers' --routing.
 	xlanedFlags []string
+	// podCgroups: the kubelet makes its pod cgroups (cgroupsPerQOS:
+	// kubepods/<qos>/pod<uid> under --cgroup-root), so the node's pods
+	// are in a subtree of the node's own; without, a pod's cgroup parent
+	// is empty and containerd puts every node's pods in /k8s.io/<id>.
+	// Cilium's socket LB attaches at the node's subtree (cilium_test.go).
+	podCgroups bool
 }
 
 // e2eClusterDNS is the cluster DNS Service's ClusterIP (kube-dns) of the
@@ -281,7 +287,7 @@ kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://%[1]s
 cgroupDriver: cgroupfs
 cgroupRoot: /%[2]s
-cgroupsPerQOS: false
+cgroupsPerQOS: %[8]t
 enforceNodeAllocatable: []
 failSwapOn: false
 protectKernelDefaults: false
@@ -304,7 +310,7 @@ authorization:
   mode: AlwaysAllow
 nodeStatusUpdateFrequency: 2s
 serializeImagePulls: false
-%[7]s`, h.sock, h.cgroup, logs, filepath.Join(h.dir, "volume-plugins"), k.addr4, anonymous, dns)
+%[7]s`, h.sock, h.cgroup, logs, filepath.Join(h.dir, "volume-plugins"), k.addr4, anonymous, dns, opts.podCgroups)
 	cfgPath := filepath.Join(h.dir, "kubelet.yaml")
 	writeFile(t, cfgPath, []byte(cfg))
 	k.kubelet = startProc(t, "kubelet "+k.name, k.netns, "nsenter", "--mount="+k.mntns, "--",

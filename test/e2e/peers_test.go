@@ -153,7 +153,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		kc := startKubeCluster(t, bins, clusterCIDR, false)
 		cp = kc.cp
 		for i := 1; i <= 2; i++ {
-			nodes = append(nodes, startKubeletNode(t, bins, cp, kc.ul, i, image, kubeletOpts{xlanedFlags: []string{"--routing", routing}}))
+			nodes = append(nodes, startKubeletNode(t, bins, cp, kc.ul, i, image, kubeletOpts{xlanedFlags: []string{"--routing", routing}, podCgroups: true}))
 		}
 		kc.waitNodes(t, nodes, began)
 		for _, k := range nodes {
@@ -177,13 +177,9 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		s.info.Config = []string{"cilium-agent " + strings.Join(append(ciliumAgentArgs("ADMIN-KUBECONFIG"), v.args...), " "),
 			"cilium-operator-generic: " + strings.Join(ciliumOperatorArgs("ADMIN-KUBECONFIG"), " ")}
 		st, _ := c.dbg(c.nodes[0], "status", "--verbose")
-		for _, l := range strings.Split(st, "\n") {
-			for _, key := range []string{"KubeProxyReplacement:", "Routing:", "Host Routing:", "Masquerading:", "Device Mode:", "Mode:", "Socket LB:", "Backend Selection:", "Cilium:", "Kubernetes:"} {
-				if strings.HasPrefix(strings.TrimSpace(l), key) {
-					s.info.Config = append(s.info.Config, "status: "+strings.TrimSpace(l))
-					break
-				}
-			}
+		for _, key := range []string{"Cilium", "KubeProxyReplacement", "Routing", "Attach Mode", "Device Mode", "Masquerading",
+			"IPv4 BIG TCP", "Socket LB", "Socket LB Coverage", "Mode", "Backend Selection"} {
+			s.info.Config = append(s.info.Config, "status "+key+": "+statusField(st, key))
 		}
 	default:
 		t.Fatalf("XLANE_PEERS_SETUPS: %q: the peer is xlane or cilium", name)
