@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/xlane-dev/xlane/bench/peers"
+	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
@@ -187,6 +188,15 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 	pods := startBenchPods(t, cp, image, podSpec{"client", "client", nodes[0]},
 		podSpec{"local", "local", nodes[0]}, podSpec{"remote", "remote", nodes[1]})
 	s.client, s.local, s.remote = pods[0], pods[1], pods[2]
+	if peer == "xlane" {
+		// The pods' network, made at the first CNI ADD: its mode and
+		// BIG TCP (auto: what a calibration measured; the tests' xlaned
+		// runs none at start).
+		var n model.Network
+		nodes[0].mustXlane(&n, "network", "inspect", "pods")
+		s.info.Config = append(s.info.Config, fmt.Sprintf("network pods: mode %s (%s), BIG TCP %s: IPv4 %v, IPv6 %v (%s)",
+			n.Mode, n.ModeReason, n.BigTCP, n.BigTCP4, n.BigTCP6, n.BigTCPReason))
+	}
 	for _, p := range []*benchPod{s.local, s.remote} {
 		p.serve(t, name+" "+p.pod.Name+" iperf3", nil, "iperf3", "-s", "-B", p.ip.String(), "-p", strconv.Itoa(peersIperfPort))
 		p.serve(t, name+" "+p.pod.Name+" sockperf", nil, "sockperf", "sr", "--tcp", "-i", p.ip.String(), "-p", strconv.Itoa(peersSockperfPort))
