@@ -58,7 +58,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 )
 
 // ciliumHostDirs are the agent's directories each node has its own of.
@@ -285,17 +284,7 @@ func startBenchPods(t *testing.T, cp *controlPlane, image string, specs ...podSp
 	var pods []*benchPod
 	for _, s := range specs {
 		k := s.node
-		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: s.name, Labels: map[string]string{"app": s.app, "node": k.name}},
-			Spec: corev1.PodSpec{
-				NodeName: k.name, DNSPolicy: corev1.DNSDefault,
-				EnableServiceLinks: ptr.To(false), AutomountServiceAccountToken: ptr.To(false),
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Containers: []corev1.Container{{Name: "server", Image: image, ImagePullPolicy: corev1.PullNever,
-					Args:  []string{"-name", k.name},
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "sink", ContainerPort: 9090}}}},
-			},
-		}, metav1.CreateOptions{})
+		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, podserverPod(s.name, s.app, k.name, image), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create pod %s: %v", s.name, err)
 		}

@@ -703,19 +703,7 @@ func startWebPods(t *testing.T, cp *controlPlane, nodes []*kubeletNode, image st
 	ctx := context.Background()
 	var pods []*podOn
 	for _, k := range nodes {
-		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "web-" + k.name, Labels: map[string]string{"app": "web", "node": k.name}},
-			Spec: corev1.PodSpec{
-				NodeName:                      k.name,
-				DNSPolicy:                     corev1.DNSDefault,
-				EnableServiceLinks:            ptr.To(false),
-				AutomountServiceAccountToken:  ptr.To(false),
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Containers: []corev1.Container{{Name: "server", Image: image, ImagePullPolicy: corev1.PullNever,
-					Args:  []string{"-name", k.name},
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "sink", ContainerPort: 9090}}}},
-			},
-		}, metav1.CreateOptions{})
+		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, podserverPod("web-"+k.name, "web", k.name, image), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create pod: %v", err)
 		}
@@ -763,6 +751,25 @@ func startWebPods(t *testing.T, cp *controlPlane, nodes []*kubeletNode, image st
 			p.sbx.id, p.host, time.Since(began).Round(time.Millisecond))
 	}
 	return pods
+}
+
+// podserverPod is pod name (labels app and node) bound to node, its
+// container test/e2e/podserver from image: its node's name and an echo on
+// 8080 "http", a byte count and SHA-256 on 9090 "sink".
+func podserverPod(name, app, node, image string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app, "node": node}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			DNSPolicy:                     corev1.DNSDefault,
+			EnableServiceLinks:            ptr.To(false),
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{Name: "server", Image: image, ImagePullPolicy: corev1.PullNever,
+				Args:  []string{"-name", node},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "sink", ContainerPort: 9090}}}},
+		},
+	}
 }
 
 // podToPod checks pods[0] and pods[1] (on two nodes) talking: each
