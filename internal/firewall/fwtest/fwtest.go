@@ -408,3 +408,21 @@ func RandomTuplePacket(r *rand.Rand) firewall.Packet {
 	}
 	return pk
 }
+
+// RandomTieredRuleSet is RandomRuleSet with tiers: its rules' priorities
+// fall in three tiers (1-999, 1000-1999, 2000-2999) and about one rule in
+// eight is a pass rule going on at the start of a later tier, or past
+// every rule (3000: the defaults), so that a packet can pass twice.
+func RandomTieredRuleSet(r *rand.Rand, n int) *firewall.RuleSet {
+	rs := RandomRuleSet(r, n)
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		tier := r.IntN(3)
+		rule.Priority = tier*1000 + 1 + r.IntN(999)
+		if rule.Action != "log" && r.IntN(8) == 0 {
+			rule.Action, rule.Log = "pass", 0
+			rule.PassTo = (tier + 1 + r.IntN(3-tier)) * 1000
+		}
+	}
+	return rs
+}
