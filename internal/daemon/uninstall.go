@@ -28,7 +28,7 @@ func (d *Daemon) Uninstall() error {
 	}
 	// The cluster: every node's routes, the VXLAN device (with --node-name
 	// or without: a daemon stopped and uninstalled alone).
-	nodes, err := d.Nodes()
+	nodes, err := d.cluster.Nodes()
 	errs = append(errs, err)
 	for i := range nodes {
 		for _, p := range nodes[i].PodCIDRs {
