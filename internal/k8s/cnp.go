@@ -407,7 +407,9 @@ func cnpRule(p *ClusterNetworkPolicy, field string, i int, r CNPRule, in bool, b
 	if in {
 		kind = "in"
 	}
-	name := "cnp:" + p.Name
+	// The tier in the name: xlane fw ls, the counters' metrics, xlane
+	// monitor and xlane trace name the policy, its tier and the rule.
+	name := strings.ToLower(p.Spec.Tier) + ":" + p.Name
 	comment := fmt.Sprintf("ClusterNetworkPolicy %s tier %s priority %d %s", p.Name, p.Spec.Tier, p.Spec.Priority, strings.TrimPrefix(field, "spec."))
 	if r.Name != "" {
 		comment += " " + strconv.Quote(r.Name)

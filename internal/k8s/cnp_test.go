@@ -76,9 +76,9 @@ func TestTranslateClusterPolicies(t *testing.T) {
 			cnps: []*ClusterNetworkPolicy{cnp("no-team-a", CNPTierAdmin, 10, nsSubject(defaultNS),
 				[]CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}}}, nil)},
 			conns: []conn{
-				{from: "client", to: "web", port: 80, want: "k8s.np.cnp:no-team-a.in0"},
-				{from: "client", to: "web", port: 80, v6: true, want: "k8s.np.cnp:no-team-a.in0"},
-				{from: "client", to: "db", port: 80, want: "k8s.np.cnp:no-team-a.in0"},
+				{from: "client", to: "web", port: 80, want: "k8s.np.admin:no-team-a.in0"},
+				{from: "client", to: "web", port: 80, v6: true, want: "k8s.np.admin:no-team-a.in0"},
+				{from: "client", to: "db", port: 80, want: "k8s.np.admin:no-team-a.in0"},
 				{from: "other", to: "web", port: 80, want: "allow"},
 				{from: "web", to: "client", port: 80, want: "allow"}, // ingress only
 			},
@@ -98,12 +98,12 @@ func TestTranslateClusterPolicies(t *testing.T) {
 			conns: []conn{
 				{from: "client", to: "web", port: 8080, want: "allow"},                           // NetworkPolicy
 				{from: "client", to: "web", port: 22, want: "k8s.np.default.web.in-deny"},        // passed: not the admin deny
-				{from: "client", to: "db", port: 5432, want: "k8s.np.cnp:base.in0"},              // no NetworkPolicy: baseline
-				{from: "client", to: "db", port: 22, v6: true, want: "k8s.np.cnp:base.in0"},      //
-				{from: "other", to: "db", port: 22, want: "k8s.np.cnp:admin.in1"},                // no pass for default
+				{from: "client", to: "db", port: 5432, want: "k8s.np.baseline:base.in0"},              // no NetworkPolicy: baseline
+				{from: "client", to: "db", port: 22, v6: true, want: "k8s.np.baseline:base.in0"},      //
+				{from: "other", to: "db", port: 22, want: "k8s.np.admin:admin.in1"},                // no pass for default
 				{from: "other", to: "db", port: 5432, want: "allow"},                             // nothing decides
 				{from: "other", to: "web", port: 8080, want: "k8s.np.default.web.in-deny"},       // NetworkPolicy
-				{from: "client", to: "other", port: 8080, v6: true, want: "k8s.np.cnp:base.in0"}, // other on n1
+				{from: "client", to: "other", port: 8080, v6: true, want: "k8s.np.baseline:base.in0"}, // other on n1
 			},
 		},
 		{
@@ -138,8 +138,8 @@ func TestTranslateClusterPolicies(t *testing.T) {
 			},
 			conns: []conn{
 				{from: "client", to: "web", port: 8080, want: "allow"},
-				{from: "client", to: "web", port: 9100, want: "k8s.np.cnp:p40-accept.in0"},
-				{from: "client", to: "web", port: 7999, want: "k8s.np.cnp:p50-deny.in0"},
+				{from: "client", to: "web", port: 9100, want: "k8s.np.admin:p40-accept.in0"},
+				{from: "client", to: "web", port: 7999, want: "k8s.np.admin:p50-deny.in0"},
 				{from: "other", to: "web", port: 8080, want: "k8s.np.default.deny-web.in-deny"},
 			},
 		},
@@ -158,14 +158,14 @@ func TestTranslateClusterPolicies(t *testing.T) {
 				}),
 			},
 			conns: []conn{
-				{from: "client", to: "node", port: 10250, want: "k8s.np.cnp:no-kubelet.eg0"},
+				{from: "client", to: "node", port: 10250, want: "k8s.np.admin:no-kubelet.eg0"},
 				{from: "client", to: "node", port: 53, proto: 17, want: "allow"},
-				{from: "client", to: "node", port: 22, want: "k8s.np.cnp:egress-baseline.eg1"},
+				{from: "client", to: "node", port: 22, want: "k8s.np.baseline:egress-baseline.eg1"},
 				{from: "client", to: "web", port: 8080, want: "allow"},
 				{from: "client", to: "web", port: 8080, v6: true, want: "allow"},
 				{from: "client", to: "db", port: 5432, want: "allow"},
-				{from: "client", to: "db", port: 8080, want: "k8s.np.cnp:egress-baseline.eg1"},
-				{from: "client", to: "web", port: 9100, want: "k8s.np.cnp:egress-baseline.eg1"},
+				{from: "client", to: "db", port: 8080, want: "k8s.np.baseline:egress-baseline.eg1"},
+				{from: "client", to: "web", port: 9100, want: "k8s.np.baseline:egress-baseline.eg1"},
 				{from: "other", to: "web", port: 9100, want: "allow"},
 			},
 		},
@@ -177,7 +177,7 @@ func TestTranslateClusterPolicies(t *testing.T) {
 			}, nil)},
 			conns: []conn{
 				{from: "client", to: "web", port: 80, want: "allow"},
-				{from: "other", to: "web", port: 80, want: "k8s.np.cnp:base.in1"},
+				{from: "other", to: "web", port: 80, want: "k8s.np.baseline:base.in1"},
 			},
 		},
 		{
@@ -187,8 +187,8 @@ func TestTranslateClusterPolicies(t *testing.T) {
 				cnp("b-deny-unknown", CNPTierAdmin, 2, podSubject(anyNS, map[string]string{"app": "db"}), []CNPRule{{Action: CNPDeny, From: []CNPPeer{{}}}}, nil),
 			},
 			conns: []conn{
-				{from: "client", to: "db", port: 80, want: "k8s.np.cnp:b-deny-unknown.in0"},
-				{from: "other", to: "db", port: 80, want: "k8s.np.cnp:b-deny-unknown.in0"},
+				{from: "client", to: "db", port: 80, want: "k8s.np.admin:b-deny-unknown.in0"},
+				{from: "other", to: "db", port: 80, want: "k8s.np.admin:b-deny-unknown.in0"},
 				{from: "client", to: "web", port: 80, want: "allow"},
 			},
 		},
@@ -287,7 +287,7 @@ func TestClusterPolicyErrors(t *testing.T) {
 		}
 		if !ok {
 			for _, r := range got {
-				if strings.HasPrefix(r.Name, PolicyPrefix+"cnp:"+c.p.Name+".") {
+				if strings.Contains(r.Name, ":"+c.p.Name+".") {
 					t.Errorf("%s refused, yet its rule %s is there", c.p.Name, r.Name)
 				}
 			}

@@ -331,7 +331,7 @@ func TestControllerClusterPolicy(t *testing.T) {
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(last()) == 0; time.Sleep(10 * time.Millisecond) {
 	}
-	if got := last(); len(got) != 1 || got[0].Name != "k8s.np.cnp:deny-all.in0" || got[0].Action != "drop" || got[0].Priority != CNPAdminBase+CNPRuleSlots {
+	if got := last(); len(got) != 1 || got[0].Name != "k8s.np.admin:deny-all.in0" || got[0].Action != "drop" || got[0].Priority != CNPAdminBase+CNPRuleSlots {
 		t.Fatalf("after the CRD: %v, want deny-all's rule", got)
 	}
 	bad := cnp("bad", CNPTierAdmin, 2, nsSubject(defaultNS), nil, []CNPRule{{Action: CNPDeny, To: []CNPPeer{{Networks: []string{"10.0.0.1/8"}}}}})
@@ -359,7 +359,7 @@ func TestControllerClusterPolicy(t *testing.T) {
 	if c := cond("deny-all"); c == nil || c["status"] != "True" {
 		t.Errorf("deny-all's condition: %v", c)
 	}
-	if got := last(); len(got) != 1 || got[0].Name != "k8s.np.cnp:deny-all.in0" {
+	if got := last(); len(got) != 1 || got[0].Name != "k8s.np.admin:deny-all.in0" {
 		t.Errorf("with bad: %v, want deny-all's rule alone", got)
 	}
 }

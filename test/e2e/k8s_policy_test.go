@@ -405,25 +405,25 @@ spec:
   ingress:
   - {name: no-team-a, action: Deny, from: [{namespaces: {matchLabels: {team: a}}}]}
 `)
-		waitRules(nodes[1], "n2: the tiers' rules", "k8s.np.cnp:admin-web.in0", "k8s.np.cnp:admin-web.in1", "k8s.np.cnp:admin-web.in2",
+		waitRules(nodes[1], "n2: the tiers' rules", "k8s.np.admin:admin-web.in0", "k8s.np.admin:admin-web.in1", "k8s.np.admin:admin-web.in2",
 			"k8s.np.default.web-from-team-a.in0")
-		waitRules(nodes[0], "n1: the baseline's rule", "k8s.np.cnp:baseline-default.in0")
+		waitRules(nodes[0], "n1: the baseline's rule", "k8s.np.baseline:baseline-default.in0")
 		check(t,
 			tcase{client, web, 8080, true, "client (team-a) to web:8080: Admin Pass, the NetworkPolicy allows"},
 			tcase{client, web, 9090, false, "client to web:9090: the Admin Deny before the NetworkPolicy's allowance"},
 			tcase{other, web, 8080, false, "other (default) to web:8080: the Admin tier's last rule"},
 			tcase{client, other, 8080, false, "client to other:8080: no NetworkPolicy selects other: the Baseline Deny"})
 		r2, r1 := rules(nodes[1]), rules(nodes[0])
-		for name, min := range map[string]uint64{"k8s.np.cnp:admin-web.in0": 2, "k8s.np.cnp:admin-web.in1": 2, "k8s.np.cnp:admin-web.in2": 2,
+		for name, min := range map[string]uint64{"k8s.np.admin:admin-web.in0": 2, "k8s.np.admin:admin-web.in1": 2, "k8s.np.admin:admin-web.in2": 2,
 			"k8s.np.default.web-from-team-a.in0": 2} {
 			if p := r2[name].Packets; p < min {
 				t.Errorf("n2 %s: %d packets, want at least %d", name, p, min)
 			}
 		}
-		if p := r1["k8s.np.cnp:baseline-default.in0"].Packets; p < 2 {
-			t.Errorf("n1 k8s.np.cnp:baseline-default.in0: %d packets, want the SYNs it dropped", p)
+		if p := r1["k8s.np.baseline:baseline-default.in0"].Packets; p < 2 {
+			t.Errorf("n1 k8s.np.baseline:baseline-default.in0: %d packets, want the SYNs it dropped", p)
 		}
-		if c := r2["k8s.np.cnp:admin-web.in1"].Comment; !strings.Contains(c, `ClusterNetworkPolicy admin-web tier Admin priority 10 ingress[1] "team-a-to-networkpolicy"`) {
+		if c := r2["k8s.np.admin:admin-web.in1"].Comment; !strings.Contains(c, `ClusterNetworkPolicy admin-web tier Admin priority 10 ingress[1] "team-a-to-networkpolicy"`) {
 			t.Errorf("comment %q does not name the policy, tier and rule", c)
 		}
 		for _, name := range []string{"admin-web", "baseline-default"} {
