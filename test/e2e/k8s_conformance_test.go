@@ -134,6 +134,11 @@ func TestKubernetesConformance(t *testing.T) {
 	deployCoreDNS(t, cp, nodes)
 	phase("cluster up (control plane, two nodes, the xlane DaemonSet Ready, CoreDNS Ready)")
 
+	if os.Getenv("XLANE_CONFORMANCE_FOCUS") == cnpSuite {
+		runCNPConformance(t, kc, results)
+		phase("suite " + cnpSuite)
+		return
+	}
 	procs := 4
 	if s := os.Getenv("XLANE_CONFORMANCE_PROCS"); s != "" {
 		var err error
@@ -459,7 +464,7 @@ func e2eImages(t *testing.T, bins string) []string {
 		{name: "localhost.crt", body: string(readFile(filepath.Join(porter, "localhost.crt")))},
 		{name: "localhost.key", body: string(readFile(filepath.Join(porter, "localhost.key")))},
 	})
-	add(refs("agnhost"), map[string]any{"Entrypoint": []string{"/agnhost"}, "Cmd": []string{"pause"}, "Env": []string{path}},
+	add(append(refs("agnhost"), cnpAgnhost), map[string]any{"Entrypoint": []string{"/agnhost"}, "Cmd": []string{"pause"}, "Env": []string{path}},
 		tools, passwd, agnhost)
 	add(refs("jessie-dnsutils"), map[string]any{"Cmd": []string{"/bin/sh"}, "Env": []string{path}}, tools, passwd)
 
