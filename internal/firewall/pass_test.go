@@ -1,7 +1,6 @@
 package firewall_test
 
 import (
-	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
@@ -97,40 +96,7 @@ func TestPassMatchesReference(t *testing.T) {
 	if testing.Short() {
 		sizes, packets = []int{5, 50}, 300
 	}
-	for seed, n := range sizes {
-		rng := rand.New(rand.NewPCG(uint64(seed)+7, uint64(n)))
-		pol, err := firewall.Validate(fwtest.RandomTieredRuleSet(rng, n), fwtest.Resolver())
-		if err != nil {
-			t.Fatalf("%d rules: validate: %v", n, err)
-		}
-		tab, err := firewall.Compile(pol, slotsFor(pol))
-		if err != nil {
-			t.Fatalf("%d rules: compile: %v", n, err)
-		}
-		passed := 0
-		for i := 0; i < packets; i++ {
-			k := []firewall.Kind{firewall.KindFromEP, firewall.KindToEP, firewall.KindUplink}[rng.IntN(3)]
-			pk := fwtest.RandomPacket(rng, k)
-			want, wantLog := pol.Evaluate(pk)
-			bit, logBits := tab.Classify(pk)
-			got := -1
-			if bit >= 0 {
-				got = tab.Bit[bit]
-			}
-			var gotLog []int
-			for _, b := range logBits {
-				gotLog = append(gotLog, tab.Bit[b])
-			}
-			if got != want || !equalInts(gotLog, wantLog) {
-				t.Fatalf("%d rules, packet %+v: tables decide rule %d (logs %v), reference %d (logs %v)",
-					n, pk, got, gotLog, want, wantLog)
-			}
-			if want >= 0 && pol.Rules[want].Priority >= 1000 {
-				passed++
-			}
-		}
-		t.Logf("%d rules: %d packets agree, %d decided below the first tier", n, packets, passed)
-	}
+	matchesReference(t, fwtest.RandomTieredRuleSet, 7, sizes, packets)
 }
 
 // TestPassValidate: the errors of pass rules name the field.
