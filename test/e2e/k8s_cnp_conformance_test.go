@@ -19,8 +19,36 @@ import (
 const cnpSuite = "network-policy-api"
 
 // cnpAgnhost is the image the suite's pods run (its base manifests): the
-// agnhost e2eImages builds, under this name too.
+// agnhost e2eImages builds, under this name, with cnpAgnhostFiles.
 const cnpAgnhost = "registry.k8s.io/e2e-test-images/agnhost:2.45"
+
+// cnpAgnhostFiles are agnhost's files with /agnhost a script in front of
+// the binary (/agnhost-real) that drops the SERVE_SCTP_PORT_* variables
+// of `agnhost porter`: every pod of the suite's base manifests runs two
+// SCTP porters, which exit (log.Fatal) where the kernel has no SCTP
+// sockets, as this machine's (CONFIG_IP_SCTP unset, no modules), so that
+// no pod would ever be ready and no test would run. The SCTP tests fail
+// here whatever the datapath does; the others run unchanged.
+func cnpAgnhostFiles(files []tarEntry) []tarEntry {
+	out := make([]tarEntry, 0, len(files)+1)
+	for _, f := range files {
+		if f.name == "agnhost" {
+			out = append(out, tarEntry{name: "agnhost-real", body: f.body, mode: f.mode},
+				tarEntry{name: "agnhost", mode: 0o755, body: "#!/bin/bash\n" +
+					"# xlane e2e: this kernel has no SCTP; porter serves the other protocols\n" +
+					"if [ \"$1\" = porter ] && ! [ -e /proc/net/sctp ]; then\n" +
+					"\tfor v in $(env | sed -n 's/^\\(SERVE_SCTP_PORT_[^=]*\\)=.*/\\1/p'); do unset \"$v\"; done\n" +
+					"fi\n" +
+					"exec /agnhost-real \"$@\"\n"})
+			continue
+		}
+		if f.link == "agnhost" {
+			f.link = "agnhost-real"
+		}
+		out = append(out, f)
+	}
+	return out
+}
 
 // cnpFeatures are the suite's experimental features xlane claims.
 const cnpFeatures = "ClusterNetworkPolicyNamedPorts,ClusterNetworkPolicyEgressNodePeers"
