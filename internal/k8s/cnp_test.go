@@ -96,13 +96,13 @@ func TestTranslateClusterPolicies(t *testing.T) {
 				}, nil),
 			},
 			conns: []conn{
-				{from: "client", to: "web", port: 8080, want: "allow"},                           // NetworkPolicy
-				{from: "client", to: "web", port: 22, want: "k8s.np.default.web.in-deny"},        // passed: not the admin deny
+				{from: "client", to: "web", port: 8080, want: "allow"},                                // NetworkPolicy
+				{from: "client", to: "web", port: 22, want: "k8s.np.default.web.in-deny"},             // passed: not the admin deny
 				{from: "client", to: "db", port: 5432, want: "k8s.np.baseline:base.in0"},              // no NetworkPolicy: baseline
 				{from: "client", to: "db", port: 22, v6: true, want: "k8s.np.baseline:base.in0"},      //
-				{from: "other", to: "db", port: 22, want: "k8s.np.admin:admin.in1"},                // no pass for default
-				{from: "other", to: "db", port: 5432, want: "allow"},                             // nothing decides
-				{from: "other", to: "web", port: 8080, want: "k8s.np.default.web.in-deny"},       // NetworkPolicy
+				{from: "other", to: "db", port: 22, want: "k8s.np.admin:admin.in1"},                   // no pass for default
+				{from: "other", to: "db", port: 5432, want: "allow"},                                  // nothing decides
+				{from: "other", to: "web", port: 8080, want: "k8s.np.default.web.in-deny"},            // NetworkPolicy
 				{from: "client", to: "other", port: 8080, v6: true, want: "k8s.np.baseline:base.in0"}, // other on n1
 			},
 		},
