@@ -208,6 +208,49 @@ func TestFirewallPass(t *testing.T) {
 	newFwHarness(t).differential(t, fwtest.RandomTieredRuleSet, 300, sizes, packets)
 }
 
+// TestFirewallPassTable: fwtest.PassTiers through the to-endpoint
+// program (tcx egress): the rule that decides each packet, read from the
+// event ring (none for a pass rule: it decides nothing), and the verdict;
+// a pass rule's counter counts the packets it passed on.
+func TestFirewallPassTable(t *testing.T) {
+	h := newFwHarness(t)
+	rs, cases := fwtest.PassTiers()
+	pol := h.install(t, rs, true)
+	h.drain(t)
+	slot := map[string]int{}
+	for i, r := range pol.Rules {
+		slot[r.Name] = i
+	}
+	for _, tc := range cases {
+		frame, err := fwtest.Frame(tc.Packet(firewall.KindToEP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped, _, err := h.run(firewall.KindToEP, frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []int(nil)
+		if tc.Want != "" {
+			want = []int{slot[tc.Want]}
+		}
+		if got := h.drain(t); fmt.Sprint(got) != fmt.Sprint(want) || dropped != (tc.Want != "" && tc.Want != "np-allow-22") {
+			t.Errorf("%s -> :%d: events of slots %v, dropped %v; want %s (slot %v)", tc.Src, tc.DPort, got, dropped, tc.Want, want)
+		}
+	}
+	// admin-pass-web passed the three packets to port 80 on; base-pass-80
+	// the one from 10.1/16.
+	for name, want := range map[string]uint64{"admin-pass-web": 3, "base-pass-80": 1} {
+		c, err := h.in.Counter(uint32(slot[name]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Packets != want {
+			t.Errorf("%s counted %d packets, want %d", name, c.Packets, want)
+		}
+	}
+}
+
 // differential installs a set of every size from gen and checks random
 // packets through the three hooks against the reference model: the
 // deciding rule and the log rules on the way (the event ring) and the

@@ -1,7 +1,6 @@
 package firewall_test
 
 import (
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -14,18 +13,7 @@ import (
 // its pass_to) and the next tier decides; the reference model and the
 // compiled tables agree with the table.
 func TestPassTiers(t *testing.T) {
-	f := false
-	rs := &firewall.RuleSet{Established: &f, Rules: []firewall.Rule{
-		// admin tier (priority < 100)
-		{Name: "admin-pass-web", Priority: 10, Action: "pass", PassTo: 100, Proto: firewall.List{"tcp"}, DstPort: firewall.List{"80"}},
-		{Name: "admin-deny-10", Priority: 20, Action: "drop", Src: firewall.List{"10.0.0.0/8"}},
-		// the middle tier (NetworkPolicy)
-		{Name: "np-allow-22", Priority: 100, Action: "allow", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"22"}},
-		{Name: "np-deny-443", Priority: 101, Action: "drop", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"443"}},
-		// baseline (priority >= 200)
-		{Name: "base-pass-80", Priority: 200, Action: "pass", PassTo: 300, Proto: firewall.List{"tcp"}, DstPort: firewall.List{"80"}, Src: firewall.List{"10.1.0.0/16"}},
-		{Name: "base-deny", Priority: 210, Action: "drop"},
-	}}
+	rs, cases := fwtest.PassTiers()
 	pol, err := firewall.Validate(rs, fwtest.Resolver())
 	if err != nil {
 		t.Fatal(err)
@@ -34,37 +22,23 @@ func TestPassTiers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		src   string
-		dport uint32
-		want  string // deciding rule, "" for none (allowed)
-	}{
-		{"10.1.2.3", 80, ""},               // admin pass, baseline pass: nothing decides
-		{"10.2.2.3", 80, "base-deny"},      // admin pass skips admin-deny-10; baseline denies
-		{"10.2.2.3", 22, "admin-deny-10"},  // no pass: the admin tier decides
-		{"192.0.2.1", 22, "np-allow-22"},   // the middle tier decides
-		{"192.0.2.1", 443, "np-deny-443"},  //
-		{"192.0.2.1", 8080, "base-deny"},   // nothing above: baseline
-		{"10.1.2.3", 443, "admin-deny-10"}, // the pass is for port 80 only
-		{"192.0.2.1", 80, "base-deny"},     // admin pass, baseline's pass is for 10.1/16 only
-	} {
-		pk := firewall.Packet{Kind: firewall.KindFromEP, Net: 1, Src: netip.MustParseAddr(tc.src),
-			Dst: netip.MustParseAddr("192.0.2.99"), Proto: 6, SPort: 40000, DPort: tc.dport}
+	for _, tc := range cases {
+		pk := tc.Packet(firewall.KindToEP)
 		want, _ := pol.Evaluate(pk)
 		got := ""
 		if want >= 0 {
 			got = pol.Rules[want].Name
 		}
-		if got != tc.want {
-			t.Errorf("%s -> :%d: reference decides %q, want %q", tc.src, tc.dport, got, tc.want)
+		if got != tc.Want {
+			t.Errorf("%s -> :%d: reference decides %q, want %q", tc.Src, tc.DPort, got, tc.Want)
 		}
 		bit, _ := tab.Classify(pk)
 		tabGot := ""
 		if bit >= 0 {
 			tabGot = pol.Rules[tab.Bit[bit]].Name
 		}
-		if tabGot != tc.want {
-			t.Errorf("%s -> :%d: tables decide %q, want %q", tc.src, tc.dport, tabGot, tc.want)
+		if tabGot != tc.Want {
+			t.Errorf("%s -> :%d: tables decide %q, want %q", tc.Src, tc.DPort, tabGot, tc.Want)
 		}
 	}
 	// The pass rules' bits carry their targets: the first bit of the
