@@ -10,8 +10,11 @@ import (
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
+	"github.com/xlane-dev/xlane/internal/firewall/control"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/observe"
+	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/vm"
 )
@@ -31,13 +34,31 @@ func (d *Daemon) wireFeatures() {
 	c := coreView{d}
 	d.vms = vm.New(c, d.cfg.QEMU, d.log)
 	d.calib = calibration.New(c)
+	d.svcs = services.New(c)
+}
+
+// Services is the services feature (/v1/services).
+func (d *Daemon) Services() *services.Services { return d.svcs }
+
+// ApplyServices applies a batch of services (k8s.Target).
+func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
+	return d.svcs.Apply(req)
+}
+
+// Firewall is the firewall's control (/v1/firewall), which New started.
+func (d *Daemon) Firewall() *control.Firewall { return d.fw }
+
+// ApplyFirewallOwned is Firewall.ApplyOwned (k8s.Target: Kubernetes
+// mode's NetworkPolicies).
+func (d *Daemon) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
+	return d.fw.ApplyOwned(prefix, owned)
 }
 
 // Cluster is the cluster feature: nodes, peers, the overlay (/v1/nodes).
 func (d *Daemon) Cluster() *cluster.Cluster { return d.cluster }
 
 // SyncNodes makes the cluster's nodes the given set (k8s.Target).
-func (d *Daemon) SyncNodes(want []api.NodeAdd) error { return d.cluster.SyncNodes(want) }
+func (d *Daemon) SyncNodes(want []model.Node) error { return d.cluster.SyncNodes(want) }
 
 // clusterConfig is the cluster's part of cfg.
 func clusterConfig(cfg Config) cluster.Config {
@@ -57,7 +78,7 @@ func (d *Daemon) startObserve() {
 		deps.Probe = d.calib
 	}
 	if d.fw != nil {
-		deps.RuleName = d.fw.ruleName
+		deps.RuleName = d.fw.RuleName
 	}
 	if d.cluster.Joined() {
 		deps.OverlayPort = d.cluster.OverlayPort

@@ -21,10 +21,12 @@ import (
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
+	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/ipam"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/observe"
+	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/version"
 	"github.com/xlane-dev/xlane/internal/vm"
@@ -55,7 +57,8 @@ type Config struct {
 	// NATPorts is masquerade's source-port range, "MIN-MAX" ("" default).
 	NATPorts string
 	// ServiceNoBackend is what a new flow to a service VIP without
-	// backends gets: NoBackendReject ("", the default) or NoBackendDrop.
+	// backends gets: services.NoBackendReject ("", the default) or
+	// services.NoBackendDrop.
 	ServiceNoBackend string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
@@ -104,22 +107,23 @@ type Daemon struct {
 	store *store.Store
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
 	feat  *features.Set     // probed by New (kernel.go)
-	fw    *Firewall         // started by New, before the API serves (firewall.go)
+	fw    *control.Firewall // started by New, before the API serves (internal/firewall/control)
 	obs   *observe.Observer // monitor, trace, flows, dumps: started by New (core.go)
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
+	accel     accelState          // accel.go
 	neigh     cluster.Neighbours  // the neighbour mirror (internal/cluster)
 	cluster   *cluster.Cluster    // nodes, peers, overlay; not joined alone (internal/cluster)
-	accel     accelState          // accel.go
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
-	lastErr   lastError    // the last warning or error logged (health.go)
-	objErrs   objectErrors // what the last reconcile could not apply (objerrs.go)
-	vms       *vm.VMs      // VM endpoints: taps, DHCP, QEMU (internal/vm)
+	lastErr   lastError          // the last warning or error logged (health.go)
+	objErrs   objectErrors       // what the last reconcile could not apply (objerrs.go)
+	vms       *vm.VMs            // VM endpoints: taps, DHCP, QEMU (internal/vm)
+	svcs      *services.Services // service VIPs and backends (internal/services)
 
 	// faults are the apply steps' fault points (core.Faults): tests make
 	// one fail and check the rollback.
@@ -147,7 +151,7 @@ func New(cfg Config) (*Daemon, error) {
 	if d.cluster, err = cluster.New(coreView{d}, clusterConfig(cfg)); err != nil {
 		return nil, err
 	}
-	if _, err := noBackendReject(cfg.ServiceNoBackend); err != nil {
+	if _, err := services.ParseNoBackend(cfg.ServiceNoBackend); err != nil {
 		return nil, err
 	}
 	if d.store, err = store.Open(cfg.StatePath); err != nil {
@@ -204,7 +208,7 @@ func (d *Daemon) start() (*Daemon, error) {
 	}
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
-	d.fw = d.startFirewall()
+	d.fw = control.Start(coreView{d}, control.Config{Cluster: d.cluster})
 	d.startObserve()
 	// Without the BPF datapath there is no node-wide datapath work: no
 	// uplink program, node configuration, services or neighbour mirror.
@@ -224,7 +228,7 @@ func (d *Daemon) start() (*Daemon, error) {
 			d.Close()
 			return nil, err
 		}
-		if err := d.reconcileServices(); err != nil {
+		if err := d.svcs.Reconcile(); err != nil {
 			d.log.Error("reconcile services", "err", err)
 		}
 		if err := d.cluster.Start(); err != nil {
