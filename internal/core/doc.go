@@ -23,7 +23,7 @@
 //	                      metrics and health still in the daemon)
 //	internal/cluster      nodes, peers, probes, overlay MTU,
 //	                      the neighbour mirror                       (moved)
-//	internal/sockaccel    socket acceleration and proxy redirects   (to move)
+//	internal/accelproxy   socket acceleration and proxy redirects   (moved)
 //	internal/firewall/control  the firewall's control: rule sets →
 //	                      tables, DDoS, blocklist                    (moved)
 //	internal/services     services: VIPs, backends, Maglev          (moved)

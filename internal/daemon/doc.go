@@ -17,10 +17,11 @@
 // observability's monitor, trace, flows and dumps (internal/observe, made
 // by startObserve once the datapath is open), the cluster with the
 // neighbour mirror (internal/cluster), services (internal/services) and
-// the firewall's control (internal/firewall/control) so far. The features still
+// the firewall's control (internal/firewall/control) and the socket
+// layer's, acceleration and proxy redirects (internal/accelproxy), so
+// far. The features still
 // here, to move the same way (internal/core/doc.go has the target
-// layout): socket acceleration and proxy
-// redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability's
+// layout): observability's
 // metrics snapshot and health (metrics.go, health.go: they read most of the
 // core's state, so they stay until the core offers them a view).
 //
