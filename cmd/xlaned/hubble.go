@@ -44,7 +44,10 @@ func (o *hubbleOpts) start(d *daemon.Daemon, node string, kube bool) (*k8s.PodCa
 		return nil, nil
 	}
 	var pods *k8s.PodCache
-	deps := hubble.Deps{Observer: d.Observe(), Nodes: d.Nodes}
+	deps := hubble.Deps{Observer: d.Observe()}
+	if cl := d.Cluster(); cl != nil {
+		deps.Nodes = cl.Nodes
+	}
 	if kube {
 		pods = &k8s.PodCache{}
 		deps.Pods = pods.List

@@ -32,7 +32,7 @@ type recorder struct {
 	policies [][]rules.Rule
 }
 
-func (r *recorder) SyncNodes([]api.NodeAdd) error { return nil }
+func (r *recorder) SyncNodes([]model.Node) error { return nil }
 
 func (r *recorder) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
 	r.mu.Lock()

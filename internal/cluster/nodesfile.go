@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"encoding/json"
@@ -17,18 +17,18 @@ const nodesFilePoll = time.Second
 // NodeAdd). The file is the source of truth while it is given: a node not
 // in it is removed, a changed one replaced. A file that does not parse is
 // logged and ignored until it changes again.
-func (d *Daemon) watchNodesFile(path string, done <-chan struct{}) {
+func (c *Cluster) watchNodesFile(path string, done <-chan struct{}) {
 	var last time.Time
 	var lastSize int64 = -1
 	t := time.NewTicker(nodesFilePoll)
 	defer t.Stop()
 	for {
 		if fi, err := os.Stat(path); err != nil {
-			d.log.Warn("nodes file", "path", path, "err", err)
+			c.c.Log().Warn("nodes file", "path", path, "err", err)
 		} else if !fi.ModTime().Equal(last) || fi.Size() != lastSize {
 			last, lastSize = fi.ModTime(), fi.Size()
-			if err := d.syncNodesFile(path); err != nil {
-				d.log.Error("nodes file", "path", path, "err", err)
+			if err := c.syncNodesFile(path); err != nil {
+				c.c.Log().Error("nodes file", "path", path, "err", err)
 			}
 		}
 		select {
@@ -39,14 +39,26 @@ func (d *Daemon) watchNodesFile(path string, done <-chan struct{}) {
 	}
 }
 
-func (d *Daemon) syncNodesFile(path string) error {
+func (c *Cluster) syncNodesFile(path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	var want []api.NodeAdd
-	if err := json.Unmarshal(raw, &want); err != nil {
+	var recs []api.NodeAdd
+	if err := json.Unmarshal(raw, &recs); err != nil {
 		return model.Fieldf("nodes", "%s: want a JSON array of {\"name\", \"underlay\": [ADDR...], \"pod_cidrs\": [CIDR...]}: %v", path, err)
 	}
-	return d.SyncNodes(want)
+	// The text is read here, at the edge; a record that does not read
+	// is refused as SyncNodes refuses one its checks do: logged, the
+	// others applied.
+	want := make([]model.Node, 0, len(recs))
+	for _, r := range recs {
+		n, err := r.Node()
+		if err != nil {
+			c.c.Log().Error("nodes: node refused", "node", r.Name, "err", err)
+			continue
+		}
+		want = append(want, n)
+	}
+	return c.SyncNodes(want)
 }

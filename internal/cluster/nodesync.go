@@ -1,0 +1,60 @@
+package cluster
+
+import (
+	"slices"
+
+	"github.com/xlane-dev/xlane/internal/model"
+)
+
+// SyncNodes makes the cluster's nodes equal to want, the whole set (the
+// --nodes file's records, or the Kubernetes API's Node objects): a node
+// not in it is removed, a changed one replaced (remove, then add), an
+// equal one left alone. A record the node checks refuse is logged and
+// skipped: the others still apply.
+func (c *Cluster) SyncNodes(want []model.Node) error {
+	have, err := c.Nodes()
+	if err != nil {
+		return err
+	}
+	wanted := map[string]model.Node{}
+	for _, w := range want {
+		wanted[w.Name] = w
+	}
+	for _, h := range have {
+		w, ok := wanted[h.Name]
+		if ok && sameNode(&h, &w) {
+			delete(wanted, h.Name)
+			continue
+		}
+		if err := c.RemoveNode(h.Name); err != nil {
+			return err
+		}
+	}
+	// This node first: its record picks the underlay family for the rest.
+	order := slices.SortedFunc(func(yield func(model.Node) bool) {
+		for _, w := range wanted {
+			if !yield(w) {
+				return
+			}
+		}
+	}, func(a, b model.Node) int {
+		switch {
+		case a.Name == c.cfg.NodeName:
+			return -1
+		case b.Name == c.cfg.NodeName:
+			return 1
+		}
+		return 0
+	})
+	for _, w := range order {
+		if _, err := c.AddNode(w); err != nil {
+			c.c.Log().Error("nodes: node refused", "node", w.Name, "err", err)
+		}
+	}
+	return nil
+}
+
+// sameNode says whether the record h is what w asks for.
+func sameNode(h, w *model.Node) bool {
+	return h.MTU == w.MTU && slices.Equal(h.Underlay, w.Underlay) && slices.Equal(h.PodCIDRs, w.PodCIDRs)
+}
