@@ -138,6 +138,9 @@ func (ids *identities) run(done <-chan struct{}) {
 // refresh reads the endpoints, networks and pods anew; identities no
 // longer there are marked gone, and dropped keep after that.
 func (ids *identities) refresh() {
+	if ids.c == nil { // (tests of the ring and the server alone)
+		return
+	}
 	now := time.Now()
 	cur := map[netip.Addr]*identity{}
 	nets := map[string][]netip.Prefix{}

@@ -387,6 +387,9 @@ func (s *Server) GetFlows(req *observerpb.GetFlowsRequest, stream grpc.ServerStr
 			return nil
 		case <-wait:
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		var first uint64
 		first, next, wait = s.ring.bounds()
 		if cursor < first {
