@@ -3,6 +3,14 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -245,6 +253,83 @@ func TestHubble(t *testing.T) {
 		}
 	})
 
+	t.Run("relay", func(t *testing.T) {
+		// Hubble Relay, unmodified, finds this xlaned through its Peer
+		// service (the unix socket) and serves its flows on TCP.
+		runIn(t, n.netns, "ip", "link", "set", "lo", "up")
+		relay := inNS(n.netns, filepath.Join(filepath.Dir(bin), "hubble-relay"), "serve", "--peer-service", "unix://"+sock,
+			"--listen-address", "127.0.0.1:4245", "--health-listen-address", "127.0.0.1:4222", "--gops=false",
+			"--disable-server-tls", "--disable-client-tls")
+		var rlog strings.Builder
+		relay.Stdout, relay.Stderr = &rlog, &rlog
+		if err := relay.Start(); err != nil {
+			t.Fatalf("hubble-relay: %v", err)
+		}
+		defer func() {
+			relay.Process.Signal(syscall.SIGTERM)
+			relay.Wait()
+			if t.Failed() {
+				t.Logf("hubble-relay log:\n%s", rlog.String())
+			}
+		}()
+		host, _ := os.Hostname()
+		var out string
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			b, _ := inNS(n.netns, bin, "list", "nodes", "--server", "127.0.0.1:4245").CombinedOutput()
+			if out = string(b); strings.Contains(out, host) && strings.Contains(out, "Connected") {
+				break
+			}
+		}
+		if !strings.Contains(out, host) || !strings.Contains(out, "Connected") {
+			t.Fatalf("hubble list nodes through Relay:\n%s\nwant %s connected", out, host)
+		}
+		t.Logf("hubble list nodes (Relay):\n%s", out)
+		b, err := inNS(n.netns, bin, "observe", "--server", "127.0.0.1:4245", "--pod", "shop/client", "--verdict", "DROPPED", "-o", "json").Output()
+		if err != nil {
+			t.Fatalf("hubble observe through Relay: %v", err)
+		}
+		flows := hubbleFlows(t, string(b))
+		if len(flows) == 0 || flows[0].GetNodeName() != host || names(flows[0].GetSource()) != "shop/client" {
+			t.Errorf("drops through Relay %v: want shop/client's, from node %s", flows, host)
+		}
+	})
+
+	t.Run("tcp with mutual tls", func(t *testing.T) {
+		dir := t.TempDir()
+		host, _ := os.Hostname()
+		ca := writeTLS(t, dir, host)
+		runIn(t, n.netns, "ip", "link", "set", "lo", "up")
+		n.stop(syscall.SIGTERM)
+		n.flags = append(n.flags, "--hubble-listen-address", "127.0.0.1:4244",
+			"--hubble-tls-cert", filepath.Join(dir, "server.pem"), "--hubble-tls-key", filepath.Join(dir, "server-key.pem"),
+			"--hubble-tls-client-ca", ca)
+		n.start()
+		if err := dial(clientNS, webIP, 8081, 500*time.Millisecond); err == nil {
+			t.Fatal("client -> web:8081 (dropped by rule closed) answered")
+		}
+		tls := []string{"--server", "127.0.0.1:4244", "--tls", "--tls-server-name", hubbleServerName(host),
+			"--tls-ca-cert-files", ca}
+		mtls := append(tls, "--tls-client-cert-file", filepath.Join(dir, "client.pem"), "--tls-client-key-file", filepath.Join(dir, "client-key.pem"))
+		var out []byte
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			out, err = inNS(n.netns, append([]string{bin, "observe", "--verdict", "DROPPED", "-o", "json"}, mtls...)...).Output()
+			if err == nil && len(hubbleFlows(t, string(out))) > 0 {
+				break
+			}
+		}
+		if flows := hubbleFlows(t, string(out)); err != nil || len(flows) == 0 || tcpDport(flows[0]) != 8081 {
+			t.Fatalf("hubble observe over mutual TLS: %v, flows %v: want the drop to 8081", err, flows)
+		}
+		// Without a client certificate the server refuses.
+		if out, err := inNS(n.netns, append([]string{bin, "observe", "--last", "1"}, tls...)...).CombinedOutput(); err == nil {
+			t.Errorf("hubble observe over TLS without a client certificate succeeded:\n%s", out)
+		}
+		if out, err := inNS(n.netns, bin, "observe", "--last", "1", "--server", "127.0.0.1:4244").CombinedOutput(); err == nil {
+			t.Errorf("hubble observe in plaintext against the TLS port succeeded:\n%s", out)
+		}
+	})
+
 	t.Run("names kept after removal", func(t *testing.T) {
 		n.mustXlane(nil, "endpoint", "rm", "client")
 		time.Sleep(3 * time.Second) // past a refresh of the names
@@ -283,4 +368,59 @@ func TestHubble(t *testing.T) {
 			t.Logf("GetFlows(%v): %v", req, err)
 		}
 	})
+}
+
+// hubbleServerName is the name Relay expects a node's certificate to
+// carry (internal/hubble TLSServerName).
+func hubbleServerName(node string) string { return node + ".hubble-grpc.xlane.local" }
+
+// writeTLS writes a CA (returned: its file), a server certificate for
+// node's Hubble name and 127.0.0.1, and a client certificate, into dir.
+func writeTLS(t *testing.T, dir, node string) string {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write := func(name, typ string, der []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caKey := key()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "xlane test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("ca.pem", "CERTIFICATE", caDER)
+	for i, c := range []struct {
+		name  string
+		usage x509.ExtKeyUsage
+	}{{"server", x509.ExtKeyUsageServerAuth}, {"client", x509.ExtKeyUsageClientAuth}} {
+		k := key()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: c.name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{c.usage}}
+		if c.name == "server" {
+			tmpl.DNSNames = []string{hubbleServerName(node)}
+			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(c.name+".pem", "CERTIFICATE", der)
+		write(c.name+"-key.pem", "EC PRIVATE KEY", kder)
+	}
+	return filepath.Join(dir, "ca.pem")
 }
