@@ -54,11 +54,6 @@ var dropReasons = map[string]flowpb.DropReason{
 	"drop_no_xsk":       flowpb.DropReason_DROP_EP_NOT_READY,
 	"drop_redirect":     flowpb.DropReason_ERROR_WRITING_TO_PACKET,
 	"drop_too_big":      flowpb.DropReason_INVALID_PACKET_DROPPED,
-	"pass_no_route":     flowpb.DropReason_FIB_LOOKUP_FAILED,
-	"pass_ct_full":      flowpb.DropReason_CT_MAP_INSERTION_FAILED,
-	"pass_nat_ports":    flowpb.DropReason_NO_MAPPING_FOR_NAT_MASQUERADE,
-	"pass_not_fwded":    flowpb.DropReason_DROP_REASON_UNKNOWN,
-	"drop_reason_other": flowpb.DropReason_DROP_REASON_UNKNOWN,
 }
 
 // observation is where the datapath saw the event (Flow's
