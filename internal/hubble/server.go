@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -145,7 +144,7 @@ func Start(c core.Core, cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Socket != "" {
-		l, err := listenUnix(cfg.Socket)
+		l, err := api.ListenUnix(cfg.Socket)
 		if err != nil {
 			return fail(fmt.Errorf("--hubble-socket: %w", err))
 		}
@@ -501,26 +500,4 @@ func slicesSorted(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// listenUnix listens on a root-only unix socket, replacing a stale one
-// but not one another process serves.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create socket dir: %w", err)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("socket %s: another process is listening", path)
-	}
-	os.Remove(path)
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	return l, nil
 }
