@@ -11,10 +11,13 @@ import (
 
 	flowpb "github.com/cilium/cilium/api/v1/flow"
 	observerpb "github.com/cilium/cilium/api/v1/observer"
+	peerpb "github.com/cilium/cilium/api/v1/peer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // testServer serves a Server with a ring of n slots (no core: names are
@@ -194,4 +197,26 @@ func TestFollowers(t *testing.T) {
 		t.Errorf("skipped counter %d, want %d", s.skipped.Load(), lost)
 	}
 	t.Logf("slow follower: %d flows, %d lost", got, lost)
+}
+
+// TestPeers: with a TCP listener, Notify lists every node of the cluster
+// at its underlay address and the listener's port, with the name Relay
+// checks its certificate against; without one, this node at its socket.
+func TestPeers(t *testing.T) {
+	nodes := []model.Node{{Name: "n1", Self: true, Underlay: []netip.Addr{netip.MustParseAddr("192.0.2.1")}},
+		{Name: "n2", Underlay: []netip.Addr{netip.MustParseAddr("192.0.2.2")}}, {Name: "n3"}}
+	s := &Server{cfg: Config{NodeName: "n1", Listen: ":4244", TLSCert: "x"},
+		deps: Deps{Nodes: func() ([]model.Node, error) { return nodes, nil }}}
+	got := s.peers()
+	want := map[string]string{"n1": "192.0.2.1:4244", "n2": "192.0.2.2:4244"}
+	if len(got) != len(want) || got["n1"] != want["n1"] || got["n2"] != want["n2"] {
+		t.Errorf("peers %v, want %v (n3 has no underlay address)", got, want)
+	}
+	if n := s.peer("n2", got["n2"], peerpb.ChangeNotificationType_PEER_ADDED); n.GetTls().GetServerName() != "n2.hubble-grpc.xlane.local" {
+		t.Errorf("peer %v: want the TLS server name n2.hubble-grpc.xlane.local", n)
+	}
+	s = &Server{cfg: Config{NodeName: "n1", Socket: "/run/xlane/hubble.sock"}, deps: s.deps}
+	if got := s.peers(); len(got) != 1 || got["n1"] != "unix:///run/xlane/hubble.sock" {
+		t.Errorf("peers without TCP %v, want n1 at the socket", got)
+	}
 }
