@@ -14,7 +14,7 @@ BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG := github.com/xlane-dev/xlane/internal/version
 # grpcnotrace: gRPC (the Hubble API, internal/hubble) without
 # golang.org/x/net/trace, whose html/template makes the linker keep every
-# exported method of every type: 90.8 MB of xlaned instead of 59.1 MB.
+# exported method of every type: 93.8 MB of xlaned instead of 62.4 MB.
 export GOFLAGS := $(shell $(GO) env GOFLAGS) -tags=grpcnotrace
 LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(BUILD_DATE)
 
