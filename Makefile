@@ -12,6 +12,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG := github.com/xlane-dev/xlane/internal/version
+# grpcnotrace: gRPC (the Hubble API, internal/hubble) without
+# golang.org/x/net/trace, whose html/template makes the linker keep every
+# exported method of every type: 93.8 MB of xlaned instead of 62.4 MB.
+export GOFLAGS := $(shell $(GO) env GOFLAGS) -tags=grpcnotrace
 LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(BUILD_DATE)
 
 .PHONY: all print-ldflags deps generate check-generate fmt-bpf check-format build test test-unit test-e2e test-kernels test-vm-afxdp k8s-bins test-k8s test-k8s-cluster test-k8s-conformance cilium-bins test-cilium demo bench clean
@@ -63,7 +67,7 @@ print-ldflags:
 XLANE_REQUIRE_MODES ?= tc,kernel,xdp,xdp-generic
 test: check-generate check-format build
 	$(GO) vet ./...
-	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) $(GO) test -p 1 -count=1 -timeout 40m -skip '^(TestKubernetes(Cluster|DaemonSet|Conformance)|TestCiliumCluster|TestPeers)$$' ./...
+	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh) $(GO) test -p 1 -count=1 -timeout 40m -skip '^(TestKubernetes(Cluster|DaemonSet|Conformance)|TestCiliumCluster|TestPeers)$$' ./...
 
 test-unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
