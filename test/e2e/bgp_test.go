@@ -154,7 +154,8 @@ func (f *frr) nextHops(pfx netip.Prefix) []string {
 }
 
 // waitRoute waits until FRR has exactly the next hops want for pfx (none:
-// withdrawn) and returns how long that took.
+// withdrawn) and returns how long that took; with next hops, it then
+// waits for zebra's route in the router's kernel too.
 func (f *frr) waitRoute(pfx netip.Prefix, timeout time.Duration, want ...string) time.Duration {
 	f.t.Helper()
 	slices.Sort(want)
@@ -162,7 +163,20 @@ func (f *frr) waitRoute(pfx netip.Prefix, timeout time.Duration, want ...string)
 	var got []string
 	for time.Since(start) < timeout {
 		if got = f.nextHops(pfx); slices.Equal(got, want) {
-			return time.Since(start)
+			took := time.Since(start)
+			// Traffic needs zebra's kernel route too (the FIB lags
+			// the RIB by a few ms).
+			for len(want) > 0 && time.Since(start) < timeout {
+				fam := "-4"
+				if pfx.Addr().Is6() {
+					fam = "-6"
+				}
+				if out, _ := inNS(f.netns, "ip", fam, "route", "show", pfx.String()).Output(); len(out) > 0 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return took
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
