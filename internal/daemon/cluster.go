@@ -14,6 +14,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
+	"github.com/xlane-dev/xlane/internal/wireguard"
 )
 
 // DefaultVXLANPort is the overlay's UDP port (IANA's VXLAN port).
@@ -32,6 +33,10 @@ type cluster struct {
 	// containers' default MTU (the underlay's, less VXLAN's overhead).
 	overlayIfindex int
 	mtu            int
+	// encrypt: xlaned --encryption wireguard; wg the WireGuard device
+	// (encryption.go), nil until setupCluster or without encryption.
+	encrypt bool
+	wg      *wireguard.Tunnel
 }
 
 // inCluster says whether any of subnets lies in a cluster CIDR: such a
@@ -62,6 +67,9 @@ func (c *cluster) cidrList() []netip.Prefix {
 // parseCluster reads the cluster flags; nil without --node-name.
 func parseCluster(cfg Config) (*cluster, error) {
 	if cfg.NodeName == "" {
+		if err := parseEncryption(cfg, nil); err != nil {
+			return nil, err
+		}
 		if len(cfg.ClusterCIDRs) > 0 || cfg.Routing != "" || cfg.NodesFile != "" || cfg.OverlayEncap != "" {
 			return nil, model.Fieldf("node-name", "missing: --cluster-cidr, --routing, --overlay-encap and --nodes need --node-name")
 		}
@@ -102,6 +110,9 @@ func parseCluster(cfg Config) (*cluster, error) {
 	if len(c.cidrs) == 0 {
 		return nil, model.Fieldf("cluster-cidr", "missing: give the cluster's pod prefix (IPv4 and/or IPv6) with --node-name")
 	}
+	if err := parseEncryption(cfg, c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -111,6 +122,9 @@ func parseCluster(cfg Config) (*cluster, error) {
 // network's VNI; what no record accounts for goes.
 func (d *Daemon) setupCluster() error {
 	c := d.cluster
+	if err := d.setupEncryption(); err != nil {
+		return err
+	}
 	if c.routing == model.RoutingVXLAN {
 		l, err := netconf.EnsureOverlay(datapath.OverlayDevice, c.port, 1500-netconf.VXLANOverhead6)
 		if err != nil {
@@ -179,6 +193,9 @@ func (d *Daemon) setupCluster() error {
 			errs = append(errs, d.dp.DeletePeer(p.Prefix))
 		}
 	}
+	if c.wg != nil {
+		errs = append(errs, c.wg.Prune())
+	}
 	routes, err := netconf.PeerRoutes()
 	errs = append(errs, err)
 	for _, p := range routes {
@@ -240,9 +257,17 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 		if err := d.setOverlayEncap(n); err != nil {
 			return err
 		}
+		if _, err := d.encryptNode(n, self); err != nil {
+			return err
+		}
 		return d.setOverlayMTU(n)
 	}
 	under := peerUnderlay(n, self)
+	if to, err := d.encryptNode(n, self); err != nil {
+		return err
+	} else if to.IsValid() {
+		under = to // VXLAN inside WireGuard (encryption.go)
+	}
 	for _, p := range n.PodCIDRs {
 		peer := datapath.Peer{Prefix: p, NodeID: n.ID, Underlay: under}
 		if d.peers.isDown(n.ID) {
@@ -353,6 +378,12 @@ func (d *Daemon) setOverlayMTU(self *model.Node) error {
 		return nil
 	}
 	c.mtu = mtu - overhead
+	if wgMTU, podMTU, ok := d.encryptionMTU(self, mtu, overhead == netconf.VXLANOverhead4); ok {
+		if err := c.wg.SetMTU(wgMTU); err != nil {
+			return err
+		}
+		c.mtu = podMTU
+	}
 	_, err := netconf.EnsureOverlay(datapath.OverlayDevice, c.port, c.mtu)
 	return err
 }
@@ -383,7 +414,7 @@ func (d *Daemon) rememberUnderlayForwarding(req api.NodeAdd) error {
 // removeNodeState undoes applyNode and forgets the node's flows.
 func (d *Daemon) removeNodeState(n *model.Node) error {
 	d.peers.forget(n.ID)
-	var errs []error
+	errs := []error{d.unencryptNode(n)}
 	if n.Self {
 		errs = append(errs, d.setClusterAddrs(nil), d.setOverlayEncap(nil))
 	}
@@ -421,6 +452,9 @@ func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
 	n := &model.Node{Name: req.Name, Self: req.Name == c.name, Created: time.Now().UTC()}
+	if err := d.validateNodeKey(tx, n, req.WGPublicKey); err != nil {
+		return nil, err
+	}
 	if len(req.Underlay) == 0 {
 		return nil, model.Fieldf("underlay", "missing: give the node's address on the network between nodes (IPv4 and/or IPv6)")
 	}
@@ -641,6 +675,7 @@ func (d *Daemon) ClusterInfo() api.ClusterInfo {
 	if c.routing == model.RoutingVXLAN {
 		info.Device, info.VXLANPort, info.OverlayEncap = datapath.OverlayDevice, c.port, string(c.encap)
 	}
+	info.Encryption = d.encryptionInfo()
 	return info
 }
 

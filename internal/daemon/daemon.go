@@ -84,6 +84,12 @@ type Config struct {
 	VXLANPort    int
 	OverlayEncap string
 	NodesFile    string
+	// Encryption is "" (none) or wireguard: the traffic between nodes
+	// encrypted (encryption.go); WireGuardPort is its UDP port (0:
+	// 51871), WireGuardEngine auto (""), kernel or embedded.
+	Encryption      string
+	WireGuardPort   int
+	WireGuardEngine string
 	// PeerProbeInterval is how often each peer's underlay address is
 	// probed (peerprobe.go; 0: never, peers are never marked down).
 	PeerProbeInterval time.Duration
@@ -308,6 +314,7 @@ func (d *Daemon) close() error {
 	d.vms.Close()
 	d.calib.Close() // a calibration at start removes its networks first
 	d.obs.Close()
+	d.closeEncryption()
 	if d.runStats != nil {
 		d.runStats.Close()
 	}
@@ -444,7 +451,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	// After the check against other networks, whose routes and gateways
 	// are the node's too: that one names the network.
 	for _, p := range n.Subnets {
-		if err := netconf.CheckSubnetFree(p); err != nil {
+		if err := netconf.CheckSubnetFree(p, d.encryptionAddrs()...); err != nil {
 			return nil, err
 		}
 	}

@@ -56,7 +56,8 @@ func (d *Daemon) SyncNodes(want []api.NodeAdd) error {
 }
 
 func sameNode(h *model.Node, w api.NodeAdd) bool {
-	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) || h.MTU != w.MTU {
+	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) || h.MTU != w.MTU ||
+		!h.Self && h.WGPublicKey != w.WGPublicKey {
 		return false
 	}
 	for i, a := range h.Underlay {

@@ -40,7 +40,7 @@ func (d *Daemon) Uninstall() error {
 			errs = append(errs, netconf.DeletePeerRoute(p))
 		}
 	}
-	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice))
+	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice), uninstallEncryption())
 	// Guard tables, VLAN ports, gateway addresses and unreachable routes
 	// of networks a crash left without a record; devices, links and map
 	// entries of endpoints a crash left, or whose removal above failed.

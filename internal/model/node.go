@@ -76,6 +76,9 @@ type Node struct {
 	PodCIDRs []netip.Prefix `json:"pod_cidrs"`
 	// MTU is the node's underlay MTU as its record says (0: not said).
 	MTU int `json:"mtu,omitempty"`
+	// WGPublicKey is the node's WireGuard public key (base64; "": none
+	// given, encryption off). This node's own is its daemon's.
+	WGPublicKey string `json:"wg_public_key,omitempty"`
 	// Self: the node this daemon runs (--node-name).
 	Self    bool      `json:"self,omitempty"`
 	Created time.Time `json:"created"`
