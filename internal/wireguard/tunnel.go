@@ -35,6 +35,14 @@ const (
 	// handshakeStale is when a peer's session is no longer usable without
 	// a new handshake (WireGuard's Reject-After-Time).
 	handshakeStale = 180 * time.Second
+	// Keepalive is every peer's persistent keepalive. Setting it sends
+	// one at once (both engines), which opens a session: a restarted
+	// node (the embedded engine's device is new, its sessions gone)
+	// makes its handshakes at start instead of waiting for its peers to
+	// give up on the old session (15 s of silence after a send: a
+	// receiving pod never sends first). It also keeps the handshake age
+	// in status meaningful on idle peers.
+	Keepalive = 25 * time.Second
 )
 
 // Config is how xlaned runs encryption.
@@ -196,8 +204,9 @@ func (t *Tunnel) SetPeer(p Peer) error {
 	if old, ok := t.peers[p.Node]; ok && old.PublicKey != p.PublicKey {
 		cfg.Peers = append(cfg.Peers, wgtypes.PeerConfig{PublicKey: old.PublicKey, Remove: true})
 	}
+	keepalive := Keepalive
 	pc := wgtypes.PeerConfig{PublicKey: p.PublicKey, ReplaceAllowedIPs: true,
-		Endpoint: net.UDPAddrFromAddrPort(p.Endpoint)}
+		Endpoint: net.UDPAddrFromAddrPort(p.Endpoint), PersistentKeepaliveInterval: &keepalive}
 	for _, a := range p.Addrs {
 		pc.AllowedIPs = append(pc.AllowedIPs, *hostNet(a))
 	}

@@ -177,6 +177,35 @@ func TestEncryptionWireGuard(t *testing.T) {
 			t.Errorf("xlwg0 left after the failed start:\n%s", links)
 		}
 	})
+	t.Run("kill -9 under a transfer", func(t *testing.T) {
+		// The embedded engine's device goes with xlaned: the outage is
+		// the restart's; the established connection survives it (its
+		// SHA-256 checked), and the peer's session is made anew.
+		probe := inNS(n1.pod, "ping", "-n", "-i", "0.05", "-W", "1", "-w", "20", n2.ip4().String())
+		var pings bytes.Buffer
+		probe.Stdout = &pings
+		if err := probe.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wait := startTransfer(t, n1.pod, n2.pod, n2.ip4(), 24<<20, 4<<20)
+		time.Sleep(2 * time.Second)
+		killed := time.Now()
+		n2.stop(syscall.SIGKILL)
+		n2.start()
+		t.Logf("xlaned killed and serving again in %v", time.Since(killed).Round(time.Millisecond))
+		wait()
+		probe.Wait()
+		gap := longestPingGap(pings.String())
+		t.Logf("longest gap between answered pings (every 50 ms) across the restart: %v", gap)
+		if gap == 0 || gap > 8*time.Second {
+			t.Errorf("ping gap %v across the restart: want an outage, under 8 s (13 s before peers got a keepalive at start)\n%s", gap, pings.String())
+		}
+		var st api.Status
+		n1.mustXlane(&st, "status")
+		if ps := st.Cluster.Encryption.Peers; len(ps) != 1 || ps[0].State != "encrypted" {
+			t.Errorf("after n2's restart n1's peers %+v, want n2 encrypted", ps)
+		}
+	})
 	t.Run("uninstall", func(t *testing.T) {
 		n2.stop(syscall.SIGTERM)
 		if routes := runIn(t, n2.netns, "ip", "route", "show", "proto", "121"); !strings.Contains(routes, "unreachable 10.244.1.0") {
@@ -348,4 +377,25 @@ func patternTransfer(t *testing.T, from, to string, addr netip.AddrPort, size in
 	if s := <-got; s != want {
 		t.Fatalf("transfer to %s: received sha256 %x, sent %x", addr, s, want)
 	}
+}
+
+// longestPingGap is the longest run without an answer in ping -i 0.05
+// output (icmp_seq numbers of the answers), as time.
+func longestPingGap(out string) time.Duration {
+	last, longest := -1, 0
+	for _, l := range strings.Split(out, "\n") {
+		_, rest, ok := strings.Cut(l, "icmp_seq=")
+		if !ok {
+			continue
+		}
+		var seq int
+		if _, err := fmt.Sscan(strings.Fields(rest)[0], &seq); err != nil {
+			continue
+		}
+		if last >= 0 && seq-last > longest {
+			longest = seq - last
+		}
+		last = seq
+	}
+	return time.Duration(longest) * 50 * time.Millisecond
 }
