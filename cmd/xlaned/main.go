@@ -191,6 +191,9 @@ Flags:
 		// while the API server is out of reach.
 		go func() {
 			cfg := k8s.Config{Kubeconfig: *kubeconfig, APIServer: *apiServer, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log}
+			if e := d.ClusterInfo().Encryption; e != nil {
+				cfg.WGPublicKey = e.PublicKey // published on this node's Node
+			}
 			if err := k8s.Run(ctx, cfg, d); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes: first sync failed, retrying", "err", err)
 			}

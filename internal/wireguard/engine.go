@@ -36,6 +36,9 @@ type engine interface {
 	// close lets the device go: the embedded engine's goes with its
 	// process; the kernel's outlives the daemon (as pins do).
 	close()
+	// adopted: the device was there before (a kernel device a former
+	// xlaned left, with its sessions).
+	adopted() bool
 }
 
 // openEngine makes (or adopts) the device name with the engine asked for.
@@ -50,7 +53,11 @@ func openEngine(want, name string, mtu int, log *slog.Logger) (engine, error) {
 		switch l.Type() {
 		case "wireguard":
 			if want != EngineEmbedded {
-				return newKernelEngine(name) // a kernel device outlives xlaned: adopt it
+				k, err := newKernelEngine(name) // a kernel device outlives xlaned: adopt it
+				if k != nil {
+					k.adopt = true
+				}
+				return k, err
 			}
 		case "tuntap", "tun":
 		default:
@@ -77,8 +84,9 @@ func openEngine(want, name string, mtu int, log *slog.Logger) (engine, error) {
 }
 
 type kernelEngine struct {
-	dev string
-	c   *wgctrl.Client
+	dev   string
+	c     *wgctrl.Client
+	adopt bool
 }
 
 func newKernelEngine(name string) (*kernelEngine, error) {
@@ -93,6 +101,7 @@ func (k *kernelEngine) name() string                       { return EngineKernel
 func (k *kernelEngine) configure(cfg wgtypes.Config) error { return k.c.ConfigureDevice(k.dev, cfg) }
 func (k *kernelEngine) device() (*wgtypes.Device, error)   { return k.c.Device(k.dev) }
 func (k *kernelEngine) close()                             { k.c.Close() }
+func (k *kernelEngine) adopted() bool                      { return k.adopt }
 
 type embeddedEngine struct {
 	dev  string
@@ -133,4 +142,5 @@ func (e *embeddedEngine) device() (*wgtypes.Device, error) {
 	return parseUAPI(e.dev, s)
 }
 
-func (e *embeddedEngine) close() { e.wg.Close() }
+func (e *embeddedEngine) close()        { e.wg.Close() }
+func (e *embeddedEngine) adopted() bool { return false }

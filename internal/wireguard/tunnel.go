@@ -111,8 +111,12 @@ func Open(cfg Config, priv Key, mtu int) (*Tunnel, error) {
 	if t.link, err = netlink.LinkByName(Device); err != nil {
 		return fail(fmt.Errorf("find %s: %w", Device, err))
 	}
-	if err := netlink.LinkSetMTU(t.link, mtu); err != nil {
-		return fail(fmt.Errorf("set %s mtu %d: %w", Device, mtu, err))
+	// An adopted device keeps its MTU (the node's record sets it again,
+	// SetMTU): a provisional one would drop its full-size packets.
+	if !eng.adopted() {
+		if err := netlink.LinkSetMTU(t.link, mtu); err != nil {
+			return fail(fmt.Errorf("set %s mtu %d: %w", Device, mtu, err))
+		}
 	}
 	if err := netlink.LinkSetUp(t.link); err != nil {
 		return fail(fmt.Errorf("set %s up: %w", Device, err))
