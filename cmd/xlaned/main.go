@@ -18,6 +18,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/daemon"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/docker"
@@ -63,12 +64,12 @@ func run() error {
 	var clusterCIDRs stringList
 	fs.Var(&clusterCIDRs, "cluster-cidr", "the cluster's pod prefix, every node's pod CIDR inside it (repeatable, or comma-separated: one IPv4, one IPv6); addresses in it no node owns are dropped (drop_no_peer)")
 	routing := fs.String("routing", "", "vxlan (default) or native: how pods reach other nodes' pods: vxlan (overlay through xlaned's VXLAN device, a VNI per network) or native (routes to each node's pod CIDRs via its underlay address; nodes share an L2 underlay)")
-	vxlanPort := fs.Int("vxlan-port", daemon.DefaultVXLANPort, "UDP port of the VXLAN overlay (the same on every node)")
+	vxlanPort := fs.Int("vxlan-port", cluster.DefaultVXLANPort, "UDP port of the VXLAN overlay (the same on every node)")
 	overlayEncap := fs.String("overlay-encap", "", "bpf, device or auto (default): how this node puts pod traffic on the VXLAN overlay: bpf (the tc program pushes the outer headers and redirects to the underlay device) or device (it sets the tunnel key and the VXLAN device encapsulates); auto is what measured faster (docs/multinode.md). Receiving is the VXLAN device's either way")
 	encryption := fs.String("encryption", "", "wireguard or none (default): encrypt the traffic between this cluster's nodes (docs/encryption.md): the overlay goes inside WireGuard; the key pair is made at the first start and kept in the state file; give every peer's public key (xlane status shows this node's) with xlane node add --wg-public-key or in --nodes")
 	wgPort := fs.Int("wireguard-port", 0, "with --encryption wireguard: its UDP port, the same on every node (default 51871)")
 	wgEngine := fs.String("wireguard-engine", "", "with --encryption wireguard: auto (default: the kernel's WireGuard where the kernel has it, else the embedded wireguard-go on a TUN device), kernel or embedded")
-	peerProbe := fs.Duration("peer-probe", daemon.DefaultPeerProbeInterval, "how often each peer node's underlay address is probed (ICMP echo); a peer silent for 3 intervals is down: its pods' packets are dropped (drop_peer_down) until it answers again; 0: never probe")
+	peerProbe := fs.Duration("peer-probe", cluster.DefaultPeerProbeInterval, "how often each peer node's underlay address is probed (ICMP echo); a peer silent for 3 intervals is down: its pods' packets are dropped (drop_peer_down) until it answers again; 0: never probe")
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
 	kube := fs.Bool("kubernetes", false, "Kubernetes mode (docs/kubernetes.md): Nodes, Services and EndpointSlices from the API server program nodes and services (a kube-proxy replacement); needs --node-name, this node's Node name")
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: the kubeconfig file (\"\": the in-cluster service account)")
@@ -191,7 +192,7 @@ Flags:
 		// while the API server is out of reach.
 		go func() {
 			cfg := k8s.Config{Kubeconfig: *kubeconfig, APIServer: *apiServer, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log}
-			if e := d.ClusterInfo().Encryption; e != nil {
+			if e := d.Cluster().Info().Encryption; e != nil {
 				cfg.WGPublicKey = e.PublicKey // published on this node's Node
 			}
 			if err := k8s.Run(ctx, cfg, d); err != nil && ctx.Err() == nil {

@@ -35,6 +35,18 @@ type Core interface {
 	FaultPoint(point string) error
 	// ModeMissing says why a network mode cannot run on this node, or nil.
 	ModeMissing(m model.Mode) error
+	// ObjectError records why an object could not be applied (nil: it
+	// was), for the status' health and the metrics; kind is one of the
+	// Obj* kinds.
+	ObjectError(kind, name string, err error)
+	// UpdateNodeConfig changes the datapath's node configuration with
+	// fn and writes it if it changed; the caller holds the lock (or the
+	// daemon is starting).
+	UpdateNodeConfig(fn func(*datapath.NodeConfig)) error
+	// RememberForwarding4 records net.ipv4.conf.<dev>.forwarding as it
+	// is, if not recorded yet, for `xlaned --uninstall`: before a change
+	// made later inside a store transaction.
+	RememberForwarding4(dev string) error
 	// ReasonCounters reads the datapath's counters of one device (0: the
 	// node's), one line per reason and direction.
 	ReasonCounters(ifindex int) []api.ReasonCounter
@@ -53,3 +65,11 @@ type Core interface {
 	// calibration choice.
 	DefaultMode(choice *calibrate.Choice) model.Mode
 }
+
+// Kinds of object whose apply errors the core keeps (ObjectError).
+const (
+	ObjNetwork  = "network"
+	ObjEndpoint = "endpoint"
+	ObjPeer     = "node"      // another node of the cluster (internal/cluster)
+	ObjNode     = "this node" // node-wide steps (pruning stale objects, socket load balancing)
+)

@@ -21,7 +21,8 @@
 //	                      the probes, the stored choice              (moved)
 //	internal/observe      monitor, trace, flows, dumps      (moved;
 //	                      metrics and health still in the daemon)
-//	internal/cluster      nodes, peers, probes, overlay MTU          (to move)
+//	internal/cluster      nodes, peers, probes, overlay MTU,
+//	                      the neighbour mirror                       (moved)
 //	internal/sockaccel    socket acceleration and proxy redirects   (to move)
 //	internal/fwcontrol    the firewall's control: rule sets → tables (to move)
 //	internal/services     services: VIPs, backends, Maglev, ports   (to move)

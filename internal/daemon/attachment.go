@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/ipam"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -87,7 +88,7 @@ func (d *Daemon) sameAttachment(e *model.Endpoint, req api.AttachmentAdd) (*mode
 func (d *Daemon) attachmentNetwork(req api.AttachmentAdd) error {
 	n, err := d.networkRecord(req.Network)
 	if errors.Is(err, model.ErrNotFound) {
-		if req.Create == nil || len(req.Create.Subnets) == 0 && d.cluster == nil {
+		if req.Create == nil || len(req.Create.Subnets) == 0 && !d.cluster.Joined() {
 			return model.Fieldf("network", "%q: no such network on this node (give subnets to create it)", req.Network)
 		}
 		c := *req.Create
@@ -230,12 +231,12 @@ func (d *Daemon) AttachmentStatus(network string) (*api.AttachmentStatus, error)
 		n, err := tx.Network(network)
 		if errors.Is(err, model.ErrNotFound) {
 			st.Missing, st.Reason = true, fmt.Sprintf("network %q does not exist", network)
-			if d.cluster != nil {
+			if d.cluster.Joined() {
 				nodes, err := tx.Nodes()
 				if err != nil {
 					return err
 				}
-				self := selfNode(nodes)
+				self := cluster.SelfNode(nodes)
 				st.PodCIDRs = self != nil && len(self.PodCIDRs) > 0
 			}
 			return nil

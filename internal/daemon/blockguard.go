@@ -25,8 +25,8 @@ func (d *Daemon) newBlockGuard(tx *store.Tx) (*blockGuard, error) {
 		return nil, err
 	}
 	g := &blockGuard{addrs: marks}
-	if c := d.cluster; c != nil {
-		g.cidrs = c.cidrs
+	if d.cluster.Joined() {
+		g.cidrs = d.cluster.CIDRs()
 		nodes, err := tx.Nodes()
 		if err != nil {
 			return nil, err

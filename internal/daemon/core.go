@@ -6,6 +6,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/calibrate"
 	"github.com/xlane-dev/xlane/internal/calibration"
+	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
@@ -32,21 +33,35 @@ func (d *Daemon) wireFeatures() {
 	d.calib = calibration.New(c)
 }
 
+// Cluster is the cluster feature: nodes, peers, the overlay (/v1/nodes).
+func (d *Daemon) Cluster() *cluster.Cluster { return d.cluster }
+
+// SyncNodes makes the cluster's nodes the given set (k8s.Target).
+func (d *Daemon) SyncNodes(want []api.NodeAdd) error { return d.cluster.SyncNodes(want) }
+
+// clusterConfig is the cluster's part of cfg.
+func clusterConfig(cfg Config) cluster.Config {
+	return cluster.Config{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, Routing: cfg.Routing,
+		VXLANPort: cfg.VXLANPort, OverlayEncap: cfg.OverlayEncap, NodesFile: cfg.NodesFile,
+		PeerProbeInterval: cfg.PeerProbeInterval, Uplink: cfg.Uplink,
+		Encryption: cfg.Encryption, WireGuardPort: cfg.WireGuardPort, WireGuardEngine: cfg.WireGuardEngine}
+}
+
 // Observe is the observability feature (monitor, trace, flows, dumps).
 func (d *Daemon) Observe() *observe.Observer { return d.obs }
 
 // startObserve makes the observability feature once the datapath is open
 // and the firewall started (its events name the firewall's rules).
 func (d *Daemon) startObserve() {
-	deps := observe.Deps{Nodes: d.Nodes}
+	deps := observe.Deps{Nodes: d.cluster.Nodes}
 	if d.calib != nil {
 		deps.Probe = d.calib
 	}
 	if d.fw != nil {
 		deps.RuleName = d.fw.ruleName
 	}
-	if cl := d.cluster; cl != nil {
-		deps.OverlayPort = func() (uint16, bool) { return uint16(cl.port), true }
+	if d.cluster.Joined() {
+		deps.OverlayPort = d.cluster.OverlayPort
 	}
 	d.obs = observe.New(coreView{d}, observe.Config{Uplink: d.cfg.Uplink, MonitorRate: d.cfg.MonitorRate, NoMonitor: d.cfg.NoMonitor}, deps)
 }
@@ -61,6 +76,20 @@ func (c coreView) Done() <-chan struct{}         { return c.d.done }
 func (c coreView) FaultPoint(point string) error { return c.d.faults.At(point) }
 func (c coreView) ModeMissing(m model.Mode) error {
 	return c.d.modeMissing(m)
+}
+func (c coreView) ObjectError(kind, name string, err error) { c.d.objErrs.set(kind, name, err) }
+func (c coreView) RememberForwarding4(dev string) error     { return c.d.rememberForwarding4(dev) }
+func (c coreView) UpdateNodeConfig(fn func(*datapath.NodeConfig)) error {
+	nc := c.d.node
+	fn(&nc)
+	if nc == c.d.node {
+		return nil
+	}
+	if err := c.d.dp.SetConfig(nc); err != nil {
+		return err
+	}
+	c.d.node = nc
+	return nil
 }
 func (c coreView) CTGC() (runs, deleted uint64) {
 	return c.d.ct.gcRuns.Load(), c.d.ct.gcDeleted.Load()

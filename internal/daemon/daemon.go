@@ -17,6 +17,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/calibration"
+	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
@@ -71,28 +72,21 @@ type Config struct {
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
 	BPFStats bool
-	// NodeName makes this daemon a node of a cluster (cluster.go): its
-	// record among the nodes is the one of this name.
+	// NodeName makes this daemon a node of a cluster (internal/cluster):
+	// its record among the nodes is the one of this name.
 	NodeName string
-	// ClusterCIDRs are the cluster's pod prefixes (every node's pod CIDR
-	// lies inside one); Routing is vxlan ("") or native; VXLANPort the
-	// overlay's UDP port (0: 4789); OverlayEncap how this node tunnels
-	// (bpf, device, auto: ""); NodesFile a file of node records,
-	// watched.
-	ClusterCIDRs []string
-	Routing      string
-	VXLANPort    int
-	OverlayEncap string
-	NodesFile    string
-	// Encryption is "" (none) or wireguard: the traffic between nodes
-	// encrypted (encryption.go); WireGuardPort is its UDP port (0:
-	// 51871), WireGuardEngine auto (""), kernel or embedded.
-	Encryption      string
-	WireGuardPort   int
-	WireGuardEngine string
-	// PeerProbeInterval is how often each peer's underlay address is
-	// probed (peerprobe.go; 0: never, peers are never marked down).
+	// ClusterCIDRs, Routing, VXLANPort, OverlayEncap, NodesFile,
+	// PeerProbeInterval, Encryption, WireGuardPort and WireGuardEngine are
+	// the cluster's flags (cluster.Config).
+	ClusterCIDRs      []string
+	Routing           string
+	VXLANPort         int
+	OverlayEncap      string
+	NodesFile         string
 	PeerProbeInterval time.Duration
+	Encryption        string
+	WireGuardPort     int
+	WireGuardEngine   string
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (internal/calibration).
 	CalibrateAtStart bool
@@ -121,9 +115,8 @@ type Daemon struct {
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
-	neigh     neighMirror         // neigh.go
-	cluster   *cluster            // nil: alone (cluster.go)
-	peers     peerHealth          // the peers' liveness (peerprobe.go)
+	neigh     cluster.Neighbours  // the neighbour mirror (internal/cluster)
+	cluster   *cluster.Cluster    // nodes, peers, overlay; not joined alone (internal/cluster)
 	accel     accelState          // accel.go
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
@@ -153,18 +146,17 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	cl, err := parseCluster(cfg)
-	if err != nil {
+	d := &Daemon{done: make(chan struct{}), started: time.Now()}
+	var err error
+	if d.cluster, err = cluster.New(coreView{d}, clusterConfig(cfg)); err != nil {
 		return nil, err
 	}
 	if _, err := noBackendReject(cfg.ServiceNoBackend); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(cfg.StatePath)
-	if err != nil {
+	if d.store, err = store.Open(cfg.StatePath); err != nil {
 		return nil, err
 	}
-	d := &Daemon{store: st, done: make(chan struct{}), started: time.Now(), cluster: cl}
 	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
 	d.cfg, d.log = cfg, cfg.Log
 	d.wireFeatures()
@@ -180,7 +172,7 @@ func New(cfg Config) (*Daemon, error) {
 	// devices) more than they compute.
 	probed := make(chan *features.Set, 1)
 	go func() { probed <- features.Probe() }()
-	d.dp = openDatapath(cfg, d.cluster != nil, d.log)
+	d.dp = openDatapath(cfg, d.cluster.Joined(), d.log)
 	d.feat = <-probed
 	return d.start()
 }
@@ -239,19 +231,11 @@ func (d *Daemon) start() (*Daemon, error) {
 		if err := d.reconcileServices(); err != nil {
 			d.log.Error("reconcile services", "err", err)
 		}
-		if d.cluster != nil {
-			if err := d.setupCluster(); err != nil {
-				d.Close()
-				return nil, fmt.Errorf("join cluster: %w", err)
-			}
-			if cfg.NodesFile != "" {
-				go d.watchNodesFile(cfg.NodesFile, d.done)
-			}
-			if cfg.PeerProbeInterval > 0 {
-				go d.probePeers(cfg.PeerProbeInterval, d.done)
-			}
+		if err := d.cluster.Start(); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("join cluster: %w", err)
 		}
-		if err := d.syncNeighbours(d.done); err != nil {
+		if err := d.neigh.Start(d.dp, d.log, d.done); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("mirror neighbours: %w", err)
 		}
@@ -314,7 +298,7 @@ func (d *Daemon) close() error {
 	d.vms.Close()
 	d.calib.Close() // a calibration at start removes its networks first
 	d.obs.Close()
-	d.closeEncryption()
+	d.cluster.Close()
 	if d.runStats != nil {
 		d.runStats.Close()
 	}
@@ -357,7 +341,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.resolveDevice(n, req); err != nil {
 		return nil, err
 	}
-	if err := d.clusterSubnets(tx, &req); err != nil {
+	if err := d.cluster.NetworkSubnets(tx, &req); err != nil {
 		return nil, err
 	}
 	if len(req.Subnets) == 0 {
@@ -410,7 +394,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.validateVLAN(tx, n, req); err != nil {
 		return nil, err
 	}
-	if err := d.clusterNetworkMTU(tx, n, req.MTU); err != nil {
+	if err := d.cluster.NetworkMTU(tx, n, req.MTU); err != nil {
 		return nil, err
 	}
 	if n.MTU == 0 {
@@ -434,7 +418,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 		return nil, err
 	}
 	for _, o := range others {
-		if networkVNI(&o) == n.VNI {
+		if cluster.NetworkVNI(&o) == n.VNI {
 			return nil, model.Fieldf("vni", "%d is network %q's: give this network another with --vni", n.VNI, o.Name)
 		}
 		for _, op := range o.Subnets {
@@ -451,7 +435,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	// After the check against other networks, whose routes and gateways
 	// are the node's too: that one names the network.
 	for _, p := range n.Subnets {
-		if err := netconf.CheckSubnetFree(p, d.encryptionAddrs()...); err != nil {
+		if err := netconf.CheckSubnetFree(p, d.cluster.EncryptionAddrs()...); err != nil {
 			return nil, err
 		}
 	}
@@ -511,7 +495,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := netconf.EnsureInternal(n); err != nil {
 			return err
 		}
-		if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
+		if err := netconf.EnsureGuard(n, d.cluster.CIDRs()); err != nil {
 			return err
 		}
 		// Every mode's VNI (joinCluster): a kernel-mode pod's too.
@@ -599,7 +583,7 @@ func (d *Daemon) deleteNetwork(name string, force bool) error {
 	if err := netconf.DeleteNetwork(n); err != nil {
 		return err
 	}
-	if err := d.dp.DeleteNetworkVNI(n.ID, networkVNI(n)); err != nil {
+	if err := d.dp.DeleteNetworkVNI(n.ID, cluster.NetworkVNI(n)); err != nil {
 		return err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNetwork(name) }); err != nil {
@@ -732,7 +716,7 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	// Kernel mode's nftables guard (netconf/guard.go) is in place before
 	// the programs that did its job go, and goes after they are back.
 	if mode == model.ModeKernel {
-		if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
+		if err := netconf.EnsureGuard(n, d.cluster.CIDRs()); err != nil {
 			return nil, err
 		}
 	}
@@ -746,12 +730,12 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 				d.log.Error("switch endpoint back", "endpoint", eps[j].ID, "mode", old.Mode, "err", rerr)
 			}
 		}
-		if gerr := netconf.EnsureGuard(&old, d.cluster.cidrList()); gerr != nil {
+		if gerr := netconf.EnsureGuard(&old, d.cluster.CIDRs()); gerr != nil {
 			d.log.Error("restore the unsolicited-traffic guard", "network", name, "err", gerr)
 		}
 		return nil, fmt.Errorf("switch endpoint %s to %s: %w", eps[i].ID, mode, err)
 	}
-	if err := netconf.EnsureGuard(n, d.cluster.cidrList()); err != nil {
+	if err := netconf.EnsureGuard(n, d.cluster.CIDRs()); err != nil {
 		return nil, err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutNetwork(n) }); err != nil {
@@ -1307,8 +1291,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st.Counters = d.reasonCounters(0)
 	st.Monitor = !d.cfg.NoMonitor
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
-		st.NeighMirror = d.neigh.status()
-		if ci := d.ClusterInfo(); ci.NodeName != "" {
+		st.NeighMirror = d.neigh.Status()
+		if ci := d.cluster.Info(); ci.NodeName != "" {
 			st.Cluster = &ci
 		}
 		if m, err := d.dp.ServicesMemory(); err == nil {

@@ -13,14 +13,14 @@
 //
 // Feature packages take the core as a core.Core (core.go: coreView, and
 // wireFeatures, which makes them) and never import this package: VM
-// endpoints (internal/vm), the calibration (internal/calibration) and
+// endpoints (internal/vm), the calibration (internal/calibration),
 // observability's monitor, trace, flows and dumps (internal/observe, made
-// by startObserve once the datapath is open) so far. The features still
+// by startObserve once the datapath is open) and the cluster with the
+// neighbour mirror (internal/cluster) so far. The features still
 // here, to move the same way (internal/core/doc.go has the target
 // layout): services (services.go, services_apply.go,
 // vip.go, nobackend.go, ports.go), the firewall's control (firewall.go,
-// lasthit.go, policy.go), the cluster (cluster.go, nodesfile.go,
-// nodesync.go, peerprobe.go, mtu.go), socket acceleration and proxy
+// lasthit.go, policy.go), socket acceleration and proxy
 // redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability's
 // metrics snapshot and health (metrics.go, health.go: they read most of the
 // core's state, so they stay until the core offers them a view).
@@ -31,8 +31,7 @@
 // objerrs.go (what the last reconcile could not apply), kernel.go (what
 // this kernel can run), automode.go and bigtcp.go (what auto and BIG TCP
 // resolve to), node.go (node configuration for NAT and socket hooks),
-// nat.go (which modes can NAT), vlan.go, neigh.go (the neighbour mirror),
-// ctgc.go (conntrack garbage collection), proto.go (address and protocol
+// nat.go (which modes can NAT), vlan.go, ctgc.go (conntrack garbage collection), proto.go (address and protocol
 // parsing), blockguard.go, mountns.go, sysctl.go, docker.go (the store for
 // the Docker driver) and uninstall.go.
 package daemon

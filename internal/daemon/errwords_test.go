@@ -77,7 +77,7 @@ func TestErrorsRepeatNoWord(t *testing.T) {
 				return err
 			},
 			"node, bad pod CIDR": func() error {
-				_, err := d.AddNode(api.NodeAdd{Name: "xlt", Underlay: []string{"192.0.2.9"}, PodCIDRs: []string{"10.244.1.0/33"}})
+				_, err := d.cluster.AddNode(api.NodeAdd{Name: "xlt", Underlay: []string{"192.0.2.9"}, PodCIDRs: []string{"10.244.1.0/33"}})
 				return err
 			},
 		}

@@ -87,7 +87,7 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		}
 	}
 	s.StatsEnabled = d.runStats != nil || datapath.RunStatsSysctl()
-	n := d.neigh.status()
+	n := d.neigh.Status()
 	s.Neigh = &metrics.Neigh{Events: n.Events, Resyncs: n.Resyncs}
 	if st, err := d.dp.AccelStatus(); err != nil {
 		s.Errors["accel"] = err

@@ -3,6 +3,8 @@ package daemon
 import (
 	"sort"
 	"sync"
+
+	"github.com/xlane-dev/xlane/internal/core"
 )
 
 // objectErrors keeps why the last reconcile could not fully apply a
@@ -18,12 +20,12 @@ type objectErrors struct {
 
 type objectKey struct{ kind, name string }
 
-// Kinds of object in objectErrors.
+// Kinds of object in objectErrors (core.Obj*).
 const (
-	objNetwork  = "network"
-	objEndpoint = "endpoint"
-	objPeer     = "node"      // another node of the cluster (cluster.go)
-	objNode     = "this node" // node-wide steps (pruning stale objects, socket load balancing)
+	objNetwork  = core.ObjNetwork
+	objEndpoint = core.ObjEndpoint
+	objPeer     = core.ObjPeer
+	objNode     = core.ObjNode
 )
 
 // reset forgets the networks' and endpoints' errors (a reconcile

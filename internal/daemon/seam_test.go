@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/calibrate"
+	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
 	"github.com/xlane-dev/xlane/internal/features"
@@ -33,6 +34,7 @@ func fakeDaemon(t testing.TB) (*Daemon, *datapathtest.Fake) {
 	}
 	fake := datapathtest.New()
 	d := &Daemon{cfg: Config{NATPorts: DefaultNATPorts}, log: slog.New(slog.DiscardHandler), store: st, dp: fake, done: make(chan struct{})}
+	d.cluster, _ = cluster.New(coreView{d}, cluster.Config{}) // alone
 	d.wireFeatures()
 	t.Cleanup(func() { d.Close() })
 	return d, fake

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/netconf"
 )
@@ -28,7 +29,7 @@ func (d *Daemon) Uninstall() error {
 	}
 	// The cluster: every node's routes, the VXLAN device (with --node-name
 	// or without: a daemon stopped and uninstalled alone).
-	nodes, err := d.Nodes()
+	nodes, err := d.cluster.Nodes()
 	errs = append(errs, err)
 	for i := range nodes {
 		for _, p := range nodes[i].PodCIDRs {
@@ -40,7 +41,7 @@ func (d *Daemon) Uninstall() error {
 			errs = append(errs, netconf.DeletePeerRoute(p))
 		}
 	}
-	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice), uninstallEncryption())
+	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice), cluster.UninstallEncryption())
 	// Guard tables, VLAN ports, gateway addresses and unreachable routes
 	// of networks a crash left without a record; devices, links and map
 	// entries of endpoints a crash left, or whose removal above failed.

@@ -130,17 +130,17 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		return d.AddNode(req)
+		return d.Cluster().AddNode(req)
 	})
 	route("GET "+api.PathNodes, http.StatusOK, func(r *http.Request) (any, error) {
-		nodes, err := d.Nodes()
+		nodes, err := d.Cluster().Nodes()
 		return orEmpty(nodes), err
 	})
 	route("GET "+api.PathNodes+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
-		return d.Node(r.PathValue("name"))
+		return d.Cluster().Node(r.PathValue("name"))
 	})
 	route("DELETE "+api.PathNodes+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
-		return nil, d.RemoveNode(r.PathValue("name"))
+		return nil, d.Cluster().RemoveNode(r.PathValue("name"))
 	})
 	route("POST "+api.PathServices, http.StatusCreated, func(r *http.Request) (any, error) {
 		var req api.ServiceCreate

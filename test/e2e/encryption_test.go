@@ -200,13 +200,17 @@ func TestEncryptionWireGuard(t *testing.T) {
 		killed := time.Now()
 		n2.stop(syscall.SIGKILL)
 		n2.start()
-		t.Logf("xlaned killed and serving again in %v", time.Since(killed).Round(time.Millisecond))
+		restart := time.Since(killed)
+		t.Logf("xlaned killed and serving again in %v", restart.Round(time.Millisecond))
 		wait()
 		probe.Wait()
 		gap := longestPingGap(pings.String())
 		t.Logf("longest gap between answered pings (every 50 ms) across the restart: %v", gap)
-		if engine == "embedded" && (gap == 0 || gap > 8*time.Second) {
-			t.Errorf("ping gap %v across the restart: want an outage, under 8 s (13 s before peers got a keepalive at start)\n%s", gap, pings.String())
+		// The outage is the restart's (the device is up before the API
+		// serves): 13 s on a 3.4 s restart before peers got a keepalive
+		// at start.
+		if engine == "embedded" && (gap == 0 || gap > restart+2*time.Second) {
+			t.Errorf("ping gap %v across a restart of %v: want an outage, no longer than the restart and 2 s\n%s", gap, restart, pings.String())
 		}
 		if engine == "kernel" && gap > time.Second {
 			t.Errorf("ping gap %v across the restart: the kernel's device outlives xlaned, want no outage\n%s", gap, pings.String())

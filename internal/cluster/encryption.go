@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ const EncryptionWireGuard = "wireguard"
 // makes the overlay encapsulate in the VXLAN device (whose packets Linux
 // routes into the WireGuard device; BPF encapsulation would hand them to
 // the underlay device in cleartext).
-func parseEncryption(cfg Config, c *cluster) error {
+func parseEncryption(cfg Config, c *Cluster) error {
 	switch cfg.Encryption {
 	case "", "none":
 		return nil
@@ -31,7 +31,7 @@ func parseEncryption(cfg Config, c *cluster) error {
 	default:
 		return model.Fieldf("encryption", "%q: want wireguard or none", cfg.Encryption)
 	}
-	if c == nil {
+	if c == nil || !c.joined {
 		return model.Fieldf("node-name", "missing: --encryption encrypts the traffic between the nodes of a cluster: it needs --node-name and --cluster-cidr")
 	}
 	if c.routing == model.RoutingNative {
@@ -48,10 +48,9 @@ func parseEncryption(cfg Config, c *cluster) error {
 // setupEncryption opens the WireGuard device with this node's key (made
 // and stored at the first start with encryption) and records the
 // setting; without encryption it removes a device a former run left.
-func (d *Daemon) setupEncryption() error {
-	c := d.cluster
+func (c *Cluster) setupEncryption() error {
 	var key []byte
-	err := d.store.Update(func(tx *store.Tx) error {
+	err := c.c.Store().Update(func(tx *store.Tx) error {
 		was, err := tx.Encryption()
 		if err != nil {
 			return err
@@ -61,7 +60,7 @@ func (d *Daemon) setupEncryption() error {
 			now = EncryptionWireGuard
 		}
 		if was != now {
-			d.log.Warn("encryption between nodes changed", "was", orNone(was), "now", orNone(now))
+			c.c.Log().Warn("encryption between nodes changed", "was", orNone(was), "now", orNone(now))
 		}
 		if !c.encrypt {
 			return tx.PutEncryption("")
@@ -78,7 +77,7 @@ func (d *Daemon) setupEncryption() error {
 			if err := tx.PutWireGuardKey(key); err != nil {
 				return err
 			}
-			d.log.Info("WireGuard key pair generated", "public_key", k.PublicKey().String())
+			c.c.Log().Info("WireGuard key pair generated", "public_key", k.PublicKey().String())
 		}
 		return tx.PutEncryption(EncryptionWireGuard)
 	})
@@ -91,13 +90,13 @@ func (d *Daemon) setupEncryption() error {
 	var priv wireguard.Key
 	copy(priv[:], key)
 	// The MTU until this node's record says its underlay's (setOverlayMTU).
-	t, err := wireguard.Open(wireguard.Config{Port: d.cfg.WireGuardPort, Engine: d.cfg.WireGuardEngine,
-		Log: d.log}, priv, 1500-wireguard.Overhead6)
+	t, err := wireguard.Open(wireguard.Config{Port: c.cfg.WireGuardPort, Engine: c.cfg.WireGuardEngine,
+		Log: c.c.Log()}, priv, 1500-wireguard.Overhead6)
 	if err != nil {
 		return fmt.Errorf("encryption: %w", err)
 	}
 	c.wg = t
-	d.log.Info("encryption between nodes", "engine", t.Engine(), "device", wireguard.Device, "public_key", t.PublicKey().String())
+	c.c.Log().Info("encryption between nodes", "engine", t.Engine(), "device", wireguard.Device, "public_key", t.PublicKey().String())
 	return nil
 }
 
@@ -111,8 +110,7 @@ func orNone(s string) string {
 // validateNodeKey checks a node's WireGuard public key: this node's is its
 // daemon's (filled in); a peer's is required with encryption, and no other
 // node's. Without encryption a key given must still be one.
-func (d *Daemon) validateNodeKey(tx *store.Tx, n *model.Node, given string) error {
-	c := d.cluster
+func (c *Cluster) validateNodeKey(tx *store.Tx, n *model.Node, given string) error {
 	if n.Self && c.wg != nil {
 		own := c.wg.PublicKey().String()
 		if given != "" && given != own {
@@ -148,8 +146,7 @@ func (d *Daemon) validateNodeKey(tx *store.Tx, n *model.Node, given string) erro
 // addresses; a peer: its key, endpoint and cluster addresses) and returns
 // the address the overlay tunnels to it by: the peer's cluster address
 // (invalid: encryption off, keep the underlay's).
-func (d *Daemon) encryptNode(n, self *model.Node) (netip.Addr, error) {
-	c := d.cluster
+func (c *Cluster) encryptNode(n, self *model.Node) (netip.Addr, error) {
 	if c.wg == nil {
 		return netip.Addr{}, nil
 	}
@@ -171,8 +168,7 @@ func (d *Daemon) encryptNode(n, self *model.Node) (netip.Addr, error) {
 }
 
 // unencryptNode takes a node off the WireGuard device.
-func (d *Daemon) unencryptNode(n *model.Node) error {
-	c := d.cluster
+func (c *Cluster) unencryptNode(n *model.Node) error {
 	if c.wg == nil {
 		return nil
 	}
@@ -186,8 +182,8 @@ func (d *Daemon) unencryptNode(n *model.Node) error {
 // (v4: an IPv4 underlay) and the pods' under it (VXLAN inside WireGuard,
 // over the tunnel address's family, this node's pod CIDRs': IPv4 first);
 // ok false: encryption off.
-func (d *Daemon) encryptionMTU(self *model.Node, mtu int, v4 bool) (wgMTU, podMTU int, ok bool) {
-	if d.cluster.wg == nil {
+func (c *Cluster) encryptionMTU(self *model.Node, mtu int, v4 bool) (wgMTU, podMTU int, ok bool) {
+	if c.wg == nil {
 		return 0, 0, false
 	}
 	wgMTU = mtu - wireguard.Overhead6
@@ -201,31 +197,32 @@ func (d *Daemon) encryptionMTU(self *model.Node, mtu int, v4 bool) (wgMTU, podMT
 	return wgMTU, podMTU, true
 }
 
-// encryptionAddrs are the WireGuard device's addresses: this node's
-// cluster addresses, in its pod CIDRs (nil: encryption off).
-func (d *Daemon) encryptionAddrs() []netip.Addr {
-	if d.cluster == nil || d.cluster.wg == nil {
+// EncryptionAddrs are the WireGuard device's addresses: this node's
+// cluster addresses, in its pod CIDRs (nil: encryption off). A network's
+// subnet may hold them (netconf.CheckSubnetFree).
+func (c *Cluster) EncryptionAddrs() []netip.Addr {
+	if c.wg == nil {
 		return nil
 	}
-	return d.cluster.wg.Addrs()
+	return c.wg.Addrs()
 }
 
 // encryptionInfo is the tunnel as status shows it (nil: off).
-func (d *Daemon) encryptionInfo() *api.EncryptionInfo {
-	if d.cluster == nil || d.cluster.wg == nil {
+func (c *Cluster) encryptionInfo() *api.EncryptionInfo {
+	if c.wg == nil {
 		return nil
 	}
-	return d.cluster.wg.Status()
+	return c.wg.Status()
 }
 
-// closeEncryption lets go of the WireGuard device (the embedded engine's
-// goes with xlaned; the kernel's stays for the next start to adopt).
-func (d *Daemon) closeEncryption() {
-	if d.cluster != nil && d.cluster.wg != nil {
-		d.cluster.wg.Close()
+// Close lets go of the WireGuard device (the embedded engine's goes with
+// xlaned; the kernel's stays for the next start to adopt).
+func (c *Cluster) Close() {
+	if c.wg != nil {
+		c.wg.Close()
 	}
 }
 
-// uninstallEncryption removes the WireGuard device (the key goes with the
-// state file).
-func uninstallEncryption() error { return wireguard.Remove() }
+// UninstallEncryption removes the WireGuard device and its routes (the key
+// goes with the state file).
+func UninstallEncryption() error { return wireguard.Remove() }

@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"encoding/json"
@@ -17,18 +17,18 @@ const nodesFilePoll = time.Second
 // NodeAdd). The file is the source of truth while it is given: a node not
 // in it is removed, a changed one replaced. A file that does not parse is
 // logged and ignored until it changes again.
-func (d *Daemon) watchNodesFile(path string, done <-chan struct{}) {
+func (c *Cluster) watchNodesFile(path string, done <-chan struct{}) {
 	var last time.Time
 	var lastSize int64 = -1
 	t := time.NewTicker(nodesFilePoll)
 	defer t.Stop()
 	for {
 		if fi, err := os.Stat(path); err != nil {
-			d.log.Warn("nodes file", "path", path, "err", err)
+			c.c.Log().Warn("nodes file", "path", path, "err", err)
 		} else if !fi.ModTime().Equal(last) || fi.Size() != lastSize {
 			last, lastSize = fi.ModTime(), fi.Size()
-			if err := d.syncNodesFile(path); err != nil {
-				d.log.Error("nodes file", "path", path, "err", err)
+			if err := c.syncNodesFile(path); err != nil {
+				c.c.Log().Error("nodes file", "path", path, "err", err)
 			}
 		}
 		select {
@@ -39,7 +39,7 @@ func (d *Daemon) watchNodesFile(path string, done <-chan struct{}) {
 	}
 }
 
-func (d *Daemon) syncNodesFile(path string) error {
+func (c *Cluster) syncNodesFile(path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -48,5 +48,5 @@ func (d *Daemon) syncNodesFile(path string) error {
 	if err := json.Unmarshal(raw, &want); err != nil {
 		return model.Fieldf("nodes", "%s: want a JSON array of {\"name\", \"underlay\": [ADDR...], \"pod_cidrs\": [CIDR...]}: %v", path, err)
 	}
-	return d.SyncNodes(want)
+	return c.SyncNodes(want)
 }

@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"errors"
@@ -20,9 +20,43 @@ import (
 // DefaultVXLANPort is the overlay's UDP port (IANA's VXLAN port).
 const DefaultVXLANPort = 4789
 
-// cluster is this node's view of the cluster (--node-name, --cluster-cidr,
-// --routing), nil when the daemon runs alone.
-type cluster struct {
+// Config is the cluster's part of xlaned's flags.
+type Config struct {
+	// NodeName makes this daemon a node of a cluster: its record among
+	// the nodes is the one of this name ("": the daemon runs alone).
+	NodeName string
+	// ClusterCIDRs are the cluster's pod prefixes (every node's pod CIDR
+	// lies inside one); Routing is vxlan ("") or native; VXLANPort the
+	// overlay's UDP port (0: 4789); OverlayEncap how this node tunnels
+	// (bpf, device, auto: ""); NodesFile a file of node records,
+	// watched.
+	ClusterCIDRs []string
+	Routing      string
+	VXLANPort    int
+	OverlayEncap string
+	NodesFile    string
+	// PeerProbeInterval is how often each peer's underlay address is
+	// probed (peerprobe.go; 0: never, peers are never marked down).
+	PeerProbeInterval time.Duration
+	// Encryption is "" (none) or wireguard: the traffic between nodes
+	// encrypted (encryption.go); WireGuardPort is its UDP port (0:
+	// 51871), WireGuardEngine auto (""), kernel or embedded.
+	Encryption      string
+	WireGuardPort   int
+	WireGuardEngine string
+	// Uplink is the node's uplink device (native routing attaches the tc
+	// program to an underlay device that is not it).
+	Uplink string
+}
+
+// Cluster is this node's view of the cluster (--node-name, --cluster-cidr,
+// --routing): the nodes, their prefixes and routes, the overlay, the
+// peers' liveness. A daemon that runs alone has one too, not joined
+// (Joined): its node API refuses changes, its listings read the store.
+type Cluster struct {
+	c       core.Core
+	cfg     Config
+	joined  bool
 	name    string
 	cidrs   []netip.Prefix
 	routing model.Routing
@@ -33,19 +67,26 @@ type cluster struct {
 	// containers' default MTU (the underlay's, less VXLAN's overhead).
 	overlayIfindex int
 	mtu            int
+	peers          peerHealth // the peers' liveness (peerprobe.go)
 	// encrypt: xlaned --encryption wireguard; wg the WireGuard device
-	// (encryption.go), nil until setupCluster or without encryption.
+	// (encryption.go), nil until setup or without encryption.
 	encrypt bool
 	wg      *wireguard.Tunnel
 }
 
+// Joined says whether this node is a node of a cluster (--node-name).
+func (c *Cluster) Joined() bool { return c.joined }
+
+// CIDRs are the cluster CIDRs, nil alone.
+func (c *Cluster) CIDRs() []netip.Prefix { return c.cidrs }
+
+// OverlayPort is the VXLAN port; false alone.
+func (c *Cluster) OverlayPort() (uint16, bool) { return uint16(c.port), c.joined }
+
 // inCluster says whether any of subnets lies in a cluster CIDR: such a
 // network's traffic crosses nodes (and takes the overlay's MTU); others
 // (a calibration's, a node-local one) stay on the node. False alone.
-func (c *cluster) inCluster(subnets []netip.Prefix) bool {
-	if c == nil {
-		return false
-	}
+func (c *Cluster) inCluster(subnets []netip.Prefix) bool {
 	for _, s := range subnets {
 		for _, cc := range c.cidrs {
 			if cc.Overlaps(s) {
@@ -56,16 +97,10 @@ func (c *cluster) inCluster(subnets []netip.Prefix) bool {
 	return false
 }
 
-// cidrList is the cluster CIDRs, nil alone.
-func (c *cluster) cidrList() []netip.Prefix {
-	if c == nil {
-		return nil
-	}
-	return c.cidrs
-}
-
-// parseCluster reads the cluster flags; nil without --node-name.
-func parseCluster(cfg Config) (*cluster, error) {
+// New reads the cluster flags: a cluster not joined without --node-name.
+// cr is the core the cluster works through (the daemon's, not used before
+// Start).
+func New(cr core.Core, cfg Config) (*Cluster, error) {
 	if cfg.NodeName == "" {
 		if err := parseEncryption(cfg, nil); err != nil {
 			return nil, err
@@ -73,12 +108,12 @@ func parseCluster(cfg Config) (*cluster, error) {
 		if len(cfg.ClusterCIDRs) > 0 || cfg.Routing != "" || cfg.NodesFile != "" || cfg.OverlayEncap != "" {
 			return nil, model.Fieldf("node-name", "missing: --cluster-cidr, --routing, --overlay-encap and --nodes need --node-name")
 		}
-		return nil, nil
+		return &Cluster{c: cr, cfg: cfg}, nil
 	}
 	if !core.NameRE.MatchString(cfg.NodeName) {
 		return nil, model.Fieldf("node-name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", cfg.NodeName)
 	}
-	c := &cluster{name: cfg.NodeName, port: cfg.VXLANPort}
+	c := &Cluster{c: cr, cfg: cfg, joined: true, name: cfg.NodeName, port: cfg.VXLANPort}
 	if c.port == 0 {
 		c.port = DefaultVXLANPort
 	}
@@ -116,13 +151,31 @@ func parseCluster(cfg Config) (*cluster, error) {
 	return c, nil
 }
 
-// setupCluster brings up this node's part of the cluster: the VXLAN device
+// Start brings up this node's part of the cluster (setup) and starts
+// the background work: the --nodes file's watcher and the peer probes,
+// until the core is done. Nothing alone.
+func (c *Cluster) Start() error {
+	if !c.joined {
+		return nil
+	}
+	if err := c.setup(); err != nil {
+		return err
+	}
+	if c.cfg.NodesFile != "" {
+		go c.watchNodesFile(c.cfg.NodesFile, c.c.Done())
+	}
+	if c.cfg.PeerProbeInterval > 0 {
+		go c.probePeers(c.cfg.PeerProbeInterval, c.c.Done())
+	}
+	return nil
+}
+
+// setup brings up this node's part of the cluster: the VXLAN device
 // and its programs (vxlan routing), the cluster CIDRs (drop_no_peer for
 // what no node owns), every stored node's prefixes and routes, every
 // network's VNI; what no record accounts for goes.
-func (d *Daemon) setupCluster() error {
-	c := d.cluster
-	if err := d.setupEncryption(); err != nil {
+func (c *Cluster) setup() error {
+	if err := c.setupEncryption(); err != nil {
 		return err
 	}
 	if c.routing == model.RoutingVXLAN {
@@ -131,27 +184,27 @@ func (d *Daemon) setupCluster() error {
 			return err
 		}
 		c.overlayIfindex = l.Attrs().Index
-		if err := d.dp.AttachOverlay(datapath.OverlayDevice, c.overlayIfindex); err != nil {
+		if err := c.dp().AttachOverlay(datapath.OverlayDevice, c.overlayIfindex); err != nil {
 			return err
 		}
-		if err := d.setOverlayEncap(nil); err != nil {
+		if err := c.setOverlayEncap(nil); err != nil {
 			return err
 		}
 	} else {
-		if err := errors.Join(d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice)); err != nil {
+		if err := errors.Join(c.dp().DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice)); err != nil {
 			return err
 		}
 	}
 	want := map[netip.Prefix]bool{}
 	for _, p := range c.cidrs {
 		want[p] = true
-		if err := d.dp.PutPeer(datapath.Peer{Prefix: p, Flags: datapath.PeerGone}); err != nil {
+		if err := c.dp().PutPeer(datapath.Peer{Prefix: p, Flags: datapath.PeerGone}); err != nil {
 			return err
 		}
 	}
 	var nodes []model.Node
 	var nets []model.Network
-	err := d.store.View(func(tx *store.Tx) error {
+	err := c.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		if nodes, err = tx.Nodes(); err != nil {
 			return err
@@ -162,7 +215,7 @@ func (d *Daemon) setupCluster() error {
 	if err != nil {
 		return err
 	}
-	self := selfNode(nodes)
+	self := SelfNode(nodes)
 	wantRoutes := map[netip.Prefix]bool{}
 	var errs []error
 	for i := range nodes {
@@ -173,24 +226,23 @@ func (d *Daemon) setupCluster() error {
 			}
 		}
 		// One peer's state does not stop the start (objerrs.go).
-		if err := d.applyNode(&nodes[i], self); err != nil {
-			d.log.Error("join cluster: node not applied; the daemon runs on", "node", nodes[i].Name, "err", err)
-			d.objErrs.set(objPeer, nodes[i].Name, err)
-		} else {
-			d.objErrs.set(objPeer, nodes[i].Name, nil)
+		err := c.applyNode(&nodes[i], self)
+		if err != nil {
+			c.c.Log().Error("join cluster: node not applied; the daemon runs on", "node", nodes[i].Name, "err", err)
 		}
+		c.c.ObjectError(core.ObjPeer, nodes[i].Name, err)
 	}
 	// Every mode's: what a peer tunnels to a kernel-mode pod carries its
 	// network's VNI, and xlane_from_overlay hands it to Linux, which
 	// routes it (a VNI no network has is drop_vni).
 	for i := range nets {
-		errs = append(errs, d.dp.SetNetworkVNI(nets[i].ID, networkVNI(&nets[i])))
+		errs = append(errs, c.dp().SetNetworkVNI(nets[i].ID, NetworkVNI(&nets[i])))
 	}
-	peers, err := d.dp.Peers()
+	peers, err := c.dp().Peers()
 	errs = append(errs, err)
 	for _, p := range peers {
 		if !want[p.Prefix] {
-			errs = append(errs, d.dp.DeletePeer(p.Prefix))
+			errs = append(errs, c.dp().DeletePeer(p.Prefix))
 		}
 	}
 	if c.wg != nil {
@@ -203,11 +255,12 @@ func (d *Daemon) setupCluster() error {
 			errs = append(errs, netconf.DeletePeerRoute(p))
 		}
 	}
-	d.log.Info("cluster joined", "node", c.name, "routing", c.routing, "cluster_cidrs", c.cidrs, "nodes", len(nodes))
+	c.c.Log().Info("cluster joined", "node", c.name, "routing", c.routing, "cluster_cidrs", c.cidrs, "nodes", len(nodes))
 	return errors.Join(errs...)
 }
 
-func selfNode(nodes []model.Node) *model.Node {
+// SelfNode is this node's record among nodes, nil if it has none.
+func SelfNode(nodes []model.Node) *model.Node {
 	for i := range nodes {
 		if nodes[i].Self {
 			return &nodes[i]
@@ -216,8 +269,8 @@ func selfNode(nodes []model.Node) *model.Node {
 	return nil
 }
 
-// networkVNI is a network's VNI (records older than VNIs: the default).
-func networkVNI(n *model.Network) uint32 {
+// NetworkVNI is a network's VNI (records older than VNIs: the default).
+func NetworkVNI(n *model.Network) uint32 {
 	if n.VNI != 0 {
 		return n.VNI
 	}
@@ -243,34 +296,33 @@ func peerUnderlay(peer, self *model.Node) netip.Addr {
 // applyNode writes a node's prefixes into the datapath and routes them
 // (idempotent). This node's own prefixes are marked self; its underlay's
 // MTU sets the overlay's.
-func (d *Daemon) applyNode(n, self *model.Node) error {
-	c := d.cluster
+func (c *Cluster) applyNode(n, self *model.Node) error {
 	if n.Self {
 		for _, p := range n.PodCIDRs {
-			if err := d.dp.PutPeer(datapath.Peer{Prefix: p, NodeID: n.ID, Flags: datapath.PeerSelf}); err != nil {
+			if err := c.dp().PutPeer(datapath.Peer{Prefix: p, NodeID: n.ID, Flags: datapath.PeerSelf}); err != nil {
 				return err
 			}
 		}
-		if err := d.setClusterAddrs(n); err != nil {
+		if err := c.setClusterAddrs(n); err != nil {
 			return err
 		}
-		if err := d.setOverlayEncap(n); err != nil {
+		if err := c.setOverlayEncap(n); err != nil {
 			return err
 		}
-		if _, err := d.encryptNode(n, self); err != nil {
+		if _, err := c.encryptNode(n, self); err != nil {
 			return err
 		}
-		return d.setOverlayMTU(n)
+		return c.setOverlayMTU(n)
 	}
 	under := peerUnderlay(n, self)
-	if to, err := d.encryptNode(n, self); err != nil {
+	if to, err := c.encryptNode(n, self); err != nil {
 		return err
 	} else if to.IsValid() {
 		under = to // VXLAN inside WireGuard (encryption.go)
 	}
 	for _, p := range n.PodCIDRs {
 		peer := datapath.Peer{Prefix: p, NodeID: n.ID, Underlay: under}
-		if d.peers.isDown(n.ID) {
+		if c.peers.isDown(n.ID) {
 			peer.Flags |= datapath.PeerDown
 		}
 		via := netip.Addr{}
@@ -282,7 +334,7 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 			}
 			peer.Underlay, via = a, a
 		}
-		if err := d.dp.PutPeer(peer); err != nil {
+		if err := c.dp().PutPeer(peer); err != nil {
 			return err
 		}
 		if err := netconf.EnsurePeerRoute(p, c.overlayIfindex, via); err != nil {
@@ -298,26 +350,22 @@ func (d *Daemon) applyNode(n, self *model.Node) error {
 // endpoint, and every peer routes it to this node: it is the source of a
 // flow from off the node whose service backend is another node's pod
 // (bpf/lib/ct_nat.h), so that the backend's reply comes back here.
-func (d *Daemon) setClusterAddrs(self *model.Node) error {
-	nc := d.node
-	nc.ClusterV4, nc.ClusterV6 = netip.Addr{}, netip.Addr{}
+func (c *Cluster) setClusterAddrs(self *model.Node) error {
+	var v4, v6 netip.Addr
 	if self != nil {
 		for _, p := range self.PodCIDRs {
 			a := p.Masked().Addr()
-			if a.Is4() && !nc.ClusterV4.IsValid() {
-				nc.ClusterV4 = a
-			} else if a.Is6() && !nc.ClusterV6.IsValid() {
-				nc.ClusterV6 = a
+			if a.Is4() && !v4.IsValid() {
+				v4 = a
+			} else if a.Is6() && !v6.IsValid() {
+				v6 = a
 			}
 		}
 	}
-	if nc == d.node {
-		return nil
-	}
-	if err := d.dp.SetConfig(nc); err != nil {
+	err := c.c.UpdateNodeConfig(func(nc *datapath.NodeConfig) { nc.ClusterV4, nc.ClusterV6 = v4, v6 })
+	if err != nil {
 		return fmt.Errorf("cluster addresses: %w", err)
 	}
-	d.node = nc
 	return nil
 }
 
@@ -325,8 +373,7 @@ func (d *Daemon) setClusterAddrs(self *model.Node) error {
 // bpf encapsulation, the VXLAN port and self's underlay addresses, the
 // outer sources (self nil: none yet, so the device tunnels until this
 // node's record is added).
-func (d *Daemon) setOverlayEncap(self *model.Node) error {
-	c := d.cluster
+func (c *Cluster) setOverlayEncap(self *model.Node) error {
 	if c.routing != model.RoutingVXLAN {
 		return nil
 	}
@@ -335,7 +382,7 @@ func (d *Daemon) setOverlayEncap(self *model.Node) error {
 		e.Src4, _ = self.UnderlayOf(true)
 		e.Src6, _ = self.UnderlayOf(false)
 	}
-	if err := d.dp.SetOverlayEncap(e); err != nil {
+	if err := c.dp().SetOverlayEncap(e); err != nil {
 		return fmt.Errorf("overlay encapsulation: %w", err)
 	}
 	return nil
@@ -351,8 +398,7 @@ func family(a netip.Addr) string {
 // setOverlayMTU sizes the VXLAN device (and the default container MTU)
 // from the self node's underlay device: -50 for an IPv4 underlay, -70
 // for IPv6.
-func (d *Daemon) setOverlayMTU(self *model.Node) error {
-	c := d.cluster
+func (c *Cluster) setOverlayMTU(self *model.Node) error {
 	a, ok := self.UnderlayOf(true)
 	overhead := netconf.VXLANOverhead4
 	if !ok {
@@ -372,13 +418,13 @@ func (d *Daemon) setOverlayMTU(self *model.Node) error {
 		// Peers' pods' packets come in by the underlay device: its tc
 		// program delivers them to the endpoint and translates the
 		// replies of flows DNATed here (a service's backend elsewhere).
-		if l.Attrs().Name != d.cfg.Uplink {
-			return d.dp.AttachUplinkTC(l.Attrs().Name, l.Attrs().Index)
+		if l.Attrs().Name != c.cfg.Uplink {
+			return c.dp().AttachUplinkTC(l.Attrs().Name, l.Attrs().Index)
 		}
 		return nil
 	}
 	c.mtu = mtu - overhead
-	if wgMTU, podMTU, ok := d.encryptionMTU(self, mtu, overhead == netconf.VXLANOverhead4); ok {
+	if wgMTU, podMTU, ok := c.encryptionMTU(self, mtu, overhead == netconf.VXLANOverhead4); ok {
 		if err := c.wg.SetMTU(wgMTU); err != nil {
 			return err
 		}
@@ -393,8 +439,8 @@ func (d *Daemon) setOverlayMTU(self *model.Node) error {
 // before native routing turns it on (setOverlayMTU, in AddNode's
 // transaction). Nothing changes here; a request that fails validation
 // leaves a record of the value as it is.
-func (d *Daemon) rememberUnderlayForwarding(req api.NodeAdd) error {
-	if d.cluster.routing != model.RoutingNative || req.Name != d.cluster.name {
+func (c *Cluster) rememberUnderlayForwarding(req api.NodeAdd) error {
+	if c.routing != model.RoutingNative || req.Name != c.name {
 		return nil
 	}
 	for _, s := range req.Underlay {
@@ -403,7 +449,7 @@ func (d *Daemon) rememberUnderlayForwarding(req api.NodeAdd) error {
 			continue // validateNode names it
 		}
 		if l := netconf.UnderlayLink(a); l != nil {
-			if err := d.rememberForwarding4(l.Attrs().Name); err != nil {
+			if err := c.c.RememberForwarding4(l.Attrs().Name); err != nil {
 				return err
 			}
 		}
@@ -412,33 +458,33 @@ func (d *Daemon) rememberUnderlayForwarding(req api.NodeAdd) error {
 }
 
 // removeNodeState undoes applyNode and forgets the node's flows.
-func (d *Daemon) removeNodeState(n *model.Node) error {
-	d.peers.forget(n.ID)
-	errs := []error{d.unencryptNode(n)}
+func (c *Cluster) removeNodeState(n *model.Node) error {
+	c.peers.forget(n.ID)
+	errs := []error{c.unencryptNode(n)}
 	if n.Self {
-		errs = append(errs, d.setClusterAddrs(nil), d.setOverlayEncap(nil))
+		errs = append(errs, c.setClusterAddrs(nil), c.setOverlayEncap(nil))
 	}
 	for _, p := range n.PodCIDRs {
-		errs = append(errs, d.dp.DeletePeer(p))
+		errs = append(errs, c.dp().DeletePeer(p))
 		if !n.Self {
 			errs = append(errs, netconf.DeletePeerRoute(p))
 		}
 	}
 	// The cluster CIDR entries stay: the node's addresses are now
 	// nobody's (drop_no_peer).
-	flows, err := d.dp.DeleteFlowsOf(n.PodCIDRs)
+	flows, err := c.dp().DeleteFlowsOf(n.PodCIDRs)
 	errs = append(errs, err)
 	if flows > 0 {
-		d.log.Info("removed node's flows", "node", n.Name, "entries", flows)
+		c.c.Log().Info("removed node's flows", "node", n.Name, "entries", flows)
 	}
 	return errors.Join(errs...)
 }
 
-func (d *Daemon) needCluster(what string) error {
-	if d.cluster == nil {
+func (c *Cluster) needCluster(what string) error {
+	if !c.joined {
 		return fmt.Errorf("%s: this xlaned runs alone: start it with --node-name and --cluster-cidr to join nodes: %w", what, model.ErrUnavailable)
 	}
-	if err := d.dp.Available(); err != nil {
+	if err := c.dp().Available(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -446,13 +492,12 @@ func (d *Daemon) needCluster(what string) error {
 
 // validateNode checks a node add against the cluster, this node and the
 // other nodes.
-func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error) {
-	c := d.cluster
+func (c *Cluster) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error) {
 	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
 	n := &model.Node{Name: req.Name, Self: req.Name == c.name, Created: time.Now().UTC()}
-	if err := d.validateNodeKey(tx, n, req.WGPublicKey); err != nil {
+	if err := c.validateNodeKey(tx, n, req.WGPublicKey); err != nil {
 		return nil, err
 	}
 	if len(req.Underlay) == 0 {
@@ -506,7 +551,7 @@ func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error
 	if _, err := tx.Node(n.Name); err == nil {
 		return nil, model.Conflictf("node %q already exists (remove it first to change it)", n.Name)
 	}
-	if err := d.validateNodeMTU(tx, n, req.MTU); err != nil {
+	if err := c.validateNodeMTU(tx, n, req.MTU); err != nil {
 		return nil, err
 	}
 	others, err := tx.Nodes()
@@ -547,20 +592,20 @@ func (d *Daemon) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error
 
 // AddNode validates and records a node and programs its prefixes and
 // routes; on failure nothing stays behind.
-func (d *Daemon) AddNode(req api.NodeAdd) (*model.Node, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.needCluster("add node"); err != nil {
+func (c *Cluster) AddNode(req api.NodeAdd) (*model.Node, error) {
+	c.c.Lock()
+	defer c.c.Unlock()
+	if err := c.needCluster("add node"); err != nil {
 		return nil, err
 	}
-	if err := d.rememberUnderlayForwarding(req); err != nil {
+	if err := c.rememberUnderlayForwarding(req); err != nil {
 		return nil, err
 	}
 	var n *model.Node
 	applied := false
-	err := d.store.Update(func(tx *store.Tx) error {
+	err := c.c.Store().Update(func(tx *store.Tx) error {
 		var err error
-		if n, err = d.validateNode(tx, req); err != nil {
+		if n, err = c.validateNode(tx, req); err != nil {
 			return err
 		}
 		if n.ID, err = tx.NextNodeID(); err != nil {
@@ -571,10 +616,10 @@ func (d *Daemon) AddNode(req api.NodeAdd) (*model.Node, error) {
 			return err
 		}
 		applied = true
-		if err := d.applyNode(n, selfNode(nodes)); err != nil {
+		if err := c.applyNode(n, SelfNode(nodes)); err != nil {
 			return err
 		}
-		if err := d.faults.At("node-applied"); err != nil {
+		if err := c.c.FaultPoint("node-applied"); err != nil {
 			return err
 		}
 		if err := tx.PutNode(n); err != nil {
@@ -586,7 +631,7 @@ func (d *Daemon) AddNode(req api.NodeAdd) (*model.Node, error) {
 		// The self record decides which underlay family peers are
 		// reached by: re-point them.
 		for i := range nodes {
-			if err := d.applyNode(&nodes[i], n); err != nil {
+			if err := c.applyNode(&nodes[i], n); err != nil {
 				return err
 			}
 		}
@@ -594,26 +639,26 @@ func (d *Daemon) AddNode(req api.NodeAdd) (*model.Node, error) {
 	})
 	if err != nil {
 		if applied {
-			if uerr := d.removeNodeState(n); uerr != nil {
-				d.log.Error("roll back node", "node", n.Name, "err", uerr)
+			if uerr := c.removeNodeState(n); uerr != nil {
+				c.c.Log().Error("roll back node", "node", n.Name, "err", uerr)
 			}
 		}
 		return nil, err
 	}
-	d.log.Info("node added", "node", n.Name, "underlay", n.Underlay, "pod_cidrs", n.PodCIDRs, "self", n.Self)
+	c.c.Log().Info("node added", "node", n.Name, "underlay", n.Underlay, "pod_cidrs", n.PodCIDRs, "self", n.Self)
 	return n, nil
 }
 
 // RemoveNode removes a node's record, prefixes, routes and conntrack
 // entries. Missing is not an error.
-func (d *Daemon) RemoveNode(name string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.needCluster("remove node"); err != nil {
+func (c *Cluster) RemoveNode(name string) error {
+	c.c.Lock()
+	defer c.c.Unlock()
+	if err := c.needCluster("remove node"); err != nil {
 		return err
 	}
 	var n *model.Node
-	err := d.store.View(func(tx *store.Tx) error {
+	err := c.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		n, err = tx.Node(name)
 		return err
@@ -624,48 +669,47 @@ func (d *Daemon) RemoveNode(name string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.removeNodeState(n); err != nil {
+	if err := c.removeNodeState(n); err != nil {
 		return err
 	}
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteNode(name) }); err != nil {
+	if err := c.c.Store().Update(func(tx *store.Tx) error { return tx.DeleteNode(name) }); err != nil {
 		return err
 	}
-	d.log.Info("node removed", "node", name)
+	c.c.Log().Info("node removed", "node", name)
 	return nil
 }
 
 // Nodes lists the nodes.
-func (d *Daemon) Nodes() ([]model.Node, error) {
+func (c *Cluster) Nodes() ([]model.Node, error) {
 	var out []model.Node
-	err := d.store.View(func(tx *store.Tx) error {
+	err := c.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		out, err = tx.Nodes()
 		return err
 	})
-	d.withLiveness(out)
+	c.withLiveness(out)
 	return out, err
 }
 
 // Node returns one node.
-func (d *Daemon) Node(name string) (*model.Node, error) {
+func (c *Cluster) Node(name string) (*model.Node, error) {
 	var n *model.Node
-	err := d.store.View(func(tx *store.Tx) error {
+	err := c.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		n, err = tx.Node(name)
 		return err
 	})
 	if n != nil {
 		if !n.Self {
-			n.Liveness = d.peers.liveness(n.ID)
+			n.Liveness = c.peers.liveness(n.ID)
 		}
 	}
 	return n, err
 }
 
-// ClusterInfo says how this node is joined ("" name: alone).
-func (d *Daemon) ClusterInfo() api.ClusterInfo {
-	c := d.cluster
-	if c == nil {
+// Info says how this node is joined ("" name: alone).
+func (c *Cluster) Info() api.ClusterInfo {
+	if !c.joined {
 		return api.ClusterInfo{}
 	}
 	info := api.ClusterInfo{NodeName: c.name, Routing: string(c.routing), MTU: c.mtu}
@@ -675,23 +719,22 @@ func (d *Daemon) ClusterInfo() api.ClusterInfo {
 	if c.routing == model.RoutingVXLAN {
 		info.Device, info.VXLANPort, info.OverlayEncap = datapath.OverlayDevice, c.port, string(c.encap)
 	}
-	info.Encryption = d.encryptionInfo()
+	info.Encryption = c.encryptionInfo()
 	return info
 }
 
-// clusterSubnets is network create's view of the cluster: subnets nobody
+// NetworkSubnets is network create's view of the cluster: subnets nobody
 // gave come from this node's pod CIDRs; a subnet inside the cluster CIDR
 // must be inside them.
-func (d *Daemon) clusterSubnets(tx *store.Tx, req *api.NetworkCreate) error {
-	c := d.cluster
-	if c == nil {
+func (c *Cluster) NetworkSubnets(tx *store.Tx, req *api.NetworkCreate) error {
+	if !c.joined {
 		return nil
 	}
 	nodes, err := tx.Nodes()
 	if err != nil {
 		return err
 	}
-	self := selfNode(nodes)
+	self := SelfNode(nodes)
 	if len(req.Subnets) == 0 && self != nil {
 		nets, err := tx.Networks()
 		if err != nil {
@@ -734,3 +777,5 @@ func (d *Daemon) clusterSubnets(tx *store.Tx, req *api.NetworkCreate) error {
 	}
 	return nil
 }
+
+func (c *Cluster) dp() datapath.Datapath { return c.c.Datapath() }

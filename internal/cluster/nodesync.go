@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"slices"
@@ -12,8 +12,8 @@ import (
 // not in it is removed, a changed one replaced (remove, then add), an
 // equal one left alone. A record the node checks refuse is logged and
 // skipped: the others still apply.
-func (d *Daemon) SyncNodes(want []api.NodeAdd) error {
-	have, err := d.Nodes()
+func (c *Cluster) SyncNodes(want []api.NodeAdd) error {
+	have, err := c.Nodes()
 	if err != nil {
 		return err
 	}
@@ -27,7 +27,7 @@ func (d *Daemon) SyncNodes(want []api.NodeAdd) error {
 			delete(wanted, h.Name)
 			continue
 		}
-		if err := d.RemoveNode(h.Name); err != nil {
+		if err := c.RemoveNode(h.Name); err != nil {
 			return err
 		}
 	}
@@ -40,16 +40,16 @@ func (d *Daemon) SyncNodes(want []api.NodeAdd) error {
 		}
 	}, func(a, b api.NodeAdd) int {
 		switch {
-		case a.Name == d.cfg.NodeName:
+		case a.Name == c.cfg.NodeName:
 			return -1
-		case b.Name == d.cfg.NodeName:
+		case b.Name == c.cfg.NodeName:
 			return 1
 		}
 		return 0
 	})
 	for _, w := range order {
-		if _, err := d.AddNode(w); err != nil {
-			d.log.Error("nodes: node refused", "node", w.Name, "err", err)
+		if _, err := c.AddNode(w); err != nil {
+			c.c.Log().Error("nodes: node refused", "node", w.Name, "err", err)
 		}
 	}
 	return nil

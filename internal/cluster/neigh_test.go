@@ -1,13 +1,20 @@
-package daemon
+package cluster
 
 import (
 	"bytes"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+
+	"github.com/xlane-dev/xlane/internal/datapath"
 )
 
 // The neighbour mirror survives a burst that overflows its netlink socket:
@@ -27,8 +34,40 @@ func TestNeighMirrorSurvivesBurst(t *testing.T) {
 	})
 }
 
+// inMirror runs fn inside a fresh network namespace (the "node") with a
+// BPF datapath whose pins are private to the test and a neighbour mirror
+// feeding it, as xlaned starts them.
+func inMirror(t *testing.T, fn func(dp datapath.Datapath, m *Neighbours)) {
+	t.Helper()
+	node, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
+	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-neigh-%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pinDir) })
+	err = node.Do(func(ns.NetNS) error {
+		dp, err := datapath.Open(pinDir, datapath.Options{})
+		if err != nil {
+			return err
+		}
+		defer dp.Close()
+		done := make(chan struct{})
+		defer close(done)
+		var m Neighbours
+		if err := m.Start(dp, slog.New(slog.DiscardHandler), done); err != nil {
+			return err
+		}
+		fn(dp, &m)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func neighBurst(t *testing.T, mustResync bool) {
-	inNode(t, func(d *Daemon) {
+	inMirror(t, func(dp datapath.Datapath, m *Neighbours) {
 		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "nb0"}, PeerName: "nb0p"}
 		if err := netlink.LinkAdd(v); err != nil {
 			t.Fatal(err)
@@ -70,7 +109,7 @@ func neighBurst(t *testing.T, mustResync bool) {
 			}
 			deadline := time.Now().Add(10 * time.Second)
 			for {
-				got, ok, err := d.dp.Neigh(hop, ifindex)
+				got, ok, err := dp.Neigh(hop, ifindex)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -78,22 +117,18 @@ func neighBurst(t *testing.T, mustResync bool) {
 					break
 				}
 				if time.Now().After(deadline) {
-					st, _ := d.Status()
-					t.Fatalf("xlane_neigh %s = %v (present %v), want %v; mirror %+v", hop, got, ok, want, st.NeighMirror)
+					t.Fatalf("xlane_neigh %s = %v (present %v), want %v; mirror %+v", hop, got, ok, want, m.Status())
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
-		st, err := d.Status()
-		if err != nil {
-			t.Fatal(err)
+		st := m.Status()
+		t.Logf("mirror after the burst: %+v", *st)
+		if mustResync && st.Resyncs == 0 {
+			t.Errorf("the burst overflowed a 64 KiB socket but the mirror never resynced: %+v", *st)
 		}
-		t.Logf("mirror after the burst: %+v", *st.NeighMirror)
-		if mustResync && st.NeighMirror.Resyncs == 0 {
-			t.Errorf("the burst overflowed a 64 KiB socket but the mirror never resynced: %+v", *st.NeighMirror)
-		}
-		if st.NeighMirror.Events == 0 {
-			t.Errorf("status shows no mirrored events: %+v", *st.NeighMirror)
+		if st.Events == 0 {
+			t.Errorf("status shows no mirrored events: %+v", *st)
 		}
 	})
 }

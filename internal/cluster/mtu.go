@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"github.com/xlane-dev/xlane/internal/model"
@@ -16,8 +16,8 @@ import (
 // between nodes: less the VXLAN overhead of the family tunnels use (this
 // node's underlay's, IPv4 first; the peer's own before this node is
 // known), nothing with native routing.
-func (d *Daemon) podMTUOver(mtu int, self, peer *model.Node) int {
-	if d.cluster.routing == model.RoutingNative {
+func (c *Cluster) podMTUOver(mtu int, self, peer *model.Node) int {
+	if c.routing == model.RoutingNative {
 		return mtu
 	}
 	ref := peer
@@ -32,22 +32,22 @@ func (d *Daemon) podMTUOver(mtu int, self, peer *model.Node) int {
 
 // peersPodMTU is the smallest pod MTU the cluster's peers declare they
 // carry (podMTUOver) and the peer that sets it; 0 when none declares one.
-func (d *Daemon) peersPodMTU(tx *store.Tx) (int, string, error) {
-	if d.cluster == nil {
+func (c *Cluster) peersPodMTU(tx *store.Tx) (int, string, error) {
+	if !c.joined {
 		return 0, "", nil
 	}
 	nodes, err := tx.Nodes()
 	if err != nil {
 		return 0, "", err
 	}
-	self := selfNode(nodes)
+	self := SelfNode(nodes)
 	least, who := 0, ""
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Self || n.MTU == 0 {
 			continue
 		}
-		if m := d.podMTUOver(n.MTU, self, n); least == 0 || m < least {
+		if m := c.podMTUOver(n.MTU, self, n); least == 0 || m < least {
 			least, who = m, n.Name
 		}
 	}
@@ -56,7 +56,7 @@ func (d *Daemon) peersPodMTU(tx *store.Tx) (int, string, error) {
 
 // validateNodeMTU checks a node record's MTU: this node's must be its
 // underlay device's; a peer's must carry every network of the cluster.
-func (d *Daemon) validateNodeMTU(tx *store.Tx, n *model.Node, mtu int) error {
+func (c *Cluster) validateNodeMTU(tx *store.Tx, n *model.Node, mtu int) error {
 	if mtu == 0 {
 		return nil
 	}
@@ -74,33 +74,33 @@ func (d *Daemon) validateNodeMTU(tx *store.Tx, n *model.Node, mtu int) error {
 	if err != nil {
 		return err
 	}
-	carries := d.podMTUOver(mtu, selfNode(nodes), n)
+	carries := c.podMTUOver(mtu, SelfNode(nodes), n)
 	nets, err := tx.Networks()
 	if err != nil {
 		return err
 	}
 	for _, nw := range nets {
-		if d.cluster.inCluster(nw.Subnets) && nw.MTU > carries {
+		if c.inCluster(nw.Subnets) && nw.MTU > carries {
 			return model.Fieldf("mtu", "node %q's underlay MTU %d carries pod packets of %d bytes at most (%s routing), and this node's network %q has MTU %d: its full-size packets would be dropped on the way without an error; lower the network's MTU first",
-				n.Name, mtu, carries, d.cluster.routing, nw.Name, nw.MTU)
+				n.Name, mtu, carries, c.routing, nw.Name, nw.MTU)
 		}
 	}
 	return nil
 }
 
-// clusterNetworkMTU sets the MTU of network n of the cluster: by default
+// NetworkMTU sets the MTU of network n of the cluster: by default
 // the overlay's, lowered to what every declared peer carries; an MTU
 // asked for above that is refused.
-func (d *Daemon) clusterNetworkMTU(tx *store.Tx, n *model.Network, asked int) error {
-	if !d.cluster.inCluster(n.Subnets) {
+func (c *Cluster) NetworkMTU(tx *store.Tx, n *model.Network, asked int) error {
+	if !c.inCluster(n.Subnets) {
 		return nil
 	}
-	least, who, err := d.peersPodMTU(tx)
+	least, who, err := c.peersPodMTU(tx)
 	if err != nil {
 		return err
 	}
-	if asked == 0 && n.VLAN == 0 && d.cluster.mtu != 0 {
-		n.MTU = d.cluster.mtu // the underlay's, less VXLAN's overhead
+	if asked == 0 && n.VLAN == 0 && c.mtu != 0 {
+		n.MTU = c.mtu // the underlay's, less VXLAN's overhead
 	}
 	if least == 0 || n.MTU <= least {
 		return nil

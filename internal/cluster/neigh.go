@@ -1,8 +1,9 @@
-package daemon
+package cluster
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath"
 )
 
 // usableNeigh are the neighbour states whose MAC the XDP datapath may use.
@@ -36,8 +38,13 @@ const (
 	neighRetry = time.Second
 )
 
-// neighMirror is what `xlane status` shows of the neighbour mirror.
-type neighMirror struct {
+// Neighbours is the neighbour mirror (Start), and what `xlane status`
+// shows of it (Status). It runs wherever the BPF datapath does, on a node
+// alone too: the XDP datapath's next hops are its own or other nodes'.
+type Neighbours struct {
+	dp  datapath.Neighbours
+	log *slog.Logger
+
 	events  atomic.Uint64
 	resyncs atomic.Uint64
 	sub     atomic.Pointer[neighSub] // the current subscription
@@ -58,7 +65,7 @@ type neighSub struct {
 
 func (s *neighSub) close() { s.once.Do(func() { close(s.stop) }) }
 
-// syncNeighbours mirrors the node's neighbour table (ARP and ND) into
+// Start mirrors the node's neighbour table (ARP and ND) into
 // xlane_neigh until done closes: the XDP datapath cannot resolve neighbours
 // itself, so on a miss it passes the packet to Linux, whose resolution then
 // arrives here as an event and fills the map for the following packets.
@@ -73,25 +80,26 @@ func (s *neighSub) close() { s.once.Do(func() { close(s.stop) }) }
 // Resubscriptions run on other threads than the first, so the namespace is
 // held open and named: an xlaned in a namespace of its own (the tests'
 // nodes) must not start mirroring the machine's table instead.
-func (d *Daemon) syncNeighbours(done <-chan struct{}) error {
+func (m *Neighbours) Start(dp datapath.Neighbours, log *slog.Logger, done <-chan struct{}) error {
+	m.dp, m.log = dp, log
 	node, err := netns.Get()
 	if err != nil {
 		return fmt.Errorf("open own netns: %w", err)
 	}
-	sub, err := d.subscribeNeigh(node, done)
+	sub, err := m.subscribe(node, done)
 	if err != nil {
 		node.Close()
 		return err
 	}
 	go func() {
 		defer node.Close()
-		d.mirrorNeighbours(node, sub, done)
+		m.mirror(node, sub, done)
 	}()
 	return nil
 }
 
-func (d *Daemon) subscribeNeigh(node netns.NsHandle, done <-chan struct{}) (*neighSub, error) {
-	if err := d.dp.FlushNeigh(); err != nil {
+func (m *Neighbours) subscribe(node netns.NsHandle, done <-chan struct{}) (*neighSub, error) {
+	if err := m.dp.FlushNeigh(); err != nil {
 		return nil, err
 	}
 	sub := &neighSub{ch: make(chan netlink.NeighUpdate, neighBacklog), stop: make(chan struct{})}
@@ -101,7 +109,7 @@ func (d *Daemon) subscribeNeigh(node netns.NsHandle, done <-chan struct{}) (*nei
 		ReceiveBufferSize:      neighRcvbuf,
 		ReceiveBufferForceSize: true,
 		ErrorCallback: func(err error) {
-			d.neigh.fail(err)
+			m.fail(err)
 			if errors.Is(err, netlink.ErrDumpInterrupted) {
 				sub.close() // an inconsistent dump: start over
 			}
@@ -118,17 +126,17 @@ func (d *Daemon) subscribeNeigh(node netns.NsHandle, done <-chan struct{}) (*nei
 		case <-sub.stop:
 		}
 	}()
-	d.neigh.sub.Store(sub)
+	m.sub.Store(sub)
 	return sub, nil
 }
 
-// mirrorNeighbours applies events until done closes, resubscribing (and so
+// mirror applies events until done closes, resubscribing (and so
 // resyncing) whenever a subscription ends.
-func (d *Daemon) mirrorNeighbours(node netns.NsHandle, sub *neighSub, done <-chan struct{}) {
+func (m *Neighbours) mirror(node netns.NsHandle, sub *neighSub, done <-chan struct{}) {
 	for {
 		for u := range sub.ch {
-			d.applyNeigh(u)
-			d.neigh.events.Add(1)
+			m.apply(u)
+			m.events.Add(1)
 		}
 		sub.close()
 		for {
@@ -138,35 +146,36 @@ func (d *Daemon) mirrorNeighbours(node netns.NsHandle, sub *neighSub, done <-cha
 			default:
 			}
 			var err error
-			if sub, err = d.subscribeNeigh(node, done); err == nil {
+			if sub, err = m.subscribe(node, done); err == nil {
 				break
 			}
-			d.neigh.fail(err)
+			m.fail(err)
 			select {
 			case <-done:
 				return
 			case <-time.After(neighRetry):
 			}
 		}
-		d.neigh.resynced()
-		d.log.Warn("neighbour mirror resynced after an event loss", "resyncs", d.neigh.resyncs.Load(), "cause", d.neigh.status().LastError)
+		m.resynced()
+		m.log.Warn("neighbour mirror resynced after an event loss", "resyncs", m.resyncs.Load(), "cause", m.Status().LastError)
 	}
 }
 
-func (m *neighMirror) fail(err error) {
+func (m *Neighbours) fail(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lastErr = err.Error()
 }
 
-func (m *neighMirror) resynced() {
+func (m *Neighbours) resynced() {
 	m.resyncs.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lastResync = time.Now().UTC()
 }
 
-func (m *neighMirror) status() *api.NeighMirror {
+// Status is the mirror's counters and its last error.
+func (m *Neighbours) Status() *api.NeighMirror {
 	s := &api.NeighMirror{Events: m.events.Load(), Resyncs: m.resyncs.Load()}
 	if sub := m.sub.Load(); sub != nil {
 		s.Pending = len(sub.ch)
@@ -181,7 +190,7 @@ func (m *neighMirror) status() *api.NeighMirror {
 	return s
 }
 
-func (d *Daemon) applyNeigh(u netlink.NeighUpdate) {
+func (m *Neighbours) apply(u netlink.NeighUpdate) {
 	n := u.Neigh
 	if n.Flags&netlink.NTF_PROXY != 0 || (n.Family != unix.AF_INET && n.Family != unix.AF_INET6) {
 		return
@@ -193,11 +202,11 @@ func (d *Daemon) applyNeigh(u netlink.NeighUpdate) {
 	addr = addr.Unmap()
 	var err error
 	if u.Type == unix.RTM_NEWNEIGH && n.State&usableNeigh != 0 && len(n.HardwareAddr) == 6 {
-		err = d.dp.PutNeigh(addr, n.LinkIndex, net.HardwareAddr(n.HardwareAddr))
+		err = m.dp.PutNeigh(addr, n.LinkIndex, net.HardwareAddr(n.HardwareAddr))
 	} else {
-		err = d.dp.DeleteNeigh(addr, n.LinkIndex)
+		err = m.dp.DeleteNeigh(addr, n.LinkIndex)
 	}
 	if err != nil {
-		d.log.Warn("mirror neighbour", "addr", addr, "ifindex", n.LinkIndex, "err", err)
+		m.log.Warn("mirror neighbour", "addr", addr, "ifindex", n.LinkIndex, "err", err)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"encoding/binary"
@@ -149,18 +149,18 @@ func (h *peerHealth) mark(id uint32, down bool, now time.Time) bool {
 // probePeers runs until done: the echo requests, the answers, the
 // marking. Without an ICMP socket (no privilege) it logs why and
 // returns: peers then stay up.
-func (d *Daemon) probePeers(interval time.Duration, done <-chan struct{}) {
+func (c *Cluster) probePeers(interval time.Duration, done <-chan struct{}) {
 	c4, err4 := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
 	c6, err6 := icmp.ListenPacket("ip6:ipv6-icmp", "::")
 	if err4 != nil && err6 != nil {
-		d.log.Error("peer probes: no ICMP socket, peers are never marked down", "err", errors.Join(err4, err6))
+		c.c.Log().Error("peer probes: no ICMP socket, peers are never marked down", "err", errors.Join(err4, err6))
 		return
 	}
 	id := uint16(rand.Uint32())
-	for _, c := range []*icmp.PacketConn{c4, c6} {
-		if c != nil {
-			go d.peerReplies(c, id)
-			defer c.Close()
+	for _, conn := range []*icmp.PacketConn{c4, c6} {
+		if conn != nil {
+			go c.peerReplies(conn, id)
+			defer conn.Close()
 		}
 	}
 	t := time.NewTicker(interval)
@@ -168,7 +168,7 @@ func (d *Daemon) probePeers(interval time.Duration, done <-chan struct{}) {
 	var seq uint16
 	for {
 		seq++
-		d.probeRound(c4, c6, id, seq, interval)
+		c.probeRound(c4, c6, id, seq, interval)
 		select {
 		case <-done:
 			return
@@ -177,13 +177,13 @@ func (d *Daemon) probePeers(interval time.Duration, done <-chan struct{}) {
 	}
 }
 
-func (d *Daemon) probeRound(c4, c6 *icmp.PacketConn, id, seq uint16, interval time.Duration) {
-	nodes, err := d.Nodes()
+func (c *Cluster) probeRound(c4, c6 *icmp.PacketConn, id, seq uint16, interval time.Duration) {
+	nodes, err := c.Nodes()
 	if err != nil {
-		d.log.Error("peer probes: list nodes", "err", err)
+		c.c.Log().Error("peer probes: list nodes", "err", err)
 		return
 	}
-	self := selfNode(nodes)
+	self := SelfNode(nodes)
 	now := time.Now()
 	ids := map[uint32]bool{}
 	for i := range nodes {
@@ -193,13 +193,13 @@ func (d *Daemon) probeRound(c4, c6 *icmp.PacketConn, id, seq uint16, interval ti
 			continue
 		}
 		ids[n.ID] = true
-		d.peers.track(n.ID, n.Name, a, now)
-		c := c4
+		c.peers.track(n.ID, n.Name, a, now)
+		conn := c4
 		var typ icmp.Type = ipv4.ICMPTypeEcho
 		if !a.Is4() {
-			c, typ = c6, ipv6.ICMPTypeEchoRequest
+			conn, typ = c6, ipv6.ICMPTypeEchoRequest
 		}
-		if c == nil {
+		if conn == nil {
 			continue
 		}
 		data := make([]byte, 8)
@@ -208,24 +208,24 @@ func (d *Daemon) probeRound(c4, c6 *icmp.PacketConn, id, seq uint16, interval ti
 		if err == nil {
 			// An unreachable peer is what the answers tell; the send's
 			// own error (no route, no neighbour yet) says nothing more.
-			_, _ = c.WriteTo(msg, &net.IPAddr{IP: a.AsSlice()})
+			_, _ = conn.WriteTo(msg, &net.IPAddr{IP: a.AsSlice()})
 		}
 	}
-	d.peers.keep(ids)
-	for nid, down := range d.peers.changes(now, peerDownAfter*interval) {
-		d.setPeerDown(nid, down)
+	c.peers.keep(ids)
+	for nid, down := range c.peers.changes(now, peerDownAfter*interval) {
+		c.setPeerDown(nid, down)
 	}
 }
 
 // peerReplies records the echo replies to this daemon's requests.
-func (d *Daemon) peerReplies(c *icmp.PacketConn, id uint16) {
+func (c *Cluster) peerReplies(conn *icmp.PacketConn, id uint16) {
 	proto := 1
-	if c.IPv6PacketConn() != nil {
+	if conn.IPv6PacketConn() != nil {
 		proto = 58
 	}
 	buf := make([]byte, 1500)
 	for {
-		n, from, err := c.ReadFrom(buf)
+		n, from, err := conn.ReadFrom(buf)
 		if err != nil {
 			return // closed
 		}
@@ -241,19 +241,19 @@ func (d *Daemon) peerReplies(c *icmp.PacketConn, id uint16) {
 			continue
 		}
 		if a, ok := netip.AddrFromSlice(ip.IP); ok {
-			d.peers.reply(a.Unmap(), time.Now())
+			c.peers.reply(a.Unmap(), time.Now())
 		}
 	}
 }
 
 // setPeerDown marks node id down (or up) and rewrites its prefixes with
 // the flag.
-func (d *Daemon) setPeerDown(id uint32, down bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	nodes, err := d.Nodes()
+func (c *Cluster) setPeerDown(id uint32, down bool) {
+	c.c.Lock()
+	defer c.c.Unlock()
+	nodes, err := c.Nodes()
 	if err != nil {
-		d.log.Error("peer probes: list nodes", "err", err)
+		c.c.Log().Error("peer probes: list nodes", "err", err)
 		return
 	}
 	for i := range nodes {
@@ -261,27 +261,27 @@ func (d *Daemon) setPeerDown(id uint32, down bool) {
 		if n.ID != id || n.Self {
 			continue
 		}
-		if !d.peers.mark(id, down, time.Now()) {
+		if !c.peers.mark(id, down, time.Now()) {
 			return
 		}
-		if err := d.applyNode(n, selfNode(nodes)); err != nil {
-			d.log.Error("peer probes: mark node", "node", n.Name, "down", down, "err", err)
+		if err := c.applyNode(n, SelfNode(nodes)); err != nil {
+			c.c.Log().Error("peer probes: mark node", "node", n.Name, "down", down, "err", err)
 			return
 		}
 		if down {
-			d.log.Warn("peer down: no answer to probes, its pods' packets are dropped (drop_peer_down)", "node", n.Name, "underlay", peerUnderlay(n, selfNode(nodes)), "after", peerDownAfter*d.cfg.PeerProbeInterval)
+			c.c.Log().Warn("peer down: no answer to probes, its pods' packets are dropped (drop_peer_down)", "node", n.Name, "underlay", peerUnderlay(n, SelfNode(nodes)), "after", peerDownAfter*c.cfg.PeerProbeInterval)
 		} else {
-			d.log.Info("peer up again", "node", n.Name)
+			c.c.Log().Info("peer up again", "node", n.Name)
 		}
 		return
 	}
 }
 
 // withLiveness fills in the nodes' probe state.
-func (d *Daemon) withLiveness(nodes []model.Node) {
+func (c *Cluster) withLiveness(nodes []model.Node) {
 	for i := range nodes {
 		if !nodes[i].Self {
-			nodes[i].Liveness = d.peers.liveness(nodes[i].ID)
+			nodes[i].Liveness = c.peers.liveness(nodes[i].ID)
 		}
 	}
 }

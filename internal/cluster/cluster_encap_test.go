@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"errors"
@@ -31,7 +31,7 @@ func TestParseClusterEncap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base
 			tc.mod(&cfg)
-			c, err := parseCluster(cfg)
+			c, err := New(nil, cfg)
 			if tc.wantErrField != "" {
 				var fe *model.FieldError
 				if !errors.As(err, &fe) || fe.Field != tc.wantErrField || tc.wantErrMessage != "" && fe.Reason != tc.wantErrMessage {
