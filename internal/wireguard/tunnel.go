@@ -101,10 +101,18 @@ func Open(cfg Config, priv Key, mtu int) (*Tunnel, error) {
 		}
 		return nil, err
 	}
+	// The port in use shows when the engine binds it: wireguard-go at
+	// configuration, the kernel when the device goes up.
+	portInUse := func(err error) bool {
+		return errors.Is(err, unix.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+	}
+	inUse := func(err error) error {
+		return model.Fieldf("wireguard-port", "%d: UDP port in use on this node: %v", cfg.Port, err)
+	}
 	err = eng.configure(wgtypes.Config{PrivateKey: &priv, ListenPort: &cfg.Port})
 	if err != nil {
-		if errors.Is(err, unix.EADDRINUSE) || strings.Contains(err.Error(), "address already in use") {
-			return fail(model.Fieldf("wireguard-port", "%d: UDP port in use on this node: %v", cfg.Port, err))
+		if portInUse(err) {
+			return fail(inUse(err))
 		}
 		return fail(fmt.Errorf("configure %s: %w", Device, err))
 	}
@@ -119,6 +127,9 @@ func Open(cfg Config, priv Key, mtu int) (*Tunnel, error) {
 		}
 	}
 	if err := netlink.LinkSetUp(t.link); err != nil {
+		if portInUse(err) {
+			return fail(inUse(err))
+		}
 		return fail(fmt.Errorf("set %s up: %w", Device, err))
 	}
 	return t, nil

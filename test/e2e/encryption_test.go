@@ -175,7 +175,7 @@ func TestEncryptionWireGuard(t *testing.T) {
 		cmd := inNS(nsName, filepath.Join(binDir, "xlaned"), "--state", filepath.Join(dir, "state.db"), "--socket", filepath.Join(dir, "s.sock"),
 			"--pin-dir", pin, "--docker-plugin-socket=", "--calibrate-at-start=false",
 			"--node-name", "x", "--cluster-cidr", "10.244.0.0/16", "--encryption", "wireguard")
-		out, err := runWithTimeout(cmd, 60*time.Second)
+		out, err := runWithTimeout(cmd, startTimeout())
 		if err == nil || !strings.Contains(out, "wireguard-port") {
 			t.Errorf("xlaned with UDP 51871 taken: err %v, want an error naming wireguard-port:\n%s", err, out)
 		}
@@ -187,8 +187,11 @@ func TestEncryptionWireGuard(t *testing.T) {
 		// The embedded engine's device goes with xlaned: the outage is
 		// the restart's; the established connection survives it (its
 		// SHA-256 checked), and the peer's session is made anew. The
-		// kernel's device outlives xlaned: no outage, and the restart
-		// adopts it.
+		// kernel's device outlives xlaned (killedKernel).
+		if engine == "kernel" {
+			killedKernel(t, n1, n2)
+			return
+		}
 		probe := inNS(n1.pod, "ping", "-n", "-i", "0.05", "-W", "1", "-w", "20", n2.ip4().String())
 		var pings bytes.Buffer
 		probe.Stdout = &pings
@@ -212,9 +215,6 @@ func TestEncryptionWireGuard(t *testing.T) {
 		if engine == "embedded" && (gap == 0 || gap > restart+2*time.Second) {
 			t.Errorf("ping gap %v across a restart of %v: want an outage, no longer than the restart and 2 s\n%s", gap, restart, pings.String())
 		}
-		if engine == "kernel" && gap > time.Second {
-			t.Errorf("ping gap %v across the restart: the kernel's device outlives xlaned, want no outage\n%s", gap, pings.String())
-		}
 		var st api.Status
 		n1.mustXlane(&st, "status")
 		if ps := st.Cluster.Encryption.Peers; len(ps) != 1 || ps[0].State != "encrypted" {
@@ -232,7 +232,7 @@ func TestEncryptionWireGuard(t *testing.T) {
 		}
 		cmd := inNS(n2.netns, filepath.Join(binDir, "xlaned"), "--state", filepath.Join(n2.dir, "state.db"), "--socket", n2.socket,
 			"--pin-dir", n2.pinDir, "--docker-plugin-socket=", "--calibrate-at-start=false", "--uninstall")
-		if out, err := runWithTimeout(cmd, 60*time.Second); err != nil {
+		if out, err := runWithTimeout(cmd, startTimeout()); err != nil {
 			t.Fatalf("xlaned --uninstall: %v\n%s", err, out)
 		}
 		if out := runIn(t, n2.netns, "ip", "route", "show", "proto", "121"); out != "" {
@@ -417,4 +417,24 @@ func longestPingGap(out string) time.Duration {
 		last = seq
 	}
 	return time.Duration(longest) * 50 * time.Millisecond
+}
+
+// killedKernel: with the kernel's engine the device, its keys and
+// sessions outlive a kill -9 of xlaned, as the pins do: a checked transfer
+// and pings go through while n2's xlaned is dead, and the restarted one
+// adopts the device (the same public key, the session kept). (In the
+// kernel matrix's emulated guests a restart verifies the programs for
+// minutes, too long to run a transfer across.)
+func killedKernel(t *testing.T, n1, n2 *clusterNode) {
+	t.Helper()
+	n2.stop(syscall.SIGKILL)
+	transfer(t, n1.pod, n2.pod, n2.ip4(), 4<<20)
+	ping(t, n1.pod, n2.ip6())
+	n2.start()
+	var st api.Status
+	n2.mustXlane(&st, "status")
+	if e := st.Cluster.Encryption; e == nil || e.Engine != "kernel" || e.PublicKey != n2.wgKey || len(e.Peers) != 1 || e.Peers[0].State != "encrypted" {
+		t.Errorf("restarted n2's encryption %+v, want the kernel engine, its key %s, n1 encrypted", e, n2.wgKey)
+	}
+	transfer(t, n2.pod, n1.pod, n1.ip4(), 1<<20)
 }
