@@ -3,8 +3,10 @@ package cluster
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -226,3 +228,22 @@ func (c *Cluster) Close() {
 // UninstallEncryption removes the WireGuard device and its routes (the key
 // goes with the state file).
 func UninstallEncryption() error { return wireguard.Remove() }
+
+// WireGuardMetrics are the peers' sessions for the metrics (nil: no
+// encryption).
+func (c *Cluster) WireGuardMetrics() []metrics.WireGuardPeer {
+	info := c.encryptionInfo()
+	if info == nil {
+		return nil
+	}
+	var out []metrics.WireGuardPeer
+	for _, p := range info.Peers {
+		m := metrics.WireGuardPeer{Node: p.Node, RxBytes: p.RxBytes, TxBytes: p.TxBytes, HandshakeAge: -1,
+			Encrypted: p.State == wireguard.PeerEncrypted}
+		if p.LastHandshake != nil {
+			m.HandshakeAge = time.Since(*p.LastHandshake)
+		}
+		out = append(out, m)
+	}
+	return out
+}

@@ -23,7 +23,7 @@ import (
 // left out, so a removed endpoint's series end with it. It takes no
 // daemon lock: a scrape never waits for a change in progress.
 func (d *Daemon) Snapshot() *metrics.Snapshot {
-	s := &metrics.Snapshot{Errors: map[string]error{}, Unapplied: d.objErrs.counts()}
+	s := &metrics.Snapshot{Errors: map[string]error{}, Unapplied: d.objErrs.counts(), WireGuard: d.cluster.WireGuardMetrics()}
 	if d.dp.Available() != nil {
 		return s // kernel mode only: no maps, nothing counted
 	}
