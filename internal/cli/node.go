@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -94,7 +95,7 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 }
 
 func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
-	fmt.Fprintln(w, "NAME\tID\tSELF\tSTATE\tUNDERLAY\tPOD CIDRS\tWG PUBLIC KEY")
+	fmt.Fprintln(w, "NAME\tID\tSELF\tSTATE\tUNDERLAY\tPOD CIDRS\tWG PUBLIC KEY\tENCRYPTION")
 	for _, n := range nodes {
 		var u, p []string
 		for _, a := range n.Underlay {
@@ -114,7 +115,14 @@ func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
 		if key == "" {
 			key = "-"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Self, state, strings.Join(u, ","), strings.Join(p, ","), key)
+		enc := "-" // this node, or no encryption
+		if e := n.Encryption; e != nil {
+			enc = e.State
+			if e.LastHandshake != nil {
+				enc += fmt.Sprintf(" (handshake %ds ago, rx %s, tx %s)", int(time.Since(*e.LastHandshake).Seconds()), humanBytes(e.RxBytes), humanBytes(e.TxBytes))
+			}
+		}
+		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Self, state, strings.Join(u, ","), strings.Join(p, ","), key, enc)
 	}
 }
 

@@ -688,6 +688,7 @@ func (c *Cluster) Nodes() ([]model.Node, error) {
 		return err
 	})
 	c.withLiveness(out)
+	c.withEncryption(out)
 	return out, err
 }
 
@@ -702,6 +703,9 @@ func (c *Cluster) Node(name string) (*model.Node, error) {
 	if n != nil {
 		if !n.Self {
 			n.Liveness = c.peers.liveness(n.ID)
+		}
+		if one := []model.Node{*n}; c.withEncryption(one) {
+			n.Encryption = one[0].Encryption
 		}
 	}
 	return n, err

@@ -247,3 +247,20 @@ func (c *Cluster) WireGuardMetrics() []metrics.WireGuardPeer {
 	}
 	return out
 }
+
+// withEncryption fills in each peer's WireGuard session (false: no
+// encryption).
+func (c *Cluster) withEncryption(nodes []model.Node) bool {
+	info := c.encryptionInfo()
+	if info == nil {
+		return false
+	}
+	for i := range nodes {
+		for _, p := range info.Peers {
+			if p.Node == nodes[i].Name && !nodes[i].Self {
+				nodes[i].Encryption = &model.NodeEncryption{State: p.State, LastHandshake: p.LastHandshake, RxBytes: p.RxBytes, TxBytes: p.TxBytes}
+			}
+		}
+	}
+	return true
+}

@@ -101,6 +101,12 @@ func TestEncryptionWireGuard(t *testing.T) {
 			if want := map[string]string{"n1": n1.wgKey, "n2": n2.wgKey}[n.Name]; n.WGPublicKey != want {
 				t.Errorf("node %s: wg_public_key %q, want %q", n.Name, n.WGPublicKey, want)
 			}
+			if e := n.Encryption; n.Name == "n2" && (e == nil || e.State != "encrypted" || e.RxBytes == 0 || e.LastHandshake == nil) {
+				t.Errorf("node ls: n2's encryption %+v, want encrypted, a handshake, bytes", e)
+			}
+		}
+		if out, _, err := n1.xlane("node", "ls"); err != nil || !strings.Contains(out, "ENCRYPTION") || !strings.Contains(out, "encrypted (handshake") {
+			t.Errorf("xlane node ls: %v\n%s\nwant the peer's session", err, out)
 		}
 	})
 	t.Run("private key", func(t *testing.T) {
