@@ -26,6 +26,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/server"
+	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/version"
 	"github.com/xlane-dev/xlane/internal/vm"
 )
@@ -50,7 +51,7 @@ func run() error {
 	xdpMode := fs.String("uplink-xdp-mode", datapath.XDPModeAuto, "XDP attach mode of the uplink program: native, generic, offload (refused: no driver offloads xlane's program), or auto (native, generic where the driver has no native XDP and on a veth: native XDP on a veth takes GSO/TSO from its peer)")
 	ctSize := fs.Uint("ct-size", 1<<20, "conntrack table size (entries; two per flow); changing it needs the pinned table removed")
 	natPorts := fs.String("nat-ports", daemon.DefaultNATPorts, "masquerade source-port range MIN-MAX; must not overlap net.ipv4.ip_local_port_range")
-	noBackend := fs.String("service-no-backend", daemon.NoBackendReject, "what a new flow to a service VIP without backends gets: reject (a TCP RST, an ICMP port unreachable for UDP and the rest, as kube-proxy answers) or drop; counted as drop_no_backend either way")
+	noBackend := fs.String("service-no-backend", services.NoBackendReject, "what a new flow to a service VIP without backends gets: reject (a TCP RST, an ICMP port unreachable for UDP and the rest, as kube-proxy answers) or drop; counted as drop_no_backend either way")
 	gcEvery := fs.Duration("ct-gc-interval", 10*time.Second, "how often expired conntrack entries are collected")
 	accelCase := fs.Duration("accel-case-timeout", 5*time.Second, "time each case of the socket acceleration self-test may take before it counts as stalled (docs/accel.md); raise it on slow machines")
 	monRate := fs.Uint("monitor-rate", observe.DefaultMonitorRate, "datapath events per second per CPU while an `xlane monitor` listens; the rest are counted as suppressed")

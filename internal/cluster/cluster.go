@@ -439,15 +439,11 @@ func (c *Cluster) setOverlayMTU(self *model.Node) error {
 // before native routing turns it on (setOverlayMTU, in AddNode's
 // transaction). Nothing changes here; a request that fails validation
 // leaves a record of the value as it is.
-func (c *Cluster) rememberUnderlayForwarding(req api.NodeAdd) error {
+func (c *Cluster) rememberUnderlayForwarding(req model.Node) error {
 	if c.routing != model.RoutingNative || req.Name != c.name {
 		return nil
 	}
-	for _, s := range req.Underlay {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			continue // validateNode names it
-		}
+	for _, a := range req.Underlay {
 		if l := netconf.UnderlayLink(a); l != nil {
 			if err := c.c.RememberForwarding4(l.Attrs().Name); err != nil {
 				return err
@@ -492,7 +488,7 @@ func (c *Cluster) needCluster(what string) error {
 
 // validateNode checks a node add against the cluster, this node and the
 // other nodes.
-func (c *Cluster) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, error) {
+func (c *Cluster) validateNode(tx *store.Tx, req model.Node) (*model.Node, error) {
 	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
@@ -503,11 +499,8 @@ func (c *Cluster) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, erro
 	if len(req.Underlay) == 0 {
 		return nil, model.Fieldf("underlay", "missing: give the node's address on the network between nodes (IPv4 and/or IPv6)")
 	}
-	for _, s := range req.Underlay {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, model.Fieldf("underlay", "%q: not an IP address", s)
-		}
+	for _, a := range req.Underlay {
+		s := a.String()
 		a = a.Unmap()
 		if !a.IsGlobalUnicast() && !a.IsPrivate() {
 			return nil, model.Fieldf("underlay", "%q: not a unicast address another node can reach (loopback, link-local, multicast or unspecified)", s)
@@ -527,11 +520,8 @@ func (c *Cluster) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, erro
 	if len(req.PodCIDRs) == 0 {
 		return nil, model.Fieldf("pod_cidrs", "missing: give the node's pod prefix (IPv4 and/or IPv6) inside the cluster CIDR %v", c.cidrs)
 	}
-	for _, s := range req.PodCIDRs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, model.Fieldf("pod_cidrs", "%q: not a CIDR prefix like 10.244.1.0/24", s)
-		}
+	for _, p := range req.PodCIDRs {
+		s := p.String()
 		if p != p.Masked() {
 			return nil, model.Fieldf("pod_cidrs", "%q: host bits set (did you mean %s?)", s, p.Masked())
 		}
@@ -592,7 +582,7 @@ func (c *Cluster) validateNode(tx *store.Tx, req api.NodeAdd) (*model.Node, erro
 
 // AddNode validates and records a node and programs its prefixes and
 // routes; on failure nothing stays behind.
-func (c *Cluster) AddNode(req api.NodeAdd) (*model.Node, error) {
+func (c *Cluster) AddNode(req model.Node) (*model.Node, error) {
 	c.c.Lock()
 	defer c.c.Unlock()
 	if err := c.needCluster("add node"); err != nil {

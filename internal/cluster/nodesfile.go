@@ -44,9 +44,21 @@ func (c *Cluster) syncNodesFile(path string) error {
 	if err != nil {
 		return err
 	}
-	var want []api.NodeAdd
-	if err := json.Unmarshal(raw, &want); err != nil {
+	var recs []api.NodeAdd
+	if err := json.Unmarshal(raw, &recs); err != nil {
 		return model.Fieldf("nodes", "%s: want a JSON array of {\"name\", \"underlay\": [ADDR...], \"pod_cidrs\": [CIDR...]}: %v", path, err)
+	}
+	// The text is read here, at the edge; a record that does not read
+	// is refused as SyncNodes refuses one its checks do: logged, the
+	// others applied.
+	want := make([]model.Node, 0, len(recs))
+	for _, r := range recs {
+		n, err := r.Node()
+		if err != nil {
+			c.c.Log().Error("nodes: node refused", "node", r.Name, "err", err)
+			continue
+		}
+		want = append(want, n)
 	}
 	return c.SyncNodes(want)
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"slices"
 
-	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -12,18 +11,18 @@ import (
 // not in it is removed, a changed one replaced (remove, then add), an
 // equal one left alone. A record the node checks refuse is logged and
 // skipped: the others still apply.
-func (c *Cluster) SyncNodes(want []api.NodeAdd) error {
+func (c *Cluster) SyncNodes(want []model.Node) error {
 	have, err := c.Nodes()
 	if err != nil {
 		return err
 	}
-	wanted := map[string]api.NodeAdd{}
+	wanted := map[string]model.Node{}
 	for _, w := range want {
 		wanted[w.Name] = w
 	}
 	for _, h := range have {
 		w, ok := wanted[h.Name]
-		if ok && sameNode(&h, w) {
+		if ok && sameNode(&h, &w) {
 			delete(wanted, h.Name)
 			continue
 		}
@@ -32,13 +31,13 @@ func (c *Cluster) SyncNodes(want []api.NodeAdd) error {
 		}
 	}
 	// This node first: its record picks the underlay family for the rest.
-	order := slices.SortedFunc(func(yield func(api.NodeAdd) bool) {
+	order := slices.SortedFunc(func(yield func(model.Node) bool) {
 		for _, w := range wanted {
 			if !yield(w) {
 				return
 			}
 		}
-	}, func(a, b api.NodeAdd) int {
+	}, func(a, b model.Node) int {
 		switch {
 		case a.Name == c.cfg.NodeName:
 			return -1
@@ -55,20 +54,8 @@ func (c *Cluster) SyncNodes(want []api.NodeAdd) error {
 	return nil
 }
 
-func sameNode(h *model.Node, w api.NodeAdd) bool {
-	if len(h.Underlay) != len(w.Underlay) || len(h.PodCIDRs) != len(w.PodCIDRs) || h.MTU != w.MTU ||
-		!h.Self && h.WGPublicKey != w.WGPublicKey {
-		return false
-	}
-	for i, a := range h.Underlay {
-		if a.String() != w.Underlay[i] {
-			return false
-		}
-	}
-	for i, p := range h.PodCIDRs {
-		if p.String() != w.PodCIDRs[i] {
-			return false
-		}
-	}
-	return true
+// sameNode says whether the record h is what w asks for.
+func sameNode(h, w *model.Node) bool {
+	return h.MTU == w.MTU && slices.Equal(h.Underlay, w.Underlay) && slices.Equal(h.PodCIDRs, w.PodCIDRs) &&
+		(h.Self || h.WGPublicKey == w.WGPublicKey) // this node's is its daemon's
 }

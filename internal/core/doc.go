@@ -25,7 +25,7 @@
 //	                      the neighbour mirror                       (moved)
 //	internal/sockaccel    socket acceleration and proxy redirects   (to move)
 //	internal/fwcontrol    the firewall's control: rule sets → tables (to move)
-//	internal/services     services: VIPs, backends, Maglev, ports   (to move)
+//	internal/services     services: VIPs, backends, Maglev          (moved)
 //
 // A feature package holds its own validation, store buckets and datapath
 // role, and is called by the core at fixed points of an object's life:

@@ -87,7 +87,7 @@ func TestAccelGate(t *testing.T) {
 		t.Fatalf("disable: %+v %v", st, err)
 	}
 	fakeSelfTest(t)
-	fake.Fail = failOp("enable-accel", func(any) bool { return true })
+	fake.Fail = datapathtest.FailOp("enable-accel", func(any) bool { return true })
 	if _, err := d.EnableAccel(api.AccelEnable{Cgroup: cg}); !errors.Is(err, datapathtest.ErrFake) {
 		t.Fatalf("enable with a failing attach: %v", err)
 	}
@@ -142,7 +142,7 @@ func TestProxyRedirectChecks(t *testing.T) {
 			t.Errorf("redirect %+v: %v, want an error naming %q", c.req, err, c.want)
 		}
 	}
-	fake.Fail = failOp("put-proxy-rule", func(any) bool { return true })
+	fake.Fail = datapathtest.FailOp("put-proxy-rule", func(any) bool { return true })
 	if _, err := d.AddProxyRedirect(api.ProxyRedirect{Port: 90, To: 15009, Cgroup: cg, Exempt: "uid"}); err == nil {
 		t.Fatal("redirect with a failing rule write succeeded")
 	}
@@ -203,7 +203,7 @@ func TestProxyRedirectInRollback(t *testing.T) {
 	}
 	for _, after := range []bool{false, true} {
 		for _, op := range []string{"attach-proxy", "put-proxy-in-rule", "put-proxy-listener", "attach-proxy-in"} {
-			fake.Fail, fake.FailAfterWrite = failOp(op, func(any) bool { return true }), after
+			fake.Fail, fake.FailAfterWrite = datapathtest.FailOp(op, func(any) bool { return true }), after
 			if _, err := d.AddProxyRedirect(req); err == nil {
 				t.Errorf("redirect with %s failing succeeded", op)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/observe"
+	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/vm"
 )
@@ -31,13 +32,22 @@ func (d *Daemon) wireFeatures() {
 	c := coreView{d}
 	d.vms = vm.New(c, d.cfg.QEMU, d.log)
 	d.calib = calibration.New(c)
+	d.svcs = services.New(c)
+}
+
+// Services is the services feature (/v1/services).
+func (d *Daemon) Services() *services.Services { return d.svcs }
+
+// ApplyServices applies a batch of services (k8s.Target).
+func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
+	return d.svcs.Apply(req)
 }
 
 // Cluster is the cluster feature: nodes, peers, the overlay (/v1/nodes).
 func (d *Daemon) Cluster() *cluster.Cluster { return d.cluster }
 
 // SyncNodes makes the cluster's nodes the given set (k8s.Target).
-func (d *Daemon) SyncNodes(want []api.NodeAdd) error { return d.cluster.SyncNodes(want) }
+func (d *Daemon) SyncNodes(want []model.Node) error { return d.cluster.SyncNodes(want) }
 
 // clusterConfig is the cluster's part of cfg.
 func clusterConfig(cfg Config) cluster.Config {

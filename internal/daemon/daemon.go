@@ -25,6 +25,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/observe"
+	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/version"
 	"github.com/xlane-dev/xlane/internal/vm"
@@ -55,7 +56,8 @@ type Config struct {
 	// NATPorts is masquerade's source-port range, "MIN-MAX" ("" default).
 	NATPorts string
 	// ServiceNoBackend is what a new flow to a service VIP without
-	// backends gets: NoBackendReject ("", the default) or NoBackendDrop.
+	// backends gets: services.NoBackendReject ("", the default) or
+	// services.NoBackendDrop.
 	ServiceNoBackend string
 	// GCInterval is how often expired conntrack entries are collected.
 	GCInterval time.Duration
@@ -121,9 +123,10 @@ type Daemon struct {
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
-	lastErr   lastError    // the last warning or error logged (health.go)
-	objErrs   objectErrors // what the last reconcile could not apply (objerrs.go)
-	vms       *vm.VMs      // VM endpoints: taps, DHCP, QEMU (internal/vm)
+	lastErr   lastError          // the last warning or error logged (health.go)
+	objErrs   objectErrors       // what the last reconcile could not apply (objerrs.go)
+	vms       *vm.VMs            // VM endpoints: taps, DHCP, QEMU (internal/vm)
+	svcs      *services.Services // service VIPs and backends (internal/services)
 
 	// faults are the apply steps' fault points (core.Faults): tests make
 	// one fail and check the rollback.
@@ -151,7 +154,7 @@ func New(cfg Config) (*Daemon, error) {
 	if d.cluster, err = cluster.New(coreView{d}, clusterConfig(cfg)); err != nil {
 		return nil, err
 	}
-	if _, err := noBackendReject(cfg.ServiceNoBackend); err != nil {
+	if _, err := services.ParseNoBackend(cfg.ServiceNoBackend); err != nil {
 		return nil, err
 	}
 	if d.store, err = store.Open(cfg.StatePath); err != nil {
@@ -228,7 +231,7 @@ func (d *Daemon) start() (*Daemon, error) {
 			d.Close()
 			return nil, err
 		}
-		if err := d.reconcileServices(); err != nil {
+		if err := d.svcs.Reconcile(); err != nil {
 			d.log.Error("reconcile services", "err", err)
 		}
 		if err := d.cluster.Start(); err != nil {

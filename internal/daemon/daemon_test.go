@@ -57,6 +57,16 @@ func inNodeWith(t *testing.T, cfg Config, fn func(d *Daemon)) {
 	}
 }
 
+// addNode adds a node as the server does: the request's text read into
+// a model.Node at the edge (internal/api), then the cluster.
+func addNode(d *Daemon, req api.NodeAdd) (*model.Node, error) {
+	n, err := req.Node()
+	if err != nil {
+		return nil, err
+	}
+	return d.cluster.AddNode(n)
+}
+
 func container(t *testing.T) string {
 	t.Helper()
 	c, err := testutils.NewNS()

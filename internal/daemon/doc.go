@@ -15,18 +15,18 @@
 // wireFeatures, which makes them) and never import this package: VM
 // endpoints (internal/vm), the calibration (internal/calibration),
 // observability's monitor, trace, flows and dumps (internal/observe, made
-// by startObserve once the datapath is open) and the cluster with the
-// neighbour mirror (internal/cluster) so far. The features still
+// by startObserve once the datapath is open), the cluster with the
+// neighbour mirror (internal/cluster) and services (internal/services)
+// so far. The features still
 // here, to move the same way (internal/core/doc.go has the target
-// layout): services (services.go, services_apply.go,
-// vip.go, nobackend.go, ports.go), the firewall's control (firewall.go,
+// layout): the firewall's control (firewall.go,
 // lasthit.go, policy.go), socket acceleration and proxy
 // redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability's
 // metrics snapshot and health (metrics.go, health.go: they read most of the
 // core's state, so they stay until the core offers them a view).
 //
 // The core's own files: daemon.go (start, networks, endpoints, status),
-// core.go (what features get), attachment.go (CNI attachments: endpoints
+// core.go (what features get), ports.go (an endpoint's published ports), attachment.go (CNI attachments: endpoints
 // keyed by container and interface, their GC and status), reconcile.go,
 // objerrs.go (what the last reconcile could not apply), kernel.go (what
 // this kernel can run), automode.go and bigtcp.go (what auto and BIG TCP

@@ -73,11 +73,14 @@ func TestErrorsRepeatNoWord(t *testing.T) {
 				return err
 			},
 			"service, bad vip": func() error {
-				_, err := createService(d, api.ServiceCreate{Name: "xlt", VIP: "10.96.0.1", Backends: []string{"10.1.0.2:80"}})
+				s, err := api.ServiceCreate{Name: "xlt", VIP: "10.96.0.1", Backends: []string{"10.1.0.2:80"}}.Service()
+				if err == nil {
+					_, err = d.svcs.Create(s)
+				}
 				return err
 			},
 			"node, bad pod CIDR": func() error {
-				_, err := d.cluster.AddNode(api.NodeAdd{Name: "xlt", Underlay: []string{"192.0.2.9"}, PodCIDRs: []string{"10.244.1.0/33"}})
+				_, err := addNode(d, api.NodeAdd{Name: "xlt", Underlay: []string{"192.0.2.9"}, PodCIDRs: []string{"10.244.1.0/33"}})
 				return err
 			},
 		}

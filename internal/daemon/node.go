@@ -13,6 +13,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/services"
 )
 
 // DefaultNATPorts is masquerade's source-port range: above Linux's default
@@ -50,7 +51,7 @@ func (d *Daemon) setupNode() error {
 		return err
 	}
 	nc := datapath.NodeConfig{NATPortMin: lo, NATPortMax: hi}
-	if nc.NoBackendReject, err = noBackendReject(d.cfg.ServiceNoBackend); err != nil {
+	if nc.NoBackendReject, err = services.ParseNoBackend(d.cfg.ServiceNoBackend); err != nil {
 		return err
 	}
 	if d.cfg.Uplink != "" {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -40,24 +39,6 @@ func fakeDaemon(t testing.TB) (*Daemon, *datapathtest.Fake) {
 	return d, fake
 }
 
-// checkServices fails unless the fake datapath holds exactly the stored
-// services.
-func checkServices(t *testing.T, d *Daemon, fake *datapathtest.Fake) {
-	t.Helper()
-	svcs, err := d.Services()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[uint32]model.Service{}
-	for i := range svcs {
-		want[svcs[i].ID] = datapathtest.Programmed(svcs[i])
-	}
-	have, _ := fake.ServiceIDs()
-	if !reflect.DeepEqual(have, want) {
-		t.Errorf("datapath services %+v, store says %+v", have, want)
-	}
-}
-
 // checkPorts fails unless the fake datapath publishes exactly the stored
 // endpoints' ports.
 func checkPorts(t *testing.T, d *Daemon, fake *datapathtest.Fake) {
@@ -77,92 +58,6 @@ func checkPorts(t *testing.T, d *Daemon, fake *datapathtest.Fake) {
 	if want = datapathtest.SortPorts(want); !slices.Equal(have, want) {
 		t.Errorf("datapath ports %v, store says %v", have, want)
 	}
-}
-
-// createService, updateService and applyServices call the daemon as the
-// server does: the request's text read into model types at the edge
-// (internal/api), then the daemon.
-func createService(d *Daemon, req api.ServiceCreate) (*model.Service, error) {
-	s, err := req.Service()
-	if err != nil {
-		return nil, err
-	}
-	return d.CreateService(s)
-}
-
-func updateService(d *Daemon, name string, req api.ServiceUpdate) (*model.Service, error) {
-	upd, err := req.Update()
-	if err != nil {
-		return nil, err
-	}
-	return d.UpdateService(name, upd)
-}
-
-func applyServices(d *Daemon, req api.ServiceApply) (*model.ServiceApplyResult, error) {
-	apply, err := req.Apply()
-	if err != nil {
-		return nil, err
-	}
-	return d.ApplyServices(apply)
-}
-
-func failOp(op string, when func(arg any) bool) func(string, any) error {
-	return func(o string, arg any) error {
-		if o == op && when(arg) {
-			return datapathtest.ErrFake
-		}
-		return nil
-	}
-}
-
-// A service change the datapath fails half-way (the map written, then an
-// error) is rolled back: the datapath ends as the store says.
-func TestServiceRollbackLeavesDatapathAsStore(t *testing.T) {
-	d, fake := fakeDaemon(t)
-	if _, err := createService(d, api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080"}}); err != nil {
-		t.Fatal(err)
-	}
-	checkServices(t, d, fake)
-
-	fake.FailAfterWrite = true
-	fake.Fail = failOp("put-service", func(any) bool { return true })
-	if _, err := createService(d, api.ServiceCreate{Name: "db", VIP: "10.96.0.2:5432", Backends: []string{"10.1.0.4:5432"}}); !errors.Is(err, datapathtest.ErrFake) {
-		t.Fatalf("CreateService = %v, want the injected failure", err)
-	}
-	checkServices(t, d, fake)
-
-	// Fail the new backend set only: the rollback's put of the old set
-	// goes through.
-	fake.Fail = failOp("put-service", func(a any) bool { return len(a.(model.Service).Backends) == 3 })
-	_, err := updateService(d, "web", api.ServiceUpdate{Backends: []string{"10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.5:8080"}})
-	if !errors.Is(err, datapathtest.ErrFake) {
-		t.Fatalf("UpdateService = %v, want the injected failure", err)
-	}
-	checkServices(t, d, fake)
-	if s, _ := d.Service("web"); len(s.Backends) != 2 {
-		t.Errorf("stored backends after a failed update: %v", s.Backends)
-	}
-}
-
-// reconcileServices makes the datapath's services the store's: missing
-// ones are programmed, unknown ones removed.
-func TestReconcileServicesOnFake(t *testing.T) {
-	d, fake := fakeDaemon(t)
-	if _, err := createService(d, api.ServiceCreate{Name: "web", VIP: "[fd00:96::1]:443", Backends: []string{"[fd00:1::2]:8443"}}); err != nil {
-		t.Fatal(err)
-	}
-	stale := model.Service{ID: 99, VIP: netip.MustParseAddrPort("10.96.9.9:53"), Proto: "udp"}
-	if err := fake.PutService(stale); err != nil {
-		t.Fatal(err)
-	}
-	s, _ := d.Service("web")
-	if err := fake.DeleteService(*s); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.reconcileServices(); err != nil {
-		t.Fatal(err)
-	}
-	checkServices(t, d, fake)
 }
 
 // Publishing ports that fails part-way puts back the ports the endpoint
@@ -189,7 +84,7 @@ func TestPublishPortsRollbackLeavesDatapathAsStore(t *testing.T) {
 
 	// Remap 8080 and add 8081; the datapath fails on 8081's IPv6 entry,
 	// after 8080's new target is in place.
-	fake.Fail = failOp("put-port", func(a any) bool {
+	fake.Fail = datapathtest.FailOp("put-port", func(a any) bool {
 		p := a.(datapath.Port)
 		return p.NodePort == 8081 && p.Addr.Is6()
 	})
@@ -215,7 +110,11 @@ func TestUnavailableDatapath(t *testing.T) {
 	if _, _, err := d.resolveMode(model.ModeTC, nil); !errors.Is(err, datapath.ErrUnavailable) {
 		t.Errorf("resolveMode(tc) = %v, want ErrUnavailable", err)
 	}
-	_, errSvc := createService(d, api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}})
+	web, err := api.ServiceCreate{Name: "web", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}}.Service()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errSvc := d.svcs.Create(web)
 	_, errFlows := d.Observe().Flows(0)
 	_, errStats := d.Observe().CTStats()
 	_, errPorts := d.PublishPorts("e1", api.PortsUpdate{Ports: []string{"8080:80"}}, false)
@@ -224,7 +123,7 @@ func TestUnavailableDatapath(t *testing.T) {
 			t.Errorf("got %v, want datapath.ErrUnavailable", err)
 		}
 	}
-	if err := d.DeleteService("web"); err != nil {
+	if err := d.svcs.Delete("web"); err != nil {
 		t.Errorf("DeleteService of nothing = %v", err)
 	}
 }

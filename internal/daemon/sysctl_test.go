@@ -105,13 +105,13 @@ func TestUninstallRestoresUnderlayForwarding(t *testing.T) {
 		const key = "net/ipv4/conf/und0/forwarding"
 		writeSysctl(t, key, "0")
 		// A request that fails validation changes nothing.
-		if _, err := d.cluster.AddNode(api.NodeAdd{Name: "n1", Underlay: []string{"192.0.2.10"}, PodCIDRs: []string{"10.99.0.0/24"}}); err == nil {
+		if _, err := addNode(d, api.NodeAdd{Name: "n1", Underlay: []string{"192.0.2.10"}, PodCIDRs: []string{"10.99.0.0/24"}}); err == nil {
 			t.Fatal("a pod CIDR outside the cluster CIDR was accepted")
 		}
 		if got := readSysctl(t, key); got != "0" {
 			t.Fatalf("after a refused node add: %s = %s, want 0", key, got)
 		}
-		if _, err := d.cluster.AddNode(api.NodeAdd{Name: "n1", Underlay: []string{"192.0.2.10"}, PodCIDRs: []string{"10.244.1.0/24"}}); err != nil {
+		if _, err := addNode(d, api.NodeAdd{Name: "n1", Underlay: []string{"192.0.2.10"}, PodCIDRs: []string{"10.244.1.0/24"}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := readSysctl(t, key); got != "1" {

@@ -22,10 +22,10 @@ func (d *Daemon) Uninstall() error {
 	for _, n := range nets {
 		errs = append(errs, d.DeleteNetwork(n.Name, true))
 	}
-	svcs, err := d.Services()
+	svcs, err := d.svcs.List()
 	errs = append(errs, err)
 	for _, s := range svcs {
-		errs = append(errs, d.DeleteService(s.Name))
+		errs = append(errs, d.svcs.Delete(s.Name))
 	}
 	// The cluster: every node's routes, the VXLAN device (with --node-name
 	// or without: a daemon stopped and uninstalled alone).

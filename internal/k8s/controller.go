@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
 )
@@ -36,7 +35,7 @@ import (
 // Target is what the controller programs: the daemon.
 type Target interface {
 	// SyncNodes makes the cluster's nodes the given set.
-	SyncNodes(want []api.NodeAdd) error
+	SyncNodes(want []model.Node) error
 	// ApplyServices creates, updates and prunes services in one batch.
 	ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error)
 	// ApplyFirewallOwned makes the firewall rules named with prefix the
@@ -326,7 +325,7 @@ func (c *controller) sync() error {
 		return err
 	}
 	var self []netip.Addr
-	var recs []api.NodeAdd
+	var recs []model.Node
 	for _, n := range nodes {
 		if n.Name == c.cfg.NodeName {
 			self = NodeAddrs(n)

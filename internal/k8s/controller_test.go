@@ -30,10 +30,10 @@ type recorder struct {
 	mu       sync.Mutex
 	applies  []model.ServiceApply
 	policies [][]rules.Rule
-	nodes    [][]api.NodeAdd
+	nodes    [][]model.Node
 }
 
-func (r *recorder) SyncNodes(want []api.NodeAdd) error {
+func (r *recorder) SyncNodes(want []model.Node) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nodes = append(r.nodes, want)

@@ -5,10 +5,11 @@
 // implementation.
 //
 // The contract:
-//   - Nodes → the cluster's nodes (Target.SyncNodes, the whole set): a
-//     Node's first InternalIP of each family is its underlay address, its
-//     spec.podCIDRs (spec.podCIDR before dual-stack) its pod CIDRs. A Node
-//     without either is left out until it has them.
+//   - Nodes → the cluster's nodes (Target.SyncNodes, the whole set, as
+//     model.Node records: NodeRecord): a Node's first InternalIP of each
+//     family is its underlay address, its spec.podCIDRs (spec.podCIDR
+//     before dual-stack) its pod CIDRs. A Node without either is left out
+//     until it has them.
 //   - Services + EndpointSlices → xlane services (Target.ApplyServices, the
 //     whole set in one batch, pruning only the names this package owns,
 //     those starting with NamePrefix). One xlane service per VIP of every

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -32,7 +31,7 @@ const AnnotationWGPublicKey = "xlane.dev/wg-public-key"
 // spec.podCIDR) as pod CIDRs, its AnnotationWGPublicKey as its WireGuard
 // key. ok is false for a Node without an InternalIP or a pod CIDR (not yet
 // allocated): it cannot be a peer yet.
-func NodeRecord(n *corev1.Node) (rec api.NodeAdd, ok bool) {
+func NodeRecord(n *corev1.Node) (rec model.Node, ok bool) {
 	rec.Name = n.Name
 	rec.WGPublicKey = n.Annotations[AnnotationWGPublicKey]
 	var have4, have6 bool
@@ -47,32 +46,29 @@ func NodeRecord(n *corev1.Node) (rec api.NodeAdd, ok bool) {
 		ip = ip.Unmap()
 		if ip.Is4() && !have4 || ip.Is6() && !have6 {
 			have4, have6 = have4 || ip.Is4(), have6 || ip.Is6()
-			rec.Underlay = append(rec.Underlay, ip.String())
+			rec.Underlay = append(rec.Underlay, ip)
 		}
 	}
-	slices.SortStableFunc(rec.Underlay, familyFirst)
+	slices.SortStableFunc(rec.Underlay, func(a, b netip.Addr) int { return familyFirst(a) - familyFirst(b) })
 	cidrs := n.Spec.PodCIDRs
 	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
 		cidrs = []string{n.Spec.PodCIDR}
 	}
 	for _, c := range cidrs {
 		if p, err := netip.ParsePrefix(c); err == nil {
-			rec.PodCIDRs = append(rec.PodCIDRs, p.Masked().String())
+			rec.PodCIDRs = append(rec.PodCIDRs, p.Masked())
 		}
 	}
-	slices.SortStableFunc(rec.PodCIDRs, familyFirst)
+	slices.SortStableFunc(rec.PodCIDRs, func(a, b netip.Prefix) int { return familyFirst(a.Addr()) - familyFirst(b.Addr()) })
 	return rec, len(rec.Underlay) > 0 && len(rec.PodCIDRs) > 0
 }
 
-// familyFirst orders IPv4 text before IPv6 text.
-func familyFirst(a, b string) int {
-	fam := func(s string) int {
-		if strings.Contains(s, ":") {
-			return 6
-		}
-		return 4
+// familyFirst orders IPv4 (0) before IPv6 (1).
+func familyFirst(a netip.Addr) int {
+	if a.Is4() {
+		return 0
 	}
-	return cmp.Compare(fam(a), fam(b))
+	return 1
 }
 
 // NodeAddrs returns a Node's InternalIPs: where its NodePorts listen.

@@ -103,7 +103,7 @@ type NodeEncryption struct {
 }
 
 // NodeLiveness is what a daemon's probes of a peer's underlay address
-// found (internal/daemon/peerprobe.go).
+// found (internal/cluster/peerprobe.go).
 type NodeLiveness struct {
 	// State is up (answering, or not yet found silent) or down (no
 	// answer for three probe intervals: its pods' packets are dropped,

@@ -130,7 +130,11 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		return d.Cluster().AddNode(req)
+		n, err := req.Node()
+		if err != nil {
+			return nil, err
+		}
+		return d.Cluster().AddNode(n)
 	})
 	route("GET "+api.PathNodes, http.StatusOK, func(r *http.Request) (any, error) {
 		nodes, err := d.Cluster().Nodes()
@@ -151,7 +155,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err != nil {
 			return nil, err
 		}
-		return d.CreateService(s)
+		return d.Services().Create(s)
 	})
 	route("POST "+api.PathServicesApply, http.StatusOK, func(r *http.Request) (any, error) {
 		var req api.ServiceApply
@@ -162,14 +166,14 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err != nil {
 			return nil, err
 		}
-		return d.ApplyServices(apply)
+		return d.Services().Apply(apply)
 	})
 	route("GET "+api.PathServices, http.StatusOK, func(r *http.Request) (any, error) {
-		svcs, err := d.Services()
+		svcs, err := d.Services().List()
 		return orEmpty(svcs), err
 	})
 	route("GET "+api.PathServices+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
-		return d.Service(r.PathValue("name"))
+		return d.Services().Get(r.PathValue("name"))
 	})
 	route("PATCH "+api.PathServices+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
 		var req api.ServiceUpdate
@@ -180,10 +184,10 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		if err != nil {
 			return nil, err
 		}
-		return d.UpdateService(r.PathValue("name"), upd)
+		return d.Services().Update(r.PathValue("name"), upd)
 	})
 	route("DELETE "+api.PathServices+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
-		return nil, d.DeleteService(r.PathValue("name"))
+		return nil, d.Services().Delete(r.PathValue("name"))
 	})
 	route("GET "+api.PathStatus, http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Status()

@@ -453,3 +453,14 @@ func (f *Fake) VLANs() ([]datapath.VLAN, error) {
 	defer f.mu.Unlock()
 	return slices.Collect(maps.Values(f.vlans)), nil
 }
+
+// FailOp is a Fail hook that fails operation op (ErrFake) where when says
+// so of its argument.
+func FailOp(op string, when func(arg any) bool) func(string, any) error {
+	return func(o string, arg any) error {
+		if o == op && when(arg) {
+			return ErrFake
+		}
+		return nil
+	}
+}

@@ -1,4 +1,4 @@
-package daemon
+package services
 
 import (
 	"strings"
@@ -16,7 +16,7 @@ func TestNoBackendReject(t *testing.T) {
 		{"drop", false, ""},
 		{"refuse", false, `service-no-backend "refuse": want reject or drop`},
 	} {
-		reject, err := noBackendReject(c.in)
+		reject, err := ParseNoBackend(c.in)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q: error %v, want %q", c.in, err, c.err)

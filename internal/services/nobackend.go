@@ -1,4 +1,4 @@
-package daemon
+package services
 
 import "github.com/xlane-dev/xlane/internal/model"
 
@@ -12,9 +12,9 @@ const (
 	NoBackendDrop = "drop"
 )
 
-// noBackendReject validates Config.ServiceNoBackend ("" is the default,
+// ParseNoBackend validates xlaned --service-no-backend ("" is the default,
 // reject) and says whether the datapath answers.
-func noBackendReject(s string) (bool, error) {
+func ParseNoBackend(s string) (bool, error) {
 	switch s {
 	case "", NoBackendReject:
 		return true, nil

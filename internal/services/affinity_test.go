@@ -1,4 +1,4 @@
-package daemon
+package services
 
 import (
 	"strings"
@@ -12,29 +12,29 @@ import (
 // when not given), a change of it alone is an update, bad values name
 // affinity_timeout and change nothing.
 func TestServiceAffinityTimeout(t *testing.T) {
-	d, fake := fakeDaemon(t)
+	sv, fake := fakeServices(t)
 	dpTimeout := func(name string) int {
 		t.Helper()
-		s, err := d.Service(name)
+		s, err := sv.Get(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		have, _ := fake.ServiceIDs()
 		return have[s.ID].AffinityTimeout
 	}
-	if _, err := createService(d, api.ServiceCreate{Name: "a", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}, Affinity: true}); err != nil {
+	if _, err := createService(sv, api.ServiceCreate{Name: "a", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}, Affinity: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := dpTimeout("a"); got != model.DefaultAffinityTimeout {
 		t.Errorf("affinity without a timeout: datapath timeout %d, want %d", got, model.DefaultAffinityTimeout)
 	}
-	if _, err := createService(d, api.ServiceCreate{Name: "b", VIP: "10.96.0.2:80", Backends: []string{"10.1.0.2:8080"}}); err != nil {
+	if _, err := createService(sv, api.ServiceCreate{Name: "b", VIP: "10.96.0.2:80", Backends: []string{"10.1.0.2:8080"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := dpTimeout("b"); got != 0 {
 		t.Errorf("no affinity: datapath timeout %d, want 0", got)
 	}
-	res, err := applyServices(d, api.ServiceApply{Services: []api.ServiceCreate{
+	res, err := applyServices(sv, api.ServiceApply{Services: []api.ServiceCreate{
 		{Name: "a", VIP: "10.96.0.1:80", Backends: []string{"10.1.0.2:8080"}, Affinity: true, AffinityTimeout: 60},
 		{Name: "b", VIP: "10.96.0.2:80", Backends: []string{"10.1.0.2:8080"}},
 	}})
@@ -44,30 +44,30 @@ func TestServiceAffinityTimeout(t *testing.T) {
 	if got := dpTimeout("a"); got != 60 {
 		t.Errorf("after the apply: datapath timeout %d, want 60", got)
 	}
-	checkServices(t, d, fake)
+	checkServices(t, sv, fake)
 	for _, req := range []api.ServiceCreate{
 		{Name: "c", VIP: "10.96.0.3:80", Affinity: true, AffinityTimeout: -1},
 		{Name: "c", VIP: "10.96.0.3:80", Affinity: true, AffinityTimeout: model.MaxAffinityTimeout + 1},
 		{Name: "c", VIP: "10.96.0.3:80", AffinityTimeout: 60},
 	} {
-		if _, err := createService(d, req); err == nil || !strings.Contains(err.Error(), "affinity_timeout") {
+		if _, err := createService(sv, req); err == nil || !strings.Contains(err.Error(), "affinity_timeout") {
 			t.Errorf("create %+v: %v, want an error naming affinity_timeout", req, err)
 		}
 	}
 	// An update of the timeout alone keeps the backends; affinity off
 	// drops the timeout.
-	s, err := updateService(d, "a", api.ServiceUpdate{AffinityTimeout: ptrInt(120)})
+	s, err := updateService(sv, "a", api.ServiceUpdate{AffinityTimeout: ptrInt(120)})
 	if err != nil || s.AffinityTimeout != 120 || len(s.Backends) != 1 || dpTimeout("a") != 120 {
 		t.Fatalf("update the timeout: %+v, %v", s, err)
 	}
 	off := false
-	if s, err = updateService(d, "a", api.ServiceUpdate{Affinity: &off}); err != nil || s.AffinityTimeout != 0 || dpTimeout("a") != 0 {
+	if s, err = updateService(sv, "a", api.ServiceUpdate{Affinity: &off}); err != nil || s.AffinityTimeout != 0 || dpTimeout("a") != 0 {
 		t.Fatalf("affinity off: %+v, %v", s, err)
 	}
-	if _, err := updateService(d, "a", api.ServiceUpdate{AffinityTimeout: ptrInt(30)}); err == nil || !strings.Contains(err.Error(), "affinity_timeout") {
+	if _, err := updateService(sv, "a", api.ServiceUpdate{AffinityTimeout: ptrInt(30)}); err == nil || !strings.Contains(err.Error(), "affinity_timeout") {
 		t.Errorf("a timeout without affinity: %v, want an error naming affinity_timeout", err)
 	}
-	checkServices(t, d, fake)
+	checkServices(t, sv, fake)
 }
 
 func ptrInt(v int) *int { return &v }

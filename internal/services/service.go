@@ -1,4 +1,4 @@
-package daemon
+package services
 
 import (
 	"errors"
@@ -7,9 +7,17 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/core"
+	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
+
+// Services is the services feature: VIPs with their backends, one
+// Maglev table each in the datapath.
+type Services struct{ c core.Core }
+
+// New is the services feature of core c.
+func New(c core.Core) *Services { return &Services{c: c} }
 
 // newService validates a service to create or apply (its name, then
 // model.Service.Validate) and returns it with its addresses unmapped and
@@ -40,11 +48,11 @@ func unmapBackends(bs []model.Backend) []model.Backend {
 	return out
 }
 
-// CreateService validates and programs a service VIP.
-func (d *Daemon) CreateService(req model.Service) (*model.Service, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.dp.Available(); err != nil {
+// Create validates and programs a service VIP.
+func (sv *Services) Create(req model.Service) (*model.Service, error) {
+	sv.c.Lock()
+	defer sv.c.Unlock()
+	if err := sv.dp().Available(); err != nil {
 		return nil, fmt.Errorf("create service: %w", err)
 	}
 	s, err := newService(req)
@@ -52,7 +60,7 @@ func (d *Daemon) CreateService(req model.Service) (*model.Service, error) {
 		return nil, err
 	}
 	applied := false
-	err = d.store.Update(func(tx *store.Tx) error {
+	err = sv.c.Store().Update(func(tx *store.Tx) error {
 		if _, err := tx.Service(s.Name); err == nil {
 			return model.Conflictf("service %q already exists", s.Name)
 		}
@@ -68,31 +76,31 @@ func (d *Daemon) CreateService(req model.Service) (*model.Service, error) {
 			return err
 		}
 		applied = true
-		if err := d.dp.PutService(*s); err != nil {
+		if err := sv.dp().PutService(*s); err != nil {
 			return err
 		}
 		return tx.PutService(s)
 	})
 	if err != nil {
 		if applied {
-			d.dp.DeleteService(*s)
+			sv.dp().DeleteService(*s)
 		}
 		return nil, err
 	}
-	d.log.Info("service created", "service", s.Name, "vip", s.VIP, "backends", len(s.Backends))
+	sv.c.Log().Info("service created", "service", s.Name, "vip", s.VIP, "backends", len(s.Backends))
 	return s, nil
 }
 
-// UpdateService replaces a service's backend set (weight 0 drains one;
+// Update replaces a service's backend set (weight 0 drains one;
 // a backend left out is removed). Established flows keep their backend.
-func (d *Daemon) UpdateService(name string, req model.ServiceUpdate) (*model.Service, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.dp.Available(); err != nil {
+func (sv *Services) Update(name string, req model.ServiceUpdate) (*model.Service, error) {
+	sv.c.Lock()
+	defer sv.c.Unlock()
+	if err := sv.dp().Available(); err != nil {
 		return nil, fmt.Errorf("update service: %w", err)
 	}
 	var s *model.Service
-	err := d.store.Update(func(tx *store.Tx) error {
+	err := sv.c.Store().Update(func(tx *store.Tx) error {
 		var err error
 		if s, err = tx.Service(name); err != nil {
 			return err
@@ -119,8 +127,8 @@ func (d *Daemon) UpdateService(name string, req model.ServiceUpdate) (*model.Ser
 		if err := s.CheckAffinity(); err != nil {
 			return err
 		}
-		if err := d.dp.PutService(*s); err != nil {
-			d.dp.PutService(old)
+		if err := sv.dp().PutService(*s); err != nil {
+			sv.dp().PutService(old)
 			return err
 		}
 		return tx.PutService(s)
@@ -128,15 +136,15 @@ func (d *Daemon) UpdateService(name string, req model.ServiceUpdate) (*model.Ser
 	if err != nil {
 		return nil, err
 	}
-	d.log.Info("service updated", "service", name, "backends", len(s.Backends))
+	sv.c.Log().Info("service updated", "service", name, "backends", len(s.Backends))
 	return s, nil
 }
 
-// DeleteService removes a service; a missing one is not an error.
-func (d *Daemon) DeleteService(name string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.store.Update(func(tx *store.Tx) error {
+// Delete removes a service; a missing one is not an error.
+func (sv *Services) Delete(name string) error {
+	sv.c.Lock()
+	defer sv.c.Unlock()
+	return sv.c.Store().Update(func(tx *store.Tx) error {
 		s, err := tx.Service(name)
 		if errors.Is(err, model.ErrNotFound) {
 			return nil
@@ -144,17 +152,17 @@ func (d *Daemon) DeleteService(name string) error {
 		if err != nil {
 			return err
 		}
-		if err := d.dp.DeleteService(*s); err != nil {
+		if err := sv.dp().DeleteService(*s); err != nil {
 			return err
 		}
 		return tx.DeleteService(name)
 	})
 }
 
-// Services lists services.
-func (d *Daemon) Services() ([]model.Service, error) {
+// List lists services.
+func (sv *Services) List() ([]model.Service, error) {
 	var out []model.Service
-	err := d.store.View(func(tx *store.Tx) error {
+	err := sv.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		out, err = tx.Services()
 		return err
@@ -162,10 +170,10 @@ func (d *Daemon) Services() ([]model.Service, error) {
 	return out, err
 }
 
-// Service returns one service.
-func (d *Daemon) Service(name string) (*model.Service, error) {
+// Get returns one service.
+func (sv *Services) Get(name string) (*model.Service, error) {
 	var out *model.Service
-	err := d.store.View(func(tx *store.Tx) error {
+	err := sv.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		out, err = tx.Service(name)
 		return err
@@ -173,10 +181,10 @@ func (d *Daemon) Service(name string) (*model.Service, error) {
 	return out, err
 }
 
-// reconcileServices programs every stored service (one batch) and removes
+// Reconcile programs every stored service (one batch) and removes
 // the datapath's services the store does not know.
-func (d *Daemon) reconcileServices() error {
-	svcs, err := d.Services()
+func (sv *Services) Reconcile() error {
+	svcs, err := sv.List()
 	if err != nil {
 		return err
 	}
@@ -184,8 +192,8 @@ func (d *Daemon) reconcileServices() error {
 	for i := range svcs {
 		want[svcs[i].ID] = true
 	}
-	errs := []error{d.dp.PutServices(svcs)}
-	have, err := d.dp.ServiceIDs()
+	errs := []error{sv.dp().PutServices(svcs)}
+	have, err := sv.dp().ServiceIDs()
 	errs = append(errs, err)
 	var stale []model.Service
 	for id, s := range have {
@@ -193,6 +201,8 @@ func (d *Daemon) reconcileServices() error {
 			stale = append(stale, s)
 		}
 	}
-	errs = append(errs, d.dp.DeleteServices(stale))
+	errs = append(errs, sv.dp().DeleteServices(stale))
 	return errors.Join(errs...)
 }
+
+func (sv *Services) dp() datapath.Datapath { return sv.c.Datapath() }

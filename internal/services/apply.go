@@ -1,4 +1,4 @@
-package daemon
+package services
 
 import (
 	"errors"
@@ -10,16 +10,16 @@ import (
 	"github.com/xlane-dev/xlane/internal/store"
 )
 
-// ApplyServices creates or updates (by name) the services of req, and
+// Apply creates or updates (by name) the services of req, and
 // with req.Prune removes the others (those named with req.PrunePrefix,
 // when it is given), and removes those of req.Delete, in one store transaction and one
 // batch of datapath updates: all or nothing. A listed service that exists
 // keeps its VIP (a different one is refused: delete it first) and gets
 // the listed backends and affinity; one that is equal is left alone.
-func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.dp.Available(); err != nil {
+func (sv *Services) Apply(req model.ServiceApply) (*model.ServiceApplyResult, error) {
+	sv.c.Lock()
+	defer sv.c.Unlock()
+	if err := sv.dp().Available(); err != nil {
 		return nil, fmt.Errorf("apply services: %w", err)
 	}
 	want := make([]*model.Service, len(req.Services))
@@ -49,14 +49,14 @@ func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResul
 		// What the datapath got is taken back: new services out,
 		// updated ones as they were, pruned ones in again.
 		var errs []error
-		errs = append(errs, d.dp.DeleteServices(dpServices(created)))
-		errs = append(errs, d.dp.PutServices(dpServices(olds)))
-		errs = append(errs, d.dp.PutServices(dpServices(pruned)))
+		errs = append(errs, sv.dp().DeleteServices(dpServices(created)))
+		errs = append(errs, sv.dp().PutServices(dpServices(olds)))
+		errs = append(errs, sv.dp().PutServices(dpServices(pruned)))
 		if err := errors.Join(errs...); err != nil {
-			d.log.Error("apply services: roll back the datapath", "err", err)
+			sv.c.Log().Error("apply services: roll back the datapath", "err", err)
 		}
 	}
-	err := d.store.Update(func(tx *store.Tx) error {
+	err := sv.c.Store().Update(func(tx *store.Tx) error {
 		for i, s := range want {
 			if err := checkVIPSubnets(tx, fmt.Sprintf("services[%d].vip", i), s.VIP.Addr()); err != nil {
 				return err
@@ -141,10 +141,10 @@ func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResul
 		applied = true
 		// Pruned first: a VIP moving from a pruned service to a new one
 		// is the new one's once its entry is written.
-		if err := d.dp.DeleteServices(dpServices(pruned)); err != nil {
+		if err := sv.dp().DeleteServices(dpServices(pruned)); err != nil {
 			return err
 		}
-		return d.dp.PutServices(dpServices(append(slices.Clone(created), updated...)))
+		return sv.dp().PutServices(dpServices(append(slices.Clone(created), updated...)))
 	})
 	if err != nil {
 		if applied {
@@ -153,12 +153,12 @@ func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResul
 		return nil, err
 	}
 	res.Created, res.Updated, res.Deleted = len(created), len(updated), len(pruned)
-	err = d.store.View(func(tx *store.Tx) error {
+	err = sv.c.Store().View(func(tx *store.Tx) error {
 		n, err := tx.ServiceCount()
 		res.Services = n
 		return err
 	})
-	d.log.Info("services applied", "created", res.Created, "updated", res.Updated, "unchanged", res.Unchanged, "deleted", res.Deleted)
+	sv.c.Log().Info("services applied", "created", res.Created, "updated", res.Updated, "unchanged", res.Unchanged, "deleted", res.Deleted)
 	return &res, err
 }
 
