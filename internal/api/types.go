@@ -61,7 +61,7 @@ type EncryptionInfo struct {
 	Device    string           `json:"device"`
 	PublicKey string           `json:"public_key"`
 	Port      int              `json:"port"`
-	Strict    bool             `json:"strict,omitempty"` // no cleartext fallback (always so: docs/encryption.md)
+	Strict    bool             `json:"strict,omitempty"`    // no cleartext fallback (always so: docs/encryption.md)
 	Addresses []string         `json:"addresses,omitempty"` // the device's: this node's cluster addresses
 	Peers     []EncryptionPeer `json:"peers,omitempty"`
 	Error     string           `json:"error,omitempty"` // reading the device failed
