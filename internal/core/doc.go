@@ -24,7 +24,8 @@
 //	internal/cluster      nodes, peers, probes, overlay MTU,
 //	                      the neighbour mirror                       (moved)
 //	internal/sockaccel    socket acceleration and proxy redirects   (to move)
-//	internal/fwcontrol    the firewall's control: rule sets → tables (to move)
+//	internal/firewall/control  the firewall's control: rule sets →
+//	                      tables, DDoS, blocklist                    (moved)
 //	internal/services     services: VIPs, backends, Maglev          (moved)
 //
 // A feature package holds its own validation, store buckets and datapath

@@ -10,6 +10,8 @@ import (
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
+	"github.com/xlane-dev/xlane/internal/firewall/control"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/services"
@@ -43,6 +45,15 @@ func (d *Daemon) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResul
 	return d.svcs.Apply(req)
 }
 
+// Firewall is the firewall's control (/v1/firewall), which New started.
+func (d *Daemon) Firewall() *control.Firewall { return d.fw }
+
+// ApplyFirewallOwned is Firewall.ApplyOwned (k8s.Target: Kubernetes
+// mode's NetworkPolicies).
+func (d *Daemon) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
+	return d.fw.ApplyOwned(prefix, owned)
+}
+
 // Cluster is the cluster feature: nodes, peers, the overlay (/v1/nodes).
 func (d *Daemon) Cluster() *cluster.Cluster { return d.cluster }
 
@@ -68,7 +79,7 @@ func (d *Daemon) startObserve() {
 		deps.Probe = d.calib
 	}
 	if d.fw != nil {
-		deps.RuleName = d.fw.ruleName
+		deps.RuleName = d.fw.RuleName
 	}
 	if d.cluster.Joined() {
 		deps.OverlayPort = d.cluster.OverlayPort

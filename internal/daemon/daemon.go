@@ -21,6 +21,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
+	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/ipam"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -110,16 +111,16 @@ type Daemon struct {
 	store *store.Store
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
 	feat  *features.Set     // probed by New (kernel.go)
-	fw    *Firewall         // started by New, before the API serves (firewall.go)
+	fw    *control.Firewall // started by New, before the API serves (internal/firewall/control)
 	obs   *observe.Observer // monitor, trace, flows, dumps: started by New (core.go)
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
+	accel     accelState          // accel.go
 	neigh     cluster.Neighbours  // the neighbour mirror (internal/cluster)
 	cluster   *cluster.Cluster    // nodes, peers, overlay; not joined alone (internal/cluster)
-	accel     accelState          // accel.go
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
@@ -211,7 +212,7 @@ func (d *Daemon) start() (*Daemon, error) {
 	}
 	// The firewall is up (the stored rule set installed, endpoint changes
 	// followed) before the uplink is attached and before the API serves.
-	d.fw = d.startFirewall()
+	d.fw = control.Start(coreView{d}, control.Config{Cluster: d.cluster})
 	d.startObserve()
 	// Without the BPF datapath there is no node-wide datapath work: no
 	// uplink program, node configuration, services or neighbour mirror.

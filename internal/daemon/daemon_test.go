@@ -316,7 +316,7 @@ func TestFirewallStartedByNew(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.Firewall() == nil || d.Firewall().err != nil {
+		if d.Firewall() == nil || d.Firewall().Available() != nil {
 			d.Close()
 			return fmt.Errorf("firewall after New: %v", d.Firewall())
 		}

@@ -16,11 +16,10 @@
 // endpoints (internal/vm), the calibration (internal/calibration),
 // observability's monitor, trace, flows and dumps (internal/observe, made
 // by startObserve once the datapath is open), the cluster with the
-// neighbour mirror (internal/cluster) and services (internal/services)
-// so far. The features still
+// neighbour mirror (internal/cluster), services (internal/services) and
+// the firewall's control (internal/firewall/control) so far. The features still
 // here, to move the same way (internal/core/doc.go has the target
-// layout): the firewall's control (firewall.go,
-// lasthit.go, policy.go), socket acceleration and proxy
+// layout): socket acceleration and proxy
 // redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability's
 // metrics snapshot and health (metrics.go, health.go: they read most of the
 // core's state, so they stay until the core offers them a view).
@@ -32,6 +31,6 @@
 // this kernel can run), automode.go and bigtcp.go (what auto and BIG TCP
 // resolve to), node.go (node configuration for NAT and socket hooks),
 // nat.go (which modes can NAT), vlan.go, ctgc.go (conntrack garbage collection), proto.go (address and protocol
-// parsing), blockguard.go, mountns.go, sysctl.go, docker.go (the store for
+// parsing), policy.go (what a mode can enforce), mountns.go, sysctl.go, docker.go (the store for
 // the Docker driver) and uninstall.go.
 package daemon

@@ -3,13 +3,13 @@ package daemon
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
+	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -30,7 +30,7 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 	var (
 		eps   []model.Endpoint
 		svcs  []model.Service
-		rules *ruleSpec
+		rules *control.RuleSpec
 	)
 	err := d.store.View(func(tx *store.Tx) error {
 		var err error
@@ -40,7 +40,7 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		if svcs, err = tx.Services(); err != nil {
 			return err
 		}
-		rules, err = readRuleSpec(tx)
+		rules, err = control.ReadRuleSpec(tx)
 		return err
 	})
 	if err != nil {
@@ -69,14 +69,14 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 			s.Maps = append(s.Maps, metrics.MapCount{Name: u.Name, Entries: u.Entries, MaxEntries: u.MaxEntries})
 		}
 	}
-	if d.fw != nil && d.fw.err == nil && rules != nil {
-		for name, slot := range rules.slots {
-			c, err := d.fw.in.Counter(slot)
+	if d.fw != nil && d.fw.Available() == nil && rules != nil {
+		for name, slot := range rules.Slots {
+			c, err := d.fw.Counter(slot)
 			if err != nil {
 				s.Errors["firewall"] = fmt.Errorf("rule %s: %w", name, err)
 				continue
 			}
-			s.Rules = append(s.Rules, metrics.RuleCount{Rule: name, Action: rules.action(name), Packets: c.Packets, Bytes: c.Bytes})
+			s.Rules = append(s.Rules, metrics.RuleCount{Rule: name, Action: rules.Action(name), Packets: c.Packets, Bytes: c.Bytes})
 		}
 	}
 	if ps, err := d.dp.ProgramStats(); err != nil {
@@ -179,46 +179,4 @@ func serviceCounts(svcs []model.Service, dnat map[datapath.DNATFlow]int) ([]metr
 		}
 	}
 	return counts, flows
-}
-
-// ruleSpec is the stored rule set's slots and actions.
-type ruleSpec struct {
-	slots    map[string]uint32
-	actions  map[string]string
-	defaults map[[2]string]string // (scope, direction) -> action
-}
-
-func readRuleSpec(tx *store.Tx) (*ruleSpec, error) {
-	slots, err := tx.FirewallSlots()
-	if err != nil {
-		return nil, err
-	}
-	rs, err := tx.FirewallRules()
-	if err != nil {
-		return nil, err
-	}
-	s := &ruleSpec{slots: slots, actions: map[string]string{}, defaults: map[[2]string]string{}}
-	for _, r := range rs.Rules {
-		s.actions[r.Name] = r.Action
-	}
-	for _, df := range rs.Defaults {
-		s.defaults[[2]string{df.Scope, df.Direction}] = df.Action
-	}
-	return s, nil
-}
-
-// action names what a rule does; a default policy no rule set names
-// allows.
-func (s *ruleSpec) action(name string) string {
-	if a, ok := s.actions[name]; ok {
-		return a
-	}
-	if strings.HasPrefix(name, "default:") {
-		scope, dir := defaultScope(name)
-		if a, ok := s.defaults[[2]string{scope, dir}]; ok {
-			return a
-		}
-		return "allow"
-	}
-	return ""
 }

@@ -1,9 +1,7 @@
-package daemon
+package control
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
-
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
@@ -30,12 +25,12 @@ import (
 // see the old set or the new one), then recorded; a failure changes
 // nothing. Changes are serialised with the daemon's other changes.
 type Firewall struct {
-	d    *Daemon
-	maps bpf.FwMaps
-	in   *firewall.Installer
-	err  error // why the firewall is unavailable
+	c   core.Core
+	cfg Config
+	in  *firewall.Installer
+	err error // why the firewall is unavailable
 
-	// Under d.mu: what the live generation was compiled from.
+	// Under the core's lock: what the live generation was compiled from.
 	fingerprint string
 	classes     int
 	bits        map[string]int // rule name -> classifier bits
@@ -50,44 +45,58 @@ type Firewall struct {
 // endpoints its scopes name have changed.
 const fwWatchInterval = 2 * time.Second
 
-// Firewall returns the daemon's firewall, which New started.
-func (d *Daemon) Firewall() *Firewall { return d.fw }
+// Config is what the firewall needs to know of the rest of the node.
+type Config struct {
+	// Cluster is the node's cluster (nil or not joined: alone): the
+	// blocklist may not cut the node off from other nodes' pods or
+	// underlay addresses.
+	Cluster Cluster
+}
 
-// startFirewall starts the daemon's firewall (New calls it once, before
+// Cluster is what the blocklist's guard reads of the cluster
+// (*cluster.Cluster).
+type Cluster interface {
+	Joined() bool
+	CIDRs() []netip.Prefix
+}
+
+// Start starts the node's firewall (the daemon calls it once, before
 // the API serves): it reinstalls the stored rule set, DDoS settings and
 // blocklist (the pinned maps usually hold them already; reinstalling makes
 // them this binary's layout), follows endpoint and network changes, and
 // logs sampled rule hits until Close. Without the BPF datapath the
 // firewall answers every request with why it is unavailable.
-func (d *Daemon) startFirewall() *Firewall {
-	f := &Firewall{d: d, bits: map[string]int{}, slots: map[string]uint32{}}
-	if f.maps, f.err = d.dp.FirewallMaps(); f.err != nil {
-		f.err = fmt.Errorf("firewall: %w", f.err) // datapath.ErrUnavailable
+func Start(c core.Core, cfg Config) *Firewall {
+	f := &Firewall{c: c, cfg: cfg, bits: map[string]int{}, slots: map[string]uint32{}}
+	maps, err := c.Datapath().FirewallMaps()
+	if err != nil {
+		f.err = fmt.Errorf("firewall: %w", err) // datapath.ErrUnavailable
 		return f
 	}
-	if f.in, f.err = firewall.NewInstaller(f.maps); f.err != nil {
+	if f.in, f.err = firewall.NewInstaller(maps); f.err != nil {
 		f.err = fmt.Errorf("firewall: %w: %w", f.err, model.ErrUnavailable)
 		return f
 	}
-	d.mu.Lock()
-	err := f.reconcile()
-	d.mu.Unlock()
+	c.Lock()
+	err = f.reconcile()
+	c.Unlock()
 	if err != nil {
-		d.log.Error("firewall: reconcile", "err", err)
+		c.Log().Error("firewall: reconcile", "err", err)
 	}
 	go f.watch()
 	go f.events()
 	return f
 }
 
-// reconcile reinstalls what the store says. Called with d.mu held.
+// reconcile reinstalls what the store says. Called with the core's lock
+// held.
 func (f *Firewall) reconcile() error {
 	var (
 		rs    *rules.RuleSet
 		ddos  rules.DDoS
 		count int
 	)
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		if rs, err = tx.FirewallRules(); err != nil {
 			return err
@@ -107,25 +116,11 @@ func (f *Firewall) reconcile() error {
 	} else if st, err := f.in.State(); err == nil && st.On != 0 {
 		errs = append(errs, f.in.Disable())
 	}
-	if count != f.blocklistSize() {
+	if count != f.in.BlocklistSize() {
 		errs = append(errs, f.reloadBlocklist())
 	}
-	errs = append(errs, f.in.SetDDoS(f.ddosVal(ddos, count)))
+	errs = append(errs, f.in.ApplyDDoS(ddos, count))
 	return errors.Join(errs...)
-}
-
-// blocklistSize counts the prefixes in the datapath's blocklists.
-func (f *Firewall) blocklistSize() int {
-	n := 0
-	for _, m := range []*ebpf.Map{f.maps.Block4, f.maps.Block6} {
-		k := make([]byte, m.KeySize())
-		var v uint32
-		it := m.Iterate()
-		for it.Next(&k, &v) {
-			n++
-		}
-	}
-	return n
 }
 
 func (f *Firewall) reloadBlocklist() error {
@@ -134,7 +129,7 @@ func (f *Firewall) reloadBlocklist() error {
 	}
 	var batch []netip.Prefix
 	var errs []error
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		return tx.Blocked(func(p netip.Prefix) bool {
 			batch = append(batch, p)
 			if len(batch) == 65536 {
@@ -151,7 +146,7 @@ func (f *Firewall) reloadBlocklist() error {
 // resolver is the node as the store has it, and its fingerprint.
 func (f *Firewall) resolver() (firewall.MapResolver, string, error) {
 	res := firewall.MapResolver{Networks: map[string]uint32{}, Endpoints: map[string]firewall.EndpointInfo{}}
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		nets, err := tx.Networks()
 		if err != nil {
 			return err
@@ -173,7 +168,8 @@ func (f *Firewall) resolver() (firewall.MapResolver, string, error) {
 	return res, fmt.Sprintf("%x", sum[:8]), err
 }
 
-func (f *Firewall) ready() error {
+// Available says why the firewall cannot run here (nil: it runs).
+func (f *Firewall) Available() error {
 	if f.err != nil {
 		return f.err
 	}
@@ -200,7 +196,7 @@ func (f *Firewall) store(rs *rules.RuleSet, live, dryRun bool) error {
 	if dryRun {
 		return nil
 	}
-	return f.d.store.Update(func(tx *store.Tx) error {
+	return f.c.Store().Update(func(tx *store.Tx) error {
 		slots, err := tx.FirewallSlots()
 		if err != nil {
 			return err
@@ -218,7 +214,7 @@ func (f *Firewall) store(rs *rules.RuleSet, live, dryRun bool) error {
 		if err != nil {
 			return err
 		}
-		if err := f.d.faults.At("firewall-install"); err != nil {
+		if err := f.c.FaultPoint("firewall-install"); err != nil {
 			return err
 		}
 		if _, err := f.in.Install(tab); err != nil {
@@ -261,11 +257,11 @@ func allocSlots(old map[string]uint32, pol *firewall.Policy) (map[string]uint32,
 		if _, ok := out[r.Name]; ok {
 			continue
 		}
-		for next < uint32(bpf.FwMaxRules) && used[next] {
+		for next < uint32(firewall.MaxRules) && used[next] {
 			next++
 		}
-		if next >= uint32(bpf.FwMaxRules) {
-			return nil, nil, model.Fieldf("rules", "more than %d rules and defaults", bpf.FwMaxRules)
+		if next >= uint32(firewall.MaxRules) {
+			return nil, nil, model.Fieldf("rules", "more than %d rules and defaults", firewall.MaxRules)
 		}
 		out[r.Name] = next
 		used[next] = true
@@ -277,21 +273,21 @@ func allocSlots(old map[string]uint32, pol *firewall.Policy) (map[string]uint32,
 // Apply replaces the rule set; with dryRun it only validates and says
 // what would change.
 func (f *Firewall) Apply(rs rules.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	if err := f.keepOwned(&rs); err != nil {
 		return nil, err
 	}
 	return f.apply(&rs, dryRun)
 }
 
-// apply, with d.mu held.
+// apply, with the core's lock held.
 func (f *Firewall) apply(rs *rules.RuleSet, dryRun bool) (*api.FirewallApplied, error) {
 	var old *rules.RuleSet
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		old, err = tx.FirewallRules()
 		return err
@@ -309,7 +305,7 @@ func (f *Firewall) apply(rs *rules.RuleSet, dryRun bool) (*api.FirewallApplied, 
 		if err == nil {
 			out.Generation = st.Generation
 		}
-		f.d.log.Info("firewall rule set applied", "rules", len(rs.Rules), "defaults", len(rs.Defaults),
+		f.c.Log().Info("firewall rule set applied", "rules", len(rs.Rules), "defaults", len(rs.Defaults),
 			"changes", len(out.Diff.Changes), "generation", out.Generation)
 	}
 	return out, nil
@@ -328,8 +324,8 @@ func (f *Firewall) ApplyOwned(prefix string, owned []rules.Rule) error {
 			return model.Fieldf(fmt.Sprintf("rules[%d].name", i), "%q: does not start with %q", r.Name, prefix)
 		}
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	f.owned = prefix
 	if f.err != nil {
 		if len(owned) == 0 {
@@ -379,10 +375,10 @@ func (f *Firewall) refuseOwned(name string) error {
 	return nil
 }
 
-// current returns the stored rule set (d.mu held or not: a read).
+// current returns the stored rule set (the core's lock held or not: a read).
 func (f *Firewall) current() (*rules.RuleSet, error) {
 	var rs *rules.RuleSet
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		rs, err = tx.FirewallRules()
 		return err
@@ -392,11 +388,11 @@ func (f *Firewall) current() (*rules.RuleSet, error) {
 
 // Add adds one rule to the set in force.
 func (f *Firewall) Add(r rules.Rule) (*api.FirewallRule, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	rs, err := f.current()
 	if err != nil {
 		return nil, err
@@ -416,11 +412,11 @@ func (f *Firewall) Add(r rules.Rule) (*api.FirewallRule, error) {
 
 // Update replaces the rule called name with r (which may rename it).
 func (f *Firewall) Update(name string, r rules.Rule) (*api.FirewallRule, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	rs, err := f.current()
 	if err != nil {
 		return nil, err
@@ -447,11 +443,11 @@ func (f *Firewall) Update(name string, r rules.Rule) (*api.FirewallRule, error) 
 
 // Remove removes a rule; a missing one is not an error.
 func (f *Firewall) Remove(name string) error {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	rs, err := f.current()
 	if err != nil {
 		return err
@@ -470,11 +466,11 @@ func (f *Firewall) Remove(name string) error {
 
 // Rule returns one rule with its counters.
 func (f *Firewall) Rule(name string) (*api.FirewallRule, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	return f.rule(name)
 }
 
@@ -493,11 +489,11 @@ func (f *Firewall) rule(name string) (*api.FirewallRule, error) {
 
 // List returns the rule set in force with counters, in evaluation order.
 func (f *Firewall) List() (*api.Firewall, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	return f.list()
 }
 
@@ -507,7 +503,7 @@ func (f *Firewall) list() (*api.Firewall, error) {
 		ddos  rules.DDoS
 		count int
 	)
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		if rs, err = tx.FirewallRules(); err != nil {
 			return err
@@ -543,7 +539,7 @@ func (f *Firewall) list() (*api.Firewall, error) {
 		fr := api.FirewallRule{Position: i + 1, Bits: len(pr.Matches), Default: pr.Default}
 		if pr.Default {
 			scope, dir := defaultScope(pr.Name)
-			fr.Rule = rules.Rule{Name: pr.Name, Scope: scope, Direction: dir, Action: actionName(pr.Action)}
+			fr.Rule = rules.Rule{Name: pr.Name, Scope: scope, Direction: dir, Action: firewall.ActionName(pr.Action)}
 		} else {
 			fr.Rule = byName[pr.Name]
 		}
@@ -559,7 +555,7 @@ func (f *Firewall) list() (*api.Firewall, error) {
 			out.Rules = append(out.Rules, fr)
 		}
 	}
-	for _, rc := range f.d.reasonCounters(0) {
+	for _, rc := range f.c.ReasonCounters(0) {
 		if isFirewallReason(rc.Reason) {
 			out.Drops = append(out.Drops, rc)
 		}
@@ -585,8 +581,6 @@ func defaultScope(name string) (scope, dir string) {
 	return scope, dir
 }
 
-func actionName(a uint8) string { return bpf.FwActionName(a) }
-
 // Diff says what applying rs would change (after validating it).
 func (f *Firewall) Diff(rs rules.RuleSet) (*api.FirewallApplied, error) {
 	return f.Apply(rs, true)
@@ -594,11 +588,11 @@ func (f *Firewall) Diff(rs rules.RuleSet) (*api.FirewallApplied, error) {
 
 // DDoS returns the uplink's DDoS settings.
 func (f *Firewall) DDoS() (*rules.DDoS, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
 	var d rules.DDoS
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		d, err = tx.FirewallDDoS()
 		return err
@@ -608,51 +602,30 @@ func (f *Firewall) DDoS() (*rules.DDoS, error) {
 
 // SetDDoS replaces the uplink's DDoS settings.
 func (f *Firewall) SetDDoS(d rules.DDoS) (*rules.DDoS, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
 	if err := d.Normalize(); err != nil {
 		return nil, err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
-	err := f.d.store.Update(func(tx *store.Tx) error {
+	f.c.Lock()
+	defer f.c.Unlock()
+	err := f.c.Store().Update(func(tx *store.Tx) error {
 		if err := tx.PutFirewallDDoS(d); err != nil {
 			return err
 		}
-		return f.in.SetDDoS(f.ddosVal(d, tx.BlockedCount()))
+		return f.in.ApplyDDoS(d, tx.BlockedCount())
 	})
 	if err != nil {
 		return nil, err
 	}
-	f.d.log.Info("firewall DDoS settings", "pps", d.PPS, "syn_pps", d.SYNPPS, "malformed", d.Malformed)
+	f.c.Log().Info("firewall DDoS settings", "pps", d.PPS, "syn_pps", d.SYNPPS, "malformed", d.Malformed)
 	return &d, nil
-}
-
-// ddosVal is the datapath's view of the settings; the blocklist is
-// consulted only when it holds something (a lookup per packet).
-func (f *Firewall) ddosVal(d rules.DDoS, blocked int) bpf.FwDdos {
-	d.Normalize()
-	v := bpf.FwDdos{Pps: d.PPS, Burst: d.Burst, SynPps: d.SYNPPS, SynBurst: d.SYNBurst,
-		V4Prefix: d.V4Prefix, V6Prefix: d.V6Prefix}
-	if blocked > 0 {
-		v.Flags |= bpf.FwDdosBlocklist
-	}
-	if d.PPS > 0 {
-		v.Flags |= bpf.FwDdosRate
-	}
-	if d.SYNPPS > 0 {
-		v.Flags |= bpf.FwDdosSYN
-	}
-	if d.Malformed {
-		v.Flags |= bpf.FwDdosMalformed
-	}
-	return v
 }
 
 // Block adds and removes blocklist prefixes.
 func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
 	parse := func(field string, ss []string) ([]netip.Prefix, error) {
@@ -681,12 +654,12 @@ func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) 
 	if err != nil {
 		return nil, err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
+	f.c.Lock()
+	defer f.c.Unlock()
 	out := &api.FirewallBlocklist{}
-	err = f.d.store.Update(func(tx *store.Tx) error {
+	err = f.c.Store().Update(func(tx *store.Tx) error {
 		if len(add) > 0 {
-			g, err := f.d.newBlockGuard(tx)
+			g, err := f.newBlockGuard(tx)
 			if err != nil {
 				return err
 			}
@@ -714,7 +687,7 @@ func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) 
 	// Counted after the commit: a bucket's statistics in a write
 	// transaction miss what it added.
 	var d rules.DDoS
-	err = f.d.store.View(func(tx *store.Tx) error {
+	err = f.c.Store().View(func(tx *store.Tx) error {
 		out.Count = tx.BlockedCount()
 		d, err = tx.FirewallDDoS()
 		return err
@@ -722,16 +695,16 @@ func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) 
 	if err != nil {
 		return nil, err
 	}
-	return out, f.in.SetDDoS(f.ddosVal(d, out.Count))
+	return out, f.in.ApplyDDoS(d, out.Count)
 }
 
 // Blocklist returns the blocklist's size and up to limit entries.
 func (f *Firewall) Blocklist(limit int) (*api.FirewallBlocklist, error) {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return nil, err
 	}
 	out := &api.FirewallBlocklist{}
-	err := f.d.store.View(func(tx *store.Tx) error {
+	err := f.c.Store().View(func(tx *store.Tx) error {
 		out.Count = tx.BlockedCount()
 		if limit <= 0 {
 			return nil
@@ -746,12 +719,12 @@ func (f *Firewall) Blocklist(limit int) (*api.FirewallBlocklist, error) {
 
 // FlushBlocklist empties the blocklist.
 func (f *Firewall) FlushBlocklist() error {
-	if err := f.ready(); err != nil {
+	if err := f.Available(); err != nil {
 		return err
 	}
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
-	return f.d.store.Update(func(tx *store.Tx) error {
+	f.c.Lock()
+	defer f.c.Unlock()
+	return f.c.Store().Update(func(tx *store.Tx) error {
 		if err := tx.FlushBlocked(); err != nil {
 			return err
 		}
@@ -762,7 +735,7 @@ func (f *Firewall) FlushBlocklist() error {
 		if err != nil {
 			return err
 		}
-		return f.in.SetDDoS(f.ddosVal(d, 0))
+		return f.in.ApplyDDoS(d, 0)
 	})
 }
 
@@ -774,24 +747,24 @@ func (f *Firewall) watch() {
 	defer t.Stop()
 	for {
 		select {
-		case <-f.d.done:
+		case <-f.c.Done():
 			return
 		case <-t.C:
 		}
-		f.d.mu.Lock()
+		f.c.Lock()
 		rs, err := f.current()
 		if err == nil && (len(rs.Rules) > 0 || len(rs.Defaults) > 0) && f.namesScopes(rs) {
 			var fp string
 			if _, fp, err = f.resolver(); err == nil && fp != f.fingerprint {
 				err = f.store(rs, true, false)
 				if err == nil {
-					f.d.log.Info("firewall recompiled: networks or endpoints changed")
+					f.c.Log().Info("firewall recompiled: networks or endpoints changed")
 				}
 			}
 		}
-		f.d.mu.Unlock()
+		f.c.Unlock()
 		if err != nil {
-			f.d.log.Error("firewall: follow endpoint changes", "err", err)
+			f.c.Log().Error("firewall: follow endpoint changes", "err", err)
 		}
 	}
 }
@@ -814,44 +787,19 @@ func (f *Firewall) namesScopes(rs *rules.RuleSet) bool {
 // events logs the sampled rule hits of the datapath (rules with log: N,
 // and log rules).
 func (f *Firewall) events() {
-	rd, err := ringbuf.NewReader(f.maps.Events)
-	if err != nil {
-		f.d.log.Error("firewall: event reader", "err", err)
-		return
-	}
-	go func() {
-		<-f.d.done
-		rd.Close()
-	}()
-	for {
-		rec, err := rd.Read()
-		if err != nil {
-			if !errors.Is(err, ringbuf.ErrClosed) {
-				f.d.log.Error("firewall: read events", "err", err)
-			}
-			return
-		}
-		var e bpf.FwEvent
-		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &e); err != nil {
-			continue
-		}
+	err := f.in.Events(f.c.Done(), func(e firewall.Event) {
 		name, _ := f.names.Load(e.Slot)
-		f.d.log.Info("firewall", "rule", name, "action", actionName(e.Action), "hook", firewall.Kind(e.Kind).String(),
-			"proto", e.Proto, "src", addrOf(e.Saddr), "sport", e.Sport, "dst", addrOf(e.Daddr), "dport", e.Dport,
+		f.c.Log().Info("firewall", "rule", name, "action", e.Action, "hook", e.Kind.String(),
+			"proto", e.Proto, "src", e.Src, "sport", e.Sport, "dst", e.Dst, "dport", e.Dport,
 			"len", e.Len, "ifindex", e.Ifindex)
+	})
+	if err != nil && !errors.Is(err, firewall.ErrEventsClosed) {
+		f.c.Log().Error("firewall: read events", "err", err)
 	}
 }
 
-func addrOf(b [16]uint8) netip.Addr { return netip.AddrFrom16(b).Unmap() }
-
-// ApplyFirewallOwned is Firewall.ApplyOwned (Kubernetes mode's
-// NetworkPolicies).
-func (d *Daemon) ApplyFirewallOwned(prefix string, owned []rules.Rule) error {
-	return d.fw.ApplyOwned(prefix, owned)
-}
-
-// ruleName is the rule in slot (the monitor's events name it).
-func (f *Firewall) ruleName(slot uint32) (string, bool) {
+// RuleName is the rule in slot (the monitor's events name it).
+func (f *Firewall) RuleName(slot uint32) (string, bool) {
 	name, ok := f.names.Load(slot)
 	if !ok {
 		return "", false

@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"fmt"
@@ -19,14 +19,14 @@ type blockGuard struct {
 
 // newBlockGuard gathers the node's landmarks (in the namespace of the
 // calling thread: xlaned's) and the cluster's.
-func (d *Daemon) newBlockGuard(tx *store.Tx) (*blockGuard, error) {
+func (f *Firewall) newBlockGuard(tx *store.Tx) (*blockGuard, error) {
 	marks, err := netconf.NodeLandmarks()
 	if err != nil {
 		return nil, err
 	}
 	g := &blockGuard{addrs: marks}
-	if d.cluster.Joined() {
-		g.cidrs = d.cluster.CIDRs()
+	if cl := f.cfg.Cluster; cl != nil && cl.Joined() {
+		g.cidrs = cl.CIDRs()
 		nodes, err := tx.Nodes()
 		if err != nil {
 			return nil, err
