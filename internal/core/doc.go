@@ -21,9 +21,10 @@
 //	                      the probes, the stored choice              (moved)
 //	internal/observe      monitor, trace, flows, dumps      (moved;
 //	                      metrics and health still in the daemon)
+//	internal/core/coretest  a core.Core for feature packages' tests
 //	internal/cluster      nodes, peers, probes, overlay MTU,
 //	                      the neighbour mirror                       (moved)
-//	internal/sockaccel    socket acceleration and proxy redirects   (to move)
+//	internal/accelproxy   socket acceleration and proxy redirects   (moved)
 //	internal/firewall/control  the firewall's control: rule sets →
 //	                      tables, DDoS, blocklist                    (moved)
 //	internal/services     services: VIPs, backends, Maglev          (moved)
@@ -34,12 +35,22 @@
 // apply (after the core's own kernel work, under the same rollback),
 // remove, inspect and status. A CNI ADD therefore reads as one chain:
 //
-//	server → daemon.AddAttachment → addEndpoint → store.Update{
+//	server → daemon.AddAttachment → attachmentNetwork (a missing
+//	    network: CreateNetwork → store.Update{validateNetwork
+//	    (+ calibration.Reserved, + cluster.NetworkSubnets,
+//	    + cluster.NetworkMTU) → netconf.EnsureNetwork, EnsureGuard,
+//	    the VNI})
+//	→ addEndpoint → store.Update{
 //	    validateEndpoint (+ vm.Validate, + calibration.Reserved)
 //	    ipam.Allocate → applyEndpoint → programEndpoint (+ vm.AttachPort)
 //	    (+ vm.Serve) } — rolled back by unapplyEndpoint on any error,
 //	with Faults.At("veth-created" | "container-configured" |
 //	"datapath-programmed") between the steps.
+//
+// The features' checks are called at fixed points of the core's
+// validation today (a reserved name first, default subnets before they
+// are parsed, the MTU once the VLAN is known); a Validator hook that every
+// feature registers is the next step (issue 27 item 1).
 //
 // What is still inside internal/daemon is named in its doc.go; the features
 // there call the core's methods directly until they move out and take

@@ -3,6 +3,7 @@ package daemon
 import (
 	"log/slog"
 
+	"github.com/xlane-dev/xlane/internal/accelproxy"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/calibrate"
 	"github.com/xlane-dev/xlane/internal/calibration"
@@ -35,7 +36,12 @@ func (d *Daemon) wireFeatures() {
 	d.vms = vm.New(c, d.cfg.QEMU, d.log)
 	d.calib = calibration.New(c)
 	d.svcs = services.New(c)
+	d.sockets = accelproxy.New(c, accelproxy.Config{CaseTimeout: d.cfg.AccelCaseTimeout})
 }
+
+// Sockets is the socket layer's control: acceleration and proxy
+// redirects (/v1/accel, /v1/proxy).
+func (d *Daemon) Sockets() *accelproxy.Control { return d.sockets }
 
 // Services is the services feature (/v1/services).
 func (d *Daemon) Services() *services.Services { return d.svcs }

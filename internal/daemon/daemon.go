@@ -11,10 +11,12 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xlane-dev/xlane/internal/accelproxy"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/calibration"
 	"github.com/xlane-dev/xlane/internal/cluster"
@@ -113,21 +115,23 @@ type Daemon struct {
 	feat  *features.Set     // probed by New (kernel.go)
 	fw    *control.Firewall // started by New, before the API serves (internal/firewall/control)
 	obs   *observe.Observer // monitor, trace, flows, dumps: started by New (core.go)
+	// statusParts are features' parts of Status (AddStatus).
+	statusParts atomic.Pointer[[]func(*api.Status)]
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
-	accel     accelState          // accel.go
 	neigh     cluster.Neighbours  // the neighbour mirror (internal/cluster)
 	cluster   *cluster.Cluster    // nodes, peers, overlay; not joined alone (internal/cluster)
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
-	lastErr   lastError          // the last warning or error logged (health.go)
-	objErrs   objectErrors       // what the last reconcile could not apply (objerrs.go)
-	vms       *vm.VMs            // VM endpoints: taps, DHCP, QEMU (internal/vm)
-	svcs      *services.Services // service VIPs and backends (internal/services)
+	lastErr   lastError           // the last warning or error logged (health.go)
+	objErrs   objectErrors        // what the last reconcile could not apply (objerrs.go)
+	vms       *vm.VMs             // VM endpoints: taps, DHCP, QEMU (internal/vm)
+	svcs      *services.Services  // service VIPs and backends (internal/services)
+	sockets   *accelproxy.Control // socket acceleration, proxy redirects (internal/accelproxy)
 
 	// faults are the apply steps' fault points (core.Faults): tests make
 	// one fail and check the rollback.
@@ -252,11 +256,7 @@ func (d *Daemon) start() (*Daemon, error) {
 			}
 			d.runStats = c
 		}
-		if err := d.reconcileProxy(); err != nil {
-			d.log.Error("reconcile proxy redirects", "err", err)
-		}
-		d.reconcileAccel()
-		d.releaseOwnCgroup() // left by an older xlaned, or a crash (owncgroup.go)
+		d.sockets.Start() // proxy redirects, acceleration, xlane's cgroup
 		if cfg.CalibrateAtStart && d.calib.Choice() == nil {
 			d.calib.AtStart()
 		}
@@ -1306,5 +1306,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 	}
 	st.Health = d.health()
 	st.VM = d.vms.Status()
+	d.addStatusParts(st)
 	return st, err
 }

@@ -16,21 +16,24 @@
 // endpoints (internal/vm), the calibration (internal/calibration),
 // observability's monitor, trace, flows and dumps (internal/observe, made
 // by startObserve once the datapath is open), the cluster with the
-// neighbour mirror (internal/cluster), services (internal/services) and
-// the firewall's control (internal/firewall/control) so far. The features still
-// here, to move the same way (internal/core/doc.go has the target
-// layout): socket acceleration and proxy
-// redirects (accel.go, proxy.go, proxykey.go, owncgroup.go), observability's
-// metrics snapshot and health (metrics.go, health.go: they read most of the
-// core's state, so they stay until the core offers them a view).
+// neighbour mirror (internal/cluster), services (internal/services), the
+// firewall's control (internal/firewall/control, started before the API
+// serves) and the socket layer's, acceleration and proxy redirects
+// (internal/accelproxy). The daemon hands the API each of them (Cluster,
+// Services, Firewall, Sockets, Observe, Calibrator) and implements
+// k8s.Target by delegating to them. Still here: observability's metrics
+// snapshot and health (metrics.go, health.go: they read most of the core's
+// own state, so they stay until the core offers them a view).
 //
 // The core's own files: daemon.go (start, networks, endpoints, status),
-// core.go (what features get), ports.go (an endpoint's published ports), attachment.go (CNI attachments: endpoints
-// keyed by container and interface, their GC and status), reconcile.go,
-// objerrs.go (what the last reconcile could not apply), kernel.go (what
-// this kernel can run), automode.go and bigtcp.go (what auto and BIG TCP
-// resolve to), node.go (node configuration for NAT and socket hooks),
-// nat.go (which modes can NAT), vlan.go, ctgc.go (conntrack garbage collection), proto.go (address and protocol
-// parsing), policy.go (what a mode can enforce), mountns.go, sysctl.go, docker.go (the store for
-// the Docker driver) and uninstall.go.
+// core.go (what features get), attachment.go (CNI attachments: endpoints
+// keyed by container and interface, their GC and status), ports.go (an
+// endpoint's published ports), reconcile.go, objerrs.go (what the last
+// reconcile could not apply), kernel.go (what this kernel can run),
+// automode.go and bigtcp.go (what auto and BIG TCP resolve to), node.go
+// (node configuration for NAT and socket hooks), nat.go (which modes can
+// NAT), policy.go (what a mode can enforce), vlan.go, ctgc.go (conntrack
+// garbage collection), proto.go (address and protocol parsing),
+// mountns.go, sysctl.go, docker.go (the store for the Docker driver) and
+// uninstall.go.
 package daemon

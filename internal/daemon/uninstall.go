@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/xlane-dev/xlane/internal/accelproxy"
 	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -65,9 +66,7 @@ func (d *Daemon) Uninstall() error {
 		return err
 	}
 	// With the pins gone, the links to it are too.
-	if own, err := ownCgroup(); err == nil {
-		removeOwnCgroup(own, d.log)
-	}
+	accelproxy.RemoveOwnCgroup(d.log)
 	if err := os.Remove(d.cfg.StatePath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove state %s: %w", d.cfg.StatePath, err)
 	}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
@@ -58,10 +59,12 @@ type Config struct {
 	// Nodes: the cluster's nodes follow the Node objects (xlaned joined a
 	// cluster: --cluster-cidr); without it only services are synced.
 	Nodes bool
+	Log   *slog.Logger
+	// Pods, when set, is given the pod informer's cache (PodCache).
+	Pods *PodCache
 	// WGPublicKey is this node's WireGuard public key (xlaned --encryption
 	// wireguard; "": off), published on its Node as AnnotationWGPublicKey.
 	WGPublicKey string
-	Log         *slog.Logger
 }
 
 // settle is how long a sync waits after the first event of a burst, so
@@ -150,7 +153,11 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	return run(ctx, cfg, cs, t)
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	return runWith(ctx, cfg, cs, dyn, t, "")
 }
 
 // run is Run with a client (a fake one in tests).
@@ -160,6 +167,12 @@ func run(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target) err
 
 // runAt is run with the health-check NodePorts on host ("": every address).
 func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, host string) error {
+	return runWith(ctx, cfg, cs, nil, t, host)
+}
+
+// runWith is runAt with a dynamic client for the ClusterNetworkPolicies
+// (nil: none are watched).
+func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynamic.Interface, t Target, host string) error {
 	f := informers.NewSharedInformerFactory(cs, 0)
 	c := &controller{cfg: cfg, cs: cs, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
 		nodes:      f.Core().V1().Nodes(),
@@ -208,6 +221,7 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 			return fmt.Errorf("kubernetes informer: %w", err)
 		}
 	}
+	cfg.Pods.set(c.pods.Lister())
 	f.Start(ctx.Done())
 	start := time.Now()
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -216,6 +230,10 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 		}
 	}
 	cfg.Log.Info("kubernetes: caches synced", "took", time.Since(start).Round(time.Millisecond))
+	if dyn != nil {
+		c.cnp = &cnpWatch{dyn: dyn, disc: cs.Discovery(), log: cfg.Log, mark: func() { c.mark(func(d *dirty) { d.policies = true }) }}
+		c.cnp.start(ctx)
+	}
 	err := c.sync()
 	go func() {
 		defer f.Shutdown()
@@ -231,7 +249,13 @@ type Resource struct{ Group, Resource string }
 // Watched is what Run watches (list and watch; deploy/kubernetes/rbac.yaml
 // must allow exactly these, deploy's test checks it).
 var Watched = []Resource{{"", "nodes"}, {"", "services"}, {"", "pods"}, {"", "namespaces"},
-	{"discovery.k8s.io", "endpointslices"}, {"networking.k8s.io", "networkpolicies"}}
+	{"discovery.k8s.io", "endpointslices"}, {"networking.k8s.io", "networkpolicies"},
+	{CNPResource.Group, CNPResource.Resource}}
+
+// Written is what Run writes (patch): the status of ClusterNetworkPolicies
+// (CNPConditionType) and, with encryption, this node's Node (its
+// AnnotationWGPublicKey), nothing else.
+var Written = []Resource{{CNPResource.Group, CNPResource.Resource + "/status"}, {"", "nodes"}}
 
 // sliceIndex indexes EndpointSlices by their Service's namespace/name.
 const sliceIndex = "service"
@@ -247,6 +271,7 @@ type controller struct {
 	pods       coreinformers.PodInformer
 	namespaces coreinformers.NamespaceInformer
 	policies   networkinginformers.NetworkPolicyInformer
+	cnp        *cnpWatch // nil: ClusterNetworkPolicies are not watched
 
 	mu    sync.Mutex
 	dirty dirty // what changed since the last sync
@@ -526,12 +551,26 @@ func (c *controller) syncPolicies(self []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	rules := TranslatePolicies(PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self})
-	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
+	nodes, err := c.nodes.Lister().List(labels.Everything())
+	if err != nil {
 		return err
 	}
-	if len(pols) > 0 {
-		c.cfg.Log.Info("kubernetes policy sync", "policies", len(pols), "pods", len(pods), "rules", len(rules),
+	cnps, undecodable := c.cnp.list()
+	rules, sts := TranslateAllPolicies(PolicyInput{Policies: pols, ClusterPolicies: cnps, Pods: pods, Namespaces: nss, Nodes: nodes,
+		NodeName: c.cfg.NodeName, NodeAddrs: self})
+	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
+		// Nothing of the set is applied: every policy says so.
+		for i := range sts {
+			if sts[i].Accepted {
+				sts[i] = CNPStatus{Name: sts[i].Name, Message: "this node's firewall refused the policies' rules (none applied): " + err.Error()}
+			}
+		}
+		c.cnp.report(append(undecodable, sts...))
+		return err
+	}
+	c.cnp.report(append(undecodable, sts...))
+	if len(pols) > 0 || len(cnps) > 0 {
+		c.cfg.Log.Info("kubernetes policy sync", "policies", len(pols), "cluster_policies", len(cnps), "pods", len(pods), "rules", len(rules),
 			"took", time.Since(start).Round(time.Microsecond))
 	}
 	return nil

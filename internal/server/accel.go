@@ -14,12 +14,12 @@ func accelRoutes(route func(string, int, func(*http.Request) (any, error)), d *d
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		return d.EnableAccel(req)
+		return d.Sockets().EnableAccel(req)
 	})
 	route("DELETE "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
-		return d.DisableAccel()
+		return d.Sockets().DisableAccel()
 	})
 	route("GET "+api.PathAccel, http.StatusOK, func(r *http.Request) (any, error) {
-		return d.AccelStatus()
+		return d.Sockets().AccelStatus()
 	})
 }

@@ -70,7 +70,7 @@ func TestFieldNamesAreJSONKeys(t *testing.T) {
 	// The core and every feature package that validates a request (a
 	// feature moved out of internal/daemon is added here with it).
 	for _, dir := range []string{"../daemon", "../model", "../ipam", "../netconf", "../server", "../firewall", "../firewall/rules", "../k8s",
-		"../api", "../cluster", "../services", "../firewall/control"} {
+		"../api", "../cluster", "../services", "../firewall/control", "../accelproxy"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -16,16 +16,16 @@ func proxyRoutes(route func(string, int, func(*http.Request) (any, error)), d *d
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		return d.AddProxyRedirect(req)
+		return d.Sockets().AddProxyRedirect(req)
 	})
 	route("GET "+api.PathProxy, http.StatusOK, func(r *http.Request) (any, error) {
-		return d.ProxyRedirects()
+		return d.Sockets().ProxyRedirects()
 	})
 	route("DELETE "+api.PathProxy+"/{port}", http.StatusNoContent, func(r *http.Request) (any, error) {
 		p, err := strconv.ParseUint(r.PathValue("port"), 10, 16)
 		if err != nil || p == 0 {
 			return nil, model.Fieldf("port", "%q: not a TCP port", r.PathValue("port"))
 		}
-		return nil, d.DeleteProxyRedirect(uint16(p), r.URL.Query().Get("key"))
+		return nil, d.Sockets().DeleteProxyRedirect(uint16(p), r.URL.Query().Get("key"))
 	})
 }

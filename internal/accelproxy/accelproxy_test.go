@@ -1,4 +1,4 @@
-package daemon
+package accelproxy
 
 import (
 	"context"
@@ -62,16 +62,16 @@ func fakeSelfTest(t *testing.T, failing ...string) {
 // attach leaves it off.
 func TestAccelGate(t *testing.T) {
 	cg := testCgroup(t)
-	d, fake := fakeDaemon(t)
+	ap, fake := fakeControl(t)
 	fakeSelfTest(t, "splice")
-	_, err := d.EnableAccel(api.AccelEnable{Cgroup: cg})
+	_, err := ap.EnableAccel(api.AccelEnable{Cgroup: cg})
 	if !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "splice") {
 		t.Fatalf("enable with splice failing: %v", err)
 	}
 	if st, _ := fake.AccelStatus(); st.On {
 		t.Fatal("acceleration on after a failed self-test")
 	}
-	st, _ := d.AccelStatus()
+	st, _ := ap.AccelStatus()
 	if st.State != "failed" || !strings.Contains(st.Reason, "splice") {
 		t.Fatalf("status after a failed self-test: %+v", st)
 	}
@@ -80,15 +80,15 @@ func TestAccelGate(t *testing.T) {
 	}
 	// Only xlane's own tests may ignore a case (no API field can).
 	t.Setenv(accel.IgnoreCasesEnv, "splice")
-	if st, err := d.EnableAccel(api.AccelEnable{Cgroup: cg}); err != nil || st.State != "on" {
+	if st, err := ap.EnableAccel(api.AccelEnable{Cgroup: cg}); err != nil || st.State != "on" {
 		t.Fatalf("enable ignoring splice in a test: %+v %v", st, err)
 	}
-	if st, err := d.DisableAccel(); err != nil || st.State != "off" {
+	if st, err := ap.DisableAccel(); err != nil || st.State != "off" {
 		t.Fatalf("disable: %+v %v", st, err)
 	}
 	fakeSelfTest(t)
 	fake.Fail = datapathtest.FailOp("enable-accel", func(any) bool { return true })
-	if _, err := d.EnableAccel(api.AccelEnable{Cgroup: cg}); !errors.Is(err, datapathtest.ErrFake) {
+	if _, err := ap.EnableAccel(api.AccelEnable{Cgroup: cg}); !errors.Is(err, datapathtest.ErrFake) {
 		t.Fatalf("enable with a failing attach: %v", err)
 	}
 	if st, _ := fake.AccelStatus(); st.On {
@@ -101,7 +101,7 @@ func TestAccelGate(t *testing.T) {
 		{Cgroup: cg, Ports: []uint16{0}},
 	} {
 		var fe *model.FieldError
-		if _, err := d.EnableAccel(bad); !errors.As(err, &fe) {
+		if _, err := ap.EnableAccel(bad); !errors.As(err, &fe) {
 			t.Errorf("enable %+v: %v, want a field error", bad, err)
 		}
 	}
@@ -111,9 +111,9 @@ func TestAccelGate(t *testing.T) {
 // and a failed rule write leaves neither rule, attachment nor record.
 func TestProxyRedirectChecks(t *testing.T) {
 	cg := testCgroup(t)
-	d, fake := fakeDaemon(t)
+	ap, fake := fakeControl(t)
 	ok := api.ProxyRedirect{Port: 80, To: 15001, Cgroup: cg, Exempt: "uid", UID: 1337}
-	r, err := d.AddProxyRedirect(ok)
+	r, err := ap.AddProxyRedirect(ok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,24 +138,24 @@ func TestProxyRedirectChecks(t *testing.T) {
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Direction: "in", Network: "pin"}, `network "pin": not supported with direction "in": sk_lookup`},
 		{api.ProxyRedirect{Port: 83, To: 15003, Cgroup: cg, Exempt: "uid", Network: "pin"}, `network "pin": not supported with direction "out"`},
 	} {
-		if _, err := d.AddProxyRedirect(c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := ap.AddProxyRedirect(c.req); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("redirect %+v: %v, want an error naming %q", c.req, err, c.want)
 		}
 	}
 	fake.Fail = datapathtest.FailOp("put-proxy-rule", func(any) bool { return true })
-	if _, err := d.AddProxyRedirect(api.ProxyRedirect{Port: 90, To: 15009, Cgroup: cg, Exempt: "uid"}); err == nil {
+	if _, err := ap.AddProxyRedirect(api.ProxyRedirect{Port: 90, To: 15009, Cgroup: cg, Exempt: "uid"}); err == nil {
 		t.Fatal("redirect with a failing rule write succeeded")
 	}
 	fake.Fail = nil
-	l, _ := d.ProxyRedirects()
+	l, _ := ap.ProxyRedirects()
 	rules, _ := fake.ProxyRules()
 	if len(l.Redirects) != 1 || len(rules) != 1 {
 		t.Fatalf("after a failed redirect: store %+v, datapath %+v", l.Redirects, rules)
 	}
-	if err := d.DeleteProxyRedirect(80, ""); err != nil {
+	if err := ap.DeleteProxyRedirect(80, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DeleteProxyRedirect(80, ""); err != nil {
+	if err := ap.DeleteProxyRedirect(80, ""); err != nil {
 		t.Fatalf("deleting a missing redirect: %v", err)
 	}
 	if rules, _ := fake.ProxyRules(); len(rules) != 0 {
@@ -190,13 +190,13 @@ func TestProxyRedirectInRollback(t *testing.T) {
 	}
 	defer l.Close()
 	to := uint16(l.Addr().(*net.TCPAddr).Port)
-	d, fake := fakeDaemon(t)
+	ap, fake := fakeControl(t)
 	req := api.ProxyRedirect{Port: 8080, To: to, Cgroup: cg, Exempt: "uid", UID: 1337, Direction: "in"}
 	empty := func(when string) {
 		t.Helper()
 		rules, _ := fake.ProxyInRules()
 		nss, _ := fake.ProxyInNetns()
-		ls, _ := d.ProxyRedirects()
+		ls, _ := ap.ProxyRedirects()
 		if len(rules) != 0 || len(nss) != 0 || len(ls.Redirects) != 0 || fake.ProxyListener(rulesNetns(t), to, 4) {
 			t.Errorf("%s: rules %v, netns %v, records %v", when, rules, nss, ls.Redirects)
 		}
@@ -204,14 +204,14 @@ func TestProxyRedirectInRollback(t *testing.T) {
 	for _, after := range []bool{false, true} {
 		for _, op := range []string{"attach-proxy", "put-proxy-in-rule", "put-proxy-listener", "attach-proxy-in"} {
 			fake.Fail, fake.FailAfterWrite = datapathtest.FailOp(op, func(any) bool { return true }), after
-			if _, err := d.AddProxyRedirect(req); err == nil {
+			if _, err := ap.AddProxyRedirect(req); err == nil {
 				t.Errorf("redirect with %s failing succeeded", op)
 			}
 			fake.Fail, fake.FailAfterWrite = nil, false
 			empty(fmt.Sprintf("after %s failed (written: %v)", op, after))
 		}
 	}
-	out, err := d.AddProxyRedirect(req)
+	out, err := ap.AddProxyRedirect(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestProxyRedirectInRollback(t *testing.T) {
 	if rules, _ := fake.ProxyInRules(); len(rules) != 1 || !fake.ProxyListener(rules[0].Netns, to, 4) {
 		t.Errorf("after a good redirect: rules %+v", rules)
 	}
-	if err := d.DeleteProxyRedirect(8080, ""); err != nil {
+	if err := ap.DeleteProxyRedirect(8080, ""); err != nil {
 		t.Fatal(err)
 	}
 	empty("after rm")

@@ -1,17 +1,39 @@
-package daemon
+package accelproxy
 
 import (
 	"context"
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/xlane-dev/xlane/internal/accel"
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
+
+// Control is the socket layer's control: acceleration (accel.go) and
+// transparent proxy redirects (proxy.go), which share xlane's own cgroup
+// (owncgroup.go).
+type Control struct {
+	c     core.Core
+	cfg   Config
+	accel accelState
+}
+
+// Config is how the socket layer runs.
+type Config struct {
+	// CaseTimeout is how long each self-test case may take (0: 5 s).
+	CaseTimeout time.Duration
+}
+
+// New is the socket layer's control of core c.
+func New(c core.Core, cfg Config) *Control { return &Control{c: c, cfg: cfg} }
+
+func (ap *Control) dp() datapath.Datapath { return ap.c.Datapath() }
 
 // accelState is what the daemon knows of acceleration beyond the store:
 // the last self-test and whether one runs.
@@ -26,8 +48,8 @@ var SelfTest = func(ctx context.Context, o accel.Options) *accel.Report {
 	return accel.SelfTest(ctx, o)
 }
 
-func (d *Daemon) selfTest() *accel.Report {
-	return SelfTest(context.Background(), accel.Options{CaseTimeout: d.cfg.AccelCaseTimeout})
+func (ap *Control) selfTest() *accel.Report {
+	return SelfTest(context.Background(), accel.Options{CaseTimeout: ap.cfg.CaseTimeout})
 }
 
 // accelCgroup resolves the cgroup of a request: empty is xlane's own
@@ -90,59 +112,59 @@ func settings(c accel.Config) datapath.AccelSettings {
 // and, only if every case passes (xlane's own tests aside:
 // accel.IgnoredCases), attaches acceleration. The request is recorded either way: a daemon restart
 // tests again.
-func (d *Daemon) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
-	if err := d.dp.Available(); err != nil {
+func (ap *Control) EnableAccel(req api.AccelEnable) (*api.AccelStatus, error) {
+	if err := ap.dp().Available(); err != nil {
 		return nil, err
 	}
 	c, err := accelConfig(req)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.accel.testing {
+	ap.c.Lock()
+	defer ap.c.Unlock()
+	if ap.accel.testing {
 		return nil, model.Conflictf("the acceleration self-test is running")
 	}
-	r := d.selfTest()
-	d.accel.report, d.accel.err = r, nil
+	r := ap.selfTest()
+	ap.accel.report, ap.accel.err = r, nil
 	rec := store.AccelRecord{Enabled: true, Config: c}
 	ign := accel.IgnoredCases()
 	if !r.Passed(ign) {
-		if err := d.dp.DisableAccel(); err != nil {
-			d.log.Error("disable acceleration", "err", err)
+		if err := ap.dp().DisableAccel(); err != nil {
+			ap.c.Log().Error("disable acceleration", "err", err)
 		}
-		if err := d.store.Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
+		if err := ap.c.Store().Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
 			return nil, err
 		}
-		d.log.Warn("socket acceleration stays off: self-test failed", "kernel", r.Kernel, "result", r.Summary(ign))
+		ap.c.Log().Warn("socket acceleration stays off: self-test failed", "kernel", r.Kernel, "result", r.Summary(ign))
 		return nil, model.Conflictf("%s (xlane accel status shows each case; docs/accel.md, results by kernel)", r.Unavailable(ign))
 	}
 	if err := ensureOwnCgroup(c.Cgroup); err != nil {
 		return nil, err
 	}
-	if err := d.dp.EnableAccel(settings(c)); err != nil {
-		d.dp.DisableAccel()
-		d.releaseOwnCgroup()
+	if err := ap.dp().EnableAccel(settings(c)); err != nil {
+		ap.dp().DisableAccel()
+		ap.releaseOwnCgroup()
 		return nil, err
 	}
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
-		d.dp.DisableAccel()
-		d.releaseOwnCgroup()
+	if err := ap.c.Store().Update(func(tx *store.Tx) error { return tx.PutAccel(rec) }); err != nil {
+		ap.dp().DisableAccel()
+		ap.releaseOwnCgroup()
 		return nil, err
 	}
-	d.log.Info("socket acceleration on", "cgroup", c.Cgroup, "nets", c.Nets, "ports", c.Ports, "self_test", r.Summary(ign))
-	return d.accelStatusLocked()
+	ap.c.Log().Info("socket acceleration on", "cgroup", c.Cgroup, "nets", c.Nets, "ports", c.Ports, "self_test", r.Summary(ign))
+	return ap.accelStatusLocked()
 }
 
 // DisableAccel turns acceleration off; accelerated connections carry on
 // over the normal path (datapath.DisableAccel).
-func (d *Daemon) DisableAccel() (*api.AccelStatus, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.dp.DisableAccel(); err != nil {
+func (ap *Control) DisableAccel() (*api.AccelStatus, error) {
+	ap.c.Lock()
+	defer ap.c.Unlock()
+	if err := ap.dp().DisableAccel(); err != nil {
 		return nil, err
 	}
-	err := d.store.Update(func(tx *store.Tx) error {
+	err := ap.c.Store().Update(func(tx *store.Tx) error {
 		rec, err := tx.Accel()
 		if err != nil {
 			return err
@@ -153,29 +175,29 @@ func (d *Daemon) DisableAccel() (*api.AccelStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.releaseOwnCgroup()
-	return d.accelStatusLocked()
+	ap.releaseOwnCgroup()
+	return ap.accelStatusLocked()
 }
 
 // AccelStatus reports the state, the last self-test and the counters.
-func (d *Daemon) AccelStatus() (*api.AccelStatus, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.accelStatusLocked()
+func (ap *Control) AccelStatus() (*api.AccelStatus, error) {
+	ap.c.Lock()
+	defer ap.c.Unlock()
+	return ap.accelStatusLocked()
 }
 
-func (d *Daemon) accelStatusLocked() (*api.AccelStatus, error) {
+func (ap *Control) accelStatusLocked() (*api.AccelStatus, error) {
 	var rec store.AccelRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) { rec, err = tx.Accel(); return }); err != nil {
+	if err := ap.c.Store().View(func(tx *store.Tx) (err error) { rec, err = tx.Accel(); return }); err != nil {
 		return nil, err
 	}
-	st := &api.AccelStatus{State: "off", SelfTest: d.accel.report}
+	st := &api.AccelStatus{State: "off", SelfTest: ap.accel.report}
 	if rec.Config.Cgroup != "" {
 		c := rec.Config
 		st.Config = &c
 	}
-	if d.dp.Available() == nil {
-		ks, err := d.dp.AccelStatus()
+	if ap.dp().Available() == nil {
+		ks, err := ap.dp().AccelStatus()
 		if err != nil {
 			return nil, err
 		}
@@ -185,67 +207,79 @@ func (d *Daemon) accelStatusLocked() (*api.AccelStatus, error) {
 		}
 	}
 	switch {
-	case d.accel.testing:
+	case ap.accel.testing:
 		st.State = "testing"
 	case rec.Enabled && st.State != "on":
 		st.State = "failed"
-		if d.accel.err != nil {
-			st.Reason = d.accel.err.Error()
-		} else if r := d.accel.report; r != nil {
+		if ap.accel.err != nil {
+			st.Reason = ap.accel.err.Error()
+		} else if r := ap.accel.report; r != nil {
 			st.Reason = r.Unavailable(accel.IgnoredCases())
-		} else if d.dp.Available() != nil {
-			st.Reason = d.dp.Available().Error()
+		} else if ap.dp().Available() != nil {
+			st.Reason = ap.dp().Available().Error()
 		}
 	}
 	return st, nil
 }
 
+// Start makes the kernel what the store says at the daemon's start: the
+// proxy redirects (errors logged: the daemon runs on), acceleration
+// (tested again in the background), and xlane's cgroup released if an
+// older xlaned or a crash left it unused.
+func (ap *Control) Start() {
+	if err := ap.reconcileProxy(); err != nil {
+		ap.c.Log().Error("reconcile proxy redirects", "err", err)
+	}
+	ap.reconcileAccel()
+	ap.releaseOwnCgroup()
+}
+
 // reconcileAccel runs at start: acceleration the store wants on is tested
 // again on this kernel (in the background; the pinned programs keep
 // running meanwhile) and attached, or turned off if the test fails.
-func (d *Daemon) reconcileAccel() {
+func (ap *Control) reconcileAccel() {
 	var rec store.AccelRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) { rec, err = tx.Accel(); return }); err != nil {
-		d.log.Error("read acceleration record", "err", err)
+	if err := ap.c.Store().View(func(tx *store.Tx) (err error) { rec, err = tx.Accel(); return }); err != nil {
+		ap.c.Log().Error("read acceleration record", "err", err)
 		return
 	}
 	if !rec.Enabled {
-		if err := d.dp.DisableAccel(); err != nil {
-			d.log.Error("disable acceleration", "err", err)
+		if err := ap.dp().DisableAccel(); err != nil {
+			ap.c.Log().Error("disable acceleration", "err", err)
 		}
 		return
 	}
-	d.mu.Lock()
-	d.accel.testing = true
-	d.mu.Unlock()
+	ap.c.Lock()
+	ap.accel.testing = true
+	ap.c.Unlock()
 	go func() {
-		r := d.selfTest()
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		d.accel.testing, d.accel.report, d.accel.err = false, r, nil
+		r := ap.selfTest()
+		ap.c.Lock()
+		defer ap.c.Unlock()
+		ap.accel.testing, ap.accel.report, ap.accel.err = false, r, nil
 		select {
-		case <-d.done:
+		case <-ap.c.Done():
 			return
 		default:
 		}
 		ign := accel.IgnoredCases()
 		if !r.Passed(ign) {
-			d.log.Warn("socket acceleration off: self-test failed on this kernel", "kernel", r.Kernel, "result", r.Summary(ign))
-			if err := d.dp.DisableAccel(); err != nil {
-				d.log.Error("disable acceleration", "err", err)
+			ap.c.Log().Warn("socket acceleration off: self-test failed on this kernel", "kernel", r.Kernel, "result", r.Summary(ign))
+			if err := ap.dp().DisableAccel(); err != nil {
+				ap.c.Log().Error("disable acceleration", "err", err)
 			}
 			return
 		}
 		err := ensureOwnCgroup(rec.Config.Cgroup)
 		if err == nil {
-			err = d.dp.EnableAccel(settings(rec.Config))
+			err = ap.dp().EnableAccel(settings(rec.Config))
 		}
 		if err != nil {
-			d.log.Error("socket acceleration off", "err", err)
-			d.accel.err = fmt.Errorf("attach at start: %w", err)
-			d.dp.DisableAccel()
+			ap.c.Log().Error("socket acceleration off", "err", err)
+			ap.accel.err = fmt.Errorf("attach at start: %w", err)
+			ap.dp().DisableAccel()
 			return
 		}
-		d.log.Info("socket acceleration on", "cgroup", rec.Config.Cgroup, "self_test", r.Summary(ign))
+		ap.c.Log().Info("socket acceleration on", "cgroup", rec.Config.Cgroup, "self_test", r.Summary(ign))
 	}()
 }

@@ -1,4 +1,4 @@
-package daemon
+package accelproxy
 
 import (
 	"errors"
@@ -24,43 +24,43 @@ func TestOwnCgroupLifeCycle(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(own) })
 	exists := func() bool { _, err := os.Stat(own); return err == nil }
-	d, _ := fakeDaemon(t)
+	ap, _ := fakeControl(t)
 	fakeSelfTest(t)
 
 	var fe *model.FieldError
-	if _, err := d.EnableAccel(api.AccelEnable{Nets: []string{"10.0.0.0/33"}}); !errors.As(err, &fe) {
+	if _, err := ap.EnableAccel(api.AccelEnable{Nets: []string{"10.0.0.0/33"}}); !errors.As(err, &fe) {
 		t.Fatalf("enable with a bad prefix: %v, want a field error", err)
 	}
-	if _, err := d.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "mark"}); !errors.As(err, &fe) {
+	if _, err := ap.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "mark"}); !errors.As(err, &fe) {
 		t.Fatalf("redirect without its mark: %v, want a field error", err)
 	}
 	if exists() {
 		t.Fatalf("refused requests created %s", own)
 	}
 
-	if _, err := d.EnableAccel(api.AccelEnable{}); err != nil {
+	if _, err := ap.EnableAccel(api.AccelEnable{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "uid", UID: 1337}); err != nil {
+	if _, err := ap.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "uid", UID: 1337}); err != nil {
 		t.Fatal(err)
 	}
 	if !exists() {
 		t.Fatalf("%s missing with acceleration and a redirect on it", own)
 	}
-	if _, err := d.DisableAccel(); err != nil {
+	if _, err := ap.DisableAccel(); err != nil {
 		t.Fatal(err)
 	}
 	if !exists() {
 		t.Fatalf("%s removed while a redirect still uses it", own)
 	}
-	if err := d.DeleteProxyRedirect(80, ""); err != nil {
+	if err := ap.DeleteProxyRedirect(80, ""); err != nil {
 		t.Fatal(err)
 	}
 	if exists() {
 		t.Fatalf("%s left when nothing uses it", own)
 	}
 	// A process in it keeps it.
-	if _, err := d.EnableAccel(api.AccelEnable{}); err != nil {
+	if _, err := ap.EnableAccel(api.AccelEnable{}); err != nil {
 		t.Fatal(err)
 	}
 	child := own + "/held"
@@ -68,14 +68,14 @@ func TestOwnCgroupLifeCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(child) })
-	if _, err := d.DisableAccel(); err != nil {
+	if _, err := ap.DisableAccel(); err != nil {
 		t.Fatal(err)
 	}
 	if !exists() {
 		t.Fatalf("%s removed with a cgroup in it", own)
 	}
 	os.Remove(child)
-	removeOwnCgroup(own, d.log) // what --uninstall does
+	removeOwnCgroup(own, ap.c.Log()) // what --uninstall does
 	if exists() {
 		t.Fatalf("%s left by uninstall's removal", own)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package accelproxy
 
 import (
 	"errors"
@@ -62,8 +62,8 @@ func networkRefused(req api.ProxyRedirect) error {
 	return model.Fieldf("network", "%q: not supported with direction \"out\": outbound redirects select their clients by cgroup (connect() hooks attach to cgroups, not networks): use --cgroup with the cgroup of the endpoint's processes", req.Network)
 }
 
-func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, error) {
-	if err := d.dp.Available(); err != nil {
+func (ap *Control) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, error) {
+	if err := ap.dp().Available(); err != nil {
 		return nil, err
 	}
 	if req.Port == 0 {
@@ -113,10 +113,10 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	ap.c.Lock()
+	defer ap.c.Unlock()
 	var have []store.ProxyRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+	if err := ap.c.Store().View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return nil, err
 	}
 	if err := proxyClash(rec, have); err != nil {
@@ -126,37 +126,37 @@ func (d *Daemon) AddProxyRedirect(req api.ProxyRedirect) (*api.ProxyRedirect, er
 		return nil, err
 	}
 	if rec.Direction == "in" {
-		out, err := d.addProxyIn(rec, rule, have)
+		out, err := ap.addProxyIn(rec, rule, have)
 		if err != nil {
-			d.releaseOwnCgroup()
+			ap.releaseOwnCgroup()
 		}
 		return out, err
 	}
-	if err := d.dp.AttachProxy(cg); err != nil {
-		d.releaseOwnCgroup()
+	if err := ap.dp().AttachProxy(cg); err != nil {
+		ap.releaseOwnCgroup()
 		return nil, err
 	}
 	undo := func() {
-		defer d.releaseOwnCgroup()
-		d.dp.DeleteProxyRule(req.Port)
+		defer ap.releaseOwnCgroup()
+		ap.dp().DeleteProxyRule(req.Port)
 		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Cgroup == cg }) {
 			if id, err := datapath.CgroupID(cg); err == nil {
-				d.dp.DetachProxy(id)
+				ap.dp().DetachProxy(id)
 			}
 		}
 	}
-	if err := d.dp.PutProxyRule(rule); err != nil {
+	if err := ap.dp().PutProxyRule(rule); err != nil {
 		undo()
 		return nil, err
 	}
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(rec) }); err != nil {
+	if err := ap.c.Store().Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(rec) }); err != nil {
 		undo()
 		return nil, err
 	}
 	out := proxyAPI(rec)
 	if !accel.Listening(req.To) {
 		out.Warning = fmt.Sprintf("nothing listens on 127.0.0.1:%d or [::1]:%d yet: redirected connections are refused until the proxy runs", req.To, req.To)
-		d.log.Warn("proxy redirect: nobody listens on the proxy port", "port", req.Port, "to", req.To)
+		ap.c.Log().Warn("proxy redirect: nobody listens on the proxy port", "port", req.Port, "to", req.To)
 	}
 	return &out, nil
 }
@@ -219,64 +219,64 @@ func closeListeners(ls []accel.Listener) {
 // addProxyIn attaches an inbound redirect: the cgroup hooks (the proxy's
 // getsockopt, listen and connect), the rule, the proxy's listeners, then
 // sk_lookup on the namespace; all or nothing.
-func (d *Daemon) addProxyIn(rec store.ProxyRecord, rule datapath.ProxyRule, have []store.ProxyRecord) (*api.ProxyRedirect, error) {
+func (ap *Control) addProxyIn(rec store.ProxyRecord, rule datapath.ProxyRule, have []store.ProxyRecord) (*api.ProxyRedirect, error) {
 	ls, err := proxyListeners(rec)
 	if err != nil {
 		return nil, err
 	}
 	defer closeListeners(ls)
 	in := proxyInRule(rec, rule)
-	if err := d.dp.AttachProxy(rec.Cgroup); err != nil {
+	if err := ap.dp().AttachProxy(rec.Cgroup); err != nil {
 		return nil, err
 	}
 	undo := func() {
 		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Direction == "in" && h.NetnsCookie == rec.NetnsCookie }) {
-			d.dp.DetachProxyIn(rec.NetnsCookie)
+			ap.dp().DetachProxyIn(rec.NetnsCookie)
 		}
-		d.dp.DeleteProxyInRule(in)
+		ap.dp().DeleteProxyInRule(in)
 		if !slices.ContainsFunc(have, func(h store.ProxyRecord) bool { return h.Cgroup == rec.Cgroup }) {
 			if id, err := datapath.CgroupID(rec.Cgroup); err == nil {
-				d.dp.DetachProxy(id)
+				ap.dp().DetachProxy(id)
 			}
 		}
 	}
-	if err := d.dp.PutProxyInRule(in); err != nil {
+	if err := ap.dp().PutProxyInRule(in); err != nil {
 		undo()
 		return nil, err
 	}
 	for _, l := range ls {
-		if err := d.dp.PutProxyListener(rec.NetnsCookie, rec.To, l.Family, int(l.File.Fd())); err != nil {
+		if err := ap.dp().PutProxyListener(rec.NetnsCookie, rec.To, l.Family, int(l.File.Fd())); err != nil {
 			undo()
 			return nil, model.Fieldf("to", "%d: the proxy's listener (pid %d): %v", rec.To, l.Pid, err)
 		}
 	}
-	if err := d.dp.AttachProxyIn(netnsPath(rec), rec.NetnsCookie); err != nil {
+	if err := ap.dp().AttachProxyIn(netnsPath(rec), rec.NetnsCookie); err != nil {
 		undo()
 		return nil, err
 	}
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(rec) }); err != nil {
+	if err := ap.c.Store().Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(rec) }); err != nil {
 		undo()
 		return nil, err
 	}
-	d.log.Info("inbound proxy redirect", "port", rec.Port, "to", rec.To, "netns", netnsPath(rec), "listeners", len(ls))
+	ap.c.Log().Info("inbound proxy redirect", "port", rec.Port, "to", rec.To, "netns", netnsPath(rec), "listeners", len(ls))
 	out := proxyAPI(rec)
 	return &out, nil
 }
 
 // ProxyRedirects lists the redirects and the counters.
-func (d *Daemon) ProxyRedirects() (*api.ProxyList, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (ap *Control) ProxyRedirects() (*api.ProxyList, error) {
+	ap.c.Lock()
+	defer ap.c.Unlock()
 	var have []store.ProxyRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+	if err := ap.c.Store().View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return nil, err
 	}
 	out := &api.ProxyList{Redirects: []api.ProxyRedirect{}}
 	for _, h := range have {
 		out.Redirects = append(out.Redirects, proxyAPI(h))
 	}
-	if d.dp.Available() == nil {
-		out.Counters, _ = d.dp.ProxyStats()
+	if ap.dp().Available() == nil {
+		out.Counters, _ = ap.dp().ProxyStats()
 	}
 	return out, nil
 }
@@ -285,11 +285,11 @@ func (d *Daemon) ProxyRedirects() (*api.ProxyList, error) {
 // "": the only redirect of port, refused naming the candidates when there
 // are several; none is fine), and the programs of its cgroup and its
 // network namespace when no other redirect uses them.
-func (d *Daemon) DeleteProxyRedirect(port uint16, key string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (ap *Control) DeleteProxyRedirect(port uint16, key string) error {
+	ap.c.Lock()
+	defer ap.c.Unlock()
 	var have []store.ProxyRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+	if err := ap.c.Store().View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return err
 	}
 	gone, ok, err := proxyPick(have, port, key)
@@ -301,25 +301,25 @@ func (d *Daemon) DeleteProxyRedirect(port uint16, key string) error {
 		if !slices.ContainsFunc(others, func(h store.ProxyRecord) bool {
 			return h.Direction == "in" && h.NetnsCookie == gone.NetnsCookie
 		}) {
-			if err := d.dp.DetachProxyIn(gone.NetnsCookie); err != nil {
+			if err := ap.dp().DetachProxyIn(gone.NetnsCookie); err != nil {
 				return err
 			}
 		}
 		rule, _ := proxyRule(gone)
 		rule.Port, rule.ToPort = gone.Port, gone.To
-		if err := d.dp.DeleteProxyInRule(proxyInRule(gone, rule)); err != nil {
+		if err := ap.dp().DeleteProxyInRule(proxyInRule(gone, rule)); err != nil {
 			return err
 		}
-	} else if err := d.dp.DeleteProxyRule(port); err != nil {
+	} else if err := ap.dp().DeleteProxyRule(port); err != nil {
 		return err
 	}
-	if err := d.store.Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(gone) }); err != nil {
+	if err := ap.c.Store().Update(func(tx *store.Tx) error { return tx.DeleteProxyRedirect(gone) }); err != nil {
 		return err
 	}
-	defer d.releaseOwnCgroup()
+	defer ap.releaseOwnCgroup()
 	if !slices.ContainsFunc(others, func(h store.ProxyRecord) bool { return h.Cgroup == gone.Cgroup }) {
 		if id, err := datapath.CgroupID(gone.Cgroup); err == nil {
-			return d.dp.DetachProxy(id)
+			return ap.dp().DetachProxy(id)
 		}
 	}
 	return nil
@@ -327,9 +327,9 @@ func (d *Daemon) DeleteProxyRedirect(port uint16, key string) error {
 
 // reconcileProxy makes the rules and cgroup attachments what the store
 // says: missing ones attached, others removed.
-func (d *Daemon) reconcileProxy() error {
+func (ap *Control) reconcileProxy() error {
 	var have []store.ProxyRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
+	if err := ap.c.Store().View(func(tx *store.Tx) (err error) { have, err = tx.ProxyRedirects(); return }); err != nil {
 		return err
 	}
 	var errs []error
@@ -346,7 +346,7 @@ func (d *Daemon) reconcileProxy() error {
 			err = ensureOwnCgroup(h.Cgroup)
 		}
 		if err == nil {
-			err = d.dp.AttachProxy(h.Cgroup)
+			err = ap.dp().AttachProxy(h.Cgroup)
 		}
 		if err == nil && h.Direction == "in" {
 			old := h.NetnsCookie
@@ -354,15 +354,15 @@ func (d *Daemon) reconcileProxy() error {
 				// The path names a new namespace now (a container
 				// restarted): what was attached to the old one went
 				// with it; rm must find the new one.
-				err = d.store.Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(h) })
+				err = ap.c.Store().Update(func(tx *store.Tx) error { return tx.PutProxyRedirect(h) })
 			}
 			if err == nil {
 				wantIn[inKey{h.NetnsCookie, h.Port}], wantNetns[h.NetnsCookie] = true, true
-				err = d.reconcileProxyIn(h, rule)
+				err = ap.reconcileProxyIn(h, rule)
 			}
 		} else if err == nil {
 			ports[h.Port] = true
-			err = d.dp.PutProxyRule(rule)
+			err = ap.dp().PutProxyRule(rule)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("redirect of port %d: %w", h.Port, err))
@@ -372,32 +372,32 @@ func (d *Daemon) reconcileProxy() error {
 			want[id] = true
 		}
 	}
-	rules, err := d.dp.ProxyRules()
+	rules, err := ap.dp().ProxyRules()
 	errs = append(errs, err)
 	for p := range rules {
 		if !ports[p] {
-			errs = append(errs, d.dp.DeleteProxyRule(p))
+			errs = append(errs, ap.dp().DeleteProxyRule(p))
 		}
 	}
-	ids, err := d.dp.ProxyCgroups()
+	ids, err := ap.dp().ProxyCgroups()
 	errs = append(errs, err)
 	for _, id := range ids {
 		if !want[id] {
-			errs = append(errs, d.dp.DetachProxy(id))
+			errs = append(errs, ap.dp().DetachProxy(id))
 		}
 	}
-	nss, err := d.dp.ProxyInNetns()
+	nss, err := ap.dp().ProxyInNetns()
 	errs = append(errs, err)
 	for _, n := range nss {
 		if !wantNetns[n] {
-			errs = append(errs, d.dp.DetachProxyIn(n))
+			errs = append(errs, ap.dp().DetachProxyIn(n))
 		}
 	}
-	inRules, err := d.dp.ProxyInRules()
+	inRules, err := ap.dp().ProxyInRules()
 	errs = append(errs, err)
 	for _, r := range inRules {
 		if !wantIn[inKey{r.Netns, r.Port}] {
-			errs = append(errs, d.dp.DeleteProxyInRule(r))
+			errs = append(errs, ap.dp().DeleteProxyInRule(r))
 		}
 	}
 	return errors.Join(errs...)
@@ -406,21 +406,21 @@ func (d *Daemon) reconcileProxy() error {
 // reconcileProxyIn re-applies an inbound redirect at start. The proxy's
 // listeners normally survive in the pinned socket map; if they are gone
 // (the map was replaced), the running proxy's are taken again.
-func (d *Daemon) reconcileProxyIn(h store.ProxyRecord, rule datapath.ProxyRule) error {
-	if err := d.dp.PutProxyInRule(proxyInRule(h, rule)); err != nil {
+func (ap *Control) reconcileProxyIn(h store.ProxyRecord, rule datapath.ProxyRule) error {
+	if err := ap.dp().PutProxyInRule(proxyInRule(h, rule)); err != nil {
 		return err
 	}
-	if !d.dp.ProxyListener(h.NetnsCookie, h.To, 4) && !d.dp.ProxyListener(h.NetnsCookie, h.To, 6) {
+	if !ap.dp().ProxyListener(h.NetnsCookie, h.To, 4) && !ap.dp().ProxyListener(h.NetnsCookie, h.To, 6) {
 		ls, err := proxyListeners(h)
 		if err != nil {
-			d.log.Warn("inbound proxy redirect: the proxy's listener is not in the map; connections are refused until it listens again", "port", h.Port, "to", h.To, "err", err)
+			ap.c.Log().Warn("inbound proxy redirect: the proxy's listener is not in the map; connections are refused until it listens again", "port", h.Port, "to", h.To, "err", err)
 		}
 		for _, l := range ls {
-			if err := d.dp.PutProxyListener(h.NetnsCookie, h.To, l.Family, int(l.File.Fd())); err != nil {
-				d.log.Warn("inbound proxy redirect: put the proxy's listener", "port", h.Port, "err", err)
+			if err := ap.dp().PutProxyListener(h.NetnsCookie, h.To, l.Family, int(l.File.Fd())); err != nil {
+				ap.c.Log().Warn("inbound proxy redirect: put the proxy's listener", "port", h.Port, "err", err)
 			}
 		}
 		closeListeners(ls)
 	}
-	return d.dp.AttachProxyIn(netnsPath(h), h.NetnsCookie)
+	return ap.dp().AttachProxyIn(netnsPath(h), h.NetnsCookie)
 }

@@ -1,4 +1,4 @@
-package daemon
+package accelproxy
 
 import (
 	"errors"
@@ -56,9 +56,9 @@ func ensureOwnCgroup(path string) error {
 }
 
 // ownCgroupUsed says whether a record names xlane's cgroup.
-func (d *Daemon) ownCgroupUsed(own string) (bool, error) {
+func (ap *Control) ownCgroupUsed(own string) (bool, error) {
 	used := false
-	err := d.store.View(func(tx *store.Tx) error {
+	err := ap.c.Store().View(func(tx *store.Tx) error {
 		a, err := tx.Accel()
 		if err != nil {
 			return err
@@ -72,15 +72,24 @@ func (d *Daemon) ownCgroupUsed(own string) (bool, error) {
 }
 
 // releaseOwnCgroup removes xlane's cgroup if nothing uses it (see above).
-func (d *Daemon) releaseOwnCgroup() {
+func (ap *Control) releaseOwnCgroup() {
 	own, err := ownCgroup()
 	if err != nil {
 		return
 	}
-	if used, err := d.ownCgroupUsed(own); err != nil || used {
+	if used, err := ap.ownCgroupUsed(own); err != nil || used {
 		return
 	}
-	removeOwnCgroup(own, d.log)
+	removeOwnCgroup(own, ap.c.Log())
+}
+
+// RemoveOwnCgroup removes xlane's cgroup unless processes, child cgroups
+// or programs are in it (`xlaned --uninstall`, once every record and pin
+// is gone).
+func RemoveOwnCgroup(log *slog.Logger) {
+	if own, err := ownCgroup(); err == nil {
+		removeOwnCgroup(own, log)
+	}
 }
 
 // removeOwnCgroup removes xlane's cgroup at own unless processes, child
