@@ -19,8 +19,8 @@
 //	internal/vm           VM endpoints: taps, DHCP/RA, QEMU probe   (moved)
 //	internal/calibration  what auto means on this node: the test bed,
 //	                      the probes, the stored choice              (moved)
-//	internal/observe      monitor, trace, flows, dumps      (moved;
-//	                      metrics and health still in the daemon)
+//	internal/observe      monitor, trace, flows, dumps, metrics'
+//	                      snapshot, status health                   (moved)
 //	internal/core/coretest  a core.Core for feature packages' tests
 //	internal/cluster      nodes, peers, probes, overlay MTU,
 //	                      the neighbour mirror                       (moved)

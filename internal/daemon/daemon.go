@@ -120,7 +120,8 @@ type Daemon struct {
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
-	lastErr   lastError           // the last warning or error logged (health.go)
+	lastErr   observe.LastError   // the last warning or error logged (core.Status)
+	report    *observe.Reporter   // the status' health, the metrics (internal/observe)
 	objErrs   objectErrors        // what the last reconcile could not apply (objerrs.go)
 	vms       *vm.VMs             // VM endpoints: taps, DHCP, QEMU (internal/vm)
 	svcs      *services.Services  // service VIPs and backends (internal/services)
@@ -158,7 +159,7 @@ func New(cfg Config) (*Daemon, error) {
 	if d.store, err = store.Open(cfg.StatePath); err != nil {
 		return nil, err
 	}
-	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
+	cfg.Log = slog.New(d.lastErr.Handler(cfg.Log.Handler()))
 	d.cfg, d.log = cfg, cfg.Log
 	d.wireFeatures()
 	if cfg.NATPorts == "" {
@@ -1296,7 +1297,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 				FixedBytes: m.Fixed, PerServiceBytes: m.PerService()}
 		}
 	}
-	st.Health = d.health()
+	st.Health = d.report.Health()
 	st.VM = d.vms.Status()
 	return st, err
 }
