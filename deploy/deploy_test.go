@@ -81,22 +81,36 @@ func objects(t *testing.T) map[string]object {
 }
 
 // TestRBAC: the ClusterRole lets xlaned read (get, list, watch) every
-// resource Kubernetes mode watches, and grants nothing else.
+// resource Kubernetes mode watches, patch what it writes (k8s.Written:
+// ClusterNetworkPolicies' status), and grants nothing else.
 func TestRBAC(t *testing.T) {
 	role, ok := objects(t)["ClusterRole/xlane"]
 	if !ok {
 		t.Fatal("no ClusterRole/xlane")
 	}
 	granted := map[string]bool{}
+	written := map[string]bool{}
+	for _, w := range k8s.Written {
+		written[w.Group+"/"+w.Resource] = true
+	}
 	for i, r := range role.Rules {
-		if strings.Join(r.Verbs, ",") != "get,list,watch" {
-			t.Errorf("ClusterRole rules[%d]: verbs %v, want get, list, watch (xlaned writes nothing)", i, r.Verbs)
-		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
-				granted[g+"/"+res] = true
+				want := "get,list,watch"
+				if written[g+"/"+res] {
+					want = "patch" // and nothing else: xlaned writes only these
+					delete(written, g+"/"+res)
+				} else {
+					granted[g+"/"+res] = true
+				}
+				if strings.Join(r.Verbs, ",") != want {
+					t.Errorf("ClusterRole rules[%d] %s/%s: verbs %v, want %s", i, g, res, r.Verbs, want)
+				}
 			}
 		}
+	}
+	for w := range written {
+		t.Errorf("ClusterRole: no patch of %s: internal/k8s writes it", w)
 	}
 	for _, w := range k8s.Watched {
 		if !granted[w.Group+"/"+w.Resource] {

@@ -14,7 +14,11 @@
 # with XLANE_CONFORMANCE_RECORD=1 the summaries are also copied to
 # test/conformance/<version>/, the record of each suite release kept in
 # the repository. XLANE_CONFORMANCE_PROCS (default 4) parallel ginkgo
-# processes; XLANE_CONFORMANCE_FOCUS runs one focus instead of the suites.
+# processes; XLANE_CONFORMANCE_FOCUS runs one focus instead of the suites,
+# or, when it is network-policy-api, the upstream ClusterNetworkPolicy
+# conformance suite (scripts/cnp-conformance.sh builds it; its report and
+# summary with XLANE_CONFORMANCE_RECORD=1 go to
+# test/conformance/network-policy-api/).
 #
 #     make test-k8s-conformance
 #     XLANE_CONFORMANCE_FOCUS='\[sig-network\] DNS' make test-k8s-conformance
@@ -40,6 +44,14 @@ timed "scripts/k8s-bins.sh (cluster binaries, e2e.test, kubectl, ginkgo, agnhost
 bins=$(cat "$results/bins")
 rm "$results/bins"
 timed "scripts/k8s-coredns.sh (CoreDNS)" "$here/scripts/k8s-coredns.sh" >/dev/null
+# XLANE_CONFORMANCE_FOCUS=network-policy-api runs the upstream
+# ClusterNetworkPolicy suite instead of Kubernetes' own.
+if [[ ${XLANE_CONFORMANCE_FOCUS:-} == network-policy-api ]]; then
+	timed "scripts/cnp-conformance.sh (the network-policy-api suite)" "$here/scripts/cnp-conformance.sh" >"$results/cnpbin"
+	export XLANE_CNP_CONFORMANCE_BIN
+	XLANE_CNP_CONFORMANCE_BIN=$(cat "$results/cnpbin")
+	rm "$results/cnpbin"
+fi
 
 cd "$here"
 set +e
@@ -47,7 +59,12 @@ XLANE_K8S_BIN=$bins go test -count=1 -timeout 170m -v -run '^TestKubernetesConfo
 	2>&1 | tee "$results/go-test.log"
 rc=${PIPESTATUS[0]}
 set -e
-if [[ ${XLANE_CONFORMANCE_RECORD:-} == 1 ]]; then
+if [[ ${XLANE_CONFORMANCE_RECORD:-} == 1 && ${XLANE_CONFORMANCE_FOCUS:-} == network-policy-api ]]; then
+	rec=test/conformance/network-policy-api/${XLANE_NETPOL_API_VERSION:-v0.3.0}
+	mkdir -p "$rec"
+	cp "$results/network-policy-api.yaml" "$rec/xlane.yaml"
+	cp "$results/network-policy-api.txt" "$results/timings.txt" "$rec/"
+elif [[ ${XLANE_CONFORMANCE_RECORD:-} == 1 ]]; then
 	mkdir -p "test/conformance/$version"
 	for s in "$results"/*.txt; do
 		[[ $(basename "$s") == timings.txt ]] && continue

@@ -549,6 +549,9 @@ enum fw_action {
 	FW_DROP,
 	FW_REJECT,
 	FW_LOG,			/* sampled event, then the next matching rule */
+	FW_PASS,		/* counted, then the search goes on at bit
+				 * fw_rule.pass_to (a tier's later rules
+				 * skipped: ClusterNetworkPolicy's Pass) */
 };
 
 enum fw_limits {
@@ -556,6 +559,9 @@ enum fw_limits {
 	FW_WORDS = 256,		/* u64 words of a bitmap */
 	FW_SUM_WORDS = 4,	/* u64 words of its summary (bit i: w[i] != 0) */
 	FW_MAX_LOG_RULES = 32,	/* log rules per set: bounds the search loop */
+	FW_MAX_PASS_TARGETS = 8,	/* distinct fw_rule.pass_to of a set: a
+				 * packet meets at most one pass rule per
+				 * target (each jumps past the next) */
 	FW_LIN_MAX = 8,		/* fw_gen.lin_rules: the uplink's list of a small set */
 	/* Layout of the scalar inner array (u32 class per value). */
 	FW_SC_SPORT = 0,	/* 65536 ports, then FW_NO_L4 */
@@ -605,7 +611,12 @@ struct fw_rule {
 	__u32 slot;		/* xlane_fw_counters index (stable per rule) */
 	__u8 action;		/* enum fw_action */
 	__u8 is_default;	/* a scope's default policy */
-	__u16 sample;		/* log 1 in sample hits (0: never) */
+	union {
+		__u16 sample;	/* log 1 in sample hits (0: never) */
+		__u16 pass_to;	/* FW_PASS: the bit the search goes on
+				 * from (the first rule of the next tier),
+				 * always after the pass rule's own */
+	};
 };
 
 /*

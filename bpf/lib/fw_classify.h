@@ -102,6 +102,7 @@ struct fw_scratch {
 	__u64 acc;
 	__u32 base;
 	__u32 found;
+	__u32 from; /* a pass rule's target: bits below it are skipped */
 	/* The uplink (fw_prepare_xdp) tests established only for a packet a
 	 * rule matched; set for uplink packets only. */
 	__u32 late_ct;
@@ -255,11 +256,50 @@ struct fw_walk {
 	struct fw_scratch *sc;
 };
 
+/* fw_skip_below clears the bits of c (candidate words base..base+63)
+ * below word tw. */
+static __always_inline __u64 fw_skip_below(__u64 c, __u32 base, __u32 tw)
+{
+	if (tw >= base + 64)
+		return 0;
+	if (tw > base)
+		return c & (~0ULL << (tw - base));
+	return c;
+}
+
+/*
+ * fw_pass moves the search on to bit `to` (a pass rule's pass_to: the
+ * next tier): the current word keeps its bits from `to` on, or, when
+ * `to` is in a later word, it is dropped with the candidate words before
+ * that word, and fw_step masks the bits below `to` of that word when it
+ * loads it (sc->from). Only ever forwards (the compiler puts `to` after the pass
+ * rule's own bit), so a packet meets at most one pass rule per distinct
+ * target and the walk stays within its steps.
+ */
+static __always_inline void fw_pass(struct fw_scratch *sc, __u32 to)
+{
+	__u32 tw = to / 64;
+
+	sc->from = to;
+	if (tw == sc->base / 64) {
+		sc->acc &= ~0ULL << (to & 63);
+		return;
+	}
+	if (tw < sc->base / 64)
+		return;
+	sc->acc = 0;
+	sc->c0 = fw_skip_below(sc->c0, 0, tw);
+	sc->c1 = fw_skip_below(sc->c1, 64, tw);
+	sc->c2 = fw_skip_below(sc->c2, 128, tw);
+	sc->c3 = fw_skip_below(sc->c3, 192, tw);
+}
+
 /*
  * fw_step is a bpf_loop callback, one step of the search: with no
  * matching rule left in the current word, move to the next candidate word
  * (stop when none is left); else take the word's first rule: a log rule
- * emits its event and the walk goes on, any other decides (stop). A
+ * emits its event and the walk goes on, a pass rule moves the walk on
+ * to its target (fw_pass), any other decides (stop). A
  * callback rather than a bounded loop: the verifier checks its body once,
  * where 300 iterations of data-dependent branches exceed its budget; the
  * kernel inlines the call.
@@ -290,6 +330,10 @@ static long fw_step(__u64 n, void *ctx)
 		i &= FW_WORDS - 1;
 		sc->acc = fw_word(&w->m, i);
 		sc->base = i * 64;
+		/* The word of a pass rule's target: the words before it are
+		 * no candidates any more, so base < from only here. */
+		if (sc->base < sc->from)
+			sc->acc &= ~0ULL << ((sc->from - sc->base) & 63);
 		return 0;
 	}
 	sc->key = sc->base + fw_ctz(sc->acc);
@@ -297,6 +341,11 @@ static long fw_step(__u64 n, void *ctx)
 	r = bpf_map_lookup_elem(w->rules, &sc->key);
 	if (!r)
 		return 1;
+	if (r->action == FW_PASS) {
+		fw_count(r, sc);
+		fw_pass(sc, r->pass_to);
+		return 0;
+	}
 	if (r->action != FW_LOG) {
 		sc->found = sc->key + 1;
 		return 1;
@@ -310,7 +359,8 @@ static long fw_step(__u64 n, void *ctx)
  * fw_search walks the matching rules in priority order and returns the
  * one that decides, or NULL when none matches. At most FW_WORDS words are
  * ANDed, one step per word and per matching log rule, of which a set has
- * at most FW_MAX_LOG_RULES.
+ * at most FW_MAX_LOG_RULES, and per pass rule met, at most one per
+ * distinct target (FW_MAX_PASS_TARGETS).
  */
 static __always_inline struct fw_rule *fw_search(struct fw_walk *w)
 {
@@ -322,7 +372,8 @@ static __always_inline struct fw_rule *fw_search(struct fw_walk *w)
 	sc->c3 = fw_sum(&w->m, 3);
 	sc->acc = 0;
 	sc->found = 0;
-	bpf_loop(2 * FW_WORDS + FW_MAX_LOG_RULES + 1, fw_step, w, 0);
+	sc->from = 0;
+	bpf_loop(2 * FW_WORDS + FW_MAX_LOG_RULES + FW_MAX_PASS_TARGETS + 1, fw_step, w, 0);
 	if (!sc->found)
 		return 0;
 	sc->key = sc->found - 1;

@@ -43,11 +43,13 @@ const (
 	FwDrop   = uint8(tcFwActionFW_DROP)
 	FwReject = uint8(tcFwActionFW_REJECT)
 	FwLog    = uint8(tcFwActionFW_LOG)
+	FwPass   = uint8(tcFwActionFW_PASS)
 
 	FwMaxRules    = int(tcFwLimitsFW_MAX_RULES)
 	FwWords       = int(tcFwLimitsFW_WORDS)
 	FwSumWords    = int(tcFwLimitsFW_SUM_WORDS)
 	FwMaxLogRules = int(tcFwLimitsFW_MAX_LOG_RULES)
+	FwMaxPassTo   = int(tcFwLimitsFW_MAX_PASS_TARGETS)
 	FwLinMax      = int(tcFwLimitsFW_LIN_MAX)
 	FwScSport     = uint32(tcFwLimitsFW_SC_SPORT)
 	FwScDport     = uint32(tcFwLimitsFW_SC_DPORT)

@@ -128,6 +128,7 @@ const (
 	tcFwActionFW_DROP   tcFwAction = 1
 	tcFwActionFW_REJECT tcFwAction = 2
 	tcFwActionFW_LOG    tcFwAction = 3
+	tcFwActionFW_PASS   tcFwAction = 4
 )
 
 type tcFwAddrKey struct {
@@ -247,20 +248,21 @@ const (
 type tcFwLimits uint32
 
 const (
-	tcFwLimitsFW_MAX_RULES     tcFwLimits = 16384
-	tcFwLimitsFW_WORDS         tcFwLimits = 256
-	tcFwLimitsFW_SUM_WORDS     tcFwLimits = 4
-	tcFwLimitsFW_MAX_LOG_RULES tcFwLimits = 32
-	tcFwLimitsFW_LIN_MAX       tcFwLimits = 8
-	tcFwLimitsFW_SC_SPORT      tcFwLimits = 0
-	tcFwLimitsFW_SC_DPORT      tcFwLimits = 65537
-	tcFwLimitsFW_SC_PROTO      tcFwLimits = 131074
-	tcFwLimitsFW_SC_FLAGS      tcFwLimits = 131330
-	tcFwLimitsFW_SC_SIZE       tcFwLimits = 131586
-	tcFwLimitsFW_NO_L4         tcFwLimits = 65536
-	tcFwLimitsFW_CLASS_ALL     tcFwLimits = 0
-	tcFwLimitsFW_ADDR_V6       tcFwLimits = 128
-	tcFwLimitsFW_EXACT_TUPLE4  tcFwLimits = 64
+	tcFwLimitsFW_MAX_RULES        tcFwLimits = 16384
+	tcFwLimitsFW_WORDS            tcFwLimits = 256
+	tcFwLimitsFW_SUM_WORDS        tcFwLimits = 4
+	tcFwLimitsFW_MAX_LOG_RULES    tcFwLimits = 32
+	tcFwLimitsFW_MAX_PASS_TARGETS tcFwLimits = 8
+	tcFwLimitsFW_LIN_MAX          tcFwLimits = 8
+	tcFwLimitsFW_SC_SPORT         tcFwLimits = 0
+	tcFwLimitsFW_SC_DPORT         tcFwLimits = 65537
+	tcFwLimitsFW_SC_PROTO         tcFwLimits = 131074
+	tcFwLimitsFW_SC_FLAGS         tcFwLimits = 131330
+	tcFwLimitsFW_SC_SIZE          tcFwLimits = 131586
+	tcFwLimitsFW_NO_L4            tcFwLimits = 65536
+	tcFwLimitsFW_CLASS_ALL        tcFwLimits = 0
+	tcFwLimitsFW_ADDR_V6          tcFwLimits = 128
+	tcFwLimitsFW_EXACT_TUPLE4     tcFwLimits = 64
 )
 
 type tcFwLin struct {
@@ -374,8 +376,8 @@ type tcFwScratch struct {
 	Acc       uint64
 	Base      uint32
 	Found     uint32
+	From      uint32
 	LateCt    uint32
-	_         [4]byte
 	LhJiffies uint64
 	LhSlot    uint32
 	PadLh     uint32

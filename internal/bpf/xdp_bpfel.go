@@ -263,8 +263,8 @@ type xdpFwScratch struct {
 	Acc       uint64
 	Base      uint32
 	Found     uint32
+	From      uint32
 	LateCt    uint32
-	_         [4]byte
 	LhJiffies uint64
 	LhSlot    uint32
 	PadLh     uint32

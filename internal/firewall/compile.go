@@ -87,12 +87,14 @@ func (p *pool) class(b *bitset) uint32 {
 func Compile(pol *Policy, slots map[string]uint32) (*Tables, error) {
 	var atoms []atom
 	t := &Tables{Scalar: make([]uint32, bpf.FwScSize)}
+	firstBit := make([]int, len(pol.Rules)+1) // rule -> its first bit
 	for i := range pol.Rules {
 		r := &pol.Rules[i]
 		slot, ok := slots[r.Name]
 		if !ok {
 			return nil, fmt.Errorf("compile: rule %q has no counter slot", r.Name)
 		}
+		firstBit[i] = len(t.Rules)
 		for j := range r.Matches {
 			atoms = append(atoms, atom{i, &r.Matches[j]})
 			t.Rules = append(t.Rules, bpf.FwRule{Slot: slot, Action: r.Action, IsDefault: b2u8(r.Default), Sample: r.Sample})
@@ -102,8 +104,16 @@ func Compile(pol *Policy, slots map[string]uint32) (*Tables, error) {
 			t.Bit = append(t.Bit, i)
 		}
 	}
+	firstBit[len(pol.Rules)] = len(t.Rules)
 	if len(atoms) > bpf.FwMaxRules {
 		return nil, fmt.Errorf("compile: %d classifier bits, at most %d", len(atoms), bpf.FwMaxRules)
+	}
+	// A pass rule's bits carry the bit the search goes on at (fw_rule's
+	// pass_to, in the union with sample: a pass rule has no events).
+	for bit := range t.Rules {
+		if t.Rules[bit].Action == bpf.FwPass {
+			t.Rules[bit].Sample = uint16(firstBit[pol.passTarget(t.Bit[bit])])
+		}
 	}
 	pl := newPool()
 	if pol.Established {
@@ -153,7 +163,7 @@ func compileTuple4(t *Tables, atoms []atom) {
 		r := t.Rules[i]
 		// (An address list holds 0.0.0.0/0 for "any"; nil matches
 		// nothing. A nil protocol or port list is "any".)
-		if r.Action == bpf.FwLog || r.Sample != 0 || m.SMAC != nil || m.DMAC != nil || m.FlagsMask != 0 ||
+		if r.Action == bpf.FwLog || r.Action == bpf.FwPass || r.Sample != 0 || m.SMAC != nil || m.DMAC != nil || m.FlagsMask != 0 ||
 			!anyPrefix(m.Dst4) || m.SPort != nil {
 			return
 		}
@@ -246,7 +256,7 @@ func compileLin(t *Tables, atoms []atom) {
 			continue
 		}
 		r := t.Rules[i]
-		if r.Action == bpf.FwLog || r.Sample != 0 || m.SMAC != nil || m.DMAC != nil {
+		if r.Action == bpf.FwLog || r.Action == bpf.FwPass || r.Sample != 0 || m.SMAC != nil || m.DMAC != nil {
 			return
 		}
 		protos := []int{-1}
@@ -679,15 +689,23 @@ func (t *Tables) Classify(pk Packet) (decides int, logged []int) {
 			and[i] &= t.Pool[c][i]
 		}
 	}
+	from := 0 // a pass rule's target: bits below it are skipped
 	for i, w := range and {
 		for w != 0 {
 			bit := i*64 + bits.TrailingZeros64(w)
 			w &= w - 1
+			if bit < from {
+				continue
+			}
 			if bit >= len(t.Rules) {
 				return -1, logged
 			}
-			if t.Rules[bit].Action == bpf.FwLog {
+			switch t.Rules[bit].Action {
+			case bpf.FwLog:
 				logged = append(logged, bit)
+				continue
+			case bpf.FwPass:
+				from = int(t.Rules[bit].Sample)
 				continue
 			}
 			return bit, logged

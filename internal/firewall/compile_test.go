@@ -28,9 +28,16 @@ func TestCompileMatchesReference(t *testing.T) {
 	if testing.Short() {
 		sizes, packets = []int{1, 5, 50}, 300
 	}
+	matchesReference(t, fwtest.RandomRuleSet, 0, sizes, packets)
+}
+
+// matchesReference compiles a set of every size from gen and checks
+// random packets against the reference model: the same deciding rule
+// and the same log rules, every time.
+func matchesReference(t *testing.T, gen func(*rand.Rand, int) *firewall.RuleSet, seed0 uint64, sizes []int, packets int) {
 	for seed, n := range sizes {
-		rng := rand.New(rand.NewPCG(uint64(seed), uint64(n)))
-		rs := fwtest.RandomRuleSet(rng, n)
+		rng := rand.New(rand.NewPCG(uint64(seed)+seed0, uint64(n)))
+		rs := gen(rng, n)
 		pol, err := firewall.Validate(rs, fwtest.Resolver())
 		if err != nil {
 			t.Fatalf("%d rules: validate: %v", n, err)

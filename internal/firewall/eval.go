@@ -25,20 +25,36 @@ type Packet struct {
 
 // Evaluate is the reference model: it tries the rules in order, one by
 // one, field by field, and returns the index of the rule that decides pk
-// and the log rules met on the way; -1 when no rule matches (allow).
+// and the log rules met on the way; -1 when no rule matches (allow). A
+// pass rule that matches skips the rules of priority below its PassTo.
 func (p *Policy) Evaluate(pk Packet) (decides int, logged []int) {
-	for i := range p.Rules {
+	for i := 0; i < len(p.Rules); i++ {
 		r := &p.Rules[i]
 		if !slices.ContainsFunc(r.Matches, func(m Match) bool { return m.matches(pk) }) {
 			continue
 		}
-		if r.Action == bpf.FwLog {
+		switch r.Action {
+		case bpf.FwLog:
 			logged = append(logged, i)
+			continue
+		case bpf.FwPass:
+			i = p.passTarget(i) - 1
 			continue
 		}
 		return i, logged
 	}
 	return -1, logged
+}
+
+// passTarget is the index of the rule the search goes on at after the
+// pass rule i: the first later one of priority PassTo or more, or the
+// first default.
+func (p *Policy) passTarget(i int) int {
+	j := i + 1
+	for j < len(p.Rules) && !p.Rules[j].Default && p.Rules[j].Priority < p.Rules[i].PassTo {
+		j++
+	}
+	return j
 }
 
 func (m *Match) matches(pk Packet) bool {

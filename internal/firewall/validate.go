@@ -59,8 +59,9 @@ type Match struct {
 // an endpoint-scoped rule in both directions is two).
 type PRule struct {
 	Name     string
-	Action   uint8 // bpf.FwAllow, FwDrop, FwReject, FwLog
+	Action   uint8 // bpf.FwAllow, FwDrop, FwReject, FwLog, FwPass
 	Sample   uint16
+	PassTo   int // FwPass: the search goes on at the first rule of this priority or more
 	Default  bool
 	Priority int
 	Matches  []Match
@@ -162,6 +163,7 @@ func validate(rs *RuleSet, res Resolver, live bool) (*Policy, error) {
 	var rules []ordered
 	logs := 0
 	bits := 0
+	passTo := map[int]bool{}
 	for i, r := range rs.Rules {
 		name := r.Name
 		if name == "" {
@@ -187,6 +189,12 @@ func validate(rs *RuleSet, res Resolver, live bool) (*Policy, error) {
 		}
 		if pr.Action == bpf.FwLog {
 			logs += len(pr.Matches)
+		}
+		if pr.Action == bpf.FwPass {
+			passTo[pr.PassTo] = true
+			if len(passTo) > bpf.FwMaxPassTo {
+				return nil, ferr(name, "pass_to", "%d: the set's pass rules have %d targets, at most %d (each costs a step of a matching packet's search)", pr.PassTo, len(passTo), bpf.FwMaxPassTo)
+			}
 		}
 		bits += len(pr.Matches)
 		rules = append(rules, ordered{pr, i})
@@ -222,6 +230,8 @@ func parseAction(s string, allowLog bool) (uint8, bool) {
 		return bpf.FwReject, true
 	case "log":
 		return bpf.FwLog, allowLog
+	case "pass":
+		return bpf.FwPass, allowLog
 	}
 	return 0, false
 }
@@ -364,11 +374,22 @@ func validateRule(r Rule, res Resolver) (PRule, error) {
 	act, ok := parseAction(r.Action, true)
 	if !ok {
 		if r.Action == "" {
-			return pr, fe("action", "missing: want allow, drop, reject or log")
+			return pr, fe("action", "missing: want allow, drop, reject, log or pass")
 		}
-		return pr, fe("action", "%q: want allow, drop, reject or log", r.Action)
+		return pr, fe("action", "%q: want allow, drop, reject, log or pass", r.Action)
 	}
 	pr.Action = act
+	switch {
+	case act == bpf.FwPass && r.PassTo <= pr.Priority:
+		return pr, fe("pass_to", "%d: a pass rule goes on at a later priority than its own (%d)", r.PassTo, pr.Priority)
+	case act == bpf.FwPass && r.PassTo > 1000001:
+		return pr, fe("pass_to", "%d: want at most 1000001 (past every rule: the defaults)", r.PassTo)
+	case act == bpf.FwPass && r.Log != 0:
+		return pr, fe("log", "%d: a pass rule decides nothing, it has no events", r.Log)
+	case act != bpf.FwPass && r.PassTo != 0:
+		return pr, fe("pass_to", "%d: only for action pass", r.PassTo)
+	}
+	pr.PassTo = r.PassTo
 	if r.Log < 0 || r.Log > 65535 {
 		return pr, fe("log", "%d: want 1 (every hit) to 65535 (one hit in 65535), or 0 for no events", r.Log)
 	}

@@ -15,6 +15,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
@@ -143,7 +144,11 @@ func Run(ctx context.Context, cfg Config, t Target) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	return run(ctx, cfg, cs, t)
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	return runWith(ctx, cfg, cs, dyn, t, "")
 }
 
 // run is Run with a client (a fake one in tests).
@@ -153,6 +158,12 @@ func run(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target) err
 
 // runAt is run with the health-check NodePorts on host ("": every address).
 func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, host string) error {
+	return runWith(ctx, cfg, cs, nil, t, host)
+}
+
+// runWith is runAt with a dynamic client for the ClusterNetworkPolicies
+// (nil: none are watched).
+func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynamic.Interface, t Target, host string) error {
 	f := informers.NewSharedInformerFactory(cs, 0)
 	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
 		nodes:      f.Core().V1().Nodes(),
@@ -209,6 +220,10 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 		}
 	}
 	cfg.Log.Info("kubernetes: caches synced", "took", time.Since(start).Round(time.Millisecond))
+	if dyn != nil {
+		c.cnp = &cnpWatch{dyn: dyn, disc: cs.Discovery(), log: cfg.Log, mark: func() { c.mark(func(d *dirty) { d.policies = true }) }}
+		c.cnp.start(ctx)
+	}
 	err := c.sync()
 	go func() {
 		defer f.Shutdown()
@@ -224,7 +239,12 @@ type Resource struct{ Group, Resource string }
 // Watched is what Run watches (list and watch; deploy/kubernetes/rbac.yaml
 // must allow exactly these, deploy's test checks it).
 var Watched = []Resource{{"", "nodes"}, {"", "services"}, {"", "pods"}, {"", "namespaces"},
-	{"discovery.k8s.io", "endpointslices"}, {"networking.k8s.io", "networkpolicies"}}
+	{"discovery.k8s.io", "endpointslices"}, {"networking.k8s.io", "networkpolicies"},
+	{CNPResource.Group, CNPResource.Resource}}
+
+// Written is what Run writes (patch): the status of ClusterNetworkPolicies
+// (CNPConditionType), nothing else.
+var Written = []Resource{{CNPResource.Group, CNPResource.Resource + "/status"}}
 
 // sliceIndex indexes EndpointSlices by their Service's namespace/name.
 const sliceIndex = "service"
@@ -239,6 +259,7 @@ type controller struct {
 	pods       coreinformers.PodInformer
 	namespaces coreinformers.NamespaceInformer
 	policies   networkinginformers.NetworkPolicyInformer
+	cnp        *cnpWatch // nil: ClusterNetworkPolicies are not watched
 
 	mu    sync.Mutex
 	dirty dirty // what changed since the last sync
@@ -514,12 +535,26 @@ func (c *controller) syncPolicies(self []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	rules := TranslatePolicies(PolicyInput{Policies: pols, Pods: pods, Namespaces: nss, NodeName: c.cfg.NodeName, NodeAddrs: self})
-	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
+	nodes, err := c.nodes.Lister().List(labels.Everything())
+	if err != nil {
 		return err
 	}
-	if len(pols) > 0 {
-		c.cfg.Log.Info("kubernetes policy sync", "policies", len(pols), "pods", len(pods), "rules", len(rules),
+	cnps, undecodable := c.cnp.list()
+	rules, sts := TranslateAllPolicies(PolicyInput{Policies: pols, ClusterPolicies: cnps, Pods: pods, Namespaces: nss, Nodes: nodes,
+		NodeName: c.cfg.NodeName, NodeAddrs: self})
+	if err := c.t.ApplyFirewallOwned(PolicyPrefix, rules); err != nil {
+		// Nothing of the set is applied: every policy says so.
+		for i := range sts {
+			if sts[i].Accepted {
+				sts[i] = CNPStatus{Name: sts[i].Name, Message: "this node's firewall refused the policies' rules (none applied): " + err.Error()}
+			}
+		}
+		c.cnp.report(append(undecodable, sts...))
+		return err
+	}
+	c.cnp.report(append(undecodable, sts...))
+	if len(pols) > 0 || len(cnps) > 0 {
+		c.cfg.Log.Info("kubernetes policy sync", "policies", len(pols), "cluster_policies", len(cnps), "pods", len(pods), "rules", len(rules),
 			"took", time.Since(start).Round(time.Microsecond))
 	}
 	return nil

@@ -16,8 +16,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -280,5 +284,82 @@ func TestControllerPolicyRulesNameNoVIP(t *testing.T) {
 	r.mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d policy applies after an EndpointSlice change, want the first alone", n)
+	}
+}
+
+// TestControllerClusterPolicy: before the API server serves the
+// ClusterNetworkPolicy CRD the policies are not watched (and nothing
+// fails); once it does, they are, their rules are applied with the
+// NetworkPolicies', a policy with a bad field is left out, and each
+// policy's status condition says which (the field named).
+func TestControllerClusterPolicy(t *testing.T) {
+	defer func(d time.Duration) { cnpRecheck = d }(cnpRecheck)
+	cnpRecheck = 20 * time.Millisecond
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.78.1"}}}}
+	web := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.244.1.5"}}}}
+	nsd := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"kubernetes.io/metadata.name": "default"}}}
+	cs := fake.NewClientset(node, web, nsd)
+	toU := func(p *ClusterNetworkPolicy) *unstructured.Unstructured {
+		p.APIVersion, p.Kind = CNPResource.GroupVersion().String(), "ClusterNetworkPolicy"
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &unstructured.Unstructured{Object: m}
+	}
+	good := cnp("deny-all", CNPTierAdmin, 1, nsSubject(defaultNS), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(anyNS)}}}, nil)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{CNPResource: "ClusterNetworkPolicyList"}, toU(good))
+	r := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := runWith(ctx, Config{NodeName: "n1", Log: slog.New(slog.DiscardHandler)}, cs, dyn, r, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.waitPolicies(t, 0); len(got) != 0 {
+		t.Fatalf("CRD not served: rules %v", got)
+	}
+	// The CRD is installed.
+	cs.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
+		GroupVersion: CNPResource.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: CNPResource.Resource}}}}
+	last := func() []rules.Rule {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.policies[len(r.policies)-1]
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(last()) == 0; time.Sleep(10 * time.Millisecond) {
+	}
+	if got := last(); len(got) != 1 || got[0].Name != "k8s.np.admin:deny-all.in0" || got[0].Action != "drop" || got[0].Priority != CNPAdminBase+CNPRuleSlots {
+		t.Fatalf("after the CRD: %v, want deny-all's rule", got)
+	}
+	bad := cnp("bad", CNPTierAdmin, 2, nsSubject(defaultNS), nil, []CNPRule{{Action: CNPDeny, To: []CNPPeer{{Networks: []string{"10.0.0.1/8"}}}}})
+	if _, err := dyn.Resource(CNPResource).Create(ctx, toU(bad), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cond := func(name string) map[string]any {
+		u, err := dyn.Resource(CNPResource).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m := c.(map[string]any); m["type"] == CNPConditionType {
+				return m
+			}
+		}
+		return nil
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && cond("bad") == nil; time.Sleep(10 * time.Millisecond) {
+	}
+	if c := cond("bad"); c == nil || c["status"] != "False" || c["message"] != `spec.egress[0].to[0].networks[0]: "10.0.0.1/8": want a CIDR without host bits (10.0.0.0/8, fd00::/8)` {
+		t.Errorf("bad's condition: %v", c)
+	}
+	if c := cond("deny-all"); c == nil || c["status"] != "True" {
+		t.Errorf("deny-all's condition: %v", c)
+	}
+	if got := last(); len(got) != 1 || got[0].Name != "k8s.np.admin:deny-all.in0" {
+		t.Errorf("with bad: %v, want deny-all's rule alone", got)
 	}
 }

@@ -43,6 +43,10 @@ type PolicyInput struct {
 	// InternalIPs: traffic between a pod and its node is always allowed.
 	NodeName  string
 	NodeAddrs []netip.Addr
+	// ClusterPolicies are the ClusterNetworkPolicies (cnp.go), Nodes the
+	// cluster's Nodes (their nodes peers).
+	ClusterPolicies []*ClusterNetworkPolicy
+	Nodes           []*corev1.Node
 }
 
 // pod is a Pod as policies see it: its addresses and labels.
@@ -76,6 +80,13 @@ type pod struct {
 // SCTP ports are left out (the firewall matches TCP and UDP ports): a policy
 // allowing only SCTP allows nothing.
 func TranslatePolicies(in PolicyInput) []rules.Rule {
+	out, _ := TranslateAllPolicies(in)
+	return out
+}
+
+// TranslateAllPolicies is TranslatePolicies with the
+// ClusterNetworkPolicies' statuses (their rules are among the rules).
+func TranslateAllPolicies(in PolicyInput) ([]rules.Rule, []CNPStatus) {
 	nsLabels := map[string]labels.Set{}
 	for _, n := range in.Namespaces {
 		nsLabels[n.Name] = labels.Set(n.Labels)
@@ -142,9 +153,15 @@ func TranslatePolicies(in PolicyInput) []rules.Rule {
 			selectedAll = append(selectedAll, p.addrs...)
 		}
 	}
-	if len(out) == 0 {
-		return nil
+	// The node rules are for the pods NetworkPolicies select (a
+	// NetworkPolicy always lets a pod's node in and out), after the
+	// Admin tier (which may deny the node: a nodes peer) and before the
+	// Baseline tier.
+	cnpRules, statuses := translateCluster(in, pods, nsLabels)
+	if len(out) == 0 && len(cnpRules) == 0 {
+		return nil, statuses
 	}
+	out = append(out, cnpRules...)
 	slices.SortFunc(selectedAll, netip.Addr.Compare)
 	selectedAll = slices.Compact(selectedAll)
 	node, eps := addrList(in.NodeAddrs), addrList(selectedAll)
@@ -156,7 +173,7 @@ func TranslatePolicies(in PolicyInput) []rules.Rule {
 				Src: eps, Dst: node, Comment: "NetworkPolicy: a pod reaches its own node"})
 	}
 	slices.SortFunc(out, func(a, b rules.Rule) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+	return out, statuses
 }
 
 // policyTypes says which directions a policy isolates: policyTypes when

@@ -84,15 +84,6 @@ type conn struct {
 // it out of the sender and the receiver's node lets it into the receiver.
 func TestTranslatePolicies(t *testing.T) {
 	pods := policyPods()
-	addr := map[string][2]netip.Addr{}
-	node := map[string]string{}
-	for _, p := range pods {
-		if len(p.Status.PodIPs) == 2 {
-			addr[p.Name] = [2]netip.Addr{netip.MustParseAddr(p.Status.PodIPs[0].IP), netip.MustParseAddr(p.Status.PodIPs[1].IP)}
-			node[p.Name] = p.Spec.NodeName
-		}
-	}
-	nodeAddrs := map[string][]netip.Addr{"n1": {netip.MustParseAddr("192.168.78.1")}, "n2": {netip.MustParseAddr("192.168.78.2")}}
 	for _, c := range []struct {
 		name     string
 		policies []*networkingv1.NetworkPolicy
@@ -299,54 +290,73 @@ func TestTranslatePolicies(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pols := map[string]*firewall.Policy{}
-			for _, n := range []string{"n1", "n2"} {
-				got := TranslatePolicies(PolicyInput{Policies: c.policies, Pods: pods, Namespaces: policyNamespaces(), NodeName: n, NodeAddrs: nodeAddrs[n]})
-				if n == "n2" && c.rules != 0 && len(got) != c.rules {
-					t.Errorf("%d rules on n2, want %d:\n%s", len(got), c.rules, ruleDump(got))
-				}
-				for _, r := range got {
-					if !strings.HasPrefix(r.Name, PolicyPrefix) || len(r.Name) > 64 {
-						t.Errorf("rule name %q", r.Name)
-					}
-				}
-				pol, err := firewall.Validate(&rules.RuleSet{Rules: got}, firewall.MapResolver{})
-				if err != nil {
-					t.Fatalf("%s: validate: %v\n%s", n, err, ruleDump(got))
-				}
-				pols[n] = pol
-			}
-			for _, cn := range c.conns {
-				fam := 0
-				if cn.v6 {
-					fam = 1
-				}
-				src, dst := addr[cn.from][fam], addr[cn.to][fam]
-				if cn.from == "node" {
-					src = netip.MustParseAddr("192.168.78.2")
-				}
-				if cn.to == "node" {
-					dst = netip.MustParseAddr("192.168.78.1")
-				}
-				pk := firewall.Packet{Src: src, Dst: dst, Proto: cmpOr(cn.proto, 6), SPort: 40000, DPort: cn.port, Net: 1}
-				got := "allow"
-				if n, ok := node[cn.from]; ok {
-					pk.Kind = firewall.KindFromEP
-					if r := decide(pols[n], pk); r != "" {
-						got = r
-					}
-				}
-				if n, ok := node[cn.to]; ok && got == "allow" {
-					pk.Kind = firewall.KindToEP
-					if r := decide(pols[n], pk); r != "" {
-						got = r
-					}
-				}
-				if got != cn.want {
-					t.Errorf("%s -> %s:%d (proto %d, v6 %v): %s, want %s", cn.from, cn.to, cn.port, pk.Proto, cn.v6, got, cn.want)
-				}
-			}
+			checkPolicyConns(t, PolicyInput{Policies: c.policies, Pods: pods, Namespaces: policyNamespaces()}, c.conns, c.rules)
 		})
+	}
+}
+
+// checkPolicyConns translates in for both nodes (n1, n2: their
+// NodeName and NodeAddrs set here), validates each node's rules and
+// checks the connections against the reference model; wantRules is the
+// number of rules wanted on n2 (0: not checked).
+func checkPolicyConns(t *testing.T, in PolicyInput, conns []conn, wantRules int) {
+	t.Helper()
+	addr := map[string][2]netip.Addr{}
+	node := map[string]string{}
+	for _, p := range in.Pods {
+		if len(p.Status.PodIPs) == 2 {
+			addr[p.Name] = [2]netip.Addr{netip.MustParseAddr(p.Status.PodIPs[0].IP), netip.MustParseAddr(p.Status.PodIPs[1].IP)}
+			node[p.Name] = p.Spec.NodeName
+		}
+	}
+	nodeAddrs := map[string][]netip.Addr{"n1": {netip.MustParseAddr("192.168.78.1")}, "n2": {netip.MustParseAddr("192.168.78.2")}}
+	pols := map[string]*firewall.Policy{}
+	for _, n := range []string{"n1", "n2"} {
+		in.NodeName, in.NodeAddrs = n, nodeAddrs[n]
+		got := TranslatePolicies(in)
+		if n == "n2" && wantRules != 0 && len(got) != wantRules {
+			t.Errorf("%d rules on n2, want %d:\n%s", len(got), wantRules, ruleDump(got))
+		}
+		for _, r := range got {
+			if !strings.HasPrefix(r.Name, PolicyPrefix) || len(r.Name) > 64 {
+				t.Errorf("rule name %q", r.Name)
+			}
+		}
+		pol, err := firewall.Validate(&rules.RuleSet{Rules: got}, firewall.MapResolver{})
+		if err != nil {
+			t.Fatalf("%s: validate: %v\n%s", n, err, ruleDump(got))
+		}
+		pols[n] = pol
+	}
+	for _, cn := range conns {
+		fam := 0
+		if cn.v6 {
+			fam = 1
+		}
+		src, dst := addr[cn.from][fam], addr[cn.to][fam]
+		if cn.from == "node" {
+			src = netip.MustParseAddr("192.168.78.2")
+		}
+		if cn.to == "node" {
+			dst = netip.MustParseAddr("192.168.78.1")
+		}
+		pk := firewall.Packet{Src: src, Dst: dst, Proto: cmpOr(cn.proto, 6), SPort: 40000, DPort: cn.port, Net: 1}
+		got := "allow"
+		if n, ok := node[cn.from]; ok {
+			pk.Kind = firewall.KindFromEP
+			if r := decide(pols[n], pk); r != "" {
+				got = r
+			}
+		}
+		if n, ok := node[cn.to]; ok && got == "allow" {
+			pk.Kind = firewall.KindToEP
+			if r := decide(pols[n], pk); r != "" {
+				got = r
+			}
+		}
+		if got != cn.want {
+			t.Errorf("%s -> %s:%d (proto %d, v6 %v): %s, want %s", cn.from, cn.to, cn.port, pk.Proto, cn.v6, got, cn.want)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/xlane-dev/xlane/test/k8senv"
@@ -43,6 +44,7 @@ type controlPlane struct {
 	// in system:nodes, authorized by the Node authorizer).
 	kubelets map[string]string
 	cs       *kubernetes.Clientset
+	dyn      *dynamic.DynamicClient
 	rootCA   string // the API server's certificate and CA (k8senv.ControlPlane.RootCA)
 }
 
@@ -149,7 +151,7 @@ func startControlPlaneWith(t *testing.T, bins, netns, addr string, opts cpOption
 	})
 	t.Logf("kube-apiserver ready in %v", k.Ready.Round(time.Millisecond))
 	return &controlPlane{netns: netns, addr: addr, dir: k.Dir, token: k.Token, kubeconfig: k.Kubeconfig, admin: k.Admin,
-		kubelets: k.Kubelets, cs: k.CS, rootCA: k.RootCA}
+		kubelets: k.Kubelets, cs: k.CS, dyn: k.Dynamic, rootCA: k.RootCA}
 }
 
 func writeFile(t *testing.T, path string, b []byte) {

@@ -134,6 +134,11 @@ func TestKubernetesConformance(t *testing.T) {
 	deployCoreDNS(t, cp, nodes)
 	phase("cluster up (control plane, two nodes, the xlane DaemonSet Ready, CoreDNS Ready)")
 
+	if os.Getenv("XLANE_CONFORMANCE_FOCUS") == cnpSuite {
+		runCNPConformance(t, kc, results)
+		phase("suite " + cnpSuite)
+		return
+	}
 	procs := 4
 	if s := os.Getenv("XLANE_CONFORMANCE_PROCS"); s != "" {
 		var err error
@@ -452,15 +457,16 @@ func e2eImages(t *testing.T, bins string) []string {
 		t.Fatalf("go mod download k8s.io/kubernetes@%s: %v %s", version, err, dl)
 	}
 	porter := filepath.Join(mod.Dir, "test/images/agnhost/porter")
-	agnhost := tarTree([]tarEntry{
+	agnhostFiles := []tarEntry{
 		{name: "agnhost", body: string(readFile(filepath.Join(bins, "agnhost"))), mode: 0o755},
 		{name: "agnhost-2", link: "agnhost"},
 		{name: "uploads/", mode: 0o755},
 		{name: "localhost.crt", body: string(readFile(filepath.Join(porter, "localhost.crt")))},
 		{name: "localhost.key", body: string(readFile(filepath.Join(porter, "localhost.key")))},
-	})
-	add(refs("agnhost"), map[string]any{"Entrypoint": []string{"/agnhost"}, "Cmd": []string{"pause"}, "Env": []string{path}},
-		tools, passwd, agnhost)
+	}
+	agnhostConfig := map[string]any{"Entrypoint": []string{"/agnhost"}, "Cmd": []string{"pause"}, "Env": []string{path}}
+	add(refs("agnhost"), agnhostConfig, tools, passwd, tarTree(agnhostFiles))
+	add([]string{cnpAgnhost}, agnhostConfig, tools, passwd, tarTree(cnpAgnhostFiles(agnhostFiles)))
 	add(refs("jessie-dnsutils"), map[string]any{"Cmd": []string{"/bin/sh"}, "Env": []string{path}}, tools, passwd)
 
 	bb := []tarEntry{{name: "bin/busybox", body: string(readFile("/bin/busybox")), mode: 0o755}, {name: "tmp/", mode: 0o1777}}

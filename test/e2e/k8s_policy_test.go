@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/k8s"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -368,6 +369,79 @@ func TestKubernetesNetworkPolicy(t *testing.T) {
 			waitFor(t, 15*time.Second, fmt.Sprintf("n%d: no policy rule left", i+1), func() bool { return len(rules(n)) == 0 })
 		}
 		check(t, tcase{other, web, 8080, true, "other to web:8080, no policy"}, tcase{client, web, 8080, true, "client to web:8080, no policy"})
+	})
+
+	// ClusterNetworkPolicies (k8s_cnp_test.go): the CRD installed in the
+	// API server, the Admin tier before a NetworkPolicy, the Baseline
+	// tier after it, Pass between them.
+	t.Run("ClusterNetworkPolicy tiers", func(t *testing.T) {
+		installCNPCRD(t, cp)
+		createPolicy(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-from-team-a"},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}}}}}})
+		createCNP(t, cp, `
+apiVersion: policy.networking.k8s.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: admin-web}
+spec:
+  tier: Admin
+  priority: 10
+  subject: {pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: web}}}}
+  ingress:
+  - {name: no-9090, action: Deny, from: [{namespaces: {}}], protocols: [{tcp: {destinationPort: {number: 9090}}}]}
+  - {name: team-a-to-networkpolicy, action: Pass, from: [{namespaces: {matchLabels: {team: a}}}]}
+  - {name: nobody-else, action: Deny, from: [{namespaces: {}}]}
+`)
+		createCNP(t, cp, `
+apiVersion: policy.networking.k8s.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: baseline-default}
+spec:
+  tier: Baseline
+  priority: 0
+  subject: {namespaces: {matchLabels: {kubernetes.io/metadata.name: default}}}
+  ingress:
+  - {name: no-team-a, action: Deny, from: [{namespaces: {matchLabels: {team: a}}}]}
+`)
+		waitRules(nodes[1], "n2: the tiers' rules", "k8s.np.admin:admin-web.in0", "k8s.np.admin:admin-web.in1", "k8s.np.admin:admin-web.in2",
+			"k8s.np.default.web-from-team-a.in0")
+		waitRules(nodes[0], "n1: the baseline's rule", "k8s.np.baseline:baseline-default.in0")
+		check(t,
+			tcase{client, web, 8080, true, "client (team-a) to web:8080: Admin Pass, the NetworkPolicy allows"},
+			tcase{client, web, 9090, false, "client to web:9090: the Admin Deny before the NetworkPolicy's allowance"},
+			tcase{other, web, 8080, false, "other (default) to web:8080: the Admin tier's last rule"},
+			tcase{client, other, 8080, false, "client to other:8080: no NetworkPolicy selects other: the Baseline Deny"})
+		r2, r1 := rules(nodes[1]), rules(nodes[0])
+		for name, min := range map[string]uint64{"k8s.np.admin:admin-web.in0": 2, "k8s.np.admin:admin-web.in1": 2, "k8s.np.admin:admin-web.in2": 2,
+			"k8s.np.default.web-from-team-a.in0": 2} {
+			if p := r2[name].Packets; p < min {
+				t.Errorf("n2 %s: %d packets, want at least %d", name, p, min)
+			}
+		}
+		if p := r1["k8s.np.baseline:baseline-default.in0"].Packets; p < 2 {
+			t.Errorf("n1 k8s.np.baseline:baseline-default.in0: %d packets, want the SYNs it dropped", p)
+		}
+		if c := r2["k8s.np.admin:admin-web.in1"].Comment; !strings.Contains(c, `ClusterNetworkPolicy admin-web tier Admin priority 10 ingress[1] "team-a-to-networkpolicy"`) {
+			t.Errorf("comment %q does not name the policy, tier and rule", c)
+		}
+		for _, name := range []string{"admin-web", "baseline-default"} {
+			waitFor(t, 15*time.Second, name+"'s condition", func() bool { s, _ := cnpCondition(t, cp, name); return s == "True" })
+		}
+		// Deleted: the rules go, the traffic flows again.
+		for _, name := range []string{"admin-web", "baseline-default"} {
+			if err := cp.dyn.Resource(k8s.CNPResource).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cp.cs.NetworkingV1().NetworkPolicies("default").Delete(ctx, "web-from-team-a", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range nodes {
+			waitFor(t, 15*time.Second, fmt.Sprintf("n%d: no policy rule left", i+1), func() bool { return len(rules(n)) == 0 })
+		}
+		check(t, tcase{client, other, 8080, true, "client to other:8080, no policy"}, tcase{other, web, 9090, true, "other to web:9090, no policy"})
 	})
 }
 

@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -108,7 +109,8 @@ type ControlPlane struct {
 	Admin      string            // a kubeconfig of Token
 	Kubelets   map[string]string // node name -> its kubelet's kubeconfig
 	CS         *kubernetes.Clientset
-	Ready      time.Duration // from the API server's start to /readyz ok
+	Dynamic    *dynamic.DynamicClient // as CS (JSON): custom resources, CRDs
+	Ready      time.Duration          // from the API server's start to /readyz ok
 	// RootCA holds the API server's self-signed serving certificate and
 	// the CA that signed it (--cert-dir's apiserver.crt): the controller
 	// manager's --root-ca-file, which pods get as their service account's
@@ -224,6 +226,11 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 			return c, err
 		}}
 	if cp.CS, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, err
+	}
+	drc := rest.CopyConfig(rc)
+	drc.ContentConfig = rest.ContentConfig{}
+	if cp.Dynamic, err = dynamic.NewForConfig(drc); err != nil {
 		return nil, err
 	}
 	start := time.Now()

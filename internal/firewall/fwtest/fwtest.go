@@ -408,3 +408,62 @@ func RandomTuplePacket(r *rand.Rand) firewall.Packet {
 	}
 	return pk
 }
+
+// RandomTieredRuleSet is RandomRuleSet with tiers: its rules' priorities
+// fall in three tiers (1-999, 1000-1999, 2000-2999) and about one rule in
+// eight is a pass rule going on at the start of a later tier, or past
+// every rule (3000: the defaults), so that a packet can pass twice.
+func RandomTieredRuleSet(r *rand.Rand, n int) *firewall.RuleSet {
+	rs := RandomRuleSet(r, n)
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		tier := r.IntN(3)
+		rule.Priority = tier*1000 + 1 + r.IntN(999)
+		if rule.Action != "log" && r.IntN(8) == 0 {
+			rule.Action, rule.Log = "pass", 0
+			rule.PassTo = (tier + 1 + r.IntN(3-tier)) * 1000
+		}
+	}
+	return rs
+}
+
+// PassCase is a packet of PassTiers and the rule that decides it ("":
+// none, allowed).
+type PassCase struct {
+	Src   string
+	DPort uint32
+	Want  string
+}
+
+// PassTiers is a rule set of three tiers with a pass rule in the first
+// (to the second) and in the last (past every rule), and the packets,
+// TCP to the endpoint b1 (10.1.0.2), that tell the pass rules work.
+func PassTiers() (*firewall.RuleSet, []PassCase) {
+	f := false
+	return &firewall.RuleSet{Established: &f, Rules: []firewall.Rule{
+			// admin tier (priority < 100)
+			{Name: "admin-pass-web", Priority: 10, Action: "pass", PassTo: 100, Proto: firewall.List{"tcp"}, DstPort: firewall.List{"80"}},
+			{Name: "admin-deny-10", Priority: 20, Action: "drop", Src: firewall.List{"10.0.0.0/8"}},
+			// the middle tier (NetworkPolicy)
+			{Name: "np-allow-22", Priority: 100, Action: "allow", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"22"}},
+			{Name: "np-deny-443", Priority: 101, Action: "drop", Proto: firewall.List{"tcp"}, DstPort: firewall.List{"443"}},
+			// baseline (priority >= 200)
+			{Name: "base-pass-80", Priority: 200, Action: "pass", PassTo: 300, Proto: firewall.List{"tcp"}, DstPort: firewall.List{"80"}, Src: firewall.List{"10.1.0.0/16"}},
+			{Name: "base-deny", Priority: 210, Action: "drop"},
+		}}, []PassCase{
+			{"10.1.2.3", 80, ""},               // admin pass, baseline pass: nothing decides
+			{"10.2.2.3", 80, "base-deny"},      // admin pass skips admin-deny-10; baseline denies
+			{"10.2.2.3", 22, "admin-deny-10"},  // no pass: the admin tier decides
+			{"192.0.2.1", 22, "np-allow-22"},   // the middle tier decides
+			{"192.0.2.1", 443, "np-deny-443"},  //
+			{"192.0.2.1", 8080, "base-deny"},   // nothing above: baseline
+			{"10.1.2.3", 443, "admin-deny-10"}, // the pass is for port 80 only
+			{"192.0.2.1", 80, "base-deny"},     // admin pass, baseline's pass is for 10.1/16 only
+		}
+}
+
+// Packet is a PassCase's packet at hook k.
+func (c PassCase) Packet(k firewall.Kind) firewall.Packet {
+	return firewall.Packet{Kind: k, Net: 1, Src: netip.MustParseAddr(c.Src), Dst: netip.MustParseAddr("10.1.0.2"),
+		Proto: 6, SPort: 40000, DPort: c.DPort, Flags: 0x02}
+}

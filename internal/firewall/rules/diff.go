@@ -151,6 +151,9 @@ func (d Diff) String() string {
 func Summary(r Rule) string {
 	var p []string
 	p = append(p, r.Action)
+	if r.PassTo > 0 {
+		p = append(p, fmt.Sprintf("to priority %d", r.PassTo))
+	}
 	if r.Log > 0 && r.Action != "log" {
 		p = append(p, fmt.Sprintf("log 1/%d", r.Log))
 	}

@@ -34,11 +34,13 @@ type Default struct {
 // Rule is one firewall rule. Fields left out match anything; a list
 // matches any of its values. Rules are tried by priority (lower first),
 // ties in the order given; the first match decides (a log rule logs and
-// the next one decides).
+// the next one decides; a pass rule skips the rules of priority below its
+// PassTo, a tier's later rules, and the search goes on there).
 type Rule struct {
 	Name      string `yaml:"name" json:"name"`
 	Priority  int    `yaml:"priority,omitempty" json:"priority,omitempty"`
 	Action    string `yaml:"action" json:"action"`
+	PassTo    int    `yaml:"pass_to,omitempty" json:"pass_to,omitempty"` // pass: go on at priority PassTo
 	Log       int    `yaml:"log,omitempty" json:"log,omitempty"`
 	Scope     string `yaml:"scope,omitempty" json:"scope,omitempty"`
 	Direction string `yaml:"direction,omitempty" json:"direction,omitempty"`
