@@ -39,6 +39,7 @@ func (d *Daemon) wireFeatures() {
 	d.calib = calibration.New(c)
 	d.svcs = services.New(c)
 	d.sockets = accelproxy.New(c, accelproxy.Config{CaseTimeout: d.cfg.AccelCaseTimeout})
+	d.netChecks = []core.NetworkValidator{d.calib, d.cluster}
 	d.report = observe.NewReporter(c, observe.ReportDeps{
 		Rules: func(tx *store.Tx) (map[string]observe.RuleSlot, error) {
 			spec, err := control.ReadRuleSpec(tx)
@@ -59,6 +60,17 @@ func (d *Daemon) wireFeatures() {
 		},
 		Neigh: d.neigh.Status,
 	})
+}
+
+// checkNetwork runs the features' checks of a network at one point of
+// validateNetwork (core.NetworkCheck); the first error refuses it.
+func (d *Daemon) checkNetwork(tx *store.Tx, at core.NetworkCheck, req *api.NetworkCreate, n *model.Network) error {
+	for _, v := range d.netChecks {
+		if err := v.ValidateNetwork(tx, at, req, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Reporter is the status' health summary and the metrics' snapshot

@@ -120,12 +120,13 @@ type Daemon struct {
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
-	lastErr   observe.LastError   // the last warning or error logged (core.Status)
-	report    *observe.Reporter   // the status' health, the metrics (internal/observe)
-	objErrs   objectErrors        // what the last reconcile could not apply (objerrs.go)
-	vms       *vm.VMs             // VM endpoints: taps, DHCP, QEMU (internal/vm)
-	svcs      *services.Services  // service VIPs and backends (internal/services)
-	sockets   *accelproxy.Control // socket acceleration, proxy redirects (internal/accelproxy)
+	lastErr   observe.LastError       // the last warning or error logged (core.Status)
+	report    *observe.Reporter       // the status' health, the metrics (internal/observe)
+	objErrs   objectErrors            // what the last reconcile could not apply (objerrs.go)
+	vms       *vm.VMs                 // VM endpoints: taps, DHCP, QEMU (internal/vm)
+	svcs      *services.Services      // service VIPs and backends (internal/services)
+	sockets   *accelproxy.Control     // socket acceleration, proxy redirects (internal/accelproxy)
+	netChecks []core.NetworkValidator // the features' checks of a network (core.go)
 
 	// faults are the apply steps' fault points (core.Faults): tests make
 	// one fail and check the rollback.
@@ -309,7 +310,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
-	if err := d.calib.Reserved(req.Name); err != nil {
+	if err := d.checkNetwork(tx, core.CheckName, &req, nil); err != nil {
 		return nil, err
 	}
 	requested, err := model.ParseMode(req.Mode)
@@ -338,7 +339,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.resolveDevice(n, req); err != nil {
 		return nil, err
 	}
-	if err := d.cluster.NetworkSubnets(tx, &req); err != nil {
+	if err := d.checkNetwork(tx, core.CheckDefaults, &req, n); err != nil {
 		return nil, err
 	}
 	if len(req.Subnets) == 0 {
@@ -391,7 +392,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.validateVLAN(tx, n, req); err != nil {
 		return nil, err
 	}
-	if err := d.cluster.NetworkMTU(tx, n, req.MTU); err != nil {
+	if err := d.checkNetwork(tx, core.CheckShape, &req, n); err != nil {
 		return nil, err
 	}
 	if n.MTU == 0 {
