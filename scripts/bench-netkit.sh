@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 mkdir -p bin/static bench/results
-CGO_ENABLED=0 go build -o bin/static/xlaned ./cmd/xlaned
+CGO_ENABLED=0 go build -tags=grpcnotrace -o bin/static/xlaned ./cmd/xlaned
 CGO_ENABLED=0 go build -o bin/static/xlane ./cmd/xlane
 CGO_ENABLED=0 go build -o bin/static/bench-netkit ./bench/netkit
 go build -o bin/vmexec ./test/vm/vmexec

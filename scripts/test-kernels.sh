@@ -89,7 +89,7 @@ check_selection
 
 # Static binaries: the guests run them from the host tree over 9p.
 mkdir -p bin/static
-CGO_ENABLED=0 go build -o bin/static/xlaned ./cmd/xlaned
+CGO_ENABLED=0 go build -tags=grpcnotrace -o bin/static/xlaned ./cmd/xlaned
 CGO_ENABLED=0 go build -o bin/static/xlane ./cmd/xlane
 go build -o bin/vmexec ./test/vm/vmexec
 export XLANE_E2E_BIN=$PWD/bin/static

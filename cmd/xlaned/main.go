@@ -74,6 +74,7 @@ func run() error {
 	apiServer := fs.String("k8s-api-server", "", "with --kubernetes: the API server's address, https://HOST:PORT or HOST:PORT, instead of the kubeconfig's or the in-cluster one (the kubernetes Service's ClusterIP, which without kube-proxy nothing translates before xlaned runs); the DaemonSet takes it from its ConfigMap")
 	qemu := fs.String("qemu", vm.DefaultQEMU, "the qemu-system-x86_64 (name in PATH or path) whose netdev backends decide which VM endpoint backends this node offers (af-xdp: see docs/vm.md)")
 	showVersion := fs.Bool("version", false, "print the version, the git commit and the build date, and exit")
+	hub := hubbleFlags(fs)
 	calib := fs.Bool("calibrate-at-start", true, "when this node has no calibration yet, measure in the background (~14 s of TCP between throwaway namespaces, hidden from listings) which mode and BIG TCP setting auto takes; `xlane calibrate` measures anew")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: xlaned [flags]
@@ -92,6 +93,7 @@ Examples:
   xlaned --state /tmp/n1/state.db --socket /tmp/n1/xlane.sock --pin-dir /sys/fs/bpf/n1 --docker-plugin-socket= --calibrate-at-start=false   # a second daemon (in its own netns)
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
   xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
+  xlaned --uplink eth0 --hubble                          # flows for the hubble CLI: hubble observe --server unix:///run/xlane/hubble.sock (docs/hubble.md)
   xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
   xlaned --version
 
@@ -130,6 +132,9 @@ Flags:
 			return fmt.Errorf("--kubernetes: %w", err)
 		}
 	}
+	if err := hub.validate(*uninstall); err != nil {
+		return err
+	}
 	var ml net.Listener
 	if *metricsAddr != "" && !*uninstall {
 		// Before anything is touched: a bad address fails the start.
@@ -152,6 +157,10 @@ Flags:
 	}
 	defer d.Close()
 	log = d.Logger() // the health summary's last error sees every part's
+	pods, err := hub.start(d, *nodeName, *kube)
+	if err != nil {
+		return err
+	}
 	l, err := server.Listen(*socket)
 	if err != nil {
 		return err
@@ -187,7 +196,7 @@ Flags:
 		// In the background: the API (and the CNI plugin with it) serves
 		// while the API server is out of reach.
 		go func() {
-			cfg := k8s.Config{Kubeconfig: *kubeconfig, APIServer: *apiServer, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log}
+			cfg := k8s.Config{Kubeconfig: *kubeconfig, APIServer: *apiServer, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log, Pods: pods}
 			if err := k8s.Run(ctx, cfg, d); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes: first sync failed, retrying", "err", err)
 			}

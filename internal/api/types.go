@@ -277,6 +277,9 @@ type Status struct {
 	Health *Health `json:"health,omitempty"`
 	// VM is what VM endpoints can use here (docs/vm.md).
 	VM VMStatus `json:"vm"`
+	// Hubble is the Hubble server's ring (nil: xlaned runs without
+	// --hubble).
+	Hubble *HubbleStatus `json:"hubble,omitempty"`
 }
 
 // VMStatus says which VM endpoint backends this node offers.

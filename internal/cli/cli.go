@@ -192,6 +192,7 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "services:\t%d, kernel memory %s per service + %s fixed (tables %s, maps %s)\n", m.Services,
 						humanBytes(m.PerServiceBytes), humanBytes(m.FixedBytes), humanBytes(m.TableBytes), humanBytes(m.MapBytes))
 				}
+				printHubble(w, st.Hubble)
 				if m := st.NeighMirror; m != nil {
 					fmt.Fprintf(w, "neighbour mirror:\t%d events, %d pending, %d resyncs", m.Events, m.Pending, m.Resyncs)
 					if m.LastResync != nil {

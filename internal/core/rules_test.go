@@ -34,7 +34,7 @@ var foundation = map[string]bool{
 // features are the feature packages by name, so that the message says what
 // went wrong; the rule above catches one that is not listed here too.
 var featurePackages = []string{
-	"internal/daemon", "internal/vm", "internal/calibration", "internal/observe", "internal/cluster", "internal/services", "internal/firewall/control", "internal/accelproxy",
+	"internal/daemon", "internal/vm", "internal/calibration", "internal/observe", "internal/cluster", "internal/services", "internal/firewall/control", "internal/accelproxy", "internal/hubble",
 }
 
 // TestCoreImportsNoFeature fails when internal/core depends, directly or

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -110,6 +111,8 @@ type Daemon struct {
 	feat  *features.Set     // probed by New (kernel.go)
 	fw    *control.Firewall // started by New, before the API serves (internal/firewall/control)
 	obs   *observe.Observer // monitor, trace, flows, dumps: started by New (core.go)
+	// statusParts are features' parts of Status (AddStatus).
+	statusParts atomic.Pointer[[]func(*api.Status)]
 
 	done      chan struct{} // closed by Close: stops background work
 	closeOnce sync.Once
@@ -1300,5 +1303,6 @@ func (d *Daemon) Status() (*api.Status, error) {
 	}
 	st.Health = d.report.Health()
 	st.VM = d.vms.Status()
+	d.addStatusParts(st)
 	return st, err
 }

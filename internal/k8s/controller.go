@@ -56,6 +56,8 @@ type Config struct {
 	// cluster: --cluster-cidr); without it only services are synced.
 	Nodes bool
 	Log   *slog.Logger
+	// Pods, when set, is given the pod informer's cache (PodCache).
+	Pods *PodCache
 }
 
 // settle is how long a sync waits after the first event of a burst, so
@@ -212,6 +214,7 @@ func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynam
 			return fmt.Errorf("kubernetes informer: %w", err)
 		}
 	}
+	cfg.Pods.set(c.pods.Lister())
 	f.Start(ctx.Done())
 	start := time.Now()
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {

@@ -3,15 +3,11 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/daemon"
@@ -286,23 +282,5 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	writeJSON(w, status, api.ErrorBody{Error: e})
 }
 
-// Listen opens a root-only unix socket at path, replacing a stale one.
-func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create socket dir: %w", err)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("socket %s: another xlaned is listening", path)
-	}
-	os.Remove(path)
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	return l, nil
-}
+// Listen opens the API's root-only unix socket at path (api.ListenUnix).
+func Listen(path string) (net.Listener, error) { return api.ListenUnix(path) }

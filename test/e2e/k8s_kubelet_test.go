@@ -117,6 +117,19 @@ type kubeletOpts struct {
 	// the API server's requests (exec, logs, port-forward, proxy), which
 	// come without credentials here (anonymous, authorized AlwaysAllow).
 	e2e bool
+	// hostDirs are more directories of the machine's that a daemonSet
+	// node has its own of, as nodeHostDirs: another network plugin's
+	// (Cilium's /run/cilium and /var/lib/cilium, cilium_test.go).
+	hostDirs []string
+	// xlanedFlags are more flags of the node's xlaned (not daemonSet):
+	// bench/peers' --routing.
+	xlanedFlags []string
+	// podCgroups: the kubelet makes its pod cgroups (cgroupsPerQOS:
+	// kubepods/<qos>/pod<uid> under --cgroup-root), so the node's pods
+	// are in a subtree of the node's own; without, a pod's cgroup parent
+	// is empty and containerd puts every node's pods in /k8s.io/<id>.
+	// Cilium's socket LB attaches at the node's subtree (cilium_test.go).
+	podCgroups bool
 }
 
 // e2eClusterDNS is the cluster DNS Service's ClusterIP (kube-dns) of the
@@ -143,6 +156,7 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 		n.flags = append(n.flags, "--kubernetes", "--kubeconfig", cp.kubeconfig, "--node-name", k.name,
 			"--cluster-cidr", clusterCIDR, "--uplink", "ul0")
+		n.flags = append(n.flags, opts.xlanedFlags...)
 		n.external = opts.daemonSet
 	})
 
@@ -169,7 +183,7 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		binds = append(binds, fmt.Sprintf("mount --bind %s /proc/sys/%s", cpy, s))
 	}
 	if opts.daemonSet {
-		for _, d := range nodeHostDirs {
+		for _, d := range append(slices.Clone(nodeHostDirs), opts.hostDirs...) {
 			own := filepath.Join(mdir, "host", strings.ReplaceAll(strings.TrimPrefix(d, "/"), "/", "-"))
 			if err := os.MkdirAll(own, 0o755); err != nil {
 				t.Fatal(err)
@@ -273,7 +287,7 @@ kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://%[1]s
 cgroupDriver: cgroupfs
 cgroupRoot: /%[2]s
-cgroupsPerQOS: false
+cgroupsPerQOS: %[8]t
 enforceNodeAllocatable: []
 failSwapOn: false
 protectKernelDefaults: false
@@ -296,7 +310,7 @@ authorization:
   mode: AlwaysAllow
 nodeStatusUpdateFrequency: 2s
 serializeImagePulls: false
-%[7]s`, h.sock, h.cgroup, logs, filepath.Join(h.dir, "volume-plugins"), k.addr4, anonymous, dns)
+%[7]s`, h.sock, h.cgroup, logs, filepath.Join(h.dir, "volume-plugins"), k.addr4, anonymous, dns, opts.podCgroups)
 	cfgPath := filepath.Join(h.dir, "kubelet.yaml")
 	writeFile(t, cfgPath, []byte(cfg))
 	k.kubelet = startProc(t, "kubelet "+k.name, k.netns, "nsenter", "--mount="+k.mntns, "--",
@@ -689,19 +703,7 @@ func startWebPods(t *testing.T, cp *controlPlane, nodes []*kubeletNode, image st
 	ctx := context.Background()
 	var pods []*podOn
 	for _, k := range nodes {
-		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "web-" + k.name, Labels: map[string]string{"app": "web", "node": k.name}},
-			Spec: corev1.PodSpec{
-				NodeName:                      k.name,
-				DNSPolicy:                     corev1.DNSDefault,
-				EnableServiceLinks:            ptr.To(false),
-				AutomountServiceAccountToken:  ptr.To(false),
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Containers: []corev1.Container{{Name: "server", Image: image, ImagePullPolicy: corev1.PullNever,
-					Args:  []string{"-name", k.name},
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "sink", ContainerPort: 9090}}}},
-			},
-		}, metav1.CreateOptions{})
+		p, err := cp.cs.CoreV1().Pods("default").Create(ctx, podserverPod("web-"+k.name, "web", k.name, image), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create pod: %v", err)
 		}
@@ -749,6 +751,25 @@ func startWebPods(t *testing.T, cp *controlPlane, nodes []*kubeletNode, image st
 			p.sbx.id, p.host, time.Since(began).Round(time.Millisecond))
 	}
 	return pods
+}
+
+// podserverPod is pod name (labels app and node) bound to node, its
+// container test/e2e/podserver from image: its node's name and an echo on
+// 8080 "http", a byte count and SHA-256 on 9090 "sink".
+func podserverPod(name, app, node, image string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app, "node": node}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			DNSPolicy:                     corev1.DNSDefault,
+			EnableServiceLinks:            ptr.To(false),
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{Name: "server", Image: image, ImagePullPolicy: corev1.PullNever,
+				Args:  []string{"-name", node},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "sink", ContainerPort: 9090}}}},
+		},
+	}
 }
 
 // podToPod checks pods[0] and pods[1] (on two nodes) talking: each
