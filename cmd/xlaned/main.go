@@ -172,7 +172,7 @@ Flags:
 	}
 	handler := server.Handler(d, log)
 	if ml != nil {
-		reg := metrics.New(d, version.Get(), log)
+		reg := metrics.New(d.Reporter(), version.Get(), log)
 		handler = reg.Instrument(handler)
 		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
