@@ -105,7 +105,9 @@ func TestRBAC(t *testing.T) {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				want := "get,list,watch"
-				if written[g+"/"+res] {
+				// A resource both watched and written (nodes: the
+				// WireGuard key's annotation) has a rule of each.
+				if written[g+"/"+res] && strings.Join(r.Verbs, ",") == "patch" {
 					want = "patch" // and nothing else: xlaned writes only these
 					delete(written, g+"/"+res)
 				} else {

@@ -51,6 +51,9 @@ legs=${XLANE_KERNELS:-"6.1 6.12 host"}
 #   TestServiceLoadBalancer     the service attach points: DNAT in the
 #                               endpoint's tc program, the uplink's, and the
 #                               cgroup socket hooks (from the node)
+#   TestEncryptionWireGuard     the kernel's WireGuard engine (the host has
+#                               none: it runs the embedded one), the
+#                               device outliving a kill -9
 #   TestRestartWhateverEndpointState/veth/big-tcp-on
 #                               BIG TCP as the kernel has it (6.1: IPv6
 #                               only) after kill -9, and the health summary
@@ -62,7 +65,7 @@ legs=${XLANE_KERNELS:-"6.1 6.12 host"}
 # kernels.
 datapath_run='^(TestLegacyTCPinsPerDevice|TestCTHoldSharedBackends)$'
 daemon_run='^(TestReconcile|TestReconcileFailsPerEndpoint)$'
-e2e_run='^(TestDatapathModes|TestKernelFeatures|TestNetkitEndpoints|TestMultiNodeKernels|TestServiceLoadBalancer|TestRestartWhateverEndpointState)$'
+e2e_run='^(TestDatapathModes|TestKernelFeatures|TestNetkitEndpoints|TestMultiNodeKernels|TestServiceLoadBalancer|TestRestartWhateverEndpointState|TestEncryptionWireGuard)$'
 # (-skip: top-level alternatives, each split at its slashes into levels)
 e2e_skip='TestRestartWhateverEndpointState/^veth$/^big-tcp-off$|TestRestartWhateverEndpointState/^netkit$'
 # The steps of a leg: name, packages, -run, -skip ("": none).

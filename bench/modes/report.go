@@ -367,7 +367,7 @@ func writeMarkdown(path string, rep *Report) error {
 		}
 	}
 	if len(rep.Verdicts) > 0 {
-		b.WriteString("\n## Targets\n\nJudged as [benchmarks.md](../../docs/benchmarks.md#deciding-the-targets) says, against observability off (tc+off, BPF_PROG_RUN off): " +
+		b.WriteString("\n## Targets\n\nJudged as [benchmarks.md](../../docs/observability.md#how-the-cost-targets-are-decided) says, against observability off (tc+off, BPF_PROG_RUN off): " +
 			"end to end, cost = the median of the per-repetition costs, resolved where the A/A control's largest per-repetition |cost| on the same row is below the target; " +
 			"BPF_PROG_RUN, cost = the median over the rounds of the per-packet difference divided by the path's CPU per packet of the same run, " +
 			"resolved where the p10–p90 band of its own A/A (on loaded twice) is within the target.\n\n")

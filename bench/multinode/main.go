@@ -30,6 +30,10 @@
 //	              bench/k8s starts it), the uplink program attached in auto
 //	              mode (generic on a veth), native, generic: native XDP on
 //	              the veth takes TSO from its bridge port (docs/multinode.md)
+//	xlane-tc-wg, linux-wg, linux-wg-vxlan
+//	              (only when asked for) encrypted between the nodes with
+//	              WireGuard: xlane-tc with --encryption wireguard, and Linux
+//	              routing over a wireguard-go device (wireguard.go)
 //
 // Every path gets, per repetition: iperf3 with 1 and 8 streams (from the
 // pod on node 1 to the pod on node 2 in scenario 2) with the machine's
@@ -76,7 +80,8 @@ import (
 // setups run by default; allSetups can be asked for.
 var (
 	setups    = []string{"xlane-tc", "xlane-tc-device", "linux-vxlan", "linux-bridge"}
-	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
+	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic",
+		"xlane-tc-wg", "linux-wg", "linux-wg-vxlan")
 )
 
 type options struct {
@@ -415,8 +420,10 @@ func build(ctx context.Context, undo *harness.UndoStack, tmp, bins, id, setup st
 		return nil, err
 	}
 	switch setup {
-	case "xlane-tc", "xlane-tc-device", "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic", "xlane-tc-vlan":
+	case "xlane-tc", "xlane-tc-device", "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic", "xlane-tc-vlan", "xlane-tc-wg":
 		return c, buildXlane(ctx, undo, tmp, bins, nodes, c, setup)
+	case "linux-wg", "linux-wg-vxlan":
+		return c, buildLinuxWG(ctx, undo, tmp, bins, c, setup == "linux-wg-vxlan")
 	default:
 		return c, buildLinux(ctx, nodes, c, setup == "linux-bridge")
 	}
@@ -436,6 +443,8 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 		uplink = []string{"--overlay-encap", "device"}
 	case "xlane-tc-bpf":
 		uplink = []string{"--overlay-encap", "bpf"}
+	case "xlane-tc-wg":
+		uplink = []string{"--encryption", "wireguard"}
 	}
 	dirs := &c.dirs
 	for i, n := range nodes {
@@ -450,10 +459,21 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 			return err
 		}
 	}
+	var keys [2]string
+	if setup == "xlane-tc-wg" {
+		var err error
+		if keys, err = wgKeys(ctx, bins, *dirs); err != nil {
+			return err
+		}
+	}
 	for i, n := range nodes {
 		for j := range nodes {
-			if _, err := harness.Xlane(ctx, bins, dirs[i], "node", "add", fmt.Sprintf("n%d", j+1),
-				"--underlay", fmt.Sprintf("192.168.88.%d", j+1), "--pod-cidr", fmt.Sprintf("10.245.%d.0/24", j+1)); err != nil {
+			args := []string{"node", "add", fmt.Sprintf("n%d", j+1),
+				"--underlay", fmt.Sprintf("192.168.88.%d", j+1), "--pod-cidr", fmt.Sprintf("10.245.%d.0/24", j+1)}
+			if keys[j] != "" {
+				args = append(args, "--wg-public-key", keys[j])
+			}
+			if _, err := harness.Xlane(ctx, bins, dirs[i], args...); err != nil {
 				return err
 			}
 		}

@@ -69,6 +69,9 @@ func run() error {
 	routing := fs.String("routing", "", "vxlan (default) or native: how pods reach other nodes' pods: vxlan (overlay through xlaned's VXLAN device, a VNI per network) or native (routes to each node's pod CIDRs via its underlay address; nodes share an L2 underlay)")
 	vxlanPort := fs.Int("vxlan-port", cluster.DefaultVXLANPort, "UDP port of the VXLAN overlay (the same on every node)")
 	overlayEncap := fs.String("overlay-encap", "", "bpf, device or auto (default): how this node puts pod traffic on the VXLAN overlay: bpf (the tc program pushes the outer headers and redirects to the underlay device) or device (it sets the tunnel key and the VXLAN device encapsulates); auto is what measured faster (docs/multinode.md). Receiving is the VXLAN device's either way")
+	encryption := fs.String("encryption", "", "wireguard or none (default): encrypt the traffic between this cluster's nodes (docs/encryption.md): the overlay goes inside WireGuard; the key pair is made at the first start and kept in the state file; give every peer's public key (xlane status shows this node's) with xlane node add --wg-public-key or in --nodes")
+	wgPort := fs.Int("wireguard-port", 0, "with --encryption wireguard: its UDP port, the same on every node (default 51871)")
+	wgEngine := fs.String("wireguard-engine", "", "with --encryption wireguard: auto (default: the kernel's WireGuard where the kernel has it, else the embedded wireguard-go on a TUN device), kernel or embedded")
 	peerProbe := fs.Duration("peer-probe", cluster.DefaultPeerProbeInterval, "how often each peer node's underlay address is probed (ICMP echo); a peer silent for 3 intervals is down: its pods' packets are dropped (drop_peer_down) until it answers again; 0: never probe")
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
 	kube := fs.Bool("kubernetes", false, "Kubernetes mode (docs/kubernetes.md): Nodes, Services and EndpointSlices from the API server program nodes and services (a kube-proxy replacement); needs --node-name, this node's Node name")
@@ -96,6 +99,7 @@ Examples:
   xlaned --uplink eth0 --metrics-addr 127.0.0.1:9643     # with Prometheus metrics
   xlaned --state /tmp/n1/state.db --socket /tmp/n1/xlane.sock --pin-dir /sys/fs/bpf/n1 --docker-plugin-socket= --calibrate-at-start=false   # a second daemon (in its own netns)
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
+  xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard   # ... encrypted between nodes (docs/encryption.md)
   xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
   xlaned --uplink eth0 --hubble                          # flows for the hubble CLI: hubble observe --server unix:///run/xlane/hubble.sock (docs/hubble.md)
   xlaned --uplink eth0 --bgp-asn 65001 --bgp-router-id 192.0.2.11   # a BGP speaker; peers: xlane bgp peer add (docs/bgp.md)
@@ -155,6 +159,7 @@ Flags:
 	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, ServiceNoBackend: *noBackend, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
 		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
+		Encryption: *encryption, WireGuardPort: *wgPort, WireGuardEngine: *wgEngine,
 		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
 		AutoBPFOnly: *kube})
 	if err != nil {
@@ -183,7 +188,7 @@ Flags:
 	pools := lbipam.New(d.Core().Store())
 	handler := server.WithBGP(server.Handler(d, log), speaker, pools, log)
 	if ml != nil {
-		reg := metrics.New(d, version.Get(), log)
+		reg := metrics.New(d.Reporter(), version.Get(), log)
 		handler = reg.Instrument(handler)
 		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
@@ -213,6 +218,9 @@ Flags:
 		// while the API server is out of reach.
 		go func() {
 			cfg := k8s.Config{Kubeconfig: *kubeconfig, APIServer: *apiServer, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log, Pods: pods}
+			if e := d.Cluster().Info().Encryption; e != nil {
+				cfg.WGPublicKey = e.PublicKey // published on this node's Node
+			}
 			if err := k8s.Run(ctx, cfg, d); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes: first sync failed, retrying", "err", err)
 			}

@@ -12,7 +12,9 @@ import (
 // the text (families, unicast, overlaps, the cluster CIDR) the cluster
 // checks (internal/cluster).
 func (r NodeAdd) Node() (model.Node, error) {
-	n := model.Node{Name: r.Name, MTU: r.MTU}
+	// The WireGuard key stays text (base64, as every tool shows it); the
+	// cluster checks it with the other encryption rules.
+	n := model.Node{Name: r.Name, MTU: r.MTU, WGPublicKey: r.WGPublicKey}
 	for _, s := range r.Underlay {
 		a, err := netip.ParseAddr(s)
 		if err != nil {

@@ -29,6 +29,9 @@ type NodeAdd struct {
 	// MTU of the node's underlay (optional): a network of the cluster
 	// may not carry more than the peers take.
 	MTU int `json:"mtu,omitempty"`
+	// WGPublicKey is the node's WireGuard public key (base64): needed for
+	// a peer when encryption is on (this node's own: its daemon's key).
+	WGPublicKey string `json:"wg_public_key,omitempty"`
 }
 
 // ClusterInfo is how a node is joined (in Status; empty: alone).
@@ -44,6 +47,38 @@ type ClusterInfo struct {
 	// MTU is the containers' default MTU (the underlay's less VXLAN's
 	// overhead); 0 until this node's own record is added.
 	MTU int `json:"mtu,omitempty"`
+	// Encryption is the WireGuard tunnel between nodes (nil: off).
+	Encryption *EncryptionInfo `json:"encryption,omitempty"`
+}
+
+// EncryptionInfo is a node's encryption between nodes (xlaned
+// --encryption wireguard, docs/encryption.md). Never the private key.
+type EncryptionInfo struct {
+	Mode string `json:"mode"` // wireguard
+	// Engine is kernel (the kernel's WireGuard) or embedded (wireguard-go
+	// in xlaned, on a TUN device).
+	Engine    string           `json:"engine"`
+	Device    string           `json:"device"`
+	PublicKey string           `json:"public_key"`
+	Port      int              `json:"port"`
+	Strict    bool             `json:"strict,omitempty"`    // no cleartext fallback (always so: docs/encryption.md)
+	Addresses []string         `json:"addresses,omitempty"` // the device's: this node's cluster addresses
+	Peers     []EncryptionPeer `json:"peers,omitempty"`
+	Error     string           `json:"error,omitempty"` // reading the device failed
+}
+
+// EncryptionPeer is one peer's WireGuard session as this node sees it.
+type EncryptionPeer struct {
+	Node      string `json:"node"`
+	PublicKey string `json:"public_key"`
+	Endpoint  string `json:"endpoint"`
+	// State says whether the peer's traffic is encrypted now, and if not
+	// why (internal/wireguard's Peer* states).
+	State               string     `json:"state"`
+	LastHandshake       *time.Time `json:"last_handshake,omitempty"`
+	HandshakeAgeSeconds int64      `json:"handshake_age_seconds,omitempty"`
+	RxBytes             uint64     `json:"rx_bytes"`
+	TxBytes             uint64     `json:"tx_bytes"`
 }
 
 // NetworkCreate is the body of POST /v1/networks. Addresses are strings so

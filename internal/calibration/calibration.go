@@ -356,6 +356,15 @@ func (d *Runner) setCalibID(id string) {
 	d.calib.mu.Unlock()
 }
 
+// ValidateNetwork refuses a network named in the calibration's namespace
+// (core.NetworkValidator: at core.CheckName).
+func (d *Runner) ValidateNetwork(_ *store.Tx, at core.NetworkCheck, req *api.NetworkCreate, _ *model.Network) error {
+	if at != core.CheckName {
+		return nil
+	}
+	return d.Reserved(req.Name)
+}
+
 // Reserved refuses a network name in the calibration's namespace
 // unless it is the running calibration's own.
 func (d *Runner) Reserved(name string) error {

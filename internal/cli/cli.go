@@ -187,6 +187,9 @@ func statusCmd(e *env) *cobra.Command {
 						fmt.Fprintf(w, ", pod MTU %d", c.MTU)
 					}
 					fmt.Fprintln(w)
+					if e := c.Encryption; e != nil {
+						encryptionStatus(w, e)
+					}
 				}
 				if m := st.Services; m != nil {
 					fmt.Fprintf(w, "services:\t%d, kernel memory %s per service + %s fixed (tables %s, maps %s)\n", m.Services,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +30,8 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 		Use:   "add NAME --underlay ADDR --pod-cidr CIDR",
 		Short: "Add a node (this one, or a peer)",
 		Example: `  xlane node add n1 --underlay 192.168.50.1 --pod-cidr 10.244.1.0/24 --pod-cidr fd00:244:1::/64
-  xlane node add n2 --underlay 192.168.50.2 --underlay fd00:50::2 --pod-cidr 10.244.2.0/24,fd00:244:2::/64`,
+  xlane node add n2 --underlay 192.168.50.2 --underlay fd00:50::2 --pod-cidr 10.244.2.0/24,fd00:244:2::/64
+  xlane node add n3 --underlay 192.168.50.3 --pod-cidr 10.244.3.0/24 --wg-public-key hCq1VwXFcm4yXoV0mXn2Pp3l5vEW5m6yJ0fU3n1fGks=   # encryption on (xlaned --encryption wireguard)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
@@ -42,6 +44,7 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 	}
 	add.Flags().StringSliceVar(&req.Underlay, "underlay", nil, "the node's address between nodes (one IPv4 and/or one IPv6; repeatable)")
 	add.Flags().StringSliceVar(&req.PodCIDRs, "pod-cidr", nil, "the node's pod prefix inside the cluster CIDR (one IPv4 and/or one IPv6; repeatable)")
+	add.Flags().StringVar(&req.WGPublicKey, "wg-public-key", "", "the node's WireGuard public key (base64; its xlane status shows it): required for a peer when this node runs xlaned --encryption wireguard")
 	add.Flags().IntVar(&req.MTU, "mtu", 0, "the node's underlay MTU (optional): networks of the cluster may not carry bigger packets than every peer takes")
 	ls := &cobra.Command{
 		Use:     "ls",
@@ -92,7 +95,7 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 }
 
 func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
-	fmt.Fprintln(w, "NAME\tID\tSELF\tSTATE\tUNDERLAY\tPOD CIDRS")
+	fmt.Fprintln(w, "NAME\tID\tSELF\tSTATE\tUNDERLAY\tPOD CIDRS\tWG PUBLIC KEY\tENCRYPTION")
 	for _, n := range nodes {
 		var u, p []string
 		for _, a := range n.Underlay {
@@ -108,6 +111,39 @@ func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
 				state += " since " + l.Since.Local().Format("15:04:05")
 			}
 		}
-		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\n", n.Name, n.ID, n.Self, state, strings.Join(u, ","), strings.Join(p, ","))
+		key := n.WGPublicKey
+		if key == "" {
+			key = "-"
+		}
+		enc := "-" // this node, or no encryption
+		if e := n.Encryption; e != nil {
+			enc = e.State
+			if e.LastHandshake != nil {
+				enc += fmt.Sprintf(" (handshake %ds ago, rx %s, tx %s)", int(time.Since(*e.LastHandshake).Seconds()), humanBytes(e.RxBytes), humanBytes(e.TxBytes))
+			}
+		}
+		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Self, state, strings.Join(u, ","), strings.Join(p, ","), key, enc)
+	}
+}
+
+// encryptionStatus is status's part for xlaned --encryption: this node's
+// public key and port, each peer's session.
+func encryptionStatus(w *tabwriter.Writer, e *api.EncryptionInfo) {
+	strict := ""
+	if e.Strict {
+		strict = ", strict"
+	}
+	fmt.Fprintf(w, "encryption:\t%s (%s engine%s), device %s, UDP %d\n", e.Mode, e.Engine, strict, e.Device, e.Port)
+	fmt.Fprintf(w, "public key:\t%s\n", e.PublicKey)
+	if e.Error != "" {
+		fmt.Fprintf(w, "encryption error:\t%s\n", e.Error)
+	}
+	for _, p := range e.Peers {
+		hs := "never"
+		if p.LastHandshake != nil {
+			hs = fmt.Sprintf("%ds ago", p.HandshakeAgeSeconds)
+		}
+		fmt.Fprintf(w, "  peer %s:\t%s at %s, handshake %s, rx %s, tx %s: %s\n", p.Node, p.PublicKey, p.Endpoint, hs,
+			humanBytes(p.RxBytes), humanBytes(p.TxBytes), p.State)
 	}
 }

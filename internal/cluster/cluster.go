@@ -14,6 +14,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
+	"github.com/xlane-dev/xlane/internal/wireguard"
 )
 
 // DefaultVXLANPort is the overlay's UDP port (IANA's VXLAN port).
@@ -37,6 +38,12 @@ type Config struct {
 	// PeerProbeInterval is how often each peer's underlay address is
 	// probed (peerprobe.go; 0: never, peers are never marked down).
 	PeerProbeInterval time.Duration
+	// Encryption is "" (none) or wireguard: the traffic between nodes
+	// encrypted (encryption.go); WireGuardPort is its UDP port (0:
+	// 51871), WireGuardEngine auto (""), kernel or embedded.
+	Encryption      string
+	WireGuardPort   int
+	WireGuardEngine string
 	// Uplink is the node's uplink device (native routing attaches the tc
 	// program to an underlay device that is not it).
 	Uplink string
@@ -61,6 +68,10 @@ type Cluster struct {
 	overlayIfindex int
 	mtu            int
 	peers          peerHealth // the peers' liveness (peerprobe.go)
+	// encrypt: xlaned --encryption wireguard; wg the WireGuard device
+	// (encryption.go), nil until setup or without encryption.
+	encrypt bool
+	wg      *wireguard.Tunnel
 }
 
 // Joined says whether this node is a node of a cluster (--node-name).
@@ -91,6 +102,9 @@ func (c *Cluster) inCluster(subnets []netip.Prefix) bool {
 // Start).
 func New(cr core.Core, cfg Config) (*Cluster, error) {
 	if cfg.NodeName == "" {
+		if err := parseEncryption(cfg, nil); err != nil {
+			return nil, err
+		}
 		if len(cfg.ClusterCIDRs) > 0 || cfg.Routing != "" || cfg.NodesFile != "" || cfg.OverlayEncap != "" {
 			return nil, model.Fieldf("node-name", "missing: --cluster-cidr, --routing, --overlay-encap and --nodes need --node-name")
 		}
@@ -131,6 +145,9 @@ func New(cr core.Core, cfg Config) (*Cluster, error) {
 	if len(c.cidrs) == 0 {
 		return nil, model.Fieldf("cluster-cidr", "missing: give the cluster's pod prefix (IPv4 and/or IPv6) with --node-name")
 	}
+	if err := parseEncryption(cfg, c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -158,6 +175,9 @@ func (c *Cluster) Start() error {
 // what no node owns), every stored node's prefixes and routes, every
 // network's VNI; what no record accounts for goes.
 func (c *Cluster) setup() error {
+	if err := c.setupEncryption(); err != nil {
+		return err
+	}
 	if c.routing == model.RoutingVXLAN {
 		l, err := netconf.EnsureOverlay(datapath.OverlayDevice, c.port, 1500-netconf.VXLANOverhead6)
 		if err != nil {
@@ -225,6 +245,9 @@ func (c *Cluster) setup() error {
 			errs = append(errs, c.dp().DeletePeer(p.Prefix))
 		}
 	}
+	if c.wg != nil {
+		errs = append(errs, c.wg.Prune())
+	}
 	routes, err := netconf.PeerRoutes()
 	errs = append(errs, err)
 	for _, p := range routes {
@@ -286,9 +309,17 @@ func (c *Cluster) applyNode(n, self *model.Node) error {
 		if err := c.setOverlayEncap(n); err != nil {
 			return err
 		}
+		if _, err := c.encryptNode(n, self); err != nil {
+			return err
+		}
 		return c.setOverlayMTU(n)
 	}
 	under := peerUnderlay(n, self)
+	if to, err := c.encryptNode(n, self); err != nil {
+		return err
+	} else if to.IsValid() {
+		under = to // VXLAN inside WireGuard (encryption.go)
+	}
 	for _, p := range n.PodCIDRs {
 		peer := datapath.Peer{Prefix: p, NodeID: n.ID, Underlay: under}
 		if c.peers.isDown(n.ID) {
@@ -399,6 +430,12 @@ func (c *Cluster) setOverlayMTU(self *model.Node) error {
 		return nil
 	}
 	c.mtu = mtu - overhead
+	if wgMTU, podMTU, ok := c.encryptionMTU(self, mtu, overhead == netconf.VXLANOverhead4); ok {
+		if err := c.wg.SetMTU(wgMTU); err != nil {
+			return err
+		}
+		c.mtu = podMTU
+	}
 	_, err := netconf.EnsureOverlay(datapath.OverlayDevice, c.port, c.mtu)
 	return err
 }
@@ -425,7 +462,7 @@ func (c *Cluster) rememberUnderlayForwarding(req model.Node) error {
 // removeNodeState undoes applyNode and forgets the node's flows.
 func (c *Cluster) removeNodeState(n *model.Node) error {
 	c.peers.forget(n.ID)
-	var errs []error
+	errs := []error{c.unencryptNode(n)}
 	if n.Self {
 		errs = append(errs, c.setClusterAddrs(nil), c.setOverlayEncap(nil))
 	}
@@ -462,6 +499,9 @@ func (c *Cluster) validateNode(tx *store.Tx, req model.Node) (*model.Node, error
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
 	n := &model.Node{Name: req.Name, Self: req.Name == c.name, Created: time.Now().UTC()}
+	if err := c.validateNodeKey(tx, n, req.WGPublicKey); err != nil {
+		return nil, err
+	}
 	if len(req.Underlay) == 0 {
 		return nil, model.Fieldf("underlay", "missing: give the node's address on the network between nodes (IPv4 and/or IPv6)")
 	}
@@ -644,6 +684,7 @@ func (c *Cluster) Nodes() ([]model.Node, error) {
 		return err
 	})
 	c.withLiveness(out)
+	c.withEncryption(out)
 	return out, err
 }
 
@@ -658,6 +699,9 @@ func (c *Cluster) Node(name string) (*model.Node, error) {
 	if n != nil {
 		if !n.Self {
 			n.Liveness = c.peers.liveness(n.ID)
+		}
+		if one := []model.Node{*n}; c.withEncryption(one) {
+			n.Encryption = one[0].Encryption
 		}
 	}
 	return n, err
@@ -675,6 +719,7 @@ func (c *Cluster) Info() api.ClusterInfo {
 	if c.routing == model.RoutingVXLAN {
 		info.Device, info.VXLANPort, info.OverlayEncap = datapath.OverlayDevice, c.port, string(c.encap)
 	}
+	info.Encryption = c.encryptionInfo()
 	return info
 }
 

@@ -9,7 +9,7 @@
 // or to the Kubernetes API's Node objects (SyncNodes: nodesync.go), probes
 // the peers' liveness (peerprobe.go) and answers the core's network
 // questions: a network's default subnets and MTU inside the cluster
-// (NetworkSubnets, NetworkMTU), its VNI (NetworkVNI).
+// (ValidateNetwork: NetworkSubnets, NetworkMTU), its VNI (NetworkVNI).
 //
 // It also holds the neighbour mirror (neigh.go, Neighbours): the node's
 // ARP/ND table copied into xlane_neigh for the XDP datapath, which runs on
@@ -21,5 +21,7 @@
 // store, the datapath, fault points, the node configuration, the object
 // errors of the health report, the sysctls `xlaned --uninstall` restores);
 // the core calls it at start (Start), at a network's validation
-// (NetworkSubnets, NetworkMTU) and at its apply and removal (NetworkVNI).
+// (ValidateNetwork, a core.NetworkValidator: NetworkSubnets at
+// core.CheckDefaults, NetworkMTU at core.CheckShape) and at its apply and
+// removal (NetworkVNI).
 package cluster

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -84,6 +86,19 @@ func (c *Cluster) validateNodeMTU(tx *store.Tx, n *model.Node, mtu int) error {
 			return model.Fieldf("mtu", "node %q's underlay MTU %d carries pod packets of %d bytes at most (%s routing), and this node's network %q has MTU %d: its full-size packets would be dropped on the way without an error; lower the network's MTU first",
 				n.Name, mtu, carries, c.routing, nw.Name, nw.MTU)
 		}
+	}
+	return nil
+}
+
+// ValidateNetwork is network create's view of the cluster
+// (core.NetworkValidator): the default subnets (NetworkSubnets, at
+// core.CheckDefaults), the MTU (NetworkMTU, at core.CheckShape).
+func (c *Cluster) ValidateNetwork(tx *store.Tx, at core.NetworkCheck, req *api.NetworkCreate, n *model.Network) error {
+	switch at {
+	case core.CheckDefaults:
+		return c.NetworkSubnets(tx, req)
+	case core.CheckShape:
+		return c.NetworkMTU(tx, n, req.MTU)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func (c *Cluster) syncNodesFile(path string) error {
 	}
 	var recs []api.NodeAdd
 	if err := json.Unmarshal(raw, &recs); err != nil {
-		return model.Fieldf("nodes", "%s: want a JSON array of {\"name\", \"underlay\": [ADDR...], \"pod_cidrs\": [CIDR...]}: %v", path, err)
+		return model.Fieldf("nodes", "%s: want a JSON array of {\"name\", \"underlay\": [ADDR...], \"pod_cidrs\": [CIDR...], \"wg_public_key\" (with encryption)}: %v", path, err)
 	}
 	// The text is read here, at the edge; a record that does not read
 	// is refused as SyncNodes refuses one its checks do: logged, the

@@ -56,5 +56,6 @@ func (c *Cluster) SyncNodes(want []model.Node) error {
 
 // sameNode says whether the record h is what w asks for.
 func sameNode(h, w *model.Node) bool {
-	return h.MTU == w.MTU && slices.Equal(h.Underlay, w.Underlay) && slices.Equal(h.PodCIDRs, w.PodCIDRs)
+	return h.MTU == w.MTU && slices.Equal(h.Underlay, w.Underlay) && slices.Equal(h.PodCIDRs, w.PodCIDRs) &&
+		(h.Self || h.WGPublicKey == w.WGPublicKey) // this node's is its daemon's
 }

@@ -53,6 +53,8 @@ type Core interface {
 	// CTGC is what the conntrack garbage collector did: passes run and
 	// entries deleted.
 	CTGC() (runs, deleted uint64)
+	// Status is the core's own state, read-only (status.go).
+	Status() Status
 
 	// CreateNetwork and AddEndpoint are the API's operations (each takes
 	// the lock).

@@ -19,8 +19,8 @@
 //	internal/vm           VM endpoints: taps, DHCP/RA, QEMU probe   (moved)
 //	internal/calibration  what auto means on this node: the test bed,
 //	                      the probes, the stored choice              (moved)
-//	internal/observe      monitor, trace, flows, dumps      (moved;
-//	                      metrics and health still in the daemon)
+//	internal/observe      monitor, trace, flows, dumps, metrics'
+//	                      snapshot, status health                   (moved)
 //	internal/core/coretest  a core.Core for feature packages' tests
 //	internal/cluster      nodes, peers, probes, overlay MTU,
 //	                      the neighbour mirror                       (moved)
@@ -37,9 +37,9 @@
 //
 //	server → daemon.AddAttachment → attachmentNetwork (a missing
 //	    network: CreateNetwork → store.Update{validateNetwork
-//	    (+ calibration.Reserved, + cluster.NetworkSubnets,
-//	    + cluster.NetworkMTU) → netconf.EnsureNetwork, EnsureGuard,
-//	    the VNI})
+//	    (+ each NetworkValidator at CheckName, CheckDefaults,
+//	    CheckShape: calibration, cluster) → netconf.EnsureNetwork,
+//	    EnsureGuard, the VNI})
 //	→ addEndpoint → store.Update{
 //	    validateEndpoint (+ vm.Validate, + calibration.Reserved)
 //	    ipam.Allocate → applyEndpoint → programEndpoint (+ vm.AttachPort)
@@ -47,10 +47,14 @@
 //	with Faults.At("veth-created" | "container-configured" |
 //	"datapath-programmed") between the steps.
 //
-// The features' checks are called at fixed points of the core's
-// validation today (a reserved name first, default subnets before they
-// are parsed, the MTU once the VLAN is known); a Validator hook that every
-// feature registers is the next step (issue 27 item 1).
+// A feature checks a network being created through one hook,
+// NetworkValidator (validate.go), which the core calls at each of the
+// validation's fixed points (NetworkCheck: the name, before the subnets
+// are parsed, once subnets, gateways and VLAN are known); the daemon
+// registers the features' validators in wireFeatures (calibration:
+// reserved names; cluster: default subnets, the MTU). An endpoint's checks
+// are still called directly (vm.Validate inside the request kind's
+// switch, calibration.Reserved as "no such network").
 //
 // What is still inside internal/daemon is named in its doc.go; the features
 // there call the core's methods directly until they move out and take

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/xlane-dev/xlane/internal/accelproxy"
 	"github.com/xlane-dev/xlane/internal/api"
@@ -11,8 +12,10 @@ import (
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
+	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/services"
@@ -37,7 +40,49 @@ func (d *Daemon) wireFeatures() {
 	d.calib = calibration.New(c)
 	d.svcs = services.New(c)
 	d.sockets = accelproxy.New(c, accelproxy.Config{CaseTimeout: d.cfg.AccelCaseTimeout})
+	d.netChecks = []core.NetworkValidator{d.calib, d.cluster}
+	d.report = observe.NewReporter(c, observe.ReportDeps{
+		Rules: func(tx *store.Tx) (map[string]observe.RuleSlot, error) {
+			spec, err := control.ReadRuleSpec(tx)
+			if err != nil || spec == nil {
+				return nil, err
+			}
+			rules := make(map[string]observe.RuleSlot, len(spec.Slots))
+			for name, slot := range spec.Slots {
+				rules[name] = observe.RuleSlot{Slot: slot, Action: spec.Action(name)}
+			}
+			return rules, nil
+		},
+		RuleCounters: func() func(uint32) (firewall.Counter, error) {
+			if d.fw == nil || d.fw.Available() != nil {
+				return nil
+			}
+			return d.fw.Counter
+		},
+		Neigh:     d.neigh.Status,
+		WireGuard: func() []metrics.WireGuardPeer { return d.cluster.WireGuardMetrics() },
+	})
 }
+
+// checkNetwork runs the features' checks of a network at one point of
+// validateNetwork (core.NetworkCheck); the first error refuses it.
+func (d *Daemon) checkNetwork(tx *store.Tx, at core.NetworkCheck, req *api.NetworkCreate, n *model.Network) error {
+	for _, v := range d.netChecks {
+		if err := v.ValidateNetwork(tx, at, req, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reporter is the status' health summary and the metrics' snapshot
+// (internal/observe: a Prometheus scrape's source).
+func (d *Daemon) Reporter() *observe.Reporter { return d.report }
+
+// Logger is the daemon's logger, which keeps the last warning or error
+// for the health summary: the API server and the Docker driver log
+// through it so that theirs count too.
+func (d *Daemon) Logger() *slog.Logger { return d.log }
 
 // Sockets is the socket layer's control: acceleration and proxy
 // redirects (/v1/accel, /v1/proxy).
@@ -70,7 +115,8 @@ func (d *Daemon) SyncNodes(want []model.Node) error { return d.cluster.SyncNodes
 func clusterConfig(cfg Config) cluster.Config {
 	return cluster.Config{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, Routing: cfg.Routing,
 		VXLANPort: cfg.VXLANPort, OverlayEncap: cfg.OverlayEncap, NodesFile: cfg.NodesFile,
-		PeerProbeInterval: cfg.PeerProbeInterval, Uplink: cfg.Uplink}
+		PeerProbeInterval: cfg.PeerProbeInterval, Uplink: cfg.Uplink,
+		Encryption: cfg.Encryption, WireGuardPort: cfg.WireGuardPort, WireGuardEngine: cfg.WireGuardEngine}
 }
 
 // Observe is the observability feature (monitor, trace, flows, dumps).
@@ -119,6 +165,13 @@ func (c coreView) UpdateNodeConfig(fn func(*datapath.NodeConfig)) error {
 }
 func (c coreView) CTGC() (runs, deleted uint64) {
 	return c.d.ct.gcRuns.Load(), c.d.ct.gcDeleted.Load()
+}
+func (c coreView) Status() core.Status {
+	d := c.d
+	return core.Status{Started: d.started, Uplink: d.cfg.Uplink, GCInterval: d.cfg.GCInterval,
+		GC: core.GCStatus{Runs: d.ct.gcRuns.Load(), Deleted: d.ct.gcDeleted.Load(),
+			Duration: time.Duration(d.ct.gcNanos.Load()), LastRun: d.ct.lastRun(), LoopStart: unixNano(d.ct.loopUnixNano.Load())},
+		LastError: d.lastErr.Get(), ObjectErrors: d.objErrs.all(), RunStats: d.runStats != nil}
 }
 func (c coreView) ReasonCounters(ifindex int) []api.ReasonCounter {
 	return c.d.reasonCounters(ifindex)

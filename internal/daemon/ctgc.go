@@ -24,8 +24,11 @@ type ctCounters struct {
 }
 
 // lastRun is when the last pass ended (zero: none yet).
-func (c *ctCounters) lastRun() time.Time {
-	if n := c.lastUnixNano.Load(); n != 0 {
+func (c *ctCounters) lastRun() time.Time { return unixNano(c.lastUnixNano.Load()) }
+
+// unixNano is the time n nanoseconds after the epoch, zero for 0.
+func unixNano(n int64) time.Time {
+	if n != 0 {
 		return time.Unix(0, n)
 	}
 	return time.Time{}

@@ -80,14 +80,18 @@ type Config struct {
 	// NodeName makes this daemon a node of a cluster (internal/cluster):
 	// its record among the nodes is the one of this name.
 	NodeName string
-	// ClusterCIDRs, Routing, VXLANPort, OverlayEncap, NodesFile and
-	// PeerProbeInterval are the cluster's flags (cluster.Config).
+	// ClusterCIDRs, Routing, VXLANPort, OverlayEncap, NodesFile,
+	// PeerProbeInterval, Encryption, WireGuardPort and WireGuardEngine are
+	// the cluster's flags (cluster.Config).
 	ClusterCIDRs      []string
 	Routing           string
 	VXLANPort         int
 	OverlayEncap      string
 	NodesFile         string
 	PeerProbeInterval time.Duration
+	Encryption        string
+	WireGuardPort     int
+	WireGuardEngine   string
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (internal/calibration).
 	CalibrateAtStart bool
@@ -123,11 +127,13 @@ type Daemon struct {
 	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
 	calib     *calibration.Runner // what auto means here (internal/calibration)
 	started   time.Time
-	lastErr   lastError           // the last warning or error logged (health.go)
-	objErrs   objectErrors        // what the last reconcile could not apply (objerrs.go)
-	vms       *vm.VMs             // VM endpoints: taps, DHCP, QEMU (internal/vm)
-	svcs      *services.Services  // service VIPs and backends (internal/services)
-	sockets   *accelproxy.Control // socket acceleration, proxy redirects (internal/accelproxy)
+	lastErr   observe.LastError       // the last warning or error logged (core.Status)
+	report    *observe.Reporter       // the status' health, the metrics (internal/observe)
+	objErrs   objectErrors            // what the last reconcile could not apply (objerrs.go)
+	vms       *vm.VMs                 // VM endpoints: taps, DHCP, QEMU (internal/vm)
+	svcs      *services.Services      // service VIPs and backends (internal/services)
+	sockets   *accelproxy.Control     // socket acceleration, proxy redirects (internal/accelproxy)
+	netChecks []core.NetworkValidator // the features' checks of a network (core.go)
 
 	// faults are the apply steps' fault points (core.Faults): tests make
 	// one fail and check the rollback.
@@ -161,7 +167,7 @@ func New(cfg Config) (*Daemon, error) {
 	if d.store, err = store.Open(cfg.StatePath); err != nil {
 		return nil, err
 	}
-	cfg.Log = slog.New(&recordingHandler{Handler: cfg.Log.Handler(), rec: &d.lastErr})
+	cfg.Log = slog.New(d.lastErr.Handler(cfg.Log.Handler()))
 	d.cfg, d.log = cfg, cfg.Log
 	d.wireFeatures()
 	if cfg.NATPorts == "" {
@@ -298,6 +304,7 @@ func (d *Daemon) close() error {
 	d.vms.Close()
 	d.calib.Close() // a calibration at start removes its networks first
 	d.obs.Close()
+	d.cluster.Close()
 	if d.runStats != nil {
 		d.runStats.Close()
 	}
@@ -311,7 +318,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
-	if err := d.calib.Reserved(req.Name); err != nil {
+	if err := d.checkNetwork(tx, core.CheckName, &req, nil); err != nil {
 		return nil, err
 	}
 	requested, err := model.ParseMode(req.Mode)
@@ -340,7 +347,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.resolveDevice(n, req); err != nil {
 		return nil, err
 	}
-	if err := d.cluster.NetworkSubnets(tx, &req); err != nil {
+	if err := d.checkNetwork(tx, core.CheckDefaults, &req, n); err != nil {
 		return nil, err
 	}
 	if len(req.Subnets) == 0 {
@@ -393,7 +400,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	if err := d.validateVLAN(tx, n, req); err != nil {
 		return nil, err
 	}
-	if err := d.cluster.NetworkMTU(tx, n, req.MTU); err != nil {
+	if err := d.checkNetwork(tx, core.CheckShape, &req, n); err != nil {
 		return nil, err
 	}
 	if n.MTU == 0 {
@@ -434,7 +441,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	// After the check against other networks, whose routes and gateways
 	// are the node's too: that one names the network.
 	for _, p := range n.Subnets {
-		if err := netconf.CheckSubnetFree(p); err != nil {
+		if err := netconf.CheckSubnetFree(p, d.cluster.EncryptionAddrs()...); err != nil {
 			return nil, err
 		}
 	}
@@ -1299,7 +1306,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 				FixedBytes: m.Fixed, PerServiceBytes: m.PerService()}
 		}
 	}
-	st.Health = d.health()
+	st.Health = d.report.Health()
 	st.VM = d.vms.Status()
 	d.addStatusParts(st)
 	return st, err

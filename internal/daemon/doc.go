@@ -20,10 +20,13 @@
 // firewall's control (internal/firewall/control, started before the API
 // serves) and the socket layer's, acceleration and proxy redirects
 // (internal/accelproxy). The daemon hands the API each of them (Cluster,
-// Services, Firewall, Sockets, Observe, Calibrator) and implements
-// k8s.Target by delegating to them. Still here: observability's metrics
-// snapshot and health (metrics.go, health.go: they read most of the core's
-// own state, so they stay until the core offers them a view).
+// Services, Firewall, Sockets, Observe, Calibrator, Reporter) and
+// implements k8s.Target by delegating to them. The status' health and the
+// metrics' snapshot (observe.Reporter, made by wireFeatures) read the
+// core's own state through core.Core.Status (coreView.Status: object
+// errors, the last error logged, the GC's counters, the start time, run
+// statistics) and the firewall's counters and the neighbour mirror
+// through observe.ReportDeps.
 //
 // The core's own files: daemon.go (start, networks, endpoints, status),
 // core.go (what features get), attachment.go (CNI attachments: endpoints

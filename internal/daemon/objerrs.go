@@ -59,30 +59,19 @@ func (o *objectErrors) get(kind, name string) string {
 	return o.m[objectKey{kind, name}]
 }
 
-// counts counts the errors by kind (every kind, 0 or not, so that the
-// series stay).
-func (o *objectErrors) counts() map[string]int {
+// all lists the errors, sorted by kind and name (core.Status).
+func (o *objectErrors) all() []core.ObjectError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := map[string]int{objNetwork: 0, objEndpoint: 0, objPeer: 0, objNode: 0}
-	for k := range o.m {
-		out[k.kind]++
-	}
-	return out
-}
-
-// problems lists the errors as health problems, one line each, of the
-// objects exists says are still there (networks and endpoints removed
-// since are left out).
-func (o *objectErrors) problems(exists func(kind, name string) bool) []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var out []string
+	out := make([]core.ObjectError, 0, len(o.m))
 	for k, e := range o.m {
-		if exists(k.kind, k.name) {
-			out = append(out, k.kind+" "+k.name+": "+e)
-		}
+		out = append(out, core.ObjectError{Kind: k.kind, Name: k.name, Err: e})
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/xlane-dev/xlane/internal/accelproxy"
+	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/netconf"
 )
@@ -41,7 +42,7 @@ func (d *Daemon) Uninstall() error {
 			errs = append(errs, netconf.DeletePeerRoute(p))
 		}
 	}
-	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice))
+	errs = append(errs, d.dp.DetachOverlay(datapath.OverlayDevice), netconf.DeleteOverlay(datapath.OverlayDevice), cluster.UninstallEncryption())
 	// Guard tables, VLAN ports, gateway addresses and unreachable routes
 	// of networks a crash left without a record; devices, links and map
 	// entries of endpoints a crash left, or whose removal above failed.

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +14,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -58,6 +62,9 @@ type Config struct {
 	Log   *slog.Logger
 	// Pods, when set, is given the pod informer's cache (PodCache).
 	Pods *PodCache
+	// WGPublicKey is this node's WireGuard public key (xlaned --encryption
+	// wireguard; "": off), published on its Node as AnnotationWGPublicKey.
+	WGPublicKey string
 }
 
 // settle is how long a sync waits after the first event of a burst, so
@@ -167,7 +174,7 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 // (nil: none are watched).
 func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynamic.Interface, t Target, host string) error {
 	f := informers.NewSharedInformerFactory(cs, 0)
-	c := &controller{cfg: cfg, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
+	c := &controller{cfg: cfg, cs: cs, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
 		nodes:      f.Core().V1().Nodes(),
 		services:   f.Core().V1().Services(),
 		slices:     f.Discovery().V1().EndpointSlices(),
@@ -246,14 +253,16 @@ var Watched = []Resource{{"", "nodes"}, {"", "services"}, {"", "pods"}, {"", "na
 	{CNPResource.Group, CNPResource.Resource}}
 
 // Written is what Run writes (patch): the status of ClusterNetworkPolicies
-// (CNPConditionType), nothing else.
-var Written = []Resource{{CNPResource.Group, CNPResource.Resource + "/status"}}
+// (CNPConditionType) and, with encryption, this node's Node (its
+// AnnotationWGPublicKey), nothing else.
+var Written = []Resource{{CNPResource.Group, CNPResource.Resource + "/status"}, {"", "nodes"}}
 
 // sliceIndex indexes EndpointSlices by their Service's namespace/name.
 const sliceIndex = "service"
 
 type controller struct {
 	cfg        Config
+	cs         kubernetes.Interface
 	t          Target
 	kick       chan struct{}
 	nodes      coreinformers.NodeInformer
@@ -345,6 +354,10 @@ func (c *controller) sync() error {
 	for _, n := range nodes {
 		if n.Name == c.cfg.NodeName {
 			self = NodeAddrs(n)
+			if err := c.publishKey(n); err != nil {
+				errs = append(errs, err)
+				c.mark(func(d *dirty) { d.nodes = true })
+			}
 		}
 		if rec, ok := NodeRecord(n); ok {
 			recs = append(recs, rec)
@@ -560,5 +573,23 @@ func (c *controller) syncPolicies(self []netip.Addr) error {
 		c.cfg.Log.Info("kubernetes policy sync", "policies", len(pols), "cluster_policies", len(cnps), "pods", len(pods), "rules", len(rules),
 			"took", time.Since(start).Round(time.Microsecond))
 	}
+	return nil
+}
+
+// publishKey puts this node's WireGuard public key on its Node (a merge
+// patch of the one annotation), when it is not there already.
+func (c *controller) publishKey(n *corev1.Node) error {
+	key := c.cfg.WGPublicKey
+	if key == "" || n.Annotations[AnnotationWGPublicKey] == key {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationWGPublicKey: key}}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.cs.CoreV1().Nodes().Patch(context.Background(), n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("publish the WireGuard public key on Node %s: %w", n.Name, err)
+	}
+	c.cfg.Log.Info("WireGuard public key published", "node", n.Name, "annotation", AnnotationWGPublicKey)
 	return nil
 }

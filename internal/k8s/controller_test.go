@@ -34,9 +34,15 @@ type recorder struct {
 	mu       sync.Mutex
 	applies  []model.ServiceApply
 	policies [][]rules.Rule
+	nodes    [][]model.Node
 }
 
-func (r *recorder) SyncNodes([]model.Node) error { return nil }
+func (r *recorder) SyncNodes(want []model.Node) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nodes = append(r.nodes, want)
+	return nil
+}
 
 func (r *recorder) ApplyServices(req model.ServiceApply) (*model.ServiceApplyResult, error) {
 	r.mu.Lock()
@@ -284,6 +290,51 @@ func TestControllerPolicyRulesNameNoVIP(t *testing.T) {
 	r.mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d policy applies after an EndpointSlice change, want the first alone", n)
+	}
+}
+
+// TestControllerWGPublicKey: with encryption, the controller publishes
+// this node's WireGuard public key on its Node (the one annotation, by
+// patch) and reads the peers' from theirs into their node records.
+func TestControllerWGPublicKey(t *testing.T) {
+	const own, peer = "LWAS+y79PYneHmll4wnF2ZF4Aa8QJfAPUHTix87UZ3c=", "YM3W+yDWap7cOCTJa/1PAephpf/EOv8zWph1iJ4Wm28="
+	mk := func(name, addr, cidr string, ann map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+			Spec:   corev1.NodeSpec{PodCIDR: cidr},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}}}
+	}
+	cs := fake.NewClientset(mk("n1", "192.168.78.1", "10.244.1.0/24", map[string]string{"other": "kept"}),
+		mk("n2", "192.168.78.2", "10.244.2.0/24", map[string]string{AnnotationWGPublicKey: peer}))
+	r := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := run(ctx, Config{NodeName: "n1", Nodes: true, WGPublicKey: own, Log: slog.New(slog.DiscardHandler)}, cs, r); err != nil {
+		t.Fatal(err)
+	}
+	recs := waitNth(t, r, &r.nodes, 0, "node sync")
+	var got string
+	for _, rec := range recs {
+		if rec.Name == "n2" {
+			got = rec.WGPublicKey
+		}
+	}
+	if got != peer {
+		t.Errorf("n2's record key %q, want %q (its annotation); records %+v", got, peer, recs)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Annotations[AnnotationWGPublicKey] == own {
+			if n.Annotations["other"] != "kept" {
+				t.Errorf("n1's other annotations: %v, want them kept", n.Annotations)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n1's annotations %v: no %s", n.Annotations, AnnotationWGPublicKey)
+		}
 	}
 }
 

@@ -21,12 +21,19 @@ const NamePrefix = "k8s."
 // maxName is the longest xlane service name (the daemon's name rule).
 const maxName = 64
 
+// AnnotationWGPublicKey is the Node annotation where each xlaned with
+// --encryption wireguard publishes its node's WireGuard public key, and
+// where the others read their peers' (docs/encryption.md).
+const AnnotationWGPublicKey = "xlane.dev/wg-public-key"
+
 // NodeRecord reads a Node into a node record: its first InternalIP of
 // each family (IPv4 first) as the underlay, spec.podCIDRs (or the older
-// spec.podCIDR) as pod CIDRs. ok is false for a Node without an
-// InternalIP or a pod CIDR (not yet allocated): it cannot be a peer yet.
+// spec.podCIDR) as pod CIDRs, its AnnotationWGPublicKey as its WireGuard
+// key. ok is false for a Node without an InternalIP or a pod CIDR (not yet
+// allocated): it cannot be a peer yet.
 func NodeRecord(n *corev1.Node) (rec model.Node, ok bool) {
 	rec.Name = n.Name
+	rec.WGPublicKey = n.Annotations[AnnotationWGPublicKey]
 	var have4, have6 bool
 	for _, a := range n.Status.Addresses {
 		if a.Type != corev1.NodeInternalIP {

@@ -123,6 +123,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		enabled = 1
 	}
 	gauge(BPFStatsEnabled, enabled)
+	for _, p := range s.WireGuard {
+		counter(WireGuardBytes, float64(p.RxBytes), p.Node, "rx")
+		counter(WireGuardBytes, float64(p.TxBytes), p.Node, "tx")
+		if p.HandshakeAge >= 0 {
+			gauge(WireGuardHandshakeAge, p.HandshakeAge.Seconds(), p.Node)
+		}
+		enc := 0.0
+		if p.Encrypted {
+			enc = 1
+		}
+		gauge(WireGuardEncrypted, enc, p.Node)
+	}
 	for kind, n := range s.Unapplied {
 		gauge(Unapplied, float64(n), kind)
 	}

@@ -33,6 +33,7 @@ const (
 	LabelEvent     = "event"  // what a socket-layer counter counts: added, redirected, fallback_no_peer, ... (accel.go, proxy.go)
 	LabelResult    = "result" // found or missed
 	LabelKind      = "kind"   // what the start could not apply: network, endpoint, node (a peer), this node
+	LabelNode      = "node"   // a peer node's name (encryption between nodes)
 )
 
 // Type is a Prometheus metric type.
@@ -147,6 +148,14 @@ var (
 	ProxyListeners = Metric{"xlane_proxy_listeners_added_total", Counter, nil,
 		"Proxy listen() calls put into xlane_proxy_listeners for inbound redirects."}
 
+	// Encryption between nodes (docs/encryption.md), per peer.
+	WireGuardBytes = Metric{"xlane_wireguard_peer_bytes_total", Counter, []string{LabelNode, LabelDirection},
+		"Bytes the WireGuard device exchanged with a peer node: rx (received, decrypted) or tx (sent, encrypted); they restart from 0 with the embedded engine's device."}
+	WireGuardHandshakeAge = Metric{"xlane_wireguard_peer_handshake_age_seconds", Gauge, []string{LabelNode},
+		"Seconds since the last WireGuard handshake with a peer node (no series before the first)."}
+	WireGuardEncrypted = Metric{"xlane_wireguard_peer_encrypted", Gauge, []string{LabelNode},
+		"1 when a peer node has a WireGuard session (a handshake under 180 s old), else 0: xlane status says why."}
+
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
 		"Time the daemon took to answer API requests."}
@@ -170,5 +179,6 @@ var All = []Metric{
 	NeighEvents, NeighResyncs,
 	AccelOn, AccelMapSockets, AccelSockets, AccelMessages, AccelBytes, AccelDirections,
 	ProxyConnections, ProxyOrigDst, ProxyListeners,
+	WireGuardBytes, WireGuardHandshakeAge, WireGuardEncrypted,
 	APIRequestDuration, Unapplied, ScrapeErrors, BuildInfo,
 }

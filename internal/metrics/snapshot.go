@@ -26,6 +26,8 @@ type Snapshot struct {
 	Accel *Accel
 	// Proxy: the redirect counters, nil where redirects were never used.
 	Proxy map[string]uint64
+	// WireGuard: the peers of encryption between nodes, nil without it.
+	WireGuard []WireGuardPeer
 	// Unapplied counts what the last start could not apply, by kind.
 	Unapplied map[string]int
 	// Errors: what could not be read (source -> error), counted in
@@ -111,4 +113,13 @@ type Accel struct {
 	On       bool
 	Sockets  int
 	Counters map[string]uint64
+}
+
+// WireGuardPeer is one peer node's WireGuard session.
+type WireGuardPeer struct {
+	Node             string
+	RxBytes, TxBytes uint64
+	// HandshakeAge is since the last handshake; negative: none yet.
+	HandshakeAge time.Duration
+	Encrypted    bool
 }

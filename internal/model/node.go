@@ -76,12 +76,30 @@ type Node struct {
 	PodCIDRs []netip.Prefix `json:"pod_cidrs"`
 	// MTU is the node's underlay MTU as its record says (0: not said).
 	MTU int `json:"mtu,omitempty"`
+	// WGPublicKey is the node's WireGuard public key (base64; "": none
+	// given, encryption off). This node's own is its daemon's.
+	WGPublicKey string `json:"wg_public_key,omitempty"`
 	// Self: the node this daemon runs (--node-name).
 	Self    bool      `json:"self,omitempty"`
 	Created time.Time `json:"created"`
 	// Liveness is this daemon's view of a peer (its probes, not stored:
 	// the API fills it in); nil for this node, or without probing.
 	Liveness *NodeLiveness `json:"liveness,omitempty"`
+	// Encryption is this daemon's WireGuard session with a peer (not
+	// stored: the API fills it in); nil for this node, or without
+	// encryption.
+	Encryption *NodeEncryption `json:"encryption,omitempty"`
+}
+
+// NodeEncryption is a peer's WireGuard session as this node sees it
+// (internal/wireguard).
+type NodeEncryption struct {
+	// State is encrypted, or why not (no handshake yet, session
+	// expired).
+	State         string     `json:"state"`
+	LastHandshake *time.Time `json:"last_handshake,omitempty"`
+	RxBytes       uint64     `json:"rx_bytes"`
+	TxBytes       uint64     `json:"tx_bytes"`
 }
 
 // NodeLiveness is what a daemon's probes of a peer's underlay address

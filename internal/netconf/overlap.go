@@ -3,6 +3,7 @@ package netconf
 import (
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -34,7 +35,9 @@ const (
 // route, a VPN's 10.0.0.0/8) are fine: the network's more specific route
 // wins for its own addresses only. xlane's own routes are not exempt: the
 // store's overlap check between networks runs first and says it better.
-func CheckSubnetFree(p netip.Prefix) error {
+// own are addresses xlane itself gives the node inside its pod CIDRs (the
+// cluster address on the WireGuard device), which no endpoint gets.
+func CheckSubnetFree(p netip.Prefix, own ...netip.Addr) error {
 	if p.Addr().Is4() && p.Bits() < MinSubnetBits4 || p.Addr().Is6() && p.Bits() < MinSubnetBits6 {
 		return model.Fieldf("subnets", "%s: shorter than /%d (IPv4) or /%d (IPv6): it would cover the node's own routes", p, MinSubnetBits4, MinSubnetBits6)
 	}
@@ -51,7 +54,7 @@ func CheckSubnetFree(p netip.Prefix) error {
 		if !ok {
 			continue
 		}
-		if p.Contains(ip.Unmap()) {
+		if p.Contains(ip.Unmap()) && !slices.Contains(own, ip.Unmap()) {
 			return model.Fieldf("subnets", "%s: holds the node's address %s (%s)", p, ip.Unmap(), linkName(a.LinkIndex))
 		}
 	}

@@ -27,7 +27,7 @@ func (t *Tx) PutNode(n *model.Node) error {
 		return err
 	}
 	c := *n
-	c.Liveness = nil // the daemon's view, not a record's
+	c.Liveness, c.Encryption = nil, nil // the daemon's view, not a record's
 	return put(b, n.Name, &c)
 }
 

@@ -70,6 +70,9 @@ type clusterNode struct {
 	nodesFile string
 	ul        string // the underlay's namespace
 	mode      string // the pod's network's
+	// wgKey is the node's WireGuard public key (xlaned --encryption
+	// wireguard; "": off), given to every node with its record.
+	wgKey string
 }
 
 func (c *clusterNode) record() api.NodeAdd {
@@ -77,6 +80,7 @@ func (c *clusterNode) record() api.NodeAdd {
 	if c.v6Unders {
 		r.Underlay = r.Underlay[1:]
 	}
+	r.WGPublicKey = c.wgKey
 	return r
 }
 
@@ -111,6 +115,9 @@ func (c *clusterNode) waitNodes(t *testing.T, n int) {
 
 func (c *clusterNode) addArgs() []string {
 	args := []string{"node", "add", c.name, "--pod-cidr", c.pod4.String(), "--pod-cidr", c.pod6.String()}
+	if c.wgKey != "" {
+		args = append(args, "--wg-public-key", c.wgKey)
+	}
 	if c.v6Unders {
 		return append(args, "--underlay", c.under6.String())
 	}
@@ -158,6 +165,11 @@ func newCluster(t *testing.T, routing string, modes []string, v6Underlay bool, u
 			n.flags = append(n.flags, flags...)
 		})
 		requireMode(t, c.node, modes[i-1]) // kernel_test.go
+		var st api.Status
+		c.mustXlane(&st, "status")
+		if st.Cluster != nil && st.Cluster.Encryption != nil {
+			c.wgKey = st.Cluster.Encryption.PublicKey
+		}
 		cs = append(cs, c)
 	}
 	if nodesFile != "" {

@@ -96,7 +96,8 @@ type Image struct {
 // load, which no modprobe answers in the guest; nft_ct and with it
 // nf_conntrack for kernel mode's unsolicited-traffic guard, whose
 // "ct state" rules nft cannot add without it; pktgen for the netkit
-// benchmark; bridge and vxlan for the cross-node tests). Missing ones are
+// benchmark; bridge and vxlan for the cross-node tests, wireguard for
+// their encryption). Missing ones are
 // skipped (built in).
 var guestModules = []string{
 	"virtio_pci", "9pnet_virtio", "9p",
@@ -104,6 +105,7 @@ var guestModules = []string{
 	"xfrm_user", "nfnetlink", "crc32c_generic", "nf_tables", "nft_ct", "pktgen",
 	"virtio_net",      // for guests given a NIC (Cmd.QEMUArgs): the VM endpoint test
 	"bridge", "vxlan", // the cross-node tests: an underlay bridge, the overlay device
+	"wireguard", // encryption between nodes: the kernel engine (TestEncryptionWireGuard)
 }
 
 // Fetch returns the bootable image of k, downloading and building what the
@@ -140,7 +142,7 @@ func Fetch(k Kernel, cacheDir string) (*Image, error) {
 
 // imageVersion changes when the way images are built changes, so cached
 // images from an older harness are rebuilt.
-const imageVersion = "xlane-vm-image 9\n"
+const imageVersion = "xlane-vm-image 10\n"
 
 func fetchDeb(k Kernel, debDir string) (string, error) {
 	arch := "amd64"

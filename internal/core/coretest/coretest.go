@@ -60,6 +60,7 @@ func (c *Core) ModeMissing(m model.Mode) error         { return nil }
 func (c *Core) RememberForwarding4(string) error       { return nil }
 func (c *Core) CTGC() (runs, deleted uint64)           { return 0, 0 }
 func (c *Core) ReasonCounters(int) []api.ReasonCounter { return nil }
+func (c *Core) Status() core.Status                    { return core.Status{} }
 
 func (c *Core) ObjectError(kind, name string, err error) {
 	if err == nil {

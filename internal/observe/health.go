@@ -1,4 +1,4 @@
-package daemon
+package observe
 
 import (
 	"context"
@@ -19,15 +19,16 @@ import (
 // conntrack at 1 sends new flows untracked, other maps refuse entries.
 const pressureWarn = 0.9
 
-// health is `xlane status`'s summary of whether the datapath is as it
+// Health is `xlane status`'s summary of whether the datapath is as it
 // should be: every endpoint's and the uplink's programs attached, every
 // pinned map's pin there, no map nearly full, the conntrack GC keeping
 // up, and the last warning or error xlaned logged.
-func (d *Daemon) health() *api.Health {
+func (r *Reporter) Health() *api.Health {
 	h := &api.Health{}
+	dp, cs := r.c.Datapath(), r.c.Status()
 	var eps []model.Endpoint
 	nets := map[string]*model.Network{}
-	err := d.store.View(func(tx *store.Tx) error {
+	err := r.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		if eps, err = tx.Endpoints(); err != nil {
 			return err
@@ -42,17 +43,24 @@ func (d *Daemon) health() *api.Health {
 		h.Problems = append(h.Problems, "read the store: "+err.Error())
 	}
 	// What the last reconcile could not apply, of objects still there.
-	h.Problems = append(h.Problems, d.objErrs.problems(func(kind, name string) bool {
-		switch kind {
-		case objNetwork:
-			return nets[name] != nil
-		case objEndpoint:
-			return slices.ContainsFunc(eps, func(e model.Endpoint) bool { return e.ID == name })
+	var unapplied []string
+	for _, o := range cs.ObjectErrors {
+		switch o.Kind {
+		case core.ObjNetwork:
+			if nets[o.Name] == nil {
+				continue
+			}
+		case core.ObjEndpoint:
+			if !slices.ContainsFunc(eps, func(e model.Endpoint) bool { return e.ID == o.Name }) {
+				continue
+			}
 		}
-		return true
-	})...)
-	if d.dp.Available() != nil {
-		h.LastError = d.lastErr.get()
+		unapplied = append(unapplied, o.Kind+" "+o.Name+": "+o.Err)
+	}
+	slices.Sort(unapplied)
+	h.Problems = append(h.Problems, unapplied...)
+	if dp.Available() != nil {
+		h.LastError = cs.LastError
 		return h // kernel mode only: no programs, pins or maps to check
 	}
 	for _, e := range eps {
@@ -60,40 +68,40 @@ func (d *Daemon) health() *api.Health {
 		if n == nil || !n.Mode.BPF() || core.Hidden(n.Name) { // a calibration's: not the user's (internal/calibration)
 			continue
 		}
-		want := d.dp.ExpectedHooks(n.Mode, n.Devices().Netkit() && !e.VM) // a VM tap has tc hooks (attachPrograms)
-		have := d.dp.Hooks(e.HostIf)
+		want := dp.ExpectedHooks(n.Mode, n.Devices().Netkit() && !e.VM) // a VM tap has tc hooks (attachPrograms)
+		have := dp.Hooks(e.HostIf)
 		h.Programs.Expected += len(want)
 		for _, w := range want {
-			if contains(have, w) {
+			if slices.Contains(have, w) {
 				h.Programs.Attached++
 			} else {
 				h.Programs.Missing = append(h.Programs.Missing, e.HostIf+" "+w+" (endpoint "+e.ID+")")
 			}
 		}
 	}
-	want, have := d.dp.UplinkHooks(d.cfg.Uplink)
+	want, have := dp.UplinkHooks(cs.Uplink)
 	h.Programs.Expected += len(want)
 	for _, w := range want {
-		if contains(have, w) {
+		if slices.Contains(have, w) {
 			h.Programs.Attached++
 		} else {
-			h.Programs.Missing = append(h.Programs.Missing, d.cfg.Uplink+" "+w+" (uplink)")
+			h.Programs.Missing = append(h.Programs.Missing, cs.Uplink+" "+w+" (uplink)")
 		}
 	}
 	if len(h.Programs.Missing) > 0 {
 		h.Problems = append(h.Problems, fmt.Sprintf("%d of %d programs not attached", len(h.Programs.Missing), h.Programs.Expected))
 	}
-	h.Pins.Expected, h.Pins.Missing = d.dp.MissingPins()
+	h.Pins.Expected, h.Pins.Missing = dp.MissingPins()
 	h.Pins.Present = h.Pins.Expected - len(h.Pins.Missing)
 	if len(h.Pins.Missing) > 0 {
 		h.Problems = append(h.Problems, fmt.Sprintf("%d pinned maps lost their pin", len(h.Pins.Missing)))
 	}
 	var known map[string]int
-	h.CTGC, known = d.gcHealth()
+	h.CTGC, known = r.gcHealth(cs)
 	if g := h.CTGC; g != nil && g.LagSeconds > 2*g.IntervalSeconds {
 		h.Problems = append(h.Problems, fmt.Sprintf("conntrack GC %.0fs behind", g.LagSeconds))
 	}
-	if us, err := d.dp.MapUsage(known); err != nil {
+	if us, err := dp.MapUsage(known); err != nil {
 		h.Problems = append(h.Problems, "count map entries: "+err.Error())
 	} else {
 		for _, u := range us {
@@ -105,7 +113,7 @@ func (d *Daemon) health() *api.Health {
 			h.Problems = append(h.Problems, fmt.Sprintf("map %s is %.0f%% full", p.Map, 100*p.Pressure))
 		}
 	}
-	h.LastError = d.lastErr.get()
+	h.LastError = cs.LastError
 	h.OK = len(h.Problems) == 0
 	return h
 }
@@ -114,42 +122,34 @@ func (d *Daemon) health() *api.Health {
 // last pass (since the loop's start before the first) beyond its
 // interval, and the expired entries waiting; known has xlane_ct's
 // entries, for MapUsage (one walk of the table).
-func (d *Daemon) gcHealth() (*api.GCHealth, map[string]int) {
-	g := &api.GCHealth{IntervalSeconds: d.cfg.GCInterval.Seconds(), Runs: d.ct.gcRuns.Load()}
-	since := d.started
-	if n := d.ct.loopUnixNano.Load(); n != 0 {
-		since = time.Unix(0, n)
+func (r *Reporter) gcHealth(cs core.Status) (*api.GCHealth, map[string]int) {
+	g := &api.GCHealth{IntervalSeconds: cs.GCInterval.Seconds(), Runs: cs.GC.Runs}
+	since := cs.Started
+	if !cs.GC.LoopStart.IsZero() {
+		since = cs.GC.LoopStart
 	}
-	if last := d.ct.lastRun(); !last.IsZero() {
+	if last := cs.GC.LastRun; !last.IsZero() {
 		since = last
 		g.LastRun = &last
 	}
 	g.LagSeconds = max(0, time.Since(since).Seconds()-g.IntervalSeconds)
 	known := map[string]int{}
-	if st, err := d.dp.CTStats(); err == nil {
+	if st, err := r.c.Datapath().CTStats(); err == nil {
 		g.Expired = st.Expired
 		known["xlane_ct"] = st.Entries
 	}
 	return g, known
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-// lastError keeps the last warning or error xlaned logged, for the health
-// summary.
-type lastError struct {
+// LastError keeps the last warning or error xlaned logged, for the health
+// summary (core.Status.LastError): log through Handler.
+type LastError struct {
 	mu sync.Mutex
 	e  *api.LastError
 }
 
-func (l *lastError) get() *api.LastError {
+// Get is the last warning or error (nil: none yet).
+func (l *LastError) Get() *api.LastError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.e == nil {
@@ -159,11 +159,17 @@ func (l *lastError) get() *api.LastError {
 	return &e
 }
 
+// Handler passes every record on to h and keeps the last one at Warn or
+// above in l.
+func (l *LastError) Handler(h slog.Handler) slog.Handler {
+	return &recordingHandler{Handler: h, rec: l}
+}
+
 // recordingHandler passes every record on and keeps the last one at Warn
 // or above in rec.
 type recordingHandler struct {
 	slog.Handler
-	rec   *lastError
+	rec   *LastError
 	attrs []slog.Attr
 }
 
@@ -193,8 +199,3 @@ func (h *recordingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h *recordingHandler) WithGroup(name string) slog.Handler {
 	return &recordingHandler{Handler: h.Handler.WithGroup(name), rec: h.rec, attrs: h.attrs}
 }
-
-// Logger is the daemon's logger, which keeps the last warning or error
-// for the health summary: the API server and the Docker driver log
-// through it so that theirs count too.
-func (d *Daemon) Logger() *slog.Logger { return d.log }

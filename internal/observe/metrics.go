@@ -1,15 +1,14 @@
-package daemon
+package observe
 
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
-	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -22,17 +21,21 @@ import (
 // of a device that belongs to no endpoint (removed, not yet pruned) are
 // left out, so a removed endpoint's series end with it. It takes no
 // daemon lock: a scrape never waits for a change in progress.
-func (d *Daemon) Snapshot() *metrics.Snapshot {
-	s := &metrics.Snapshot{Errors: map[string]error{}, Unapplied: d.objErrs.counts()}
-	if d.dp.Available() != nil {
+func (r *Reporter) Snapshot() *metrics.Snapshot {
+	dp, cs := r.c.Datapath(), r.c.Status()
+	s := &metrics.Snapshot{Errors: map[string]error{}, Unapplied: unappliedCounts(cs.ObjectErrors)}
+	if r.deps.WireGuard != nil {
+		s.WireGuard = r.deps.WireGuard()
+	}
+	if dp.Available() != nil {
 		return s // kernel mode only: no maps, nothing counted
 	}
 	var (
 		eps   []model.Endpoint
 		svcs  []model.Service
-		rules *control.RuleSpec
+		rules map[string]RuleSlot
 	)
-	err := d.store.View(func(tx *store.Tx) error {
+	err := r.c.Store().View(func(tx *store.Tx) error {
 		var err error
 		if eps, err = tx.Endpoints(); err != nil {
 			return err
@@ -40,7 +43,9 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		if svcs, err = tx.Services(); err != nil {
 			return err
 		}
-		rules, err = control.ReadRuleSpec(tx)
+		if r.deps.Rules != nil {
+			rules, err = r.deps.Rules(tx)
+		}
 		return err
 	})
 	if err != nil {
@@ -48,53 +53,57 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 		return s
 	}
 	eps = slices.DeleteFunc(eps, func(e model.Endpoint) bool { return core.Hidden(e.Network) }) // the calibration's (internal/calibration)
-	s.Counters, err = d.reasonCounts(eps)
+	s.Counters, err = reasonCounts(dp, cs.Uplink, eps)
 	if err != nil {
 		s.Errors["counters"] = err
 	}
 	known := map[string]int{}
-	if st, err := d.dp.CTStats(); err != nil {
+	if st, err := dp.CTStats(); err != nil {
 		s.Errors["conntrack"] = err
 	} else {
 		known["xlane_ct"] = st.Entries // one walk of the table per scrape
 		s.CT = &metrics.CT{Entries: st.Entries, Expired: st.Expired, MaxEntries: st.MaxEntries,
-			GCRuns: d.ct.gcRuns.Load(), GCDeleted: d.ct.gcDeleted.Load(),
-			GCDuration: time.Duration(d.ct.gcNanos.Load()), GCLast: d.ct.lastRun()}
+			GCRuns: cs.GC.Runs, GCDeleted: cs.GC.Deleted,
+			GCDuration: cs.GC.Duration, GCLast: cs.GC.LastRun}
 		s.Services, s.Backends = serviceCounts(svcs, st.DNAT)
 	}
-	if us, err := d.dp.MapUsage(known); err != nil {
+	if us, err := dp.MapUsage(known); err != nil {
 		s.Errors["maps"] = err
 	} else {
 		for _, u := range us {
 			s.Maps = append(s.Maps, metrics.MapCount{Name: u.Name, Entries: u.Entries, MaxEntries: u.MaxEntries})
 		}
 	}
-	if d.fw != nil && d.fw.Available() == nil && rules != nil {
-		for name, slot := range rules.Slots {
-			c, err := d.fw.Counter(slot)
-			if err != nil {
-				s.Errors["firewall"] = fmt.Errorf("rule %s: %w", name, err)
-				continue
+	if r.deps.RuleCounters != nil {
+		if counter := r.deps.RuleCounters(); counter != nil && rules != nil {
+			for name, rs := range rules {
+				c, err := counter(rs.Slot)
+				if err != nil {
+					s.Errors["firewall"] = fmt.Errorf("rule %s: %w", name, err)
+					continue
+				}
+				s.Rules = append(s.Rules, metrics.RuleCount{Rule: name, Action: rs.Action, Packets: c.Packets, Bytes: c.Bytes})
 			}
-			s.Rules = append(s.Rules, metrics.RuleCount{Rule: name, Action: rules.Action(name), Packets: c.Packets, Bytes: c.Bytes})
 		}
 	}
-	if ps, err := d.dp.ProgramStats(); err != nil {
+	if ps, err := dp.ProgramStats(); err != nil {
 		s.Errors["programs"] = err
 	} else {
 		for _, p := range ps {
 			s.Programs = append(s.Programs, metrics.ProgramCount{Program: p.Name, Runs: p.Runs, Runtime: p.Runtime})
 		}
 	}
-	s.StatsEnabled = d.runStats != nil || datapath.RunStatsSysctl()
-	n := d.neigh.Status()
-	s.Neigh = &metrics.Neigh{Events: n.Events, Resyncs: n.Resyncs}
-	if st, err := d.dp.AccelStatus(); err != nil {
+	s.StatsEnabled = cs.RunStats || datapath.RunStatsSysctl()
+	if r.deps.Neigh != nil {
+		n := r.deps.Neigh()
+		s.Neigh = &metrics.Neigh{Events: n.Events, Resyncs: n.Resyncs}
+	}
+	if st, err := dp.AccelStatus(); err != nil {
 		s.Errors["accel"] = err
 	} else if st.Counters != nil {
 		s.Accel = &metrics.Accel{On: st.Attached && st.On, Sockets: st.Sockets, Counters: st.Counters}
 	}
-	if c, err := d.dp.ProxyStats(); err != nil {
+	if c, err := dp.ProxyStats(); err != nil {
 		s.Errors["proxy"] = err
 	} else {
 		s.Proxy = c
@@ -102,11 +111,21 @@ func (d *Daemon) Snapshot() *metrics.Snapshot {
 	return s
 }
 
+// unappliedCounts counts the objects the core could not apply by kind
+// (every kind, 0 or not, so that the series stay).
+func unappliedCounts(errs []core.ObjectError) map[string]int {
+	out := map[string]int{core.ObjNetwork: 0, core.ObjEndpoint: 0, core.ObjPeer: 0, core.ObjNode: 0}
+	for _, e := range errs {
+		out[e.Kind]++
+	}
+	return out
+}
+
 // reasonCounts labels the datapath's counters with the attach point that
 // decided, and the endpoint and network of their device, the uplink, or
 // the node (ifindex 0).
-func (d *Daemon) reasonCounts(eps []model.Endpoint) ([]metrics.ReasonCount, error) {
-	byIfindex, err := d.dp.CountersByIfindex()
+func reasonCounts(dp datapath.Datapath, uplink string, eps []model.Endpoint) ([]metrics.ReasonCount, error) {
+	byIfindex, err := dp.CountersByIfindex()
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +139,7 @@ func (d *Daemon) reasonCounts(eps []model.Endpoint) ([]metrics.ReasonCount, erro
 	}
 	type owner struct{ device, endpoint, network string }
 	owners := map[int]owner{0: {device: metrics.DeviceNode}}
-	if i, ok := ifindexOf[d.cfg.Uplink]; ok && d.cfg.Uplink != "" {
+	if i, ok := ifindexOf[uplink]; ok && uplink != "" {
 		owners[i] = owner{device: metrics.DeviceUplink}
 	}
 	for _, e := range eps {
@@ -172,7 +191,10 @@ func serviceCounts(svcs []model.Service, dnat map[datapath.DNATFlow]int) ([]metr
 			}
 		}
 		counts = append(counts, c)
-		proto := protoNumber(sv.Proto)
+		proto := uint8(unix.IPPROTO_TCP)
+		if sv.Proto == "udp" {
+			proto = unix.IPPROTO_UDP
+		}
 		for _, b := range sv.Backends {
 			n := dnat[datapath.DNATFlow{Proto: proto, Dst: sv.VIP, Target: b.Addr}]
 			flows = append(flows, metrics.BackendFlows{Service: sv.Name, Backend: b.Addr.String(), Flows: n})

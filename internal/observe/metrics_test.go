@@ -1,4 +1,4 @@
-package daemon
+package observe
 
 import (
 	"net/netip"
