@@ -35,6 +35,7 @@ var notRequestKeys = map[string]string{
 	"cluster-cidr":       "xlaned --cluster-cidr",
 	"overlay-encap":      "xlaned --overlay-encap",
 	"routing":            "xlaned --routing",
+	"encryption":         "xlaned --encryption",
 	"nat-ports":          "xlaned --nat-ports",
 	"nodes":              "xlaned --nodes (a file of node records)",
 	"service-no-backend": "xlaned --service-no-backend",
