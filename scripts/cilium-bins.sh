@@ -36,19 +36,8 @@ have_all() {
 	[[ -f $dir/bpf/.check/ok ]]
 }
 
-if have_all; then
-	echo "$dir"
-	exit 0
-fi
-
-mkdir -p "$dir"
-# One build per machine: a second caller waits for the first.
-exec 9>"$dir/.lock"
-flock 9
-if have_all; then
-	echo "$dir"
-	exit 0
-fi
+. "$(dirname "$0")/lib/once.sh"
+once "$dir" "$dir" have_all
 
 command -v clang-19 >/dev/null || { echo "cilium-bins: clang-19 missing (scripts/deps.sh installs it)" >&2; exit 1; }
 echo "cilium-bins: building Cilium $version into $dir (takes many minutes)" >&2

@@ -20,17 +20,8 @@ version=${XLANE_NETPOL_API_VERSION:-v0.3.0}
 cache=${XLANE_K8S_CACHE:-/var/cache/xlane/k8s}
 dir=$cache/network-policy-api-$version
 bin=$dir/conformance.test
-if [[ -x $bin ]]; then
-	echo "$bin"
-	exit 0
-fi
-mkdir -p "$dir"
-exec 9>"$dir/.lock"
-flock 9
-if [[ -x $bin ]]; then
-	echo "$bin"
-	exit 0
-fi
+. "$(dirname "$0")/lib/once.sh"
+once "$dir" "$bin" test -x "$bin"
 echo "cnp-conformance: building sigs.k8s.io/network-policy-api@$version/conformance into $dir" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

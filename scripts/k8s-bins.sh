@@ -43,19 +43,8 @@ have_all() {
 	for b in "${bins[@]}"; do [[ -x $dir/bin/$b ]] || return 1; done
 }
 
-if have_all; then
-	echo "$dir/bin"
-	exit 0
-fi
-
-mkdir -p "$dir"
-# One build per machine: a second caller waits for the first.
-exec 9>"$dir/.lock"
-flock 9
-if have_all; then
-	echo "$dir/bin"
-	exit 0
-fi
+. "$(dirname "$0")/lib/once.sh"
+once "$dir" "$dir/bin" have_all
 
 echo "k8s-bins: building Kubernetes $version into $dir (takes minutes)" >&2
 staging=v0.${version#v1.}

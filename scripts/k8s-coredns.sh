@@ -24,17 +24,8 @@ version=${XLANE_COREDNS_VERSION:-v1.12.1}
 cache=${XLANE_K8S_CACHE:-/var/cache/xlane/k8s}
 dir=$cache/coredns-$version
 bin=$dir/coredns
-if [[ -x $bin ]]; then
-	echo "$bin"
-	exit 0
-fi
-mkdir -p "$dir"
-exec 9>"$dir/.lock"
-flock 9
-if [[ -x $bin ]]; then
-	echo "$bin"
-	exit 0
-fi
+. "$(dirname "$0")/lib/once.sh"
+once "$dir" "$bin" test -x "$bin"
 echo "k8s-coredns: building CoreDNS $version into $dir" >&2
 export GONOSUMDB=github.com/coredns/coredns GOFLAGS=-mod=mod GOWORK=off
 mod=$(go mod download -json "github.com/coredns/coredns@$version" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')

@@ -8,8 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
 )
 
 // DefaultSocket is where Docker discovers the plugin: a socket in
@@ -37,17 +38,9 @@ func Serve(path string, dr *Driver, log *slog.Logger) (stop func(), err error) {
 	if err := dr.Resume(); err != nil {
 		return nil, fmt.Errorf("load the Docker driver's state: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create docker plugin dir: %w", err)
-	}
-	os.Remove(path)
-	l, err := net.Listen("unix", path)
+	l, err := api.ListenUnix(path)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
+		return nil, fmt.Errorf("docker plugin socket: %w", err)
 	}
 	srv := &http.Server{Handler: dr.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
