@@ -16,8 +16,8 @@ func TestEnumNamesFromBTF(t *testing.T) {
 	}{
 		{"ct_state", []string{"new", "established", "closing", "closed"},
 			[]uint64{uint64(CTNew), uint64(CTEstablished), uint64(CTClosing), uint64(CTClosed)}},
-		{"fw_action", []string{"allow", "drop", "reject", "log"},
-			[]uint64{uint64(FwAllow), uint64(FwDrop), uint64(FwReject), uint64(FwLog)}},
+		{"fw_action", []string{"allow", "drop", "reject", "log", "pass"},
+			[]uint64{uint64(FwAllow), uint64(FwDrop), uint64(FwReject), uint64(FwLog), uint64(FwPass)}},
 	} {
 		names, err := enumNames(loadTc, c.enum)
 		if err != nil {
