@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/xlane-dev/xlane/bench/peers"
+	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
@@ -157,7 +158,15 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 			nodes = append(nodes, startKubeletNode(t, bins, cp, kc.ul, i, image, kubeletOpts{xlanedFlags: []string{"--routing", routing}, podCgroups: true}))
 		}
 		kc.waitNodes(t, nodes, began)
+		// What a node on its defaults has before its first pod: the
+		// calibration of its first start (--calibrate-at-start, off in
+		// the tests' xlaned), here run to its end, one node after the
+		// other, so that the pods' network (made at the first CNI ADD)
+		// takes the mode and BIG TCP it chose, as Cilium's setups take
+		// theirs (BIG TCP on where the kernel has it).
 		for _, k := range nodes {
+			var c api.Calibration
+			k.node.mustXlane(&c, "calibrate")
 			s.agents = append(s.agents, k.node.cmd.Process.Pid)
 		}
 		conf, _ := json.Marshal(deployConflist(t, "/run/xlane/xlane.sock"))
@@ -190,8 +199,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 	s.client, s.local, s.remote = pods[0], pods[1], pods[2]
 	if peer == "xlane" {
 		// The pods' network, made at the first CNI ADD: its mode and
-		// BIG TCP (auto: what a calibration measured; the tests' xlaned
-		// runs none at start).
+		// BIG TCP (auto: what the calibration above measured).
 		var n model.Network
 		nodes[0].mustXlane(&n, "network", "inspect", "pods")
 		s.info.Config = append(s.info.Config, fmt.Sprintf("network pods: mode %s (%s), BIG TCP %s: IPv4 %v, IPv6 %v (%s)",
