@@ -54,11 +54,18 @@ type MonitorEvent struct {
 	ICMP     string    `json:"icmp,omitempty"` // ICMP type/code, or "id N" of an echo flow
 	// NAT: the translated source and destination ("addr:port"); LB: the
 	// backend in NATDst.
-	NATSrc  string `json:"nat_src,omitempty"`
-	NATDst  string `json:"nat_dst,omitempty"`
-	Service string `json:"service,omitempty"` // lb: the service's name
-	Backend int    `json:"backend,omitempty"` // lb: the backend's index
-	Len     uint32 `json:"len,omitempty"`     // packet bytes
+	NATSrc string `json:"nat_src,omitempty"`
+	NATDst string `json:"nat_dst,omitempty"`
+	// SrcName, DstName and NATDstName name the workloads of Src, Dst and
+	// NATDst's address: NAMESPACE/POD in Kubernetes mode, NETWORK/ENDPOINT
+	// elsewhere, "host" for the node's own (xlaned --hubble: the Hubble
+	// server's names, docs/hubble.md; none without it).
+	SrcName    string `json:"src_name,omitempty"`
+	DstName    string `json:"dst_name,omitempty"`
+	NATDstName string `json:"nat_dst_name,omitempty"`
+	Service    string `json:"service,omitempty"` // lb: the service's name
+	Backend    int    `json:"backend,omitempty"` // lb: the backend's index
+	Len        uint32 `json:"len,omitempty"`     // packet bytes
 
 	Counters *MonitorCounters `json:"counters,omitempty"` // stats
 }

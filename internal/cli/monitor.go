@@ -40,7 +40,10 @@ The programs emit events only while a monitor listens (the last one to
 leave switches them off) and at most --monitor-rate per second per CPU
 (xlaned's flag): every second a "stats" line counts what was suppressed by
 that limit, lost to a full ring, or dropped because this client read too
-slowly. Filters apply in the daemon.`,
+slowly. Filters apply in the daemon. With xlaned --hubble, each address is
+followed by its workload's name as Hubble gives it (NAMESPACE/POD in
+Kubernetes mode, NETWORK/ENDPOINT elsewhere, host; src_name, dst_name and
+nat_dst_name with -o json).`,
 		Example: `  xlane monitor                                 # every type but verdict
   xlane monitor -t drop --reason drop_fw,drop_fw_default -o json
   xlane monitor --endpoint web1 --port 443 --proto tcp
@@ -126,7 +129,7 @@ func monitorLine(ev api.MonitorEvent) string {
 		fmt.Fprintf(&b, " %s", ev.Device)
 	}
 	if ev.Proto != "" {
-		fmt.Fprintf(&b, " %s %s -> %s", ev.Proto, hostPort(ev.Src, ev.SrcPort), hostPort(ev.Dst, ev.DstPort))
+		fmt.Fprintf(&b, " %s %s%s -> %s%s", ev.Proto, hostPort(ev.Src, ev.SrcPort), named(ev.SrcName), hostPort(ev.Dst, ev.DstPort), named(ev.DstName))
 	}
 	if ev.ICMP != "" {
 		fmt.Fprintf(&b, " (%s)", ev.ICMP)
@@ -147,12 +150,20 @@ func monitorLine(ev api.MonitorEvent) string {
 		fmt.Fprintf(&b, " src->%s", ev.NATSrc)
 	}
 	if ev.NATDst != "" {
-		fmt.Fprintf(&b, " dst->%s", ev.NATDst)
+		fmt.Fprintf(&b, " dst->%s%s", ev.NATDst, named(ev.NATDstName))
 	}
 	if ev.Endpoint != "" {
 		fmt.Fprintf(&b, " [%s %s]", ev.Network, shortID(ev.Endpoint))
 	}
 	return b.String()
+}
+
+// named is a workload name after its address (xlaned --hubble).
+func named(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
 }
 
 func hostPort(a string, p uint16) string {

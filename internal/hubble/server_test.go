@@ -215,6 +215,9 @@ func TestPeers(t *testing.T) {
 	if n := s.peer("n2", got["n2"], peerpb.ChangeNotificationType_PEER_ADDED); n.GetTls().GetServerName() != "n2.hubble-grpc.xlane.local" {
 		t.Errorf("peer %v: want the TLS server name n2.hubble-grpc.xlane.local", n)
 	}
+	if n := s.peer("n2.example.com", got["n2"], peerpb.ChangeNotificationType_PEER_ADDED); n.GetTls().GetServerName() != "n2-example-com.hubble-grpc.xlane.local" {
+		t.Errorf("peer %v: want the TLS server name n2-example-com.hubble-grpc.xlane.local (one label per node)", n)
+	}
 	s = &Server{cfg: Config{NodeName: "n1", Socket: "/run/xlane/hubble.sock"}, deps: s.deps}
 	if got := s.peers(); len(got) != 1 || got["n1"] != "unix:///run/xlane/hubble.sock" {
 		t.Errorf("peers without TCP %v, want n1 at the socket", got)

@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"net/netip"
+
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 )
@@ -43,6 +45,16 @@ type Observer struct {
 	mon  *monitor
 	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
 	tracer tracerCache
+}
+
+// SetNamer gives the monitor's events the workload names of their
+// addresses (api.MonitorEvent's SrcName, DstName, NATDstName): fn is the
+// Hubble server's names (internal/hubble), "" for an address it does not
+// know. It is called for each event described, so it must be quick.
+func (o *Observer) SetNamer(fn func(netip.Addr) string) {
+	if o.mon != nil {
+		o.mon.namer.Store(&fn)
+	}
 }
 
 // New starts the monitor on c's datapath (which must be open) and reads

@@ -80,6 +80,8 @@ type monitor struct {
 	gcOver atomic.Uint64
 
 	names atomic.Pointer[monNames] // endpoints and services, for the events
+	// namer names the events' addresses (Observer.SetNamer; nil: none).
+	namer atomic.Pointer[func(netip.Addr) string]
 
 	// dispatch's buffers (under mu).
 	evs   []api.MonitorEvent
@@ -601,6 +603,12 @@ func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
 	}
 	if len(refs.eps) > 0 {
 		ev.Endpoint, ev.Network = refs.eps[0].id, refs.eps[0].network
+	}
+	if name := m.namer.Load(); name != nil && e.Family != 0 {
+		ev.SrcName, ev.DstName = (*name)(netip.AddrFrom16(e.Saddr).Unmap()), (*name)(netip.AddrFrom16(e.Daddr).Unmap())
+		if ev.NATDst != "" {
+			ev.NATDstName = (*name)(refs.addrs[len(refs.addrs)-1])
+		}
 	}
 	return ev, refs
 }
