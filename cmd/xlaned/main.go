@@ -102,6 +102,7 @@ Examples:
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard   # ... encrypted between nodes (docs/encryption.md)
   xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
   xlaned --uplink eth0 --hubble                          # flows for the hubble CLI: hubble observe --server unix:///run/xlane/hubble.sock (docs/hubble.md)
+  xlaned --uplink eth0 --hubble --hubble-export-file-path /var/log/xlane/flows.log --hubble-export-allowlist '{"verdict":["DROPPED"]}'   # ... and the drops as JSON lines, rotated at 10M
   xlaned --uplink eth0 --bgp-asn 65001 --bgp-router-id 192.0.2.11   # a BGP speaker; peers: xlane bgp peer add (docs/bgp.md)
   xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
   xlaned --version
