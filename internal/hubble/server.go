@@ -141,14 +141,8 @@ func (cfg *Config) Validate() error {
 	return err
 }
 
-// Start makes the ring, subscribes it to the monitor, and serves the
-// Observer and Peer services until c is done. A monitor that is off
-// (xlaned --monitor=false) leaves the ring empty, and ServerStatus and the
-// log say why; a listener that cannot be opened fails the start.
-func Start(c core.Core, cfg Config, deps Deps) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// defaults fills what cfg leaves to them.
+func (cfg *Config) defaults() {
 	if cfg.Flows == 0 {
 		cfg.Flows = DefaultFlows
 	}
@@ -167,6 +161,17 @@ func Start(c core.Core, cfg Config, deps Deps) (*Server, error) {
 	if cfg.NodeName == "" {
 		cfg.NodeName, _ = os.Hostname()
 	}
+}
+
+// Start makes the ring, subscribes it to the monitor, and serves the
+// Observer and Peer services until c is done. A monitor that is off
+// (xlaned --monitor=false) leaves the ring empty, and ServerStatus and the
+// log say why; a listener that cannot be opened fails the start.
+func Start(c core.Core, cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
 	s := &Server{c: c, cfg: cfg, deps: deps, ring: newRing(cfg.Flows)}
 	s.ids = &identities{c: c, pods: deps.Pods, node: cfg.NodeName, keep: cfg.Keep}
 	s.ids.refresh()
