@@ -110,3 +110,44 @@ func TestEveryInternalPackageHasDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWhereThingsAre fails when README.md's "Where things are" table does
+// not answer a newcomer's first questions (issue 27), each with a file of
+// the repository that exists: where the NAT stage is, where a drop reason
+// is added, how a firewall rule becomes map entries, how a Kubernetes
+// Service becomes a map entry, where a CNI ADD lands.
+func TestWhereThingsAre(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := section(string(b), "## Where things are")
+	if where == "" {
+		t.Fatal("README.md has no \"## Where things are\" section")
+	}
+	for _, q := range []string{"NAT stage", "drop reason", "firewall rule", "Kubernetes Service", "CNI ADD"} {
+		row := ""
+		for _, l := range strings.Split(where, "\n") {
+			if strings.HasPrefix(l, "| ") && strings.Contains(l, q) {
+				row = l
+			}
+		}
+		if row == "" {
+			t.Errorf("README.md Where things are: no row asks about %q", q)
+			continue
+		}
+		files := 0
+		for _, m := range codeRE.FindAllStringSubmatch(row, -1) {
+			p := m[1]
+			if topDirRE.MatchString(p) && filepath.Ext(p) != "" {
+				if _, err := os.Stat(filepath.Join("..", p)); err != nil {
+					t.Errorf("README.md Where things are, %q: %s: %v", q, p, err)
+				}
+				files++
+			}
+		}
+		if files == 0 {
+			t.Errorf("README.md Where things are, %q: names no file", q)
+		}
+	}
+}

@@ -65,7 +65,7 @@ func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
 		}
 		return nil
 	}
-	c := d.calib.Choice()
+	c := d.f.Calibration.Choice()
 	switch {
 	case !veth:
 		n.BigTCPReason = fmt.Sprintf("off: %s endpoints", n.DeviceType)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,7 +45,7 @@ func inNodeWith(t *testing.T, cfg Config, fn func(d *Daemon)) {
 	t.Cleanup(func() { os.RemoveAll(pinDir) })
 	err = node.Do(func(ns.NetNS) error {
 		cfg.StatePath, cfg.PinDir, cfg.Log = filepath.Join(t.TempDir(), "state.db"), pinDir, slog.New(slog.DiscardHandler)
-		d, err := New(cfg)
+		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
 		}
@@ -64,7 +65,7 @@ func addNode(d *Daemon, req api.NodeAdd) (*model.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.cluster.AddNode(n)
+	return d.f.Cluster.AddNode(n)
 }
 
 func container(t *testing.T) string {
@@ -232,7 +233,7 @@ func TestIncompatiblePinReplaced(t *testing.T) {
 			}
 			old.Close()
 		}
-		d2, err := New(cfg)
+		d2, err := newDaemon(cfg)
 		if err != nil {
 			t.Fatalf("restart over incompatible pins: %v", err)
 		}
@@ -300,9 +301,10 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 }
 
-// New starts the firewall: the stored rule set is installed again before
-// New returns, without any API request (the server only registers routes).
-func TestFirewallStartedByNew(t *testing.T) {
+// Start starts the firewall: the stored rule set is installed again before
+// Start returns, without any API request (the server only registers
+// routes).
+func TestFirewallStartedByStart(t *testing.T) {
 	node, err := testutils.NewNS()
 	if err != nil {
 		t.Fatalf("new netns: %v", err)
@@ -312,13 +314,13 @@ func TestFirewallStartedByNew(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(pinDir) })
 	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
 	err = node.Do(func(ns.NetNS) error {
-		d, err := New(cfg)
+		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
 		}
 		if d.Firewall() == nil || d.Firewall().Available() != nil {
 			d.Close()
-			return fmt.Errorf("firewall after New: %v", d.Firewall())
+			return fmt.Errorf("firewall after Start: %v", d.Firewall())
 		}
 		_, err = d.Firewall().Apply(rules.RuleSet{Rules: []rules.Rule{{Name: "no-ssh", Action: "drop", Proto: rules.List{"tcp"}, DstPort: rules.List{"22"}}}}, false)
 		d.Close()
@@ -342,7 +344,7 @@ func TestFirewallStartedByNew(t *testing.T) {
 		if err := in.Disable(); err != nil {
 			return err
 		}
-		d, err = New(cfg)
+		d, err = newDaemon(cfg)
 		if err != nil {
 			return err
 		}
@@ -352,9 +354,98 @@ func TestFirewallStartedByNew(t *testing.T) {
 			return err
 		}
 		if st.On == 0 {
-			return errors.New("the stored rule set is not installed when New returns")
+			return errors.New("the stored rule set is not installed when Start returns")
 		}
 		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A start that fails anywhere closes what Open opened, and the daemon
+// starts again on the same state and pins: after a feature missing from
+// Register (named), the cluster's flags refused while the features are
+// made, and the start's context ended, a daemon opens the state file at
+// once (an open store would hold its lock: "in use by another xlaned"),
+// starts, and has the network the first start made.
+func TestStartFailureClosesWhatOpenOpened(t *testing.T) {
+	node, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
+	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-start-%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pinDir) })
+	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
+	// opened is Open with the test's features registered, one changed by
+	// change.
+	opened := func(change func(*Features)) (*Daemon, error) {
+		d, err := Open(cfg)
+		if err != nil {
+			return nil, err
+		}
+		f, err := FeaturesForTest(d)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		change(&f)
+		d.Register(f)
+		return d, nil
+	}
+	// startsAgain fails unless a daemon starts on cfg and has network n.
+	startsAgain := func(after string) error {
+		d, err := newDaemon(cfg)
+		if err != nil {
+			return fmt.Errorf("after %s: start again: %w", after, err)
+		}
+		defer d.Close()
+		if _, err := d.Network("n"); err != nil {
+			return fmt.Errorf("after %s: network n: %w", after, err)
+		}
+		return nil
+	}
+	err = node.Do(func(ns.NetNS) error {
+		d, err := newDaemon(cfg)
+		if err != nil {
+			return err
+		}
+		_, err = d.CreateNetwork(api.NetworkCreate{Name: "n", Mode: "tc", Subnets: []string{"10.77.0.0/24"}})
+		d.Close()
+		if err != nil {
+			return err
+		}
+
+		if d, err = opened(func(f *Features) { f.Sockets = nil }); err != nil {
+			return err
+		}
+		if err := d.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "Sockets") {
+			return fmt.Errorf("Start without the socket layer = %v, want an error naming Sockets", err)
+		}
+		if err := startsAgain("a feature missing"); err != nil {
+			return err
+		}
+
+		bad := cfg
+		bad.Cluster.Routing = "native" // without a node name: refused by cluster.New
+		if d, err := newDaemon(bad); err == nil {
+			d.Close()
+			return errors.New("a start with --routing and no --node-name succeeded")
+		}
+		if err := startsAgain("the cluster's flags refused"); err != nil {
+			return err
+		}
+
+		if d, err = opened(func(*Features) {}); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := d.Start(ctx); !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("Start with its context ended = %v, want context.Canceled", err)
+		}
+		return startsAgain("the context ended")
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -66,18 +66,18 @@ func TestReconcileFailsPerEndpoint(t *testing.T) {
 		if info, _ := d.Endpoint("good"); info.State != "ready" || info.Error != "" {
 			t.Errorf("endpoint good: state %q error %q, want ready", info.State, info.Error)
 		}
-		h := d.report.Health()
+		h := d.f.Reporter.Health()
 		if h.OK || !strings.Contains(strings.Join(h.Problems, "\n"), "endpoint bad: "+errInjected.Error()) {
 			t.Errorf("health ok=%v problems %q, want the endpoint's failure", h.OK, h.Problems)
 		}
-		if n := d.report.Snapshot().Unapplied[objEndpoint]; n != 1 {
+		if n := d.f.Reporter.Snapshot().Unapplied[objEndpoint]; n != 1 {
 			t.Errorf("xlane_unapplied_objects{kind=endpoint} = %d, want 1", n)
 		}
 		// The next reconcile that applies it clears it.
 		if err := d.Reconcile(); err != nil {
 			t.Fatal(err)
 		}
-		if n := d.report.Snapshot().Unapplied[objEndpoint]; n != 0 {
+		if n := d.f.Reporter.Snapshot().Unapplied[objEndpoint]; n != 0 {
 			t.Errorf("xlane_unapplied_objects{kind=endpoint} after a clean reconcile = %d, want 0", n)
 		}
 		if info, _ := d.Endpoint("bad"); info.State != "ready" {
@@ -121,7 +121,7 @@ func TestCrashedCreateNetworkSwept(t *testing.T) {
 	// The node's own address and route in a range of their own: the
 	// sweep must leave what xlane did not mark.
 	err = node.Do(func(ns.NetNS) error {
-		d, err := New(cfg)
+		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
 		}
@@ -151,7 +151,7 @@ func TestCrashedCreateNetworkSwept(t *testing.T) {
 			return err
 		}
 
-		d, err = New(cfg)
+		d, err = newDaemon(cfg)
 		if err != nil {
 			return fmt.Errorf("start after the crash: %w", err)
 		}

@@ -1,0 +1,59 @@
+package daemontest
+
+import (
+	"context"
+
+	"github.com/xlane-dev/xlane/internal/accelproxy"
+	"github.com/xlane-dev/xlane/internal/calibration"
+	"github.com/xlane-dev/xlane/internal/cluster"
+	"github.com/xlane-dev/xlane/internal/daemon"
+	"github.com/xlane-dev/xlane/internal/firewall/control"
+	"github.com/xlane-dev/xlane/internal/observe"
+	"github.com/xlane-dev/xlane/internal/services"
+	"github.com/xlane-dev/xlane/internal/vm"
+)
+
+// Start opens, wires and starts a daemon with cfg; on failure nothing
+// stays open.
+func Start(cfg daemon.Config) (*daemon.Daemon, error) {
+	d, err := daemon.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Features(d)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.Register(f)
+	if err := d.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Features are d's features as cmd/xlaned makes them (cmd/xlaned/
+// features.go; a feature added there is added here too).
+func Features(d *daemon.Daemon) (daemon.Features, error) {
+	c, cfg := d.Core(), d.Config()
+	cl, err := cluster.New(c, cfg.Cluster)
+	if err != nil {
+		return daemon.Features{}, err
+	}
+	fw := control.New(c, control.Config{Cluster: cl})
+	calib := calibration.New(c)
+	neigh := &cluster.Neighbours{}
+	deps := observe.Deps{Nodes: cl.Nodes, Probe: calib, RuleName: fw.RuleName}
+	if cl.Joined() {
+		deps.OverlayPort = cl.OverlayPort
+	}
+	return daemon.Features{
+		Cluster: cl, Neighbours: neigh, Calibration: calib, Firewall: fw,
+		VMs:      vm.New(c, cfg.QEMU, c.Log()),
+		Services: services.New(c),
+		Sockets:  accelproxy.New(c, accelproxy.Config{CaseTimeout: cfg.AccelCaseTimeout}),
+		Observe:  observe.New(c, observe.Config{Uplink: cfg.Uplink, MonitorRate: cfg.MonitorRate, NoMonitor: cfg.NoMonitor}, deps),
+		Reporter: observe.NewReporter(c, observe.ReportDeps{Rules: fw.RuleSlots, RuleCounters: fw.Counters,
+			Neigh: neigh.Status, WireGuard: cl.WireGuardMetrics}),
+	}, nil
+}
