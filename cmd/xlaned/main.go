@@ -31,6 +31,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/version"
 	"github.com/xlane-dev/xlane/internal/vm"
+	"github.com/xlane-dev/xlane/internal/xlaned"
 )
 
 func main() {
@@ -164,7 +165,7 @@ Flags:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d, err := start(ctx, daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
+	d, err := xlaned.Start(ctx, daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, ServiceNoBackend: *noBackend, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
 		Cluster: ccfg, CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
 		AutoBPFOnly: *kube})

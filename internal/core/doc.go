@@ -8,15 +8,14 @@
 //
 // # The layout this package is the centre of (issue 27)
 //
-//	cmd/xlaned            wires: daemon.Open → each feature made with
-//	                      d.Core() → d.Register → d.Start
-//	                      (cmd/xlaned/features.go)
+//	cmd/xlaned            flags, the API; runs internal/xlaned
+//	internal/xlaned       the wiring: daemon.Open → each feature made
+//	                      with d.Core() → d.Register → d.Start
 //	internal/core         this contract (no feature imports)
 //	internal/daemon       the core's implementation — lock, store
 //	                      transaction, the validate/apply/rollback runner,
 //	                      reconcile, networks, endpoints, CNI attachments,
 //	                      status; the features it calls (daemon.Features)
-//	internal/daemon/daemontest  the three steps for tests
 //	internal/core/coretest  a core.Core for feature packages' tests
 //	internal/vm           VM endpoints: taps, DHCP/RA, QEMU probe
 //	internal/calibration  what auto means on this node: the test bed,

@@ -78,7 +78,7 @@ type Config struct {
 	// pays two clock reads per run).
 	BPFStats bool
 	// Cluster is the cluster's part of the flags (internal/cluster; its
-	// Uplink is taken from Uplink): cmd/xlaned makes the cluster with it,
+	// Uplink is taken from Uplink): internal/xlaned makes the cluster with it,
 	// and a node of a cluster (Cluster.NodeName) loads programs that
 	// consult the peers' prefixes.
 	Cluster cluster.Config
@@ -97,7 +97,7 @@ type Config struct {
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
 // It starts in three steps: Open (the store, the datapath, the core;
-// nothing started), Register (the feature packages cmd/xlaned made with
+// nothing started), Register (the feature packages internal/xlaned made with
 // Core), Start (the kernel probed, the calibration loaded, the kernel
 // reconciled to the store, the features and the background work started).
 type Daemon struct {

@@ -23,6 +23,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
 )
 
 // inNode runs fn inside a fresh network namespace (the "node") with a
@@ -32,19 +33,28 @@ func inNode(t *testing.T, fn func(d *Daemon)) {
 	inNodeWith(t, Config{}, fn)
 }
 
-// inNodeWith is inNode with cfg's flags (its state and pin paths are the
-// test's).
-func inNodeWith(t *testing.T, cfg Config, fn func(d *Daemon)) {
+// newNode is a fresh network namespace (the "node") and a Config with a
+// state file and a pin directory private to the test (tag tells the pin
+// directories of one test process apart), both removed when it ends.
+func newNode(t *testing.T, tag string) (ns.NetNS, Config) {
 	t.Helper()
 	node, err := testutils.NewNS()
 	if err != nil {
 		t.Fatalf("new netns: %v", err)
 	}
 	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-%d", os.Getpid())
+	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-%s%d", tag, os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	err = node.Do(func(ns.NetNS) error {
-		cfg.StatePath, cfg.PinDir, cfg.Log = filepath.Join(t.TempDir(), "state.db"), pinDir, slog.New(slog.DiscardHandler)
+	return node, Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
+}
+
+// inNodeWith is inNode with cfg's flags (its state and pin paths are the
+// test's).
+func inNodeWith(t *testing.T, cfg Config, fn func(d *Daemon)) {
+	t.Helper()
+	node, paths := newNode(t, "")
+	err := node.Do(func(ns.NetNS) error {
+		cfg.StatePath, cfg.PinDir, cfg.Log = paths.StatePath, paths.PinDir, paths.Log
 		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
@@ -305,15 +315,9 @@ func TestNetworkPolicy(t *testing.T) {
 // Start returns, without any API request (the server only registers
 // routes).
 func TestFirewallStartedByStart(t *testing.T) {
-	node, err := testutils.NewNS()
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-fw-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
-	err = node.Do(func(ns.NetNS) error {
+	node, cfg := newNode(t, "fw-")
+	pinDir := cfg.PinDir
+	err := node.Do(func(ns.NetNS) error {
 		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
@@ -366,18 +370,11 @@ func TestFirewallStartedByStart(t *testing.T) {
 // A start that fails anywhere closes what Open opened, and the daemon
 // starts again on the same state and pins: after a feature missing from
 // Register (named), the cluster's flags refused while the features are
-// made, and the start's context ended, a daemon opens the state file at
-// once (an open store would hold its lock: "in use by another xlaned"),
-// starts, and has the network the first start made.
+// made, and the start's context ended, the state file opens at once (an
+// open store would hold its lock: "in use by another xlaned"); then a
+// daemon starts and has the network the first start made.
 func TestStartFailureClosesWhatOpenOpened(t *testing.T) {
-	node, err := testutils.NewNS()
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-start-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
+	node, cfg := newNode(t, "start-")
 	// opened is Open with the test's features registered, one changed by
 	// change.
 	opened := func(change func(*Features)) (*Daemon, error) {
@@ -394,19 +391,16 @@ func TestStartFailureClosesWhatOpenOpened(t *testing.T) {
 		d.Register(f)
 		return d, nil
 	}
-	// startsAgain fails unless a daemon starts on cfg and has network n.
-	startsAgain := func(after string) error {
-		d, err := newDaemon(cfg)
+	// closed fails unless the state file is free (an open store holds
+	// its lock: "in use by another xlaned").
+	closed := func(after string) error {
+		st, err := store.Open(cfg.StatePath)
 		if err != nil {
-			return fmt.Errorf("after %s: start again: %w", after, err)
+			return fmt.Errorf("after %s: the store is still open: %w", after, err)
 		}
-		defer d.Close()
-		if _, err := d.Network("n"); err != nil {
-			return fmt.Errorf("after %s: network n: %w", after, err)
-		}
-		return nil
+		return st.Close()
 	}
-	err = node.Do(func(ns.NetNS) error {
+	err := node.Do(func(ns.NetNS) error {
 		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
@@ -423,7 +417,7 @@ func TestStartFailureClosesWhatOpenOpened(t *testing.T) {
 		if err := d.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "Sockets") {
 			return fmt.Errorf("Start without the socket layer = %v, want an error naming Sockets", err)
 		}
-		if err := startsAgain("a feature missing"); err != nil {
+		if err := closed("a feature missing"); err != nil {
 			return err
 		}
 
@@ -433,7 +427,7 @@ func TestStartFailureClosesWhatOpenOpened(t *testing.T) {
 			d.Close()
 			return errors.New("a start with --routing and no --node-name succeeded")
 		}
-		if err := startsAgain("the cluster's flags refused"); err != nil {
+		if err := closed("the cluster's flags refused"); err != nil {
 			return err
 		}
 
@@ -445,7 +439,15 @@ func TestStartFailureClosesWhatOpenOpened(t *testing.T) {
 		if err := d.Start(ctx); !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("Start with its context ended = %v, want context.Canceled", err)
 		}
-		return startsAgain("the context ended")
+		if err := closed("the context ended"); err != nil {
+			return err
+		}
+		if d, err = newDaemon(cfg); err != nil {
+			return fmt.Errorf("start after the failed ones: %w", err)
+		}
+		defer d.Close()
+		_, err = d.Network("n")
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

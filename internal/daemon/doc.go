@@ -7,13 +7,13 @@
 //
 // # Start
 //
-// A daemon starts in three steps, which cmd/xlaned takes
-// (cmd/xlaned/features.go; daemontest.Start for tests):
+// A daemon starts in three steps, which internal/xlaned takes (xlaned.Start:
+// cmd/xlaned runs it, and the tests):
 //
 //  1. Open: the store and the datapath (BPF, or datapath.Unavailable where
 //     it cannot load: kernel mode only), the kernel's features probed
 //     meanwhile; nothing started.
-//  2. Register: the feature packages, each made by cmd/xlaned with the core
+//  2. Register: the feature packages, each made (xlaned.Features) with the core
 //     (Core, a core.Core) and the handles it needs of the others
 //     (Features; features.go). Their validators (core.NetworkValidator,
 //     core.EndpointValidator) are found here.

@@ -18,7 +18,7 @@ import (
 )
 
 // Features are the feature packages the core calls at fixed points of the
-// start (Start) and of an object's life: cmd/xlaned makes each with the
+// start (Start) and of an object's life: internal/xlaned makes each with the
 // core (Daemon.Core) and the handles it needs, and hands them to Register
 // between Open and Start. Every field is needed; a feature that has a
 // validator (core.NetworkValidator, core.EndpointValidator) has it called
@@ -61,7 +61,7 @@ func (d *Daemon) Register(f Features) {
 }
 
 // missing refuses to start without every feature: a field added to
-// Features that a wiring (cmd/xlaned, daemontest) does not fill fails the
+// Features that the wiring (xlaned.Features) does not fill fails the
 // start, naming it.
 func (f *Features) missing() error {
 	v := reflect.ValueOf(f).Elem()

@@ -2,15 +2,11 @@ package daemon
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -92,14 +88,7 @@ func TestReconcileFailsPerEndpoint(t *testing.T) {
 // them, the same subnets can be created again, and --uninstall leaves
 // none of them either.
 func TestCrashedCreateNetworkSwept(t *testing.T) {
-	node, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-sweep-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
+	node, cfg := newNode(t, "sweep-")
 	req := api.NetworkCreate{Name: "n", Subnets: []string{"10.54.0.0/24", "fd00:54::/64"}}
 	leftovers := func() []string {
 		var out []string
@@ -120,7 +109,7 @@ func TestCrashedCreateNetworkSwept(t *testing.T) {
 	}
 	// The node's own address and route in a range of their own: the
 	// sweep must leave what xlane did not mark.
-	err = node.Do(func(ns.NetNS) error {
+	err := node.Do(func(ns.NetNS) error {
 		d, err := newDaemon(cfg)
 		if err != nil {
 			return err

@@ -46,7 +46,7 @@ type Observer struct {
 }
 
 // New makes the observability feature on c's datapath (which must be
-// open): cmd/xlaned makes it and hands it to the daemon, which starts it
+// open): internal/xlaned makes it and hands it to the daemon, which starts it
 // (Start) once its reconcile is done and the firewall started.
 func New(c core.Core, cfg Config, deps Deps) *Observer {
 	return &Observer{c: c, cfg: cfg, deps: deps}

@@ -61,7 +61,7 @@ type Cluster interface {
 }
 
 // New makes the node's firewall on c's datapath (which must be open):
-// cmd/xlaned makes it and hands it to the daemon, which starts it (Start).
+// internal/xlaned makes it and hands it to the daemon, which starts it (Start).
 // Without the BPF datapath the firewall answers every request with why it
 // is unavailable.
 func New(c core.Core, cfg Config) *Firewall {

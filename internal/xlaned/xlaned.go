@@ -1,4 +1,4 @@
-package daemontest
+package xlaned
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"github.com/xlane-dev/xlane/internal/vm"
 )
 
-// Start opens, wires and starts a daemon with cfg; on failure nothing
-// stays open.
-func Start(cfg daemon.Config) (*daemon.Daemon, error) {
+// Start opens the daemon (the store, the datapath), makes its features and
+// registers them (Features), and starts it: the kernel reconciled to the
+// store, the features and the background work running. On any failure,
+// or when ctx ends first, what was opened is closed.
+func Start(ctx context.Context, cfg daemon.Config) (*daemon.Daemon, error) {
 	d, err := daemon.Open(cfg)
 	if err != nil {
 		return nil, err
@@ -26,14 +28,15 @@ func Start(cfg daemon.Config) (*daemon.Daemon, error) {
 		return nil, err
 	}
 	d.Register(f)
-	if err := d.Start(context.Background()); err != nil {
+	if err := d.Start(ctx); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-// Features are d's features as cmd/xlaned makes them (cmd/xlaned/
-// features.go; a feature added there is added here too).
+// Features makes the feature packages the core calls (daemon.Features),
+// each with d's core and the handles it needs of the others, from d's
+// configuration as Open resolved it.
 func Features(d *daemon.Daemon) (daemon.Features, error) {
 	c, cfg := d.Core(), d.Config()
 	cl, err := cluster.New(c, cfg.Cluster)
