@@ -45,24 +45,36 @@ type Observer struct {
 	mon  *monitor
 	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
 	tracer tracerCache
+	// namer is SetNamer's, for a monitor started after it.
+	namer *func(netip.Addr) string
 }
 
 // SetNamer gives the monitor's events the workload names of their
 // addresses (api.MonitorEvent's SrcName, DstName, NATDstName): fn is the
 // Hubble server's names (internal/hubble), "" for an address it does not
 // know. It is called for each event described, so it must be quick.
+// Before Start it is kept for the monitor Start makes.
 func (o *Observer) SetNamer(fn func(netip.Addr) string) {
+	o.namer = &fn
 	if o.mon != nil {
 		o.mon.namer.Store(&fn)
 	}
 }
 
-// New starts the monitor on c's datapath (which must be open) and reads
-// its ring until c is done.
+// New makes the observability feature on c's datapath (which must be
+// open): internal/xlaned makes it and hands it to the daemon, which starts it
+// (Start) once its reconcile is done and the firewall started.
 func New(c core.Core, cfg Config, deps Deps) *Observer {
-	o := &Observer{c: c, cfg: cfg, deps: deps}
+	return &Observer{c: c, cfg: cfg, deps: deps}
+}
+
+// Start starts the monitor, which reads the datapath's ring until c is
+// done.
+func (o *Observer) Start() {
 	o.mon = o.startMonitor()
-	return o
+	if o.namer != nil {
+		o.mon.namer.Store(o.namer)
+	}
 }
 
 // Close releases the tracer's programs.
