@@ -23,7 +23,34 @@ const (
 	EventFailed    = "failed"    // an attempt to establish a session failed (Reason: why; wrong AS, refused OPEN ...)
 	EventAdvertise = "advertise" // a prefix announced to the peers (Reason: where it comes from)
 	EventWithdraw  = "withdraw"  // a prefix withdrawn
+	EventBackoff   = "backoff"   // a peer's attempts paused (Reason: why, and when it tries again)
 )
+
+// note is a NOTIFICATION GoBGP logged for a peer (tapHandler).
+type note struct {
+	peer netip.Addr
+	why  string
+}
+
+// notification records a NOTIFICATION of a session that is not up (an
+// attempt refused): the peer's last reason, and a failed event, once per
+// try window.
+func (s *Speaker) notification(a netip.Addr, why string) {
+	s.mu.Lock()
+	_, known := s.peers[a]
+	if !known || s.established[a] {
+		s.mu.Unlock()
+		return // (an established session's end comes as a state change)
+	}
+	s.lastDown[a] = why
+	first := !s.failNoted[a]
+	s.failNoted[a] = true
+	s.mu.Unlock()
+	if first {
+		s.log.Info("bgp session failed", "peer", a, "why", why)
+		s.emit(api.MonitorEvent{Action: EventFailed, Peer: a.String(), Reason: why})
+	}
+}
 
 // emit hands an event to Config.Events (a no-op without).
 func (s *Speaker) emit(ev api.MonitorEvent) {
@@ -53,9 +80,17 @@ func (s *Speaker) watchPeers(ctx context.Context) error {
 // reason: a NOTIFICATION, a refused OPEN).
 func (s *Speaker) peerState(addr netip.Addr, established, idle bool, why string, at time.Time) {
 	s.mu.Lock()
+	if _, known := s.peers[addr]; !known {
+		s.mu.Unlock()
+		return // removed (xlane bgp peer rm)
+	}
 	was := s.established[addr]
 	s.established[addr] = established
 	s.retry.observe(addr, established, at)
+	noted := s.failNoted[addr]
+	if established {
+		s.failNoted[addr] = false
+	}
 	s.mu.Unlock()
 	ev := api.MonitorEvent{Time: at, Peer: addr.String(), Reason: why}
 	switch {
@@ -63,8 +98,11 @@ func (s *Speaker) peerState(addr netip.Addr, established, idle bool, why string,
 		ev.Action, ev.Reason = EventUp, ""
 	case was && !established:
 		ev.Action = EventDown
-	case idle && why != "" && why != "admin down": // (admin down: the retrier's pause)
+	case idle && why != "" && why != "admin down" && !noted: // (admin down: the retrier's pause)
 		ev.Action = EventFailed
+		s.mu.Lock()
+		s.failNoted[addr] = true
+		s.mu.Unlock()
 	default:
 		return
 	}

@@ -21,12 +21,10 @@ import (
 	"github.com/xlane-dev/xlane/internal/store"
 )
 
-// BFD's timers (peers added with --bfd): 300 ms (in µs) both ways, a
-// peer lost after 3 missed packets.
-const (
-	bfdInterval   = 300_000
-	bfdMultiplier = 3
-)
+// restartDeferral is how long (s) a restarted speaker holds back its
+// routes from an established session while other peers have not sent
+// End-of-RIB (peerConf).
+const restartDeferral = 1
 
 // Stop modes: what a stop of xlaned does to its routes.
 const (
@@ -116,6 +114,8 @@ type Speaker struct {
 	peers       map[netip.Addr]model.BGPPeer // as configured in the server
 	established map[netip.Addr]bool          // the sessions' last state (watchPeers)
 	lastDown    map[netip.Addr]string        // why each last went down or failed (not the retrier's pauses)
+	failNoted   map[netip.Addr]bool          // a failed event went out in this try window
+	notes       chan note                    // the NOTIFICATIONs GoBGP logged (tapHandler)
 	retry       retrier
 	lastErr     error
 	synced      chan struct{} // closed after the first sync
@@ -137,8 +137,15 @@ func New(c core.Core, cfg Config) (*Speaker, error) {
 	log := c.Log().With("part", "bgp")
 	s := &Speaker{c: c, cfg: cfg, log: log, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		announced: map[netip.Prefix]Announcement{}, peers: map[netip.Addr]model.BGPPeer{}, synced: make(chan struct{}),
-		established: map[netip.Addr]bool{}, lastDown: map[netip.Addr]string{}, retry: newRetrier(cfg.ConnectRetry)}
-	s.srv = server.NewBgpServer(server.LoggerOption(log, lvl))
+		established: map[netip.Addr]bool{}, lastDown: map[netip.Addr]string{}, failNoted: map[netip.Addr]bool{},
+		notes: make(chan note, 64), retry: newRetrier(cfg.ConnectRetry)}
+	tap := &tapHandler{Handler: log.Handler(), note: func(a netip.Addr, why string) {
+		select {
+		case s.notes <- note{a, why}:
+		default: // (never block GoBGP)
+		}
+	}}
+	s.srv = server.NewBgpServer(server.LoggerOption(slog.New(tap), lvl))
 	go s.srv.Serve()
 	listen := int32(cfg.ListenPort)
 	if listen == 0 {
@@ -310,6 +317,7 @@ func (s *Speaker) sync() error {
 		delete(s.peers, addr)
 		delete(s.established, addr)
 		delete(s.lastDown, addr)
+		delete(s.failNoted, addr)
 		s.retry.remove(addr)
 	}
 	for addr, p := range wantPeers {
@@ -385,17 +393,22 @@ func (s *Speaker) peerConf(p *model.BGPPeer) *gapi.Peer {
 		Transport: &gapi.Transport{RemotePort: uint32(p.Port)},
 	}
 	if gr {
+		// DeferralTime: a restarting GoBGP holds back its routes until
+		// every peer has sent End-of-RIB, or this timer runs out (0 raced
+		// the session's establishment and never sent them): so one peer
+		// that does not come up held back every other session's routes
+		// after a restart. The speaker only originates routes (it passes
+		// on none it learned), so there is nothing to wait for: 1 s.
 		out.GracefulRestart = &gapi.GracefulRestart{Enabled: true, RestartTime: uint32(s.cfg.RestartTime / time.Second),
-			LocalRestarting: true}
+			LocalRestarting: true, DeferralTime: restartDeferral}
 	}
 	if p.Multihop > 0 {
 		out.EbgpMultihop = &gapi.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
 	}
 	if p.BFD {
-		// 300 ms x 3: a lost peer is noticed in under a second (GoBGP's
-		// default, 1 s x 3, takes 3 s).
-		out.Bfd = &gapi.BfdPeerConfig{Enabled: true, DesiredMinimumTxInterval: bfdInterval, RequiredMinimumReceive: bfdInterval,
-			DetectionMultiplier: bfdMultiplier}
+		// GoBGP's timers, 1 s x 3 (docs/bgp.md: with FRR's bfdd the
+		// sessions did not recover after a lost link).
+		out.Bfd = &gapi.BfdPeerConfig{Enabled: true}
 	}
 	return out
 }
@@ -542,9 +555,14 @@ func (s *Speaker) retryLoop() {
 			return
 		case <-s.c.Done():
 			return
+		case n := <-s.notes:
+			s.notification(n.peer, n.why)
 		case now := <-t.C:
 			s.mu.Lock()
 			pause, resume := s.retry.step(now)
+			for _, a := range resume {
+				s.failNoted[a] = false
+			}
 			s.mu.Unlock()
 			if len(pause) > 0 {
 				// An event may lag a session that just came up:
@@ -559,10 +577,14 @@ func (s *Speaker) retryLoop() {
 						continue
 					}
 					s.mu.Lock()
-					until := s.retry.retryAt(a)
+					until, why := s.retry.retryAt(a), s.lastDown[a]
 					s.mu.Unlock()
-					s.log.Info("bgp session not up: pausing its attempts", "peer", a, "retry_in", until.Sub(now).Round(time.Second),
-						"why", downReason(live[a].GetState().GetDisconnectMessage()))
+					if why == "" {
+						why = "no session within the try window (nothing answers: down, filtered, or a TCP MD5 key mismatch)"
+					}
+					in := until.Sub(now).Round(time.Second)
+					s.log.Info("bgp session not up: pausing its attempts", "peer", a, "retry_in", in, "why", why)
+					s.emit(api.MonitorEvent{Action: EventBackoff, Peer: a.String(), Reason: fmt.Sprintf("%s; next try in %s", why, in)})
 					if err := s.srv.DisablePeer(context.Background(), &gapi.DisablePeerRequest{Address: a.String()}); err != nil {
 						s.log.Warn("bgp: pause peer", "peer", a, "err", err)
 					}

@@ -174,7 +174,7 @@ func TestBGPBird(t *testing.T) {
 		b.mustXlane(nil, "service", "create", "web4", "--vip", lb4.String()+":80", "--backend", b.ep.IPs[0].String()+":9200")
 	}
 	took := waitRoute(t, r.bird, host, 10*time.Second, n1.under4.String(), n2.under4.String())
-	t.Logf("services created → both next hops in BIRD's table in %s", took)
+	t.Logf("second service created → both next hops in BIRD's table %s after its create returned", took)
 	var out string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if out = runIn(t, r.tor, "ip", "route", "show", lb4.String()); strings.Contains(out, "via 192.168.78.1") && strings.Contains(out, "via 192.168.78.2") {
