@@ -730,6 +730,11 @@ func TestBGP(t *testing.T) {
 	})
 
 	t.Run("stop", func(t *testing.T) {
+		// A peer that never comes up must not hold back the others'
+		// routes after a restart (GoBGP's restarting speaker waits for
+		// End-of-RIB from every peer, up to its deferral timer).
+		n2.mustXlane(nil, "bgp", "peer", "add", "192.168.78.99", "--asn", "65000")
+		defer n2.mustXlane(nil, "bgp", "peer", "rm", "192.168.78.99")
 		// SIGTERM, graceful (the default): the routes stay, stale.
 		n2.stop(syscall.SIGTERM)
 		r.frr.waitRoute(n2.pod4, 15*time.Second, n2.under4.String()+" (stale)")
