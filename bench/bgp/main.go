@@ -397,7 +397,10 @@ func startBIRD(ctx context.Context, undo *harness.UndoStack, tmp, ns string, n i
 	}
 	conf := fmt.Sprintf(`router id 192.168.90.3;
 protocol device {}
-protocol static { ipv4; include %q; }
+protocol static {
+  ipv4;
+include %q;
+}
 protocol bgp rtr {
   local as 65001;
   neighbor %s as 65000;
@@ -414,7 +417,14 @@ protocol bgp rtr {
 		return nil, err
 	}
 	undo.Push("stop bird", p.Stop)
-	return p, nil
+	// A configuration BIRD refuses ends it at once: fail then, not after
+	// the wait for its routes.
+	ctl := filepath.Join(dir, "bird.ctl")
+	err = harness.WaitFor(ctx, "bird", 30*time.Second, p, func() bool {
+		out, err := harness.Run(ctx, "birdc", "-s", ctl, "show", "status")
+		return err == nil && strings.Contains(out, "Daemon is up and running")
+	})
+	return p, err
 }
 
 // routeWatch reads the router namespace's kernel table (zebra's routes,
