@@ -12,6 +12,8 @@
 //
 //	make bench BENCH=peers                                   # 3 reps x 10 s per row
 //	XLANE_PEERS_REPS=1 XLANE_PEERS_SECONDS=2 make bench BENCH=peers   # smoke
+//	XLANE_PEERS_SCALE=0 ...        # without the 10,000-Service rows
+//	XLANE_PEERS_CALIBRATE=0 ...    # xlane's nodes not calibrated (BIG TCP off)
 //
 // A setup is one network on its own cluster (setup names: xlane-native,
 // xlane-vxlan, cilium-native, cilium-vxlan); all clusters run at once and

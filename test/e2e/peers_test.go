@@ -125,7 +125,9 @@ func TestPeers(t *testing.T) {
 		rep.Add(s.info.Name, "agent RSS, 1 Service", 1, s.rss(t))
 	}
 	peersPolicyPhase(t, rep, setups, reps, d, self)
-	peersScalePhase(t, rep, setups, reps, d, self)
+	if os.Getenv("XLANE_PEERS_SCALE") != "0" { // 0: without the 10,000 Services (~2 min a setup)
+		peersScalePhase(t, rep, setups, reps, d, self)
+	}
 	for _, s := range setups {
 		for _, r := range s.ready {
 			rep.Add(s.info.Name, "agent start to ready", 1, r.Seconds())
