@@ -2,10 +2,10 @@ package bgp
 
 import (
 	"io"
-	"slices"
-	"strings"
 	"log/slog"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
