@@ -163,6 +163,9 @@ demo: build
 # not in the default set, it builds Cilium first on a machine without
 # it. XLANE_PEERS_REPS, XLANE_PEERS_SECONDS and XLANE_PEERS_SETUPS change
 # the run (bench/peers/peers.go).
+# bgp is the BGP speaker against a real FRR (bench/bgp: service → route
+# latency over 1,000 services, node loss, 10,000 routes against BIRD
+# reading them from a file); not in the default set (FRR and BIRD).
 BENCHES := modes fw nat docker netkit accel scrape observe multinode vm k8s
 K8S_PEERS_BINS := kube-apiserver xlane-etcd kubelet kube-controller-manager
 BENCH ?= $(BENCHES)
@@ -175,8 +178,8 @@ bench: build
 		peers) echo "+ go test -run '^TestPeers$$' ./test/e2e/ (bench/peers)"; \
 			XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_PEERS_BINS)) XLANE_CILIUM_DIR=$$(scripts/cilium-bins.sh) \
 			XLANE_PEERS_OUT=$(CURDIR)/bench/results $(GO) test -count=1 -timeout 180m -v -run '^TestPeers$$' ./test/e2e/ ;; \
-		modes|fw|nat|docker|accel|scrape|multinode|vm|k8s) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
-		*) echo "make bench: BENCH=$$b: want some of $(BENCHES) peers" >&2; exit 2 ;; \
+		modes|fw|nat|docker|accel|scrape|multinode|vm|k8s|bgp) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		*) echo "make bench: BENCH=$$b: want some of $(BENCHES) peers bgp" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done
 

@@ -188,6 +188,7 @@ Flags:
 	}
 	var speaker *bgp.Speaker
 	if bgpCfg != nil {
+		bgpCfg.Events = d.Observe().Event // xlane monitor -t bgp
 		if speaker, err = bgp.New(d.Core(), *bgpCfg); err != nil {
 			return err
 		}
@@ -196,7 +197,7 @@ Flags:
 	pools := lbipam.New(d.Core().Store())
 	handler := server.WithBGP(server.Handler(d, log), speaker, pools, log)
 	if ml != nil {
-		reg := metrics.New(d.Reporter(), version.Get(), log)
+		reg := metrics.New(metrics.Extend(d.Reporter(), speaker.Metrics), version.Get(), log)
 		handler = reg.Instrument(handler)
 		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {

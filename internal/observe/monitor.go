@@ -94,6 +94,7 @@ type MonitorSub struct {
 	c       chan api.MonitorEvent
 	m       *monitor
 	types   bpf.MonType
+	ctl     map[string]bool // the control plane's types it wants (Event)
 	f       monFilter
 	since   uint64 // CLOCK_MONOTONIC at subscription: older events are not its
 	base    bpf.MonCounters
@@ -131,7 +132,8 @@ func (o *Observer) startMonitor() *monitor {
 // loaded without the monitor's hooks (Config.NoMonitor).
 var ErrMonitorOff = fmt.Errorf("xlaned runs with --monitor=false: its programs have no monitor hooks, so no events (restart xlaned without the flag; xlane trace works either way): %w", model.ErrUnavailable)
 
-// Monitor subscribes to the datapath's events matching q. The caller
+// Monitor subscribes to the datapath's events matching q, and to the
+// control plane's (Event) of the types it names. The caller
 // reads C and calls Close when done.
 func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 	m := o.mon
@@ -144,12 +146,9 @@ func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 	if o.cfg.NoMonitor {
 		return nil, fmt.Errorf("monitor: %w", ErrMonitorOff)
 	}
-	types := bpf.MonAll &^ bpf.MonVerdict
-	if len(q.Types) > 0 {
-		var err error
-		if types, err = bpf.ParseMonTypes(q.Types); err != nil {
-			return nil, &model.FieldError{Field: "types", Reason: err.Error()}
-		}
+	types, ctl, err := parseMonTypes(q.Types)
+	if err != nil {
+		return nil, err
 	}
 	f, err := o.monFilter(q)
 	if err != nil {
@@ -163,7 +162,7 @@ func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 		return nil, err
 	}
 	c := make(chan api.MonitorEvent, monitorQueue)
-	s := &MonitorSub{C: c, c: c, m: m, types: types, f: f, base: base, since: monotonicNow()}
+	s := &MonitorSub{C: c, c: c, m: m, types: types, ctl: ctl, f: f, base: base, since: monotonicNow()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.subs[s] = struct{}{}
