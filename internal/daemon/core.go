@@ -116,7 +116,8 @@ func clusterConfig(cfg Config) cluster.Config {
 	return cluster.Config{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, Routing: cfg.Routing,
 		VXLANPort: cfg.VXLANPort, OverlayEncap: cfg.OverlayEncap, NodesFile: cfg.NodesFile,
 		PeerProbeInterval: cfg.PeerProbeInterval, Uplink: cfg.Uplink,
-		Encryption: cfg.Encryption, WireGuardPort: cfg.WireGuardPort, WireGuardEngine: cfg.WireGuardEngine}
+		Encryption: cfg.Encryption, WireGuardPort: cfg.WireGuardPort, WireGuardEngine: cfg.WireGuardEngine,
+		EncryptionStrict: cfg.EncryptionStrict}
 }
 
 // Observe is the observability feature (monitor, trace, flows, dumps).

@@ -81,7 +81,8 @@ type Config struct {
 	// its record among the nodes is the one of this name.
 	NodeName string
 	// ClusterCIDRs, Routing, VXLANPort, OverlayEncap, NodesFile,
-	// PeerProbeInterval, Encryption, WireGuardPort and WireGuardEngine are
+	// PeerProbeInterval, Encryption, WireGuardPort, WireGuardEngine and
+	// EncryptionStrict are
 	// the cluster's flags (cluster.Config).
 	ClusterCIDRs      []string
 	Routing           string
@@ -92,6 +93,7 @@ type Config struct {
 	Encryption        string
 	WireGuardPort     int
 	WireGuardEngine   string
+	EncryptionStrict  bool
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (internal/calibration).
 	CalibrateAtStart bool

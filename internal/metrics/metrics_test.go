@@ -44,12 +44,13 @@ func full() Snapshot {
 		Services:  []ServiceCount{{Service: "web", Active: 2, Draining: 1}},
 		Backends:  []BackendFlows{{Service: "web", Backend: "10.0.0.2:80", Flows: 4}},
 		Unapplied: map[string]int{"endpoint": 1, "network": 0},
-		WireGuard: []WireGuardPeer{{Node: "n2", RxBytes: 10, TxBytes: 20, HandshakeAge: time.Second, Encrypted: true}},
-		Programs:  []ProgramCount{{Program: "xlane_from_endpoint", Runs: 9, Runtime: time.Microsecond}},
-		Neigh:     &Neigh{Events: 3, Resyncs: 1},
-		Accel:     &Accel{On: true, Sockets: 2, Counters: map[string]uint64{"sock_added": 2, "msg_redirected": 10, "bytes_redirected": 1000, "fallback_backlog": 1}},
-		Proxy:     map[string]uint64{"redirected": 1, "origdst_found": 1, "in_listener_added": 1},
-		Errors:    map[string]error{"firewall": errors.New("test")},
+		WireGuard: []WireGuardPeer{{Node: "n2", RxBytes: 10, TxBytes: 20, HandshakeAge: time.Second, Encrypted: true},
+			{Node: "n3", HandshakeAge: -1, State: "cleartext", Reason: "no_handshake"}},
+		Programs: []ProgramCount{{Program: "xlane_from_endpoint", Runs: 9, Runtime: time.Microsecond}},
+		Neigh:    &Neigh{Events: 3, Resyncs: 1},
+		Accel:    &Accel{On: true, Sockets: 2, Counters: map[string]uint64{"sock_added": 2, "msg_redirected": 10, "bytes_redirected": 1000, "fallback_backlog": 1}},
+		Proxy:    map[string]uint64{"redirected": 1, "origdst_found": 1, "in_listener_added": 1},
+		Errors:   map[string]error{"firewall": errors.New("test")},
 	}
 }
 

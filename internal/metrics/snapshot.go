@@ -122,4 +122,7 @@ type WireGuardPeer struct {
 	// HandshakeAge is since the last handshake; negative: none yet.
 	HandshakeAge time.Duration
 	Encrypted    bool
+	// State and Reason: a peer not encrypted, what its traffic does
+	// (pending, dropped, cleartext) and why (internal/wireguard).
+	State, Reason string
 }
