@@ -118,7 +118,8 @@ func testEncryptionFallback(t *testing.T, strict bool) {
 		patternTransfer(t, n1.pod, n2.pod, netip.AddrPortFrom(n2.ip4(), 7001), 1<<20)
 		patternTransfer(t, n2.pod, n1.pod, netip.AddrPortFrom(n1.ip6(), 7002), 1<<20)
 		wire := ul()
-		if hits := bytes.Count(wire.raw, []byte(canary)); hits < 100 || wire.udp[4789] < 100 {
+		// (tcpdump sees the VXLAN device's GSO super-packets whole.)
+		if hits := bytes.Count(wire.raw, []byte(canary)); hits < 100 || wire.udp[4789] < 10 {
 			t.Errorf("fallback: the underlay carried %d hits of %q and %d VXLAN packets, want the transfers' in cleartext", hits, canary, wire.udp[4789])
 		}
 	}
@@ -142,9 +143,10 @@ func testEncryptionFallback(t *testing.T, strict bool) {
 }
 
 // testRotateKey: n1 rotates its key under a paced transfer to n2's pod
-// and n2 is given the new key at once: the transfer survives (SHA-256),
-// the longest ping gap is the stall, nothing crosses the underlay in
-// cleartext, the sessions are made with the new key.
+// and n2 is given the new key a second later: the transfer survives
+// (SHA-256), the stall (the longest ping gap or answer) is about that
+// second, nothing crosses the underlay in cleartext, the sessions are
+// made with the new key.
 func testRotateKey(t *testing.T, n1, n2 *clusterNode) {
 	t.Helper()
 	ul := startCapture(t, n1.ul, "br0")
@@ -162,14 +164,24 @@ func testRotateKey(t *testing.T, n1, n2 *clusterNode) {
 	if rotated.PublicKey == "" || rotated.PublicKey == n1.wgKey {
 		t.Fatalf("rotate-key: public key %q, want a new one (was %s)", rotated.PublicKey, n1.wgKey)
 	}
+	// An operator's second to carry the key to the peer: n1's traffic to
+	// n2 waits in WireGuard meanwhile (within the grace: strict drops
+	// nothing).
+	time.Sleep(time.Second)
 	n2.mustXlane(nil, "node", "update", "n1", "--wg-public-key", rotated.PublicKey)
-	t.Logf("rotated and given to the peer in %v", time.Since(start).Round(time.Millisecond))
+	given := time.Since(start)
+	t.Logf("rotated, and given to the peer %v later", given.Round(time.Millisecond))
 	wait()
 	probe.Wait()
-	gap := longestPingGap(pings.String())
-	t.Logf("rotation under a 2 MiB/s transfer: longest gap between answered pings (every 50 ms): %v", gap)
-	if gap > 3*time.Second {
-		t.Errorf("rotation stalled the traffic %v, want under 3 s\n%s", gap, pings.String())
+	gap, slowest := longestPingGap(pings.String()), slowestPing(pings.String())
+	t.Logf("rotation under a 2 MiB/s transfer: longest gap between answered pings (every 50 ms): %v, slowest answer %v", gap, slowest)
+	// The stall: about the time the peer went without the new key.
+	if gap > given+2*time.Second || slowest > given+2*time.Second {
+		t.Errorf("rotation stalled the traffic %v (slowest answer %v), want under %v (the key given %v after the rotation, and 2 s)\n%s",
+			gap, slowest, given+2*time.Second, given, pings.String())
+	}
+	if slowest < given/2 && gap < given/2 {
+		t.Errorf("no stall (gap %v, slowest answer %v) while the peer had the old key for %v: was the key rotated?", gap, slowest, given)
 	}
 	if wire := ul(); wire.udp[4789] != 0 {
 		t.Errorf("during the rotation the underlay carried %d cleartext VXLAN packets", wire.udp[4789])
@@ -205,6 +217,22 @@ func testRotateKey(t *testing.T, n1, n2 *clusterNode) {
 		}
 	}
 	waitSession(t, n1, "n2", "encrypted")
+}
+
+// slowestPing is the longest round trip in ping's output.
+func slowestPing(out string) time.Duration {
+	var slowest time.Duration
+	for _, l := range strings.Split(out, "\n") {
+		_, rest, ok := strings.Cut(l, "time=")
+		if !ok {
+			continue
+		}
+		var ms float64
+		if _, err := fmt.Sscan(strings.TrimSuffix(strings.Fields(rest)[0], "ms"), &ms); err == nil {
+			slowest = max(slowest, time.Duration(ms*float64(time.Millisecond)))
+		}
+	}
+	return slowest
 }
 
 // waitSession waits until c's peer node's session is in state.
