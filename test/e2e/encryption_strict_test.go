@@ -175,13 +175,12 @@ func testRotateKey(t *testing.T, n1, n2 *clusterNode) {
 	probe.Wait()
 	gap, slowest := longestPingGap(pings.String()), slowestPing(pings.String())
 	t.Logf("rotation under a 2 MiB/s transfer: longest gap between answered pings (every 50 ms): %v, slowest answer %v", gap, slowest)
-	// The stall: about the time the peer went without the new key.
+	// The stall: about the time the peer went without the new key (less
+	// the commands' own time, within "given"). That the key did change
+	// shows below: the sessions are made again with the new key only.
 	if gap > given+2*time.Second || slowest > given+2*time.Second {
 		t.Errorf("rotation stalled the traffic %v (slowest answer %v), want under %v (the key given %v after the rotation, and 2 s)\n%s",
 			gap, slowest, given+2*time.Second, given, pings.String())
-	}
-	if slowest < given/2 && gap < given/2 {
-		t.Errorf("no stall (gap %v, slowest answer %v) while the peer had the old key for %v: was the key rotated?", gap, slowest, given)
 	}
 	if wire := ul(); wire.udp[4789] != 0 {
 		t.Errorf("during the rotation the underlay carried %d cleartext VXLAN packets", wire.udp[4789])
