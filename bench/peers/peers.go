@@ -58,7 +58,13 @@ var Rows = []Row{
 	{"pod-pod across nodes, TCP_RR", "trans/s", true},
 	{"pod-pod across nodes, TCP_RR p50", "µs", false},
 	{"CPS to a ClusterIP, 1 Service", "conn/s", true},
+	{"CPS to a NodePort from outside", "conn/s", true},
+	{"CPS to a NodePort from outside, failed", "%", false},
+	{"CPS to a ClusterIP, 1,000-rule NetworkPolicy", "conn/s", true},
+	{"CPS to a ClusterIP, 10,000 Services", "conn/s", true},
+	{"10,000 Services: last API write to answering", "s", false},
 	{"agent RSS, 1 Service", "MiB", false},
+	{"agent RSS, 10,000 Services", "MiB", false},
 	{"agent start to ready", "s", false},
 }
 
