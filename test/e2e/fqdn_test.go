@@ -34,11 +34,19 @@ import (
 // a wildcard, an answer forged by another endpoint not accepted (delivered
 // to the client, yet its address stays denied), the end of the TTL closing
 // new connections but not the one open, and the client's DNS working
-// while xlaned is killed, the names taking effect again after its restart.
+// while xlaned is killed, the names taking effect again after its restart;
+// in tc and xdp modes (the classifier of either program).
 func TestFQDNEgress(t *testing.T) {
 	coredns := corednsBinary(t)
+	for _, mode := range []string{"tc", "xdp"} {
+		t.Run(mode, func(t *testing.T) { testFQDNEgress(t, coredns, mode) })
+	}
+}
+
+func testFQDNEgress(t *testing.T, coredns, mode string) {
 	n := newNode(t)
-	n.mustXlane(nil, "network", "create", "blue", "--subnet", "10.97.0.0/24", "--mode", "tc")
+	requireMode(t, n, mode)
+	n.mustXlane(nil, "network", "create", "blue", "--subnet", "10.97.0.0/24", "--mode", mode)
 	var cs []string
 	var eps []api.EndpointInfo
 	for range 4 {
