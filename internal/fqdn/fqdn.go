@@ -3,9 +3,10 @@ package fqdn
 import (
 	"log/slog"
 	"net/netip"
-	"os"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,7 +58,8 @@ type FQDN struct {
 type epTap struct {
 	id, netns, ifname, mac string
 	t                      *tracker
-	f                      *os.File
+	fd                     int
+	closed                 atomic.Bool // the reader closes fd and ends
 }
 
 // Start starts following endpoints for the rules SetRules hands over
@@ -174,14 +176,14 @@ func (f *FQDN) syncTaps() {
 		if _, ok := f.eps[id]; ok {
 			continue
 		}
-		file, err := openTap(w.netns, w.ifname, w.mac)
+		fd, err := openTap(w.netns, w.ifname, w.mac)
 		if err != nil {
 			// The endpoint's namespace may be going away: tried again
 			// next time.
 			f.log.Debug("fqdn: tap", "endpoint", id, "err", err)
 			continue
 		}
-		w.f = file
+		w.fd = fd
 		f.eps[id] = w
 		go f.read(w)
 	}
@@ -190,17 +192,28 @@ func (f *FQDN) syncTaps() {
 // closeTap closes an endpoint's tap (its reader ends). Called with f.mu.
 func (f *FQDN) closeTap(id string) {
 	if e := f.eps[id]; e != nil {
-		e.f.Close()
+		e.closed.Store(true)
 		delete(f.eps, id)
 	}
 }
 
-// read handles the packets of an endpoint's tap until it is closed.
+// read handles the packets of an endpoint's tap until it is closed, then
+// closes it. It runs on a thread of its own at nice -20: the endpoint
+// reads the same answer from its socket and may connect at once, and the
+// entry must be in the map before its SYN (docs/firewall.md, "Race"); the
+// work per packet is bounded (a parse, a map update per rule and
+// address), and only DNS packets of endpoints under rules with names come.
 func (f *FQDN) read(e *epTap) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the reader
+	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20)
+	defer unix.Close(e.fd)
 	buf := make([]byte, 65536)
-	for {
-		n, err := e.f.Read(buf)
+	for !e.closed.Load() {
+		n, _, err := unix.Recvfrom(e.fd, buf, 0)
 		if err != nil {
+			if err == unix.EAGAIN || err == unix.EINTR {
+				continue // the receive timeout: look at closed
+			}
 			return
 		}
 		f.mu.Lock()

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"os"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/net/bpf"
@@ -44,11 +44,11 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // not loopback: a DNS server of the endpoint's own, on its own address,
 // answers there), with dnsFilter: a copy of every DNS packet the endpoint
 // sends or receives. The socket takes no packet before it is bound, after
-// the filter is on.
-func openTap(netnsPath, ifname, mac string) (*os.File, error) {
+// the filter is on. It blocks in receive for at most tapTimeout.
+func openTap(netnsPath, ifname, mac string) (int, error) {
 	raw, err := bpf.Assemble(dnsFilter)
 	if err != nil {
-		return nil, fmt.Errorf("assemble dns filter: %w", err)
+		return -1, fmt.Errorf("assemble dns filter: %w", err)
 	}
 	prog := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
@@ -60,9 +60,13 @@ func openTap(netnsPath, ifname, mac string) (*os.File, error) {
 		if err != nil {
 			return err
 		}
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("packet socket: %w", err)
+		}
+		tv := unix.NsecToTimeval(tapTimeout.Nanoseconds())
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return fmt.Errorf("packet socket receive timeout: %w", err)
 		}
 		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}); err != nil {
 			return fmt.Errorf("attach dns filter: %w", err)
@@ -76,10 +80,14 @@ func openTap(netnsPath, ifname, mac string) (*os.File, error) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
-		return nil, fmt.Errorf("tap %s in %s: %w", ifname, netnsPath, err)
+		return -1, fmt.Errorf("tap %s in %s: %w", ifname, netnsPath, err)
 	}
-	return os.NewFile(uintptr(fd), "fqdn-tap"), nil
+	return fd, nil
 }
+
+// tapTimeout bounds a tap's blocking receive: how long a closed tap's
+// reader takes to notice.
+const tapTimeout = 500 * time.Millisecond
 
 // endpointDevice finds the endpoint's device in the current namespace:
 // by MAC (a runtime may have renamed it), else by name.

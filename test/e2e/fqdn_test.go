@@ -35,7 +35,9 @@ import (
 // to the client, yet its address stays denied), the end of the TTL closing
 // new connections but not the one open, and the client's DNS working
 // while xlaned is killed, the names taking effect again after its restart;
-// in tc and xdp modes (the classifier of either program).
+// the first connection right after an answer not delayed (the entry is in
+// before the client's SYN: no retransmission); in tc and xdp modes (the
+// classifier of either program).
 func TestFQDNEgress(t *testing.T) {
 	coredns := corednsBinary(t)
 	for _, mode := range []string{"tc", "xdp"} {
@@ -124,8 +126,14 @@ func testFQDNEgress(t *testing.T, coredns, mode string) {
 		if err != nil {
 			t.Fatalf("%s: connect %s: %v", what, to, err)
 		}
+		took := time.Since(start)
 		echo(t, c, what)
-		t.Logf("%s: connected to %s in %v", what, to, time.Since(start).Round(time.Millisecond))
+		t.Logf("%s: connected to %s in %v", what, to, took.Round(time.Millisecond))
+		// A second or more: the first SYN met no entry and was
+		// retransmitted: the tap lost the race with the client.
+		if took > 900*time.Millisecond {
+			t.Errorf("%s: the connection took %v: its first SYN came before the answer's entry", what, took)
+		}
 		return c
 	}
 	resolve := func(name string, want netip.Addr) {
