@@ -29,6 +29,13 @@
 // Answers are kept per endpoint for their TTL, so a rule added later
 // allows what an endpoint resolved before it.
 //
+// The race: the endpoint may connect before the entry is written. Each
+// tap is read on a thread of its own at nice -20, and the tap captures
+// the endpoint's TCP SYNs too: one sent (kernel timestamp) before its
+// destination's entry was written is replayed out of the endpoint's device
+// once the entry is in, instead of waiting for the client's retransmission
+// a second later.
+//
 // Names follow ClusterNetworkPolicy's DomainName: an exact name, or
 // "*." and a name, which matches every name below it (one label or
 // more), not the name itself; case-insensitive, a trailing dot ignored.

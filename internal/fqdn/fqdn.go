@@ -2,6 +2,7 @@ package fqdn
 
 import (
 	"log/slog"
+	"net"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -57,8 +58,9 @@ type FQDN struct {
 // epTap is one endpoint's tap and tracker.
 type epTap struct {
 	id, netns, ifname, mac string
+	gw                     net.HardwareAddr // the host side's MAC: the endpoint's gateway
 	t                      *tracker
-	fd                     int
+	fd, ifindex            int
 	closed                 atomic.Bool // the reader closes fd and ends
 }
 
@@ -153,7 +155,8 @@ func (f *FQDN) syncTaps() {
 					netns = sandbox[e.ID]
 				}
 				if netns != "" && !e.VM {
-					want[e.ID] = &epTap{id: e.ID, netns: netns, ifname: e.IfName, mac: e.MAC, t: newTracker(slices.Clone(e.IPs))}
+					gw, _ := net.ParseMAC(e.HostMAC)
+					want[e.ID] = &epTap{id: e.ID, netns: netns, ifname: e.IfName, mac: e.MAC, gw: gw, t: newTracker(slices.Clone(e.IPs))}
 				}
 			}
 			return err
@@ -176,14 +179,14 @@ func (f *FQDN) syncTaps() {
 		if _, ok := f.eps[id]; ok {
 			continue
 		}
-		fd, err := openTap(w.netns, w.ifname, w.mac)
+		fd, ifindex, err := openTap(w.netns, w.ifname, w.mac)
 		if err != nil {
 			// The endpoint's namespace may be going away: tried again
 			// next time.
 			f.log.Debug("fqdn: tap", "endpoint", id, "err", err)
 			continue
 		}
-		w.fd = fd
+		w.fd, w.ifindex = fd, ifindex
 		f.eps[id] = w
 		go f.read(w)
 	}
@@ -207,14 +210,18 @@ func (f *FQDN) read(e *epTap) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the reader
 	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20)
 	defer unix.Close(e.fd)
-	buf := make([]byte, 65536)
+	buf, oob := make([]byte, 65536), make([]byte, 128)
 	for !e.closed.Load() {
-		n, _, err := unix.Recvfrom(e.fd, buf, 0)
+		n, at, err := recvTap(e.fd, buf, oob)
 		if err != nil {
 			if err == unix.EAGAIN || err == unix.EINTR {
 				continue // the receive timeout: look at closed
 			}
 			return
+		}
+		if src, dst, ok := parseSYN(buf[:n]); ok {
+			f.replaySYN(e, src, dst, at, buf[:n])
+			continue
 		}
 		f.mu.Lock()
 		a, verdict := e.t.observe(buf[:n], time.Now())
@@ -223,11 +230,44 @@ func (f *FQDN) read(e *epTap) {
 		case seenAnswer:
 			f.log.Debug("fqdn: answer", "endpoint", e.id, "name", a.name, "addrs", a.addrs, "ttl", a.ttl)
 			f.put(e.t, a.name, e.t.names[a.name])
+			now := time.Now()
+			for _, src := range e.t.addrs {
+				for _, dst := range a.fresh {
+					e.t.written[[2]netip.Addr{src, dst}] = now
+				}
+			}
 		case seenUnsolicited:
 			f.log.Debug("fqdn: answer refused: no query of the endpoint's matches it", "endpoint", e.id)
 		}
 		f.mu.Unlock()
 	}
+}
+
+// replaySYN sends again a SYN the endpoint sent to an address it had just
+// resolved, before the address's entry was written (at, the kernel's time
+// of the SYN, before it, by less than a second): the datapath dropped it,
+// and the client would retransmit it only a second later. The copy goes
+// out of the endpoint's device to its gateway as the endpoint sent it,
+// through the datapath again, now with the entry.
+func (f *FQDN) replaySYN(e *epTap, src, dst netip.Addr, at time.Time, packet []byte) {
+	f.mu.Lock()
+	w, ok := e.t.written[[2]netip.Addr{src, dst}]
+	replay := ok && at.Before(w) && w.Sub(at) < time.Second && slices.Contains(e.t.addrs, src) && e.gw != nil
+	if replay {
+		f.stats["syn_replayed"]++
+	}
+	f.mu.Unlock()
+	if !replay {
+		return
+	}
+	if !fixTCPChecksum(packet) {
+		return
+	}
+	if err := sendTap(e.fd, e.ifindex, e.gw, packet); err != nil {
+		f.log.Warn("fqdn: replay SYN", "endpoint", e.id, "dst", dst, "err", err)
+		return
+	}
+	f.log.Info("fqdn: SYN sent before its destination's entry replayed", "endpoint", e.id, "src", src, "dst", dst, "early", w.Sub(at))
 }
 
 // put writes the entries of the rules whose names match name: for each

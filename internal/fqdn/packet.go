@@ -15,40 +15,53 @@ type udp struct {
 	payload      []byte
 }
 
-// parseUDP reads an IPv4 or IPv6 packet carrying UDP (no IPv6 extension
-// headers, no fragments); ok is false for anything else.
-func parseUDP(b []byte) (u udp, ok bool) {
+// parseIP reads an IPv4 or IPv6 packet (no IPv6 extension headers, no
+// fragments): its addresses, protocol and transport bytes.
+func parseIP(b []byte) (src, dst netip.Addr, proto uint8, l4 []byte, ok bool) {
 	if len(b) < 1 {
-		return u, false
+		return src, dst, 0, nil, false
 	}
-	var l4 []byte
 	switch b[0] >> 4 {
 	case 4:
 		if len(b) < 20 {
-			return u, false
+			return src, dst, 0, nil, false
 		}
 		ihl := int(b[0]&0xf) * 4
 		total := int(binary.BigEndian.Uint16(b[2:4]))
-		if ihl < 20 || total < ihl || total > len(b) || b[9] != 17 || binary.BigEndian.Uint16(b[6:8])&0x3fff != 0 {
-			return u, false
+		if ihl < 20 || total < ihl || total > len(b) || binary.BigEndian.Uint16(b[6:8])&0x3fff != 0 {
+			return src, dst, 0, nil, false
 		}
-		u.src = netip.AddrFrom4([4]byte(b[12:16]))
-		u.dst = netip.AddrFrom4([4]byte(b[16:20]))
-		l4 = b[ihl:total]
+		return netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20])), b[9], b[ihl:total], true
 	case 6:
-		if len(b) < 40 || b[6] != 17 {
-			return u, false
+		if len(b) < 40 {
+			return src, dst, 0, nil, false
 		}
 		plen := int(binary.BigEndian.Uint16(b[4:6]))
 		if 40+plen > len(b) {
-			return u, false
+			return src, dst, 0, nil, false
 		}
-		u.src = netip.AddrFrom16([16]byte(b[8:24]))
-		u.dst = netip.AddrFrom16([16]byte(b[24:40]))
-		l4 = b[40 : 40+plen]
-	default:
+		return netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40])), b[6], b[40 : 40+plen], true
+	}
+	return src, dst, 0, nil, false
+}
+
+// parseSYN reads a TCP SYN without ACK: its addresses.
+func parseSYN(b []byte) (src, dst netip.Addr, ok bool) {
+	src, dst, proto, l4, ok := parseIP(b)
+	if !ok || proto != 6 || len(l4) < 20 || l4[13]&0x12 != 0x02 {
+		return src, dst, false
+	}
+	return src.Unmap(), dst.Unmap(), true
+}
+
+// parseUDP reads an IPv4 or IPv6 packet carrying UDP (no IPv6 extension
+// headers, no fragments); ok is false for anything else.
+func parseUDP(b []byte) (u udp, ok bool) {
+	src, dst, proto, l4, ok := parseIP(b)
+	if !ok || proto != 17 {
 		return u, false
 	}
+	u.src, u.dst = src, dst
 	if len(l4) < 8 {
 		return u, false
 	}
@@ -90,6 +103,7 @@ type answer struct {
 	question
 	addrs []netip.Addr
 	ttl   time.Duration
+	fresh []netip.Addr // tracker.observe: addrs the endpoint had no live answer for
 }
 
 // parseAnswer reads a DNS response with rcode success. The chain is
@@ -174,4 +188,34 @@ func parseAnswer(b []byte) (answer, bool) {
 	}
 	a.ttl = time.Duration(ttl) * time.Second
 	return a, true
+}
+
+// fixTCPChecksum computes the TCP checksum of packet (a copy of a
+// segment the endpoint sent: with checksum offload its field holds only
+// the pseudo-header's sum) in place.
+func fixTCPChecksum(packet []byte) bool {
+	src, dst, proto, l4, ok := parseIP(packet)
+	if !ok || proto != 6 || len(l4) < 20 {
+		return false
+	}
+	l4[16], l4[17] = 0, 0
+	var sum uint32
+	add := func(b []byte) {
+		for len(b) >= 2 {
+			sum += uint32(binary.BigEndian.Uint16(b))
+			b = b[2:]
+		}
+		if len(b) == 1 {
+			sum += uint32(b[0]) << 8
+		}
+	}
+	add(src.AsSlice())
+	add(dst.AsSlice())
+	sum += 6 + uint32(len(l4))
+	add(l4)
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(l4[16:], ^uint16(sum))
+	return true
 }

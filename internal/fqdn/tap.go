@@ -5,36 +5,48 @@ import (
 	"fmt"
 	"net"
 	"time"
+	"unsafe"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
-// dnsFilter passes UDP packets from or to port 53, IPv4 (not a later
-// fragment) or IPv6 (UDP right after the fixed header), to a SOCK_DGRAM
-// packet socket (the filter sees the packet from its network header).
+// dnsFilter passes, to a SOCK_DGRAM packet socket (the filter sees the
+// packet from its network header), UDP packets from or to port 53 and
+// TCP SYNs without ACK: IPv4 (not a later fragment) or IPv6 (the
+// transport header right after the fixed one).
 var dnsFilter = []bpf.Instruction{
 	/* 0 */ bpf.LoadExtension{Num: bpf.ExtProto},
-	/* 1 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.ETH_P_IP, SkipFalse: 9}, // -> 11
-	/* 2 */ bpf.LoadAbsolute{Off: 9, Size: 1},
-	/* 3 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_UDP, SkipFalse: 14}, // -> 18
-	/* 4 */ bpf.LoadAbsolute{Off: 6, Size: 2},
-	/* 5 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 12}, // -> 18
-	/* 6 */ bpf.LoadMemShift{Off: 0},
-	/* 7 */ bpf.LoadIndirect{Off: 0, Size: 2},
-	/* 8 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 10}, // -> 19
-	/* 9 */ bpf.LoadIndirect{Off: 2, Size: 2},
-	/* 10 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 8, SkipFalse: 7}, // -> 19, 18
-	/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.ETH_P_IPV6, SkipFalse: 6}, // -> 18
-	/* 12 */ bpf.LoadAbsolute{Off: 6, Size: 1},
-	/* 13 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_UDP, SkipFalse: 4}, // -> 18
-	/* 14 */ bpf.LoadAbsolute{Off: 40, Size: 2},
-	/* 15 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 3}, // -> 19
-	/* 16 */ bpf.LoadAbsolute{Off: 42, Size: 2},
-	/* 17 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 1}, // -> 19
-	/* 18 */ bpf.RetConstant{Val: 0},
-	/* 19 */ bpf.RetConstant{Val: 0xffff},
+	/* 1 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.ETH_P_IP, SkipFalse: 13}, // -> 15
+	/* 2 */ bpf.LoadAbsolute{Off: 6, Size: 2},
+	/* 3 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 24}, // -> 28
+	/* 4 */ bpf.LoadMemShift{Off: 0},
+	/* 5 */ bpf.LoadAbsolute{Off: 9, Size: 1},
+	/* 6 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_TCP, SkipTrue: 5}, // -> 12
+	/* 7 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_UDP, SkipFalse: 20}, // -> 28
+	/* 8 */ bpf.LoadIndirect{Off: 0, Size: 2},
+	/* 9 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 19}, // -> 29
+	/* 10 */ bpf.LoadIndirect{Off: 2, Size: 2},
+	/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 17, SkipFalse: 16}, // -> 29, 28
+	/* 12 */ bpf.LoadIndirect{Off: 13, Size: 1},
+	/* 13 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x12},
+	/* 14 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x02, SkipTrue: 14, SkipFalse: 13}, // -> 29, 28
+	/* 15 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.ETH_P_IPV6, SkipFalse: 12}, // -> 28
+	/* 16 */ bpf.LoadAbsolute{Off: 6, Size: 1},
+	/* 17 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_TCP, SkipTrue: 6}, // -> 24
+	/* 18 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_UDP, SkipFalse: 9}, // -> 28
+	/* 19 */ bpf.LoadAbsolute{Off: 40, Size: 2},
+	/* 20 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 8}, // -> 29
+	/* 21 */ bpf.LoadAbsolute{Off: 42, Size: 2},
+	/* 22 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 6}, // -> 29
+	/* 23 */ bpf.RetConstant{Val: 0},
+	/* 24 */ bpf.LoadAbsolute{Off: 53, Size: 1},
+	/* 25 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x12},
+	/* 26 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x02, SkipTrue: 2}, // -> 29
+	/* 27 */ bpf.RetConstant{Val: 0},
+	/* 28 */ bpf.RetConstant{Val: 0},
+	/* 29 */ bpf.RetConstant{Val: 0xffff},
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -45,16 +57,16 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // answers there), with dnsFilter: a copy of every DNS packet the endpoint
 // sends or receives. The socket takes no packet before it is bound, after
 // the filter is on. It blocks in receive for at most tapTimeout.
-func openTap(netnsPath, ifname, mac string) (int, error) {
+func openTap(netnsPath, ifname, mac string) (fd, ifindex int, err error) {
 	raw, err := bpf.Assemble(dnsFilter)
 	if err != nil {
-		return -1, fmt.Errorf("assemble dns filter: %w", err)
+		return -1, 0, fmt.Errorf("assemble dns filter: %w", err)
 	}
 	prog := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
 		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
-	fd := -1
+	fd = -1
 	err = ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
 		ifi, err := endpointDevice(ifname, mac)
 		if err != nil {
@@ -68,6 +80,12 @@ func openTap(netnsPath, ifname, mac string) (int, error) {
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return fmt.Errorf("packet socket receive timeout: %w", err)
 		}
+		// The kernel's time of each packet: a SYN sent before its
+		// destination's entry was written is replayed (replaySYN).
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			return fmt.Errorf("packet socket timestamps: %w", err)
+		}
+		ifindex = ifi.Index
 		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}); err != nil {
 			return fmt.Errorf("attach dns filter: %w", err)
 		}
@@ -80,9 +98,39 @@ func openTap(netnsPath, ifname, mac string) (int, error) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
-		return -1, fmt.Errorf("tap %s in %s: %w", ifname, netnsPath, err)
+		return -1, 0, fmt.Errorf("tap %s in %s: %w", ifname, netnsPath, err)
 	}
-	return fd, nil
+	return fd, ifindex, nil
+}
+
+// recvTap reads a packet and the kernel's time of it.
+func recvTap(fd int, buf, oob []byte) (int, time.Time, error) {
+	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	at := time.Now()
+	if cms, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, cm := range cms {
+			if cm.Header.Level == unix.SOL_SOCKET && cm.Header.Type == unix.SCM_TIMESTAMPNS && len(cm.Data) >= 16 {
+				ts := (*unix.Timespec)(unsafe.Pointer(&cm.Data[0]))
+				at = time.Unix(ts.Unix())
+			}
+		}
+	}
+	return n, at, nil
+}
+
+// sendTap sends packet (from its IP header on) out of the endpoint's
+// device to the gateway's MAC, as the endpoint would.
+func sendTap(fd, ifindex int, gw net.HardwareAddr, packet []byte) error {
+	proto := uint16(unix.ETH_P_IP)
+	if len(packet) > 0 && packet[0]>>4 == 6 {
+		proto = unix.ETH_P_IPV6
+	}
+	sa := &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: ifindex, Halen: uint8(len(gw))}
+	copy(sa.Addr[:], gw)
+	return unix.Sendto(fd, packet, 0, sa)
 }
 
 // tapTimeout bounds a tap's blocking receive: how long a closed tap's

@@ -54,10 +54,14 @@ type tracker struct {
 	addrs   []netip.Addr // the endpoint's
 	pending map[pendKey]pending
 	names   map[string]map[netip.Addr]time.Time
+	// written: when the entries of a (source, destination) the endpoint
+	// had no live answer for were written, for replaySYN (kept 2 s).
+	written map[[2]netip.Addr]time.Time
 }
 
 func newTracker(addrs []netip.Addr) *tracker {
-	return &tracker{addrs: addrs, pending: map[pendKey]pending{}, names: map[string]map[netip.Addr]time.Time{}}
+	return &tracker{addrs: addrs, pending: map[pendKey]pending{}, names: map[string]map[netip.Addr]time.Time{},
+		written: map[[2]netip.Addr]time.Time{}}
 }
 
 // observe handles a packet the endpoint sent or received at now: a query
@@ -116,6 +120,9 @@ func (t *tracker) observe(b []byte, now time.Time) (a answer, verdict string) {
 			t.names[ans.name] = m
 		}
 		for _, x := range ans.addrs {
+			if !m[x].After(now) {
+				ans.fresh = append(ans.fresh, x)
+			}
 			if until.After(m[x]) {
 				m[x] = until
 			}
@@ -134,6 +141,11 @@ func parseAnswerID(b []byte) (uint16, bool) {
 
 // expire forgets what ended before now.
 func (t *tracker) expire(now time.Time) {
+	for k, w := range t.written {
+		if now.Sub(w) > 2*time.Second {
+			delete(t.written, k)
+		}
+	}
 	for k, p := range t.pending {
 		if now.Sub(p.at) > queryTimeout {
 			delete(t.pending, k)

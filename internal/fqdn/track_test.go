@@ -246,3 +246,52 @@ func TestPut(t *testing.T) {
 		t.Errorf("entries %v, want %v", got, want)
 	}
 }
+
+// TestSYN: parseSYN takes a SYN without ACK only; fixTCPChecksum gives a
+// segment whose sum over the pseudo-header checks out.
+func TestSYN(t *testing.T) {
+	for _, c := range []struct {
+		src, dst netip.Addr
+	}{{pod, netip.MustParseAddr("93.184.215.14")}, {pod6, netip.MustParseAddr("2001:db8::14")}} {
+		tcp := make([]byte, 20)
+		binary.BigEndian.PutUint16(tcp[0:], 40000)
+		binary.BigEndian.PutUint16(tcp[2:], 443)
+		tcp[12], tcp[13] = 5<<4, 0x02
+		pkt := ipUDP(c.src, c.dst, 0, 0, nil) // an IP header, then replace the payload
+		if c.src.Is4() {
+			pkt = append(pkt[:20], tcp...)
+			pkt[9] = 6
+			binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+		} else {
+			pkt = append(pkt[:40], tcp...)
+			pkt[6] = 6
+			binary.BigEndian.PutUint16(pkt[4:], uint16(len(tcp)))
+		}
+		src, dst, ok := parseSYN(pkt)
+		if !ok || src != c.src || dst != c.dst {
+			t.Errorf("parseSYN: %v %v %v", src, dst, ok)
+		}
+		if !fixTCPChecksum(pkt) {
+			t.Fatal("fixTCPChecksum: not TCP")
+		}
+		// Summing again with the checksum in gives 0xffff.
+		_, _, _, l4, _ := parseIP(pkt)
+		var sum uint32
+		for _, b := range [][]byte{c.src.AsSlice(), c.dst.AsSlice(), l4} {
+			for i := 0; i+1 < len(b); i += 2 {
+				sum += uint32(binary.BigEndian.Uint16(b[i:]))
+			}
+		}
+		sum += 6 + uint32(len(l4))
+		for sum > 0xffff {
+			sum = sum&0xffff + sum>>16
+		}
+		if sum != 0xffff {
+			t.Errorf("%v: checksum does not verify: %#x", c.src, sum)
+		}
+		l4[13] = 0x12 // SYN-ACK
+		if _, _, ok := parseSYN(pkt); ok {
+			t.Error("parseSYN took a SYN-ACK")
+		}
+	}
+}
