@@ -66,14 +66,14 @@ func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
 		}
 		return nil
 	}
-	c := d.calib.Choice()
+	c := d.f.Calibration.Choice()
 	switch {
 	case !veth:
 		n.BigTCPReason = fmt.Sprintf("off: %s endpoints", n.DeviceType)
-	case d.cluster.BigTCPOff(n) != "":
+	case d.f.Cluster.BigTCPOff(n) != "":
 		// The calibration measured one node; the path between nodes
 		// cannot carry BIG TCP aggregates (cluster.BigTCPOff).
-		n.BigTCPReason = d.cluster.BigTCPOff(n)
+		n.BigTCPReason = d.f.Cluster.BigTCPOff(n)
 	case c == nil:
 		n.BigTCPReason = "off: not calibrated on this node yet (xlane calibrate)"
 	case c.BigTCPMode != "" && model.Mode(c.BigTCPMode) != n.Mode:
