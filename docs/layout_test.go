@@ -13,14 +13,7 @@ import (
 // file of bpf/: a package or attach point added must be placed on the map
 // newcomers read first.
 func TestReadmeLayoutNamesEverything(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout := section(string(b), "## Layout")
-	if layout == "" {
-		t.Fatal("README.md has no \"## Layout\" section")
-	}
+	layout := readmeSection(t, "## Layout")
 	named := map[string]bool{}
 	for _, m := range codeRE.FindAllStringSubmatch(layout, -1) {
 		named[strings.TrimSuffix(m[1], "/")] = true
@@ -55,6 +48,21 @@ func TestReadmeLayoutNamesEverything(t *testing.T) {
 			t.Errorf("README.md Layout does not name BPF entry file `%s`", name)
 		}
 	}
+}
+
+// readmeSection is README.md's section under heading line head; a
+// missing one fails the test.
+func readmeSection(t *testing.T, head string) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := section(string(b), head)
+	if text == "" {
+		t.Fatalf("README.md has no %q section", head)
+	}
+	return text
 }
 
 // section returns the text of the markdown section that starts with the
@@ -108,5 +116,39 @@ func TestEveryInternalPackageHasDoc(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWhereThingsAre fails when README.md's "Where things are" table does
+// not answer a newcomer's first questions (issue 27), each with a file of
+// the repository that exists: where the NAT stage is, where a drop reason
+// is added, how a firewall rule becomes map entries, how a Kubernetes
+// Service becomes a map entry, where a CNI ADD lands.
+func TestWhereThingsAre(t *testing.T) {
+	where := readmeSection(t, "## Where things are")
+	for _, q := range []string{"NAT stage", "drop reason", "firewall rule", "Kubernetes Service", "CNI ADD"} {
+		row := ""
+		for _, l := range strings.Split(where, "\n") {
+			if strings.HasPrefix(l, "| ") && strings.Contains(l, q) {
+				row = l
+			}
+		}
+		if row == "" {
+			t.Errorf("README.md Where things are: no row asks about %q", q)
+			continue
+		}
+		files := 0
+		for _, m := range codeRE.FindAllStringSubmatch(row, -1) {
+			p := m[1]
+			if topDirRE.MatchString(p) && filepath.Ext(p) != "" {
+				if _, err := os.Stat(filepath.Join("..", p)); err != nil {
+					t.Errorf("README.md Where things are, %q: %s: %v", q, p, err)
+				}
+				files++
+			}
+		}
+		if files == 0 {
+			t.Errorf("README.md Where things are, %q: names no file", q)
+		}
 	}
 }

@@ -12,6 +12,8 @@
 //
 //	make bench BENCH=peers                                   # 3 reps x 10 s per row
 //	XLANE_PEERS_REPS=1 XLANE_PEERS_SECONDS=2 make bench BENCH=peers   # smoke
+//	XLANE_PEERS_SCALE=0 ...        # without the 10,000-Service rows
+//	XLANE_PEERS_CALIBRATE=0 ...    # xlane's nodes not calibrated (BIG TCP off)
 //
 // A setup is one network on its own cluster (setup names: xlane-native,
 // xlane-vxlan, cilium-native, cilium-vxlan); all clusters run at once and
@@ -58,7 +60,13 @@ var Rows = []Row{
 	{"pod-pod across nodes, TCP_RR", "trans/s", true},
 	{"pod-pod across nodes, TCP_RR p50", "µs", false},
 	{"CPS to a ClusterIP, 1 Service", "conn/s", true},
+	{"CPS to a NodePort from outside", "conn/s", true},
+	{"CPS to a NodePort from outside, failed", "%", false},
+	{"CPS to a ClusterIP, 1,000-rule NetworkPolicy", "conn/s", true},
+	{"CPS to a ClusterIP, 10,000 Services", "conn/s", true},
+	{"10,000 Services: last API write to answering", "s", false},
 	{"agent RSS, 1 Service", "MiB", false},
+	{"agent RSS, 10,000 Services", "MiB", false},
 	{"agent start to ready", "s", false},
 }
 

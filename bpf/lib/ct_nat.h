@@ -135,7 +135,8 @@ static __always_inline __u32 clash_ports(const struct xl_config *cfg)
  * original direction's nat_port (CT_NAT_SRC) or nat_sport (CT_NAT_BOTH).
  * Ports come from --nat-ports (nat_ports: the node's address, outside its
  * ip_local_port_range) or, for a reply-tuple clash that keeps the client's
- * address, from the wide clash range (clash_ports). Returns ct_create's
+ * address and for the cluster address, from the wide clash range
+ * (clash_ports). Returns ct_create's
  * result: -EEXIST when every port tried was taken.
  */
 static __noinline int ct_create_ports(const struct ct_key *k, struct ct_scratch *sc,
@@ -248,8 +249,10 @@ static __always_inline enum xl_step ct_no_backend_answer(struct __sk_buff *skb, 
  *   prunes the case from the endpoint programs) to another node's pod (a
  *   NodePort or external VIP whose Maglev pick is a peer's backend,
  *   Kubernetes' externalTrafficPolicy Cluster): the source becomes this
- *   node's cluster address (cluster_addr) and a port of the masquerade
- *   range, so the backend answers this node, over the overlay or natively
+ *   node's cluster address (cluster_addr) and a port of the wide clash
+ *   range (no socket of the node has that address: --nat-ports' 4,536
+ *   ports, each held 10 s after a close, refused half the connections of
+ *   bench/peers' NodePort row), so the backend answers this node, over the overlay or natively
  *   routed, where the reply entry translates it back. A local backend
  *   keeps the client's address (what externalTrafficPolicy Local, whose
  *   services have local backends only, needs).
@@ -289,8 +292,10 @@ static __always_inline enum xl_step ct_publish(struct __sk_buff *skb, struct pkt
 		ports = nat_ports(cfg);
 		err = -EEXIST;
 	} else if (outside && peer_remote((const struct endpoint_key *)to.addr)) {
-		src = cluster_addr(cfg, p); /* to another node's pod */
-		ports = nat_ports(cfg);
+		/* To another node's pod: from the cluster address, which no
+		 * socket of the node has (it is no address of the node's), so
+		 * its ports are the wide range, not --nat-ports. */
+		src = cluster_addr(cfg, p);
 		err = -EEXIST;
 	} else {
 		err = ct_create(k, sc, l4, skb->len);

@@ -31,6 +31,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/version"
 	"github.com/xlane-dev/xlane/internal/vm"
+	"github.com/xlane-dev/xlane/internal/xlaned"
 )
 
 func main() {
@@ -156,11 +157,17 @@ Flags:
 		}
 		defer ml.Close()
 	}
-	d, err := daemon.New(daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
+	ccfg := cluster.Config{NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort,
+		OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
+		Encryption: *encryption, WireGuardPort: *wgPort, WireGuardEngine: *wgEngine}
+	if err := cluster.CheckConfig(ccfg); err != nil {
+		return err // before anything is opened
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	d, err := xlaned.Start(ctx, daemon.Config{StatePath: *state, PinDir: *pinDir, Log: log, Uplink: *uplink, UplinkTakeover: *takeover, UplinkXDPMode: *xdpMode,
 		CTSize: uint32(*ctSize), NATPorts: *natPorts, ServiceNoBackend: *noBackend, GCInterval: *gcEvery, AccelCaseTimeout: *accelCase, BPFStats: *bpfStats && !*uninstall,
-		NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort, OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
-		Encryption: *encryption, WireGuardPort: *wgPort, WireGuardEngine: *wgEngine,
-		CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
+		Cluster: ccfg, CalibrateAtStart: *calib && !*uninstall, MonitorRate: uint32(*monRate), NoMonitor: !*monOn, QEMU: *qemu,
 		AutoBPFOnly: *kube})
 	if err != nil {
 		return err
@@ -205,8 +212,6 @@ Flags:
 		return err
 	}
 	defer stopDocker()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -114,6 +114,33 @@ func TestUplinkRemoteBackend(t *testing.T) {
 		}
 		h.wantMetrics(t, len(in), ctMetric{up, tcXlReasonXL_DROP_PEER_DOWN, DirIngress})
 	})
+	t.Run("the cluster address takes the wide port range", func(t *testing.T) {
+		// --nat-ports down to two ports: five flows from outside to the
+		// peer's pod are all translated, from the cluster address with
+		// ports of the clash range (no socket of the node has that
+		// address). Before, the third found no port (pass_nat_ports):
+		// bench/peers' NodePort row refused half its connections.
+		c := Config{UplinkIfindex: uint32(up), NatPortMin: 62000, NatPortMax: 62001,
+			ClashPortMin: 1024, ClashPortMax: 65535, UplinkV4: nodeV4.As16(), UplinkV6: nodeV6.As16(),
+			ClusterV4: clusterV4.As16(), ClusterV6: clusterV6.As16()}
+		if err := h.objs.Config().Put(uint32(0), &c); err != nil {
+			t.Fatal(err)
+		}
+		defer setCluster(clusterV4, clusterV6)
+		for i := range 5 {
+			f := ctFlow{src: ap(remoteV4, uint16(41000+i)), dst: ap(nodeV4, 30080)}
+			ret, in, out := h.ctRun(t, progFromUplink, devUp, f.orig("S").fromOutside())
+			wantVerdict(t, ret, actRedirect, in, out)
+			h.wantMetrics(t, len(in), ctMetric{up, fwdOverlay, DirIngress})
+			v, ok := h.ctLookup(f.origKey())
+			if !ok || CTNat(v.Nat) != CTNatBoth || netip.AddrFrom16(v.NatSaddr).Unmap() != clusterV4 {
+				t.Fatalf("flow %d: entry %+v (found %v), want a DNAT+SNAT flow from the cluster address", i, v, ok)
+			}
+			if p := nbo(v.NatSport); p < 1024 {
+				t.Errorf("flow %d: source port %d, want one of 1024-65535", i, p)
+			}
+		}
+	})
 	t.Run("no cluster address: counted pass", func(t *testing.T) {
 		setCluster(netip.Addr{}, clusterV6)
 		defer setCluster(clusterV4, clusterV6)

@@ -365,6 +365,16 @@ func (d *Runner) ValidateNetwork(_ *store.Tx, at core.NetworkCheck, req *api.Net
 	return d.Reserved(req.Name)
 }
 
+// ValidateEndpoint refuses an endpoint on a network of the calibration's
+// namespace other than the running calibration's own, as if there were no
+// such network (core.EndpointValidator).
+func (d *Runner) ValidateEndpoint(_ *store.Tx, req *api.EndpointAdd, _ *model.Endpoint, _ *model.Network) error {
+	if d.Reserved(req.Network) != nil {
+		return model.Fieldf("network", "%q: no such network", req.Network)
+	}
+	return nil
+}
+
 // Reserved refuses a network name in the calibration's namespace
 // unless it is the running calibration's own.
 func (d *Runner) Reserved(name string) error {

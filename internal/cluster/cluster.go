@@ -779,3 +779,10 @@ func (c *Cluster) NetworkSubnets(tx *store.Tx, req *api.NetworkCreate) error {
 }
 
 func (c *Cluster) dp() datapath.Datapath { return c.c.Datapath() }
+
+// CheckConfig is New's check of the flags alone: xlaned makes it before
+// anything is opened, so that a bad flag changes nothing.
+func CheckConfig(cfg Config) error {
+	_, err := New(nil, cfg)
+	return err
+}

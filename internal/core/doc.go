@@ -8,32 +8,36 @@
 //
 // # The layout this package is the centre of (issue 27)
 //
-//	cmd/xlaned            wires: daemon.New → the core, which makes each
-//	                      feature with core.Core
+//	cmd/xlaned            flags, the API; runs internal/xlaned
+//	internal/xlaned       the wiring: daemon.Open → each feature made
+//	                      with d.Core() → d.Register → d.Start
 //	internal/core         this contract (no feature imports)
 //	internal/daemon       the core's implementation — lock, store
 //	                      transaction, the validate/apply/rollback runner,
 //	                      reconcile, networks, endpoints, CNI attachments,
-//	                      status — and, until they move, the features not
-//	                      yet in packages of their own (see below)
-//	internal/vm           VM endpoints: taps, DHCP/RA, QEMU probe   (moved)
-//	internal/calibration  what auto means on this node: the test bed,
-//	                      the probes, the stored choice              (moved)
-//	internal/observe      monitor, trace, flows, dumps, metrics'
-//	                      snapshot, status health                   (moved)
+//	                      status; the features it calls (daemon.Features)
 //	internal/core/coretest  a core.Core for feature packages' tests
+//	internal/vm           VM endpoints: taps, DHCP/RA, QEMU probe
+//	internal/calibration  what auto means on this node: the test bed,
+//	                      the probes, the stored choice
+//	internal/observe      monitor, trace, flows, dumps, metrics'
+//	                      snapshot, status health
 //	internal/cluster      nodes, peers, probes, overlay MTU,
-//	                      the neighbour mirror                       (moved)
-//	internal/accelproxy   socket acceleration and proxy redirects   (moved)
+//	                      the neighbour mirror
+//	internal/accelproxy   socket acceleration and proxy redirects
 //	internal/firewall/control  the firewall's control: rule sets →
-//	                      tables, DDoS, blocklist                    (moved)
-//	internal/services     services: VIPs, backends, Maglev          (moved)
+//	                      tables, DDoS, blocklist
+//	internal/services     services: VIPs, backends, Maglev
+//	internal/hubble, internal/bgp, internal/lbipam  features the core
+//	                      does not call: cmd/xlaned makes them once the
+//	                      daemon has started
 //
 // A feature package holds its own validation, store buckets and datapath
 // role, and is called by the core at fixed points of an object's life:
 // validate (inside the store transaction, before anything is applied),
 // apply (after the core's own kernel work, under the same rollback),
-// remove, inspect and status. A CNI ADD therefore reads as one chain:
+// remove, inspect and status. A CNI ADD therefore reads as one chain
+// through the core plus one validator per feature:
 //
 //	server → daemon.AddAttachment → attachmentNetwork (a missing
 //	    network: CreateNetwork → store.Update{validateNetwork
@@ -41,22 +45,21 @@
 //	    CheckShape: calibration, cluster) → netconf.EnsureNetwork,
 //	    EnsureGuard, the VNI})
 //	→ addEndpoint → store.Update{
-//	    validateEndpoint (+ vm.Validate, + calibration.Reserved)
-//	    ipam.Allocate → applyEndpoint → programEndpoint (+ vm.AttachPort)
-//	    (+ vm.Serve) } — rolled back by unapplyEndpoint on any error,
-//	with Faults.At("veth-created" | "container-configured" |
-//	"datapath-programmed") between the steps.
+//	    validateEndpoint (+ each EndpointValidator: calibration,
+//	    vm) → ipam.Allocate → applyEndpoint → programEndpoint
+//	    (+ vm.AttachPort) (+ vm.Serve) } — rolled back by
+//	    unapplyEndpoint on any error, with Faults.At("veth-created" |
+//	    "container-configured" | "datapath-programmed") between the
+//	    steps
+//	→ PublishPorts (the ADD's port mappings; RemoveEndpoint on error).
 //
-// A feature checks a network being created through one hook,
-// NetworkValidator (validate.go), which the core calls at each of the
-// validation's fixed points (NetworkCheck: the name, before the subnets
-// are parsed, once subnets, gateways and VLAN are known); the daemon
-// registers the features' validators in wireFeatures (calibration:
-// reserved names; cluster: default subnets, the MTU). An endpoint's checks
-// are still called directly (vm.Validate inside the request kind's
-// switch, calibration.Reserved as "no such network").
-//
-// What is still inside internal/daemon is named in its doc.go; the features
-// there call the core's methods directly until they move out and take
-// core.Core instead.
+// A feature checks what is being created through one hook per object
+// (validate.go): NetworkValidator, which the core calls at each of a
+// network's validation's fixed points (NetworkCheck: the name, before the
+// subnets are parsed, once subnets, gateways and VLAN are known), and
+// EndpointValidator, which it calls once its own checks of an endpoint
+// have passed. A feature has them called by implementing them: the daemon
+// finds them among the features cmd/xlaned registers (calibration:
+// reserved names; cluster: default subnets, the MTU; vm: the VM fields,
+// the tap, the network's mode).
 package core

@@ -31,3 +31,15 @@ const (
 type NetworkValidator interface {
 	ValidateNetwork(tx *store.Tx, at NetworkCheck, req *api.NetworkCreate, n *model.Network) error
 }
+
+// EndpointValidator is a feature's check of an endpoint being added (a
+// CNI ADD, `xlane endpoint add`): the core calls each once its own checks
+// have passed (the network exists; the ID, interface name, namespace,
+// addresses and MAC are well-formed; e's device names are set), inside
+// the store transaction and before anything is applied. A feature checks
+// the request's fields that are its own and sets its part of e (the VM
+// feature: the tap, the queues, the backend); the first error refuses the
+// endpoint (it names the bad field).
+type EndpointValidator interface {
+	ValidateEndpoint(tx *store.Tx, req *api.EndpointAdd, e *model.Endpoint, n *model.Network) error
+}

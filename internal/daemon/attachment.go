@@ -88,7 +88,7 @@ func (d *Daemon) sameAttachment(e *model.Endpoint, req api.AttachmentAdd) (*mode
 func (d *Daemon) attachmentNetwork(req api.AttachmentAdd) error {
 	n, err := d.networkRecord(req.Network)
 	if errors.Is(err, model.ErrNotFound) {
-		if req.Create == nil || len(req.Create.Subnets) == 0 && !d.cluster.Joined() {
+		if req.Create == nil || len(req.Create.Subnets) == 0 && !d.f.Cluster.Joined() {
 			return model.Fieldf("network", "%q: no such network on this node (give subnets to create it)", req.Network)
 		}
 		c := *req.Create
@@ -231,7 +231,7 @@ func (d *Daemon) AttachmentStatus(network string) (*api.AttachmentStatus, error)
 		n, err := tx.Network(network)
 		if errors.Is(err, model.ErrNotFound) {
 			st.Missing, st.Reason = true, fmt.Sprintf("network %q does not exist", network)
-			if d.cluster.Joined() {
+			if d.f.Cluster.Joined() {
 				nodes, err := tx.Nodes()
 				if err != nil {
 					return err

@@ -21,7 +21,7 @@ func TestAutoKeepsFeatures(t *testing.T) {
 		if err := d.dp.Available(); err != nil {
 			t.Fatalf("no BPF datapath (root on a kernel with BPF is required): %v", err)
 		}
-		d.calib.SetChoice(&calibrate.Choice{Mode: string(model.ModeKernel), Reason: "kernel: fastest here", At: time.Now()})
+		d.f.Calibration.SetChoice(&calibrate.Choice{Mode: string(model.ModeKernel), Reason: "kernel: fastest here", At: time.Now()})
 		off, on := false, true
 		for _, c := range []struct {
 			req      api.NetworkCreate

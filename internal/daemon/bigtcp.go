@@ -17,7 +17,8 @@ import (
 // node's calibration measured it faster by its rule (calibrate.Rule: every
 // "on" round beats every "off" round by calibrate.Margin) on the network's
 // mode (Cilium users have reported regressions with it: a constant would
-// be a guess). A network keeps what it got: a later calibration changes
+// be a guess), unless the network's traffic to other nodes cannot carry
+// it (cluster.BigTCPOff: the overlay, an uplink with 64 KiB GSO). A network keeps what it got: a later calibration changes
 // new networks only.
 
 // resolveBigTCP fills in n.BigTCP* from what the network asked for.
@@ -65,10 +66,14 @@ func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
 		}
 		return nil
 	}
-	c := d.calib.Choice()
+	c := d.f.Calibration.Choice()
 	switch {
 	case !veth:
 		n.BigTCPReason = fmt.Sprintf("off: %s endpoints", n.DeviceType)
+	case d.f.Cluster.BigTCPOff(n) != "":
+		// The calibration measured one node; the path between nodes
+		// cannot carry BIG TCP aggregates (cluster.BigTCPOff).
+		n.BigTCPReason = d.f.Cluster.BigTCPOff(n)
 	case c == nil:
 		n.BigTCPReason = "off: not calibrated on this node yet (xlane calibrate)"
 	case c.BigTCPMode != "" && model.Mode(c.BigTCPMode) != n.Mode:

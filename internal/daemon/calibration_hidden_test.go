@@ -3,8 +3,10 @@ package daemon
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
+	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -58,6 +60,13 @@ func TestCalibrationHidden(t *testing.T) {
 	}
 	if err := d.RemoveEndpoint("e-cal"); err != nil {
 		t.Errorf("RemoveEndpoint(the calibration's) = %v, want nil (nothing of the user's)", err)
+	}
+	// The calibration's endpoint check (core.EndpointValidator) refuses
+	// its network as if there were none.
+	_, err = d.AddEndpoint(api.EndpointAdd{Network: core.HiddenPrefix + "abc123-tc", ID: "e-user", VethOnly: true})
+	var fe *model.FieldError
+	if !errors.As(err, &fe) || fe.Field != "network" || !strings.Contains(err.Error(), "no such network") {
+		t.Errorf("AddEndpoint on the calibration's network = %v, want no such network", err)
 	}
 	if err := d.store.View(func(tx *store.Tx) error {
 		_, err := tx.Network(core.HiddenPrefix + "abc123-tc")

@@ -47,7 +47,7 @@ func (d *Daemon) gcLoop(interval time.Duration, done <-chan struct{}) {
 			start := time.Now()
 			// Flows that end by timing out get their flow_close here.
 			var collected func(model.Flow)
-			closes := d.obs.GCCloses()
+			closes := d.f.Observe.GCCloses()
 			if closes != nil {
 				collected = closes.Add
 			}

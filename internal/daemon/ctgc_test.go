@@ -18,7 +18,7 @@ func TestGCLagFromLoopStart(t *testing.T) {
 	go d.gcLoop(d.cfg.GCInterval, done)
 	var lag float64
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		g := d.report.Health().CTGC
+		g := d.f.Reporter.Health().CTGC
 		if lag = g.LagSeconds; lag == 0 && g.Runs == 0 {
 			return
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,14 +17,11 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/xlane-dev/xlane/internal/accelproxy"
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/calibration"
 	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/features"
-	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/ipam"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -38,7 +36,9 @@ import (
 // else the VCS information of the build).
 var Version = version.Get().Version
 
-// Config is how xlaned was started.
+// Config is how xlaned was started: the core's settings, and the
+// features' that cmd/xlaned hands them when it makes them (Cluster, QEMU,
+// AccelCaseTimeout, MonitorRate).
 type Config struct {
 	StatePath string
 	PinDir    string
@@ -77,21 +77,11 @@ type Config struct {
 	// runs (the per-program metrics; every BPF program on the machine
 	// pays two clock reads per run).
 	BPFStats bool
-	// NodeName makes this daemon a node of a cluster (internal/cluster):
-	// its record among the nodes is the one of this name.
-	NodeName string
-	// ClusterCIDRs, Routing, VXLANPort, OverlayEncap, NodesFile,
-	// PeerProbeInterval, Encryption, WireGuardPort and WireGuardEngine are
-	// the cluster's flags (cluster.Config).
-	ClusterCIDRs      []string
-	Routing           string
-	VXLANPort         int
-	OverlayEncap      string
-	NodesFile         string
-	PeerProbeInterval time.Duration
-	Encryption        string
-	WireGuardPort     int
-	WireGuardEngine   string
+	// Cluster is the cluster's part of the flags (internal/cluster; its
+	// Uplink is taken from Uplink): internal/xlaned makes the cluster with it,
+	// and a node of a cluster (Cluster.NodeName) loads programs that
+	// consult the peers' prefixes.
+	Cluster cluster.Config
 	// CalibrateAtStart measures what auto means on this node in the
 	// background when no calibration is stored yet (internal/calibration).
 	CalibrateAtStart bool
@@ -106,15 +96,18 @@ type Config struct {
 }
 
 // Daemon is one xlane instance: a store, a datapath, a node namespace.
+// It starts in three steps: Open (the store, the datapath, the core;
+// nothing started), Register (the feature packages internal/xlaned made with
+// Core), Start (the kernel probed, the calibration loaded, the kernel
+// reconciled to the store, the features and the background work started).
 type Daemon struct {
 	mu    sync.Mutex // serialises every change
 	cfg   Config
 	log   *slog.Logger
 	store *store.Store
 	dp    datapath.Datapath // datapath.Unavailable where BPF cannot load
-	feat  *features.Set     // probed by New (kernel.go)
-	fw    *control.Firewall // started by New, before the API serves (internal/firewall/control)
-	obs   *observe.Observer // monitor, trace, flows, dumps: started by New (core.go)
+	feat  *features.Set     // probed by Open (kernel.go)
+	f     Features          // the feature packages (features.go: Register)
 	// statusParts are features' parts of Status (AddStatus).
 	statusParts atomic.Pointer[[]func(*api.Status)]
 
@@ -122,27 +115,27 @@ type Daemon struct {
 	closeOnce sync.Once
 	node      datapath.NodeConfig
 	ct        ctCounters
-	neigh     cluster.Neighbours  // the neighbour mirror (internal/cluster)
-	cluster   *cluster.Cluster    // nodes, peers, overlay; not joined alone (internal/cluster)
-	runStats  io.Closer           // BPF run statistics held on (Config.BPFStats)
-	calib     *calibration.Runner // what auto means here (internal/calibration)
+	runStats  io.Closer // BPF run statistics held on (Config.BPFStats)
 	started   time.Time
-	lastErr   observe.LastError       // the last warning or error logged (core.Status)
-	report    *observe.Reporter       // the status' health, the metrics (internal/observe)
-	objErrs   objectErrors            // what the last reconcile could not apply (objerrs.go)
-	vms       *vm.VMs                 // VM endpoints: taps, DHCP, QEMU (internal/vm)
-	svcs      *services.Services      // service VIPs and backends (internal/services)
-	sockets   *accelproxy.Control     // socket acceleration, proxy redirects (internal/accelproxy)
-	netChecks []core.NetworkValidator // the features' checks of a network (core.go)
+	lastErr   observe.LastError // the last warning or error logged (core.Status)
+	objErrs   objectErrors      // what the last reconcile could not apply (objerrs.go)
+	// netChecks and epChecks are the features' checks of a network and
+	// of an endpoint (core.NetworkValidator, core.EndpointValidator:
+	// Register finds them).
+	netChecks []core.NetworkValidator
+	epChecks  []core.EndpointValidator
 
 	// faults are the apply steps' fault points (core.Faults): tests make
 	// one fail and check the rollback.
 	faults core.Faults
 }
 
-// New opens the store, loads the datapath and reconciles the kernel to the
-// store.
-func New(cfg Config) (*Daemon, error) {
+// Open opens the store and loads the datapath (or says why it cannot, and
+// takes the unavailable one: kernel mode only), probing the kernel's
+// features meanwhile; nothing is started and the kernel is not touched
+// beyond the datapath's pins. The caller registers the features (Register)
+// and starts the daemon (Start), or closes it (Close).
+func Open(cfg Config) (*Daemon, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -156,35 +149,31 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d := &Daemon{done: make(chan struct{}), started: time.Now()}
-	var err error
-	if d.cluster, err = cluster.New(coreView{d}, clusterConfig(cfg)); err != nil {
-		return nil, err
-	}
 	if _, err := services.ParseNoBackend(cfg.ServiceNoBackend); err != nil {
 		return nil, err
 	}
+	d := &Daemon{done: make(chan struct{}), started: time.Now()}
+	var err error
 	if d.store, err = store.Open(cfg.StatePath); err != nil {
 		return nil, err
 	}
 	cfg.Log = slog.New(d.lastErr.Handler(cfg.Log.Handler()))
-	d.cfg, d.log = cfg, cfg.Log
-	d.wireFeatures()
 	if cfg.NATPorts == "" {
 		cfg.NATPorts = DefaultNATPorts
 	}
 	if cfg.GCInterval == 0 {
 		cfg.GCInterval = 10 * time.Second
 	}
-	d.cfg = cfg
+	cfg.Cluster.Uplink = cfg.Uplink
+	d.cfg, d.log = cfg, cfg.Log
 	// The kernel's features are probed while the datapath loads: the two
 	// are independent, and the probes wait on the kernel (namespaces,
 	// devices) more than they compute.
 	probed := make(chan *features.Set, 1)
 	go func() { probed <- features.Probe() }()
-	d.dp = openDatapath(cfg, d.cluster.Joined(), d.log)
+	d.dp = openDatapath(cfg, cfg.Cluster.NodeName != "", d.log)
 	d.feat = <-probed
-	return d.start()
+	return d, nil
 }
 
 // openDatapath loads the BPF datapath, or returns the unavailable one (and
@@ -203,67 +192,89 @@ func openDatapath(cfg Config, cluster bool, log *slog.Logger) datapath.Datapath 
 	return dp
 }
 
-// start brings the node to what the store says and starts the background
-// work; on failure the daemon is closed.
-func (d *Daemon) start() (*Daemon, error) {
-	cfg := d.cfg
-	d.probeKernel()
-	if err := d.calib.Load(); err != nil {
+// Start brings the node to what the store says and starts the features and
+// the background work, in this order: the kernel's features logged, the
+// stored calibration loaded, the kernel reconciled to the store, the
+// firewall and observability started (before the uplink is attached and
+// the API serves), then, with the BPF datapath, the uplink, VLANs, the
+// node configuration, services, the cluster, the neighbour mirror, the
+// conntrack GC, run statistics, the socket layer and a calibration at
+// start. On failure, or when ctx ends before it is done, the daemon is
+// closed (what Open opened with it) and the error returned: nothing is
+// left half-applied that the next start would not redo. Background work
+// runs until Close.
+func (d *Daemon) Start(ctx context.Context) error {
+	err := d.start(ctx)
+	if err != nil {
 		d.Close()
-		return nil, fmt.Errorf("calibration: %w", err)
+	}
+	return err
+}
+
+func (d *Daemon) start(ctx context.Context) error {
+	if err := d.f.missing(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cfg, f := d.cfg, d.f
+	d.probeKernel()
+	if err := f.Calibration.Load(); err != nil {
+		return fmt.Errorf("calibration: %w", err)
 	}
 	if err := d.Reconcile(); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("reconcile: %w", err)
+		return fmt.Errorf("reconcile: %w", err)
 	}
 	// The firewall is up (the stored rule set installed, endpoint changes
-	// followed) before the uplink is attached and before the API serves.
-	d.fw = control.Start(coreView{d}, control.Config{Cluster: d.cluster})
-	d.startObserve()
+	// followed) before the uplink is attached and before the API serves;
+	// the monitor after it (its events name the firewall's rules).
+	f.Firewall.Start()
+	f.Observe.Start()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	// Without the BPF datapath there is no node-wide datapath work: no
 	// uplink program, node configuration, services or neighbour mirror.
-	if d.dp.Available() == nil && cfg.Uplink != "" {
+	if d.dp.Available() != nil {
+		return nil
+	}
+	if cfg.Uplink != "" {
 		if err := d.attachUplink(); err != nil {
-			d.Close()
-			return nil, err
+			return err
 		}
 	}
-	if d.dp.Available() == nil {
-		if err := d.setupVLANs(); err != nil {
-			d.log.Error("set up vlans", "err", err)
-		}
+	if err := d.setupVLANs(); err != nil {
+		d.log.Error("set up vlans", "err", err)
 	}
-	if d.dp.Available() == nil {
-		if err := d.setupNode(); err != nil {
-			d.Close()
-			return nil, err
-		}
-		if err := d.svcs.Reconcile(); err != nil {
-			d.log.Error("reconcile services", "err", err)
-		}
-		if err := d.cluster.Start(); err != nil {
-			d.Close()
-			return nil, fmt.Errorf("join cluster: %w", err)
-		}
-		if err := d.neigh.Start(d.dp, d.log, d.done); err != nil {
-			d.Close()
-			return nil, fmt.Errorf("mirror neighbours: %w", err)
-		}
-		go d.gcLoop(cfg.GCInterval, d.done)
-		if cfg.BPFStats {
-			c, err := datapath.EnableRunStats()
-			if err != nil {
-				d.Close()
-				return nil, fmt.Errorf("--bpf-stats: %w", err)
-			}
-			d.runStats = c
-		}
-		d.sockets.Start() // proxy redirects, acceleration, xlane's cgroup
-		if cfg.CalibrateAtStart && d.calib.Choice() == nil {
-			d.calib.AtStart()
-		}
+	if err := d.setupNode(); err != nil {
+		return err
 	}
-	return d, nil
+	if err := f.Services.Reconcile(); err != nil {
+		d.log.Error("reconcile services", "err", err)
+	}
+	if err := f.Cluster.Start(); err != nil {
+		return fmt.Errorf("join cluster: %w", err)
+	}
+	if err := f.Neighbours.Start(d.dp, d.log, d.done); err != nil {
+		return fmt.Errorf("mirror neighbours: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	go d.gcLoop(cfg.GCInterval, d.done)
+	if cfg.BPFStats {
+		c, err := datapath.EnableRunStats()
+		if err != nil {
+			return fmt.Errorf("--bpf-stats: %w", err)
+		}
+		d.runStats = c
+	}
+	f.Sockets.Start() // proxy redirects, acceleration, xlane's cgroup
+	if cfg.CalibrateAtStart && f.Calibration.Choice() == nil {
+		f.Calibration.AtStart()
+	}
+	return nil
 }
 
 func (d *Daemon) attachUplink() error {
@@ -301,10 +312,7 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) close() error {
 	close(d.done)
-	d.vms.Close()
-	d.calib.Close() // a calibration at start removes its networks first
-	d.obs.Close()
-	d.cluster.Close()
+	d.f.close()
 	if d.runStats != nil {
 		d.runStats.Close()
 	}
@@ -441,7 +449,7 @@ func (d *Daemon) validateNetwork(tx *store.Tx, req api.NetworkCreate) (*model.Ne
 	// After the check against other networks, whose routes and gateways
 	// are the node's too: that one names the network.
 	for _, p := range n.Subnets {
-		if err := netconf.CheckSubnetFree(p, d.cluster.EncryptionAddrs()...); err != nil {
+		if err := netconf.CheckSubnetFree(p, d.f.Cluster.EncryptionAddrs()...); err != nil {
 			return nil, err
 		}
 	}
@@ -501,7 +509,7 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 		if err := netconf.EnsureInternal(n); err != nil {
 			return err
 		}
-		if err := netconf.EnsureGuard(n, d.cluster.CIDRs()); err != nil {
+		if err := netconf.EnsureGuard(n, d.f.Cluster.CIDRs()); err != nil {
 			return err
 		}
 		// Every mode's VNI (joinCluster): a kernel-mode pod's too.
@@ -664,7 +672,7 @@ func (d *Daemon) resolveMode(m model.Mode, needs []need) (model.Mode, string, er
 	case m == model.ModeAuto && d.modeMissing(AutoMode) != nil:
 		return model.ModeKernel, "kernel: " + string(AutoMode) + " cannot run here (" + d.modeMissing(AutoMode).Error() + ")", nil
 	case m == model.ModeAuto:
-		mode, why := d.autoFrom(d.calib.Choice(), needs)
+		mode, why := d.autoFrom(d.f.Calibration.Choice(), needs)
 		return mode, why, nil
 	case m.BPF() && dpErr != nil:
 		return "", "", fmt.Errorf("mode %s: %w", m, dpErr)
@@ -722,7 +730,7 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 	// Kernel mode's nftables guard (netconf/guard.go) is in place before
 	// the programs that did its job go, and goes after they are back.
 	if mode == model.ModeKernel {
-		if err := netconf.EnsureGuard(n, d.cluster.CIDRs()); err != nil {
+		if err := netconf.EnsureGuard(n, d.f.Cluster.CIDRs()); err != nil {
 			return nil, err
 		}
 	}
@@ -736,12 +744,12 @@ func (d *Daemon) UpdateNetwork(name string, req api.NetworkUpdate) (*model.Netwo
 				d.log.Error("switch endpoint back", "endpoint", eps[j].ID, "mode", old.Mode, "err", rerr)
 			}
 		}
-		if gerr := netconf.EnsureGuard(&old, d.cluster.CIDRs()); gerr != nil {
+		if gerr := netconf.EnsureGuard(&old, d.f.Cluster.CIDRs()); gerr != nil {
 			d.log.Error("restore the unsolicited-traffic guard", "network", name, "err", gerr)
 		}
 		return nil, fmt.Errorf("switch endpoint %s to %s: %w", eps[i].ID, mode, err)
 	}
-	if err := netconf.EnsureGuard(n, d.cluster.CIDRs()); err != nil {
+	if err := netconf.EnsureGuard(n, d.f.Cluster.CIDRs()); err != nil {
 		return nil, err
 	}
 	if err := d.store.Update(func(tx *store.Tx) error { return tx.PutNetwork(n) }); err != nil {
@@ -771,7 +779,7 @@ func hostIfNames(id string) (host, peer string) {
 
 func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.Endpoint, *model.Network, error) {
 	n, err := tx.Network(req.Network)
-	if errors.Is(err, model.ErrNotFound) || d.calib.Reserved(req.Network) != nil {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, nil, model.Fieldf("network", "%q: no such network", req.Network)
 	}
 	if err != nil {
@@ -794,14 +802,7 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		return nil, nil, model.Fieldf("ifname", "%q: must be 1-15 letters, digits, '_', '.' or '-'", e.IfName)
 	}
 	switch {
-	case req.VM:
-		if err := d.vms.Validate(e, req); err != nil {
-			return nil, nil, err
-		}
-	case req.Queues != 0:
-		return nil, nil, model.Fieldf("queues", "%d: only VM endpoints (--vm) have queues", req.Queues)
-	case req.Backend != "":
-		return nil, nil, model.Fieldf("backend", "%q: only VM endpoints (--vm) have a backend", req.Backend)
+	case req.VM: // a guest's tap: no netns (the VM feature's check)
 	case req.VethOnly && req.Netns != "":
 		return nil, nil, model.Fieldf("netns", "%q: a veth-only endpoint takes no netns (the runtime moves the interface)", req.Netns)
 	case !req.VethOnly && req.Netns == "":
@@ -830,16 +831,10 @@ func (d *Daemon) validateEndpoint(tx *store.Tx, req api.EndpointAdd) (*model.End
 		e.MAC = mac.String()
 	}
 	e.HostIf, e.PeerIf = hostIfNames(e.ID)
-	if e.VM {
-		if err := vm.Mode(e, n.Mode); err != nil {
+	// Then each feature's part (core.EndpointValidator).
+	for _, v := range d.epChecks {
+		if err := v.ValidateEndpoint(tx, &req, e, n); err != nil {
 			return nil, nil, err
-		}
-		e.HostIf, e.PeerIf = vm.TapName(e.ID), ""
-		if e.AFXDP() {
-			e.HostIf, e.PeerIf = hostIfNames(e.ID)
-		}
-		if e.MAC == "" {
-			e.MAC = vm.RandomMAC()
 		}
 	}
 	return e, n, nil
@@ -940,7 +935,7 @@ func (d *Daemon) applyEndpoint(e *model.Endpoint, n *model.Network) error {
 		return err
 	}
 	if e.VM {
-		return d.vms.Serve(e, n)
+		return d.f.VMs.Serve(e, n)
 	}
 	return nil
 }
@@ -1021,7 +1016,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 		return err
 	}
 	if e.AFXDP() {
-		if err := d.vms.AttachPort(e); err != nil {
+		if err := d.f.VMs.AttachPort(e); err != nil {
 			return err
 		}
 	}
@@ -1038,7 +1033,7 @@ func (d *Daemon) programEndpoint(e *model.Endpoint, n *model.Network, host netli
 func (d *Daemon) unapplyEndpoint(e *model.Endpoint, n *model.Network) error {
 	var errs []error
 	if e.VM {
-		d.vms.Stop(e.ID)
+		d.f.VMs.Stop(e.ID)
 	}
 	ifindex := 0
 	if host, err := netconf.HostLink(e); err == nil {
@@ -1177,9 +1172,9 @@ func (d *Daemon) endpointInfo(e model.Endpoint, n *model.Network) api.EndpointIn
 			info.Reasons = d.reasonCounters(host.Attrs().Index)
 		}
 		if e.AFXDP() {
-			d.vms.PortInfo(&info, n)
+			d.f.VMs.PortInfo(&info, n)
 		}
-		info.Notes = append(info.Notes, d.vms.Notes(e.ID)...)
+		info.Notes = append(info.Notes, d.f.VMs.Notes(e.ID)...)
 		return info
 	}
 	off, offErr := netconf.ContainerOffloads(&e)
@@ -1273,7 +1268,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	st.Modes = d.modeStatuses()
-	st.Calibration = d.calib.Calibration()
+	st.Calibration = d.f.Calibration.Calibration()
 	d.kernelStatus(st)
 	err := d.store.View(func(tx *store.Tx) error {
 		nets, err := tx.Networks()
@@ -1297,8 +1292,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st.Counters = d.reasonCounters(0)
 	st.Monitor = !d.cfg.NoMonitor
 	if d.dp.Available() == nil { // the mirror runs with the BPF datapath only
-		st.NeighMirror = d.neigh.Status()
-		if ci := d.cluster.Info(); ci.NodeName != "" {
+		st.NeighMirror = d.f.Neighbours.Status()
+		if ci := d.f.Cluster.Info(); ci.NodeName != "" {
 			st.Cluster = &ci
 		}
 		if m, err := d.dp.ServicesMemory(); err == nil {
@@ -1306,8 +1301,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 				FixedBytes: m.Fixed, PerServiceBytes: m.PerService()}
 		}
 	}
-	st.Health = d.report.Health()
-	st.VM = d.vms.Status()
+	st.Health = d.f.Reporter.Health()
+	st.VM = d.f.VMs.Status()
 	d.addStatusParts(st)
 	return st, err
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
 )
 
 // inNode runs fn inside a fresh network namespace (the "node") with a
@@ -31,20 +33,29 @@ func inNode(t *testing.T, fn func(d *Daemon)) {
 	inNodeWith(t, Config{}, fn)
 }
 
-// inNodeWith is inNode with cfg's flags (its state and pin paths are the
-// test's).
-func inNodeWith(t *testing.T, cfg Config, fn func(d *Daemon)) {
+// newNode is a fresh network namespace (the "node") and a Config with a
+// state file and a pin directory private to the test (tag tells the pin
+// directories of one test process apart), both removed when it ends.
+func newNode(t *testing.T, tag string) (ns.NetNS, Config) {
 	t.Helper()
 	node, err := testutils.NewNS()
 	if err != nil {
 		t.Fatalf("new netns: %v", err)
 	}
 	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-%d", os.Getpid())
+	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-%s%d", tag, os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	err = node.Do(func(ns.NetNS) error {
-		cfg.StatePath, cfg.PinDir, cfg.Log = filepath.Join(t.TempDir(), "state.db"), pinDir, slog.New(slog.DiscardHandler)
-		d, err := New(cfg)
+	return node, Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
+}
+
+// inNodeWith is inNode with cfg's flags (its state and pin paths are the
+// test's).
+func inNodeWith(t *testing.T, cfg Config, fn func(d *Daemon)) {
+	t.Helper()
+	node, paths := newNode(t, "")
+	err := node.Do(func(ns.NetNS) error {
+		cfg.StatePath, cfg.PinDir, cfg.Log = paths.StatePath, paths.PinDir, paths.Log
+		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
 		}
@@ -64,7 +75,7 @@ func addNode(d *Daemon, req api.NodeAdd) (*model.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.cluster.AddNode(n)
+	return d.f.Cluster.AddNode(n)
 }
 
 func container(t *testing.T) string {
@@ -232,7 +243,7 @@ func TestIncompatiblePinReplaced(t *testing.T) {
 			}
 			old.Close()
 		}
-		d2, err := New(cfg)
+		d2, err := newDaemon(cfg)
 		if err != nil {
 			t.Fatalf("restart over incompatible pins: %v", err)
 		}
@@ -300,25 +311,20 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 }
 
-// New starts the firewall: the stored rule set is installed again before
-// New returns, without any API request (the server only registers routes).
-func TestFirewallStartedByNew(t *testing.T) {
-	node, err := testutils.NewNS()
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-fw-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
-	err = node.Do(func(ns.NetNS) error {
-		d, err := New(cfg)
+// Start starts the firewall: the stored rule set is installed again before
+// Start returns, without any API request (the server only registers
+// routes).
+func TestFirewallStartedByStart(t *testing.T) {
+	node, cfg := newNode(t, "fw-")
+	pinDir := cfg.PinDir
+	err := node.Do(func(ns.NetNS) error {
+		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
 		}
 		if d.Firewall() == nil || d.Firewall().Available() != nil {
 			d.Close()
-			return fmt.Errorf("firewall after New: %v", d.Firewall())
+			return fmt.Errorf("firewall after Start: %v", d.Firewall())
 		}
 		_, err = d.Firewall().Apply(rules.RuleSet{Rules: []rules.Rule{{Name: "no-ssh", Action: "drop", Proto: rules.List{"tcp"}, DstPort: rules.List{"22"}}}}, false)
 		d.Close()
@@ -342,7 +348,7 @@ func TestFirewallStartedByNew(t *testing.T) {
 		if err := in.Disable(); err != nil {
 			return err
 		}
-		d, err = New(cfg)
+		d, err = newDaemon(cfg)
 		if err != nil {
 			return err
 		}
@@ -352,9 +358,96 @@ func TestFirewallStartedByNew(t *testing.T) {
 			return err
 		}
 		if st.On == 0 {
-			return errors.New("the stored rule set is not installed when New returns")
+			return errors.New("the stored rule set is not installed when Start returns")
 		}
 		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A start that fails anywhere closes what Open opened, and the daemon
+// starts again on the same state and pins: after a feature missing from
+// Register (named), the cluster's flags refused while the features are
+// made, and the start's context ended, the state file opens at once (an
+// open store would hold its lock: "in use by another xlaned"); then a
+// daemon starts and has the network the first start made.
+func TestStartFailureClosesWhatOpenOpened(t *testing.T) {
+	node, cfg := newNode(t, "start-")
+	// opened is Open with the test's features registered, one changed by
+	// change.
+	opened := func(change func(*Features)) (*Daemon, error) {
+		d, err := Open(cfg)
+		if err != nil {
+			return nil, err
+		}
+		f, err := FeaturesForTest(d)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		change(&f)
+		d.Register(f)
+		return d, nil
+	}
+	// closed fails unless the state file is free (an open store holds
+	// its lock: "in use by another xlaned").
+	closed := func(after string) error {
+		st, err := store.Open(cfg.StatePath)
+		if err != nil {
+			return fmt.Errorf("after %s: the store is still open: %w", after, err)
+		}
+		return st.Close()
+	}
+	err := node.Do(func(ns.NetNS) error {
+		d, err := newDaemon(cfg)
+		if err != nil {
+			return err
+		}
+		_, err = d.CreateNetwork(api.NetworkCreate{Name: "n", Mode: "tc", Subnets: []string{"10.77.0.0/24"}})
+		d.Close()
+		if err != nil {
+			return err
+		}
+
+		if d, err = opened(func(f *Features) { f.Sockets = nil }); err != nil {
+			return err
+		}
+		if err := d.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "Sockets") {
+			return fmt.Errorf("Start without the socket layer = %v, want an error naming Sockets", err)
+		}
+		if err := closed("a feature missing"); err != nil {
+			return err
+		}
+
+		bad := cfg
+		bad.Cluster.Routing = "native" // without a node name: refused by cluster.New
+		if d, err := newDaemon(bad); err == nil {
+			d.Close()
+			return errors.New("a start with --routing and no --node-name succeeded")
+		}
+		if err := closed("the cluster's flags refused"); err != nil {
+			return err
+		}
+
+		if d, err = opened(func(*Features) {}); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := d.Start(ctx); !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("Start with its context ended = %v, want context.Canceled", err)
+		}
+		if err := closed("the context ended"); err != nil {
+			return err
+		}
+		if d, err = newDaemon(cfg); err != nil {
+			return fmt.Errorf("start after the failed ones: %w", err)
+		}
+		defer d.Close()
+		_, err = d.Network("n")
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,19 +45,19 @@ func TestErrorsRepeatNoWord(t *testing.T) {
 	inNode(t, func(d *Daemon) {
 		calls := map[string]func() error{
 			"accel enable, no such cgroup": func() error {
-				_, err := d.sockets.EnableAccel(api.AccelEnable{Cgroup: "xlt-no-such-cgroup"})
+				_, err := d.f.Sockets.EnableAccel(api.AccelEnable{Cgroup: "xlt-no-such-cgroup"})
 				return err
 			},
 			"accel enable, a file as cgroup": func() error {
-				_, err := d.sockets.EnableAccel(api.AccelEnable{Cgroup: "/etc/hostname"})
+				_, err := d.f.Sockets.EnableAccel(api.AccelEnable{Cgroup: "/etc/hostname"})
 				return err
 			},
 			"proxy redirect, no such cgroup": func() error {
-				_, err := d.sockets.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "uid", UID: 1337, Cgroup: "xlt-no-such-cgroup"})
+				_, err := d.f.Sockets.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "uid", UID: 1337, Cgroup: "xlt-no-such-cgroup"})
 				return err
 			},
 			"proxy redirect, no such exempt cgroup": func() error {
-				_, err := d.sockets.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "cgroup", ExemptCgroup: "xlt-no-such-cgroup"})
+				_, err := d.f.Sockets.AddProxyRedirect(api.ProxyRedirect{Port: 80, To: 15001, Exempt: "cgroup", ExemptCgroup: "xlt-no-such-cgroup"})
 				return err
 			},
 			"network, bad subnet": func() error {
@@ -75,7 +75,7 @@ func TestErrorsRepeatNoWord(t *testing.T) {
 			"service, bad vip": func() error {
 				s, err := api.ServiceCreate{Name: "xlt", VIP: "10.96.0.1", Backends: []string{"10.1.0.2:80"}}.Service()
 				if err == nil {
-					_, err = d.svcs.Create(s)
+					_, err = d.f.Services.Create(s)
 				}
 				return err
 			},

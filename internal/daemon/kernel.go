@@ -18,7 +18,7 @@ import (
 // refused with the reason (or, for auto, not chosen), and tc mode falls back
 // from tcx links to legacy tc filters. Nothing half-works.
 
-// probeKernel logs the kernel's features (probed once, by New, unless
+// probeKernel logs the kernel's features (probed once, by Open, unless
 // already set) and picks the tc attachment they allow.
 func (d *Daemon) probeKernel() {
 	if d.feat == nil {

@@ -130,7 +130,7 @@ func TestRestartLeavesNodeRouteAtSubnet(t *testing.T) {
 		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: up.Attrs().Index, Dst: dst, Gw: net.ParseIP("198.51.100.254")}); err != nil {
 			t.Fatal(err)
 		}
-		d2, err := New(d.cfg)
+		d2, err := newDaemon(d.cfg)
 		if err != nil {
 			t.Fatalf("restart with a node route at a network's subnet: %v", err)
 		}

@@ -58,7 +58,7 @@ func (d *Daemon) Reconcile() error {
 		} else if err != nil {
 			errs = append(errs, err)
 		}
-		errs = append(errs, netconf.EnsureInternal(n), netconf.EnsureGuard(n, d.cluster.CIDRs()))
+		errs = append(errs, netconf.EnsureInternal(n), netconf.EnsureGuard(n, d.f.Cluster.CIDRs()))
 		failed(objNetwork, n.Name, errors.Join(errs...))
 	}
 	failed(objNode, "prune", errors.Join(netconf.PruneInternal(nets), netconf.PruneGuards(nets), netconf.PruneNetworks(nets)))

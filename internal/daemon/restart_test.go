@@ -2,15 +2,11 @@ package daemon
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
@@ -66,18 +62,18 @@ func TestReconcileFailsPerEndpoint(t *testing.T) {
 		if info, _ := d.Endpoint("good"); info.State != "ready" || info.Error != "" {
 			t.Errorf("endpoint good: state %q error %q, want ready", info.State, info.Error)
 		}
-		h := d.report.Health()
+		h := d.f.Reporter.Health()
 		if h.OK || !strings.Contains(strings.Join(h.Problems, "\n"), "endpoint bad: "+errInjected.Error()) {
 			t.Errorf("health ok=%v problems %q, want the endpoint's failure", h.OK, h.Problems)
 		}
-		if n := d.report.Snapshot().Unapplied[objEndpoint]; n != 1 {
+		if n := d.f.Reporter.Snapshot().Unapplied[objEndpoint]; n != 1 {
 			t.Errorf("xlane_unapplied_objects{kind=endpoint} = %d, want 1", n)
 		}
 		// The next reconcile that applies it clears it.
 		if err := d.Reconcile(); err != nil {
 			t.Fatal(err)
 		}
-		if n := d.report.Snapshot().Unapplied[objEndpoint]; n != 0 {
+		if n := d.f.Reporter.Snapshot().Unapplied[objEndpoint]; n != 0 {
 			t.Errorf("xlane_unapplied_objects{kind=endpoint} after a clean reconcile = %d, want 0", n)
 		}
 		if info, _ := d.Endpoint("bad"); info.State != "ready" {
@@ -92,14 +88,7 @@ func TestReconcileFailsPerEndpoint(t *testing.T) {
 // them, the same subnets can be created again, and --uninstall leaves
 // none of them either.
 func TestCrashedCreateNetworkSwept(t *testing.T) {
-	node, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close(); testutils.UnmountNS(node) })
-	pinDir := fmt.Sprintf("/sys/fs/bpf/xlt-sweep-%d", os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pinDir) })
-	cfg := Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: slog.New(slog.DiscardHandler)}
+	node, cfg := newNode(t, "sweep-")
 	req := api.NetworkCreate{Name: "n", Subnets: []string{"10.54.0.0/24", "fd00:54::/64"}}
 	leftovers := func() []string {
 		var out []string
@@ -120,8 +109,8 @@ func TestCrashedCreateNetworkSwept(t *testing.T) {
 	}
 	// The node's own address and route in a range of their own: the
 	// sweep must leave what xlane did not mark.
-	err = node.Do(func(ns.NetNS) error {
-		d, err := New(cfg)
+	err := node.Do(func(ns.NetNS) error {
+		d, err := newDaemon(cfg)
 		if err != nil {
 			return err
 		}
@@ -151,7 +140,7 @@ func TestCrashedCreateNetworkSwept(t *testing.T) {
 			return err
 		}
 
-		d, err = New(cfg)
+		d, err = newDaemon(cfg)
 		if err != nil {
 			return fmt.Errorf("start after the crash: %w", err)
 		}

@@ -14,11 +14,11 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/calibrate"
-	"github.com/xlane-dev/xlane/internal/cluster"
 	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/datapath/datapathtest"
 	"github.com/xlane-dev/xlane/internal/features"
 	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/observe"
 	"github.com/xlane-dev/xlane/internal/store"
 )
 
@@ -33,8 +33,11 @@ func fakeDaemon(t testing.TB) (*Daemon, *datapathtest.Fake) {
 	}
 	fake := datapathtest.New()
 	d := &Daemon{cfg: Config{NATPorts: DefaultNATPorts}, log: slog.New(slog.DiscardHandler), store: st, dp: fake, done: make(chan struct{})}
-	d.cluster, _ = cluster.New(coreView{d}, cluster.Config{}) // alone
-	d.wireFeatures()
+	f, err := FeaturesForTest(d) // alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Register(f)
 	t.Cleanup(func() { d.Close() })
 	return d, fake
 }
@@ -103,7 +106,8 @@ func TestPublishPortsRollbackLeavesDatapathAsStore(t *testing.T) {
 func TestUnavailableDatapath(t *testing.T) {
 	d, _ := fakeDaemon(t)
 	d.dp = datapath.NewUnavailable(errors.New("no bpffs"))
-	d.startObserve()
+	d.f.Observe = observe.New(coreView{d}, observe.Config{}, observe.Deps{})
+	d.f.Observe.Start()
 	if m, why, err := d.resolveMode(model.ModeAuto, nil); err != nil || m != model.ModeKernel {
 		t.Errorf("resolveMode(auto) = %s, %q, %v; want kernel", m, why, err)
 	}
@@ -114,7 +118,7 @@ func TestUnavailableDatapath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errSvc := d.svcs.Create(web)
+	_, errSvc := d.f.Services.Create(web)
 	_, errFlows := d.Observe().Flows(0)
 	_, errStats := d.Observe().CTStats()
 	_, errPorts := d.PublishPorts("e1", api.PortsUpdate{Ports: []string{"8080:80"}}, false)
@@ -123,7 +127,7 @@ func TestUnavailableDatapath(t *testing.T) {
 			t.Errorf("got %v, want datapath.ErrUnavailable", err)
 		}
 	}
-	if err := d.svcs.Delete("web"); err != nil {
+	if err := d.f.Services.Delete("web"); err != nil {
 		t.Errorf("DeleteService of nothing = %v", err)
 	}
 }
@@ -213,7 +217,7 @@ func TestAutoNeeds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d.cfg.AutoBPFOnly = c.kube
-			d.calib.SetChoice(c.choice)
+			d.f.Calibration.SetChoice(c.choice)
 			m, why, err := d.resolveMode(model.ModeAuto, c.needs())
 			if err != nil || m != c.want || !strings.Contains(why, c.reason) {
 				t.Errorf("resolveMode(auto) = %s, %q, %v; want %s, a reason saying %q", m, why, err, c.want, c.reason)

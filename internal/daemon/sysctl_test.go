@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/cluster"
 )
 
 func readSysctl(t *testing.T, p string) string {
@@ -90,7 +91,7 @@ func TestUninstallRestoresSysctls(t *testing.T) {
 // there); `xlaned --uninstall` puts the value from before back, also where
 // that device is not the uplink (this daemon has none).
 func TestUninstallRestoresUnderlayForwarding(t *testing.T) {
-	cfg := Config{NodeName: "n1", ClusterCIDRs: []string{"10.244.0.0/16"}, Routing: "native"}
+	cfg := Config{Cluster: cluster.Config{NodeName: "n1", ClusterCIDRs: []string{"10.244.0.0/16"}, Routing: "native"}}
 	inNodeWith(t, cfg, func(d *Daemon) {
 		ul := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "und0"}, PeerName: "und0p"}
 		if err := netlink.LinkAdd(ul); err != nil {

@@ -23,14 +23,14 @@ func (d *Daemon) Uninstall() error {
 	for _, n := range nets {
 		errs = append(errs, d.DeleteNetwork(n.Name, true))
 	}
-	svcs, err := d.svcs.List()
+	svcs, err := d.f.Services.List()
 	errs = append(errs, err)
 	for _, s := range svcs {
-		errs = append(errs, d.svcs.Delete(s.Name))
+		errs = append(errs, d.f.Services.Delete(s.Name))
 	}
 	// The cluster: every node's routes, the VXLAN device (with --node-name
 	// or without: a daemon stopped and uninstalled alone).
-	nodes, err := d.cluster.Nodes()
+	nodes, err := d.f.Cluster.Nodes()
 	errs = append(errs, err)
 	for i := range nodes {
 		for _, p := range nodes[i].PodCIDRs {

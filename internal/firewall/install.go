@@ -234,6 +234,12 @@ type Counter struct {
 	LastHit        uint64 // bpf_ktime_get_coarse_ns(), 0: never
 }
 
+// RuleSlot is a rule's counter slot and action (the metrics' rule rows).
+type RuleSlot struct {
+	Slot   uint32
+	Action string
+}
+
 // Counter reads the counters of a slot.
 func (in *Installer) Counter(slot uint32) (Counter, error) {
 	var per []bpf.FwCounter

@@ -11,10 +11,10 @@
 // It reaches the rest of the daemon only through core.Core (the store, the
 // datapath, the conntrack GC's counts) and Deps, what other features tell
 // it to name things (the firewall's rule names, the cluster's nodes and
-// overlay port, the calibration's probe lock). internal/daemon makes it
-// once the datapath is open (core.go: startObserve) and the API server
-// reaches it with Daemon.Observe. The Reporter needs no open datapath: the
-// daemon makes it with the other features (core.go: wireFeatures), and it
-// reads the core's own state through core.Core.Status (core/status.go) and
+// overlay port, the calibration's probe lock). internal/xlaned makes it
+// with the other features once the datapath is open, the daemon starts its
+// monitor (Start) after the firewall, and the API server reaches it with
+// Daemon.Observe. The Reporter needs no open datapath: internal/xlaned
+// makes it with the other features too, and it reads the core's own state through core.Core.Status (core/status.go) and
 // the firewall's counters and the neighbour mirror through ReportDeps.
 package observe

@@ -45,13 +45,16 @@ type Observer struct {
 	tracer tracerCache
 }
 
-// New starts the monitor on c's datapath (which must be open) and reads
-// its ring until c is done.
+// New makes the observability feature on c's datapath (which must be
+// open): internal/xlaned makes it and hands it to the daemon, which starts it
+// (Start) once its reconcile is done and the firewall started.
 func New(c core.Core, cfg Config, deps Deps) *Observer {
-	o := &Observer{c: c, cfg: cfg, deps: deps}
-	o.mon = o.startMonitor()
-	return o
+	return &Observer{c: c, cfg: cfg, deps: deps}
 }
+
+// Start starts the monitor, which reads the datapath's ring until c is
+// done.
+func (o *Observer) Start() { o.mon = o.startMonitor() }
 
 // Close releases the tracer's programs.
 func (o *Observer) Close() {

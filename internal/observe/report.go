@@ -32,10 +32,7 @@ type ReportDeps struct {
 }
 
 // RuleSlot is a firewall rule's counter slot and action.
-type RuleSlot struct {
-	Slot   uint32
-	Action string
-}
+type RuleSlot = firewall.RuleSlot
 
 // NewReporter is the reporter of c.
 func NewReporter(c core.Core, deps ReportDeps) *Reporter {

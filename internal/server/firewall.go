@@ -52,7 +52,7 @@ func decodeApply(r *http.Request, v *api.FirewallApply) error {
 }
 
 // firewallRoutes registers /v1/firewall/... (docs/firewall.md) on the
-// firewall daemon.New started.
+// firewall the daemon started (daemon.Start).
 func firewallRoutes(route func(pattern string, status int, fn func(*http.Request) (any, error)), d *daemon.Daemon) {
 	fw := d.Firewall()
 	route("GET "+api.PathFirewall, http.StatusOK, func(r *http.Request) (any, error) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/daemon"
+	"github.com/xlane-dev/xlane/internal/xlaned"
 )
 
 // inDaemon serves a daemon of its own, in a namespace of its own.
@@ -33,7 +35,7 @@ func inDaemon(t *testing.T, fn func(h http.Handler)) {
 	t.Cleanup(func() { os.RemoveAll(pinDir) })
 	err = node.Do(func(ns.NetNS) error {
 		log := slog.New(slog.DiscardHandler)
-		d, err := daemon.New(daemon.Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: log})
+		d, err := xlaned.Start(context.Background(), daemon.Config{StatePath: filepath.Join(t.TempDir(), "state.db"), PinDir: pinDir, Log: log})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 // Package vm is the VM endpoints feature of xlaned: an endpoint whose far
 // side is a QEMU guest instead of a container. It owns the VM-only
-// validation of an endpoint request (Validate, Mode), the tap's name
+// validation of an endpoint request (ValidateEndpoint, a
+// core.EndpointValidator; Mode for a network's mode change), the tap's name
 // (TapName), the AF_XDP port's program (AttachPort, PortInfo), the address
 // servers on each tap (DHCPv4, DHCPv6 and router advertisements from the
 // endpoint's IPAM lease: dhcp.go, dhcp6.go; Serve, Stop) and the probe of

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/model"
+	"github.com/xlane-dev/xlane/internal/store"
 )
 
 // VM endpoints: a QEMU guest's port is a persistent tap that xlane creates
@@ -39,8 +40,37 @@ func TapName(id string) string {
 	return TapPrefix + hex.EncodeToString(sum[:])[:10]
 }
 
-// Validate checks the VM-only fields of an endpoint request and sets e's.
-func (v *VMs) Validate(e *model.Endpoint, req api.EndpointAdd) error {
+// ValidateEndpoint is the VM feature's check of an endpoint being added
+// (core.EndpointValidator): a container's request may not carry the VM
+// fields; a VM's gets its tap (an AF_XDP port keeps the veth names the
+// core gave it), its queues and backend, a MAC where none was asked for,
+// and is refused on a network whose mode cannot carry it.
+func (v *VMs) ValidateEndpoint(_ *store.Tx, req *api.EndpointAdd, e *model.Endpoint, n *model.Network) error {
+	switch {
+	case !req.VM && req.Queues != 0:
+		return model.Fieldf("queues", "%d: only VM endpoints (--vm) have queues", req.Queues)
+	case !req.VM && req.Backend != "":
+		return model.Fieldf("backend", "%q: only VM endpoints (--vm) have a backend", req.Backend)
+	case !req.VM:
+		return nil
+	}
+	if err := v.validate(e, req); err != nil {
+		return err
+	}
+	if err := Mode(e, n.Mode); err != nil {
+		return err
+	}
+	if !e.AFXDP() {
+		e.HostIf, e.PeerIf = TapName(e.ID), ""
+	}
+	if e.MAC == "" {
+		e.MAC = RandomMAC()
+	}
+	return nil
+}
+
+// validate checks the VM-only fields of an endpoint request and sets e's.
+func (v *VMs) validate(e *model.Endpoint, req *api.EndpointAdd) error {
 	switch {
 	case req.Netns != "":
 		return model.Fieldf("netns", "%q: a VM endpoint takes no netns (the guest is behind a tap QEMU opens)", req.Netns)

@@ -117,6 +117,8 @@ type node struct {
 	flags  []string
 	// env: extra environment of xlaned (KEY=VALUE).
 	env []string
+	// readyIn: from the last start to the API's first answer.
+	readyIn time.Duration
 	// external: xlaned is not this test's process (a DaemonSet's pod
 	// runs it): newNode does not start one, nor set socket and pinDir
 	// (the caller does, where that xlaned has them).
@@ -176,6 +178,7 @@ func (n *node) start() {
 	start := time.Now()
 	for {
 		if _, err := n.client().Status(context.Background()); err == nil {
+			n.readyIn = time.Since(start)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)

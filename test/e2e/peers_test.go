@@ -55,6 +55,15 @@ type peerSetup struct {
 	vip                   netip.AddrPort
 	agents                []int // the nodes' agent pids (xlaned, cilium-agent)
 	ready                 []time.Duration
+	// cp is the setup's control plane, outside the namespace of its API
+	// server on the underlay (the NodePort row's client), nodes its two
+	// kubelet nodes.
+	cp      *controlPlane
+	outside string
+	nodes   []*kubeletNode
+	// nodePort: node 1's underlay address and the NodePort Service's port
+	// (its endpoint the remote pod's connection server).
+	nodePort netip.AddrPort
 }
 
 // TestPeers is bench/peers: every setup of XLANE_PEERS_SETUPS (default
@@ -113,11 +122,13 @@ func TestPeers(t *testing.T) {
 		}
 	}
 	for _, s := range setups {
-		var rss float64
-		for _, pid := range s.agents {
-			rss += float64(vmRSS(t, pid)) / float64(len(s.agents)) / (1 << 20)
-		}
-		rep.Add(s.info.Name, "agent RSS, 1 Service", 1, rss)
+		rep.Add(s.info.Name, "agent RSS, 1 Service", 1, s.rss(t))
+	}
+	peersPolicyPhase(t, rep, setups, reps, d, self)
+	if os.Getenv("XLANE_PEERS_SCALE") != "0" { // 0: without the 10,000 Services (~2 min a setup)
+		peersScalePhase(t, rep, setups, reps, d, self)
+	}
+	for _, s := range setups {
 		for _, r := range s.ready {
 			rep.Add(s.info.Name, "agent start to ready", 1, r.Seconds())
 		}
@@ -158,6 +169,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 			nodes = append(nodes, startKubeletNode(t, bins, cp, kc.ul, i, image, kubeletOpts{xlanedFlags: []string{"--routing", routing}, podCgroups: true}))
 		}
 		kc.waitNodes(t, nodes, began)
+		s.outside = kc.cpNS
 		// What a node on its defaults has before its first pod: the
 		// calibration of its first start (--calibrate-at-start, off in
 		// the tests' xlaned), here run to its end, one node after the
@@ -166,8 +178,11 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		// theirs (BIG TCP on where the kernel has it).
 		for _, k := range nodes {
 			var c api.Calibration
-			k.node.mustXlane(&c, "calibrate")
+			if os.Getenv("XLANE_PEERS_CALIBRATE") != "0" { // 0: none, as the tests' xlaned
+				k.node.mustXlane(&c, "calibrate")
+			}
 			s.agents = append(s.agents, k.node.cmd.Process.Pid)
+			s.ready = append(s.ready, k.node.readyIn)
 		}
 		conf, _ := json.Marshal(deployConflist(t, "/run/xlane/xlane.sock"))
 		s.info.Config = append([]string{"xlaned " + strings.Join(nodes[0].node.flags, " ")}, "CNI: "+string(conf))
@@ -180,6 +195,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		}
 		c := startCiliumCluster(t, bins, cdir, *v, image)
 		cp, nodes = c.kc.cp, c.nodes
+		s.outside = c.kc.cpNS
 		for _, a := range c.agents {
 			s.agents = append(s.agents, a.cmd.Process.Pid)
 		}
@@ -211,7 +227,9 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		p.serve(t, name+" "+p.pod.Name+" conn-server", []string{peersHelperEnv + "=conn-server"}, self,
 			"-addr", p.ip.String(), "-port", strconv.Itoa(peersConnPort), "-n", "1")
 	}
+	s.cp, s.nodes = cp, nodes
 	s.vip = createBenchService(t, cp, "peers-cps", "remote", intstr.FromInt32(peersConnPort))
+	s.nodePort = createNodePortService(t, cp, "peers-np", "remote", peersConnPort, nodes[0].addr4)
 	// Every path answers before anything is measured.
 	for _, p := range []*benchPod{s.local, s.remote} {
 		if got, err := s.client.name(netip.AddrPortFrom(p.ip, 8080)); err != nil || got != p.kubeletNode.name {
@@ -221,6 +239,10 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 	waitFor(t, time.Minute, name+": the ClusterIP "+s.vip.String()+" answering", func() bool {
 		r, err := s.conn(self, time.Second)
 		return err == nil && r.OK > 0 && r.Failed == 0
+	})
+	waitFor(t, time.Minute, name+": the NodePort "+s.nodePort.String()+" answering from outside", func() bool {
+		r, err := s.connFrom(self, nil, []netip.AddrPort{s.nodePort}, time.Second)
+		return err == nil && r.OK > 0
 	})
 	return s
 }
@@ -247,15 +269,28 @@ func (p *benchPod) serve(t *testing.T, what string, env []string, argv ...string
 // conn runs the connection-rate client from the client pod against the
 // ClusterIP for d.
 func (s *peerSetup) conn(self string, d time.Duration) (connrate.Result, error) {
+	return s.connFrom(self, s.client, []netip.AddrPort{s.vip}, d)
+}
+
+// connFrom runs the connection-rate client against targets for d, in pod
+// p's namespace and cgroup, or (p nil) outside the cluster: in the
+// namespace of its API server, on the underlay.
+func (s *peerSetup) connFrom(self string, p *benchPod, targets []netip.AddrPort, d time.Duration, extra ...string) (connrate.Result, error) {
 	var r connrate.Result
 	f, err := os.CreateTemp("", "xle-peers-targets-")
 	if err != nil {
 		return r, err
 	}
 	defer os.Remove(f.Name())
-	fmt.Fprintln(f, s.vip)
+	for _, t := range targets {
+		fmt.Fprintln(f, t)
+	}
 	f.Close()
-	cmd := s.client.command(self, "-targets", f.Name(), "-duration", d.String(), "-conc", "4")
+	argv := append([]string{self, "-targets", f.Name(), "-duration", d.String(), "-conc", "4"}, extra...)
+	cmd := inNS(s.outside, argv...)
+	if p != nil {
+		cmd = p.command(argv...)
+	}
 	cmd.Env = append(os.Environ(), peersHelperEnv+"=conn-client")
 	out, err := cmd.Output()
 	if err != nil {
@@ -306,14 +341,42 @@ func (s *peerSetup) measure(t *testing.T, rep *peers.Report, r int, d time.Durat
 			t.Logf("rep %d %-14s %-40s %7.0f trans/s, p50 %.1f µs", r, name, row, per, p50)
 		}
 	}
-	row := "CPS to a ClusterIP, 1 Service"
-	res, err := s.conn(self, d)
-	if err != nil || res.Failed > 0 {
-		fail(row, fmt.Errorf("%v: %d ok, %d failed %v", err, res.OK, res.Failed, res.Errors))
-	} else {
-		rep.Add(name, row, r, res.CPS)
-		t.Logf("rep %d %-14s %-40s %7.0f conn/s", r, name, row, res.CPS)
+	s.cps(t, rep, r, "CPS to a ClusterIP, 1 Service", func() (connrate.Result, error) { return s.conn(self, d) })
+	// From outside, the NodePort's connections are source-translated to
+	// reach the other node's pod: failures there are a result (a port
+	// range running out), recorded beside the rate, not an error.
+	row := "CPS to a NodePort from outside"
+	res, err := s.connFrom(self, nil, []netip.AddrPort{s.nodePort}, d)
+	if err != nil {
+		fail(row, err)
+		return
 	}
+	rep.Add(name, row, r, res.CPS)
+	failed := 100 * float64(res.Failed) / float64(max(1, res.OK+res.Failed))
+	rep.Add(name, row+", failed", r, failed)
+	t.Logf("rep %d %-14s %-40s %7.0f conn/s, %.1f %% failed %v", r, name, row, res.CPS, failed, res.Errors)
+}
+
+// cps records the connection rate run measured as row, or the failure.
+func (s *peerSetup) cps(t *testing.T, rep *peers.Report, r int, row string, run func() (connrate.Result, error)) {
+	t.Helper()
+	res, err := run()
+	if err != nil || res.Failed > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s, rep %d, %s: %v: %d ok, %d failed %v", s.info.Name, r, row, err, res.OK, res.Failed, res.Errors))
+		t.Errorf("%s, rep %d, %s: %v: %d ok, %d failed %v", s.info.Name, r, row, err, res.OK, res.Failed, res.Errors)
+		return
+	}
+	rep.Add(s.info.Name, row, r, res.CPS)
+	t.Logf("rep %d %-14s %-40s %7.0f conn/s", r, s.info.Name, row, res.CPS)
+}
+
+// rss is the mean resident set of the setup's agents (MiB).
+func (s *peerSetup) rss(t *testing.T) float64 {
+	var rss float64
+	for _, pid := range s.agents {
+		rss += float64(vmRSS(t, pid)) / float64(len(s.agents)) / (1 << 20)
+	}
+	return rss
 }
 
 // vmRSS is process pid's resident set (bytes).

@@ -12,5 +12,6 @@
 // store, the datapath's firewall maps, fault points, the reason counters)
 // and never touches a map value itself: the encoding is
 // internal/firewall's (Installer), the only firewall package that imports
-// internal/bpf. The core starts it (Start) before the API serves.
+// internal/bpf. internal/xlaned makes it (New) with the other features; the core
+// starts it (Start) after its reconcile, before the API serves.
 package control

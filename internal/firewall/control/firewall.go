@@ -60,13 +60,11 @@ type Cluster interface {
 	CIDRs() []netip.Prefix
 }
 
-// Start starts the node's firewall (the daemon calls it once, before
-// the API serves): it reinstalls the stored rule set, DDoS settings and
-// blocklist (the pinned maps usually hold them already; reinstalling makes
-// them this binary's layout), follows endpoint and network changes, and
-// logs sampled rule hits until Close. Without the BPF datapath the
-// firewall answers every request with why it is unavailable.
-func Start(c core.Core, cfg Config) *Firewall {
+// New makes the node's firewall on c's datapath (which must be open):
+// internal/xlaned makes it and hands it to the daemon, which starts it (Start).
+// Without the BPF datapath the firewall answers every request with why it
+// is unavailable.
+func New(c core.Core, cfg Config) *Firewall {
 	f := &Firewall{c: c, cfg: cfg, bits: map[string]int{}, slots: map[string]uint32{}}
 	maps, err := c.Datapath().FirewallMaps()
 	if err != nil {
@@ -75,17 +73,27 @@ func Start(c core.Core, cfg Config) *Firewall {
 	}
 	if f.in, f.err = firewall.NewInstaller(maps); f.err != nil {
 		f.err = fmt.Errorf("firewall: %w: %w", f.err, model.ErrUnavailable)
-		return f
 	}
-	c.Lock()
-	err = f.reconcile()
-	c.Unlock()
+	return f
+}
+
+// Start starts the firewall (the daemon calls it once, after its
+// reconcile and before the API serves): it reinstalls the stored rule set,
+// DDoS settings and blocklist (the pinned maps usually hold them already;
+// reinstalling makes them this binary's layout), follows endpoint and
+// network changes, and logs sampled rule hits until the core is done.
+func (f *Firewall) Start() {
+	if f.err != nil {
+		return
+	}
+	f.c.Lock()
+	err := f.reconcile()
+	f.c.Unlock()
 	if err != nil {
-		c.Log().Error("firewall: reconcile", "err", err)
+		f.c.Log().Error("firewall: reconcile", "err", err)
 	}
 	go f.watch()
 	go f.events()
-	return f
 }
 
 // reconcile reinstalls what the store says. Called with the core's lock
@@ -166,6 +174,29 @@ func (f *Firewall) resolver() (firewall.MapResolver, string, error) {
 	raw, _ := json.Marshal(res)
 	sum := sha256.Sum256(raw)
 	return res, fmt.Sprintf("%x", sum[:8]), err
+}
+
+// Counters is Counter, nil where the firewall counts nothing (not
+// available here): the metrics' rule counters (observe.ReportDeps).
+func (f *Firewall) Counters() func(slot uint32) (firewall.Counter, error) {
+	if f.Available() != nil {
+		return nil
+	}
+	return f.Counter
+}
+
+// RuleSlots are the stored rules' counter slots and actions, by name (nil:
+// no rule set): the metrics' rule rows (observe.ReportDeps).
+func (f *Firewall) RuleSlots(tx *store.Tx) (map[string]firewall.RuleSlot, error) {
+	spec, err := ReadRuleSpec(tx)
+	if err != nil || spec == nil {
+		return nil, err
+	}
+	out := make(map[string]firewall.RuleSlot, len(spec.Slots))
+	for name, slot := range spec.Slots {
+		out[name] = firewall.RuleSlot{Slot: slot, Action: spec.Action(name)}
+	}
+	return out, nil
 }
 
 // Available says why the firewall cannot run here (nil: it runs).
