@@ -7,18 +7,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 )
 
-// percentile is the p-th percentile (nearest rank) of xs; NaN for none.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
+// percentile is the p-th percentile (nearest rank) of xs.
+func percentile(xs []float64, p float64) float64 { return measure.Percentile(xs, p) }
 
 func maxOf(xs []float64) float64 {
 	if len(xs) == 0 {
