@@ -103,6 +103,7 @@ Examples:
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard   # ... encrypted between nodes (docs/encryption.md)
   xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
   xlaned --uplink eth0 --hubble                          # flows for the hubble CLI: hubble observe --server unix:///run/xlane/hubble.sock (docs/hubble.md)
+  xlaned --uplink eth0 --hubble --hubble-export-file-path /var/log/xlane/flows.log --hubble-export-allowlist '{"verdict":["DROPPED"]}'   # ... and the drops as JSON lines, rotated at 10M
   xlaned --uplink eth0 --bgp-asn 65001 --bgp-router-id 192.0.2.11   # a BGP speaker; peers: xlane bgp peer add (docs/bgp.md)
   xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
   xlaned --version
@@ -187,6 +188,7 @@ Flags:
 	}
 	var speaker *bgp.Speaker
 	if bgpCfg != nil {
+		bgpCfg.Events = d.Observe().Event // xlane monitor -t bgp
 		if speaker, err = bgp.New(d.Core(), *bgpCfg); err != nil {
 			return err
 		}
@@ -195,7 +197,7 @@ Flags:
 	pools := lbipam.New(d.Core().Store())
 	handler := server.WithBGP(server.Handler(d, log), speaker, pools, log)
 	if ml != nil {
-		reg := metrics.New(d.Reporter(), version.Get(), log)
+		reg := metrics.New(metrics.Extend(d.Reporter(), speaker.Metrics), version.Get(), log)
 		handler = reg.Instrument(handler)
 		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {

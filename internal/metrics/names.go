@@ -34,6 +34,7 @@ const (
 	LabelResult    = "result" // found or missed
 	LabelKind      = "kind"   // what the start could not apply: network, endpoint, node (a peer), this node
 	LabelNode      = "node"   // a peer node's name (encryption between nodes)
+	LabelPeer      = "peer"   // a BGP peer's address (docs/bgp.md)
 )
 
 // Type is a Prometheus metric type.
@@ -156,6 +157,22 @@ var (
 	WireGuardEncrypted = Metric{"xlane_wireguard_peer_encrypted", Gauge, []string{LabelNode},
 		"1 when a peer node has a WireGuard session (a handshake under 180 s old), else 0: xlane status says why."}
 
+	// The BGP speaker (docs/bgp.md), per peer of `xlane bgp peer add`.
+	BGPSessionEstablished = Metric{"xlane_bgp_session_established", Gauge, []string{LabelPeer},
+		"1 while the BGP session with a peer is established, else 0 (xlane bgp status says the state and why it last went down)."}
+	BGPSessionUptime = Metric{"xlane_bgp_session_uptime_seconds", Gauge, []string{LabelPeer},
+		"Seconds since the BGP session with a peer came up (0 while it is down)."}
+	BGPSessionFlaps = Metric{"xlane_bgp_session_flaps_total", Counter, []string{LabelPeer},
+		"Times the BGP session with a peer went down after being established (since xlaned started)."}
+	BGPPrefixesSent = Metric{"xlane_bgp_prefixes_sent", Gauge, []string{LabelPeer},
+		"Prefixes announced to a BGP peer now."}
+	BGPPrefixesReceived = Metric{"xlane_bgp_prefixes_received", Gauge, []string{LabelPeer},
+		"Prefixes a BGP peer announces to this node now (accepted or not)."}
+	BGPPrefixesAccepted = Metric{"xlane_bgp_prefixes_accepted", Gauge, []string{LabelPeer},
+		"Prefixes of xlane_bgp_prefixes_received the speaker accepted."}
+	BGPAnnounced = Metric{"xlane_bgp_announced_routes", Gauge, nil,
+		"Prefixes the BGP speaker announces (pod CIDRs, LoadBalancer addresses, service CIDRs)."}
+
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
 		"Time the daemon took to answer API requests."}
@@ -180,5 +197,6 @@ var All = []Metric{
 	AccelOn, AccelMapSockets, AccelSockets, AccelMessages, AccelBytes, AccelDirections,
 	ProxyConnections, ProxyOrigDst, ProxyListeners,
 	WireGuardBytes, WireGuardHandshakeAge, WireGuardEncrypted,
+	BGPSessionEstablished, BGPSessionUptime, BGPSessionFlaps, BGPPrefixesSent, BGPPrefixesReceived, BGPPrefixesAccepted, BGPAnnounced,
 	APIRequestDuration, Unapplied, ScrapeErrors, BuildInfo,
 }
