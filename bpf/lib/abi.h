@@ -113,6 +113,10 @@ enum xl_reason {
 				 * quoting the packet as the client sent it
 				 * (lib/nat_too_big.h); dropped unanswered over
 				 * the rate limit */
+	XL_DROP_UNENCRYPTED,	/* for a pod of a peer node without a working
+				 * WireGuard session, with xlaned
+				 * --encryption-strict (XL_PEER_UNENCRYPTED):
+				 * never sent in cleartext */
 	XL_REASON_MAX,
 };
 
@@ -311,6 +315,10 @@ enum xl_peer_flags {
 	XL_PEER_DOWN = 16,	/* the node does not answer the daemon's
 				 * probes (internal/daemon/peerprobe.go): its
 				 * pods' packets are XL_DROP_PEER_DOWN */
+	XL_PEER_UNENCRYPTED = 32, /* --encryption-strict: the node has no
+				   * working WireGuard session
+				   * (internal/wireguard): its pods' packets
+				   * are XL_DROP_UNENCRYPTED */
 };
 
 struct peer_val {

@@ -677,11 +677,12 @@ const (
 type tcXlPeerFlags uint32
 
 const (
-	tcXlPeerFlagsXL_PEER_V6     tcXlPeerFlags = 1
-	tcXlPeerFlagsXL_PEER_NATIVE tcXlPeerFlags = 2
-	tcXlPeerFlagsXL_PEER_SELF   tcXlPeerFlags = 4
-	tcXlPeerFlagsXL_PEER_GONE   tcXlPeerFlags = 8
-	tcXlPeerFlagsXL_PEER_DOWN   tcXlPeerFlags = 16
+	tcXlPeerFlagsXL_PEER_V6          tcXlPeerFlags = 1
+	tcXlPeerFlagsXL_PEER_NATIVE      tcXlPeerFlags = 2
+	tcXlPeerFlagsXL_PEER_SELF        tcXlPeerFlags = 4
+	tcXlPeerFlagsXL_PEER_GONE        tcXlPeerFlags = 8
+	tcXlPeerFlagsXL_PEER_DOWN        tcXlPeerFlags = 16
+	tcXlPeerFlagsXL_PEER_UNENCRYPTED tcXlPeerFlags = 32
 )
 
 type tcXlReason uint32
@@ -727,7 +728,8 @@ const (
 	tcXlReasonXL_DROP_NO_XSK      tcXlReason = 37
 	tcXlReasonXL_DROP_PEER_DOWN   tcXlReason = 38
 	tcXlReasonXL_DROP_TOO_BIG     tcXlReason = 39
-	tcXlReasonXL_REASON_MAX       tcXlReason = 40
+	tcXlReasonXL_DROP_UNENCRYPTED tcXlReason = 40
+	tcXlReasonXL_REASON_MAX       tcXlReason = 41
 )
 
 // Names of all BPF objects in the ELF.

@@ -134,6 +134,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			enc = 1
 		}
 		gauge(WireGuardEncrypted, enc, p.Node)
+		if !p.Encrypted {
+			gauge(WireGuardUnencrypted, 1, p.Node, p.Reason, p.State)
+		}
 	}
 	if b := s.BGP; b != nil {
 		gauge(BGPAnnounced, float64(b.Announced))

@@ -20,7 +20,7 @@ const (
 	LabelAction    = "action"     // firewall action: allow, drop, reject, log
 	LabelService   = "service"    // service name
 	LabelBackend   = "backend"    // backend ADDR:PORT
-	LabelState     = "state"      // backend state: active or draining
+	LabelState     = "state"      // backend state: active or draining; a WireGuard peer's: pending, dropped, cleartext
 	LabelProgram   = "program"    // BPF program name: xlane_from_endpoint, ...
 	LabelSource    = "source"     // what a scrape failed to read
 	LabelVersion   = "version"    // git describe of the build (internal/version)
@@ -156,6 +156,8 @@ var (
 		"Seconds since the last WireGuard handshake with a peer node (no series before the first)."}
 	WireGuardEncrypted = Metric{"xlane_wireguard_peer_encrypted", Gauge, []string{LabelNode},
 		"1 when a peer node has a WireGuard session (a handshake under 180 s old), else 0: xlane status says why."}
+	WireGuardUnencrypted = Metric{"xlane_wireguard_peer_unencrypted", Gauge, []string{LabelNode, LabelReason, LabelState},
+		"1 for a peer node without a working WireGuard session: reason no_handshake, session_expired or not_on_device; state pending (its first handshake's grace: the traffic waits in WireGuard), dropped (--encryption-strict: drop_unencrypted) or cleartext (the traffic falls back to the overlay unencrypted)."}
 
 	// The BGP speaker (docs/bgp.md), per peer of `xlane bgp peer add`.
 	BGPSessionEstablished = Metric{"xlane_bgp_session_established", Gauge, []string{LabelPeer},
@@ -196,7 +198,7 @@ var All = []Metric{
 	NeighEvents, NeighResyncs,
 	AccelOn, AccelMapSockets, AccelSockets, AccelMessages, AccelBytes, AccelDirections,
 	ProxyConnections, ProxyOrigDst, ProxyListeners,
-	WireGuardBytes, WireGuardHandshakeAge, WireGuardEncrypted,
+	WireGuardBytes, WireGuardHandshakeAge, WireGuardEncrypted, WireGuardUnencrypted,
 	BGPSessionEstablished, BGPSessionUptime, BGPSessionFlaps, BGPPrefixesSent, BGPPrefixesReceived, BGPPrefixesAccepted, BGPAnnounced,
 	APIRequestDuration, Unapplied, ScrapeErrors, BuildInfo,
 }

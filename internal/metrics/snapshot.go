@@ -124,6 +124,9 @@ type WireGuardPeer struct {
 	// HandshakeAge is since the last handshake; negative: none yet.
 	HandshakeAge time.Duration
 	Encrypted    bool
+	// State and Reason: a peer not encrypted, what its traffic does
+	// (pending, dropped, cleartext) and why (internal/wireguard).
+	State, Reason string
 }
 
 // BGP is the BGP speaker's sessions and announcements.
