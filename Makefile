@@ -57,7 +57,9 @@ print-ldflags:
 # its etcd; many minutes, once). TestKubernetesScale runs with 3,000
 # Services here (XLANE_K8S_SCALE; kube-apiserver 1.34's creates are
 # quadratic in the Services: 10,000 take minutes of setup), with the
-# issue's 10,000 in make test-k8s.
+# issue's 10,000 in make test-k8s. bench/scale's TestScaleSmall runs 500
+# kwok nodes, 15,000 pods and 2,000 Services against a real API server and
+# controller manager (kwok from scripts/kwok-bins.sh, built once).
 #
 # The host kernel must run every datapath mode, as every leg of the kernel
 # matrix must (test/vm/kernels.go): a mode the daemon or the BPF objects
@@ -67,7 +69,7 @@ print-ldflags:
 XLANE_REQUIRE_MODES ?= tc,kernel,xdp,xdp-generic
 test: check-generate check-format build
 	$(GO) vet ./...
-	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh hubble hubble-relay) $(GO) test -p 1 -count=1 -timeout 40m -skip '^(TestKubernetes(Cluster|DaemonSet|Conformance|Hubble)|TestCiliumCluster|TestPeers)$$' ./...
+	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh hubble hubble-relay) XLANE_KWOK_BIN=$$(scripts/kwok-bins.sh) $(GO) test -p 1 -count=1 -timeout 40m -skip '^(TestKubernetes(Cluster|DaemonSet|Conformance|Hubble)|TestCiliumCluster|TestPeers)$$' ./...
 
 test-unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
@@ -99,8 +101,10 @@ test-vm-afxdp: build
 # kube-proxy, an embedded etcd) built from k8s.io/kubernetes into
 # /var/cache/xlane/k8s once per machine (scripts/k8s-bins.sh; the first build
 # takes many minutes, later runs only check).
-# `make test` builds (once) only what TestKubernetes runs.
-K8S_TEST_BINS := kube-apiserver xlane-etcd
+# `make test` builds (once) only what TestKubernetes and bench/scale's
+# TestScaleSmall (the controller manager's EndpointSlices; kwok from
+# scripts/kwok-bins.sh) run.
+K8S_TEST_BINS := kube-apiserver xlane-etcd kube-controller-manager
 k8s-bins: deps
 	@scripts/k8s-bins.sh >/dev/null
 
@@ -166,6 +170,11 @@ demo: build
 # bgp is the BGP speaker against a real FRR (bench/bgp: service → route
 # latency over 1,000 services, node loss, 10,000 routes against BIRD
 # reading them from a file); not in the default set (FRR and BIRD).
+# scale is cluster scale by simulation (bench/scale, issue 32): xlaned in
+# Kubernetes mode against a real API server with 1,000 kwok nodes (kwok
+# from scripts/kwok-bins.sh), 30,000 pods, 20,000 Services: not in the
+# default set (it takes the machine for many minutes); `go run
+# ./bench/scale -nodes 5000 -out bench/results` is the largest size.
 BENCHES := modes fw nat docker netkit accel scrape observe multinode vm k8s
 K8S_PEERS_BINS := kube-apiserver xlane-etcd kubelet kube-controller-manager
 BENCH ?= $(BENCHES)
@@ -178,8 +187,8 @@ bench: build
 		peers) echo "+ go test -run '^TestPeers$$' ./test/e2e/ (bench/peers)"; \
 			XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_PEERS_BINS)) XLANE_CILIUM_DIR=$$(scripts/cilium-bins.sh) \
 			XLANE_PEERS_OUT=$(CURDIR)/bench/results $(GO) test -count=1 -timeout 180m -v -run '^TestPeers$$' ./test/e2e/ ;; \
-		modes|fw|nat|docker|accel|scrape|multinode|vm|k8s|bgp) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
-		*) echo "make bench: BENCH=$$b: want some of $(BENCHES) peers bgp" >&2; exit 2 ;; \
+		modes|fw|nat|docker|accel|scrape|multinode|vm|k8s|bgp|scale) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		*) echo "make bench: BENCH=$$b: want some of $(BENCHES) peers bgp scale" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done
 

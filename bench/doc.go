@@ -33,6 +33,15 @@
 //     with CPU per Gbit, TCP_RR (sockperf), issue 16's targets
 //     (docs/benchmarks.md); -hold builds its setups and waits, for
 //     profiling one path by hand.
+//   - bench/scale: cluster scale by simulation (not in the default set:
+//     `make bench BENCH=scale`): one real xlaned in Kubernetes mode against
+//     a real kube-apiserver, controller manager and kwok simulating 1,000
+//     (or -nodes 5000) nodes, 30 pods each, 20,000 Services and 2,000
+//     NetworkPolicies; cold start, churn with the API-write-to-BPF-map
+//     delay read from the pinned maps, an API server restart (xlaned's
+//     relists from the audit log) and an xlaned restart, with real
+//     connections checked throughout; its -small form is TestScaleSmall
+//     in make test.
 //   - bench/perfbuckets: not a benchmark (not in `make bench`): sorts a
 //     system-wide perf profile of a benchmark's traffic into buckets (BPF
 //     programs and their helpers, netfilter, VXLAN, copies, TCP, ...) and

@@ -176,7 +176,9 @@ func runAt(ctx context.Context, cfg Config, cs kubernetes.Interface, t Target, h
 // runWith is runAt with a dynamic client for the ClusterNetworkPolicies
 // (nil: none are watched).
 func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynamic.Interface, t Target, host string) error {
-	f := informers.NewSharedInformerFactory(cs, 0)
+	// slim: the caches keep what this package reads (memory; no-op
+	// updates recognised by unchanged).
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim))
 	c := &controller{cfg: cfg, cs: cs, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
 		nodes:      f.Core().V1().Nodes(),
 		services:   f.Core().V1().Services(),
@@ -229,8 +231,13 @@ func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynam
 	}
 	for inf, fn := range handlers {
 		h := cache.ResourceEventHandlerFuncs{
-			AddFunc:    fn,
-			UpdateFunc: func(old, new any) { fn(old); fn(new) },
+			AddFunc: fn,
+			UpdateFunc: func(old, new any) {
+				if !unchanged(old, new) {
+					fn(old)
+					fn(new)
+				}
+			},
 			DeleteFunc: fn,
 		}
 		if _, err := inf.AddEventHandler(h); err != nil {

@@ -1,5 +1,5 @@
 # Sourced by the scripts that build a tool once per machine into a cache
-# outside the work tree (k8s-bins.sh, k8s-coredns.sh, hubble-bins.sh,
+# outside the work tree (k8s-bins.sh, k8s-coredns.sh, hubble-bins.sh, kwok-bins.sh,
 # cilium-bins.sh, cnp-conformance.sh).
 #
 # once DIR OUT CHECK...: when the command CHECK... succeeds (the build is

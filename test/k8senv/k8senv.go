@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,7 +118,8 @@ type ControlPlane struct {
 	// ca.crt.
 	RootCA string
 
-	procs []*Proc
+	procs         []*Proc
+	apiserverArgv []string // nsenter --net=NETNS -- kube-apiserver FLAGS...
 }
 
 // Start starts etcd and kube-apiserver in o.Netns and waits until the API
@@ -234,28 +236,64 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	start := time.Now()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		body, err := cp.CS.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
-		cancel()
-		if err == nil && string(body) == "ok" {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if time.Since(start) > 3*time.Minute || apiserver.Exited() {
-			return nil, fmt.Errorf("kube-apiserver not ready after %v: %v %s\n%s", time.Since(start).Round(time.Millisecond), err, body, apiserver.Tail(4000))
-		}
-		time.Sleep(250 * time.Millisecond)
+	if err := cp.waitReady(ctx, apiserver); err != nil {
+		return nil, err
 	}
 	cp.Ready = time.Since(start)
+	cp.apiserverArgv = apiserver.Cmd.Args
 	if o.RBAC != "" {
 		if err := ApplyManifest(ctx, cp.CS, o.RBAC); err != nil {
 			return nil, err
 		}
 	}
 	return cp, nil
+}
+
+// waitReady waits until the API server answers /readyz with ok (3
+// minutes at most, or until it exits).
+func (cp *ControlPlane) waitReady(ctx context.Context, apiserver *Proc) error {
+	start := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		body, err := cp.CS.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		cancel()
+		if err == nil && string(body) == "ok" {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Since(start) > 3*time.Minute || apiserver.Exited() {
+			return fmt.Errorf("kube-apiserver not ready after %v: %v %s\n%s", time.Since(start).Round(time.Millisecond), err, body, apiserver.Tail(4000))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM) and starts it again
+// with the same flags, etcd left running, as an upgrade or a crash
+// would; it returns once the new one is ready, with how long it was not
+// serving (from the stop to /readyz ok).
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) (time.Duration, error) {
+	i := slices.IndexFunc(cp.procs, func(p *Proc) bool { return p.Name == "kube-apiserver" })
+	if i < 0 || cp.apiserverArgv == nil {
+		return 0, errors.New("k8senv: no kube-apiserver to restart")
+	}
+	start := time.Now()
+	// Busy with thousands of watches, it may not finish its graceful
+	// shutdown within Stop's 10 s: killed then, as a crash would.
+	if err := cp.procs[i].Stop(); err != nil && !cp.procs[i].Exited() {
+		return 0, err
+	}
+	p, err := StartProc("kube-apiserver", cp.Netns, cp.apiserverArgv[3:]...)
+	if err != nil {
+		return 0, err
+	}
+	cp.procs[i] = p
+	if err := cp.waitReady(ctx, p); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
 
 // Stop stops the API server, then etcd (SIGTERM, SIGKILL after 10 s), by
