@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlane-dev/xlane/bench/internal/measure"
 	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
 
@@ -29,15 +30,7 @@ func median(ss []sample, level int, mode string, metric func(connrate.Result) fl
 }
 
 // percentile is the p-th percentile (nearest rank) of xs.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
+func percentile(xs []float64, p float64) float64 { return measure.Percentile(xs, p) }
 
 func short(mode string) string {
 	return strings.Replace(mode, "kube-proxy-", "kp-", 1)

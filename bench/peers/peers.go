@@ -65,8 +65,12 @@ var Rows = []Row{
 	{"CPS to a ClusterIP, 1,000-rule NetworkPolicy", "conn/s", true},
 	{"CPS to a ClusterIP, 10,000 Services", "conn/s", true},
 	{"10,000 Services: last API write to answering", "s", false},
+	{"EndpointSlice change p50", "ms", false},
+	{"EndpointSlice change p99", "ms", false},
 	{"agent RSS, 1 Service", "MiB", false},
 	{"agent RSS, 10,000 Services", "MiB", false},
+	{"agent BPF map memory, 1 Service", "MiB", false},
+	{"agent BPF map memory, 10,000 Services", "MiB", false},
 	{"agent start to ready", "s", false},
 }
 
@@ -244,3 +248,6 @@ func ReadCPU() (CPU, error) { return measure.ReadCPU() }
 func CPUPerGbit(a, b CPU, gbitps, seconds float64) float64 {
 	return measure.CPUPerGbit(a, b, gbitps*seconds)
 }
+
+// Percentile is measure.Percentile: nearest rank, NaN when xs is empty.
+func Percentile(xs []float64, p float64) float64 { return measure.Percentile(xs, p) }

@@ -26,3 +26,15 @@ func Ratio(a, b float64) float64 {
 	}
 	return a / b
 }
+
+// Percentile is the nearest-rank p-th percentile of xs (NaN when empty);
+// xs is not modified.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
