@@ -59,6 +59,7 @@ var Rows = []Row{
 	{"pod-pod across nodes, TCP 8 streams, CPU", "CPU-s/Gbit", false},
 	{"pod-pod across nodes, TCP_RR", "trans/s", true},
 	{"pod-pod across nodes, TCP_RR p50", "µs", false},
+	{"pod-pod across nodes, 64-byte UDP", "packets/s", true},
 	{"CPS to a ClusterIP, 1 Service", "conn/s", true},
 	{"CPS to a NodePort from outside", "conn/s", true},
 	{"CPS to a NodePort from outside, failed", "%", false},
@@ -251,3 +252,32 @@ func CPUPerGbit(a, b CPU, gbitps, seconds float64) float64 {
 
 // Percentile is measure.Percentile: nearest rank, NaN when xs is empty.
 func Percentile(xs []float64, p float64) float64 { return measure.Percentile(xs, p) }
+
+// IperfUDP is what `iperf3 -J -u` output says was sent and received
+// (packets a second): the receiver's packets less those it counted lost,
+// over its seconds.
+func IperfUDP(out []byte) (sent, received float64, err error) {
+	type sum struct {
+		Seconds     float64 `json:"seconds"`
+		Packets     int64   `json:"packets"`
+		LostPackets int64   `json:"lost_packets"`
+	}
+	var doc struct {
+		Error string `json:"error"`
+		End   struct {
+			SumSent     sum `json:"sum_sent"`
+			SumReceived sum `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return 0, 0, fmt.Errorf("iperf3 JSON: %w", err)
+	}
+	if doc.Error != "" {
+		return 0, 0, fmt.Errorf("iperf3: %s", doc.Error)
+	}
+	s, r := doc.End.SumSent, doc.End.SumReceived
+	if s.Seconds <= 0 || r.Seconds <= 0 {
+		return 0, 0, fmt.Errorf("iperf3: report has no UDP sums (end.sum_sent, end.sum_received)")
+	}
+	return float64(s.Packets) / s.Seconds, float64(r.Packets-r.LostPackets) / r.Seconds, nil
+}

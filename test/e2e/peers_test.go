@@ -350,6 +350,18 @@ func (s *peerSetup) measure(t *testing.T, rep *peers.Report, r int, d time.Durat
 			t.Logf("rep %d %-14s %-40s %7.0f trans/s, p50 %.1f µs", r, name, row, per, p50)
 		}
 	}
+	// 64-byte UDP across nodes, the sender unlimited (-b 0): what the
+	// remote pod received a second (a forwarding rate; the client's CPU
+	// bounds what is sent).
+	udp := "pod-pod across nodes, 64-byte UDP"
+	out, err := s.client.command("iperf3", "-J", "-u", "-l", "64", "-b", "0", "-c", s.remote.ip.String(),
+		"-p", strconv.Itoa(peersIperfPort), "-t", strconv.Itoa(int(d.Seconds()))).Output()
+	if sent, pps, perr := peers.IperfUDP(out); err != nil || perr != nil {
+		fail(udp, fmt.Errorf("iperf3: %v %v", err, perr))
+	} else {
+		rep.Add(name, udp, r, pps)
+		t.Logf("rep %d %-14s %-40s %7.0f packets/s received of %.0f sent", r, name, udp, pps, sent)
+	}
 	s.cps(t, rep, r, "CPS to a ClusterIP, 1 Service", func() (connrate.Result, error) { return s.conn(self, d) })
 	// From outside, the NodePort's connections are source-translated to
 	// reach the other node's pod: failures there are a result (a port
