@@ -67,7 +67,7 @@ print-ldflags:
 XLANE_REQUIRE_MODES ?= tc,kernel,xdp,xdp-generic
 test: check-generate check-format build
 	$(GO) vet ./...
-	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh) $(GO) test -p 1 -count=1 -timeout 40m -skip '^(TestKubernetes(Cluster|DaemonSet|Conformance)|TestCiliumCluster|TestPeers)$$' ./...
+	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh hubble hubble-relay) $(GO) test -p 1 -count=1 -timeout 40m -skip '^(TestKubernetes(Cluster|DaemonSet|Conformance|Hubble)|TestCiliumCluster|TestPeers)$$' ./...
 
 test-unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
@@ -114,13 +114,14 @@ test-k8s: build
 # node a kubelet, containerd and xlaned (xlane-cni), with kube-apiserver,
 # etcd and kube-controller-manager (TestKubernetesCluster), and the same
 # with kube-scheduler where deploy/kubernetes installs xlane
-# (TestKubernetesDaemonSet); ~1 and 1-3 min once the binaries are
+# (TestKubernetesDaemonSet), and Hubble Relay over the cluster's xlaned
+# (TestKubernetesHubble, docs/hubble.md); ~1, 1-3 and ~1 min once the binaries are
 # cached (scripts/k8s-bins.sh builds the kubelet, the controller manager
 # and the scheduler first where they are not). `make test` skips them: it
 # would build those three more binaries on a machine without them.
 K8S_CLUSTER_BINS := kube-apiserver xlane-etcd kubelet kube-controller-manager kube-scheduler
 test-k8s-cluster: build
-	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_CLUSTER_BINS)) $(GO) test -count=1 -timeout 15m -v -run '^TestKubernetes(Cluster|DaemonSet)$$' ./test/e2e/
+	XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_CLUSTER_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh hubble hubble-relay) $(GO) test -count=1 -timeout 20m -v -run '^TestKubernetes(Cluster|DaemonSet|Hubble)$$' ./test/e2e/
 
 # Kubernetes' own network e2e suites against xlane (issue 34,
 # docs/kubernetes.md): the sig-network Conformance specs and the
@@ -162,6 +163,9 @@ demo: build
 # not in the default set, it builds Cilium first on a machine without
 # it. XLANE_PEERS_REPS, XLANE_PEERS_SECONDS and XLANE_PEERS_SETUPS change
 # the run (bench/peers/peers.go).
+# bgp is the BGP speaker against a real FRR (bench/bgp: service → route
+# latency over 1,000 services, node loss, 10,000 routes against BIRD
+# reading them from a file); not in the default set (FRR and BIRD).
 BENCHES := modes fw nat docker netkit accel scrape observe multinode vm k8s
 K8S_PEERS_BINS := kube-apiserver xlane-etcd kubelet kube-controller-manager
 BENCH ?= $(BENCHES)
@@ -174,8 +178,8 @@ bench: build
 		peers) echo "+ go test -run '^TestPeers$$' ./test/e2e/ (bench/peers)"; \
 			XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_PEERS_BINS)) XLANE_CILIUM_DIR=$$(scripts/cilium-bins.sh) \
 			XLANE_PEERS_OUT=$(CURDIR)/bench/results $(GO) test -count=1 -timeout 180m -v -run '^TestPeers$$' ./test/e2e/ ;; \
-		modes|fw|nat|docker|accel|scrape|multinode|vm|k8s) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
-		*) echo "make bench: BENCH=$$b: want some of $(BENCHES) peers" >&2; exit 2 ;; \
+		modes|fw|nat|docker|accel|scrape|multinode|vm|k8s|bgp) echo "+ go run ./bench/$$b -out bench/results"; $(GO) run ./bench/$$b -out bench/results ;; \
+		*) echo "make bench: BENCH=$$b: want some of $(BENCHES) peers bgp" >&2; exit 2 ;; \
 		esac || exit 1; \
 	done
 

@@ -172,7 +172,8 @@ int xlane_from_overlay(struct __sk_buff *skb)
  * a peer's pod CIDR (the node's own traffic, packets the endpoint programs
  * passed to Linux) gets its tunnel key here: an endpoint's packet its
  * network's VNI, the node's XL_VNI_NODE. No peer: XL_DROP_NO_PEER; a
- * peer found down: XL_DROP_PEER_DOWN.
+ * peer found down: XL_DROP_PEER_DOWN; one without a working WireGuard
+ * session under --encryption-strict: XL_DROP_UNENCRYPTED.
  * Packets the endpoint programs redirected already carry a key and pass.
  */
 static __always_inline enum xl_step to_overlay(struct __sk_buff *skb, enum xl_reason *reason)
@@ -193,6 +194,8 @@ static __always_inline enum xl_step to_overlay(struct __sk_buff *skb, enum xl_re
 	peer = peer_lookup(&p.dst);
 	if (peer && (peer->flags & XL_PEER_DOWN))
 		return xl_final(reason, XL_DROP_PEER_DOWN);
+	if (peer && (peer->flags & XL_PEER_UNENCRYPTED))
+		return xl_final(reason, XL_DROP_UNENCRYPTED);
 	if (!peer || (peer->flags & (XL_PEER_SELF | XL_PEER_NATIVE | XL_PEER_GONE)))
 		return xl_final(reason, XL_DROP_NO_PEER);
 	src = bpf_map_lookup_elem(&xlane_endpoints, &p.src);

@@ -133,20 +133,32 @@ func TestRBAC(t *testing.T) {
 	}
 }
 
-// xlanedFlags reads the flag names cmd/xlaned defines.
+// xlanedFlags reads the flag names cmd/xlaned defines (main.go and the
+// features' flag files beside it).
 func xlanedFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	src, err := os.ReadFile("../cmd/xlaned/main.go")
+	files, err := filepath.Glob("../cmd/xlaned/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	flags := map[string]bool{}
-	re := regexp.MustCompile(`fs\.(?:String|Bool|Int|Uint|Duration)\("([a-z0-9-]+)"|fs\.Var\([^,]+, "([a-z0-9-]+)"`)
-	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-		flags[m[1]+m[2]] = true
+	re := regexp.MustCompile(`fs\.(?:String|Bool|Int|Uint|Duration|Func)\("([a-z0-9-]+)"|fs\.(?:String|Bool|Int|Uint|Duration)?Var\([^,]+, "([a-z0-9-]+)"`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			flags[m[1]+m[2]] = true
+		}
 	}
-	if len(flags) < 10 {
-		t.Fatalf("read %d flags from cmd/xlaned/main.go: the pattern no longer matches", len(flags))
+	for _, f := range []string{"uplink", "hubble", "hubble-socket", "bgp-asn"} {
+		if !flags[f] {
+			t.Fatalf("read %d flags from cmd/xlaned, not --%s: the pattern no longer matches", len(flags), f)
+		}
 	}
 	return flags
 }

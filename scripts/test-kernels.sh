@@ -65,7 +65,7 @@ legs=${XLANE_KERNELS:-"6.1 6.12 host"}
 # kernels.
 datapath_run='^(TestLegacyTCPinsPerDevice|TestCTHoldSharedBackends)$'
 daemon_run='^(TestReconcile|TestReconcileFailsPerEndpoint)$'
-e2e_run='^(TestDatapathModes|TestKernelFeatures|TestNetkitEndpoints|TestMultiNodeKernels|TestServiceLoadBalancer|TestRestartWhateverEndpointState|TestEncryptionWireGuard)$'
+e2e_run='^(TestDatapathModes|TestKernelFeatures|TestNetkitEndpoints|TestMultiNodeKernels|TestServiceLoadBalancer|TestRestartWhateverEndpointState|TestEncryptionWireGuard|TestEncryptionFallback)$'
 # (-skip: top-level alternatives, each split at its slashes into levels)
 e2e_skip='TestRestartWhateverEndpointState/^veth$/^big-tcp-off$|TestRestartWhateverEndpointState/^netkit$'
 # The steps of a leg: name, packages, -run, -skip ("": none).

@@ -71,7 +71,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.only, "only", "", "run only tests whose ID contains this (e.g. latency, tcp-4x, mtu9000, rate)")
 	flag.BoolVar(&o.observe, "observe", false, "the cost of observability on the tc path (observe.go): modes "+observeDefault+
 		" (+ tc@base with -baseline), MTU 1500, TCP and the 64-byte rate, iperf3 pinned, modes rotated per repetition, "+
-		"per-repetition ratios, BPF run time per run (bpf_stats on for the run), then BPF_PROG_RUN per packet (-progrun-rounds); defaults -reps 5 -duration 2s -rate-duration 1s (~12 min); results in observe-*")
+		"per-repetition ratios, BPF run time per run (bpf_stats on for the run), then BPF_PROG_RUN per packet (-progrun-rounds); defaults -reps 5 -duration 2s -rate-duration 1s (~12 min for six modes, a seventh since tc+hubble); results in observe-*")
 	flag.StringVar(&o.baseline, "baseline", "", "with -observe: also run tc@base, xlaned built from this git ref (e.g. the commit before the monitor); "+
 		"-modes may name tc+metrics@base, tc+monitor@base, tc+monitor-all@base too (the variant on that build)")
 	flag.IntVar(&o.progRunRounds, "progrun-rounds", 41, "with -observe: rounds of the per-packet BPF_PROG_RUN measurement after the end-to-end tests (progrun.go; ~1 s each, -quick 5); 0 skips it")

@@ -8,7 +8,9 @@ package main
 // (tc+metrics), with `xlane monitor` attached with its default types
 // (tc+monitor: drops, firewall verdicts, flows, NAT, backends) and with
 // every type (tc+monitor-all: a verdict event per packet, up to the
-// daemon's --monitor-rate), and, given -baseline REF, tc built from REF
+// daemon's --monitor-rate), with xlaned --hubble and the stock hubble CLI
+// following every flow (tc+hubble, issue 30: the flow ring fed by the
+// monitor, names resolved for each flow sent), and, given -baseline REF, tc built from REF
 // (tc@base: a before/after of a change). After the end-to-end tests the
 // same variants' per-packet cost is measured with BPF_PROG_RUN
 // (progrun.go) and expressed against the path's CPU per packet of the
@@ -52,11 +54,11 @@ import (
 // observeModes are the tc variants of the observability benchmark. A
 // variant@base is the variant with xlaned built from -baseline's ref: with
 // the variant beside it, a before/after of a change in one run.
-var observeModes = []string{"tc+aa", "tc+off", "tc+metrics", "tc+monitor", "tc+monitor-all", "tc@base",
+var observeModes = []string{"tc+aa", "tc+off", "tc+metrics", "tc+monitor", "tc+monitor-all", "tc+hubble", "tc@base",
 	"tc+metrics@base", "tc+monitor@base", "tc+monitor-all@base"}
 
 // observeDefault is -observe's mode list (tc@base joins with -baseline).
-const observeDefault = "tc,tc+aa,tc+off,tc+metrics,tc+monitor,tc+monitor-all"
+const observeDefault = "tc,tc+aa,tc+off,tc+metrics,tc+monitor,tc+monitor-all,tc+hubble"
 
 // observing is set by -observe: the measurement changes below apply.
 var observing bool
@@ -90,8 +92,8 @@ func observeSetup() {
 // shorter repetitions (-reps 5, -duration 2s, -rate-duration 1s): the
 // ratios are taken per repetition, and a median of 5 resolves more than 3
 // longer runs. About 10 minutes on a quiet 2-core machine for the six
-// default modes, and 2 more for BPF_PROG_RUN (-progrun-rounds 41). -quick
-// keeps its own.
+// default modes before tc+hubble joined (a seventh), and 2 more for
+// BPF_PROG_RUN (-progrun-rounds 41). -quick keeps its own.
 func observeFlags(o *options) error {
 	if o.Quick {
 		return nil
@@ -268,6 +270,8 @@ func (x *xlaneTopo) observeArgs() []string {
 		return []string{"--metrics-addr", "unix:" + filepath.Join(x.dir, "metrics.sock")}
 	case "off":
 		return []string{"--monitor=false"}
+	case "hubble":
+		return []string{"--hubble", "--hubble-socket", filepath.Join(x.dir, "hubble.sock")}
 	}
 	return nil
 }
@@ -278,14 +282,23 @@ func (x *xlaneTopo) startObserver(ctx context.Context) error {
 	switch x.variant {
 	case "metrics":
 		return x.startScraper()
-	case "monitor", "monitor-all":
+	case "monitor", "monitor-all", "hubble":
 		argv := []string{filepath.Join(x.bins, "xlane"), "--socket", filepath.Join(x.dir, "xlane.sock"), "monitor", "-o", "json"}
 		if x.variant == "monitor-all" {
 			argv = append(argv, "-t", "all")
 		}
+		name := "xlane monitor"
+		if x.variant == "hubble" {
+			bin, err := hubbleCLI(ctx)
+			if err != nil {
+				return err
+			}
+			argv = []string{bin, "observe", "--follow", "-o", "json", "--server", "unix://" + filepath.Join(x.dir, "hubble.sock")}
+			name = "hubble observe"
+		}
 		// The events go nowhere: the client's cost is the daemon's and the
 		// CLI's, not a disk's.
-		p, err := harness.StartProc("xlane monitor ("+x.name+")", os.DevNull, argv...)
+		p, err := harness.StartProc(name+" ("+x.name+")", os.DevNull, argv...)
 		if err != nil {
 			return err
 		}
@@ -293,10 +306,29 @@ func (x *xlaneTopo) startObserver(ctx context.Context) error {
 		x.undo.Push("stop "+p.Name, p.Stop)
 		time.Sleep(500 * time.Millisecond)
 		if p.Exited() {
-			return fmt.Errorf("xlane monitor exited: %s", p.Tail())
+			return fmt.Errorf("%s exited: %s", p.Name, p.Tail())
 		}
 	}
 	return nil
+}
+
+// hubbleCLI is the stock hubble CLI of the release go.mod requires:
+// XLANE_HUBBLE_BIN's, else scripts/hubble-bins.sh's (built once per
+// machine into /var/cache/xlane/hubble).
+func hubbleCLI(ctx context.Context) (string, error) {
+	dir := os.Getenv("XLANE_HUBBLE_BIN")
+	if dir == "" {
+		out, err := exec.CommandContext(ctx, "scripts/hubble-bins.sh").Output()
+		if err != nil {
+			return "", fmt.Errorf("scripts/hubble-bins.sh (run from the repository's root): %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	bin := filepath.Join(dir, "hubble")
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("the hubble CLI: %w", err)
+	}
+	return bin, nil
 }
 
 // startScraper GETs /metrics every second, as a Prometheus would.
@@ -368,6 +400,8 @@ var targets = []target{
 	{"monitor, default types ≤ 10 %", "tc+monitor", "tc+off", 0.10, "tcp", "cpu_s_per_gbit"},
 	{"monitor, all types ≤ 10 %", "tc+monitor-all", "tc+off", 0.10, "rate", "forwarded_mpps"},
 	{"monitor, all types ≤ 10 %", "tc+monitor-all", "tc+off", 0.10, "tcp", "cpu_s_per_gbit"},
+	{"hubble follower ≤ 10 %", "tc+hubble", "tc+off", 0.10, "rate", "forwarded_mpps"},
+	{"hubble follower ≤ 10 %", "tc+hubble", "tc+off", 0.10, "tcp", "cpu_s_per_gbit"},
 }
 
 // costs are the per-repetition costs of mode a over mode b for metric m:

@@ -88,7 +88,7 @@ func TestObserveFlags(t *testing.T) {
 	if o.Reps != 3 || o.Duration != 2*time.Second || o.rateDur != time.Second || o.progRunRounds != 41 {
 		t.Errorf("reps %d, duration %v, rate-duration %v, progrun-rounds %d; want 3, 2s, 1s, 41", o.Reps, o.Duration, o.rateDur, o.progRunRounds)
 	}
-	if want := []string{"tc", "tc+aa", "tc+off", "tc+metrics", "tc+monitor", "tc+monitor-all"}; !slices.Equal(o.modes, want) {
+	if want := []string{"tc", "tc+aa", "tc+off", "tc+metrics", "tc+monitor", "tc+monitor-all", "tc+hubble"}; !slices.Equal(o.modes, want) {
 		t.Errorf("modes %v, want %v", o.modes, want)
 	}
 	if !observing || reportName != "observe" || iperfServer.cpus != observeServerCPU {

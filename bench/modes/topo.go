@@ -299,13 +299,14 @@ func sysctlIn(ctx context.Context, ns, key, val string) error {
 type xlaneTopo struct {
 	base
 	mode    string // the network's mode
-	variant string // observe.go: aa, off, metrics, monitor, monitor-all, or ""
+	variant string // observe.go: aa, off, metrics, monitor, monitor-all, hubble, or ""
 	ref     string // observe.go: the git ref xlaned was built from (@base), or "": the work tree
 	bins    string // directory with xlaned and xlane
 	dir     string // state file, socket and logs
 	pinDir  string
 	daemon  *harness.Proc
-	// observer is the xlane monitor client of the monitor variants.
+	// observer is the xlane monitor client of the monitor variants, the
+	// hubble CLI of the hubble variant.
 	observer *harness.Proc
 }
 
@@ -332,6 +333,8 @@ func (x *xlaneTopo) Describe() string {
 		d += ", xlane monitor attached (default types)"
 	case "monitor-all":
 		d += ", xlane monitor -t all attached (a verdict per packet, up to --monitor-rate)"
+	case "hubble":
+		d += ", xlaned --hubble with the stock hubble observe --follow attached (every flow, named)"
 	}
 	if x.ref != "" {
 		d += ", xlaned built from " + x.ref

@@ -444,7 +444,9 @@ func buildXlane(ctx context.Context, undo *harness.UndoStack, tmp, bins string, 
 	case "xlane-tc-bpf":
 		uplink = []string{"--overlay-encap", "bpf"}
 	case "xlane-tc-wg":
-		uplink = []string{"--encryption", "wireguard"}
+		// Strict: a session that fails drops the traffic (the run
+		// fails) rather than measuring the cleartext fallback.
+		uplink = []string{"--encryption", "wireguard", "--encryption-strict"}
 	}
 	dirs := &c.dirs
 	for i, n := range nodes {

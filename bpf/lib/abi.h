@@ -113,6 +113,10 @@ enum xl_reason {
 				 * quoting the packet as the client sent it
 				 * (lib/nat_too_big.h); dropped unanswered over
 				 * the rate limit */
+	XL_DROP_UNENCRYPTED,	/* for a pod of a peer node without a working
+				 * WireGuard session, with xlaned
+				 * --encryption-strict (XL_PEER_UNENCRYPTED):
+				 * never sent in cleartext */
 	XL_REASON_MAX,
 };
 
@@ -311,6 +315,10 @@ enum xl_peer_flags {
 	XL_PEER_DOWN = 16,	/* the node does not answer the daemon's
 				 * probes (internal/daemon/peerprobe.go): its
 				 * pods' packets are XL_DROP_PEER_DOWN */
+	XL_PEER_UNENCRYPTED = 32, /* --encryption-strict: the node has no
+				   * working WireGuard session
+				   * (internal/wireguard): its pods' packets
+				   * are XL_DROP_UNENCRYPTED */
 };
 
 struct peer_val {
@@ -562,6 +570,9 @@ enum fw_limits {
 	FW_MAX_PASS_TARGETS = 8,	/* distinct fw_rule.pass_to of a set: a
 				 * packet meets at most one pass rule per
 				 * target (each jumps past the next) */
+	FW_MAX_RESOLVED = 256,	/* bits of rules with fw_rule.resolved per
+				 * set: a packet to a destination its source
+				 * did not resolve steps over each */
 	FW_LIN_MAX = 8,		/* fw_gen.lin_rules: the uplink's list of a small set */
 	/* Layout of the scalar inner array (u32 class per value). */
 	FW_SC_SPORT = 0,	/* 65536 ports, then FW_NO_L4 */
@@ -617,6 +628,27 @@ struct fw_rule {
 				 * from (the first rule of the next tier),
 				 * always after the pass rule's own */
 	};
+	__u8 resolved;		/* FW_ALLOW with dst_names: the rule matches
+				 * only a destination its source resolved
+				 * through DNS for the rule's names, until
+				 * the answer's TTL ends (xlane_fw_resolved,
+				 * internal/fqdn); else the search goes on */
+	__u8 pad[3];
+};
+
+/* xlane_fw_resolved: a destination an endpoint resolved through DNS for
+ * the names of a rule (fw_rule.resolved), keyed by the rule's counter slot
+ * (stable for the rule's lifetime); addresses as conntrack keys them (IPv4
+ * as ::ffff:a.b.c.d). */
+struct fw_resolved_key {
+	__u32 slot;
+	__u8 src[16];		/* the endpoint that resolved */
+	__u8 dst[16];		/* an address of the answer */
+};
+
+struct fw_resolved_val {
+	__u64 expires;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) when
+				 * the answer's TTL ends */
 };
 
 /*

@@ -91,6 +91,7 @@ struct fw_scratch {
 	struct fw_hook hk;
 	struct fw_exact_key ek;
 	struct fw_addr_key ak;
+	struct fw_resolved_key rsk;
 	__u32 cls[FW_F_MAX];
 	__u32 key;
 	__u32 slot;	       /* the generation's slot */
@@ -295,6 +296,23 @@ static __always_inline void fw_pass(struct fw_scratch *sc, __u32 to)
 }
 
 /*
+ * fw_resolved says whether the packet's destination is one its source
+ * resolved through DNS for the names of rule r (fw_rule.resolved), with
+ * the answer's TTL not yet over. A connection it allowed stays allowed
+ * after the TTL: conntrack passes an established flow before the rules.
+ */
+static __always_inline int fw_resolved(const struct fw_rule *r, struct fw_scratch *sc)
+{
+	struct fw_resolved_val *v;
+
+	sc->rsk.slot = r->slot;
+	__builtin_memcpy(sc->rsk.src, sc->k.saddr, 16);
+	__builtin_memcpy(sc->rsk.dst, sc->k.daddr, 16);
+	v = bpf_map_lookup_elem(&xlane_fw_resolved, &sc->rsk);
+	return v && v->expires > bpf_ktime_get_ns();
+}
+
+/*
  * fw_step is a bpf_loop callback, one step of the search: with no
  * matching rule left in the current word, move to the next candidate word
  * (stop when none is left); else take the word's first rule: a log rule
@@ -346,6 +364,10 @@ static long fw_step(__u64 n, void *ctx)
 		fw_pass(sc, r->pass_to);
 		return 0;
 	}
+	/* A destination the source did not resolve for the rule's names:
+	 * the rule does not match, the walk goes on. */
+	if (r->resolved && !fw_resolved(r, sc))
+		return 0;
 	if (r->action != FW_LOG) {
 		sc->found = sc->key + 1;
 		return 1;
@@ -359,8 +381,9 @@ static long fw_step(__u64 n, void *ctx)
  * fw_search walks the matching rules in priority order and returns the
  * one that decides, or NULL when none matches. At most FW_WORDS words are
  * ANDed, one step per word and per matching log rule, of which a set has
- * at most FW_MAX_LOG_RULES, and per pass rule met, at most one per
- * distinct target (FW_MAX_PASS_TARGETS).
+ * at most FW_MAX_LOG_RULES, per pass rule met, at most one per
+ * distinct target (FW_MAX_PASS_TARGETS), and per resolved rule whose
+ * destination was not resolved (FW_MAX_RESOLVED bits per set).
  */
 static __always_inline struct fw_rule *fw_search(struct fw_walk *w)
 {
@@ -373,7 +396,8 @@ static __always_inline struct fw_rule *fw_search(struct fw_walk *w)
 	sc->acc = 0;
 	sc->found = 0;
 	sc->from = 0;
-	bpf_loop(2 * FW_WORDS + FW_MAX_LOG_RULES + FW_MAX_PASS_TARGETS + 1, fw_step, w, 0);
+	bpf_loop(2 * FW_WORDS + FW_MAX_LOG_RULES + FW_MAX_PASS_TARGETS + FW_MAX_RESOLVED + 1,
+		 fw_step, w, 0);
 	if (!sc->found)
 		return 0;
 	sc->key = sc->found - 1;

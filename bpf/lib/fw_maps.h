@@ -151,6 +151,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xlane_fw_events SEC(".maps");
 
+/* key: a resolved rule's slot, the endpoint, a destination it resolved
+ * (struct fw_resolved_key); value: when the answer's TTL ends. Written
+ * and expired by the daemon (internal/fqdn, from the endpoints' DNS
+ * answers); read by the search (fw_resolved) for rules with
+ * fw_rule.resolved. Entries outlive their TTL until the daemon's next
+ * sweep: the datapath compares the expiry itself. */
+#define FW_RESOLVED_MAX (1 << 18)
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct fw_resolved_key);
+	__type(value, struct fw_resolved_val);
+	__uint(max_entries, FW_RESOLVED_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xlane_fw_resolved SEC(".maps");
+
 #define FW_BLOCK4_MAX (1 << 22)
 #define FW_BLOCK6_MAX (1 << 20)
 #define FW_RATE_MAX (1 << 18)

@@ -45,9 +45,11 @@ static __noinline int overlay_forward(struct __sk_buff *skb, struct pkt *p, __u3
 
 	if (!peer || (peer->flags & XL_PEER_SELF))
 		return XL_CONTINUE;
-	if (peer->flags & (XL_PEER_NATIVE | XL_PEER_DOWN | XL_PEER_GONE)) {
+	if (peer->flags & (XL_PEER_NATIVE | XL_PEER_DOWN | XL_PEER_GONE | XL_PEER_UNENCRYPTED)) {
 		if (peer->flags & XL_PEER_DOWN)
 			return xl_final(reason, XL_DROP_PEER_DOWN);
+		if (peer->flags & XL_PEER_UNENCRYPTED)
+			return xl_final(reason, XL_DROP_UNENCRYPTED);
 		if (peer->flags & XL_PEER_GONE)
 			return xl_final(reason, XL_DROP_NO_PEER);
 		return XL_CONTINUE; /* natively routed: the FIB */

@@ -64,7 +64,7 @@ enum xl_verdict {
 	 XL_R(XL_DROP_SYN_LIMIT) | XL_R(XL_DROP_ICC) | XL_R(XL_DROP_ISOLATED) |         \
 	 XL_R(XL_DROP_UNSOLICITED) | XL_R(XL_DROP_VLAN) | XL_R(XL_DROP_NO_PEER) |       \
 	 XL_R(XL_DROP_VNI) | XL_R(XL_DROP_NO_XSK) | XL_R(XL_DROP_PEER_DOWN) |           \
-	 XL_R(XL_DROP_TOO_BIG))
+	 XL_R(XL_DROP_TOO_BIG) | XL_R(XL_DROP_UNENCRYPTED))
 
 _Static_assert(XL_REASON_MAX <= 64, "enum xl_reason outgrew the classification sets");
 _Static_assert((XL_REASONS_FWD | XL_REASONS_PASS | XL_REASONS_DROP) == XL_R(XL_REASON_MAX) - 1,

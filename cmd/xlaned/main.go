@@ -72,6 +72,7 @@ func run() error {
 	overlayEncap := fs.String("overlay-encap", "", "bpf, device or auto (default): how this node puts pod traffic on the VXLAN overlay: bpf (the tc program pushes the outer headers and redirects to the underlay device) or device (it sets the tunnel key and the VXLAN device encapsulates); auto is what measured faster (docs/multinode.md). Receiving is the VXLAN device's either way")
 	encryption := fs.String("encryption", "", "wireguard or none (default): encrypt the traffic between this cluster's nodes (docs/encryption.md): the overlay goes inside WireGuard; the key pair is made at the first start and kept in the state file; give every peer's public key (xlane status shows this node's) with xlane node add --wg-public-key or in --nodes")
 	wgPort := fs.Int("wireguard-port", 0, "with --encryption wireguard: its UDP port, the same on every node (default 51871)")
+	wgStrict := fs.Bool("encryption-strict", false, "with --encryption wireguard: a peer without a working WireGuard session gets none of the pods' traffic (dropped, counted as drop_unencrypted) instead of the overlay in cleartext (the default falls back, and xlane status and the metrics say so)")
 	wgEngine := fs.String("wireguard-engine", "", "with --encryption wireguard: auto (default: the kernel's WireGuard where the kernel has it, else the embedded wireguard-go on a TUN device), kernel or embedded")
 	peerProbe := fs.Duration("peer-probe", cluster.DefaultPeerProbeInterval, "how often each peer node's underlay address is probed (ICMP echo); a peer silent for 3 intervals is down: its pods' packets are dropped (drop_peer_down) until it answers again; 0: never probe")
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
@@ -101,8 +102,10 @@ Examples:
   xlaned --state /tmp/n1/state.db --socket /tmp/n1/xlane.sock --pin-dir /sys/fs/bpf/n1 --docker-plugin-socket= --calibrate-at-start=false   # a second daemon (in its own netns)
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard   # ... encrypted between nodes (docs/encryption.md)
+  xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard --encryption-strict   # ... never in cleartext
   xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
   xlaned --uplink eth0 --hubble                          # flows for the hubble CLI: hubble observe --server unix:///run/xlane/hubble.sock (docs/hubble.md)
+  xlaned --uplink eth0 --hubble --hubble-export-file-path /var/log/xlane/flows.log --hubble-export-allowlist '{"verdict":["DROPPED"]}'   # ... and the drops as JSON lines, rotated at 10M
   xlaned --uplink eth0 --bgp-asn 65001 --bgp-router-id 192.0.2.11   # a BGP speaker; peers: xlane bgp peer add (docs/bgp.md)
   xlaned --uninstall                                     # (stopped) remove everything xlane made on this node
   xlaned --version
@@ -159,7 +162,7 @@ Flags:
 	}
 	ccfg := cluster.Config{NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort,
 		OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
-		Encryption: *encryption, WireGuardPort: *wgPort, WireGuardEngine: *wgEngine}
+		Encryption: *encryption, WireGuardPort: *wgPort, WireGuardEngine: *wgEngine, EncryptionStrict: *wgStrict}
 	if err := cluster.CheckConfig(ccfg); err != nil {
 		return err // before anything is opened
 	}
@@ -187,6 +190,7 @@ Flags:
 	}
 	var speaker *bgp.Speaker
 	if bgpCfg != nil {
+		bgpCfg.Events = d.Observe().Event // xlane monitor -t bgp
 		if speaker, err = bgp.New(d.Core(), *bgpCfg); err != nil {
 			return err
 		}
@@ -195,7 +199,7 @@ Flags:
 	pools := lbipam.New(d.Core().Store())
 	handler := server.WithBGP(server.Handler(d, log), speaker, pools, log)
 	if ml != nil {
-		reg := metrics.New(d.Reporter(), version.Get(), log)
+		reg := metrics.New(metrics.Extend(d.Reporter(), speaker.Metrics), version.Get(), log)
 		handler = reg.Instrument(handler)
 		msrv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
@@ -225,6 +229,7 @@ Flags:
 			cfg := k8s.Config{Kubeconfig: *kubeconfig, APIServer: *apiServer, NodeName: *nodeName, Nodes: len(clusterCIDRs) > 0, Log: log, Pods: pods}
 			if e := d.Cluster().Info().Encryption; e != nil {
 				cfg.WGPublicKey = e.PublicKey // published on this node's Node
+				cfg.WGKeys = d.Cluster().KeyChanges()
 			}
 			if err := k8s.Run(ctx, cfg, d); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes: first sync failed, retrying", "err", err)

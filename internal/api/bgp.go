@@ -59,6 +59,18 @@ type BGPPeerStatus struct {
 	// went down.
 	Flaps    uint32 `json:"flaps,omitempty"`
 	LastDown string `json:"last_down,omitempty"`
+	// Local is this node's address on the established session: the next
+	// hop the peer sees for its routes.
+	Local string `json:"local,omitempty"`
+	// GracefulRestart: both ends negotiated graceful restart, so the peer
+	// keeps this node's routes while xlaned restarts.
+	GracefulRestart bool `json:"graceful_restart"`
+	// BFDState is the BFD session's state (up, down, init, admin-down)
+	// of a peer added with --bfd.
+	BFDState string `json:"bfd_state,omitempty"`
+	// RetryAt: the session did not come up and its attempts are paused
+	// until then (the backoff doubles from 5 s to 2 min; docs/bgp.md).
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 // BGPRoute is one announced or learned prefix.

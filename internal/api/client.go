@@ -270,6 +270,19 @@ func (c *Client) Node(ctx context.Context, name string) (*model.Node, error) {
 	return &out, c.do(ctx, http.MethodGet, PathNodes+"/"+url.PathEscape(name), nil, &out)
 }
 
+// UpdateNode changes a peer's WireGuard public key in place.
+func (c *Client) UpdateNode(ctx context.Context, name string, req NodeUpdate) (*model.Node, error) {
+	var out model.Node
+	return &out, c.do(ctx, http.MethodPatch, PathNodes+"/"+url.PathEscape(name), req, &out)
+}
+
+// RotateKey gives this node a new WireGuard key pair; the answer has the
+// new public key (never the private one).
+func (c *Client) RotateKey(ctx context.Context) (*EncryptionInfo, error) {
+	var out EncryptionInfo
+	return &out, c.do(ctx, http.MethodPost, PathRotateKey, nil, &out)
+}
+
 // DeleteNode removes a node (missing is fine).
 func (c *Client) DeleteNode(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, PathNodes+"/"+url.PathEscape(name), nil, nil)

@@ -30,4 +30,17 @@ type HubbleStatus struct {
 	RingLost    uint64 `json:"ring_lost"`
 	// Error says why the ring gets no flows (the monitor is off).
 	Error string `json:"error,omitempty"`
+	// Export is the JSON lines export (--hubble-export-file-path).
+	Export *HubbleExport `json:"export,omitempty"`
+}
+
+// HubbleExport counts the export's lines: written (flows and lost
+// events), flows lost (overwritten in the ring before the export got to
+// them) and failed writes.
+type HubbleExport struct {
+	Path      string `json:"path"`
+	Lines     uint64 `json:"lines"`
+	Lost      uint64 `json:"lost"`
+	Errors    uint64 `json:"errors"`
+	LastError string `json:"last_error,omitempty"`
 }

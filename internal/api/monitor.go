@@ -15,7 +15,8 @@ const (
 // PathMonitor, same names). Empty fields match everything.
 type MonitorQuery struct {
 	// Types are event types (drop, verdict, fw, flow_new, flow_close,
-	// nat, lb, or all); none: every type but verdict.
+	// nat, lb: the datapath's; bgp: the BGP speaker's; or all); none:
+	// every type but verdict.
 	Types []string `json:"types,omitempty"`
 	// Endpoint: events of this endpoint (ID), on its device or with one of
 	// its addresses as source or destination.
@@ -37,12 +38,12 @@ type MonitorQuery struct {
 // counters (every second while events flow, and when it ends).
 type MonitorEvent struct {
 	Time     time.Time `json:"time"`
-	Type     string    `json:"type"`               // drop, verdict, fw, flow_new, flow_close, nat, lb, stats
+	Type     string    `json:"type"`               // drop, verdict, fw, flow_new, flow_close, nat, lb, bgp, stats
 	Hook     string    `json:"hook,omitempty"`     // from_endpoint, to_endpoint, uplink, socket
 	Device   string    `json:"device,omitempty"`   // the hook's device
 	Endpoint string    `json:"endpoint,omitempty"` // the endpoint concerned (ID)
 	Network  string    `json:"network,omitempty"`
-	Reason   string    `json:"reason,omitempty"`  // drop, verdict: why (enum xl_reason)
+	Reason   string    `json:"reason,omitempty"`  // drop, verdict: why (enum xl_reason); bgp: why
 	Verdict  string    `json:"verdict,omitempty"` // drop, verdict: pass, drop, forward, replied
 	Rule     string    `json:"rule,omitempty"`    // fw; a drop by the firewall: the deciding rule
 	Action   string    `json:"action,omitempty"`  // fw: the rule's action; flow_*: state; nat: src, dst, both
@@ -54,11 +55,22 @@ type MonitorEvent struct {
 	ICMP     string    `json:"icmp,omitempty"` // ICMP type/code, or "id N" of an echo flow
 	// NAT: the translated source and destination ("addr:port"); LB: the
 	// backend in NATDst.
-	NATSrc  string `json:"nat_src,omitempty"`
-	NATDst  string `json:"nat_dst,omitempty"`
-	Service string `json:"service,omitempty"` // lb: the service's name
-	Backend int    `json:"backend,omitempty"` // lb: the backend's index
-	Len     uint32 `json:"len,omitempty"`     // packet bytes
+	NATSrc string `json:"nat_src,omitempty"`
+	NATDst string `json:"nat_dst,omitempty"`
+	// SrcName, DstName and NATDstName name the workloads of Src, Dst and
+	// NATDst's address: NAMESPACE/POD in Kubernetes mode, NETWORK/ENDPOINT
+	// elsewhere, "host" for the node's own (xlaned --hubble: the Hubble
+	// server's names, docs/hubble.md; none without it).
+	SrcName    string `json:"src_name,omitempty"`
+	DstName    string `json:"dst_name,omitempty"`
+	NATDstName string `json:"nat_dst_name,omitempty"`
+	Service    string `json:"service,omitempty"` // lb: the service's name
+	Backend    int    `json:"backend,omitempty"` // lb: the backend's index
+	Len        uint32 `json:"len,omitempty"`     // packet bytes
+	// Peer and Prefix: a bgp event's BGP peer (up, down, failed) or
+	// prefix (advertise, withdraw); Action says which, Reason why.
+	Peer   string `json:"peer,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
 
 	Counters *MonitorCounters `json:"counters,omitempty"` // stats
 }

@@ -17,6 +17,8 @@ const (
 	PathConntrack = "/v1/conntrack"
 	PathServices  = "/v1/services"
 	PathNodes     = "/v1/nodes"
+	// PathRotateKey replaces this node's WireGuard key pair (POST).
+	PathRotateKey = "/v1/encryption/rotate-key"
 	// PathServicesApply takes many services in one request (ServiceApply).
 	PathServicesApply = PathServices + "/apply"
 )
@@ -32,6 +34,12 @@ type NodeAdd struct {
 	// WGPublicKey is the node's WireGuard public key (base64): needed for
 	// a peer when encryption is on (this node's own: its daemon's key).
 	WGPublicKey string `json:"wg_public_key,omitempty"`
+}
+
+// NodeUpdate is the body of PATCH /v1/nodes/{name}: a peer's new
+// WireGuard public key (its rotation), changed in place.
+type NodeUpdate struct {
+	WGPublicKey string `json:"wg_public_key"`
 }
 
 // ClusterInfo is how a node is joined (in Status; empty: alone).
@@ -57,11 +65,16 @@ type EncryptionInfo struct {
 	Mode string `json:"mode"` // wireguard
 	// Engine is kernel (the kernel's WireGuard) or embedded (wireguard-go
 	// in xlaned, on a TUN device).
-	Engine    string           `json:"engine"`
-	Device    string           `json:"device"`
-	PublicKey string           `json:"public_key"`
-	Port      int              `json:"port"`
-	Strict    bool             `json:"strict,omitempty"`    // no cleartext fallback (always so: docs/encryption.md)
+	Engine    string `json:"engine"`
+	Device    string `json:"device"`
+	PublicKey string `json:"public_key"`
+	Port      int    `json:"port"`
+	// Strict (xlaned --encryption-strict): a peer without a working
+	// session gets none of the pods' traffic (drop_unencrypted); else
+	// its traffic falls back to the cleartext overlay (Cleartext counts
+	// such peers).
+	Strict    bool             `json:"strict,omitempty"`
+	Cleartext int              `json:"cleartext_peers,omitempty"`
 	Addresses []string         `json:"addresses,omitempty"` // the device's: this node's cluster addresses
 	Peers     []EncryptionPeer `json:"peers,omitempty"`
 	Error     string           `json:"error,omitempty"` // reading the device failed
@@ -72,9 +85,15 @@ type EncryptionPeer struct {
 	Node      string `json:"node"`
 	PublicKey string `json:"public_key"`
 	Endpoint  string `json:"endpoint"`
-	// State says whether the peer's traffic is encrypted now, and if not
-	// why (internal/wireguard's Peer* states).
+	// State is what happens to the traffic to the peer's pods now:
+	// encrypted, pending (no session yet, within the first handshake's
+	// grace: it waits in WireGuard), dropped (no working session,
+	// strict: drop_unencrypted) or cleartext (no working session: the
+	// overlay without WireGuard). Reason says why it is not encrypted
+	// (no_handshake, session_expired, not_on_device), Detail in words.
 	State               string     `json:"state"`
+	Reason              string     `json:"reason,omitempty"`
+	Detail              string     `json:"detail,omitempty"`
 	LastHandshake       *time.Time `json:"last_handshake,omitempty"`
 	HandshakeAgeSeconds int64      `json:"handshake_age_seconds,omitempty"`
 	RxBytes             uint64     `json:"rx_bytes"`

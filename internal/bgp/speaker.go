@@ -21,6 +21,11 @@ import (
 	"github.com/xlane-dev/xlane/internal/store"
 )
 
+// restartDeferral is how long (s) a restarted speaker holds back its
+// routes from an established session while other peers have not sent
+// End-of-RIB (peerConf).
+const restartDeferral = 1
+
 // Stop modes: what a stop of xlaned does to its routes.
 const (
 	// StopGraceful closes the sessions without a NOTIFICATION: peers
@@ -60,6 +65,9 @@ type Config struct {
 	// InstallRoutes puts the best paths learned from the peers into the
 	// kernel's main table (proto bgp): native routing across segments.
 	InstallRoutes bool
+	// Events receives the speaker's monitor events (type bgp: sessions
+	// up, down, failed; prefixes advertised, withdrawn); nil: none.
+	Events func(api.MonitorEvent)
 }
 
 // Validate checks the configuration; errors name the flag.
@@ -96,15 +104,21 @@ type Speaker struct {
 	log *slog.Logger
 	srv *server.BgpServer
 
-	kick chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	kick  chan struct{}
+	done  chan struct{}
+	wg    sync.WaitGroup
+	watch context.CancelFunc // ends watchPeers
 
-	mu        sync.Mutex
-	announced map[netip.Prefix]Announcement
-	peers     map[netip.Addr]model.BGPPeer // as configured in the server
-	lastErr   error
-	synced    chan struct{} // closed after the first sync
+	mu          sync.Mutex
+	announced   map[netip.Prefix]Announcement
+	peers       map[netip.Addr]model.BGPPeer // as configured in the server
+	established map[netip.Addr]bool          // the sessions' last state (watchPeers)
+	lastDown    map[netip.Addr]string        // why each last went down or failed (not the retrier's pauses)
+	failNoted   map[netip.Addr]bool          // a failed event went out in this try window
+	notes       chan note                    // the NOTIFICATIONs GoBGP logged (tapHandler)
+	retry       retrier
+	lastErr     error
+	synced      chan struct{} // closed after the first sync
 }
 
 // New starts the speaker: the GoBGP server, the first sync (announcements
@@ -122,8 +136,16 @@ func New(c core.Core, cfg Config) (*Speaker, error) {
 	lvl.Set(slog.LevelWarn)
 	log := c.Log().With("part", "bgp")
 	s := &Speaker{c: c, cfg: cfg, log: log, kick: make(chan struct{}, 1), done: make(chan struct{}),
-		announced: map[netip.Prefix]Announcement{}, peers: map[netip.Addr]model.BGPPeer{}, synced: make(chan struct{})}
-	s.srv = server.NewBgpServer(server.LoggerOption(log, lvl))
+		announced: map[netip.Prefix]Announcement{}, peers: map[netip.Addr]model.BGPPeer{}, synced: make(chan struct{}),
+		established: map[netip.Addr]bool{}, lastDown: map[netip.Addr]string{}, failNoted: map[netip.Addr]bool{},
+		notes: make(chan note, 64), retry: newRetrier(cfg.ConnectRetry)}
+	tap := &tapHandler{Handler: log.Handler(), note: func(a netip.Addr, why string) {
+		select {
+		case s.notes <- note{a, why}:
+		default: // (never block GoBGP)
+		}
+	}}
+	s.srv = server.NewBgpServer(server.LoggerOption(slog.New(tap), lvl))
 	go s.srv.Serve()
 	listen := int32(cfg.ListenPort)
 	if listen == 0 {
@@ -136,9 +158,17 @@ func New(c core.Core, cfg Config) (*Speaker, error) {
 		s.srv.Stop()
 		return nil, fmt.Errorf("start bgp: %w", err)
 	}
+	var wctx context.Context
+	wctx, s.watch = context.WithCancel(context.Background())
+	if err := s.watchPeers(wctx); err != nil {
+		s.watch()
+		s.srv.Stop()
+		return nil, fmt.Errorf("start bgp: watch sessions: %w", err)
+	}
 	c.Store().OnCommit(s.Kick)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.loop()
+	go s.retryLoop()
 	s.Kick()
 	if cfg.InstallRoutes {
 		s.wg.Add(1)
@@ -251,6 +281,7 @@ func (s *Speaker) sync() error {
 			errs = append(errs, fmt.Errorf("withdraw: %w", err))
 		} else {
 			for _, p := range delP {
+				s.emit(api.MonitorEvent{Action: EventWithdraw, Prefix: p.String(), Reason: s.announced[p].Why})
 				delete(s.announced, p)
 			}
 		}
@@ -266,6 +297,7 @@ func (s *Speaker) sync() error {
 					continue
 				}
 				s.announced[a.Prefix] = a
+				s.emit(api.MonitorEvent{Action: EventAdvertise, Prefix: a.Prefix.String(), Reason: a.Why})
 			}
 		}
 	}
@@ -283,6 +315,10 @@ func (s *Speaker) sync() error {
 			continue
 		}
 		delete(s.peers, addr)
+		delete(s.established, addr)
+		delete(s.lastDown, addr)
+		delete(s.failNoted, addr)
+		s.retry.remove(addr)
 	}
 	for addr, p := range wantPeers {
 		if _, ok := s.peers[addr]; ok {
@@ -293,6 +329,7 @@ func (s *Speaker) sync() error {
 			continue
 		}
 		s.peers[addr] = p
+		s.retry.add(addr, time.Now())
 	}
 	return errors.Join(errs...)
 }
@@ -356,13 +393,21 @@ func (s *Speaker) peerConf(p *model.BGPPeer) *gapi.Peer {
 		Transport: &gapi.Transport{RemotePort: uint32(p.Port)},
 	}
 	if gr {
+		// DeferralTime: a restarting GoBGP holds back its routes until
+		// every peer has sent End-of-RIB, or this timer runs out (0 raced
+		// the session's establishment and never sent them): so one peer
+		// that does not come up held back every other session's routes
+		// after a restart. The speaker only originates routes (it passes
+		// on none it learned), so there is nothing to wait for: 1 s.
 		out.GracefulRestart = &gapi.GracefulRestart{Enabled: true, RestartTime: uint32(s.cfg.RestartTime / time.Second),
-			LocalRestarting: true}
+			LocalRestarting: true, DeferralTime: restartDeferral}
 	}
 	if p.Multihop > 0 {
 		out.EbgpMultihop = &gapi.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
 	}
 	if p.BFD {
+		// GoBGP's timers, 1 s x 3 (docs/bgp.md: with FRR's bfdd the
+		// sessions did not recover after a lost link).
 		out.Bfd = &gapi.BfdPeerConfig{Enabled: true}
 	}
 	return out
@@ -374,6 +419,7 @@ func (s *Speaker) peerConf(p *model.BGPPeer) *gapi.Peer {
 func (s *Speaker) Close() {
 	close(s.done)
 	s.wg.Wait()
+	s.watch()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.srv.StopBgp(ctx, &gapi.StopBgpRequest{AllowGracefulRestart: s.cfg.Stop == StopGraceful}); err != nil {
@@ -428,43 +474,12 @@ func (s *Speaker) Peers() ([]model.BGPPeer, error) {
 
 // Status is the speaker's view of its sessions and announcements.
 func (s *Speaker) Status() (*api.BGPStatus, error) {
-	peers, err := s.Peers()
+	peers, err := s.peerStatuses()
 	if err != nil {
 		return nil, err
 	}
 	st := &api.BGPStatus{Enabled: true, ASN: s.cfg.ASN, RouterID: s.cfg.RouterID.String(), Stop: s.cfg.Stop,
-		RestartTime: int(s.cfg.RestartTime / time.Second), Peers: []api.BGPPeerStatus{}, Announced: []api.BGPRoute{}}
-	live := map[string]*gapi.Peer{}
-	err = s.srv.ListPeer(context.Background(), &gapi.ListPeerRequest{EnableAdvertised: true}, func(p *gapi.Peer) {
-		live[p.GetConf().GetNeighborAddress()] = p
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list bgp peers: %w", err)
-	}
-	now := time.Now()
-	for _, p := range peers {
-		ps := api.BGPPeerStatus{BGPPeer: p, State: "idle"}
-		ps.Password = ""
-		if lp := live[p.Address.String()]; lp != nil {
-			ps.State = sessionState(lp.GetState().GetSessionState())
-			ps.Flaps = lp.GetState().GetFlops()
-			if r := lp.GetState().GetDisconnectReason(); r != gapi.PeerState_DISCONNECT_REASON_UNSPECIFIED {
-				ps.LastDown = fmt.Sprintf("%s %s", r, lp.GetState().GetDisconnectMessage())
-			}
-			if up := lp.GetTimers().GetState().GetUptime(); up != nil && up.Seconds > 0 {
-				ps.Up = up.AsTime().UTC()
-				if ps.State == "established" {
-					ps.Uptime = int64(now.Sub(ps.Up) / time.Second)
-				}
-			}
-			for _, af := range lp.GetAfiSafis() {
-				ps.Sent += af.GetState().GetAdvertised()
-				ps.Received += af.GetState().GetReceived()
-				ps.Accepted += af.GetState().GetAccepted()
-			}
-		}
-		st.Peers = append(st.Peers, ps)
-	}
+		RestartTime: int(s.cfg.RestartTime / time.Second), Peers: peers, Announced: []api.BGPRoute{}}
 	s.mu.Lock()
 	for _, a := range s.announced {
 		st.Announced = append(st.Announced, api.BGPRoute{Prefix: a.Prefix, Why: a.Why, Communities: communityStrings(a.Communities), MED: a.MED})
@@ -476,6 +491,112 @@ func (s *Speaker) Status() (*api.BGPStatus, error) {
 	slices.SortFunc(st.Announced, func(a, b api.BGPRoute) int { return a.Prefix.Addr().Compare(b.Prefix.Addr()) })
 	st.Learned = s.learned()
 	return st, nil
+}
+
+// peerStatuses is every stored peer with its session's state.
+func (s *Speaker) peerStatuses() ([]api.BGPPeerStatus, error) {
+	peers, err := s.Peers()
+	if err != nil {
+		return nil, err
+	}
+	live, err := s.livePeers()
+	if err != nil {
+		return nil, fmt.Errorf("list bgp peers: %w", err)
+	}
+	now := time.Now()
+	out := []api.BGPPeerStatus{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range peers {
+		ps := api.BGPPeerStatus{BGPPeer: p, State: "idle", RetryAt: s.retry.retryAt(p.Address)}
+		ps.Password = ""
+		if lp := live[p.Address]; lp != nil {
+			st := lp.GetState()
+			ps.State = sessionState(st.GetSessionState())
+			ps.Flaps = st.GetFlops()
+			ps.LastDown = downReason(st.GetDisconnectMessage())
+			if why := s.lastDown[p.Address]; why != "" {
+				ps.LastDown = why // (GoBGP's says admin down while the retrier pauses it)
+			}
+			ps.BFDState = bfdState(st.GetBfdState().GetSessionState())
+			if up := lp.GetTimers().GetState().GetUptime(); up != nil && up.Seconds > 0 {
+				ps.Up = up.AsTime().UTC()
+				if ps.State == "established" {
+					ps.Uptime = int64(now.Sub(ps.Up) / time.Second)
+				}
+			}
+			if ps.State == "established" {
+				ps.Local = lp.GetTransport().GetLocalAddress()
+			}
+			for _, af := range lp.GetAfiSafis() {
+				ps.Sent += af.GetState().GetAdvertised()
+				ps.Received += af.GetState().GetReceived()
+				ps.Accepted += af.GetState().GetAccepted()
+				if af.GetMpGracefulRestart().GetState().GetEnabled() {
+					ps.GracefulRestart = true
+				}
+			}
+		}
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
+// retryLoop paces the sessions that do not come up (retrier): every
+// second it pauses the peers whose try window ended and resumes those
+// whose pause did.
+func (s *Speaker) retryLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.c.Done():
+			return
+		case n := <-s.notes:
+			s.notification(n.peer, n.why)
+		case now := <-t.C:
+			s.mu.Lock()
+			pause, resume := s.retry.step(now)
+			for _, a := range resume {
+				s.failNoted[a] = false
+			}
+			s.mu.Unlock()
+			if len(pause) > 0 {
+				// An event may lag a session that just came up:
+				// never pause an established one.
+				live, _ := s.livePeers()
+				for _, a := range pause {
+					if live[a].GetState().GetSessionState() == gapi.PeerState_SESSION_STATE_ESTABLISHED {
+						s.mu.Lock()
+						s.retry.observe(a, true, now)
+						s.retry.resume(a, now)
+						s.mu.Unlock()
+						continue
+					}
+					s.mu.Lock()
+					until, why := s.retry.retryAt(a), s.lastDown[a]
+					s.mu.Unlock()
+					if why == "" {
+						why = "no session within the try window (nothing answers: down, filtered, or a TCP MD5 key mismatch)"
+					}
+					in := until.Sub(now).Round(time.Second)
+					s.log.Info("bgp session not up: pausing its attempts", "peer", a, "retry_in", in, "why", why)
+					s.emit(api.MonitorEvent{Action: EventBackoff, Peer: a.String(), Reason: fmt.Sprintf("%s; next try in %s", why, in)})
+					if err := s.srv.DisablePeer(context.Background(), &gapi.DisablePeerRequest{Address: a.String()}); err != nil {
+						s.log.Warn("bgp: pause peer", "peer", a, "err", err)
+					}
+				}
+			}
+			for _, a := range resume {
+				if err := s.srv.EnablePeer(context.Background(), &gapi.EnablePeerRequest{Address: a.String()}); err != nil {
+					s.log.Warn("bgp: resume peer", "peer", a, "err", err)
+				}
+			}
+		}
+	}
 }
 
 // learned lists the best paths received from peers.

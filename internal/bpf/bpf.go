@@ -77,6 +77,9 @@ const (
 	PeerFlagSelf   = uint16(tcXlPeerFlagsXL_PEER_SELF)
 	PeerFlagGone   = uint16(tcXlPeerFlagsXL_PEER_GONE)
 	PeerFlagDown   = uint16(tcXlPeerFlagsXL_PEER_DOWN)
+	// PeerFlagUnencrypted: --encryption-strict, no working WireGuard
+	// session with the node: drop_unencrypted.
+	PeerFlagUnencrypted = uint16(tcXlPeerFlagsXL_PEER_UNENCRYPTED)
 )
 
 // Conntrack constants from abi.h.

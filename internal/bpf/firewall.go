@@ -20,6 +20,10 @@ type (
 	FwBlock6Key = tcFwBlock6Key
 	FwRateKey   = tcFwRateKey
 	FwRateVal   = tcFwRateVal
+	// FwResolvedKey and FwResolvedVal are xlane_fw_resolved's: a
+	// destination an endpoint resolved for a rule's names, and until when.
+	FwResolvedKey = tcFwResolvedKey
+	FwResolvedVal = tcFwResolvedVal
 )
 
 // Firewall constants from abi.h.
@@ -50,6 +54,7 @@ const (
 	FwSumWords    = int(tcFwLimitsFW_SUM_WORDS)
 	FwMaxLogRules = int(tcFwLimitsFW_MAX_LOG_RULES)
 	FwMaxPassTo   = int(tcFwLimitsFW_MAX_PASS_TARGETS)
+	FwMaxResolved = int(tcFwLimitsFW_MAX_RESOLVED)
 	FwLinMax      = int(tcFwLimitsFW_LIN_MAX)
 	FwScSport     = uint32(tcFwLimitsFW_SC_SPORT)
 	FwScDport     = uint32(tcFwLimitsFW_SC_DPORT)
@@ -82,6 +87,9 @@ type FwMaps struct {
 	Exact, Addr, Scalar, Pool, Rules *ebpf.Map
 	Gens, State, Counters, Events    *ebpf.Map
 	DDoS, Block4, Block6, Rate       *ebpf.Map
+	// Resolved: the destinations endpoints resolved for the rules
+	// with dst_names (internal/fqdn).
+	Resolved *ebpf.Map
 }
 
 // Firewall returns the firewall's maps.
@@ -91,6 +99,7 @@ func (o *Objects) Firewall() FwMaps {
 		Pool: o.XlaneFwPool, Rules: o.XlaneFwRules, Gens: o.XlaneFwGens,
 		State: o.XlaneFwState, Counters: o.XlaneFwCounters, Events: o.XlaneFwEvents,
 		DDoS: o.XlaneFwDdos, Block4: o.XlaneFwBlock4, Block6: o.XlaneFwBlock6, Rate: o.XlaneFwRate,
+		Resolved: o.XlaneFwResolved,
 	}
 }
 

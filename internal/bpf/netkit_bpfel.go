@@ -191,12 +191,26 @@ type netkitFwRateVal struct {
 	SynTokens uint64
 }
 
+type netkitFwResolvedKey struct {
+	_    structs.HostLayout
+	Slot uint32
+	Src  [16]uint8
+	Dst  [16]uint8
+}
+
+type netkitFwResolvedVal struct {
+	_       structs.HostLayout
+	Expires uint64
+}
+
 type netkitFwRule struct {
 	_         structs.HostLayout
 	Slot      uint32
 	Action    uint8
 	IsDefault uint8
 	Sample    uint16
+	Resolved  uint8
+	Pad       [3]uint8
 }
 
 type netkitFwScratch struct {
@@ -251,11 +265,13 @@ type netkitFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
+	Rsk       netkitFwResolvedKey
 	Cls       [9]uint32
 	Key       uint32
 	Slot      uint32
 	Fields    uint32
 	Reason    uint32
+	_         [4]byte
 	C0        uint64
 	C1        uint64
 	C2        uint64
@@ -490,6 +506,7 @@ const (
 	netkitMapXlaneFwPool          = "xlane_fw_pool"
 	netkitMapXlaneFwQuote         = "xlane_fw_quote"
 	netkitMapXlaneFwRate          = "xlane_fw_rate"
+	netkitMapXlaneFwResolved      = "xlane_fw_resolved"
 	netkitMapXlaneFwRules         = "xlane_fw_rules"
 	netkitMapXlaneFwScalar        = "xlane_fw_scalar"
 	netkitMapXlaneFwScratch       = "xlane_fw_scratch"
@@ -620,6 +637,7 @@ type netkitMapSpecs struct {
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.MapSpec `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
@@ -724,6 +742,7 @@ type netkitMaps struct {
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.Map `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
@@ -770,6 +789,7 @@ func (m *netkitMaps) Close() error {
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,
+		m.XlaneFwResolved,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,

@@ -20,6 +20,7 @@ import (
 //	xl-ep0 (epSrc, network 1, VNI 4242) --> 10.244.2.0/24, fd00:244:2::/64: node 7 at 192.0.2.7 / 2001:db8::7
 //	                                    --> 10.244.3.0/24: node 8, found down (drop_peer_down)
 //	                                    --> fd00:244:3::/64: node 8 natively routed, found down (drop_peer_down)
+//	                                    --> 10.244.7.0/24, fd00:244:7::/64: node 9, no WireGuard session, strict (drop_unencrypted)
 //	                                    --> 10.244.0.0/16, fd00:244::/32 otherwise: nobody's (drop_no_peer)
 
 var (
@@ -45,6 +46,8 @@ func seedOverlay(t *testing.T, h *harness, overlayIfindex int) {
 	put("fd00:244:2::/64", PeerVal{Underlay: addr("2001:db8::7").As16(), NodeId: 7, Flags: PeerFlagV6})
 	put("10.244.3.0/24", PeerVal{Underlay: addr("192.0.2.8").As16(), NodeId: 8, Flags: PeerFlagDown})
 	put("fd00:244:3::/64", PeerVal{Underlay: addr("2001:db8::8").As16(), NodeId: 8, Flags: PeerFlagV6 | PeerFlagNative | PeerFlagDown})
+	put("10.244.7.0/24", PeerVal{Underlay: addr("10.244.7.0").As16(), NodeId: 9, Flags: PeerFlagUnencrypted})
+	put("fd00:244:7::/64", PeerVal{Underlay: addr("10.244.7.0").As16(), NodeId: 9, Flags: PeerFlagUnencrypted})
 	net, vni := uint32(1), uint32(4242)
 	if err := h.objs.NetVNI().Put(&net, &vni); err != nil {
 		t.Fatal(err)
@@ -70,6 +73,10 @@ func TestOverlay(t *testing.T) {
 		// A peer the daemon's probe found down: counted, not sent.
 		{"peer down", devEP0, tcp4(t, addr("10.244.3.5")), dropped(tcXlReasonXL_DROP_PEER_DOWN)},
 		{"native peer down", devEP0, tcp6(t, addr("fd00:244:3::5")), dropped(tcXlReasonXL_DROP_PEER_DOWN)},
+		// --encryption-strict, no WireGuard session with the peer:
+		// counted, never sent (in cleartext or at all).
+		{"unencrypted v4", devEP0, tcp4(t, addr("10.244.7.5")), dropped(tcXlReasonXL_DROP_UNENCRYPTED)},
+		{"unencrypted v6", devEP0, tcp6(t, addr("fd00:244:7::5")), dropped(tcXlReasonXL_DROP_UNENCRYPTED)},
 		// Bigger than the overlay device's MTU (xl-up0's 1500 here):
 		// Linux sends the ICMP error.
 		{"too big v4", devEP0, pktSpec{src: epSrc.v4, dst: addr("10.244.2.5"), payload: make([]byte, 1500)}.frame(t), passed(tcXlReasonXL_PASS_TOO_BIG)},

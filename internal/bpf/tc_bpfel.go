@@ -253,6 +253,7 @@ const (
 	tcFwLimitsFW_SUM_WORDS        tcFwLimits = 4
 	tcFwLimitsFW_MAX_LOG_RULES    tcFwLimits = 32
 	tcFwLimitsFW_MAX_PASS_TARGETS tcFwLimits = 8
+	tcFwLimitsFW_MAX_RESOLVED     tcFwLimits = 256
 	tcFwLimitsFW_LIN_MAX          tcFwLimits = 8
 	tcFwLimitsFW_SC_SPORT         tcFwLimits = 0
 	tcFwLimitsFW_SC_DPORT         tcFwLimits = 65537
@@ -304,12 +305,26 @@ type tcFwRateVal struct {
 	SynTokens uint64
 }
 
+type tcFwResolvedKey struct {
+	_    structs.HostLayout
+	Slot uint32
+	Src  [16]uint8
+	Dst  [16]uint8
+}
+
+type tcFwResolvedVal struct {
+	_       structs.HostLayout
+	Expires uint64
+}
+
 type tcFwRule struct {
 	_         structs.HostLayout
 	Slot      uint32
 	Action    uint8
 	IsDefault uint8
 	Sample    uint16
+	Resolved  uint8
+	Pad       [3]uint8
 }
 
 type tcFwScratch struct {
@@ -364,11 +379,13 @@ type tcFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
+	Rsk       tcFwResolvedKey
 	Cls       [9]uint32
 	Key       uint32
 	Slot      uint32
 	Fields    uint32
 	Reason    tcXlReason
+	_         [4]byte
 	C0        uint64
 	C1        uint64
 	C2        uint64
@@ -677,11 +694,12 @@ const (
 type tcXlPeerFlags uint32
 
 const (
-	tcXlPeerFlagsXL_PEER_V6     tcXlPeerFlags = 1
-	tcXlPeerFlagsXL_PEER_NATIVE tcXlPeerFlags = 2
-	tcXlPeerFlagsXL_PEER_SELF   tcXlPeerFlags = 4
-	tcXlPeerFlagsXL_PEER_GONE   tcXlPeerFlags = 8
-	tcXlPeerFlagsXL_PEER_DOWN   tcXlPeerFlags = 16
+	tcXlPeerFlagsXL_PEER_V6          tcXlPeerFlags = 1
+	tcXlPeerFlagsXL_PEER_NATIVE      tcXlPeerFlags = 2
+	tcXlPeerFlagsXL_PEER_SELF        tcXlPeerFlags = 4
+	tcXlPeerFlagsXL_PEER_GONE        tcXlPeerFlags = 8
+	tcXlPeerFlagsXL_PEER_DOWN        tcXlPeerFlags = 16
+	tcXlPeerFlagsXL_PEER_UNENCRYPTED tcXlPeerFlags = 32
 )
 
 type tcXlReason uint32
@@ -727,7 +745,8 @@ const (
 	tcXlReasonXL_DROP_NO_XSK      tcXlReason = 37
 	tcXlReasonXL_DROP_PEER_DOWN   tcXlReason = 38
 	tcXlReasonXL_DROP_TOO_BIG     tcXlReason = 39
-	tcXlReasonXL_REASON_MAX       tcXlReason = 40
+	tcXlReasonXL_DROP_UNENCRYPTED tcXlReason = 40
+	tcXlReasonXL_REASON_MAX       tcXlReason = 41
 )
 
 // Names of all BPF objects in the ELF.
@@ -754,6 +773,7 @@ const (
 	tcMapXlaneFwPool        = "xlane_fw_pool"
 	tcMapXlaneFwQuote       = "xlane_fw_quote"
 	tcMapXlaneFwRate        = "xlane_fw_rate"
+	tcMapXlaneFwResolved    = "xlane_fw_resolved"
 	tcMapXlaneFwRules       = "xlane_fw_rules"
 	tcMapXlaneFwScalar      = "xlane_fw_scalar"
 	tcMapXlaneFwScratch     = "xlane_fw_scratch"
@@ -884,6 +904,7 @@ type tcMapSpecs struct {
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.MapSpec `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
@@ -988,6 +1009,7 @@ type tcMaps struct {
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.Map `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
@@ -1034,6 +1056,7 @@ func (m *tcMaps) Close() error {
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,
+		m.XlaneFwResolved,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,

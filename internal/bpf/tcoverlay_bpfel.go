@@ -191,12 +191,26 @@ type tcoverlayFwRateVal struct {
 	SynTokens uint64
 }
 
+type tcoverlayFwResolvedKey struct {
+	_    structs.HostLayout
+	Slot uint32
+	Src  [16]uint8
+	Dst  [16]uint8
+}
+
+type tcoverlayFwResolvedVal struct {
+	_       structs.HostLayout
+	Expires uint64
+}
+
 type tcoverlayFwRule struct {
 	_         structs.HostLayout
 	Slot      uint32
 	Action    uint8
 	IsDefault uint8
 	Sample    uint16
+	Resolved  uint8
+	Pad       [3]uint8
 }
 
 type tcoverlayFwScratch struct {
@@ -251,11 +265,13 @@ type tcoverlayFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
+	Rsk       tcoverlayFwResolvedKey
 	Cls       [9]uint32
 	Key       uint32
 	Slot      uint32
 	Fields    uint32
 	Reason    uint32
+	_         [4]byte
 	C0        uint64
 	C1        uint64
 	C2        uint64
@@ -490,6 +506,7 @@ const (
 	tcoverlayMapXlaneFwPool        = "xlane_fw_pool"
 	tcoverlayMapXlaneFwQuote       = "xlane_fw_quote"
 	tcoverlayMapXlaneFwRate        = "xlane_fw_rate"
+	tcoverlayMapXlaneFwResolved    = "xlane_fw_resolved"
 	tcoverlayMapXlaneFwRules       = "xlane_fw_rules"
 	tcoverlayMapXlaneFwScalar      = "xlane_fw_scalar"
 	tcoverlayMapXlaneFwScratch     = "xlane_fw_scratch"
@@ -620,6 +637,7 @@ type tcoverlayMapSpecs struct {
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.MapSpec `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
@@ -724,6 +742,7 @@ type tcoverlayMaps struct {
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.Map `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
@@ -770,6 +789,7 @@ func (m *tcoverlayMaps) Close() error {
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,
+		m.XlaneFwResolved,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,

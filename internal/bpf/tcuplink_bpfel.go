@@ -191,12 +191,26 @@ type tcuplinkFwRateVal struct {
 	SynTokens uint64
 }
 
+type tcuplinkFwResolvedKey struct {
+	_    structs.HostLayout
+	Slot uint32
+	Src  [16]uint8
+	Dst  [16]uint8
+}
+
+type tcuplinkFwResolvedVal struct {
+	_       structs.HostLayout
+	Expires uint64
+}
+
 type tcuplinkFwRule struct {
 	_         structs.HostLayout
 	Slot      uint32
 	Action    uint8
 	IsDefault uint8
 	Sample    uint16
+	Resolved  uint8
+	Pad       [3]uint8
 }
 
 type tcuplinkFwScratch struct {
@@ -251,11 +265,13 @@ type tcuplinkFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
+	Rsk       tcuplinkFwResolvedKey
 	Cls       [9]uint32
 	Key       uint32
 	Slot      uint32
 	Fields    uint32
 	Reason    uint32
+	_         [4]byte
 	C0        uint64
 	C1        uint64
 	C2        uint64
@@ -490,6 +506,7 @@ const (
 	tcuplinkMapXlaneFwPool        = "xlane_fw_pool"
 	tcuplinkMapXlaneFwQuote       = "xlane_fw_quote"
 	tcuplinkMapXlaneFwRate        = "xlane_fw_rate"
+	tcuplinkMapXlaneFwResolved    = "xlane_fw_resolved"
 	tcuplinkMapXlaneFwRules       = "xlane_fw_rules"
 	tcuplinkMapXlaneFwScalar      = "xlane_fw_scalar"
 	tcuplinkMapXlaneFwScratch     = "xlane_fw_scratch"
@@ -618,6 +635,7 @@ type tcuplinkMapSpecs struct {
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.MapSpec `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
@@ -722,6 +740,7 @@ type tcuplinkMaps struct {
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.Map `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
@@ -768,6 +787,7 @@ func (m *tcuplinkMaps) Close() error {
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,
+		m.XlaneFwResolved,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,

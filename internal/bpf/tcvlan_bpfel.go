@@ -191,12 +191,26 @@ type tcvlanFwRateVal struct {
 	SynTokens uint64
 }
 
+type tcvlanFwResolvedKey struct {
+	_    structs.HostLayout
+	Slot uint32
+	Src  [16]uint8
+	Dst  [16]uint8
+}
+
+type tcvlanFwResolvedVal struct {
+	_       structs.HostLayout
+	Expires uint64
+}
+
 type tcvlanFwRule struct {
 	_         structs.HostLayout
 	Slot      uint32
 	Action    uint8
 	IsDefault uint8
 	Sample    uint16
+	Resolved  uint8
+	Pad       [3]uint8
 }
 
 type tcvlanFwScratch struct {
@@ -251,11 +265,13 @@ type tcvlanFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
+	Rsk       tcvlanFwResolvedKey
 	Cls       [9]uint32
 	Key       uint32
 	Slot      uint32
 	Fields    uint32
 	Reason    uint32
+	_         [4]byte
 	C0        uint64
 	C1        uint64
 	C2        uint64
@@ -452,6 +468,7 @@ const (
 	tcvlanMapXlaneFwPool        = "xlane_fw_pool"
 	tcvlanMapXlaneFwQuote       = "xlane_fw_quote"
 	tcvlanMapXlaneFwRate        = "xlane_fw_rate"
+	tcvlanMapXlaneFwResolved    = "xlane_fw_resolved"
 	tcvlanMapXlaneFwRules       = "xlane_fw_rules"
 	tcvlanMapXlaneFwScalar      = "xlane_fw_scalar"
 	tcvlanMapXlaneFwScratch     = "xlane_fw_scratch"
@@ -573,6 +590,7 @@ type tcvlanMapSpecs struct {
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.MapSpec `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
@@ -670,6 +688,7 @@ type tcvlanMaps struct {
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.Map `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
@@ -710,6 +729,7 @@ func (m *tcvlanMaps) Close() error {
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,
+		m.XlaneFwResolved,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,

@@ -191,12 +191,26 @@ type xdpFwRateVal struct {
 	SynTokens uint64
 }
 
+type xdpFwResolvedKey struct {
+	_    structs.HostLayout
+	Slot uint32
+	Src  [16]uint8
+	Dst  [16]uint8
+}
+
+type xdpFwResolvedVal struct {
+	_       structs.HostLayout
+	Expires uint64
+}
+
 type xdpFwRule struct {
 	_         structs.HostLayout
 	Slot      uint32
 	Action    uint8
 	IsDefault uint8
 	Sample    uint16
+	Resolved  uint8
+	Pad       [3]uint8
 }
 
 type xdpFwScratch struct {
@@ -251,11 +265,13 @@ type xdpFwScratch struct {
 		Addr      [16]uint8
 		Pad       [3]uint8
 	}
+	Rsk       xdpFwResolvedKey
 	Cls       [9]uint32
 	Key       uint32
 	Slot      uint32
 	Fields    uint32
 	Reason    uint32
+	_         [4]byte
 	C0        uint64
 	C1        uint64
 	C2        uint64
@@ -472,6 +488,7 @@ const (
 	xdpMapXlaneFwPool                  = "xlane_fw_pool"
 	xdpMapXlaneFwQuote                 = "xlane_fw_quote"
 	xdpMapXlaneFwRate                  = "xlane_fw_rate"
+	xdpMapXlaneFwResolved              = "xlane_fw_resolved"
 	xdpMapXlaneFwRules                 = "xlane_fw_rules"
 	xdpMapXlaneFwScalar                = "xlane_fw_scalar"
 	xdpMapXlaneFwScratch               = "xlane_fw_scratch"
@@ -599,6 +616,7 @@ type xdpMapSpecs struct {
 	XlaneFwPool        *ebpf.MapSpec `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.MapSpec `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.MapSpec `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.MapSpec `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.MapSpec `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.MapSpec `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.MapSpec `ebpf:"xlane_fw_scratch"`
@@ -700,6 +718,7 @@ type xdpMaps struct {
 	XlaneFwPool        *ebpf.Map `ebpf:"xlane_fw_pool"`
 	XlaneFwQuote       *ebpf.Map `ebpf:"xlane_fw_quote"`
 	XlaneFwRate        *ebpf.Map `ebpf:"xlane_fw_rate"`
+	XlaneFwResolved    *ebpf.Map `ebpf:"xlane_fw_resolved"`
 	XlaneFwRules       *ebpf.Map `ebpf:"xlane_fw_rules"`
 	XlaneFwScalar      *ebpf.Map `ebpf:"xlane_fw_scalar"`
 	XlaneFwScratch     *ebpf.Map `ebpf:"xlane_fw_scratch"`
@@ -743,6 +762,7 @@ func (m *xdpMaps) Close() error {
 		m.XlaneFwPool,
 		m.XlaneFwQuote,
 		m.XlaneFwRate,
+		m.XlaneFwResolved,
 		m.XlaneFwRules,
 		m.XlaneFwScalar,
 		m.XlaneFwScratch,

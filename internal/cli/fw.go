@@ -245,6 +245,7 @@ func (f *ruleFlags) bind(c *cobra.Command) {
 	fl.StringVar(&f.r.TCPFlags, "tcp-flags", "", "MASK/SET (e.g. SYN,ACK/SYN) or syn")
 	fl.StringSliceVar((*[]string)(&f.r.SrcMAC), "src-mac", nil, "source MACs")
 	fl.StringSliceVar((*[]string)(&f.r.DstMAC), "dst-mac", nil, "destination MACs")
+	fl.StringSliceVar((*[]string)(&f.r.DstNames), "dst-names", nil, "DNS names (*.example.com: every name below): allow only the addresses the endpoint resolved for them (allow, from-endpoint)")
 	fl.StringVar(&f.r.Comment, "comment", "", "a note")
 }
 
@@ -285,6 +286,7 @@ func fwAddCmd(e *env) *cobra.Command {
 		Short: "Add one rule to the rule set in force",
 		Example: `  xlane fw add web --scope network:blue --direction to-endpoint --proto tcp --dport 80,443 --action allow
   xlane fw add no-telnet --proto tcp --dport 23 --action reject --priority 10
+  xlane fw add apis --direction from-endpoint --proto tcp --dport 443 --dst-names 'api.example.com,*.example.net' --action allow --priority 20
   xlane fw add -f rule.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -376,7 +378,8 @@ func merge(c *cobra.Command, dst *rules.Rule, src rules.Rule) {
 		dst, src *rules.List
 	}{{"proto", &dst.Proto, &src.Proto}, {"src", &dst.Src, &src.Src}, {"dst", &dst.Dst, &src.Dst},
 		{"sport", &dst.SrcPort, &src.SrcPort}, {"dport", &dst.DstPort, &src.DstPort},
-		{"icmp-type", &dst.ICMPType, &src.ICMPType}, {"src-mac", &dst.SrcMAC, &src.SrcMAC}, {"dst-mac", &dst.DstMAC, &src.DstMAC}}
+		{"icmp-type", &dst.ICMPType, &src.ICMPType}, {"src-mac", &dst.SrcMAC, &src.SrcMAC}, {"dst-mac", &dst.DstMAC, &src.DstMAC},
+		{"dst-names", &dst.DstNames, &src.DstNames}}
 	for _, l := range lists {
 		if ch(l.flag) {
 			*l.dst = *l.src

@@ -26,6 +26,12 @@ func printHubble(w *tabwriter.Writer, h *api.HubbleStatus) {
 		fmt.Fprintf(w, "hubble lost:\t%d skipped by slow followers, %d not taken in time, %d over the monitor's rate, %d ring full\n",
 			h.Skipped, h.FeedDropped, h.Suppressed, h.RingLost)
 	}
+	if e := h.Export; e != nil {
+		fmt.Fprintf(w, "hubble export:\t%s: %d lines, %d flows lost, %d write errors\n", e.Path, e.Lines, e.Lost, e.Errors)
+		if e.LastError != "" {
+			fmt.Fprintf(w, "hubble export error:\t%s\n", e.LastError)
+		}
+	}
 	if h.Error != "" {
 		fmt.Fprintf(w, "hubble error:\t%s\n", h.Error)
 	}

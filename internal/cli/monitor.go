@@ -24,7 +24,7 @@ func monitorCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "monitor",
-		Short: "Show the datapath's events live: drops, firewall verdicts, flows, NAT, backends",
+		Short: "Show the datapath's events live: drops, firewall verdicts, flows, NAT, backends, BGP",
 		Long: `monitor prints what the BPF programs report while it runs, one line per
 event (one JSON object per line with -o json):
 
@@ -35,16 +35,22 @@ event (one JSON object per line with -o json):
   nat         a new flow is translated (masquerade, published port, service)
   lb          a service VIP picked a backend (in a program, or at connect())
   verdict     every packet's final verdict: heavy, not on by default
+  bgp         the BGP speaker (xlaned --bgp-asn): a session up, down or
+              failed (with why), a prefix advertised or withdrawn
 
 The programs emit events only while a monitor listens (the last one to
 leave switches them off) and at most --monitor-rate per second per CPU
 (xlaned's flag): every second a "stats" line counts what was suppressed by
 that limit, lost to a full ring, or dropped because this client read too
-slowly. Filters apply in the daemon.`,
+slowly. Filters apply in the daemon. With xlaned --hubble, each address is
+followed by its workload's name as Hubble gives it (NAMESPACE/POD in
+Kubernetes mode, NETWORK/ENDPOINT elsewhere, host; src_name, dst_name and
+nat_dst_name with -o json).`,
 		Example: `  xlane monitor                                 # every type but verdict
   xlane monitor -t drop --reason drop_fw,drop_fw_default -o json
   xlane monitor --endpoint web1 --port 443 --proto tcp
-  xlane monitor --network blue -t flow_new,flow_close,nat`,
+  xlane monitor --network blue -t flow_new,flow_close,nat
+  xlane monitor -t bgp                          # BGP sessions and announcements`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if types != "" {
@@ -119,6 +125,13 @@ func monitorLine(ev api.MonitorEvent) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-10s", ts, ev.Type)
+	if ev.Type == "bgp" { // the BGP speaker's: peer up/down/failed, prefix advertise/withdraw
+		fmt.Fprintf(&b, " %s %s%s", ev.Action, ev.Peer, ev.Prefix)
+		if ev.Reason != "" {
+			fmt.Fprintf(&b, ": %s", ev.Reason)
+		}
+		return b.String()
+	}
 	if ev.Hook != "" {
 		fmt.Fprintf(&b, " %s", ev.Hook)
 	}
@@ -126,7 +139,7 @@ func monitorLine(ev api.MonitorEvent) string {
 		fmt.Fprintf(&b, " %s", ev.Device)
 	}
 	if ev.Proto != "" {
-		fmt.Fprintf(&b, " %s %s -> %s", ev.Proto, hostPort(ev.Src, ev.SrcPort), hostPort(ev.Dst, ev.DstPort))
+		fmt.Fprintf(&b, " %s %s%s -> %s%s", ev.Proto, hostPort(ev.Src, ev.SrcPort), named(ev.SrcName), hostPort(ev.Dst, ev.DstPort), named(ev.DstName))
 	}
 	if ev.ICMP != "" {
 		fmt.Fprintf(&b, " (%s)", ev.ICMP)
@@ -147,12 +160,20 @@ func monitorLine(ev api.MonitorEvent) string {
 		fmt.Fprintf(&b, " src->%s", ev.NATSrc)
 	}
 	if ev.NATDst != "" {
-		fmt.Fprintf(&b, " dst->%s", ev.NATDst)
+		fmt.Fprintf(&b, " dst->%s%s", ev.NATDst, named(ev.NATDstName))
 	}
 	if ev.Endpoint != "" {
 		fmt.Fprintf(&b, " [%s %s]", ev.Network, shortID(ev.Endpoint))
 	}
 	return b.String()
+}
+
+// named is a workload name after its address (xlaned --hubble).
+func named(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
 }
 
 func hostPort(a string, p uint16) string {

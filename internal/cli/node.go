@@ -90,7 +90,44 @@ conntrack entries of its pods' flows. docs/multinode.md has the details.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(add, ls, inspect, rm)
+	var upd api.NodeUpdate
+	update := &cobra.Command{
+		Use:     "update NAME --wg-public-key KEY",
+		Short:   "Give a peer node its new WireGuard public key (after its xlane node rotate-key), in place: its routes and flows stay",
+		Example: `  xlane node update n2 --wg-public-key hCq1VwXFcm4yXoV0mXn2Pp3l5vEW5m6yJ0fU3n1fGks=`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := e.client().UpdateNode(cmd.Context(), args[0], upd)
+			if err != nil {
+				return err
+			}
+			return e.print(n, func(w *tabwriter.Writer) { nodeTable(w, []model.Node{*n}) })
+		},
+	}
+	update.Flags().StringVar(&upd.WGPublicKey, "wg-public-key", "", "the node's new WireGuard public key (base64; its xlane status shows it)")
+	update.MarkFlagRequired("wg-public-key")
+	rotate := &cobra.Command{
+		Use:   "rotate-key",
+		Short: "Give this node a new WireGuard key pair (xlaned --encryption wireguard); then give every peer the new public key",
+		Long: `Replaces this node's WireGuard key pair: the new private key goes to the
+state file and the device (never printed); the new public key is printed.
+Sessions with the old key end: give each peer the new public key (on every
+other node: xlane node update THIS-NODE --wg-public-key NEW, or the --nodes
+file; Kubernetes mode publishes it on the Node annotation, which the peers
+read). Until a peer has it, the traffic to it waits in WireGuard; after
+the grace it is dropped (--encryption-strict) or falls back to cleartext.`,
+		Example: `  xlane node rotate-key            # prints the new public key
+  xlane node rotate-key -o json    # .public_key: give it to every peer (xlane node update THIS-NODE --wg-public-key KEY there)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info, err := e.client().RotateKey(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return e.print(info, func(w *tabwriter.Writer) { fmt.Fprintf(w, "public key:\t%s\n", info.PublicKey) })
+		},
+	}
+	cmd.AddCommand(add, ls, inspect, update, rotate, rm)
 	return cmd
 }
 
@@ -117,10 +154,7 @@ func nodeTable(w *tabwriter.Writer, nodes []model.Node) {
 		}
 		enc := "-" // this node, or no encryption
 		if e := n.Encryption; e != nil {
-			enc = e.State
-			if e.LastHandshake != nil {
-				enc += fmt.Sprintf(" (handshake %ds ago, rx %s, tx %s)", int(time.Since(*e.LastHandshake).Seconds()), humanBytes(e.RxBytes), humanBytes(e.TxBytes))
-			}
+			enc = sessionText(e.State, e.Reason, e.LastHandshake, e.RxBytes, e.TxBytes)
 		}
 		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.ID, n.Self, state, strings.Join(u, ","), strings.Join(p, ","), key, enc)
 	}
@@ -138,12 +172,34 @@ func encryptionStatus(w *tabwriter.Writer, e *api.EncryptionInfo) {
 	if e.Error != "" {
 		fmt.Fprintf(w, "encryption error:\t%s\n", e.Error)
 	}
-	for _, p := range e.Peers {
-		hs := "never"
-		if p.LastHandshake != nil {
-			hs = fmt.Sprintf("%ds ago", p.HandshakeAgeSeconds)
-		}
-		fmt.Fprintf(w, "  peer %s:\t%s at %s, handshake %s, rx %s, tx %s: %s\n", p.Node, p.PublicKey, p.Endpoint, hs,
-			humanBytes(p.RxBytes), humanBytes(p.TxBytes), p.State)
+	if e.Cleartext > 0 {
+		fmt.Fprintf(w, "encryption fallback:\t%d peer(s) without a working session get the pods' traffic IN CLEARTEXT (xlaned --encryption-strict drops it instead)\n", e.Cleartext)
 	}
+	for _, p := range e.Peers {
+		fmt.Fprintf(w, "  peer %s:\t%s at %s: %s\n", p.Node, p.PublicKey, p.Endpoint,
+			sessionText(p.State, p.Reason, p.LastHandshake, p.RxBytes, p.TxBytes))
+		if p.Detail != "" {
+			fmt.Fprintf(w, "  \t  %s\n", p.Detail)
+		}
+	}
+}
+
+// sessionText is a peer's WireGuard session in a line: what its traffic
+// does, why it is not encrypted, the handshake's age, the bytes.
+func sessionText(state, reason string, hs *time.Time, rx, tx uint64) string {
+	s := state
+	switch state {
+	case "dropped":
+		s += " (drop_unencrypted)"
+	case "cleartext":
+		s += " (fallback: the overlay unencrypted)"
+	}
+	if reason != "" {
+		s += ": " + reason
+	}
+	age := "never"
+	if hs != nil {
+		age = fmt.Sprintf("%ds ago", int(time.Since(*hs).Seconds()))
+	}
+	return s + fmt.Sprintf(" (handshake %s, rx %s, tx %s)", age, humanBytes(rx), humanBytes(tx))
 }

@@ -44,6 +44,10 @@ type Config struct {
 	Encryption      string
 	WireGuardPort   int
 	WireGuardEngine string
+	// EncryptionStrict (--encryption-strict): a peer without a working
+	// WireGuard session gets none of the pods' traffic
+	// (drop_unencrypted) rather than the cleartext overlay.
+	EncryptionStrict bool
 	// Uplink is the node's uplink device (native routing attaches the tc
 	// program to an underlay device that is not it).
 	Uplink string
@@ -72,6 +76,9 @@ type Cluster struct {
 	// (encryption.go), nil until setup or without encryption.
 	encrypt bool
 	wg      *wireguard.Tunnel
+	// keys carries this node's new public keys (RotateKey) to Kubernetes
+	// mode, which publishes them (the latest only).
+	keys chan string
 }
 
 // Joined says whether this node is a node of a cluster (--node-name).
@@ -113,7 +120,7 @@ func New(cr core.Core, cfg Config) (*Cluster, error) {
 	if !core.NameRE.MatchString(cfg.NodeName) {
 		return nil, model.Fieldf("node-name", "%q: must be 1-64 letters, digits, '_', '.' or '-'", cfg.NodeName)
 	}
-	c := &Cluster{c: cr, cfg: cfg, joined: true, name: cfg.NodeName, port: cfg.VXLANPort}
+	c := &Cluster{c: cr, cfg: cfg, joined: true, name: cfg.NodeName, port: cfg.VXLANPort, keys: make(chan string, 1)}
 	if c.port == 0 {
 		c.port = DefaultVXLANPort
 	}
@@ -166,6 +173,9 @@ func (c *Cluster) Start() error {
 	}
 	if c.cfg.PeerProbeInterval > 0 {
 		go c.probePeers(c.cfg.PeerProbeInterval, c.c.Done())
+	}
+	if c.wg != nil {
+		go c.watchSessions(c.c.Done())
 	}
 	return nil
 }
@@ -309,19 +319,21 @@ func (c *Cluster) applyNode(n, self *model.Node) error {
 		if err := c.setOverlayEncap(n); err != nil {
 			return err
 		}
-		if _, err := c.encryptNode(n, self); err != nil {
+		if _, _, err := c.encryptNode(n, self); err != nil {
 			return err
 		}
 		return c.setOverlayMTU(n)
 	}
 	under := peerUnderlay(n, self)
-	if to, err := c.encryptNode(n, self); err != nil {
+	to, encFlags, err := c.encryptNode(n, self)
+	if err != nil {
 		return err
-	} else if to.IsValid() {
+	}
+	if to.IsValid() {
 		under = to // VXLAN inside WireGuard (encryption.go)
 	}
 	for _, p := range n.PodCIDRs {
-		peer := datapath.Peer{Prefix: p, NodeID: n.ID, Underlay: under}
+		peer := datapath.Peer{Prefix: p, NodeID: n.ID, Underlay: under, Flags: encFlags}
 		if c.peers.isDown(n.ID) {
 			peer.Flags |= datapath.PeerDown
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
+	"github.com/xlane-dev/xlane/internal/datapath"
 	"github.com/xlane-dev/xlane/internal/metrics"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
@@ -28,6 +29,9 @@ const EncryptionWireGuard = "wireguard"
 func parseEncryption(cfg Config, c *Cluster) error {
 	switch cfg.Encryption {
 	case "", "none":
+		if cfg.EncryptionStrict {
+			return model.Fieldf("encryption-strict", "needs --encryption wireguard")
+		}
 		return nil
 	case EncryptionWireGuard:
 	default:
@@ -93,12 +97,12 @@ func (c *Cluster) setupEncryption() error {
 	copy(priv[:], key)
 	// The MTU until this node's record says its underlay's (setOverlayMTU).
 	t, err := wireguard.Open(wireguard.Config{Port: c.cfg.WireGuardPort, Engine: c.cfg.WireGuardEngine,
-		Log: c.c.Log()}, priv, 1500-wireguard.Overhead6)
+		Strict: c.cfg.EncryptionStrict, Log: c.c.Log()}, priv, 1500-wireguard.Overhead6)
 	if err != nil {
 		return fmt.Errorf("encryption: %w", err)
 	}
 	c.wg = t
-	c.c.Log().Info("encryption between nodes", "engine", t.Engine(), "device", wireguard.Device, "public_key", t.PublicKey().String())
+	c.c.Log().Info("encryption between nodes", "engine", t.Engine(), "device", wireguard.Device, "public_key", t.PublicKey().String(), "strict", t.Strict())
 	return nil
 }
 
@@ -136,7 +140,7 @@ func (c *Cluster) validateNodeKey(tx *store.Tx, n *model.Node, given string) err
 		return err
 	}
 	for _, o := range others {
-		if o.WGPublicKey == k.String() {
+		if o.Name != n.Name && o.WGPublicKey == k.String() {
 			return model.Fieldf("wg_public_key", "%s is node %q's already", k, o.Name)
 		}
 	}
@@ -147,17 +151,19 @@ func (c *Cluster) validateNodeKey(tx *store.Tx, n *model.Node, given string) err
 // encryptNode puts a node on the WireGuard device (this node: its cluster
 // addresses; a peer: its key, endpoint and cluster addresses) and returns
 // the address the overlay tunnels to it by: the peer's cluster address
-// (invalid: encryption off, keep the underlay's).
-func (c *Cluster) encryptNode(n, self *model.Node) (netip.Addr, error) {
+// (invalid: encryption off, or a peer without a working session falling
+// back to the cleartext overlay: keep the underlay's), and the peer
+// entries' flags (datapath.PeerUnencrypted: strict, no working session).
+func (c *Cluster) encryptNode(n, self *model.Node) (netip.Addr, uint16, error) {
 	if c.wg == nil {
-		return netip.Addr{}, nil
+		return netip.Addr{}, 0, nil
 	}
 	if n.Self {
-		return netip.Addr{}, c.wg.SetAddrs(wireguard.ClusterAddrs(n.PodCIDRs))
+		return netip.Addr{}, 0, c.wg.SetAddrs(wireguard.ClusterAddrs(n.PodCIDRs))
 	}
 	k, err := wireguard.ParsePublicKey("wg_public_key", n.WGPublicKey)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("node %q: %w", n.Name, err)
+		return netip.Addr{}, 0, fmt.Errorf("node %q: %w", n.Name, err)
 	}
 	var selfCIDRs []netip.Prefix
 	if self != nil {
@@ -166,7 +172,76 @@ func (c *Cluster) encryptNode(n, self *model.Node) (netip.Addr, error) {
 	to := wireguard.TunnelAddr(n.PodCIDRs, selfCIDRs)
 	err = c.wg.SetPeer(wireguard.Peer{Node: n.Name, PublicKey: k, Addrs: wireguard.ClusterAddrs(n.PodCIDRs),
 		Endpoint: netip.AddrPortFrom(peerUnderlay(n, self), uint16(c.wg.Port()))})
-	return to, err
+	if err != nil {
+		return netip.Addr{}, 0, err
+	}
+	switch through, strict := c.wg.Encrypts(n.Name); {
+	case through:
+		return to, 0, nil
+	case strict:
+		return to, datapath.PeerUnencrypted, nil // drop_unencrypted
+	default:
+		return netip.Addr{}, 0, nil // the cleartext overlay
+	}
+}
+
+// watchSessions runs until done: every second each peer's WireGuard
+// session is read (wireguard.Tunnel.Check), and a peer whose traffic
+// changes course (a session made or lost, a grace over) has its datapath
+// entries rewritten: into WireGuard, dropped (strict) or the cleartext
+// overlay.
+func (c *Cluster) watchSessions(done <-chan struct{}) {
+	t := time.NewTicker(sessionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		changed, err := c.wg.Check(time.Now())
+		if err != nil {
+			c.c.Log().Error("encryption: read the sessions", "err", err)
+			continue
+		}
+		for _, name := range changed {
+			c.reapplyPeer(name)
+		}
+	}
+}
+
+// sessionCheckInterval is how often the peers' sessions are read.
+const sessionCheckInterval = time.Second
+
+// reapplyPeer rewrites node name's datapath entries (encryptNode gives
+// the course of its traffic).
+func (c *Cluster) reapplyPeer(name string) {
+	c.c.Lock()
+	defer c.c.Unlock()
+	nodes, err := c.Nodes()
+	if err != nil {
+		c.c.Log().Error("encryption: list nodes", "err", err)
+		return
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name != name || n.Self {
+			continue
+		}
+		if err := c.applyNode(n, SelfNode(nodes)); err != nil {
+			c.c.Log().Error("encryption: apply a peer's session", "node", name, "err", err)
+			return
+		}
+		switch through, strict := c.wg.Encrypts(name); {
+		case through:
+			c.c.Log().Info("encryption: the peer's traffic goes through WireGuard", "node", name)
+		case strict:
+			c.c.Log().Warn("encryption: no working WireGuard session with the peer: its pods' traffic is dropped (drop_unencrypted, --encryption-strict)", "node", name)
+		default:
+			c.c.Log().Warn("encryption: no working WireGuard session with the peer: its pods' traffic falls back to the overlay IN CLEARTEXT (--encryption-strict refuses that)", "node", name)
+		}
+		return
+	}
 }
 
 // unencryptNode takes a node off the WireGuard device.
@@ -239,7 +314,7 @@ func (c *Cluster) WireGuardMetrics() []metrics.WireGuardPeer {
 	var out []metrics.WireGuardPeer
 	for _, p := range info.Peers {
 		m := metrics.WireGuardPeer{Node: p.Node, RxBytes: p.RxBytes, TxBytes: p.TxBytes, HandshakeAge: -1,
-			Encrypted: p.State == wireguard.PeerEncrypted}
+			Encrypted: p.State == wireguard.StateEncrypted, State: p.State, Reason: p.Reason}
 		if p.LastHandshake != nil {
 			m.HandshakeAge = time.Since(*p.LastHandshake)
 		}
@@ -258,7 +333,8 @@ func (c *Cluster) withEncryption(nodes []model.Node) bool {
 	for i := range nodes {
 		for _, p := range info.Peers {
 			if p.Node == nodes[i].Name && !nodes[i].Self {
-				nodes[i].Encryption = &model.NodeEncryption{State: p.State, LastHandshake: p.LastHandshake, RxBytes: p.RxBytes, TxBytes: p.TxBytes}
+				nodes[i].Encryption = &model.NodeEncryption{State: p.State, Reason: p.Reason, Detail: p.Detail,
+					LastHandshake: p.LastHandshake, RxBytes: p.RxBytes, TxBytes: p.TxBytes}
 			}
 		}
 	}

@@ -26,6 +26,8 @@ func TestParseEncryption(t *testing.T) {
 		{"encap bpf", func(c *Config) { c.OverlayEncap = "bpf" }, "overlay-encap"},
 		{"native routing", func(c *Config) { c.Routing = "native" }, "encryption"},
 		{"alone", func(c *Config) { *c = Config{Encryption: "wireguard"} }, "node-name"},
+		{"strict", func(c *Config) { c.EncryptionStrict = true }, ""},
+		{"strict without encryption", func(c *Config) { c.Encryption, c.EncryptionStrict = "", true }, "encryption-strict"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

@@ -8,9 +8,10 @@ import (
 
 // SyncNodes makes the cluster's nodes equal to want, the whole set (the
 // --nodes file's records, or the Kubernetes API's Node objects): a node
-// not in it is removed, a changed one replaced (remove, then add), an
-// equal one left alone. A record the node checks refuse is logged and
-// skipped: the others still apply.
+// not in it is removed, a changed one replaced (remove, then add; with
+// encryption a peer whose WireGuard key alone changed is updated in
+// place, SetNodeKey), an equal one left alone. A record the node checks
+// refuse is logged and skipped: the others still apply.
 func (c *Cluster) SyncNodes(want []model.Node) error {
 	have, err := c.Nodes()
 	if err != nil {
@@ -24,6 +25,15 @@ func (c *Cluster) SyncNodes(want []model.Node) error {
 		w, ok := wanted[h.Name]
 		if ok && sameNode(&h, &w) {
 			delete(wanted, h.Name)
+			continue
+		}
+		if ok && c.wg != nil && sameButKey(&h, &w) {
+			// A peer's new key (its rotation): in place, its flows kept;
+			// refused, the old record stays.
+			delete(wanted, h.Name)
+			if _, err := c.SetNodeKey(h.Name, w.WGPublicKey); err != nil {
+				c.c.Log().Error("nodes: new key refused", "node", h.Name, "err", err)
+			}
 			continue
 		}
 		if err := c.RemoveNode(h.Name); err != nil {

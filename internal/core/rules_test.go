@@ -35,7 +35,7 @@ var foundation = map[string]bool{
 // went wrong; the rule above catches one that is not listed here too.
 var featurePackages = []string{
 	"internal/daemon", "internal/vm", "internal/calibration", "internal/observe", "internal/cluster", "internal/services", "internal/firewall/control", "internal/accelproxy", "internal/hubble",
-	"internal/bgp", "internal/lbipam",
+	"internal/bgp", "internal/lbipam", "internal/fqdn",
 }
 
 // TestCoreImportsNoFeature fails when internal/core depends, directly or

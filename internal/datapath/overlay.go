@@ -27,6 +27,9 @@ const (
 	PeerSelf   = bpf.PeerFlagSelf
 	PeerGone   = bpf.PeerFlagGone
 	PeerDown   = bpf.PeerFlagDown // the daemon's probe finds the node down: drop_peer_down
+	// PeerUnencrypted: --encryption-strict and no working WireGuard
+	// session with the node: drop_unencrypted.
+	PeerUnencrypted = bpf.PeerFlagUnencrypted
 )
 
 // OverlayDevice is the collect_md VXLAN device xlaned owns.

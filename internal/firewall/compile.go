@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/fqdn"
 )
 
 // bitset is one class: a bit per classifier bit (atom), lowest first.
@@ -39,6 +40,9 @@ type Tables struct {
 	Rules  []bpf.FwRule
 	// Bit maps each classifier bit to its rule in the policy.
 	Bit []int
+	// Resolved are the rules with names (fw_rule.resolved), for
+	// internal/fqdn.
+	Resolved []fqdn.Rule
 }
 
 // atom is one classifier bit: a rule's match.
@@ -95,9 +99,13 @@ func Compile(pol *Policy, slots map[string]uint32) (*Tables, error) {
 			return nil, fmt.Errorf("compile: rule %q has no counter slot", r.Name)
 		}
 		firstBit[i] = len(t.Rules)
+		if r.Names != nil {
+			t.Resolved = append(t.Resolved, fqdn.Rule{Slot: slot, Name: r.Name, Names: r.Names, Src: sources(r.Matches)})
+		}
 		for j := range r.Matches {
 			atoms = append(atoms, atom{i, &r.Matches[j]})
-			t.Rules = append(t.Rules, bpf.FwRule{Slot: slot, Action: r.Action, IsDefault: b2u8(r.Default), Sample: r.Sample})
+			t.Rules = append(t.Rules, bpf.FwRule{Slot: slot, Action: r.Action, IsDefault: b2u8(r.Default), Sample: r.Sample,
+				Resolved: b2u8(r.Names != nil)})
 			if r.Action == bpf.FwLog {
 				t.Gen.LogRules++
 			}
@@ -135,6 +143,19 @@ func Compile(pol *Policy, slots map[string]uint32) (*Tables, error) {
 		compileTuple4(t, atoms)
 	}
 	return t, nil
+}
+
+// sources are the source prefixes of matches, nil when one matches
+// any source of a family.
+func sources(ms []Match) []netip.Prefix {
+	var out []netip.Prefix
+	for _, m := range ms {
+		if (m.V4 && m.Src4 == nil) || (m.V6 && m.Src6 == nil) {
+			return nil
+		}
+		out = append(append(out, m.Src4...), m.Src6...)
+	}
+	return out
 }
 
 // compileTuple4 gives a set beyond the list whose uplink rules for IPv4
@@ -707,6 +728,9 @@ func (t *Tables) Classify(pk Packet) (decides int, logged []int) {
 			case bpf.FwPass:
 				from = int(t.Rules[bit].Sample)
 				continue
+			}
+			if t.Rules[bit].Resolved != 0 {
+				continue // nothing resolved here (Policy.Evaluate without Resolved)
 			}
 			return bit, logged
 		}

@@ -33,6 +33,9 @@ func (p *Policy) Evaluate(pk Packet) (decides int, logged []int) {
 		if !slices.ContainsFunc(r.Matches, func(m Match) bool { return m.matches(pk) }) {
 			continue
 		}
+		if r.Names != nil && (p.Resolved == nil || !p.Resolved(i, pk.Src, pk.Dst)) {
+			continue // a destination the source did not resolve for the names
+		}
 		switch r.Action {
 		case bpf.FwLog:
 			logged = append(logged, i)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/fqdn"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -65,6 +66,9 @@ type PRule struct {
 	Default  bool
 	Priority int
 	Matches  []Match
+	// Names (dst_names, canonical): the rule matches only destinations
+	// the source resolved for them (internal/fqdn).
+	Names []string
 }
 
 // Policy is a validated rule set, in evaluation order: rules by priority
@@ -72,6 +76,9 @@ type PRule struct {
 type Policy struct {
 	Established bool
 	Rules       []PRule
+	// Resolved says, for Evaluate, whether src resolved dst for the
+	// names of rule i (nil: nothing is resolved).
+	Resolved func(i int, src, dst netip.Addr) bool `json:"-"`
 }
 
 // Resolver tells Validate about the node.
@@ -161,7 +168,7 @@ func validate(rs *RuleSet, res Resolver, live bool) (*Policy, error) {
 		pos int
 	}
 	var rules []ordered
-	logs := 0
+	logs, resolved := 0, 0
 	bits := 0
 	passTo := map[int]bool{}
 	for i, r := range rs.Rules {
@@ -190,6 +197,9 @@ func validate(rs *RuleSet, res Resolver, live bool) (*Policy, error) {
 		if pr.Action == bpf.FwLog {
 			logs += len(pr.Matches)
 		}
+		if pr.Names != nil {
+			resolved += len(pr.Matches)
+		}
 		if pr.Action == bpf.FwPass {
 			passTo[pr.PassTo] = true
 			if len(passTo) > bpf.FwMaxPassTo {
@@ -198,6 +208,9 @@ func validate(rs *RuleSet, res Resolver, live bool) (*Policy, error) {
 		}
 		bits += len(pr.Matches)
 		rules = append(rules, ordered{pr, i})
+	}
+	if resolved > bpf.FwMaxResolved {
+		return nil, model.Fieldf("rules", "%d rules with dst_names: at most %d (each costs a step of the search of a packet to an address not resolved)", resolved, bpf.FwMaxResolved)
 	}
 	if logs > bpf.FwMaxLogRules {
 		return nil, model.Fieldf("rules", "%d log rules: at most %d (each costs a step of every matching packet's search)", logs, bpf.FwMaxLogRules)
@@ -499,6 +512,10 @@ func validateRule(r Rule, res Resolver) (PRule, error) {
 	m.Src4, m.Src6 = splitFamilies(src, m.V4, m.V6)
 	m.Dst4, m.Dst6 = splitFamilies(dst, m.V4, m.V6)
 
+	if pr.Names, err = validateNames(r, pr.Action, sc.kinds, fe); err != nil {
+		return pr, err
+	}
+
 	if sc.net == inactiveNet {
 		return pr, nil // its endpoint or network is gone: matches nothing
 	}
@@ -526,6 +543,36 @@ func validateRule(r Rule, res Resolver) (PRule, error) {
 		pr.Matches = []Match{merged}
 	}
 	return pr, nil
+}
+
+// validateNames checks a rule's dst_names and returns them canonical: an
+// allow rule, from endpoints, without dst.
+func validateNames(r Rule, act uint8, kinds []Kind, fe func(field, format string, args ...any) error) ([]string, error) {
+	if r.DstNames == nil {
+		return nil, nil
+	}
+	switch {
+	case len(r.DstNames) == 0:
+		return nil, fe("dst_names", "empty: want one name or more")
+	case len(r.DstNames) > fqdn.MaxNames:
+		return nil, fe("dst_names", "%d names: at most %d", len(r.DstNames), fqdn.MaxNames)
+	case act != bpf.FwAllow:
+		return nil, fe("dst_names", "only in allow rules (the names allow; a later rule drops the rest)")
+	case r.Dst != nil:
+		return nil, fe("dst_names", "with dst: want one of them")
+	case len(kinds) != 1 || kinds[0] != KindFromEP:
+		return nil, fe("direction", "%q: dst_names need direction from-endpoint", r.Direction)
+	}
+	var out []string
+	for i, n := range r.DstNames {
+		if err := fqdn.ValidName(n); err != nil {
+			return nil, fe(fmt.Sprintf("dst_names[%d]", i), "%v", err)
+		}
+		if c := fqdn.Canonical(n); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // restrictToEndpoint narrows m to the endpoint's own addresses on the

@@ -43,6 +43,11 @@ func TestValidateErrorsNameRuleAndField(t *testing.T) {
 		{"defaults: [{action: drop}, {action: allow}]", "defaults[1].scope", "already"},
 		{"rules: [{name: a, action: drop, prot: tcp}]", "file", "prot"},
 		{"rules: [{name: a, action: drop, dport: {a: 1}}]", "file", "mapping"},
+		{"rules: [{name: a, action: drop, direction: from-endpoint, dst_names: [example.com]}]", "rules[a].dst_names", "only in allow rules"},
+		{"rules: [{name: a, action: allow, dst_names: [example.com]}]", "rules[a].direction", "need direction from-endpoint"},
+		{"rules: [{name: a, action: allow, direction: from-endpoint, dst: 10.0.0.1, dst_names: [example.com]}]", "rules[a].dst_names", "with dst"},
+		{"rules: [{name: a, action: allow, direction: from-endpoint, dst_names: []}]", "rules[a].dst_names", "empty"},
+		{"rules: [{name: a, action: allow, direction: from-endpoint, dst_names: [example.com, 'www.*.example.com']}]", "rules[a].dst_names[1]", "www.*.example.com"},
 	} {
 		rs, err := firewall.Parse([]byte(c.yaml))
 		if err == nil {

@@ -18,12 +18,20 @@
 //     goes away stays in the cache for Config.Keep, so recent flows keep
 //     their names.
 //   - Flows (flow.go) map xlane's event types, verdicts and drop reasons
-//     onto Hubble's Flow: docs/hubble.md lists the fields filled and not.
+//     onto Hubble's Flow: docs/observability.md lists the fields filled
+//     and not.
 //   - The server (server.go): GetFlows (filters, follow, since/until,
 //     first/last), ServerStatus, GetNodes and Peer's Notify, on a unix
 //     socket and optionally on TCP with TLS. A follower that reads too
 //     slowly never holds the ring's writer: it skips what was overwritten
 //     and is told how much with a LostEvent (HUBBLE_RING_BUFFER).
+//   - Export (export.go): with Config.ExportPath, the flows the allow and
+//     deny lists pass as JSON lines (GetFlowsResponse, as `hubble observe
+//     -o json` and Cilium's exporter write them) to a file rotated by
+//     size, or stdout; it follows the ring as a GetFlows follower does.
+//   - The monitor's events (`xlane monitor`) get the same names: Start
+//     gives the observability feature the cache's lookup
+//     (observe.Observer.SetNamer).
 //
 // It reaches the daemon through core.Core (the store) and Deps; it never
 // imports internal/daemon. cmd/xlaned makes it (Start) when --hubble is

@@ -79,7 +79,7 @@ func unfilled(ff *flowpb.FlowFilter) string {
 
 func compileFilter(ff *flowpb.FlowFilter) (flowFilter, error) {
 	if f := unfilled(ff); f != "" {
-		return nil, fmt.Errorf("%s: xlane's flows do not carry this field (docs/hubble.md)", f)
+		return nil, fmt.Errorf("%s: xlane's flows do not carry this field (docs/observability.md, the flow fields)", f)
 	}
 	var out flowFilter
 	add := func(field string, vals []string, mk func(string, []string) (filterFunc, error)) error {

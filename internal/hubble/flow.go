@@ -54,6 +54,7 @@ var dropReasons = map[string]flowpb.DropReason{
 	"drop_no_xsk":      flowpb.DropReason_DROP_EP_NOT_READY,
 	"drop_redirect":    flowpb.DropReason_ERROR_WRITING_TO_PACKET,
 	"drop_too_big":     flowpb.DropReason_INVALID_PACKET_DROPPED,
+	"drop_unencrypted": flowpb.DropReason_UNENCRYPTED_TRAFFIC,
 }
 
 // observation is where the datapath saw the event (Flow's

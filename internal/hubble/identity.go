@@ -81,6 +81,20 @@ func (ids *identities) lookup(a netip.Addr) *identity {
 	return nil
 }
 
+// name is how the monitor's events name an address (SetNamer):
+// NAMESPACE/NAME as Hubble prints it (a pod; an endpoint: NETWORK/ID),
+// "host" for the node's own, "" unknown.
+func (ids *identities) name(a netip.Addr) string {
+	switch id := ids.lookup(a); {
+	case id == nil:
+		return ""
+	case id.host:
+		return "host"
+	default:
+		return id.namespace + "/" + id.name
+	}
+}
+
 // service names a service the monitor named "id N".
 func (ids *identities) service(name string) string {
 	n, ok := strings.CutPrefix(name, "id ")

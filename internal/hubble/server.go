@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,18 @@ type Config struct {
 	NodeName string
 	// Version is xlaned's version (ServerStatus, GetNodes).
 	Version string
+	// ExportPath, when set, is where every flow that ExportAllow and
+	// ExportDeny pass is written as a JSON line (export.go): a file,
+	// rotated before it grows past ExportMaxSize bytes (0:
+	// DefaultExportMaxSize) with ExportMaxBackups older files kept, or
+	// ExportStdout.
+	ExportPath       string
+	ExportMaxSize    int64
+	ExportMaxBackups int
+	// ExportAllow and ExportDeny are FlowFilters in JSON (ParseFilters):
+	// a flow is exported if it matches one of the allow list's (or the
+	// list is empty) and none of the deny list's.
+	ExportAllow, ExportDeny string
 }
 
 // Deps are what other parts of xlaned tell the Hubble server.
@@ -86,6 +99,7 @@ type Server struct {
 	feed    *feed
 	feedErr error
 	ids     *identities
+	export  *exporter // nil: no export
 	grpc    []*grpc.Server
 	// followers is how many GetFlows streams follow now; skipped what
 	// followers too slow for the ring missed (overwritten before read).
@@ -111,7 +125,42 @@ func (cfg *Config) Validate() error {
 	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
 		return errors.New("--hubble-tls-client-ca needs --hubble-tls-cert and --hubble-tls-key")
 	}
-	return nil
+	if cfg.ExportPath == "" {
+		if cfg.ExportAllow != "" || cfg.ExportDeny != "" {
+			return errors.New("--hubble-export-allowlist and --hubble-export-denylist need --hubble-export-file-path")
+		}
+		return nil
+	}
+	if cfg.ExportMaxSize != 0 && cfg.ExportMaxSize < minExportSize {
+		return fmt.Errorf("--hubble-export-file-max-size %d: want at least %d bytes (0: %d)", cfg.ExportMaxSize, minExportSize, DefaultExportMaxSize)
+	}
+	if cfg.ExportMaxBackups < 0 {
+		return fmt.Errorf("--hubble-export-file-max-backups %d: want 0 or more", cfg.ExportMaxBackups)
+	}
+	_, _, err := cfg.exportFilters()
+	return err
+}
+
+// defaults fills what cfg leaves to them.
+func (cfg *Config) defaults() {
+	if cfg.Flows == 0 {
+		cfg.Flows = DefaultFlows
+	}
+	if cfg.Keep == 0 {
+		cfg.Keep = DefaultKeep
+	}
+	if cfg.ExportMaxSize == 0 {
+		cfg.ExportMaxSize = DefaultExportMaxSize
+	}
+	if cfg.Listen == "" {
+		// TLS is the TCP listener's (the DaemonSet names its files
+		// whether or not it listens): the socket is plain, and so
+		// are the peers Notify gives.
+		cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = "", "", ""
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName, _ = os.Hostname()
+	}
 }
 
 // Start makes the ring, subscribes it to the monitor, and serves the
@@ -122,15 +171,7 @@ func Start(c core.Core, cfg Config, deps Deps) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Flows == 0 {
-		cfg.Flows = DefaultFlows
-	}
-	if cfg.Keep == 0 {
-		cfg.Keep = DefaultKeep
-	}
-	if cfg.NodeName == "" {
-		cfg.NodeName, _ = os.Hostname()
-	}
+	cfg.defaults()
 	s := &Server{c: c, cfg: cfg, deps: deps, ring: newRing(cfg.Flows)}
 	s.ids = &identities{c: c, pods: deps.Pods, node: cfg.NodeName, keep: cfg.Keep}
 	s.ids.refresh()
@@ -165,12 +206,20 @@ func Start(c core.Core, cfg Config, deps Deps) (*Server, error) {
 		}
 		ls, creds = append(ls, l), append(creds, cr)
 	}
+	if cfg.ExportPath != "" {
+		var err error
+		if s.export, err = s.startExport(c.Done()); err != nil {
+			return fail(err)
+		}
+	}
 	s.feed = &feed{ring: s.ring, interned: map[string]string{}}
 	if deps.Observer == nil {
 		s.feedErr = errors.New("no observability feature")
 	} else if err := s.feed.subscribe(deps.Observer, c.Done()); err != nil {
 		s.feedErr = err
 		c.Log().Warn("hubble: no flows", "err", err)
+	} else {
+		deps.Observer.SetNamer(s.ids.name) // xlane monitor's events get the same names
 	}
 	for i, l := range ls {
 		var opts []grpc.ServerOption
@@ -243,6 +292,12 @@ func (s *Server) Status() *api.HubbleStatus {
 		RingBytes: s.ring.cap() * uint64(recordBytes), Followers: s.followers.Load(), Skipped: uint64(s.skipped.Load()),
 		FeedDropped: s.feed.dropped.Load(), Suppressed: s.feed.suppressed.Load(), RingLost: s.feed.lost.Load()}
 	st.Identities, st.IdentitiesGone = s.ids.size()
+	if e := s.export; e != nil {
+		st.Export = &api.HubbleExport{Path: s.cfg.ExportPath, Lines: e.exported.Load(), Lost: e.lost.Load(), Errors: e.errs.Load()}
+		if p := e.lastErr.Load(); p != nil {
+			st.Export.LastError = *p
+		}
+	}
 	if s.feedErr != nil {
 		st.Error = s.feedErr.Error()
 	}
@@ -336,10 +391,7 @@ func (s *Server) GetFlows(req *observerpb.GetFlowsRequest, stream grpc.ServerStr
 		}
 		return f
 	}
-	send := func(f *flowpb.Flow) error {
-		return stream.Send(&observerpb.GetFlowsResponse{ResponseTypes: &observerpb.GetFlowsResponse_Flow{Flow: f},
-			NodeName: s.cfg.NodeName, Time: f.GetTime()})
-	}
+	send := func(f *flowpb.Flow) error { return stream.Send(s.flowResponse(f)) }
 	oldest, next, wait := s.ring.bounds()
 	number := req.GetNumber()
 	var r record
@@ -379,25 +431,64 @@ func (s *Server) GetFlows(req *observerpb.GetFlowsRequest, stream grpc.ServerStr
 	}
 	s.followers.Add(1)
 	defer s.followers.Add(-1)
-	ctx := stream.Context()
-	for cursor := next; ; {
+	err = s.follow(stream.Context().Done(), next, wait, func(r *record) error {
+		if !until.IsZero() && time.Unix(0, r.time).After(until) {
+			return errUntil
+		}
+		if f := match(r); f != nil {
+			return send(f)
+		}
+		return nil
+	}, func(lost uint64) error {
+		s.skipped.Add(int64(lost))
+		return stream.Send(s.lostResponse(lost))
+	}, nil)
+	if errors.Is(err, errUntil) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) flowResponse(f *flowpb.Flow) *observerpb.GetFlowsResponse {
+	return &observerpb.GetFlowsResponse{ResponseTypes: &observerpb.GetFlowsResponse_Flow{Flow: f},
+		NodeName: s.cfg.NodeName, Time: f.GetTime()}
+}
+
+// lostResponse tells a follower that n flows were overwritten in the ring
+// before it read them.
+func (s *Server) lostResponse(n uint64) *observerpb.GetFlowsResponse {
+	return &observerpb.GetFlowsResponse{NodeName: s.cfg.NodeName, Time: timestamppb.Now(),
+		ResponseTypes: &observerpb.GetFlowsResponse_LostEvents{LostEvents: &flowpb.LostEvent{
+			Source: flowpb.LostEventSource_HUBBLE_RING_BUFFER, NumEventsLost: n}}}
+}
+
+// errUntil ends a follow at its until.
+var errUntil = errors.New("until reached")
+
+// follow calls fn with each record the ring gets from sequence number
+// cursor on (wait: the ring's channel of when cursor was read), lost with
+// how many the ring overwrote before follow got to them, and batch, if
+// set, after each round, until done is closed or a call fails (its error
+// returned). It reads the ring at its own pace: the ring's writer never
+// waits for it.
+func (s *Server) follow(done <-chan struct{}, cursor uint64, wait <-chan struct{}, fn func(*record) error,
+	lost func(uint64) error, batch func()) error {
+	var r record
+	for {
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return nil
 		case <-wait:
 		}
-		if ctx.Err() != nil {
+		select {
+		case <-done:
 			return nil
+		default:
 		}
-		var first uint64
+		var first, next uint64
 		first, next, wait = s.ring.bounds()
 		if cursor < first {
-			// Overwritten before this client read them: say how many.
-			lost := first - cursor
-			s.skipped.Add(int64(lost))
-			if err := stream.Send(&observerpb.GetFlowsResponse{NodeName: s.cfg.NodeName, Time: timestamppb.Now(),
-				ResponseTypes: &observerpb.GetFlowsResponse_LostEvents{LostEvents: &flowpb.LostEvent{
-					Source: flowpb.LostEventSource_HUBBLE_RING_BUFFER, NumEventsLost: lost}}}); err != nil {
+			if err := lost(first - cursor); err != nil {
 				return err
 			}
 			cursor = first
@@ -406,14 +497,12 @@ func (s *Server) GetFlows(req *observerpb.GetFlowsRequest, stream grpc.ServerStr
 			if !s.ring.get(cursor, &r) {
 				break // overwritten meanwhile: the next round counts it
 			}
-			if !until.IsZero() && time.Unix(0, r.time).After(until) {
-				return nil
+			if err := fn(&r); err != nil {
+				return err
 			}
-			if f := match(&r); f != nil {
-				if err := send(f); err != nil {
-					return err
-				}
-			}
+		}
+		if batch != nil {
+			batch()
 		}
 	}
 }
@@ -465,8 +554,12 @@ func (s *Server) peer(name, addr string, typ peerpb.ChangeNotificationType) *pee
 }
 
 // TLSServerName is the name a node's certificate must carry for Relay,
-// which checks its peers' certificates against it.
-func TLSServerName(node string) string { return node + ".hubble-grpc.xlane.local" }
+// which checks its peers' certificates against it: one label for the
+// node (its dots made dashes, as Cilium does), so that one certificate
+// for *.hubble-grpc.xlane.local serves every node.
+func TLSServerName(node string) string {
+	return strings.ReplaceAll(node, ".", "-") + ".hubble-grpc.xlane.local"
+}
 
 // peers are the nodes by name with their services' addresses.
 func (s *Server) peers() map[string]string {

@@ -215,8 +215,19 @@ func TestPeers(t *testing.T) {
 	if n := s.peer("n2", got["n2"], peerpb.ChangeNotificationType_PEER_ADDED); n.GetTls().GetServerName() != "n2.hubble-grpc.xlane.local" {
 		t.Errorf("peer %v: want the TLS server name n2.hubble-grpc.xlane.local", n)
 	}
-	s = &Server{cfg: Config{NodeName: "n1", Socket: "/run/xlane/hubble.sock"}, deps: s.deps}
+	if n := s.peer("n2.example.com", got["n2"], peerpb.ChangeNotificationType_PEER_ADDED); n.GetTls().GetServerName() != "n2-example-com.hubble-grpc.xlane.local" {
+		t.Errorf("peer %v: want the TLS server name n2-example-com.hubble-grpc.xlane.local (one label per node)", n)
+	}
+	// TLS files without a TCP listener (the DaemonSet names them either
+	// way): the socket is plain, and its peer has no TLS name (Relay
+	// refuses a plain peer with one).
+	cfg := Config{NodeName: "n1", Socket: "/run/xlane/hubble.sock", TLSCert: "tls.crt", TLSKey: "tls.key", TLSClientCA: "ca.crt"}
+	cfg.defaults()
+	s = &Server{cfg: cfg, deps: s.deps}
 	if got := s.peers(); len(got) != 1 || got["n1"] != "unix:///run/xlane/hubble.sock" {
 		t.Errorf("peers without TCP %v, want n1 at the socket", got)
+	}
+	if n := s.peer("n1", "unix:///run/xlane/hubble.sock", peerpb.ChangeNotificationType_PEER_ADDED); n.GetTls() != nil {
+		t.Errorf("peer at the socket %v: want no TLS", n)
 	}
 }

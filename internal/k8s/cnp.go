@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/fqdn"
 )
 
 // Priorities of ClusterNetworkPolicy rules in the firewall, around the
@@ -179,7 +180,7 @@ type cnpPeers struct {
 	// failClosed: a peer with no known field (a newer API's peer): a
 	// Deny or Pass rule matches everyone, an Accept rule no one.
 	failClosed bool
-	domains    bool
+	names      []string // domainNames (canonical)
 }
 
 func cnpResolvePeers(field string, peers []CNPPeer, in bool, pods []pod, nsLabels map[string]labels.Set, nodes []*corev1.Node) (cnpPeers, error) {
@@ -251,7 +252,17 @@ func cnpResolvePeers(field string, peers []CNPPeer, in bool, pods []pod, nsLabel
 				out.addrs = append(out.addrs, pf.String())
 			}
 		case pe.DomainNames != nil:
-			out.domains = true
+			if len(pe.DomainNames) == 0 || len(pe.DomainNames) > fqdn.MaxNames {
+				return out, cnpErrf(f+".domainNames", "%d names: want 1 to %d", len(pe.DomainNames), fqdn.MaxNames)
+			}
+			for k, n := range pe.DomainNames {
+				if err := fqdn.ValidName(n); err != nil {
+					return out, cnpErrf(fmt.Sprintf("%s.domainNames[%d]", f, k), "%s", err.Error())
+				}
+				if c := fqdn.Canonical(n); !slices.Contains(out.names, c) {
+					out.names = append(out.names, c)
+				}
+			}
 		default:
 			out.failClosed = true
 		}
@@ -344,11 +355,8 @@ func cnpRule(p *ClusterNetworkPolicy, field string, i int, r CNPRule, in bool, b
 		return nil, nil, err
 	}
 	var warn []string
-	if peers.domains {
-		if r.Action != CNPAccept {
-			return nil, nil, cnpErrf(peerField, "domainNames: only in Accept rules")
-		}
-		warn = append(warn, peerField+": domainNames are not enforced yet: the peer matches no traffic")
+	if peers.names != nil && r.Action != CNPAccept {
+		return nil, nil, cnpErrf(peerField, "domainNames: only in Accept rules")
 	}
 	protos, w, err := cnpProtocols(field+".protocols", r.Protocols)
 	if err != nil {
@@ -456,6 +464,31 @@ func cnpRule(p *ClusterNetworkPolicy, field string, i int, r CNPRule, in bool, b
 			fr.Direction, fr.Dst, fr.Src = "to-endpoint", ownAddrs, peerAddrs
 		} else {
 			fr.Direction, fr.Src, fr.Dst = "from-endpoint", ownAddrs, peerAddrs
+		}
+		out = append(out, fr)
+	}
+	// domainNames: the addresses each subject pod resolved for the names
+	// (internal/fqdn), one rule per protocol entry; a named port is
+	// resolved in peer pods, of which names have none.
+	for j, e := range entries {
+		if peers.names == nil || e.recv != nil {
+			continue
+		}
+		var ownAddrs rules.List
+		for _, q := range own {
+			ownAddrs = append(ownAddrs, addrList(q.addrs)...)
+		}
+		if len(ownAddrs) == 0 {
+			continue
+		}
+		fr := rules.Rule{Priority: base + int(p.Spec.Priority)*CNPRuleSlots + i, Action: "allow", Comment: comment + " domainNames",
+			Direction: "from-endpoint", Src: ownAddrs, DstNames: peers.names}
+		fr.Name = policyRuleName(name, fmt.Sprintf("%s%d.dns", kind, i))
+		if len(entries) > 1 {
+			fr.Name = policyRuleName(name, fmt.Sprintf("%s%d.%d.dns", kind, i, j))
+		}
+		if e.proto != "" {
+			fr.Proto, fr.DstPort = rules.List{e.proto}, e.ports
 		}
 		out = append(out, fr)
 	}

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -263,7 +264,10 @@ func TestClusterPolicyErrors(t *testing.T) {
 		}), "ok:spec.ingress[0].protocols[0].sctp.destinationPort: SCTP ports are not matched"},
 		{bad("domain-accept", func(s *CNPSpec) {
 			s.Egress = []CNPRule{{Action: CNPAccept, To: []CNPPeer{{DomainNames: []string{"*.example.com"}}}}}
-		}), "ok:spec.egress[0].to: domainNames are not enforced yet"},
+		}), "ok:"},
+		{bad("domain-bad", func(s *CNPSpec) {
+			s.Egress = []CNPRule{{Action: CNPAccept, To: []CNPPeer{{DomainNames: []string{"example.com", "*.*.example.com"}}}}}
+		}), `spec.egress[0].to[0].domainNames[1]: "*.*.example.com": want a DNS name`},
 		{cnp("good-twin", CNPTierAdmin, 3, nsSubject(teamA), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(defaultNS)}}}, nil),
 			"ok:spec.priority 3: shared in tier Admin with good; xlane orders them by name"},
 	}
@@ -333,3 +337,63 @@ func TestClusterPolicyScale(t *testing.T) {
 	}
 	t.Logf("1,000 policies: %d rules translated in %v", len(got), took)
 }
+
+// TestClusterPolicyDomainNames: an Admin Accept to domainNames before a
+// Deny of all egress translates to a rule with dst_names from the subject
+// pods (per protocol entry) before the deny, and the firewall's reference
+// model allows a destination only where the pod resolved it for the
+// names (Policy.Resolved stands for internal/fqdn's map).
+func TestClusterPolicyDomainNames(t *testing.T) {
+	p := cnp("egress-allowlist", CNPTierAdmin, 5, nsSubject(defaultNS), nil, []CNPRule{
+		{Name: "to example", Action: CNPAccept, To: []CNPPeer{{DomainNames: []string{"*.Example.com", "example.com."}}},
+			Protocols: []CNPProtocol{tcpTo(443), {UDP: &CNPPorts{}}}},
+		{Action: CNPDeny, To: []CNPPeer{{Networks: []string{"0.0.0.0/0", "::/0"}}}},
+	})
+	got, sts := TranslateAllPolicies(PolicyInput{ClusterPolicies: []*ClusterNetworkPolicy{p}, Pods: policyPods(), Namespaces: policyNamespaces(), NodeName: "n2"})
+	if len(sts) != 1 || !sts[0].Accepted || sts[0].Message != "" {
+		t.Fatalf("statuses: %+v", sts)
+	}
+	var names []rules.Rule
+	for _, r := range got {
+		if r.DstNames != nil {
+			names = append(names, r)
+		}
+	}
+	if len(names) != 2 {
+		t.Fatalf("%d rules with dst_names, want 2 (tcp 443, udp): %+v", len(names), got)
+	}
+	for _, r := range names {
+		if r.Direction != "from-endpoint" || r.Action != "allow" || r.Dst != nil ||
+			strings.Join(r.DstNames, ",") != "*.example.com,example.com" || strings.Join(r.Src, ",") != "10.244.2.20,fd00:244:0:2::20,10.244.2.10,fd00:244:0:2::10" {
+			t.Errorf("rule %s: %+v", r.Name, r)
+		}
+	}
+	pol, err := firewall.Validate(&rules.RuleSet{Rules: got}, firewall.MapResolver{})
+	if err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	web, api := mustAddr("10.244.2.10"), mustAddr("93.184.215.14")
+	resolved := false
+	pol.Resolved = func(i int, src, dst netip.Addr) bool { return resolved && src == web && dst == api }
+	for _, c := range []struct {
+		resolved bool
+		dport    uint32
+		want     string // the deciding rule's name suffix
+	}{
+		{false, 443, "eg1"}, // not resolved: the deny
+		{true, 443, "eg0.0.dns"},
+		{true, 80, "eg1"}, // resolved, another port
+	} {
+		resolved = c.resolved
+		i, _ := pol.Evaluate(firewall.Packet{Kind: firewall.KindFromEP, Src: web, Dst: api, Proto: 6, SPort: 40000, DPort: c.dport})
+		if i < 0 || !strings.HasSuffix(pol.Rules[i].Name, c.want) {
+			name := "none"
+			if i >= 0 {
+				name = pol.Rules[i].Name
+			}
+			t.Errorf("resolved %v, port %d: decided by %s, want *%s", c.resolved, c.dport, name, c.want)
+		}
+	}
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -65,6 +65,9 @@ type Config struct {
 	// WGPublicKey is this node's WireGuard public key (xlaned --encryption
 	// wireguard; "": off), published on its Node as AnnotationWGPublicKey.
 	WGPublicKey string
+	// WGKeys brings this node's new public keys (xlane node rotate-key),
+	// each published when it comes (nil: the key never changes).
+	WGKeys <-chan string
 }
 
 // settle is how long a sync waits after the first event of a burst, so
@@ -181,7 +184,20 @@ func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynam
 		pods:       f.Core().V1().Pods(),
 		namespaces: f.Core().V1().Namespaces(),
 		policies:   f.Networking().V1().NetworkPolicies(),
-		dirty:      dirty{nodes: true, allServices: true, policies: true, services: map[string]bool{}}}
+		dirty:      dirty{nodes: true, allServices: true, policies: true, services: map[string]bool{}},
+		wgKey:      cfg.WGPublicKey}
+	if cfg.WGKeys != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case k := <-cfg.WGKeys:
+					c.mark(func(d *dirty) { c.wgKey, d.nodes = k, true })
+				}
+			}
+		}()
+	}
 	if err := c.slices.Informer().AddIndexers(cache.Indexers{sliceIndex: func(obj any) ([]string, error) {
 		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && ServiceKey(s) != "" {
 			return []string{ServiceKey(s)}, nil
@@ -272,6 +288,7 @@ type controller struct {
 	namespaces coreinformers.NamespaceInformer
 	policies   networkinginformers.NetworkPolicyInformer
 	cnp        *cnpWatch // nil: ClusterNetworkPolicies are not watched
+	wgKey      string    // this node's WireGuard public key to publish (c.mu)
 
 	mu    sync.Mutex
 	dirty dirty // what changed since the last sync
@@ -579,7 +596,9 @@ func (c *controller) syncPolicies(self []netip.Addr) error {
 // publishKey puts this node's WireGuard public key on its Node (a merge
 // patch of the one annotation), when it is not there already.
 func (c *controller) publishKey(n *corev1.Node) error {
-	key := c.cfg.WGPublicKey
+	c.mu.Lock()
+	key := c.wgKey
+	c.mu.Unlock()
 	if key == "" || n.Annotations[AnnotationWGPublicKey] == key {
 		return nil
 	}

@@ -308,7 +308,8 @@ func TestControllerWGPublicKey(t *testing.T) {
 	r := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := run(ctx, Config{NodeName: "n1", Nodes: true, WGPublicKey: own, Log: slog.New(slog.DiscardHandler)}, cs, r); err != nil {
+	keys := make(chan string, 1)
+	if err := run(ctx, Config{NodeName: "n1", Nodes: true, WGPublicKey: own, WGKeys: keys, Log: slog.New(slog.DiscardHandler)}, cs, r); err != nil {
 		t.Fatal(err)
 	}
 	recs := waitNth(t, r, &r.nodes, 0, "node sync")
@@ -321,21 +322,30 @@ func TestControllerWGPublicKey(t *testing.T) {
 	if got != peer {
 		t.Errorf("n2's record key %q, want %q (its annotation); records %+v", got, peer, recs)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.Annotations[AnnotationWGPublicKey] == own {
-			if n.Annotations["other"] != "kept" {
-				t.Errorf("n1's other annotations: %v, want them kept", n.Annotations)
+	waitKey := func(key string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n1's annotations %v: no %s", n.Annotations, AnnotationWGPublicKey)
+			if n.Annotations[AnnotationWGPublicKey] == key {
+				if n.Annotations["other"] != "kept" {
+					t.Errorf("n1's other annotations: %v, want them kept", n.Annotations)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("n1's annotations %v: %s is not %s", n.Annotations, AnnotationWGPublicKey, key)
+			}
 		}
 	}
+	waitKey(own)
+	// A rotation (xlane node rotate-key): the new key is published, with
+	// no other event.
+	const rotated = "hCq1VwXFcm4yXoV0mXn2Pp3l5vEW5m6yJ0fU3n1fGks="
+	keys <- rotated
+	waitKey(rotated)
 }
 
 // TestControllerClusterPolicy: before the API server serves the

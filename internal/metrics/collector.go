@@ -134,6 +134,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			enc = 1
 		}
 		gauge(WireGuardEncrypted, enc, p.Node)
+		if !p.Encrypted {
+			gauge(WireGuardUnencrypted, 1, p.Node, p.Reason, p.State)
+		}
+	}
+	if b := s.BGP; b != nil {
+		gauge(BGPAnnounced, float64(b.Announced))
+		for _, p := range b.Peers {
+			up := 0.0
+			if p.Established {
+				up = 1
+			}
+			gauge(BGPSessionEstablished, up, p.Peer)
+			gauge(BGPSessionUptime, p.Uptime.Seconds(), p.Peer)
+			counter(BGPSessionFlaps, float64(p.Flaps), p.Peer)
+			gauge(BGPPrefixesSent, float64(p.Sent), p.Peer)
+			gauge(BGPPrefixesReceived, float64(p.Received), p.Peer)
+			gauge(BGPPrefixesAccepted, float64(p.Accepted), p.Peer)
+		}
 	}
 	for kind, n := range s.Unapplied {
 		gauge(Unapplied, float64(n), kind)

@@ -44,12 +44,15 @@ func full() Snapshot {
 		Services:  []ServiceCount{{Service: "web", Active: 2, Draining: 1}},
 		Backends:  []BackendFlows{{Service: "web", Backend: "10.0.0.2:80", Flows: 4}},
 		Unapplied: map[string]int{"endpoint": 1, "network": 0},
-		WireGuard: []WireGuardPeer{{Node: "n2", RxBytes: 10, TxBytes: 20, HandshakeAge: time.Second, Encrypted: true}},
-		Programs:  []ProgramCount{{Program: "xlane_from_endpoint", Runs: 9, Runtime: time.Microsecond}},
-		Neigh:     &Neigh{Events: 3, Resyncs: 1},
-		Accel:     &Accel{On: true, Sockets: 2, Counters: map[string]uint64{"sock_added": 2, "msg_redirected": 10, "bytes_redirected": 1000, "fallback_backlog": 1}},
-		Proxy:     map[string]uint64{"redirected": 1, "origdst_found": 1, "in_listener_added": 1},
-		Errors:    map[string]error{"firewall": errors.New("test")},
+		WireGuard: []WireGuardPeer{{Node: "n2", RxBytes: 10, TxBytes: 20, HandshakeAge: time.Second, Encrypted: true},
+			{Node: "n3", HandshakeAge: -1, State: "cleartext", Reason: "no_handshake"}},
+		Programs: []ProgramCount{{Program: "xlane_from_endpoint", Runs: 9, Runtime: time.Microsecond}},
+		Neigh:    &Neigh{Events: 3, Resyncs: 1},
+		Accel:    &Accel{On: true, Sockets: 2, Counters: map[string]uint64{"sock_added": 2, "msg_redirected": 10, "bytes_redirected": 1000, "fallback_backlog": 1}},
+		Proxy:    map[string]uint64{"redirected": 1, "origdst_found": 1, "in_listener_added": 1},
+		Errors:   map[string]error{"firewall": errors.New("test")},
+		BGP: &BGP{Announced: 3, Peers: []BGPPeer{{Peer: "192.0.2.254", Established: true, Uptime: 90 * time.Second, Flaps: 1, Sent: 3, Received: 2, Accepted: 2},
+			{Peer: "fd00::254"}}},
 	}
 }
 
@@ -146,6 +149,35 @@ func TestRegisteredAreNamed(t *testing.T) {
 	}
 	if _, ok := mfs["go_goroutines"]; !ok {
 		t.Error("no Go runtime metrics")
+	}
+	for _, c := range []struct {
+		m    Metric
+		peer string
+		want float64
+	}{{BGPSessionEstablished, "192.0.2.254", 1}, {BGPSessionEstablished, "fd00::254", 0}, {BGPSessionUptime, "192.0.2.254", 90},
+		{BGPPrefixesSent, "192.0.2.254", 3}, {BGPPrefixesReceived, "192.0.2.254", 2}, {BGPSessionFlaps, "192.0.2.254", 1}} {
+		if v, ok := value(mfs[c.m.Name], map[string]string{LabelPeer: c.peer}); !ok || v != c.want {
+			t.Errorf("%s{peer=%s} = %v (%v), want %v", c.m.Name, c.peer, v, ok, c.want)
+		}
+	}
+}
+
+// Extend adds a feature's part to every snapshot (the BGP speaker's,
+// wired by cmd/xlaned); without one the source is unchanged.
+func TestExtend(t *testing.T) {
+	base := full()
+	base.BGP = nil
+	src := &fakeSource{s: base}
+	if Extend(src, nil) != Source(src) {
+		t.Error("Extend(src, nil) is not src")
+	}
+	ext := Extend(src, func(s *Snapshot) { s.BGP = &BGP{Announced: 7} })
+	mfs := gather(t, New(ext, version.Info{Version: "test"}, quiet()))
+	if v, ok := value(mfs[BGPAnnounced.Name], nil); !ok || v != 7 {
+		t.Errorf("%s = %v (%v), want 7 from the extension", BGPAnnounced.Name, v, ok)
+	}
+	if mfs[CTEntries.Name] == nil {
+		t.Error("the source's own metrics went missing")
 	}
 }
 

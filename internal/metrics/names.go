@@ -20,7 +20,7 @@ const (
 	LabelAction    = "action"     // firewall action: allow, drop, reject, log
 	LabelService   = "service"    // service name
 	LabelBackend   = "backend"    // backend ADDR:PORT
-	LabelState     = "state"      // backend state: active or draining
+	LabelState     = "state"      // backend state: active or draining; a WireGuard peer's: pending, dropped, cleartext
 	LabelProgram   = "program"    // BPF program name: xlane_from_endpoint, ...
 	LabelSource    = "source"     // what a scrape failed to read
 	LabelVersion   = "version"    // git describe of the build (internal/version)
@@ -34,6 +34,7 @@ const (
 	LabelResult    = "result" // found or missed
 	LabelKind      = "kind"   // what the start could not apply: network, endpoint, node (a peer), this node
 	LabelNode      = "node"   // a peer node's name (encryption between nodes)
+	LabelPeer      = "peer"   // a BGP peer's address (docs/bgp.md)
 )
 
 // Type is a Prometheus metric type.
@@ -155,6 +156,24 @@ var (
 		"Seconds since the last WireGuard handshake with a peer node (no series before the first)."}
 	WireGuardEncrypted = Metric{"xlane_wireguard_peer_encrypted", Gauge, []string{LabelNode},
 		"1 when a peer node has a WireGuard session (a handshake under 180 s old), else 0: xlane status says why."}
+	WireGuardUnencrypted = Metric{"xlane_wireguard_peer_unencrypted", Gauge, []string{LabelNode, LabelReason, LabelState},
+		"1 for a peer node without a working WireGuard session: reason no_handshake, session_expired or not_on_device; state pending (its first handshake's grace: the traffic waits in WireGuard), dropped (--encryption-strict: drop_unencrypted) or cleartext (the traffic falls back to the overlay unencrypted)."}
+
+	// The BGP speaker (docs/bgp.md), per peer of `xlane bgp peer add`.
+	BGPSessionEstablished = Metric{"xlane_bgp_session_established", Gauge, []string{LabelPeer},
+		"1 while the BGP session with a peer is established, else 0 (xlane bgp status says the state and why it last went down)."}
+	BGPSessionUptime = Metric{"xlane_bgp_session_uptime_seconds", Gauge, []string{LabelPeer},
+		"Seconds since the BGP session with a peer came up (0 while it is down)."}
+	BGPSessionFlaps = Metric{"xlane_bgp_session_flaps_total", Counter, []string{LabelPeer},
+		"Times the BGP session with a peer went down after being established (since xlaned started)."}
+	BGPPrefixesSent = Metric{"xlane_bgp_prefixes_sent", Gauge, []string{LabelPeer},
+		"Prefixes announced to a BGP peer now."}
+	BGPPrefixesReceived = Metric{"xlane_bgp_prefixes_received", Gauge, []string{LabelPeer},
+		"Prefixes a BGP peer announces to this node now (accepted or not)."}
+	BGPPrefixesAccepted = Metric{"xlane_bgp_prefixes_accepted", Gauge, []string{LabelPeer},
+		"Prefixes of xlane_bgp_prefixes_received the speaker accepted."}
+	BGPAnnounced = Metric{"xlane_bgp_announced_routes", Gauge, nil,
+		"Prefixes the BGP speaker announces (pod CIDRs, LoadBalancer addresses, service CIDRs)."}
 
 	// The daemon.
 	APIRequestDuration = Metric{"xlane_api_request_duration_seconds", Histogram, []string{LabelMethod, LabelRoute, LabelCode},
@@ -179,6 +198,7 @@ var All = []Metric{
 	NeighEvents, NeighResyncs,
 	AccelOn, AccelMapSockets, AccelSockets, AccelMessages, AccelBytes, AccelDirections,
 	ProxyConnections, ProxyOrigDst, ProxyListeners,
-	WireGuardBytes, WireGuardHandshakeAge, WireGuardEncrypted,
+	WireGuardBytes, WireGuardHandshakeAge, WireGuardEncrypted, WireGuardUnencrypted,
+	BGPSessionEstablished, BGPSessionUptime, BGPSessionFlaps, BGPPrefixesSent, BGPPrefixesReceived, BGPPrefixesAccepted, BGPAnnounced,
 	APIRequestDuration, Unapplied, ScrapeErrors, BuildInfo,
 }

@@ -28,6 +28,8 @@ type Snapshot struct {
 	Proxy map[string]uint64
 	// WireGuard: the peers of encryption between nodes, nil without it.
 	WireGuard []WireGuardPeer
+	// BGP: the BGP speaker, nil without one.
+	BGP *BGP
 	// Unapplied counts what the last start could not apply, by kind.
 	Unapplied map[string]int
 	// Errors: what could not be read (source -> error), counted in
@@ -122,4 +124,44 @@ type WireGuardPeer struct {
 	// HandshakeAge is since the last handshake; negative: none yet.
 	HandshakeAge time.Duration
 	Encrypted    bool
+	// State and Reason: a peer not encrypted, what its traffic does
+	// (pending, dropped, cleartext) and why (internal/wireguard).
+	State, Reason string
+}
+
+// BGP is the BGP speaker's sessions and announcements.
+type BGP struct {
+	Peers     []BGPPeer
+	Announced int
+}
+
+// BGPPeer is one BGP session.
+type BGPPeer struct {
+	Peer        string // the peer's address
+	Established bool
+	Uptime      time.Duration // since the session came up; 0 while down
+	Flaps       uint32
+	Sent        uint64
+	Received    uint64
+	Accepted    uint64
+}
+
+// Extend is src whose snapshots more fills in (a feature of its own, such
+// as the BGP speaker, adding its part); more nil is src.
+func Extend(src Source, more func(*Snapshot)) Source {
+	if more == nil {
+		return src
+	}
+	return extended{src, more}
+}
+
+type extended struct {
+	Source
+	more func(*Snapshot)
+}
+
+func (e extended) Snapshot() *Snapshot {
+	s := e.Source.Snapshot()
+	e.more(s)
+	return s
 }

@@ -94,9 +94,14 @@ type Node struct {
 // NodeEncryption is a peer's WireGuard session as this node sees it
 // (internal/wireguard).
 type NodeEncryption struct {
-	// State is encrypted, or why not (no handshake yet, session
-	// expired).
+	// State is what the peer's pods' traffic does: encrypted, pending
+	// (waits in WireGuard for the first handshake), dropped (no working
+	// session, --encryption-strict) or cleartext (no working session:
+	// the overlay unencrypted); Reason why it is not encrypted
+	// (no_handshake, session_expired, not_on_device), Detail in words.
 	State         string     `json:"state"`
+	Reason        string     `json:"reason,omitempty"`
+	Detail        string     `json:"detail,omitempty"`
 	LastHandshake *time.Time `json:"last_handshake,omitempty"`
 	RxBytes       uint64     `json:"rx_bytes"`
 	TxBytes       uint64     `json:"tx_bytes"`

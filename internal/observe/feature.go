@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"net/netip"
+
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/model"
 )
@@ -43,6 +45,20 @@ type Observer struct {
 	mon  *monitor
 	// tracer: `xlane trace`'s programs, loaded on first use (trace.go).
 	tracer tracerCache
+	// namer is SetNamer's, for a monitor started after it.
+	namer *func(netip.Addr) string
+}
+
+// SetNamer gives the monitor's events the workload names of their
+// addresses (api.MonitorEvent's SrcName, DstName, NATDstName): fn is the
+// Hubble server's names (internal/hubble), "" for an address it does not
+// know. It is called for each event described, so it must be quick.
+// Before Start it is kept for the monitor Start makes.
+func (o *Observer) SetNamer(fn func(netip.Addr) string) {
+	o.namer = &fn
+	if o.mon != nil {
+		o.mon.namer.Store(&fn)
+	}
 }
 
 // New makes the observability feature on c's datapath (which must be
@@ -54,7 +70,12 @@ func New(c core.Core, cfg Config, deps Deps) *Observer {
 
 // Start starts the monitor, which reads the datapath's ring until c is
 // done.
-func (o *Observer) Start() { o.mon = o.startMonitor() }
+func (o *Observer) Start() {
+	o.mon = o.startMonitor()
+	if o.namer != nil {
+		o.mon.namer.Store(o.namer)
+	}
+}
 
 // Close releases the tracer's programs.
 func (o *Observer) Close() {

@@ -80,6 +80,8 @@ type monitor struct {
 	gcOver atomic.Uint64
 
 	names atomic.Pointer[monNames] // endpoints and services, for the events
+	// namer names the events' addresses (Observer.SetNamer; nil: none).
+	namer atomic.Pointer[func(netip.Addr) string]
 
 	// dispatch's buffers (under mu).
 	evs   []api.MonitorEvent
@@ -92,6 +94,7 @@ type MonitorSub struct {
 	c       chan api.MonitorEvent
 	m       *monitor
 	types   bpf.MonType
+	ctl     map[string]bool // the control plane's types it wants (Event)
 	f       monFilter
 	since   uint64 // CLOCK_MONOTONIC at subscription: older events are not its
 	base    bpf.MonCounters
@@ -129,7 +132,8 @@ func (o *Observer) startMonitor() *monitor {
 // loaded without the monitor's hooks (Config.NoMonitor).
 var ErrMonitorOff = fmt.Errorf("xlaned runs with --monitor=false: its programs have no monitor hooks, so no events (restart xlaned without the flag; xlane trace works either way): %w", model.ErrUnavailable)
 
-// Monitor subscribes to the datapath's events matching q. The caller
+// Monitor subscribes to the datapath's events matching q, and to the
+// control plane's (Event) of the types it names. The caller
 // reads C and calls Close when done.
 func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 	m := o.mon
@@ -142,12 +146,9 @@ func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 	if o.cfg.NoMonitor {
 		return nil, fmt.Errorf("monitor: %w", ErrMonitorOff)
 	}
-	types := bpf.MonAll &^ bpf.MonVerdict
-	if len(q.Types) > 0 {
-		var err error
-		if types, err = bpf.ParseMonTypes(q.Types); err != nil {
-			return nil, &model.FieldError{Field: "types", Reason: err.Error()}
-		}
+	types, ctl, err := parseMonTypes(q.Types)
+	if err != nil {
+		return nil, err
 	}
 	f, err := o.monFilter(q)
 	if err != nil {
@@ -161,7 +162,7 @@ func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 		return nil, err
 	}
 	c := make(chan api.MonitorEvent, monitorQueue)
-	s := &MonitorSub{C: c, c: c, m: m, types: types, f: f, base: base, since: monotonicNow()}
+	s := &MonitorSub{C: c, c: c, m: m, types: types, ctl: ctl, f: f, base: base, since: monotonicNow()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.subs[s] = struct{}{}
@@ -601,6 +602,12 @@ func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
 	}
 	if len(refs.eps) > 0 {
 		ev.Endpoint, ev.Network = refs.eps[0].id, refs.eps[0].network
+	}
+	if name := m.namer.Load(); name != nil && e.Family != 0 {
+		ev.SrcName, ev.DstName = (*name)(netip.AddrFrom16(e.Saddr).Unmap()), (*name)(netip.AddrFrom16(e.Daddr).Unmap())
+		if ev.NATDst != "" {
+			ev.NATDstName = (*name)(refs.addrs[len(refs.addrs)-1])
+		}
 	}
 	return ev, refs
 }

@@ -58,6 +58,17 @@ func TestMonitorFilter(t *testing.T) {
 		func() bool { ev.Time = want.Time; return ev != want }() {
 		t.Errorf("lb event described as %+v, want %+v", ev, want)
 	}
+	// With the Hubble server's names (SetNamer): each address named, the
+	// translated destination too.
+	wl := map[netip.Addr]string{netip.MustParseAddr("10.83.0.2"): "blue/web", netip.MustParseAddr("10.83.0.3"): "blue/client"}
+	name := func(a netip.Addr) string { return wl[a] }
+	m.namer.Store(&name)
+	if ev, _ := m.describe(lb); ev.SrcName != "" || ev.DstName != "" || ev.NATDstName != "blue/web" {
+		t.Errorf("lb event named %q -> %q, backend %q: want the VIP unnamed, the backend blue/web", ev.SrcName, ev.DstName, ev.NATDstName)
+	}
+	if ev, _ := m.describe(drop); ev.SrcName != "blue/client" || ev.DstName != "blue/web" || ev.NATDstName != "" {
+		t.Errorf("drop event named %q -> %q (%q): want blue/client -> blue/web", ev.SrcName, ev.DstName, ev.NATDstName)
+	}
 }
 
 // TestPollInterval: the reader drains every 100 ms unless the rate on

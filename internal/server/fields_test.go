@@ -18,7 +18,7 @@ import (
 // requestTypes are the bodies the API decodes: an error's field names one
 // of their JSON keys.
 var requestTypes = []any{
-	api.NetworkCreate{}, api.NetworkUpdate{}, api.EndpointAdd{}, api.NodeAdd{}, api.PortsUpdate{},
+	api.NetworkCreate{}, api.NetworkUpdate{}, api.EndpointAdd{}, api.NodeAdd{}, api.NodeUpdate{}, api.PortsUpdate{},
 	api.ServiceCreate{}, api.ServiceUpdate{}, api.ServiceApply{}, api.AttachmentAdd{}, api.AttachmentGC{},
 	api.FirewallApply{}, api.FirewallBlock{}, api.AccelEnable{}, api.ProxyRedirect{}, api.TraceRequest{},
 	rules.Rule{}, rules.DDoS{}, model.BGPPeer{}, model.LBPool{},
@@ -36,6 +36,7 @@ var notRequestKeys = map[string]string{
 	"overlay-encap":      "xlaned --overlay-encap",
 	"routing":            "xlaned --routing",
 	"encryption":         "xlaned --encryption",
+	"encryption-strict":  "xlaned --encryption-strict",
 	"nat-ports":          "xlaned --nat-ports",
 	"nodes":              "xlaned --nodes (a file of node records)",
 	"service-no-backend": "xlaned --service-no-backend",

@@ -139,6 +139,16 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 	route("GET "+api.PathNodes+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
 		return d.Cluster().Node(r.PathValue("name"))
 	})
+	route("PATCH "+api.PathNodes+"/{name}", http.StatusOK, func(r *http.Request) (any, error) {
+		var req api.NodeUpdate
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return d.Cluster().SetNodeKey(r.PathValue("name"), req.WGPublicKey)
+	})
+	route("POST "+api.PathRotateKey, http.StatusOK, func(r *http.Request) (any, error) {
+		return d.Cluster().RotateKey()
+	})
 	route("DELETE "+api.PathNodes+"/{name}", http.StatusNoContent, func(r *http.Request) (any, error) {
 		return nil, d.Cluster().RemoveNode(r.PathValue("name"))
 	})

@@ -43,6 +43,7 @@ var reasonStage = map[string][2]string{
 	"pass_overlay":     {"route", "XDP: for another node's pod: to the tc program, which tunnels it"},
 	"drop_no_peer":     {"route", "an address of the cluster CIDR that no node has: dropped"},
 	"drop_peer_down":   {"route", "a pod of a node that does not answer this node's probes: dropped"},
+	"drop_unencrypted": {"route", "a pod of a node without a working WireGuard session, with xlaned --encryption-strict: dropped, never sent in cleartext"},
 	"drop_too_big":     {"route", "too big for the overlay after a service's translation: the client answered with ICMP fragmentation needed / packet too big naming the overlay's MTU"},
 	"drop_vni":         {"parse", "from the overlay with an unknown VNI: dropped"},
 	"pass_not_fwded":   {"route", "not forwarded by xlane (for the node, or no route): to Linux"},

@@ -21,6 +21,12 @@
 // through its UAPI text protocol, spoken in-process (uapi.go), so there is
 // one configuration path.
 //
+// Each peer's session is read every second (Check, session.go): one
+// without a working session (after a first handshake's grace) is dropped
+// by the datapath with --encryption-strict (drop_unencrypted) or falls
+// back to the cleartext overlay, and nudged until a handshake succeeds.
+// SetPrivateKey rotates this node's key pair.
+//
 // The private key is the caller's (the daemon keeps it in its 0600 state
 // file); this package hands it to the device only, and nothing it returns
 // (Status) carries it.

@@ -52,6 +52,10 @@ type Config struct {
 	Port int
 	// Engine is auto (""), kernel or embedded.
 	Engine string
+	// Strict (--encryption-strict): a peer without a working session
+	// gets none of its pods' traffic (drop_unencrypted) rather than the
+	// cleartext overlay (session.go).
+	Strict bool
 	Log    *slog.Logger
 }
 
@@ -75,6 +79,10 @@ type Tunnel struct {
 	link  netlink.Link
 	addrs []netip.Addr
 	peers map[string]Peer // by node name
+	sess  map[string]*session
+	// keyed is when this node's key was last replaced (RotateKey; zero
+	// since Open): older handshakes are void.
+	keyed time.Time
 }
 
 // Open makes (or adopts) the device with the private key, listening on
@@ -93,7 +101,7 @@ func Open(cfg Config, priv Key, mtu int) (*Tunnel, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tunnel{cfg: cfg, eng: eng, pub: priv.PublicKey(), peers: map[string]Peer{}}
+	t := &Tunnel{cfg: cfg, eng: eng, pub: priv.PublicKey(), peers: map[string]Peer{}, sess: map[string]*session{}}
 	fail := func(err error) (*Tunnel, error) {
 		eng.close()
 		if l, lerr := netlink.LinkByName(Device); lerr == nil {
@@ -149,7 +157,11 @@ func (t *Tunnel) Addrs() []netip.Addr {
 func (t *Tunnel) Port() int { return t.cfg.Port }
 
 // PublicKey is this node's public key.
-func (t *Tunnel) PublicKey() Key { return t.pub }
+func (t *Tunnel) PublicKey() Key {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pub
+}
 
 // Close lets go of the device: the embedded engine's goes away with it;
 // the kernel's stays, with its keys and sessions, for the next xlaned to
@@ -229,13 +241,24 @@ func (t *Tunnel) SetPeer(p Peer) error {
 	if err := t.eng.configure(cfg); err != nil {
 		return fmt.Errorf("configure peer %s on %s: %w", p.Node, Device, err)
 	}
-	if old, ok := t.peers[p.Node]; ok {
+	old, ok := t.peers[p.Node]
+	if ok {
 		for _, a := range old.Addrs {
 			if !slices.Contains(p.Addrs, a) {
 				t.delRoute(a)
 			}
 		}
 	}
+	if !ok || old.PublicKey != p.PublicKey || old.Endpoint != p.Endpoint {
+		// A new grace, its traffic into WireGuard (the caller applies
+		// it now: Encrypts).
+		t.resetSession(p.Node, time.Now())
+		t.sess[p.Node].course = "wg"
+	}
+	// Recorded before the routes: a failure below is undone by the
+	// caller's RemovePeer (or SetPeer of the old record), device peer and
+	// routes alike.
+	t.peers[p.Node] = p
 	for _, a := range p.Addrs {
 		r := &netlink.Route{LinkIndex: t.link.Attrs().Index, Dst: hostNet(a), Protocol: RouteProtocol, Scope: netlink.SCOPE_LINK}
 		if err := netlink.RouteReplace(r); err != nil {
@@ -245,7 +268,6 @@ func (t *Tunnel) SetPeer(p Peer) error {
 			return fmt.Errorf("unreachable route %s: %w", a, err)
 		}
 	}
-	t.peers[p.Node] = p
 	return nil
 }
 
@@ -262,6 +284,7 @@ func (t *Tunnel) RemovePeer(node string) error {
 		t.delRoute(a)
 	}
 	delete(t.peers, node)
+	delete(t.sess, node)
 	if err != nil {
 		return fmt.Errorf("remove peer %s from %s: %w", node, Device, err)
 	}
@@ -328,7 +351,7 @@ func (t *Tunnel) Status() *api.EncryptionInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	info := &api.EncryptionInfo{Mode: "wireguard", Engine: t.eng.name(), Device: Device,
-		PublicKey: t.pub.String(), Port: t.cfg.Port, Strict: true}
+		PublicKey: t.pub.String(), Port: t.cfg.Port, Strict: t.cfg.Strict}
 	for _, a := range t.addrs {
 		info.Addresses = append(info.Addresses, a.String())
 	}
@@ -349,34 +372,25 @@ func (t *Tunnel) Status() *api.EncryptionInfo {
 	slices.Sort(names)
 	for _, n := range names {
 		p := t.peers[n]
-		ep := api.EncryptionPeer{Node: n, PublicKey: p.PublicKey.String(), Endpoint: p.Endpoint.String(), State: PeerNoHandshake}
+		// The state is the last Check's: what the datapath does now.
+		s := t.session(n)
+		ep := api.EncryptionPeer{Node: n, PublicKey: p.PublicKey.String(), Endpoint: p.Endpoint.String(),
+			State: s.state, Reason: s.reason, Detail: reasonDetail[s.reason]}
 		if l, ok := live[p.PublicKey]; ok {
 			ep.RxBytes, ep.TxBytes = uint64(l.ReceiveBytes), uint64(l.TransmitBytes)
 			if !l.LastHandshakeTime.IsZero() {
 				hs := l.LastHandshakeTime.UTC()
 				ep.LastHandshake = &hs
 				ep.HandshakeAgeSeconds = int64(time.Since(hs) / time.Second)
-				ep.State = PeerEncrypted
-				if time.Since(hs) > handshakeStale {
-					ep.State = PeerStale
-				}
 			}
-		} else {
-			ep.State = PeerMissing
 		}
 		info.Peers = append(info.Peers, ep)
+		if s.state == StateCleartext {
+			info.Cleartext++
+		}
 	}
 	return info
 }
-
-// Peer states (api.EncryptionPeer.State): why a peer is or is not
-// encrypted now.
-const (
-	PeerEncrypted   = "encrypted" // a session, handshake under 180 s old
-	PeerNoHandshake = "no handshake yet (no traffic yet, or the peer does not answer: wrong key or port?)"
-	PeerStale       = "session expired (idle, or the peer stopped answering)"
-	PeerMissing     = "not on the device"
-)
 
 // Remove deletes the device and its routes (xlaned --uninstall); missing
 // is not an error.

@@ -21,7 +21,7 @@ import (
 // namespace: the top-of-rack router of the BGP tests.
 type frr struct {
 	t     *testing.T
-	netns string
+	ns    string
 	dir   string
 	procs []*exec.Cmd
 }
@@ -42,7 +42,7 @@ func startFRR(t *testing.T, netns, conf string) *frr {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o777)
-	f := &frr{t: t, netns: netns, dir: dir}
+	f := &frr{t: t, ns: netns, dir: dir}
 	cfg := filepath.Join(f.dir, "frr.conf")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func startFRR(t *testing.T, netns, conf string) *frr {
 				log, _ := os.ReadFile(filepath.Join(f.dir, d+".log"))
 				t.Logf("%s log (tail):\n%s", d, tail(string(log), 4000))
 			}
-			t.Logf("router: %s", f.vtysh("show bgp summary"))
+			t.Logf("router: %s", f.summary())
 		}
 		for _, p := range f.procs {
 			p.Process.Signal(syscall.SIGTERM)
@@ -105,6 +105,19 @@ func (f *frr) vtysh(cmd string) string {
 		return fmt.Sprintf("vtysh -c %q: %v: %s", cmd, err, out)
 	}
 	return string(out)
+}
+
+// vtyshConf applies configuration lines (each a vtysh command, in
+// configure mode) to this FRR.
+func (f *frr) vtyshConf(lines ...string) {
+	f.t.Helper()
+	args := []string{"--vty_socket", f.dir, "-c", "configure terminal"}
+	for _, l := range lines {
+		args = append(args, "-c", l)
+	}
+	if out, err := exec.Command("vtysh", args...).CombinedOutput(); err != nil || strings.Contains(string(out), "%") {
+		f.t.Fatalf("vtysh %q: %v: %s", lines, err, out)
+	}
 }
 
 // frrPath is one path of a prefix in FRR's BGP table.
@@ -153,25 +166,46 @@ func (f *frr) nextHops(pfx netip.Prefix) []string {
 	return out
 }
 
-// waitRoute waits until FRR has exactly the next hops want for pfx (none:
-// withdrawn) and returns how long that took; with next hops, it then
-// waits for zebra's route in the router's kernel too.
+// bgpRouter is the rack's router as the tests read it: FRR or BIRD.
+type bgpRouter interface {
+	// nextHops lists the next hops of pfx's valid paths in the
+	// router's BGP table, sorted, each with " (stale)" while the router
+	// keeps it as stale (graceful restart).
+	nextHops(pfx netip.Prefix) []string
+	// summary is the router's sessions, for failure messages.
+	summary() string
+	netns() string
+}
+
+func (f *frr) netns() string { return f.ns }
+
+func (f *frr) summary() string { return f.vtysh("show bgp summary") }
+
+// waitRoute waits until FRR has exactly the next hops want for pfx.
 func (f *frr) waitRoute(pfx netip.Prefix, timeout time.Duration, want ...string) time.Duration {
 	f.t.Helper()
+	return waitRoute(f.t, f, pfx, timeout, want...)
+}
+
+// waitRoute waits until rt has exactly the next hops want for pfx (none:
+// withdrawn) and returns how long that took; with next hops, it then
+// waits for the route in the router's kernel too.
+func waitRoute(t *testing.T, rt bgpRouter, pfx netip.Prefix, timeout time.Duration, want ...string) time.Duration {
+	t.Helper()
 	slices.Sort(want)
 	start := time.Now()
 	var got []string
 	for time.Since(start) < timeout {
-		if got = f.nextHops(pfx); slices.Equal(got, want) {
+		if got = rt.nextHops(pfx); slices.Equal(got, want) {
 			took := time.Since(start)
-			// Traffic needs zebra's kernel route too (the FIB lags
-			// the RIB by a few ms).
+			// Traffic needs the kernel route too (the FIB lags the
+			// RIB by a few ms).
 			for len(want) > 0 && time.Since(start) < timeout {
 				fam := "-4"
 				if pfx.Addr().Is6() {
 					fam = "-6"
 				}
-				if out, _ := inNS(f.netns, "ip", fam, "route", "show", pfx.String()).Output(); len(out) > 0 {
+				if out, _ := inNS(rt.netns(), "ip", fam, "route", "show", pfx.String()).Output(); len(out) > 0 {
 					break
 				}
 				time.Sleep(10 * time.Millisecond)
@@ -180,7 +214,7 @@ func (f *frr) waitRoute(pfx netip.Prefix, timeout time.Duration, want ...string)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	f.t.Fatalf("router: %s has next hops %q after %s, want %q\n%s", pfx, got, timeout, want, f.vtysh("show bgp summary"))
+	t.Fatalf("router: %s has next hops %q after %s, want %q\n%s", pfx, got, timeout, want, rt.summary())
 	return 0
 }
 
@@ -207,7 +241,9 @@ type bgpNode struct {
 //	 pods 10.245.1.0/24               pods 10.245.2.0/24
 type bgpRack struct {
 	tor, client string
-	frr         *frr
+	frr         *frr      // the router: FRR,
+	bird        *bird     // or BIRD (bgpRackOpts.bird)
+	router      bgpRouter // the one running
 	nodes       []*bgpNode
 	// kube, when set before the nodes start (bgpKubeRack), makes them
 	// xlaned --kubernetes against it: their node records come from the
@@ -260,6 +296,21 @@ func newBGPRack(t *testing.T, n int, segments bool, flags ...string) *bgpRack {
 // before the nodes start (bgpKubeRack starts a control plane there).
 func newBGPRackWith(t *testing.T, n int, segments bool, before func(*bgpRack), flags ...string) *bgpRack {
 	t.Helper()
+	return newBGPRackOpts(t, bgpRackOpts{n: n, segments: segments, before: before}, flags...)
+}
+
+// bgpRackOpts shape a rack: n nodes, on segments of their own or not, a
+// hook before the nodes start, BIRD as the router instead of FRR.
+type bgpRackOpts struct {
+	n        int
+	segments bool
+	before   func(*bgpRack)
+	bird     bool
+}
+
+func newBGPRackOpts(t *testing.T, o bgpRackOpts, flags ...string) *bgpRack {
+	t.Helper()
+	n, segments, before := o.n, o.segments, o.before
 	r := &bgpRack{tor: newNetns(t, "tor"), client: newNetns(t, "bcl")}
 	seg := func(i int) int {
 		if segments {
@@ -300,7 +351,13 @@ func newBGPRackWith(t *testing.T, n int, segments bool, before func(*bgpRack), f
 		// CIDRs as an AS loop).
 		conf = strings.ReplaceAll(conf, "  maximum-paths 8\n", "  maximum-paths 8\n  redistribute connected\n  neighbor NODES as-override\n  neighbor NODES6 as-override\n")
 	}
-	r.frr = startFRR(t, r.tor, conf)
+	if o.bird {
+		r.bird = startBIRD(t, r.tor, birdConf(n))
+		r.router = r.bird
+	} else {
+		r.frr = startFRR(t, r.tor, conf)
+		r.router = r.frr
+	}
 	if before != nil {
 		before(r)
 	}
@@ -370,7 +427,7 @@ func (r *bgpRack) waitEstablished(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: sessions not established after 30 s: %+v\nrouter: %s", b.name, st.Peers, r.frr.vtysh("show bgp summary"))
+				t.Fatalf("%s: sessions not established after 30 s: %+v\nrouter: %s", b.name, st.Peers, r.router.summary())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -388,10 +445,11 @@ func (r *bgpRack) waitEstablished(t *testing.T) {
 // traffic flows) until the restarted xlaned refreshes them.
 func TestBGP(t *testing.T) {
 	skipInMatrixGuest(t, "FRR is not in the guests")
-	r := newBGPRack(t, 2, false)
+	r := newBGPRack(t, 2, false, "--metrics-addr", metricsAddr)
 	r.waitEstablished(t)
 	n1, n2 := r.nodes[0], r.nodes[1]
 	size := bulkSize(4 << 20)
+	mon1 := n1.startMonitor(t, "-t", "bgp")
 
 	t.Run("pod cidrs", func(t *testing.T) {
 		for _, b := range r.nodes {
@@ -423,6 +481,10 @@ func TestBGP(t *testing.T) {
 		n1.mustXlane(nil, "service", "create", "web6", "--vip", "["+lb6.String()+"]:80", "--backend", "["+n1.ep.IPs[1].String()+"]:9200")
 		took := r.frr.waitRoute(host(lb4), 10*time.Second, n1.under4.String())
 		t.Logf("service created → route in the router's RIB: %s", took)
+		ev := mon1.next(t, 5*time.Second, func(e api.MonitorEvent) bool { return e.Type == "bgp" && e.Prefix == host(lb4).String() })
+		if ev.Action != "advertise" || ev.Reason != "service web4 (pool public)" {
+			t.Errorf("monitor event %+v, want bgp advertise of %s, reason service web4 (pool public)", ev, host(lb4))
+		}
 		r.frr.waitRoute(host(lb6), 10*time.Second, n1.under6.String())
 		if out := r.frr.vtysh("show bgp ipv4 unicast " + host(lb4).String()); !strings.Contains(out, "Community: 65001:100") || !strings.Contains(out, "metric 20") {
 			t.Errorf("router's path of %s:\n%s\nwant community 65001:100 and MED (metric) 20, the pool's", lb4, out)
@@ -460,6 +522,9 @@ func TestBGP(t *testing.T) {
 		n1.mustXlane(nil, "service", "rm", "web6")
 		took := r.frr.waitRoute(host(lb6), 10*time.Second)
 		t.Logf("service deleted → route withdrawn in %s", took)
+		mon1.next(t, 5*time.Second, func(e api.MonitorEvent) bool {
+			return e.Type == "bgp" && e.Action == "withdraw" && e.Prefix == host(lb6).String()
+		})
 	})
 
 	t.Run("status", func(t *testing.T) {
@@ -469,9 +534,30 @@ func TestBGP(t *testing.T) {
 			t.Errorf("status %+v: want enabled, AS 65001, router ID %s (the uplink's)", st, n1.under4)
 		}
 		for _, p := range st.Peers {
-			if p.State != "established" || p.Sent == 0 || p.Uptime < 0 {
-				t.Errorf("peer %+v: want established with prefixes sent", p)
+			local := n1.under4.String()
+			if p.Address.Is6() {
+				local = n1.under6.String()
 			}
+			if p.State != "established" || p.Sent == 0 || p.Uptime < 0 || !p.GracefulRestart || p.Local != local {
+				t.Errorf("peer %+v: want established with prefixes sent, graceful restart negotiated, local address %s", p, local)
+			}
+		}
+		// The same per peer in the metrics.
+		mfs := scrape(t, n1.node)
+		for _, p := range st.Peers {
+			peer := map[string]string{"peer": p.Address.String()}
+			if v := sample(mfs, "xlane_bgp_session_established", peer); v != 1 {
+				t.Errorf("xlane_bgp_session_established{peer=%s} = %v, want 1", p.Address, v)
+			}
+			if v := sample(mfs, "xlane_bgp_prefixes_sent", peer); v != float64(p.Sent) {
+				t.Errorf("xlane_bgp_prefixes_sent{peer=%s} = %v, want %d (bgp status)", p.Address, v, p.Sent)
+			}
+			if v := sample(mfs, "xlane_bgp_session_uptime_seconds", peer); v <= 0 {
+				t.Errorf("xlane_bgp_session_uptime_seconds{peer=%s} = %v, want > 0", p.Address, v)
+			}
+		}
+		if v := sample(mfs, "xlane_bgp_announced_routes", nil); v != float64(len(st.Announced)) {
+			t.Errorf("xlane_bgp_announced_routes = %v, want %d", v, len(st.Announced))
 		}
 		var got []string
 		for _, a := range st.Announced {
@@ -554,7 +640,101 @@ func TestBGP(t *testing.T) {
 		n1.mustXlane(nil, "bgp", "peer", "rm", "192.168.78.99")
 	})
 
+	t.Run("wrong as, password", func(t *testing.T) {
+		// On n2's IPv6 session; its IPv4 session and routes must not
+		// notice.
+		mon2 := n2.startMonitor(t, "-t", "bgp")
+		peer6 := "fd00:78::254"
+		flaps := func() uint32 {
+			var st api.BGPStatus
+			n2.mustXlane(&st, "bgp", "status")
+			for _, p := range st.Peers {
+				if p.Address.Is4() {
+					if p.State != "established" {
+						t.Errorf("n2's IPv4 session %s beside the failing IPv6 one", p.State)
+					}
+					return p.Flaps
+				}
+			}
+			t.Fatal("n2 has no IPv4 peer")
+			return 0
+		}
+		before := flaps()
+		peerStatus := func() api.BGPPeerStatus {
+			var st api.BGPStatus
+			n2.mustXlane(&st, "bgp", "status")
+			for _, p := range st.Peers {
+				if p.Address.String() == peer6 {
+					return p
+				}
+			}
+			t.Fatalf("no peer %s in %+v", peer6, st.Peers)
+			return api.BGPPeerStatus{}
+		}
+		readd := func(args ...string) {
+			n2.mustXlane(nil, "bgp", "peer", "rm", peer6)
+			n2.mustXlane(nil, append([]string{"bgp", "peer", "add", peer6, "--hold-time", "9"}, args...)...)
+		}
+
+		// The router is AS 65000, not 65099: the OPEN is refused, the
+		// monitor and status say why, and after the try window (15 s)
+		// the attempts pause (backoff).
+		readd("--asn", "65099")
+		ev := mon2.next(t, 20*time.Second, func(e api.MonitorEvent) bool { return e.Action == "failed" && e.Peer == peer6 })
+		t.Logf("wrong AS: %+v", ev)
+		if !strings.Contains(strings.ToLower(ev.Reason), "peer as") {
+			t.Errorf("failed event's reason %q, want the bad peer AS named", ev.Reason)
+		}
+		var p api.BGPPeerStatus
+		waitFor(t, 25*time.Second, "the wrong-AS peer's attempts paused (retry_at)", func() bool {
+			p = peerStatus()
+			return !p.RetryAt.IsZero()
+		})
+		if p.State == "established" || !strings.Contains(strings.ToLower(p.LastDown), "peer as") {
+			t.Errorf("wrong-AS peer %+v: want not established, last down naming the bad peer AS", p)
+		}
+		ev = mon2.next(t, 5*time.Second, func(e api.MonitorEvent) bool { return e.Action == "backoff" && e.Peer == peer6 })
+		if !strings.Contains(ev.Reason, "next try in 5s") {
+			t.Errorf("backoff event %+v, want the first pause, 5s", ev)
+		}
+		out, _, _ := n2.xlane("bgp", "status")
+		if !strings.Contains(out, "(retry in ") {
+			t.Errorf("xlane bgp status does not show the pause:\n%s", out)
+		}
+
+		// The router wants a TCP MD5 password on n2's IPv6 session now.
+		r.frr.vtyshConf("router bgp 65000", "neighbor fd00:78::2 password s3cret")
+		readd("--asn", "65000", "--password", "wrong")
+		time.Sleep(12 * time.Second) // a try window's worth of attempts
+		if p = peerStatus(); p.State == "established" {
+			t.Errorf("peer with a wrong password: %+v, want not established", p)
+		}
+		readd("--asn", "65000", "--password", "s3cret")
+		mon2.next(t, 30*time.Second, func(e api.MonitorEvent) bool { return e.Action == "up" && e.Peer == peer6 })
+		r.frr.waitRoute(n2.pod6, 10*time.Second, n2.under6.String())
+		if out := r.frr.vtysh("show bgp neighbors fd00:78::2"); !strings.Contains(out, "Peer Authentication Enabled") {
+			t.Errorf("router's neighbor fd00:78::2 has no MD5 authentication:\n%s", tail(out, 2000))
+		}
+		var peers []model.BGPPeer
+		n2.mustXlane(&peers, "bgp", "peer", "ls")
+		for _, pp := range peers {
+			if pp.Password != "" {
+				t.Errorf("bgp peer ls shows the password of %s", pp.Address)
+			}
+		}
+		// Nothing else was disturbed.
+		if after := flaps(); after != before {
+			t.Errorf("n2's IPv4 session flapped %d times meanwhile", after-before)
+		}
+		r.frr.waitRoute(n2.pod4, time.Second, n2.under4.String())
+	})
+
 	t.Run("stop", func(t *testing.T) {
+		// A peer that never comes up must not hold back the others'
+		// routes after a restart (GoBGP's restarting speaker waits for
+		// End-of-RIB from every peer, up to its deferral timer).
+		n2.mustXlane(nil, "bgp", "peer", "add", "192.168.78.99", "--asn", "65000")
+		defer n2.mustXlane(nil, "bgp", "peer", "rm", "192.168.78.99")
 		// SIGTERM, graceful (the default): the routes stay, stale.
 		n2.stop(syscall.SIGTERM)
 		r.frr.waitRoute(n2.pod4, 15*time.Second, n2.under4.String()+" (stale)")
@@ -577,6 +757,28 @@ func TestBGP(t *testing.T) {
 		took := r.frr.waitRoute(n2.pod6, 10*time.Second)
 		t.Logf("peer removed → its routes withdrawn in %s", took)
 		r.frr.waitRoute(n2.pod4, time.Second, n2.under4.String())
+	})
+
+	t.Run("node lost", func(t *testing.T) {
+		// n2 drops off the network (its port on the router's bridge
+		// down, no FIN, no NOTIFICATION): the router withdraws its
+		// routes when the hold time (9 s) runs out, with no graceful
+		// restart (the session ended in a NOTIFICATION: hold timer
+		// expired).
+		start := time.Now()
+		runIn(t, r.tor, "ip", "link", "set", "p2", "down")
+		r.frr.waitRoute(n2.pod4, 20*time.Second)
+		took := time.Since(start)
+		t.Logf("node lost → its routes withdrawn after %s (hold time 9 s)", took)
+		if took < 5*time.Second {
+			t.Errorf("withdrawn %s after the node was lost: before the hold time could run out?", took)
+		}
+		// Back: the session comes up again (a fresh try window), the
+		// routes return.
+		start = time.Now()
+		runIn(t, r.tor, "ip", "link", "set", "p2", "up")
+		r.frr.waitRoute(n2.pod4, 60*time.Second, n2.under4.String())
+		t.Logf("link back → routes back after %s", time.Since(start))
 	})
 }
 

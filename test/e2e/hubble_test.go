@@ -38,7 +38,7 @@ func hubbleCLI(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("XLANE_HUBBLE_BIN")
 	if dir == "" {
-		out, err := exec.Command("../../scripts/hubble-bins.sh").Output()
+		out, err := exec.Command("../../scripts/hubble-bins.sh", "hubble", "hubble-relay").Output()
 		if err != nil {
 			t.Fatalf("scripts/hubble-bins.sh: %v", err)
 		}
@@ -297,7 +297,7 @@ func TestHubble(t *testing.T) {
 	t.Run("tcp with mutual tls", func(t *testing.T) {
 		dir := t.TempDir()
 		host, _ := os.Hostname()
-		ca := writeTLS(t, dir, host)
+		ca := writeTLS(t, dir, hubbleServerName(host))
 		runIn(t, n.netns, "ip", "link", "set", "lo", "up")
 		n.stop(syscall.SIGTERM)
 		n.flags = append(n.flags, "--hubble-listen-address", "127.0.0.1:4244",
@@ -372,11 +372,14 @@ func TestHubble(t *testing.T) {
 
 // hubbleServerName is the name Relay expects a node's certificate to
 // carry (internal/hubble TLSServerName).
-func hubbleServerName(node string) string { return node + ".hubble-grpc.xlane.local" }
+func hubbleServerName(node string) string {
+	return strings.ReplaceAll(node, ".", "-") + ".hubble-grpc.xlane.local"
+}
 
 // writeTLS writes a CA (returned: its file), a server certificate for
-// node's Hubble name and 127.0.0.1, and a client certificate, into dir.
-func writeTLS(t *testing.T, dir, node string) string {
+// names and 127.0.0.1 (server.pem, server-key.pem), and a client
+// certificate (client.pem, client-key.pem), into dir.
+func writeTLS(t *testing.T, dir string, names ...string) string {
 	t.Helper()
 	key := func() *ecdsa.PrivateKey {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -408,7 +411,7 @@ func writeTLS(t *testing.T, dir, node string) string {
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{c.usage}}
 		if c.name == "server" {
-			tmpl.DNSNames = []string{hubbleServerName(node)}
+			tmpl.DNSNames = names
 			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &k.PublicKey, caKey)

@@ -15,6 +15,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/core"
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/fqdn"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -39,6 +40,8 @@ type Firewall struct {
 	// owned is the name prefix of rules a controller owns (ApplyOwned):
 	// user changes keep them as they are.
 	owned string
+	// fqdn follows the endpoints' DNS for the rules with dst_names.
+	fqdn *fqdn.FQDN
 }
 
 // fwWatchInterval: how often the firewall checks whether the networks and
@@ -86,6 +89,7 @@ func (f *Firewall) Start() {
 	if f.err != nil {
 		return
 	}
+	f.fqdn = fqdn.Start(f.c, f.in.Resolved())
 	f.c.Lock()
 	err := f.reconcile()
 	f.c.Unlock()
@@ -258,6 +262,7 @@ func (f *Firewall) store(rs *rules.RuleSet, live, dryRun bool) error {
 			return err
 		}
 		f.fingerprint, f.classes, f.slots = fp, len(tab.Pool), slots
+		f.fqdn.SetRules(tab.Resolved)
 		f.bits = map[string]int{}
 		for _, r := range tab.Bit {
 			f.bits[pol.Rules[r].Name]++

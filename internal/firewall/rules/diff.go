@@ -93,7 +93,7 @@ func normalDefaults(ds []Default) []Default {
 
 // normal makes empty and missing lists compare equal.
 func normal(r Rule) Rule {
-	for _, l := range []*List{&r.Proto, &r.Src, &r.Dst, &r.SrcPort, &r.DstPort, &r.ICMPType, &r.SrcMAC, &r.DstMAC} {
+	for _, l := range []*List{&r.Proto, &r.Src, &r.Dst, &r.SrcPort, &r.DstPort, &r.ICMPType, &r.SrcMAC, &r.DstMAC, &r.DstNames} {
 		if len(*l) == 0 {
 			*l = nil
 		}
@@ -184,6 +184,7 @@ func Summary(r Rule) string {
 	}
 	add("src_mac", r.SrcMAC)
 	add("dst_mac", r.DstMAC)
+	add("dst_names", r.DstNames)
 	if r.Priority != 0 {
 		p = append(p, fmt.Sprintf("priority %d", r.Priority))
 	}

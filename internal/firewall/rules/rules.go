@@ -54,7 +54,12 @@ type Rule struct {
 	TCPFlags  string `yaml:"tcp_flags,omitempty" json:"tcp_flags,omitempty"`
 	SrcMAC    List   `yaml:"src_mac,omitempty" json:"src_mac,omitempty"`
 	DstMAC    List   `yaml:"dst_mac,omitempty" json:"dst_mac,omitempty"`
-	Comment   string `yaml:"comment,omitempty" json:"comment,omitempty"`
+	// DstNames: an allow rule from endpoints matches only destinations
+	// the sending endpoint resolved through DNS for one of these names
+	// ("*.example.com": every name below example.com), for the answer's
+	// TTL (internal/fqdn, docs/firewall.md).
+	DstNames List   `yaml:"dst_names,omitempty" json:"dst_names,omitempty"`
+	Comment  string `yaml:"comment,omitempty" json:"comment,omitempty"`
 }
 
 // DefaultPriority is the priority of a rule that names none.
@@ -157,7 +162,7 @@ func (rs *RuleSet) Clone() *RuleSet {
 // Clone returns a deep copy.
 func (r Rule) Clone() Rule {
 	c := r
-	for _, l := range []*List{&c.Proto, &c.Src, &c.Dst, &c.SrcPort, &c.DstPort, &c.ICMPType, &c.SrcMAC, &c.DstMAC} {
+	for _, l := range []*List{&c.Proto, &c.Src, &c.Dst, &c.SrcPort, &c.DstPort, &c.ICMPType, &c.SrcMAC, &c.DstMAC, &c.DstNames} {
 		if *l != nil {
 			*l = append(List(nil), (*l)...)
 		}
