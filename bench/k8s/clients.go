@@ -5,11 +5,9 @@ package main
 // probe-change (probe.go).
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -80,68 +78,10 @@ func (n *k8sNode) noneAnswers(ctx context.Context, self, file string) error {
 	return nil
 }
 
-// changeProber is a probe-change running in a client pod.
-type changeProber struct {
-	mode  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-	done  chan struct{}
-}
-
-func (n *k8sNode) startChangeProber(ctx context.Context, self, vip string) (*changeProber, error) {
+// startChangeProber starts probe-change in n's client pod.
+func (n *k8sNode) startChangeProber(self, vip string) (*connrate.ChangeProber, error) {
 	argv := harness.NSExec(n.client, self, "probe-change", "-target", vip)
-	p := &changeProber{mode: n.mode, cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	p.out = bufio.NewReader(stdout)
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	line, err := p.out.ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
-		p.close()
-		return nil, fmt.Errorf("%s: probe-change: %q, %v", n.mode, line, err)
-	}
-	return p, nil
-}
-
-// expect tells the prober which backend answers after the next change.
-func (p *changeProber) expect(b byte) error {
-	_, err := fmt.Fprintf(p.stdin, "%c\n", b)
-	return err
-}
-
-// result is when the expected backend first answered.
-func (p *changeProber) result() (time.Time, error) {
-	line, err := p.out.ReadString('\n')
-	if err != nil {
-		return time.Time{}, fmt.Errorf("probe-change: %w", err)
-	}
-	line = strings.TrimSpace(line)
-	ns, err := strconv.ParseInt(line, 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("probe-change: %s", line)
-	}
-	return time.Unix(0, ns), nil
-}
-
-// close ends the prober: stdin closed, it exits; killed by pid after 5 s.
-func (p *changeProber) close() {
-	p.stdin.Close()
-	exited := make(chan struct{})
-	go func() { p.cmd.Wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-exited
-	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return connrate.StartChangeProber(n.mode, cmd)
 }

@@ -621,35 +621,26 @@ func createServices(ctx context.Context, cp *k8senv.ControlPlane, from, to int, 
 // times when the new backend answers, from the update call.
 func measureChanges(ctx context.Context, o options, self string, cp *k8senv.ControlPlane, nodes []*k8sNode, vip string,
 	backends []netip.Addr, rep *report) error {
-	var probers []*changeProber
+	var probers []*connrate.ChangeProber
 	for _, n := range nodes {
-		p, err := n.startChangeProber(ctx, self, vip)
+		p, err := n.startChangeProber(self, vip)
 		if err != nil {
 			return err
 		}
-		defer p.close()
+		defer p.Close()
 		probers = append(probers, p)
 	}
 	for k := 0; k < o.changes; k++ {
 		b := 1 + (k+1)%2 // b2, b1, b2, ...
 		// Each proxy must have applied the previous change (the old
-		// backend answers) before the next is timed: after a change not
-		// seen in 10 s, the next would otherwise be "seen" at once.
-		for i, p := range probers {
-			if err := p.expect(byte('0' + 3 - b)); err != nil {
+		// backend answers) before the next is timed.
+		for _, p := range probers {
+			if err := p.Settled(byte('0' + 3 - b)); err != nil {
 				return err
-			}
-			if _, err := p.result(); err != nil {
-				if err := p.expect(byte('0' + 3 - b)); err != nil {
-					return err
-				}
-				if _, err := p.result(); err != nil {
-					return fmt.Errorf("%s: the probe Service's previous change not applied after 20 s: %w", nodes[i].mode, err)
-				}
 			}
 		}
 		for _, p := range probers {
-			if err := p.expect(byte('0' + b)); err != nil {
+			if err := p.Expect(byte('0' + b)); err != nil {
 				return err
 			}
 		}
@@ -660,7 +651,7 @@ func measureChanges(ctx context.Context, o options, self string, cp *k8senv.Cont
 		}
 		var line []string
 		for i, p := range probers {
-			done, err := p.result()
+			done, err := p.Result()
 			if err != nil {
 				rep.ChangeLost[nodes[i].mode]++
 				line = append(line, fmt.Sprintf("%s: %v", nodes[i].mode, err))

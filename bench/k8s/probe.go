@@ -12,40 +12,21 @@ package main
 // answered: services are only ever added while it runs, so that is the
 // moment every target was in place.
 //
-// probe-change reads a byte from each line of stdin (the backend that
+// probe-change is connrate.ProbeChange (shared with bench/peers): it
+// reads a byte from each line of stdin (the backend that
 // must answer next), then connects to the target once a millisecond until
 // that backend answers and prints the time it did (Unix nanoseconds), or
 // "timeout" after 10 s. The caller writes the line, changes the
 // EndpointSlice, and subtracts the time of its update call.
 
 import (
-	"bufio"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/xlane-dev/xlane/test/tools/connrate"
 )
-
-// probeOnce connects to target, reads its one byte and closes.
-func probeOnce(target string, timeout time.Duration) (byte, error) {
-	c, err := net.DialTimeout("tcp", target, timeout)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(timeout))
-	var b [1]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
-		return 0, err
-	}
-	return b[0], nil
-}
 
 func probeReady(args []string) int {
 	fs := flag.NewFlagSet("probe-ready", flag.ContinueOnError)
@@ -64,7 +45,7 @@ func probeReady(args []string) int {
 	if *countOnly {
 		ok := 0
 		for _, t := range ts {
-			if _, err := probeOnce(t, *connTimeout); err == nil {
+			if _, err := connrate.ProbeOnce(t, *connTimeout); err == nil {
 				ok++
 			}
 		}
@@ -75,7 +56,7 @@ func probeReady(args []string) int {
 	var last time.Time
 	for _, t := range ts {
 		for {
-			if _, err := probeOnce(t, *connTimeout); err == nil {
+			if _, err := connrate.ProbeOnce(t, *connTimeout); err == nil {
 				last = time.Now()
 				break
 			} else if time.Now().After(deadline) {
@@ -89,43 +70,4 @@ func probeReady(args []string) int {
 	return 0
 }
 
-func probeChange(args []string) int {
-	fs := flag.NewFlagSet("probe-change", flag.ContinueOnError)
-	target := fs.String("target", "", "IP:PORT")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on one change after")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *target == "" {
-		fmt.Fprintln(os.Stderr, "probe-change: -target: missing")
-		return 2
-	}
-	fmt.Println("ready")
-	sc := bufio.NewScanner(os.Stdin)
-	for sc.Scan() {
-		want := strings.TrimSpace(sc.Text())
-		if len(want) != 1 {
-			fmt.Fprintf(os.Stderr, "probe-change: stdin: %q: want one byte a line\n", want)
-			return 2
-		}
-		deadline := time.Now().Add(*timeout)
-		var got byte
-		var err error
-		for {
-			got, err = probeOnce(*target, 200*time.Millisecond)
-			if err == nil && got == want[0] {
-				fmt.Println(time.Now().UnixNano())
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Printf("timeout (last answer %q, %v)\n", got, err)
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return 1
-	}
-	return 0
-}
+func probeChange(args []string) int { return connrate.ProbeChange(args) }

@@ -59,14 +59,19 @@ var Rows = []Row{
 	{"pod-pod across nodes, TCP 8 streams, CPU", "CPU-s/Gbit", false},
 	{"pod-pod across nodes, TCP_RR", "trans/s", true},
 	{"pod-pod across nodes, TCP_RR p50", "µs", false},
+	{"pod-pod across nodes, 64-byte UDP", "packets/s", true},
 	{"CPS to a ClusterIP, 1 Service", "conn/s", true},
 	{"CPS to a NodePort from outside", "conn/s", true},
 	{"CPS to a NodePort from outside, failed", "%", false},
 	{"CPS to a ClusterIP, 1,000-rule NetworkPolicy", "conn/s", true},
 	{"CPS to a ClusterIP, 10,000 Services", "conn/s", true},
 	{"10,000 Services: last API write to answering", "s", false},
+	{"EndpointSlice change p50", "ms", false},
+	{"EndpointSlice change p99", "ms", false},
 	{"agent RSS, 1 Service", "MiB", false},
 	{"agent RSS, 10,000 Services", "MiB", false},
+	{"agent BPF map memory, 1 Service", "MiB", false},
+	{"agent BPF map memory, 10,000 Services", "MiB", false},
 	{"agent start to ready", "s", false},
 }
 
@@ -243,4 +248,36 @@ func ReadCPU() (CPU, error) { return measure.ReadCPU() }
 // per Gbit moved (gbitps × seconds).
 func CPUPerGbit(a, b CPU, gbitps, seconds float64) float64 {
 	return measure.CPUPerGbit(a, b, gbitps*seconds)
+}
+
+// Percentile is measure.Percentile: nearest rank, NaN when xs is empty.
+func Percentile(xs []float64, p float64) float64 { return measure.Percentile(xs, p) }
+
+// IperfUDP is what `iperf3 -J -u` output says was sent and received
+// (packets a second): the receiver's packets less those it counted lost,
+// over its seconds.
+func IperfUDP(out []byte) (sent, received float64, err error) {
+	type sum struct {
+		Seconds     float64 `json:"seconds"`
+		Packets     int64   `json:"packets"`
+		LostPackets int64   `json:"lost_packets"`
+	}
+	var doc struct {
+		Error string `json:"error"`
+		End   struct {
+			SumSent     sum `json:"sum_sent"`
+			SumReceived sum `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return 0, 0, fmt.Errorf("iperf3 JSON: %w", err)
+	}
+	if doc.Error != "" {
+		return 0, 0, fmt.Errorf("iperf3: %s", doc.Error)
+	}
+	s, r := doc.End.SumSent, doc.End.SumReceived
+	if s.Seconds <= 0 || r.Seconds <= 0 {
+		return 0, 0, fmt.Errorf("iperf3: report has no UDP sums (end.sum_sent, end.sum_received)")
+	}
+	return float64(s.Packets) / s.Seconds, float64(r.Packets-r.LostPackets) / r.Seconds, nil
 }

@@ -42,3 +42,18 @@ func TestMarkdown(t *testing.T) {
 		t.Errorf("a ratio column for native, which has no Cilium setup:\n%s", md)
 	}
 }
+
+// The 64-byte row counts what the receiver got: its packets less those
+// it counted lost (iperf3 3.12's UDP sums).
+func TestIperfUDP(t *testing.T) {
+	out := []byte(`{"end":{"sum":{"packets":117260,"lost_packets":65855},
+		"sum_sent":{"seconds":1.0,"packets":117260,"lost_packets":0},
+		"sum_received":{"seconds":2.0,"packets":114300,"lost_packets":65855}}}`)
+	sent, recv, err := IperfUDP(out)
+	if err != nil || sent != 117260 || recv != (114300-65855)/2.0 {
+		t.Errorf("IperfUDP: %v %v %v, want 117260 24222.5", sent, recv, err)
+	}
+	if _, _, err := IperfUDP([]byte(`{"error":"unable to connect"}`)); err == nil || !strings.Contains(err.Error(), "unable to connect") {
+		t.Errorf("IperfUDP of an error: %v", err)
+	}
+}

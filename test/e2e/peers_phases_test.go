@@ -114,11 +114,13 @@ func peersPolicyPhase(t *testing.T, rep *peers.Report, setups []*peerSetup, reps
 // server), the time from the last API write until a sample of them (the
 // last 20 and 80 spread over the rest) answers from the client pod, then
 // the connection rate to the first Service among them (reps, rotated) and
-// the agents' resident memory.
+// the agents' resident and BPF map memory, then the EndpointSlice
+// changes of the first Service (peers_rows_test.go).
 func peersScalePhase(t *testing.T, rep *peers.Report, setups []*peerSetup, reps int, d time.Duration, self string) {
 	for _, s := range setups {
 		began := time.Now()
 		vips := s.createServices(t, peersScaleServices)
+		s.probeVIP = vips[0]
 		written := time.Now()
 		var sample []netip.AddrPort
 		for i := 0; i < len(vips)-20; i += (len(vips) - 20) / 80 {
@@ -149,6 +151,10 @@ func peersScalePhase(t *testing.T, rep *peers.Report, setups []*peerSetup, reps 
 	}
 	for _, s := range setups {
 		rep.Add(s.info.Name, "agent RSS, 10,000 Services", 1, s.rss(t))
+		s.bpfMaps(t, rep, "agent BPF map memory, 10,000 Services")
+	}
+	for _, s := range setups {
+		peersChangePhase(t, rep, s, self, "peers-s00000", s.probeVIP.String())
 	}
 }
 

@@ -36,6 +36,8 @@ func init() {
 		os.Exit(connrate.Client(os.Args[1:]))
 	case "conn-server":
 		os.Exit(connrate.Server(os.Args[1:]))
+	case "probe-change":
+		os.Exit(connrate.ProbeChange(os.Args[1:]))
 	}
 }
 
@@ -53,7 +55,8 @@ type peerSetup struct {
 	info                  peers.Setup
 	client, local, remote *benchPod
 	vip                   netip.AddrPort
-	agents                []int // the nodes' agent pids (xlaned, cilium-agent)
+	agents                []int    // the nodes' agent pids (xlaned, cilium-agent)
+	pinRoots              []string // where each agent pins (in its mount namespace)
 	ready                 []time.Duration
 	// cp is the setup's control plane, outside the namespace of its API
 	// server on the underlay (the NodePort row's client), nodes its two
@@ -64,6 +67,9 @@ type peerSetup struct {
 	// nodePort: node 1's underlay address and the NodePort Service's port
 	// (its endpoint the remote pod's connection server).
 	nodePort netip.AddrPort
+	// probeVIP: the first of the 10,000 Services (peers-s00000), whose
+	// EndpointSlice the change rows move.
+	probeVIP netip.AddrPort
 }
 
 // TestPeers is bench/peers: every setup of XLANE_PEERS_SETUPS (default
@@ -123,6 +129,7 @@ func TestPeers(t *testing.T) {
 	}
 	for _, s := range setups {
 		rep.Add(s.info.Name, "agent RSS, 1 Service", 1, s.rss(t))
+		s.bpfMaps(t, rep, "agent BPF map memory, 1 Service")
 	}
 	peersPolicyPhase(t, rep, setups, reps, d, self)
 	if os.Getenv("XLANE_PEERS_SCALE") != "0" { // 0: without the 10,000 Services (~2 min a setup)
@@ -182,6 +189,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 				k.node.mustXlane(&c, "calibrate")
 			}
 			s.agents = append(s.agents, k.node.cmd.Process.Pid)
+			s.pinRoots = append(s.pinRoots, k.node.pinDir)
 			s.ready = append(s.ready, k.node.readyIn)
 		}
 		conf, _ := json.Marshal(deployConflist(t, "/run/xlane/xlane.sock"))
@@ -198,6 +206,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		s.outside = c.kc.cpNS
 		for _, a := range c.agents {
 			s.agents = append(s.agents, a.cmd.Process.Pid)
+			s.pinRoots = append(s.pinRoots, "/sys/fs/bpf") // the node's bpffs, the agent's --bpf-root
 		}
 		s.ready = c.ready
 		s.info.Config = []string{"cilium-agent " + strings.Join(append(ciliumAgentArgs("ADMIN-KUBECONFIG"), v.args...), " "),
@@ -221,11 +230,11 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		s.info.Config = append(s.info.Config, fmt.Sprintf("network pods: mode %s (%s), BIG TCP %s: IPv4 %v, IPv6 %v (%s)",
 			n.Mode, n.ModeReason, n.BigTCP, n.BigTCP4, n.BigTCP6, n.BigTCPReason))
 	}
-	for _, p := range []*benchPod{s.local, s.remote} {
+	for i, p := range []*benchPod{s.local, s.remote} {
 		p.serve(t, name+" "+p.pod.Name+" iperf3", nil, "iperf3", "-s", "-B", p.ip.String(), "-p", strconv.Itoa(peersIperfPort))
 		p.serve(t, name+" "+p.pod.Name+" sockperf", nil, "sockperf", "sr", "--tcp", "-i", p.ip.String(), "-p", strconv.Itoa(peersSockperfPort))
 		p.serve(t, name+" "+p.pod.Name+" conn-server", []string{peersHelperEnv + "=conn-server"}, self,
-			"-addr", p.ip.String(), "-port", strconv.Itoa(peersConnPort), "-n", "1")
+			"-addr", p.ip.String(), "-port", strconv.Itoa(peersConnPort), "-n", "1", "-id", strconv.Itoa(i+1)) // local 1, remote 2
 	}
 	s.cp, s.nodes = cp, nodes
 	s.vip = createBenchService(t, cp, "peers-cps", "remote", intstr.FromInt32(peersConnPort))
@@ -340,6 +349,18 @@ func (s *peerSetup) measure(t *testing.T, rep *peers.Report, r int, d time.Durat
 			rep.Add(name, row+" p50", r, p50)
 			t.Logf("rep %d %-14s %-40s %7.0f trans/s, p50 %.1f µs", r, name, row, per, p50)
 		}
+	}
+	// 64-byte UDP across nodes, the sender unlimited (-b 0): what the
+	// remote pod received a second (a forwarding rate; the client's CPU
+	// bounds what is sent).
+	udp := "pod-pod across nodes, 64-byte UDP"
+	out, err := s.client.command("iperf3", "-J", "-u", "-l", "64", "-b", "0", "-c", s.remote.ip.String(),
+		"-p", strconv.Itoa(peersIperfPort), "-t", strconv.Itoa(int(d.Seconds()))).Output()
+	if sent, pps, perr := peers.IperfUDP(out); err != nil || perr != nil {
+		fail(udp, fmt.Errorf("iperf3: %v %v", err, perr))
+	} else {
+		rep.Add(name, udp, r, pps)
+		t.Logf("rep %d %-14s %-40s %7.0f packets/s received of %.0f sent", r, name, udp, pps, sent)
 	}
 	s.cps(t, rep, r, "CPS to a ClusterIP, 1 Service", func() (connrate.Result, error) { return s.conn(self, d) })
 	// From outside, the NodePort's connections are source-translated to
