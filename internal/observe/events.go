@@ -1,15 +1,10 @@
 package observe
 
 import (
-	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/xlane-dev/xlane/internal/api"
-	"github.com/xlane-dev/xlane/internal/bpf"
-	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // MonitorBGP is the type of the BGP speaker's monitor events (internal/bgp:
@@ -19,36 +14,6 @@ const MonitorBGP = "bgp"
 // controlTypes are the monitor's event types that features of the
 // control plane report through Event, beside the datapath's.
 var controlTypes = []string{MonitorBGP}
-
-// parseMonTypes splits a query's types into the datapath's and the
-// control plane's; none asks for every type but verdict, "all" for every.
-func parseMonTypes(names []string) (bpf.MonType, map[string]bool, error) {
-	if len(names) == 0 {
-		return bpf.MonAll &^ bpf.MonVerdict, allControl(), nil
-	}
-	ctl := map[string]bool{}
-	var dp []string
-	for _, n := range names {
-		n = strings.TrimSpace(n)
-		switch {
-		case n == "all":
-			dp = append(dp, n)
-			ctl = allControl()
-		case slices.Contains(controlTypes, n):
-			ctl[n] = true
-		default:
-			dp = append(dp, n)
-		}
-	}
-	if len(dp) == 0 {
-		return 0, ctl, nil
-	}
-	types, err := bpf.ParseMonTypes(dp)
-	if err != nil {
-		return 0, nil, &model.FieldError{Field: "types", Reason: fmt.Sprintf("%s; or the control plane's: %s", err, strings.Join(controlTypes, ", "))}
-	}
-	return types, ctl, nil
-}
 
 func allControl() map[string]bool {
 	m := map[string]bool{}

@@ -739,3 +739,33 @@ func (f *monFilter) match(ev *api.MonitorEvent, r monRefs) bool {
 	}
 	return true
 }
+
+// parseMonTypes splits a query's types into the datapath's and the
+// control plane's; none asks for every type but verdict, "all" for every.
+func parseMonTypes(names []string) (bpf.MonType, map[string]bool, error) {
+	if len(names) == 0 {
+		return bpf.MonAll &^ bpf.MonVerdict, allControl(), nil
+	}
+	ctl := map[string]bool{}
+	var dp []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "all":
+			dp = append(dp, n)
+			ctl = allControl()
+		case slices.Contains(controlTypes, n):
+			ctl[n] = true
+		default:
+			dp = append(dp, n)
+		}
+	}
+	if len(dp) == 0 {
+		return 0, ctl, nil
+	}
+	types, err := bpf.ParseMonTypes(dp)
+	if err != nil {
+		return 0, nil, &model.FieldError{Field: "types", Reason: fmt.Sprintf("%s; or the control plane's: %s", err, strings.Join(controlTypes, ", "))}
+	}
+	return types, ctl, nil
+}
