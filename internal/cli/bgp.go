@@ -57,7 +57,7 @@ docs/bgp.md has the router's side (FRR, BIRD).`,
 	add.Flags().Uint32Var(&p.ASN, "asn", 0, "the peer's AS number (required; the same as --bgp-asn for iBGP)")
 	add.Flags().StringVar(&p.Password, "password", "", "TCP MD5 key (RFC 2385) the router has for this node")
 	add.Flags().IntVar(&multihop, "multihop", 0, "eBGP multihop: the TTL for a peer more than one hop away (0: directly connected)")
-	add.Flags().BoolVar(&p.BFD, "bfd", false, "experimental: run GoBGP's BFD (1 s x 3) beside the session, so a lost peer is noticed in about 3 s, not after the hold time; against FRR's bfdd the BFD session did not recover after a lost link, keeping the BGP session down (docs/bgp.md)")
+	add.Flags().BoolVar(&p.BFD, "bfd", false, "run BFD (GoBGP's, 1 s x 3, single hop) while the session is up, so a lost peer is noticed in about 3 s, not after the hold time; the router needs BFD for this neighbor too (FRR: neighbor ADDR bfd); a restart of xlaned then withdraws the routes (docs/bgp.md)")
 	add.Flags().IntVar(&p.HoldTime, "hold-time", 0, "the BGP hold time in seconds, 3-65535 (0: 90); keepalives every third of it")
 	add.Flags().IntVar(&port, "port", 0, "the peer's TCP port (0: 179)")
 	ls := &cobra.Command{

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/netip"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlane-dev/xlane/internal/api"
+)
+
+// frrBFDPeer is one session of FRR's `show bfd peers json`.
+type frrBFDPeer struct {
+	Peer     string `json:"peer"`
+	Local    string `json:"local"`
+	Status   string `json:"status"`
+	RemoteID uint32 `json:"remote-id"`
+}
+
+// bfdPeers is FRR's BFD sessions (bfdd), by peer address.
+func (f *frr) bfdPeers() map[string]frrBFDPeer {
+	f.t.Helper()
+	out := f.vtysh("show bfd peers json")
+	var ps []frrBFDPeer
+	if err := json.Unmarshal([]byte(out), &ps); err != nil {
+		f.t.Fatalf("show bfd peers json: %v: %s", err, out)
+	}
+	m := map[string]frrBFDPeer{}
+	for _, p := range ps {
+		m[p.Peer] = p
+	}
+	return m
+}
+
+// TestBGPBFD: BFD between xlaned (GoBGP's, `xlane bgp peer add --bfd`)
+// and FRR's bfdd on both sessions (IPv4, IPv6) of a node: the BFD
+// sessions come up on both ends and stay up with the BGP sessions (no
+// flap: FRR replaces its BFD session when the BGP session comes up, which
+// reset GoBGP's, internal/bgp/bfd.go), a lost node is noticed by BFD
+// (withdrawn in about 3 s, well inside the 9 s hold time), when the link
+// comes back BFD and BGP come back up and the routes return, and kill -9
+// of xlaned still leaves the routes stale (graceful restart).
+func TestBGPBFD(t *testing.T) {
+	skipInMatrixGuest(t, "FRR is not in the guests")
+	r := newBGPRackOpts(t, bgpRackOpts{n: 1, bfd: true})
+	r.waitEstablished(t)
+	n1 := r.nodes[0]
+	peers := func() []api.BGPPeerStatus {
+		var st api.BGPStatus
+		n1.mustXlane(&st, "bgp", "status")
+		return st.Peers
+	}
+	// Both ends' BFD up, every BGP session established.
+	allUp := func() (bool, string) {
+		ok := true
+		var why string
+		for _, p := range peers() {
+			if p.State != "established" || p.BFDState != "up" {
+				ok = false
+				why += " node: " + p.Address.String() + " " + p.State + " bfd " + p.BFDState + " (" + p.LastDown + ")"
+			}
+		}
+		for _, a := range []netip.Addr{n1.under4, n1.under6} {
+			if p := r.frr.bfdPeers()[a.String()]; p.Status != "up" {
+				ok = false
+				why += " router: bfd " + a.String() + " " + p.Status
+			}
+		}
+		return ok, why
+	}
+	waitBFD := func(timeout time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		var why string
+		for ok := false; !ok; time.Sleep(200 * time.Millisecond) {
+			if ok, why = allUp(); ok {
+				break
+			}
+			if time.Since(start) > timeout {
+				t.Fatalf("BFD and BGP not all up after %s:%s\n%s\n%s", timeout, why, r.frr.vtysh("show bfd peers"), r.frr.summary())
+			}
+		}
+		return time.Since(start)
+	}
+	waitBFD(20 * time.Second)
+	flaps := map[netip.Addr]uint32{}
+	for _, p := range peers() {
+		flaps[p.Address] = p.Flaps
+	}
+
+	// Stays up: GoBGP's and FRR's detection times are 3 s; 8 s more with
+	// no flap.
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if ok, why := allUp(); !ok {
+			t.Fatalf("BFD or BGP went down while the link was up:%s", why)
+		}
+	}
+	for _, p := range peers() {
+		if p.Flaps != flaps[p.Address] {
+			t.Errorf("peer %s flapped %d times with BFD on", p.Address, p.Flaps-flaps[p.Address])
+		}
+	}
+	r.frr.waitRoute(n1.pod4, 5*time.Second, n1.under4.String())
+	r.frr.waitRoute(n1.pod6, 5*time.Second, n1.under6.String())
+
+	// The node lost: its bridge port stops forwarding (no carrier
+	// change on either end, which FRR would notice at once): BFD notices
+	// before the hold time (9 s) would.
+	// A second port keeps the bridge's carrier (the router's address
+	// there) while p1 stops.
+	runIn(t, r.tor, "ip", "link", "add", "keep0", "type", "veth", "peer", "name", "keep1")
+	runIn(t, r.tor, "ip", "link", "set", "keep0", "master", "br0", "up")
+	runIn(t, r.tor, "ip", "link", "set", "keep1", "up")
+	start := time.Now()
+	runIn(t, r.tor, "bridge", "link", "set", "dev", "p1", "state", "0")
+	r.frr.waitRoute(n1.pod4, 15*time.Second)
+	took := time.Since(start)
+	r.frr.waitRoute(n1.pod6, 5*time.Second)
+	t.Logf("node lost → its routes withdrawn after %s (BFD 3 x 1 s; hold time 9 s)", took)
+	if took < 2*time.Second || took > 6*time.Second {
+		t.Errorf("withdrawn %s after the node was lost: want BFD's detection time, ~3 s (not the 9 s hold time)", took)
+	}
+	if p := r.frr.bfdPeers()[n1.under4.String()]; p.Status == "up" {
+		t.Errorf("router's BFD session with %s still up after the link went down", n1.under4)
+	}
+
+	// Back: BFD and BGP come up again and stay, the routes return.
+	start = time.Now()
+	runIn(t, r.tor, "bridge", "link", "set", "dev", "p1", "state", "3")
+	r.frr.waitRoute(n1.pod4, 30*time.Second, n1.under4.String())
+	r.frr.waitRoute(n1.pod6, 30*time.Second, n1.under6.String())
+	back := time.Since(start)
+	waitBFD(20 * time.Second)
+	t.Logf("link back → routes back after %s; BFD up on both ends after %s", back, time.Since(start))
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if ok, why := allUp(); !ok {
+			t.Fatalf("BFD or BGP went down after the link came back:%s", why)
+		}
+	}
+
+	// kill -9: BFD goes down with xlaned (its C bit is clear) and FRR
+	// ends the session, yet graceful restart still keeps the routes, stale,
+	// past BFD's detection time, until the restarted xlaned refreshes them.
+	n1.stop(syscall.SIGKILL)
+	r.frr.waitRoute(n1.pod4, 15*time.Second, n1.under4.String()+" (stale)")
+	time.Sleep(4 * time.Second)
+	if got := r.frr.nextHops(n1.pod4); !slices.Equal(got, []string{n1.under4.String() + " (stale)"}) {
+		t.Fatalf("router: %s → %q after kill -9 and BFD's detection time, want kept as stale", n1.pod4, got)
+	}
+	n1.start()
+	r.frr.waitRoute(n1.pod4, 30*time.Second, n1.under4.String())
+	waitBFD(20 * time.Second)
+}
