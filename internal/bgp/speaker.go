@@ -453,6 +453,7 @@ func (s *Speaker) AddPeer(p model.BGPPeer) (*model.BGPPeer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	p.Source = "" // (the CLI's)
 	p.Created = time.Now().UTC().Truncate(time.Second)
 	err := s.c.Store().Update(func(tx *store.Tx) error {
 		if _, err := tx.BGPPeer(p.Address); err == nil {
@@ -473,8 +474,12 @@ func (s *Speaker) RemovePeer(addr string) error {
 		return model.Fieldf("address", "%q: not an IP address", addr)
 	}
 	return s.c.Store().Update(func(tx *store.Tx) error {
-		if _, err := tx.BGPPeer(a); err != nil {
+		p, err := tx.BGPPeer(a)
+		if err != nil {
 			return err
+		}
+		if p.Source == SourceNodeAnnotation {
+			return model.Conflictf("bgp peer %s comes from this node's Node annotation %s: change it there", a, PeersAnnotation)
 		}
 		return tx.DeleteBGPPeer(a)
 	})

@@ -110,7 +110,7 @@ docs/bgp.md has the router's side (FRR, BIRD).`,
 }
 
 func bgpPeerTable(w *tabwriter.Writer, ps []model.BGPPeer) {
-	fmt.Fprintln(w, "ADDRESS\tASN\tPORT\tMULTIHOP\tBFD\tHOLD TIME\tPASSWORD")
+	fmt.Fprintln(w, "ADDRESS\tASN\tPORT\tMULTIHOP\tBFD\tHOLD TIME\tPASSWORD\tSOURCE")
 	for _, p := range ps {
 		port := "179"
 		if p.Port != 0 {
@@ -124,7 +124,11 @@ func bgpPeerTable(w *tabwriter.Writer, ps []model.BGPPeer) {
 		if p.Password != "" {
 			pw = "set"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%v\t%s\t%s\n", p.Address, p.ASN, port, p.Multihop, p.BFD, hold, pw)
+		src := "cli"
+		if p.Source != "" {
+			src = p.Source
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%v\t%s\t%s\t%s\n", p.Address, p.ASN, port, p.Multihop, p.BFD, hold, pw, src)
 	}
 }
 

@@ -30,8 +30,12 @@ type BGPPeer struct {
 	BFD bool `json:"bfd,omitempty"`
 	// HoldTime is the BGP hold time in seconds (0: 90; else 3-65535); the
 	// keepalive interval is a third of it.
-	HoldTime int       `json:"hold_time,omitempty"`
-	Created  time.Time `json:"created"`
+	HoldTime int `json:"hold_time,omitempty"`
+	// Source is where the peer comes from: "" the CLI/API,
+	// "node-annotation" Kubernetes mode's Node annotation
+	// xlane.dev/bgp-peers (internal/bgp/kube.go), which alone changes it.
+	Source  string    `json:"source,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // Validate checks a peer; errors name the field.

@@ -415,8 +415,12 @@ func newBGPRackOpts(t *testing.T, o bgpRackOpts, flags ...string) *bgpRack {
 		b.mustXlane(nil, "network", "create", "pods", "--allow-unsolicited")
 		b.pod = newNetns(t, "bpod")
 		b.mustXlane(&b.ep, "endpoint", "add", "pods", "--netns", b.pod)
+		// (In Kubernetes mode the peers come from the Node's
+		// annotation: bgpKubePeers.)
 		for _, peer := range []string{fmt.Sprintf("192.168.%d.254", seg(i)), fmt.Sprintf("fd00:%d::254", seg(i))} {
-			b.mustXlane(nil, append([]string{"bgp", "peer", "add", peer, "--asn", "65000", "--hold-time", "9"}, peerFlags...)...)
+			if r.kube == nil {
+				b.mustXlane(nil, append([]string{"bgp", "peer", "add", peer, "--asn", "65000", "--hold-time", "9"}, peerFlags...)...)
+			}
 		}
 		r.nodes = append(r.nodes, b)
 	}
