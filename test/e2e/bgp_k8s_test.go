@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,5 +162,53 @@ func TestBGPKubernetes(t *testing.T) {
 			t.Errorf("n1's peers %+v, want 192.168.78.254 alone", peers)
 		}
 		r.frr.waitRoute(n1.pod4, time.Second, n1.under4.String())
+	})
+
+	t.Run("allocator restart", func(t *testing.T) {
+		// Every xlaned restarted (the allocator among them): the new
+		// one reads the statuses and hands out no address twice.
+		ingress := func(name string) string {
+			var ip string
+			waitFor(t, 45*time.Second, name+": an address in status.loadBalancer.ingress", func() bool {
+				got, err := cs.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+				if err != nil || len(got.Status.LoadBalancer.Ingress) == 0 {
+					return false
+				}
+				ip = got.Status.LoadBalancer.Ingress[0].IP
+				return true
+			})
+			return ip
+		}
+		create := func(name string) {
+			t.Helper()
+			_, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+					Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(9300)}}}},
+				metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("create service %s: %v", name, err)
+			}
+		}
+		create("a")
+		create("b")
+		a, b := ingress("a"), ingress("b")
+		if a == b {
+			t.Fatalf("a and b both got %s", a)
+		}
+		for _, n := range r.nodes {
+			n.stop(syscall.SIGTERM)
+		}
+		for _, n := range r.nodes {
+			n.start()
+		}
+		create("c")
+		c := ingress("c")
+		if c == a || c == b {
+			t.Errorf("c got %s after the restart, which a (%s) or b (%s) has", c, a, b)
+		}
+		if a2, b2 := ingress("a"), ingress("b"); a2 != a || b2 != b {
+			t.Errorf("after the restart a has %s, b %s; want %s, %s as before", a2, b2, a, b)
+		}
+		t.Logf("a %s, b %s; after every xlaned's restart, c %s", a, b, c)
 	})
 }
