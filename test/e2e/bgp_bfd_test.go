@@ -19,6 +19,9 @@ type frrBFDPeer struct {
 	RemoteID uint32 `json:"remote-id"`
 }
 
+// bfdUp says whether FRR's BFD session with peer is up.
+func (f *frr) bfdUp(peer netip.Addr) bool { return f.bfdPeers()[peer.String()].Status == "up" }
+
 // bfdPeers is FRR's BFD sessions (bfdd), by peer address.
 func (f *frr) bfdPeers() map[string]frrBFDPeer {
 	f.t.Helper()
@@ -41,10 +44,28 @@ func (f *frr) bfdPeers() map[string]frrBFDPeer {
 // reset GoBGP's, internal/bgp/bfd.go), a lost node is noticed by BFD
 // (withdrawn in about 3 s, well inside the 9 s hold time), when the link
 // comes back BFD and BGP come back up and the routes return, and kill -9
-// of xlaned still leaves the routes stale (graceful restart).
+// of xlaned still leaves the routes stale (graceful restart; BIRD drops
+// them instead: TestBGPBFDBird).
 func TestBGPBFD(t *testing.T) {
 	skipInMatrixGuest(t, "FRR is not in the guests")
-	r := newBGPRackOpts(t, bgpRackOpts{n: 1, bfd: true})
+	testBGPBFD(t, false)
+}
+
+// TestBGPBFDBird: TestBGPBFD with BIRD 2 as the router (`bfd on`, its
+// protocol bfd).
+func TestBGPBFDBird(t *testing.T) {
+	skipInMatrixGuest(t, "BIRD is not in the guests")
+	testBGPBFD(t, true)
+}
+
+func testBGPBFD(t *testing.T, bird bool) {
+	r := newBGPRackOpts(t, bgpRackOpts{n: 1, bfd: true, bird: bird})
+	bfdUp := func(a netip.Addr) bool {
+		if bird {
+			return r.bird.bfdUp(a)
+		}
+		return r.frr.bfdUp(a)
+	}
 	r.waitEstablished(t)
 	n1 := r.nodes[0]
 	peers := func() []api.BGPPeerStatus {
@@ -63,9 +84,9 @@ func TestBGPBFD(t *testing.T) {
 			}
 		}
 		for _, a := range []netip.Addr{n1.under4, n1.under6} {
-			if p := r.frr.bfdPeers()[a.String()]; p.Status != "up" {
+			if !bfdUp(a) {
 				ok = false
-				why += " router: bfd " + a.String() + " " + p.Status
+				why += " router: bfd " + a.String() + " not up"
 			}
 		}
 		return ok, why
@@ -79,7 +100,7 @@ func TestBGPBFD(t *testing.T) {
 				break
 			}
 			if time.Since(start) > timeout {
-				t.Fatalf("BFD and BGP not all up after %s:%s\n%s\n%s", timeout, why, r.frr.vtysh("show bfd peers"), r.frr.summary())
+				t.Fatalf("BFD and BGP not all up after %s:%s\n%s", timeout, why, r.router.summary())
 			}
 		}
 		return time.Since(start)
@@ -102,8 +123,8 @@ func TestBGPBFD(t *testing.T) {
 			t.Errorf("peer %s flapped %d times with BFD on", p.Address, p.Flaps-flaps[p.Address])
 		}
 	}
-	r.frr.waitRoute(n1.pod4, 5*time.Second, n1.under4.String())
-	r.frr.waitRoute(n1.pod6, 5*time.Second, n1.under6.String())
+	waitRoute(t, r.router, n1.pod4, 5*time.Second, n1.under4.String())
+	waitRoute(t, r.router, n1.pod6, 5*time.Second, n1.under6.String())
 
 	// The node lost: its bridge port stops forwarding (no carrier
 	// change on either end, which FRR would notice at once): BFD notices
@@ -115,22 +136,22 @@ func TestBGPBFD(t *testing.T) {
 	runIn(t, r.tor, "ip", "link", "set", "keep1", "up")
 	start := time.Now()
 	runIn(t, r.tor, "bridge", "link", "set", "dev", "p1", "state", "0")
-	r.frr.waitRoute(n1.pod4, 15*time.Second)
+	waitRoute(t, r.router, n1.pod4, 15*time.Second)
 	took := time.Since(start)
-	r.frr.waitRoute(n1.pod6, 5*time.Second)
+	waitRoute(t, r.router, n1.pod6, 5*time.Second)
 	t.Logf("node lost → its routes withdrawn after %s (BFD 3 x 1 s; hold time 9 s)", took)
 	if took < 2*time.Second || took > 6*time.Second {
 		t.Errorf("withdrawn %s after the node was lost: want BFD's detection time, ~3 s (not the 9 s hold time)", took)
 	}
-	if p := r.frr.bfdPeers()[n1.under4.String()]; p.Status == "up" {
+	if bfdUp(n1.under4) {
 		t.Errorf("router's BFD session with %s still up after the link went down", n1.under4)
 	}
 
 	// Back: BFD and BGP come up again and stay, the routes return.
 	start = time.Now()
 	runIn(t, r.tor, "bridge", "link", "set", "dev", "p1", "state", "3")
-	r.frr.waitRoute(n1.pod4, 30*time.Second, n1.under4.String())
-	r.frr.waitRoute(n1.pod6, 30*time.Second, n1.under6.String())
+	waitRoute(t, r.router, n1.pod4, 30*time.Second, n1.under4.String())
+	waitRoute(t, r.router, n1.pod6, 30*time.Second, n1.under6.String())
 	back := time.Since(start)
 	waitBFD(20 * time.Second)
 	t.Logf("link back → routes back after %s; BFD up on both ends after %s", back, time.Since(start))
@@ -143,13 +164,22 @@ func TestBGPBFD(t *testing.T) {
 	// kill -9: BFD goes down with xlaned (its C bit is clear) and FRR
 	// ends the session, yet graceful restart still keeps the routes, stale,
 	// past BFD's detection time, until the restarted xlaned refreshes them.
+	// BIRD, though, takes BFD down for a forwarding failure (RFC 5882:
+	// the C bit is clear) and drops them.
+	start = time.Now()
 	n1.stop(syscall.SIGKILL)
-	r.frr.waitRoute(n1.pod4, 15*time.Second, n1.under4.String()+" (stale)")
-	time.Sleep(4 * time.Second)
-	if got := r.frr.nextHops(n1.pod4); !slices.Equal(got, []string{n1.under4.String() + " (stale)"}) {
-		t.Fatalf("router: %s → %q after kill -9 and BFD's detection time, want kept as stale", n1.pod4, got)
+	if bird {
+		waitRoute(t, r.router, n1.pod4, 15*time.Second)
+		t.Logf("kill -9 → BIRD withdrew the routes after %s (BFD down ends graceful restart)", time.Since(start))
+	} else {
+		kept := n1.under4.String() + " (stale)"
+		waitRoute(t, r.router, n1.pod4, 15*time.Second, kept)
+		time.Sleep(4 * time.Second)
+		if got := r.router.nextHops(n1.pod4); !slices.Equal(got, []string{kept}) {
+			t.Fatalf("router: %s → %q after kill -9 and BFD's detection time, want kept as stale", n1.pod4, got)
+		}
 	}
 	n1.start()
-	r.frr.waitRoute(n1.pod4, 30*time.Second, n1.under4.String())
+	waitRoute(t, r.router, n1.pod4, 30*time.Second, n1.under4.String())
 	waitBFD(20 * time.Second)
 }

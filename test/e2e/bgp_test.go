@@ -365,7 +365,14 @@ func newBGPRackOpts(t *testing.T, o bgpRackOpts, flags ...string) *bgpRack {
 		conf = strings.ReplaceAll(conf, "  maximum-paths 8\n", "  maximum-paths 8\n  redistribute connected\n  neighbor NODES as-override\n  neighbor NODES6 as-override\n")
 	}
 	if o.bird {
-		r.bird = startBIRD(t, r.tor, birdConf(n))
+		bconf := birdConf(n)
+		if o.bfd {
+			// error wait time: BIRD restarts a session that ended in an
+			// error (BFD down) after 60 s by default.
+			bconf = strings.ReplaceAll(bconf, "  graceful restart on;\n", "  graceful restart on;\n  bfd on;\n  error wait time 1, 30;\n") +
+				"protocol bfd {}\n"
+		}
+		r.bird = startBIRD(t, r.tor, bconf)
 		r.router = r.bird
 	} else {
 		r.frr = startFRR(t, r.tor, conf, frrDaemons...)
