@@ -14,16 +14,20 @@
 //
 //  1. service → route: -services services are created one at a time
 //     (the API, then the route awaited); the time from the request to the
-//     route in the router, p50 and p99;
+//     route in the router, p50 and p99, and of the API call alone (the
+//     service programmed and stored: the rest is the speaker, BGP and the
+//     router);
 //  2. node lost: the node's port on the router's bridge goes down (no
 //     FIN, no NOTIFICATION); the time until the router has withdrawn its
 //     routes (the hold time, 9 s here, decides), then the link comes back
-//     and the time until they are all back;
+//     and the time until they are all back; then the same with BFD (the
+//     peer added again with BFD, FRR's bfdd: 3 x 1 s decides);
 //  3. many routes: services up to -routes in one apply; the time until the
 //     router has them all; then xlaned restarted (--bgp-stop withdraw:
 //     the router drops them first) and the time from its start until the
 //     router has them all, its RSS with the speaker and, restarted once
 //     more without --bgp-asn, without it (the difference is the speaker's);
+//     (and when xlaned served its API: the rest is the speaker);
 //     then BIRD started with the same prefixes as static routes from a
 //     file: the time from its start until the router has them all, and
 //     its RSS.
@@ -110,11 +114,16 @@ type report struct {
 	CreateP50ms     float64 `json:"create_to_route_p50_ms"`
 	CreateP99ms     float64 `json:"create_to_route_p99_ms"`
 	CreateMaxms     float64 `json:"create_to_route_max_ms"`
+	APIP50ms        float64 `json:"create_api_p50_ms"`
+	APIP99ms        float64 `json:"create_api_p99_ms"`
 	NodeLostms      float64 `json:"node_lost_to_withdrawn_ms"`
 	NodeBackms      float64 `json:"link_back_to_routes_back_ms"`
+	BFDLostms       float64 `json:"bfd_node_lost_to_withdrawn_ms"`
+	BFDBackms       float64 `json:"bfd_link_back_to_routes_back_ms"`
 	Routes          int     `json:"routes"`
 	ApplyToAllms    float64 `json:"apply_to_all_routes_ms"`
 	XlanedStartms   float64 `json:"xlaned_start_to_all_routes_ms"`
+	XlanedReadyms   float64 `json:"xlaned_start_to_ready_ms"`
 	XlanedRSSKiB    int     `json:"xlaned_rss_kib"`
 	XlanedNoBGPKiB  int     `json:"xlaned_without_bgp_rss_kib"`
 	SpeakerKiB      int     `json:"speaker_rss_kib"`
@@ -198,13 +207,14 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 
 	// 1. Service → route, one at a time.
 	log.Printf("%d services, one at a time", o.services)
-	var lat []time.Duration
+	var lat, apiLat []time.Duration
 	for i := range o.services {
 		a := vip(i)
 		start := time.Now()
 		if _, err := c.CreateService(ctx, service(i)); err != nil {
 			return nil, fmt.Errorf("create service %d: %w", i, err)
 		}
+		apiLat = append(apiLat, time.Since(start))
 		at, err := watch.waitPrefix(ctx, netip.PrefixFrom(a, 32), 30*time.Second)
 		if err != nil {
 			return nil, err
@@ -212,39 +222,45 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 		lat = append(lat, at.Sub(start))
 	}
 	slices.Sort(lat)
+	slices.Sort(apiLat)
 	rep.CreateP50ms, rep.CreateP99ms, rep.CreateMaxms = ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(lat[len(lat)-1])
-	log.Printf("service → route in the router: p50 %.1f ms, p99 %.1f ms, max %.1f ms", rep.CreateP50ms, rep.CreateP99ms, rep.CreateMaxms)
+	rep.APIP50ms, rep.APIP99ms = ms(quantile(apiLat, 0.5)), ms(quantile(apiLat, 0.99))
+	log.Printf("service → route in the router: p50 %.1f ms, p99 %.1f ms, max %.1f ms (the API call: p50 %.1f ms, p99 %.1f ms)",
+		rep.CreateP50ms, rep.CreateP99ms, rep.CreateMaxms, rep.APIP50ms, rep.APIP99ms)
 
-	// 2. Node lost: its bridge port down.
-	start := time.Now()
-	if _, err := harness.Run(ctx, "ip", "-n", rtr, "link", "set", "pnode", "down"); err != nil {
+	// 2. Node lost: its bridge port down; without BFD, then with.
+	if rep.NodeLostms, rep.NodeBackms, err = nodeLost(ctx, rtr, watch, o.services+1); err != nil {
 		return nil, err
 	}
-	at, err := watch.waitCount(ctx, 0, 60*time.Second, pool, podCIDR)
-	if err != nil {
-		return nil, fmt.Errorf("node lost: %w", err)
-	}
-	rep.NodeLostms = ms(at.Sub(start))
-	start = time.Now()
-	if _, err := harness.Run(ctx, "ip", "-n", rtr, "link", "set", "pnode", "up"); err != nil {
-		return nil, err
-	}
-	if at, err = watch.waitCount(ctx, o.services+1, 120*time.Second, pool, podCIDR); err != nil {
-		return nil, fmt.Errorf("link back: %w", err)
-	}
-	rep.NodeBackms = ms(at.Sub(start))
 	log.Printf("node lost → withdrawn in %.0f ms (hold time 9 s); link back → routes back in %.0f ms", rep.NodeLostms, rep.NodeBackms)
+	if err := c.RemoveBGPPeer(ctx, routerIP); err != nil {
+		return nil, err
+	}
+	if _, err := c.AddBGPPeer(ctx, model.BGPPeer{Address: netip.MustParseAddr(routerIP), ASN: 65000, HoldTime: 9, BFD: true}); err != nil {
+		return nil, fmt.Errorf("add bgp peer with bfd: %w", err)
+	}
+	if err := waitBFD(ctx, c); err != nil {
+		return nil, err
+	}
+	if _, err := watch.waitCount(ctx, o.services+1, 120*time.Second, pool, podCIDR); err != nil {
+		return nil, fmt.Errorf("routes with bfd: %w", err)
+	}
+	if rep.BFDLostms, rep.BFDBackms, err = nodeLost(ctx, rtr, watch, o.services+1); err != nil {
+		return nil, fmt.Errorf("with bfd: %w", err)
+	}
+	log.Printf("with BFD: node lost → withdrawn in %.0f ms; link back → routes back in %.0f ms", rep.BFDLostms, rep.BFDBackms)
 
 	// 3. Many routes: the rest in one apply.
 	var rest []api.ServiceCreate
 	for i := o.services; i < o.routes; i++ {
 		rest = append(rest, service(i))
 	}
-	start = time.Now()
+	start := time.Now()
 	if _, err := c.ApplyServices(ctx, api.ServiceApply{Services: rest}); err != nil {
 		return nil, fmt.Errorf("apply %d services: %w", len(rest), err)
 	}
-	if at, err = watch.waitCount(ctx, o.routes, 300*time.Second, pool); err != nil {
+	at, err := watch.waitCount(ctx, o.routes, 300*time.Second, pool)
+	if err != nil {
 		return nil, err
 	}
 	rep.ApplyToAllms = ms(at.Sub(start))
@@ -261,6 +277,7 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 	if xp, err = harness.StartXlaned(ctx, undo, x); err != nil {
 		return nil, err
 	}
+	rep.XlanedReadyms = ms(time.Since(start))
 	if at, err = watch.waitCount(ctx, o.routes, 300*time.Second, pool); err != nil {
 		return nil, err
 	}
@@ -282,8 +299,8 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 	if err := xp.Stop(ctx); err != nil {
 		return nil, err
 	}
-	log.Printf("xlaned start → all %d routes in %.0f ms; RSS %d KiB, %d KiB without the speaker", o.routes, rep.XlanedStartms,
-		rep.XlanedRSSKiB, rep.XlanedNoBGPKiB)
+	log.Printf("xlaned start → all %d routes in %.0f ms (serving after %.0f ms); RSS %d KiB, %d KiB without the speaker", o.routes, rep.XlanedStartms,
+		rep.XlanedReadyms, rep.XlanedRSSKiB, rep.XlanedNoBGPKiB)
 
 	// The reference: BIRD announcing the same prefixes from a file.
 	start = time.Now()
@@ -300,6 +317,46 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 	log.Printf("BIRD start → all %d routes in %.0f ms; its RSS %d KiB", o.routes, rep.BIRDStartms, rep.BIRDRSSKiB)
 	rep.Finished, rep.LoadEnd = time.Now(), harness.LoadAvg()
 	return rep, nil
+}
+
+// nodeLost takes the node's bridge port down and returns the time until
+// the router has withdrawn all its routes, then brings it back and returns
+// the time until the router has all n again.
+func nodeLost(ctx context.Context, rtr string, watch *routeWatch, n int) (lost, back float64, err error) {
+	start := time.Now()
+	if _, err := harness.Run(ctx, "ip", "-n", rtr, "link", "set", "pnode", "down"); err != nil {
+		return 0, 0, err
+	}
+	at, err := watch.waitCount(ctx, 0, 60*time.Second, pool, podCIDR)
+	if err != nil {
+		return 0, 0, fmt.Errorf("node lost: %w", err)
+	}
+	lost = ms(at.Sub(start))
+	start = time.Now()
+	if _, err := harness.Run(ctx, "ip", "-n", rtr, "link", "set", "pnode", "up"); err != nil {
+		return 0, 0, err
+	}
+	if at, err = watch.waitCount(ctx, n, 120*time.Second, pool, podCIDR); err != nil {
+		return 0, 0, fmt.Errorf("link back: %w", err)
+	}
+	return lost, ms(at.Sub(start)), nil
+}
+
+// waitBFD waits until the node's BFD session with the router is up.
+func waitBFD(ctx context.Context, c *api.Client) error {
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		st, err := c.BGPStatus(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range st.Peers {
+			if last = p.State + ", bfd " + p.BFDState; p.State == "established" && p.BFDState == "up" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the BFD session not up after 60 s (%s)", last)
 }
 
 // service is the i-th service: its VIP in the pool, one backend (a pod
@@ -339,14 +396,15 @@ router bgp 65000
  bgp graceful-restart
  neighbor 192.168.90.1 remote-as 65001
  neighbor 192.168.90.1 timers 3 9
+ neighbor 192.168.90.1 bfd
  neighbor 192.168.90.3 remote-as 65001
  address-family ipv4 unicast
   maximum-paths 8
  exit-address-family
 `
 
-// startRouter runs zebra and bgpd (as the frr user, in a directory it may
-// write) in ns; it returns bgpd.
+// startRouter runs zebra, bfdd and bgpd (as the frr user, in a directory
+// it may write) in ns; it returns bgpd.
 func startRouter(ctx context.Context, undo *harness.UndoStack, tmp, ns string) (*harness.Proc, error) {
 	dir := filepath.Join(tmp, "frr")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
@@ -360,11 +418,14 @@ func startRouter(ctx context.Context, undo *harness.UndoStack, tmp, ns string) (
 	}
 	zserv := filepath.Join(dir, "zserv.api")
 	var bgpd *harness.Proc
-	for _, d := range []string{"zebra", "bgpd"} {
+	for _, d := range []string{"zebra", "bfdd", "bgpd"} {
 		argv := []string{"/usr/lib/frr/" + d, "-f", cfg, "-i", filepath.Join(dir, d+".pid"), "-z", zserv,
 			"--vty_socket", dir, "-u", "frr", "-g", "frr", "-P", "0"}
-		if d == "bgpd" {
+		switch d {
+		case "bgpd":
 			argv = append(argv, "-p", "179")
+		case "bfdd":
+			argv = append(argv, "--bfdctl", filepath.Join(dir, "bfdd.sock"))
 		}
 		p, err := harness.StartProc(d, filepath.Join(dir, d+".log"), harness.NSExec(ns, argv...)...)
 		if err != nil {
@@ -566,12 +627,16 @@ func markdown(r *report) string {
 	b.WriteString("| measure | xlaned (GoBGP) | BIRD from a file |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| service created → route in the router, p50 / p99 / max (%d services) | %.1f / %.1f / %.1f ms | |\n",
 		r.Services, r.CreateP50ms, r.CreateP99ms, r.CreateMaxms)
+	fmt.Fprintf(&b, "| of which the API call (service programmed and stored), p50 / p99 | %.1f / %.1f ms | |\n", r.APIP50ms, r.APIP99ms)
 	fmt.Fprintf(&b, "| node lost → its routes withdrawn (hold time 9 s) | %.0f ms | |\n", r.NodeLostms)
 	fmt.Fprintf(&b, "| link back → its routes back | %.0f ms | |\n", r.NodeBackms)
+	fmt.Fprintf(&b, "| with BFD (3 x 1 s): node lost → withdrawn; link back → routes back | %.0f ms; %.0f ms | |\n", r.BFDLostms, r.BFDBackms)
 	fmt.Fprintf(&b, "| %d services applied → all routes in the router | %.0f ms | |\n", r.Routes-r.Services, r.ApplyToAllms)
-	fmt.Fprintf(&b, "| start → all %d routes in the router | %.0f ms (xlaned's whole start) | %.0f ms |\n", r.Routes, r.XlanedStartms, r.BIRDStartms)
+	fmt.Fprintf(&b, "| start → all %d routes in the router | %.0f ms (xlaned's whole start; serving after %.0f ms) | %.0f ms |\n",
+		r.Routes, r.XlanedStartms, r.XlanedReadyms, r.BIRDStartms)
 	fmt.Fprintf(&b, "| memory (RSS) with %d routes | xlaned %d KiB, %d KiB without --bgp-asn: the speaker %d KiB | %d KiB |\n",
 		r.Routes, r.XlanedRSSKiB, r.XlanedNoBGPKiB, r.SpeakerKiB, r.BIRDRSSKiB)
-	fmt.Fprintf(&b, "\nThe router's bgpd: %d KiB RSS at the end.\n", r.RouterFRRBGPRSS)
+	fmt.Fprintf(&b, "\nThe router's bgpd: %d KiB RSS at the end. Load average %s at the start, %s at the end.\n",
+		r.RouterFRRBGPRSS, r.LoadStart, r.LoadEnd)
 	return b.String()
 }

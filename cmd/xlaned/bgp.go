@@ -110,18 +110,35 @@ func firstIPv4(name string) netip.Addr {
 	return netip.Addr{}
 }
 
+// kubeClient is a clientset for Kubernetes mode's side tasks.
+func kubeClient(kubeconfig, apiServer string) (*kubernetes.Clientset, error) {
+	rc, err := k8s.RESTConfig(kubeconfig, apiServer)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
 // runLBIPAM runs Kubernetes mode's LoadBalancer address allocator
 // (internal/lbipam) until ctx ends.
 func runLBIPAM(ctx context.Context, pools *lbipam.Pools, kubeconfig, apiServer, nodeName string, log *slog.Logger) {
-	rc, err := k8s.RESTConfig(kubeconfig, apiServer)
+	cs, err := kubeClient(kubeconfig, apiServer)
 	if err == nil {
-		var cs *kubernetes.Clientset
-		if cs, err = kubernetes.NewForConfig(rc); err == nil {
-			ns := os.Getenv("POD_NAMESPACE")
-			err = pools.RunKubernetes(ctx, cs, lbipam.KubeConfig{Namespace: ns, Identity: nodeName, Log: log})
-		}
+		ns := os.Getenv("POD_NAMESPACE")
+		err = pools.RunKubernetes(ctx, cs, lbipam.KubeConfig{Namespace: ns, Identity: nodeName, Log: log})
 	}
 	if err != nil {
 		log.Error("kubernetes: LoadBalancer address allocation stopped", "err", err)
 	}
+}
+
+// runBGPPeers keeps the speaker's peers of this node's Node annotation
+// xlane.dev/bgp-peers (internal/bgp/kube.go) until ctx ends.
+func runBGPPeers(ctx context.Context, speaker *bgp.Speaker, kubeconfig, apiServer, nodeName string, log *slog.Logger) {
+	cs, err := kubeClient(kubeconfig, apiServer)
+	if err != nil {
+		log.Error("kubernetes: bgp peers from the Node annotation stopped", "err", err)
+		return
+	}
+	speaker.RunNodePeers(ctx, cs, nodeName)
 }

@@ -238,6 +238,9 @@ Flags:
 		if *lbIPAM {
 			go runLBIPAM(ctx, pools, *kubeconfig, *apiServer, *nodeName, log)
 		}
+		if speaker != nil && *nodeName != "" {
+			go runBGPPeers(ctx, speaker, *kubeconfig, *apiServer, *nodeName, log)
+		}
 	}
 	log.Info("xlaned ready", "version", daemon.Version, "commit", version.Get().Commit, "socket", *socket, "state", *state, "pin_dir", *pinDir)
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

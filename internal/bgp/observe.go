@@ -91,7 +91,11 @@ func (s *Speaker) peerState(addr netip.Addr, established, idle bool, why string,
 	if established {
 		s.failNoted[addr] = false
 	}
+	bfd := s.peers[addr].BFD && established != s.bfdOn[addr]
 	s.mu.Unlock()
+	if bfd {
+		s.kickBFD(addr)
+	}
 	ev := api.MonitorEvent{Time: at, Peer: addr.String(), Reason: why}
 	switch {
 	case established && !was:

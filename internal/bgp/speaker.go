@@ -26,6 +26,10 @@ import (
 // End-of-RIB (peerConf).
 const restartDeferral = 1
 
+// idleHoldAfterReset is how long (s) GoBGP waits before it tries a
+// session again that it reset itself (peerConf).
+const idleHoldAfterReset = 1
+
 // Stop modes: what a stop of xlaned does to its routes.
 const (
 	// StopGraceful closes the sessions without a NOTIFICATION: peers
@@ -115,6 +119,8 @@ type Speaker struct {
 	established map[netip.Addr]bool          // the sessions' last state (watchPeers)
 	lastDown    map[netip.Addr]string        // why each last went down or failed (not the retrier's pauses)
 	failNoted   map[netip.Addr]bool          // a failed event went out in this try window
+	bfdOn       map[netip.Addr]bool          // GoBGP's BFD runs for the peer (bfdSync)
+	bfdKick     chan netip.Addr              // a session of a --bfd peer went up or down
 	notes       chan note                    // the NOTIFICATIONs GoBGP logged (tapHandler)
 	retry       retrier
 	lastErr     error
@@ -138,6 +144,7 @@ func New(c core.Core, cfg Config) (*Speaker, error) {
 	s := &Speaker{c: c, cfg: cfg, log: log, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		announced: map[netip.Prefix]Announcement{}, peers: map[netip.Addr]model.BGPPeer{}, synced: make(chan struct{}),
 		established: map[netip.Addr]bool{}, lastDown: map[netip.Addr]string{}, failNoted: map[netip.Addr]bool{},
+		bfdOn: map[netip.Addr]bool{}, bfdKick: make(chan netip.Addr, 64),
 		notes: make(chan note, 64), retry: newRetrier(cfg.ConnectRetry)}
 	tap := &tapHandler{Handler: log.Handler(), note: func(a netip.Addr, why string) {
 		select {
@@ -318,18 +325,24 @@ func (s *Speaker) sync() error {
 		delete(s.established, addr)
 		delete(s.lastDown, addr)
 		delete(s.failNoted, addr)
+		delete(s.bfdOn, addr)
 		s.retry.remove(addr)
 	}
 	for addr, p := range wantPeers {
 		if _, ok := s.peers[addr]; ok {
 			continue
 		}
-		if err := s.srv.AddPeer(context.Background(), &gapi.AddPeerRequest{Peer: s.peerConf(&p)}); err != nil {
+		if err := s.srv.AddPeer(context.Background(), &gapi.AddPeerRequest{Peer: s.peerConf(&p, false)}); err != nil {
 			errs = append(errs, fmt.Errorf("add peer %s: %w", addr, err))
 			continue
 		}
 		s.peers[addr] = p
 		s.retry.add(addr, time.Now())
+	}
+	for addr, p := range s.peers {
+		if p.BFD && s.established[addr] != s.bfdOn[addr] {
+			s.kickBFD(addr) // (a kick peerState dropped)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -370,8 +383,9 @@ func path(a Announcement, withdraw bool) (*apiutil.Path, error) {
 
 // peerConf is p as GoBGP configures it: the family of its address,
 // graceful restart (restarting speaker: the forwarding state is kept, the
-// datapath outlives xlaned) unless RestartTime is 0.
-func (s *Speaker) peerConf(p *model.BGPPeer) *gapi.Peer {
+// datapath outlives xlaned) unless RestartTime is 0, GoBGP's BFD when bfd
+// (bfdSync turns it on once the session is up).
+func (s *Speaker) peerConf(p *model.BGPPeer, bfd bool) *gapi.Peer {
 	fam := &gapi.Family{Afi: gapi.Family_AFI_IP, Safi: gapi.Family_SAFI_UNICAST}
 	if p.Address.Is6() {
 		fam.Afi = gapi.Family_AFI_IP6
@@ -384,8 +398,13 @@ func (s *Speaker) peerConf(p *model.BGPPeer) *gapi.Peer {
 	out := &gapi.Peer{
 		Conf: &gapi.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password,
 			Description: "xlane"},
+		// IdleHoldTimeAfterReset: after a session that GoBGP reset
+		// itself (BFD down: a Cease, administrative reset) it waited
+		// its default 30 s before trying again, and the retrier's
+		// pauses restarted that wait every try window: such a session
+		// never came back. 1 s, then the usual pacing.
 		Timers: &gapi.Timers{Config: &gapi.TimersConfig{ConnectRetry: uint64(s.cfg.ConnectRetry / time.Second),
-			HoldTime: hold, KeepaliveInterval: max(hold/3, 1)}},
+			HoldTime: hold, KeepaliveInterval: max(hold/3, 1), IdleHoldTimeAfterReset: idleHoldAfterReset}},
 		AfiSafis: []*gapi.AfiSafi{{
 			Config:            &gapi.AfiSafiConfig{Family: fam, Enabled: true},
 			MpGracefulRestart: &gapi.MpGracefulRestart{Config: &gapi.MpGracefulRestartConfig{Enabled: gr}},
@@ -405,9 +424,9 @@ func (s *Speaker) peerConf(p *model.BGPPeer) *gapi.Peer {
 	if p.Multihop > 0 {
 		out.EbgpMultihop = &gapi.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
 	}
-	if p.BFD {
-		// GoBGP's timers, 1 s x 3 (docs/bgp.md: with FRR's bfdd the
-		// sessions did not recover after a lost link).
+	if bfd {
+		// GoBGP's timers, 1 s x 3; only while the session is up
+		// (bfdSync).
 		out.Bfd = &gapi.BfdPeerConfig{Enabled: true}
 	}
 	return out
@@ -434,6 +453,7 @@ func (s *Speaker) AddPeer(p model.BGPPeer) (*model.BGPPeer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	p.Source = "" // (the CLI's)
 	p.Created = time.Now().UTC().Truncate(time.Second)
 	err := s.c.Store().Update(func(tx *store.Tx) error {
 		if _, err := tx.BGPPeer(p.Address); err == nil {
@@ -454,8 +474,12 @@ func (s *Speaker) RemovePeer(addr string) error {
 		return model.Fieldf("address", "%q: not an IP address", addr)
 	}
 	return s.c.Store().Update(func(tx *store.Tx) error {
-		if _, err := tx.BGPPeer(a); err != nil {
+		p, err := tx.BGPPeer(a)
+		if err != nil {
 			return err
+		}
+		if p.Source == SourceNodeAnnotation {
+			return model.Conflictf("bgp peer %s comes from this node's Node annotation %s: change it there", a, PeersAnnotation)
 		}
 		return tx.DeleteBGPPeer(a)
 	})
@@ -557,6 +581,8 @@ func (s *Speaker) retryLoop() {
 			return
 		case n := <-s.notes:
 			s.notification(n.peer, n.why)
+		case a := <-s.bfdKick:
+			s.bfdSync(a)
 		case now := <-t.C:
 			s.mu.Lock()
 			pause, resume := s.retry.step(now)

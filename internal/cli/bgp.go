@@ -57,7 +57,7 @@ docs/bgp.md has the router's side (FRR, BIRD).`,
 	add.Flags().Uint32Var(&p.ASN, "asn", 0, "the peer's AS number (required; the same as --bgp-asn for iBGP)")
 	add.Flags().StringVar(&p.Password, "password", "", "TCP MD5 key (RFC 2385) the router has for this node")
 	add.Flags().IntVar(&multihop, "multihop", 0, "eBGP multihop: the TTL for a peer more than one hop away (0: directly connected)")
-	add.Flags().BoolVar(&p.BFD, "bfd", false, "experimental: run GoBGP's BFD (1 s x 3) beside the session, so a lost peer is noticed in about 3 s, not after the hold time; against FRR's bfdd the BFD session did not recover after a lost link, keeping the BGP session down (docs/bgp.md)")
+	add.Flags().BoolVar(&p.BFD, "bfd", false, "run BFD (GoBGP's, 1 s x 3, single hop) while the session is up, so a lost peer is noticed in about 3 s, not after the hold time; the router needs BFD for this neighbor too (FRR: neighbor ADDR bfd); a restart of xlaned then withdraws the routes (docs/bgp.md)")
 	add.Flags().IntVar(&p.HoldTime, "hold-time", 0, "the BGP hold time in seconds, 3-65535 (0: 90); keepalives every third of it")
 	add.Flags().IntVar(&port, "port", 0, "the peer's TCP port (0: 179)")
 	ls := &cobra.Command{
@@ -110,7 +110,7 @@ docs/bgp.md has the router's side (FRR, BIRD).`,
 }
 
 func bgpPeerTable(w *tabwriter.Writer, ps []model.BGPPeer) {
-	fmt.Fprintln(w, "ADDRESS\tASN\tPORT\tMULTIHOP\tBFD\tHOLD TIME\tPASSWORD")
+	fmt.Fprintln(w, "ADDRESS\tASN\tPORT\tMULTIHOP\tBFD\tHOLD TIME\tPASSWORD\tSOURCE")
 	for _, p := range ps {
 		port := "179"
 		if p.Port != 0 {
@@ -124,7 +124,11 @@ func bgpPeerTable(w *tabwriter.Writer, ps []model.BGPPeer) {
 		if p.Password != "" {
 			pw = "set"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%v\t%s\t%s\n", p.Address, p.ASN, port, p.Multihop, p.BFD, hold, pw)
+		src := "cli"
+		if p.Source != "" {
+			src = p.Source
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%v\t%s\t%s\t%s\n", p.Address, p.ASN, port, p.Multihop, p.BFD, hold, pw, src)
 	}
 }
 

@@ -24,13 +24,18 @@ type BGPPeer struct {
 	// Multihop is the TTL of an eBGP session to a peer more than one hop
 	// away (0: directly connected, TTL 1).
 	Multihop uint8 `json:"multihop,omitempty"`
-	// BFD runs a BFD session beside the BGP one: a lost peer is detected
-	// in under a second instead of after the hold time.
+	// BFD runs a BFD session (1 s x 3) beside the BGP one while it is
+	// up: a lost peer is detected in about 3 s instead of after the hold
+	// time (internal/bgp/bfd.go).
 	BFD bool `json:"bfd,omitempty"`
 	// HoldTime is the BGP hold time in seconds (0: 90; else 3-65535); the
 	// keepalive interval is a third of it.
-	HoldTime int       `json:"hold_time,omitempty"`
-	Created  time.Time `json:"created"`
+	HoldTime int `json:"hold_time,omitempty"`
+	// Source is where the peer comes from: "" the CLI/API,
+	// "node-annotation" Kubernetes mode's Node annotation
+	// xlane.dev/bgp-peers (internal/bgp/kube.go), which alone changes it.
+	Source  string    `json:"source,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // Validate checks a peer; errors name the field.

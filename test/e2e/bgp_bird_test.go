@@ -131,6 +131,16 @@ func (b *bird) nextHops(pfx netip.Prefix) []string {
 	return hops
 }
 
+// bfdUp says whether BIRD's BFD session with peer is up.
+func (b *bird) bfdUp(peer netip.Addr) bool {
+	for _, l := range strings.Split(b.birdc("show bfd sessions"), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == peer.String() && f[2] == "Up" {
+			return true
+		}
+	}
+	return false
+}
+
 // established counts BIRD's BGP sessions that are up.
 func (b *bird) established() int {
 	n := 0

@@ -26,11 +26,12 @@ type frr struct {
 	procs []*exec.Cmd
 }
 
-// startFRR runs zebra and bgpd in netns with conf (frr.conf), their
-// sockets, pid files and logs in a directory of the test's; both are
-// stopped (by pid) when the test ends. They run as the package's frr user
-// (its vty sockets belong to the frrvty group, which root is not in).
-func startFRR(t *testing.T, netns, conf string) *frr {
+// startFRR runs zebra and bgpd (and extra daemons, e.g. bfdd) in netns
+// with conf (frr.conf), their sockets, pid files and logs in a directory
+// of the test's; all are stopped (by pid) when the test ends. They run as
+// the package's frr user (its vty sockets belong to the frrvty group,
+// which root is not in).
+func startFRR(t *testing.T, netns, conf string, extra ...string) *frr {
 	t.Helper()
 	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
 		t.Fatalf("FRR is not installed (scripts/deps.sh installs the frr package): %v", err)
@@ -48,11 +49,16 @@ func startFRR(t *testing.T, netns, conf string) *frr {
 		t.Fatal(err)
 	}
 	zserv := filepath.Join(f.dir, "zserv.api")
-	for _, d := range []string{"zebra", "bgpd"} {
+	daemons := append([]string{"zebra"}, extra...)
+	daemons = append(daemons, "bgpd")
+	for _, d := range daemons {
 		args := []string{"/usr/lib/frr/" + d, "-f", cfg, "-i", filepath.Join(f.dir, d+".pid"), "-z", zserv,
 			"--vty_socket", f.dir, "-u", "frr", "-g", "frr", "-P", "0", "--log", "file:" + filepath.Join(f.dir, d+".log")}
-		if d == "bgpd" {
+		switch d {
+		case "bgpd":
 			args = append(args, "-p", "179")
+		case "bfdd":
+			args = append(args, "--bfdctl", filepath.Join(f.dir, "bfdd.sock"))
 		}
 		cmd := inNS(netns, args...)
 		if err := cmd.Start(); err != nil {
@@ -68,7 +74,7 @@ func startFRR(t *testing.T, netns, conf string) *frr {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, d := range []string{"zebra", "bgpd"} {
+			for _, d := range daemons {
 				log, _ := os.ReadFile(filepath.Join(f.dir, d+".log"))
 				t.Logf("%s log (tail):\n%s", d, tail(string(log), 4000))
 			}
@@ -300,12 +306,14 @@ func newBGPRackWith(t *testing.T, n int, segments bool, before func(*bgpRack), f
 }
 
 // bgpRackOpts shape a rack: n nodes, on segments of their own or not, a
-// hook before the nodes start, BIRD as the router instead of FRR.
+// hook before the nodes start, BIRD as the router instead of FRR, BFD on
+// every session (FRR's bfdd, the nodes' peers added with --bfd).
 type bgpRackOpts struct {
 	n        int
 	segments bool
 	before   func(*bgpRack)
 	bird     bool
+	bfd      bool
 }
 
 func newBGPRackOpts(t *testing.T, o bgpRackOpts, flags ...string) *bgpRack {
@@ -344,6 +352,11 @@ func newBGPRackOpts(t *testing.T, o bgpRackOpts, flags ...string) *bgpRack {
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&neigh, " neighbor 192.168.%d.%d peer-group NODES\n neighbor fd00:%d::%d peer-group NODES6\n", seg(i), i, seg(i), i)
 	}
+	var peerFlags, frrDaemons []string
+	if o.bfd {
+		neigh.WriteString(" neighbor NODES bfd\n neighbor NODES6 bfd\n")
+		peerFlags, frrDaemons = []string{"--bfd"}, []string{"bfdd"}
+	}
 	conf := fmt.Sprintf(bgpFRRConf, neigh.String())
 	if segments {
 		// Every node is AS 65001: the router replaces it in the paths
@@ -352,10 +365,17 @@ func newBGPRackOpts(t *testing.T, o bgpRackOpts, flags ...string) *bgpRack {
 		conf = strings.ReplaceAll(conf, "  maximum-paths 8\n", "  maximum-paths 8\n  redistribute connected\n  neighbor NODES as-override\n  neighbor NODES6 as-override\n")
 	}
 	if o.bird {
-		r.bird = startBIRD(t, r.tor, birdConf(n))
+		bconf := birdConf(n)
+		if o.bfd {
+			// error wait time: BIRD restarts a session that ended in an
+			// error (BFD down) after 60 s by default.
+			bconf = strings.ReplaceAll(bconf, "  graceful restart on;\n", "  graceful restart on;\n  bfd on;\n  error wait time 1, 30;\n") +
+				"protocol bfd {}\n"
+		}
+		r.bird = startBIRD(t, r.tor, bconf)
 		r.router = r.bird
 	} else {
-		r.frr = startFRR(t, r.tor, conf)
+		r.frr = startFRR(t, r.tor, conf, frrDaemons...)
 		r.router = r.frr
 	}
 	if before != nil {
@@ -402,8 +422,13 @@ func newBGPRackOpts(t *testing.T, o bgpRackOpts, flags ...string) *bgpRack {
 		b.mustXlane(nil, "network", "create", "pods", "--allow-unsolicited")
 		b.pod = newNetns(t, "bpod")
 		b.mustXlane(&b.ep, "endpoint", "add", "pods", "--netns", b.pod)
-		b.mustXlane(nil, "bgp", "peer", "add", fmt.Sprintf("192.168.%d.254", seg(i)), "--asn", "65000", "--hold-time", "9")
-		b.mustXlane(nil, "bgp", "peer", "add", fmt.Sprintf("fd00:%d::254", seg(i)), "--asn", "65000", "--hold-time", "9")
+		// (In Kubernetes mode the peers come from the Node's
+		// annotation: bgpKubePeers.)
+		for _, peer := range []string{fmt.Sprintf("192.168.%d.254", seg(i)), fmt.Sprintf("fd00:%d::254", seg(i))} {
+			if r.kube == nil {
+				b.mustXlane(nil, append([]string{"bgp", "peer", "add", peer, "--asn", "65000", "--hold-time", "9"}, peerFlags...)...)
+			}
+		}
 		r.nodes = append(r.nodes, b)
 	}
 	return r
