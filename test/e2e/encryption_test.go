@@ -299,7 +299,8 @@ func storedPrivateKey(t *testing.T, path string) []byte {
 }
 
 type wgCapture struct {
-	raw []byte
+	path string // the pcap file
+	raw  []byte
 	udp map[uint16]int // UDP packets by destination port
 }
 
@@ -328,7 +329,7 @@ func startCapture(t *testing.T, netns, dev string) func() wgCapture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return wgCapture{raw: raw, udp: udpPorts(t, path)}
+		return wgCapture{path: path, raw: raw, udp: udpPorts(t, path)}
 	}
 }
 
