@@ -402,7 +402,7 @@ func (c *Cluster) setOverlayEncap(self *model.Node) error {
 	if c.routing != model.RoutingVXLAN {
 		return nil
 	}
-	e := datapath.OverlayEncap{BPF: c.encap == model.EncapBPF, Port: uint16(c.port)}
+	e := datapath.OverlayEncap{BPF: c.encap == model.EncapBPF, Port: uint16(c.port), EncryptedRx: c.encrypt && c.cfg.EncryptionStrict}
 	if self != nil {
 		e.Src4, _ = self.UnderlayOf(true)
 		e.Src6, _ = self.UnderlayOf(false)
