@@ -165,15 +165,7 @@ func (t *Tunnel) setNodeRoutes(p Peer, in bool) error {
 
 // nodeTableRoutes are NodeTable's routes.
 func nodeTableRoutes() ([]netlink.Route, error) {
-	var out []netlink.Route
-	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rs, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: NodeTable}, netlink.RT_FILTER_TABLE)
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return nil, fmt.Errorf("list table %d: %w", NodeTable, err)
-		}
-		out = append(out, rs...)
-	}
-	return out, nil
+	return listRoutes(&netlink.Route{Table: NodeTable}, netlink.RT_FILTER_TABLE, fmt.Sprintf("table %d", NodeTable))
 }
 
 // removeNodeTraffic removes the rules and NodeTable's routes.

@@ -476,12 +476,19 @@ func Remove() error {
 	return nil
 }
 
+// ownRoutes are the main table's routes of protocol RouteProtocol.
 func ownRoutes() ([]netlink.Route, error) {
+	return listRoutes(&netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL, Device+" routes")
+}
+
+// listRoutes lists both families' routes matching filter (mask: which
+// of its fields count); what names them in an error.
+func listRoutes(filter *netlink.Route, mask uint64, what string) ([]netlink.Route, error) {
 	var out []netlink.Route
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rs, err := netlink.RouteListFiltered(fam, &netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
+		rs, err := netlink.RouteListFiltered(fam, filter, mask)
 		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return nil, fmt.Errorf("list %s routes: %w", Device, err)
+			return nil, fmt.Errorf("list %s: %w", what, err)
 		}
 		out = append(out, rs...)
 	}
