@@ -51,4 +51,3 @@ func TestNodeRules(t *testing.T) {
 		t.Errorf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
-
