@@ -99,26 +99,44 @@ func ownRules() ([]netlink.Rule, error) {
 }
 
 // setNodeRules installs the rules (node: --encryption-node) or removes
-// them (a former run's).
+// them (a former run's). Rules already there stay (a restart adopting
+// the kernel's device leaves no moment without them); others of ours go.
 func (t *Tunnel) setNodeRules(node bool) error {
 	have, err := ownRules()
 	if err != nil {
 		return err
 	}
+	want := map[string]bool{}
+	if node {
+		for _, r := range t.nodeRules() {
+			want[ruleKey(r)] = true
+			if err := netlink.RuleAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("add rule %s: %w", r, err)
+			}
+		}
+	}
 	for i := range have {
+		if want[ruleKey(&have[i])] {
+			continue
+		}
 		if err := netlink.RuleDel(&have[i]); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("remove rule %s: %w", have[i], err)
 		}
 	}
-	if !node {
-		return nil
-	}
-	for _, r := range t.nodeRules() {
-		if err := netlink.RuleAdd(r); err != nil {
-			return fmt.Errorf("add rule %s: %w", r, err)
-		}
-	}
 	return nil
+}
+
+// ruleKey is what tells our rules apart (as set by nodeRules and as the
+// kernel lists them).
+func ruleKey(r *netlink.Rule) string {
+	k := fmt.Sprintf("%d/%d/%d/%d/%d/%v", r.Family, r.Priority, r.Table, r.IPProto, r.Mark, r.Invert)
+	if r.Dst != nil {
+		k += "/" + r.Dst.String()
+	}
+	if r.Dport != nil {
+		k += fmt.Sprintf("/%d", r.Dport.Start)
+	}
+	return k
 }
 
 // nodeRoutes are peer p's routes in NodeTable, per underlay address: into

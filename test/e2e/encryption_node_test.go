@@ -30,8 +30,8 @@ import (
 //     peer probes (ICMP echo) are on the bridge and the peers stay up;
 //     status says "node traffic".
 //
-// Then n2's xlaned stops (the embedded device goes): n2's node traffic to
-// n1 is refused (the unreachable route of table 121), never sent in
+// A restart of n1's xlaned keeps one set of rules. Then n2's xlaned stops
+// (the embedded device goes): n2's node traffic to n1 is refused (the unreachable route of table 121), never sent in
 // cleartext; --uninstall removes the rules and the table.
 func TestEncryptionNode(t *testing.T) {
 	for _, on := range []bool{false, true} {
@@ -95,6 +95,14 @@ func testEncryptionNode(t *testing.T, on bool) {
 	if out, _, err := n1.xlane("node", "ls"); err != nil || strings.Contains(out, "down") {
 		t.Errorf("xlane node ls: %v\n%s\nwant the peer up (the probes cross in clear)", err, out)
 	}
+
+	// A restart keeps the rules as they are: one set, none lost.
+	n1.stop(syscall.SIGTERM)
+	n1.start()
+	if out := runIn(t, n1.netns, "ip", "rule", "show"); strings.Count(out, "lookup 121") != 1 || strings.Count(out, "ipproto") != 2 {
+		t.Errorf("n1's rules after a restart, want one table rule and two exclusions (ICMP, the VXLAN port):\n%s", out)
+	}
+	waitSession(t, n1, "n2", "encrypted")
 
 	n2.stop(syscall.SIGTERM)
 	if out := runIn(t, n2.netns, "ip", "route", "show", "table", "121"); !strings.Contains(out, "unreachable "+n1.under4.String()) {
