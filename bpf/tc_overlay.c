@@ -55,6 +55,38 @@ static __noinline long overlay_network(struct __sk_buff *skb)
 }
 
 /*
+ * overlay_unencrypted: with --encryption-strict (XL_OVERLAY_ENCRYPTED_RX)
+ * a peer's overlay packets come through WireGuard, tunnelled from its
+ * cluster address (the first of its pod CIDR, in xlane_peers); one
+ * tunnelled from any other address (a peer's underlay address: VXLAN in
+ * cleartext on the underlay, a non-strict peer's fallback) was not
+ * encrypted: 1. Without the flag no more than the configuration's lookup.
+ */
+static __noinline int overlay_unencrypted(struct __sk_buff *skb)
+{
+	struct bpf_tunnel_key tk = {};
+	const struct overlay_cfg *c;
+	const struct peer_val *peer;
+	struct endpoint_key a = {};
+	__u32 zero = 0, v4;
+
+	c = bpf_map_lookup_elem(&xlane_overlay, &zero);
+	if (!c || !(c->flags & XL_OVERLAY_ENCRYPTED_RX))
+		return 0;
+	if (!bpf_skb_get_tunnel_key(skb, &tk, sizeof(tk), 0)) {
+		a.addr[10] = a.addr[11] = 0xff;
+		v4 = bpf_htonl(tk.remote_ipv4);
+		__builtin_memcpy(&a.addr[12], &v4, 4);
+	} else if (!bpf_skb_get_tunnel_key(skb, &tk, sizeof(tk), BPF_F_TUNINFO_IPV6)) {
+		__builtin_memcpy(a.addr, tk.remote_ipv6, 16);
+	} else {
+		return 1;
+	}
+	peer = peer_lookup(&a);
+	return !peer || (peer->flags & (XL_PEER_SELF | XL_PEER_GONE));
+}
+
+/*
  * overlay_to_vlan: a packet from the overlay for no local endpoint. Routed
  * to a VLAN's device (a host of a VLAN network: VXLAN to VLAN) it must
  * carry that network's VNI (or the node's, XL_VNI_NODE), else XL_DROP_VNI,
@@ -97,7 +129,8 @@ static __noinline int overlay_to_vlan(struct __sk_buff *skb, struct pkt *p, long
 
 /*
  * from_overlay: what a peer node tunnelled to this one (lib/overlay.h).
- * The VNI must be a network's, and a local destination must be an
+ * Under --encryption-strict it must have come through WireGuard
+ * (overlay_unencrypted), else XL_DROP_UNENCRYPTED. The VNI must be a network's, and a local destination must be an
  * endpoint of that network (a node's own traffic, XL_VNI_NODE, reaches
  * any): else XL_DROP_VNI. A conntrack hit is translated first (the reply
  * of a service flow DNATed on the other node). Anything else for the node
@@ -118,6 +151,8 @@ static __always_inline enum xl_step from_overlay(struct __sk_buff *skb, enum xl_
 	net = overlay_network(skb);
 	if (net < 0)
 		return xl_final(reason, XL_DROP_VNI);
+	if (overlay_unencrypted(skb))
+		return xl_final(reason, XL_DROP_UNENCRYPTED);
 	tc_pull_l4(skb);
 	if (parse_l3((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &p) !=
 	    PARSE_OK)

@@ -79,9 +79,8 @@ import (
 
 // setups run by default; allSetups can be asked for.
 var (
-	setups    = []string{"xlane-tc", "xlane-tc-device", "linux-vxlan", "linux-bridge"}
-	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic",
-		"xlane-tc-wg", "linux-wg", "linux-wg-vxlan")
+	setups    = []string{"xlane-tc", "xlane-tc-device", "linux-vxlan", "linux-bridge", "xlane-tc-wg", "linux-wg", "linux-wg-vxlan"}
+	allSetups = append(setups[:len(setups):len(setups)], "xlane-tc-bpf", "xlane-xdp", "xlane-tc-fw", "xlane-tc-uplink", "xlane-tc-uplink-native", "xlane-tc-uplink-generic")
 )
 
 type options struct {

@@ -59,3 +59,38 @@ func TestMarkdown(t *testing.T) {
 		t.Errorf("a TCP_RR row without measurements:\n%s", md)
 	}
 }
+
+// Issue 28's targets: xlane-tc-wg against linux-wg (throughput and CPU
+// per stream count, TCP_RR once) and against xlane-tc at 8 streams only.
+func TestMarkdownWireGuard(t *testing.T) {
+	o := options{RunFlags: harness.RunFlags{Reps: 1, Duration: 2 * time.Second},
+		setups: []string{"xlane-tc", "linux-vxlan", "xlane-tc-wg", "linux-wg"}, streams: []int{1, 8}, scenarios: []int{2}}
+	var r report
+	for _, n := range []int{1, 8} {
+		r.Results = append(r.Results,
+			result{Scenario: 2, Path: "pod-pod", Setup: "xlane-tc", Streams: n, Gbps: 10, CPUPerGbit: 0.1},
+			result{Scenario: 2, Path: "pod-pod", Setup: "linux-vxlan", Streams: n, Gbps: 10, CPUPerGbit: 0.1},
+			result{Scenario: 2, Path: "pod-pod", Setup: "xlane-tc-wg", Streams: n, Gbps: 3, CPUPerGbit: 0.8},
+			result{Scenario: 2, Path: "pod-pod", Setup: "linux-wg", Streams: n, Gbps: 2, CPUPerGbit: 1})
+	}
+	r.RR = append(r.RR,
+		rrResult{Scenario: 2, Path: "pod-pod", Setup: "xlane-tc-wg", PerSec: 11000},
+		rrResult{Scenario: 2, Path: "pod-pod", Setup: "linux-wg", PerSec: 10000})
+	md := r.markdown(o)
+	for _, want := range []string{
+		"# Issue 28's targets",
+		"| s2 pod-pod xlane-tc-wg: Gbit/s >= 1.1x linux-wg | 1 | 1.50x | met |",
+		"| s2 pod-pod xlane-tc-wg: CPU-s/Gbit <= 0.9x linux-wg | 8 | 0.80x | met |",
+		"| s2 pod-pod xlane-tc-wg: TCP_RR trans/s >= 1.2x linux-wg | 0 | 1.10x | **missed** |",
+		"| s2 pod-pod xlane-tc-wg: Gbit/s >= 0.5x xlane-tc | 8 | 0.30x | **missed** |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in\n%s", want, md)
+		}
+	}
+	for _, not := range []string{"xlane-tc-wg: Gbit/s >= 0.5x xlane-tc | 1 |", "xlane-tc-wg: Gbit/s >= 1.5x linux-vxlan"} {
+		if strings.Contains(md, not) {
+			t.Errorf("unexpected %q in\n%s", not, md)
+		}
+	}
+}

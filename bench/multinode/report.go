@@ -106,20 +106,29 @@ func (m medians) tables(b *strings.Builder, scenario int, paths, setups []string
 	}
 }
 
-// target is one of issue 16's targets: the ratio of setup's metric to
-// base's on path, at least (or at most) want.
+// target is one of issue 16's (or 28's) targets: the ratio of setup's
+// metric to base's on path, at least (or at most) want.
 type target struct {
 	scenario          int
 	path, setup, base string
 	metric, label     string
 	atMost            bool
 	want              float64
+	// streams: the rows it applies to (nil: every throughput row; TCP_RR's
+	// metrics are row 0, the only one).
+	streams []int
 }
 
 func (m medians) targets(b *strings.Builder, ts []target, streams []int) {
 	fmt.Fprintf(b, "| target | streams | measured | |\n|---|---|---|---|\n")
 	for _, t := range ts {
-		for _, n := range streams {
+		ns := streams
+		if t.streams != nil {
+			ns = t.streams
+		} else if t.metric == "tps" {
+			ns = []int{0}
+		}
+		for _, n := range ns {
 			q := measure.Ratio(m.get(key{t.scenario, t.path, t.setup, n}, t.metric), m.get(key{t.scenario, t.path, t.base, n}, t.metric))
 			if math.IsNaN(q) {
 				continue
@@ -152,10 +161,10 @@ func (r *report) markdown(o options) string {
 		fmt.Fprintf(&b, "# Scenario 2: pod to pod across two nodes over VXLAN\n\nRatios to linux-vxlan.\n\n")
 		m.tables(&b, 2, []string{"pod-pod"}, o.setups, o.streams, "linux-vxlan")
 		for _, s := range o.setups {
-			if strings.HasPrefix(s, "xlane") {
+			if strings.HasPrefix(s, "xlane") && s != "xlane-tc-wg" {
 				ts = append(ts,
-					target{2, "pod-pod", s, "linux-vxlan", "gbps", "Gbit/s", false, 1.5},
-					target{2, "pod-pod", s, "linux-vxlan", "cpu", "CPU-s/Gbit", true, 0.6})
+					target{2, "pod-pod", s, "linux-vxlan", "gbps", "Gbit/s", false, 1.5, nil},
+					target{2, "pod-pod", s, "linux-vxlan", "cpu", "CPU-s/Gbit", true, 0.6, nil})
 			}
 		}
 	}
@@ -164,11 +173,15 @@ func (r *report) markdown(o options) string {
 			"Ratios to linux. nat-vxlan: a service VIP on node 1, its backend on node 2 (the scenario-2 clusters; "+
 			"scenario 2's service case too). vlan-vxlan: a host on VLAN %d of node 1's uplink to a pod on node 2.\n\n", vlanID)
 		m.tables(&b, 1, append(append([]string(nil), paths1...), "nat-vxlan", "vlan-vxlan"), []string{"xlane-tc", "linux"}, o.streams, "linux")
-		ts = append(ts, target{1, "nat-vxlan", "xlane-tc", "linux", "gbps", "Gbit/s", false, 2})
+		ts = append(ts, target{1, "nat-vxlan", "xlane-tc", "linux", "gbps", "Gbit/s", false, 2, nil})
 	}
 	if len(ts) > 0 {
 		b.WriteString("\n# Issue 16's targets\n\n")
 		m.targets(&b, ts, o.streams)
+	}
+	if has(o.scenarios, 2) && has2(o.setups, "xlane-tc-wg", "linux-wg") {
+		b.WriteString("\n# Issue 28's targets (encryption between nodes)\n\n")
+		m.targets(&b, wgTargets(has2(o.setups, "xlane-tc-wg", "xlane-tc")), o.streams)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n")

@@ -30,6 +30,31 @@ import (
 //	             between the devices' addresses: VXLAN inside WireGuard,
 //	             xlane-tc-wg's carriage, against linux-wg's direct one
 
+// wgTargets are issue 28's: xlane-tc-wg against linux-wg (the same
+// engine, routed), and against xlane-tc (unencrypted) at 8 streams.
+func wgTargets(unencrypted bool) []target {
+	ts := []target{
+		{2, "pod-pod", "xlane-tc-wg", "linux-wg", "gbps", "Gbit/s", false, 1.1, nil},
+		{2, "pod-pod", "xlane-tc-wg", "linux-wg", "cpu", "CPU-s/Gbit", true, 0.9, nil},
+		{2, "pod-pod", "xlane-tc-wg", "linux-wg", "tps", "TCP_RR trans/s", false, 1.2, nil},
+	}
+	if unencrypted {
+		ts = append(ts, target{2, "pod-pod", "xlane-tc-wg", "xlane-tc", "gbps", "Gbit/s", false, 0.5, []int{8}})
+	}
+	return ts
+}
+
+// has2: both setups are in the run.
+func has2(setups []string, a, b string) bool {
+	var n int
+	for _, s := range setups {
+		if s == a || s == b {
+			n++
+		}
+	}
+	return n == 2
+}
+
 // wgKeys reads each xlaned's WireGuard public key (xlane status).
 func wgKeys(ctx context.Context, bins string, dirs [2]string) ([2]string, error) {
 	var keys [2]string

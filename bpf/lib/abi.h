@@ -335,6 +335,11 @@ enum xl_overlay_flags {
 				   * (lib/overlay_encap.h), where this
 				   * node has an underlay address of the
 				   * peer's family; else the device */
+	XL_OVERLAY_ENCRYPTED_RX = 2, /* --encryption-strict: a peer's overlay
+				      * packets must come tunnelled from its
+				      * cluster address (through WireGuard);
+				      * from any other (cleartext VXLAN on the
+				      * underlay) XL_DROP_UNENCRYPTED */
 };
 
 /*

@@ -73,6 +73,7 @@ func run() error {
 	encryption := fs.String("encryption", "", "wireguard or none (default): encrypt the traffic between this cluster's nodes (docs/encryption.md): the overlay goes inside WireGuard; the key pair is made at the first start and kept in the state file; give every peer's public key (xlane status shows this node's) with xlane node add --wg-public-key or in --nodes")
 	wgPort := fs.Int("wireguard-port", 0, "with --encryption wireguard: its UDP port, the same on every node (default 51871)")
 	wgStrict := fs.Bool("encryption-strict", false, "with --encryption wireguard: a peer without a working WireGuard session gets none of the pods' traffic (dropped, counted as drop_unencrypted) instead of the overlay in cleartext (the default falls back, and xlane status and the metrics say so)")
+	wgNode := fs.Bool("encryption-node", false, "with --encryption wireguard: the node's own traffic to the other nodes' underlay addresses goes through WireGuard too, except the control traffic that must stay clear: WireGuard's own UDP, ICMP (the peer probes), UDP to the VXLAN port (the cleartext fallback) and, with --kubernetes, TCP to the API server (docs/encryption.md)")
 	wgEngine := fs.String("wireguard-engine", "", "with --encryption wireguard: auto (default: the kernel's WireGuard where the kernel has it, else the embedded wireguard-go on a TUN device), kernel or embedded")
 	peerProbe := fs.Duration("peer-probe", cluster.DefaultPeerProbeInterval, "how often each peer node's underlay address is probed (ICMP echo); a peer silent for 3 intervals is down: its pods' packets are dropped (drop_peer_down) until it answers again; 0: never probe")
 	nodesFile := fs.String("nodes", "", "a JSON file of node records ([{\"name\", \"underlay\": [...], \"pod_cidrs\": [...]}]), watched: the nodes follow it (nodes not in it are removed)")
@@ -103,6 +104,7 @@ Examples:
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16   # a node of a cluster (docs/multinode.md)
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard   # ... encrypted between nodes (docs/encryption.md)
   xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard --encryption-strict   # ... never in cleartext
+  xlaned --uplink eth0 --node-name node1 --cluster-cidr 10.244.0.0/16 --encryption wireguard --encryption-node   # ... and the nodes' own traffic too
   xlaned --kubernetes --node-name node1 --cluster-cidr 10.244.0.0/16    # Kubernetes mode (docs/kubernetes.md)
   xlaned --uplink eth0 --hubble                          # flows for the hubble CLI: hubble observe --server unix:///run/xlane/hubble.sock (docs/hubble.md)
   xlaned --uplink eth0 --hubble --hubble-export-file-path /var/log/xlane/flows.log --hubble-export-allowlist '{"verdict":["DROPPED"]}'   # ... and the drops as JSON lines, rotated at 10M
@@ -162,7 +164,12 @@ Flags:
 	}
 	ccfg := cluster.Config{NodeName: *nodeName, ClusterCIDRs: clusterCIDRs, Routing: *routing, VXLANPort: *vxlanPort,
 		OverlayEncap: *overlayEncap, NodesFile: *nodesFile, PeerProbeInterval: *peerProbe,
-		Encryption: *encryption, WireGuardPort: *wgPort, WireGuardEngine: *wgEngine, EncryptionStrict: *wgStrict}
+		Encryption: *encryption, WireGuardPort: *wgPort, WireGuardEngine: *wgEngine, EncryptionStrict: *wgStrict, EncryptionNode: *wgNode}
+	if *wgNode && *kube && !*uninstall {
+		if ccfg.EncryptionClearTCP, err = apiServerClear(*kubeconfig, *apiServer); err != nil {
+			return err
+		}
+	}
 	if err := cluster.CheckConfig(ccfg); err != nil {
 		return err // before anything is opened
 	}

@@ -73,7 +73,11 @@ type EncryptionInfo struct {
 	// session gets none of the pods' traffic (drop_unencrypted); else
 	// its traffic falls back to the cleartext overlay (Cleartext counts
 	// such peers).
-	Strict    bool             `json:"strict,omitempty"`
+	Strict bool `json:"strict,omitempty"`
+	// Node (xlaned --encryption-node): the nodes' own traffic between
+	// their underlay addresses goes through WireGuard too, but for the
+	// control traffic that stays clear (docs/encryption.md).
+	Node      bool             `json:"node_traffic,omitempty"`
 	Cleartext int              `json:"cleartext_peers,omitempty"`
 	Addresses []string         `json:"addresses,omitempty"` // the device's: this node's cluster addresses
 	Peers     []EncryptionPeer `json:"peers,omitempty"`

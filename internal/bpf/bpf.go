@@ -70,6 +70,10 @@ type (
 // xl_overlay_flags, bpf/lib/overlay_encap.h).
 const OverlayEncapBPF = tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF
 
+// OverlayEncryptedRx is overlay_cfg's flag for --encryption-strict on the
+// way in (bpf/tc_overlay.c overlay_unencrypted).
+const OverlayEncryptedRx = tcXlOverlayFlagsXL_OVERLAY_ENCRYPTED_RX
+
 // Peer flags (enum xl_peer_flags, bpf/lib/overlay.h).
 const (
 	PeerFlagV6     = uint16(tcXlPeerFlagsXL_PEER_V6)

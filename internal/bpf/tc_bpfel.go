@@ -688,7 +688,8 @@ const (
 type tcXlOverlayFlags uint32
 
 const (
-	tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF tcXlOverlayFlags = 1
+	tcXlOverlayFlagsXL_OVERLAY_ENCAP_BPF    tcXlOverlayFlags = 1
+	tcXlOverlayFlagsXL_OVERLAY_ENCRYPTED_RX tcXlOverlayFlags = 2
 )
 
 type tcXlPeerFlags uint32

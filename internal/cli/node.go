@@ -167,6 +167,9 @@ func encryptionStatus(w *tabwriter.Writer, e *api.EncryptionInfo) {
 	if e.Strict {
 		strict = ", strict"
 	}
+	if e.Node {
+		strict += ", node traffic"
+	}
 	fmt.Fprintf(w, "encryption:\t%s (%s engine%s), device %s, UDP %d\n", e.Mode, e.Engine, strict, e.Device, e.Port)
 	fmt.Fprintf(w, "public key:\t%s\n", e.PublicKey)
 	if e.Error != "" {

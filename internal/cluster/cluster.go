@@ -48,6 +48,13 @@ type Config struct {
 	// WireGuard session gets none of the pods' traffic
 	// (drop_unencrypted) rather than the cleartext overlay.
 	EncryptionStrict bool
+	// EncryptionNode (--encryption-node): the node's own traffic to the
+	// peers' underlay addresses through WireGuard too, but for the
+	// control traffic that stays clear (internal/wireguard
+	// nodetraffic.go); EncryptionClearTCP are TCP destinations left
+	// clear besides (the Kubernetes API server).
+	EncryptionNode     bool
+	EncryptionClearTCP []netip.AddrPort
 	// Uplink is the node's uplink device (native routing attaches the tc
 	// program to an underlay device that is not it).
 	Uplink string
@@ -395,7 +402,7 @@ func (c *Cluster) setOverlayEncap(self *model.Node) error {
 	if c.routing != model.RoutingVXLAN {
 		return nil
 	}
-	e := datapath.OverlayEncap{BPF: c.encap == model.EncapBPF, Port: uint16(c.port)}
+	e := datapath.OverlayEncap{BPF: c.encap == model.EncapBPF, Port: uint16(c.port), EncryptedRx: c.encrypt && c.cfg.EncryptionStrict}
 	if self != nil {
 		e.Src4, _ = self.UnderlayOf(true)
 		e.Src6, _ = self.UnderlayOf(false)

@@ -32,6 +32,9 @@ func parseEncryption(cfg Config, c *Cluster) error {
 		if cfg.EncryptionStrict {
 			return model.Fieldf("encryption-strict", "needs --encryption wireguard")
 		}
+		if cfg.EncryptionNode {
+			return model.Fieldf("encryption-node", "needs --encryption wireguard")
+		}
 		return nil
 	case EncryptionWireGuard:
 	default:
@@ -97,12 +100,14 @@ func (c *Cluster) setupEncryption() error {
 	copy(priv[:], key)
 	// The MTU until this node's record says its underlay's (setOverlayMTU).
 	t, err := wireguard.Open(wireguard.Config{Port: c.cfg.WireGuardPort, Engine: c.cfg.WireGuardEngine,
-		Strict: c.cfg.EncryptionStrict, Log: c.c.Log()}, priv, 1500-wireguard.Overhead6)
+		Strict: c.cfg.EncryptionStrict, Node: c.cfg.EncryptionNode, VXLANPort: c.port, ClearTCP: c.cfg.EncryptionClearTCP,
+		Log: c.c.Log()}, priv, 1500-wireguard.Overhead6)
 	if err != nil {
 		return fmt.Errorf("encryption: %w", err)
 	}
 	c.wg = t
-	c.c.Log().Info("encryption between nodes", "engine", t.Engine(), "device", wireguard.Device, "public_key", t.PublicKey().String(), "strict", t.Strict())
+	c.c.Log().Info("encryption between nodes", "engine", t.Engine(), "device", wireguard.Device, "public_key", t.PublicKey().String(),
+		"strict", t.Strict(), "node_traffic", c.cfg.EncryptionNode)
 	return nil
 }
 
@@ -170,8 +175,12 @@ func (c *Cluster) encryptNode(n, self *model.Node) (netip.Addr, uint16, error) {
 		selfCIDRs = self.PodCIDRs
 	}
 	to := wireguard.TunnelAddr(n.PodCIDRs, selfCIDRs)
-	err = c.wg.SetPeer(wireguard.Peer{Node: n.Name, PublicKey: k, Addrs: wireguard.ClusterAddrs(n.PodCIDRs),
-		Endpoint: netip.AddrPortFrom(peerUnderlay(n, self), uint16(c.wg.Port()))})
+	p := wireguard.Peer{Node: n.Name, PublicKey: k, Addrs: wireguard.ClusterAddrs(n.PodCIDRs),
+		Endpoint: netip.AddrPortFrom(peerUnderlay(n, self), uint16(c.wg.Port())), Underlay: n.Underlay}
+	if self != nil {
+		p.SelfUnderlay = self.Underlay
+	}
+	err = c.wg.SetPeer(p)
 	if err != nil {
 		return netip.Addr{}, 0, err
 	}

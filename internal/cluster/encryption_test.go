@@ -28,6 +28,8 @@ func TestParseEncryption(t *testing.T) {
 		{"alone", func(c *Config) { *c = Config{Encryption: "wireguard"} }, "node-name"},
 		{"strict", func(c *Config) { c.EncryptionStrict = true }, ""},
 		{"strict without encryption", func(c *Config) { c.Encryption, c.EncryptionStrict = "", true }, "encryption-strict"},
+		{"node traffic", func(c *Config) { c.EncryptionNode = true }, ""},
+		{"node traffic without encryption", func(c *Config) { c.Encryption, c.EncryptionNode = "", true }, "encryption-node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

@@ -153,16 +153,24 @@ func (d *BPF) DetachOverlay(ifname string) error {
 // (UDP destination Port, source Src4 or Src6, this node's underlay
 // address of the peer's family; without one, the device tunnels that
 // family); otherwise the VXLAN device encapsulates.
+//
+// EncryptedRx (--encryption-strict): what arrives on the overlay must
+// have come through WireGuard, tunnelled from a peer's cluster address
+// (else drop_unencrypted).
 type OverlayEncap struct {
-	BPF        bool
-	Port       uint16
-	Src4, Src6 netip.Addr
+	BPF         bool
+	Port        uint16
+	Src4, Src6  netip.Addr
+	EncryptedRx bool
 }
 
 func (e OverlayEncap) cfg(ifindex uint32) bpf.OverlayCfg {
 	c := bpf.OverlayCfg{Ifindex: ifindex}
+	if e.EncryptedRx {
+		c.Flags |= uint16(bpf.OverlayEncryptedRx)
+	}
 	if e.BPF {
-		c.Flags = uint16(bpf.OverlayEncapBPF)
+		c.Flags |= uint16(bpf.OverlayEncapBPF)
 		c.Port = e.Port<<8 | e.Port>>8 // network order
 		if e.Src4.Is4() {
 			c.Src4 = e.Src4.As4()

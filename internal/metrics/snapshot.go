@@ -42,7 +42,7 @@ type Snapshot struct {
 type ReasonCount struct {
 	Endpoint, Network string
 	Hook              string // the attach point whose program decided: tc, xdp, netkit
-	Device            string // DeviceEndpoint, DeviceUplink or DeviceNode
+	Device            string // DeviceEndpoint, DeviceUplink, DeviceOverlay or DeviceNode
 	Direction         string // from_endpoint or to_endpoint
 	Reason            string // fwd_peer, drop_fw, ...
 	Verdict           string // VerdictForwarded, VerdictPassed, VerdictDropped
@@ -53,6 +53,7 @@ type ReasonCount struct {
 const (
 	DeviceEndpoint = "endpoint" // an endpoint's host device
 	DeviceUplink   = "uplink"   // the node's uplink
+	DeviceOverlay  = "overlay"  // the node's VXLAN device (its way in from peers, and Linux's way out to them)
 	DeviceNode     = "node"     // no device (counts the programs keep for the node)
 )
 

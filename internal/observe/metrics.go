@@ -142,6 +142,12 @@ func reasonCounts(dp datapath.Datapath, uplink string, eps []model.Endpoint) ([]
 	if i, ok := ifindexOf[uplink]; ok && uplink != "" {
 		owners[i] = owner{device: metrics.DeviceUplink}
 	}
+	// The overlay's programs count on the VXLAN device: what peers
+	// tunnelled here (drop_vni, strict's drop_unencrypted), what Linux
+	// routes to them (drop_no_peer, drop_peer_down).
+	if i, ok := ifindexOf[datapath.OverlayDevice]; ok {
+		owners[i] = owner{device: metrics.DeviceOverlay}
+	}
 	for _, e := range eps {
 		if i, ok := ifindexOf[e.HostIf]; ok {
 			owners[i] = owner{metrics.DeviceEndpoint, e.ID, e.Network}

@@ -56,7 +56,15 @@ type Config struct {
 	// gets none of its pods' traffic (drop_unencrypted) rather than the
 	// cleartext overlay (session.go).
 	Strict bool
-	Log    *slog.Logger
+	// Node (--encryption-node): the node's own traffic to the peers'
+	// underlay addresses goes through the device too, but for the
+	// control traffic that stays clear (nodetraffic.go): WireGuard's own
+	// UDP, ICMP (the peer probes), UDP to VXLANPort (the overlay's
+	// cleartext fallback) and TCP to ClearTCP (the Kubernetes API server).
+	Node      bool
+	VXLANPort int
+	ClearTCP  []netip.AddrPort
+	Log       *slog.Logger
 }
 
 // Peer is another node as the tunnel knows it.
@@ -68,6 +76,10 @@ type Peer struct {
 	// Addrs are its cluster addresses: its allowed IPs, routed into the
 	// device.
 	Addrs []netip.Addr
+	// Underlay are the peer's underlay addresses and SelfUnderlay this
+	// node's (the source by family): with Config.Node the node's own
+	// traffic to them goes into the device.
+	Underlay, SelfUnderlay []netip.Addr
 }
 
 // Tunnel is the node's WireGuard device and its peers.
@@ -104,6 +116,9 @@ func Open(cfg Config, priv Key, mtu int) (*Tunnel, error) {
 	t := &Tunnel{cfg: cfg, eng: eng, pub: priv.PublicKey(), peers: map[string]Peer{}, sess: map[string]*session{}}
 	fail := func(err error) (*Tunnel, error) {
 		eng.close()
+		if cfg.Node {
+			removeNodeTraffic()
+		}
 		if l, lerr := netlink.LinkByName(Device); lerr == nil {
 			netlink.LinkDel(l)
 		}
@@ -117,7 +132,13 @@ func Open(cfg Config, priv Key, mtu int) (*Tunnel, error) {
 	inUse := func(err error) error {
 		return model.Fieldf("wireguard-port", "%d: UDP port in use on this node: %v", cfg.Port, err)
 	}
-	err = eng.configure(wgtypes.Config{PrivateKey: &priv, ListenPort: &cfg.Port})
+	// The fwmark lets WireGuard's own packets past the node traffic's
+	// table (0: none, an adopted device's cleared).
+	mark := 0
+	if cfg.Node {
+		mark = NodeMark
+	}
+	err = eng.configure(wgtypes.Config{PrivateKey: &priv, ListenPort: &cfg.Port, FirewallMark: &mark})
 	if err != nil {
 		if portInUse(err) {
 			return fail(inUse(err))
@@ -139,6 +160,14 @@ func Open(cfg Config, priv Key, mtu int) (*Tunnel, error) {
 			return fail(inUse(err))
 		}
 		return fail(fmt.Errorf("set %s up: %w", Device, err))
+	}
+	if cfg.Node {
+		err = t.setNodeRules(true)
+	} else {
+		err = removeNodeTraffic() // a former run's
+	}
+	if err != nil {
+		return fail(fmt.Errorf("encryption-node: %w", err))
 	}
 	return t, nil
 }
@@ -237,6 +266,9 @@ func (t *Tunnel) SetPeer(p Peer) error {
 	for _, a := range p.Addrs {
 		pc.AllowedIPs = append(pc.AllowedIPs, *hostNet(a))
 	}
+	for _, a := range t.nodeAllowed(p) {
+		pc.AllowedIPs = append(pc.AllowedIPs, *hostNet(a))
+	}
 	cfg.Peers = append(cfg.Peers, pc)
 	if err := t.eng.configure(cfg); err != nil {
 		return fmt.Errorf("configure peer %s on %s: %w", p.Node, Device, err)
@@ -246,6 +278,11 @@ func (t *Tunnel) SetPeer(p Peer) error {
 		for _, a := range old.Addrs {
 			if !slices.Contains(p.Addrs, a) {
 				t.delRoute(a)
+			}
+		}
+		for _, a := range old.Underlay {
+			if !slices.Contains(p.Underlay, a) {
+				t.setNodeRoutes(Peer{Underlay: []netip.Addr{a}}, false)
 			}
 		}
 	}
@@ -268,7 +305,9 @@ func (t *Tunnel) SetPeer(p Peer) error {
 			return fmt.Errorf("unreachable route %s: %w", a, err)
 		}
 	}
-	return nil
+	// The node's own traffic follows its pods' (Config.Node): out of
+	// WireGuard only in the cleartext fallback.
+	return t.setNodeRoutes(p, t.session(p.Node).course != StateCleartext)
 }
 
 // RemovePeer removes a node's peer and routes (missing: nothing to do).
@@ -282,6 +321,9 @@ func (t *Tunnel) RemovePeer(node string) error {
 	err := t.eng.configure(wgtypes.Config{Peers: []wgtypes.PeerConfig{{PublicKey: p.PublicKey, Remove: true}}})
 	for _, a := range p.Addrs {
 		t.delRoute(a)
+	}
+	if nerr := t.setNodeRoutes(p, false); err == nil {
+		err = nerr
 	}
 	delete(t.peers, node)
 	delete(t.sess, node)
@@ -302,11 +344,14 @@ func (t *Tunnel) Prune() error {
 		return fmt.Errorf("read %s: %w", Device, err)
 	}
 	keep := map[Key]bool{}
-	want := map[netip.Addr]bool{}
+	want, wantNode := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, p := range t.peers {
 		keep[p.PublicKey] = true
 		for _, a := range p.Addrs {
 			want[a] = true
+		}
+		for _, a := range t.nodeAllowed(p) {
+			wantNode[a] = true
 		}
 	}
 	cfg := wgtypes.Config{}
@@ -323,6 +368,14 @@ func (t *Tunnel) Prune() error {
 	for _, r := range routes {
 		a, _ := netip.AddrFromSlice(r.Dst.IP)
 		if !want[a.Unmap()] {
+			errs = append(errs, netlink.RouteDel(&r))
+		}
+	}
+	routes, err = nodeTableRoutes()
+	errs = append(errs, err)
+	for _, r := range routes {
+		a, _ := netip.AddrFromSlice(r.Dst.IP)
+		if !wantNode[a.Unmap()] {
 			errs = append(errs, netlink.RouteDel(&r))
 		}
 	}
@@ -351,7 +404,7 @@ func (t *Tunnel) Status() *api.EncryptionInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	info := &api.EncryptionInfo{Mode: "wireguard", Engine: t.eng.name(), Device: Device,
-		PublicKey: t.pub.String(), Port: t.cfg.Port, Strict: t.cfg.Strict}
+		PublicKey: t.pub.String(), Port: t.cfg.Port, Strict: t.cfg.Strict, Node: t.cfg.Node}
 	for _, a := range t.addrs {
 		info.Addresses = append(info.Addresses, a.String())
 	}
@@ -395,6 +448,9 @@ func (t *Tunnel) Status() *api.EncryptionInfo {
 // Remove deletes the device and its routes (xlaned --uninstall); missing
 // is not an error.
 func Remove() error {
+	if err := removeNodeTraffic(); err != nil {
+		return err
+	}
 	routes, err := ownRoutes()
 	if err != nil {
 		return err
@@ -420,12 +476,19 @@ func Remove() error {
 	return nil
 }
 
+// ownRoutes are the main table's routes of protocol RouteProtocol.
 func ownRoutes() ([]netlink.Route, error) {
+	return listRoutes(&netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL, Device+" routes")
+}
+
+// listRoutes lists both families' routes matching filter (mask: which
+// of its fields count); what names them in an error.
+func listRoutes(filter *netlink.Route, mask uint64, what string) ([]netlink.Route, error) {
 	var out []netlink.Route
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rs, err := netlink.RouteListFiltered(fam, &netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
+		rs, err := netlink.RouteListFiltered(fam, filter, mask)
 		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return nil, fmt.Errorf("list %s routes: %w", Device, err)
+			return nil, fmt.Errorf("list %s: %w", what, err)
 		}
 		out = append(out, rs...)
 	}

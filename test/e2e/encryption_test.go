@@ -299,8 +299,9 @@ func storedPrivateKey(t *testing.T, path string) []byte {
 }
 
 type wgCapture struct {
-	raw []byte
-	udp map[uint16]int // UDP packets by destination port
+	path string // the pcap file
+	raw  []byte
+	udp  map[uint16]int // UDP packets by destination port
 }
 
 // startCapture runs tcpdump on dev in netns; the returned function stops
@@ -308,7 +309,11 @@ type wgCapture struct {
 func startCapture(t *testing.T, netns, dev string) func() wgCapture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), dev+".pcap")
-	cmd := inNS(netns, "tcpdump", "-i", dev, "-n", "-U", "-s", "0", "-w", path)
+	// --immediate-mode: without it libpcap hands packets over a block at
+	// a time (TPACKET_V3), a block when full or after its timeout (1 s),
+	// and the packets of a block not handed over before the stop are
+	// missing from the file: a few datagrams sent just before it were.
+	cmd := inNS(netns, "tcpdump", "-i", dev, "-n", "-U", "--immediate-mode", "-s", "0", "-w", path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -328,7 +333,7 @@ func startCapture(t *testing.T, netns, dev string) func() wgCapture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return wgCapture{raw: raw, udp: udpPorts(t, path)}
+		return wgCapture{path: path, raw: raw, udp: udpPorts(t, path)}
 	}
 }
 
