@@ -80,10 +80,12 @@ func peersPerf(t *testing.T, setup, row string, r int) func() {
 // "+" of e.g. xlane-vxlan+--uplink-xdp-mode=none+gso=196608, a list of
 // "+"-separated xlaned flags (--name=value, xlane only) and gso=BYTES
 // (the nodes' uplinks set up for BIG TCP, peersUplinkBigTCP; default
-// XLANE_PEERS_UPLINK_GSO, "": none). A variant is a column of its own,
+// XLANE_PEERS_UPLINK_GSO, "": none) and bigtcp=on|off (xlane: the pods'
+// network created before the first pod with --big-tcp on or off instead
+// of the CNI's auto). A variant is a column of its own,
 // measured in the same rotation as the others: a change against the
 // setup it varies, in one run.
-func peersVariant(t *testing.T, name string) (base string, flags []string, gso int) {
+func peersVariant(t *testing.T, name string) (base string, flags []string, gso int, bigTCP string) {
 	base, variant, _ := strings.Cut(name, "+")
 	gsoArg := os.Getenv("XLANE_PEERS_UPLINK_GSO")
 	for _, v := range strings.Split(variant, "+") {
@@ -96,8 +98,13 @@ func peersVariant(t *testing.T, name string) (base string, flags []string, gso i
 			flags = append(flags, v)
 		case strings.HasPrefix(v, "gso="):
 			gsoArg = strings.TrimPrefix(v, "gso=")
+		case v == "bigtcp=on" || v == "bigtcp=off":
+			if !strings.HasPrefix(base, "xlane-") {
+				t.Fatalf("XLANE_PEERS_SETUPS: %q: bigtcp= varies xlane setups only", name)
+			}
+			bigTCP = strings.TrimPrefix(v, "bigtcp=")
 		default:
-			t.Fatalf("XLANE_PEERS_SETUPS: %q: variant %q: want --xlaned-flag=value or gso=BYTES", name, v)
+			t.Fatalf("XLANE_PEERS_SETUPS: %q: variant %q: want --xlaned-flag=value, gso=BYTES or bigtcp=on|off", name, v)
 		}
 	}
 	if gsoArg != "" {
@@ -106,7 +113,7 @@ func peersVariant(t *testing.T, name string) (base string, flags []string, gso i
 			t.Fatalf("%s: uplink GSO %q: want bytes ≥ 65536", name, gsoArg)
 		}
 	}
-	return base, flags, gso
+	return base, flags, gso, bigTCP
 }
 
 // peersUplinkBigTCP gives device dev in namespace ns the GSO and GRO

@@ -159,7 +159,7 @@ func TestPeers(t *testing.T) {
 // and checks that every path measured works.
 func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 	t.Helper()
-	base, variant, gso := peersVariant(t, name)
+	base, variant, gso, bigTCP := peersVariant(t, name)
 	peer, routing, ok := strings.Cut(base, "-")
 	if !ok || (routing != "native" && routing != "vxlan") {
 		t.Fatalf("XLANE_PEERS_SETUPS: %q: want xlane-native, xlane-vxlan, cilium-native or cilium-vxlan", name)
@@ -188,6 +188,9 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 			var c api.Calibration
 			if os.Getenv("XLANE_PEERS_CALIBRATE") != "0" { // 0: none, as the tests' xlaned
 				k.node.mustXlane(&c, "calibrate")
+			}
+			if bigTCP != "" { // the CNI's first ADD finds it
+				k.node.mustXlane(nil, "network", "create", "pods", "--mode", "tc", "--allow-unsolicited", "--big-tcp", bigTCP)
 			}
 			s.agents = append(s.agents, k.node.cmd.Process.Pid)
 			s.pinRoots = append(s.pinRoots, k.node.pinDir)
