@@ -579,10 +579,15 @@ const (
 	XDPModeNative  = "native"  // in the driver (XDP_FLAGS_DRV_MODE)
 	XDPModeGeneric = "generic" // in the stack, any device (XDP_FLAGS_SKB_MODE)
 	XDPModeOffload = "offload" // on the NIC (XDP_FLAGS_HW_MODE)
+	// XDPModeNone attaches no XDP program: the uplink has its tcx
+	// program only, so the firewall's uplink scope and DDoS stage and
+	// the redirect to xdp-mode endpoints from off the node do not run
+	// there (docs/firewall.md, "Uplink attach mode").
+	XDPModeNone = "none"
 )
 
 // XDPModes lists the valid --uplink-xdp-mode values.
-var XDPModes = []string{XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeOffload}
+var XDPModes = []string{XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeOffload, XDPModeNone}
 
 // AutoXDPMode is the attach mode --uplink-xdp-mode auto starts from for a
 // link of type linkType (netlink's: "veth", "device", ...): generic on a
@@ -611,7 +616,7 @@ var ErrXDPModeUnsupported = errors.New("XDP attach mode not supported")
 // implements, and the program would have to be loaded for the device.
 func CheckUplinkXDPMode(ifname, mode string) error {
 	switch mode {
-	case "", XDPModeAuto, XDPModeNative, XDPModeGeneric:
+	case "", XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeNone:
 		return nil
 	case XDPModeOffload:
 		return fmt.Errorf("uplink %s: XDP mode %s: %w by driver %s (xlane's uplink program uses map-in-map, bpf_loop and helpers that NIC offload does not support; use --uplink-xdp-mode native or generic)",
@@ -672,6 +677,12 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 	}
 	if mode == "" {
 		mode = XDPModeAuto
+	}
+	if mode == XDPModeNone {
+		if err := d.detachHook(ifname, hook{suffix: uplinkSuffix}); err != nil {
+			return "", err
+		}
+		return XDPModeNone, d.PutDevice(ifindex) // xdp-mode endpoints still redirect to it
 	}
 	if mode == XDPModeAuto {
 		if l, err := netlink.LinkByIndex(ifindex); err == nil {

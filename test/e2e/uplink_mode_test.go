@@ -14,7 +14,8 @@ import (
 // program in that mode (xlane status says which, ip link agrees), a restart
 // in the other mode moves it, auto on this veth uplink attaches generic
 // (replacing a native link; the peer keeps TSO), and the outside reaches an xdp-mode endpoint
-// through it; offload is refused at start, naming the device, the mode and
+// through it; none removes xlane's XDP link (the endpoint still answers,
+// through Linux); offload is refused at start, naming the device, the mode and
 // the driver, with nothing attached or written.
 func TestUplinkXDPMode(t *testing.T) {
 	var out string
@@ -57,6 +58,24 @@ func TestUplinkXDPMode(t *testing.T) {
 	if o := runIn(t, out, "ethtool", "-k", "out0"); !strings.Contains(o, "tcp-segmentation-offload: on") {
 		t.Errorf("ethtool -k out0 (the uplink's peer) with auto's generic program: want TSO on:\n%s", o)
 	}
+	n.stop(syscall.SIGTERM)
+	// none: the generic link goes, the uplink keeps its tc program, and
+	// the outside still reaches the xdp-mode endpoint (through Linux).
+	n.flags[len(n.flags)-1] = "none"
+	n.start()
+	var st api.Status
+	n.mustXlane(&st, "status")
+	if st.UplinkXDPMode != "" {
+		t.Errorf("none: status uplink_xdp_mode = %q, want none attached", st.UplinkXDPMode)
+	}
+	if o := runIn(t, n.netns, "ip", "-d", "link", "show", "up0"); strings.Contains(o, "xdp") {
+		t.Errorf("none: ip link show up0 still has an XDP program:\n%s", o)
+	}
+	if o, _, _ := n.xlane("status"); !strings.Contains(o, "XDP: none") {
+		t.Errorf("none: xlane status: want \"XDP: none\":\n%s", o)
+	}
+	ping(t, out, ep.IPs[0])
+	ping(t, out, ep.IPs[1])
 	n.stop(syscall.SIGTERM)
 
 	// Offload: refused before anything changes.
