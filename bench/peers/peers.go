@@ -17,7 +17,7 @@
 //	XLANE_PEERS_ROWS='same node, TCP|1,000-rule' ...   # only the rows matched (a regexp)
 //	XLANE_PEERS_PERF=/tmp/prof ... # a perf profile of each row (bench/perfbuckets buckets it)
 //	XLANE_PEERS_POLICY_RULES=10 ...   # the policy row with another number of rules
-//	XLANE_PEERS_UPLINK_GSO=196608 ... # every node's uplink set up for BIG TCP
+//	XLANE_PEERS_UPLINK_GSO=0 ...   # the uplinks at the veth's 64 KiB GSO (default 196608: set up for BIG TCP)
 //	XLANE_PEERS_SETUPS=xlane-vxlan,xlane-vxlan+--uplink-xdp-mode=generic,cilium-vxlan
 //	    # a variant (+--xlaned-flag=v, +gso=BYTES, +bigtcp=on|off) is a column of its own
 //

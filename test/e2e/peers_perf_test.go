@@ -76,11 +76,20 @@ func peersPerf(t *testing.T, setup, row string, r int) func() {
 	}
 }
 
+// peersUplinkGSO is the nodes' uplinks' GSO/GRO limit by default: a NIC
+// an operator set up for BIG TCP (a BIG-TCP-capable NIC's tso_max_size is
+// well above 64 KiB, its gso_max_size 64 KiB until raised), the same for
+// every setup. Cilium raises ul0 to this itself (--enable-ipv4-big-tcp:
+// min(tso_max_size, 192 KiB)); xlane reads it (cluster.BigTCPOff) and its
+// calibration decides. XLANE_PEERS_UPLINK_GSO=0: the veth's 64 KiB (the
+// second run's set-up, docs/cilium.md).
+const peersUplinkGSO = "196608"
+
 // peersVariant reads a setup name's variant: what follows the first
 // "+" of e.g. xlane-vxlan+--uplink-xdp-mode=none+gso=196608, a list of
 // "+"-separated xlaned flags (--name=value, xlane only) and gso=BYTES
 // (the nodes' uplinks set up for BIG TCP, peersUplinkBigTCP; default
-// XLANE_PEERS_UPLINK_GSO, "": none) and bigtcp=on|off (xlane: the pods'
+// XLANE_PEERS_UPLINK_GSO, else peersUplinkGSO; 0: the veth's) and bigtcp=on|off (xlane: the pods'
 // network created before the first pod with --big-tcp on or off instead
 // of the CNI's auto). A variant is a column of its own,
 // measured in the same rotation as the others: a change against the
@@ -88,6 +97,9 @@ func peersPerf(t *testing.T, setup, row string, r int) func() {
 func peersVariant(t *testing.T, name string) (base string, flags []string, gso int, bigTCP string) {
 	base, variant, _ := strings.Cut(name, "+")
 	gsoArg := os.Getenv("XLANE_PEERS_UPLINK_GSO")
+	if gsoArg == "" {
+		gsoArg = peersUplinkGSO
+	}
 	for _, v := range strings.Split(variant, "+") {
 		switch {
 		case v == "":
@@ -107,10 +119,10 @@ func peersVariant(t *testing.T, name string) (base string, flags []string, gso i
 			t.Fatalf("XLANE_PEERS_SETUPS: %q: variant %q: want --xlaned-flag=value, gso=BYTES or bigtcp=on|off", name, v)
 		}
 	}
-	if gsoArg != "" {
+	if gsoArg != "0" {
 		var err error
 		if gso, err = strconv.Atoi(gsoArg); err != nil || gso < 65536 {
-			t.Fatalf("%s: uplink GSO %q: want bytes ≥ 65536", name, gsoArg)
+			t.Fatalf("%s: uplink GSO %q: want bytes ≥ 65536, or 0 (the veth's 64 KiB)", name, gsoArg)
 		}
 	}
 	return base, flags, gso, bigTCP
