@@ -139,6 +139,18 @@ func peersUplinkBigTCP(t *testing.T, ns, dev string, size int) {
 	if size == 0 {
 		return
 	}
+	l, h := linkIn(t, ns, dev)
+	for _, set := range []func(netlink.Link, int) error{h.LinkSetGSOMaxSize, h.LinkSetGROMaxSize, h.LinkSetGSOIPv4MaxSize, h.LinkSetGROIPv4MaxSize} {
+		if err := set(l, size); err != nil {
+			t.Fatalf("uplink GSO %d: %s in %s: %v", size, dev, ns, err)
+		}
+	}
+}
+
+// linkIn returns device ifname of namespace ns (a name of ip netns) and a
+// netlink handle in ns, closed when the test ends.
+func linkIn(t *testing.T, ns, ifname string) (netlink.Link, *netlink.Handle) {
+	t.Helper()
 	nsh, err := netns.GetFromPath(nsPath(ns))
 	if err != nil {
 		t.Fatal(err)
@@ -148,14 +160,10 @@ func peersUplinkBigTCP(t *testing.T, ns, dev string, size int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
-	l, err := h.LinkByName(dev)
+	t.Cleanup(h.Close)
+	l, err := h.LinkByName(ifname)
 	if err != nil {
-		t.Fatalf("uplink GSO: %s in %s: %v", dev, ns, err)
+		t.Fatalf("%s in %s: %v", ifname, ns, err)
 	}
-	for _, set := range []func(netlink.Link, int) error{h.LinkSetGSOMaxSize, h.LinkSetGROMaxSize, h.LinkSetGSOIPv4MaxSize, h.LinkSetGROIPv4MaxSize} {
-		if err := set(l, size); err != nil {
-			t.Fatalf("uplink GSO %d: %s in %s: %v", size, dev, ns, err)
-		}
-	}
+	return l, h
 }
