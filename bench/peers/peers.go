@@ -14,6 +14,12 @@
 //	XLANE_PEERS_REPS=1 XLANE_PEERS_SECONDS=2 make bench BENCH=peers   # smoke
 //	XLANE_PEERS_SCALE=0 ...        # without the 10,000-Service rows
 //	XLANE_PEERS_CALIBRATE=0 ...    # xlane's nodes not calibrated (BIG TCP off)
+//	XLANE_PEERS_ROWS='same node, TCP|1,000-rule' ...   # only the rows matched (a regexp)
+//	XLANE_PEERS_PERF=/tmp/prof ... # a perf profile of each row (bench/perfbuckets buckets it)
+//	XLANE_PEERS_POLICY_RULES=10 ...   # the policy row with another number of rules
+//	XLANE_PEERS_UPLINK_GSO=0 ...   # the uplinks at the veth's 64 KiB GSO (default 196608: set up for BIG TCP)
+//	XLANE_PEERS_SETUPS=xlane-vxlan,xlane-vxlan+--uplink-xdp-mode=generic,cilium-vxlan
+//	    # a variant (+--xlaned-flag=v, +gso=BYTES, +bigtcp=on|off) is a column of its own
 //
 // A setup is one network on its own cluster (setup names: xlane-native,
 // xlane-vxlan, cilium-native, cilium-vxlan); all clusters run at once and

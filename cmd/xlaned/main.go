@@ -51,7 +51,7 @@ func run() error {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	uplink := fs.String("uplink", "", "the node's uplink device; XDP-mode networks get an XDP fast path on it (\"\" leaves it alone)")
 	takeover := fs.Bool("uplink-takeover", false, "replace an XDP program on the uplink that xlane did not attach")
-	xdpMode := fs.String("uplink-xdp-mode", datapath.XDPModeAuto, "XDP attach mode of the uplink program: native, generic, offload (refused: no driver offloads xlane's program), or auto (native, generic where the driver has no native XDP and on a veth: native XDP on a veth takes GSO/TSO from its peer)")
+	xdpMode := fs.String("uplink-xdp-mode", datapath.XDPModeAuto, "XDP attach mode of the uplink program: native, generic, offload (refused: no driver offloads xlane's program), none (the uplink's tc program only: no uplink firewall scope or DDoS stage), or auto (native; on a veth and where the driver has no native XDP, generic once the firewall's uplink stage or an xdp-mode network needs it, none before: native XDP on a veth takes GSO/TSO from its peer, generic copies every GSO packet received)")
 	ctSize := fs.Uint("ct-size", 1<<20, "conntrack table size (entries; two per flow); changing it needs the pinned table removed")
 	natPorts := fs.String("nat-ports", daemon.DefaultNATPorts, "masquerade source-port range MIN-MAX; must not overlap net.ipv4.ip_local_port_range")
 	noBackend := fs.String("service-no-backend", services.NoBackendReject, "what a new flow to a service VIP without backends gets: reject (a TCP RST, an ICMP port unreachable for UDP and the rest, as kube-proxy answers) or drop; counted as drop_no_backend either way")

@@ -18,7 +18,8 @@ import (
 // "on" round beats every "off" round by calibrate.Margin) on the network's
 // mode (Cilium users have reported regressions with it: a constant would
 // be a guess), unless the network's traffic to other nodes cannot carry
-// it (cluster.BigTCPOff: the overlay, an uplink with 64 KiB GSO). A network keeps what it got: a later calibration changes
+// it (cluster.BigTCPOff, per family: the overlay, an uplink with 64 KiB
+// GSO of the family). A network keeps what it got: a later calibration changes
 // new networks only.
 
 // resolveBigTCP fills in n.BigTCP* from what the network asked for.
@@ -67,23 +68,39 @@ func (d *Daemon) resolveBigTCP(n *model.Network, req string) error {
 		return nil
 	}
 	c := d.f.Calibration.Choice()
+	// The calibration measured one node; the path between nodes may not
+	// carry BIG TCP aggregates of a family (cluster.BigTCPOff).
+	off4, off6 := d.f.Cluster.BigTCPOff(n)
+	if !has4 {
+		off4 = off6
+	}
+	if !has6 {
+		off6 = off4
+	}
 	switch {
 	case !veth:
 		n.BigTCPReason = fmt.Sprintf("off: %s endpoints", n.DeviceType)
-	case d.f.Cluster.BigTCPOff(n) != "":
-		// The calibration measured one node; the path between nodes
-		// cannot carry BIG TCP aggregates (cluster.BigTCPOff).
-		n.BigTCPReason = d.f.Cluster.BigTCPOff(n)
+	case off4 != "" && off6 != "":
+		if off4 == off6 {
+			n.BigTCPReason = off4
+		} else {
+			n.BigTCPReason = "ipv4 " + off4 + "; ipv6 " + off6
+		}
 	case c == nil:
 		n.BigTCPReason = "off: not calibrated on this node yet (xlane calibrate)"
 	case c.BigTCPMode != "" && model.Mode(c.BigTCPMode) != n.Mode:
 		// Measured on another mode's endpoints: no measurement for this one.
 		n.BigTCPReason = fmt.Sprintf("off: the calibration measured BIG TCP on mode %s, this network runs %s", c.BigTCPMode, n.Mode)
 	default:
-		n.BigTCP4 = has4 && c.BigTCP4 && d.feat.Has(features.BigTCPv4)
-		n.BigTCP6 = has6 && c.BigTCP6 && d.feat.Has(features.BigTCPv6)
+		n.BigTCP4 = has4 && c.BigTCP4 && d.feat.Has(features.BigTCPv4) && off4 == ""
+		n.BigTCP6 = has6 && c.BigTCP6 && d.feat.Has(features.BigTCPv6) && off6 == ""
 		n.BigTCPReason = fmt.Sprintf("ipv4 %s, ipv6 %s: as measured on this node (calibrated %s)",
 			onOff(n.BigTCP4), onOff(n.BigTCP6), c.At.Format("2006-01-02T15:04:05Z"))
+		for _, o := range []struct{ fam, why string }{{"ipv4", off4}, {"ipv6", off6}} {
+			if o.why != "" {
+				n.BigTCPReason += "; " + o.fam + " " + o.why
+			}
+		}
 	}
 	return nil
 }

@@ -299,8 +299,34 @@ func (d *Daemon) attachUplink() error {
 	if err != nil {
 		return err
 	}
-	d.log.Info("uplink fast path attached", "uplink", d.cfg.Uplink, "xdp_mode", mode)
-	return nil
+	if mode == datapath.XDPModeNone && d.cfg.UplinkXDPMode != datapath.XDPModeNone {
+		d.log.Info("uplink XDP program left out until the firewall's uplink stage or an xdp-mode network needs it (generic XDP here would copy every GSO packet received)", "uplink", d.cfg.Uplink)
+	} else {
+		d.log.Info("uplink fast path attached", "uplink", d.cfg.Uplink, "xdp_mode", mode)
+	}
+	// Stored xdp-mode networks: their endpoints take redirects from it.
+	return d.store.View(func(tx *store.Tx) error {
+		nets, err := tx.Networks()
+		if err != nil {
+			return err
+		}
+		for i := range nets {
+			if err := d.xdpNetworkUplink(&nets[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// xdpNetworkUplink attaches the uplink's XDP program where auto left it
+// out (datapath.AutoXDPMode) for an xdp-mode network n: traffic from off
+// the node reaches its endpoints through it (xdp_uplink.c).
+func (d *Daemon) xdpNetworkUplink(n *model.Network) error {
+	if !n.Mode.XDP() || d.cfg.Uplink == "" || d.dp.Available() != nil {
+		return nil
+	}
+	return d.dp.EnsureUplinkXDP()
 }
 
 // Close releases the daemon's handles. Pinned programs keep running.
@@ -493,6 +519,9 @@ func (d *Daemon) CreateNetwork(req api.NetworkCreate) (*model.Network, error) {
 	err := d.store.Update(func(tx *store.Tx) error {
 		var err error
 		if n, err = d.validateNetwork(tx, req); err != nil {
+			return err
+		}
+		if err := d.xdpNetworkUplink(n); err != nil {
 			return err
 		}
 		if n.ID, err = tx.NextNetworkID(); err != nil {

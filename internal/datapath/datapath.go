@@ -37,6 +37,9 @@ type BPF struct {
 	maglevSize uint32
 	// legacyTC: tc mode attaches cls_bpf filters (no tcx); legacytc.go.
 	legacyTC bool
+	// deferredUplink: the uplink auto left without XDP until the
+	// firewall needs it (EnsureUplinkXDP).
+	deferredUplink *deferredUplink
 	// nk: the netkit programs, loaded on first use; netkit.go.
 	nk *bpf.NetkitObjects
 	// accel, proxy: the socket layer, loaded on first use; accel.go, proxy.go.
@@ -579,14 +582,27 @@ const (
 	XDPModeNative  = "native"  // in the driver (XDP_FLAGS_DRV_MODE)
 	XDPModeGeneric = "generic" // in the stack, any device (XDP_FLAGS_SKB_MODE)
 	XDPModeOffload = "offload" // on the NIC (XDP_FLAGS_HW_MODE)
+	// XDPModeNone attaches no XDP program: the uplink has its tcx
+	// program only, so the firewall's uplink scope and DDoS stage and
+	// the redirect to xdp-mode endpoints from off the node do not run
+	// there (docs/firewall.md, "Uplink attach mode").
+	XDPModeNone = "none"
 )
 
 // XDPModes lists the valid --uplink-xdp-mode values.
-var XDPModes = []string{XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeOffload}
+var XDPModes = []string{XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeOffload, XDPModeNone}
 
 // AutoXDPMode is the attach mode --uplink-xdp-mode auto starts from for a
-// link of type linkType (netlink's: "veth", "device", ...): generic on a
-// veth, auto (native, generic if the driver refuses) on anything else.
+// link of type linkType (netlink's: "veth", "device", ...): none on a
+// veth, auto (native, none if the driver refuses) on anything else. Where
+// auto leaves the uplink without XDP, the program is attached in generic
+// mode when the firewall's uplink stage (uplink-scope rules, the DDoS
+// stage, the blocklist) first needs it (EnsureUplinkXDP): generic XDP
+// costs a copy of every GSO packet the device receives (the kernel
+// linearizes a non-linear skb before a generic program runs; bench/peers
+// profiled it at a third of the copies of TCP across nodes over VXLAN,
+// docs/cilium.md), and the uplink program does nothing else for tc-mode
+// networks (xdp-mode endpoints are reached through Linux without it).
 // Native XDP on a veth costs every TCP flow through it: the kernel
 // (veth_fix_features) takes GSO/TSO away from the veth's peer while this
 // end has a native program, so whatever the peer's side sends (a bridge
@@ -596,7 +612,7 @@ var XDPModes = []string{XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeOfflo
 // overlay on veth uplinks 1.3-1.6 Gbit/s native vs 6.2-6.5 generic.
 func AutoXDPMode(linkType string) string {
 	if linkType == "veth" {
-		return XDPModeGeneric
+		return XDPModeNone
 	}
 	return XDPModeAuto
 }
@@ -611,7 +627,7 @@ var ErrXDPModeUnsupported = errors.New("XDP attach mode not supported")
 // implements, and the program would have to be loaded for the device.
 func CheckUplinkXDPMode(ifname, mode string) error {
 	switch mode {
-	case "", XDPModeAuto, XDPModeNative, XDPModeGeneric:
+	case "", XDPModeAuto, XDPModeNative, XDPModeGeneric, XDPModeNone:
 		return nil
 	case XDPModeOffload:
 		return fmt.Errorf("uplink %s: XDP mode %s: %w by driver %s (xlane's uplink program uses map-in-map, bpf_loop and helpers that NIC offload does not support; use --uplink-xdp-mode native or generic)",
@@ -673,12 +689,30 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 	if mode == "" {
 		mode = XDPModeAuto
 	}
-	if mode == XDPModeAuto {
+	auto := mode == XDPModeAuto
+	d.deferredUplink = nil
+	if auto {
 		if l, err := netlink.LinkByIndex(ifindex); err == nil {
 			mode = AutoXDPMode(l.Type())
 		}
 	}
 	pin := d.linkPin(ifname, uplinkSuffix)
+	if mode == XDPModeNone && auto && foreignProgID == 0 {
+		// A generic link of our own (the firewall needed it before a
+		// restart) is kept: its stage runs on until the firewall's
+		// reconcile.
+		if _, err := os.Stat(pin); err == nil && XDPAttachMode(ifindex) == XDPModeGeneric {
+			mode = XDPModeGeneric
+		} else {
+			d.deferredUplink = &deferredUplink{ifname, ifindex}
+		}
+	}
+	if mode == XDPModeNone {
+		if err := d.detachHook(ifname, hook{suffix: uplinkSuffix}); err != nil {
+			return "", err
+		}
+		return XDPModeNone, d.PutDevice(ifindex) // xdp-mode endpoints still redirect to it
+	}
 	var replaced string // the mode of our own link replaced here, restored on failure
 	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
 		cur := XDPAttachMode(ifindex)
@@ -730,7 +764,12 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 		}
 	default: // auto
 		mode = XDPModeNative
-		if l, err = attach(link.XDPDriverMode); err != nil {
+		if l, err = attach(link.XDPDriverMode); err != nil && foreignProgID == 0 && replaced == "" {
+			// No native XDP in the driver: none until the firewall
+			// needs it (AutoXDPMode).
+			d.deferredUplink = &deferredUplink{ifname, ifindex}
+			return XDPModeNone, d.PutDevice(ifindex)
+		} else if err != nil {
 			mode = XDPModeGeneric
 			l, err = attach(link.XDPGenericMode)
 		}
@@ -761,6 +800,27 @@ func (d *BPF) AttachUplink(ifname string, ifindex int, foreignProgID uint32, tak
 		return "", err
 	}
 	return mode, d.PutDevice(ifindex)
+}
+
+// deferredUplink is the uplink auto left without XDP (AutoXDPMode).
+type deferredUplink struct {
+	ifname  string
+	ifindex int
+}
+
+// EnsureUplinkXDP attaches the uplink program in generic mode on the
+// uplink auto left without one (AutoXDPMode); nothing to do elsewhere.
+// Called under the core's lock.
+func (d *BPF) EnsureUplinkXDP() error {
+	u := d.deferredUplink
+	if u == nil {
+		return nil
+	}
+	if _, err := d.AttachUplink(u.ifname, u.ifindex, 0, false, XDPModeGeneric); err != nil {
+		return fmt.Errorf("the firewall's uplink stage: %w", err)
+	}
+	d.deferredUplink = nil // AttachUplink cleared it too
+	return nil
 }
 
 // DetachUplink removes the uplink program (missing is fine).

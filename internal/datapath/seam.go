@@ -129,6 +129,10 @@ type Observe interface {
 type Node interface {
 	OwnsXDP(ifname string) bool
 	AttachUplink(ifname string, ifindex int, foreignProgID uint32, takeover bool, mode string) (string, error)
+	// EnsureUplinkXDP attaches the uplink program (generic) where auto
+	// left the uplink without one (datapath.AutoXDPMode): the firewall's
+	// uplink stage runs in it.
+	EnsureUplinkXDP() error
 	AttachUplinkTC(ifname string, ifindex int) error
 	SetConfig(c NodeConfig) error
 	AttachSockLB(cgroupPath string) error

@@ -103,6 +103,8 @@ func (u *Unavailable) AttachUplink(ifname string, _ int, _ uint32, _ bool, _ str
 	return "", u.err("attach uplink program to " + ifname)
 }
 
+func (u *Unavailable) EnsureUplinkXDP() error { return nil } // nothing attached: nothing deferred
+
 func (u *Unavailable) AttachUplinkTC(ifname string, _ int) error {
 	return u.err("attach uplink tc program to " + ifname)
 }

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/netconf"
 )
@@ -139,16 +136,8 @@ func TestCalibrate(t *testing.T) {
 	c1 := newNetns(t, "bt")
 	var ep api.EndpointInfo
 	n.mustXlane(&ep, "endpoint", "add", "bt", "--netns", c1)
-	checkGSO := func(where string, ns netns.NsHandle, ifname string) {
-		h, err := netlink.NewHandleAt(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		l, err := h.LinkByName(ifname)
-		if err != nil {
-			t.Fatalf("%s %s: %v", where, ifname, err)
-		}
+	checkGSO := func(where string, ns, ifname string) {
+		l, _ := linkIn(t, ns, ifname)
 		a := l.Attrs()
 		for name, got := range map[string]uint32{"gso_max_size": a.GSOMaxSize, "gro_max_size": a.GROMaxSize,
 			"gso_ipv4_max_size": a.GSOIPv4MaxSize, "gro_ipv4_max_size": a.GROIPv4MaxSize} {
@@ -157,18 +146,8 @@ func TestCalibrate(t *testing.T) {
 			}
 		}
 	}
-	nodeNS, err := netns.GetFromName(n.netns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nodeNS.Close()
-	cNS, err := netns.GetFromName(c1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cNS.Close()
-	checkGSO("node", nodeNS, ep.HostIf)
-	checkGSO("container", cNS, "eth0")
+	checkGSO("node", n.netns, ep.HostIf)
+	checkGSO("container", c1, "eth0")
 	c2 := newNetns(t, "bt")
 	var ep2 api.EndpointInfo
 	n.mustXlane(&ep2, "endpoint", "add", "bt", "--netns", c2)

@@ -160,8 +160,9 @@ type ciliumCluster struct {
 
 // startCiliumCluster starts a control plane, the operator, and two
 // nodes each with containerd, a kubelet and a cilium-agent of variant v,
-// and waits until both agents are ready and both Nodes Ready.
-func startCiliumCluster(t *testing.T, k8sBins, cdir string, v ciliumVariant, image string) *ciliumCluster {
+// and waits until both agents are ready and both Nodes Ready; uplinkGSO:
+// the nodes' ul0 set up for BIG TCP (kubeletOpts.uplinkGSO; 0: not).
+func startCiliumCluster(t *testing.T, k8sBins, cdir string, v ciliumVariant, image string, uplinkGSO int) *ciliumCluster {
 	t.Helper()
 	c := &ciliumCluster{variant: v, cdir: cdir, kc: startKubeCluster(t, k8sBins, clusterCIDR, false)}
 	cp := c.kc.cp
@@ -170,7 +171,7 @@ func startCiliumCluster(t *testing.T, k8sBins, cdir string, v ciliumVariant, ima
 	cg := cgroup2Root(t)
 	var started []time.Time
 	for i := 1; i <= 2; i++ {
-		k := startKubeletNode(t, k8sBins, cp, c.kc.ul, i, image, kubeletOpts{daemonSet: true, hostDirs: ciliumHostDirs, podCgroups: true})
+		k := startKubeletNode(t, k8sBins, cp, c.kc.ul, i, image, kubeletOpts{daemonSet: true, hostDirs: ciliumHostDirs, podCgroups: true, uplinkGSO: uplinkGSO})
 		c.nodes = append(c.nodes, k)
 		// What Cilium's DaemonSet installs on the node: the CNI plugin
 		// (its init container) and the BPF sources (its image's
@@ -388,7 +389,7 @@ func TestCiliumCluster(t *testing.T) {
 	for _, v := range ciliumVariants {
 		t.Run(v.name, func(t *testing.T) {
 			image := "docker.io/xlane-e2e/podserver:" + suffix()
-			c := startCiliumCluster(t, bins, cdir, v, image)
+			c := startCiliumCluster(t, bins, cdir, v, image, 0)
 			for _, k := range c.nodes {
 				st, err := c.dbg(k, "status", "--verbose")
 				if err != nil {

@@ -130,6 +130,10 @@ type kubeletOpts struct {
 	// is empty and containerd puts every node's pods in /k8s.io/<id>.
 	// Cilium's socket LB attaches at the node's subtree (cilium_test.go).
 	podCgroups bool
+	// uplinkGSO: the GSO/GRO limits of ul0 and its bridge port (bytes;
+	// 0: the veth's, 64 KiB), as a NIC set up for BIG TCP
+	// (bench/peers, peersUplinkBigTCP).
+	uplinkGSO int
 }
 
 // e2eClusterDNS is the cluster DNS Service's ClusterIP (kube-dns) of the
@@ -154,6 +158,8 @@ func startKubeletNode(t *testing.T, bins string, cp *controlPlane, ul string, i 
 		runIn(t, n.netns, "ip", "addr", "add", k.addr6.String()+"/64", "dev", "ul0", "nodad")
 		runIn(t, n.netns, "ip", "link", "set", "ul0", "up")
 		runIn(t, n.netns, "ip", "link", "set", "lo", "up")
+		peersUplinkBigTCP(t, n.netns, "ul0", opts.uplinkGSO) // bench/peers' gso= variant
+		peersUplinkBigTCP(t, ul, port, opts.uplinkGSO)
 		n.flags = append(n.flags, "--kubernetes", "--kubeconfig", cp.kubeconfig, "--node-name", k.name,
 			"--cluster-cidr", clusterCIDR, "--uplink", "ul0")
 		n.flags = append(n.flags, opts.xlanedFlags...)

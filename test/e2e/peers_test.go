@@ -159,7 +159,8 @@ func TestPeers(t *testing.T) {
 // and checks that every path measured works.
 func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 	t.Helper()
-	peer, routing, ok := strings.Cut(name, "-")
+	base, variant, gso, bigTCP := peersVariant(t, name)
+	peer, routing, ok := strings.Cut(base, "-")
 	if !ok || (routing != "native" && routing != "vxlan") {
 		t.Fatalf("XLANE_PEERS_SETUPS: %q: want xlane-native, xlane-vxlan, cilium-native or cilium-vxlan", name)
 	}
@@ -173,7 +174,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		kc := startKubeCluster(t, bins, clusterCIDR, false)
 		cp = kc.cp
 		for i := 1; i <= 2; i++ {
-			nodes = append(nodes, startKubeletNode(t, bins, cp, kc.ul, i, image, kubeletOpts{xlanedFlags: []string{"--routing", routing}, podCgroups: true}))
+			nodes = append(nodes, startKubeletNode(t, bins, cp, kc.ul, i, image, kubeletOpts{xlanedFlags: append([]string{"--routing", routing}, variant...), podCgroups: true, uplinkGSO: gso}))
 		}
 		kc.waitNodes(t, nodes, began)
 		s.outside = kc.cpNS
@@ -188,6 +189,9 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 			if os.Getenv("XLANE_PEERS_CALIBRATE") != "0" { // 0: none, as the tests' xlaned
 				k.node.mustXlane(&c, "calibrate")
 			}
+			if bigTCP != "" { // the CNI's first ADD finds it
+				k.node.mustXlane(nil, "network", "create", "pods", "--mode", "tc", "--allow-unsolicited", "--big-tcp", bigTCP)
+			}
 			s.agents = append(s.agents, k.node.cmd.Process.Pid)
 			s.pinRoots = append(s.pinRoots, k.node.pinDir)
 			s.ready = append(s.ready, k.node.readyIn)
@@ -201,7 +205,7 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 				v = &ciliumVariants[i]
 			}
 		}
-		c := startCiliumCluster(t, bins, cdir, *v, image)
+		c := startCiliumCluster(t, bins, cdir, *v, image, gso)
 		cp, nodes = c.kc.cp, c.nodes
 		s.outside = c.kc.cpNS
 		for _, a := range c.agents {
@@ -218,6 +222,9 @@ func startPeerSetup(t *testing.T, bins, cdir, self, name string) *peerSetup {
 		}
 	default:
 		t.Fatalf("XLANE_PEERS_SETUPS: %q: the peer is xlane or cilium", name)
+	}
+	if gso > 0 {
+		s.info.Config = append(s.info.Config, fmt.Sprintf("uplinks (ul0 and its bridge port): gso_max_size, gro_max_size, gso_ipv4_max_size, gro_ipv4_max_size %d", gso))
 	}
 	pods := startBenchPods(t, cp, image, podSpec{"client", "client", nodes[0]},
 		podSpec{"local", "local", nodes[0]}, podSpec{"remote", "remote", nodes[1]})
@@ -325,10 +332,15 @@ func (s *peerSetup) measure(t *testing.T, rep *peers.Report, r int, d time.Durat
 			if streams > 1 {
 				row += "s"
 			}
+			if !peersRowWanted(t, row) {
+				continue
+			}
+			stop := peersPerf(t, name, row, r)
 			c0, _ := peers.ReadCPU()
 			out, err := s.client.command("iperf3", "-J", "-c", dst.pod.ip.String(), "-p", strconv.Itoa(peersIperfPort),
 				"-P", strconv.Itoa(streams), "-t", strconv.Itoa(int(d.Seconds()))).Output()
 			c1, _ := peers.ReadCPU()
+			stop()
 			g, perr := peers.Iperf3(out)
 			if err != nil || perr != nil {
 				fail(row, fmt.Errorf("iperf3: %v %v", err, perr))
@@ -339,8 +351,13 @@ func (s *peerSetup) measure(t *testing.T, rep *peers.Report, r int, d time.Durat
 			t.Logf("rep %d %-14s %-40s %7.2f Gbit/s", r, name, row, g)
 		}
 		row := "pod-pod " + dst.where + ", TCP_RR"
+		if !peersRowWanted(t, row) {
+			continue
+		}
+		stop := peersPerf(t, name, row, r)
 		out, err := s.client.command("sockperf", "pp", "--tcp", "-i", dst.pod.ip.String(), "-p", strconv.Itoa(peersSockperfPort),
 			"-t", strconv.Itoa(int(d.Seconds())), "-m", "64").CombinedOutput()
+		stop()
 		per, p50, perr := peers.SockperfRR(string(out))
 		if err != nil || perr != nil {
 			fail(row, fmt.Errorf("sockperf: %v %v\n%s", err, perr, tail(string(out), 1000)))
@@ -354,22 +371,40 @@ func (s *peerSetup) measure(t *testing.T, rep *peers.Report, r int, d time.Durat
 	// remote pod received a second (a forwarding rate; the client's CPU
 	// bounds what is sent).
 	udp := "pod-pod across nodes, 64-byte UDP"
-	out, err := s.client.command("iperf3", "-J", "-u", "-l", "64", "-b", "0", "-c", s.remote.ip.String(),
-		"-p", strconv.Itoa(peersIperfPort), "-t", strconv.Itoa(int(d.Seconds()))).Output()
-	if sent, pps, perr := peers.IperfUDP(out); err != nil || perr != nil {
-		fail(udp, fmt.Errorf("iperf3: %v %v", err, perr))
-	} else {
-		rep.Add(name, udp, r, pps)
-		t.Logf("rep %d %-14s %-40s %7.0f packets/s received of %.0f sent", r, name, udp, pps, sent)
+	if peersRowWanted(t, udp) {
+		stop := peersPerf(t, name, udp, r)
+		out, err := s.client.command("iperf3", "-J", "-u", "-l", "64", "-b", "0", "-c", s.remote.ip.String(),
+			"-p", strconv.Itoa(peersIperfPort), "-t", strconv.Itoa(int(d.Seconds()))).Output()
+		stop()
+		if sent, pps, perr := peers.IperfUDP(out); err != nil || perr != nil {
+			fail(udp, fmt.Errorf("iperf3: %v %v", err, perr))
+		} else {
+			rep.Add(name, udp, r, pps)
+			t.Logf("rep %d %-14s %-40s %7.0f packets/s received of %.0f sent", r, name, udp, pps, sent)
+		}
 	}
 	s.cps(t, rep, r, "CPS to a ClusterIP, 1 Service", func() (connrate.Result, error) { return s.conn(self, d) })
+	s.nodePortRow(t, rep, r, d, self)
+}
+
+// nodePortRow measures the connection rate to the NodePort from outside
+// (repetition r).
+func (s *peerSetup) nodePortRow(t *testing.T, rep *peers.Report, r int, d time.Duration, self string) {
+	t.Helper()
+	name := s.info.Name
 	// From outside, the NodePort's connections are source-translated to
 	// reach the other node's pod: failures there are a result (a port
 	// range running out), recorded beside the rate, not an error.
 	row := "CPS to a NodePort from outside"
+	if !peersRowWanted(t, row) {
+		return
+	}
+	stop := peersPerf(t, name, row, r)
 	res, err := s.connFrom(self, nil, []netip.AddrPort{s.nodePort}, d)
+	stop()
 	if err != nil {
-		fail(row, err)
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s, rep %d, %s: %v", name, r, row, err))
+		t.Errorf("%s, rep %d, %s: %v", name, r, row, err)
 		return
 	}
 	rep.Add(name, row, r, res.CPS)
@@ -381,7 +416,12 @@ func (s *peerSetup) measure(t *testing.T, rep *peers.Report, r int, d time.Durat
 // cps records the connection rate run measured as row, or the failure.
 func (s *peerSetup) cps(t *testing.T, rep *peers.Report, r int, row string, run func() (connrate.Result, error)) {
 	t.Helper()
+	if !peersRowWanted(t, row) {
+		return
+	}
+	stop := peersPerf(t, s.info.Name, row, r)
 	res, err := run()
+	stop()
 	if err != nil || res.Failed > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s, rep %d, %s: %v: %d ok, %d failed %v", s.info.Name, r, row, err, res.OK, res.Failed, res.Errors))
 		t.Errorf("%s, rep %d, %s: %v: %d ok, %d failed %v", s.info.Name, r, row, err, res.OK, res.Failed, res.Errors)

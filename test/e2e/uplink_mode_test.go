@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +14,11 @@ import (
 // TestUplinkXDPMode: --uplink-xdp-mode native and generic attach the uplink
 // program in that mode (xlane status says which, ip link agrees), a restart
 // in the other mode moves it, auto on this veth uplink attaches generic
-// (replacing a native link; the peer keeps TSO), and the outside reaches an xdp-mode endpoint
-// through it; offload is refused at start, naming the device, the mode and
+// for an xdp-mode network (replacing a native link; the peer keeps TSO)
+// and nothing for a tc-mode one until the firewall's uplink stage has
+// work (a blocked prefix), then generic, kept across a restart; the
+// outside reaches an xdp-mode endpoint through each; none removes
+// xlane's XDP link; offload is refused at start, naming the device, the mode and
 // the driver, with nothing attached or written.
 func TestUplinkXDPMode(t *testing.T) {
 	var out string
@@ -51,6 +55,29 @@ func TestUplinkXDPMode(t *testing.T) {
 	n.start()
 	check("native", "xdp ")
 	n.stop(syscall.SIGTERM)
+	// none: no XDP link (the native one goes), the uplink keeps its tc
+	// program, and the outside still reaches the xdp-mode endpoint
+	// (through Linux).
+	checkNone := func(n *node, what string, eps ...netip.Addr) {
+		t.Helper()
+		var st api.Status
+		n.mustXlane(&st, "status")
+		if st.UplinkXDPMode != "" {
+			t.Errorf("%s: status uplink_xdp_mode = %q, want none attached", what, st.UplinkXDPMode)
+		}
+		if o := runIn(t, n.netns, "ip", "-d", "link", "show", "up0"); strings.Contains(o, "xdp") {
+			t.Errorf("%s: ip link show up0 still has an XDP program:\n%s", what, o)
+		}
+		if o, _, _ := n.xlane("status"); !strings.Contains(o, "XDP: none") {
+			t.Errorf("%s: xlane status: want \"XDP: none\":\n%s", what, o)
+		}
+		for _, a := range eps {
+			ping(t, out, a)
+		}
+	}
+	// auto on a veth with an xdp-mode network: generic (its endpoints
+	// take the uplink program's redirects; native would take TSO from
+	// the peer, which ethtool shows).
 	n.flags[len(n.flags)-1] = "auto"
 	n.start()
 	check("generic", "xdpgeneric")
@@ -58,6 +85,33 @@ func TestUplinkXDPMode(t *testing.T) {
 		t.Errorf("ethtool -k out0 (the uplink's peer) with auto's generic program: want TSO on:\n%s", o)
 	}
 	n.stop(syscall.SIGTERM)
+	n.flags[len(n.flags)-1] = "none"
+	n.start()
+	checkNone(n, "none", ep.IPs...)
+	n.stop(syscall.SIGTERM)
+
+	// auto on a veth with a tc-mode network only: no XDP program
+	// (generic would copy every GSO packet received) until the
+	// firewall's uplink stage has work (a blocked prefix), then generic,
+	// kept across a restart.
+	var out3 string
+	n3 := newNode(t, withOutside(&out3, "1500"))
+	n3.mustXlane(nil, "network", "create", "t", "--subnet", "10.86.0.0/24", "--mode", "tc", "--masquerade=false", "--allow-unsolicited")
+	out = out3
+	checkNone(n3, "auto, tc network")
+	n3.mustXlane(nil, "fw", "block", "add", "203.0.113.0/24")
+	for _, restart := range []bool{false, true} {
+		if restart {
+			n3.stop(syscall.SIGTERM)
+			n3.start()
+		}
+		var st api.Status
+		n3.mustXlane(&st, "status")
+		if o := runIn(t, n3.netns, "ip", "-d", "link", "show", "up0"); st.UplinkXDPMode != "generic" || !strings.Contains(o, "xdpgeneric") {
+			t.Errorf("auto, a blocked prefix (restart %v): status uplink_xdp_mode = %q, want generic; ip link:\n%s", restart, st.UplinkXDPMode, o)
+		}
+	}
+	n3.stop(syscall.SIGTERM)
 
 	// Offload: refused before anything changes.
 	var out2 string

@@ -218,6 +218,8 @@ func (f *Fake) AttachUplink(ifname string, _ int, _ uint32, _ bool, mode string)
 	return mode, f.change("attach-uplink", ifname, func() {})
 }
 
+func (f *Fake) EnsureUplinkXDP() error { return f.change("ensure-uplink-xdp", nil, func() {}) }
+
 func (f *Fake) AttachUplinkTC(ifname string, _ int) error {
 	return f.change("attach-uplink-tc", ifname, func() {})
 }

@@ -132,8 +132,31 @@ func (f *Firewall) reconcile() error {
 	if count != f.in.BlocklistSize() {
 		errs = append(errs, f.reloadBlocklist())
 	}
-	errs = append(errs, f.in.ApplyDDoS(ddos, count))
+	errs = append(errs, f.ensureUplink(ddos, count), f.in.ApplyDDoS(ddos, count))
 	return errors.Join(errs...)
+}
+
+// onUplink says whether a rule of pol runs on the uplink (its XDP
+// program: the uplink scope, or a match of any context).
+func onUplink(pol *firewall.Policy) bool {
+	for _, r := range pol.Rules {
+		for _, m := range r.Matches {
+			if m.Ctx == nil || slices.ContainsFunc(m.Ctx, func(c firewall.Ctx) bool { return c.Kind == firewall.KindUplink }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ensureUplink attaches the uplink's XDP program where auto left it out
+// (datapath.AutoXDPMode) when the DDoS stage has work: settings, or
+// blocked prefixes.
+func (f *Firewall) ensureUplink(d rules.DDoS, blocked int) error {
+	if d.PPS == 0 && d.SYNPPS == 0 && !d.Malformed && blocked == 0 {
+		return nil
+	}
+	return f.c.Datapath().EnsureUplinkXDP()
 }
 
 func (f *Firewall) reloadBlocklist() error {
@@ -252,6 +275,11 @@ func (f *Firewall) store(rs *rules.RuleSet, live, dryRun bool) error {
 		}
 		if err := f.c.FaultPoint("firewall-install"); err != nil {
 			return err
+		}
+		if onUplink(pol) {
+			if err := f.c.Datapath().EnsureUplinkXDP(); err != nil {
+				return err
+			}
 		}
 		if _, err := f.in.Install(tab); err != nil {
 			return err
@@ -651,6 +679,9 @@ func (f *Firewall) SetDDoS(d rules.DDoS) (*rules.DDoS, error) {
 		if err := tx.PutFirewallDDoS(d); err != nil {
 			return err
 		}
+		if err := f.ensureUplink(d, tx.BlockedCount()); err != nil {
+			return err
+		}
 		return f.in.ApplyDDoS(d, tx.BlockedCount())
 	})
 	if err != nil {
@@ -711,6 +742,11 @@ func (f *Firewall) Block(req api.FirewallBlock) (*api.FirewallBlocklist, error) 
 		}
 		if err := tx.DeleteBlocked(rm); err != nil {
 			return err
+		}
+		if len(add) > 0 {
+			if err := f.c.Datapath().EnsureUplinkXDP(); err != nil {
+				return err
+			}
 		}
 		if err := f.in.Block(add); err != nil {
 			f.in.Unblock(add)
