@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
-	"github.com/xlane-dev/xlane/internal/fqdn"
 )
 
 // Priorities of ClusterNetworkPolicy rules in the firewall, around the
@@ -297,14 +296,14 @@ func resolvePeers(field string, peers []Peer, ingress bool, in *Input) (peerSet,
 				out.addrs = append(out.addrs, pf.String())
 			}
 		case pe.DomainNames != nil:
-			if len(pe.DomainNames) == 0 || len(pe.DomainNames) > fqdn.MaxNames {
-				return out, errf(f+".domainNames", "%d names: want 1 to %d", len(pe.DomainNames), fqdn.MaxNames)
+			if len(pe.DomainNames) == 0 || len(pe.DomainNames) > rules.MaxNames {
+				return out, errf(f+".domainNames", "%d names: want 1 to %d", len(pe.DomainNames), rules.MaxNames)
 			}
 			for k, n := range pe.DomainNames {
-				if err := fqdn.ValidName(n); err != nil {
+				if err := rules.ValidName(n); err != nil {
 					return out, errf(fmt.Sprintf("%s.domainNames[%d]", f, k), "%s", err.Error())
 				}
-				if c := fqdn.Canonical(n); !slices.Contains(out.names, c) {
+				if c := rules.CanonicalName(n); !slices.Contains(out.names, c) {
 					out.names = append(out.names, c)
 				}
 			}
