@@ -245,20 +245,33 @@ func echo(t *testing.T, c net.Conn, what string) {
 }
 
 // dnsQueryMsg is a query for name's A records.
-func dnsQueryMsg(id uint16, name string) []byte {
+func dnsQueryMsg(id uint16, name string) []byte { return dnsQueryType(id, name, dnsmessage.TypeA) }
+
+// dnsQueryType is a query for name's records of type typ.
+func dnsQueryType(id uint16, name string, typ dnsmessage.Type) []byte {
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
 	b.StartQuestions()
-	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: typ, Class: dnsmessage.ClassINET})
 	out, _ := b.Finish()
 	return out
 }
 
 // dnsResolve asks server (port 53) for name's A records from netns.
 func dnsResolve(netns string, server netip.Addr, name string) ([]netip.Addr, error) {
+	return dnsResolveType(netns, server, name, dnsmessage.TypeA)
+}
+
+// dnsResolveType asks server (port 53, over its family) for name's A or
+// AAAA records from netns.
+func dnsResolveType(netns string, server netip.Addr, name string, typ dnsmessage.Type) ([]netip.Addr, error) {
 	var c *net.UDPConn
+	network := "udp4"
+	if server.Is6() {
+		network = "udp6"
+	}
 	err := ns.WithNetNSPath(nsPath(netns), func(ns.NetNS) error {
 		var err error
-		c, err = net.ListenUDP("udp4", nil)
+		c, err = net.ListenUDP(network, nil)
 		return err
 	})
 	if err != nil {
@@ -266,7 +279,7 @@ func dnsResolve(netns string, server netip.Addr, name string) ([]netip.Addr, err
 	}
 	defer c.Close()
 	id := uint16(time.Now().UnixNano())
-	if _, err := c.WriteToUDPAddrPort(dnsQueryMsg(id, name), netip.AddrPortFrom(server, 53)); err != nil {
+	if _, err := c.WriteToUDPAddrPort(dnsQueryType(id, name, typ), netip.AddrPortFrom(server, 53)); err != nil {
 		return nil, err
 	}
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -290,15 +303,22 @@ func dnsResolve(netns string, server netip.Addr, name string) ([]netip.Addr, err
 			if err != nil {
 				return out, nil
 			}
-			if rh.Type != dnsmessage.TypeA {
+			switch rh.Type {
+			case dnsmessage.TypeA:
+				a, err := p.AResource()
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, netip.AddrFrom4(a.A))
+			case dnsmessage.TypeAAAA:
+				a, err := p.AAAAResource()
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, netip.AddrFrom16(a.AAAA))
+			default:
 				p.SkipAnswer()
-				continue
 			}
-			a, err := p.AResource()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, netip.AddrFrom4(a.A))
 		}
 	}
 }

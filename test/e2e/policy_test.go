@@ -8,16 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/dns/dnsmessage"
+
 	"github.com/xlane-dev/xlane/internal/api"
 )
 
-//	 node netns (xlaned)        endpoint netns (network pol, 10.96.0.0/24)
+//	 node netns (xlaned)        endpoint netns (network pol, 10.96.0.0/24, fd00:96::/64)
 //	+-----------------------+  +--------------------------------------------+
 //	| xlane policy apply -f |  | client .2 app=client                       |
 //	| xlane fw apply (tier  |  | web    .3 app=web: :8080 :8081 :8082       |
 //	|  between the two)     |  | other  .4 app=other: :8080                 |
 //	|                       |  | dns    .5 app=dns: CoreDNS, ext.test -> .6 |
-//	|                       |  | ext    .6 app=ext: :8080                   |
+//	|                       |  |           and fd00:96::6 (AAAA)            |
+//	|                       |  | ext    .6 app=ext: [::]:8080               |
 //	+-----------------------+  +--------------------------------------------+
 //
 // Standalone ClusterNetworkPolicies with real traffic: the node's own rule
@@ -28,7 +31,8 @@ import (
 // decides only where nothing else did (other's 8080); a domainNames egress
 // peer allows ext's address to the client once the client resolved
 // ext.test through CoreDNS, and an Admin Deny of ext's address denies it
-// before. Then: deleting the Baseline policy opens other's 8080; an
+// before; the same for its IPv6 address and the AAAA answer (asked over
+// IPv6). Then: deleting the Baseline policy opens other's 8080; an
 // endpoint added later with app=web gets the Admin Deny within the
 // feature's recompile; a file with an invalid document among valid ones
 // applies none (the error names the document and the field), and 1,000
@@ -37,10 +41,10 @@ func TestPolicyStandalone(t *testing.T) {
 	coredns := corednsBinary(t)
 	n := newNode(t)
 	requireMode(t, n, "tc")
-	n.mustXlane(nil, "network", "create", "pol", "--subnet", "10.96.0.0/24", "--mode", "tc")
+	n.mustXlane(nil, "network", "create", "pol", "--subnet", "10.96.0.0/24", "--subnet", "fd00:96::/64", "--mode", "tc")
 	names := []string{"client", "web", "other", "dns", "ext"}
 	cs := map[string]string{}
-	addrs := map[string]netip.Addr{}
+	addrs, addrs6 := map[string]netip.Addr{}, map[string]netip.Addr{}
 	for _, name := range names {
 		c := newNetns(t, "po")
 		var ep api.EndpointInfo
@@ -48,10 +52,13 @@ func TestPolicyStandalone(t *testing.T) {
 		if ep.Labels["app"] != name {
 			t.Fatalf("endpoint %s: labels %v, want app=%s", ep.ID, ep.Labels, name)
 		}
-		cs[name], addrs[name] = c, ep.IPs[0]
+		if len(ep.IPs) != 2 {
+			t.Fatalf("endpoint %s: addresses %v, want one of each family", ep.ID, ep.IPs)
+		}
+		cs[name], addrs[name], addrs6[name] = c, ep.IPs[0], ep.IPs[1]
 	}
-	if addrs["ext"].String() != "10.96.0.6" {
-		t.Fatalf("ext is %v: the Corefile names 10.96.0.6", addrs["ext"])
+	if addrs["ext"].String() != "10.96.0.6" || addrs6["ext"].String() != "fd00:96::6" {
+		t.Fatalf("ext is %v %v: the Corefile names 10.96.0.6 and fd00:96::6", addrs["ext"], addrs6["ext"])
 	}
 	if _, stderr, err := n.xlane("endpoint", "add", "pol", "--netns", newNetns(t, "po"), "--label", "app=bad value"); err == nil || !strings.Contains(stderr, "labels.app") {
 		t.Errorf("endpoint add with label value %q: %v %s, want refused naming labels.app", "bad value", err, stderr)
@@ -59,7 +66,7 @@ func TestPolicyStandalone(t *testing.T) {
 
 	dir := t.TempDir()
 	corefile := filepath.Join(dir, "Corefile")
-	writeFile(t, corefile, []byte("ext.test:53 {\n    hosts {\n        10.96.0.6 ext.test\n        ttl 60\n    }\n}\n"))
+	writeFile(t, corefile, []byte("ext.test:53 {\n    hosts {\n        10.96.0.6 ext.test\n        fd00:96::6 ext.test\n        ttl 60\n    }\n}\n"))
 	dns := inNS(cs["dns"], coredns, "-conf", corefile)
 	var dnsLog strings.Builder
 	dns.Stdout, dns.Stderr = &dnsLog, &dnsLog
@@ -76,17 +83,18 @@ func TestPolicyStandalone(t *testing.T) {
 	for _, s := range []struct {
 		name  string
 		ports []uint16
-	}{{"web", []uint16{8080, 8081, 8082}}, {"other", []uint16{8080}}, {"ext", []uint16{8080}}} {
+	}{{"web", []uint16{8080, 8081, 8082}}, {"other", []uint16{8080}}} {
 		for _, p := range s.ports {
 			echoServer(t, cs[s.name], netip.AddrPortFrom(netip.IPv4Unspecified(), p))
 		}
 	}
+	echoServer(t, cs["ext"], netip.AddrPortFrom(netip.IPv6Unspecified(), 8080)) // both families
 
 	// The middle tier: the node's own rule, between the Admin tier
 	// (10000-42024) and the Baseline tier (60000-92024).
 	writeFile(t, filepath.Join(dir, "rules.yaml"), []byte(fmt.Sprintf(
-		"rules:\n  - {name: apps, priority: 50000, direction: to-endpoint, dst: [%s, %s, %s], action: allow}\n",
-		addrs["web"], addrs["dns"], addrs["ext"])))
+		"rules:\n  - {name: apps, priority: 50000, direction: to-endpoint, dst: [%s, %s, %s, %s, %s], action: allow}\n",
+		addrs["web"], addrs["dns"], addrs["ext"], addrs6["dns"], addrs6["ext"])))
 	if _, stderr, err := n.xlane("fw", "apply", filepath.Join(dir, "rules.yaml")); err != nil {
 		t.Fatalf("xlane fw apply: %v\n%s", err, stderr)
 	}
@@ -130,7 +138,7 @@ spec:
   egress:
   - {name: dns, action: Accept, to: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: dns}}}}], protocols: [{udp: {destinationPort: {number: 53}}}]}
   - {name: ext-by-name, action: Accept, to: [{domainNames: [ext.test]}], protocols: [{tcp: {destinationPort: {number: 8080}}}]}
-  - {name: not-ext, action: Deny, to: [{networks: [10.96.0.6/32]}]}
+  - {name: not-ext, action: Deny, to: [{networks: [10.96.0.6/32, "fd00:96::6/128"]}]}
 ---
 apiVersion: policy.networking.k8s.io/v1beta1
 kind: ClusterNetworkPolicy
@@ -179,6 +187,21 @@ spec:
 		t.Fatalf("resolve ext.test: %v %v, want %v", got, err, addrs["ext"])
 	}
 	allow("client", "ext", 8080)
+	// IPv6: the AAAA answer, asked over IPv6, enters the resolved set.
+	ext6 := netip.AddrPortFrom(addrs6["ext"], 8080)
+	if c, err := dialIn(cs["client"], ext6, 1500*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatalf("client -> %s connected before resolving AAAA, want denied by address", ext6)
+	}
+	if got, err := dnsResolveType(cs["client"], addrs6["dns"], "ext.test.", dnsmessage.TypeAAAA); err != nil || len(got) != 1 || got[0] != addrs6["ext"] {
+		t.Fatalf("resolve ext.test AAAA over IPv6: %v %v, want %v", got, err, addrs6["ext"])
+	}
+	c6, err := dialIn(cs["client"], ext6, 5*time.Second)
+	if err != nil {
+		t.Fatalf("client -> %s after the AAAA answer: %v, want allowed", ext6, err)
+	}
+	echo(t, c6, "client -> ext over IPv6")
+	c6.Close()
 
 	var fw api.Firewall
 	n.mustXlane(&fw, "fw", "ls")
