@@ -115,6 +115,13 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 				if ep.Error != "" {
 					fmt.Fprintf(w, "error:\t%s\n", ep.Error)
 				}
+				if len(ep.Labels) > 0 {
+					var parts []string
+					for _, k := range slices.Sorted(maps.Keys(ep.Labels)) {
+						parts = append(parts, k+"="+ep.Labels[k])
+					}
+					fmt.Fprintf(w, "labels:\t%s\n", strings.Join(parts, " "))
+				}
 				if len(ep.Datapath) > 0 {
 					fmt.Fprintf(w, "datapath:\t%s\n", strings.Join(ep.Datapath, ", "))
 				}
