@@ -3,7 +3,6 @@ package cnp
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"net/netip"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
+	"github.com/xlane-dev/xlane/internal/model"
 )
 
 // Priorities of ClusterNetworkPolicy rules in the firewall, around the
@@ -575,18 +575,6 @@ func AddrList(as []netip.Addr) rules.List {
 	return out
 }
 
-// maxName is the longest firewall rule name.
-const maxName = 64
-
-// RuleName is prefix + BASE.SUFFIX within the firewall's 64 characters:
-// a longer one keeps its head and ends in a hash of the whole name.
-func RuleName(prefix, base, suffix string) string {
-	s := prefix + base + "." + suffix
-	if len(s) <= maxName {
-		return s
-	}
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	sum := fmt.Sprintf("%016x", h.Sum64())
-	return s[:maxName-len(sum)-1] + "." + sum
-}
+// RuleName is prefix + BASE.SUFFIX within the firewall's 64 characters
+// (model.ClipName).
+func RuleName(prefix, base, suffix string) string { return model.ClipName(prefix + base + "." + suffix) }

@@ -64,8 +64,7 @@ func testFQDNEgress(t *testing.T, coredns, mode string) {
 	}
 
 	dir := t.TempDir()
-	corefile := filepath.Join(dir, "Corefile")
-	writeFile(t, corefile, []byte(`.:53 {
+	startCoreDNS(t, coredns, dnsNS, `.:53 {
     hosts {
         10.97.0.2 allowed.test
         10.97.0.5 a.wild.test
@@ -73,20 +72,7 @@ func testFQDNEgress(t *testing.T, coredns, mode string) {
         no_reverse
     }
 }
-`))
-	dns := inNS(dnsNS, coredns, "-conf", corefile)
-	var dnsLog strings.Builder
-	dns.Stdout, dns.Stderr = &dnsLog, &dnsLog
-	if err := dns.Start(); err != nil {
-		t.Fatalf("start coredns: %v", err)
-	}
-	t.Cleanup(func() {
-		dns.Process.Kill()
-		dns.Wait()
-		if t.Failed() {
-			t.Logf("coredns:\n%s", dnsLog.String())
-		}
-	})
+`)
 	for i := 0; ; i++ {
 		if _, err := dnsResolve(client, dnsAddr, "allowed.test."); err == nil {
 			break
@@ -200,6 +186,27 @@ func corednsBinary(t *testing.T) string {
 		t.Fatalf("scripts/k8s-coredns.sh: %v\n%s", err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// startCoreDNS runs the coredns binary in netns with corefile (its text)
+// until the test ends; its output is logged if the test failed.
+func startCoreDNS(t *testing.T, coredns, netns, corefile string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "Corefile")
+	writeFile(t, path, []byte(corefile))
+	dns := inNS(netns, coredns, "-conf", path)
+	var dnsLog strings.Builder
+	dns.Stdout, dns.Stderr = &dnsLog, &dnsLog
+	if err := dns.Start(); err != nil {
+		t.Fatalf("start coredns: %v", err)
+	}
+	t.Cleanup(func() {
+		dns.Process.Kill()
+		dns.Wait()
+		if t.Failed() {
+			t.Logf("coredns:\n%s", dnsLog.String())
+		}
+	})
 }
 
 // dialIn connects to addr from netns.

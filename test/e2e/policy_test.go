@@ -65,21 +65,7 @@ func TestPolicyStandalone(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	corefile := filepath.Join(dir, "Corefile")
-	writeFile(t, corefile, []byte("ext.test:53 {\n    hosts {\n        10.96.0.6 ext.test\n        fd00:96::6 ext.test\n        ttl 60\n    }\n}\n"))
-	dns := inNS(cs["dns"], coredns, "-conf", corefile)
-	var dnsLog strings.Builder
-	dns.Stdout, dns.Stderr = &dnsLog, &dnsLog
-	if err := dns.Start(); err != nil {
-		t.Fatalf("start coredns: %v", err)
-	}
-	t.Cleanup(func() {
-		dns.Process.Kill()
-		dns.Wait()
-		if t.Failed() {
-			t.Logf("coredns:\n%s", dnsLog.String())
-		}
-	})
+	startCoreDNS(t, coredns, cs["dns"], "ext.test:53 {\n    hosts {\n        10.96.0.6 ext.test\n        fd00:96::6 ext.test\n        ttl 60\n    }\n}\n")
 	for _, s := range []struct {
 		name  string
 		ports []uint16
