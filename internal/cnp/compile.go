@@ -577,4 +577,6 @@ func AddrList(as []netip.Addr) rules.List {
 
 // RuleName is prefix + BASE.SUFFIX within the firewall's 64 characters
 // (model.ClipName).
-func RuleName(prefix, base, suffix string) string { return model.ClipName(prefix + base + "." + suffix) }
+func RuleName(prefix, base, suffix string) string {
+	return model.ClipName(prefix + base + "." + suffix)
+}
