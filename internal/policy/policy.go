@@ -46,6 +46,8 @@ type Policies struct {
 	// endpoints is the fingerprint of the endpoints the firewall's rules
 	// were compiled for ("": not compiled yet).
 	endpoints string
+	// lastErr is the last recompile's error, logged once.
+	lastErr string
 }
 
 // New makes the feature on c's store, installing rules in fw.
@@ -69,9 +71,7 @@ func (p *Policies) ValidateEndpoint(_ *store.Tx, req *api.EndpointAdd, e *model.
 // Start compiles the stored policies for the endpoints there are and
 // follows endpoint changes until the core is done.
 func (p *Policies) Start() {
-	if err := p.sync(); err != nil {
-		p.c.Log().Error("policy: compile", "err", err)
-	}
+	p.logSync()
 	go func() {
 		t := time.NewTicker(watchInterval)
 		defer t.Stop()
@@ -80,12 +80,24 @@ func (p *Policies) Start() {
 			case <-p.c.Done():
 				return
 			case <-t.C:
-				if err := p.sync(); err != nil {
-					p.c.Log().Error("policy: compile", "err", err)
-				}
+				p.logSync()
 			}
 		}
 	}()
+}
+
+// logSync is sync with its error logged when it is a new one (a firewall
+// that refuses the rules is retried every second, logged once).
+func (p *Policies) logSync() {
+	err := p.sync()
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg != p.lastErr && err != nil {
+		p.c.Log().Error("policy: compile for the endpoints", "err", err)
+	}
+	p.lastErr = msg
 }
 
 // state is what a compile reads of the store.
@@ -95,13 +107,20 @@ type state struct {
 	print    string // the endpoints' fingerprint
 }
 
-func (p *Policies) read() (*state, error) {
+func (p *Policies) read() (*state, error) { return p.readState(true) }
+
+// readState reads the endpoints and networks, and the policies if asked
+// (their decoding is the cost of a read: the endpoints' fingerprint
+// alone is enough to know that nothing needs compiling).
+func (p *Policies) readState(policies bool) (*state, error) {
 	st := &state{in: cnp.Input{Namespaces: map[string]labels.Set{}, Prefix: Prefix}}
 	var b strings.Builder
 	err := p.c.Store().View(func(tx *store.Tx) error {
 		var err error
-		if st.policies, err = tx.Policies(); err != nil {
-			return err
+		if policies {
+			if st.policies, err = tx.Policies(); err != nil {
+				return err
+			}
 		}
 		nets, err := tx.Networks()
 		if err != nil {
@@ -141,8 +160,11 @@ func (st *state) compile(ps []cnp.ClusterNetworkPolicy) ([]rules.Rule, []cnp.Sta
 func (p *Policies) sync() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if st, err := p.readState(false); err != nil || st.print == p.endpoints {
+		return err
+	}
 	st, err := p.read()
-	if err != nil || st.print == p.endpoints {
+	if err != nil {
 		return err
 	}
 	rs, _ := st.compile(st.policies)
