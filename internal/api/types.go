@@ -257,6 +257,9 @@ type EndpointAdd struct {
 	// Backend is the VM port's kind: tap (the default); af-xdp is refused
 	// with the reason (VMStatus).
 	Backend string `json:"backend,omitempty"`
+	// Labels select the endpoint in standalone ClusterNetworkPolicies
+	// (docs/policy.md): Kubernetes label keys and values.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // ReasonCounter is one datapath counter: why packets left a program.

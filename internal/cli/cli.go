@@ -86,7 +86,7 @@ Quick start:
 	}
 	root.PersistentFlags().StringVar(&e.socket, "socket", def, "daemon API socket (env XLANE_SOCKET)")
 	root.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(networkCmd(e), nodeCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e), bgpCmd(e), lbPoolCmd(e), versionCmd(e))
+	root.AddCommand(networkCmd(e), nodeCmd(e), endpointCmd(e), serviceCmd(e), ctCmd(e), statusCmd(e), calibrateCmd(e), fwCmd(e), policyCmd(e), accelCmd(e), proxyCmd(e), bpfCmd(e), monitorCmd(e), traceCmd(e), bgpCmd(e), lbPoolCmd(e), versionCmd(e))
 	// Before the completion command is made: it takes its output then.
 	root.SetOut(e.out)
 	completionExamples(root)

@@ -74,6 +74,7 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 	add.Flags().BoolVar(&req.VM, "vm", false, "a QEMU guest's port: a tap QEMU opens by name (prints the QEMU options)")
 	add.Flags().StringVar(&req.MAC, "mac", "", "the guest's (or container side's) MAC address (default: random)")
 	add.Flags().IntVar(&req.Queues, "queues", 0, "--vm: queue pairs of the tap and the guest's virtio-net (default 1)")
+	add.Flags().StringToStringVar(&req.Labels, "label", nil, "KEY=VALUE: a label xlane policy selects the endpoint by (repeatable)")
 	add.Flags().StringVar(&req.Backend, "backend", "", "--vm: tap (default) or af-xdp (QEMU's AF_XDP backend; xlane status says whether the node's QEMU has it)")
 
 	var network string
@@ -113,6 +114,13 @@ On any failure nothing is left behind: no veth or tap, no address lease.`,
 					joinAny(ep.IPs), ep.Sent.Packets, ep.Sent.Bytes, ep.Received.Packets, ep.Received.Bytes)
 				if ep.Error != "" {
 					fmt.Fprintf(w, "error:\t%s\n", ep.Error)
+				}
+				if len(ep.Labels) > 0 {
+					var parts []string
+					for _, k := range slices.Sorted(maps.Keys(ep.Labels)) {
+						parts = append(parts, k+"="+ep.Labels[k])
+					}
+					fmt.Fprintf(w, "labels:\t%s\n", strings.Join(parts, " "))
 				}
 				if len(ep.Datapath) > 0 {
 					fmt.Fprintf(w, "datapath:\t%s\n", strings.Join(ep.Datapath, ", "))

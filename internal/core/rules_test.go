@@ -18,6 +18,7 @@ var foundation = map[string]bool{
 	"internal/api":            true,
 	"internal/bpf":            true,
 	"internal/calibrate":      true, // the calibration's choice (a model)
+	"internal/cnp":            true, // the ClusterNetworkPolicy model and its compiler (API types)
 	"internal/core":           true,
 	"internal/datapath":       true,
 	"internal/features":       true, // kernel feature probes
@@ -36,7 +37,7 @@ var foundation = map[string]bool{
 // went wrong; the rule above catches one that is not listed here too.
 var featurePackages = []string{
 	"internal/daemon", "internal/vm", "internal/calibration", "internal/observe", "internal/cluster", "internal/services", "internal/firewall/control", "internal/accelproxy", "internal/hubble",
-	"internal/bgp", "internal/lbipam", "internal/fqdn",
+	"internal/bgp", "internal/lbipam", "internal/fqdn", "internal/policy",
 }
 
 // TestCoreImportsNoFeature fails when internal/core depends, directly or

@@ -230,6 +230,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	// followed) before the uplink is attached and before the API serves;
 	// the monitor after it (its events name the firewall's rules).
 	f.Firewall.Start()
+	f.Policies.Start()
 	f.Observe.Start()
 	if err := ctx.Err(); err != nil {
 		return err

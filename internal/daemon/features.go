@@ -12,6 +12,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/observe"
+	"github.com/xlane-dev/xlane/internal/policy"
 	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/store"
 	"github.com/xlane-dev/xlane/internal/vm"
@@ -37,6 +38,9 @@ type Features struct {
 	// Firewall: the rule set, DDoS, the blocklist (started by Start,
 	// before the API serves).
 	Firewall *control.Firewall
+	// Policies: standalone ClusterNetworkPolicies, compiled into the
+	// firewall (started after it); endpoints' labels.
+	Policies *policy.Policies
 	// Sockets: socket acceleration, proxy redirects.
 	Sockets *accelproxy.Control
 	// Observe: monitor, trace, flows, dumps (started by Start after the
@@ -50,7 +54,7 @@ type Features struct {
 func (d *Daemon) Register(f Features) {
 	d.f = f
 	d.netChecks, d.epChecks = nil, nil
-	for _, x := range []any{f.Calibration, f.Cluster, f.Neighbours, f.VMs, f.Services, f.Firewall, f.Sockets, f.Observe, f.Reporter} {
+	for _, x := range []any{f.Calibration, f.Cluster, f.Neighbours, f.VMs, f.Services, f.Firewall, f.Policies, f.Sockets, f.Observe, f.Reporter} {
 		if v, ok := x.(core.NetworkValidator); ok {
 			d.netChecks = append(d.netChecks, v)
 		}
@@ -119,6 +123,9 @@ func (d *Daemon) Services() *services.Services { return d.f.Services }
 
 // Firewall is the firewall's control (/v1/firewall), which Start started.
 func (d *Daemon) Firewall() *control.Firewall { return d.f.Firewall }
+
+// Policies is standalone mode's ClusterNetworkPolicies (/v1/policies).
+func (d *Daemon) Policies() *policy.Policies { return d.f.Policies }
 
 // Cluster is the cluster feature: nodes, peers, the overlay (/v1/nodes).
 func (d *Daemon) Cluster() *cluster.Cluster { return d.f.Cluster }

@@ -558,6 +558,18 @@ func (dr *Driver) createEndpoint(req *createEndpointRequest) (*createEndpointRes
 		return fail(err)
 	}
 	add := api.EndpointAdd{ID: req.EndpointID, Network: n.Name, VethOnly: true}
+	for k, v := range req.Options {
+		if key, ok := strings.CutPrefix(k, OptLabel); ok {
+			s, isString := v.(string)
+			if !isString {
+				return fail(model.Fieldf("driver-opt "+k, "%v: want a string", v))
+			}
+			if add.Labels == nil {
+				add.Labels = map[string]string{}
+			}
+			add.Labels[key] = s
+		}
+	}
 	addrsGiven, macGiven := false, false
 	if i := req.Interface; i != nil {
 		for _, s := range []string{i.Address, i.AddressIPv6} {

@@ -40,6 +40,12 @@ const (
 	optExposedPorts = "com.docker.network.endpoint.exposedports"
 )
 
+// OptLabel starts the endpoint driver options that give an endpoint a
+// label for standalone ClusterNetworkPolicies (docs/policy.md): `docker
+// run --network name=NET,driver-opt=xlane.label.app=web` arrives in
+// CreateEndpointRequest.Options as "xlane.label.app": "web".
+const OptLabel = "xlane.label."
+
 // Static route types of JoinResponse.StaticRoutes.
 const (
 	routeNextHop   = 0 // Destination via NextHop

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
-	"github.com/xlane-dev/xlane/internal/fqdn"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -554,8 +554,8 @@ func validateNames(r Rule, act uint8, kinds []Kind, fe func(field, format string
 	switch {
 	case len(r.DstNames) == 0:
 		return nil, fe("dst_names", "empty: want one name or more")
-	case len(r.DstNames) > fqdn.MaxNames:
-		return nil, fe("dst_names", "%d names: at most %d", len(r.DstNames), fqdn.MaxNames)
+	case len(r.DstNames) > rules.MaxNames:
+		return nil, fe("dst_names", "%d names: at most %d", len(r.DstNames), rules.MaxNames)
 	case act != bpf.FwAllow:
 		return nil, fe("dst_names", "only in allow rules (the names allow; a later rule drops the rest)")
 	case r.Dst != nil:
@@ -565,10 +565,10 @@ func validateNames(r Rule, act uint8, kinds []Kind, fe func(field, format string
 	}
 	var out []string
 	for i, n := range r.DstNames {
-		if err := fqdn.ValidName(n); err != nil {
+		if err := rules.ValidName(n); err != nil {
 			return nil, fe(fmt.Sprintf("dst_names[%d]", i), "%v", err)
 		}
-		if c := fqdn.Canonical(n); !slices.Contains(out, c) {
+		if c := rules.CanonicalName(n); !slices.Contains(out, c) {
 			out = append(out, c)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/core"
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/ktime"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -280,7 +281,7 @@ func (f *FQDN) put(t *tracker, name string, addrs map[netip.Addr]time.Time) {
 	}
 	mono, now := ktime.Now(), time.Now()
 	for _, r := range f.rules {
-		if !slices.ContainsFunc(r.Names, func(p string) bool { return Match(p, name) }) {
+		if !slices.ContainsFunc(r.Names, func(p string) bool { return rules.MatchName(p, name) }) {
 			continue
 		}
 		for _, src := range t.addrs {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
 // udp is a UDP datagram as the tap reads it (from its IP header on).
@@ -93,7 +95,7 @@ func parseQuery(b []byte) (question, bool) {
 	if err != nil {
 		return question{}, false
 	}
-	return question{id: h.ID, name: Canonical(q.Name.String()), typ: q.Type}, true
+	return question{id: h.ID, name: rules.CanonicalName(q.Name.String()), typ: q.Type}, true
 }
 
 // answer is what a DNS answer says of its question's name: the addresses
@@ -121,7 +123,7 @@ func parseAnswer(b []byte) (answer, bool) {
 	if err := p.SkipAllQuestions(); err != nil {
 		return answer{}, false
 	}
-	a := answer{question: question{id: h.ID, name: Canonical(q.Name.String()), typ: q.Type}}
+	a := answer{question: question{id: h.ID, name: rules.CanonicalName(q.Name.String()), typ: q.Type}}
 	type rec struct {
 		name, cname string
 		addr        netip.Addr
@@ -136,7 +138,7 @@ func parseAnswer(b []byte) (answer, bool) {
 		if err != nil {
 			return answer{}, false
 		}
-		r := rec{name: Canonical(rh.Name.String()), ttl: rh.TTL}
+		r := rec{name: rules.CanonicalName(rh.Name.String()), ttl: rh.TTL}
 		switch rh.Type {
 		case dnsmessage.TypeA:
 			v, err := p.AResource()
@@ -155,7 +157,7 @@ func parseAnswer(b []byte) (answer, bool) {
 			if err != nil {
 				return answer{}, false
 			}
-			r.cname = Canonical(v.CNAME.String())
+			r.cname = rules.CanonicalName(v.CNAME.String())
 		default:
 			if err := p.SkipAnswer(); err != nil {
 				return answer{}, false

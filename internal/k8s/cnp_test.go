@@ -16,7 +16,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
-func cnp(name, tier string, prio int32, subject CNPSubject, ingress, egress []CNPRule) *ClusterNetworkPolicy {
+func newCNP(name, tier string, prio int32, subject CNPSubject, ingress, egress []CNPRule) *ClusterNetworkPolicy {
 	return &ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: CNPSpec{Tier: tier, Priority: prio, Subject: subject, Ingress: ingress, Egress: egress}}
 }
@@ -74,7 +74,7 @@ func TestTranslateClusterPolicies(t *testing.T) {
 		{
 			name:     "an Admin Deny beats a NetworkPolicy's allowance",
 			policies: []*networkingv1.NetworkPolicy{allowAllToWeb},
-			cnps: []*ClusterNetworkPolicy{cnp("no-team-a", CNPTierAdmin, 10, nsSubject(defaultNS),
+			cnps: []*ClusterNetworkPolicy{newCNP("no-team-a", CNPTierAdmin, 10, nsSubject(defaultNS),
 				[]CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}}}, nil)},
 			conns: []conn{
 				{from: "client", to: "web", port: 80, want: "k8s.np.admin:no-team-a.in0"},
@@ -88,11 +88,11 @@ func TestTranslateClusterPolicies(t *testing.T) {
 			name:     "an Admin Pass hands over to NetworkPolicy, then the Baseline tier",
 			policies: []*networkingv1.NetworkPolicy{webFromTeamA8080},
 			cnps: []*ClusterNetworkPolicy{
-				cnp("admin", CNPTierAdmin, 5, nsSubject(defaultNS), []CNPRule{
+				newCNP("admin", CNPTierAdmin, 5, nsSubject(defaultNS), []CNPRule{
 					{Action: CNPPass, From: []CNPPeer{nsPeer(teamA)}},
 					{Action: CNPDeny, From: []CNPPeer{nsPeer(anyNS)}, Protocols: []CNPProtocol{tcpTo(22)}},
 				}, nil),
-				cnp("base", CNPTierBaseline, 5, nsSubject(defaultNS), []CNPRule{
+				newCNP("base", CNPTierBaseline, 5, nsSubject(defaultNS), []CNPRule{
 					{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}},
 				}, nil),
 			},
@@ -110,7 +110,7 @@ func TestTranslateClusterPolicies(t *testing.T) {
 		{
 			name:     "a NetworkPolicy decides for the pods it selects: the Baseline tier does not",
 			policies: []*networkingv1.NetworkPolicy{webFromTeamA8080},
-			cnps: []*ClusterNetworkPolicy{cnp("base", CNPTierBaseline, 1, nsSubject(defaultNS), []CNPRule{
+			cnps: []*ClusterNetworkPolicy{newCNP("base", CNPTierBaseline, 1, nsSubject(defaultNS), []CNPRule{
 				{Action: CNPAccept, From: []CNPPeer{nsPeer(anyNS)}},
 			}, nil)},
 			conns: []conn{
@@ -125,10 +125,10 @@ func TestTranslateClusterPolicies(t *testing.T) {
 				s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
 			})},
 			cnps: []*ClusterNetworkPolicy{
-				cnp("p50-deny", CNPTierAdmin, 50, podSubject(anyNS, map[string]string{"app": "web"}), []CNPRule{
+				newCNP("p50-deny", CNPTierAdmin, 50, podSubject(anyNS, map[string]string{"app": "web"}), []CNPRule{
 					{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}},
 				}, nil),
-				cnp("p40-accept", CNPTierAdmin, 40, podSubject(anyNS, map[string]string{"app": "web"}), []CNPRule{
+				newCNP("p40-accept", CNPTierAdmin, 40, podSubject(anyNS, map[string]string{"app": "web"}), []CNPRule{
 					{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}, Protocols: []CNPProtocol{tcpTo(9100)}},
 					{Action: CNPAccept, From: []CNPPeer{nsPeer(teamA)}, Protocols: []CNPProtocol{
 						{TCP: &CNPPorts{DestinationPort: &CNPPort{Range: &struct {
@@ -147,13 +147,13 @@ func TestTranslateClusterPolicies(t *testing.T) {
 		{
 			name: "egress: nodes, networks, named ports, a Baseline default deny",
 			cnps: []*ClusterNetworkPolicy{
-				cnp("no-kubelet", CNPTierAdmin, 1, nsSubject(teamA), nil, []CNPRule{
+				newCNP("no-kubelet", CNPTierAdmin, 1, nsSubject(teamA), nil, []CNPRule{
 					{Action: CNPDeny, To: []CNPPeer{{Nodes: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/hostname": "n1"}}}},
 						Protocols: []CNPProtocol{tcpTo(10250)}},
 					{Action: CNPAccept, To: []CNPPeer{{Networks: []string{"192.168.78.0/24"}}}, Protocols: []CNPProtocol{
 						{UDP: &CNPPorts{DestinationPort: &CNPPort{Number: 53}}}}},
 				}),
-				cnp("egress-baseline", CNPTierBaseline, 1, nsSubject(teamA), nil, []CNPRule{
+				newCNP("egress-baseline", CNPTierBaseline, 1, nsSubject(teamA), nil, []CNPRule{
 					{Action: CNPAccept, To: []CNPPeer{nsPeer(defaultNS)}, Protocols: []CNPProtocol{{DestinationNamedPort: "http"}}},
 					{Action: CNPDeny, To: []CNPPeer{nsPeer(anyNS), {Networks: []string{"0.0.0.0/0", "::/0"}}}},
 				}),
@@ -172,7 +172,7 @@ func TestTranslateClusterPolicies(t *testing.T) {
 		},
 		{
 			name: "a Baseline Pass skips the rest of the Baseline tier",
-			cnps: []*ClusterNetworkPolicy{cnp("base", CNPTierBaseline, 1, nsSubject(anyNS), []CNPRule{
+			cnps: []*ClusterNetworkPolicy{newCNP("base", CNPTierBaseline, 1, nsSubject(anyNS), []CNPRule{
 				{Action: CNPPass, From: []CNPPeer{nsPeer(teamA)}},
 				{Action: CNPDeny, From: []CNPPeer{nsPeer(anyNS)}},
 			}, nil)},
@@ -184,8 +184,8 @@ func TestTranslateClusterPolicies(t *testing.T) {
 		{
 			name: "a peer of a newer API (no field known) fails closed: Deny denies all, Accept matches nothing",
 			cnps: []*ClusterNetworkPolicy{
-				cnp("a-accept-unknown", CNPTierAdmin, 1, nsSubject(defaultNS), []CNPRule{{Action: CNPAccept, From: []CNPPeer{{}}}}, nil),
-				cnp("b-deny-unknown", CNPTierAdmin, 2, podSubject(anyNS, map[string]string{"app": "db"}), []CNPRule{{Action: CNPDeny, From: []CNPPeer{{}}}}, nil),
+				newCNP("a-accept-unknown", CNPTierAdmin, 1, nsSubject(defaultNS), []CNPRule{{Action: CNPAccept, From: []CNPPeer{{}}}}, nil),
+				newCNP("b-deny-unknown", CNPTierAdmin, 2, podSubject(anyNS, map[string]string{"app": "db"}), []CNPRule{{Action: CNPDeny, From: []CNPPeer{{}}}}, nil),
 			},
 			conns: []conn{
 				{from: "client", to: "db", port: 80, want: "k8s.np.admin:b-deny-unknown.in0"},
@@ -212,9 +212,9 @@ func TestTranslateClusterPolicies(t *testing.T) {
 // and what xlane does not enforce are said in the status of an accepted
 // policy.
 func TestClusterPolicyErrors(t *testing.T) {
-	good := cnp("good", CNPTierAdmin, 3, nsSubject(defaultNS), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}}}, nil)
+	good := newCNP("good", CNPTierAdmin, 3, nsSubject(defaultNS), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}}}, nil)
 	bad := func(name string, mod func(*CNPSpec)) *ClusterNetworkPolicy {
-		p := cnp(name, CNPTierAdmin, 7, nsSubject(defaultNS), []CNPRule{
+		p := newCNP(name, CNPTierAdmin, 7, nsSubject(defaultNS), []CNPRule{
 			{Action: CNPAccept, From: []CNPPeer{nsPeer(anyNS)}},
 			{Action: CNPDeny, From: []CNPPeer{nsPeer(teamA)}},
 		}, nil)
@@ -268,7 +268,7 @@ func TestClusterPolicyErrors(t *testing.T) {
 		{bad("domain-bad", func(s *CNPSpec) {
 			s.Egress = []CNPRule{{Action: CNPAccept, To: []CNPPeer{{DomainNames: []string{"example.com", "*.*.example.com"}}}}}
 		}), `spec.egress[0].to[0].domainNames[1]: "*.*.example.com": want a DNS name`},
-		{cnp("good-twin", CNPTierAdmin, 3, nsSubject(teamA), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(defaultNS)}}}, nil),
+		{newCNP("good-twin", CNPTierAdmin, 3, nsSubject(teamA), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(defaultNS)}}}, nil),
 			"ok:spec.priority 3: shared in tier Admin with good; xlane orders them by name"},
 	}
 	in := PolicyInput{ClusterPolicies: []*ClusterNetworkPolicy{good}, Pods: policyPods(), Namespaces: policyNamespaces(), NodeName: "n2"}
@@ -313,7 +313,7 @@ func TestClusterPolicyScale(t *testing.T) {
 			tier = CNPTierBaseline
 		}
 		action := []string{CNPAccept, CNPDeny, CNPPass}[i%3]
-		cnps = append(cnps, cnp(fmt.Sprintf("p%04d", i), tier, int32(i/2), nsSubject(defaultNS),
+		cnps = append(cnps, newCNP(fmt.Sprintf("p%04d", i), tier, int32(i/2), nsSubject(defaultNS),
 			[]CNPRule{{Action: action, From: []CNPPeer{nsPeer(teamA)}, Protocols: []CNPProtocol{tcpTo(int32(1 + i))}}},
 			[]CNPRule{{Action: action, To: []CNPPeer{{Networks: []string{fmt.Sprintf("10.%d.%d.0/24", i/256, i%256)}}}}}))
 	}
@@ -344,7 +344,7 @@ func TestClusterPolicyScale(t *testing.T) {
 // model allows a destination only where the pod resolved it for the
 // names (Policy.Resolved stands for internal/fqdn's map).
 func TestClusterPolicyDomainNames(t *testing.T) {
-	p := cnp("egress-allowlist", CNPTierAdmin, 5, nsSubject(defaultNS), nil, []CNPRule{
+	p := newCNP("egress-allowlist", CNPTierAdmin, 5, nsSubject(defaultNS), nil, []CNPRule{
 		{Name: "to example", Action: CNPAccept, To: []CNPPeer{{DomainNames: []string{"*.Example.com", "example.com."}}},
 			Protocols: []CNPProtocol{tcpTo(443), {UDP: &CNPPorts{}}}},
 		{Action: CNPDeny, To: []CNPPeer{{Networks: []string{"0.0.0.0/0", "::/0"}}}},

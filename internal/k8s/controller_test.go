@@ -370,7 +370,7 @@ func TestControllerClusterPolicy(t *testing.T) {
 		}
 		return &unstructured.Unstructured{Object: m}
 	}
-	good := cnp("deny-all", CNPTierAdmin, 1, nsSubject(defaultNS), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(anyNS)}}}, nil)
+	good := newCNP("deny-all", CNPTierAdmin, 1, nsSubject(defaultNS), []CNPRule{{Action: CNPDeny, From: []CNPPeer{nsPeer(anyNS)}}}, nil)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{CNPResource: "ClusterNetworkPolicyList"}, toU(good))
 	r := &recorder{}
@@ -395,7 +395,7 @@ func TestControllerClusterPolicy(t *testing.T) {
 	if got := last(); len(got) != 1 || got[0].Name != "k8s.np.admin:deny-all.in0" || got[0].Action != "drop" || got[0].Priority != CNPAdminBase+CNPRuleSlots {
 		t.Fatalf("after the CRD: %v, want deny-all's rule", got)
 	}
-	bad := cnp("bad", CNPTierAdmin, 2, nsSubject(defaultNS), nil, []CNPRule{{Action: CNPDeny, To: []CNPPeer{{Networks: []string{"10.0.0.1/8"}}}}})
+	bad := newCNP("bad", CNPTierAdmin, 2, nsSubject(defaultNS), nil, []CNPRule{{Action: CNPDeny, To: []CNPPeer{{Networks: []string{"10.0.0.1/8"}}}}})
 	if _, err := dyn.Resource(CNPResource).Create(ctx, toU(bad), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

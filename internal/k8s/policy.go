@@ -3,7 +3,6 @@ package k8s
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/xlane-dev/xlane/internal/cnp"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
 )
 
@@ -49,15 +49,10 @@ type PolicyInput struct {
 	Nodes           []*corev1.Node
 }
 
-// pod is a Pod as policies see it: its addresses and labels.
-type pod struct {
-	ns     string
-	name   string
-	node   string
-	labels labels.Set
-	addrs  []netip.Addr
-	ports  []corev1.ContainerPort
-}
+// pod is a Pod as policies see it: its addresses, labels and named
+// container ports (a workload of internal/cnp, which compiles the
+// ClusterNetworkPolicies of the same pods).
+type pod = cnp.Workload
 
 // TranslatePolicies computes the firewall rules of the NetworkPolicies
 // (sorted by name; an empty list when no policy selects a pod of this
@@ -96,25 +91,29 @@ func TranslateAllPolicies(in PolicyInput) ([]rules.Rule, []CNPStatus) {
 		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		pp := pod{ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, labels: labels.Set(p.Labels)}
+		pp := pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: labels.Set(p.Labels)}
 		ips := p.Status.PodIPs
 		if len(ips) == 0 && p.Status.PodIP != "" {
 			ips = []corev1.PodIP{{IP: p.Status.PodIP}}
 		}
 		for _, ip := range ips {
-			if a, err := netip.ParseAddr(ip.IP); err == nil && !slices.Contains(pp.addrs, a.Unmap()) {
-				pp.addrs = append(pp.addrs, a.Unmap())
+			if a, err := netip.ParseAddr(ip.IP); err == nil && !slices.Contains(pp.Addrs, a.Unmap()) {
+				pp.Addrs = append(pp.Addrs, a.Unmap())
 			}
 		}
-		if len(pp.addrs) == 0 {
+		if len(pp.Addrs) == 0 {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
-			pp.ports = append(pp.ports, c.Ports...)
+			for _, cp := range c.Ports {
+				if cp.Name != "" {
+					pp.Ports = append(pp.Ports, cnp.NamedPort{Name: cp.Name, Proto: strings.ToLower(string(cmp.Or(cp.Protocol, corev1.ProtocolTCP))), Port: cp.ContainerPort})
+				}
+			}
 		}
 		pods = append(pods, pp)
 	}
-	slices.SortFunc(pods, func(a, b pod) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name)) })
+	slices.SortFunc(pods, func(a, b pod) int { return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name)) })
 
 	var out []rules.Rule
 	var selectedAll []netip.Addr
@@ -125,7 +124,7 @@ func TranslateAllPolicies(in PolicyInput) ([]rules.Rule, []CNPStatus) {
 		}
 		var selected []pod
 		for _, p := range pods {
-			if p.ns == np.Namespace && p.node == in.NodeName && sel.Matches(p.labels) {
+			if p.Namespace == np.Namespace && p.Node == in.NodeName && sel.Matches(p.Labels) {
 				selected = append(selected, p)
 			}
 		}
@@ -150,22 +149,33 @@ func TranslateAllPolicies(in PolicyInput) ([]rules.Rule, []CNPStatus) {
 			out = append(out, denyRule(base, "eg-deny", comment+": isolated for egress", false, selected))
 		}
 		for _, p := range selected {
-			selectedAll = append(selectedAll, p.addrs...)
+			selectedAll = append(selectedAll, p.Addrs...)
 		}
 	}
 	// The node rules are for the pods NetworkPolicies select (a
 	// NetworkPolicy always lets a pod's node in and out), after the
 	// Admin tier (which may deny the node: a nodes peer) and before the
 	// Baseline tier.
-	cnpRules, statuses := translateCluster(in, pods, nsLabels)
+	nodes := make([]cnp.Node, 0, len(in.Nodes))
+	for _, n := range in.Nodes {
+		cn := cnp.Node{Labels: labels.Set(n.Labels)}
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				cn.Addrs = append(cn.Addrs, ip.Unmap())
+			}
+		}
+		nodes = append(nodes, cn)
+	}
+	cnpRules, statuses := cnp.Compile(cnp.Input{Policies: in.ClusterPolicies, Workloads: pods, Namespaces: nsLabels,
+		Nodes: nodes, NodeName: in.NodeName, Prefix: PolicyPrefix})
 	if len(out) == 0 && len(cnpRules) == 0 {
 		return nil, statuses
 	}
 	out = append(out, cnpRules...)
 	slices.SortFunc(selectedAll, netip.Addr.Compare)
 	selectedAll = slices.Compact(selectedAll)
-	node, eps := addrList(in.NodeAddrs), addrList(selectedAll)
-	if shareFamily(node, eps) {
+	node, eps := cnp.AddrList(in.NodeAddrs), cnp.AddrList(selectedAll)
+	if cnp.ShareFamily(node, eps) {
 		out = append(out,
 			rules.Rule{Name: PolicyPrefix + "node.in", Priority: PolicyNodePriority, Action: "allow", Direction: "to-endpoint",
 				Src: node, Dst: eps, Comment: "NetworkPolicy: a pod's own node reaches it"},
@@ -238,7 +248,7 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 			allPorts[proto] = true
 		case p.Port.Type == intstr.String:
 			for _, r := range receivers {
-				if n := namedPort(r, p.Port.StrVal, proto); n != 0 {
+				if n := r.PortNumber(p.Port.StrVal, proto); n != 0 {
 					if named[proto] == nil {
 						named[proto] = map[int32][]pod{}
 					}
@@ -298,10 +308,10 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 				cands = pr.recv
 			}
 			for _, p := range cands {
-				if pr.recv != nil && !in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
+				if pr.recv != nil && !in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name }) {
 					continue
 				}
-				peerAddrs = append(peerAddrs, addrList(p.addrs)...)
+				peerAddrs = append(peerAddrs, cnp.AddrList(p.Addrs)...)
 			}
 			if pr.nets {
 				for _, n := range peerNets {
@@ -314,15 +324,15 @@ func directionRules(base, suffix, comment string, in bool, selected []pod, peers
 		}
 		var own rules.List
 		for _, p := range selected {
-			if pr.recv != nil && in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
+			if pr.recv != nil && in && !slices.ContainsFunc(pr.recv, func(q pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name }) {
 				continue
 			}
-			own = append(own, addrList(p.addrs)...)
+			own = append(own, cnp.AddrList(p.Addrs)...)
 		}
 		if len(own) == 0 {
 			continue
 		}
-		if restricted && !shareFamily(own, peerAddrs) {
+		if restricted && !cnp.ShareFamily(own, peerAddrs) {
 			continue // e.g. IPv6 pods and an IPv4 ipBlock: nothing to match
 		}
 		if in {
@@ -368,10 +378,10 @@ func resolvePeers(peers []networkingv1.NetworkPolicyPeer, ns string, pods []pod,
 				}
 			}
 			for _, p := range pods {
-				if nsSel == nil && p.ns != ns || nsSel != nil && !nsSel.Matches(nsLabels[p.ns]) {
+				if nsSel == nil && p.Namespace != ns || nsSel != nil && !nsSel.Matches(nsLabels[p.Namespace]) {
 					continue
 				}
-				if podSel.Matches(p.labels) && !slices.ContainsFunc(peerPods, func(q pod) bool { return q.ns == p.ns && q.name == p.name }) {
+				if podSel.Matches(p.Labels) && !slices.ContainsFunc(peerPods, func(q pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name }) {
 					peerPods = append(peerPods, p)
 				}
 			}
@@ -384,7 +394,7 @@ func resolvePeers(peers []networkingv1.NetworkPolicyPeer, ns string, pods []pod,
 func denyRule(base, suffix, comment string, in bool, selected []pod) rules.Rule {
 	var own rules.List
 	for _, p := range selected {
-		own = append(own, addrList(p.addrs)...)
+		own = append(own, cnp.AddrList(p.Addrs)...)
 	}
 	r := rules.Rule{Name: policyRuleName(base, suffix), Priority: PolicyDenyPriority, Action: "drop", Comment: comment}
 	if in {
@@ -395,55 +405,9 @@ func denyRule(base, suffix, comment string, in bool, selected []pod) rules.Rule 
 	return r
 }
 
-// namedPort is the number of a pod's container port called name with
-// protocol proto, or 0.
-func namedPort(p pod, name, proto string) int32 {
-	for _, cp := range p.ports {
-		if cp.Name == name && strings.EqualFold(string(cmp.Or(cp.Protocol, corev1.ProtocolTCP)), proto) {
-			return cp.ContainerPort
-		}
-	}
-	return 0
-}
-
-// shareFamily reports whether two address lists have a family in common.
-func shareFamily(a, b rules.List) bool {
-	fams := func(l rules.List) (v4, v6 bool) {
-		for _, s := range l {
-			if strings.Contains(s, ":") {
-				v6 = true
-			} else {
-				v4 = true
-			}
-		}
-		return v4, v6
-	}
-	a4, a6 := fams(a)
-	b4, b6 := fams(b)
-	return a4 && b4 || a6 && b6
-}
-
-func addrList(as []netip.Addr) rules.List {
-	out := make(rules.List, 0, len(as))
-	for _, a := range as {
-		out = append(out, a.String())
-	}
-	return out
-}
-
 // policyRuleName is PolicyPrefix + NS.NAME.SUFFIX within the firewall's
-// 64 characters: a longer one keeps its head and ends in a hash of the
-// whole name.
-func policyRuleName(base, suffix string) string {
-	s := PolicyPrefix + base + "." + suffix
-	if len(s) <= maxName {
-		return s
-	}
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	sum := fmt.Sprintf("%016x", h.Sum64())
-	return s[:maxName-len(sum)-1] + "." + sum
-}
+// 64 characters (cnp.RuleName).
+func policyRuleName(base, suffix string) string { return cnp.RuleName(PolicyPrefix, base, suffix) }
 
 // subtractPrefixes returns p without the prefixes of except, as a list of
 // disjoint prefixes (an ipBlock's cidr less its except).

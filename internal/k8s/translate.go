@@ -3,7 +3,6 @@ package k8s
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strings"
@@ -17,9 +16,6 @@ import (
 // NamePrefix starts the name of every xlane service this package
 // programs; an apply prunes only names with it.
 const NamePrefix = "k8s."
-
-// maxName is the longest xlane service name (the daemon's name rule).
-const maxName = 64
 
 // AnnotationWGPublicKey is the Node annotation where each xlaned with
 // --encryption wireguard publishes its node's WireGuard public key, and
@@ -325,14 +321,7 @@ func backends(eps []endpoint, v4, local bool, self string) []model.Backend {
 // 64 characters: a longer one keeps its head and ends with a hash of the
 // whole name.
 func serviceName(ns, name, port, vip string) string {
-	s := NamePrefix + ns + "." + name + "." + port + "." + vip
-	if len(s) <= maxName {
-		return s
-	}
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	sum := fmt.Sprintf("%016x", h.Sum64())
-	return s[:maxName-len(sum)-1] + "." + sum
+	return model.ClipName(NamePrefix + ns + "." + name + "." + port + "." + vip)
 }
 
 func ptrOr[T any](p *T, def T) T {

@@ -299,8 +299,8 @@ func TestServiceName(t *testing.T) {
 	long := strings.Repeat("n", 63)
 	a := serviceName(long, long, "tcp80", "c0")
 	b := serviceName(long, long, "tcp81", "c0")
-	if len(a) > maxName || len(b) > maxName || a == b || !strings.HasPrefix(a, NamePrefix) {
-		t.Errorf("long names %q %q: want distinct, at most %d characters, prefixed %q", a, b, maxName, NamePrefix)
+	if len(a) > model.MaxName || len(b) > model.MaxName || a == b || !strings.HasPrefix(a, NamePrefix) {
+		t.Errorf("long names %q %q: want distinct, at most %d characters, prefixed %q", a, b, model.MaxName, NamePrefix)
 	}
 	if s := serviceName("default", "web", "tcp80", "c0"); s != "k8s.default.web.tcp80.c0" {
 		t.Errorf("short name %q", s)

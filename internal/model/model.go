@@ -160,7 +160,11 @@ type Endpoint struct {
 	// Attachment: the endpoint is a CNI attachment (its ID is
 	// AttachmentID of the key); nil for every other endpoint.
 	Attachment *Attachment `json:"attachment,omitempty"`
-	Created    time.Time   `json:"created"`
+	// Labels are what standalone ClusterNetworkPolicies select the
+	// endpoint by (internal/policy; Kubernetes mode selects pods by
+	// theirs).
+	Labels  map[string]string `json:"labels,omitempty"`
+	Created time.Time         `json:"created"`
 }
 
 // PortMapping publishes an endpoint's port on the node's address, or on

@@ -21,7 +21,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			limit := int64(maxBody)
 			switch {
-			case strings.HasPrefix(r.URL.Path, api.PathFirewall):
+			case strings.HasPrefix(r.URL.Path, api.PathFirewall), r.URL.Path == api.PathPolicies:
 				limit = maxFirewallBody
 			case r.URL.Path == api.PathServicesApply:
 				limit = maxServicesBody
@@ -223,6 +223,7 @@ func Handler(d *daemon.Daemon, log *slog.Logger) http.Handler {
 		return d.Calibrator().Calibration(), nil
 	})
 	firewallRoutes(route, d)
+	policyRoutes(route, d)
 	mux.HandleFunc("GET "+api.PathMonitor, serveMonitor(d, log))
 	route("POST "+api.PathTrace, http.StatusOK, func(r *http.Request) (any, error) {
 		var req api.TraceRequest

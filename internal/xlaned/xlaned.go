@@ -9,6 +9,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/daemon"
 	"github.com/xlane-dev/xlane/internal/firewall/control"
 	"github.com/xlane-dev/xlane/internal/observe"
+	"github.com/xlane-dev/xlane/internal/policy"
 	"github.com/xlane-dev/xlane/internal/services"
 	"github.com/xlane-dev/xlane/internal/vm"
 )
@@ -51,7 +52,7 @@ func Features(d *daemon.Daemon) (daemon.Features, error) {
 		deps.OverlayPort = cl.OverlayPort
 	}
 	return daemon.Features{
-		Cluster: cl, Neighbours: neigh, Calibration: calib, Firewall: fw,
+		Cluster: cl, Neighbours: neigh, Calibration: calib, Firewall: fw, Policies: policy.New(c, fw),
 		VMs:      vm.New(c, cfg.QEMU, c.Log()),
 		Services: services.New(c),
 		Sockets:  accelproxy.New(c, accelproxy.Config{CaseTimeout: cfg.AccelCaseTimeout}),

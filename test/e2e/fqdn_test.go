@@ -64,8 +64,7 @@ func testFQDNEgress(t *testing.T, coredns, mode string) {
 	}
 
 	dir := t.TempDir()
-	corefile := filepath.Join(dir, "Corefile")
-	writeFile(t, corefile, []byte(`.:53 {
+	startCoreDNS(t, coredns, dnsNS, `.:53 {
     hosts {
         10.97.0.2 allowed.test
         10.97.0.5 a.wild.test
@@ -73,20 +72,7 @@ func testFQDNEgress(t *testing.T, coredns, mode string) {
         no_reverse
     }
 }
-`))
-	dns := inNS(dnsNS, coredns, "-conf", corefile)
-	var dnsLog strings.Builder
-	dns.Stdout, dns.Stderr = &dnsLog, &dnsLog
-	if err := dns.Start(); err != nil {
-		t.Fatalf("start coredns: %v", err)
-	}
-	t.Cleanup(func() {
-		dns.Process.Kill()
-		dns.Wait()
-		if t.Failed() {
-			t.Logf("coredns:\n%s", dnsLog.String())
-		}
-	})
+`)
 	for i := 0; ; i++ {
 		if _, err := dnsResolve(client, dnsAddr, "allowed.test."); err == nil {
 			break
@@ -202,6 +188,27 @@ func corednsBinary(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
+// startCoreDNS runs the coredns binary in netns with corefile (its text)
+// until the test ends; its output is logged if the test failed.
+func startCoreDNS(t *testing.T, coredns, netns, corefile string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "Corefile")
+	writeFile(t, path, []byte(corefile))
+	dns := inNS(netns, coredns, "-conf", path)
+	var dnsLog strings.Builder
+	dns.Stdout, dns.Stderr = &dnsLog, &dnsLog
+	if err := dns.Start(); err != nil {
+		t.Fatalf("start coredns: %v", err)
+	}
+	t.Cleanup(func() {
+		dns.Process.Kill()
+		dns.Wait()
+		if t.Failed() {
+			t.Logf("coredns:\n%s", dnsLog.String())
+		}
+	})
+}
+
 // dialIn connects to addr from netns.
 func dialIn(netns string, addr netip.AddrPort, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
@@ -245,20 +252,33 @@ func echo(t *testing.T, c net.Conn, what string) {
 }
 
 // dnsQueryMsg is a query for name's A records.
-func dnsQueryMsg(id uint16, name string) []byte {
+func dnsQueryMsg(id uint16, name string) []byte { return dnsQueryType(id, name, dnsmessage.TypeA) }
+
+// dnsQueryType is a query for name's records of type typ.
+func dnsQueryType(id uint16, name string, typ dnsmessage.Type) []byte {
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
 	b.StartQuestions()
-	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: typ, Class: dnsmessage.ClassINET})
 	out, _ := b.Finish()
 	return out
 }
 
 // dnsResolve asks server (port 53) for name's A records from netns.
 func dnsResolve(netns string, server netip.Addr, name string) ([]netip.Addr, error) {
+	return dnsResolveType(netns, server, name, dnsmessage.TypeA)
+}
+
+// dnsResolveType asks server (port 53, over its family) for name's A or
+// AAAA records from netns.
+func dnsResolveType(netns string, server netip.Addr, name string, typ dnsmessage.Type) ([]netip.Addr, error) {
 	var c *net.UDPConn
+	network := "udp4"
+	if server.Is6() {
+		network = "udp6"
+	}
 	err := ns.WithNetNSPath(nsPath(netns), func(ns.NetNS) error {
 		var err error
-		c, err = net.ListenUDP("udp4", nil)
+		c, err = net.ListenUDP(network, nil)
 		return err
 	})
 	if err != nil {
@@ -266,7 +286,7 @@ func dnsResolve(netns string, server netip.Addr, name string) ([]netip.Addr, err
 	}
 	defer c.Close()
 	id := uint16(time.Now().UnixNano())
-	if _, err := c.WriteToUDPAddrPort(dnsQueryMsg(id, name), netip.AddrPortFrom(server, 53)); err != nil {
+	if _, err := c.WriteToUDPAddrPort(dnsQueryType(id, name, typ), netip.AddrPortFrom(server, 53)); err != nil {
 		return nil, err
 	}
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -290,15 +310,22 @@ func dnsResolve(netns string, server netip.Addr, name string) ([]netip.Addr, err
 			if err != nil {
 				return out, nil
 			}
-			if rh.Type != dnsmessage.TypeA {
+			switch rh.Type {
+			case dnsmessage.TypeA:
+				a, err := p.AResource()
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, netip.AddrFrom4(a.A))
+			case dnsmessage.TypeAAAA:
+				a, err := p.AAAAResource()
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, netip.AddrFrom16(a.AAAA))
+			default:
 				p.SkipAnswer()
-				continue
 			}
-			a, err := p.AResource()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, netip.AddrFrom4(a.A))
 		}
 	}
 }

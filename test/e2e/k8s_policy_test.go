@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"golang.org/x/net/dns/dnsmessage"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -442,6 +443,67 @@ spec:
 			waitFor(t, 15*time.Second, fmt.Sprintf("n%d: no policy rule left", i+1), func() bool { return len(rules(n)) == 0 })
 		}
 		check(t, tcase{client, other, 8080, true, "client to other:8080, no policy"}, tcase{other, web, 9090, true, "other to web:9090, no policy"})
+	})
+
+	// domainNames (FQDN egress) on the same cluster: a CoreDNS pod
+	// (kube-system, k8s-app=kube-dns; the binary built from its Go
+	// module) answers web.example.test with web's addresses; an Admin
+	// allowlist lets team-a reach DNS and, by name, web:8080, and denies
+	// the rest. The client (n1) is denied web (n2) by address until it
+	// resolves the name, IPv4 (A) and IPv6 (AAAA), each family's answer
+	// allowing that family's address; other is never allowed.
+	t.Run("ClusterNetworkPolicy domainNames", func(t *testing.T) {
+		coredns := corednsBinary(t)
+		installCNPCRD(t, cp)
+		dnsPod := newPod(nodes[0], "n1", "kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+		startCoreDNS(t, coredns, dnsPod.netns, fmt.Sprintf(".:53 {\n    hosts {\n        %s web.example.test\n        %s web.example.test\n        ttl 60\n    }\n}\n",
+			web.ips[0], web.ips[1]))
+		waitFor(t, 10*time.Second, "coredns answers", func() bool {
+			_, err := dnsResolve(client.netns, dnsPod.ips[0], "web.example.test.")
+			return err == nil
+		})
+		createCNP(t, cp, `
+apiVersion: policy.networking.k8s.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: egress-allowlist}
+spec:
+  tier: Admin
+  priority: 5
+  subject: {namespaces: {matchLabels: {team: a}}}
+  egress:
+  - {name: dns, action: Accept, to: [{pods: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, podSelector: {matchLabels: {k8s-app: kube-dns}}}}], protocols: [{udp: {destinationPort: {number: 53}}}]}
+  - {name: web-by-name, action: Accept, to: [{domainNames: [web.example.test]}], protocols: [{tcp: {destinationPort: {number: 8080}}}]}
+  - {name: nothing-else, action: Deny, to: [{networks: ["0.0.0.0/0", "::/0"]}]}
+`)
+		got := waitRules(nodes[0], "n1: the allowlist's rules", "k8s.np.admin:egress-allowlist.eg0", "k8s.np.admin:egress-allowlist.eg1.dns",
+			"k8s.np.admin:egress-allowlist.eg2")
+		if names := got["k8s.np.admin:egress-allowlist.eg1.dns"].DstNames; len(names) != 1 || names[0] != "web.example.test" {
+			t.Errorf("eg1.dns dst_names %v, want [web.example.test]", names)
+		}
+		waitFor(t, 15*time.Second, "egress-allowlist's condition", func() bool { s, _ := cnpCondition(t, cp, "egress-allowlist"); return s == "True" })
+		time.Sleep(1500 * time.Millisecond) // the DNS taps open within a second
+		for fam, typ := range []dnsmessage.Type{dnsmessage.TypeA, dnsmessage.TypeAAAA} {
+			dst := netip.AddrPortFrom(web.ips[fam], 8080)
+			if err := policyDial(client.netns, dst); err == nil {
+				t.Errorf("client to web %s before resolving web.example.test: connected, want denied by address", dst)
+			}
+			addrs, err := dnsResolveType(client.netns, dnsPod.ips[fam], "web.example.test.", typ)
+			if err != nil || len(addrs) != 1 || addrs[0] != web.ips[fam] {
+				t.Fatalf("client resolves web.example.test (%v) through CoreDNS: %v %v, want %v", typ, addrs, err, web.ips[fam])
+			}
+			if err := policyDial(client.netns, dst); err != nil {
+				t.Errorf("client to web %s after resolving web.example.test: %v, want allowed by name", dst, err)
+			}
+		}
+		check(t, tcase{client, other, 8080, false, "client to other:8080: not resolved, the allowlist's Deny"})
+		if p := rules(nodes[0])["k8s.np.admin:egress-allowlist.eg1.dns"].Packets; p < 2 {
+			t.Errorf("n1 eg1.dns: %d packets, want the two connections it allowed", p)
+		}
+		if err := cp.dyn.Resource(k8s.CNPResource).Delete(ctx, "egress-allowlist", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 15*time.Second, "n1: no policy rule left", func() bool { return len(rules(nodes[0])) == 0 })
+		check(t, tcase{client, other, 8080, true, "client to other:8080, no policy"})
 	})
 }
 

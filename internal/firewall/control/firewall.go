@@ -38,9 +38,10 @@ type Firewall struct {
 	bits        map[string]int // rule name -> classifier bits
 	slots       map[string]uint32
 	names       sync.Map // slot (uint32) -> rule name, for the event log
-	// owned is the name prefix of rules a controller owns (ApplyOwned):
-	// user changes keep them as they are.
-	owned string
+	// owned are the name prefixes of rules a controller owns
+	// (ApplyOwned), with the owner's name: user changes keep them as
+	// they are.
+	owned map[string]string
 	// fqdn follows the endpoints' DNS for the rules with dst_names.
 	fqdn *fqdn.FQDN
 }
@@ -379,7 +380,8 @@ func (f *Firewall) apply(rs *rules.RuleSet, dryRun bool) (*api.FirewallApplied, 
 // ApplyOwned replaces the rules whose names start with prefix by owned
 // (which must all have it), keeping every other rule and the defaults, in
 // one atomic apply; nothing happens when they are already the set's. The
-// prefix becomes owned: Kubernetes mode's NetworkPolicies ("k8s.np.").
+// prefix becomes owned: Kubernetes mode's NetworkPolicies ("k8s.np."),
+// standalone ClusterNetworkPolicies ("policy.").
 func (f *Firewall) ApplyOwned(prefix string, owned []rules.Rule) error {
 	if prefix == "" {
 		return model.Fieldf("prefix", "missing")
@@ -391,7 +393,12 @@ func (f *Firewall) ApplyOwned(prefix string, owned []rules.Rule) error {
 	}
 	f.c.Lock()
 	defer f.c.Unlock()
-	f.owned = prefix
+	if f.owned == nil {
+		f.owned = map[string]string{}
+	}
+	if _, ok := f.owned[prefix]; !ok {
+		f.owned[prefix] = ownerOf(prefix)
+	}
 	if f.err != nil {
 		if len(owned) == 0 {
 			return nil // nothing to enforce: no firewall needed
@@ -416,16 +423,16 @@ func (f *Firewall) ApplyOwned(prefix string, owned []rules.Rule) error {
 // says about them (a file exported with them, or written without them):
 // they are the owner's. A single-rule change of such a rule is refused.
 func (f *Firewall) keepOwned(rs *rules.RuleSet) error {
-	if f.owned == "" {
+	if len(f.owned) == 0 {
 		return nil
 	}
 	live, err := f.current()
 	if err != nil {
 		return err
 	}
-	rs.Rules = slices.DeleteFunc(rs.Rules, func(r rules.Rule) bool { return strings.HasPrefix(r.Name, f.owned) })
+	rs.Rules = slices.DeleteFunc(rs.Rules, func(r rules.Rule) bool { return f.ownedBy(r.Name) != "" })
 	for _, r := range live.Rules {
-		if strings.HasPrefix(r.Name, f.owned) {
+		if f.ownedBy(r.Name) != "" {
 			rs.Rules = append(rs.Rules, r)
 		}
 	}
@@ -434,10 +441,31 @@ func (f *Firewall) keepOwned(rs *rules.RuleSet) error {
 
 // refuseOwned refuses a single-rule change of an owned rule.
 func (f *Firewall) refuseOwned(name string) error {
-	if f.owned != "" && strings.HasPrefix(name, f.owned) {
-		return model.Fieldf("name", "%q: rules named %s* are Kubernetes NetworkPolicies' (change the policy instead)", name, f.owned)
+	if owner := f.ownedBy(name); owner != "" {
+		return model.Fieldf("name", "%q: the rule is %s' (change the policy instead)", name, owner)
 	}
 	return nil
+}
+
+// ownedBy names the owner of a rule's name ("" if the user's).
+func (f *Firewall) ownedBy(name string) string {
+	for p, owner := range f.owned {
+		if strings.HasPrefix(name, p) {
+			return owner
+		}
+	}
+	return ""
+}
+
+// ownerOf names the owner of a prefix for the errors.
+func ownerOf(prefix string) string {
+	switch prefix {
+	case "k8s.np.":
+		return "Kubernetes NetworkPolicies"
+	case "policy.":
+		return "ClusterNetworkPolicies (xlane policy)"
+	}
+	return "rules named " + prefix + "*"
 }
 
 // current returns the stored rule set (the core's lock held or not: a read).

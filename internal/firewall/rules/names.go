@@ -1,10 +1,12 @@
-package fqdn
+package rules
 
 import (
 	"fmt"
 	"regexp"
 	"strings"
 )
+
+// The names of FQDN rules (dst_names; ClusterNetworkPolicy's domainNames).
 
 // domainRE is ClusterNetworkPolicy's DomainName pattern (network-policy-api
 // v1beta1), case-insensitive: an optional "*." and at least two labels.
@@ -24,14 +26,14 @@ func ValidName(s string) error {
 	return nil
 }
 
-// Canonical is a name as patterns and answers are compared: lower case,
+// CanonicalName is a name as patterns and answers are compared: lower case,
 // without a trailing dot.
-func Canonical(s string) string { return strings.ToLower(strings.TrimSuffix(s, ".")) }
+func CanonicalName(s string) string { return strings.ToLower(strings.TrimSuffix(s, ".")) }
 
-// Match says whether name (canonical) matches pattern: exactly, or, for
+// MatchName says whether name (canonical) matches pattern: exactly, or, for
 // "*.suffix", when it ends in ".suffix" (one label or more before it).
-func Match(pattern, name string) bool {
-	pattern = Canonical(pattern)
+func MatchName(pattern, name string) bool {
+	pattern = CanonicalName(pattern)
 	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
 		return strings.HasSuffix(name, "."+suffix) && len(name) > len(suffix)+1
 	}

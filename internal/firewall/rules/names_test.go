@@ -1,4 +1,4 @@
-package fqdn
+package rules
 
 import "testing"
 
@@ -22,8 +22,8 @@ func TestMatch(t *testing.T) {
 		{"Kubernetes.IO.", "kubernetes.io", true},
 		{"*.Kubernetes.io", "www.kubernetes.io", true},
 	} {
-		if got := Match(c.pattern, Canonical(c.name)); got != c.want {
-			t.Errorf("Match(%q, %q) = %v, want %v", c.pattern, c.name, got, c.want)
+		if got := MatchName(c.pattern, CanonicalName(c.name)); got != c.want {
+			t.Errorf("MatchName(%q, %q) = %v, want %v", c.pattern, c.name, got, c.want)
 		}
 	}
 }
