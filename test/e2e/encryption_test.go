@@ -347,12 +347,13 @@ func udpPorts(t *testing.T, path string) map[uint16]int {
 	}
 	ports := map[uint16]int{}
 	for _, l := range strings.Split(string(out), "\n") {
-		// "... IP 192.168.77.1.51871 > 192.168.77.2.51871: UDP, length 96"
+		// "... IP 192.168.77.1.51871 > 192.168.77.2.51871: UDP, length 96",
+		// "... IP6 fd00:77::1.51871 > fd00:77::2.51871: UDP, length 96"
 		_, rest, ok := strings.Cut(l, " > ")
 		if !ok {
 			continue
 		}
-		dst, _, _ := strings.Cut(rest, ":")
+		dst, _, _ := strings.Cut(rest, ": ")
 		if i := strings.LastIndexByte(dst, '.'); i >= 0 {
 			var p uint16
 			if _, err := fmt.Sscan(dst[i+1:], &p); err == nil {
