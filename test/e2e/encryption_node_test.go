@@ -146,7 +146,8 @@ func countPackets(t *testing.T, c wgCapture, filter string) int {
 // TestEncryptionIPv6Underlay: the nodes know each other by IPv6 underlay
 // addresses only (WireGuard over IPv6, 80 bytes of overhead), with
 // --encryption-node: SHA-256-checked transfers pod to pod (IPv4 and IPv6
-// inside) and node to node (the IPv6 underlay addresses) while the
+// inside), node to node (the IPv6 underlay addresses) and through a
+// ClusterIP on n1 to its backend, n2's pod, while the
 // underlay bridge is captured: zero hits of the marker, the traffic in
 // WireGuard over IPv6, and the pods' MTU the underlay's less WireGuard's
 // IPv6 overhead and VXLAN's.
@@ -167,6 +168,11 @@ func TestEncryptionIPv6Underlay(t *testing.T) {
 	patternTransfer(t, n1.pod, n2.pod, netip.AddrPortFrom(n2.ip4(), 7201), 1<<20)
 	patternTransfer(t, n2.pod, n1.pod, netip.AddrPortFrom(n1.ip6(), 7202), 1<<20)
 	patternTransfer(t, n1.netns, n2.netns, netip.AddrPortFrom(n2.under6, 7203), 1<<20)
+	// A ClusterIP on n1 whose backend is n2's pod: DNAT on n1, the
+	// tunnel, the replies translated back on the way in.
+	vip, backend := netip.MustParseAddrPort("10.96.0.77:7204"), netip.AddrPortFrom(n2.ip4(), 7204)
+	n1.mustXlane(nil, "service", "create", "enc", "--vip", vip.String(), "--backend", backend.String())
+	patternTransferVia(t, n1.pod, n2.pod, backend, vip, 1<<20)
 	wire := ul()
 	hits := bytes.Count(wire.raw, []byte(canary))
 	wg6 := countPackets(t, wire, "ip6 and udp port 51871")

@@ -368,6 +368,13 @@ func udpPorts(t *testing.T, path string) map[uint16]int {
 // to a listener on to, and checks the SHA-256 at the receiver.
 func patternTransfer(t *testing.T, from, to string, addr netip.AddrPort, size int) {
 	t.Helper()
+	patternTransferVia(t, from, to, addr, addr, size)
+}
+
+// patternTransferVia is patternTransfer to a listener on addr, dialling
+// dial (a service's VIP whose backend addr is).
+func patternTransferVia(t *testing.T, from, to string, addr, dial netip.AddrPort, size int) {
+	t.Helper()
 	ln := listenIn(t, to, addr)
 	got := make(chan [32]byte, 1)
 	go func() {
@@ -391,7 +398,7 @@ func patternTransfer(t *testing.T, from, to string, addr netip.AddrPort, size in
 	data := payload.Bytes()[:size]
 	want := sha256.Sum256(data)
 	err := ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
-		c, err := net.DialTimeout("tcp", addr.String(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", dial.String(), 5*time.Second)
 		if err != nil {
 			return err
 		}
