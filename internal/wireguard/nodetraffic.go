@@ -24,6 +24,7 @@ import (
 //	pref 120  ipproto icmp / ipv6-icmp          lookup main  (the peer probes)
 //	pref 120  ipproto udp dport <VXLAN port>    lookup main  (the overlay's cleartext fallback)
 //	pref 120  ipproto tcp to <A> dport <P>      lookup main  (ClearTCP: the Kubernetes API server)
+//	pref 120  ipproto tcp from <A> sport <P>    lookup main  (its answers, on the node that serves it)
 //	pref 121  not fwmark NodeMark/NodeMask      lookup 121   (everything else to a peer's underlay address)
 //
 // WireGuard's own UDP carries NodeMark (the device's fwmark): it skips
@@ -73,6 +74,10 @@ func (t *Tunnel) nodeRules() []*netlink.Rule {
 			c := rule(rulePrefClear, unix.RT_TABLE_MAIN)
 			c.IPProto, c.Dst = unix.IPPROTO_TCP, hostNet(ap.Addr().Unmap())
 			c.Dport = netlink.NewRulePortRange(ap.Port(), ap.Port())
+			// Its answers too, on the node that serves it.
+			r := rule(rulePrefClear, unix.RT_TABLE_MAIN)
+			r.IPProto, r.Src = unix.IPPROTO_TCP, hostNet(ap.Addr().Unmap())
+			r.Sport = netlink.NewRulePortRange(ap.Port(), ap.Port())
 		}
 		mask := uint32(NodeMask)
 		n := rule(rulePrefNode, NodeTable)
@@ -133,8 +138,14 @@ func ruleKey(r *netlink.Rule) string {
 	if r.Dst != nil {
 		k += "/" + r.Dst.String()
 	}
+	if r.Src != nil {
+		k += "/from " + r.Src.String()
+	}
 	if r.Dport != nil {
 		k += fmt.Sprintf("/%d", r.Dport.Start)
+	}
+	if r.Sport != nil {
+		k += fmt.Sprintf("/sport %d", r.Sport.Start)
 	}
 	return k
 }

@@ -347,12 +347,13 @@ func udpPorts(t *testing.T, path string) map[uint16]int {
 	}
 	ports := map[uint16]int{}
 	for _, l := range strings.Split(string(out), "\n") {
-		// "... IP 192.168.77.1.51871 > 192.168.77.2.51871: UDP, length 96"
+		// "... IP 192.168.77.1.51871 > 192.168.77.2.51871: UDP, length 96",
+		// "... IP6 fd00:77::1.51871 > fd00:77::2.51871: UDP, length 96"
 		_, rest, ok := strings.Cut(l, " > ")
 		if !ok {
 			continue
 		}
-		dst, _, _ := strings.Cut(rest, ":")
+		dst, _, _ := strings.Cut(rest, ": ")
 		if i := strings.LastIndexByte(dst, '.'); i >= 0 {
 			var p uint16
 			if _, err := fmt.Sscan(dst[i+1:], &p); err == nil {
@@ -366,6 +367,13 @@ func udpPorts(t *testing.T, path string) map[uint16]int {
 // patternTransfer sends size bytes of canary-marked blocks from netns from
 // to a listener on to, and checks the SHA-256 at the receiver.
 func patternTransfer(t *testing.T, from, to string, addr netip.AddrPort, size int) {
+	t.Helper()
+	patternTransferVia(t, from, to, addr, addr, size)
+}
+
+// patternTransferVia is patternTransfer to a listener on addr, dialling
+// dial (a service's VIP whose backend addr is).
+func patternTransferVia(t *testing.T, from, to string, addr, dial netip.AddrPort, size int) {
 	t.Helper()
 	ln := listenIn(t, to, addr)
 	got := make(chan [32]byte, 1)
@@ -390,7 +398,7 @@ func patternTransfer(t *testing.T, from, to string, addr netip.AddrPort, size in
 	data := payload.Bytes()[:size]
 	want := sha256.Sum256(data)
 	err := ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
-		c, err := net.DialTimeout("tcp", addr.String(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", dial.String(), 5*time.Second)
 		if err != nil {
 			return err
 		}
