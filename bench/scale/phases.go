@@ -160,7 +160,7 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 	if err := w.startXlaned(ctx, w.n2); err != nil {
 		return nil, err
 	}
-	w.maps = newMapWatch(w.n1.pin, o.poll)
+	w.maps = newMapWatch(w.n1.pin, o.poll, w.view.seen)
 	undo.Push("stop reading the maps", func(context.Context) error { w.maps.close(); return nil })
 	if rep.Cold, err = w.coldStart(ctx); err != nil {
 		return rep, err
@@ -357,7 +357,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		t0 := time.Now()
 		async(func() error { return cs.CoreV1().Pods(p.ns).Delete(ctx, p.name, metav1.DeleteOptions{}) })
 		if ok {
-			w.maps.expect("pod-stop", t0, func(s *mapState) bool { return !s.hasBackend(ip) })
+			w.maps.expect("pod-stop", t0, readyKey(ip.String(), false), func(s *mapState) bool { return !s.hasBackend(ip) })
 		}
 		c.PodStops++
 	}
@@ -366,7 +366,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		nextPod++
 		t0 := time.Now()
 		w.view.whenIP(p.ns, p.name, func(ip netip.Addr) {
-			w.maps.expect("pod-start", t0, func(s *mapState) bool { return s.hasBackend(ip) })
+			w.maps.expect("pod-start", t0, readyKey(ip.String(), true), func(s *mapState) bool { return s.hasBackend(ip) })
 		})
 		pod := podObject(p.name, p.ns, node, k)
 		async(func() error { _, err := cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{}); return err })
@@ -395,9 +395,9 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 					return err
 				}
 				if add {
-					w.maps.expect("svc-change", t0, func(s *mapState) bool { return s.hasService(vip) })
+					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, true), func(s *mapState) bool { return s.hasService(vip) })
 				} else {
-					w.maps.expect("svc-change", t0, func(s *mapState) bool { return !s.hasService(vip) })
+					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, false), func(s *mapState) bool { return !s.hasService(vip) })
 				}
 				return nil
 			})
@@ -419,7 +419,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		})
 		t0 := time.Now()
 		async(func() error { return cs.CoreV1().Nodes().Delete(ctx, old, metav1.DeleteOptions{}) })
-		w.maps.expect("node-change", t0, func(s *mapState) bool { return !s.hasPeer(oldCIDR) })
+		w.maps.expect("node-change", t0, nodeKey(old, false), func(s *mapState) bool { return !s.hasPeer(oldCIDR) })
 		name := fmt.Sprintf("kw-r%d", nextSlot)
 		slot[name] = nextSlot
 		cidr := podCIDR(nextSlot)
@@ -430,7 +430,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 			apiErrs.Add(1)
 			return
 		}
-		w.maps.expect("node-change", t1, func(s *mapState) bool { return s.hasPeer(cidr) })
+		w.maps.expect("node-change", t1, nodeKey(name, true), func(s *mapState) bool { return s.hasPeer(cidr) })
 		nodes = append(nodes, name)
 		for _, k := range moved {
 			pods = append(pods, startPod(k, name))
@@ -493,8 +493,9 @@ loop:
 	c.Lists, _ = countLists(w.auditLog, l0, time.Now())
 	for _, k := range slices.Sorted(maps.Keys(c.Delays)) {
 		d := c.Delays[k]
-		log.Printf("churn %-12s %5d seen: p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms  (%d lost, %d ambiguous)", k, len(d.Ms),
-			percentile(d.Ms, 50), percentile(d.Ms, 99), maxOf(d.Ms), d.Lost, d.Ambiguous)
+		log.Printf("churn %-12s %5d seen: p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms  (%d lost, %d ambiguous); xlaned's part p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms (%d unseen)",
+			k, len(d.Ms), percentile(d.Ms, 50), percentile(d.Ms, 99), maxOf(d.Ms), d.Lost, d.Ambiguous,
+			percentile(d.XlanedMs, 50), percentile(d.XlanedMs, 99), maxOf(d.XlanedMs), d.Unseen)
 	}
 	log.Printf("churn: %d pod starts, %d stops, %d Service changes, %d nodes replaced in %.1f s; xlaned CPU %.1f s (%.0f %% of a core), RSS %.0f MB",
 		c.PodStarts, c.PodStops, c.SvcChanges, c.NodeOp, c.Duration.Seconds(), c.CPU.Seconds(), 100*c.CPU.Seconds()/c.Duration.Seconds(), c.RSSMB)
