@@ -317,7 +317,7 @@ type view struct {
 	svcs    cache.SharedIndexInformer
 	nodes   cache.SharedIndexInformer
 
-	seen    *seenLog // when the changes came out of the API server (seen.go)
+	seen *seenLog // when the changes came out of the API server (seen.go)
 
 	mu      sync.Mutex
 	onIP    map[string]func(netip.Addr) // pod namespace/name -> called once it has an address
