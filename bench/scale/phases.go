@@ -180,7 +180,7 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 	}
 
 	// kube-apiserver restart.
-	if rep.APIRestart, err = w.restartAPIServer(ctx); err != nil {
+	if rep.APIRestart, err = w.restartAPIServer(ctx, rep.Cold.Lists); err != nil {
 		return rep, err
 	}
 	rep.Conns["api-restart"] = w.conns.take()
@@ -503,8 +503,8 @@ loop:
 }
 
 // restartAPIServer restarts kube-apiserver (etcd stays) and counts what
-// xlaned did about it.
-func (w *world) restartAPIServer(ctx context.Context) (*apiRestart, error) {
+// xlaned did about it; relists is what xlaned listed at its cold start.
+func (w *world) restartAPIServer(ctx context.Context, relists map[string]int) (*apiRestart, error) {
 	before := len(logLines(w.n1, "kubernetes sync"))
 	policiesBefore := len(logLines(w.n1, "kubernetes policy sync"))
 	cpu0, _, _ := procStats(w.n1.proc.Pid())
@@ -516,11 +516,22 @@ func (w *world) restartAPIServer(ctx context.Context) (*apiRestart, error) {
 	}
 	a := &apiRestart{Down: down}
 	// The watches come back (client-go's backoff is up to ~30 s after a
-	// refused connection); then a change must get through.
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(20 * time.Second):
+	// refused connection): until each informer has relisted as at the
+	// cold start (relists), 20 s at most; then a change must get through.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		got, _ := countLists(w.auditLog, t0, time.Now())
+		all := len(relists) > 0
+		for res, n := range relists {
+			all = all && got[res] >= n
+		}
+		if all {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	k := w.o.services / 2
 	ns, name := w.plan.svcNS(k), svcName(k)
@@ -565,6 +576,11 @@ func (w *world) restartXlaned(ctx context.Context) (*phase, error) {
 	log.Printf("restarting xlaned at full size (%d service keys, %d backends)", len(before.svcs), before.backends)
 	t0 := time.Now()
 	if err := w.n1.proc.Stop(ctx); err != nil {
+		return nil, err
+	}
+	// The first run's log kept beside (-keep-tmp), the restart's new.
+	logf := filepath.Join(w.n1.dir, "xlaned.log")
+	if err := os.Rename(logf, logf+".before-restart"); err != nil {
 		return nil, err
 	}
 	minB := before.backends
