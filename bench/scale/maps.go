@@ -49,12 +49,13 @@ func (s *mapState) hasPeer(p netip.Prefix) bool {
 }
 
 // expect is a change waited for: cond true on a read after t0; key is
-// the change as the bench's watch sees it (seen.go).
+// the change as the bench's watch sees it (seen.go), undo its opposite
+// (the address ready again, the port back).
 type expect struct {
-	kind string
-	t0   time.Time
-	key  string
-	cond func(*mapState) bool
+	kind      string
+	t0        time.Time
+	key, undo string
+	cond      func(*mapState) bool
 }
 
 // delays is what one kind of change measured.
@@ -67,7 +68,10 @@ type delays struct {
 	XlanedMs []float64
 	Unseen   int
 	// Lost: not seen within expectTimeout. Ambiguous: already true when
-	// registered (an address reused before its old entry went), left out.
+	// registered (an address reused before its old entry went), or
+	// undone in the API before the maps showed it (a pod stopped again,
+	// its address reused, a port removed again: xlaned may coalesce the
+	// two), left out.
 	Lost, Ambiguous int
 }
 
@@ -148,6 +152,8 @@ func (w *mapWatch) check(st *mapState) {
 			} else {
 				d.Unseen++
 			}
+		case w.undone(e):
+			d.Ambiguous++
 		case st.at.Sub(e.t0) > expectTimeout:
 			d.Lost++
 		default:
@@ -156,6 +162,16 @@ func (w *mapWatch) check(st *mapState) {
 	}
 	clear(w.pending[len(kept):])
 	w.pending = kept
+}
+
+// undone says whether the bench's watch saw e's change undone after it.
+func (w *mapWatch) undone(e *expect) bool {
+	did, ok := w.seen.since(e.key, e.t0)
+	if !ok {
+		return false
+	}
+	_, ok = w.seen.since(e.undo, did)
+	return ok
 }
 
 func (w *mapWatch) kind(k string) *delays {
@@ -170,14 +186,14 @@ func (w *mapWatch) kind(k string) *delays {
 // expect registers a change of kind made at t0 that cond recognises (key:
 // the change as the bench's watch sees it). A cond already true now is
 // counted ambiguous and not timed.
-func (w *mapWatch) expect(kind string, t0 time.Time, key string, cond func(*mapState) bool) {
+func (w *mapWatch) expect(kind string, t0 time.Time, key, undo string, cond func(*mapState) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.last != nil && cond(w.last) {
 		w.kind(kind).Ambiguous++
 		return
 	}
-	w.pending = append(w.pending, &expect{kind: kind, t0: t0, key: key, cond: cond})
+	w.pending = append(w.pending, &expect{kind: kind, t0: t0, key: key, undo: undo, cond: cond})
 }
 
 // settle waits until every expectation is settled (seen or timed out).

@@ -357,7 +357,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		t0 := time.Now()
 		async(func() error { return cs.CoreV1().Pods(p.ns).Delete(ctx, p.name, metav1.DeleteOptions{}) })
 		if ok {
-			w.maps.expect("pod-stop", t0, readyKey(ip.String(), false), func(s *mapState) bool { return !s.hasBackend(ip) })
+			w.maps.expect("pod-stop", t0, readyKey(ip.String(), false), readyKey(ip.String(), true), func(s *mapState) bool { return !s.hasBackend(ip) })
 		}
 		c.PodStops++
 	}
@@ -366,7 +366,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		nextPod++
 		t0 := time.Now()
 		w.view.whenIP(p.ns, p.name, func(ip netip.Addr) {
-			w.maps.expect("pod-start", t0, readyKey(ip.String(), true), func(s *mapState) bool { return s.hasBackend(ip) })
+			w.maps.expect("pod-start", t0, readyKey(ip.String(), true), readyKey(ip.String(), false), func(s *mapState) bool { return s.hasBackend(ip) })
 		})
 		pod := podObject(p.name, p.ns, node, k)
 		async(func() error { _, err := cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{}); return err })
@@ -395,9 +395,9 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 					return err
 				}
 				if add {
-					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, true), func(s *mapState) bool { return s.hasService(vip) })
+					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, true), portKey(ns, name, svcPort+1, false), func(s *mapState) bool { return s.hasService(vip) })
 				} else {
-					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, false), func(s *mapState) bool { return !s.hasService(vip) })
+					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, false), portKey(ns, name, svcPort+1, true), func(s *mapState) bool { return !s.hasService(vip) })
 				}
 				return nil
 			})
@@ -419,7 +419,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		})
 		t0 := time.Now()
 		async(func() error { return cs.CoreV1().Nodes().Delete(ctx, old, metav1.DeleteOptions{}) })
-		w.maps.expect("node-change", t0, nodeKey(old, false), func(s *mapState) bool { return !s.hasPeer(oldCIDR) })
+		w.maps.expect("node-change", t0, nodeKey(old, false), nodeKey(old, true), func(s *mapState) bool { return !s.hasPeer(oldCIDR) })
 		name := fmt.Sprintf("kw-r%d", nextSlot)
 		slot[name] = nextSlot
 		cidr := podCIDR(nextSlot)
@@ -430,7 +430,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 			apiErrs.Add(1)
 			return
 		}
-		w.maps.expect("node-change", t1, nodeKey(name, true), func(s *mapState) bool { return s.hasPeer(cidr) })
+		w.maps.expect("node-change", t1, nodeKey(name, true), nodeKey(name, false), func(s *mapState) bool { return s.hasPeer(cidr) })
 		nodes = append(nodes, name)
 		for _, k := range moved {
 			pods = append(pods, startPod(k, name))
