@@ -10,6 +10,7 @@
 //	go run ./bench/scale -out bench/results                 # 1,000 nodes, 30,000 pods, 20,000 Services, 2,000 policies
 //	go run ./bench/scale -nodes 5000 -out bench/results     # the issue's largest size
 //	go run ./bench/scale -small                             # 500 nodes, 15,000 pods, 2,000 Services (TestScaleSmall's)
+//	go run ./bench/scale -chart bench/results               # the growth table and bench/results/scale-growth.svg of the runs there
 //
 // Phases (cluster.go has the topology, phases.go the measurements):
 //
@@ -99,6 +100,7 @@ func parseFlags(args []string) (options, error) {
 		}
 	}
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.String("chart", "", "only `DIR`: the growth per object of the runs in DIR (scale-*.json; given alone) as a table and DIR/scale-growth.svg")
 	fs.Bool("small", false, "the small form (500 nodes, 15,000 pods, 2,000 Services, 200 policies, 20 s of churn at 50 pods/s): what make test runs (TestScaleSmall); flags given beside it win")
 	fs.IntVar(&o.nodes, "nodes", o.nodes, "simulated nodes (kwok)")
 	fs.IntVar(&o.podsPerNode, "pods-per-node", o.podsPerNode, "pods per simulated node")
@@ -146,6 +148,14 @@ func (o options) check() error {
 }
 
 func scaleMain(args []string) int {
+	// -chart DIR: the growth table and chart of DIR's runs, nothing run.
+	if len(args) == 2 && (args[0] == "-chart" || args[0] == "--chart") {
+		if err := chartMain(args[1]); err != nil {
+			log.Print(err)
+			return 1
+		}
+		return 0
+	}
 	o, err := parseFlags(args)
 	if err != nil {
 		log.Print(err)

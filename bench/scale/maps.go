@@ -48,18 +48,30 @@ func (s *mapState) hasPeer(p netip.Prefix) bool {
 	return ok && f&bpf.PeerFlagGone == 0
 }
 
-// expect is a change waited for: cond true on a read after t0.
+// expect is a change waited for: cond true on a read after t0; key is
+// the change as the bench's watch sees it (seen.go), undo its opposite
+// (the address ready again, the port back).
 type expect struct {
-	kind string
-	t0   time.Time
-	cond func(*mapState) bool
+	kind      string
+	t0        time.Time
+	key, undo string
+	cond      func(*mapState) bool
 }
 
 // delays is what one kind of change measured.
 type delays struct {
 	Ms []float64 // API write -> map, each change seen
+	// XlanedMs: xlaned's part of each, from the bench's watch seeing the
+	// change come out of the API server to the map (seen.go); Unseen:
+	// changes in the maps the bench's watch had not seen yet, left out
+	// of it.
+	XlanedMs []float64
+	Unseen   int
 	// Lost: not seen within expectTimeout. Ambiguous: already true when
-	// registered (an address reused before its old entry went), left out.
+	// registered (an address reused before its old entry went), or
+	// undone in the API before the maps showed it (a pod stopped again,
+	// its address reused, a port removed again: xlaned may coalesce the
+	// two), left out.
 	Lost, Ambiguous int
 }
 
@@ -68,6 +80,7 @@ const expectTimeout = 30 * time.Second
 type mapWatch struct {
 	dir   string // the pin dir's maps/
 	every time.Duration
+	seen  *seenLog
 
 	mu      sync.Mutex
 	last    *mapState
@@ -82,9 +95,9 @@ type mapWatch struct {
 }
 
 // newMapWatch starts reading the maps of the xlaned pinned at pinDir.
-func newMapWatch(pinDir string, every time.Duration) *mapWatch {
+func newMapWatch(pinDir string, every time.Duration, seen *seenLog) *mapWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &mapWatch{dir: filepath.Join(pinDir, "maps"), every: every, res: map[string]*delays{}, cancel: cancel, done: make(chan struct{})}
+	w := &mapWatch{dir: filepath.Join(pinDir, "maps"), every: every, seen: seen, res: map[string]*delays{}, cancel: cancel, done: make(chan struct{})}
 	go w.loop(ctx)
 	return w
 }
@@ -134,6 +147,13 @@ func (w *mapWatch) check(st *mapState) {
 			kept = append(kept, e)
 		case e.cond(st):
 			d.Ms = append(d.Ms, float64(st.at.Sub(e.t0).Microseconds())/1000)
+			if t, ok := w.seen.since(e.key, e.t0); ok && !t.After(st.at) {
+				d.XlanedMs = append(d.XlanedMs, float64(st.at.Sub(t).Microseconds())/1000)
+			} else {
+				d.Unseen++
+			}
+		case w.undone(e):
+			d.Ambiguous++
 		case st.at.Sub(e.t0) > expectTimeout:
 			d.Lost++
 		default:
@@ -142,6 +162,16 @@ func (w *mapWatch) check(st *mapState) {
 	}
 	clear(w.pending[len(kept):])
 	w.pending = kept
+}
+
+// undone says whether the bench's watch saw e's change undone after it.
+func (w *mapWatch) undone(e *expect) bool {
+	did, ok := w.seen.since(e.key, e.t0)
+	if !ok {
+		return false
+	}
+	_, ok = w.seen.since(e.undo, did)
+	return ok
 }
 
 func (w *mapWatch) kind(k string) *delays {
@@ -153,16 +183,17 @@ func (w *mapWatch) kind(k string) *delays {
 	return d
 }
 
-// expect registers a change of kind made at t0 that cond recognises. A
-// cond already true now is counted ambiguous and not timed.
-func (w *mapWatch) expect(kind string, t0 time.Time, cond func(*mapState) bool) {
+// expect registers a change of kind made at t0 that cond recognises (key:
+// the change as the bench's watch sees it). A cond already true now is
+// counted ambiguous and not timed.
+func (w *mapWatch) expect(kind string, t0 time.Time, key, undo string, cond func(*mapState) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.last != nil && cond(w.last) {
 		w.kind(kind).Ambiguous++
 		return
 	}
-	w.pending = append(w.pending, &expect{kind: kind, t0: t0, cond: cond})
+	w.pending = append(w.pending, &expect{kind: kind, t0: t0, key: key, undo: undo, cond: cond})
 }
 
 // settle waits until every expectation is settled (seen or timed out).

@@ -317,6 +317,8 @@ type view struct {
 	svcs    cache.SharedIndexInformer
 	nodes   cache.SharedIndexInformer
 
+	seen *seenLog // when the changes came out of the API server (seen.go)
+
 	mu      sync.Mutex
 	onIP    map[string]func(netip.Addr) // pod namespace/name -> called once it has an address
 	stopped chan struct{}
@@ -337,7 +339,10 @@ func newView(ctx context.Context, cs kubernetes.Interface) (*view, error) {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(strip))
 	v := &view{factory: f, pods: f.Core().V1().Pods().Informer(), slices: f.Discovery().V1().EndpointSlices().Informer(),
 		svcs: f.Core().V1().Services().Informer(), nodes: f.Core().V1().Nodes().Informer(),
-		onIP: map[string]func(netip.Addr){}, stopped: make(chan struct{})}
+		onIP: map[string]func(netip.Addr){}, stopped: make(chan struct{}), seen: &seenLog{at: map[string]time.Time{}}}
+	if err := v.watchSeen(); err != nil {
+		return nil, err
+	}
 	seen := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok || p.Status.PodIP == "" {

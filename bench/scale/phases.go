@@ -160,7 +160,7 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 	if err := w.startXlaned(ctx, w.n2); err != nil {
 		return nil, err
 	}
-	w.maps = newMapWatch(w.n1.pin, o.poll)
+	w.maps = newMapWatch(w.n1.pin, o.poll, w.view.seen)
 	undo.Push("stop reading the maps", func(context.Context) error { w.maps.close(); return nil })
 	if rep.Cold, err = w.coldStart(ctx); err != nil {
 		return rep, err
@@ -180,7 +180,7 @@ func run(ctx context.Context, o options, tmp string, undo *harness.UndoStack) (*
 	}
 
 	// kube-apiserver restart.
-	if rep.APIRestart, err = w.restartAPIServer(ctx); err != nil {
+	if rep.APIRestart, err = w.restartAPIServer(ctx, rep.Cold.Lists); err != nil {
 		return rep, err
 	}
 	rep.Conns["api-restart"] = w.conns.take()
@@ -357,7 +357,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		t0 := time.Now()
 		async(func() error { return cs.CoreV1().Pods(p.ns).Delete(ctx, p.name, metav1.DeleteOptions{}) })
 		if ok {
-			w.maps.expect("pod-stop", t0, func(s *mapState) bool { return !s.hasBackend(ip) })
+			w.maps.expect("pod-stop", t0, readyKey(ip.String(), false), readyKey(ip.String(), true), func(s *mapState) bool { return !s.hasBackend(ip) })
 		}
 		c.PodStops++
 	}
@@ -366,7 +366,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		nextPod++
 		t0 := time.Now()
 		w.view.whenIP(p.ns, p.name, func(ip netip.Addr) {
-			w.maps.expect("pod-start", t0, func(s *mapState) bool { return s.hasBackend(ip) })
+			w.maps.expect("pod-start", t0, readyKey(ip.String(), true), readyKey(ip.String(), false), func(s *mapState) bool { return s.hasBackend(ip) })
 		})
 		pod := podObject(p.name, p.ns, node, k)
 		async(func() error { _, err := cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{}); return err })
@@ -395,9 +395,9 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 					return err
 				}
 				if add {
-					w.maps.expect("svc-change", t0, func(s *mapState) bool { return s.hasService(vip) })
+					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, true), portKey(ns, name, svcPort+1, false), func(s *mapState) bool { return s.hasService(vip) })
 				} else {
-					w.maps.expect("svc-change", t0, func(s *mapState) bool { return !s.hasService(vip) })
+					w.maps.expect("svc-change", t0, portKey(ns, name, svcPort+1, false), portKey(ns, name, svcPort+1, true), func(s *mapState) bool { return !s.hasService(vip) })
 				}
 				return nil
 			})
@@ -419,7 +419,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 		})
 		t0 := time.Now()
 		async(func() error { return cs.CoreV1().Nodes().Delete(ctx, old, metav1.DeleteOptions{}) })
-		w.maps.expect("node-change", t0, func(s *mapState) bool { return !s.hasPeer(oldCIDR) })
+		w.maps.expect("node-change", t0, nodeKey(old, false), nodeKey(old, true), func(s *mapState) bool { return !s.hasPeer(oldCIDR) })
 		name := fmt.Sprintf("kw-r%d", nextSlot)
 		slot[name] = nextSlot
 		cidr := podCIDR(nextSlot)
@@ -430,7 +430,7 @@ func (w *world) churn(ctx context.Context) (*churn, error) {
 			apiErrs.Add(1)
 			return
 		}
-		w.maps.expect("node-change", t1, func(s *mapState) bool { return s.hasPeer(cidr) })
+		w.maps.expect("node-change", t1, nodeKey(name, true), nodeKey(name, false), func(s *mapState) bool { return s.hasPeer(cidr) })
 		nodes = append(nodes, name)
 		for _, k := range moved {
 			pods = append(pods, startPod(k, name))
@@ -493,8 +493,9 @@ loop:
 	c.Lists, _ = countLists(w.auditLog, l0, time.Now())
 	for _, k := range slices.Sorted(maps.Keys(c.Delays)) {
 		d := c.Delays[k]
-		log.Printf("churn %-12s %5d seen: p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms  (%d lost, %d ambiguous)", k, len(d.Ms),
-			percentile(d.Ms, 50), percentile(d.Ms, 99), maxOf(d.Ms), d.Lost, d.Ambiguous)
+		log.Printf("churn %-12s %5d seen: p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms  (%d lost, %d ambiguous); xlaned's part p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms (%d unseen)",
+			k, len(d.Ms), percentile(d.Ms, 50), percentile(d.Ms, 99), maxOf(d.Ms), d.Lost, d.Ambiguous,
+			percentile(d.XlanedMs, 50), percentile(d.XlanedMs, 99), maxOf(d.XlanedMs), d.Unseen)
 	}
 	log.Printf("churn: %d pod starts, %d stops, %d Service changes, %d nodes replaced in %.1f s; xlaned CPU %.1f s (%.0f %% of a core), RSS %.0f MB",
 		c.PodStarts, c.PodStops, c.SvcChanges, c.NodeOp, c.Duration.Seconds(), c.CPU.Seconds(), 100*c.CPU.Seconds()/c.Duration.Seconds(), c.RSSMB)
@@ -502,8 +503,8 @@ loop:
 }
 
 // restartAPIServer restarts kube-apiserver (etcd stays) and counts what
-// xlaned did about it.
-func (w *world) restartAPIServer(ctx context.Context) (*apiRestart, error) {
+// xlaned did about it; relists is what xlaned listed at its cold start.
+func (w *world) restartAPIServer(ctx context.Context, relists map[string]int) (*apiRestart, error) {
 	before := len(logLines(w.n1, "kubernetes sync"))
 	policiesBefore := len(logLines(w.n1, "kubernetes policy sync"))
 	cpu0, _, _ := procStats(w.n1.proc.Pid())
@@ -515,11 +516,22 @@ func (w *world) restartAPIServer(ctx context.Context) (*apiRestart, error) {
 	}
 	a := &apiRestart{Down: down}
 	// The watches come back (client-go's backoff is up to ~30 s after a
-	// refused connection); then a change must get through.
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(20 * time.Second):
+	// refused connection): until each informer has relisted as at the
+	// cold start (relists), 20 s at most; then a change must get through.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		got, _ := countLists(w.auditLog, t0, time.Now())
+		all := len(relists) > 0
+		for res, n := range relists {
+			all = all && got[res] >= n
+		}
+		if all {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	k := w.o.services / 2
 	ns, name := w.plan.svcNS(k), svcName(k)
@@ -564,6 +576,11 @@ func (w *world) restartXlaned(ctx context.Context) (*phase, error) {
 	log.Printf("restarting xlaned at full size (%d service keys, %d backends)", len(before.svcs), before.backends)
 	t0 := time.Now()
 	if err := w.n1.proc.Stop(ctx); err != nil {
+		return nil, err
+	}
+	// The first run's log kept beside (-keep-tmp), the restart's new.
+	logf := filepath.Join(w.n1.dir, "xlaned.log")
+	if err := os.Rename(logf, logf+".before-restart"); err != nil {
 		return nil, err
 	}
 	minB := before.backends

@@ -64,12 +64,13 @@ func markdown(rep *report) string {
 	if c := rep.Churn; c != nil {
 		w("\nChurn, %.0f s: %d pod starts and %d stops (EndpointSlices by the controller manager), %d Service changes (a port added or removed), %d nodes replaced with their pods; %d API errors. xlaned: CPU %.1f s (%.0f %% of a core), RSS %.0f MB at the end; LISTs: %s.\n\n",
 			c.Duration.Seconds(), c.PodStarts, c.PodStops, c.SvcChanges, c.NodeOp, c.APIErrors, c.CPU.Seconds(), 100*c.CPU.Seconds()/max(c.Duration.Seconds(), 1e-9), c.RSSMB, lists(c.Lists))
-		w("| change | seen | p50 | p99 | max | lost (30 s) | ambiguous |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		w("| change | seen | p50 | p99 | max | lost (30 s) | ambiguous | xlaned's part p50 / p99 / max |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, k := range slices.Sorted(maps.Keys(c.Delays)) {
 			d := c.Delays[k]
-			w("| %s | %d | %.0f ms | %.0f ms | %.0f ms | %d | %d |\n", k, len(d.Ms), percentile(d.Ms, 50), percentile(d.Ms, 99), maxOf(d.Ms), d.Lost, d.Ambiguous)
+			w("| %s | %d | %.0f ms | %.0f ms | %.0f ms | %d | %d | %.0f / %.0f / %.0f ms |\n", k, len(d.Ms), percentile(d.Ms, 50), percentile(d.Ms, 99), maxOf(d.Ms), d.Lost, d.Ambiguous,
+				percentile(d.XlanedMs, 50), percentile(d.XlanedMs, 99), maxOf(d.XlanedMs))
 		}
-		w("\nFrom the API write (create, delete, update call) to the first read of the BPF maps that shows it: pod-start a backend with the pod's address taking new flows, pod-stop none left taking new flows (draining or gone), svc-change the added port's ClusterIP key present or the removed one's gone, node-change the node's pod CIDR in xlane_peers or gone. A pod start includes kwok's status write and the controller manager's EndpointSlice update. Ambiguous: already true when registered (an address reused), not timed.\n")
+		w("\nFrom the API write (create, delete, update call) to the first read of the BPF maps that shows it: pod-start a backend with the pod's address taking new flows, pod-stop none left taking new flows (draining or gone), svc-change the added port's ClusterIP key present or the removed one's gone, node-change the node's pod CIDR in xlane_peers or gone. A pod start includes kwok's status write and the controller manager's EndpointSlice update. Ambiguous: already true when registered (an address reused), not timed. xlaned's part: from the bench's own watch seeing the change (the address ready or not in an EndpointSlice, the port in the Service, the Node added or gone) to the map; the rest is the control plane's.\n")
 	}
 	if a := rep.APIRestart; a != nil {
 		w("\nkube-apiserver restart (etcd kept): down %.1f s; xlaned's LISTs afterwards: %s; %d full syncs, %d service writes, %d policy syncs; CPU %.2f s; a Service change after it in the maps %.0f ms later.\n",

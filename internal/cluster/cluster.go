@@ -512,13 +512,13 @@ func (c *Cluster) needCluster(what string) error {
 }
 
 // validateNode checks a node add against the cluster, this node and the
-// other nodes.
-func (c *Cluster) validateNode(tx *store.Tx, req model.Node) (*model.Node, error) {
+// nodes recorded (nodes: read once for a batch, AddNodes).
+func (c *Cluster) validateNode(tx *store.Tx, nodes []model.Node, req model.Node) (*model.Node, error) {
 	if !core.NameRE.MatchString(req.Name) {
 		return nil, model.Fieldf("name", "%q: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit", req.Name)
 	}
 	n := &model.Node{Name: req.Name, Self: req.Name == c.name, Created: time.Now().UTC()}
-	if err := c.validateNodeKey(tx, n, req.WGPublicKey); err != nil {
+	if err := c.validateNodeKey(nodes, n, req.WGPublicKey); err != nil {
 		return nil, err
 	}
 	if len(req.Underlay) == 0 {
@@ -566,14 +566,10 @@ func (c *Cluster) validateNode(tx *store.Tx, req model.Node) (*model.Node, error
 	if _, err := tx.Node(n.Name); err == nil {
 		return nil, model.Conflictf("node %q already exists (remove it first to change it)", n.Name)
 	}
-	if err := c.validateNodeMTU(tx, n, req.MTU); err != nil {
+	if err := c.validateNodeMTU(tx, nodes, n, req.MTU); err != nil {
 		return nil, err
 	}
-	others, err := tx.Nodes()
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range others {
+	for _, o := range nodes {
 		for _, a := range n.Underlay {
 			if slices.Contains(o.Underlay, a) {
 				return nil, model.Fieldf("underlay", "%s is node %q's already", a, o.Name)
@@ -619,49 +615,113 @@ func (c *Cluster) AddNode(req model.Node) (*model.Node, error) {
 	var n *model.Node
 	applied := false
 	err := c.c.Store().Update(func(tx *store.Tx) error {
-		var err error
-		if n, err = c.validateNode(tx, req); err != nil {
-			return err
-		}
-		if n.ID, err = tx.NextNodeID(); err != nil {
-			return err
-		}
 		nodes, err := tx.Nodes()
 		if err != nil {
 			return err
 		}
-		applied = true
-		if err := c.applyNode(n, SelfNode(nodes)); err != nil {
-			return err
-		}
-		if err := c.c.FaultPoint("node-applied"); err != nil {
-			return err
-		}
-		if err := tx.PutNode(n); err != nil {
-			return err
-		}
-		if !n.Self {
-			return nil
-		}
-		// The self record decides which underlay family peers are
-		// reached by: re-point them.
-		for i := range nodes {
-			if err := c.applyNode(&nodes[i], n); err != nil {
-				return err
-			}
-		}
-		return nil
+		n, applied, err = c.addNodeTx(tx, nodes, req)
+		return err
 	})
 	if err != nil {
 		if applied {
-			if uerr := c.removeNodeState(n); uerr != nil {
-				c.c.Log().Error("roll back node", "node", n.Name, "err", uerr)
-			}
+			c.rollBackNode(n)
 		}
 		return nil, err
 	}
 	c.c.Log().Info("node added", "node", n.Name, "underlay", n.Underlay, "pod_cidrs", n.PodCIDRs, "self", n.Self)
 	return n, nil
+}
+
+// AddNodes adds many nodes in one store transaction (a sync of a
+// cluster's thousands of Nodes: one commit, the records read once, not
+// one of each per node). A node refused (its checks, its datapath
+// entries) is logged and left out, nothing of it behind; the others are
+// added. Only a failure of the transaction itself is an error: then none
+// is added.
+func (c *Cluster) AddNodes(reqs []model.Node) error {
+	c.c.Lock()
+	defer c.c.Unlock()
+	if err := c.needCluster("add node"); err != nil {
+		return err
+	}
+	var ok []model.Node
+	for _, req := range reqs {
+		if err := c.rememberUnderlayForwarding(req); err != nil {
+			c.c.Log().Error("nodes: node refused", "node", req.Name, "err", err)
+			continue
+		}
+		ok = append(ok, req)
+	}
+	var added []*model.Node
+	err := c.c.Store().Update(func(tx *store.Tx) error {
+		added = nil
+		nodes, err := tx.Nodes()
+		if err != nil {
+			return err
+		}
+		for _, req := range ok {
+			n, applied, err := c.addNodeTx(tx, nodes, req)
+			if err != nil {
+				if applied {
+					c.rollBackNode(n)
+				}
+				c.c.Log().Error("nodes: node refused", "node", req.Name, "err", err)
+				continue
+			}
+			added = append(added, n)
+			nodes = append(nodes, *n)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, n := range added {
+			c.rollBackNode(n)
+		}
+		return err
+	}
+	for _, n := range added {
+		c.c.Log().Info("node added", "node", n.Name, "underlay", n.Underlay, "pod_cidrs", n.PodCIDRs, "self", n.Self)
+	}
+	return nil
+}
+
+// addNodeTx validates req against nodes (the records in tx), records it
+// in tx and programs it. applied says whether the datapath may hold some
+// of it (rollBackNode); failing, its record is not in tx.
+func (c *Cluster) addNodeTx(tx *store.Tx, nodes []model.Node, req model.Node) (n *model.Node, applied bool, err error) {
+	if n, err = c.validateNode(tx, nodes, req); err != nil {
+		return nil, false, err
+	}
+	if n.ID, err = tx.NextNodeID(); err != nil {
+		return nil, false, err
+	}
+	if err := c.applyNode(n, SelfNode(nodes)); err != nil {
+		return n, true, err
+	}
+	if err := c.c.FaultPoint("node-applied"); err != nil {
+		return n, true, err
+	}
+	if err := tx.PutNode(n); err != nil {
+		return n, true, err
+	}
+	if !n.Self {
+		return n, true, nil
+	}
+	// The self record decides which underlay family peers are reached
+	// by: re-point them.
+	for i := range nodes {
+		if err := c.applyNode(&nodes[i], n); err != nil {
+			return n, true, errors.Join(err, tx.DeleteNode(n.Name))
+		}
+	}
+	return n, true, nil
+}
+
+// rollBackNode undoes what a failed add of n programmed.
+func (c *Cluster) rollBackNode(n *model.Node) {
+	if err := c.removeNodeState(n); err != nil {
+		c.c.Log().Error("roll back node", "node", n.Name, "err", err)
+	}
 }
 
 // RemoveNode removes a node's record, prefixes, routes and conntrack

@@ -118,10 +118,11 @@ func orNone(s string) string {
 	return s
 }
 
-// validateNodeKey checks a node's WireGuard public key: this node's is its
-// daemon's (filled in); a peer's is required with encryption, and no other
-// node's. Without encryption a key given must still be one.
-func (c *Cluster) validateNodeKey(tx *store.Tx, n *model.Node, given string) error {
+// validateNodeKey checks a node's WireGuard public key against the
+// nodes recorded (nodes): this node's is its daemon's (filled in); a
+// peer's is required with encryption, and no other node's. Without
+// encryption a key given must still be one.
+func (c *Cluster) validateNodeKey(nodes []model.Node, n *model.Node, given string) error {
 	if n.Self && c.wg != nil {
 		own := c.wg.PublicKey().String()
 		if given != "" && given != own {
@@ -140,11 +141,7 @@ func (c *Cluster) validateNodeKey(tx *store.Tx, n *model.Node, given string) err
 	if c.wg != nil && k == c.wg.PublicKey() {
 		return model.Fieldf("wg_public_key", "%s is this node's own public key", k)
 	}
-	others, err := tx.Nodes()
-	if err != nil {
-		return err
-	}
-	for _, o := range others {
+	for _, o := range nodes {
 		if o.Name != n.Name && o.WGPublicKey == k.String() {
 			return model.Fieldf("wg_public_key", "%s is node %q's already", k, o.Name)
 		}

@@ -57,8 +57,9 @@ func (c *Cluster) peersPodMTU(tx *store.Tx) (int, string, error) {
 }
 
 // validateNodeMTU checks a node record's MTU: this node's must be its
-// underlay device's; a peer's must carry every network of the cluster.
-func (c *Cluster) validateNodeMTU(tx *store.Tx, n *model.Node, mtu int) error {
+// underlay device's; a peer's must carry every network of the cluster
+// (nodes: the nodes recorded, this node's among them).
+func (c *Cluster) validateNodeMTU(tx *store.Tx, nodes []model.Node, n *model.Node, mtu int) error {
 	if mtu == 0 {
 		return nil
 	}
@@ -71,10 +72,6 @@ func (c *Cluster) validateNodeMTU(tx *store.Tx, n *model.Node, mtu int) error {
 			return model.Fieldf("mtu", "%d: this node's underlay device %s has MTU %d", mtu, l.Attrs().Name, l.Attrs().MTU)
 		}
 		return nil
-	}
-	nodes, err := tx.Nodes()
-	if err != nil {
-		return err
 	}
 	carries := c.podMTUOver(mtu, SelfNode(nodes), n)
 	nets, err := tx.Networks()

@@ -42,11 +42,11 @@ func (c *Cluster) SetNodeKey(name, key string) (*model.Node, error) {
 		}
 		cp := *old
 		n = &cp
-		if err := c.validateNodeKey(tx, n, key); err != nil {
-			return err
-		}
 		nodes, err := tx.Nodes()
 		if err != nil {
+			return err
+		}
+		if err := c.validateNodeKey(nodes, n, key); err != nil {
 			return err
 		}
 		self = SelfNode(nodes)

@@ -179,7 +179,7 @@ func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynam
 	// slim: the caches keep what this package reads (memory; no-op
 	// updates recognised by unchanged).
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim))
-	c := &controller{cfg: cfg, cs: cs, t: t, kick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
+	c := &controller{cfg: cfg, cs: cs, t: t, kick: make(chan struct{}, 1), pkick: make(chan struct{}, 1), health: healthServers{log: cfg.Log, host: host},
 		nodes:      f.Core().V1().Nodes(),
 		services:   f.Core().V1().Services(),
 		slices:     f.Discovery().V1().EndpointSlices(),
@@ -210,7 +210,12 @@ func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynam
 	}
 	handlers := map[cache.SharedIndexInformer]func(obj any){
 		c.nodes.Informer(): func(obj any) {
-			c.mark(func(d *dirty) { d.nodes = true })
+			// This node's addresses are in its policy rules.
+			self := false
+			if n, ok := obj.(*corev1.Node); ok && n.Name == cfg.NodeName {
+				self = true
+			}
+			c.mark(func(d *dirty) { d.nodes, d.policies = true, d.policies || self })
 		},
 		c.services.Informer(): func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -258,12 +263,14 @@ func runWith(ctx context.Context, cfg Config, cs kubernetes.Interface, dyn dynam
 		c.cnp.start(ctx)
 	}
 	err := c.sync()
+	perr := c.policySync()
+	go c.policyLoop(ctx, perr != nil)
 	go func() {
 		defer f.Shutdown()
 		defer c.health.close()
 		c.loop(ctx, err != nil)
 	}()
-	return err
+	return errors.Join(err, perr)
 }
 
 // Resource is an API resource Kubernetes mode reads.
@@ -287,7 +294,8 @@ type controller struct {
 	cfg        Config
 	cs         kubernetes.Interface
 	t          Target
-	kick       chan struct{}
+	kick       chan struct{} // the nodes and Services changed (loop)
+	pkick      chan struct{} // the policies' inputs changed (policyLoop)
 	nodes      coreinformers.NodeInformer
 	services   coreinformers.ServiceInformer
 	slices     discoveryinformers.EndpointSliceInformer
@@ -317,24 +325,48 @@ type dirty struct {
 	policies    bool
 }
 
-// mark records a change and wakes the loop.
+// mark records a change and wakes the loop that redoes it: loop for the
+// nodes and Services, policyLoop for the policies (a pod's start or stop
+// alone wakes only the latter).
 func (c *controller) mark(f func(*dirty)) {
 	c.mu.Lock()
 	f(&c.dirty)
+	d := c.dirty
 	c.mu.Unlock()
+	if d.nodes || d.allServices || len(d.services) > 0 {
+		wake(c.kick)
+	}
+	if d.policies {
+		wake(c.pkick)
+	}
+}
+
+func wake(ch chan struct{}) {
 	select {
-	case c.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// take returns what changed and starts a new record.
+// take returns what changed of the nodes and Services and starts a new
+// record of them (the policies' flag is policyLoop's: takePolicies).
 func (c *controller) take() dirty {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.dirty
-	c.dirty = dirty{services: map[string]bool{}}
+	c.dirty = dirty{services: map[string]bool{}, policies: d.policies}
+	d.policies = false
 	return d
+}
+
+// takePolicies says whether the policies' inputs changed since the last
+// call.
+func (c *controller) takePolicies() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.dirty.policies
+	c.dirty.policies = false
+	return p
 }
 
 // loop syncs after every burst of events, and retries a failed sync.
@@ -364,8 +396,10 @@ func (c *controller) loop(ctx context.Context, failed bool) {
 
 // sync programs what changed: the nodes, the Services that changed (all
 // of them when this node's addresses changed, at the first sync and
-// after a failure), the NetworkPolicies. What fails is marked again for
-// the retry.
+// after a failure). What fails is marked again for the retry. The
+// NetworkPolicies are policyLoop's: a translation of every pod and
+// policy, which under pod churn runs back to back, must not hold up a
+// Service's change (bench/scale, issue 32).
 func (c *controller) sync() error {
 	d := c.take()
 	var errs []error
@@ -394,7 +428,7 @@ func (c *controller) sync() error {
 		}
 	}
 	if !slices.Equal(self, c.self) {
-		d.allServices, d.policies = true, true // NodePorts, the node's policy rules
+		d.allServices = true // NodePorts (the policies: this Node's handler)
 	}
 	if d.allServices || len(d.services) > 0 {
 		if err := c.syncServices(d, self); err != nil {
@@ -407,12 +441,6 @@ func (c *controller) sync() error {
 		}
 		if err := c.health.sync(want); err != nil {
 			c.cfg.Log.Error("kubernetes: health-check NodePorts", "err", err)
-		}
-	}
-	if d.policies {
-		if err := c.syncPolicies(self); err != nil {
-			errs = append(errs, fmt.Errorf("apply network policies: %w", err))
-			c.mark(func(d *dirty) { d.policies = true })
 		}
 	}
 	return errors.Join(errs...)
