@@ -159,7 +159,11 @@ static __always_inline void ct_set_nat_port(struct ct_scratch *sc, __u16 port)
  * then the GC's grace and interval; one to a shared backend, held for its
  * TIME_WAIT) is deleted as the GC would delete it (ct_reclaim), as
  * Linux's NAT treats an expired conntrack entry's tuple as free. Free
- * ports come first so that such holds last while the range has room.
+ * ports come first so that such holds last while the range has room: a
+ * tuple taken over within the far end's TIME_WAIT (60 s, when it closed
+ * first) may have its SYN refused as an old duplicate, and the client's
+ * retransmission reopens the flow on another port (ct_forget), a second
+ * later; refused outright is what the alternative is.
  *
  * Returns ct_create's result: -EEXIST when no port was free or stale (or
  * the one found was taken meanwhile by another CPU).
