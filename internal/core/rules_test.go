@@ -23,6 +23,7 @@ var foundation = map[string]bool{
 	"internal/features":       true, // kernel feature probes
 	"internal/firewall/rules": true, // the rule model (API types)
 	"internal/ipam":           true,
+	"internal/ktime":          true, // the datapath's clock (a library)
 	"internal/maglev":         true,
 	"internal/model":          true,
 	"internal/netconf":        true,

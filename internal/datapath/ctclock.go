@@ -1,6 +1,6 @@
 package datapath
 
-import "golang.org/x/sys/unix"
+import "github.com/xlane-dev/xlane/internal/ktime"
 
 // Conntrack deadlines are bpf_ktime_get_ns() values: CLOCK_MONOTONIC,
 // nanoseconds since boot, so a few billion on a machine booted seconds
@@ -8,19 +8,12 @@ import "golang.org/x/sys/unix"
 // numbers, never "now - x" in uint64, which would wrap to ~584 years
 // whenever x is later than now or now is small (issue 11).
 
-// monotonicNow is bpf_ktime_get_ns()'s clock.
-func monotonicNow() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
-
-// now is the datapath's clock: monotonicNow unless a test set clock.
+// now is the datapath's clock: ktime.Now unless a test set clock.
 func (d *BPF) now() uint64 {
 	if d.clock != nil {
 		return d.clock()
 	}
-	return monotonicNow()
+	return ktime.Now()
 }
 
 // ctCollectable says whether a deadline passed more than grace before

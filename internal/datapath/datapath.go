@@ -42,7 +42,7 @@ type BPF struct {
 	// accel, proxy: the socket layer, loaded on first use; accel.go, proxy.go.
 	accel *bpf.AccelObjects
 	proxy *bpf.ProxyObjects
-	// clock overrides monotonicNow (tests: a clock a few seconds past
+	// clock overrides ktime.Now (tests: a clock a few seconds past
 	// boot); ctclock.go.
 	clock func() uint64
 	// shared: which backends several services balance to (cthold.go).

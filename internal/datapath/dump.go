@@ -13,9 +13,9 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/ktime"
 	"github.com/xlane-dev/xlane/internal/model"
 )
 
@@ -391,11 +391,7 @@ func (d *BPF) dumpBackends(_ int, add func(...any) bool) error {
 // client's last new flow (CLOCK_MONOTONIC, bpf_ktime_get_ns's clock). A
 // client of all zeros is the node's own processes.
 func (d *BPF) dumpAffinity(_ int, add func(...any) bool) error {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return fmt.Errorf("dump affinity: clock: %w", err)
-	}
-	now := uint64(ts.Nano())
+	now := ktime.Now()
 	return walk(d.objs.Affinity(), func(k *bpf.AffinityKey, v *bpf.AffinityVal) bool {
 		client := "node"
 		if k.Client != ([16]byte{}) {

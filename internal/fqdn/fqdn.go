@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlane-dev/xlane/internal/core"
+	"github.com/xlane-dev/xlane/internal/ktime"
 	"github.com/xlane-dev/xlane/internal/store"
 )
 
@@ -277,7 +278,7 @@ func (f *FQDN) put(t *tracker, name string, addrs map[netip.Addr]time.Time) {
 	if len(addrs) == 0 {
 		return
 	}
-	mono, now := monotonic(), time.Now()
+	mono, now := ktime.Now(), time.Now()
 	for _, r := range f.rules {
 		if !slices.ContainsFunc(r.Names, func(p string) bool { return Match(p, name) }) {
 			continue
@@ -320,7 +321,7 @@ func (f *FQDN) sweep() {
 		src, dst netip.Addr
 	}
 	var stale []key
-	now := monotonic()
+	now := ktime.Now()
 	err := f.m.Range(func(slot uint32, src, dst netip.Addr, expires uint64) {
 		if !slots[slot] || expires <= now {
 			stale = append(stale, key{slot, src, dst})
@@ -334,11 +335,4 @@ func (f *FQDN) sweep() {
 			f.log.Debug("fqdn: remove resolved address", "err", err)
 		}
 	}
-}
-
-// monotonic is CLOCK_MONOTONIC in nanoseconds (bpf_ktime_get_ns).
-func monotonic() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/xlane-dev/xlane/internal/api"
 	"github.com/xlane-dev/xlane/internal/bpf"
+	"github.com/xlane-dev/xlane/internal/ktime"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/netconf"
 	"github.com/xlane-dev/xlane/internal/store"
@@ -162,7 +163,7 @@ func (o *Observer) Monitor(q api.MonitorQuery) (*MonitorSub, error) {
 		return nil, err
 	}
 	c := make(chan api.MonitorEvent, monitorQueue)
-	s := &MonitorSub{C: c, c: c, m: m, types: types, ctl: ctl, f: f, base: base, since: monotonicNow()}
+	s := &MonitorSub{C: c, c: c, m: m, types: types, ctl: ctl, f: f, base: base, since: ktime.Now()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.subs[s] = struct{}{}
@@ -237,7 +238,7 @@ func (m *monitor) gcCloses() *GCCloses {
 	if m == nil || m.err != nil || bpf.MonType(m.types.Load())&bpf.MonFlowClose == 0 {
 		return nil
 	}
-	return &GCCloses{m: m, ts: monotonicNow()}
+	return &GCCloses{m: m, ts: ktime.Now()}
 }
 
 // Add is the GC's callback for an entry it collects: a flow's original
@@ -522,7 +523,7 @@ var natNames = map[uint8]string{uint8(bpf.CTNatSrc): "src", uint8(bpf.CTNatDst):
 func (m *monitor) describe(e bpf.MonEvent) (api.MonitorEvent, monRefs) {
 	n := m.names.Load()
 	t := bpf.MonType(e.Type)
-	ev := api.MonitorEvent{Time: monWallClock(e.Ts), Type: t.String(), Len: e.Len}
+	ev := api.MonitorEvent{Time: ktime.Wall(e.Ts), Type: t.String(), Len: e.Len}
 	refs := monRefs{proto: e.Proto}
 	flow := t == bpf.MonFlowNew || t == bpf.MonFlowClose || t == bpf.MonNAT || t == bpf.MonLB
 	if !flow || t == bpf.MonLB {
@@ -622,15 +623,6 @@ func (m *monitor) ruleName(slot uint32) string {
 }
 
 func ntohs(v uint16) uint16 { return v>>8 | v<<8 }
-
-// monWallClock turns a bpf_ktime_get_ns() stamp into wall-clock time.
-func monWallClock(ts uint64) time.Time {
-	var now unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
-		return time.Now()
-	}
-	return time.Now().Add(-time.Duration(uint64(now.Nano()) - ts))
-}
 
 // monFilter is a query, resolved.
 type monFilter struct {

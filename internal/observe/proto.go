@@ -6,14 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// monotonicNow is bpf_ktime_get_coarse_ns()'s clock (CLOCK_MONOTONIC), the
-// events' timestamps.
-func monotonicNow() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
-
 // protoName names an IP protocol number as the API does.
 func protoName(p uint8) string {
 	switch p {

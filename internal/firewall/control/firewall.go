@@ -16,6 +16,7 @@ import (
 	"github.com/xlane-dev/xlane/internal/firewall"
 	"github.com/xlane-dev/xlane/internal/firewall/rules"
 	"github.com/xlane-dev/xlane/internal/fqdn"
+	"github.com/xlane-dev/xlane/internal/ktime"
 	"github.com/xlane-dev/xlane/internal/model"
 	"github.com/xlane-dev/xlane/internal/store"
 )
@@ -570,7 +571,7 @@ func (f *Firewall) list() (*api.Firewall, error) {
 	for _, r := range rs.Rules {
 		byName[r.Name] = r
 	}
-	now := monotonicNow()
+	now := ktime.Now()
 	for i, pr := range pol.Rules {
 		fr := api.FirewallRule{Position: i + 1, Bits: len(pr.Matches), Default: pr.Default}
 		if pr.Default {

@@ -2,17 +2,7 @@ package control
 
 import (
 	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// monotonicNow is bpf_ktime_get_coarse_ns()'s clock (CLOCK_MONOTONIC:
-// nanoseconds since boot, a few billion on a machine booted seconds ago).
-func monotonicNow() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
 
 // lastHitTime turns a rule's last hit (bpf_ktime_get_coarse_ns(), 0:
 // never) into wall time, given the monotonic and wall clocks read
