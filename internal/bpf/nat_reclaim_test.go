@@ -49,16 +49,24 @@ func TestNATPortReclaim(t *testing.T) {
 		lo, hi uint16
 	}
 	up, ep0 := h.links[devUp], h.links[devEP0]
-	paths := []path{{
-		name: "nodeport to another node's pod",
-		open: func(t *testing.T, i int) (int32, int, CTKey) {
-			f := ctFlow{src: ap(remoteV4, uint16(42000+i)), dst: ap(nodeV4, 30090)}
-			ret, in, out := h.ctRun(t, progFromUplink, devUp, f.orig("S").fromOutside())
+	// opener makes a path's open: flow i's SYN (from pkt) through prog on
+	// dev; a pass leaves the frame alone.
+	opener := func(prog ctProg, dev string, pkt func(i int) (ctFlow, ctPkt)) func(*testing.T, int) (int32, int, CTKey) {
+		return func(t *testing.T, i int) (int32, int, CTKey) {
+			f, p := pkt(i)
+			ret, in, out := h.ctRun(t, prog, dev, p)
 			if ret == actPass {
 				wantVerdict(t, ret, actPass, in, out)
 			}
 			return ret, len(in), f.origKey()
-		},
+		}
+	}
+	paths := []path{{
+		name: "nodeport to another node's pod",
+		open: opener(progFromUplink, devUp, func(i int) (ctFlow, ctPkt) {
+			f := ctFlow{src: ap(remoteV4, uint16(42000+i)), dst: ap(nodeV4, 30090)}
+			return f, f.orig("S").fromOutside()
+		}),
 		ok:   ctMetric{up, tcXlReasonXL_FWD_OVERLAY, DirIngress},
 		pass: ctMetric{up, passNATPorts, DirIngress},
 		reply: func(t *testing.T, k CTKey) CTKey {
@@ -69,14 +77,10 @@ func TestNATPortReclaim(t *testing.T) {
 		lo: 30000, hi: 30003,
 	}, {
 		name: "masquerade",
-		open: func(t *testing.T, i int) (int32, int, CTKey) {
+		open: opener(progFromEP, devEP0, func(i int) (ctFlow, ctPkt) {
 			f := ctFlow{src: ap(epSrc.v4, uint16(42100+i)), dst: ap(remoteV4, 443)}
-			ret, in, out := h.ctRun(t, progFromEP, devEP0, f.orig("S").sentBy(epSrc))
-			if ret == actPass {
-				wantVerdict(t, ret, actPass, in, out)
-			}
-			return ret, len(in), f.origKey()
-		},
+			return f, f.orig("S").sentBy(epSrc)
+		}),
 		ok:   ctMetric{ep0, fwdFIB, DirEgress},
 		pass: ctMetric{ep0, passNATPorts, DirEgress},
 		reply: func(t *testing.T, k CTKey) CTKey {
