@@ -51,8 +51,10 @@ print-ldflags:
 	@echo '$(LDFLAGS)'
 
 # Everything, as root: BPF unit tests (prog.Run), package tests, end-to-end
-# tests in network namespaces. -p 1: the e2e suites move real traffic and
-# two cores are easily disturbed. TestKubernetes runs a real kube-apiserver:
+# tests in network namespaces, in two shards side by side
+# (scripts/test-shards.sh says how they are cut and why;
+# XLANE_TEST_SHARDS=1 runs them one after the other). Within a shard -p 1:
+# the e2e suites move real traffic and two cores are easily disturbed. TestKubernetes runs a real kube-apiserver:
 # on a machine without it cached, scripts/k8s-bins.sh builds it first (and
 # its etcd; many minutes, once). TestKubernetesScale runs with 3,000
 # Services here (XLANE_K8S_SCALE; kube-apiserver 1.34's creates are
@@ -69,7 +71,7 @@ print-ldflags:
 XLANE_REQUIRE_MODES ?= tc,kernel,xdp,xdp-generic
 test: check-generate check-format build
 	$(GO) vet ./...
-	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh hubble hubble-relay) $(GO) test -p 1 -count=1 -timeout 40m -skip '^(TestKubernetes(Cluster|DaemonSet|Conformance|Hubble)|TestCiliumCluster|TestPeers|TestScaleSmall)$$' ./...
+	XLANE_REQUIRE_MODES=$(XLANE_REQUIRE_MODES) XLANE_K8S_SCALE=3000 XLANE_K8S_BIN=$$(scripts/k8s-bins.sh $(K8S_TEST_BINS)) XLANE_HUBBLE_BIN=$$(scripts/hubble-bins.sh hubble hubble-relay) GO=$(GO) scripts/test-shards.sh
 
 # bench/scale's small form (issue 32): 500 kwok nodes, 15,000 pods, 2,000
 # Services, churn and an API-server restart against a real API server and
