@@ -190,6 +190,11 @@ struct ct_scratch {
 	struct ct_val reply;
 	struct ct_key rk;
 	struct publish_key pk; /* ct_dnat_target's, before the flow's */
+	/* ct_create_ports' (lib/ct_nat.h): when it started, the first port
+	 * whose flow was past its deadline, and that flow's other key. */
+	__u64 now;
+	__u16 stale_port;
+	struct ct_key stale_pk;
 };
 
 struct {
@@ -261,6 +266,36 @@ static __always_inline struct ct_val *ct_refresh(const struct ct_key *k, struct 
 	}
 	if (!ct_hit(k, v, l4, len))
 		return v;
+	bpf_map_delete_elem(&xlane_ct, k);
+	return 0;
+}
+
+/*
+ * ct_reclaim deletes the flow of entry k if it is still past its deadline
+ * at now (a flow idle past its timeout, or closed for 10 s, that the GC
+ * has not collected yet: its grace period, its interval, the TIME_WAIT
+ * hold of a shared backend's flows, internal/datapath/cthold.go), as the
+ * GC would: its partner (key made in pk) if that
+ * is its partner and past its deadline too, then k. Returns 0 if k is
+ * gone, -1 if the flow came back to life meanwhile (a packet moved its
+ * deadline) and was left alone. No flow_close event is sent for it: a
+ * TCP flow sent its own when it closed (mon_flow_state); an idle one is
+ * forgotten as quietly as the programs forget a half flow.
+ */
+static __always_inline int ct_reclaim(const struct ct_key *k, struct ct_key *pk, __u64 now)
+{
+	struct ct_val *v = bpf_map_lookup_elem(&xlane_ct, k);
+	struct ct_val *pv;
+
+	if (!v || v->expires >= now)
+		return -1;
+	ct_partner(k, v, pk);
+	pv = bpf_map_lookup_elem(&xlane_ct, pk);
+	if (pv && pv->dir != v->dir && pv->nat == ct_nat_mirror(v->nat)) {
+		if (pv->expires >= now)
+			return -1;
+		bpf_map_delete_elem(&xlane_ct, pk);
+	}
 	bpf_map_delete_elem(&xlane_ct, k);
 	return 0;
 }

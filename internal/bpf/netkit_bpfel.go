@@ -52,12 +52,16 @@ type netkitCtKey struct {
 }
 
 type netkitCtScratch struct {
-	_     structs.HostLayout
-	Orig  netkitCtVal
-	Reply netkitCtVal
-	Rk    netkitCtKey
-	Pk    netkitPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      netkitCtVal
+	Reply     netkitCtVal
+	Rk        netkitCtKey
+	Pk        netkitPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   netkitCtKey
 }
 
 type netkitCtVal struct {

@@ -52,12 +52,16 @@ type socklbCtKey struct {
 }
 
 type socklbCtScratch struct {
-	_     structs.HostLayout
-	Orig  socklbCtVal
-	Reply socklbCtVal
-	Rk    socklbCtKey
-	Pk    socklbPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      socklbCtVal
+	Reply     socklbCtVal
+	Rk        socklbCtKey
+	Pk        socklbPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   socklbCtKey
 }
 
 type socklbCtVal struct {

@@ -74,12 +74,16 @@ const (
 )
 
 type tcCtScratch struct {
-	_     structs.HostLayout
-	Orig  tcCtVal
-	Reply tcCtVal
-	Rk    tcCtKey
-	Pk    tcPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      tcCtVal
+	Reply     tcCtVal
+	Rk        tcCtKey
+	Pk        tcPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   tcCtKey
 }
 
 type tcCtState uint32

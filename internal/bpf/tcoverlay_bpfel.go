@@ -52,12 +52,16 @@ type tcoverlayCtKey struct {
 }
 
 type tcoverlayCtScratch struct {
-	_     structs.HostLayout
-	Orig  tcoverlayCtVal
-	Reply tcoverlayCtVal
-	Rk    tcoverlayCtKey
-	Pk    tcoverlayPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      tcoverlayCtVal
+	Reply     tcoverlayCtVal
+	Rk        tcoverlayCtKey
+	Pk        tcoverlayPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   tcoverlayCtKey
 }
 
 type tcoverlayCtVal struct {

@@ -52,12 +52,16 @@ type tcuplinkCtKey struct {
 }
 
 type tcuplinkCtScratch struct {
-	_     structs.HostLayout
-	Orig  tcuplinkCtVal
-	Reply tcuplinkCtVal
-	Rk    tcuplinkCtKey
-	Pk    tcuplinkPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      tcuplinkCtVal
+	Reply     tcuplinkCtVal
+	Rk        tcuplinkCtKey
+	Pk        tcuplinkPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   tcuplinkCtKey
 }
 
 type tcuplinkCtVal struct {

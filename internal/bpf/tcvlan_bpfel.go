@@ -52,12 +52,16 @@ type tcvlanCtKey struct {
 }
 
 type tcvlanCtScratch struct {
-	_     structs.HostLayout
-	Orig  tcvlanCtVal
-	Reply tcvlanCtVal
-	Rk    tcvlanCtKey
-	Pk    tcvlanPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      tcvlanCtVal
+	Reply     tcvlanCtVal
+	Rk        tcvlanCtKey
+	Pk        tcvlanPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   tcvlanCtKey
 }
 
 type tcvlanCtVal struct {

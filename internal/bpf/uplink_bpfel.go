@@ -52,12 +52,16 @@ type uplinkCtKey struct {
 }
 
 type uplinkCtScratch struct {
-	_     structs.HostLayout
-	Orig  uplinkCtVal
-	Reply uplinkCtVal
-	Rk    uplinkCtKey
-	Pk    uplinkPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      uplinkCtVal
+	Reply     uplinkCtVal
+	Rk        uplinkCtKey
+	Pk        uplinkPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   uplinkCtKey
 }
 
 type uplinkCtVal struct {

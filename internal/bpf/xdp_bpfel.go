@@ -52,12 +52,16 @@ type xdpCtKey struct {
 }
 
 type xdpCtScratch struct {
-	_     structs.HostLayout
-	Orig  xdpCtVal
-	Reply xdpCtVal
-	Rk    xdpCtKey
-	Pk    xdpPublishKey
-	_     [4]byte
+	_         structs.HostLayout
+	Orig      xdpCtVal
+	Reply     xdpCtVal
+	Rk        xdpCtKey
+	Pk        xdpPublishKey
+	_         [4]byte
+	Now       uint64
+	StalePort uint16
+	_         [6]byte
+	StalePk   xdpCtKey
 }
 
 type xdpCtVal struct {

@@ -215,6 +215,9 @@ func testMultiNodeExternal(t *testing.T, cs []*clusterNode, routing string) {
 			}
 		})
 	}
+	t.Run("ipv4/nodeport, ports of closed flows taken again", func(t *testing.T) {
+		testExternalPortReuse(t, out, n1, n2)
+	})
 	t.Run("backend on a peer found down", func(t *testing.T) {
 		// n2 leaves the underlay without being removed: n1's probes mark
 		// it down, and the outside client's flows to its pod are dropped
