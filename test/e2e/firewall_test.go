@@ -189,16 +189,23 @@ rules:
     action: allow
 %s`, e.v4(1), e.v4(0), e.v4(0), e.v4(1), fillerRules(2000, gen))
 	}
+	applyStart := time.Now()
 	e.mustApply(t, "gen0.yaml", ruleset(0))
+	applyTook := time.Since(applyStart)
 	ping(t, c1, e.v4(0))
 
 	t.Run("atomic updates under load", func(t *testing.T) {
 		before := tcpRetrans(t, c1)
-		const size, rate = 24 << 20, 6 << 20 // 4 s
+		// A transfer of at least 4 s, and long enough for 4 applies at the
+		// pace the first one took (a loaded machine: the suite runs in two
+		// shards side by side).
+		const rate = 6 << 20
+		applying := max(3*time.Second, 4*applyTook)
+		size := int64(float64(rate) * (applying + time.Second).Seconds())
 		wait := startTransfer(t, c1, c0, e.v4(0), size, rate)
 		start := time.Now()
 		applies := 0
-		for gen := 1; time.Since(start) < 3*time.Second; gen++ {
+		for gen := 1; time.Since(start) < applying; gen++ {
 			e.mustApply(t, fmt.Sprintf("gen%d.yaml", gen), ruleset(gen))
 			applies++
 		}
