@@ -37,6 +37,7 @@ var notRequestKeys = map[string]string{
 	"routing":            "xlaned --routing",
 	"encryption":         "xlaned --encryption",
 	"encryption-strict":  "xlaned --encryption-strict",
+	"encryption-node":    "xlaned --encryption-node",
 	"nat-ports":          "xlaned --nat-ports",
 	"nodes":              "xlaned --nodes (a file of node records)",
 	"service-no-backend": "xlaned --service-no-backend",
