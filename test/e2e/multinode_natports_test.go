@@ -52,10 +52,10 @@ func testExternalPortReuse(t *testing.T, out string, n1, n2 *clusterNode) {
 	defer setRange(oldMin, oldMax)
 
 	vip := func(port uint16) netip.AddrPort { return netip.AddrPortFrom(n1.under4, port) }
-	n1.mustXlane(nil, "service", "create", "reuse-closed", "--vip", vip(30086).String(), "--backend", netip.AddrPortFrom(n2.ip4(), 9096).String())
-	n1.mustXlane(nil, "service", "create", "reuse-held", "--vip", vip(30087).String(), "--backend", netip.AddrPortFrom(n2.ip4(), 9097).String())
-	acceptAndClose(listenIn(t, n2.pod, netip.AddrPortFrom(n2.ip4(), 9096)))
-	held := listenIn(t, n2.pod, netip.AddrPortFrom(n2.ip4(), 9097))
+	n1.mustXlane(nil, "service", "create", "reuse-closed", "--vip", vip(30096).String(), "--backend", netip.AddrPortFrom(n2.ip4(), 9196).String())
+	n1.mustXlane(nil, "service", "create", "reuse-held", "--vip", vip(30097).String(), "--backend", netip.AddrPortFrom(n2.ip4(), 9197).String())
+	acceptAndClose(listenIn(t, n2.pod, netip.AddrPortFrom(n2.ip4(), 9196)))
+	held := listenIn(t, n2.pod, netip.AddrPortFrom(n2.ip4(), 9197))
 	var mu sync.Mutex
 	var conns []net.Conn
 	defer func() {
@@ -94,7 +94,7 @@ func testExternalPortReuse(t *testing.T, out string, n1, n2 *clusterNode) {
 	}
 	burst := func(what string) (refused int) {
 		for i := range hi - lo + 1 {
-			if err := dialReset(30086); err != nil {
+			if err := dialReset(30096); err != nil {
 				t.Logf("%s, connection %d: %v", what, i, err)
 				refused++
 			}
@@ -124,7 +124,7 @@ func testExternalPortReuse(t *testing.T, out string, n1, n2 *clusterNode) {
 		var c net.Conn
 		err := ns.WithNetNSPath(nsPath(out), func(ns.NetNS) error {
 			var err error
-			c, err = net.DialTimeout("tcp", vip(30087).String(), 2*time.Second)
+			c, err = net.DialTimeout("tcp", vip(30097).String(), 2*time.Second)
 			return err
 		})
 		return c, err
