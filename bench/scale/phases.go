@@ -68,9 +68,12 @@ type phase struct {
 	Services, Backends   int // entries in the maps at the end
 	Peers                int
 	Lists                map[string]int // xlaned's relists in the phase
-	// BackendsMin: the fewest backend entries any read saw (restart:
-	// must not drop).
-	BackendsMin int `json:",omitempty"`
+	// BackendsBefore, BackendsMin: the backend entries when the restart
+	// began and the fewest any read saw during it (must not drop below
+	// the first: pods still starting may add entries meanwhile, so the
+	// count after is no bound).
+	BackendsBefore int `json:",omitempty"`
+	BackendsMin    int `json:",omitempty"`
 }
 
 type churn struct {
@@ -617,7 +620,7 @@ func (w *world) restartXlaned(ctx context.Context) (*phase, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &phase{Took: time.Since(w.n1.started), BackendsMin: minB}
+	p := &phase{Took: time.Since(w.n1.started), BackendsBefore: before.backends, BackendsMin: minB}
 	w.finish(ctx, p, 0)
 	p.CachesSynced = logValue(w.n1, "kubernetes: caches synced", "took")
 	p.Lists, _ = countLists(w.auditLog, t0, time.Now())

@@ -77,7 +77,7 @@ func markdown(rep *report) string {
 			a.Down.Seconds(), lists(a.Lists), a.FullSyncs, a.ServiceWrites, a.PolicySyncs, a.CPU.Seconds(), a.ChangeMs)
 	}
 	if rep.Restart != nil {
-		w("\nxlaned restart: backend entries never fewer than %d during it (%d after).\n", rep.Restart.BackendsMin, rep.Restart.Backends)
+		w("\nxlaned restart: backend entries never fewer than %d during it (%d before, %d after).\n", rep.Restart.BackendsMin, rep.Restart.BackendsBefore, rep.Restart.Backends)
 	}
 	w("\nReal traffic (a client pod on xlaned's node, a connection every 50 ms to each target):\n\n| phase | target | ok | failed |\n|---|---|---:|---:|\n")
 	for _, ph := range []string{"churn", "api-restart", "xlaned-restart"} {

@@ -115,8 +115,8 @@ func checkSmall(rep *report) []string {
 	}
 	if r := rep.Restart; r == nil {
 		out = append(out, "no xlaned restart measured")
-	} else if r.BackendsMin < r.Backends {
-		out = append(out, fmt.Sprintf("xlaned restart: %d backend entries at the lowest, %d after", r.BackendsMin, r.Backends))
+	} else if r.BackendsMin < r.BackendsBefore {
+		out = append(out, fmt.Sprintf("xlaned restart: %d backend entries at the lowest, %d before it", r.BackendsMin, r.BackendsBefore))
 	}
 	return out
 }
