@@ -61,12 +61,12 @@ print-ldflags:
 # quadratic in the Services: 10,000 take minutes of setup), with the
 # issue's 10,000 in make test-k8s. bench/scale's TestScaleSmall (500 kwok
 # nodes, 15,000 pods, 2,000 Services, churn, an API server and an xlaned
-# restart; issue 32) is `make test-scale`: 4 min 43 s here at a load
-# average of 14-20 (2026-11-30; 11.7 min before the node sync in one
-# transaction and kwok's 128 parallel pod stages). Not in make test: a
-# first build of kwok takes ~13 min, which make test's 20 minutes cannot
-# hold; not yet in CI: one of its runs that day failed its xlaned-restart
-# check (25,571 backend entries at the lowest, 25,578 after).
+# restart; issue 32) is `make test-scale`, a step of CI's .ci/run after
+# the kernel matrix (kwok built in CI's background): 3 min 21 s here,
+# nearly quiet, 4 min 43 s at a load average of 14-20 (2026-11-30; 11.7
+# min before the node sync in one transaction and kwok's 128 parallel pod
+# stages). Not in make test: a first build of kwok takes ~13 min, which
+# make test's 20 minutes cannot hold.
 #
 # The host kernel must run every datapath mode, as every leg of the kernel
 # matrix must (test/vm/kernels.go): a mode the daemon or the BPF objects
