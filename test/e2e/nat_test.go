@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/xlane-dev/xlane/internal/api"
 )
@@ -120,13 +117,11 @@ func udpEcho(t *testing.T, from, to string, addr netip.AddrPort) {
 }
 
 func dialOnce(from string, addr netip.AddrPort) error {
-	return ns.WithNetNSPath(nsPath(from), func(ns.NetNS) error {
-		c, err := net.DialTimeout("tcp", addr.String(), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	c, err := dialIn(from, addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err
 }
 
 // Where the datapath cannot translate (kernel mode), NAT is refused with a
